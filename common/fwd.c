@@ -1,0 +1,393 @@
+#include "fwd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern.h"
+#include "qerr.h"
+
+/* Attention tasks per thread: (row, head) pairs are split into this many
+ * chunks per thread for load balance; each chunk owns a score buffer. */
+#define FWD_ATT_TASKS_PER_THREAD 4
+
+struct fwd {
+	const model *m;
+	tpool *tp;
+	int R;              /* max rows per call */
+	float *x;           /* (R, dim) residual stream */
+	float *xb;          /* (R, dim) normed input / gathered last rows */
+	float *q;           /* (R, q_dim) */
+	float *k, *v;       /* (R, kv_dim) */
+	float *att;         /* (R, q_dim) attention output */
+	float *hb, *hb2;    /* (R, ffn_dim) */
+	float *rcos, *rsin; /* (R, head_dim/2) rotary of each row's position */
+	double *inv_freq;   /* (head_dim/2) base^(-2i/head_dim) */
+	int *row_seq;       /* (R) sequence index of each row */
+	int *row_pos;       /* (R) position of each row */
+	int n_att_tasks;
+	float *scores;      /* (n_att_tasks, scores_cap) */
+	size_t scores_cap;
+	float att_scale;
+};
+
+static void *xcalloc(size_t n, size_t sz, int *bad)
+{
+	void *p = calloc(n ? n : 1, sz);
+
+	if (!p)
+		*bad = 1;
+	return p;
+}
+
+int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
+{
+	const model_config *c = &m->cfg;
+	size_t R = (size_t)max_rows, q_dim = (size_t)c->n_heads * c->head_dim;
+	int bad = 0, half = c->head_dim / 2;
+	fwd *f;
+
+	*out = NULL;
+	if (max_rows < 1 || max_rows > 65536)
+		return qerr_fail(QERR_RANGE, "fwd: max_rows %d out of range",
+				 max_rows);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory");
+	f->m = m;
+	f->tp = tp;
+	f->R = max_rows;
+	f->x = xcalloc(R * c->dim, sizeof(float), &bad);
+	f->xb = xcalloc(R * c->dim, sizeof(float), &bad);
+	f->q = xcalloc(R * q_dim, sizeof(float), &bad);
+	f->k = xcalloc(R * c->kv_dim, sizeof(float), &bad);
+	f->v = xcalloc(R * c->kv_dim, sizeof(float), &bad);
+	f->att = xcalloc(R * q_dim, sizeof(float), &bad);
+	f->hb = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
+	f->hb2 = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
+	f->rcos = xcalloc(R * half, sizeof(float), &bad);
+	f->rsin = xcalloc(R * half, sizeof(float), &bad);
+	f->inv_freq = xcalloc(half, sizeof(double), &bad);
+	f->row_seq = xcalloc(R, sizeof(int), &bad);
+	f->row_pos = xcalloc(R, sizeof(int), &bad);
+	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
+	if (bad) {
+		fwd_free(&f);
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory for %d rows",
+				 max_rows);
+	}
+	/* Rotary frequencies in double (libm's double pow/cos/sin round
+	 * correctly in practice, so the floats derived from them agree
+	 * across hosts). */
+	for (int i = 0; i < half; i++)
+		f->inv_freq[i] = pow((double)c->rope_base,
+				     -2.0 * i / (double)c->head_dim);
+	f->att_scale = (float)(1.0 / sqrt((double)c->head_dim));
+	*out = f;
+	return 0;
+}
+
+void fwd_free(fwd **fp)
+{
+	fwd *f;
+
+	if (!fp || !*fp)
+		return;
+	f = *fp;
+	free(f->x);
+	free(f->xb);
+	free(f->q);
+	free(f->k);
+	free(f->v);
+	free(f->att);
+	free(f->hb);
+	free(f->hb2);
+	free(f->rcos);
+	free(f->rsin);
+	free(f->inv_freq);
+	free(f->row_seq);
+	free(f->row_pos);
+	free(f->scores);
+	free(f);
+	*fp = NULL;
+}
+
+int fwd_max_rows(const fwd *f)
+{
+	return f->R;
+}
+
+int fwd_check_pool(const model *m, const kv_pool *pool)
+{
+	const kv_params *p = kv_pool_params(pool);
+
+	if (p->n_layers != m->cfg.n_layers || p->kv_dim != m->cfg.kv_dim)
+		return qerr_fail(QERR_ARG, "KV pool is for %d layers x %d, the "
+				 "model has %d x %d", p->n_layers, p->kv_dim,
+				 m->cfg.n_layers, m->cfg.kv_dim);
+	return 0;
+}
+
+/* ---- pieces ---------------------------------------------------------- */
+
+static void matmul(fwd *f, const model_mat *w, const float *bias,
+		   const float *x, int M, float *y)
+{
+	kern_matmul(f->tp, w->data, w->type, w->k, w->n, bias, x, w->k, M, y,
+		    w->n);
+}
+
+static void rope_tables(fwd *f, int M)
+{
+	int half = f->m->cfg.head_dim / 2;
+
+	for (int r = 0; r < M; r++)
+		for (int i = 0; i < half; i++) {
+			double th = (double)f->row_pos[r] * f->inv_freq[i];
+			f->rcos[r * half + i] = (float)cos(th);
+			f->rsin[r * half + i] = (float)sin(th);
+		}
+}
+
+/* Rotates n_heads heads of head_dim in vec (one row). */
+static void rope_row(const fwd *f, float *vec, int n_heads, int r)
+{
+	const model_config *c = &f->m->cfg;
+	int hd = c->head_dim, half = hd / 2;
+	const float *cs = f->rcos + (size_t)r * half;
+	const float *sn = f->rsin + (size_t)r * half;
+
+	for (int h = 0; h < n_heads; h++) {
+		float *v = vec + (size_t)h * hd;
+
+		for (int i = 0; i < half; i++) {
+			int a = c->rope_mode == MODEL_ROPE_NEOX ? i : 2 * i;
+			int b = c->rope_mode == MODEL_ROPE_NEOX ? i + half
+								: 2 * i + 1;
+			float x0 = v[a], x1 = v[b];
+
+			v[a] = x0 * cs[i] - x1 * sn[i];
+			v[b] = x0 * sn[i] + x1 * cs[i];
+		}
+	}
+}
+
+static void store_kv(const fwd *f, kv_pool *pool, kv_seq *const *seqs,
+		     int layer, int M)
+{
+	const kv_params *p = kv_pool_params(pool);
+	int kvd = f->m->cfg.kv_dim, B = p->block_tokens;
+	size_t es = kv_elem_size(p->dtype);
+
+	for (int r = 0; r < M; r++) {
+		const kv_seq *s = seqs[f->row_seq[r]];
+		uint32_t pos = (uint32_t)f->row_pos[r];
+		uint32_t blk = s->blocks[pos / B];
+		size_t off = (size_t)(pos % B) * kvd * es;
+		char *kd = (char *)kv_k(pool, blk, layer) + off;
+		char *vd = (char *)kv_v(pool, blk, layer) + off;
+		const float *ks = f->k + (size_t)r * kvd;
+		const float *vs = f->v + (size_t)r * kvd;
+
+		if (p->dtype == KV_F16) {
+			kern_f32_to_f16_row(ks, (uint16_t *)kd, kvd);
+			kern_f32_to_f16_row(vs, (uint16_t *)vd, kvd);
+		} else {
+			memcpy(kd, ks, (size_t)kvd * sizeof(float));
+			memcpy(vd, vs, (size_t)kvd * sizeof(float));
+		}
+	}
+}
+
+typedef struct {
+	fwd *f;
+	const kv_pool *pool;
+	kv_seq *const *seqs;
+	int layer, M;
+} att_job;
+
+/* One (row, head): scores over positions 0..pos in order, softmax, then
+ * the weighted sum of V in position order. */
+static void attend(const att_job *j, int r, int h, float *s)
+{
+	const fwd *f = j->f;
+	const model_config *c = &f->m->cfg;
+	const kv_params *p = kv_pool_params(j->pool);
+	const kv_seq *seq = j->seqs[f->row_seq[r]];
+	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
+	int kvh = h / (c->n_heads / c->n_kv_heads);
+	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->n_heads * hd;
+	size_t head_off = (size_t)kvh * hd * es;
+	const float *q = f->q + r * q_dim + (size_t)h * hd;
+	float *out = f->att + r * q_dim + (size_t)h * hd;
+
+	for (int t = 0; t < n; t++) {
+		uint32_t blk = seq->blocks[t / B];
+		const char *kp = (const char *)kv_k(j->pool, blk, j->layer) +
+				 (size_t)(t % B) * c->kv_dim * es + head_off;
+
+		s[t] = (p->dtype == KV_F16 ? kern_dot_f16(q, (const uint16_t *)kp,
+							   hd)
+					   : kern_dot(q, (const float *)kp, hd)) *
+		       f->att_scale;
+	}
+	kern_softmax(s, n);
+	memset(out, 0, (size_t)hd * sizeof(float));
+	for (int t = 0; t < n; t++) {
+		uint32_t blk = seq->blocks[t / B];
+		const char *vp = (const char *)kv_v(j->pool, blk, j->layer) +
+				 (size_t)(t % B) * c->kv_dim * es + head_off;
+
+		if (p->dtype == KV_F16)
+			kern_axpy_f16(out, s[t], (const uint16_t *)vp, hd);
+		else
+			kern_axpy(out, s[t], (const float *)vp, hd);
+	}
+}
+
+static void att_task(void *ctx, int task, int n_tasks)
+{
+	const att_job *j = ctx;
+	int nh = j->f->m->cfg.n_heads, total = j->M * nh;
+	int lo = (int)((long)total * task / n_tasks);
+	int hi = (int)((long)total * (task + 1) / n_tasks);
+	float *s = j->f->scores + (size_t)task * j->f->scores_cap;
+
+	for (int i = lo; i < hi; i++)
+		attend(j, i / nh, i % nh, s);
+}
+
+static int ensure_scores(fwd *f, int M)
+{
+	size_t need = 0;
+	float *ns;
+
+	for (int r = 0; r < M; r++)
+		if ((size_t)f->row_pos[r] + 1 > need)
+			need = (size_t)f->row_pos[r] + 1;
+	if (need <= f->scores_cap)
+		return 0;
+	need = need < 256 ? 256 : need * 2;
+	ns = realloc(f->scores, need * f->n_att_tasks * sizeof(float));
+	if (!ns)
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory for attention "
+				 "scores");
+	f->scores = ns;
+	f->scores_cap = need;
+	return 0;
+}
+
+static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
+{
+	const model_config *c = &f->m->cfg;
+	const model_layer *L = &f->m->layers[l];
+	size_t q_dim = (size_t)c->n_heads * c->head_dim;
+	att_job aj = {f, pool, seqs, l, M};
+
+	for (int r = 0; r < M; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+	matmul(f, &L->wq, L->bq, f->xb, M, f->q);
+	matmul(f, &L->wk, L->bk, f->xb, M, f->k);
+	matmul(f, &L->wv, L->bv, f->xb, M, f->v);
+	for (int r = 0; r < M; r++) {
+		rope_row(f, f->q + r * q_dim, c->n_heads, r);
+		rope_row(f, f->k + (size_t)r * c->kv_dim, c->n_kv_heads, r);
+	}
+	store_kv(f, pool, seqs, l, M);
+	tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
+	matmul(f, &L->wo, NULL, f->att, M, f->xb);
+	for (size_t i = 0; i < (size_t)M * c->dim; i++)
+		f->x[i] += f->xb[i];
+	for (int r = 0; r < M; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+	matmul(f, &L->w_gate, NULL, f->xb, M, f->hb);
+	matmul(f, &L->w_up, NULL, f->xb, M, f->hb2);
+	kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
+	for (size_t i = 0; i < (size_t)M * c->dim; i++)
+		f->x[i] += f->xb[i];
+}
+
+/* ---- entry points ---------------------------------------------------- */
+
+int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
+	      int n_seq, const int32_t *tokens, float *logits, int all_rows)
+{
+	const model_config *c = &f->m->cfg;
+	int M = 0, rc, n_out = 0;
+
+	if (n_seq < 1)
+		return qerr_fail(QERR_ARG, "fwd: no sequences");
+	if ((rc = fwd_check_pool(f->m, pool)))
+		return rc;
+	for (int i = 0; i < n_seq; i++) {
+		if (n_new[i] < 1 || n_new[i] > f->R - M)
+			return qerr_fail(QERR_RANGE, "fwd: %d new tokens for "
+					 "sequence %d exceed the batch of %d "
+					 "rows", n_new[i], i, f->R);
+		if ((int64_t)seqs[i]->n_tokens + n_new[i] > c->ctx_len)
+			return qerr_fail(QERR_TOOLONG, "fwd: %u + %d tokens "
+					 "exceed the context of %d",
+					 seqs[i]->n_tokens, n_new[i],
+					 c->ctx_len);
+		for (int t = 0; t < n_new[i]; t++) {
+			f->row_seq[M] = i;
+			f->row_pos[M] = (int)seqs[i]->n_tokens + t;
+			M++;
+		}
+	}
+	for (int r = 0; r < M; r++)
+		if (tokens[r] < 0 || tokens[r] >= c->vocab)
+			return qerr_fail(QERR_RANGE, "fwd: token id %d is "
+					 "outside the vocabulary (0..%d)",
+					 tokens[r], c->vocab - 1);
+	if ((rc = ensure_scores(f, M)))
+		return rc;
+	for (int i = 0; i < n_seq; i++)
+		if ((rc = kv_seq_reserve(pool, seqs[i], (uint32_t)n_new[i])))
+			return rc;
+	for (int r = 0; r < M; r++)
+		kern_row_f32(f->m->tok_embd.data, f->m->tok_embd.type, c->dim,
+			     tokens[r], f->x + (size_t)r * c->dim);
+	rope_tables(f, M);
+	for (int l = 0; l < c->n_layers; l++)
+		layer(f, pool, seqs, l, M);
+	for (int i = 0; i < n_seq; i++)
+		kv_seq_commit(seqs[i], (uint32_t)n_new[i]);
+	if (!logits)
+		return 0;
+	/* gather the rows that need logits into xb, normed */
+	for (int r = 0; r < M; r++) {
+		int last = r + 1 == M || f->row_seq[r + 1] != f->row_seq[r];
+
+		if (!all_rows && !last)
+			continue;
+		kern_rmsnorm(f->x + (size_t)r * c->dim, f->m->output_norm,
+			     c->dim, c->eps, f->xb + (size_t)n_out * c->dim);
+		n_out++;
+	}
+	matmul(f, &f->m->output, NULL, f->xb, n_out, logits);
+	return 0;
+}
+
+int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,
+		int n, float *logits)
+{
+	int rc;
+
+	if (n < 1)
+		return qerr_fail(QERR_ARG, "fwd: empty prompt");
+	for (int done = 0; done < n;) {
+		int chunk = n - done < f->R ? n - done : f->R;
+		int last = done + chunk == n;
+
+		rc = fwd_batch(f, pool, &seq, &chunk, 1, tokens + done,
+			       last ? logits : NULL, 0);
+		if (rc)
+			return rc;
+		done += chunk;
+	}
+	return 0;
+}

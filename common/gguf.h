@@ -1,0 +1,152 @@
+/*
+ * gguf — reader and writer for GGUF v3 model files (llama.cpp's format).
+ *
+ * File layout (all integers little-endian):
+ *   1. magic "GGUF" (4 bytes), version u32 (= 3),
+ *      tensor count u64, metadata key/value count u64
+ *   2. metadata: n_kv times { key: string, value type: u32, value }
+ *      string = u64 length + bytes (no NUL); array = elem type u32,
+ *      count u64, elements
+ *   3. tensor infos: n_tensors times { name: string, n_dims: u32,
+ *      ne[n_dims]: u64 (ne[0] is the fastest-varying dimension),
+ *      type: u32 (ggml type), offset: u64 (relative to the data section) }
+ *   4. padding to general.alignment (default 32)
+ *   5. data section: tensor bytes, each at its offset (aligned)
+ *
+ * The reader mmaps the file read-only (MAP_SHARED: processes on one host
+ * share the page cache) and validates everything against the file size:
+ * every length, count and offset. All strings and tensor data returned
+ * point into the mapping and live until gguf_close().
+ */
+#ifndef QUORUM_GGUF_H
+#define QUORUM_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GGUF_MAGIC "GGUF"
+#define GGUF_VERSION 3
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+enum gguf_vtype {
+	GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,
+	GGUF_UINT32 = 4, GGUF_INT32 = 5, GGUF_FLOAT32 = 6, GGUF_BOOL = 7,
+	GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_UINT64 = 10, GGUF_INT64 = 11,
+	GGUF_FLOAT64 = 12, GGUF_VTYPE_COUNT_
+};
+
+/* ggml tensor types we know by name; only F32, F16, BF16 and Q8_0 are
+ * supported for weights. */
+enum ggml_type {
+	GGML_TYPE_F32 = 0,
+	GGML_TYPE_F16 = 1,
+	GGML_TYPE_Q4_0 = 2,
+	GGML_TYPE_Q8_0 = 8,
+	GGML_TYPE_BF16 = 30,
+};
+
+#define GGML_QK8_0 32 /* Q8_0 block: f16 scale d + 32 x int8; w = d * q */
+typedef struct {
+	uint16_t d;
+	int8_t qs[GGML_QK8_0];
+} ggml_block_q8_0;
+
+/* A string inside the mapping: NOT NUL-terminated. */
+typedef struct {
+	const char *ptr;
+	uint64_t len;
+} gguf_str;
+
+typedef struct {
+	gguf_str key;
+	uint32_t type;          /* enum gguf_vtype */
+	union {
+		uint64_t u;     /* unsigned ints and bool */
+		int64_t i;      /* signed ints */
+		double f;       /* floats */
+		gguf_str s;     /* string */
+	} v;
+	/* arrays (type == GGUF_ARRAY) */
+	uint32_t arr_type;      /* element type */
+	uint64_t arr_n;         /* element count */
+	const uint8_t *arr_data;/* raw elements (numeric arrays) */
+	gguf_str *arr_str;      /* string arrays: arr_n strings (owned) */
+} gguf_kv;
+
+typedef struct {
+	gguf_str name;
+	uint32_t n_dims;
+	uint64_t ne[4];         /* ne[0] fastest; unused dims are 1 */
+	uint32_t type;          /* enum ggml_type */
+	uint64_t offset;        /* in the data section */
+	uint64_t nbytes;
+	const void *data;       /* into the mapping */
+} gguf_tensor;
+
+typedef struct gguf_file gguf_file;
+
+/* Opens and validates path. On failure returns a qerr code with a detail
+ * naming the file and the problem (see qerr_detail()). */
+int gguf_open(const char *path, gguf_file **out);
+void gguf_close(gguf_file **g);
+
+const char *gguf_path(const gguf_file *g);
+uint64_t gguf_file_size(const gguf_file *g);
+uint64_t gguf_n_kv(const gguf_file *g);
+const gguf_kv *gguf_kv_at(const gguf_file *g, uint64_t i);
+uint64_t gguf_n_tensors(const gguf_file *g);
+const gguf_tensor *gguf_tensor_at(const gguf_file *g, uint64_t i);
+
+/* NULL when absent. */
+const gguf_kv *gguf_find(const gguf_file *g, const char *key);
+const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
+
+/* Typed getters: QERR_MISSING when absent, QERR_FORMAT on a type that does
+ * not convert (ints convert among themselves when in range). */
+int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out);
+int gguf_get_i32(const gguf_file *g, const char *key, int32_t *out);
+int gguf_get_f32(const gguf_file *g, const char *key, float *out);
+int gguf_get_bool(const gguf_file *g, const char *key, int *out);
+int gguf_get_str(const gguf_file *g, const char *key, gguf_str *out);
+/* Array of elem_type (GGUF_STRING allowed); returns the kv. */
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t elem_type,
+		 const gguf_kv **out);
+
+/* 1 when s equals the NUL-terminated c. */
+int gguf_str_eq(gguf_str s, const char *c);
+
+/* Bytes of n elements of a ggml type in a row (n % block size == 0), or 0
+ * for unknown types / bad n. */
+uint64_t ggml_row_bytes(uint32_t type, uint64_t n);
+const char *ggml_type_name(uint32_t type);
+const char *gguf_vtype_name(uint32_t type);
+
+/* ---- writer ---------------------------------------------------------- */
+
+typedef struct gguf_writer gguf_writer;
+
+/* Fills nbytes of tensor idx (in gguf_w_tensor order) into dst. */
+typedef int (*gguf_fill_fn)(void *ctx, int idx, void *dst, uint64_t nbytes);
+
+int gguf_writer_new(gguf_writer **out);
+void gguf_writer_free(gguf_writer **w);
+/* Metadata in insertion order; keys and strings are copied. */
+int gguf_w_u32(gguf_writer *w, const char *key, uint32_t v);
+int gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
+int gguf_w_f32(gguf_writer *w, const char *key, float v);
+int gguf_w_bool(gguf_writer *w, const char *key, int v);
+int gguf_w_str(gguf_writer *w, const char *key, const char *v);
+/* Numeric array: elem_type is a scalar gguf_vtype, data n elements. */
+int gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type,
+	       const void *data, uint64_t n);
+/* String array: n strings given by pointer and length. */
+int gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *s,
+		   const uint64_t *len, uint64_t n);
+/* Declares a tensor; its bytes come from fill() at save time. */
+int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type,
+		  uint32_t n_dims, const uint64_t *ne);
+/* Writes the file (to path.tmp, then rename). */
+int gguf_writer_save(gguf_writer *w, const char *path, gguf_fill_fn fill,
+		     void *ctx);
+
+#endif

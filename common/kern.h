@@ -1,0 +1,85 @@
+/*
+ * kern — batch-invariant numeric kernels (SIMD with a portable fallback).
+ *
+ * The contract: every output element is computed by ONE fixed sequence of
+ * IEEE-754 single-precision operations that depends on neither the batch
+ * size M, the thread count, nor the instruction set. Results are therefore
+ * bit-identical across scalar, AVX2 and AVX-512 code paths and across hosts.
+ *
+ * The canonical reduction (kern_dot and every matmul element):
+ *   16 lanes acc[0..15] = +0.0f
+ *   for k = 0, 16, 32, ...:  acc[l] = fmaf(a[k+l], b[k+l], acc[l])
+ *       (a final partial chunk updates only lanes l < n-k)
+ *   then a fixed tree: for h in 8,4,2,1: acc[l] = acc[l] + acc[l+h], l < h
+ *   result = acc[0]
+ * AVX-512 holds the 16 lanes in one register, AVX2 in two, the fallback in
+ * an array with fmaf(); all three perform the same operations.
+ * Weights of type F16, BF16 and Q8_0 are converted to f32 exactly before the
+ * fma (a Q8_0 weight d*q is exact in f32), so the fused kernels match.
+ *
+ * kern_expf is our own exp (libm's differs between versions and hosts):
+ * the same polynomial with the same fmas in scalar and SIMD forms.
+ */
+#ifndef QUORUM_KERN_H
+#define QUORUM_KERN_H
+
+#include <stdint.h>
+
+#include "tpool.h"
+
+enum kern_isa {
+	KERN_ISA_SCALAR = 0,
+	KERN_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+	KERN_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+};
+
+/* Best ISA of this CPU. */
+int kern_isa_detect(void);
+/* ISA in use (defaults to detect, overridden by env QUORUM_ISA=scalar|avx2|
+ * avx512 at first use). */
+int kern_isa(void);
+/* Forces an ISA (tests, benchmarks); QERR_UNSUPPORTED if the CPU lacks it. */
+int kern_set_isa(int isa);
+const char *kern_isa_name(int isa);
+
+/* Canonical dot product (see above). */
+float kern_dot(const float *a, const float *b, int n);
+/* Same, with b in IEEE half precision. */
+float kern_dot_f16(const float *a, const uint16_t *b, int n);
+
+/*
+ * y[m*ldy + j] = dot(x[m*ldx ...], W row j) (+ bias[j] when bias != NULL,
+ * added after the dot) for j in [0, N), m in [0, M).
+ * W: N rows of K elements of wtype (GGML_TYPE_F32/F16/BF16/Q8_0; Q8_0 needs
+ * K % 32 == 0). Work is split over j only; tp may be NULL.
+ */
+void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+		 const float *bias, const float *x, int ldx, int M, float *y,
+		 int ldy);
+
+/* Row r (K elements) of W converted to f32 (embedding lookup). */
+void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out);
+
+/* out[i] = (x[i] * s) * w[i], s = 1 / sqrtf(sum_sq(x)/n + eps), sum_sq by
+ * the canonical reduction of x with itself. out may alias x. */
+void kern_rmsnorm(const float *x, const float *w, int n, float eps,
+		  float *out);
+
+float kern_expf(float x);
+/* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + kern_expf(-v)). */
+void kern_silu_mul(float *g, const float *u, int n);
+/* In place: x[i] = kern_expf(x[i] - max) / sum, sum accumulated in index
+ * order. Returns nothing; n >= 1. */
+void kern_softmax(float *x, int n);
+/* y[i] = fmaf(a, x[i], y[i]). */
+void kern_axpy(float *y, float a, const float *x, int n);
+void kern_axpy_f16(float *y, float a, const uint16_t *x, int n);
+
+/* Exact conversions (f32 -> f16 rounds to nearest even). */
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+float kern_bf16_to_f32(uint16_t h);
+uint16_t kern_f32_to_bf16(float f);
+void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);
+
+#endif

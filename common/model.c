@@ -1,0 +1,353 @@
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern.h"
+#include "qerr.h"
+
+#define MODEL_MAX_DIM 65536
+#define MODEL_MAX_LAYERS 1024
+#define MODEL_MAX_VOCAB (1 << 22)
+#define MODEL_MAX_CTX (1 << 24)
+
+const char *model_arch_name(int arch)
+{
+	switch (arch) {
+	case MODEL_QWEN2: return "qwen2";
+	case MODEL_LLAMA: return "llama";
+	default: return "unknown";
+	}
+}
+
+typedef struct {
+	model *m;
+	const char *path;
+	char arch[32];
+} loader;
+
+static int get_hp(loader *L, const char *suffix, int lo, int hi, int *out)
+{
+	char key[128];
+	uint32_t v;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.%s", L->arch, suffix);
+	rc = gguf_get_u32(L->m->gguf, key, &v);
+	if (rc)
+		return rc;
+	if ((int64_t)v < lo || (int64_t)v > hi)
+		return qerr_fail(QERR_RANGE, "%s: %s = %u is out of range "
+				 "[%d, %d]", L->path, key, v, lo, hi);
+	*out = (int)v;
+	return 0;
+}
+
+static int supported_type(uint32_t t)
+{
+	return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 ||
+	       t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0;
+}
+
+static int find(loader *L, const char *name, int optional,
+		const gguf_tensor **out)
+{
+	const gguf_tensor *t = gguf_find_tensor(L->m->gguf, name);
+
+	*out = t;
+	if (!t)
+		return optional ? 0 : qerr_fail(QERR_MISSING, "%s: missing "
+						"tensor '%s'", L->path, name);
+	if (!supported_type(t->type))
+		return qerr_fail(QERR_UNSUPPORTED, "%s: tensor '%s' has type %s "
+				 "(%u); supported: F32, F16, BF16, Q8_0",
+				 L->path, name, ggml_type_name(t->type),
+				 t->type);
+	return 0;
+}
+
+static int get_mat(loader *L, const char *name, int k, int n, int optional,
+		   model_mat *out)
+{
+	const gguf_tensor *t;
+	int rc = find(L, name, optional, &t);
+
+	if (rc || !t)
+		return rc;
+	if (t->n_dims != 2 || t->ne[0] != (uint64_t)k ||
+	    t->ne[1] != (uint64_t)n)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has shape "
+				 "[%llu, %llu], want [%d, %d]", L->path, name,
+				 (unsigned long long)t->ne[0],
+				 (unsigned long long)t->ne[1], k, n);
+	out->data = t->data;
+	out->type = t->type;
+	out->k = k;
+	out->n = n;
+	return 0;
+}
+
+/* 1-D tensor of n elements, converted to an owned f32 array. */
+static int get_vec(loader *L, const char *name, int n, int optional,
+		   const float **out)
+{
+	const gguf_tensor *t;
+	model *m = L->m;
+	float *v, **no;
+	int rc = find(L, name, optional, &t);
+
+	*out = NULL;
+	if (rc || !t)
+		return rc;
+	if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %llu "
+				 "elements in %u dims, want %d", L->path, name,
+				 (unsigned long long)t->ne[0], t->n_dims, n);
+	v = malloc((size_t)n * sizeof(float));
+	no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof(*no));
+	if (!v || !no) {
+		free(v);
+		if (no)
+			m->owned = no;
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
+	}
+	m->owned = no;
+	m->owned[m->n_owned++] = v;
+	kern_row_f32(t->data, t->type, n, 0, v);
+	*out = v;
+	return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Identifies the file's contents cheaply: its size, all metadata, and
+ * every tensor's name and first 4 KiB. */
+static uint64_t fingerprint(const gguf_file *g)
+{
+	uint64_t size = gguf_file_size(g), h = 0xcbf29ce484222325ull;
+
+	h = fnv1a(h, (const uint8_t *)&size, sizeof(size));
+	for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
+		const gguf_kv *kv = gguf_kv_at(g, i);
+
+		h = fnv1a(h, (const uint8_t *)kv->key.ptr, kv->key.len);
+		if (kv->type == GGUF_STRING)
+			h = fnv1a(h, (const uint8_t *)kv->v.s.ptr, kv->v.s.len);
+		else if (kv->type != GGUF_ARRAY)
+			h = fnv1a(h, (const uint8_t *)&kv->v.u,
+				  sizeof(kv->v.u));
+		else
+			h = fnv1a(h, (const uint8_t *)&kv->arr_n,
+				  sizeof(kv->arr_n));
+	}
+	for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+		uint64_t head = t->nbytes < 4096 ? t->nbytes : 4096;
+
+		h = fnv1a(h, (const uint8_t *)t->name.ptr, t->name.len);
+		if (t->data)
+			h = fnv1a(h, t->data, head);
+	}
+	return h;
+}
+
+static int load_layers(loader *L)
+{
+	model *m = L->m;
+	model_config *c = &m->cfg;
+	int q_dim = c->n_heads * c->head_dim, rc = 0;
+	char nm[96];
+
+	m->layers = calloc((size_t)c->n_layers, sizeof(model_layer));
+	if (!m->layers)
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
+	for (int i = 0; i < c->n_layers && !rc; i++) {
+		model_layer *l = &m->layers[i];
+		int bias = c->arch == MODEL_QWEN2;
+#define T(field) (snprintf(nm, sizeof(nm), "blk.%d.%s", i, field), nm)
+		if ((rc = get_vec(L, T("attn_norm.weight"), c->dim, 0,
+				  &l->attn_norm)) ||
+		    (rc = get_mat(L, T("attn_q.weight"), c->dim, q_dim, 0,
+				  &l->wq)) ||
+		    (rc = get_mat(L, T("attn_k.weight"), c->dim, c->kv_dim, 0,
+				  &l->wk)) ||
+		    (rc = get_mat(L, T("attn_v.weight"), c->dim, c->kv_dim, 0,
+				  &l->wv)) ||
+		    (rc = get_mat(L, T("attn_output.weight"), q_dim, c->dim, 0,
+				  &l->wo)) ||
+		    (rc = get_vec(L, T("attn_q.bias"), q_dim, !bias, &l->bq)) ||
+		    (rc = get_vec(L, T("attn_k.bias"), c->kv_dim, !bias,
+				  &l->bk)) ||
+		    (rc = get_vec(L, T("attn_v.bias"), c->kv_dim, !bias,
+				  &l->bv)) ||
+		    (rc = get_vec(L, T("ffn_norm.weight"), c->dim, 0,
+				  &l->ffn_norm)) ||
+		    (rc = get_mat(L, T("ffn_gate.weight"), c->dim, c->ffn_dim,
+				  0, &l->w_gate)) ||
+		    (rc = get_mat(L, T("ffn_up.weight"), c->dim, c->ffn_dim, 0,
+				  &l->w_up)) ||
+		    (rc = get_mat(L, T("ffn_down.weight"), c->ffn_dim, c->dim,
+				  0, &l->w_down)))
+			break;
+#undef T
+	}
+	return rc;
+}
+
+static int load_config(loader *L)
+{
+	model *m = L->m;
+	model_config *c = &m->cfg;
+	const gguf_kv *toks;
+	gguf_str arch;
+	char key[128];
+	int rc;
+
+	if ((rc = gguf_get_str(m->gguf, "general.architecture", &arch)))
+		return rc;
+	if (gguf_str_eq(arch, "qwen2")) {
+		c->arch = MODEL_QWEN2;
+		c->rope_mode = MODEL_ROPE_NEOX;
+	} else if (gguf_str_eq(arch, "llama")) {
+		c->arch = MODEL_LLAMA;
+		c->rope_mode = MODEL_ROPE_NORM;
+	} else {
+		return qerr_fail(QERR_UNSUPPORTED, "%s: unsupported "
+				 "architecture '%.*s' (supported: qwen2, "
+				 "llama)", L->path,
+				 (int)(arch.len > 64 ? 64 : arch.len),
+				 arch.ptr);
+	}
+	snprintf(L->arch, sizeof(L->arch), "%s", model_arch_name(c->arch));
+	if ((rc = get_hp(L, "embedding_length", 1, MODEL_MAX_DIM, &c->dim)) ||
+	    (rc = get_hp(L, "block_count", 1, MODEL_MAX_LAYERS,
+			 &c->n_layers)) ||
+	    (rc = get_hp(L, "attention.head_count", 1, MODEL_MAX_DIM,
+			 &c->n_heads)) ||
+	    (rc = get_hp(L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
+	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)))
+		return rc;
+	rc = get_hp(L, "attention.head_count_kv", 1, MODEL_MAX_DIM,
+		    &c->n_kv_heads);
+	if (rc == QERR_MISSING)
+		c->n_kv_heads = c->n_heads;
+	else if (rc)
+		return rc;
+	if (c->dim % c->n_heads || c->n_heads % c->n_kv_heads)
+		return qerr_fail(QERR_FORMAT, "%s: embedding_length %d, "
+				 "head_count %d and head_count_kv %d do not "
+				 "divide", L->path, c->dim, c->n_heads,
+				 c->n_kv_heads);
+	c->head_dim = c->dim / c->n_heads;
+	if (c->head_dim % 2)
+		return qerr_fail(QERR_FORMAT, "%s: head dimension %d is odd",
+				 L->path, c->head_dim);
+	c->kv_dim = c->n_kv_heads * c->head_dim;
+	snprintf(key, sizeof(key), "%s.rope.freq_base", L->arch);
+	rc = gguf_get_f32(m->gguf, key, &c->rope_base);
+	if (rc == QERR_MISSING)
+		c->rope_base = 10000.0f;
+	else if (rc)
+		return rc;
+	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon",
+		 L->arch);
+	if ((rc = gguf_get_f32(m->gguf, key, &c->eps)))
+		return rc;
+	if (!(c->eps > 0.0f && c->eps < 1.0f) ||
+	    !(c->rope_base > 1.0f && c->rope_base < 1e12f))
+		return qerr_fail(QERR_RANGE, "%s: rms epsilon %g or rope base "
+				 "%g out of range", L->path, c->eps,
+				 c->rope_base);
+	if ((rc = gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", GGUF_STRING,
+			       &toks)))
+		return rc;
+	if (toks->arr_n < 1 || toks->arr_n > MODEL_MAX_VOCAB)
+		return qerr_fail(QERR_RANGE, "%s: vocabulary of %llu tokens",
+				 L->path, (unsigned long long)toks->arr_n);
+	c->vocab = (int)toks->arr_n;
+	return 0;
+}
+
+int model_from_gguf(gguf_file *g, model **out)
+{
+	loader L = {0};
+	model *m;
+	int rc;
+
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	m->gguf = g;
+	L.m = m;
+	L.path = gguf_path(g);
+	if ((rc = load_config(&L)))
+		goto fail;
+	rc = get_mat(&L, "token_embd.weight", m->cfg.dim, m->cfg.vocab, 0,
+		     &m->tok_embd);
+	if (rc) {
+		const gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
+		if (t && t->n_dims == 2 && t->ne[0] == (uint64_t)m->cfg.dim)
+			rc = qerr_fail(QERR_FORMAT, "%s: the tokenizer has %d "
+				       "tokens but token_embd.weight has %llu "
+				       "rows", L.path, m->cfg.vocab,
+				       (unsigned long long)t->ne[1]);
+		goto fail;
+	}
+	if ((rc = get_vec(&L, "output_norm.weight", m->cfg.dim, 0,
+			  &m->output_norm)) ||
+	    (rc = get_mat(&L, "output.weight", m->cfg.dim, m->cfg.vocab, 1,
+			  &m->output)))
+		goto fail;
+	if (!m->output.data) {
+		m->output = m->tok_embd;
+		m->tied_output = 1;
+	}
+	if ((rc = load_layers(&L)))
+		goto fail;
+	m->fingerprint = fingerprint(g);
+	*out = m;
+	return 0;
+fail:
+	m->gguf = NULL; /* caller keeps g on failure */
+	model_free(&m);
+	return rc;
+}
+
+int model_load(const char *path, model **out)
+{
+	gguf_file *g;
+	int rc = gguf_open(path, &g);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	rc = model_from_gguf(g, out);
+	if (rc)
+		gguf_close(&g);
+	return rc;
+}
+
+void model_free(model **mp)
+{
+	model *m;
+
+	if (!mp || !*mp)
+		return;
+	m = *mp;
+	for (int i = 0; i < m->n_owned; i++)
+		free(m->owned[i]);
+	free(m->owned);
+	free(m->layers);
+	gguf_close(&m->gguf);
+	free(m);
+	*mp = NULL;
+}

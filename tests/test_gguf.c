@@ -1,0 +1,382 @@
+/*
+ * GGUF reader/writer and model validation: round trips, and every kind of
+ * bad file gives one clear error (never a crash).
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "model.h"
+#include "qerr.h"
+#include "testutil.h"
+
+/* ---- a small model written with the writer --------------------------- */
+
+enum flaw {
+	OK = 0,
+	NO_ARCH,         /* general.architecture missing */
+	BAD_ARCH,        /* architecture "gpt9" */
+	NO_BLOCKS,       /* qwen2.block_count missing */
+	VOCAB_MISMATCH,  /* 10 tokens, embedding of 12 rows */
+	BAD_TYPE,        /* attn_q in Q4_0 */
+	NO_TENSOR,       /* ffn_down of layer 0 missing */
+	BAD_SHAPE,       /* attn_k with the wrong row count */
+	HEADS_INDIVISIBLE,
+};
+
+#define D 32
+#define F 64
+#define NV 10
+
+typedef struct {
+	uint32_t type;
+	uint64_t ne[2];
+	int n_dims;
+	char name[64];
+} tinfo;
+
+static int fill_zero(void *ctx, int idx, void *dst, uint64_t nbytes)
+{
+	(void)ctx;
+	(void)idx;
+	memset(dst, 0, nbytes);
+	/* Q8_0 scale 0 and F32 zeros are both valid */
+	return 0;
+}
+
+static void build(const char *path, enum flaw fl)
+{
+	gguf_writer *w;
+	const char *toks[NV] = {"a", "b", "c", "d", "e", "f", "g", "h", "i",
+				"j"};
+	int32_t tt[NV];
+	tinfo t[32];
+	int nt = 0;
+
+	for (int i = 0; i < NV; i++)
+		tt[i] = 1;
+	assert_int_equal(gguf_writer_new(&w), 0);
+	if (fl != NO_ARCH)
+		gguf_w_str(w, "general.architecture",
+			   fl == BAD_ARCH ? "gpt9" : "qwen2");
+	gguf_w_u32(w, "qwen2.context_length", 64);
+	gguf_w_u32(w, "qwen2.embedding_length", D);
+	if (fl != NO_BLOCKS)
+		gguf_w_u32(w, "qwen2.block_count", 1);
+	gguf_w_u32(w, "qwen2.feed_forward_length", F);
+	gguf_w_u32(w, "qwen2.attention.head_count",
+		   fl == HEADS_INDIVISIBLE ? 3 : 2);
+	gguf_w_u32(w, "qwen2.attention.head_count_kv", 1);
+	gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
+	gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, tt, NV);
+#define T(nm, ty, a, b, nd)                                                  \
+	do {                                                                 \
+		snprintf(t[nt].name, sizeof(t[nt].name), "%s", nm);          \
+		t[nt].type = ty;                                             \
+		t[nt].ne[0] = a;                                             \
+		t[nt].ne[1] = b;                                             \
+		t[nt].n_dims = nd;                                           \
+		nt++;                                                        \
+	} while (0)
+	T("token_embd.weight", GGML_TYPE_F32, D, fl == VOCAB_MISMATCH ? 12 : NV,
+	  2);
+	T("output_norm.weight", GGML_TYPE_F32, D, 1, 1);
+	T("blk.0.attn_norm.weight", GGML_TYPE_F32, D, 1, 1);
+	T("blk.0.attn_q.weight", fl == BAD_TYPE ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0,
+	  D, D, 2);
+	T("blk.0.attn_k.weight", GGML_TYPE_F16, D, fl == BAD_SHAPE ? 8 : D / 2,
+	  2);
+	T("blk.0.attn_v.weight", GGML_TYPE_BF16, D, D / 2, 2);
+	T("blk.0.attn_q.bias", GGML_TYPE_F32, D, 1, 1);
+	T("blk.0.attn_k.bias", GGML_TYPE_F32, D / 2, 1, 1);
+	T("blk.0.attn_v.bias", GGML_TYPE_F32, D / 2, 1, 1);
+	T("blk.0.attn_output.weight", GGML_TYPE_F32, D, D, 2);
+	T("blk.0.ffn_norm.weight", GGML_TYPE_F32, D, 1, 1);
+	T("blk.0.ffn_gate.weight", GGML_TYPE_F32, D, F, 2);
+	T("blk.0.ffn_up.weight", GGML_TYPE_F32, D, F, 2);
+	if (fl != NO_TENSOR)
+		T("blk.0.ffn_down.weight", GGML_TYPE_F32, F, D, 2);
+#undef T
+	for (int i = 0; i < nt; i++) {
+		if (t[i].type == GGML_TYPE_Q4_0) {
+			/* the writer refuses unknown layouts; fake a Q4_0
+			 * tensor as F32 and patch the type byte later */
+			assert_int_equal(gguf_w_tensor(w, t[i].name,
+						       GGML_TYPE_F32,
+						       t[i].n_dims, t[i].ne), 0);
+		} else {
+			assert_int_equal(gguf_w_tensor(w, t[i].name, t[i].type,
+						       t[i].n_dims, t[i].ne), 0);
+		}
+	}
+	assert_int_equal(gguf_writer_save(w, path, fill_zero, NULL), 0);
+	gguf_writer_free(&w);
+	assert_null(w);
+	if (fl == BAD_TYPE) {
+		/* patch the type of attn_q: find its name, skip dims */
+		FILE *f = fopen(path, "r+b");
+		char buf[4096];
+		size_t n = fread(buf, 1, sizeof(buf), f);
+		const char *nm = "blk.0.attn_q.weight";
+		char *p = memmem(buf, n, nm, strlen(nm));
+		uint32_t q4 = GGML_TYPE_Q4_0;
+
+		assert_non_null(p);
+		/* name, n_dims u32, 2 x u64 ne, then the type */
+		fseek(f, (long)(p - buf) + (long)strlen(nm) + 4 + 16, SEEK_SET);
+		fwrite(&q4, 4, 1, f);
+		fclose(f);
+	}
+}
+
+static char path[512];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(path, sizeof(path), "%s/gguf-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(path);
+	return 0;
+}
+
+static void test_roundtrip(void **state)
+{
+	gguf_file *g;
+	const gguf_kv *kv;
+	const gguf_tensor *t;
+	uint32_t u;
+	gguf_str s;
+	model *m;
+
+	(void)state;
+	build(path, OK);
+	assert_int_equal(gguf_open(path, &g), 0);
+	assert_int_equal(gguf_get_str(g, "general.architecture", &s), 0);
+	assert_true(gguf_str_eq(s, "qwen2"));
+	assert_int_equal(gguf_get_u32(g, "qwen2.embedding_length", &u), 0);
+	assert_int_equal(u, D);
+	assert_int_equal(gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING,
+				      &kv), 0);
+	assert_int_equal(kv->arr_n, NV);
+	assert_true(gguf_str_eq(kv->arr_str[9], "j"));
+	/* wrong-typed access is an error, not a reinterpretation */
+	assert_int_equal(gguf_get_str(g, "qwen2.embedding_length", &s),
+			 QERR_FORMAT);
+	assert_int_equal(gguf_get_u32(g, "nope", &u), QERR_MISSING);
+	t = gguf_find_tensor(g, "blk.0.attn_q.weight");
+	assert_non_null(t);
+	assert_int_equal(t->type, GGML_TYPE_Q8_0);
+	assert_int_equal(t->nbytes, D / 32 * 34 * D);
+	assert_int_equal((uintptr_t)t->data % 32, 0);
+	gguf_close(&g);
+	assert_null(g);
+	assert_int_equal(model_load(path, &m), 0);
+	assert_int_equal(m->cfg.head_dim, 16);
+	assert_int_equal(m->cfg.kv_dim, 16);
+	assert_int_equal(m->cfg.vocab, NV);
+	assert_true(m->tied_output);
+	assert_int_equal(m->cfg.rope_mode, MODEL_ROPE_NEOX);
+	model_free(&m);
+	assert_null(m);
+}
+
+/* Model-level flaws: each fails with its code and a message naming the
+ * culprit. */
+static void test_model_flaws(void **state)
+{
+	static const struct {
+		enum flaw fl;
+		int code;
+		const char *needle;
+	} cases[] = {
+		{NO_ARCH, QERR_MISSING, "general.architecture"},
+		{BAD_ARCH, QERR_UNSUPPORTED, "gpt9"},
+		{NO_BLOCKS, QERR_MISSING, "qwen2.block_count"},
+		{VOCAB_MISMATCH, QERR_FORMAT, "10 tokens"},
+		{BAD_TYPE, QERR_UNSUPPORTED, "Q4_0"},
+		{NO_TENSOR, QERR_MISSING, "blk.0.ffn_down.weight"},
+		{BAD_SHAPE, QERR_FORMAT, "blk.0.attn_k.weight"},
+		{HEADS_INDIVISIBLE, QERR_FORMAT, "divide"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		model *m = (model *)1;
+		int rc;
+
+		build(path, cases[i].fl);
+		rc = model_load(path, &m);
+		if (rc != cases[i].code || !strstr(qerr_detail(),
+						   cases[i].needle))
+			fail_msg("case %zu: rc %d (%s), want %d with '%s'", i,
+				 rc, qerr_detail(), cases[i].code,
+				 cases[i].needle);
+		assert_null(m);
+		assert_non_null(strstr(qerr_detail(), path));
+	}
+}
+
+static void write_bytes(const char *p, const void *d, size_t n)
+{
+	FILE *f = fopen(p, "wb");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(d, 1, n, f), n);
+	fclose(f);
+}
+
+static uint8_t *slurp(const char *p, size_t *n)
+{
+	FILE *f = fopen(p, "rb");
+	uint8_t *b;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc(*n);
+	assert_int_equal(fread(b, 1, *n, f), *n);
+	fclose(f);
+	return b;
+}
+
+/* Every truncation of a valid file is rejected cleanly. */
+static void test_truncations(void **state)
+{
+	size_t n;
+	uint8_t *b;
+	char tp[600];
+	int rejected = 0;
+
+	(void)state;
+	build(path, OK);
+	b = slurp(path, &n);
+	snprintf(tp, sizeof(tp), "%s.trunc", path);
+	for (size_t len = 0; len < n; len += len < 600 ? 1 : 97) {
+		gguf_file *g = NULL;
+
+		write_bytes(tp, b, len);
+		if (gguf_open(tp, &g) != 0) {
+			assert_null(g);
+			assert_true(strlen(qerr_detail()) > 0);
+			rejected++;
+		} else {
+			fail_msg("truncated to %zu of %zu bytes was accepted",
+				 len, n);
+		}
+	}
+	printf("  %d truncations rejected\n", rejected);
+	unlink(tp);
+	free(b);
+}
+
+/* Header-level corruptions. */
+static void test_corrupt_headers(void **state)
+{
+	size_t n;
+	uint8_t *b, *c;
+	char tp[600];
+	uint64_t big = UINT64_MAX / 2;
+	static const struct {
+		const char *what;
+		size_t off;   /* where to patch */
+		int width;    /* bytes of the patch from `big`, 0: special */
+		int code;
+	} cases[] = {
+		{"magic", 0, 0, QERR_FORMAT},
+		{"version 7", 4, 0, QERR_UNSUPPORTED},
+		{"tensor count", 8, 8, QERR_FORMAT},
+		{"kv count", 16, 8, QERR_FORMAT},
+		{"first key length", 24, 8, QERR_FORMAT},
+	};
+	(void)state;
+	build(path, OK);
+	b = slurp(path, &n);
+	c = malloc(n);
+	snprintf(tp, sizeof(tp), "%s.bad", path);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gguf_file *g = NULL;
+		uint32_t v7 = 7;
+
+		memcpy(c, b, n);
+		if (i == 0)
+			memcpy(c, "GGML", 4);
+		else if (i == 1)
+			memcpy(c + 4, &v7, 4);
+		else
+			memcpy(c + cases[i].off, &big, cases[i].width);
+		write_bytes(tp, c, n);
+		if (gguf_open(tp, &g) != cases[i].code)
+			fail_msg("%s: got '%s'", cases[i].what, qerr_detail());
+		assert_null(g);
+	}
+	/* tensor data pointing past the end: cut the last tensor's bytes */
+	write_bytes(tp, b, n - 8);
+	{
+		gguf_file *g;
+		assert_int_equal(gguf_open(tp, &g), QERR_FORMAT);
+		assert_non_null(strstr(qerr_detail(), "past the end"));
+	}
+	/* missing file and a directory */
+	{
+		gguf_file *g;
+		assert_int_equal(gguf_open("/nonexistent/x.gguf", &g), QERR_IO);
+		assert_int_equal(gguf_open("/", &g), QERR_IO);
+	}
+	/* random bytes never crash */
+	srand(1);
+	for (int r = 0; r < 200; r++) {
+		gguf_file *g = NULL;
+
+		memcpy(c, b, n);
+		for (int k = 0; k < 8; k++)
+			c[(size_t)rand() % 200] = (uint8_t)rand();
+		write_bytes(tp, c, n);
+		if (gguf_open(tp, &g) == 0) {
+			model *m;
+			gguf_close(&g);
+			if (model_load(tp, &m) == 0)
+				model_free(&m);
+		}
+	}
+	unlink(tp);
+	free(b);
+	free(c);
+}
+
+static void test_qerr_strings(void **state)
+{
+	(void)state;
+	for (int c = 0; c < QERR_COUNT_; c++) {
+		assert_non_null(qerr_str(c));
+		assert_string_not_equal(qerr_str(c), "unknown error");
+	}
+	assert_string_equal(qerr_str(-1), "unknown error");
+	assert_int_equal(qerr_fail(QERR_IO, "x %d", 5), QERR_IO);
+	assert_string_equal(qerr_detail(), "x 5");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_model_flaws),
+		cmocka_unit_test(test_truncations),
+		cmocka_unit_test(test_corrupt_headers),
+		cmocka_unit_test(test_qerr_strings),
+	};
+
+	return cmocka_run_group_tests_name("gguf", tests, setup, teardown);
+}

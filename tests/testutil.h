@@ -1,0 +1,76 @@
+/*
+ * testutil — helpers shared by the test programs (header-only: every test
+ * is its own binary). Paths: QUORUM_SHARED (default ../shared) holds the
+ * shared data; models are synthesized into build/tmp/ on first use.
+ */
+#ifndef QUORUM_TESTUTIL_H
+#define QUORUM_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "mkmodel.h"
+#include "qerr.h"
+
+static inline const char *tu_shared(void)
+{
+	const char *s = getenv("QUORUM_SHARED");
+
+	return s && *s ? s : "../shared";
+}
+
+static inline const char *tu_tmpdir(void)
+{
+	const char *s = getenv("QUORUM_TMP");
+
+	if (s && *s)
+		return s;
+	mkdir("build", 0755);
+	mkdir("build/tmp", 0755);
+	return "build/tmp";
+}
+
+/* Path of a shared data file in a static buffer (one at a time). */
+static inline const char *tu_data(const char *rel)
+{
+	static char p[1024];
+
+	snprintf(p, sizeof(p), "%s/%s", tu_shared(), rel);
+	return p;
+}
+
+/* Synthesizes (once per process) a model into the temp dir and returns its
+ * path in buf. The vocabulary is GPT-2's (50257 tokens) unless tokenizer
+ * is given. */
+static inline int tu_model(char *buf, size_t cap, const char *arch,
+			   const char *shape, uint32_t wtype,
+			   const char *tokenizer, uint64_t seed)
+{
+	mkmodel_opts o = {0};
+	mkmodel_info info;
+	char tokpath[1024];
+
+	snprintf(tokpath, sizeof(tokpath), "%s",
+		 tokenizer ? tokenizer
+			   : tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf"));
+	snprintf(buf, cap, "%s/t-%s-%s-%s-%llu-%d.gguf", tu_tmpdir(), arch,
+		 shape, ggml_type_name(wtype), (unsigned long long)seed,
+		 (int)getpid());
+	o.arch = arch;
+	o.shape = shape;
+	o.wtype = wtype;
+	o.tokenizer = tokpath;
+	o.seed = seed;
+	o.out = buf;
+	if (mkmodel_write(&o, &info)) {
+		fprintf(stderr, "mkmodel: %s\n", qerr_detail());
+		return -1;
+	}
+	return 0;
+}
+
+#endif

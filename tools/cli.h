@@ -1,0 +1,30 @@
+/*
+ * cli — the quorum command-line front end: subcommand table and helpers
+ * shared by the subcommands (strict number parsing, usage errors).
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` (argv[0] is the
+ * subcommand name), parses its options with getopt_long, prints --help to
+ * stdout, and returns the process exit status: 0 ok, 1 failure, 2 usage.
+ */
+#ifndef QUORUM_CLI_H
+#define QUORUM_CLI_H
+
+#include <stdint.h>
+
+int cmd_mkmodel(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+
+/* Strict parsers: the whole string must be a number within [min, max].
+ * On failure print "quorum CMD: bad value for OPT: 'S'" and return -1. */
+int cli_long(const char *cmd, const char *opt, const char *s, long min,
+	     long max, long *out);
+int cli_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
+int cli_float(const char *cmd, const char *opt, const char *s, double min,
+	      double max, float *out);
+/* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

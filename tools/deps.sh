@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian packages quorum builds and tests with, when missing.
+# As root it runs apt-get; otherwise it prints the exact command to run.
+set -eu
+PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
+libyaml-dev libcmocka-dev libjansson-dev libpcre2-dev"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "quorum: missing packages:$missing" >&2
+	echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "quorum: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing

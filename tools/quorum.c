@@ -1,0 +1,45 @@
+/* quorum — command-line entry point: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+} cmds[] = {
+	{"mkmodel", cmd_mkmodel, "synthesize a GGUF model (random weights, real tokenizer)"},
+	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
+	{"tokenize", cmd_tokenize, "print the token ids of a text"},
+	{"detokenize", cmd_detokenize, "write the bytes of token ids"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: quorum COMMAND [options]\n\n"
+		   "Self-consistency question answering with LLMs.\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\n'quorum COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "quorum: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
