@@ -27,6 +27,7 @@ BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 LIB        := $(B)/libquorum.a
 
 .PHONY: all deps test demo clean benchbins
+.SECONDARY:
 all: $(B)/quorum
 
 deps:

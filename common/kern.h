@@ -68,8 +68,9 @@ void kern_rmsnorm(const float *x, const float *w, int n, float eps,
 float kern_expf(float x);
 /* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + kern_expf(-v)). */
 void kern_silu_mul(float *g, const float *u, int n);
-/* In place: x[i] = kern_expf(x[i] - max) / sum, sum accumulated in index
- * order. Returns nothing; n >= 1. */
+/* In place: x[i] = kern_expf(x[i] - max) / sum, sum of the exps by the
+ * canonical 16-lane reduction with + instead of fma (acc[i % 16] += e[i]
+ * in index order, then the fixed tree). Returns nothing; n >= 1. */
 void kern_softmax(float *x, int n);
 /* y[i] = fmaf(a, x[i], y[i]). */
 void kern_axpy(float *y, float a, const float *x, int n);

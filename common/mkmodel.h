@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
 	int n_tokens;           /* vocabulary size written */
+	int eos;                /* end-of-sequence id, -1 when none */
 	char pre[64];           /* pre-tokenizer name written */
 	uint64_t bytes;         /* tensor bytes written */
 } mkmodel_info;

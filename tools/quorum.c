@@ -10,6 +10,7 @@ static const struct {
 	const char *help;
 } cmds[] = {
 	{"mkmodel", cmd_mkmodel, "synthesize a GGUF model (random weights, real tokenizer)"},
+	{"run", cmd_run, "answer a question by self-consistency (one process)"},
 	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
 	{"tokenize", cmd_tokenize, "print the token ids of a text"},
 	{"detokenize", cmd_detokenize, "write the bytes of token ids"},

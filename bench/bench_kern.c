@@ -1,0 +1,136 @@
+/*
+ * bench_kern — kern_matmul throughput: weights GB/s and GFLOP/s for Qwen2
+ * 0.5B shapes, per ISA, weight type, batch size M and thread count.
+ *
+ * Each call reads a different copy of W, cycling through >= 128 MB, so
+ * weights come from DRAM as in a real decode step (a model's layers do
+ * not fit in cache), not from L3.
+ *
+ * usage: bench_kern [-q] [isa ...]   (-q: Q8_0 only; default all ISAs but
+ *        scalar)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "kern.h"
+#include "tpool.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static size_t row_bytes(uint32_t wt, int K)
+{
+	return wt == GGML_TYPE_Q8_0 ? (size_t)K / 32 * sizeof(ggml_block_q8_0) :
+	       wt == GGML_TYPE_F32  ? (size_t)K * 4 :
+				      (size_t)K * 2;
+}
+
+static void fill(void *W, uint32_t wt, int K, int N, uint32_t seed)
+{
+	size_t n = row_bytes(wt, K) * (size_t)N;
+	unsigned char *p = W;
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		p[i] = (unsigned char)(seed >> 24);
+	}
+	/* sane scales / halves: clear the exponent's top bit */
+	if (wt == GGML_TYPE_Q8_0) {
+		ggml_block_q8_0 *b = W;
+		for (size_t i = 0; i < (size_t)N * (size_t)K / 32; i++)
+			b[i].d &= 0x3bff;
+	} else if (wt == GGML_TYPE_F16) {
+		uint16_t *h = W;
+		for (size_t i = 0; i < (size_t)N * (size_t)K; i++)
+			h[i] &= 0xbbff;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const int shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}};
+	static const int Ms[] = {1, 4, 16, 32, 64};
+	static const int threads[] = {1, 2};
+	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
+	int n_types = 2, isas[3], n_isas = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-q") == 0) {
+			n_types = 1;
+			continue;
+		}
+		for (int k = 0; k <= KERN_ISA_AVX512; k++)
+			if (strcmp(argv[i], kern_isa_name(k)) == 0)
+				isas[n_isas++] = k;
+	}
+	if (n_isas == 0)
+		for (int k = KERN_ISA_AVX2; k <= kern_isa_detect(); k++)
+			isas[n_isas++] = k;
+
+	tpool *pools[2];
+	for (int t = 0; t < 2; t++)
+		if (tpool_new(threads[t], &pools[t])) {
+			fprintf(stderr, "tpool_new failed\n");
+			return 1;
+		}
+	float *x = malloc(sizeof(float) * 64 * 4864);
+	float *y = malloc(sizeof(float) * 64 * 151936);
+	if (!x || !y)
+		return 1;
+	for (int i = 0; i < 64 * 4864; i++)
+		x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+
+	printf("%-6s %-5s %-13s %3s %2s %9s %8s %8s %10s\n", "isa", "type",
+	       "K x N", "M", "T", "ms/call", "GB/s", "GFLOP/s", "Mcol*row/s");
+	for (int ti = 0; ti < n_types; ti++) {
+		uint32_t wt = types[ti];
+		for (size_t si = 0; si < sizeof(shapes) / sizeof(*shapes); si++) {
+			int K = shapes[si][0], N = shapes[si][1];
+			size_t wbytes = row_bytes(wt, K) * (size_t)N;
+			int copies = (int)((128u << 20) / wbytes) + 1;
+			char *W = malloc(wbytes * (size_t)copies);
+			if (!W)
+				return 1;
+			for (int c = 0; c < copies; c++)
+				fill(W + wbytes * (size_t)c, wt, K, N, 17u + (uint32_t)c);
+			for (int ii = 0; ii < n_isas; ii++) {
+				kern_set_isa(isas[ii]);
+				for (size_t mi = 0; mi < sizeof(Ms) / sizeof(*Ms); mi++) {
+					int M = Ms[mi];
+					for (int t = 0; t < 2; t++) {
+						int calls = 0, c = 0;
+						kern_matmul(pools[t], W, wt, K, N, NULL, x, K, M, y, N);
+						double t0 = now_s(), el;
+						do {
+							c = (c + 1) % copies;
+							kern_matmul(pools[t], W + wbytes * (size_t)c, wt,
+								    K, N, NULL, x, K, M, y, N);
+							calls++;
+							el = now_s() - t0;
+						} while (el < 0.3 || calls < 3);
+						double per = el / calls;
+						double flop = 2.0 * M * (double)N * K;
+						printf("%-6s %-5s %5d x %-6d %3d %2d %9.3f %8.1f %8.1f %10.1f\n",
+						       kern_isa_name(isas[ii]), ggml_type_name(wt), K,
+						       N, M, threads[t], per * 1e3, wbytes / per / 1e9,
+						       flop / per / 1e9,
+						       (double)M * N / per / 1e6);
+						fflush(stdout);
+					}
+				}
+			}
+			free(W);
+		}
+	}
+	for (int t = 0; t < 2; t++)
+		tpool_free(&pools[t]);
+	free(x);
+	free(y);
+	return 0;
+}

@@ -1,0 +1,476 @@
+/*
+ * kern — dispatch, CPU detection and the scalar reference definitions.
+ *
+ * The scalar functions here ARE the definition of every kernel's bits; the
+ * SIMD files reproduce them operation for operation. This file must be
+ * compiled without -ffast-math and with -ffp-contract=off (the default of
+ * -std=c11): every fma is an explicit fmaf(), nothing else may be fused.
+ */
+#include "kern.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "kern_impl.h"
+#include "qerr.h"
+
+/* ---- conversions ------------------------------------------------------ */
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+float kern_f16_to_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+
+	if (e == 0x1f) /* inf, NaN (quieted, as F16C does) */
+		return u2f(s | 0x7f800000 | (m << 13) | (m ? 0x400000 : 0));
+	if (e == 0) {
+		if (m == 0)
+			return u2f(s);
+		e = 113; /* subnormal: normalize */
+		while (!(m & 0x400)) {
+			m <<= 1;
+			e--;
+		}
+		return u2f(s | (e << 23) | ((m & 0x3ff) << 13));
+	}
+	return u2f(s | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t kern_f32_to_f16(float f)
+{
+	uint32_t u = f2u(f);
+	uint16_t s = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffff;
+
+	if (a > 0x7f800000) /* NaN: keep the top payload bits, quiet it */
+		return s | 0x7e00 | ((a >> 13) & 0x3ff);
+	if (a >= 0x477ff000) /* >= 65520 rounds to inf */
+		return s | 0x7c00;
+	if (a >= 0x38800000) { /* normal half */
+		uint32_t r = a + 0xfff + ((a >> 13) & 1);
+		return s | (uint16_t)((r - 0x38000000) >> 13);
+	}
+	if (a <= 0x33000000) /* <= 2^-25: rounds to zero (tie to even) */
+		return s;
+	uint32_t mm = (a & 0x7fffff) | 0x800000;
+	int shift = 126 - (int)(a >> 23);
+	uint32_t q = mm >> shift, rem = mm & ((1u << shift) - 1);
+	uint32_t half = 1u << (shift - 1);
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	return s | (uint16_t)q;
+}
+
+float kern_bf16_to_f32(uint16_t h)
+{
+	return u2f((uint32_t)h << 16);
+}
+
+uint16_t kern_f32_to_bf16(float f)
+{
+	uint32_t u = f2u(f);
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* ---- exp -------------------------------------------------------------- */
+
+float kern_expf(float x)
+{
+	if (x != x)
+		return x + x;
+	if (x < KERN_EXP_LO)
+		x = KERN_EXP_LO;
+	if (x > KERN_EXP_HI)
+		x = KERN_EXP_HI;
+	float n = rintf(x * KERN_LOG2E);
+	float r = fmaf(n, -KERN_LN2_HI, x);
+	r = fmaf(n, -KERN_LN2_LO, r);
+	float p = KERN_EXP_C7;
+	p = fmaf(p, r, KERN_EXP_C6);
+	p = fmaf(p, r, KERN_EXP_C5);
+	p = fmaf(p, r, KERN_EXP_C4);
+	p = fmaf(p, r, KERN_EXP_C3);
+	p = fmaf(p, r, KERN_EXP_C2);
+	p = fmaf(p, r, 1.0f);
+	p = fmaf(p, r, 1.0f);
+	int ni = (int)n;
+	int n1 = (ni + 256) / 2 - 128; /* floor(ni / 2) */
+	int n2 = ni - n1;
+	float s1 = u2f((uint32_t)(n1 + 127) << 23);
+	float s2 = u2f((uint32_t)(n2 + 127) << 23);
+	return (p * s1) * s2;
+}
+
+/* ---- scalar reference kernels ----------------------------------------- */
+
+static float tree16(float *acc)
+{
+	for (int h = 8; h >= 1; h >>= 1)
+		for (int l = 0; l < h; l++)
+			acc[l] = acc[l] + acc[l + h];
+	return acc[0];
+}
+
+static float s_dot(const float *a, const float *b, int n)
+{
+	float acc[16] = {0};
+	for (int k = 0; k < n; k += 16)
+		for (int l = 0; l < 16 && k + l < n; l++)
+			acc[l] = fmaf(a[k + l], b[k + l], acc[l]);
+	return tree16(acc);
+}
+
+static float s_dot_f16(const float *a, const uint16_t *b, int n)
+{
+	float acc[16] = {0};
+	for (int k = 0; k < n; k += 16)
+		for (int l = 0; l < 16 && k + l < n; l++)
+			acc[l] = fmaf(a[k + l], kern_f16_to_f32(b[k + l]),
+				      acc[l]);
+	return tree16(acc);
+}
+
+static void s_row_f32(const void *row, uint32_t wtype, int K, float *out)
+{
+	switch (wtype) {
+	case GGML_TYPE_F32:
+		memcpy(out, row, (size_t)K * sizeof(float));
+		break;
+	case GGML_TYPE_F16: {
+		const uint16_t *h = row;
+		for (int k = 0; k < K; k++)
+			out[k] = kern_f16_to_f32(h[k]);
+		break;
+	}
+	case GGML_TYPE_BF16: {
+		const uint16_t *h = row;
+		for (int k = 0; k < K; k++)
+			out[k] = kern_bf16_to_f32(h[k]);
+		break;
+	}
+	case GGML_TYPE_Q8_0: {
+		const ggml_block_q8_0 *b = row;
+		for (int i = 0; i < K / GGML_QK8_0; i++) {
+			float d = kern_f16_to_f32(b[i].d);
+			for (int l = 0; l < GGML_QK8_0; l++)
+				out[i * GGML_QK8_0 + l] = d * (float)b[i].qs[l];
+		}
+		break;
+	}
+	default:
+		abort(); /* kern_matmul validated the type */
+	}
+}
+
+/* Reference matmul: converts 16 weights at a time and runs the canonical
+ * reduction; slow but obviously right. */
+static void s_matmul(const struct kern_mm *mm, int j0, int j1)
+{
+	float w[16];
+	for (int j = j0; j < j1; j++) {
+		const char *row = (const char *)mm->W + (size_t)j * mm->row_bytes;
+		for (int m = 0; m < mm->M; m++) {
+			const float *x = mm->x + (size_t)m * mm->ldx;
+			float acc[16] = {0};
+			for (int k = 0; k < mm->K; k += 16) {
+				int len = mm->K - k < 16 ? mm->K - k : 16;
+				switch (mm->wtype) {
+				case GGML_TYPE_F32:
+					memcpy(w, (const float *)row + k,
+					       (size_t)len * sizeof(float));
+					break;
+				case GGML_TYPE_F16:
+					for (int l = 0; l < len; l++)
+						w[l] = kern_f16_to_f32(
+							((const uint16_t *)row)[k + l]);
+					break;
+				case GGML_TYPE_BF16:
+					for (int l = 0; l < len; l++)
+						w[l] = kern_bf16_to_f32(
+							((const uint16_t *)row)[k + l]);
+					break;
+				default: {
+					const ggml_block_q8_0 *b =
+						(const ggml_block_q8_0 *)row + k / 32;
+					float d = kern_f16_to_f32(b->d);
+					for (int l = 0; l < 16; l++)
+						w[l] = d * (float)b->qs[k % 32 + l];
+				}
+				}
+				for (int l = 0; l < len; l++)
+					acc[l] = fmaf(x[k + l], w[l], acc[l]);
+			}
+			float r = tree16(acc);
+			if (mm->bias)
+				r = r + mm->bias[j];
+			mm->y[(size_t)m * mm->ldy + j] = r;
+		}
+	}
+}
+
+static void s_rmsnorm(const float *x, const float *w, int n, float eps,
+		      float *out)
+{
+	float s = 1.0f / sqrtf(s_dot(x, x, n) / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = (x[i] * s) * w[i];
+}
+
+static void s_silu_mul(float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float v = g[i];
+		g[i] = (v / (1.0f + kern_expf(-v))) * u[i];
+	}
+}
+
+static void s_softmax(float *x, int n)
+{
+	float mx = x[0];
+	for (int i = 1; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	float acc[16] = {0};
+	for (int i = 0; i < n; i++) {
+		x[i] = kern_expf(x[i] - mx);
+		acc[i % 16] = acc[i % 16] + x[i];
+	}
+	float sum = tree16(acc);
+	for (int i = 0; i < n; i++)
+		x[i] = x[i] / sum;
+}
+
+static void s_axpy(float *y, float a, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
+static void s_axpy_f16(float *y, float a, const uint16_t *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
+}
+
+static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = kern_f32_to_f16(x[i]);
+}
+
+const struct kern_ops kern_ops_scalar = {
+	.dot = s_dot,
+	.dot_f16 = s_dot_f16,
+	.matmul = s_matmul,
+	.rmsnorm = s_rmsnorm,
+	.silu_mul = s_silu_mul,
+	.softmax = s_softmax,
+	.axpy = s_axpy,
+	.axpy_f16 = s_axpy_f16,
+	.row_f32 = s_row_f32,
+	.f32_to_f16_row = s_f32_to_f16_row,
+};
+
+/* ---- dispatch --------------------------------------------------------- */
+
+static const struct kern_ops *const isa_ops[] = {
+	[KERN_ISA_SCALAR] = &kern_ops_scalar,
+	[KERN_ISA_AVX2] = &kern_ops_avx2,
+	[KERN_ISA_AVX512] = &kern_ops_avx512,
+};
+
+static _Atomic int cur_isa = -1;
+
+int kern_isa_detect(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	int avx2 = __builtin_cpu_supports("avx2") &&
+		   __builtin_cpu_supports("fma") &&
+		   __builtin_cpu_supports("f16c");
+	int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+		     __builtin_cpu_supports("avx512bw") &&
+		     __builtin_cpu_supports("avx512vl") &&
+		     __builtin_cpu_supports("avx512dq");
+	return avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 :
+						   KERN_ISA_SCALAR;
+#else
+	return KERN_ISA_SCALAR;
+#endif
+}
+
+int kern_isa(void)
+{
+	int isa = atomic_load_explicit(&cur_isa, memory_order_relaxed);
+	if (isa >= 0)
+		return isa;
+	isa = kern_isa_detect();
+	const char *env = getenv("QUORUM_ISA");
+	if (env) {
+		/* A request the CPU cannot honour falls back to the best it
+		 * has: a cluster-wide setting must not crash older hosts. */
+		for (int i = KERN_ISA_SCALAR; i <= KERN_ISA_AVX512; i++)
+			if (strcmp(env, kern_isa_name(i)) == 0 && i < isa)
+				isa = i;
+	}
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
+	return isa;
+}
+
+int kern_set_isa(int isa)
+{
+	if (isa < KERN_ISA_SCALAR || isa > KERN_ISA_AVX512)
+		return qerr_fail(QERR_ARG, "kern_set_isa: bad isa %d", isa);
+	if (isa > kern_isa_detect())
+		return qerr_fail(QERR_UNSUPPORTED,
+				 "kern_set_isa: this CPU lacks %s",
+				 kern_isa_name(isa));
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
+	return QERR_OK;
+}
+
+const char *kern_isa_name(int isa)
+{
+	switch (isa) {
+	case KERN_ISA_SCALAR:
+		return "scalar";
+	case KERN_ISA_AVX2:
+		return "avx2";
+	case KERN_ISA_AVX512:
+		return "avx512";
+	}
+	return "unknown";
+}
+
+static inline const struct kern_ops *ops(void)
+{
+	return isa_ops[kern_isa()];
+}
+
+float kern_dot(const float *a, const float *b, int n)
+{
+	return ops()->dot(a, b, n);
+}
+
+float kern_dot_f16(const float *a, const uint16_t *b, int n)
+{
+	return ops()->dot_f16(a, b, n);
+}
+
+static size_t row_bytes(uint32_t wtype, int K)
+{
+	switch (wtype) {
+	case GGML_TYPE_F32:
+		return (size_t)K * 4;
+	case GGML_TYPE_F16:
+	case GGML_TYPE_BF16:
+		return (size_t)K * 2;
+	case GGML_TYPE_Q8_0:
+		return (size_t)(K / GGML_QK8_0) * sizeof(ggml_block_q8_0);
+	}
+	return 0;
+}
+
+struct mm_job {
+	const struct kern_ops *ops;
+	struct kern_mm mm;
+	int n_units; /* KERN_MM_COLS-column units */
+};
+
+static void mm_task(void *ctx, int t, int n_tasks)
+{
+	const struct mm_job *job = ctx;
+	int u0 = (int)((int64_t)job->n_units * t / n_tasks);
+	int u1 = (int)((int64_t)job->n_units * (t + 1) / n_tasks);
+	int j0 = u0 * KERN_MM_COLS;
+	int j1 = u1 * KERN_MM_COLS < job->mm.N ? u1 * KERN_MM_COLS : job->mm.N;
+	if (j0 < j1)
+		job->ops->matmul(&job->mm, j0, j1);
+}
+
+void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+		 const float *bias, const float *x, int ldx, int M, float *y,
+		 int ldy)
+{
+	/* Programmer errors: shapes come from a validated model. */
+	assert(K > 0 && N >= 0 && M >= 0);
+	assert(row_bytes(wtype, K) != 0);
+	assert(wtype != GGML_TYPE_Q8_0 || K % GGML_QK8_0 == 0);
+	if (M == 0 || N == 0)
+		return;
+	struct mm_job job = {
+		.ops = ops(),
+		.mm = {.W = W, .wtype = wtype, .K = K, .N = N,
+		       .row_bytes = row_bytes(wtype, K), .bias = bias, .x = x,
+		       .ldx = ldx, .M = M, .y = y, .ldy = ldy},
+		.n_units = (N + KERN_MM_COLS - 1) / KERN_MM_COLS,
+	};
+	int nt = tp ? tpool_size(tp) : 1;
+	/* A few tasks per thread balance uneven progress (tasks are claimed
+	 * dynamically); tiny matmuls stay on one thread. */
+	int n_tasks = nt == 1 ? 1 : nt * 4;
+	if ((int64_t)M * N * K < 32768)
+		n_tasks = 1;
+	if (n_tasks > job.n_units)
+		n_tasks = job.n_units;
+	if (n_tasks == 1)
+		mm_task(&job, 0, 1);
+	else
+		tpool_run(tp, mm_task, &job, n_tasks);
+}
+
+void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out)
+{
+	size_t rb = row_bytes(wtype, K);
+	assert(rb != 0);
+	ops()->row_f32((const char *)W + (size_t)r * rb, wtype, K, out);
+}
+
+void kern_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
+{
+	ops()->rmsnorm(x, w, n, eps, out);
+}
+
+void kern_silu_mul(float *g, const float *u, int n)
+{
+	ops()->silu_mul(g, u, n);
+}
+
+void kern_softmax(float *x, int n)
+{
+	ops()->softmax(x, n);
+}
+
+void kern_axpy(float *y, float a, const float *x, int n)
+{
+	ops()->axpy(y, a, x, n);
+}
+
+void kern_axpy_f16(float *y, float a, const uint16_t *x, int n)
+{
+	ops()->axpy_f16(y, a, x, n);
+}
+
+void kern_f32_to_f16_row(const float *x, uint16_t *out, int n)
+{
+	ops()->f32_to_f16_row(x, out, n);
+}

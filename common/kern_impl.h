@@ -1,0 +1,66 @@
+/*
+ * kern_impl — internal to kern*.c: the per-ISA operation table and the
+ * constants that every code path must share bit for bit.
+ *
+ * implements: dispatch seam between kern.c (scalar reference, dispatch)
+ * and kern_avx2.c / kern_avx512.c.
+ */
+#ifndef QUORUM_KERN_IMPL_H
+#define QUORUM_KERN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* kern_expf: x is clamped to [EXP_LO, EXP_HI] (exp(EXP_LO) rounds to 0,
+ * exp(EXP_HI) overflows), n = rint(x * log2e), r = x - n*ln2 (two fmas,
+ * Cody-Waite), p(r) = Taylor polynomial of degree 7 by Horner with fmas,
+ * result = (p * 2^n1) * 2^n2 with n1 = floor(n/2), n2 = n - n1 (the first
+ * product is exact, the second rounds once, also into the subnormals). */
+#define KERN_EXP_LO (-104.0f)
+#define KERN_EXP_HI 89.0f
+#define KERN_LOG2E 0x1.715476p+0f
+#define KERN_LN2_HI 0x1.62e430p-1f
+#define KERN_LN2_LO (-0x1.05c610p-29f)
+#define KERN_EXP_C7 (1.0f / 5040.0f)
+#define KERN_EXP_C6 (1.0f / 720.0f)
+#define KERN_EXP_C5 (1.0f / 120.0f)
+#define KERN_EXP_C4 (1.0f / 24.0f)
+#define KERN_EXP_C3 (1.0f / 6.0f)
+#define KERN_EXP_C2 0.5f
+
+/* One kern_matmul call; a backend computes columns [j0, j1) for all M. */
+struct kern_mm {
+	const void *W;
+	uint32_t wtype;
+	int K, N;
+	size_t row_bytes; /* bytes of one row of W */
+	const float *bias;
+	const float *x;
+	int ldx, M;
+	float *y;
+	int ldy;
+};
+
+struct kern_ops {
+	float (*dot)(const float *a, const float *b, int n);
+	float (*dot_f16)(const float *a, const uint16_t *b, int n);
+	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
+	void (*rmsnorm)(const float *x, const float *w, int n, float eps,
+			float *out);
+	void (*silu_mul)(float *g, const float *u, int n);
+	void (*softmax)(float *x, int n);
+	void (*axpy)(float *y, float a, const float *x, int n);
+	void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
+	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
+};
+
+extern const struct kern_ops kern_ops_scalar;
+extern const struct kern_ops kern_ops_avx2;
+extern const struct kern_ops kern_ops_avx512;
+
+/* Columns per matmul task unit: backends may assume a task range starts
+ * at a multiple of this. */
+#define KERN_MM_COLS 16
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * sc — self-consistency in one process: prefill once, fork N, decode the
+ * forks in batched lockstep, extract answers, vote.
+ *
+ * Modes (same bytes in all three — the contract the tests check):
+ *   SC_RESET    every sample prefills the prompt from scratch (baseline)
+ *   SC_PAGED    one prefill; forks decoded one after another
+ *   SC_BATCHED  one prefill; all forks advance together, one M-row forward
+ *               per round; forks that stop drop out (ragged compaction)
+ *
+ * Sample s draws its first token from the root's last logits and then from
+ * its own sequence's logits, with its own RNG seeded from (seed, s) (see
+ * samp.h). Because the forward pass is batch-invariant, a sample's tokens
+ * depend only on (model, prompt, sampling params, seed, s).
+ *
+ * Stopping: an end-of-generation token (EOS, <|im_end|>, ...) ends a sample
+ * with finish "stop" (the token is not part of the text), max_new tokens
+ * with "length". With ignore_eos (benchmarks) end-of-generation tokens are
+ * masked out so every sample runs to max_new.
+ */
+#ifndef QUORUM_SC_H
+#define QUORUM_SC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv.h"
+#include "model.h"
+#include "samp.h"
+#include "tok.h"
+#include "vote.h"
+
+enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
+enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1 };
+
+typedef struct {
+	int n_threads;        /* default 2 */
+	int block_tokens;     /* KV block size, default 16 */
+	int kv_dtype;         /* KV_F32 (default) or KV_F16 */
+	int max_batch;        /* rows per decode forward, default 64 */
+	int prefill_chunk;    /* rows per prefill forward, default 256 */
+} sc_engine_params;
+
+#define SC_ENGINE_DEFAULTS ((sc_engine_params){2, 16, KV_F32, 64, 256})
+
+typedef struct {
+	samp_params sp;
+	uint64_t seed;
+	int n;                /* samples */
+	int max_new;          /* new tokens per sample */
+	int mode;             /* enum sc_mode */
+	int ignore_eos;
+} sc_params;
+
+typedef struct {
+	int index;
+	char *text;           /* malloc'ed, NUL-terminated (may hold NULs) */
+	size_t len;
+	int n_tokens;
+	int finish;           /* enum sc_finish */
+	int has_answer;
+	char answer[VOTE_ANSWER_MAX];
+} sc_sample;
+
+typedef struct {
+	int n_prompt;
+	int n_prefills;        /* 1, or n in reset mode */
+	double prefill_ms, decode_ms;
+	uint64_t gen_tokens;   /* sampled tokens (incl. a final stop token) */
+	uint64_t kv_peak_bytes;/* peak KV bytes held in the pool */
+	uint64_t kv_unshared_bytes; /* what N unshared sequences would hold */
+	uint64_t cow_blocks;   /* tail blocks copied on write */
+} sc_stats;
+
+typedef struct {
+	int n;
+	sc_sample *samples;    /* (n) by sample index */
+	vote_result vote;
+	sc_stats stats;
+} sc_result;
+
+typedef struct sc_engine sc_engine;
+
+/* The model (borrowed) and tokenizer (borrowed) stay alive while e does. */
+int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
+		  sc_engine **out);
+void sc_engine_free(sc_engine **e);
+
+int sc_params_check(const sc_params *p);
+/* Runs the N samples of one prompt. On error nothing leaks and the KV pool
+ * is back to free. */
+int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
+	   const sc_params *p, sc_result *out);
+void sc_result_fini(sc_result *r);
+
+/* KV blocks held right now (0 between requests). */
+uint32_t sc_engine_kv_in_use(const sc_engine *e);
+
+const char *sc_mode_name(int mode);
+int sc_mode_parse(const char *s);      /* -1 when unknown */
+const char *sc_finish_name(int finish);
+
+#endif

@@ -1,0 +1,456 @@
+/*
+ * Forward pass: agreement with a naive double-precision reference, and
+ * batch invariance (bit-identical rows across chunking, batching, threads
+ * and instruction sets) — the property the whole system stands on.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fwd.h"
+#include "kern.h"
+#include "kv.h"
+#include "model.h"
+#include "testutil.h"
+
+/* ---- the reference: obviously correct, slow ------------------------- */
+
+static double ref_f16(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+
+	return (h & 0x8000) ? -v : v;
+}
+
+/* Weight W[n][k] of a GGUF matrix as double. */
+static double ref_w(const model_mat *w, int n, int k)
+{
+	size_t i = (size_t)n * w->k + k;
+
+	switch (w->type) {
+	case GGML_TYPE_F32: return ((const float *)w->data)[i];
+	case GGML_TYPE_F16: return ref_f16(((const uint16_t *)w->data)[i]);
+	case GGML_TYPE_BF16: {
+		uint32_t b = (uint32_t)((const uint16_t *)w->data)[i] << 16;
+		float f;
+		memcpy(&f, &b, 4);
+		return f;
+	}
+	case GGML_TYPE_Q8_0: {
+		const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)w->data +
+					   i / 32;
+		return ref_f16(b->d) * b->qs[i % 32];
+	}
+	}
+	return NAN;
+}
+
+static void ref_matvec(const model_mat *w, const float *bias,
+		       const double *x, double *y)
+{
+	for (int n = 0; n < w->n; n++) {
+		double s = 0;
+		for (int k = 0; k < w->k; k++)
+			s += ref_w(w, n, k) * x[k];
+		y[n] = s + (bias ? bias[n] : 0.0);
+	}
+}
+
+static void ref_rmsnorm(const double *x, const float *w, int n, double eps,
+			double *o)
+{
+	double ss = 0;
+
+	for (int i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	ss = 1.0 / sqrt(ss / n + eps);
+	for (int i = 0; i < n; i++)
+		o[i] = x[i] * ss * w[i];
+}
+
+static void ref_rope(const model_config *c, double *v, int pos)
+{
+	int hd = c->head_dim, half = hd / 2;
+
+	for (int i = 0; i < half; i++) {
+		double th = pos * pow(c->rope_base, -2.0 * i / hd);
+		int a = c->rope_mode == MODEL_ROPE_NEOX ? i : 2 * i;
+		int b = c->rope_mode == MODEL_ROPE_NEOX ? i + half : 2 * i + 1;
+		double x0 = v[a], x1 = v[b];
+
+		v[a] = x0 * cos(th) - x1 * sin(th);
+		v[b] = x0 * sin(th) + x1 * cos(th);
+	}
+}
+
+/* Logits (n, vocab) of every position of toks. */
+static void ref_forward(const model *m, const int32_t *toks, int n,
+			float *logits)
+{
+	const model_config *c = &m->cfg;
+	int D = c->dim, hd = c->head_dim, kvd = c->kv_dim, F = c->ffn_dim;
+	double *x = calloc((size_t)n * D, sizeof(double));
+	double *K = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
+	double *V = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
+	double *xb = calloc(D, sizeof(double)), *q = calloc(D, sizeof(double));
+	double *att = calloc(D, sizeof(double)), *o = calloc(D, sizeof(double));
+	double *g = calloc(F, sizeof(double)), *u = calloc(F, sizeof(double));
+	double *s = calloc(n, sizeof(double));
+	double *lg = calloc(c->vocab, sizeof(double));
+
+	for (int p = 0; p < n; p++)
+		for (int i = 0; i < D; i++)
+			x[(size_t)p * D + i] = ref_w(&m->tok_embd, toks[p], i);
+	/* position-major, exactly causal: position p sees 0..p */
+	for (int p = 0; p < n; p++) {
+		double *xp = x + (size_t)p * D;
+		for (int l = 0; l < c->n_layers; l++) {
+			const model_layer *L = &m->layers[l];
+			double *Kl = K + (size_t)l * n * kvd;
+			double *Vl = V + (size_t)l * n * kvd;
+
+			ref_rmsnorm(xp, L->attn_norm, D, c->eps, xb);
+			ref_matvec(&L->wq, L->bq, xb, q);
+			ref_matvec(&L->wk, L->bk, xb, Kl + (size_t)p * kvd);
+			ref_matvec(&L->wv, L->bv, xb, Vl + (size_t)p * kvd);
+			for (int h = 0; h < c->n_heads; h++)
+				ref_rope(c, q + h * hd, p);
+			for (int h = 0; h < c->n_kv_heads; h++)
+				ref_rope(c, Kl + (size_t)p * kvd + h * hd, p);
+			for (int h = 0; h < c->n_heads; h++) {
+				int kh = h / (c->n_heads / c->n_kv_heads);
+				double mx = -INFINITY, sum = 0;
+
+				for (int t = 0; t <= p; t++) {
+					double d = 0;
+					for (int i = 0; i < hd; i++)
+						d += q[h * hd + i] *
+						     Kl[(size_t)t * kvd + kh * hd + i];
+					s[t] = d / sqrt(hd);
+					mx = fmax(mx, s[t]);
+				}
+				for (int t = 0; t <= p; t++)
+					sum += (s[t] = exp(s[t] - mx));
+				for (int i = 0; i < hd; i++) {
+					double a = 0;
+					for (int t = 0; t <= p; t++)
+						a += s[t] / sum *
+						     Vl[(size_t)t * kvd + kh * hd + i];
+					att[h * hd + i] = a;
+				}
+			}
+			ref_matvec(&L->wo, NULL, att, o);
+			for (int i = 0; i < D; i++)
+				xp[i] += o[i];
+			ref_rmsnorm(xp, L->ffn_norm, D, c->eps, xb);
+			ref_matvec(&L->w_gate, NULL, xb, g);
+			ref_matvec(&L->w_up, NULL, xb, u);
+			for (int i = 0; i < F; i++)
+				g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+			ref_matvec(&L->w_down, NULL, g, o);
+			for (int i = 0; i < D; i++)
+				xp[i] += o[i];
+		}
+		ref_rmsnorm(xp, m->output_norm, D, c->eps, xb);
+		ref_matvec(&m->output, NULL, xb, lg);
+		for (int v = 0; v < c->vocab; v++)
+			logits[(size_t)p * c->vocab + v] = (float)lg[v];
+	}
+	free(x); free(K); free(V); free(xb); free(q); free(att); free(o);
+	free(g); free(u); free(s); free(lg);
+}
+
+/* ---- fixtures -------------------------------------------------------- */
+
+typedef struct {
+	const char *arch;
+	uint32_t wtype;
+} model_case;
+
+static const model_case cases[] = {
+	{"qwen2", GGML_TYPE_F32}, {"llama", GGML_TYPE_F32},
+	{"qwen2", GGML_TYPE_F16}, {"llama", GGML_TYPE_BF16},
+	{"qwen2", GGML_TYPE_Q8_0}, {"llama", GGML_TYPE_Q8_0},
+};
+#define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
+
+static model *models[N_CASES];
+static char paths[N_CASES][512];
+
+static int setup(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		if (tu_model(paths[i], sizeof(paths[i]), cases[i].arch, "tiny",
+			     cases[i].wtype, NULL, 7 + i) ||
+		    model_load(paths[i], &models[i])) {
+			fprintf(stderr, "setup: %s\n", qerr_detail());
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		model_free(&models[i]);
+		unlink(paths[i]);
+	}
+	return 0;
+}
+
+static const int32_t prompt[] = {
+	15496, 11, 995, 0, 314, 716, 257, 1332, 286, 262, 3616, 13, 198,
+	50256, 7, 42, 1635, 25, 1048, 6, 33, 17, 2, 50255, 100, 2000, 3,
+	30000, 12, 9, 8, 5,
+};
+#define N_PROMPT (int)(sizeof(prompt) / sizeof(prompt[0]))
+
+/* Logits of every position through fwd with the given chunk size. */
+static void run_fwd(const model *m, int chunk, int threads, int dtype,
+		    int block, float *logits)
+{
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 256, dtype};
+	tpool *tp = NULL;
+	kv_pool *pool = NULL;
+	fwd *f = NULL;
+	kv_seq s;
+
+	kv_seq_init(&s);
+	assert_int_equal(tpool_new(threads, &tp), 0);
+	assert_int_equal(kv_pool_new(&kp, &pool), 0);
+	assert_int_equal(fwd_new(m, chunk, tp, &f), 0);
+	for (int done = 0; done < N_PROMPT;) {
+		int c = N_PROMPT - done < chunk ? N_PROMPT - done : chunk;
+		kv_seq *sp = &s;
+
+		assert_int_equal(fwd_batch(f, pool, &sp, &c, 1, prompt + done,
+					   logits + (size_t)done * m->cfg.vocab,
+					   1), 0);
+		done += c;
+	}
+	kv_seq_free(pool, &s);
+	assert_int_equal(kv_pool_free_blocks(pool), 256);
+	fwd_free(&f);
+	kv_pool_free(&pool);
+	tpool_free(&tp);
+}
+
+static void test_reference(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		const model *m = models[i];
+		size_t nv = (size_t)N_PROMPT * m->cfg.vocab;
+		float *a = malloc(nv * sizeof(float));
+		float *r = malloc(nv * sizeof(float));
+		double maxd = 0, maxr = 0;
+		int top_same = 1;
+
+		run_fwd(m, 64, 2, KV_F32, 16, a);
+		ref_forward(m, prompt, N_PROMPT, r);
+		for (int p = 0; p < N_PROMPT; p++) {
+			const float *ap = a + (size_t)p * m->cfg.vocab;
+			const float *rp = r + (size_t)p * m->cfg.vocab;
+			int ta = 0, tr = 0;
+
+			for (int v = 0; v < m->cfg.vocab; v++) {
+				maxd = fmax(maxd, fabs((double)ap[v] - rp[v]));
+				maxr = fmax(maxr, fabs((double)rp[v]));
+				ta = ap[v] > ap[ta] ? v : ta;
+				tr = rp[v] > rp[tr] ? v : tr;
+			}
+			top_same &= ta == tr;
+		}
+		printf("  %-5s %-4s: max |logit - ref| = %.3g, relative to max "
+		       "|ref| %.3g: %.3g\n", cases[i].arch,
+		       ggml_type_name(cases[i].wtype), maxd, maxr, maxd / maxr);
+		assert_true(maxr > 0.5);  /* logits are not degenerate */
+		assert_true(maxd / maxr <= 1e-4);
+		assert_true(top_same);
+		free(a);
+		free(r);
+	}
+}
+
+static void assert_same_bits(const float *a, const float *b, size_t n,
+			     const char *what)
+{
+	if (memcmp(a, b, n * sizeof(float))) {
+		for (size_t i = 0; i < n; i++)
+			if (memcmp(&a[i], &b[i], sizeof(float))) {
+				fail_msg("%s: differs at %zu: %.9g vs %.9g",
+					 what, i, a[i], b[i]);
+			}
+	}
+}
+
+/* Chunking, threads and KV block size never change a row's bits. */
+static void test_invariance_chunks_threads(void **state)
+{
+	static const struct { int chunk, threads, block; } v[] = {
+		{1, 1, 1}, {5, 2, 16}, {32, 3, 16}, {7, 2, 4}, {64, 1, 16},
+	};
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		const model *m = models[i];
+		size_t nv = (size_t)N_PROMPT * m->cfg.vocab;
+		float *base = malloc(nv * sizeof(float));
+		float *o = malloc(nv * sizeof(float));
+
+		run_fwd(m, 64, 2, KV_F32, 16, base);
+		for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++) {
+			char what[128];
+
+			run_fwd(m, v[j].chunk, v[j].threads, KV_F32,
+				v[j].block, o);
+			snprintf(what, sizeof(what), "%s %s chunk %d threads "
+				 "%d block %d", cases[i].arch,
+				 ggml_type_name(cases[i].wtype), v[j].chunk,
+				 v[j].threads, v[j].block);
+			assert_same_bits(base, o, nv, what);
+		}
+		free(base);
+		free(o);
+	}
+}
+
+/* Every instruction set computes the same bits (f16 KV too). */
+static void test_invariance_isa(void **state)
+{
+	static const int isas[] = {KERN_ISA_SCALAR, KERN_ISA_AVX2,
+				   KERN_ISA_AVX512};
+	int best = kern_isa_detect(), compared = 0;
+
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		const model *m = models[i];
+		size_t nv = (size_t)N_PROMPT * m->cfg.vocab;
+		float *base = malloc(nv * sizeof(float));
+		float *o = malloc(nv * sizeof(float));
+
+		for (int kvt = KV_F32; kvt <= KV_F16; kvt++) {
+			assert_int_equal(kern_set_isa(best), 0);
+			run_fwd(m, 16, 2, kvt, 16, base);
+			for (size_t j = 0; j < 3; j++) {
+				if (isas[j] >= best)
+					continue;
+				assert_int_equal(kern_set_isa(isas[j]), 0);
+				run_fwd(m, 16, 2, kvt, 16, o);
+				assert_same_bits(base, o, nv,
+						 kern_isa_name(isas[j]));
+				compared++;
+			}
+		}
+		free(base);
+		free(o);
+	}
+	kern_set_isa(best);
+	printf("  compared %s against %d lower ISA runs\n",
+	       kern_isa_name(best), compared);
+	assert_true(compared >= N_CASES * 2); /* at least scalar vs best */
+}
+
+/* A row computed inside a batch of unrelated sequences equals the row
+ * computed alone. */
+static void test_invariance_batch(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		const model *m = models[i];
+		int V = m->cfg.vocab;
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 256, KV_F32};
+		kv_pool *pool;
+		fwd *f;
+		tpool *tp;
+		kv_seq s[3];
+		kv_seq *sp[3] = {&s[0], &s[1], &s[2]};
+		float *alone = malloc((size_t)N_PROMPT * V * sizeof(float));
+		float *lg = malloc(3 * (size_t)V * sizeof(float));
+
+		run_fwd(m, 64, 1, KV_F32, 16, alone);
+		assert_int_equal(tpool_new(2, &tp), 0);
+		assert_int_equal(kv_pool_new(&kp, &pool), 0);
+		assert_int_equal(fwd_new(m, 64, tp, &f), 0);
+		for (int j = 0; j < 3; j++)
+			kv_seq_init(&s[j]);
+		/* seq 0: the prompt, prefilled with 10 rows; seqs 1 and 2:
+		 * unrelated tokens sharing the batch */
+		{
+			int nn[3] = {10, 3, 7};
+			int32_t toks[20];
+
+			memcpy(toks, prompt, 10 * sizeof(int32_t));
+			for (int t = 10; t < 20; t++)
+				toks[t] = 100 + 37 * t;
+			assert_int_equal(fwd_batch(f, pool, sp, nn, 3, toks, lg,
+						   0), 0);
+			assert_same_bits(alone + 9 * (size_t)V, lg, V,
+					 "prefill row in a mixed batch");
+		}
+		/* then decode the rest of the prompt one row at a time among
+		 * the others */
+		for (int p = 10; p < N_PROMPT; p++) {
+			int nn[3] = {1, 1, 1};
+			int32_t toks[3] = {prompt[p], 5 + p, 900 + p};
+
+			assert_int_equal(fwd_batch(f, pool, sp, nn, 3, toks, lg,
+						   0), 0);
+			assert_same_bits(alone + (size_t)p * V, lg, V,
+					 "decode row in a batch of 3");
+		}
+		for (int j = 0; j < 3; j++)
+			kv_seq_free(pool, &s[j]);
+		fwd_free(&f);
+		kv_pool_free(&pool);
+		tpool_free(&tp);
+		free(alone);
+		free(lg);
+	}
+}
+
+static void test_bad_tokens(void **state)
+{
+	const model *m = models[0];
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_F32};
+	kv_pool *pool;
+	fwd *f;
+	kv_seq s;
+	int32_t bad[2] = {1, m->cfg.vocab};
+	int32_t many[80];
+
+	(void)state;
+	assert_int_equal(kv_pool_new(&kp, &pool), 0);
+	assert_int_equal(fwd_new(m, 128, NULL, &f), 0);
+	kv_seq_init(&s);
+	assert_int_equal(fwd_prefill(f, pool, &s, bad, 2, NULL), QERR_RANGE);
+	assert_int_equal(s.n_tokens, 0);
+	for (int i = 0; i < 80; i++)
+		many[i] = i;
+	/* 80 tokens need 5 blocks of 16; the pool has 4 */
+	assert_int_equal(fwd_prefill(f, pool, &s, many, 80, NULL), QERR_FULL);
+	assert_int_equal(s.n_tokens, 0);
+	kv_seq_free(pool, &s);
+	assert_int_equal(kv_pool_free_blocks(pool), 4);
+	fwd_free(&f);
+	kv_pool_free(&pool);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reference),
+		cmocka_unit_test(test_invariance_chunks_threads),
+		cmocka_unit_test(test_invariance_batch),
+		cmocka_unit_test(test_invariance_isa),
+		cmocka_unit_test(test_bad_tokens),
+	};
+
+	return cmocka_run_group_tests_name("fwd", tests, setup, teardown);
+}

@@ -1,0 +1,198 @@
+/*
+ * Self-consistency engine: every sample's bytes are identical across the
+ * reset, paged and batched modes, for several N, KV block sizes, thread
+ * counts and batch widths; and the pool is fully free after each request.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kern.h"
+#include "model.h"
+#include "prompt.h"
+#include "sc.h"
+#include "testutil.h"
+#include "tok.h"
+
+static char path[512];
+static model *m;
+static tok *t;
+static int32_t *prompt;
+static size_t n_prompt;
+
+static int setup(void **state)
+{
+	(void)state;
+	if (tu_model(path, sizeof(path), "qwen2", "tiny", GGML_TYPE_Q8_0,
+		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 11) ||
+	    model_load(path, &m) || tok_load(m->gguf, &t) ||
+	    prompt_build(t, NULL, "What is 17 * 23? Answer with a number.",
+			 &prompt, &n_prompt)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(prompt);
+	tok_free(&t);
+	model_free(&m);
+	unlink(path);
+	return 0;
+}
+
+static sc_params params(int n, int mode)
+{
+	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 1234, .n = n,
+		       .max_new = 24, .mode = mode};
+	return p;
+}
+
+static void run(const sc_engine_params *ep, const sc_params *p,
+		sc_result *r)
+{
+	sc_engine *e;
+
+	assert_int_equal(sc_engine_new(m, t, ep, &e), 0);
+	if (sc_run(e, prompt, n_prompt, p, r))
+		fail_msg("sc_run: %s", qerr_detail());
+	sc_engine_free(&e);
+}
+
+static void assert_same_samples(const sc_result *a, const sc_result *b,
+				int offset_b, const char *what)
+{
+	for (int i = 0; i < a->n; i++) {
+		const sc_sample *x = &a->samples[i];
+		const sc_sample *y = &b->samples[i + offset_b];
+
+		if (x->len != y->len || memcmp(x->text, y->text, x->len) ||
+		    x->n_tokens != y->n_tokens || x->finish != y->finish ||
+		    strcmp(x->answer, y->answer))
+			fail_msg("%s: sample %d differs:\n[%.*s] (%d tok)\n"
+				 "[%.*s] (%d tok)", what, i, (int)x->len,
+				 x->text, x->n_tokens, (int)y->len, y->text,
+				 y->n_tokens);
+	}
+}
+
+/* The contract: bytes identical across modes, N, blocks, threads. */
+static void test_modes_identical(void **state)
+{
+	static const int ns[] = {1, 3, 8, 17};
+	static const int blocks[] = {1, 16};
+	static const int threads[] = {1, 2};
+	sc_result ref17;
+	int distinct = 0, stops = 0;
+
+	(void)state;
+	/* the reference: 17 samples, batched, default engine */
+	{
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = params(17, SC_BATCHED);
+
+		run(&ep, &p, &ref17);
+		for (int i = 1; i < 17; i++)
+			distinct += strcmp(ref17.samples[i].text,
+					   ref17.samples[0].text) != 0;
+		for (int i = 0; i < 17; i++)
+			stops += ref17.samples[i].finish == SC_FINISH_STOP;
+		printf("  17 samples: %d differ from sample 0, %d stopped "
+		       "early\n", distinct, stops);
+		assert_true(distinct >= 8); /* sampling really varies */
+	}
+	for (size_t bi = 0; bi < 2; bi++)
+		for (size_t ti = 0; ti < 2; ti++)
+			for (size_t ni = 0; ni < 4; ni++)
+				for (int mode = SC_RESET; mode <= SC_BATCHED;
+				     mode++) {
+					sc_engine_params ep = SC_ENGINE_DEFAULTS;
+					sc_params p = params(ns[ni], mode);
+					sc_result r;
+					char what[96];
+
+					/* N samples are the first N of the
+					 * 17: nothing depends on N */
+					ep.block_tokens = blocks[bi];
+					ep.n_threads = threads[ti];
+					ep.max_batch = ni == 3 ? 5 : 64;
+					run(&ep, &p, &r);
+					snprintf(what, sizeof(what),
+						 "N=%d %s block %d threads %d",
+						 ns[ni], sc_mode_name(mode),
+						 blocks[bi], threads[ti]);
+					assert_same_samples(&r, &ref17, 0, what);
+					sc_result_fini(&r);
+				}
+	sc_result_fini(&ref17);
+}
+
+/* The same request on one engine twice, and the pool is free after. */
+static void test_repeat_and_pool_free(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = params(5, SC_BATCHED);
+	sc_result a, b;
+	sc_engine *e;
+
+	(void)state;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	assert_int_equal(sc_run(e, prompt, n_prompt, &p, &a), 0);
+	assert_int_equal(sc_run(e, prompt, n_prompt, &p, &b), 0);
+	assert_same_samples(&a, &b, 0, "repeat");
+	assert_int_equal(sc_engine_kv_in_use(e), 0);
+	/* prefix shared: peak KV well under N unshared copies */
+	assert_true(a.stats.kv_peak_bytes < a.stats.kv_unshared_bytes);
+	assert_int_equal(a.stats.n_prefills, 1);
+	sc_result_fini(&a);
+	sc_result_fini(&b);
+	sc_engine_free(&e);
+}
+
+static void test_bad_params(void **state)
+{
+	static const struct {
+		sc_params p;
+		int code;
+	} cases[] = {
+		{{{-1.0f, 0, 1.0f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
+		{{{1.0f, -1, 1.0f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
+		{{{1.0f, 0, 1.5f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 0, 8, SC_BATCHED, 0}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 1, 0, SC_BATCHED, 0}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 1, 8, 7, 0}, QERR_RANGE},
+		/* prompt + max_new over the 4096-token context */
+		{{{1.0f, 0, 1.0f}, 0, 1, 5000, SC_BATCHED, 0}, QERR_TOOLONG},
+	};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *e;
+
+	(void)state;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sc_result r;
+		int rc = sc_run(e, prompt, n_prompt, &cases[i].p, &r);
+
+		if (rc != cases[i].code)
+			fail_msg("case %zu: rc %d (%s)", i, rc, qerr_detail());
+		assert_null(r.samples);
+		assert_int_equal(sc_engine_kv_in_use(e), 0);
+	}
+	sc_engine_free(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_modes_identical),
+		cmocka_unit_test(test_repeat_and_pool_free),
+		cmocka_unit_test(test_bad_params),
+	};
+
+	return cmocka_run_group_tests_name("sc", tests, setup, teardown);
+}

@@ -1,0 +1,278 @@
+/* vote: answer extraction and the majority vote, as tables of named cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qerr.h"
+#include "vote.h"
+
+/* ---- extraction --------------------------------------------------------- */
+
+struct xcase {
+	const char *name;
+	const char *text;
+	size_t len;         /* 0: strlen(text) */
+	const char *expect; /* NULL: no answer */
+};
+
+#define X(n, t, e) {n, t, 0, e}
+#define XL(n, t, e) {n, t, sizeof(t) - 1, e}
+
+static const struct xcase xcases[] = {
+	/* the last number */
+	X("sentence_end", "The answer is 42.", "42"),
+	X("several_numbers", "First 3 apples, then 5, finally 17 pears", "17"),
+	X("negative", "so x = -12", "-12"),
+	X("unicode_minus", "so x = \xe2\x88\x92" "7 degrees", "-7"),
+	X("plus_sign", "delta is +8", "8"),
+	X("decimal", "about 3.14159 radians", "3.14159"),
+	X("decimal_trailing_zero", "it costs 42.50", "42.5"),
+	X("decimal_zero_frac", "we get 42.0", "42"),
+	X("leading_zeros", "code 042", "42"),
+	X("leading_dot", "probability .5", "0.5"),
+	X("neg_leading_dot", "shift -.25", "-0.25"),
+	X("minus_zero", "limit is -0.0", "0"),
+	X("zero", "nothing: 0", "0"),
+	X("thousands", "total 1,234 dollars", "1234"),
+	X("thousands_many", "population 12,345,678.", "12345678"),
+	X("thousands_decimal", "price 1,234.50", "1234.5"),
+	X("list_spaces", "the roots are 1, 2, 3", "3"),
+	X("list_tight", "the set 1,2,3", "3"),
+	X("comma_four_digits", "pair 1,2345", "2345"),
+	X("comma_after_long_group", "pair 1234,567", "567"),
+	X("hyphen_range", "pages 10-20", "20"),
+	X("minus_operator", "x-2", "2"),
+	X("minus_operator_digits", "3-5", "5"),
+	X("word_digits_x2", "let x2 be", NULL),
+	X("word_digits_mp3", "an mp3 file", NULL),
+	X("word_digits_then_number", "H2O has 3 atoms, not x9", "3"),
+	X("version_dotted", "use v1.2 now", NULL),
+	X("version_triple", "release 1.2.3", "1.2"),
+	X("letters_after", "the 5th try", "5"),
+	X("units_after", "run 10km", "10"),
+	X("no_exponent", "about 1e5", "1"),
+	X("no_number", "I do not know.", NULL),
+	X("empty", "", NULL),
+	X("dollar", "It costs $1,000.", "1000"),
+	X("percent", "rate 7.5%", "7.5"),
+	X("non_utf8", "\xff\xfe 12 \xc3\x28 \x80", "12"),
+	XL("bytes_beyond_nul", "answer 5\0 later 7", "7"),
+	{"len_stops_before", "answer 5 later 7", 8, "5"},
+	{"len_cuts_number", "value 123456", 9, "123"},
+	{"len_cuts_box", "\\boxed{12}", 9, "12"}, /* unterminated in len */
+	/* boxes */
+	X("boxed", "so \\boxed{42}", "42"),
+	X("boxed_wins_over_later_number", "\\boxed{7} and then 9", "7"),
+	X("boxed_nested_frac", "$\\boxed{\\frac{1}{2}}$", "\\frac{1}{2}"),
+	X("boxed_deep", "\\boxed{a^{b^{c}}}", "a^{b^{c}}"),
+	X("boxed_last_of_many", "\\boxed{1} or \\boxed{2} or \\boxed{3}.",
+	  "3"),
+	X("boxed_unterminated", "\\boxed{4} then \\boxed{5", "4"),
+	X("boxed_unterminated_only", "try \\boxed{5 + 6", "6"),
+	X("boxed_unterminated_outer", "\\boxed{x \\boxed{8}", "8"),
+	X("boxed_nested_boxes", "\\boxed{\\boxed{9}}", "9"),
+	X("boxed_spaces", "\\boxed{  42 \n}", "42"),
+	X("boxed_number_forms", "\\boxed{+042.50}", "42.5"),
+	X("boxed_trailing_dot", "\\boxed{42.}", "42"),
+	X("boxed_thousands", "\\boxed{1,234}", "1234"),
+	X("boxed_list", "\\boxed{1,2}", "1,2"),
+	X("boxed_negative", "\\boxed{-3}", "-3"),
+	X("boxed_text", "\\boxed{ x = 5 }", "x = 5"),
+	X("boxed_empty_skipped", "\\boxed{3} \\boxed{ }", "3"),
+	X("boxed_empty_falls_back", "so 11 \\boxed{}", "11"),
+	X("boxed_escaped_brace", "\\boxed{\\{1,2\\}}", "\\{1,2\\}"),
+	X("boxed_escaped_open", "\\boxed{\\{}", "\\{"),
+	X("boxed_stray_close_before", "} } \\boxed{5}", "5"),
+	X("boxed_not_a_box", "\\boxedx{5} 6", "6"),
+	XL("boxed_with_nul", "\\boxed{4\0 2} 9", NULL),
+};
+
+static void run_xcase(void **state)
+{
+	const struct xcase *c = *state;
+	char out[VOTE_ANSWER_MAX];
+	size_t len = c->len ? c->len : strlen(c->text);
+	bool found = vote_extract(c->text, len, out, sizeof(out));
+
+	if (!c->expect) {
+		if (found)
+			fail_msg("%s: expected no answer, got \"%s\"", c->name,
+				 out);
+		assert_string_equal(out, "");
+	} else {
+		if (!found)
+			fail_msg("%s: expected \"%s\", got none", c->name,
+				 c->expect);
+		assert_string_equal(out, c->expect);
+	}
+}
+
+/* A long text: the answer is at the very end, after 1 MB of noise with
+ * numbers and half-open boxes (and linear time: many unterminated boxes). */
+static void long_text(void **state)
+{
+	size_t n = 1 << 20, i = 0;
+	char *t = malloc(n + 64), out[VOTE_ANSWER_MAX];
+	const char *pat = "\\boxed{ 12, 3 x7 {";
+
+	(void)state;
+	assert_non_null(t);
+	while (i + strlen(pat) < n) {
+		memcpy(t + i, pat, strlen(pat));
+		i += strlen(pat);
+	}
+	i += (size_t)sprintf(t + i, " final 99");
+	assert_true(vote_extract(t, i, out, sizeof(out)));
+	assert_string_equal(out, "99");
+	free(t);
+}
+
+/* Bounded output: too long for cap is no answer, never an overflow. */
+static void bounded_output(void **state)
+{
+	char out[8];
+
+	(void)state;
+	memset(out, 'Z', sizeof(out));
+	assert_true(vote_extract("x 1234567", 9, out, 8));
+	assert_string_equal(out, "1234567");
+	assert_false(vote_extract("x 12345678", 10, out, 8));
+	assert_string_equal(out, "");
+	assert_false(vote_extract("\\boxed{abcdefgh}", 16, out, 8));
+	assert_string_equal(out, "");
+	assert_true(vote_extract("\\boxed{abcdefg}", 15, out, 8));
+	assert_string_equal(out, "abcdefg");
+	assert_false(vote_extract("7", 1, out, 1)); /* only room for NUL */
+	assert_string_equal(out, "");
+	assert_false(vote_extract("7", 1, out, 0));
+	assert_false(vote_extract(NULL, 0, out, 8));
+	/* the canonical form may be longer than the source: ".5" */
+	assert_false(vote_extract(".5", 2, out, 3));
+	assert_true(vote_extract(".5", 2, out, 4));
+	assert_string_equal(out, "0.5");
+}
+
+/* ---- tally -------------------------------------------------------------- */
+
+struct tcase {
+	const char *name;
+	size_t n;
+	const char *answers[8];
+	size_t winner;          /* expected winner's first_index, or VOTE_NONE */
+	const char *table;      /* "answer:count:first;..." in table order */
+	size_t voters;
+};
+
+static const struct tcase tcases[] = {
+	{"clear_majority", 5, {"3", "4", "3", "3", "4"}, 0, "3:3:0;4:2:1;", 5},
+	{"tie_first_occurrence", 4, {"4", "3", "3", "4"}, 0, "4:2:0;3:2:1;", 4},
+	{"tie_absent_first", 4, {NULL, "b", "a", "a"}, 2, "a:2:2;b:1:1;", 3},
+	{"tie_three_way", 3, {"z", "y", "x"}, 0, "z:1:0;y:1:1;x:1:2;", 3},
+	{"none_answered", 3, {NULL, "", NULL}, VOTE_NONE, "", 0},
+	{"zero_samples", 0, {NULL}, VOTE_NONE, "", 0},
+	{"single", 1, {"7"}, 0, "7:1:0;", 1},
+	{"minority_first", 6, {"1", "2", "2", NULL, "1", "2"}, 1,
+	 "2:3:1;1:2:0;", 5},
+	{"tie_later_table_order", 6, {"c", "a", "b", "b", "a", "c"}, 0,
+	 "c:2:0;a:2:1;b:2:2;", 6},
+};
+
+static void run_tcase(void **state)
+{
+	const struct tcase *c = *state;
+	vote_result r;
+	char buf[512] = "";
+	size_t o = 0;
+
+	assert_int_equal(vote_tally(c->answers, c->n, &r), QERR_OK);
+	for (size_t i = 0; i < r.n_entries; i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s:%zu:%zu;",
+				      r.entries[i].answer, r.entries[i].count,
+				      r.entries[i].first_index);
+	if (strcmp(buf, c->table) != 0)
+		fail_msg("%s: table \"%s\", expected \"%s\"", c->name, buf,
+			 c->table);
+	assert_int_equal(r.n_voters, c->voters);
+	if (c->winner == VOTE_NONE) {
+		assert_int_equal(r.winner, VOTE_NONE);
+	} else {
+		assert_int_equal(r.winner, 0);
+		assert_int_equal(r.entries[r.winner].first_index, c->winner);
+	}
+	vote_result_fini(&r);
+	assert_null(r.entries);
+	assert_int_equal(r.winner, VOTE_NONE);
+	vote_result_fini(&r); /* idempotent */
+}
+
+static void tally_args(void **state)
+{
+	vote_result r;
+
+	(void)state;
+	assert_int_equal(vote_tally(NULL, 1, &r), QERR_ARG);
+	assert_int_equal(vote_tally(NULL, 0, NULL), QERR_ARG);
+	assert_int_equal(vote_tally(NULL, 0, &r), QERR_OK);
+	assert_int_equal(r.winner, VOTE_NONE);
+	vote_result_fini(&r);
+}
+
+/* End to end: texts -> answers -> tally; the tally copies the strings. */
+static void extract_then_tally(void **state)
+{
+	static const char *texts[] = {
+		"... so \\boxed{42}", "I get 42.0.", "Answer: +042",
+		"\\boxed{41}",        "no idea",     "\\boxed{41.00}",
+		"thus 42",
+	};
+	enum { N = sizeof(texts) / sizeof(texts[0]) };
+	char buf[N][VOTE_ANSWER_MAX];
+	const char *ans[N];
+	vote_result r;
+
+	(void)state;
+	for (size_t i = 0; i < N; i++)
+		ans[i] = vote_extract(texts[i], strlen(texts[i]), buf[i],
+				      sizeof(buf[i]))
+				 ? buf[i]
+				 : NULL;
+	assert_int_equal(vote_tally(ans, N, &r), QERR_OK);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(r.n_voters, 6);
+	assert_int_equal(r.n_entries, 2);
+	assert_string_equal(r.entries[0].answer, "42");
+	assert_int_equal(r.entries[0].count, 4);
+	assert_string_equal(r.entries[1].answer, "41");
+	assert_int_equal(r.entries[1].first_index, 3);
+	vote_result_fini(&r);
+}
+
+#define NX (sizeof(xcases) / sizeof(xcases[0]))
+#define NT (sizeof(tcases) / sizeof(tcases[0]))
+
+int main(void)
+{
+	struct CMUnitTest t[NX + NT + 4];
+	size_t n = 0;
+
+	for (size_t i = 0; i < NX; i++)
+		t[n++] = (struct CMUnitTest){.name = xcases[i].name,
+					     .test_func = run_xcase,
+					     .initial_state = (void *)&xcases[i]};
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(long_text);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(bounded_output);
+	for (size_t i = 0; i < NT; i++)
+		t[n++] = (struct CMUnitTest){.name = tcases[i].name,
+					     .test_func = run_tcase,
+					     .initial_state = (void *)&tcases[i]};
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(tally_args);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(extract_then_tally);
+	/* one group: tests/run.sh counts the last summary line per binary */
+	return _cmocka_run_group_tests("vote", t, n, NULL, NULL);
+}

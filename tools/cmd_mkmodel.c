@@ -1,0 +1,106 @@
+/* quorum mkmodel — synthesize a GGUF model (see common/mkmodel.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gguf.h"
+#include "mkmodel.h"
+#include "qerr.h"
+
+static void help(void)
+{
+	printf("usage: quorum mkmodel --tokenizer FILE -o OUT.gguf [options]\n\n"
+	       "Synthesize a GGUF model: real layout and tokenizer, seeded\n"
+	       "pseudo-random weights (for tests, benchmarks and cluster smoke\n"
+	       "tests; it answers nonsense). The same options give the same\n"
+	       "bytes. The file also loads in llama.cpp.\n\n"
+	       "options:\n"
+	       "  --tokenizer FILE  HF tokenizer.json, or a GGUF with a vocabulary\n"
+	       "  -o, --out FILE    output path\n"
+	       "  --arch A          qwen2 | llama (default: the shape's)\n"
+	       "  --shape S         model shape (default tiny):\n");
+	for (const mkmodel_shape *s = mkmodel_shapes(); s->name; s++)
+		printf("                      %-13s dim %d, %d layers, %d/%d "
+		       "heads, ffn %d%s\n", s->name, s->dim, s->n_layers,
+		       s->n_heads, s->n_kv_heads, s->ffn_dim,
+		       s->vocab ? ", vocab padded" : "");
+	printf("  --type T          f32 | f16 | bf16 | q8_0 (default f32)\n"
+	       "  --pre NAME        pre-tokenizer name (default: detected from\n"
+	       "                    the tokenizer.json regex)\n"
+	       "  --seed S          weight seed (default 1)\n"
+	       "  --vocab-only      write only the tokenizer\n"
+	       "  -h, --help        this help\n");
+}
+
+static int parse_type(const char *s, uint32_t *t)
+{
+	static const struct { const char *n; uint32_t t; } types[] = {
+		{"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16},
+		{"bf16", GGML_TYPE_BF16}, {"q8_0", GGML_TYPE_Q8_0},
+	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(s, types[i].n)) {
+			*t = types[i].t;
+			return 0;
+		}
+	return -1;
+}
+
+int cmd_mkmodel(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"tokenizer", required_argument, 0, 't'},
+		{"out", required_argument, 0, 'o'},
+		{"arch", required_argument, 0, 'a'},
+		{"shape", required_argument, 0, 's'},
+		{"type", required_argument, 0, 'T'},
+		{"pre", required_argument, 0, 'p'},
+		{"seed", required_argument, 0, 'S'},
+		{"vocab-only", no_argument, 0, 'v'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	mkmodel_opts o = {.shape = "tiny", .wtype = GGML_TYPE_F32, .seed = 1};
+	mkmodel_info info;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': o.tokenizer = optarg; break;
+		case 'o': o.out = optarg; break;
+		case 'a': o.arch = optarg; break;
+		case 's': o.shape = optarg; break;
+		case 'p': o.pre = optarg; break;
+		case 'v': o.vocab_only = 1; break;
+		case 'T':
+			if (parse_type(optarg, &o.wtype))
+				return cli_usage_error("mkmodel", "unknown type "
+						       "'%s'", optarg);
+			break;
+		case 'S':
+			if (cli_u64("mkmodel", "--seed", optarg, &o.seed))
+				return 2;
+			break;
+		case 'h': help(); return 0;
+		default: return cli_usage_error("mkmodel", "bad option");
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("mkmodel", "unexpected argument '%s'",
+				       argv[optind]);
+	if (!o.tokenizer || !o.out)
+		return cli_usage_error("mkmodel", "--tokenizer and -o are "
+				       "required");
+	if (!mkmodel_find_shape(o.shape))
+		return cli_usage_error("mkmodel", "unknown shape '%s'", o.shape);
+	if (mkmodel_write(&o, &info)) {
+		fprintf(stderr, "quorum mkmodel: %s\n", qerr_detail());
+		return 1;
+	}
+	fprintf(stderr, "quorum mkmodel: wrote %s (%s, %d tokens, pre-tokenizer "
+		"%s, %.1f MB of weights)\n", o.out, o.vocab_only ? "vocab only"
+		: o.shape, info.n_tokens, info.pre, (double)info.bytes / 1e6);
+	return 0;
+}

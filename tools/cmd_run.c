@@ -1,0 +1,351 @@
+/* quorum run — self-consistency in one process (see common/sc.h). */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kern.h"
+#include "model.h"
+#include "prompt.h"
+#include "qerr.h"
+#include "sc.h"
+#include "tok.h"
+
+static void help(void)
+{
+	printf("usage: quorum run --model M.gguf [options] \"question\"\n\n"
+	       "Answers a question by self-consistency: the prompt is prefilled\n"
+	       "once, forked N times, the forks are decoded together, each\n"
+	       "sample's final answer is extracted and the majority wins.\n"
+	       "The question is read from stdin when it is '-'.\n\n"
+	       "options:\n"
+	       "  --model FILE          GGUF model (qwen2 or llama)\n"
+	       "  -n N                  samples (default 8)\n"
+	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
+	       "  --temperature T       0 = greedy (default 0.7)\n"
+	       "  --top-k K             0 = off (default 40)\n"
+	       "  --top-p P             1 = off (default 0.95)\n"
+	       "  --max-new-tokens K    per sample (default 256)\n"
+	       "  --mode M              reset | paged | batched (default batched)\n"
+	       "  --system TEXT         system prompt (default: step by step,\n"
+	       "                        final answer in \\boxed{})\n"
+	       "  --threads T           threads (default 2)\n"
+	       "  --kv-type T           f32 | f16 (default f32)\n"
+	       "  --block-tokens B      KV block size (default 16)\n"
+	       "  --ignore-eos          never stop early (benchmarking)\n"
+	       "  --json                one JSON object (fields in README)\n"
+	       "  -h, --help            this help\n");
+}
+
+/* Reads all of stdin into a NUL-terminated buffer. */
+static char *read_stdin(void)
+{
+	size_t n = 0, cap = 4096;
+	char *b = malloc(cap);
+
+	while (b) {
+		size_t r = fread(b + n, 1, cap - n - 1, stdin);
+
+		n += r;
+		if (r == 0)
+			break;
+		if (n + 1 == cap) {
+			char *nb = realloc(b, cap *= 2);
+			if (!nb)
+				free(b);
+			b = nb;
+		}
+	}
+	if (b)
+		b[n] = '\0';
+	return b;
+}
+
+/* JSON needs valid UTF-8: invalid bytes become U+FFFD. */
+static json_t *json_text(const char *s, size_t n)
+{
+	char *o = malloc(n * 3 + 1);
+	size_t j = 0;
+	json_t *r;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
+			     : (c >> 3) == 30 ? 4 : 0;
+		int ok = len > 0 && i + len <= n && c != 0xc0 && c != 0xc1 &&
+			 c < 0xf5;
+
+		for (size_t k = 1; ok && k < len; k++)
+			ok = ((unsigned char)s[i + k] >> 6) == 2;
+		if (ok && len == 1 && c == 0)
+			ok = 0;
+		if (ok && len == 3) {
+			unsigned cp = (c & 15u) << 12 |
+				      ((unsigned char)s[i + 1] & 63u) << 6;
+			ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
+		}
+		if (ok && len == 4) {
+			unsigned cp = (c & 7u) << 18 |
+				      ((unsigned char)s[i + 1] & 63u) << 12;
+			ok = cp >= 0x10000 && cp <= 0x10ffff;
+		}
+		if (ok) {
+			memcpy(o + j, s + i, len);
+			j += len;
+			i += len;
+		} else {
+			memcpy(o + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+		}
+	}
+	r = json_stringn(o, j);
+	free(o);
+	return r;
+}
+
+static void print_json(const model *m, const char *mpath, int fam,
+		       const sc_params *p, const sc_result *r)
+{
+	json_t *o = json_object(), *votes = json_array(), *smp = json_array();
+	const sc_stats *st = &r->stats;
+	double dec_s = st->decode_ms / 1e3;
+	char *s;
+
+	for (size_t i = 0; i < r->vote.n_entries; i++) {
+		const vote_entry *v = &r->vote.entries[i];
+
+		json_array_append_new(votes, json_pack(
+			"{s:o, s:I, s:I}", "answer",
+			json_text(v->answer, strlen(v->answer)), "count",
+			(json_int_t)v->count, "first_index",
+			(json_int_t)v->first_index));
+	}
+	for (int i = 0; i < r->n; i++) {
+		const sc_sample *x = &r->samples[i];
+
+		json_array_append_new(smp, json_pack(
+			"{s:i, s:o, s:i, s:s, s:o}", "index", x->index,
+			"answer", x->has_answer ? json_text(x->answer,
+							    strlen(x->answer))
+						: json_null(),
+			"tokens", x->n_tokens, "finish",
+			sc_finish_name(x->finish), "text",
+			json_text(x->text, x->len)));
+	}
+	json_object_set_new(o, "answer",
+			    r->vote.winner == VOTE_NONE
+				    ? json_null()
+				    : json_text(r->vote.entries[0].answer,
+						strlen(r->vote.entries[0].answer)));
+	json_object_set_new(o, "votes", votes);
+	json_object_set_new(o, "n", json_integer(p->n));
+	json_object_set_new(o, "voters", json_integer((json_int_t)r->vote.n_voters));
+	json_object_set_new(o, "model", json_text(mpath, strlen(mpath)));
+	json_object_set_new(o, "arch", json_string(model_arch_name(m->cfg.arch)));
+	json_object_set_new(o, "prompt_format",
+			    json_string(prompt_family_name(fam)));
+	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
+	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
+	json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
+	json_object_set_new(o, "temperature", json_real(p->sp.temperature));
+	json_object_set_new(o, "top_k", json_integer(p->sp.top_k));
+	json_object_set_new(o, "top_p", json_real(p->sp.top_p));
+	json_object_set_new(o, "max_new_tokens", json_integer(p->max_new));
+	json_object_set_new(o, "samples", smp);
+	json_object_set_new(o, "timings", json_pack(
+		"{s:f, s:f, s:i, s:I, s:f}", "prefill_ms", st->prefill_ms,
+		"decode_ms", st->decode_ms, "prefills", st->n_prefills,
+		"generated_tokens", (json_int_t)st->gen_tokens,
+		"tokens_per_s", dec_s > 0 ? st->gen_tokens / dec_s : 0.0));
+	json_object_set_new(o, "kv", json_pack(
+		"{s:I, s:I, s:I}", "peak_bytes", (json_int_t)st->kv_peak_bytes,
+		"unshared_bytes", (json_int_t)st->kv_unshared_bytes,
+		"cow_blocks", (json_int_t)st->cow_blocks));
+	s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	json_decref(o);
+}
+
+static void print_text(const model *m, int fam, const sc_params *p,
+		       const sc_result *r)
+{
+	const sc_stats *st = &r->stats;
+	double dec_s = st->decode_ms / 1e3;
+
+	printf("model: %s, %d layers, dim %d; prompt format %s, %d tokens\n",
+	       model_arch_name(m->cfg.arch), m->cfg.n_layers, m->cfg.dim,
+	       prompt_family_name(fam), st->n_prompt);
+	if (r->vote.winner == VOTE_NONE)
+		printf("answer: (none: no sample gave an answer)\n");
+	else
+		printf("answer: %s  (%zu of %d votes)\n",
+		       r->vote.entries[0].answer, r->vote.entries[0].count,
+		       p->n);
+	printf("votes:\n");
+	for (size_t i = 0; i < r->vote.n_entries; i++)
+		printf("  %6zu  %s\n", r->vote.entries[i].count,
+		       r->vote.entries[i].answer);
+	if (r->vote.n_voters < (size_t)p->n)
+		printf("  %6zu  (no answer)\n", (size_t)p->n - r->vote.n_voters);
+	printf("samples:\n");
+	for (int i = 0; i < r->n; i++) {
+		const sc_sample *x = &r->samples[i];
+
+		printf("--- sample %d: answer %s, %d tokens, finish %s\n",
+		       x->index, x->has_answer ? x->answer : "(none)",
+		       x->n_tokens, sc_finish_name(x->finish));
+		fwrite(x->text, 1, x->len, stdout);
+		printf("\n");
+	}
+	printf("--- %s mode: %d prefill(s) %.1f ms, decode %.1f ms, %llu tokens "
+	       "(%.1f tokens/s); KV peak %.2f MB (unshared: %.2f MB)\n",
+	       sc_mode_name(p->mode), st->n_prefills, st->prefill_ms,
+	       st->decode_ms, (unsigned long long)st->gen_tokens,
+	       dec_s > 0 ? st->gen_tokens / dec_s : 0.0,
+	       st->kv_peak_bytes / 1e6, st->kv_unshared_bytes / 1e6);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"model", required_argument, 0, 'm'},
+		{"seed", required_argument, 0, 'S'},
+		{"temperature", required_argument, 0, 'T'},
+		{"top-k", required_argument, 0, 'k'},
+		{"top-p", required_argument, 0, 'p'},
+		{"max-new-tokens", required_argument, 0, 'x'},
+		{"mode", required_argument, 0, 'M'},
+		{"system", required_argument, 0, 's'},
+		{"threads", required_argument, 0, 'j'},
+		{"kv-type", required_argument, 0, 'K'},
+		{"block-tokens", required_argument, 0, 'B'},
+		{"ignore-eos", no_argument, 0, 'E'},
+		{"json", no_argument, 0, 'J'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	sc_params p = {.sp = {0.7f, 40, 0.95f}, .n = 8, .max_new = 256,
+		       .mode = SC_BATCHED};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	const char *mpath = NULL, *system = NULL;
+	char *question = NULL, *stdin_buf = NULL;
+	int json = 0, c, rc = 1, fam = 0;
+	long v;
+	model *m = NULL;
+	tok *t = NULL;
+	sc_engine *e = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	sc_result r = {0};
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': mpath = optarg; break;
+		case 's': system = optarg; break;
+		case 'E': p.ignore_eos = 1; break;
+		case 'J': json = 1; break;
+		case 'n':
+			if (cli_long("run", "-n", optarg, 1, 65536, &v))
+				return 2;
+			p.n = (int)v;
+			break;
+		case 'S':
+			if (cli_u64("run", "--seed", optarg, &p.seed))
+				return 2;
+			break;
+		case 'T':
+			if (cli_float("run", "--temperature", optarg, 0, 1e6,
+				      &p.sp.temperature))
+				return 2;
+			break;
+		case 'k':
+			if (cli_long("run", "--top-k", optarg, 0, 1 << 24, &v))
+				return 2;
+			p.sp.top_k = (int)v;
+			break;
+		case 'p':
+			if (cli_float("run", "--top-p", optarg, 1e-9, 1,
+				      &p.sp.top_p))
+				return 2;
+			break;
+		case 'x':
+			if (cli_long("run", "--max-new-tokens", optarg, 1,
+				     1 << 20, &v))
+				return 2;
+			p.max_new = (int)v;
+			break;
+		case 'M':
+			if ((p.mode = sc_mode_parse(optarg)) < 0)
+				return cli_usage_error("run", "unknown mode '%s' "
+						       "(reset, paged, batched)",
+						       optarg);
+			break;
+		case 'j':
+			if (cli_long("run", "--threads", optarg, 1, 256, &v))
+				return 2;
+			ep.n_threads = (int)v;
+			break;
+		case 'B':
+			if (cli_long("run", "--block-tokens", optarg, 1, 4096,
+				     &v))
+				return 2;
+			ep.block_tokens = (int)v;
+			break;
+		case 'K':
+			if (!strcmp(optarg, "f32"))
+				ep.kv_dtype = KV_F32;
+			else if (!strcmp(optarg, "f16"))
+				ep.kv_dtype = KV_F16;
+			else
+				return cli_usage_error("run", "unknown KV type "
+						       "'%s' (f32, f16)", optarg);
+			break;
+		case 'h': help(); return 0;
+		default: return cli_usage_error("run", "bad option");
+		}
+	}
+	if (!mpath)
+		return cli_usage_error("run", "--model is required");
+	if (optind + 1 != argc)
+		return cli_usage_error("run", "give exactly one question "
+				       "('-' reads stdin)");
+	question = argv[optind];
+	if (!strcmp(question, "-")) {
+		if (!(question = stdin_buf = read_stdin())) {
+			fprintf(stderr, "quorum run: cannot read stdin\n");
+			return 1;
+		}
+	}
+	if (!*question) {
+		fprintf(stderr, "quorum run: the question is empty\n");
+		goto out;
+	}
+	if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
+	    prompt_build(t, system, question, &ids, &n_ids) ||
+	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {
+		fprintf(stderr, "quorum run: %s\n", qerr_detail());
+		goto out;
+	}
+	fam = prompt_family(t);
+	if (json)
+		print_json(m, mpath, fam, &p, &r);
+	else
+		print_text(m, fam, &p, &r);
+	rc = 0;
+out:
+	sc_result_fini(&r);
+	sc_engine_free(&e);
+	free(ids);
+	tok_free(&t);
+	model_free(&m);
+	free(stdin_buf);
+	return rc;
+}
