@@ -21,6 +21,8 @@ struct kv_pool {
 	size_t half_bytes;    /* one layer's K (or V) rows: B * kv_dim * es */
 	size_t row_bytes;     /* kv_dim * es */
 	int readonly;
+	char *shm_name;       /* POSIX shm name when created named */
+	kv_pool *linked[KV_MAX_SLOTS]; /* borrowed read-only pools, slot >= 1 */
 	/* Owner only (NULL when read-only): */
 	uint32_t *ref;        /* [n_blocks] reference counts */
 	uint32_t *free_ids;   /* [n_blocks] stack of free ids */
@@ -60,7 +62,7 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 				 "kv: n_layers %d, kv_dim %d, block_tokens %d "
 				 "must all be >= 1",
 				 p->n_layers, p->kv_dim, p->block_tokens);
-	if (p->n_blocks < 1 || p->n_blocks == KV_NO_BLOCK)
+	if (p->n_blocks < 1 || p->n_blocks > KV_BLOCK_MASK + 1u)
 		return qerr_fail(QERR_RANGE, "kv: n_blocks %u out of range",
 				 p->n_blocks);
 	/* block = n_layers * 2 * B * kv_dim * es */
@@ -107,7 +109,7 @@ static void layout(kv_pool *kp, const kv_sizes *z)
 	kp->half_bytes = kp->row_bytes * (size_t)kp->params.block_tokens;
 }
 
-int kv_pool_new(const kv_params *p, kv_pool **out)
+static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 {
 	kv_pool *kp = NULL;
 	kv_shm_header *h;
@@ -133,8 +135,22 @@ int kv_pool_new(const kv_params *p, kv_pool **out)
 			       p->n_blocks);
 		goto fail;
 	}
-	rc = shm_create("quorum-kv", KV_MAGIC, KV_VERSION, z.total,
-			&kp->region);
+	if (name) {
+		kp->shm_name = strdup(name);
+		if (!kp->shm_name) {
+			rc = qerr_fail(QERR_NOMEM, "kv_pool_new: name");
+			goto fail;
+		}
+		rc = shm_create_named(name, KV_MAGIC, KV_VERSION, z.total,
+				      &kp->region);
+		if (rc) {
+			free(kp->shm_name);
+			kp->shm_name = NULL; /* not ours: never unlink it */
+		}
+	} else {
+		rc = shm_create("quorum-kv", KV_MAGIC, KV_VERSION, z.total,
+				&kp->region);
+	}
 	if (rc)
 		goto fail;
 	h = kp->region.base;
@@ -157,6 +173,18 @@ int kv_pool_new(const kv_params *p, kv_pool **out)
 fail:
 	kv_pool_free(&kp);
 	return rc;
+}
+
+int kv_pool_new(const kv_params *p, kv_pool **out)
+{
+	return pool_new(p, NULL, out);
+}
+
+int kv_pool_new_named(const kv_params *p, const char *name, kv_pool **out)
+{
+	if (!name || name[0] != '/' || strlen(name) > 200)
+		return qerr_fail(QERR_ARG, "kv_pool_new_named: bad name");
+	return pool_new(p, name, out);
 }
 
 /* Field-by-field check of a mapped header against what its params imply;
@@ -202,7 +230,7 @@ static int header_check(const kv_shm_header *h, uint64_t mapped,
 	return QERR_OK;
 }
 
-int kv_pool_attach_ro(int fd, kv_pool **out)
+static int attach_ro(int fd, const char *name, kv_pool **out)
 {
 	kv_pool *kp = NULL;
 	kv_sizes z;
@@ -215,7 +243,8 @@ int kv_pool_attach_ro(int fd, kv_pool **out)
 	if (!kp)
 		return qerr_fail(QERR_NOMEM, "kv_pool_attach_ro: pool struct");
 	kp->readonly = 1;
-	rc = shm_map_fd_ro(fd, KV_MAGIC, KV_VERSION, 0, &kp->region);
+	rc = name ? shm_map_name_ro(name, KV_MAGIC, KV_VERSION, 0, &kp->region)
+		  : shm_map_fd_ro(fd, KV_MAGIC, KV_VERSION, 0, &kp->region);
 	if (rc)
 		goto fail;
 	if (kp->region.size < sizeof(kv_shm_header)) {
@@ -235,6 +264,75 @@ fail:
 	return rc;
 }
 
+int kv_pool_attach_ro(int fd, kv_pool **out)
+{
+	return attach_ro(fd, NULL, out);
+}
+
+int kv_pool_attach_name_ro(const char *name, kv_pool **out)
+{
+	if (!name || name[0] != '/')
+		return qerr_fail(QERR_ARG, "kv_pool_attach_name_ro: bad name");
+	return attach_ro(-1, name, out);
+}
+
+const char *kv_pool_name(const kv_pool *p)
+{
+	return p->shm_name;
+}
+
+int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign)
+{
+	const kv_params *a = &p->params, *b;
+
+	if (slot < 1 || slot >= KV_MAX_SLOTS || !foreign || foreign == p)
+		return qerr_fail(QERR_ARG, "kv_pool_link: bad slot %d", slot);
+	b = &foreign->params;
+	if (a->n_layers != b->n_layers || a->kv_dim != b->kv_dim ||
+	    a->block_tokens != b->block_tokens || a->dtype != b->dtype)
+		return qerr_fail(QERR_ARG, "kv_pool_link: pools differ (layers "
+				 "%d/%d, kv_dim %d/%d, block %d/%d, dtype "
+				 "%d/%d)", a->n_layers, b->n_layers, a->kv_dim,
+				 b->kv_dim, a->block_tokens, b->block_tokens,
+				 a->dtype, b->dtype);
+	p->linked[slot] = foreign;
+	return QERR_OK;
+}
+
+void kv_pool_unlink(kv_pool *p, int slot)
+{
+	if (slot >= 1 && slot < KV_MAX_SLOTS)
+		p->linked[slot] = NULL;
+}
+
+int kv_seq_view(kv_seq *s, int slot, const uint32_t *blocks,
+		uint32_t n_blocks, uint32_t n_tokens, uint32_t block_tokens)
+{
+	kv_seq_init(s);
+	if (slot < 0 || slot >= KV_MAX_SLOTS || block_tokens < 1 ||
+	    (uint64_t)n_blocks * block_tokens < n_tokens ||
+	    (n_tokens + block_tokens - 1) / block_tokens != n_blocks)
+		return qerr_fail(QERR_ARG, "kv_seq_view: %u blocks cannot hold "
+				 "%u tokens of %u", n_blocks, n_tokens,
+				 block_tokens);
+	if (n_blocks) {
+		s->blocks = malloc((size_t)n_blocks * sizeof(*s->blocks));
+		if (!s->blocks)
+			return qerr_fail(QERR_NOMEM, "kv_seq_view: table");
+	}
+	for (uint32_t i = 0; i < n_blocks; i++) {
+		if (blocks[i] > KV_BLOCK_MASK) {
+			kv_seq_free(NULL, s);
+			return qerr_fail(QERR_ARG, "kv_seq_view: block id %u",
+					 blocks[i]);
+		}
+		s->blocks[i] = KV_REF(slot, blocks[i]);
+	}
+	s->n_blocks = s->cap = n_blocks;
+	s->n_tokens = n_tokens;
+	return QERR_OK;
+}
+
 void kv_pool_free(kv_pool **pp)
 {
 	kv_pool *p;
@@ -243,6 +341,9 @@ void kv_pool_free(kv_pool **pp)
 		return;
 	p = *pp;
 	shm_unmap(&p->region);
+	if (p->shm_name)
+		shm_unlink_name(p->shm_name);
+	free(p->shm_name);
 	free(p->ref);
 	free(p->free_ids);
 	free(p);
@@ -288,6 +389,11 @@ uint64_t kv_pool_bytes(const kv_pool *p)
 
 void *kv_k(const kv_pool *p, uint32_t block, int layer)
 {
+	if (KV_REF_SLOT(block)) {
+		p = p->linked[KV_REF_SLOT(block)];
+		assert(p);
+		block = KV_REF_BLOCK(block);
+	}
 	assert(block < p->params.n_blocks);
 	assert(layer >= 0 && layer < p->params.n_layers);
 	return p->data + block * p->stride +
@@ -376,6 +482,8 @@ int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst)
 					 "kv_seq_fork: table of %u blocks", n);
 		memcpy(dst->blocks, src->blocks, (size_t)n * sizeof(uint32_t));
 		for (i = 0; i < n; i++) {
+			if (KV_REF_SLOT(dst->blocks[i]))
+				continue; /* a linked pool's: not counted */
 			assert(p->ref[dst->blocks[i]] > 0 &&
 			       p->ref[dst->blocks[i]] < UINT32_MAX);
 			p->ref[dst->blocks[i]]++;
@@ -423,7 +531,9 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new)
 
 	tail = s->n_tokens / b;
 	tail_rows = s->n_tokens % b;
-	cow = tail_rows != 0 && p->ref[s->blocks[tail]] > 1;
+	/* a shared tail, or one in a linked (read-only) pool, is copied */
+	cow = tail_rows != 0 && (KV_REF_SLOT(s->blocks[tail]) ||
+				 p->ref[s->blocks[tail]] > 1);
 	n_fresh = need_blocks > s->n_blocks ? need_blocks - s->n_blocks : 0;
 	n_alloc = n_fresh + (uint32_t)cow;
 	if (n_alloc > p->n_free)
@@ -455,7 +565,8 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new)
 		uint32_t old = s->blocks[tail], fresh = block_alloc(p);
 
 		copy_rows(p, fresh, old, tail_rows);
-		block_release(p, old); /* was > 1: stays allocated */
+		if (!KV_REF_SLOT(old))
+			block_release(p, old); /* was > 1: stays allocated */
 		s->blocks[tail] = fresh;
 		p->stats.cow++;
 	}
@@ -487,7 +598,8 @@ void kv_seq_free(kv_pool *p, kv_seq *s)
 		return;
 	if (p && !p->readonly)
 		for (i = 0; i < s->n_blocks; i++)
-			block_release(p, s->blocks[i]);
+			if (!KV_REF_SLOT(s->blocks[i]))
+				block_release(p, s->blocks[i]);
 	free(s->blocks);
 	kv_seq_init(s);
 }

@@ -62,6 +62,23 @@ enum kv_dtype { KV_F32 = 0, KV_F16 = 1 };
 #define KV_DEFAULT_BLOCK_TOKENS 16
 #define KV_NO_BLOCK UINT32_MAX /* never a valid block id */
 
+/*
+ * Linked pools. A page-table entry is a block reference: the low 24 bits
+ * are a block id, the high 8 bits a slot. Slot 0 is the pool itself; slot
+ * k >= 1 is a read-only pool linked with kv_pool_link() (another worker's
+ * pool on this host, mapped PROT_READ). kv_k/kv_v resolve references, so
+ * the forward pass reads a fork's shared prefix straight from the pool
+ * that holds it. Linked blocks are never refcounted or freed here (their
+ * owner keeps them alive until released); appending to a sequence whose
+ * partly-filled tail is linked copies that one block into this pool
+ * (copy-on-write), full linked blocks are never copied.
+ */
+#define KV_MAX_SLOTS 256
+#define KV_BLOCK_MASK 0x00ffffffu
+#define KV_REF(slot, block) (((uint32_t)(slot) << 24) | (uint32_t)(block))
+#define KV_REF_SLOT(ref) ((uint32_t)(ref) >> 24)
+#define KV_REF_BLOCK(ref) ((uint32_t)(ref) & KV_BLOCK_MASK)
+
 typedef struct {
 	int n_layers;
 	int kv_dim;       /* n_kv_heads * head_dim */
@@ -102,7 +119,8 @@ size_t kv_elem_size(int dtype);
 
 /* Checks params and computes the region size (header + blocks).
  * QERR_ARG: NULL, unknown dtype. QERR_RANGE: a dimension < 1, n_blocks 0
- * or KV_NO_BLOCK, or a size that overflows uint64/size_t/off_t. */
+ * or over 2^24 (block references carry 24 bits), or a size that overflows
+ * uint64/size_t/off_t. */
 int kv_params_check(const kv_params *p, uint64_t *region_bytes);
 
 /* Creates a pool: one memfd region (see shm_create) holding all
@@ -119,6 +137,21 @@ int kv_pool_new(const kv_params *p, kv_pool **out);
 int kv_pool_attach_ro(int fd, kv_pool **out);
 
 void kv_pool_free(kv_pool **p);
+
+/* As kv_pool_new over a POSIX shm object `name` ("/..."; created with
+ * O_EXCL, mode 0600) so other processes can map it by name. kv_pool_free
+ * unlinks the name. */
+int kv_pool_new_named(const kv_params *p, const char *name, kv_pool **out);
+/* Maps a named pool read-only (validated like kv_pool_attach_ro). */
+int kv_pool_attach_name_ro(const char *name, kv_pool **out);
+/* The shm name of a named pool, else NULL. */
+const char *kv_pool_name(const kv_pool *p);
+
+/* Links a read-only pool (borrowed; same layers, kv_dim, block size and
+ * dtype) into slot 1..255 of p. QERR_ARG on a mismatch. */
+int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign);
+void kv_pool_unlink(kv_pool *p, int slot);
+
 
 const kv_params *kv_pool_params(const kv_pool *p);
 int kv_pool_readonly(const kv_pool *p);
@@ -183,5 +216,10 @@ void kv_seq_commit(kv_seq *s, uint32_t n);
 /* Drops s's references (a block returns to the free list at 0), frees the
  * table, leaves s empty. */
 void kv_seq_free(kv_pool *p, kv_seq *s);
+/* Builds s as a view of n_blocks blocks (ids in the pool at `slot`) holding
+ * n_tokens committed tokens: e.g. another worker's root prefix. A view of
+ * a linked pool owns only its table; fork it, never append to it. */
+int kv_seq_view(kv_seq *s, int slot, const uint32_t *blocks,
+		uint32_t n_blocks, uint32_t n_tokens, uint32_t block_tokens);
 
 #endif

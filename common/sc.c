@@ -9,6 +9,12 @@
 #include "qerr.h"
 #include "tpool.h"
 
+typedef struct {
+	uint32_t id;
+	kv_seq seq;
+	float *logits;       /* (vocab) */
+} sc_root;
+
 struct sc_engine {
 	const model *m;
 	const tok *t;
@@ -19,6 +25,15 @@ struct sc_engine {
 	kv_pool *pool;       /* grown on demand */
 	float *masked;       /* (vocab) logits with end-of-generation masked */
 	uint32_t peak_in_use;/* blocks, this run */
+	int fixed_pool;      /* pool created once (named or sized) */
+	sc_root *roots;      /* (n_roots) kept prefills */
+	int n_roots, cap_roots;
+	uint32_t next_root;
+	struct {
+		char *name;
+		kv_pool *pool;  /* mapped read-only, linked at slot i + 1 */
+	} linked[KV_MAX_SLOTS - 1];
+	int n_linked;
 };
 
 /* One sample being decoded. */
@@ -95,6 +110,18 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	    (rc = fwd_new(m, rows, e->tp, &e->f)) ||
 	    (rc = samp_new(m->cfg.vocab, &e->sampler)))
 		goto fail;
+	if (p->pool_name || p->pool_blocks) {
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, p->block_tokens,
+				p->pool_blocks ? p->pool_blocks : 4096,
+				p->kv_dtype};
+
+		rc = p->pool_name ? kv_pool_new_named(&kp, p->pool_name, &e->pool)
+				  : kv_pool_new(&kp, &e->pool);
+		if (rc)
+			goto fail;
+		e->fixed_pool = 1;
+	}
+	e->next_root = 1;
 	*out = e;
 	return 0;
 fail:
@@ -109,6 +136,17 @@ void sc_engine_free(sc_engine **ep)
 	if (!ep || !*ep)
 		return;
 	e = *ep;
+	for (int i = 0; i < e->n_roots; i++) {
+		kv_seq_free(e->pool, &e->roots[i].seq);
+		free(e->roots[i].logits);
+	}
+	free(e->roots);
+	for (int i = 0; i < e->n_linked; i++) {
+		if (e->pool)
+			kv_pool_unlink(e->pool, i + 1);
+		kv_pool_free(&e->linked[i].pool);
+		free(e->linked[i].name);
+	}
 	kv_pool_free(&e->pool);
 	samp_free(&e->sampler);
 	fwd_free(&e->f);
@@ -148,7 +186,9 @@ static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 	kv_params kp = {e->m->cfg.n_layers, e->m->cfg.kv_dim,
 			e->p.block_tokens, 0, e->p.kv_dtype};
 
-	if (need > 0x7fffffffu)
+	if (e->fixed_pool)
+		return 0; /* a fixed pool reports exhaustion as it happens */
+	if (need > KV_BLOCK_MASK)
 		return qerr_fail(QERR_FULL, "KV pool of %llu blocks is too large",
 				 (unsigned long long)need);
 	if (e->pool && kv_pool_params(e->pool)->n_blocks >= need)
@@ -220,14 +260,28 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 	return 0;
 }
 
+/* Marks a finished sample: extracts its answer and reports it. */
+static int finish(fork_state *f, sc_sample_cb cb, void *ctx)
+{
+	sc_sample *s = f->out;
+
+	if (!s->text && !(s->text = calloc(1, 1)))
+		return qerr_fail(QERR_NOMEM, "out of memory for text");
+	s->has_answer = vote_extract(s->text, s->len, s->answer,
+				     sizeof(s->answer));
+	return cb ? cb(ctx, s) : 0;
+}
+
 /*
- * Decodes the samples `idx` (n of them) from a prefilled root, advancing
- * all of them together (batched) — the paged and reset modes call it with
- * one sample at a time. root_logits: the root's last-row logits.
+ * Decodes the samples idx[0..n) from a prefilled root, advancing all of
+ * them together; the paged and reset modes call it with one sample at a
+ * time. out[i] receives sample idx[i]. root_logits: the root's last-row
+ * logits. cb/rcb: optional per-sample and per-round callbacks.
  */
 static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 			const float *root_logits, const int *idx, int n,
-			sc_result *res)
+			sc_sample *out, sc_sample_cb cb, sc_round_cb rcb,
+			void *ctx, uint64_t *gen_tokens)
 {
 	const int V = e->m->cfg.vocab, B = e->p.max_batch;
 	fork_state *fs = calloc((size_t)n, sizeof(*fs));
@@ -247,7 +301,7 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 	for (int i = 0; i < n; i++) {
 		kv_seq_init(&fs[i].seq);
 		fs[i].index = idx[i];
-		fs[i].out = &res->samples[idx[i]];
+		fs[i].out = &out[i];
 		fs[i].out->index = idx[i];
 		fs[i].logits = root_logits;
 		samp_rng_seed(&fs[i].rng, p->seed, (uint64_t)idx[i]);
@@ -263,8 +317,10 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 		/* sample every active fork, in sample order, then compact */
 		for (int i = 0; i < n_act && !rc; i++) {
 			rc = step_sample(e, p, act[i]);
-			res->stats.gen_tokens++;
-			if (!act[i]->done)
+			(*gen_tokens)++;
+			if (!rc && act[i]->done)
+				rc = finish(act[i], cb, ctx);
+			else if (!rc)
 				act[live++] = act[i];
 		}
 		n_act = live;
@@ -281,6 +337,8 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 				       lg + (size_t)c0 * V, 0);
 			track_peak(e);
 		}
+		if (!rc && n_act && rcb)
+			rc = rcb(ctx);
 	}
 	for (int i = 0; i < n; i++)
 		kv_seq_free(e->pool, &fs[i].seq);
@@ -320,7 +378,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 			t0 = now_ms();
 			if (!rc)
 				rc = decode_group(e, p, &root, root_logits, &s, 1,
-						  res);
+						  &res->samples[s], NULL, NULL,
+						  NULL, &res->stats.gen_tokens);
 			res->stats.decode_ms += now_ms() - t0;
 			kv_seq_free(e->pool, &root);
 		}
@@ -330,7 +389,9 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	t0 = now_ms();
 	if (!rc && p->mode == SC_PAGED) {
 		for (int s = 0; s < p->n && !rc; s++)
-			rc = decode_group(e, p, &root, root_logits, &s, 1, res);
+			rc = decode_group(e, p, &root, root_logits, &s, 1,
+					  &res->samples[s], NULL, NULL, NULL,
+					  &res->stats.gen_tokens);
 	} else if (!rc) {
 		int *idx = malloc((size_t)p->n * sizeof(int));
 
@@ -340,7 +401,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 			idx[s] = s;
 		if (idx)
 			rc = decode_group(e, p, &root, root_logits, idx, p->n,
-					  res);
+					  res->samples, NULL, NULL, NULL,
+					  &res->stats.gen_tokens);
 		free(idx);
 	}
 	res->stats.decode_ms += now_ms() - t0;
@@ -384,17 +446,9 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	kv_pool_stats(e->pool, &st1);
 	if (rc)
 		goto out;
-	for (int s = 0; s < p->n; s++) {
-		sc_sample *smp = &out->samples[s];
-
-		if (!smp->text && (smp->text = calloc(1, 1)) == NULL) {
-			rc = qerr_fail(QERR_NOMEM, "out of memory");
-			goto out;
-		}
-		smp->has_answer = vote_extract(smp->text, smp->len,
-					       smp->answer, sizeof(smp->answer));
-		answers[s] = smp->has_answer ? smp->answer : NULL;
-	}
+	for (int s = 0; s < p->n; s++)
+		answers[s] = out->samples[s].has_answer ? out->samples[s].answer
+							: NULL;
 	if ((rc = vote_tally(answers, (size_t)p->n, &out->vote)))
 		goto out;
 	{
@@ -437,4 +491,284 @@ uint32_t sc_engine_kv_in_use(const sc_engine *e)
 		return 0;
 	kv_pool_stats(e->pool, &st);
 	return st.in_use;
+}
+
+uint32_t sc_engine_kv_free(const sc_engine *e)
+{
+	return e->pool ? kv_pool_free_blocks(e->pool) : 0;
+}
+
+/* ---- cluster building blocks ----------------------------------------- */
+
+static int need_fixed(const sc_engine *e)
+{
+	if (!e->fixed_pool)
+		return qerr_fail(QERR_ARG, "engine has no fixed KV pool (set "
+				 "pool_name or pool_blocks)");
+	return 0;
+}
+
+static sc_root *find_root(const sc_engine *e, uint32_t id)
+{
+	for (int i = 0; i < e->n_roots; i++)
+		if (e->roots[i].id == id)
+			return &e->roots[i];
+	return NULL;
+}
+
+/* A new root slot with its logits buffer; the sequence is empty. */
+static int new_root(sc_engine *e, sc_root **out)
+{
+	sc_root *r;
+
+	if (e->n_roots == e->cap_roots) {
+		int nc = e->cap_roots ? e->cap_roots * 2 : 8;
+		sc_root *nr = realloc(e->roots, (size_t)nc * sizeof(*nr));
+
+		if (!nr)
+			return qerr_fail(QERR_NOMEM, "out of memory for roots");
+		e->roots = nr;
+		e->cap_roots = nc;
+	}
+	r = &e->roots[e->n_roots];
+	memset(r, 0, sizeof(*r));
+	kv_seq_init(&r->seq);
+	r->logits = malloc((size_t)e->m->cfg.vocab * sizeof(float));
+	if (!r->logits)
+		return qerr_fail(QERR_NOMEM, "out of memory for root logits");
+	r->id = e->next_root++;
+	if (!e->next_root)
+		e->next_root = 1;
+	*out = r;
+	return 0;
+}
+
+/* Commits (keep) or drops the root new_root() handed out. */
+static void end_root(sc_engine *e, sc_root *r, int keep)
+{
+	if (keep) {
+		e->n_roots++;
+		return;
+	}
+	kv_seq_free(e->pool, &r->seq);
+	free(r->logits);
+}
+
+int sc_root_prefill(sc_engine *e, const int32_t *prompt, size_t n,
+		    uint32_t *root_id)
+{
+	sc_root *r;
+	int rc;
+
+	if ((rc = need_fixed(e)))
+		return rc;
+	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
+				 "%d)", n, e->m->cfg.ctx_len);
+	if ((rc = new_root(e, &r)))
+		return rc;
+	rc = fwd_prefill(e->f, e->pool, &r->seq, prompt, (int)n, r->logits);
+	end_root(e, r, rc == 0);
+	if (!rc)
+		*root_id = r->id;
+	return rc;
+}
+
+int sc_root_get(const sc_engine *e, uint32_t root_id, sc_root_desc *out)
+{
+	const sc_root *r = find_root(e, root_id);
+
+	if (!r)
+		return qerr_fail(QERR_MISSING, "no root %u", root_id);
+	out->n_tokens = r->seq.n_tokens;
+	out->n_blocks = r->seq.n_blocks;
+	out->blocks = r->seq.blocks;
+	out->logits = r->logits;
+	out->pool_name = kv_pool_name(e->pool);
+	return 0;
+}
+
+int sc_root_release(sc_engine *e, uint32_t root_id)
+{
+	sc_root *r = find_root(e, root_id);
+
+	if (!r)
+		return qerr_fail(QERR_MISSING, "no root %u", root_id);
+	kv_seq_free(e->pool, &r->seq);
+	free(r->logits);
+	*r = e->roots[--e->n_roots];
+	return 0;
+}
+
+int sc_root_count(const sc_engine *e)
+{
+	return e->n_roots;
+}
+
+static size_t row_bytes(const sc_engine *e)
+{
+	const kv_params *kp = kv_pool_params(e->pool);
+
+	return (size_t)kp->kv_dim * kv_elem_size(kp->dtype);
+}
+
+int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
+		   size_t *len)
+{
+	const sc_root *r = find_root(e, root_id);
+	size_t rb, n;
+	char *b;
+
+	if (!r)
+		return qerr_fail(QERR_MISSING, "no root %u", root_id);
+	rb = row_bytes(e);
+	n = (size_t)r->seq.n_tokens * e->m->cfg.n_layers * 2 * rb;
+	if (!(b = malloc(n ? n : 1)))
+		return qerr_fail(QERR_NOMEM, "out of memory exporting a root");
+	*bytes = b;
+	*len = n;
+	for (uint32_t t = 0; t < r->seq.n_tokens; t++)
+		for (int l = 0; l < e->m->cfg.n_layers; l++) {
+			memcpy(b, kv_seq_k_row(e->pool, &r->seq, l, t), rb);
+			memcpy(b + rb, kv_seq_v_row(e->pool, &r->seq, l, t), rb);
+			b += 2 * rb;
+		}
+	return 0;
+}
+
+int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
+		   size_t len, const float *logits, uint32_t *root_id)
+{
+	const char *b = bytes;
+	sc_root *r;
+	size_t rb;
+	int rc;
+
+	if ((rc = need_fixed(e)))
+		return rc;
+	rb = row_bytes(e);
+	if (n_tokens < 1 || n_tokens > (uint32_t)e->m->cfg.ctx_len ||
+	    len != (size_t)n_tokens * e->m->cfg.n_layers * 2 * rb)
+		return qerr_fail(QERR_FORMAT, "root import: %zu bytes for %u "
+				 "tokens", len, n_tokens);
+	if ((rc = new_root(e, &r)))
+		return rc;
+	rc = kv_seq_reserve(e->pool, &r->seq, n_tokens);
+	if (!rc) {
+		for (uint32_t t = 0; t < n_tokens; t++)
+			for (int l = 0; l < e->m->cfg.n_layers; l++) {
+				memcpy(kv_seq_k_row(e->pool, &r->seq, l, t), b,
+				       rb);
+				memcpy(kv_seq_v_row(e->pool, &r->seq, l, t),
+				       b + rb, rb);
+				b += 2 * rb;
+			}
+		kv_seq_commit(&r->seq, n_tokens);
+		memcpy(r->logits, logits,
+		       (size_t)e->m->cfg.vocab * sizeof(float));
+	}
+	end_root(e, r, rc == 0);
+	if (!rc)
+		*root_id = r->id;
+	return rc;
+}
+
+/* Slot of a pool on this host mapped read-only by name (attached once). */
+static int linked_slot(sc_engine *e, const char *name, int *slot)
+{
+	kv_pool *ro;
+	int rc, i;
+
+	for (i = 0; i < e->n_linked; i++)
+		if (!strcmp(e->linked[i].name, name)) {
+			*slot = i + 1;
+			return 0;
+		}
+	if (e->n_linked == KV_MAX_SLOTS - 1)
+		return qerr_fail(QERR_FULL, "too many linked KV pools");
+	if ((rc = kv_pool_attach_name_ro(name, &ro)))
+		return rc;
+	i = e->n_linked;
+	if ((rc = kv_pool_link(e->pool, i + 1, ro)) ||
+	    !(e->linked[i].name = strdup(name))) {
+		kv_pool_free(&ro);
+		return rc ? rc : qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	e->linked[i].pool = ro;
+	e->n_linked++;
+	*slot = i + 1;
+	return 0;
+}
+
+int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
+	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
+	      void *ctx, sc_decode_stats *st)
+{
+	const char *own = kv_pool_name(e->pool);
+	sc_sample *out = NULL;
+	kv_stats st0, st1;
+	kv_seq view;
+	int rc, slot = 0;
+	double t0 = now_ms();
+
+	memset(st, 0, sizeof(*st));
+	kv_seq_init(&view);
+	if ((rc = need_fixed(e)) || (rc = sc_params_check(p)))
+		return rc;
+	if (n < 1)
+		return qerr_fail(QERR_ARG, "no samples to decode");
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0)
+			return qerr_fail(QERR_RANGE, "sample index %d", idx[i]);
+	if ((uint64_t)root->n_tokens + (uint64_t)p->max_new >
+	    (uint64_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "root of %u tokens + %d new "
+				 "exceed the context of %d", root->n_tokens,
+				 p->max_new, e->m->cfg.ctx_len);
+	if (root->pool_name && (!own || strcmp(root->pool_name, own)) &&
+	    (rc = linked_slot(e, root->pool_name, &slot)))
+		return rc;
+	if ((rc = kv_seq_view(&view, slot, root->blocks, root->n_blocks,
+			      root->n_tokens, (uint32_t)e->p.block_tokens)))
+		return rc;
+	if (slot) {
+		/* the view's blocks must exist in the linked pool */
+		const kv_pool *lp = e->linked[slot - 1].pool;
+
+		for (uint32_t i = 0; i < root->n_blocks; i++)
+			if (root->blocks[i] >= kv_pool_params(lp)->n_blocks) {
+				kv_seq_free(NULL, &view);
+				return qerr_fail(QERR_RANGE, "root block %u is "
+						 "outside pool %s",
+						 root->blocks[i],
+						 root->pool_name);
+			}
+	} else {
+		for (uint32_t i = 0; i < root->n_blocks; i++)
+			if (root->blocks[i] >= kv_pool_params(e->pool)->n_blocks ||
+			    kv_block_refcount(e->pool, root->blocks[i]) == 0) {
+				kv_seq_free(NULL, &view);
+				return qerr_fail(QERR_RANGE, "root block %u is "
+						 "not held", root->blocks[i]);
+			}
+	}
+	if (!(out = calloc((size_t)n, sizeof(*out)))) {
+		kv_seq_free(NULL, &view);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	kv_pool_stats(e->pool, &st0);
+	rc = decode_group(e, p, &view, root->logits, idx, n, out, on_sample,
+			  on_round, ctx, &st->gen_tokens);
+	kv_pool_stats(e->pool, &st1);
+	st->blocks_copied = (uint32_t)(st1.cow - st0.cow);
+	/* every fork reads the root's full blocks in place */
+	st->blocks_mapped = (uint32_t)n *
+			    (root->n_tokens / (uint32_t)e->p.block_tokens);
+	st->decode_ms = now_ms() - t0;
+	for (int i = 0; i < n; i++)
+		free(out[i].text);
+	free(out);
+	/* a view of our own pool took no references: only the table goes */
+	kv_seq_free(NULL, &view);
+	return rc;
 }

@@ -34,6 +34,10 @@ enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
 enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1 };
 
 typedef struct {
+	const char *pool_name;/* NULL: anonymous pool sized per request; else
+			       * a POSIX shm pool of pool_blocks blocks that
+			       * other processes on this host can map */
+	uint32_t pool_blocks;
 	int n_threads;        /* default 2 */
 	int block_tokens;     /* KV block size, default 16 */
 	int kv_dtype;         /* KV_F32 (default) or KV_F16 */
@@ -41,7 +45,7 @@ typedef struct {
 	int prefill_chunk;    /* rows per prefill forward, default 256 */
 } sc_engine_params;
 
-#define SC_ENGINE_DEFAULTS ((sc_engine_params){2, 16, KV_F32, 64, 256})
+#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F32, 64, 256})
 
 typedef struct {
 	samp_params sp;
@@ -95,6 +99,72 @@ void sc_result_fini(sc_result *r);
 
 /* KV blocks held right now (0 between requests). */
 uint32_t sc_engine_kv_in_use(const sc_engine *e);
+uint32_t sc_engine_kv_free(const sc_engine *e);
+
+/*
+ * ---- building blocks for the cluster ---------------------------------
+ *
+ * A worker keeps prefilled roots across calls (sc_root_*) and decodes any
+ * subset of a request's sample indices from a root (sc_decode) — its own,
+ * or another worker's on the same host mapped read-only by pool name. The
+ * bytes of sample s are the same wherever and with whatever other samples
+ * it is decoded. These calls need an engine with a fixed pool
+ * (pool_name or pool_blocks set).
+ */
+
+typedef struct {
+	uint32_t n_tokens;
+	uint32_t n_blocks;
+	const uint32_t *blocks;    /* block ids in the owner's pool */
+	const float *logits;       /* (vocab) last-row logits */
+	const char *pool_name;     /* the owner's pool (NULL: anonymous) */
+} sc_root_desc;
+
+/* Prefills prompt into a new root kept until sc_root_release. */
+int sc_root_prefill(sc_engine *e, const int32_t *prompt, size_t n,
+		    uint32_t *root_id);
+/* Describes a root (pointers valid until it is released). */
+int sc_root_get(const sc_engine *e, uint32_t root_id, sc_root_desc *out);
+int sc_root_release(sc_engine *e, uint32_t root_id);
+/* Roots held now. */
+int sc_root_count(const sc_engine *e);
+/* A root's K/V rows as bytes, for hosts that cannot map the pool:
+ * layout per token t, per layer l: K row then V row (kv_dim elements of
+ * the pool dtype). *bytes is malloc'ed. */
+int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
+		   size_t *len);
+/* Creates a root from exported rows and its logits. */
+int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
+		   size_t len, const float *logits, uint32_t *root_id);
+
+/* Where a decode starts: a root of this engine (pool_name NULL or equal to
+ * this engine's) or of another pool on this host. */
+typedef struct {
+	const char *pool_name;
+	uint32_t n_tokens;
+	uint32_t n_blocks;
+	const uint32_t *blocks;
+	const float *logits;       /* (vocab) */
+} sc_root_ref;
+
+typedef struct {
+	uint32_t blocks_mapped;    /* prefix blocks read in place, per fork */
+	uint32_t blocks_copied;    /* tail blocks copied on first append */
+	uint64_t gen_tokens;
+	double decode_ms;
+} sc_decode_stats;
+
+/* Called as each sample finishes (text, answer set; valid only during the
+ * call); a non-zero return stops the decode with that code. */
+typedef int (*sc_sample_cb)(void *ctx, const sc_sample *s);
+/* Called after each lockstep round (e.g. to send heartbeats or poll for a
+ * cancel); a non-zero return stops the decode with that code. */
+typedef int (*sc_round_cb)(void *ctx);
+
+/* Decodes samples idx[0..n) from root in batched lockstep. */
+int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
+	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
+	      void *ctx, sc_decode_stats *st);
 
 const char *sc_mode_name(int mode);
 int sc_mode_parse(const char *s);      /* -1 when unknown */

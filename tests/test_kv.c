@@ -969,6 +969,93 @@ static void test_shm_create_fails_early(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* A fork in one pool reads another pool's prefix in place (linked slot):
+ * full prefix blocks are referenced, only the partly-filled tail block is
+ * copied; the owner's refcounts never move. */
+static void test_linked_pool(void **state)
+{
+	kv_params kp = {2, 8, 16, 64, KV_F32};
+	char name[64];
+	kv_pool *a, *ro, *b;
+	kv_seq root, view, f[3];
+	kv_stats st;
+
+	(void)state;
+	snprintf(name, sizeof(name), "/quorum-test-link-%d", (int)getpid());
+	assert_int_equal(kv_pool_new_named(&kp, name, &a), 0);
+	assert_string_equal(kv_pool_name(a), name);
+	kv_seq_init(&root);
+	/* 37 tokens: blocks of 16 + 16 + 5 rows */
+	assert_int_equal(kv_seq_reserve(a, &root, 37), 0);
+	for (uint32_t t = 0; t < 37; t++)
+		for (int l = 0; l < 2; l++)
+			for (int d = 0; d < 8; d++) {
+				((float *)kv_seq_k_row(a, &root, l, t))[d] =
+					1000.0f * t + 10.0f * l + d;
+				((float *)kv_seq_v_row(a, &root, l, t))[d] =
+					-1000.0f * t - 10.0f * l - d;
+			}
+	kv_seq_commit(&root, 37);
+	assert_int_equal(kv_pool_free_blocks(a), 61);
+
+	assert_int_equal(kv_pool_attach_name_ro(name, &ro), 0);
+	assert_int_equal(kv_pool_new(&kp, &b), 0);
+	assert_int_equal(kv_pool_link(b, 1, ro), 0);
+	assert_int_equal(kv_seq_view(&view, 1, root.blocks, 3, 37, 16), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kv_seq_fork(b, &view, &f[i]), 0);
+		/* first append: copies the 5-row tail, nothing else */
+		assert_int_equal(kv_seq_reserve(b, &f[i], 1), 0);
+		((float *)kv_seq_k_row(b, &f[i], 0, 37))[0] = (float)i;
+		kv_seq_commit(&f[i], 1);
+		assert_int_equal(KV_REF_SLOT(f[i].blocks[0]), 1);
+		assert_int_equal(KV_REF_SLOT(f[i].blocks[1]), 1);
+		assert_int_equal(KV_REF_SLOT(f[i].blocks[2]), 0);
+	}
+	kv_pool_stats(b, &st);
+	assert_int_equal(st.cow, 3);
+	assert_int_equal(kv_pool_free_blocks(b), 61);
+	/* every fork reads the owner's prefix and its own tail */
+	for (int i = 0; i < 3; i++)
+		for (uint32_t t = 0; t < 37; t++)
+			for (int l = 0; l < 2; l++) {
+				assert_true(((float *)kv_seq_k_row(b, &f[i], l,
+								   t))[3] ==
+					    1000.0f * t + 10.0f * l + 3);
+				assert_true(((float *)kv_seq_v_row(b, &f[i], l,
+								   t))[7] ==
+					    -1000.0f * t - 10.0f * l - 7);
+			}
+	for (int i = 0; i < 3; i++)
+		assert_true(((float *)kv_seq_k_row(b, &f[i], 0, 37))[0] ==
+			    (float)i);
+	/* the owner's refcounts never moved */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(kv_block_refcount(a, root.blocks[i]), 1);
+	/* incompatible pools do not link */
+	{
+		kv_params other = kp;
+		kv_pool *c;
+
+		other.kv_dim = 16;
+		assert_int_equal(kv_pool_new(&other, &c), 0);
+		assert_int_equal(kv_pool_link(b, 2, c), QERR_ARG);
+		kv_pool_free(&c);
+	}
+	for (int i = 0; i < 3; i++)
+		kv_seq_free(b, &f[i]);
+	kv_seq_free(NULL, &view);
+	assert_int_equal(kv_pool_free_blocks(b), 64);
+	kv_pool_unlink(b, 1);
+	kv_pool_free(&b);
+	kv_pool_free(&ro);
+	kv_seq_free(a, &root);
+	assert_int_equal(kv_pool_free_blocks(a), 64);
+	kv_pool_free(&a);
+	/* the owner's free unlinked the name */
+	assert_int_not_equal(kv_pool_attach_name_ro(name, &ro), 0);
+}
+
 int main(void)
 {
 	struct CMUnitTest tests[sizeof(scenarios) / sizeof(scenarios[0]) + 16];
@@ -990,6 +1077,7 @@ int main(void)
 	ADD(test_short_files);
 	ADD(test_shm_named);
 	ADD(test_shm_create_fails_early);
+	ADD(test_linked_pool);
 #undef ADD
 	return _cmocka_run_group_tests("kv", tests, n, NULL, NULL);
 }

@@ -186,12 +186,124 @@ static void test_bad_params(void **state)
 	sc_engine_free(&e);
 }
 
+typedef struct {
+	sc_result *ref;
+	int seen;
+	int rounds;
+} cb_ctx;
+
+static int on_sample(void *ctx, const sc_sample *s)
+{
+	cb_ctx *c = ctx;
+	const sc_sample *r = &c->ref->samples[s->index];
+
+	if (s->len != r->len || memcmp(s->text, r->text, s->len) ||
+	    s->n_tokens != r->n_tokens || s->finish != r->finish ||
+	    s->has_answer != r->has_answer || strcmp(s->answer, r->answer))
+		fail_msg("sample %d differs from the in-process run", s->index);
+	c->seen++;
+	return 0;
+}
+
+static int on_round(void *ctx)
+{
+	((cb_ctx *)ctx)->rounds++;
+	return 0;
+}
+
+/* Cluster building blocks: a root kept in one engine's named pool, its
+ * samples decoded in subsets by that engine, by another engine mapping the
+ * pool read-only, and by a third that imported the exported rows — every
+ * sample's bytes equal the one-process run. */
+static void test_roots_and_subsets(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = params(17, SC_BATCHED);
+	sc_engine *a, *b, *c;
+	sc_result ref;
+	sc_root_desc d;
+	sc_root_ref rr;
+	sc_decode_stats st;
+	cb_ctx cx = {0};
+	char name[64];
+	uint32_t root, imported;
+	void *bytes;
+	size_t len;
+	static const int sa[] = {0, 5, 9}, sb[] = {1, 2, 3, 4, 6, 7, 8},
+			 sc[] = {10, 11, 12, 13, 14, 15, 16};
+
+	(void)state;
+	run(&ep, &p, &ref);
+	cx.ref = &ref;
+	snprintf(name, sizeof(name), "/quorum-test-sc-%d", (int)getpid());
+	ep.pool_name = name;
+	ep.pool_blocks = 512;
+	assert_int_equal(sc_engine_new(m, t, &ep, &a), 0);
+	ep.pool_name = NULL;
+	ep.n_threads = 1;
+	ep.max_batch = 3;
+	assert_int_equal(sc_engine_new(m, t, &ep, &b), 0);
+	assert_int_equal(sc_engine_new(m, t, &ep, &c), 0);
+
+	assert_int_equal(sc_root_prefill(a, prompt, n_prompt, &root), 0);
+	assert_int_equal(sc_root_count(a), 1);
+	assert_int_equal(sc_root_get(a, root, &d), 0);
+	assert_int_equal(d.n_tokens, n_prompt);
+	assert_string_equal(d.pool_name, name);
+	rr = (sc_root_ref){d.pool_name, d.n_tokens, d.n_blocks, d.blocks,
+			   d.logits};
+	/* the holder decodes a subset */
+	assert_int_equal(sc_decode(a, &rr, sa, 3, &p, on_sample, on_round,
+				   &cx, &st), 0);
+	assert_int_equal(cx.seen, 3);
+	assert_true(cx.rounds > 0);
+	/* another engine maps the pool by name and decodes another subset:
+	 * full prefix blocks read in place, one tail copy per fork */
+	assert_int_equal(sc_decode(b, &rr, sb, 7, &p, on_sample, NULL, &cx,
+				   &st), 0);
+	assert_int_equal(cx.seen, 10);
+	assert_int_equal(st.blocks_mapped, 7 * (n_prompt / 16));
+	assert_int_equal(st.blocks_copied, n_prompt % 16 ? 7 : 0);
+	assert_int_equal(sc_engine_kv_in_use(b), 0);
+	/* a third engine imports the rows (another host) */
+	assert_int_equal(sc_root_export(a, root, &bytes, &len), 0);
+	assert_int_equal(sc_root_import(c, (uint32_t)n_prompt, bytes, len,
+					d.logits, &imported), 0);
+	free(bytes);
+	assert_int_equal(sc_root_get(c, imported, &d), 0);
+	rr = (sc_root_ref){NULL, d.n_tokens, d.n_blocks, d.blocks, d.logits};
+	assert_int_equal(sc_decode(c, &rr, sc, 7, &p, on_sample, NULL, &cx,
+				   &st), 0);
+	assert_int_equal(cx.seen, 17);
+	/* bad references are refused, not followed */
+	{
+		uint32_t bad = 100000;
+		sc_root_ref br = {NULL, 16, 1, &bad, d.logits};
+
+		assert_int_not_equal(sc_decode(c, &br, sa, 1, &p, NULL, NULL,
+					       NULL, &st), 0);
+		br.pool_name = "/quorum-no-such-pool";
+		assert_int_not_equal(sc_decode(c, &br, sa, 1, &p, NULL, NULL,
+					       NULL, &st), 0);
+	}
+	assert_int_equal(sc_root_release(c, imported), 0);
+	assert_int_equal(sc_engine_kv_in_use(c), 0);
+	assert_int_equal(sc_root_release(a, root), 0);
+	assert_int_equal(sc_root_release(a, root), QERR_MISSING);
+	assert_int_equal(sc_engine_kv_in_use(a), 0);
+	sc_engine_free(&c);
+	sc_engine_free(&b);
+	sc_engine_free(&a);
+	sc_result_fini(&ref);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_modes_identical),
 		cmocka_unit_test(test_repeat_and_pool_free),
 		cmocka_unit_test(test_bad_params),
+		cmocka_unit_test(test_roots_and_subsets),
 	};
 
 	return cmocka_run_group_tests_name("sc", tests, setup, teardown);

@@ -16,6 +16,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Strict parsers: the whole string must be a number within [min, max].
  * On failure print "quorum CMD: bad value for OPT: 'S'" and return -1. */

@@ -11,6 +11,7 @@ static const struct {
 } cmds[] = {
 	{"mkmodel", cmd_mkmodel, "synthesize a GGUF model (random weights, real tokenizer)"},
 	{"run", cmd_run, "answer a question by self-consistency (one process)"},
+	{"bench", cmd_bench, "benchmark reset vs paged vs batched decoding"},
 	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
 	{"tokenize", cmd_tokenize, "print the token ids of a text"},
 	{"detokenize", cmd_detokenize, "write the bytes of token ids"},

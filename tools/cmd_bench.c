@@ -1,0 +1,221 @@
+/* quorum bench — reset vs paged vs batched self-consistency, side by side. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kern.h"
+#include "model.h"
+#include "prompt.h"
+#include "qerr.h"
+#include "sc.h"
+#include "tok.h"
+
+#define BENCH_MAX_NS 16
+
+static void help(void)
+{
+	printf("usage: quorum bench --model M.gguf [options]\n\n"
+	       "Benchmarks one self-consistency request per (N, mode) in one\n"
+	       "run: wall time, prefill time, decode tokens/s (decode time\n"
+	       "only) and total tokens/s (N x new tokens / wall time), speed-up\n"
+	       "over reset, and peak KV bytes held versus what N unshared\n"
+	       "sequences would hold. Every sample runs to the token budget\n"
+	       "(end-of-generation is ignored).\n\n"
+	       "options:\n"
+	       "  --model FILE         GGUF model\n"
+	       "  --prompt-tokens P    approximate prompt length (default 200)\n"
+	       "  --new K              new tokens per sample (default 64)\n"
+	       "  --ns LIST            sample counts (default 1,3,8,16,32)\n"
+	       "  --modes LIST         modes (default reset,paged,batched)\n"
+	       "  --threads T          threads (default 2)\n"
+	       "  --kv-type T          f32 | f16 (default f32)\n"
+	       "  -h, --help           this help\n");
+}
+
+static int parse_list(const char *s, int *v, int max, int (*conv)(const char *))
+{
+	char buf[256], *save = NULL, *p;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		if ((v[n++] = conv(p)) < 0)
+			return -1;
+	}
+	return n ? n : -1;
+}
+
+static int conv_n(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *end || v < 1 || v > 4096 ? -1 : (int)v;
+}
+
+/* A question of about `target` tokens: a word problem padded with context
+ * sentences. */
+static char *make_question(int target_words)
+{
+	static const char *ctx[] = {
+		"A bakery sells loaves of bread and boxes of muffins.",
+		"Each morning the baker counts the stock twice.",
+		"Deliveries arrive from three different farms each week.",
+		"The shop opens at seven and closes at six in the evening.",
+		"Prices have not changed since the beginning of the year.",
+	};
+	size_t cap = (size_t)target_words * 16 + 256, len = 0;
+	char *q = malloc(cap);
+	int words = 0;
+
+	if (!q)
+		return NULL;
+	q[0] = '\0';
+	for (int i = 0; words < target_words; i++) {
+		const char *s = ctx[i % 5];
+
+		len += (size_t)snprintf(q + len, cap - len, "%s ", s);
+		for (const char *c = s; *c; c++)
+			words += *c == ' ';
+		words++;
+	}
+	snprintf(q + len, cap - len, "If the baker sells 17 loaves at 3 dollars "
+		 "and 23 boxes at 5 dollars, how much money does the bakery "
+		 "take in?");
+	return q;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"model", required_argument, 0, 'm'},
+		{"prompt-tokens", required_argument, 0, 'P'},
+		{"new", required_argument, 0, 'x'},
+		{"ns", required_argument, 0, 'N'},
+		{"modes", required_argument, 0, 'M'},
+		{"threads", required_argument, 0, 'j'},
+		{"kv-type", required_argument, 0, 'K'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int ns[BENCH_MAX_NS] = {1, 3, 8, 16, 32}, n_ns = 5;
+	int modes[3] = {SC_RESET, SC_PAGED, SC_BATCHED}, n_modes = 3;
+	long ptoks = 200, max_new = 64, v;
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	const char *mpath = NULL;
+	model *m = NULL;
+	tok *t = NULL;
+	sc_engine *e = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	char *question = NULL;
+	int c, rc = 1;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': mpath = optarg; break;
+		case 'P':
+			if (cli_long("bench", "--prompt-tokens", optarg, 16, 100000,
+				     &ptoks))
+				return 2;
+			break;
+		case 'x':
+			if (cli_long("bench", "--new", optarg, 1, 100000, &max_new))
+				return 2;
+			break;
+		case 'N':
+			if ((n_ns = parse_list(optarg, ns, BENCH_MAX_NS, conv_n)) < 0)
+				return cli_usage_error("bench", "bad --ns '%s'",
+						       optarg);
+			break;
+		case 'M':
+			if ((n_modes = parse_list(optarg, modes, 3,
+						  sc_mode_parse)) < 0)
+				return cli_usage_error("bench", "bad --modes '%s'",
+						       optarg);
+			break;
+		case 'j':
+			if (cli_long("bench", "--threads", optarg, 1, 256, &v))
+				return 2;
+			ep.n_threads = (int)v;
+			break;
+		case 'K':
+			if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
+				return cli_usage_error("bench", "bad --kv-type");
+			ep.kv_dtype = strcmp(optarg, "f16") ? KV_F32 : KV_F16;
+			break;
+		case 'h': help(); return 0;
+		default: return cli_usage_error("bench", "bad option");
+		}
+	}
+	if (!mpath || optind != argc)
+		return cli_usage_error("bench", "--model is required and takes "
+				       "no other arguments");
+	/* ~0.75 words per token for English prose */
+	if (!(question = make_question((int)(ptoks * 3 / 4)))) {
+		fprintf(stderr, "quorum bench: out of memory\n");
+		return 1;
+	}
+	if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
+	    prompt_build(t, NULL, question, &ids, &n_ids) ||
+	    sc_engine_new(m, t, &ep, &e)) {
+		fprintf(stderr, "quorum bench: %s\n", qerr_detail());
+		goto out;
+	}
+	printf("model %s: %s, %d layers, dim %d, vocab %d; isa %s, %d threads\n"
+	       "prompt %zu tokens, %ld new tokens per sample, KV %s\n\n",
+	       mpath, model_arch_name(m->cfg.arch), m->cfg.n_layers,
+	       m->cfg.dim, m->cfg.vocab, kern_isa_name(kern_isa()),
+	       ep.n_threads, n_ids, max_new,
+	       ep.kv_dtype == KV_F16 ? "f16" : "f32");
+	printf("%4s  %-8s %8s %10s %10s %9s %9s %11s %12s\n", "N", "mode",
+	       "wall s", "prefill s", "decode t/s", "total t/s", "vs reset",
+	       "KV held MB", "unshared MB");
+	for (int i = 0; i < n_ns; i++) {
+		double reset_wall = 0;
+
+		for (int j = 0; j < n_modes; j++) {
+			sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1,
+				       .n = ns[i], .max_new = (int)max_new,
+				       .mode = modes[j], .ignore_eos = 1};
+			sc_result r;
+			double wall;
+
+			if (sc_run(e, ids, n_ids, &p, &r)) {
+				fprintf(stderr, "quorum bench: %s\n",
+					qerr_detail());
+				goto out;
+			}
+			wall = (r.stats.prefill_ms + r.stats.decode_ms) / 1e3;
+			if (modes[j] == SC_RESET)
+				reset_wall = wall;
+			printf("%4d  %-8s %8.2f %10.2f %10.1f %9.1f ", ns[i],
+			       sc_mode_name(modes[j]), wall,
+			       r.stats.prefill_ms / 1e3,
+			       (double)ns[i] * max_new /
+				       (r.stats.decode_ms / 1e3),
+			       (double)ns[i] * max_new / wall);
+			if (reset_wall > 0)
+				printf("%8.2fx", reset_wall / wall);
+			else
+				printf("%9s", "-");
+			printf(" %11.1f %12.1f\n", r.stats.kv_peak_bytes / 1e6,
+			       r.stats.kv_unshared_bytes / 1e6);
+			fflush(stdout);
+			sc_result_fini(&r);
+		}
+	}
+	rc = 0;
+out:
+	sc_engine_free(&e);
+	free(ids);
+	free(question);
+	tok_free(&t);
+	model_free(&m);
+	return rc;
+}
