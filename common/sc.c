@@ -24,6 +24,8 @@ struct sc_engine {
 	samp *sampler;
 	kv_pool *pool;       /* grown on demand */
 	float *masked;       /* (vocab) logits with end-of-generation masked */
+	int32_t *eog;        /* (n_eog) end-of-generation token ids */
+	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
 	int fixed_pool;      /* pool created once (named or sized) */
 	sc_root *roots;      /* (n_roots) kept prefills */
@@ -102,7 +104,26 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	rows = p->max_batch > p->prefill_chunk ? p->max_batch
 					       : p->prefill_chunk;
 	e->masked = malloc((size_t)m->cfg.vocab * sizeof(float));
-	if (!e->masked) {
+	/* end-of-generation ids, listed once (masked for ignore_eos) */
+	for (int v = 0, cap = 0; v < m->cfg.vocab; v++) {
+		int32_t *ne;
+
+		if (!tok_is_eog(t, v))
+			continue;
+		if (e->n_eog == cap) {
+			cap = cap ? cap * 2 : 16;
+			if (!(ne = realloc(e->eog, (size_t)cap * sizeof(*ne)))) {
+				free(e->eog);
+				e->eog = NULL;
+				break;
+			}
+			e->eog = ne;
+		}
+		e->eog[e->n_eog++] = v;
+	}
+	if (e->n_eog == 0 && !e->eog)
+		e->eog = malloc(sizeof(int32_t)); /* none: still a valid list */
+	if (!e->masked || !e->eog) {
 		rc = qerr_fail(QERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
@@ -152,6 +173,7 @@ void sc_engine_free(sc_engine **ep)
 	fwd_free(&e->f);
 	tpool_free(&e->tp);
 	free(e->masked);
+	free(e->eog);
 	free(e);
 	*ep = NULL;
 }
@@ -236,9 +258,8 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 
 	if (p->ignore_eos) {
 		memcpy(e->masked, lg, (size_t)e->m->cfg.vocab * sizeof(float));
-		for (int v = 0; v < e->m->cfg.vocab; v++)
-			if (tok_is_eog(e->t, v))
-				e->masked[v] = -INFINITY;
+		for (int i = 0; i < e->n_eog; i++)
+			e->masked[e->eog[i]] = -INFINITY;
 		lg = e->masked;
 	}
 	if ((rc = samp_sample(e->sampler, &p->sp, lg, &f->rng, &tokid)))
