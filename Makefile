@@ -21,9 +21,9 @@ COMMON_SRC := $(sort $(wildcard common/*.c))
 PROTO_GEN  := $(B)/proto/quorum.pb-c.c $(B)/proto/quorum.pb-c.h
 COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/proto/quorum.pb-c.o
 COORD_SRC  := $(sort $(wildcard coordinator/*.c))
-COORD_OBJ  := $(COORD_SRC:%.c=$(B)/%.o)
+COORD_OBJ  := $(COORD_SRC:%.c=$(B)/obj/%.o)
 WORKER_SRC := $(sort $(wildcard worker/*.c))
-WORKER_OBJ := $(WORKER_SRC:%.c=$(B)/%.o)
+WORKER_OBJ := $(WORKER_SRC:%.c=$(B)/obj/%.o)
 PROGS      := $(B)/quorum $(if $(COORD_SRC),$(B)/coordinator) $(if $(WORKER_SRC),$(B)/worker)
 TOOLS_SRC  := $(sort $(wildcard tools/*.c))
 TOOLS_OBJ  := $(TOOLS_SRC:%.c=$(B)/%.o)
@@ -54,6 +54,11 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# the programs $(B)/coordinator and $(B)/worker are files: objects go aside
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 $(LIB): $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -79,7 +84,8 @@ $(B)/bench/%: $(B)/bench/%.o $(LIB)
 benchbins: $(BENCH_BIN)
 
 test: deps all $(TEST_BIN)
-	QUORUM_SHARED=$(SHARED) QUORUM_BIN=$(B)/quorum sh tests/run.sh $(TEST_BIN)
+	QUORUM_SHARED=$(SHARED) QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
+		sh tests/run.sh $(TEST_BIN) tests/cluster_e2e.sh
 
 QWEN_TOK   := $(SHARED)/data/tokenizers/qwen2/tokenizer.json
 DEMO_MODEL := $(B)/models/tiny-qwen2-q8_0.gguf

@@ -217,31 +217,44 @@ static void attend(const att_job *j, int r, int h, float *s)
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int kvh = h / (c->n_heads / c->n_kv_heads);
 	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->n_heads * hd;
-	size_t head_off = (size_t)kvh * hd * es;
+	size_t head_off = (size_t)kvh * hd * es, row = (size_t)c->kv_dim * es;
 	const float *q = f->q + r * q_dim + (size_t)h * hd;
 	float *out = f->att + r * q_dim + (size_t)h * hd;
 
-	for (int t = 0; t < n; t++) {
-		uint32_t blk = seq->blocks[t / B];
-		const char *kp = (const char *)kv_k(j->pool, blk, j->layer) +
-				 (size_t)(t % B) * c->kv_dim * es + head_off;
+	/* walk the page table block by block: one lookup per block */
+	for (int t0 = 0; t0 < n; t0 += B) {
+		uint32_t blk = seq->blocks[t0 / B];
+		const char *kb = (const char *)kv_k(j->pool, blk, j->layer) +
+				 head_off;
+		int rows = n - t0 < B ? n - t0 : B;
 
-		s[t] = (p->dtype == KV_F16 ? kern_dot_f16(q, (const uint16_t *)kp,
-							   hd)
-					   : kern_dot(q, (const float *)kp, hd)) *
-		       f->att_scale;
+		for (int r = 0; r < rows; r++) {
+			const char *kp = kb + (size_t)r * row;
+
+			s[t0 + r] = (p->dtype == KV_F16
+					     ? kern_dot_f16(q, (const uint16_t *)kp,
+							    hd)
+					     : kern_dot(q, (const float *)kp, hd)) *
+				    f->att_scale;
+		}
 	}
 	kern_softmax(s, n);
 	memset(out, 0, (size_t)hd * sizeof(float));
-	for (int t = 0; t < n; t++) {
-		uint32_t blk = seq->blocks[t / B];
-		const char *vp = (const char *)kv_v(j->pool, blk, j->layer) +
-				 (size_t)(t % B) * c->kv_dim * es + head_off;
+	for (int t0 = 0; t0 < n; t0 += B) {
+		uint32_t blk = seq->blocks[t0 / B];
+		const char *vb = (const char *)kv_v(j->pool, blk, j->layer) +
+				 head_off;
+		int rows = n - t0 < B ? n - t0 : B;
 
-		if (p->dtype == KV_F16)
-			kern_axpy_f16(out, s[t], (const uint16_t *)vp, hd);
-		else
-			kern_axpy(out, s[t], (const float *)vp, hd);
+		for (int r = 0; r < rows; r++) {
+			const char *vp = vb + (size_t)r * row;
+
+			if (p->dtype == KV_F16)
+				kern_axpy_f16(out, s[t0 + r],
+					      (const uint16_t *)vp, hd);
+			else
+				kern_axpy(out, s[t0 + r], (const float *)vp, hd);
+		}
 	}
 }
 

@@ -1,14 +1,26 @@
 #!/bin/sh
-# Runs each cmocka test binary given, then prints one summary line.
+# Runs each test given — cmocka binaries, or shell scripts (*.sh, called
+# with the build directory $QUORUM_BUILD and ending with a line
+# "NAME: N passed, N failed") — then prints one summary line.
 passed=0; failed=0; bad=""
 for t in "$@"; do
-	out=$("$t" 2>&1); rc=$?
+	case "$t" in
+	*.sh) out=$(sh "$t" "${QUORUM_BUILD:-build}" 2>&1); rc=$? ;;
+	*) out=$("$t" 2>&1); rc=$? ;;
+	esac
 	printf '%s\n' "$out"
-	p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
-	f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
+	case "$t" in
+	*.sh)
+		p=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' | tail -n 1)
+		f=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' | tail -n 1)
+		[ "$f" = 0 ] && f="" ;;
+	*)
+		p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
+		f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1) ;;
+	esac
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 	if [ $rc -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $t"; fi
 done
-[ -n "$bad" ] && echo "crashed or exited non-zero:$bad"
+[ -n "$bad" ] && echo "crashed, skipped or exited non-zero:$bad"
 echo "tests: $passed passed, $failed failed"
 [ $failed -eq 0 ]

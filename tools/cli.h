@@ -17,6 +17,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_ask(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 /* Strict parsers: the whole string must be a number within [min, max].
  * On failure print "quorum CMD: bad value for OPT: 'S'" and return -1. */

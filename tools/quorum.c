@@ -11,6 +11,8 @@ static const struct {
 } cmds[] = {
 	{"mkmodel", cmd_mkmodel, "synthesize a GGUF model (random weights, real tokenizer)"},
 	{"run", cmd_run, "answer a question by self-consistency (one process)"},
+	{"ask", cmd_ask, "ask a running cluster (coordinator) a question"},
+	{"status", cmd_status, "show a running cluster: workers, queue, counters"},
 	{"bench", cmd_bench, "benchmark reset vs paged vs batched decoding"},
 	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
 	{"tokenize", cmd_tokenize, "print the token ids of a text"},

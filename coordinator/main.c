@@ -1,0 +1,211 @@
+/* coordinator — the quorum cluster's front: clients ask, workers decode. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "gguf.h"
+#include "proc.h"
+#include "qerr.h"
+#include "sched.h"
+#include "tok.h"
+#include "wire.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: coordinator --config cluster.yaml [--check-config]\n\n"
+		"Serves clients on coordinator.client_endpoint and workers on\n"
+		"coordinator.worker_endpoint; starts workers.local workers.\n\n"
+		"options:\n"
+		"  --config FILE     cluster configuration (required)\n"
+		"  --check-config    validate the config and the model's\n"
+		"                    tokenizer, print the effective config, exit\n"
+		"  -h, --help        this help\n");
+}
+
+/* The tokenizer and context length of the model, without its weights. */
+static int load_vocab(const char *path, tok **t, int *ctx_len)
+{
+	gguf_file *g = NULL;
+	gguf_str arch;
+	char key[128];
+	uint32_t ctx = 0;
+	int rc;
+
+	if ((rc = gguf_open(path, &g)))
+		return rc;
+	if ((rc = gguf_get_str(g, "general.architecture", &arch)) ||
+	    arch.len > 64) {
+		gguf_close(&g);
+		return rc ? rc : qerr_fail(QERR_FORMAT, "%s: bad architecture",
+					   path);
+	}
+	snprintf(key, sizeof(key), "%.*s.context_length", (int)arch.len,
+		 arch.ptr);
+	if ((rc = gguf_get_u32(g, key, &ctx)) || ctx < 1 ||
+	    (rc = tok_load(g, t))) {
+		gguf_close(&g);
+		return rc ? rc : qerr_fail(QERR_FORMAT, "%s: no %s", path, key);
+	}
+	*ctx_len = (int)ctx;
+	gguf_close(&g);
+	return QERR_OK;
+}
+
+static int worker_path(char *buf, size_t cap)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n < 0)
+		return qerr_fail(QERR_IO, "/proc/self/exe: %s", strerror(errno));
+	exe[n] = '\0';
+	if ((size_t)snprintf(buf, cap, "%s/worker", dirname(exe)) >= cap)
+		return qerr_fail(QERR_RANGE, "worker path too long");
+	return QERR_OK;
+}
+
+static void drain(sched *s, void *sock, int clients)
+{
+	/* bounded: neither side can starve the other or the timers */
+	for (int k = 0; k < 256; k++) {
+		wire_msg m;
+		int rc = wire_recv(sock, 1, 1, 0, &m);
+
+		if (rc == QERR_FULL || rc == QERR_IO)
+			return;
+		if (clients)
+			sched_on_client(s, rc, &m);
+		else
+			sched_on_worker(s, rc, &m);
+		wire_msg_close(&m);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, 0, 'c'},
+		{"check-config", no_argument, 0, 'k'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	const char *config = NULL;
+	int check = 0, ch, rc = 1, ctx_len = 0;
+	char wpath[PATH_MAX], host[128], cpath[PATH_MAX];
+	cfg *c = NULL;
+	tok *t = NULL;
+	void *zctx = NULL, *clients = NULL, *workers = NULL;
+	sched *s = NULL;
+	proc_set *ps = NULL;
+	sched_opts so = {0};
+	struct sigaction sa;
+
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': config = optarg; break;
+		case 'k': check = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!config || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (cfg_load(config, &c) ||
+	    load_vocab(c->model.path, &t, &ctx_len)) {
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		goto out;
+	}
+	if (check) {
+		cfg_dump(c, stdout);
+		rc = 0;
+		goto out;
+	}
+	if (!realpath(config, cpath) || worker_path(wpath, sizeof(wpath))) {
+		fprintf(stderr, "coordinator: %s\n",
+			qerr_detail()[0] ? qerr_detail() : strerror(errno));
+		goto out;
+	}
+	if (gethostname(host, sizeof(host)))
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (!(zctx = zmq_ctx_new()) ||
+	    wire_bind(zctx, ZMQ_ROUTER, c->coordinator.client_endpoint,
+		      c->limits.max_message_bytes, &clients) ||
+	    wire_bind(zctx, ZMQ_ROUTER, c->coordinator.worker_endpoint,
+		      c->limits.max_message_bytes, &workers)) {
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		rc = errno == EADDRINUSE ? 4 : 1;
+		goto out;
+	}
+	so.c = c;
+	so.t = t;
+	so.ctx_len = ctx_len;
+	so.clients = clients;
+	so.workers = workers;
+	if (sched_new(&so, &s) ||
+	    proc_new(wpath, cpath, host, c->workers.local,
+		     c->heartbeat.reconnect_min_ms,
+		     c->heartbeat.reconnect_max_ms, &ps)) {
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		goto out;
+	}
+	fprintf(stderr, "coordinator: cluster %s, clients %s, workers %s, "
+		"%d local worker(s)\n", c->cluster.name,
+		c->coordinator.client_endpoint, c->coordinator.worker_endpoint,
+		c->workers.local);
+	while (!stop_flag) {
+		zmq_pollitem_t it[2] = {{clients, 0, ZMQ_POLLIN, 0},
+					{workers, 0, ZMQ_POLLIN, 0}};
+
+		if (zmq_poll(it, 2, sched_timeout_ms(s)) < 0) {
+			if (zmq_errno() == EINTR)
+				continue;
+			fprintf(stderr, "coordinator: zmq_poll: %s\n",
+				zmq_strerror(zmq_errno()));
+			break;
+		}
+		if (it[1].revents & ZMQ_POLLIN)
+			drain(s, workers, 0);
+		if (it[0].revents & ZMQ_POLLIN)
+			drain(s, clients, 1);
+		sched_tick(s);
+		proc_tick(ps);
+	}
+	fprintf(stderr, "coordinator: shutting down\n");
+	sched_shutdown(s);
+	proc_stop_all(ps, 5000);
+	rc = stop_flag ? 0 : 1;
+out:
+	sched_free(&s);
+	proc_free(&ps);
+	wire_close(&clients);
+	wire_close(&workers);
+	if (zctx)
+		zmq_ctx_term(zctx);
+	tok_free(&t);
+	cfg_free(&c);
+	return rc;
+}

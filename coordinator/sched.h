@@ -1,0 +1,68 @@
+/*
+ * sched — the coordinator's state: workers, requests, prefix roots, and
+ * the decisions between them (placement, sample split, votes).
+ *
+ * implements: the issue-5 flow on top of two ROUTER sockets it borrows:
+ *   client Ask -> validate (typed error replies) -> bounded queue
+ *   -> root: the LRU prefix cache (hash of the prompt tokens) or a Prefill
+ *      on the least loaded worker -> PrefixReady
+ *   -> the N sample indices split over the workers' free decode slots, one
+ *      DecodeJob per worker. A worker on the root holder's host label maps
+ *      the holder's pool; a worker on another host label decodes from a
+ *      copy imported once per (root, host): ExportRoot to the holder,
+ *      RootData forwarded as import_root to one worker there.
+ *   -> SampleResult per sample -> all N in -> vote_tally -> ClientReply
+ *   -> the root is released, or kept in the prefix cache (evictions are
+ *      Released).
+ * Workers are tracked Paranoid-Pirate style (heartbeats both ways, expiry
+ * after liveness x interval); a worker that expires or fails is removed
+ * and the unfinished sample indices of its jobs are dispatched again —
+ * the bytes of sample i depend only on (prompt, params, seed, i), so a
+ * re-dispatch never changes a reply. Every message names (request,
+ * attempt); one that matches no live job is dropped.
+ *
+ * Every accepted client request gets exactly one reply (answer, typed
+ * error, timeout, or CANCELLED at shutdown).
+ *
+ * Threads: single-threaded, driven by the coordinator's zmq_poll loop.
+ */
+#ifndef QUORUM_SCHED_H
+#define QUORUM_SCHED_H
+
+#include <stdint.h>
+
+#include "cfg.h"
+#include "tok.h"
+#include "wire.h"
+
+typedef struct sched sched;
+
+typedef struct {
+	const cfg *c;        /* borrowed, outlives the sched */
+	const tok *t;        /* borrowed: prompts are tokenized here */
+	int ctx_len;         /* the model's context length */
+	void *clients;       /* ROUTER bound to the client endpoint */
+	void *workers;       /* ROUTER bound to the worker endpoint */
+} sched_opts;
+
+int sched_new(const sched_opts *o, sched **out);
+void sched_free(sched **s);
+
+/* One message read from the client / worker ROUTER (rc is wire_recv's:
+ * a malformed message of a client still gets an error reply). */
+void sched_on_client(sched *s, int rc, const wire_msg *m);
+void sched_on_worker(sched *s, int rc, const wire_msg *m);
+
+/* Timers: heartbeats due, expired workers, request deadlines, queued
+ * work. Call after every poll. */
+void sched_tick(sched *s);
+/* Milliseconds until the next timer (for zmq_poll), >= 0. */
+long sched_timeout_ms(const sched *s);
+
+/* Replies CANCELLED to every request in flight (coordinator exiting). */
+void sched_shutdown(sched *s);
+
+/* Workers registered now. */
+int sched_n_workers(const sched *s);
+
+#endif

@@ -1,0 +1,263 @@
+#!/bin/sh
+# cluster_e2e — end-to-end test of issue 5 on one machine: a coordinator
+# with 2 local workers on a tiny synthesized model (temp config, free
+# loopback ports, a unique cluster name), then `quorum ask` (--json, text,
+# --file), `quorum status` and the Python client against it. The cluster
+# is always stopped (trap); every step is bounded by `timeout`.
+#
+#   sh tests/cluster_e2e.sh [BUILD_DIR]       (default build; B=... works too)
+#   env: QUORUM_SHARED (default ../shared), E2E_KEEP=1 keeps the temp dir
+#
+# Exit status: 0 every check passed, 1 a check failed, 77 skipped because
+# build/coordinator or build/worker is not built (not a pass).
+set -u
+B=${1:-${B:-build}}
+SHARED=${QUORUM_SHARED:-../shared}
+Q=$B/quorum
+PY=/usr/bin/python3
+T_ASK=180       # seconds, bound of one client command
+T_READY=90      # seconds for the workers to register
+
+for b in "$Q" "$B/coordinator" "$B/worker"; do
+	if [ ! -x "$b" ]; then
+		echo "cluster_e2e: SKIP: $b is not built (make B=$B)"
+		exit 77
+	fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-e2e.XXXXXX")
+name="e2e$$"
+coord=""
+wpids=""
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   - $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL - $1"; }
+check() { # check NAME COMMAND...: passes when COMMAND exits 0
+	n=$1; shift
+	if "$@"; then ok "$n"; else bad "$n"; fi
+}
+
+cleanup() {
+	trap - EXIT INT TERM
+	if [ -n "$coord" ] && kill -0 "$coord" 2>/dev/null; then
+		kill -TERM "$coord" 2>/dev/null
+		i=0
+		while kill -0 "$coord" 2>/dev/null && [ $i -lt 100 ]; do
+			sleep 0.1; i=$((i + 1))
+		done
+		kill -KILL "$coord" 2>/dev/null
+	fi
+	[ -n "$coord" ] && wait "$coord" 2>/dev/null
+	# workers the coordinator started and left behind: only these pids,
+	# and only if they still are our worker processes
+	for p in $wpids; do
+		if grep -q "worker" "/proc/$p/cmdline" 2>/dev/null; then
+			echo "cluster_e2e: worker $p outlived the coordinator" >&2
+			kill -TERM "$p" 2>/dev/null
+			sleep 0.5
+			kill -KILL "$p" 2>/dev/null
+		fi
+	done
+	for f in /dev/shm/*"$name"*; do
+		[ -e "$f" ] || continue
+		echo "cluster_e2e: shared memory left behind: $f" >&2
+		rm -f "$f"
+	done
+	if [ "$failed" -ne 0 ] || [ -n "${E2E_KEEP:-}" ]; then
+		echo "cluster_e2e: logs in $tmp" >&2
+		[ -f "$tmp/coordinator.log" ] &&
+			tail -n 30 "$tmp/coordinator.log" >&2
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+free_port() {
+	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# ---- the model and the config ---------------------------------------------
+model=$B/models/tiny-qwen2-q8_0.gguf
+if [ ! -f "$model" ]; then
+	model=$tmp/tiny.gguf
+	timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
+		--tokenizer "$SHARED/data/tokenizers/qwen2/tokenizer.json" \
+		-o "$model" >/dev/null || { bad "mkmodel"; exit 1; }
+fi
+model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
+cport=$(free_port); wport=$(free_port)
+while [ "$wport" = "$cport" ]; do wport=$(free_port); done
+EP=tcp://127.0.0.1:$cport
+cat >"$tmp/cluster.yaml" <<EOF
+model:
+  path: $model
+cluster:
+  name: $name
+coordinator:
+  client_endpoint: $EP
+  worker_endpoint: tcp://127.0.0.1:$wport
+kv:
+  block_tokens: 16
+  blocks: 1024
+  dtype: f16
+sampling:
+  n: 4
+  max_new_tokens: 24
+limits:
+  max_n: 16
+  request_timeout_ms: 120000
+workers:
+  local: 2
+  threads: 1
+  slots: 8
+EOF
+
+# ---- start and wait ---------------------------------------------------------
+timeout -s TERM 900 "$B/coordinator" --config "$tmp/cluster.yaml" \
+	>"$tmp/coordinator.log" 2>&1 &
+coord=$!
+i=0
+nw=0
+while [ $i -lt $((T_READY * 4)) ]; do
+	if ! kill -0 "$coord" 2>/dev/null; then
+		bad "coordinator started (it exited)"
+		exit 1
+	fi
+	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
+		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+	[ "${nw:-0}" -ge 2 ] && break
+	sleep 0.25; i=$((i + 1))
+done
+if [ "${nw:-0}" -lt 2 ]; then
+	bad "cluster ready within ${T_READY}s (workers: ${nw:-none})"
+	exit 1
+fi
+ok "cluster ready: 2 workers registered"
+timeout 10 "$Q" status --endpoint "$EP" --json >"$tmp/status0.json" 2>&1
+wpids=$($PY -c 'import json,sys; print(" ".join(str(w["pid"]) for w in json.load(open(sys.argv[1]))["workers"] if w["pid"]))' "$tmp/status0.json" 2>/dev/null)
+
+# ---- ask --json --------------------------------------------------------------
+QUESTION="A farmer has 17 sheep and buys 23 more. How many sheep are there?"
+ask_json() { # ask_json OUT ARGS...
+	out=$1; shift
+	timeout $T_ASK "$Q" ask --endpoint "$EP" --timeout 120 --json "$@" \
+		>"$out" 2>"$out.err"
+}
+ask_json "$tmp/a1.json" -n 4 --seed 11 --max-new-tokens 24 "$QUESTION"
+check "ask --json exits 0" [ $? -eq 0 ]
+cat >"$tmp/check_answer.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); n = int(sys.argv[2]); k = int(sys.argv[3])
+errs = []
+def need(c, m):
+    if not c: errs.append(m)
+need(d["status"] == "STATUS_OK", "status %r" % d["status"])
+need(d["error"] is None, "error %r" % d["error"])
+need(d["n"] == n, "n %r != %d" % (d["n"], n))
+need(len(d["samples"]) == n, "%d samples" % len(d["samples"]))
+need(sorted(s["index"] for s in d["samples"]) == list(range(n)), "indices")
+voters = sum(1 for s in d["samples"] if s["answer"] is not None)
+need(d["voters"] == voters, "voters %r != %d" % (d["voters"], voters))
+need(sum(v["count"] for v in d["votes"]) == voters, "vote counts")
+if voters == 0:
+    need(d["answer"] is None and d["votes"] == [], "no voters but an answer")
+else:
+    need(d["answer"] == d["votes"][0]["answer"], "answer != top vote")
+for s in d["samples"]:
+    need(s["finish"] in ("stop", "length"), "finish %r" % s["finish"])
+    need(0 <= s["tokens"] <= k, "tokens %r > %d" % (s["tokens"], k))
+need(d["timings"] is not None and d["timings"]["total_ms"] is not None, "timings")
+need(d["prefix"] is not None, "prefix")
+for f in ("seed", "temperature", "top_k", "top_p", "max_new_tokens",
+          "votes", "voters", "prompt_tokens", "mode"):
+    need(f in d, "field %s missing" % f)
+if errs:
+    print("\n".join(errs)); sys.exit(1)
+EOF
+check "ask --json: N samples, answer consistent with votes" \
+	$PY "$tmp/check_answer.py" "$tmp/a1.json" 4 24
+
+# same (prompt, params, seed): same bytes, whoever decodes (and the prompt
+# now comes from the prefix cache)
+ask_json "$tmp/a2.json" -n 4 --seed 11 --max-new-tokens 24 "$QUESTION"
+check "ask again exits 0" [ $? -eq 0 ]
+check "same seed, same samples (deterministic across workers)" $PY -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+sys.exit(0 if [s["text"] for s in a["samples"]] == [s["text"] for s in b["samples"]] else 1)' "$tmp/a1.json" "$tmp/a2.json"
+check "second ask hits the prefix cache" $PY -c '
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))["prefix"]["cache_hit"] else 1)' "$tmp/a2.json"
+
+# ---- ask, text --------------------------------------------------------------
+timeout $T_ASK "$Q" ask --endpoint "$EP" --timeout 120 -n 3 \
+	--max-new-tokens 16 "What is 6*7?" >"$tmp/a3.txt" 2>&1
+check "ask (text) exits 0" [ $? -eq 0 ]
+check "ask (text) prints the answer line" grep -q '^answer: ' "$tmp/a3.txt"
+check "ask (text) prints 3 samples" \
+	[ "$(grep -c '^--- sample ' "$tmp/a3.txt")" -eq 3 ]
+
+# ---- typed errors -------------------------------------------------------------
+timeout $T_ASK "$Q" ask --endpoint "$EP" --timeout 30 -n 17 "too many" \
+	>/dev/null 2>"$tmp/a4.err"
+rc=$?
+check "ask -n over limits.max_n exits 1" [ $rc -eq 1 ]
+check "... with STATUS_BAD_REQUEST" grep -q 'STATUS_BAD_REQUEST' "$tmp/a4.err"
+
+# ---- ask --file -----------------------------------------------------------------
+cat >"$tmp/q.jsonl" <<'EOF'
+{"id": "a", "question": "What is 2+2?", "answer": "4"}
+this line is malformed
+{"id": "b", "question": "What is 10-3?", "answer": 7}
+{"id": "c", "question": "Name a prime number."}
+EOF
+timeout $T_ASK "$Q" ask --endpoint "$EP" --timeout 120 --file "$tmp/q.jsonl" \
+	--concurrency 2 -n 2 --max-new-tokens 16 --out "$tmp/r.jsonl" \
+	>"$tmp/file.out" 2>"$tmp/file.err"
+check "ask --file exits 0" [ $? -eq 0 ]
+check "ask --file reports the malformed line 2" grep -q 'q.jsonl:2:' "$tmp/file.err"
+check "ask --file prints the accuracy" grep -q '^accuracy: ' "$tmp/file.out"
+check "ask --file: 3 results, in input order, all OK" $PY -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+ok = [x["id"] for x in r] == ["a", "b", "c"] and all(
+    x["status"] == "STATUS_OK" and isinstance(x["votes"], list) and
+    (x["correct"] is None) == (x["expected"] is None) for x in r)
+sys.exit(0 if ok else 1)' "$tmp/r.jsonl"
+
+# ---- status -----------------------------------------------------------------------
+timeout 30 "$Q" status --endpoint "$EP" >"$tmp/s.txt" 2>&1
+check "status exits 0" [ $? -eq 0 ]
+check "status lists 2 workers" grep -q ': 2 worker(s)$' "$tmp/s.txt"
+timeout 30 "$Q" status --endpoint "$EP" --json >"$tmp/s.json" 2>&1
+check "status --json: 2 workers, requests served counted" $PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["status"] == "STATUS_OK" and len(d["workers"]) == 2
+         and (d["requests_served"] or 0) >= 6 else 1)' "$tmp/s.json"
+
+# ---- the Python client ------------------------------------------------------------
+if $PY -c 'import zmq, google.protobuf' 2>/dev/null && command -v protoc >/dev/null; then
+	sh clients/python/gen_pb.sh "$tmp/python" >/dev/null
+	QUORUM_PB2_DIR=$tmp/python timeout $T_ASK $PY clients/python/example.py \
+		--endpoint "$EP" --timeout 120 --json -n 3 --max-new-tokens 16 \
+		"$QUESTION" >"$tmp/py.json" 2>"$tmp/py.err"
+	check "python example exits 0" [ $? -eq 0 ]
+	check "python client: N samples, status lists 2 workers" $PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+a, s = d["ask"], d["status"]
+ok = (a["status"] == "STATUS_OK" and len(a["samples"]) == 3 and a["n"] == 3
+      and (a["answer"] is None) == (a["voters"] == 0)
+      and len(s["workers"]) == 2)
+sys.exit(0 if ok else 1)' "$tmp/py.json"
+else
+	echo "skip - python client (apt-get install python3-zmq python3-protobuf protobuf-compiler)"
+fi
+
+echo "cluster_e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,961 @@
+/*
+ * test_client — `quorum ask` and `quorum status` without a cluster.
+ *
+ * The CLI binary (QUORUM_BIN, default build/quorum) is run as a child
+ * process against (a) a closed loopback port and (b) a fake coordinator:
+ * a ROUTER socket in a thread of this test that answers ClientRequests
+ * from a script keyed by the question text. The end-to-end test against
+ * the real coordinator and workers is tests/cluster_e2e.sh.
+ */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <cmocka.h>
+#include <zmq.h>
+
+#include "proto/quorum.pb-c.h"
+#include "testutil.h"
+
+/* ---- running the CLI --------------------------------------------------- */
+
+typedef struct run_out {
+	int rc;        /* exit status, -1 if it did not exit */
+	char *out;     /* stdout, NUL-terminated */
+	char *err;     /* stderr */
+	double secs;   /* wall time */
+} run_out;
+
+static const char *bin(void)
+{
+	const char *b = getenv("QUORUM_BIN");
+
+	return b && *b ? b : "build/quorum";
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *b;
+	long n;
+
+	if (!f)
+		return strdup("");
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = calloc(1, (size_t)n + 1);
+	if (b && fread(b, 1, (size_t)n, f) != (size_t)n)
+		b[0] = '\0';
+	fclose(f);
+	return b;
+}
+
+/* Runs "QUORUM_BIN ARGS" through sh (args already quoted). */
+static run_out run(const char *fmt, ...)
+{
+	char args[4096], cmd[8192], o[512], e[512];
+	run_out r = {0};
+	struct timespec t0, t1;
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(o, sizeof(o), "%s/client-%d.out", tu_tmpdir(), (int)getpid());
+	snprintf(e, sizeof(e), "%s/client-%d.err", tu_tmpdir(), (int)getpid());
+	snprintf(cmd, sizeof(cmd), "%s >%s 2>%s %s", bin(), o, e, args);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	st = system(cmd);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	r.out = slurp(o);
+	r.err = slurp(e);
+	r.secs = (double)(t1.tv_sec - t0.tv_sec) +
+		 (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	unlink(o);
+	unlink(e);
+	return r;
+}
+
+static void run_free(run_out *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+#define assert_has(hay, needle)                                              \
+	do {                                                                 \
+		if (!strstr((hay), (needle)))                                \
+			fail_msg("expected \"%s\" in:\n%s", (needle), (hay)); \
+	} while (0)
+
+/* A loopback port nothing listens on (bound, then closed). */
+static int closed_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(s >= 0);
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	port = ntohs(a.sin_port);
+	close(s);
+	return port;
+}
+
+/* ---- the fake coordinator ---------------------------------------------- */
+
+#define FAKE_MAX_PENDING 256
+
+typedef struct pending {
+	unsigned char id[256];
+	size_t id_len;
+	Quorum__ClientReply *reply; /* packed and freed when due */
+	int64_t due_ms;
+} pending;
+
+typedef struct fake {
+	pthread_t th;
+	void *ctx, *sock;
+	char endpoint[256];
+	volatile int stop;
+	/* observations (read after stop) */
+	int requests;          /* ClientRequests received */
+	int same_id_resends;   /* a request id seen again */
+	int max_pending;       /* most replies held back at once */
+	uint64_t seen[1024];
+	int n_seen;
+	pending pend[FAKE_MAX_PENDING];
+	int n_pend;
+} fake;
+
+static int64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_raw(fake *f, const void *id, size_t id_len, const void *p,
+		     size_t n)
+{
+	zmq_send(f->sock, id, id_len, ZMQ_SNDMORE);
+	zmq_send(f->sock, p, n, 0);
+}
+
+static void send_reply(fake *f, const void *id, size_t id_len,
+		       Quorum__ClientReply *r)
+{
+	size_t n = quorum__client_reply__get_packed_size(r);
+	uint8_t *b = malloc(n + 1);
+
+	quorum__client_reply__pack(r, b);
+	send_raw(f, id, id_len, b, n);
+	free(b);
+}
+
+/* Frees a reply built by make_answer/make_cluster (all heap, one level of
+ * arrays, owned strings). */
+static void reply_free(Quorum__ClientReply *r)
+{
+	Quorum__Answer *a = r->body_case == QUORUM__CLIENT_REPLY__BODY_ANSWER
+				    ? r->answer : NULL;
+
+	if (a) {
+		for (size_t i = 0; i < a->n_votes; i++) {
+			free(a->votes[i]->answer.data);
+			free(a->votes[i]);
+		}
+		for (size_t i = 0; i < a->n_samples; i++) {
+			free(a->samples[i]->answer.data);
+			free(a->samples[i]->text.data);
+			free(a->samples[i]);
+		}
+		free(a->votes);
+		free(a->samples);
+		free(a->answer.data);
+		free(a->timings);
+		free(a->prefix);
+		free(a);
+	}
+	if (r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER) {
+		for (size_t i = 0; i < r->cluster->n_workers; i++)
+			free(r->cluster->workers[i]);
+		free(r->cluster->workers);
+		free(r->cluster);
+	}
+	free(r);
+}
+
+static ProtobufCBinaryData bytes(const char *s)
+{
+	ProtobufCBinaryData b = {strlen(s), (uint8_t *)strdup(s)};
+
+	return b;
+}
+
+/* Three samples: two say ans, one says nothing (ans NULL: none do). */
+static Quorum__ClientReply *make_answer(uint64_t rid, const char *ans)
+{
+	Quorum__ClientReply *r = calloc(1, sizeof(*r));
+	Quorum__Answer *a = calloc(1, sizeof(*a));
+	char text[128];
+
+	quorum__client_reply__init(r);
+	quorum__answer__init(a);
+	r->version = QUORUM__CONSTANTS__PROTOCOL_VERSION;
+	r->request_id = rid;
+	r->status = QUORUM__STATUS__STATUS_OK;
+	r->body_case = QUORUM__CLIENT_REPLY__BODY_ANSWER;
+	r->answer = a;
+	a->n = 3;
+	if (ans) {
+		a->has_answer = 1;
+		a->answer = bytes(ans);
+		a->n_votes = 1;
+		a->votes = calloc(1, sizeof(*a->votes));
+		a->votes[0] = calloc(1, sizeof(Quorum__Vote));
+		quorum__vote__init(a->votes[0]);
+		a->votes[0]->answer = bytes(ans);
+		a->votes[0]->count = 2;
+		a->votes[0]->first_index = 0;
+	}
+	a->n_samples = 3;
+	a->samples = calloc(3, sizeof(*a->samples));
+	for (unsigned i = 0; i < 3; i++) {
+		Quorum__Sample *x = calloc(1, sizeof(*x));
+
+		quorum__sample__init(x);
+		x->index = i;
+		x->has_answer = ans && i < 2;
+		if (x->has_answer)
+			x->answer = bytes(ans);
+		x->tokens = 10 + i;
+		x->finish = i < 2 ? "stop" : "length";
+		snprintf(text, sizeof(text), "step by step... \\boxed{%s}",
+			 x->has_answer ? ans : "?");
+		x->text = bytes(text);
+		x->worker = i % 2 ? "w1" : "w0";
+		a->samples[i] = x;
+	}
+	a->timings = calloc(1, sizeof(*a->timings));
+	quorum__timings__init(a->timings);
+	a->timings->has_queue_ms = a->timings->has_prefill_ms = 1;
+	a->timings->has_decode_ms = a->timings->has_total_ms = 1;
+	a->timings->has_generated_tokens = a->timings->has_messages = 1;
+	a->timings->queue_ms = 0.5;
+	a->timings->prefill_ms = 3;
+	a->timings->decode_ms = 20;
+	a->timings->total_ms = 24;
+	a->timings->generated_tokens = 33;
+	a->timings->messages = 9;
+	a->prefix = calloc(1, sizeof(*a->prefix));
+	quorum__prefix_stats__init(a->prefix);
+	a->prefix->prefill_worker = "w0";
+	a->prefix->has_cache_hit = 1;
+	a->prefix->has_prompt_tokens = a->prefix->has_prefix_blocks = 1;
+	a->prefix->has_blocks_mapped = a->prefix->has_blocks_copied = 1;
+	a->prefix->has_blocks_transferred = a->prefix->has_prefills = 1;
+	a->prefix->prompt_tokens = 40;
+	a->prefix->prefix_blocks = 3;
+	a->prefix->blocks_mapped = 6;
+	a->prefix->blocks_copied = 3;
+	a->prefix->prefills = 1;
+	return r;
+}
+
+static Quorum__ClientReply *make_status(uint64_t rid, int status,
+					const char *err)
+{
+	Quorum__ClientReply *r = calloc(1, sizeof(*r));
+
+	quorum__client_reply__init(r);
+	r->version = QUORUM__CONSTANTS__PROTOCOL_VERSION;
+	r->request_id = rid;
+	r->status = status;
+	r->error = (char *)err;
+	return r;
+}
+
+static Quorum__ClientReply *make_cluster(uint64_t rid)
+{
+	Quorum__ClientReply *r = make_status(rid, QUORUM__STATUS__STATUS_OK,
+					     NULL);
+	Quorum__ClusterStatus *s = calloc(1, sizeof(*s));
+
+	quorum__cluster_status__init(s);
+	r->body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
+	r->cluster = s;
+	s->cluster = "fake";
+	s->n_workers = 2;
+	s->workers = calloc(2, sizeof(*s->workers));
+	for (int i = 0; i < 2; i++) {
+		Quorum__WorkerStatus *w = calloc(1, sizeof(*w));
+
+		quorum__worker_status__init(w);
+		w->id = i ? "worker-b" : "worker-a";
+		w->host = "localhost";
+		w->has_pid = w->has_slots = w->has_busy = 1;
+		w->has_blocks_used = w->has_blocks_free = 1;
+		w->has_heartbeat_age_ms = w->has_roots = 1;
+		w->pid = 1000 + i;
+		w->slots = 32;
+		w->busy = i;
+		w->blocks_used = 10;
+		w->blocks_free = 4086;
+		w->heartbeat_age_ms = 250;
+		w->roots = 1;
+		s->workers[i] = w;
+	}
+	s->has_queue_depth = s->has_in_flight = s->has_requests_served = 1;
+	s->has_tokens_per_s = s->has_prefix_hits = s->has_prefix_misses = 1;
+	s->queue_depth = 0;
+	s->in_flight = 1;
+	s->requests_served = 17;
+	s->tokens_per_s = 123.5;
+	s->prefix_hits = 5;
+	s->prefix_misses = 12;
+	return r;
+}
+
+static int seen_before(fake *f, uint64_t rid)
+{
+	for (int i = 0; i < f->n_seen; i++)
+		if (f->seen[i] == rid)
+			return 1;
+	if (f->n_seen < 1024)
+		f->seen[f->n_seen++] = rid;
+	return 0;
+}
+
+/* Script, by question prefix:
+ *   "busy"      STATUS_BUSY          "bad"   STATUS_BAD_REQUEST
+ *   "drop"      no reply the first time this id is seen
+ *   "stale"     first a garbage frame, a 2-frame message and a reply to
+ *               another id, then the reply
+ *   "none"      no sample answered
+ *   "slow"      the reply is held back 20-80 ms (concurrency, ordering)
+ *   "...=X"     the answer is X (else 42) */
+static void handle(fake *f, const unsigned char *id, size_t id_len,
+		   const uint8_t *p, size_t n)
+{
+	Quorum__ClientRequest *q = quorum__client_request__unpack(NULL, n, p);
+	Quorum__ClientReply *r = NULL;
+	char qs[512] = "", ans[64] = "42", *eq;
+	int delay = 0, dup;
+
+	if (!q)
+		return;
+	f->requests++;
+	dup = seen_before(f, q->request_id);
+	f->same_id_resends += dup;
+	if (q->body_case == QUORUM__CLIENT_REQUEST__BODY_STATUS) {
+		r = make_cluster(q->request_id);
+	} else if (q->body_case == QUORUM__CLIENT_REQUEST__BODY_ASK) {
+		size_t l = q->ask->question.len < sizeof(qs) - 1
+				   ? q->ask->question.len : sizeof(qs) - 1;
+
+		memcpy(qs, q->ask->question.data, l);
+		qs[l] = '\0';
+		if ((eq = strrchr(qs, '=')))
+			snprintf(ans, sizeof(ans), "%s", eq + 1);
+		if (!strncmp(qs, "busy", 4))
+			r = make_status(q->request_id,
+					QUORUM__STATUS__STATUS_BUSY,
+					"queue full");
+		else if (!strncmp(qs, "bad", 3))
+			r = make_status(q->request_id,
+					QUORUM__STATUS__STATUS_BAD_REQUEST,
+					"n is over limits.max_n (64)");
+		else if (!strncmp(qs, "drop", 4) && !dup)
+			r = NULL;
+		else
+			r = make_answer(q->request_id,
+					strncmp(qs, "none", 4) ? ans : NULL);
+		if (!strncmp(qs, "stale", 5)) {
+			Quorum__ClientReply *s = make_answer(q->request_id ^ 1,
+							     "666");
+
+			send_raw(f, id, id_len, "garbage", 7);
+			zmq_send(f->sock, id, id_len, ZMQ_SNDMORE);
+			zmq_send(f->sock, "a", 1, ZMQ_SNDMORE);
+			zmq_send(f->sock, "b", 1, 0);
+			send_reply(f, id, id_len, s);
+			reply_free(s);
+		}
+		if (!strncmp(qs, "slow", 4))
+			delay = 20 + (int)(q->request_id % 61);
+	}
+	quorum__client_request__free_unpacked(q, NULL);
+	if (!r)
+		return;
+	if (!delay || f->n_pend == FAKE_MAX_PENDING) {
+		send_reply(f, id, id_len, r);
+		reply_free(r);
+		return;
+	}
+	memcpy(f->pend[f->n_pend].id, id, id_len);
+	f->pend[f->n_pend].id_len = id_len;
+	f->pend[f->n_pend].reply = r;
+	f->pend[f->n_pend].due_ms = ms_now() + delay;
+	if (++f->n_pend > f->max_pending)
+		f->max_pending = f->n_pend;
+}
+
+static void *fake_main(void *arg)
+{
+	fake *f = arg;
+
+	while (!f->stop) {
+		zmq_pollitem_t it = {f->sock, 0, ZMQ_POLLIN, 0};
+		unsigned char id[256], p[65536];
+		int idn, pn, more;
+		size_t ms = sizeof(more);
+
+		zmq_poll(&it, 1, 5);
+		while ((idn = zmq_recv(f->sock, id, sizeof(id), ZMQ_DONTWAIT)) >= 0) {
+			pn = zmq_recv(f->sock, p, sizeof(p), 0);
+			zmq_getsockopt(f->sock, ZMQ_RCVMORE, &more, &ms);
+			while (more) { /* not our protocol: drain */
+				zmq_recv(f->sock, p, 0, 0);
+				zmq_getsockopt(f->sock, ZMQ_RCVMORE, &more, &ms);
+			}
+			if (pn >= 0 && pn <= (int)sizeof(p))
+				handle(f, id, (size_t)idn, p, (size_t)pn);
+		}
+		for (int i = 0; i < f->n_pend; i++)
+			if (f->pend[i].due_ms <= ms_now()) {
+				send_reply(f, f->pend[i].id, f->pend[i].id_len,
+					   f->pend[i].reply);
+				reply_free(f->pend[i].reply);
+				f->pend[i--] = f->pend[--f->n_pend];
+			}
+	}
+	return NULL;
+}
+
+static fake *fake_start(void)
+{
+	fake *f = calloc(1, sizeof(*f));
+	size_t len = sizeof(f->endpoint);
+	int zero = 0;
+
+	assert_non_null(f);
+	f->ctx = zmq_ctx_new();
+	f->sock = zmq_socket(f->ctx, ZMQ_ROUTER);
+	zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	assert_int_equal(zmq_bind(f->sock, "tcp://127.0.0.1:*"), 0);
+	assert_int_equal(zmq_getsockopt(f->sock, ZMQ_LAST_ENDPOINT,
+					f->endpoint, &len), 0);
+	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+	return f;
+}
+
+static void fake_stop(fake **pf)
+{
+	fake *f = *pf;
+
+	f->stop = 1;
+	pthread_join(f->th, NULL);
+	for (int i = 0; i < f->n_pend; i++)
+		reply_free(f->pend[i].reply);
+	zmq_close(f->sock);
+	zmq_ctx_term(f->ctx);
+	free(f);
+	*pf = NULL;
+}
+
+static int setup(void **state)
+{
+	*state = fake_start();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fake *f = *state;
+
+	fake_stop(&f);
+	return 0;
+}
+
+/* ---- argument errors --------------------------------------------------- */
+
+static void test_usage_errors(void **state)
+{
+	static const struct {
+		const char *args, *msg;
+	} cases[] = {
+		{"ask", "give exactly one question"},
+		{"ask a b", "give exactly one question"},
+		{"ask -n 0 q", "bad value for -n"},
+		{"ask -n x q", "bad value for -n"},
+		{"ask --top-p 2 q", "bad value for --top-p"},
+		{"ask --timeout 0 q", "bad value for --timeout"},
+		{"ask --retries -1 q", "bad value for --retries"},
+		{"ask --seed -3 q", "bad value for --seed"},
+		{"ask --concurrency 4 q", "go with --file"},
+		{"ask --out x.jsonl q", "go with --file"},
+		{"ask --file x.jsonl q", "not both"},
+		{"ask --file x.jsonl --concurrency 0", "bad value for --concurrency"},
+		{"ask --endpoint '' q", "--endpoint is empty"},
+		{"ask --no-such-option q", "bad option"},
+		{"status extra", "unexpected argument"},
+		{"status --timeout -1", "bad value for --timeout"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		run_out r = run("%s", cases[i].args);
+
+		if (r.rc != 2)
+			fail_msg("'%s': exit %d, want 2; stderr: %s",
+				 cases[i].args, r.rc, r.err);
+		assert_has(r.err, cases[i].msg);
+		run_free(&r);
+	}
+}
+
+static void test_help(void **state)
+{
+	run_out r = run("ask --help");
+
+	(void)state;
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "usage: quorum ask");
+	run_free(&r);
+	r = run("status --help");
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "usage: quorum status");
+	run_free(&r);
+}
+
+static void test_empty_question(void **state)
+{
+	run_out r = run("ask - </dev/null");
+
+	(void)state;
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "the question is empty");
+	run_free(&r);
+}
+
+/* ---- nothing listening -------------------------------------------------- */
+
+static void test_no_coordinator(void **state)
+{
+	int port = closed_port();
+	char want[128];
+	run_out r = run("ask --endpoint tcp://127.0.0.1:%d --timeout 0.3 "
+			"--retries 1 'what is 6*7?'", port);
+
+	(void)state;
+	snprintf(want, sizeof(want), "no reply from tcp://127.0.0.1:%d within "
+		 "0.6s (is the coordinator running?)", port);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, want);
+	assert_true(r.secs < 3.0);
+	run_free(&r);
+
+	r = run("status --endpoint tcp://127.0.0.1:%d --timeout 0.2 --retries 0",
+		port);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "no reply from");
+	assert_true(r.secs < 3.0);
+	run_free(&r);
+
+	/* --json still prints one object saying so */
+	r = run("ask --json --endpoint tcp://127.0.0.1:%d --timeout 0.2 "
+		"--retries 0 q", port);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.out, "\"status\": \"NO_REPLY\"");
+	run_free(&r);
+}
+
+static void test_file_no_coordinator(void **state)
+{
+	char path[512];
+	FILE *f;
+	run_out r;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/client-nc-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 20; i++)
+		fprintf(f, "{\"question\": \"q%d\", \"answer\": 1}\n", i);
+	fclose(f);
+	r = run("ask --file %s --endpoint tcp://127.0.0.1:%d --timeout 0.3 "
+		"--retries 0 --concurrency 4", path, closed_port());
+	/* fails fast: the first give-up ends the run, not 5 rounds of it */
+	assert_int_equal(r.rc, 1);
+	assert_true(r.secs < 3.0);
+	assert_has(r.err, "is the coordinator running?");
+	assert_has(r.out, "\"status\":\"NO_REPLY\"");
+	assert_has(r.err, "20 question(s), 20 failed");
+	run_free(&r);
+	unlink(path);
+}
+
+/* ---- against the fake coordinator -------------------------------------- */
+
+static void test_ask_text(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --endpoint %s --timeout 5 'what is 6*7?'",
+			f->endpoint);
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "answer: 42  (2 of 3 votes)");
+	assert_has(r.out, "(no answer)");
+	assert_has(r.out, "--- sample 2: answer (none), 12 tokens, finish length");
+	assert_has(r.out, "\\boxed{42}");
+	assert_has(r.out, "--- cluster: queue 0.5 ms");
+	assert_has(r.out, "prefill on w0 (cache miss");
+	run_free(&r);
+}
+
+static void test_ask_json(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --json -n 3 --seed 7 --endpoint %s --timeout 5 "
+			"'what is 6*7?'", f->endpoint);
+	json_error_t e;
+	json_t *o, *s0, *t, *p;
+
+	assert_int_equal(r.rc, 0);
+	o = json_loads(r.out, 0, &e);
+	if (!o)
+		fail_msg("not JSON (%s): %s", e.text, r.out);
+	assert_string_equal(json_string_value(json_object_get(o, "status")),
+			    "STATUS_OK");
+	assert_true(json_is_null(json_object_get(o, "error")));
+	assert_string_equal(json_string_value(json_object_get(o, "answer")),
+			    "42");
+	assert_int_equal(json_integer_value(json_object_get(o, "n")), 3);
+	assert_int_equal(json_integer_value(json_object_get(o, "voters")), 2);
+	assert_int_equal(json_integer_value(json_object_get(o, "seed")), 7);
+	assert_int_equal(json_array_size(json_object_get(o, "votes")), 1);
+	assert_int_equal(json_array_size(json_object_get(o, "samples")), 3);
+	s0 = json_array_get(json_object_get(o, "samples"), 0);
+	assert_int_equal(json_integer_value(json_object_get(s0, "index")), 0);
+	assert_string_equal(json_string_value(json_object_get(s0, "finish")),
+			    "stop");
+	assert_int_equal(json_integer_value(json_object_get(s0, "tokens")), 10);
+	assert_non_null(json_object_get(s0, "text"));
+	assert_true(json_is_null(json_object_get(
+		json_array_get(json_object_get(o, "samples"), 2), "answer")));
+	t = json_object_get(o, "timings");
+	assert_true(json_real_value(json_object_get(t, "total_ms")) == 24);
+	assert_int_equal(json_integer_value(json_object_get(t, "messages")), 9);
+	assert_true(json_real_value(json_object_get(t, "tokens_per_s")) > 0);
+	p = json_object_get(o, "prefix");
+	assert_string_equal(json_string_value(json_object_get(p,
+			    "prefill_worker")), "w0");
+	assert_true(json_is_false(json_object_get(p, "cache_hit")));
+	assert_int_equal(json_integer_value(json_object_get(p,
+			 "blocks_mapped")), 6);
+	json_decref(o);
+	run_free(&r);
+}
+
+static void test_ask_stdin(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --endpoint %s - <<'EOF'\nhow many? =17\nEOF",
+			f->endpoint);
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "answer: 17");
+	run_free(&r);
+}
+
+static void test_ask_none(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --json --endpoint %s none", f->endpoint);
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "\"answer\": null");
+	assert_has(r.out, "\"voters\": 0");
+	run_free(&r);
+	r = run("ask --endpoint %s none", f->endpoint);
+	assert_has(r.out, "answer: (none: no sample gave an answer)");
+	run_free(&r);
+}
+
+static void test_error_statuses(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --endpoint %s busy", f->endpoint);
+
+	assert_int_equal(r.rc, 3);
+	assert_has(r.err, "quorum ask: STATUS_BUSY: queue full");
+	run_free(&r);
+	r = run("ask --endpoint %s bad", f->endpoint);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "quorum ask: STATUS_BAD_REQUEST: n is over");
+	run_free(&r);
+	r = run("ask --json --endpoint %s bad", f->endpoint);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.out, "\"status\": \"STATUS_BAD_REQUEST\"");
+	assert_has(r.out, "\"error\": \"n is over limits.max_n (64)\"");
+	run_free(&r);
+}
+
+static void test_retry_same_id(void **state)
+{
+	fake *f = *state;
+	int before = f->same_id_resends;
+	run_out r = run("ask --endpoint %s --timeout 0.3 --retries 2 "
+			"'drop me =5'", f->endpoint);
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "answer: 5");
+	/* read after the child finished: the fake saw the id a second time */
+	assert_true(f->same_id_resends > before);
+	run_free(&r);
+}
+
+static void test_stale_and_garbage(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --endpoint %s 'stale =9'", f->endpoint);
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "answer: 9");
+	run_free(&r);
+}
+
+static void test_status(void **state)
+{
+	fake *f = *state;
+	run_out r = run("status --endpoint %s", f->endpoint);
+	json_t *o;
+
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "cluster fake at ");
+	assert_has(r.out, "worker-a");
+	assert_has(r.out, "worker-b");
+	assert_has(r.out, "10/4086");
+	assert_has(r.out, "requests served 17");
+	assert_has(r.out, "prefix cache 5 hit(s), 12 miss(es)");
+	run_free(&r);
+	r = run("status --json --endpoint %s", f->endpoint);
+	assert_int_equal(r.rc, 0);
+	o = json_loads(r.out, 0, NULL);
+	assert_non_null(o);
+	assert_int_equal(json_array_size(json_object_get(o, "workers")), 2);
+	assert_int_equal(json_integer_value(json_object_get(o,
+			 "requests_served")), 17);
+	json_decref(o);
+	run_free(&r);
+}
+
+/* The JSONL reader: malformed lines are reported by number and skipped;
+ * results come back in input order although replies do not. */
+static void test_file(void **state)
+{
+	static const char *lines[] = {
+		"{\"question\": \"slow a =42\", \"answer\": \"42.0\", \"id\": 1}",
+		"not json at all",
+		"",
+		"[1, 2]",
+		"{\"answer\": \"3\"}",
+		"{\"question\": \"slow b =8\", \"answer\": 7}",
+		"{\"question\": 5}",
+		"{\"question\": \"slow c =1234\", \"answer\": \"1,234\"}",
+		"{\"question\": \"slow d\", \"answer\": true}",
+		"{\"question\": \"slow e =x\", \"id\": \"e\"}",
+		"{\"question\": \"none\", \"answer\": \"1\"}",
+		"{\"question\": \"slow f =+042\", \"answer\": 42}",
+		"{\"question\": \"slow g =10\", \"answer\": \"10\"}",
+		"{\"question\": \"slow h =11\", \"answer\": \"11\"}",
+		"{\"question\": \"slow i =12\", \"answer\": \"12\"}",
+		"{\"question\": \"slow j =13\", \"answer\": \"13\"}",
+	};
+	/* expected (line, correct) of the results, in order */
+	static const struct {
+		int line;
+		const char *correct;
+	} want[] = {
+		{1, "true"}, {6, "false"}, {8, "true"}, {10, "null"},
+		{11, "false"}, {12, "true"}, {13, "true"}, {14, "true"},
+		{15, "true"}, {16, "true"},
+	};
+	fake *f = *state;
+	char in[512], out[512];
+	FILE *fp;
+	run_out r;
+	char *res, *line, *save = NULL;
+	size_t k = 0;
+
+	snprintf(in, sizeof(in), "%s/client-in-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	snprintf(out, sizeof(out), "%s/client-out-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	fp = fopen(in, "w");
+	assert_non_null(fp);
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		fprintf(fp, "%s\n", lines[i]);
+	fclose(fp);
+	f->max_pending = 0;
+	r = run("ask --file %s --out %s --concurrency 4 --endpoint %s "
+		"--timeout 5", in, out, f->endpoint);
+	assert_int_equal(r.rc, 0);
+	assert_has(r.err, ":2: not JSON");
+	assert_has(r.err, ":4: not a JSON object");
+	assert_has(r.err, ":5: no \"question\"");
+	assert_has(r.err, ":7: \"question\" is not a string");
+	assert_has(r.err, ":9: \"answer\" is not a string or a number");
+	assert_null(strstr(r.err, ":3:")); /* blank lines are no questions */
+	assert_has(r.out, "10 question(s), 0 failed, 5 malformed line(s)");
+	assert_has(r.out, "accuracy: 7/8 answered (87.5%), 7/9 total");
+	/* the fake held replies back: more than one was in flight, never
+	 * more than --concurrency */
+	assert_true(f->max_pending >= 2);
+	assert_true(f->max_pending <= 4);
+	res = slurp(out);
+	/* ids are echoed as given (before strtok_r cuts res up) */
+	assert_has(res, "\"line\":1,\"id\":1,");
+	assert_has(res, "\"id\":\"e\"");
+	for (line = strtok_r(res, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save), k++) {
+		json_t *o = json_loads(line, 0, NULL);
+		char *c;
+
+		assert_true(k < sizeof(want) / sizeof(want[0]));
+		if (!o)
+			fail_msg("result %zu is not JSON: %s", k, line);
+		assert_int_equal(json_integer_value(json_object_get(o, "line")),
+				 want[k].line);
+		c = json_dumps(json_object_get(o, "correct"), JSON_ENCODE_ANY);
+		if (strcmp(c, want[k].correct))
+			fail_msg("line %d: correct %s, want %s: %s",
+				 want[k].line, c, want[k].correct, line);
+		free(c);
+		assert_string_equal(json_string_value(json_object_get(o,
+				    "status")), "STATUS_OK");
+		assert_non_null(json_object_get(o, "votes"));
+		assert_non_null(json_object_get(o, "question"));
+		assert_non_null(json_object_get(o, "expected"));
+		json_decref(o);
+	}
+	assert_int_equal(k, sizeof(want) / sizeof(want[0]));
+	free(res);
+	run_free(&r);
+	unlink(in);
+	unlink(out);
+}
+
+static void test_file_busy_and_errors(void **state)
+{
+	fake *f = *state;
+	run_out r = run("ask --file - --endpoint %s --timeout 2 --retries 1 "
+			"<<'EOF'\n{\"question\": \"busy\"}\n"
+			"{\"question\": \"q =3\", \"answer\": \"3\"}\n"
+			"{\"question\": \"bad\"}\nEOF", f->endpoint);
+
+	assert_int_equal(r.rc, 1); /* some requests failed */
+	assert_has(r.out, "\"status\":\"STATUS_BUSY\"");
+	assert_has(r.out, "\"status\":\"STATUS_BAD_REQUEST\"");
+	assert_has(r.out, "\"correct\":true");
+	assert_has(r.err, "3 question(s), 2 failed");
+	assert_has(r.err, "accuracy: 1/1 answered");
+	run_free(&r);
+}
+
+/* The Python client (clients/python) against the same fake: the dicts it
+ * returns have the fields of the CLI's --json. Skipped (not passed) when
+ * Debian's python3-zmq/python3-protobuf/protoc are not installed. */
+static void test_python_client(void **state)
+{
+	fake *f = *state;
+	char dir[512], cmd[2048];
+	run_out r;
+	json_t *py, *cli, *v;
+	const char *key;
+
+	if (system("/usr/bin/python3 -c 'import zmq, google.protobuf' "
+		   ">/dev/null 2>&1") || system("command -v protoc >/dev/null")) {
+		print_message("python3-zmq, python3-protobuf or protoc missing\n");
+		skip();
+	}
+	snprintf(dir, sizeof(dir), "%s/python-%d", tu_tmpdir(), (int)getpid());
+	snprintf(cmd, sizeof(cmd), "sh clients/python/gen_pb.sh %s >/dev/null",
+		 dir);
+	assert_int_equal(system(cmd), 0);
+	r = run("ask --json --endpoint %s 'py =42'", f->endpoint);
+	assert_int_equal(r.rc, 0);
+	cli = json_loads(r.out, 0, NULL);
+	assert_non_null(cli);
+	run_free(&r);
+	/* run() runs QUORUM_BIN; this one runs python directly */
+	snprintf(cmd, sizeof(cmd), "QUORUM_PB2_DIR=%s /usr/bin/python3 "
+		 "clients/python/example.py --json --endpoint %s 'py =42' "
+		 ">%s/out.json", dir, f->endpoint, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/out.json", dir);
+	py = json_load_file(cmd, 0, NULL);
+	assert_non_null(py);
+	v = json_object_get(py, "ask");
+	assert_string_equal(json_string_value(json_object_get(v, "status")),
+			    "STATUS_OK");
+	assert_string_equal(json_string_value(json_object_get(v, "answer")),
+			    "42");
+	assert_int_equal(json_array_size(json_object_get(v, "samples")), 3);
+	json_object_foreach(cli, key, v) {
+		if (!json_object_get(json_object_get(py, "ask"), key))
+			fail_msg("python ask() lacks the CLI field '%s'", key);
+	}
+	v = json_object_get(py, "status");
+	assert_int_equal(json_array_size(json_object_get(v, "workers")), 2);
+	assert_int_equal(json_integer_value(json_object_get(v,
+			 "requests_served")), 17);
+	json_decref(py);
+	json_decref(cli);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_empty_question),
+		cmocka_unit_test(test_no_coordinator),
+		cmocka_unit_test(test_file_no_coordinator),
+		cmocka_unit_test_setup_teardown(test_ask_text, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ask_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ask_stdin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ask_none, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_error_statuses, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_retry_same_id, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stale_and_garbage, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_busy_and_errors, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_python_client, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

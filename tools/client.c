@@ -1,0 +1,398 @@
+/* client — see client.h. */
+#include "client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "qerr.h"
+
+struct client {
+	void *ctx;
+	void *sock;      /* DEALER */
+	char *endpoint;  /* owned */
+	size_t dropped;  /* invalid messages seen */
+};
+
+int client_exit_code(int status)
+{
+	if (status == QUORUM__STATUS__STATUS_OK)
+		return 0;
+	return status == QUORUM__STATUS__STATUS_BUSY ? CLIENT_EXIT_BUSY : 1;
+}
+
+int client_open(const char *endpoint, client **out)
+{
+	client *c;
+	int zero = 0;
+	int64_t max = CLIENT_MAX_REPLY_BYTES;
+
+	if (!out || !endpoint || !*endpoint)
+		return qerr_fail(QERR_ARG, "no endpoint");
+	*out = NULL;
+	if (!(c = calloc(1, sizeof(*c))) || !(c->endpoint = strdup(endpoint))) {
+		free(c);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	if (!(c->ctx = zmq_ctx_new()) ||
+	    !(c->sock = zmq_socket(c->ctx, ZMQ_DEALER)))
+		goto fail;
+	/* linger 0: a client that gives up must not hang on exit waiting to
+	 * deliver to a coordinator that is not there */
+	if (zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
+	    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof(max)))
+		goto fail;
+	if (zmq_connect(c->sock, endpoint)) {
+		qerr_fail(QERR_ARG, "cannot connect to '%s': %s", endpoint,
+			  zmq_strerror(errno));
+		client_free(&c);
+		return QERR_ARG;
+	}
+	*out = c;
+	return QERR_OK;
+fail:
+	qerr_fail(QERR_IO, "zmq: %s", zmq_strerror(errno));
+	client_free(&c);
+	return QERR_IO;
+}
+
+void client_free(client **c)
+{
+	if (!c || !*c)
+		return;
+	if ((*c)->sock)
+		zmq_close((*c)->sock);
+	if ((*c)->ctx)
+		zmq_ctx_term((*c)->ctx);
+	free((*c)->endpoint);
+	free(*c);
+	*c = NULL;
+}
+
+const char *client_endpoint(const client *c)
+{
+	return c->endpoint;
+}
+
+size_t client_dropped(const client *c)
+{
+	return c->dropped;
+}
+
+uint64_t client_request_id(void)
+{
+	uint64_t id = 0;
+	struct timespec ts;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		id = (uint64_t)ts.tv_sec * 1000000007u ^
+		     (uint64_t)ts.tv_nsec << 20 ^ (uint64_t)getpid();
+		id ^= id >> 33;
+		id *= 0xff51afd7ed558ccdull;
+		id ^= id >> 33;
+	}
+	return id ? id : 1;
+}
+
+int client_send(client *c, Quorum__ClientRequest *req)
+{
+	size_t n;
+	uint8_t *buf;
+	int rc;
+
+	req->version = QUORUM__CONSTANTS__PROTOCOL_VERSION;
+	n = quorum__client_request__get_packed_size(req);
+	if (!(buf = malloc(n ? n : 1)))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	quorum__client_request__pack(req, buf);
+	do
+		rc = zmq_send(c->sock, buf, n, 0);
+	while (rc < 0 && errno == EINTR);
+	free(buf);
+	if (rc < 0)
+		return qerr_fail(QERR_IO, "send to %s: %s", c->endpoint,
+				 zmq_strerror(errno));
+	return QERR_OK;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Receives one whole message without waiting. 1 got (*out may be NULL:
+ * dropped as invalid), 0 nothing there, -1 socket error. */
+static int recv_one(client *c, Quorum__ClientReply **out)
+{
+	zmq_msg_t m;
+	int more = 0, frames = 0;
+	size_t more_sz = sizeof(more);
+	Quorum__ClientReply *r = NULL;
+
+	*out = NULL;
+	do {
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, c->sock, ZMQ_DONTWAIT) < 0) {
+			int e = errno;
+
+			zmq_msg_close(&m);
+			if (frames == 0 && (e == EAGAIN || e == EINTR))
+				return 0;
+			if (e == EAGAIN || e == EINTR)
+				continue; /* rest of a multipart is atomic */
+			qerr_fail(QERR_IO, "receive from %s: %s", c->endpoint,
+				  zmq_strerror(e));
+			return -1;
+		}
+		if (frames++ == 0)
+			r = quorum__client_reply__unpack(NULL, zmq_msg_size(&m),
+							 zmq_msg_data(&m));
+		zmq_getsockopt(c->sock, ZMQ_RCVMORE, &more, &more_sz);
+		zmq_msg_close(&m);
+	} while (more);
+	if (!r || frames != 1) {
+		if (r)
+			quorum__client_reply__free_unpacked(r, NULL);
+		c->dropped++;
+		return 1;
+	}
+	*out = r;
+	return 1;
+}
+
+int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out)
+{
+	int64_t end = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+
+	*out = NULL;
+	for (;;) {
+		zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+		int64_t left = end - now_ms();
+		int rc = recv_one(c, out);
+
+		if (rc < 0)
+			return QERR_IO;
+		if (*out)
+			return QERR_OK;
+		if (rc > 0)
+			continue; /* dropped one; look again */
+		if (left <= 0)
+			return QERR_OK;
+		if (zmq_poll(&it, 1, (long)left) < 0 && errno != EINTR)
+			return qerr_fail(QERR_IO, "poll: %s",
+					 zmq_strerror(errno));
+	}
+}
+
+int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
+		int retries, Quorum__ClientReply **out)
+{
+	*out = NULL;
+	for (int attempt = 0; attempt <= retries; attempt++) {
+		int64_t end = now_ms() + timeout_ms;
+		int rc = client_send(c, req);
+
+		if (rc)
+			return rc;
+		for (;;) {
+			int64_t left = end - now_ms();
+			Quorum__ClientReply *r;
+
+			if ((rc = client_recv(c, left > 0 ? (int)left : 0, &r)))
+				return rc;
+			if (!r)
+				break; /* this attempt ran out */
+			if (r->request_id == req->request_id) {
+				*out = r;
+				return QERR_OK;
+			}
+			/* a stale reply to someone else's id: not ours */
+			c->dropped++;
+			quorum__client_reply__free_unpacked(r, NULL);
+		}
+	}
+	return QERR_OK;
+}
+
+const char *client_status_name(int status)
+{
+	const ProtobufCEnumValue *v =
+		protobuf_c_enum_descriptor_get_value(&quorum__status__descriptor,
+						     status);
+
+	return v ? v->name : "STATUS_UNKNOWN";
+}
+
+json_t *client_text(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	char *o = malloc(n * 3 + 1);
+	size_t j = 0;
+	json_t *r;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		unsigned c = s[i];
+		size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
+			     : c >= 0xe0 && c <= 0xef ? 3
+			     : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		unsigned cp = len == 2 ? c & 31u : len == 3 ? c & 15u : c & 7u;
+		int ok = len > 0 && i + len <= n;
+
+		for (size_t k = 1; ok && k < len; k++) {
+			ok = (s[i + k] >> 6) == 2;
+			cp = cp << 6 | (s[i + k] & 63u);
+		}
+		/* refuse overlong forms, surrogates and > U+10FFFF */
+		if (ok && len == 3)
+			ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
+		if (ok && len == 4)
+			ok = cp >= 0x10000 && cp <= 0x10ffff;
+		if (!ok) {
+			memcpy(o + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+			continue;
+		}
+		memcpy(o + j, s + i, len);
+		j += len;
+		i += len;
+	}
+	r = json_stringn(o, j);
+	free(o);
+	return r;
+}
+
+static json_t *opt_bytes(int has, ProtobufCBinaryData b)
+{
+	return has ? client_text(b.data, b.len) : json_null();
+}
+
+static json_t *opt_str(const char *s)
+{
+	return s ? client_text(s, strlen(s)) : json_null();
+}
+
+static json_t *opt_real(int has, double v)
+{
+	return has ? json_real(v) : json_null();
+}
+
+static json_t *opt_int(int has, uint64_t v)
+{
+	return has ? json_integer((json_int_t)v) : json_null();
+}
+
+void client_answer_json(json_t *o, const Quorum__Answer *a)
+{
+	json_t *votes = json_array(), *smp = json_array();
+	const Quorum__Timings *t = a ? a->timings : NULL;
+	const Quorum__PrefixStats *p = a ? a->prefix : NULL;
+	size_t voters = 0;
+	double dec_s;
+
+	for (size_t i = 0; a && i < a->n_votes; i++) {
+		const Quorum__Vote *v = a->votes[i];
+
+		json_array_append_new(votes, json_pack(
+			"{s:o, s:I, s:I}", "answer",
+			client_text(v->answer.data, v->answer.len), "count",
+			(json_int_t)v->count, "first_index",
+			(json_int_t)v->first_index));
+	}
+	for (size_t i = 0; a && i < a->n_samples; i++) {
+		const Quorum__Sample *x = a->samples[i];
+
+		voters += x->has_answer;
+		json_array_append_new(smp, json_pack(
+			"{s:I, s:o, s:I, s:o, s:o, s:o}", "index",
+			(json_int_t)x->index, "answer",
+			opt_bytes(x->has_answer, x->answer), "tokens",
+			(json_int_t)x->tokens, "finish", opt_str(x->finish),
+			"text", client_text(x->text.data, x->text.len),
+			"worker", opt_str(x->worker)));
+	}
+	json_object_set_new(o, "answer",
+			    a ? opt_bytes(a->has_answer, a->answer)
+			      : json_null());
+	json_object_set_new(o, "votes", votes);
+	json_object_set_new(o, "n", a ? json_integer(a->n) : json_null());
+	json_object_set_new(o, "voters", json_integer((json_int_t)voters));
+	json_object_set_new(o, "prompt_tokens",
+			    p ? opt_int(p->has_prompt_tokens, p->prompt_tokens)
+			      : json_null());
+	json_object_set_new(o, "samples", smp);
+	dec_s = t && t->has_decode_ms ? t->decode_ms / 1e3 : 0;
+	json_object_set_new(o, "timings", !t ? json_null() : json_pack(
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"queue_ms", opt_real(t->has_queue_ms, t->queue_ms),
+		"prefill_ms", opt_real(t->has_prefill_ms, t->prefill_ms),
+		"decode_ms", opt_real(t->has_decode_ms, t->decode_ms),
+		"total_ms", opt_real(t->has_total_ms, t->total_ms),
+		"prefills", p ? opt_int(p->has_prefills, p->prefills)
+			      : json_null(),
+		"generated_tokens",
+		opt_int(t->has_generated_tokens, t->generated_tokens),
+		"tokens_per_s", opt_real(t->has_generated_tokens && dec_s > 0,
+					 t->generated_tokens / (dec_s > 0 ? dec_s : 1)),
+		"messages", opt_int(t->has_messages, t->messages)));
+	json_object_set_new(o, "prefix", !p ? json_null() : json_pack(
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"prefill_worker", opt_str(p->prefill_worker),
+		"cache_hit", p->has_cache_hit ? json_boolean(p->cache_hit)
+					      : json_null(),
+		"prompt_tokens", opt_int(p->has_prompt_tokens, p->prompt_tokens),
+		"prefix_blocks", opt_int(p->has_prefix_blocks, p->prefix_blocks),
+		"blocks_mapped", opt_int(p->has_blocks_mapped, p->blocks_mapped),
+		"blocks_copied", opt_int(p->has_blocks_copied, p->blocks_copied),
+		"blocks_transferred",
+		opt_int(p->has_blocks_transferred, p->blocks_transferred),
+		"bytes_transferred",
+		opt_int(p->has_bytes_transferred, p->bytes_transferred)));
+}
+
+void client_cluster_json(json_t *o, const Quorum__ClusterStatus *s)
+{
+	json_t *w = json_array();
+
+	for (size_t i = 0; i < s->n_workers; i++) {
+		const Quorum__WorkerStatus *x = s->workers[i];
+
+		json_array_append_new(w, json_pack(
+			"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+			"id", opt_str(x->id), "host", opt_str(x->host),
+			"pid", opt_int(x->has_pid, x->pid),
+			"slots", opt_int(x->has_slots, x->slots),
+			"busy", opt_int(x->has_busy, x->busy),
+			"blocks_used", opt_int(x->has_blocks_used, x->blocks_used),
+			"blocks_free", opt_int(x->has_blocks_free, x->blocks_free),
+			"roots", opt_int(x->has_roots, x->roots),
+			"heartbeat_age_ms",
+			opt_int(x->has_heartbeat_age_ms, x->heartbeat_age_ms)));
+	}
+	json_object_set_new(o, "cluster", opt_str(s->cluster));
+	json_object_set_new(o, "workers", w);
+	json_object_set_new(o, "queue_depth",
+			    opt_int(s->has_queue_depth, s->queue_depth));
+	json_object_set_new(o, "in_flight",
+			    opt_int(s->has_in_flight, s->in_flight));
+	json_object_set_new(o, "requests_served",
+			    opt_int(s->has_requests_served, s->requests_served));
+	json_object_set_new(o, "requests_failed",
+			    opt_int(s->has_requests_failed, s->requests_failed));
+	json_object_set_new(o, "tokens_per_s",
+			    opt_real(s->has_tokens_per_s, s->tokens_per_s));
+	json_object_set_new(o, "prefix_hits",
+			    opt_int(s->has_prefix_hits, s->prefix_hits));
+	json_object_set_new(o, "prefix_misses",
+			    opt_int(s->has_prefix_misses, s->prefix_misses));
+}

@@ -1,0 +1,88 @@
+/*
+ * client — the client side of the quorum wire protocol, shared by
+ * `quorum ask` and `quorum status` (tools only; the server side lives in
+ * coordinator/ and common/).
+ *
+ * implements: one DEALER socket connected to the coordinator's client
+ * endpoint; send a ClientRequest, receive ClientReplies (one protobuf
+ * frame each, see proto/quorum.proto); a blocking call with bounded
+ * retries that resends the SAME request id (the coordinator may
+ * deduplicate); JSON renderings of an Answer and a ClusterStatus with the
+ * field names of `quorum run --json`.
+ *
+ * Replies are untrusted: a message that is not exactly one frame, does
+ * not unpack, or carries an unknown request id is dropped and the wait
+ * goes on (a late reply to an earlier attempt of the same id is accepted:
+ * it is the same request). Nothing here exits or prints, except through
+ * qerr_detail().
+ */
+#ifndef QUORUM_CLIENT_H
+#define QUORUM_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/quorum.pb-c.h"
+
+/* Replies larger than this are refused by the socket (ZMQ_MAXMSGSIZE). */
+#define CLIENT_MAX_REPLY_BYTES (256LL << 20)
+
+/* Process exit status for a reply status: OK 0, BUSY 3, others 1. */
+#define CLIENT_EXIT_BUSY 3
+int client_exit_code(int status);
+
+typedef struct client client;
+
+/* Opens a ZeroMQ context and a DEALER socket connected to endpoint
+ * (tcp://, ipc://). Connecting never waits for the peer. QERR_OK and
+ * *out set, or QERR_ARG / QERR_IO / QERR_NOMEM with qerr_detail(). */
+int client_open(const char *endpoint, client **out);
+
+/* Closes the socket (unsent messages are dropped) and the context; sets
+ * *c to NULL; NULL ok. */
+void client_free(client **c);
+
+const char *client_endpoint(const client *c);
+
+/* A random non-zero 64-bit request id (getrandom; time and pid mix in
+ * when that fails). */
+uint64_t client_request_id(void);
+
+/* Packs and queues req (version is set to PROTOCOL_VERSION here). */
+int client_send(client *c, Quorum__ClientRequest *req);
+
+/* Waits up to timeout_ms (>= 0) for the next valid reply. QERR_OK with
+ * *out a reply the caller frees with quorum__client_reply__free_unpacked,
+ * or QERR_OK with *out NULL when the time ran out; QERR_IO on a socket
+ * error. Invalid messages are dropped (counted in client_dropped). */
+int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out);
+
+/* Messages dropped so far as invalid. */
+size_t client_dropped(const client *c);
+
+/* Sends req and waits up to timeout_ms per attempt for the reply with its
+ * request id, resending the same request up to `retries` more times.
+ * QERR_OK with *out the reply, or QERR_OK with *out NULL after the last
+ * attempt ran out; QERR_IO on a socket error. */
+int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
+		int retries, Quorum__ClientReply **out);
+
+/* "STATUS_OK", "STATUS_BUSY", ... ("STATUS_UNKNOWN" otherwise). */
+const char *client_status_name(int status);
+
+/* A JSON string of bytes s[0, n): invalid UTF-8 bytes become U+FFFD and
+ * NUL bytes are kept as \u0000. Never NULL unless out of memory. */
+json_t *client_text(const void *s, size_t n);
+
+/* Adds the fields of an Answer to o, named as `quorum run --json` names
+ * them (answer, votes, n, voters, prompt_tokens, samples, timings) plus
+ * "prefix" (prefill worker, cache hit, block counts). a may be NULL (a
+ * failed request): answer null, votes/samples empty. */
+void client_answer_json(json_t *o, const Quorum__Answer *a);
+
+/* Adds the fields of a ClusterStatus to o (cluster, workers[], queue
+ * depth, in flight, served/failed, tokens_per_s, prefix hits/misses). */
+void client_cluster_json(json_t *o, const Quorum__ClusterStatus *s);
+
+#endif

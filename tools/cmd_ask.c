@@ -1,0 +1,812 @@
+/* quorum ask — ask a running cluster (the coordinator's client endpoint). */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "qerr.h"
+#include "vote.h"
+
+#define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
+#define ASK_MAX_CONCURRENCY 1024
+#define ASK_BUSY_BACKOFF_MS 250 /* doubles per BUSY retry */
+
+/* Client-side outcome when no reply came (not a protocol status). */
+#define ASK_NO_REPLY "NO_REPLY"
+
+static void help(void)
+{
+	printf("usage: quorum ask [options] \"question\"\n"
+	       "       quorum ask --file questions.jsonl [options]\n\n"
+	       "Asks a running quorum cluster (see `coordinator --config`) to\n"
+	       "answer a question by self-consistency and prints the answer,\n"
+	       "the vote and every sample, like `quorum run`. The question is\n"
+	       "read from stdin when it is '-'.\n\n"
+	       "With --file, asks every question of a JSON-lines file (one\n"
+	       "object per line: \"question\", optional expected \"answer\",\n"
+	       "optional \"id\"), up to --concurrency at a time, and writes one\n"
+	       "JSON result per line in input order. Expected and given answers\n"
+	       "are compared in vote_extract's canonical form (42, 42.0, +42\n"
+	       "and 042 agree; so do 1,234 and 1234). Malformed lines are\n"
+	       "reported with their line number and skipped.\n"
+	       "The summary (counts, accuracy) goes to stdout with --out, else\n"
+	       "to stderr; a progress bar is drawn when stderr is a terminal.\n\n"
+	       "options:\n"
+	       "  --endpoint E          coordinator client endpoint\n"
+	       "                        (default " ASK_DEFAULT_ENDPOINT ")\n"
+	       "  -n N                  samples (default: the cluster's)\n"
+	       "  --seed S              seed; sample i uses (S, i)\n"
+	       "  --temperature T       0 = greedy\n"
+	       "  --top-k K             0 = off\n"
+	       "  --top-p P             1 = off\n"
+	       "  --max-new-tokens K    per sample\n"
+	       "  --system TEXT         system prompt (default: the cluster's)\n"
+	       "  --timeout SEC         wait per attempt (default 60)\n"
+	       "  --retries R           resend the same request R more times when\n"
+	       "                        no reply came (default 2)\n"
+	       "  --json                one JSON object: the fields of\n"
+	       "                        `quorum run --json` plus status, error,\n"
+	       "                        timings, prefix\n"
+	       "  --file F              questions, JSON lines ('-' = stdin)\n"
+	       "  --concurrency C       requests in flight with --file (default 8)\n"
+	       "  --out F               results with --file (default stdout)\n"
+	       "  -h, --help            this help\n\n"
+	       "exit status: 0 answered, 1 failed (no reply, error reply), 2 usage,\n"
+	       "3 the cluster is busy (STATUS_BUSY: try again later). With --file:\n"
+	       "0 when every request got an OK reply, otherwise 1.\n");
+}
+
+typedef struct ask_opts {
+	const char *endpoint;
+	Quorum__SamplingParams sp; /* has_* set for what was given */
+	const char *system;
+	int timeout_ms;
+	int retries;
+	int json;
+	const char *file;
+	const char *out;
+	int concurrency;
+} ask_opts;
+
+/* Reads all of f into a NUL-terminated buffer; *len excludes the NUL. */
+static char *read_all(FILE *f, size_t *len)
+{
+	size_t n = 0, cap = 4096;
+	char *b = malloc(cap), *nb;
+
+	while (b) {
+		size_t r = fread(b + n, 1, cap - n - 1, f);
+
+		n += r;
+		if (r == 0)
+			break;
+		if (n + 1 == cap) {
+			if (!(nb = realloc(b, cap *= 2)))
+				free(b);
+			b = nb;
+		}
+	}
+	if (b) {
+		b[n] = '\0';
+		*len = n;
+	}
+	return b;
+}
+
+static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
+		     const ask_opts *o, const char *q, size_t qlen)
+{
+	quorum__ask__init(ask);
+	quorum__client_request__init(req);
+	ask->question.data = (uint8_t *)q;
+	ask->question.len = qlen;
+	if (o->system) {
+		ask->has_system = 1;
+		ask->system.data = (uint8_t *)o->system;
+		ask->system.len = strlen(o->system);
+	}
+	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
+	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens)
+		ask->params = (Quorum__SamplingParams *)&o->sp;
+	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
+	req->ask = ask;
+}
+
+/* ---- one question ---------------------------------------------------- */
+
+static void print_text(const Quorum__Answer *a)
+{
+	const Quorum__Timings *t = a->timings;
+	const Quorum__PrefixStats *p = a->prefix;
+	size_t voters = 0;
+
+	if (!a->has_answer)
+		printf("answer: (none: no sample gave an answer)\n");
+	else
+		printf("answer: %.*s  (%u of %u votes)\n", (int)a->answer.len,
+		       (const char *)a->answer.data,
+		       a->n_votes ? a->votes[0]->count : 0, a->n);
+	printf("votes:\n");
+	for (size_t i = 0; i < a->n_votes; i++) {
+		printf("  %6u  %.*s\n", a->votes[i]->count,
+		       (int)a->votes[i]->answer.len,
+		       (const char *)a->votes[i]->answer.data);
+		voters += a->votes[i]->count;
+	}
+	if (voters < a->n)
+		printf("  %6zu  (no answer)\n", (size_t)a->n - voters);
+	printf("samples:\n");
+	for (size_t i = 0; i < a->n_samples; i++) {
+		const Quorum__Sample *x = a->samples[i];
+
+		printf("--- sample %u: answer %.*s, %u tokens, finish %s%s%s\n",
+		       x->index, x->has_answer ? (int)x->answer.len : 6,
+		       x->has_answer ? (const char *)x->answer.data : "(none)",
+		       x->tokens, x->finish ? x->finish : "?",
+		       x->worker ? ", worker " : "", x->worker ? x->worker : "");
+		fwrite(x->text.data, 1, x->text.len, stdout);
+		printf("\n");
+	}
+	if (t) {
+		double dec_s = t->has_decode_ms ? t->decode_ms / 1e3 : 0;
+
+		printf("--- cluster: queue %.1f ms, prefill %.1f ms, decode "
+		       "%.1f ms, total %.1f ms; %llu tokens (%.1f tokens/s); "
+		       "%u messages\n",
+		       t->queue_ms, t->prefill_ms, t->decode_ms, t->total_ms,
+		       (unsigned long long)t->generated_tokens,
+		       dec_s > 0 ? t->generated_tokens / dec_s : 0.0,
+		       t->messages);
+	}
+	if (p)
+		printf("--- prefix: %u prompt tokens, %u block(s), prefill on %s "
+		       "(%s, %u prefill(s)); blocks mapped %u, copied %u, "
+		       "transferred %u (%llu bytes)\n",
+		       p->prompt_tokens, p->prefix_blocks,
+		       p->prefill_worker ? p->prefill_worker : "?",
+		       !p->has_cache_hit ? "cache ?"
+		       : p->cache_hit ? "cache hit" : "cache miss",
+		       p->prefills, p->blocks_mapped, p->blocks_copied,
+		       p->blocks_transferred,
+		       (unsigned long long)p->bytes_transferred);
+}
+
+/* The requested sampling parameters (null: the cluster's default). */
+static void params_json(json_t *o, const ask_opts *a)
+{
+	const Quorum__SamplingParams *p = &a->sp;
+
+	json_object_set_new(o, "mode", json_string("cluster"));
+	json_object_set_new(o, "seed", p->has_seed ? json_integer(
+		(json_int_t)p->seed) : json_null());
+	json_object_set_new(o, "temperature", p->has_temperature ?
+			    json_real(p->temperature) : json_null());
+	json_object_set_new(o, "top_k", p->has_top_k ?
+			    json_integer(p->top_k) : json_null());
+	json_object_set_new(o, "top_p", p->has_top_p ?
+			    json_real(p->top_p) : json_null());
+	json_object_set_new(o, "max_new_tokens", p->has_max_new_tokens ?
+			    json_integer(p->max_new_tokens) : json_null());
+}
+
+static void print_json(const ask_opts *a, uint64_t id, const char *status,
+		       const char *error, const Quorum__Answer *ans)
+{
+	json_t *o = json_object();
+	char *s, idhex[17];
+
+	json_object_set_new(o, "status", json_string(status));
+	json_object_set_new(o, "error", error ? client_text(error, strlen(error))
+					      : json_null());
+	snprintf(idhex, sizeof(idhex), "%016llx", (unsigned long long)id);
+	json_object_set_new(o, "request_id", json_string(idhex));
+	json_object_set_new(o, "endpoint", json_string(a->endpoint));
+	client_answer_json(o, ans);
+	params_json(o, a);
+	s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	json_decref(o);
+}
+
+static int ask_one(const ask_opts *o, const char *q, size_t qlen)
+{
+	Quorum__Ask ask;
+	Quorum__ClientRequest req;
+	Quorum__ClientReply *r = NULL;
+	client *c = NULL;
+	int rc = 1;
+	const char *sname;
+	char msg[512];
+
+	ask_init(&ask, &req, o, q, qlen);
+	req.request_id = client_request_id();
+	if (client_open(o->endpoint, &c) ||
+	    client_call(c, &req, o->timeout_ms, o->retries, &r)) {
+		fprintf(stderr, "quorum ask: %s\n", qerr_detail());
+		goto out;
+	}
+	if (!r) {
+		snprintf(msg, sizeof(msg), "no reply from %s within %gs (is the "
+			 "coordinator running?)", o->endpoint,
+			 o->timeout_ms * (o->retries + 1) / 1e3);
+		fprintf(stderr, "quorum ask: %s\n", msg);
+		if (o->json)
+			print_json(o, req.request_id, ASK_NO_REPLY, msg, NULL);
+		goto out;
+	}
+	if (r->version != QUORUM__CONSTANTS__PROTOCOL_VERSION &&
+	    r->status == QUORUM__STATUS__STATUS_OK)
+		r->status = QUORUM__STATUS__STATUS_VERSION_MISMATCH;
+	sname = client_status_name(r->status);
+	if (r->status != QUORUM__STATUS__STATUS_OK) {
+		snprintf(msg, sizeof(msg), "%s", r->error ? r->error
+			 : r->version != QUORUM__CONSTANTS__PROTOCOL_VERSION
+			 ? "the coordinator speaks another protocol version"
+			 : "(no message)");
+		fprintf(stderr, "quorum ask: %s: %s\n", sname, msg);
+		if (o->json)
+			print_json(o, req.request_id, sname, msg, NULL);
+		rc = client_exit_code(r->status);
+		goto out;
+	}
+	if (r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER || !r->answer) {
+		fprintf(stderr, "quorum ask: malformed reply: OK without an "
+			"answer\n");
+		goto out;
+	}
+	if (o->json)
+		print_json(o, req.request_id, sname, NULL, r->answer);
+	else
+		print_text(r->answer);
+	rc = 0;
+out:
+	if (r)
+		quorum__client_reply__free_unpacked(r, NULL);
+	client_free(&c);
+	return rc;
+}
+
+/* ---- a file of questions --------------------------------------------- */
+
+typedef struct item {
+	long line;            /* 1-based line in the input */
+	const char *question; /* borrowed from q (the parsed line) */
+	size_t qlen;
+	char *expected;       /* owned; NULL: no expected answer */
+	json_t *line_obj;     /* the parsed line (owns question, id) */
+	json_t *result;       /* the output object once done */
+	int ok;               /* got an OK reply */
+	int answered;         /* ... with an answer */
+	int correct;
+} item;
+
+typedef struct slot {
+	size_t item;          /* index into items */
+	uint64_t id;
+	int attempts;         /* sends of this id */
+	int busy_retries;
+	int64_t deadline;     /* ms: resend or give up at */
+	int64_t send_at;      /* ms: 0 = sent; else send then (BUSY backoff) */
+} slot;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Canonical form of an answer for comparison: the vote_extract form of
+ * "\boxed{TEXT}" (a number canonicalized, anything else trimmed byte for
+ * byte), or of TEXT itself when it has its own box; the trimmed text when
+ * extraction finds nothing. */
+static void canon(const char *s, size_t n, char *out, size_t cap)
+{
+	char *b;
+
+	while (n && strchr(" \t\r\n\v\f", s[0]) && s[0])
+		s++, n--;
+	while (n && strchr(" \t\r\n\v\f", s[n - 1]) && s[n - 1])
+		n--;
+	if (memmem(s, n, "\\boxed{", 7) && vote_extract(s, n, out, cap))
+		return;
+	if ((b = malloc(n + 8))) {
+		memcpy(b, "\\boxed{", 7);
+		memcpy(b + 7, s, n);
+		b[n + 7] = '}';
+		if (vote_extract(b, n + 8, out, cap)) {
+			free(b);
+			return;
+		}
+		free(b);
+	}
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+static int answers_match(const char *exp, const uint8_t *got, size_t glen)
+{
+	char a[VOTE_ANSWER_MAX], b[VOTE_ANSWER_MAX];
+
+	canon(exp, strlen(exp), a, sizeof(a));
+	canon((const char *)got, glen, b, sizeof(b));
+	return !strcmp(a, b);
+}
+
+/* Parses one line into *it. 0 ok; -1 malformed (reason printed). */
+static int parse_line(const char *fname, long lineno, const char *s,
+		      size_t n, item *it)
+{
+	json_error_t err;
+	json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err), *q, *a;
+	const char *why = NULL;
+	char num[64];
+
+	memset(it, 0, sizeof(*it));
+	if (!o) {
+		fprintf(stderr, "quorum ask: %s:%ld: not JSON: %s (skipped)\n",
+			fname, lineno, err.text);
+		return -1;
+	}
+	q = json_object_get(o, "question");
+	a = json_object_get(o, "answer");
+	if (!json_is_object(o))
+		why = "not a JSON object";
+	else if (!q)
+		why = "no \"question\"";
+	else if (!json_is_string(q))
+		why = "\"question\" is not a string";
+	else if (json_string_length(q) == 0)
+		why = "\"question\" is empty";
+	else if (a && !json_is_null(a) && !json_is_string(a) &&
+		 !json_is_number(a))
+		why = "\"answer\" is not a string or a number";
+	else if (json_is_string(a) && json_string_length(a) == 0)
+		why = "\"answer\" is empty";
+	if (why) {
+		fprintf(stderr, "quorum ask: %s:%ld: %s (skipped)\n", fname,
+			lineno, why);
+		json_decref(o);
+		return -1;
+	}
+	it->line = lineno;
+	it->line_obj = o;
+	it->question = json_string_value(q);
+	it->qlen = json_string_length(q);
+	if (json_is_string(a))
+		it->expected = strndup(json_string_value(a),
+				       json_string_length(a));
+	else if (json_is_integer(a))
+		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+			 json_integer_value(a));
+	else if (json_is_real(a))
+		snprintf(num, sizeof(num), "%.17g", json_real_value(a));
+	if (json_is_number(a))
+		it->expected = strdup(num);
+	return 0;
+}
+
+/* Reads the whole input; items in input order. Returns -1 if the file
+ * cannot be read; *n_bad counts malformed lines. */
+static int read_items(const char *fname, item **out, size_t *n_out,
+		      size_t *n_bad)
+{
+	FILE *f = strcmp(fname, "-") ? fopen(fname, "r") : stdin;
+	char *line = NULL;
+	size_t cap = 0, n = 0, icap = 0;
+	ssize_t len;
+	long lineno = 0;
+	item *items = NULL, *ni;
+
+	*n_bad = 0;
+	if (!f) {
+		fprintf(stderr, "quorum ask: cannot open %s: %m\n", fname);
+		return -1;
+	}
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		size_t k = 0;
+
+		lineno++;
+		while (k < (size_t)len && strchr(" \t\r\n", line[k]) && line[k])
+			k++;
+		if (k == (size_t)len)
+			continue; /* blank lines are not questions */
+		if (n == icap) {
+			icap = icap ? icap * 2 : 64;
+			if (!(ni = realloc(items, icap * sizeof(*items)))) {
+				fprintf(stderr, "quorum ask: out of memory\n");
+				break;
+			}
+			items = ni;
+		}
+		if (parse_line(fname, lineno, line, (size_t)len, &items[n]))
+			(*n_bad)++;
+		else
+			n++;
+	}
+	if (ferror(f))
+		fprintf(stderr, "quorum ask: reading %s: %m\n", fname);
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	*out = items;
+	*n_out = n;
+	return 0;
+}
+
+/* Fills it->result from a reply (r NULL: no reply; status/err then say
+ * why). */
+static void finish_item(item *it, const Quorum__ClientReply *r,
+			const char *status, const char *err)
+{
+	const Quorum__Answer *a = NULL;
+	json_t *o = json_object(), *tmp, *id;
+
+	if (r && r->status == QUORUM__STATUS__STATUS_OK &&
+	    r->body_case == QUORUM__CLIENT_REPLY__BODY_ANSWER)
+		a = r->answer;
+	if (r && r->status == QUORUM__STATUS__STATUS_OK && !a) {
+		status = "STATUS_INTERNAL";
+		err = "malformed reply: OK without an answer";
+	}
+	it->ok = a != NULL;
+	it->answered = a && a->has_answer;
+	it->correct = it->answered && it->expected &&
+		      answers_match(it->expected, a->answer.data,
+				    a->answer.len);
+	json_object_set_new(o, "line", json_integer(it->line));
+	if ((id = json_object_get(it->line_obj, "id")))
+		json_object_set(o, "id", id);
+	json_object_set_new(o, "question", client_text(it->question, it->qlen));
+	json_object_set_new(o, "expected", it->expected ? client_text(
+		it->expected, strlen(it->expected)) : json_null());
+	tmp = json_object();
+	client_answer_json(tmp, a);
+	json_object_set(o, "answer", json_object_get(tmp, "answer"));
+	json_object_set_new(o, "correct", it->expected ? json_boolean(
+		it->correct) : json_null());
+	json_object_set(o, "votes", json_object_get(tmp, "votes"));
+	json_object_set(o, "n", json_object_get(tmp, "n"));
+	json_object_set(o, "voters", json_object_get(tmp, "voters"));
+	json_object_set_new(o, "status", json_string(status));
+	json_object_set_new(o, "error", err ? client_text(err, strlen(err))
+					    : json_null());
+	json_object_set(o, "timings", json_object_get(tmp, "timings"));
+	json_decref(tmp);
+	it->result = o;
+}
+
+static void progress(size_t done, size_t total, size_t failed)
+{
+	enum { W = 30 };
+	char bar[W + 1];
+	size_t k = total ? done * W / total : W;
+
+	for (size_t i = 0; i < W; i++)
+		bar[i] = i < k ? '#' : '.';
+	bar[W] = '\0';
+	fprintf(stderr, "\r[%s] %zu/%zu done, %zu failed", bar, done, total,
+		failed);
+	fflush(stderr);
+}
+
+static int send_slot(client *c, const ask_opts *o, item *it, slot *s)
+{
+	Quorum__Ask ask;
+	Quorum__ClientRequest req;
+
+	ask_init(&ask, &req, o, it->question, it->qlen);
+	req.request_id = s->id;
+	s->attempts++;
+	s->send_at = 0;
+	s->deadline = now_ms() + o->timeout_ms;
+	return client_send(c, &req);
+}
+
+static int ask_file(const ask_opts *o)
+{
+	item *items = NULL;
+	slot *slots = NULL;
+	size_t n = 0, n_bad = 0, next = 0, n_slots = 0, done = 0, written = 0;
+	size_t failed = 0, with_exp = 0, answered = 0, correct = 0, replies = 0;
+	client *c = NULL;
+	FILE *out = stdout;
+	FILE *sum;
+	int rc = 1, tty = isatty(2), dead = 0;
+	char msg[512];
+
+	if (read_items(o->file, &items, &n, &n_bad))
+		return 1;
+	if (o->out && !(out = fopen(o->out, "w"))) {
+		fprintf(stderr, "quorum ask: cannot create %s: %m\n", o->out);
+		goto cleanup;
+	}
+	sum = o->out ? stdout : stderr;
+	if (!(slots = calloc((size_t)o->concurrency, sizeof(*slots))) ||
+	    client_open(o->endpoint, &c)) {
+		fprintf(stderr, "quorum ask: %s\n", slots ? qerr_detail()
+			: "out of memory");
+		goto cleanup;
+	}
+	snprintf(msg, sizeof(msg), "no reply from %s within %gs (is the "
+		 "coordinator running?)", o->endpoint,
+		 o->timeout_ms * (o->retries + 1) / 1e3);
+	if (tty && n)
+		progress(0, n, 0);
+	for (;;) {
+		int64_t now = now_ms(), wake = now + 1000;
+		Quorum__ClientReply *r = NULL;
+
+		/* fill free slots in input order */
+		while (!dead && n_slots < (size_t)o->concurrency && next < n) {
+			slot *s = &slots[n_slots++];
+
+			memset(s, 0, sizeof(*s));
+			s->item = next++;
+			s->id = client_request_id();
+			if (send_slot(c, o, &items[s->item], s))
+				goto io_fail;
+		}
+		/* resends, BUSY backoffs, and give-ups that are due */
+		for (size_t i = 0; i < n_slots; i++) {
+			slot *s = &slots[i];
+			item *it = &items[s->item];
+			int64_t due = s->send_at ? s->send_at : s->deadline;
+
+			if (due <= now && s->send_at) {
+				if (send_slot(c, o, it, s))
+					goto io_fail;
+			} else if (due <= now && !dead &&
+				   s->attempts <= o->retries) {
+				if (send_slot(c, o, it, s))
+					goto io_fail;
+			} else if (due <= now || dead) {
+				/* the same message every time: a
+				 * coordinator that never answered is down */
+				if (!replies && !dead) {
+					fprintf(stderr, "%squorum ask: %s\n",
+						tty ? "\n" : "", msg);
+					dead = 1;
+				}
+				finish_item(it, NULL, ASK_NO_REPLY, msg);
+				failed++;
+				done++;
+				slots[i--] = slots[--n_slots];
+				continue;
+			}
+			due = s->send_at ? s->send_at : s->deadline;
+			if (due < wake)
+				wake = due;
+		}
+		if (dead) /* what was never sent fails the same way */
+			while (next < n) {
+				finish_item(&items[next++], NULL, ASK_NO_REPLY,
+					    msg);
+				failed++;
+				done++;
+			}
+		/* write what is complete, in input order */
+		while (written < n && items[written].result) {
+			char *s = json_dumps(items[written].result,
+					     JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+			if (s)
+				fprintf(out, "%s\n", s);
+			free(s);
+			json_decref(items[written].result);
+			items[written].result = json_null();
+			written++;
+		}
+		fflush(out);
+		if (tty)
+			progress(done, n, failed);
+		if (done == n)
+			break;
+		now = now_ms();
+		if (client_recv(c, wake > now ? (int)(wake - now) : 0, &r))
+			goto io_fail;
+		if (!r)
+			continue;
+		replies++;
+		for (size_t i = 0; i < n_slots; i++) {
+			slot *s = &slots[i];
+			item *it = &items[s->item];
+
+			if (s->id != r->request_id || s->send_at)
+				continue;
+			if (r->status == QUORUM__STATUS__STATUS_BUSY &&
+			    s->busy_retries < o->retries) {
+				/* refused, not queued: a fresh id later */
+				s->send_at = now_ms() +
+					     (ASK_BUSY_BACKOFF_MS << s->busy_retries++);
+				s->id = client_request_id();
+				s->attempts = 0;
+				break;
+			}
+			if (r->version != QUORUM__CONSTANTS__PROTOCOL_VERSION &&
+			    r->status == QUORUM__STATUS__STATUS_OK)
+				r->status = QUORUM__STATUS__STATUS_VERSION_MISMATCH;
+			finish_item(it, r, client_status_name(r->status),
+				    r->error);
+			failed += !it->ok;
+			done++;
+			slots[i] = slots[--n_slots];
+			break;
+		}
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
+	if (tty && n)
+		fprintf(stderr, "\n");
+	for (size_t i = 0; i < n; i++) {
+		with_exp += items[i].expected != NULL;
+		answered += items[i].expected && items[i].answered;
+		correct += items[i].correct;
+	}
+	fprintf(sum, "quorum ask: %zu question(s), %zu failed, %zu malformed "
+		"line(s) skipped\n", n, failed, n_bad);
+	if (with_exp)
+		fprintf(sum, "accuracy: %zu/%zu answered (%.1f%%), %zu/%zu "
+			"total (%.1f%%)\n", correct, answered,
+			answered ? 100.0 * correct / answered : 0.0, correct,
+			with_exp, 100.0 * correct / with_exp);
+	rc = failed ? 1 : 0;
+	goto cleanup;
+io_fail:
+	fprintf(stderr, "%squorum ask: %s\n", tty ? "\n" : "", qerr_detail());
+cleanup:
+	if (out && out != stdout && fclose(out)) {
+		fprintf(stderr, "quorum ask: writing %s: %m\n", o->out);
+		rc = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(items[i].expected);
+		json_decref(items[i].line_obj);
+		json_decref(items[i].result);
+	}
+	free(items);
+	free(slots);
+	client_free(&c);
+	return rc;
+}
+
+int cmd_ask(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"endpoint", required_argument, 0, 'e'},
+		{"seed", required_argument, 0, 'S'},
+		{"temperature", required_argument, 0, 'T'},
+		{"top-k", required_argument, 0, 'k'},
+		{"top-p", required_argument, 0, 'p'},
+		{"max-new-tokens", required_argument, 0, 'x'},
+		{"system", required_argument, 0, 's'},
+		{"timeout", required_argument, 0, 't'},
+		{"retries", required_argument, 0, 'r'},
+		{"json", no_argument, 0, 'J'},
+		{"file", required_argument, 0, 'f'},
+		{"concurrency", required_argument, 0, 'c'},
+		{"out", required_argument, 0, 'o'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	ask_opts o = {.endpoint = ASK_DEFAULT_ENDPOINT, .timeout_ms = 60000,
+		      .retries = 2, .concurrency = 8};
+	int c, rc, conc_given = 0;
+	long v;
+	float f;
+	char *stdin_buf = NULL;
+	const char *q;
+	size_t qlen;
+
+	quorum__sampling_params__init(&o.sp);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'e': o.endpoint = optarg; break;
+		case 's': o.system = optarg; break;
+		case 'J': o.json = 1; break;
+		case 'f': o.file = optarg; break;
+		case 'o': o.out = optarg; break;
+		case 'n':
+			if (cli_long("ask", "-n", optarg, 1, 65536, &v))
+				return 2;
+			o.sp.has_n = 1;
+			o.sp.n = (uint32_t)v;
+			break;
+		case 'S':
+			if (cli_u64("ask", "--seed", optarg, &o.sp.seed))
+				return 2;
+			o.sp.has_seed = 1;
+			break;
+		case 'T':
+			if (cli_float("ask", "--temperature", optarg, 0, 1e6,
+				      &o.sp.temperature))
+				return 2;
+			o.sp.has_temperature = 1;
+			break;
+		case 'k':
+			if (cli_long("ask", "--top-k", optarg, 0, 1 << 24, &v))
+				return 2;
+			o.sp.has_top_k = 1;
+			o.sp.top_k = (int32_t)v;
+			break;
+		case 'p':
+			if (cli_float("ask", "--top-p", optarg, 1e-9, 1,
+				      &o.sp.top_p))
+				return 2;
+			o.sp.has_top_p = 1;
+			break;
+		case 'x':
+			if (cli_long("ask", "--max-new-tokens", optarg, 1,
+				     1 << 20, &v))
+				return 2;
+			o.sp.has_max_new_tokens = 1;
+			o.sp.max_new_tokens = (uint32_t)v;
+			break;
+		case 't':
+			if (cli_float("ask", "--timeout", optarg, 0.001, 86400,
+				      &f))
+				return 2;
+			o.timeout_ms = (int)ceilf(f * 1000);
+			break;
+		case 'r':
+			if (cli_long("ask", "--retries", optarg, 0, 100, &v))
+				return 2;
+			o.retries = (int)v;
+			break;
+		case 'c':
+			if (cli_long("ask", "--concurrency", optarg, 1,
+				     ASK_MAX_CONCURRENCY, &v))
+				return 2;
+			o.concurrency = (int)v;
+			conc_given = 1;
+			break;
+		case 'h': help(); return 0;
+		default: return cli_usage_error("ask", "bad option");
+		}
+	}
+	if (!*o.endpoint)
+		return cli_usage_error("ask", "--endpoint is empty");
+	if (o.file) {
+		if (optind != argc)
+			return cli_usage_error("ask", "give either --file or "
+					       "a question, not both");
+		if (o.json)
+			return cli_usage_error("ask", "--json is implied by "
+					       "--file (results are JSON "
+					       "lines)");
+		return ask_file(&o);
+	}
+	if (conc_given || o.out)
+		return cli_usage_error("ask", "--concurrency and --out go with "
+				       "--file");
+	if (optind + 1 != argc)
+		return cli_usage_error("ask", "give exactly one question "
+				       "('-' reads stdin)");
+	q = argv[optind];
+	qlen = strlen(q);
+	if (!strcmp(q, "-")) {
+		if (!(q = stdin_buf = read_all(stdin, &qlen))) {
+			fprintf(stderr, "quorum ask: cannot read stdin\n");
+			return 1;
+		}
+	}
+	if (!qlen) {
+		fprintf(stderr, "quorum ask: the question is empty\n");
+		free(stdin_buf);
+		return 1;
+	}
+	rc = ask_one(&o, q, qlen);
+	free(stdin_buf);
+	return rc;
+}

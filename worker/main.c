@@ -1,0 +1,137 @@
+/* worker — serves prefill and decode jobs for a quorum coordinator. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "qerr.h"
+#include "wk.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: worker --config cluster.yaml [options]\n\n"
+		"Loads the model of the config, connects to the coordinator's\n"
+		"worker endpoint and serves prefill/decode jobs until SIGTERM.\n\n"
+		"options:\n"
+		"  --config FILE     cluster configuration (required)\n"
+		"  --id NAME         worker id, [A-Za-z0-9_.-] (default w-PID)\n"
+		"  --host LABEL      host label: workers with the same label map\n"
+		"                    each other's KV pools (default: hostname)\n"
+		"  --connect EP      coordinator worker endpoint (default: the\n"
+		"                    config's coordinator.worker_endpoint)\n"
+		"  --threads T       compute threads (default: workers.threads)\n"
+		"  -h, --help        this help\n");
+}
+
+/* A wildcard bind endpoint (tcp://STAR:7701) is reached at the loopback. */
+static void connectable(const char *ep, char *out, size_t cap)
+{
+	const char *star = strstr(ep, "://*:");
+	const char *any = strstr(ep, "://0.0.0.0:");
+
+	if (star)
+		snprintf(out, cap, "%.*s://127.0.0.1:%s", (int)(star - ep), ep,
+			 star + 5);
+	else if (any)
+		snprintf(out, cap, "%.*s://127.0.0.1:%s", (int)(any - ep), ep,
+			 any + 11);
+	else
+		snprintf(out, cap, "%s", ep);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, 0, 'c'},
+		{"id", required_argument, 0, 'i'},
+		{"host", required_argument, 0, 'H'},
+		{"connect", required_argument, 0, 'C'},
+		{"threads", required_argument, 0, 't'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	const char *config = NULL, *id = NULL, *host = NULL, *ep = NULL;
+	char idbuf[WK_ID_MAX], hostbuf[WK_HOST_MAX], epbuf[512];
+	long threads = 0;
+	cfg *c = NULL;
+	wk_opts o = {0};
+	struct sigaction sa;
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end;
+
+		switch (ch) {
+		case 'c': config = optarg; break;
+		case 'i': id = optarg; break;
+		case 'H': host = optarg; break;
+		case 'C': ep = optarg; break;
+		case 't':
+			threads = strtol(optarg, &end, 10);
+			if (*end || threads < 1 || threads > 1024) {
+				fprintf(stderr, "worker: bad --threads '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!config || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (!id) {
+		snprintf(idbuf, sizeof(idbuf), "w-%d", (int)getpid());
+		id = idbuf;
+	}
+	if (!host) {
+		if (gethostname(hostbuf, sizeof(hostbuf)))
+			snprintf(hostbuf, sizeof(hostbuf), "localhost");
+		hostbuf[sizeof(hostbuf) - 1] = '\0';
+		host = hostbuf;
+	}
+	if (!wk_name_ok(id, WK_ID_MAX) || strlen(host) >= WK_HOST_MAX ||
+	    !*host) {
+		fprintf(stderr, "worker: bad --id or --host (letters, digits, "
+			"'_', '-', '.'; id up to %d bytes)\n", WK_ID_MAX - 1);
+		return 2;
+	}
+	if (cfg_load(config, &c)) {
+		fprintf(stderr, "worker: %s\n", qerr_detail());
+		return 1;
+	}
+	connectable(ep ? ep : c->coordinator.worker_endpoint, epbuf,
+		    sizeof(epbuf));
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	o.c = c;
+	o.id = id;
+	o.host = host;
+	o.endpoint = epbuf;
+	o.threads = threads ? (int)threads : c->workers.threads;
+	o.stop = &stop_flag;
+	rc = wk_run(&o);
+	if (rc && rc != WK_REJECTED)
+		fprintf(stderr, "worker %s: %s\n", id, qerr_detail());
+	cfg_free(&c);
+	if (rc == WK_REJECTED)
+		return 3;
+	return rc ? 1 : 0;
+}

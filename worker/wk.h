@@ -1,0 +1,54 @@
+/*
+ * wk — the worker's serving loop: one DEALER to the coordinator, one
+ * engine, one zmq_poll loop (zguide ppworker: heartbeats both ways,
+ * reconnect with a doubling backoff when the coordinator goes silent).
+ *
+ * implements: Register / Heartbeat, and the coordinator's commands:
+ *   Prefill      -> sc_root_prefill, PrefixReady (root kept)
+ *   DecodeJob    -> sc_decode from the job's root (own pool, or a pool of
+ *                   another worker on this host mapped read-only by name),
+ *                   one SampleResult per finished sample, then JobDone
+ *   Release      -> sc_root_release
+ *   ExportRoot   -> sc_root_export, RootData
+ *   import_root  -> sc_root_import, ImportedRoot
+ *   Cancel       -> stops the running decode (checked every round)
+ *   reject       -> the loop ends with WK_REJECTED
+ * Commands are untrusted: every field is checked before use; a bad one
+ * gets a WorkerError (or a failed JobDone) and the worker keeps serving.
+ *
+ * Threads: the loop runs on the caller's thread; the engine's own pool of
+ * threads does the arithmetic. During a decode the per-round callback
+ * sends heartbeats that fall due and reads the socket: Cancel and
+ * heartbeats are handled at once, other commands are queued in order.
+ */
+#ifndef QUORUM_WK_H
+#define QUORUM_WK_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "cfg.h"
+
+#define WK_ID_MAX 64
+#define WK_HOST_MAX 128
+#define WK_REJECTED 3   /* wk_run: the coordinator refused this worker */
+
+typedef struct {
+	const cfg *c;             /* borrowed */
+	const char *id;           /* [A-Za-z0-9_.-]{1,64} */
+	const char *host;         /* host label */
+	const char *endpoint;     /* coordinator's worker endpoint */
+	int threads;
+	volatile sig_atomic_t *stop; /* set by a signal handler */
+} wk_opts;
+
+/* Loads the model, creates the engine and its named pool, serves until
+ * *stop (returns QERR_OK) or a reject (returns WK_REJECTED); other
+ * failures return a qerr code with qerr_detail(). Everything is freed
+ * (the pool's shm name unlinked) before it returns. */
+int wk_run(const wk_opts *o);
+
+/* Valid worker ids and host labels: [A-Za-z0-9_.-]{1,max-1}. */
+int wk_name_ok(const char *s, size_t max);
+
+#endif
