@@ -2,7 +2,8 @@
 #   make deps    install the Debian packages it needs (as root; else prints the line)
 #   make         build build/quorum (CLI) and build/libquorum.a
 #   make test    build and run the unit tests
-#   make demo    synthesize a tiny model and answer a question (main job)
+#   make demo    a local cluster answers a question (main job)
+#   make demo-run  the same in one process
 #   make bench   reset/paged/batched benchmark on a qwen2.5-0.5b-shaped model
 
 CC      ?= gcc
@@ -33,7 +34,7 @@ BENCH_SRC  := $(sort $(wildcard bench/*.c))
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 LIB        := $(B)/libquorum.a
 
-.PHONY: all deps test demo bench bench-kern clean benchbins
+.PHONY: all deps test demo demo-run bench bench-kern clean benchbins
 .SECONDARY:
 all: $(PROGS)
 
@@ -100,8 +101,13 @@ $(BENCH_MODEL): | $(B)/quorum
 	@mkdir -p $(dir $@)
 	$(B)/quorum mkmodel --shape qwen2.5-0.5b --type q8_0 --tokenizer $(QWEN_TOK) -o $@
 
-# The main job: synthesize the default model if missing, answer a question.
+# The main job: a local cluster (coordinator + 2 workers) on the default
+# model (synthesized if missing) answers a question, then stops.
 demo: deps all $(DEMO_MODEL)
+	B=$(B) sh deploy/local-cluster.sh "$(QUESTION)"
+
+# The same question in one process (no cluster).
+demo-run: deps all $(DEMO_MODEL)
 	$(B)/quorum run --model $(DEMO_MODEL) -n 8 --max-new-tokens 64 "$(QUESTION)"
 
 # Benchmarks (not tests): one run, side by side.
@@ -115,3 +121,68 @@ clean:
 	rm -rf $(B)
 
 -include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+
+# ---- fuzzing and sanitizer builds (issue 6) --------------------------------
+#   make fuzz        each libFuzzer target for FUZZ_SECONDS (default 60);
+#                    fails when one finds a crash (build-fuzz/crashes/<t>/)
+#   make fuzz-ci     the same, ~20 s each
+#   make fuzz-build  only build the targets
+#   make test-asan   library, programs and tests with ASan+UBSan in
+#                    build-asan/, then tests/run.sh over them
+# The fuzz targets (fuzz/fuzz_*.c) are built with clang against the library
+# sources compiled once more with ASan+UBSan and coverage, in build-fuzz/.
+FUZZ_CC      ?= clang-14
+FB           := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := gguf wire cfg tok
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer
+FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+		-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
+FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/proto/quorum.pb-c.o
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
+ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer
+
+.PHONY: fuzz fuzz-ci fuzz-build test-asan
+
+$(FB)/proto/quorum.pb-c.c $(FB)/proto/quorum.pb-c.h &: proto/quorum.proto
+	@mkdir -p $(FB)
+	protoc-c --c_out=$(FB) proto/quorum.proto
+$(FUZZ_OBJ) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
+
+$(FB)/%_avx2.o: FUZZ_ISA = $(AVX2_FLAGS)
+$(FB)/%_avx512.o: FUZZ_ISA = $(AVX512_FLAGS)
+
+$(FB)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) $(FUZZ_ISA) -c $< -o $@
+
+$(FB)/proto/quorum.pb-c.o: $(FB)/proto/quorum.pb-c.c
+	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FB)/fuzz_%.o: fuzz/fuzz_%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FB)/fuzz_%: $(FB)/fuzz_%.o $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-build: deps $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	QUORUM_SHARED=$(SHARED) sh fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-ci: fuzz-build
+	QUORUM_SHARED=$(SHARED) sh fuzz/run.sh $(FB) 20 $(FUZZ_TARGETS)
+
+# The ordinary build and test rules, B=build-asan, with the sanitizer flags
+# in CFLAGS (from the environment, so the rules' += still applies).
+test-asan:
+	@mkdir -p build-asan/tmp
+	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
+	ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:strict_string_checks=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		$(MAKE) B=build-asan test
+
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)

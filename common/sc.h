@@ -40,12 +40,12 @@ typedef struct {
 	uint32_t pool_blocks;
 	int n_threads;        /* default 2 */
 	int block_tokens;     /* KV block size, default 16 */
-	int kv_dtype;         /* KV_F32 (default) or KV_F16 */
+	int kv_dtype;         /* KV_F16 (default, as the cluster) or KV_F32 */
 	int max_batch;        /* rows per decode forward, default 64 */
 	int prefill_chunk;    /* rows per prefill forward, default 256 */
 } sc_engine_params;
 
-#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F32, 64, 256})
+#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256})
 
 typedef struct {
 	samp_params sp;

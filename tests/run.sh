@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs each test given — cmocka binaries, or shell scripts (*.sh, called
 # with the build directory $QUORUM_BUILD and ending with a line
-# "NAME: N passed, N failed") — then prints one summary line.
-passed=0; failed=0; bad=""
+# "NAME: N passed, N failed"; exit 77 means skipped) — then prints one
+# summary line.
+passed=0; failed=0; skipped=0; bad=""
 for t in "$@"; do
 	case "$t" in
 	*.sh) out=$(sh "$t" "${QUORUM_BUILD:-build}" 2>&1); rc=$? ;;
@@ -19,8 +20,14 @@ for t in "$@"; do
 		f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1) ;;
 	esac
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+	# exit 77: the script could not run here (e.g. not root); never a pass
+	if [ $rc -eq 77 ]; then skipped=$((skipped + 1)); continue; fi
 	if [ $rc -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $t"; fi
 done
 [ -n "$bad" ] && echo "crashed, skipped or exited non-zero:$bad"
-echo "tests: $passed passed, $failed failed"
+if [ $skipped -gt 0 ]; then
+	echo "tests: $passed passed, $failed failed, $skipped skipped"
+else
+	echo "tests: $passed passed, $failed failed"
+fi
 [ $failed -eq 0 ]

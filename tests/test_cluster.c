@@ -406,6 +406,7 @@ static void reference(const char *q, uint64_t seed, sc_result *out)
 	size_t n = 0;
 
 	ep.n_threads = 1;
+	ep.kv_dtype = KV_F32; /* as the test config's kv.dtype */
 	if (prompt_build(t, NULL, q, &ids, &n) || sc_engine_new(m, t, &ep, &e) ||
 	    sc_run(e, ids, n, &p, out))
 		fail_msg("reference: %s", qerr_detail());

@@ -30,7 +30,7 @@ static void help(void)
 	       "  --ns LIST            sample counts (default 1,3,8,16,32)\n"
 	       "  --modes LIST         modes (default reset,paged,batched)\n"
 	       "  --threads T          threads (default 2)\n"
-	       "  --kv-type T          f32 | f16 (default f32)\n"
+	       "  --kv-type T          f16 | f32 (default f16)\n"
 	       "  -h, --help           this help\n");
 }
 

@@ -32,7 +32,7 @@ static void help(void)
 	       "  --system TEXT         system prompt (default: step by step,\n"
 	       "                        final answer in \\boxed{})\n"
 	       "  --threads T           threads (default 2)\n"
-	       "  --kv-type T           f32 | f16 (default f32)\n"
+	       "  --kv-type T           f16 | f32 (default f16)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --json                one JSON object (fields in README)\n"
