@@ -383,6 +383,10 @@ static const field fields[] = {
 	 OFF(security.n_client_keys), 0, 0, 0, 0},
 	{"security", "worker_keys", F_KEYS, OFF(security.worker_keys),
 	 OFF(security.n_worker_keys), 0, 0, 0, 0},
+	{"security", "worker_public_key_file", F_PATH,
+	 OFF(security.worker_public_key_file), 0, 0, 0, 0, 0},
+	{"security", "worker_secret_key_file", F_PATH,
+	 OFF(security.worker_secret_key_file), 0, 0, 0, 0, 0},
 	FI(kv, block_tokens, 1, 4096),
 	FI(kv, blocks, 1, INT_MAX),
 	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0, 0, 0},
@@ -1063,6 +1067,16 @@ static int cross_checks(ctx *x)
 				    "security.curve is true but security.%s "
 				    "is empty: refusing to start without an "
 				    "allowlist", miss);
+		miss = c->workers.local <= 0 ? NULL
+		       : !s->worker_public_key_file ? "worker_public_key_file"
+		       : !s->worker_secret_key_file ? "worker_secret_key_file"
+						    : NULL;
+		if (miss)
+			return nerr(x, n, QERR_MISSING,
+				    "security.curve is true and workers.local "
+				    "is %d but security.%s is not set (the "
+				    "local workers' key pair)",
+				    c->workers.local, miss);
 	}
 	return QERR_OK;
 }
@@ -1164,6 +1178,8 @@ void cfg_free(cfg **pc)
 	free(c->model.path);
 	free(c->security.server_public_key_file);
 	free(c->security.server_secret_key_file);
+	free(c->security.worker_public_key_file);
+	free(c->security.worker_secret_key_file);
 	/* paths of entries past n_*_keys were never set (calloc'ed) */
 	keys_free(c->security.client_keys, c->security.n_client_keys);
 	keys_free(c->security.worker_keys, c->security.n_worker_keys);
@@ -1346,7 +1362,17 @@ static void dump_str(FILE *f, const char *s)
 			fputs("\\t", f);
 		else if (b < 0x20 || b == 0x7f)
 			fprintf(f, "\\x%02x", b);
-		else
+		/* C1 controls, U+2028 and U+2029 escaped too: raw, a reader
+		 * folds NEL and the separators as line breaks */
+		else if (b == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+			 (unsigned char)s[1] <= 0x9f)
+			fprintf(f, "\\u%04x", (unsigned char)*++s);
+		else if (b == 0xe2 && (unsigned char)s[1] == 0x80 &&
+			 ((unsigned char)s[2] == 0xa8 ||
+			  (unsigned char)s[2] == 0xa9)) {
+			fprintf(f, "\\u%04x", 0x2000 | (s[2] & 0x3f));
+			s += 2;
+		} else
 			fputc(b, f);
 	}
 	fputc('"', f);
@@ -1400,6 +1426,11 @@ void cfg_dump(const cfg *c, FILE *f)
 	fputc('\n', f);
 	dump_keys(f, "client_keys", s->client_keys, s->n_client_keys);
 	dump_keys(f, "worker_keys", s->worker_keys, s->n_worker_keys);
+	fputs("  worker_public_key_file: ", f);
+	dump_str(f, s->worker_public_key_file);
+	fputs("\n  worker_secret_key_file: ", f);
+	dump_str(f, s->worker_secret_key_file);
+	fputc('\n', f);
 	fprintf(f, "kv:\n  block_tokens: %d\n  blocks: %d\n  dtype: %s\n",
 		c->kv.block_tokens, c->kv.blocks, cfg_dtype_name(c->kv.dtype));
 	fprintf(f, "sampling:\n  n: %d\n  temperature: ", c->sampling.n);

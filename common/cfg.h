@@ -34,6 +34,8 @@
  *   QERR_UNSUPPORTED aliases, anchors, explicit tags
  *   QERR_MISSING     empty file, a required key absent (reported at the
  *                    mapping that lacks it), CURVE on without allowlists
+ *                    (or without the worker key pair when workers.local
+ *                    > 0)
  *   QERR_NOMEM       out of memory
  *   QERR_ARG         NULL arguments
  *
@@ -121,6 +123,10 @@ typedef struct cfg_security {
 	size_t n_client_keys;
 	cfg_key *worker_keys;         /* (n_worker_keys) */
 	size_t n_worker_keys;
+	/* A worker's own key pair (read by the worker, not the coordinator);
+	 * REQUIRED when curve is true and workers.local > 0. */
+	char *worker_public_key_file; /* NULL; resolved path */
+	char *worker_secret_key_file; /* NULL; resolved path */
 } cfg_security;
 
 typedef struct cfg_kv {

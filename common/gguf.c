@@ -382,7 +382,10 @@ int gguf_open(const char *path, gguf_file **out)
 		free(g);
 		return qerr_fail(QERR_NOMEM, "%s: out of memory", path);
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO named as the model must fail the S_ISREG check
+	 * below, not block open() until a writer shows up (no effect on a
+	 * regular file) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = qerr_fail(QERR_IO, "%s: cannot open: %s", path,
 			       strerror(errno));
@@ -632,6 +635,8 @@ static int wb_put(gguf_writer *w, const void *d, size_t n)
 
 	if (w->err)
 		return w->err;
+	if (n == 0)
+		return 0; /* memcpy from NULL (an empty buffer) is undefined */
 	if (b->len + n > b->cap) {
 		size_t nc = b->cap ? b->cap : 4096;
 		uint8_t *np;
@@ -661,6 +666,13 @@ static int wb_str(gguf_writer *w, const char *s, uint64_t n)
 
 static int wb_key(gguf_writer *w, const char *key, uint32_t type)
 {
+	/* tensors are laid out at GGUF_DEFAULT_ALIGNMENT (gguf_w_u32 checks
+	 * the value): any other general.alignment would make a file the
+	 * reader refuses */
+	if (!w->err && type != GGUF_UINT32 &&
+	    !strcmp(key, "general.alignment"))
+		w->err = qerr_fail(QERR_UNSUPPORTED, "gguf writer: "
+				   "general.alignment must be a u32");
 	w->n_kv++;
 	wb_str(w, key, strlen(key));
 	return wb_u32(w, type);
@@ -686,6 +698,11 @@ void gguf_writer_free(gguf_writer **w)
 
 int gguf_w_u32(gguf_writer *w, const char *key, uint32_t v)
 {
+	if (!w->err && v != GGUF_DEFAULT_ALIGNMENT &&
+	    !strcmp(key, "general.alignment"))
+		w->err = qerr_fail(QERR_UNSUPPORTED, "gguf writer: "
+				   "general.alignment %u (only %d is written)",
+				   v, GGUF_DEFAULT_ALIGNMENT);
 	wb_key(w, key, GGUF_UINT32);
 	return wb_u32(w, v);
 }

@@ -130,7 +130,9 @@ typedef int (*gguf_fill_fn)(void *ctx, int idx, void *dst, uint64_t nbytes);
 
 int gguf_writer_new(gguf_writer **out);
 void gguf_writer_free(gguf_writer **w);
-/* Metadata in insertion order; keys and strings are copied. */
+/* Metadata in insertion order; keys and strings are copied. The writer
+ * aligns tensors to GGUF_DEFAULT_ALIGNMENT: general.alignment may only be
+ * written as that u32 (else QERR_UNSUPPORTED, from the save too). */
 int gguf_w_u32(gguf_writer *w, const char *key, uint32_t v);
 int gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
 int gguf_w_f32(gguf_writer *w, const char *key, float v);

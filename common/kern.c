@@ -9,6 +9,9 @@
 #include "kern.h"
 
 #include <assert.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -300,13 +303,23 @@ static const struct kern_ops *const isa_ops[] = {
 
 static _Atomic int cur_isa = -1;
 
+#if defined(__x86_64__) || defined(__i386__)
+/* cpuid, not __builtin_cpu_supports("f16c"): clang 14 does not know that
+ * name, and the fuzz build compiles this file with clang. */
+static int has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 int kern_isa_detect(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_cpu_init();
 	int avx2 = __builtin_cpu_supports("avx2") &&
-		   __builtin_cpu_supports("fma") &&
-		   __builtin_cpu_supports("f16c");
+		   __builtin_cpu_supports("fma") && has_f16c();
 	int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
 		     __builtin_cpu_supports("avx512bw") &&
 		     __builtin_cpu_supports("avx512vl") &&

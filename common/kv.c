@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(kv_shm_header) == 64, "kv_shm_header layout");
+_Static_assert(sizeof(kv_shm_header) == 80, "kv_shm_header layout");
+_Static_assert(offsetof(kv_shm_header, owner) == 64, "layout");
 _Static_assert(offsetof(kv_shm_header, n_layers) == 16, "layout");
 _Static_assert(offsetof(kv_shm_header, data_offset) == 56, "layout");
 _Static_assert(sizeof(kv_shm_header) <= KV_DATA_OFFSET, "header fits");
@@ -163,6 +164,8 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	h->block_bytes = z.block_bytes;
 	h->block_stride = z.stride;
 	h->data_offset = KV_DATA_OFFSET;
+	/* Unknown owner (pid 0) if /proc is unreadable: never swept. */
+	(void)shm_owner_self(&h->owner);
 	layout(kp, &z);
 	/* Stack popped from the top: hand out low ids first (locality). */
 	for (i = 0; i < p->n_blocks; i++)
@@ -274,6 +277,38 @@ int kv_pool_attach_name_ro(const char *name, kv_pool **out)
 	if (!name || name[0] != '/')
 		return qerr_fail(QERR_ARG, "kv_pool_attach_name_ro: bad name");
 	return attach_ro(-1, name, out);
+}
+
+int kv_region_owner(const void *head, size_t len, shm_owner *out)
+{
+	kv_shm_header h;
+
+	if (!head || !out)
+		return qerr_fail(QERR_ARG, "kv_region_owner: NULL argument");
+	if (len < sizeof(h))
+		return qerr_fail(QERR_FORMAT, "kv region: short header");
+	memcpy(&h, head, sizeof(h));
+	if (h.h.magic != KV_MAGIC)
+		return qerr_fail(QERR_FORMAT, "kv region: bad magic");
+	if (h.h.version != KV_VERSION)
+		return qerr_fail(QERR_UNSUPPORTED, "kv region: version %u",
+				 h.h.version);
+	*out = h.owner;
+	return QERR_OK;
+}
+
+int kv_region_stale(const char *name, const void *head, size_t len,
+		    void *arg)
+{
+	shm_owner o;
+
+	(void)name;
+	(void)arg;
+	if (kv_region_owner(head, len, &o) != QERR_OK) {
+		qerr_clear();
+		return 0;
+	}
+	return !shm_owner_alive(&o);
 }
 
 const char *kv_pool_name(const kv_pool *p)

@@ -10,7 +10,7 @@
  * Region layout (native byte order; readers validate every field):
  *   1. kv_shm_header at offset 0: shm_header {magic KV_MAGIC, version
  *      KV_VERSION, size = whole region}, then the pool parameters, the
- *      block stride and the offset of block 0.
+ *      block stride, the offset of block 0 and the creator (shm_owner).
  *   2. Blocks at data_offset (4096) + id * block_stride, id in
  *      [0, n_blocks). block_stride = block_bytes rounded up to 64.
  *   3. Inside a block, for each layer l in [0, n_layers):
@@ -56,7 +56,7 @@
 enum kv_dtype { KV_F32 = 0, KV_F16 = 1 };
 
 #define KV_MAGIC 0x504b5651u /* "QVKP" little-endian */
-#define KV_VERSION 1u
+#define KV_VERSION 2u /* 2: owner at 64 */
 #define KV_DATA_OFFSET 4096u
 #define KV_BLOCK_ALIGN 64u
 #define KV_DEFAULT_BLOCK_TOKENS 16
@@ -100,6 +100,8 @@ typedef struct {
 	uint64_t block_bytes;  /* 40: payload of one block */
 	uint64_t block_stride; /* 48: distance between blocks */
 	uint64_t data_offset;  /* 56: offset of block 0 */
+	shm_owner owner;       /* 64: creator (pid, start time); not checked
+				* by readers, used to find stale regions */
 } kv_shm_header;
 
 typedef struct {
@@ -144,6 +146,16 @@ void kv_pool_free(kv_pool **p);
 int kv_pool_new_named(const kv_params *p, const char *name, kv_pool **out);
 /* Maps a named pool read-only (validated like kv_pool_attach_ro). */
 int kv_pool_attach_name_ro(const char *name, kv_pool **out);
+/* The creator recorded in the first len bytes of a region (a stale-region
+ * sweep reads them without mapping, see shm_sweep_stale): QERR_OK with
+ * *out set for a KV_MAGIC region of this KV_VERSION; QERR_FORMAT for a
+ * short or foreign header, QERR_UNSUPPORTED for another version (whose
+ * owner is unknown). */
+int kv_region_owner(const void *head, size_t len, shm_owner *out);
+/* An shm_stale_fn: 1 when head is a KV region of this version whose
+ * creator no longer runs (shm_owner_alive), else 0. name, arg unused. */
+int kv_region_stale(const char *name, const void *head, size_t len,
+		    void *arg);
 /* The shm name of a named pool, else NULL. */
 const char *kv_pool_name(const kv_pool *p);
 

@@ -64,6 +64,12 @@ static int find(loader *L, const char *name, int optional,
 				 "(%u); supported: F32, F16, BF16, Q8_0",
 				 L->path, name, ggml_type_name(t->type),
 				 t->type);
+	/* the reader leaves a row that is not whole blocks unsized */
+	if (!t->data)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has rows of "
+				 "%llu elements, not whole %s blocks", L->path,
+				 name, (unsigned long long)t->ne[0],
+				 ggml_type_name(t->type));
 	return 0;
 }
 

@@ -700,23 +700,29 @@ static int linked_slot(sc_engine *e, const char *name, int *slot)
 	kv_pool *ro;
 	int rc, i;
 
+	int hole = -1;
+
 	for (i = 0; i < e->n_linked; i++)
-		if (!strcmp(e->linked[i].name, name)) {
+		if (!e->linked[i].name) {
+			if (hole < 0)
+				hole = i; /* left by sc_unlink_pool */
+		} else if (!strcmp(e->linked[i].name, name)) {
 			*slot = i + 1;
 			return 0;
 		}
-	if (e->n_linked == KV_MAX_SLOTS - 1)
+	if (hole < 0 && e->n_linked == KV_MAX_SLOTS - 1)
 		return qerr_fail(QERR_FULL, "too many linked KV pools");
 	if ((rc = kv_pool_attach_name_ro(name, &ro)))
 		return rc;
-	i = e->n_linked;
+	i = hole >= 0 ? hole : e->n_linked;
 	if ((rc = kv_pool_link(e->pool, i + 1, ro)) ||
 	    !(e->linked[i].name = strdup(name))) {
 		kv_pool_free(&ro);
 		return rc ? rc : qerr_fail(QERR_NOMEM, "out of memory");
 	}
 	e->linked[i].pool = ro;
-	e->n_linked++;
+	if (i == e->n_linked)
+		e->n_linked++;
 	*slot = i + 1;
 	return 0;
 }
@@ -792,4 +798,56 @@ int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	/* a view of our own pool took no references: only the table goes */
 	kv_seq_free(NULL, &view);
 	return rc;
+}
+
+/* ---- prefill with a progress callback; dropping a linked pool -------- */
+
+int sc_root_prefill_cb(sc_engine *e, const int32_t *prompt, size_t n,
+		       int chunk, sc_chunk_cb on_chunk, void *ctx,
+		       uint32_t *root_id)
+{
+	sc_root *r;
+	int rc = 0;
+
+	if (!on_chunk)
+		return sc_root_prefill(e, prompt, n, root_id);
+	if ((rc = need_fixed(e)))
+		return rc;
+	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
+				 "%d)", n, e->m->cfg.ctx_len);
+	if (chunk < 1)
+		chunk = 64;
+	if ((rc = new_root(e, &r)))
+		return rc;
+	/* fwd_prefill continues at the sequence's length: chunks of chunk
+	 * rows give the same K/V rows and last logits as one call */
+	for (size_t done = 0; !rc && done < n;) {
+		size_t c = n - done < (size_t)chunk ? n - done : (size_t)chunk;
+
+		rc = fwd_prefill(e->f, e->pool, &r->seq, prompt + done, (int)c,
+				 done + c == n ? r->logits : NULL);
+		done += c;
+		if (!rc && done < n)
+			rc = on_chunk(ctx);
+	}
+	end_root(e, r, rc == 0);
+	if (!rc)
+		*root_id = r->id;
+	return rc;
+}
+
+int sc_unlink_pool(sc_engine *e, const char *pool_name)
+{
+	for (int i = 0; pool_name && i < e->n_linked; i++) {
+		if (!e->linked[i].name || strcmp(e->linked[i].name, pool_name))
+			continue;
+		kv_pool_unlink(e->pool, i + 1);
+		kv_pool_free(&e->linked[i].pool);
+		free(e->linked[i].name);
+		e->linked[i].name = NULL;
+		return 0;
+	}
+	return qerr_fail(QERR_MISSING, "pool %s is not linked",
+			 pool_name ? pool_name : "(null)");
 }

@@ -166,6 +166,21 @@ int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st);
 
+/* As sc_root_prefill, calling on_chunk(ctx) between prefill forwards of
+ * at most chunk rows (chunk < 1: 64) so a long prompt cannot starve
+ * heartbeats; a non-zero return stops the prefill with that code (no root
+ * is kept). The root is bit-identical to sc_root_prefill's: the forward
+ * pass is batch-invariant. on_chunk NULL: same as sc_root_prefill. */
+typedef int (*sc_chunk_cb)(void *ctx);
+int sc_root_prefill_cb(sc_engine *e, const int32_t *prompt, size_t n,
+		       int chunk, sc_chunk_cb on_chunk, void *ctx,
+		       uint32_t *root_id);
+
+/* Drops the read-only mapping of another worker's pool (its owner is
+ * gone). Call between decodes; a later sc_decode naming the pool maps it
+ * again. QERR_MISSING when it is not linked. */
+int sc_unlink_pool(sc_engine *e, const char *pool_name);
+
 const char *sc_mode_name(int mode);
 int sc_mode_parse(const char *s);      /* -1 when unknown */
 const char *sc_finish_name(int finish);

@@ -2,10 +2,14 @@
 
 #include "qerr.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -139,6 +143,15 @@ int shm_create_named(const char *name, uint32_t magic, uint32_t version,
 	if (fd < 0)
 		return qerr_fail(QERR_IO, "shm_open %s: %s", name,
 				 strerror(errno));
+	/* 0600 whatever the umask: a umask of 0277 would leave 0400 (and
+	 * 0377 would leave 0000, which same-uid readers could not open). */
+	if (fchmod(fd, 0600) != 0) {
+		rc = qerr_fail(QERR_IO, "shm %s: fchmod 0600: %s", name,
+			       strerror(errno));
+		close(fd);
+		shm_unlink(name);
+		return rc;
+	}
 	rc = map_new(fd, name, magic, version, size, out);
 	if (rc)
 		shm_unlink(name);
@@ -268,4 +281,147 @@ void shm_unmap(shm_region *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	region_zero(r);
+}
+
+/* ---- owners and stale regions ----------------------------------------- */
+
+/* glibc keeps POSIX shm objects as files of the tmpfs mounted here. */
+#define SHM_DIR "/dev/shm"
+
+/* State letter and start time (field 22) of pid from /proc/PID/stat.
+ * 0, or -ENOENT when there is no such process, or -EIO. */
+static int proc_stat(uint32_t pid, char *state, uint64_t *start)
+{
+	char path[48], buf[1024], *p;
+	unsigned long long st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return n == 0 ? -ENOENT : -EIO; /* empty: it just exited */
+	buf[n] = '\0';
+	/* "pid (comm) S f4 .. f21 starttime ...": comm may hold ") ", so
+	 * the fields start after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return -EIO;
+	*state = p[2];
+	p += 3;
+	for (int f = 4; f <= 21; f++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EIO;
+	}
+	if (sscanf(p, " %llu", &st) != 1)
+		return -EIO;
+	*start = st;
+	return 0;
+}
+
+int shm_owner_self(shm_owner *out)
+{
+	char state;
+	uint64_t start;
+
+	if (!out)
+		return qerr_fail(QERR_ARG, "shm_owner_self: NULL out");
+	memset(out, 0, sizeof(*out));
+	if (proc_stat((uint32_t)getpid(), &state, &start) != 0)
+		return qerr_fail(QERR_IO, "/proc/self/stat: cannot read the "
+				 "process start time");
+	out->pid = (uint32_t)getpid();
+	out->start_time = start;
+	return QERR_OK;
+}
+
+int shm_owner_alive(const shm_owner *o)
+{
+	char state;
+	uint64_t start;
+	int rc;
+
+	if (!o || o->pid == 0 || o->pid > (uint32_t)INT32_MAX)
+		return 1; /* unknown: never provably dead */
+	rc = proc_stat(o->pid, &state, &start);
+	if (rc == -ENOENT)
+		/* /proc may be mounted hidepid: ask the kernel directly */
+		return !(kill((pid_t)o->pid, 0) != 0 && errno == ESRCH);
+	if (rc != 0)
+		return 1;
+	if (start != o->start_time)
+		return 0; /* the pid was reused */
+	return state != 'Z' && state != 'X'; /* a zombie maps nothing */
+}
+
+int shm_sweep_stale(const char *prefix, uint32_t magic, size_t head_len,
+		    shm_stale_fn is_stale, void *arg, int *n_removed)
+{
+	unsigned char head[4096];
+	size_t plen;
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if (n_removed)
+		*n_removed = 0;
+	if (!prefix || prefix[0] != '/' || strchr(prefix + 1, '/') ||
+	    !is_stale || head_len < sizeof(shm_header) ||
+	    head_len > sizeof(head))
+		return qerr_fail(QERR_ARG, "shm_sweep_stale: bad arguments");
+	plen = strlen(prefix + 1);
+	d = opendir(SHM_DIR);
+	if (!d)
+		return qerr_fail(QERR_IO, "%s: %s", SHM_DIR, strerror(errno));
+	while ((de = readdir(d))) {
+		char name[NAME_MAX + 2];
+		struct stat st, again;
+		shm_header h;
+		ssize_t got;
+		int fd, stale;
+
+		if (strncmp(de->d_name, prefix + 1, plen))
+			continue;
+		/* O_NOFOLLOW: not through a planted symlink; O_NONBLOCK: a
+		 * planted FIFO must not block the sweep. */
+		fd = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || st.st_size < (off_t)head_len) {
+			close(fd);
+			continue;
+		}
+		do
+			got = pread(fd, head, head_len, 0);
+		while (got < 0 && errno == EINTR);
+		close(fd);
+		if (got != (ssize_t)head_len)
+			continue;
+		memcpy(&h, head, sizeof(h));
+		if (h.magic != magic)
+			continue;
+		snprintf(name, sizeof(name), "/%s", de->d_name);
+		stale = is_stale(name, head, head_len, arg);
+		/* unlink only the file that was judged, not a replacement */
+		if (stale != 1 ||
+		    fstatat(dirfd(d), de->d_name, &again,
+			    AT_SYMLINK_NOFOLLOW) != 0 ||
+		    again.st_ino != st.st_ino || again.st_dev != st.st_dev)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	if (n_removed)
+		*n_removed = n;
+	return QERR_OK;
 }

@@ -33,6 +33,7 @@
 #ifndef QUORUM_SHM_H
 #define QUORUM_SHM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* First bytes of every region; native byte order (regions never leave the
@@ -59,8 +60,9 @@ typedef struct {
 int shm_create(const char *tag, uint32_t magic, uint32_t version,
 	       uint64_t size, shm_region *out);
 
-/* As shm_create over a new POSIX shm object name ("/x", must not exist,
- * mode 0600). The caller removes the name with shm_unlink_name(). */
+/* As shm_create over a new POSIX shm object name ("/x", must not exist:
+ * O_CREAT|O_EXCL; mode 0600 whatever the umask). The caller removes the
+ * name with shm_unlink_name(). */
 int shm_create_named(const char *name, uint32_t magic, uint32_t version,
 		     uint64_t size, shm_region *out);
 
@@ -80,5 +82,45 @@ int shm_map_name_ro(const char *name, uint32_t magic, uint32_t version,
 
 /* Unmaps and closes; leaves *r zeroed with fd -1. */
 void shm_unmap(shm_region *r);
+
+/*
+ * Owners and stale regions. A named region outlives a creator killed
+ * before it could unlink the name (SIGKILL, a crash). The owning module
+ * records a shm_owner in its header so that a later process can tell
+ * whether the creator still runs: the pid alone is not enough (pids are
+ * reused), so the process's start time (clock ticks after boot,
+ * /proc/PID/stat field 22) goes with it. /dev/shm does not survive a
+ * reboot, so (pid, start_time) names one process for a region's life.
+ */
+typedef struct {
+	uint32_t pid;        /* 0: unknown owner (never stale) */
+	uint32_t reserved;   /* 0 */
+	uint64_t start_time; /* of pid, in clock ticks after boot */
+} shm_owner;
+
+/* This process as an owner. QERR_IO if /proc/self/stat is unreadable. */
+int shm_owner_self(shm_owner *out);
+
+/* 1 while the process o names runs (same pid, same start time, not a
+ * zombie), else 0. An owner that cannot be checked (pid 0, /proc hidden)
+ * counts as running: callers only ever remove what is provably dead. */
+int shm_owner_alive(const shm_owner *o);
+
+/* Decides about one candidate of shm_sweep_stale: name ("/..."), the
+ * first head_len bytes of the region (its magic already checked). Returns
+ * 1 to unlink the name, 0 to leave it. */
+typedef int (*shm_stale_fn)(const char *name, const void *head,
+			    size_t head_len, void *arg);
+
+/* Unlinks the stale regions among the POSIX shm names starting with
+ * prefix ("/..."): regular files of this effective uid, at least head_len
+ * (>= sizeof(shm_header), <= 4096) bytes, whose header carries magic and
+ * for which is_stale says 1. Everything else (another uid, another magic,
+ * short, unreadable, a symlink) is left alone. *n_removed (may be NULL)
+ * counts the unlinked names. Errors: QERR_ARG, QERR_IO (the shm
+ * directory cannot be listed); a name that vanishes meanwhile is no
+ * error. */
+int shm_sweep_stale(const char *prefix, uint32_t magic, size_t head_len,
+		    shm_stale_fn is_stale, void *arg, int *n_removed);
 
 #endif

@@ -27,7 +27,8 @@ static int setup(void *s, int type, int64_t max_bytes)
 }
 
 static int open_sock(void *ctx, int type, const char *endpoint,
-		     int64_t max_bytes, int bind, void **out)
+		     int64_t max_bytes, int bind, const curve_sock *k,
+		     void **out)
 {
 	void *s;
 	int err;
@@ -38,6 +39,10 @@ static int open_sock(void *ctx, int type, const char *endpoint,
 	if (!(s = zmq_socket(ctx, type)))
 		return qerr_fail(QERR_IO, "zmq_socket: %s",
 				 zmq_strerror(zmq_errno()));
+	if (curve_sock_apply(s, k)) {
+		zmq_close(s);
+		return QERR_IO;
+	}
 	if (setup(s, type, max_bytes) ||
 	    (bind ? zmq_bind(s, endpoint) : zmq_connect(s, endpoint))) {
 		err = zmq_errno();
@@ -53,13 +58,25 @@ static int open_sock(void *ctx, int type, const char *endpoint,
 int wire_bind(void *ctx, int type, const char *endpoint, int64_t max_bytes,
 	      void **out)
 {
-	return open_sock(ctx, type, endpoint, max_bytes, 1, out);
+	return open_sock(ctx, type, endpoint, max_bytes, 1, NULL, out);
+}
+
+int wire_bind_curve(void *ctx, int type, const char *endpoint,
+		    int64_t max_bytes, const curve_sock *k, void **out)
+{
+	return open_sock(ctx, type, endpoint, max_bytes, 1, k, out);
 }
 
 int wire_connect(void *ctx, int type, const char *endpoint,
 		 int64_t max_bytes, void **out)
 {
-	return open_sock(ctx, type, endpoint, max_bytes, 0, out);
+	return open_sock(ctx, type, endpoint, max_bytes, 0, NULL, out);
+}
+
+int wire_connect_curve(void *ctx, int type, const char *endpoint,
+		       int64_t max_bytes, const curve_sock *k, void **out)
+{
+	return open_sock(ctx, type, endpoint, max_bytes, 0, k, out);
 }
 
 void wire_close(void **sock)

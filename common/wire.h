@@ -28,6 +28,8 @@
 #include <protobuf-c/protobuf-c.h>
 #include <zmq.h>
 
+#include "curve.h"
+
 #define WIRE_VERSION 1u          /* quorum.Constants.PROTOCOL_VERSION */
 #define WIRE_MAX_FRAMES 2        /* identity + payload */
 #define WIRE_ID_MAX 255          /* ZeroMQ routing ids are 1..255 bytes */
@@ -55,6 +57,12 @@ int wire_bind(void *ctx, int type, const char *endpoint, int64_t max_bytes,
 /* As wire_bind, connecting instead. */
 int wire_connect(void *ctx, int type, const char *endpoint,
 		 int64_t max_bytes, void **out);
+/* As wire_bind / wire_connect, with the CURVE options k (curve.h) set
+ * before the bind/connect; k NULL: plaintext, as above. */
+int wire_bind_curve(void *ctx, int type, const char *endpoint,
+		    int64_t max_bytes, const curve_sock *k, void **out);
+int wire_connect_curve(void *ctx, int type, const char *endpoint,
+		       int64_t max_bytes, const curve_sock *k, void **out);
 void wire_close(void **sock);
 
 /* Packs m and sends it; with id (id_len > 0) an identity frame first.

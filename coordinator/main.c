@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cfg.h"
+#include "curve.h"
 #include "gguf.h"
 #include "proc.h"
 #include "qerr.h"
@@ -80,6 +81,34 @@ static int worker_path(char *buf, size_t cap)
 	return QERR_OK;
 }
 
+/* CURVE on: the server key pair and both allowlists load, and the local
+ * workers' public key is on the worker allowlist (else they could never
+ * register). Nothing is bound yet. */
+static int load_security(const cfg *c, curve_sock *ck, curve_sock *wk,
+			 curve_zap **zap)
+{
+	char z85[CURVE_Z85_LEN + 1];
+	uint8_t key[CURVE_KEY_BYTES];
+	int rc;
+
+	if ((rc = curve_sock_server(&c->security, CURVE_DOMAIN_CLIENTS, ck)) ||
+	    (rc = curve_zap_new(&c->security, zap)))
+		return rc;
+	*wk = *ck;
+	wk->domain = CURVE_DOMAIN_WORKERS;
+	if (c->workers.local <= 0)
+		return QERR_OK;
+	if ((rc = curve_key_load(c->security.worker_public_key_file,
+				 CURVE_PUBLIC, z85)))
+		return rc;
+	if (!zmq_z85_decode(key, z85) ||
+	    !curve_zap_allowed(*zap, CURVE_DOMAIN_WORKERS, key))
+		return qerr_fail(QERR_RANGE, "%s: the local workers' public key "
+				 "is not on security.worker_keys",
+				 c->security.worker_public_key_file);
+	return QERR_OK;
+}
+
 static void drain(sched *s, void *sock, int clients)
 {
 	/* bounded: neither side can starve the other or the timers */
@@ -115,6 +144,8 @@ int main(int argc, char **argv)
 	proc_set *ps = NULL;
 	sched_opts so = {0};
 	struct sigaction sa;
+	curve_sock ck, wk; /* CURVE options of the two ROUTERs */
+	curve_zap *zap = NULL;  /* non-NULL when security.curve is on */
 
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -131,6 +162,14 @@ int main(int argc, char **argv)
 	if (cfg_load(config, &c) ||
 	    load_vocab(c->model.path, &t, &ctx_len)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		goto out;
+	}
+	memset(&ck, 0, sizeof(ck));
+	memset(&wk, 0, sizeof(wk));
+	/* before anything is bound or spawned: no allowlist, no start */
+	if (c->security.curve && load_security(c, &ck, &wk, &zap)) {
+		fprintf(stderr, "coordinator: security: %s; not starting\n",
+			qerr_detail());
 		goto out;
 	}
 	if (check) {
@@ -151,11 +190,14 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (!(zctx = zmq_ctx_new()) ||
-	    wire_bind(zctx, ZMQ_ROUTER, c->coordinator.client_endpoint,
-		      c->limits.max_message_bytes, &clients) ||
-	    wire_bind(zctx, ZMQ_ROUTER, c->coordinator.worker_endpoint,
-		      c->limits.max_message_bytes, &workers)) {
+	/* the ZAP handler is bound before the CURVE servers (RFC 27) */
+	if (!(zctx = zmq_ctx_new()) || (zap && curve_zap_bind(zap, zctx)) ||
+	    wire_bind_curve(zctx, ZMQ_ROUTER, c->coordinator.client_endpoint,
+			    c->limits.max_message_bytes, zap ? &ck : NULL,
+			    &clients) ||
+	    wire_bind_curve(zctx, ZMQ_ROUTER, c->coordinator.worker_endpoint,
+			    c->limits.max_message_bytes, zap ? &wk : NULL,
+			    &workers)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
 		rc = errno == EADDRINUSE ? 4 : 1;
 		goto out;
@@ -173,20 +215,23 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	fprintf(stderr, "coordinator: cluster %s, clients %s, workers %s, "
-		"%d local worker(s)\n", c->cluster.name,
+		"%d local worker(s), CURVE %s\n", c->cluster.name,
 		c->coordinator.client_endpoint, c->coordinator.worker_endpoint,
-		c->workers.local);
+		c->workers.local, zap ? "on" : "off");
 	while (!stop_flag) {
-		zmq_pollitem_t it[2] = {{clients, 0, ZMQ_POLLIN, 0},
-					{workers, 0, ZMQ_POLLIN, 0}};
+		zmq_pollitem_t it[3] = {{clients, 0, ZMQ_POLLIN, 0},
+					{workers, 0, ZMQ_POLLIN, 0},
+					{curve_zap_socket(zap), 0, ZMQ_POLLIN, 0}};
 
-		if (zmq_poll(it, 2, sched_timeout_ms(s)) < 0) {
+		if (zmq_poll(it, zap ? 3 : 2, sched_timeout_ms(s)) < 0) {
 			if (zmq_errno() == EINTR)
 				continue;
 			fprintf(stderr, "coordinator: zmq_poll: %s\n",
 				zmq_strerror(zmq_errno()));
 			break;
 		}
+		if (zap && (it[2].revents & ZMQ_POLLIN))
+			curve_zap_serve(zap);
 		if (it[1].revents & ZMQ_POLLIN)
 			drain(s, workers, 0);
 		if (it[0].revents & ZMQ_POLLIN)
@@ -203,6 +248,9 @@ out:
 	proc_free(&ps);
 	wire_close(&clients);
 	wire_close(&workers);
+	curve_zap_free(&zap);
+	curve_sock_wipe(&ck);
+	curve_sock_wipe(&wk);
 	if (zctx)
 		zmq_ctx_term(zctx);
 	tok_free(&t);

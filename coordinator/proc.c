@@ -54,9 +54,15 @@ int proc_new(const char *worker_path, const char *config, const char *host,
 
 static void spawn(proc_set *p, proc_child *c)
 {
+	char parent[24];
+	/* --parent: the worker exits with us (a coordinator killed with -9
+	 * must not leave workers that fight its successor's over their ids) */
 	char *argv[] = {p->path, "--config", p->config, "--id", c->id,
-			"--host", p->host, NULL};
-	int rc = posix_spawn(&c->pid, p->path, NULL, NULL, argv, environ);
+			"--host", p->host, "--parent", parent, NULL};
+	int rc;
+
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
+	rc = posix_spawn(&c->pid, p->path, NULL, NULL, argv, environ);
 
 	if (rc) {
 		fprintf(stderr, "coordinator: cannot start %s: %s\n", p->path,

@@ -15,6 +15,7 @@
 #define HOST_MAX 128
 #define POOL_MAX 256
 #define MAX_FAILURES 4    /* failed jobs/prefills before a request gives up */
+#define MAX_SAMPLE_LOSSES 3 /* workers lost while decoding one sample */
 #define QUESTION_MAX (1u << 20)
 
 enum { J_WAIT_ROOT = 0, J_SENT };
@@ -93,6 +94,7 @@ typedef struct req {
 	int ignore_eos;
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
+	uint8_t *lost;          /* (n) workers lost while decoding index i */
 	Quorum__WorkerMsg **res;/* (n) the SampleResult of each index */
 	uint32_t n_done;
 	job *jobs;
@@ -123,7 +125,10 @@ struct sched {
 	int64_t hb_at;
 	/* status counters */
 	uint64_t served, failed, hits, misses, gen_tokens;
+	uint64_t unroutable;    /* client replies that found no client */
 	double decode_s;
+	int64_t t_started;      /* sched_new */
+	int64_t no_worker_since;/* 0: some worker is alive */
 };
 
 static void pump(sched *s);
@@ -168,9 +173,12 @@ static void send_client(sched *s, const unsigned char *cid, size_t cid_len,
 			Quorum__ClientReply *r)
 {
 	r->version = WIRE_VERSION;
-	if (wire_send(s->o.clients, cid, cid_len, &r->base))
+	if (wire_send(s->o.clients, cid, cid_len, &r->base)) {
+		/* ZMQ_ROUTER_MANDATORY: the client is gone; counted in status */
+		s->unroutable++;
 		fprintf(stderr, "coordinator: reply to a client dropped: %s\n",
 			qerr_detail());
+	}
 }
 
 static void reply_error(sched *s, const unsigned char *cid, size_t cid_len,
@@ -368,6 +376,7 @@ static void req_free(sched *s, req *r)
 			quorum__worker_msg__free_unpacked(r->res[i], NULL);
 	free(r->res);
 	free(r->st);
+	free(r->lost);
 	free(r->tokens);
 	free(r);
 }
@@ -844,6 +853,8 @@ static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
 	cs.prefix_hits = s->hits;
 	cs.prefix_misses = s->misses;
 	cs.cluster = (char *)s->c->cluster.name;
+	cs.has_replies_unroutable = 1;
+	cs.replies_unroutable = s->unroutable;
 	r.request_id = rid;
 	r.status = QUORUM__STATUS__STATUS_OK;
 	r.body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
@@ -852,6 +863,21 @@ static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
 out:
 	free(ws);
 	free(wp);
+}
+
+/* No worker alive, and none can be expected soon: the grace (one
+ * heartbeat expiry plus the first reconnect backoff, the time a worker
+ * needs to re-register after a coordinator restart) has passed since
+ * the start or since the last worker went. */
+static int no_capacity(const sched *s)
+{
+	int64_t grace = (int64_t)s->c->heartbeat.interval_ms *
+				s->c->heartbeat.liveness +
+			s->c->heartbeat.reconnect_min_ms;
+	int64_t since = s->no_worker_since > s->t_started ? s->no_worker_since
+							  : s->t_started;
+
+	return wire_now_ms() - since > grace;
 }
 
 /* Checks an Ask; on success fills r's params and tokens. Returns a
@@ -931,13 +957,21 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
+	for (req *x = s->reqs; x; x = x->next)
+		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
+		    !memcmp(x->cid, m->id, m->id_len)) {
+			/* a client's resend of a request in flight: the same
+			 * request, answered once */
+			free(r);
+			return;
+		}
 	if ((st = validate(s, cr->ask, r, &err)) != QUORUM__STATUS__STATUS_OK) {
 		reply_error(s, m->id, m->id_len, cr->request_id, st, err);
 		free(r->tokens);
 		free(r);
 		return;
 	}
-	if (!n_alive(s)) {
+	if (!n_alive(s) && no_capacity(s)) {
 		reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_NO_CAPACITY,
 			    "no worker is registered");
@@ -952,11 +986,12 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		free(r);
 		return;
 	}
-	if (!(r->st = calloc(r->n, 1)) ||
+	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
 	    !(r->res = calloc(r->n, sizeof(*r->res)))) {
 		reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		free(r->st);
+		free(r->lost);
 		free(r->tokens);
 		free(r);
 		return;
@@ -1035,11 +1070,39 @@ static void worker_remove(sched *s, int wi, const char *why)
 
 	fprintf(stderr, "coordinator: worker %s (host %s) removed: %s\n",
 		w->id, w->host, why);
-	for (req *r = s->reqs; r; r = r->next)
+	for (req *r = s->reqs, *rn; r; r = rn) {
+		int spent = 0;
+
+		rn = r->next;
 		for (job *j = r->jobs, *nx; j; j = nx) {
 			nx = j->next;
-			if (j->worker == wi)
-				job_drop(s, r, j);
+			if (j->worker != wi)
+				continue;
+			/* the retry budget is per sample: one that was being
+			 * decoded by MAX_SAMPLE_LOSSES lost workers may be
+			 * what kills them */
+			for (int k = 0; j->state == J_SENT && k < j->n; k++)
+				if (r->st[j->idx[k]] == S_ASSIGNED &&
+				    ++r->lost[j->idx[k]] >= MAX_SAMPLE_LOSSES)
+					spent = 1;
+			job_drop(s, r, j);
+		}
+		if (spent)
+			req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
+				 "a sample's workers were lost "
+				 "(retry budget exhausted)");
+	}
+	/* same-host peers may map its pool: they drop the mapping */
+	for (int i = 0; w->pool[0] && i < s->n_workers; i++)
+		if (i != wi && s->w[i].used && !s->w[i].dead &&
+		    !strcmp(s->w[i].host, w->host)) {
+			Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+			Quorum__ForgetPool f = QUORUM__FORGET_POOL__INIT;
+
+			f.pool_name = w->pool;
+			m.body_case = QUORUM__COORD_MSG__BODY_FORGET_POOL;
+			m.forget_pool = &f;
+			send_worker(s, i, &m);
 		}
 	for (entry *e = s->entries, *nx; e; e = nx) {
 		nx = e->next;
@@ -1469,6 +1532,13 @@ void sched_tick(sched *s)
 			req_fail(s, r, QUORUM__STATUS__STATUS_TIMEOUT,
 				 "deadline passed");
 	}
+	if (n_alive(s))
+		s->no_worker_since = 0;
+	else if (!s->no_worker_since)
+		s->no_worker_since = now;
+	while (s->reqs && !n_alive(s) && no_capacity(s))
+		req_fail(s, s->reqs, QUORUM__STATUS__STATUS_NO_CAPACITY,
+			 "no worker left to serve it");
 	pump(s);
 }
 
@@ -1503,6 +1573,7 @@ int sched_new(const sched_opts *o, sched **out)
 	s->c = o->c;
 	s->vocab = tok_vocab_size(o->t);
 	s->hb_at = wire_now_ms() + o->c->heartbeat.interval_ms;
+	s->t_started = wire_now_ms();
 	*out = s;
 	return QERR_OK;
 }

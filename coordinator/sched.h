@@ -15,11 +15,25 @@
  *   -> the root is released, or kept in the prefix cache (evictions are
  *      Released).
  * Workers are tracked Paranoid-Pirate style (heartbeats both ways, expiry
- * after liveness x interval); a worker that expires or fails is removed
+ * after liveness x interval; a send to a closed connection fails at once
+ * under ZMQ_ROUTER_MANDATORY); a worker that expires or fails is removed
  * and the unfinished sample indices of its jobs are dispatched again —
  * the bytes of sample i depend only on (prompt, params, seed, i), so a
- * re-dispatch never changes a reply. Every message names (request,
- * attempt); one that matches no live job is dropped.
+ * re-dispatch never changes a reply. A root whose holder is lost is
+ * prefilled again elsewhere; same-host workers get ForgetPool for the
+ * lost worker's pool. Every message names (request, attempt); one that
+ * matches no live job is dropped.
+ *
+ * Failure budget: a request fails with WORKER_LOST when one of its
+ * samples was being decoded by MAX_SAMPLE_LOSSES (3) workers that were
+ * lost, or after MAX_FAILURES failed jobs/prefills. With no worker alive
+ * for longer than liveness x interval + reconnect_min_ms (since the start
+ * or since the last one went) asks and queued requests get NO_CAPACITY;
+ * past limits.queue_depth requests, BUSY. An Ask repeating the request id
+ * of one in flight from the same client connection is that request (one
+ * reply). Replies to clients that are gone are counted (status
+ * replies_unroutable); their requests end at their deadline, which
+ * cancels the workers' jobs.
  *
  * Every accepted client request gets exactly one reply (answer, typed
  * error, timeout, or CANCELLED at shutdown).

@@ -331,6 +331,21 @@ static const struct ecase ecases[] = {
 	  "  server_secret_key_file: s.key\n  client_keys: [c.pub]\n"
 	  "  worker_keys: []\n",
 	  QERR_MISSING, "4:10", "security.worker_keys is empty"),
+	E("curve_local_without_worker_pub",
+	  BASE "security:\n  curve: yes\n  server_public_key_file: s.pub\n"
+	  "  server_secret_key_file: s.key\n  client_keys: [c.pub]\n"
+	  "  worker_keys: [w.pub]\nworkers: {local: 2}\n",
+	  QERR_MISSING, "4:10", "security.curve is true and workers.local is "
+	  "2 but security.worker_public_key_file is not set"),
+	E("curve_local_without_worker_secret",
+	  BASE "security:\n  curve: yes\n  server_public_key_file: s.pub\n"
+	  "  server_secret_key_file: s.key\n  client_keys: [c.pub]\n"
+	  "  worker_keys: [w.pub]\n  worker_public_key_file: w.pub\n"
+	  "workers: {local: 1}\n",
+	  QERR_MISSING, "4:10", "security.worker_secret_key_file is not set"),
+	E("worker_key_file_not_string",
+	  BASE "security:\n  worker_secret_key_file: [a]\n",
+	  QERR_FORMAT, "4:27", "security.worker_secret_key_file"),
 };
 
 static void test_errors(void **state)
@@ -453,6 +468,8 @@ static void check_example(const cfg *c)
 	assert_false(c->security.curve);
 	assert_null(c->security.server_public_key_file);
 	assert_null(c->security.server_secret_key_file);
+	assert_null(c->security.worker_public_key_file);
+	assert_null(c->security.worker_secret_key_file);
 	assert_int_equal(c->security.n_client_keys, 0);
 	assert_int_equal(c->security.n_worker_keys, 0);
 	assert_int_equal(c->kv.block_tokens, 16);
@@ -523,6 +540,8 @@ static void test_values(void **state)
 		"    - alice.key\n"
 		"    - ./abcdefghijabcdefghijabcdefghijabcdefghij\n"
 		"  worker_keys: [\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"]\n"
+		"  worker_public_key_file: keys/worker.pub\n"
+		"  worker_secret_key_file: /etc/q/worker.key\n"
 		"kv: {block_tokens: 4096, blocks: 1, dtype: f32}\n"
 		"sampling:\n  n: 64\n  temperature: 0\n  top_k: 0\n"
 		"  top_p: 1\n  max_new_tokens: 1\n"
@@ -561,6 +580,10 @@ static void test_values(void **state)
 	assert_int_equal(c->security.n_worker_keys, 1);
 	assert_string_equal(c->security.worker_keys[0].z85,
 			    "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID");
+	assert_string_equal(c->security.worker_public_key_file,
+			    "etc/q/keys/worker.pub");
+	assert_string_equal(c->security.worker_secret_key_file,
+			    "/etc/q/worker.key");
 	assert_int_equal(c->kv.block_tokens, 4096);
 	assert_int_equal(c->kv.blocks, 1);
 	assert_int_equal(c->kv.dtype, CFG_DTYPE_F32);
@@ -694,6 +717,8 @@ static void test_dump_roundtrip(void **state)
 		"  server_secret_key_file: s.key\n"
 		"  client_keys: [\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\", a.key]\n"
 		"  worker_keys: [w.key]\n"
+		"  worker_public_key_file: w.pub\n"
+		"  worker_secret_key_file: /k/w.key\n"
 		"sampling: {temperature: 0.3, top_p: 0.9, seed: 12345678901234}\n"
 		"prompt: {system: \"tab\\there \\\"q\\\" back\\\\slash\\nnew\\x01\"}\n";
 	cfg *a = NULL, *b = NULL;
@@ -719,6 +744,8 @@ static void test_dump_roundtrip(void **state)
 			    a->security.client_keys[0].z85);
 	assert_string_equal(b->security.client_keys[1].path, "a.key");
 	assert_string_equal(b->security.worker_keys[0].path, "w.key");
+	assert_string_equal(b->security.worker_public_key_file, "w.pub");
+	assert_string_equal(b->security.worker_secret_key_file, "/k/w.key");
 	assert_true(b->sampling.temperature == a->sampling.temperature);
 	assert_true(b->sampling.top_p == a->sampling.top_p);
 	assert_true(b->sampling.seed == 12345678901234ull);
@@ -727,10 +754,14 @@ static void test_dump_roundtrip(void **state)
 	free(a->model.path);
 	free(a->security.server_public_key_file);
 	free(a->security.server_secret_key_file);
+	free(a->security.worker_public_key_file);
+	free(a->security.worker_secret_key_file);
 	free(a->prompt.system);
 	a->model.path = b->model.path;
 	a->security.server_public_key_file = b->security.server_public_key_file;
 	a->security.server_secret_key_file = b->security.server_secret_key_file;
+	a->security.worker_public_key_file = b->security.worker_public_key_file;
+	a->security.worker_secret_key_file = b->security.worker_secret_key_file;
 	a->prompt.system = b->prompt.system;
 	{
 		cfg_key *ck = a->security.client_keys, *wk = a->security.worker_keys;
@@ -744,6 +775,34 @@ static void test_dump_roundtrip(void **state)
 		free(wk);
 	}
 	free(a);
+	cfg_free(&b);
+	free(buf);
+}
+
+/* Found by fuzz_cfg: NEL (U+0085) was dumped raw inside quotes and read
+ * back as a folded line break (a space); so would U+2028 and U+2029. */
+static void test_dump_line_breaks(void **state)
+{
+	static const char y[] =
+		BASE "prompt: {system: \"a\\Nb\\Lc\\Pd\\u0080e\\u009f\"}\n";
+	cfg *a = NULL, *b = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	if (cfg_parse("t.yaml", y, sizeof(y) - 1, &a))
+		fail_msg("%s", qerr_detail());
+	assert_string_equal(a->prompt.system, "a\xc2\x85" "b\xe2\x80\xa8"
+			    "c\xe2\x80\xa9" "d\xc2\x80" "e\xc2\x9f");
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	cfg_dump(a, f);
+	fclose(f);
+	if (cfg_parse("dump.yaml", buf, len, &b))
+		fail_msg("%s\n%s", qerr_detail(), buf);
+	assert_string_equal(b->prompt.system, a->prompt.system);
+	cfg_free(&a);
 	cfg_free(&b);
 	free(buf);
 }
@@ -902,6 +961,7 @@ int main(void)
 		cmocka_unit_test(test_accepted),
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_dump_roundtrip),
+		cmocka_unit_test(test_dump_line_breaks),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_too_large),
 		cmocka_unit_test(test_load_errors),

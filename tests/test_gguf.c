@@ -26,6 +26,7 @@ enum flaw {
 	NO_TENSOR,       /* ffn_down of layer 0 missing */
 	BAD_SHAPE,       /* attn_k with the wrong row count */
 	HEADS_INDIVISIBLE,
+	PARTIAL_BLOCK,   /* attn_k.bias in Q8_0: 16 elements, not a block */
 };
 
 #define D 32
@@ -118,18 +119,20 @@ static void build(const char *path, enum flaw fl)
 	assert_int_equal(gguf_writer_save(w, path, fill_zero, NULL), 0);
 	gguf_writer_free(&w);
 	assert_null(w);
-	if (fl == BAD_TYPE) {
+	if (fl == BAD_TYPE || fl == PARTIAL_BLOCK) {
 		/* patch the type of attn_q: find its name, skip dims */
 		FILE *f = fopen(path, "r+b");
 		char buf[4096];
 		size_t n = fread(buf, 1, sizeof(buf), f);
-		const char *nm = "blk.0.attn_q.weight";
+		const char *nm = fl == BAD_TYPE ? "blk.0.attn_q.weight"
+						: "blk.0.attn_k.bias";
 		char *p = memmem(buf, n, nm, strlen(nm));
-		uint32_t q4 = GGML_TYPE_Q4_0;
+		uint32_t q4 = fl == BAD_TYPE ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0;
+		long dims = fl == BAD_TYPE ? 16 : 8;
 
 		assert_non_null(p);
-		/* name, n_dims u32, 2 x u64 ne, then the type */
-		fseek(f, (long)(p - buf) + (long)strlen(nm) + 4 + 16, SEEK_SET);
+		/* name, n_dims u32, n_dims x u64 ne, then the type */
+		fseek(f, (long)(p - buf) + (long)strlen(nm) + 4 + dims, SEEK_SET);
 		fwrite(&q4, 4, 1, f);
 		fclose(f);
 	}
@@ -193,6 +196,56 @@ static void test_roundtrip(void **state)
 	assert_null(m);
 }
 
+/* Found by fuzz/mkseeds under UBSan: saving a writer with no metadata
+ * copied its empty (NULL) buffer with memcpy. An empty file is valid. */
+static void test_empty_file(void **state)
+{
+	gguf_writer *w;
+	gguf_file *g;
+
+	(void)state;
+	assert_int_equal(gguf_writer_new(&w), 0);
+	assert_int_equal(gguf_writer_save(w, path, NULL, NULL), 0);
+	gguf_writer_free(&w);
+	assert_int_equal(gguf_open(path, &g), 0);
+	assert_int_equal(gguf_n_kv(g), 0);
+	assert_int_equal(gguf_n_tensors(g), 0);
+	assert_int_equal(gguf_file_size(g), 24);
+	gguf_close(&g);
+}
+
+/* Found by fuzz/mkseeds: general.alignment 64 was written while the
+ * tensors were laid out at 32, a file the reader refused. */
+static void test_writer_alignment(void **state)
+{
+	static const struct { uint32_t v; int rc; } cases[] = {
+		{32, 0}, {64, QERR_UNSUPPORTED}, {1, QERR_UNSUPPORTED},
+	};
+	uint64_t ne[1] = {4};
+	gguf_writer *w;
+	gguf_file *g;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(gguf_writer_new(&w), 0);
+		assert_int_equal(gguf_w_u32(w, "general.alignment", cases[i].v),
+				 cases[i].rc);
+		assert_int_equal(gguf_w_tensor(w, "v", GGML_TYPE_F32, 1, ne),
+				 cases[i].rc);
+		assert_int_equal(gguf_writer_save(w, path, fill_zero, NULL),
+				 cases[i].rc);
+		gguf_writer_free(&w);
+		if (!cases[i].rc) {
+			assert_int_equal(gguf_open(path, &g), 0);
+			gguf_close(&g);
+		}
+	}
+	assert_int_equal(gguf_writer_new(&w), 0);
+	assert_int_equal(gguf_w_str(w, "general.alignment", "32"),
+			 QERR_UNSUPPORTED);
+	gguf_writer_free(&w);
+}
+
 /* Model-level flaws: each fails with its code and a message naming the
  * culprit. */
 static void test_model_flaws(void **state)
@@ -210,6 +263,8 @@ static void test_model_flaws(void **state)
 		{NO_TENSOR, QERR_MISSING, "blk.0.ffn_down.weight"},
 		{BAD_SHAPE, QERR_FORMAT, "blk.0.attn_k.weight"},
 		{HEADS_INDIVISIBLE, QERR_FORMAT, "divide"},
+		/* found by fuzz_gguf: an assert in kern_row_f32 */
+		{PARTIAL_BLOCK, QERR_FORMAT, "blk.0.attn_k.bias"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -372,6 +427,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_empty_file),
+		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_truncations),
 		cmocka_unit_test(test_corrupt_headers),

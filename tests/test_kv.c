@@ -798,6 +798,9 @@ static const struct {
 	{"block_bytes", 40, 8, 2, 0, 0, QERR_FORMAT},
 	{"block_stride", 48, 8, 64, 0, 0, QERR_FORMAT},
 	{"data_offset", 56, 8, 64, 0, 0, QERR_FORMAT},
+	/* the owner only serves stale-region sweeps: readers ignore it */
+	{"owner pid", 64, 4, 0, 1, 12345, QERR_OK},
+	{"owner start time", 72, 8, 1, 0, 0, QERR_OK},
 };
 
 static void test_corrupt_header(void **state)
@@ -865,18 +868,20 @@ static void test_short_files(void **state)
 		{"empty", 0},
 		{"8 bytes", 8},
 		{"header only, no params", 16},
-		{"kv header, no blocks", 64},
+		{"kv header without owner", 64},
+		{"kv header, no blocks", sizeof(kv_shm_header)},
 	};
 	kv_params kp = {1, 1, 1, 1, KV_F32};
 	kv_pool *own = NULL, *ro = NULL;
-	unsigned char hdr[64];
+	unsigned char hdr[sizeof(kv_shm_header)];
 	shm_region r = {0};
 	int pfd[2];
 	size_t i;
 
 	(void)state;
 	assert_int_equal(kv_pool_new(&kp, &own), QERR_OK);
-	assert_int_equal(pread(kv_pool_fd(own), hdr, 64, 0), 64);
+	assert_int_equal(pread(kv_pool_fd(own), hdr, sizeof(hdr), 0),
+			 (ssize_t)sizeof(hdr));
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int fd = memfd_create("kv-short", MFD_CLOEXEC);
 

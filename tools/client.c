@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "curve.h"
 #include "qerr.h"
 
 struct client {
@@ -27,15 +28,31 @@ int client_exit_code(int status)
 
 int client_open(const char *endpoint, client **out)
 {
+	return client_open_curve(endpoint, NULL, NULL, out);
+}
+
+int client_open_curve(const char *endpoint, const char *server_key_file,
+		      const char *client_key_file, client **out)
+{
 	client *c;
-	int zero = 0;
+	int zero = 0, rc;
 	int64_t max = CLIENT_MAX_REPLY_BYTES;
+	curve_sock k;
 
 	if (!out || !endpoint || !*endpoint)
 		return qerr_fail(QERR_ARG, "no endpoint");
 	*out = NULL;
+	if (!server_key_file != !client_key_file)
+		return qerr_fail(QERR_ARG, "CURVE needs both the server key "
+				 "and the client key");
+	if (server_key_file &&
+	    (rc = curve_sock_client(server_key_file, client_key_file, NULL,
+				    &k)))
+		return rc;
 	if (!(c = calloc(1, sizeof(*c))) || !(c->endpoint = strdup(endpoint))) {
 		free(c);
+		if (server_key_file)
+			curve_sock_wipe(&k);
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	}
 	if (!(c->ctx = zmq_ctx_new()) ||
@@ -46,6 +63,14 @@ int client_open(const char *endpoint, client **out)
 	if (zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof(max)))
 		goto fail;
+	if (server_key_file) {
+		rc = curve_sock_apply(c->sock, &k);
+		curve_sock_wipe(&k);
+		if (rc) {
+			client_free(&c);
+			return rc;
+		}
+	}
 	if (zmq_connect(c->sock, endpoint)) {
 		qerr_fail(QERR_ARG, "cannot connect to '%s': %s", endpoint,
 			  zmq_strerror(errno));
@@ -56,6 +81,8 @@ int client_open(const char *endpoint, client **out)
 	return QERR_OK;
 fail:
 	qerr_fail(QERR_IO, "zmq: %s", zmq_strerror(errno));
+	if (server_key_file)
+		curve_sock_wipe(&k);
 	client_free(&c);
 	return QERR_IO;
 }
@@ -110,10 +137,14 @@ int client_send(client *c, Quorum__ClientRequest *req)
 	if (!(buf = malloc(n ? n : 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	quorum__client_request__pack(req, buf);
+	/* non-blocking: a DEALER with no connection (a refused CURVE
+	 * handshake tears the pipe down) would block forever */
 	do
-		rc = zmq_send(c->sock, buf, n, 0);
+		rc = zmq_send(c->sock, buf, n, ZMQ_DONTWAIT);
 	while (rc < 0 && errno == EINTR);
 	free(buf);
+	if (rc < 0 && errno == EAGAIN)
+		return QERR_OK; /* lost like a dropped message: the wait times out */
 	if (rc < 0)
 		return qerr_fail(QERR_IO, "send to %s: %s", c->endpoint,
 				 zmq_strerror(errno));
@@ -395,4 +426,7 @@ void client_cluster_json(json_t *o, const Quorum__ClusterStatus *s)
 			    opt_int(s->has_prefix_hits, s->prefix_hits));
 	json_object_set_new(o, "prefix_misses",
 			    opt_int(s->has_prefix_misses, s->prefix_misses));
+	json_object_set_new(o, "replies_unroutable",
+			    opt_int(s->has_replies_unroutable,
+				    s->replies_unroutable));
 }

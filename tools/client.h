@@ -39,6 +39,14 @@ typedef struct client client;
  * *out set, or QERR_ARG / QERR_IO / QERR_NOMEM with qerr_detail(). */
 int client_open(const char *endpoint, client **out);
 
+/* As client_open, as a CURVE client (curve.h) when server_key_file (the
+ * coordinator's public key file) and client_key_file (this client's
+ * secret key file; its public key is derived) are given: both or neither.
+ * A key file that is missing or malformed is an error before anything
+ * connects. */
+int client_open_curve(const char *endpoint, const char *server_key_file,
+		      const char *client_key_file, client **out);
+
 /* Closes the socket (unsent messages are dropped) and the context; sets
  * *c to NULL; NULL ok. */
 void client_free(client **c);
@@ -49,7 +57,10 @@ const char *client_endpoint(const client *c);
  * when that fails). */
 uint64_t client_request_id(void);
 
-/* Packs and queues req (version is set to PROTOCOL_VERSION here). */
+/* Packs and queues req (version is set to PROTOCOL_VERSION here). When
+ * no connection can take it now (none up, e.g. the coordinator refused
+ * our CURVE key), it is dropped like a lost message: QERR_OK, and the
+ * reply wait runs out. Never blocks. */
 int client_send(client *c, Quorum__ClientRequest *req);
 
 /* Waits up to timeout_ms (>= 0) for the next valid reply. QERR_OK with

@@ -46,7 +46,11 @@ static void help(void)
 	       "  --top-k K             0 = off\n"
 	       "  --top-p P             1 = off\n"
 	       "  --max-new-tokens K    per sample\n"
+	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
+	       "  --server-key FILE     CURVE: the coordinator's public key file\n"
+	       "  --client-key FILE     CURVE: this client's secret key file (from\n"
+	       "                        'quorum keygen'; its .pub on client_keys)\n"
 	       "  --timeout SEC         wait per attempt (default 60)\n"
 	       "  --retries R           resend the same request R more times when\n"
 	       "                        no reply came (default 2)\n"
@@ -64,6 +68,7 @@ static void help(void)
 
 typedef struct ask_opts {
 	const char *endpoint;
+	const char *server_key, *client_key; /* CURVE key files or NULL */
 	Quorum__SamplingParams sp; /* has_* set for what was given */
 	const char *system;
 	int timeout_ms;
@@ -112,7 +117,8 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 		ask->system.len = strlen(o->system);
 	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
-	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens)
+	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
+	    o->sp.has_ignore_eos)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -228,7 +234,8 @@ static int ask_one(const ask_opts *o, const char *q, size_t qlen)
 
 	ask_init(&ask, &req, o, q, qlen);
 	req.request_id = client_request_id();
-	if (client_open(o->endpoint, &c) ||
+	if (client_open_curve(o->endpoint, o->server_key, o->client_key,
+				      &c) ||
 	    client_call(c, &req, o->timeout_ms, o->retries, &r)) {
 		fprintf(stderr, "quorum ask: %s\n", qerr_detail());
 		goto out;
@@ -534,7 +541,8 @@ static int ask_file(const ask_opts *o)
 	}
 	sum = o->out ? stdout : stderr;
 	if (!(slots = calloc((size_t)o->concurrency, sizeof(*slots))) ||
-	    client_open(o->endpoint, &c)) {
+	    client_open_curve(o->endpoint, o->server_key, o->client_key,
+				      &c)) {
 		fprintf(stderr, "quorum ask: %s\n", slots ? qerr_detail()
 			: "out of memory");
 		goto cleanup;
@@ -689,7 +697,10 @@ int cmd_ask(int argc, char **argv)
 		{"top-k", required_argument, 0, 'k'},
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
+		{"ignore-eos", no_argument, 0, 'E'},
 		{"system", required_argument, 0, 's'},
+		{"server-key", required_argument, 0, 'K'},
+		{"client-key", required_argument, 0, 'C'},
 		{"timeout", required_argument, 0, 't'},
 		{"retries", required_argument, 0, 'r'},
 		{"json", no_argument, 0, 'J'},
@@ -715,6 +726,12 @@ int cmd_ask(int argc, char **argv)
 		case 'e': o.endpoint = optarg; break;
 		case 's': o.system = optarg; break;
 		case 'J': o.json = 1; break;
+		case 'K': o.server_key = optarg; break;
+		case 'C': o.client_key = optarg; break;
+		case 'E':
+			o.sp.has_ignore_eos = 1;
+			o.sp.ignore_eos = 1;
+			break;
 		case 'f': o.file = optarg; break;
 		case 'o': o.out = optarg; break;
 		case 'n':
@@ -777,6 +794,9 @@ int cmd_ask(int argc, char **argv)
 	}
 	if (!*o.endpoint)
 		return cli_usage_error("ask", "--endpoint is empty");
+	if (!o.server_key != !o.client_key)
+		return cli_usage_error("ask", "--server-key and --client-key "
+				       "go together");
 	if (o.file) {
 		if (optind != argc)
 			return cli_usage_error("ask", "give either --file or "

@@ -23,6 +23,10 @@ static void help(void)
 	       "options:\n"
 	       "  --endpoint E     coordinator client endpoint\n"
 	       "                   (default " STATUS_DEFAULT_ENDPOINT ")\n"
+	       "  --server-key FILE\n"
+	       "                   CURVE: the coordinator's public key file\n"
+	       "  --client-key FILE\n"
+	       "                   CURVE: this client's secret key file\n"
 	       "  --timeout SEC    wait per attempt (default 3)\n"
 	       "  --retries R      resend R more times when no reply came\n"
 	       "                   (default 1)\n"
@@ -63,6 +67,9 @@ static void print_text(const char *endpoint, const Quorum__ClusterStatus *s)
 	       (unsigned long long)s->requests_failed, s->tokens_per_s,
 	       (unsigned long long)s->prefix_hits,
 	       (unsigned long long)s->prefix_misses);
+	if (s->has_replies_unroutable && s->replies_unroutable)
+		printf("replies to clients that were gone: %llu\n",
+		       (unsigned long long)s->replies_unroutable);
 }
 
 static void print_json(const char *endpoint, const char *status,
@@ -91,10 +98,13 @@ int cmd_status(int argc, char **argv)
 		{"timeout", required_argument, 0, 't'},
 		{"retries", required_argument, 0, 'r'},
 		{"json", no_argument, 0, 'J'},
+		{"server-key", required_argument, 0, 'K'},
+		{"client-key", required_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *endpoint = STATUS_DEFAULT_ENDPOINT, *sname;
+	const char *server_key = NULL, *client_key = NULL;
 	int json = 0, c, timeout_ms = 3000, retries = 1, rc = 1;
 	long v;
 	float f;
@@ -109,6 +119,8 @@ int cmd_status(int argc, char **argv)
 		switch (c) {
 		case 'e': endpoint = optarg; break;
 		case 'J': json = 1; break;
+		case 'K': server_key = optarg; break;
+		case 'C': client_key = optarg; break;
 		case 't':
 			if (cli_float("status", "--timeout", optarg, 0.001,
 				      86400, &f))
@@ -129,12 +141,15 @@ int cmd_status(int argc, char **argv)
 				       argv[optind]);
 	if (!*endpoint)
 		return cli_usage_error("status", "--endpoint is empty");
+	if (!server_key != !client_key)
+		return cli_usage_error("status", "--server-key and --client-key "
+				       "go together");
 	quorum__status_query__init(&q);
 	quorum__client_request__init(&req);
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
 	req.status = &q;
 	req.request_id = client_request_id();
-	if (client_open(endpoint, &cl) ||
+	if (client_open_curve(endpoint, server_key, client_key, &cl) ||
 	    client_call(cl, &req, timeout_ms, retries, &r)) {
 		fprintf(stderr, "quorum status: %s\n", qerr_detail());
 		goto out;

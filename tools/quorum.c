@@ -13,6 +13,7 @@ static const struct {
 	{"run", cmd_run, "answer a question by self-consistency (one process)"},
 	{"ask", cmd_ask, "ask a running cluster (coordinator) a question"},
 	{"status", cmd_status, "show a running cluster: workers, queue, counters"},
+	{"keygen", cmd_keygen, "generate a CURVE key pair (NAME.key, NAME.pub)"},
 	{"bench", cmd_bench, "benchmark reset vs paged vs batched decoding"},
 	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
 	{"tokenize", cmd_tokenize, "print the token ids of a text"},

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cfg.h"
@@ -32,6 +33,8 @@ static void usage(FILE *f)
 		"  --connect EP      coordinator worker endpoint (default: the\n"
 		"                    config's coordinator.worker_endpoint)\n"
 		"  --threads T       compute threads (default: workers.threads)\n"
+		"  --parent PID      exit when process PID (the supervising\n"
+		"                    coordinator) is gone\n"
 		"  -h, --help        this help\n");
 }
 
@@ -59,14 +62,16 @@ int main(int argc, char **argv)
 		{"host", required_argument, 0, 'H'},
 		{"connect", required_argument, 0, 'C'},
 		{"threads", required_argument, 0, 't'},
+		{"parent", required_argument, 0, 'P'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *config = NULL, *id = NULL, *host = NULL, *ep = NULL;
 	char idbuf[WK_ID_MAX], hostbuf[WK_HOST_MAX], epbuf[512];
-	long threads = 0;
+	long threads = 0, parent = 0;
 	cfg *c = NULL;
 	wk_opts o = {0};
+	curve_sock ck;
 	struct sigaction sa;
 	int ch, rc;
 
@@ -82,6 +87,14 @@ int main(int argc, char **argv)
 			threads = strtol(optarg, &end, 10);
 			if (*end || threads < 1 || threads > 1024) {
 				fprintf(stderr, "worker: bad --threads '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			parent = strtol(optarg, &end, 10);
+			if (*end || parent < 1) {
+				fprintf(stderr, "worker: bad --parent '%s'\n",
 					optarg);
 				return 2;
 			}
@@ -110,8 +123,33 @@ int main(int argc, char **argv)
 			"'_', '-', '.'; id up to %d bytes)\n", WK_ID_MAX - 1);
 		return 2;
 	}
+	/* SIGTERM when the parent dies; it may have died already */
+	if (parent && (prctl(PR_SET_PDEATHSIG, SIGTERM) ||
+		       getppid() != (pid_t)parent)) {
+		fprintf(stderr, "worker: parent %ld is gone\n", parent);
+		return 1;
+	}
 	if (cfg_load(config, &c)) {
 		fprintf(stderr, "worker: %s\n", qerr_detail());
+		return 1;
+	}
+	memset(&ck, 0, sizeof(ck));
+	if (c->security.curve &&
+	    (!c->security.worker_secret_key_file ||
+	     !c->security.server_public_key_file)) {
+		fprintf(stderr, "worker: security.curve is on but security.%s "
+			"is not set\n", !c->security.server_public_key_file
+				  ? "server_public_key_file"
+				  : "worker_secret_key_file");
+		cfg_free(&c);
+		return 1;
+	}
+	if (c->security.curve &&
+	    curve_sock_client(c->security.server_public_key_file,
+			      c->security.worker_secret_key_file,
+			      c->security.worker_public_key_file, &ck)) {
+		fprintf(stderr, "worker: security: %s\n", qerr_detail());
+		cfg_free(&c);
 		return 1;
 	}
 	connectable(ep ? ep : c->coordinator.worker_endpoint, epbuf,
@@ -125,9 +163,11 @@ int main(int argc, char **argv)
 	o.id = id;
 	o.host = host;
 	o.endpoint = epbuf;
+	o.curve = c->security.curve ? &ck : NULL;
 	o.threads = threads ? (int)threads : c->workers.threads;
 	o.stop = &stop_flag;
 	rc = wk_run(&o);
+	curve_sock_wipe(&ck);
 	if (rc && rc != WK_REJECTED)
 		fprintf(stderr, "worker %s: %s\n", id, qerr_detail());
 	cfg_free(&c);

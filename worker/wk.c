@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kv.h"
 #include "model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
@@ -19,6 +20,7 @@
 #define WK_STOPPED 0x7ff1   /* sc_decode stopped by a signal */
 #define WK_CANCELLED 0x7ff2 /* sc_decode stopped by a Cancel */
 #define WK_MAX_INDICES 65536
+#define WK_PREFILL_CHUNK 64 /* rows per prefill forward between heartbeats */
 
 /* A command read during a decode, handled after it. */
 typedef struct wk_pending {
@@ -176,6 +178,33 @@ static float *logits_copy(wk *w, const ProtobufCBinaryData *b)
 
 /* ---- Prefill --------------------------------------------------------- */
 
+static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue);
+
+/* Between prefill chunks: heartbeats that fall due, and the socket read
+ * (commands queued, as during a decode), so a long prompt never looks
+ * like a dead worker. */
+static int on_prefill_chunk(void *ctx)
+{
+	wk *w = ctx;
+	wire_msg in;
+
+	if (*w->o->stop)
+		return WK_STOPPED;
+	if (wire_now_ms() >= w->hb_at)
+		send_heartbeat(w);
+	while (!w->rejected) {
+		int rc = wire_recv(w->sock, 0, 1, 0, &in);
+
+		if (rc == QERR_FULL || rc == QERR_IO)
+			break;
+		if (rc)
+			continue;
+		handle_raw(w, in.data, in.len, 1);
+		wire_msg_close(&in);
+	}
+	return w->rejected ? WK_STOPPED : 0;
+}
+
 static void on_prefill(wk *w, const Quorum__Prefill *p)
 {
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
@@ -207,7 +236,8 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 		}
 		ids[i] = (int32_t)p->tokens[i];
 	}
-	rc = sc_root_prefill(w->e, ids, p->n_tokens, &root);
+	rc = sc_root_prefill_cb(w->e, ids, p->n_tokens, WK_PREFILL_CHUNK,
+				on_prefill_chunk, w, &root);
 	free(ids);
 	if (!rc && (rc = track_root(w, root)))
 		sc_root_release(w->e, root);
@@ -233,8 +263,6 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 }
 
 /* ---- DecodeJob ------------------------------------------------------- */
-
-static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue);
 
 static int on_sample(void *ctx, const sc_sample *s)
 {
@@ -272,6 +300,10 @@ static int on_round(void *ctx)
 		return WK_STOPPED;
 	if (wire_now_ms() >= w->hb_at)
 		send_heartbeat(w);
+	/* a coordinator silent past its liveness has forgotten this job:
+	 * stop it and reconnect (serve) instead of decoding for nobody */
+	if (wire_now_ms() >= w->expiry)
+		return WK_CANCELLED;
 	while (!w->cancelled && !w->rejected) {
 		int rc = wire_recv(w->sock, 0, 1, 0, &in);
 
@@ -565,6 +597,16 @@ static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue)
 		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
 			on_import(w, m->import_root);
 			break;
+		case QUORUM__COORD_MSG__BODY_FORGET_POOL:
+			/* its owner is gone; never our own pool */
+			if (m->forget_pool->pool_name &&
+			    strcmp(m->forget_pool->pool_name, w->pool_name) &&
+			    !sc_unlink_pool(w->e, m->forget_pool->pool_name))
+				fprintf(stderr, "worker %s: dropped the mapping "
+					"of pool %s\n", w->o->id,
+					m->forget_pool->pool_name);
+			qerr_clear();
+			break;
 		default:
 			fprintf(stderr, "worker %s: empty command dropped\n",
 				w->o->id);
@@ -583,8 +625,9 @@ static int connect_and_register(wk *w)
 	int sndto = w->c->heartbeat.interval_ms, rc;
 
 	wire_close(&w->sock);
-	if ((rc = wire_connect(w->ctx, ZMQ_DEALER, w->o->endpoint,
-			       w->c->limits.max_message_bytes, &w->sock)))
+	if ((rc = wire_connect_curve(w->ctx, ZMQ_DEALER, w->o->endpoint,
+				     w->c->limits.max_message_bytes,
+				     w->o->curve, &w->sock)))
 		return rc;
 	/* a silent coordinator must not block us in a send: the liveness
 	 * check reconnects instead */
@@ -611,12 +654,18 @@ static int connect_and_register(wk *w)
 	return 0;
 }
 
-/* Sleeps ms unless a signal arrives. */
-static void nap(int64_t ms)
+/* Sleeps ms unless a signal arrives or a message is waiting on sock
+ * (returns 1 then). */
+static int nap(void *sock, int64_t ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
 
+	if (sock)
+		return zmq_poll(&it, 1, (long)ms) > 0 &&
+		       (it.revents & ZMQ_POLLIN);
 	nanosleep(&ts, NULL);
+	return 0;
 }
 
 static int serve(wk *w)
@@ -661,7 +710,12 @@ static int serve(wk *w)
 			fprintf(stderr, "worker %s: coordinator silent, "
 				"reconnecting in %lld ms\n", w->o->id,
 				(long long)w->backoff_ms);
-			nap(w->backoff_ms);
+			/* the coordinator only speaks to a connection it has
+			 * registered: an answer during the backoff (the link
+			 * came back, our last Register went through late)
+			 * keeps this one instead of registering twice */
+			if (nap(w->sock, w->backoff_ms))
+				continue;
 			if (w->backoff_ms < w->c->heartbeat.reconnect_max_ms)
 				w->backoff_ms *= 2;
 			if (w->backoff_ms > w->c->heartbeat.reconnect_max_ms)
@@ -680,11 +734,50 @@ static int serve(wk *w)
 	return w->rejected ? WK_REJECTED : QERR_OK;
 }
 
+/* Pool names are "/quorum-<cluster>-<id>-<12 hex>". */
+#define WK_POOL_RND 6 /* random bytes, 12 hex digits */
+
+/* shm_sweep_stale's judge: exactly our prefix + 12 hex digits (so worker
+ * "w1" never touches worker "w1-x"'s pools), a KV region of this version,
+ * its creator dead. '-' may occur in cluster names and in worker ids,
+ * so cluster "a" + id "b-c" and cluster "a-b" + id "c" share a prefix;
+ * only a dead creator's pool is ever removed, so the worst case is
+ * removing the other cluster's garbage. */
+static int stale_pool(const char *name, const void *head, size_t len,
+		      void *arg)
+{
+	const char *tail = name + strlen((const char *)arg);
+
+	if (strlen(tail) != 2 * WK_POOL_RND ||
+	    strspn(tail, "0123456789abcdef") != 2 * WK_POOL_RND)
+		return 0;
+	return kv_region_stale(name, head, len, NULL);
+}
+
+/* Removes the pools a previous run of this worker (same cluster, same id)
+ * left behind when it was killed; never a live process's. */
+static void sweep_stale(const wk_opts *o)
+{
+	char prefix[128];
+	int n = 0;
+
+	if ((size_t)snprintf(prefix, sizeof(prefix), "/quorum-%s-%s-",
+			     o->c->cluster.name, o->id) >= sizeof(prefix))
+		return;
+	if (shm_sweep_stale(prefix, KV_MAGIC, sizeof(kv_shm_header),
+			    stale_pool, prefix, &n))
+		fprintf(stderr, "worker %s: stale pool sweep: %s\n", o->id,
+			qerr_detail());
+	else if (n)
+		fprintf(stderr, "worker %s: removed %d stale pool(s) of a "
+			"previous run\n", o->id, n);
+}
+
 int wk_run(const wk_opts *o)
 {
 	wk w = {0};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	unsigned char rnd[6];
+	unsigned char rnd[WK_POOL_RND];
 	int rc;
 
 	w.o = o;
@@ -700,6 +793,7 @@ int wk_run(const wk_opts *o)
 	ep.n_threads = o->threads;
 	ep.block_tokens = o->c->kv.block_tokens;
 	ep.kv_dtype = o->c->kv.dtype == CFG_DTYPE_F16 ? KV_F16 : KV_F32;
+	sweep_stale(o);
 	if ((rc = model_load(o->c->model.path, &w.m)) ||
 	    (rc = tok_load(w.m->gguf, &w.t)) ||
 	    (rc = sc_engine_new(w.m, w.t, &ep, &w.e)))

@@ -12,14 +12,18 @@
  *   ExportRoot   -> sc_root_export, RootData
  *   import_root  -> sc_root_import, ImportedRoot
  *   Cancel       -> stops the running decode (checked every round)
+ *   ForgetPool   -> sc_unlink_pool: a same-host peer is gone (handled
+ *                   between jobs; a mapping stays valid while in use)
  *   reject       -> the loop ends with WK_REJECTED
  * Commands are untrusted: every field is checked before use; a bad one
  * gets a WorkerError (or a failed JobDone) and the worker keeps serving.
  *
  * Threads: the loop runs on the caller's thread; the engine's own pool of
- * threads does the arithmetic. During a decode the per-round callback
- * sends heartbeats that fall due and reads the socket: Cancel and
- * heartbeats are handled at once, other commands are queued in order.
+ * threads does the arithmetic. During a decode (per round) and a prefill
+ * (every 64 rows) a callback sends heartbeats that fall due and reads the
+ * socket: Cancel and heartbeats are handled at once, other commands are
+ * queued in order. A decode stops when the coordinator has been silent
+ * past its liveness (it forgot the job; the worker reconnects).
  */
 #ifndef QUORUM_WK_H
 #define QUORUM_WK_H
@@ -28,16 +32,21 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "curve.h"
 
 #define WK_ID_MAX 64
 #define WK_HOST_MAX 128
-#define WK_REJECTED 3   /* wk_run: the coordinator refused this worker */
+/* wk_run: the coordinator refused this worker. Outside the qerr codes
+ * (3 was QERR_FORMAT: a worker whose model was not GGUF exited silently,
+ * as if rejected). */
+#define WK_REJECTED 0x7ff3
 
 typedef struct {
 	const cfg *c;             /* borrowed */
 	const char *id;           /* [A-Za-z0-9_.-]{1,64} */
 	const char *host;         /* host label */
 	const char *endpoint;     /* coordinator's worker endpoint */
+	const curve_sock *curve;  /* CURVE client options; NULL: plaintext */
 	int threads;
 	volatile sig_atomic_t *stop; /* set by a signal handler */
 } wk_opts;

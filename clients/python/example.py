@@ -23,11 +23,17 @@ def main():
     ap.add_argument("--seed", type=int)
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds per attempt (default 60)")
+    ap.add_argument("--server-key", help="CURVE: the coordinator's public "
+                    "key file")
+    ap.add_argument("--client-key", help="CURVE: this client's secret key "
+                    "file")
     ap.add_argument("--json", action="store_true",
                     help="print {\"ask\": ..., \"status\": ...} as JSON")
     a = ap.parse_args()
 
-    with QuorumClient(a.endpoint, timeout=a.timeout) as qc:
+    with QuorumClient(a.endpoint, timeout=a.timeout,
+                      server_key=a.server_key,
+                      client_key=a.client_key) as qc:
         r = qc.ask(a.question, n=a.n, seed=a.seed,
                    max_new_tokens=a.max_new_tokens)
         s = qc.status() if r["status"] != "NO_REPLY" else None

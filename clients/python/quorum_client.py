@@ -39,13 +39,49 @@ except ImportError:
             "quorum_pb2 not found: run clients/python/gen_pb.sh (needs "
             "protobuf-compiler) or set QUORUM_PB2_DIR") from e
 
-__all__ = ["QuorumClient", "NO_REPLY", "DEFAULT_ENDPOINT"]
+__all__ = ["QuorumClient", "NO_REPLY", "DEFAULT_ENDPOINT", "load_key"]
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:7700"
 PROTOCOL_VERSION = pb.PROTOCOL_VERSION
 # Client-side outcome when no reply came (not a protocol status).
 NO_REPLY = "NO_REPLY"
 MAX_REPLY_BYTES = 256 << 20
+
+
+_PUBLIC_TAG = "# quorum CURVE public key"
+_SECRET_TAG = "# quorum CURVE secret key"
+_Z85 = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+           ".-:+=^!/*?&<>()[]{}@%$#")
+
+
+def load_key(path, secret=False):
+    """The Z85 key (bytes) of a key file as `quorum keygen` writes it
+    (common/curve.h): '#' comment lines, blank lines, one line of 40 Z85
+    characters. Raises ValueError for anything else (a secret key file
+    where a public one is expected, or the reverse, included)."""
+    with open(path, "rb") as f:
+        data = f.read(4097)
+    if len(data) > 4096:
+        raise ValueError("%s: larger than 4096 bytes: not a key file" % path)
+    other = _PUBLIC_TAG if secret else _SECRET_TAG
+    key = None
+    for line in data.decode("ascii", errors="replace").split("\n"):
+        line = line.strip(" \t\r")
+        if not line:
+            continue
+        if line.startswith("#"):
+            if line.startswith(other):
+                raise ValueError("%s: this is a %s key file" % (
+                    path, "public" if secret else "secret"))
+            continue
+        if key is not None:
+            raise ValueError("%s: a second key line" % path)
+        if len(line) != 40 or not set(line) <= _Z85:
+            raise ValueError("%s: not a 40-character Z85 key" % path)
+        key = line.encode("ascii")
+    if key is None:
+        raise ValueError("%s: no key in the file" % path)
+    return key
 
 
 def _text(b):
@@ -105,7 +141,7 @@ def _cluster_fields(s):
     d = {"cluster": _opt(s, "cluster"), "workers": w}
     for f in ("queue_depth", "in_flight", "requests_served",
               "requests_failed", "tokens_per_s", "prefix_hits",
-              "prefix_misses"):
+              "prefix_misses", "replies_unroutable"):
         d[f] = _opt(s, f)
     return d
 
@@ -116,16 +152,34 @@ class QuorumClient:
     timeout is the wait per attempt in seconds; after it, the SAME request
     (same request id: the coordinator may deduplicate) is resent up to
     `retries` more times. Not thread-safe: one client per thread.
+
+    CURVE (security.curve on the coordinator): server_key is the path of
+    the coordinator's public key file, client_key the path of this
+    client's secret key file (`quorum keygen -o NAME`: NAME.key; NAME.pub
+    must be on the coordinator's security.client_keys). Both or neither;
+    a bad key file raises ValueError here. A client the coordinator does
+    not allow gets no reply at all (NO_REPLY).
     """
 
-    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout=60.0, retries=2):
+    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout=60.0, retries=2,
+                 server_key=None, client_key=None):
         self.endpoint = endpoint
         self.timeout = float(timeout)
         self.retries = int(retries)
+        if (server_key is None) != (client_key is None):
+            raise ValueError("server_key and client_key go together")
+        keys = None
+        if server_key is not None:
+            secret = load_key(client_key, secret=True)
+            keys = (load_key(server_key), zmq.curve_public(secret), secret)
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
+        if keys is not None:
+            self._sock.setsockopt(zmq.CURVE_SERVERKEY, keys[0])
+            self._sock.setsockopt(zmq.CURVE_PUBLICKEY, keys[1])
+            self._sock.setsockopt(zmq.CURVE_SECRETKEY, keys[2])
         self._sock.connect(endpoint)
 
     def close(self):
@@ -147,7 +201,12 @@ class QuorumClient:
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         for _ in range(self.retries + 1):
-            self._sock.send(data)
+            try:
+                # a DEALER with no connection (e.g. the coordinator refused
+                # our CURVE key) would block: count it as a lost message
+                self._sock.send(data, zmq.NOBLOCK)
+            except zmq.Again:
+                pass
             deadline = time.monotonic() + self.timeout
             while True:
                 left = deadline - time.monotonic()
