@@ -1,0 +1,39 @@
+#!/bin/sh
+# Runs each libFuzzer target for a bounded time; fails when one finds a
+# crash, a leak, UB, a timeout or an out-of-memory input.
+#
+#   sh fuzz/run.sh BUILD_DIR SECONDS TARGET...    (make fuzz / make fuzz-ci)
+#
+# Per target: seeds from fuzz/corpus/<t>/ (read only), the growing corpus
+# in BUILD_DIR/corpus/<t>/, findings in BUILD_DIR/crashes/<t>/ (cleared at
+# the start of a run; reproduce one with BUILD_DIR/fuzz_<t> FILE), the log
+# in BUILD_DIR/fuzz_<t>.log. Ends with "fuzz: N passed, N failed".
+set -u
+fb=$1; secs=$2; shift 2
+passed=0; failed=0
+for t in "$@"; do
+	bin=$fb/fuzz_$t
+	mkdir -p "$fb/corpus/$t" "$fb/crashes/$t"
+	rm -f "$fb/crashes/$t"/*
+	# hard bound on top of libFuzzer's own: startup, merge, final report
+	timeout -k 10 $((secs + 120)) "$bin" -max_total_time="$secs" \
+		-timeout=25 -rss_limit_mb=4096 -max_len=8192 \
+		-print_final_stats=1 -artifact_prefix="$fb/crashes/$t/" \
+		"$fb/corpus/$t" "fuzz/corpus/$t" >"$fb/fuzz_$t.log" 2>&1
+	rc=$?
+	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$fb/fuzz_$t.log")
+	found=$(ls "$fb/crashes/$t" | wc -l)
+	if [ $rc -eq 0 ] && [ "$found" -eq 0 ] && [ -n "$runs" ]; then
+		echo "fuzz_$t: ok, ${secs}s, $runs runs," \
+			"corpus $(ls "$fb/corpus/$t" | wc -l) files"
+		passed=$((passed + 1))
+	else
+		echo "fuzz_$t: FAILED (exit $rc, $found finding(s) in" \
+			"$fb/crashes/$t/); log $fb/fuzz_$t.log:"
+		grep -A 30 -m 1 'ERROR\|==[0-9]*==\|runtime error\|fuzz_[a-z]*: ' \
+			"$fb/fuzz_$t.log" | head -n 40
+		failed=$((failed + 1))
+	fi
+done
+echo "fuzz: $passed passed, $failed failed"
+[ $failed -eq 0 ]
