@@ -131,6 +131,21 @@ static inline int cu_setup_paths(const char *tag)
 	return 0;
 }
 
+/* Synthesizes the clusters' model (qwen2 "tiny", q8_0, the qwen2
+ * tokenizer; weights from seed) into the temp dir; its absolute path in
+ * buf (PATH_MAX). */
+static inline int cu_model(char *buf, uint64_t seed)
+{
+	char real[PATH_MAX];
+
+	if (tu_model(buf, PATH_MAX, "qwen2", "tiny", GGML_TYPE_Q8_0,
+		     tu_data("data/tokenizers/qwen2/tokenizer.json"), seed) ||
+	    !realpath(buf, real))
+		return -1;
+	memcpy(buf, real, strlen(real) + 1);
+	return 0;
+}
+
 static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 {
 	static int seq;
@@ -200,9 +215,11 @@ static inline int cu_start(cu_cluster *c, const cu_cfg *k)
 	return -1;
 }
 
-static inline pid_t cu_worker(cu_cluster *c, const char *id, const char *host)
+/* A worker started on another config (its kill is still c's). */
+static inline pid_t cu_worker_config(cu_cluster *c, const char *config,
+				     const char *id, const char *host)
 {
-	char *argv[] = {cu_bin("worker"), "--config", c->config, "--id",
+	char *argv[] = {cu_bin("worker"), "--config", (char *)config, "--id",
 			(char *)id, "--host", (char *)host, NULL};
 	pid_t pid;
 
@@ -211,6 +228,11 @@ static inline pid_t cu_worker(cu_cluster *c, const char *id, const char *host)
 	snprintf(c->kid_ids[c->n_kids], sizeof(c->kid_ids[0]), "%s", id);
 	c->kids[c->n_kids++] = pid;
 	return pid;
+}
+
+static inline pid_t cu_worker(cu_cluster *c, const char *id, const char *host)
+{
+	return cu_worker_config(c, c->config, id, host);
 }
 
 /* SIGKILLs a worker started by cu_worker and reaps it. */
@@ -275,8 +297,10 @@ static inline void *cu_client(const cu_cluster *c)
 	return s;
 }
 
-/* One reply within wait_ms (NULL on timeout). */
-static inline Quorum__ClientReply *cu_recv(void *s, int wait_ms)
+/* One reply within wait_ms (NULL on timeout); with c, NULL as soon as
+ * c's coordinator has exited (it is reaped then). */
+static inline Quorum__ClientReply *cu_recv_live(const cu_cluster *c, void *s,
+						int wait_ms)
 {
 	int64_t end = wire_now_ms() + wait_ms;
 
@@ -287,6 +311,9 @@ static inline Quorum__ClientReply *cu_recv(void *s, int wait_ms)
 		zmq_msg_init(&msg);
 		if (zmq_msg_recv(&msg, s, 0) < 0) {
 			zmq_msg_close(&msg);
+			if (c && c->coord > 0 &&
+			    waitpid(c->coord, NULL, WNOHANG) == c->coord)
+				return NULL;
 			continue;
 		}
 		r = quorum__client_reply__unpack(NULL, zmq_msg_size(&msg),
@@ -295,6 +322,12 @@ static inline Quorum__ClientReply *cu_recv(void *s, int wait_ms)
 		return r;
 	} while (wire_now_ms() < end);
 	return NULL;
+}
+
+/* One reply within wait_ms (NULL on timeout). */
+static inline Quorum__ClientReply *cu_recv(void *s, int wait_ms)
+{
+	return cu_recv_live(NULL, s, wait_ms);
 }
 
 static inline int cu_send(void *s, const Quorum__ClientRequest *q)
@@ -322,8 +355,9 @@ typedef struct {
 	uint32_t deadline_ms;   /* 0: the configured timeout */
 } cu_ask;
 
-/* Sends an Ask (no wait). */
-static inline int cu_ask_send(void *s, uint64_t rid, const cu_ask *o)
+/* Sends an Ask of protocol version (no wait). */
+static inline int cu_ask_send_version(void *s, uint64_t rid, const cu_ask *o,
+				      uint32_t version)
 {
 	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask a = QUORUM__ASK__INIT;
@@ -345,10 +379,29 @@ static inline int cu_ask_send(void *s, uint64_t rid, const cu_ask *o)
 		a.has_deadline_ms = 1;
 		a.deadline_ms = o->deadline_ms;
 	}
-	q.version = WIRE_VERSION;
+	q.version = version;
 	q.request_id = rid;
 	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	q.ask = &a;
+	return cu_send(s, &q);
+}
+
+/* Sends an Ask (no wait). */
+static inline int cu_ask_send(void *s, uint64_t rid, const cu_ask *o)
+{
+	return cu_ask_send_version(s, rid, o, WIRE_VERSION);
+}
+
+/* Sends a StatusQuery (no wait). */
+static inline int cu_status_send(void *s, uint64_t rid)
+{
+	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__StatusQuery sq = QUORUM__STATUS_QUERY__INIT;
+
+	q.version = WIRE_VERSION;
+	q.request_id = rid;
+	q.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
+	q.status = &sq;
 	return cu_send(s, &q);
 }
 
@@ -356,15 +409,9 @@ static inline int cu_ask_send(void *s, uint64_t rid, const cu_ask *o)
  * Replies to other requests arriving meanwhile are dropped. */
 static inline Quorum__ClientReply *cu_status(void *s)
 {
-	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
-	Quorum__StatusQuery sq = QUORUM__STATUS_QUERY__INIT;
 	int64_t end = wire_now_ms() + 2000;
 
-	q.version = WIRE_VERSION;
-	q.request_id = 0x5757;
-	q.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
-	q.status = &sq;
-	if (cu_send(s, &q))
+	if (cu_status_send(s, 0x5757))
 		return NULL;
 	while (wire_now_ms() < end) {
 		Quorum__ClientReply *r = cu_recv(s, 200);

@@ -8,45 +8,28 @@
  * concurrent clients, typed errors for bad input, model-fingerprint
  * rejection and the loss of a worker.
  *
- * Every wait is bounded (WAIT_MS) and every child is killed in teardown.
+ * Processes, the config and the client come from clusterutil.h. Every
+ * wait is bounded (CU_WAIT_MS) and every child is killed in teardown.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <zmq.h>
 #include <cmocka.h>
 
+#include "clusterutil.h"
 #include "model.h"
 #include "prompt.h"
-#include "proto/quorum.pb-c.h"
 #include "sc.h"
-#include "testutil.h"
 #include "tok.h"
-#include "wire.h"
 
-extern char **environ;
-
-#define WAIT_MS 30000
-#define MAX_CHILDREN 16
 #define N_SAMPLES 8
 #define MAX_NEW 24
 #define SEED 1234
 
-static char model_path[PATH_MAX], other_model[PATH_MAX], tmpdir[2048];
-static char bindir[PATH_MAX];
+static char model_path[PATH_MAX], other_model[PATH_MAX];
 static model *m;
 static tok *t;
-static void *zctx;
 
 static const char *const questions[] = {
 	"What is 17 * 23? Answer with a number.",
@@ -57,262 +40,78 @@ static const char *const questions[] = {
 static sc_result ref[N_QUESTIONS];      /* seed SEED */
 static sc_result ref_seed2;             /* question 0, seed SEED + 1 */
 
-/* ---- processes ------------------------------------------------------- */
+/* ---- processes and the client (clusterutil.h), asserting ------------- */
 
-typedef struct {
-	pid_t coord;
-	pid_t kids[MAX_CHILDREN];
-	int n_kids;
-	char config[PATH_MAX];
-	char client_ep[64], worker_ep[64];
-} cluster;
-
-static pid_t spawn(char *const argv[])
+static void *client_new(const cu_cluster *c)
 {
-	pid_t pid;
-
-	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ))
-		return -1;
-	return pid;
-}
-
-static void kill_wait(pid_t pid)
-{
-	int64_t end = wire_now_ms() + 5000;
-
-	if (pid <= 0)
-		return;
-	kill(pid, SIGTERM);
-	while (wire_now_ms() < end) {
-		if (waitpid(pid, NULL, WNOHANG) != 0)
-			return;
-		usleep(20000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-}
-
-static long max_message_bytes = 16777216; /* limits.max_message_bytes */
-
-static void write_config(cluster *c, const char *model_file, int local,
-			 const char *extra)
-{
-	static int seq;
-	FILE *f;
-
-	snprintf(c->config, sizeof(c->config), "%s/cluster-%d.yaml", tmpdir,
-		 ++seq);
-	f = fopen(c->config, "w");
-	assert_non_null(f);
-	fprintf(f,
-		"model:\n  path: %s\n"
-		"cluster:\n  name: t%d\n"
-		"coordinator:\n  client_endpoint: %s\n  worker_endpoint: %s\n"
-		"kv:\n  block_tokens: 16\n  blocks: 512\n  dtype: f32\n"
-		"limits:\n  max_n: 16\n  max_prompt_tokens: 200\n"
-		"  queue_depth: 64\n  request_timeout_ms: 30000\n"
-		"  max_message_bytes: %ld\n"
-		"heartbeat:\n  interval_ms: 200\n  liveness: 5\n"
-		"  reconnect_min_ms: 200\n  reconnect_max_ms: 1000\n"
-		"workers:\n  local: %d\n  threads: 1\n  slots: 32\n"
-		"prefix_cache:\n  entries: 4\n%s",
-		model_file, (int)getpid() % 100000, c->client_ep, c->worker_ep,
-		max_message_bytes, local, extra ? extra : "");
-	fclose(f);
-}
-
-static char *bin(const char *name)
-{
-	static char p[2][PATH_MAX + 32];
-	static int k;
-
-	k ^= 1;
-	snprintf(p[k], sizeof(p[k]), "%s/%s", bindir, name);
-	return p[k];
-}
-
-/* ---- the client ------------------------------------------------------ */
-
-static void *client_new(const cluster *c)
-{
-	void *s = zmq_socket(zctx, ZMQ_DEALER);
-	int zero = 0, to = 500;
+	void *s = cu_client(c);
 
 	assert_non_null(s);
-	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof(to));
-	assert_int_equal(zmq_connect(s, c->client_ep), 0);
 	return s;
 }
 
-/* Receives one reply within WAIT_MS (NULL on timeout); while waiting,
+/* Receives one reply within CU_WAIT_MS (NULL on timeout); while waiting,
  * fails fast if the coordinator died. */
-static Quorum__ClientReply *client_recv(const cluster *c, void *s)
+static Quorum__ClientReply *client_recv(const cu_cluster *c, void *s)
 {
-	int64_t end = wire_now_ms() + WAIT_MS;
-	zmq_msg_t msg;
-
-	while (wire_now_ms() < end) {
-		Quorum__ClientReply *r;
-
-		zmq_msg_init(&msg);
-		if (zmq_msg_recv(&msg, s, 0) < 0) {
-			zmq_msg_close(&msg);
-			if (c && c->coord > 0 &&
-			    waitpid(c->coord, NULL, WNOHANG) == c->coord)
-				return NULL;
-			continue;
-		}
-		r = quorum__client_reply__unpack(NULL, zmq_msg_size(&msg),
-						 zmq_msg_data(&msg));
-		zmq_msg_close(&msg);
-		return r;
-	}
-	return NULL;
+	return cu_recv_live(c, s, CU_WAIT_MS);
 }
 
-static void client_send(void *s, const Quorum__ClientRequest *q)
+static cu_ask ask_defaults(const char *q)
 {
-	size_t n = quorum__client_request__get_packed_size(q);
-	uint8_t *b = malloc(n + 1);
-
-	quorum__client_request__pack(q, b);
-	assert_int_equal(zmq_send(s, b, n, 0), (int)n);
-	free(b);
-}
-
-typedef struct {
-	const char *question;
-	uint32_t n;
-	uint64_t seed;
-	float temperature, top_p;
-	int top_k;
-	uint32_t max_new;
-	int ignore_eos;
-	uint32_t version;
-} ask_opts;
-
-static ask_opts ask_defaults(const char *q)
-{
-	ask_opts o = {q, N_SAMPLES, SEED, 0.9f, 0.95f, 0, MAX_NEW, 0,
-		      WIRE_VERSION};
+	cu_ask o = {q, N_SAMPLES, SEED, 0.9f, 0.95f, 0, MAX_NEW, 0, 0};
 	return o;
 }
 
-static Quorum__ClientReply *ask(const cluster *c, void *s, uint64_t rid,
-				const ask_opts *o)
+static Quorum__ClientReply *ask_version(const cu_cluster *c, void *s,
+					uint64_t rid, const cu_ask *o,
+					uint32_t version)
 {
-	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
-	Quorum__Ask a = QUORUM__ASK__INIT;
-	Quorum__SamplingParams p = QUORUM__SAMPLING_PARAMS__INIT;
-
-	p.has_n = p.has_seed = p.has_temperature = p.has_top_p = 1;
-	p.has_top_k = p.has_max_new_tokens = p.has_ignore_eos = 1;
-	p.n = o->n;
-	p.seed = o->seed;
-	p.temperature = o->temperature;
-	p.top_p = o->top_p;
-	p.top_k = o->top_k;
-	p.max_new_tokens = o->max_new;
-	p.ignore_eos = o->ignore_eos;
-	a.question.data = (uint8_t *)o->question;
-	a.question.len = strlen(o->question);
-	a.params = &p;
-	q.version = o->version;
-	q.request_id = rid;
-	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
-	q.ask = &a;
-	client_send(s, &q);
+	assert_int_equal(cu_ask_send_version(s, rid, o, version), 0);
 	return client_recv(c, s);
 }
 
-static Quorum__ClientReply *status(const cluster *c, void *s)
+static Quorum__ClientReply *ask(const cu_cluster *c, void *s, uint64_t rid,
+				const cu_ask *o)
 {
-	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
-	Quorum__StatusQuery sq = QUORUM__STATUS_QUERY__INIT;
+	return ask_version(c, s, rid, o, WIRE_VERSION);
+}
 
-	q.version = WIRE_VERSION;
-	q.request_id = 77;
-	q.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
-	q.status = &sq;
-	client_send(s, &q);
+/* The next reply after a StatusQuery, whatever it is. */
+static Quorum__ClientReply *status(const cu_cluster *c, void *s)
+{
+	assert_int_equal(cu_status_send(s, 77), 0);
 	return client_recv(c, s);
 }
 
-/* Waits until the coordinator reports n workers (within WAIT_MS). */
-static int wait_workers(const cluster *c, int n)
+/* Waits until the coordinator reports n workers (within CU_WAIT_MS). */
+static int wait_workers(const cu_cluster *c, int n)
 {
-	void *s = client_new(c);
-	int64_t end = wire_now_ms() + WAIT_MS;
-	int got = -1;
-
-	while (wire_now_ms() < end) {
-		Quorum__ClientReply *r = status(c, s);
-
-		if (!r)
-			break;
-		got = r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER
-			      ? (int)r->cluster->n_workers
-			      : -1;
-		quorum__client_reply__free_unpacked(r, NULL);
-		if (got == n)
-			break;
-		usleep(100000);
-	}
-	zmq_close(s);
-	return got == n ? 0 : -1;
+	return cu_wait_workers(c, n, CU_WAIT_MS) >= 0 ? 0 : -1;
 }
 
 /* Starts a coordinator (retrying other ports when they are taken). */
-static void cluster_start(cluster *c, const char *model_file, int local,
-			  const char *extra)
+static void cluster_start_cfg(cu_cluster *c, const cu_cfg *k)
 {
-	memset(c, 0, sizeof(*c));
-	for (int attempt = 0; attempt < 8; attempt++) {
-		int port = 20000 + (int)((getpid() * 13 + attempt * 7919 +
-					  wire_now_ms()) % 20000) * 2;
-		char *argv[] = {bin("coordinator"), "--config", c->config, NULL};
-		int64_t end = wire_now_ms() + 1500;
-		int st;
-
-		snprintf(c->client_ep, sizeof(c->client_ep),
-			 "tcp://127.0.0.1:%d", port);
-		snprintf(c->worker_ep, sizeof(c->worker_ep),
-			 "tcp://127.0.0.1:%d", port + 1);
-		write_config(c, model_file, local, extra);
-		c->coord = spawn(argv);
-		assert_true(c->coord > 0);
-		/* a taken port makes it exit at once (status 4) */
-		while (wire_now_ms() < end &&
-		       waitpid(c->coord, &st, WNOHANG) == 0)
-			usleep(20000);
-		if (waitpid(c->coord, &st, WNOHANG) == 0)
-			return;
-		c->coord = 0;
-	}
-	fail_msg("coordinator does not start");
+	if (cu_start(c, k))
+		fail_msg("coordinator does not start");
 }
 
-static pid_t worker_start(cluster *c, const char *config, const char *id,
+static void cluster_start(cu_cluster *c, const char *model_file, int local)
+{
+	cu_cfg k = cu_cfg_defaults(model_file);
+
+	k.local = local;
+	cluster_start_cfg(c, &k);
+}
+
+static pid_t worker_start(cu_cluster *c, const char *config, const char *id,
 			  const char *host)
 {
-	char *argv[] = {bin("worker"), "--config", (char *)config, "--id",
-			(char *)id, "--host", (char *)host, NULL};
-	pid_t pid = spawn(argv);
+	pid_t pid = cu_worker_config(c, config, id, host);
 
 	assert_true(pid > 0);
-	assert_true(c->n_kids < MAX_CHILDREN);
-	c->kids[c->n_kids++] = pid;
 	return pid;
-}
-
-static void cluster_stop(cluster *c)
-{
-	kill_wait(c->coord);
-	for (int i = 0; i < c->n_kids; i++)
-		kill_wait(c->kids[i]);
-	unlink(c->config);
-	memset(c, 0, sizeof(*c));
 }
 
 /* ---- checks ---------------------------------------------------------- */
@@ -364,7 +163,7 @@ static void check_answer(const Quorum__ClientReply *r, const sc_result *x,
 
 static int distinct_workers(const Quorum__Answer *a)
 {
-	const char *seen[MAX_CHILDREN];
+	const char *seen[CU_MAX_CHILDREN];
 	int n = 0;
 
 	for (size_t i = 0; i < a->n_samples; i++) {
@@ -375,7 +174,7 @@ static int distinct_workers(const Quorum__Answer *a)
 			continue;
 		for (k = 0; k < n && strcmp(seen[k], w); k++)
 			;
-		if (k == n && n < MAX_CHILDREN)
+		if (k == n && n < CU_MAX_CHILDREN)
 			seen[n++] = w;
 	}
 	return n;
@@ -416,36 +215,11 @@ static void reference(const char *q, uint64_t seed, sc_result *out)
 
 static int group_setup(void **state)
 {
-	char exe[PATH_MAX];
-	ssize_t n;
-
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
+	if (cu_setup_paths("cluster") || cu_model(model_path, 11) ||
+	    cu_model(other_model, 12))
 		return -1;
-	exe[n] = '\0';
-	*strrchr(exe, '/') = '\0';          /* B/tests */
-	*strrchr(exe, '/') = '\0';          /* B */
-	snprintf(bindir, sizeof(bindir), "%s", exe);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/cluster-XXXXXX", tu_tmpdir());
-	if (!mkdtemp(tmpdir) || !realpath(tmpdir, exe))
-		return -1;
-	if (strlen(exe) >= sizeof(tmpdir))
-		return -1;
-	memcpy(tmpdir, exe, strlen(exe) + 1);
-	if (tu_model(model_path, sizeof(model_path), "qwen2", "tiny",
-		     GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 11) ||
-	    tu_model(other_model, sizeof(other_model), "qwen2", "tiny",
-		     GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 12) ||
-	    !realpath(model_path, exe))
-		return -1;
-	snprintf(model_path, sizeof(model_path), "%s", exe);
-	if (!realpath(other_model, exe))
-		return -1;
-	snprintf(other_model, sizeof(other_model), "%s", exe);
 	if (model_load(model_path, &m) || tok_load(m->gguf, &t)) {
 		fprintf(stderr, "setup: %s\n", qerr_detail());
 		return -1;
@@ -453,8 +227,8 @@ static int group_setup(void **state)
 	for (int i = 0; i < N_QUESTIONS; i++)
 		reference(questions[i], SEED, &ref[i]);
 	reference(questions[0], SEED + 1, &ref_seed2);
-	zctx = zmq_ctx_new();
-	return zctx ? 0 : -1;
+	cu_zctx = zmq_ctx_new();
+	return cu_zctx ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -466,44 +240,22 @@ static int group_teardown(void **state)
 	/* not zmq_ctx_term: a failed case longjmps past its zmq_close, and
 	 * term would wait for that socket forever (the run hung under ASan);
 	 * shutdown returns at once and the process exits anyway */
-	if (zctx)
-		zmq_ctx_shutdown(zctx);
+	if (cu_zctx)
+		zmq_ctx_shutdown(cu_zctx);
 	tok_free(&t);
 	model_free(&m);
 	unlink(model_path);
 	unlink(other_model);
-	rmdir(tmpdir);
+	rmdir(cu_tmpdir);
 	return 0;
 }
 
-static cluster cl; /* the running test's, stopped in teardown */
-
-/* Pools of workers that were SIGKILLed cannot unlink themselves. */
-static void unlink_pools(void)
-{
-	char prefix[64];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "quorum-t%d-",
-				    (int)getpid() % 100000);
-	DIR *d = opendir("/dev/shm");
-	struct dirent *de;
-
-	while (d && (de = readdir(d))) {
-		char name[300];
-
-		if (strncmp(de->d_name, prefix, n))
-			continue;
-		snprintf(name, sizeof(name), "/%s", de->d_name);
-		shm_unlink(name);
-	}
-	if (d)
-		closedir(d);
-}
+static cu_cluster cl; /* the running test's, stopped in teardown */
 
 static int test_teardown(void **state)
 {
 	(void)state;
-	cluster_stop(&cl);
-	unlink_pools();
+	cu_stop(&cl); /* also unlinks the pools of SIGKILLed workers */
 	return 0;
 }
 
@@ -513,11 +265,11 @@ static void one_worker(void **state)
 {
 	Quorum__ClientReply *r;
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
 	const Quorum__PrefixStats *px;
 
 	(void)state;
-	cluster_start(&cl, model_path, 1, NULL);
+	cluster_start(&cl, model_path, 1);
 	assert_int_equal(wait_workers(&cl, 1), 0);
 	s = client_new(&cl);
 	r = ask(&cl, s, 1, &o);
@@ -540,11 +292,11 @@ static void three_workers_and_cache(void **state)
 {
 	Quorum__ClientReply *r;
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
 	const Quorum__PrefixStats *px;
 
 	(void)state;
-	cluster_start(&cl, model_path, 3, NULL);
+	cluster_start(&cl, model_path, 3);
 	assert_int_equal(wait_workers(&cl, 3), 0);
 	s = client_new(&cl);
 	r = ask(&cl, s, 10, &o);
@@ -587,11 +339,11 @@ static void two_hosts(void **state)
 {
 	Quorum__ClientReply *r;
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
 	const Quorum__PrefixStats *px;
 
 	(void)state;
-	cluster_start(&cl, model_path, 0, NULL);
+	cluster_start(&cl, model_path, 0);
 	worker_start(&cl, cl.config, "a1", "a");
 	worker_start(&cl, cl.config, "a2", "a");
 	worker_start(&cl, cl.config, "b1", "b");
@@ -627,12 +379,12 @@ static void two_hosts_root_too_large(void **state)
 {
 	Quorum__ClientReply *r;
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
+	cu_cfg k = cu_cfg_defaults(model_path);
 
 	(void)state;
-	max_message_bytes = 640000;
-	cluster_start(&cl, model_path, 0, NULL);
-	max_message_bytes = 16777216;
+	k.max_message_bytes = 640000;
+	cluster_start_cfg(&cl, &k);
 	worker_start(&cl, cl.config, "a1", "a");
 	worker_start(&cl, cl.config, "b1", "b");
 	assert_int_equal(wait_workers(&cl, 2), 0);
@@ -658,7 +410,7 @@ static void *client_thread(void *arg)
 
 	for (int q = 0; q < N_QUESTIONS; q++) {
 		int qi = (q + j->id) % N_QUESTIONS;
-		ask_opts o = ask_defaults(questions[qi]);
+		cu_ask o = ask_defaults(questions[qi]);
 		Quorum__ClientReply *r = ask(&cl, s, 100u * j->id + q, &o);
 		const sc_result *x = &ref[qi];
 		int ok = r && r->status == QUORUM__STATUS__STATUS_OK &&
@@ -690,7 +442,7 @@ static void concurrent_clients(void **state)
 	client_job jobs[4] = {{0}};
 
 	(void)state;
-	cluster_start(&cl, model_path, 3, NULL);
+	cluster_start(&cl, model_path, 3);
 	assert_int_equal(wait_workers(&cl, 3), 0);
 	for (int i = 0; i < 4; i++) {
 		jobs[i].id = i;
@@ -720,12 +472,12 @@ static void expect_status(Quorum__ClientReply *r, uint64_t rid, int st,
 static void bad_input(void **state)
 {
 	void *s;
-	ask_opts o;
+	cu_ask o;
 	char long_q[4000];
 	zmq_msg_t part;
 
 	(void)state;
-	cluster_start(&cl, model_path, 1, NULL);
+	cluster_start(&cl, model_path, 1);
 	assert_int_equal(wait_workers(&cl, 1), 0);
 	s = client_new(&cl);
 
@@ -761,8 +513,7 @@ static void bad_input(void **state)
 	expect_status(ask(&cl, s, 8, &o), 8, QUORUM__STATUS__STATUS_TOO_LONG,
 		      "prompt + max_new over the context");
 	o = ask_defaults(questions[0]);
-	o.version = 2;
-	expect_status(ask(&cl, s, 9, &o), 9,
+	expect_status(ask_version(&cl, s, 9, &o, 2), 9,
 		      QUORUM__STATUS__STATUS_VERSION_MISMATCH, "version 2");
 	/* garbage bytes */
 	assert_int_equal(zmq_send(s, "\xff\xfe garbage \x01", 12, 0), 12);
@@ -792,10 +543,10 @@ static void bad_input(void **state)
 static void no_capacity(void **state)
 {
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
 
 	(void)state;
-	cluster_start(&cl, model_path, 0, NULL);
+	cluster_start(&cl, model_path, 0);
 	assert_int_equal(wait_workers(&cl, 0), 0);
 	s = client_new(&cl);
 	expect_status(ask(&cl, s, 5, &o), 5, QUORUM__STATUS__STATUS_NO_CAPACITY,
@@ -805,20 +556,22 @@ static void no_capacity(void **state)
 
 static void fingerprint_reject(void **state)
 {
-	cluster other;
+	cu_cluster other;
+	cu_cfg k = cu_cfg_defaults(other_model);
 	pid_t w;
 	int st = 0;
 	int64_t end;
 
 	(void)state;
-	cluster_start(&cl, model_path, 0, NULL);
+	cluster_start(&cl, model_path, 0);
 	worker_start(&cl, cl.config, "good", "a");
 	assert_int_equal(wait_workers(&cl, 1), 0);
 	/* same endpoints, another model */
 	other = cl;
-	write_config(&other, other_model, 0, NULL);
+	cu_write_config(&other, &k);
+	assert_int_equal(access(other.config, R_OK), 0);
 	w = worker_start(&cl, other.config, "bad", "a");
-	end = wire_now_ms() + WAIT_MS;
+	end = wire_now_ms() + CU_WAIT_MS;
 	while (wire_now_ms() < end && waitpid(w, &st, WNOHANG) == 0)
 		usleep(50000);
 	assert_true(WIFEXITED(st));
@@ -837,11 +590,11 @@ static void worker_lost(void **state)
 {
 	Quorum__ClientReply *r;
 	void *s;
-	ask_opts o = ask_defaults(questions[0]);
+	cu_ask o = ask_defaults(questions[0]);
 	pid_t victim;
 
 	(void)state;
-	cluster_start(&cl, model_path, 0, NULL);
+	cluster_start(&cl, model_path, 0);
 	worker_start(&cl, cl.config, "w1", "a");
 	victim = worker_start(&cl, cl.config, "w2", "a");
 	assert_int_equal(wait_workers(&cl, 2), 0);
@@ -857,9 +610,7 @@ static void worker_lost(void **state)
 	check_answer(r, &ref_seed2, "after the worker came back");
 	quorum__client_reply__free_unpacked(r, NULL);
 	/* killed: the coordinator sees the connection go */
-	kill(victim, SIGKILL);
-	waitpid(victim, NULL, 0);
-	cl.kids[cl.n_kids - 1] = 0;
+	cu_worker_kill9(&cl, victim);
 	o.seed = SEED;
 	r = ask(&cl, s, 32, &o);
 	check_answer(r, &ref[0], "after a worker was killed");

@@ -32,6 +32,7 @@
 
 #include "clusterutil.h"
 #include "kv.h"
+#include "poolutil.h"
 #include "shm.h"
 
 #define RUN_MS 10000 /* a bad-input run must end well before this */
@@ -214,17 +215,10 @@ static int shm_exists(const char *name)
 
 static int group_setup(void **state)
 {
-	char real[PATH_MAX];
-
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	if (cu_setup_paths("hygiene") ||
-	    tu_model(model_path, sizeof(model_path), "qwen2", "tiny",
-		     GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 11) ||
-	    !realpath(model_path, real))
+	if (cu_setup_paths("hygiene") || cu_model(model_path, 11))
 		return -1;
-	snprintf(model_path, sizeof(model_path), "%s", real);
 	/* uid 65534 runs read configs and models in here */
 	chmod(cu_tmpdir, 0755);
 	cu_zctx = zmq_ctx_new();
@@ -277,45 +271,15 @@ static void remember(const char *name)
 /* A pool whose creator is dead (a child that exits without unlinking). */
 static void dead_pool(const char *name)
 {
-	pid_t pid;
-	int st;
-
 	remember(name);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		kv_pool *p = NULL;
-
-		_exit(kv_pool_new_named(&small, name, &p) ? 1 : 0);
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	pu_dead_pool(&small, name);
 }
 
 /* A pool whose creator lives (until teardown). */
 static void live_pool(const char *name)
 {
-	int fds[2];
-	char c = 0;
-
 	remember(name);
-	assert_int_equal(pipe(fds), 0);
-	holder = fork();
-	assert_true(holder >= 0);
-	if (holder == 0) {
-		kv_pool *p = NULL;
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		c = kv_pool_new_named(&small, name, &p) ? 'n' : 'y';
-		if (write(fds[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	close(fds[1]);
-	assert_int_equal(read(fds[0], &c, 1), 1);
-	close(fds[0]);
-	assert_int_equal(c, 'y');
+	pu_live_pool(&small, name, &holder);
 }
 
 /* Children of pid, from /proc/N/stat (field 4). */

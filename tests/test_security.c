@@ -28,6 +28,7 @@
 #include <zmq.h>
 #include <cmocka.h>
 
+#include "clusterutil.h"
 #include "curve.h"
 #include "model.h"
 #include "prompt.h"
@@ -46,9 +47,8 @@ extern char **environ;
 #define SEED 77
 #define QUESTION "What is 17 * 23? Answer with a number."
 
-static char bindir[PATH_MAX], quorum_bin[PATH_MAX + 16];
+static char quorum_bin[PATH_MAX + 16]; /* cu_bindir: its directory */
 static char tmpdir[PATH_MAX], model_path[PATH_MAX];
-static void *zctx;
 static sc_result ref;
 
 /* ---- processes ------------------------------------------------------- */
@@ -154,16 +154,6 @@ static const char *tpath(const char *name)
 
 	k = (k + 1) % 4;
 	snprintf(p[k], sizeof(p[k]), "%s/%s", tmpdir, name);
-	return p[k];
-}
-
-static char *bin(const char *name)
-{
-	static char p[2][PATH_MAX + 32];
-	static int k;
-
-	k ^= 1;
-	snprintf(p[k], sizeof(p[k]), "%s/%s", bindir, name);
 	return p[k];
 }
 
@@ -284,7 +274,7 @@ static int count_pools(int unlink_them)
  * tmpdir) a CURVE client of server.pub; monitored when mon is set. */
 static void *dealer(int port, const char *secret, void **mon)
 {
-	void *s = zmq_socket(zctx, ZMQ_DEALER);
+	void *s = zmq_socket(cu_zctx, ZMQ_DEALER);
 	int zero = 0, to = 200;
 	char ep[64];
 	static int seq;
@@ -307,7 +297,7 @@ static void *dealer(int port, const char *secret, void **mon)
 
 		snprintf(mep, sizeof(mep), "inproc://mon-%d", ++seq);
 		assert_int_equal(zmq_socket_monitor(s, mep, ZMQ_EVENT_ALL), 0);
-		*mon = zmq_socket(zctx, ZMQ_PAIR);
+		*mon = zmq_socket(cu_zctx, ZMQ_PAIR);
 		zmq_setsockopt(*mon, ZMQ_LINGER, &zero, sizeof(zero));
 		assert_int_equal(zmq_connect(*mon, mep), 0);
 	}
@@ -447,12 +437,12 @@ static int group_setup(void **state)
 		buf[k] = '\0';
 		*strrchr(buf, '/') = '\0';  /* B/tests -> B */
 		strcat(buf, "/../quorum");
-		if (!realpath(buf, bindir))
+		if (!realpath(buf, cu_bindir))
 			return -1;
-		memcpy(buf, bindir, sizeof(buf));
+		memcpy(buf, cu_bindir, sizeof(buf));
 	}
 	snprintf(quorum_bin, sizeof(quorum_bin), "%s", buf);
-	snprintf(bindir, sizeof(bindir), "%s", dirname(buf));
+	snprintf(cu_bindir, sizeof(cu_bindir), "%s", dirname(buf));
 	snprintf(cluster_name, sizeof(cluster_name), "sec%d",
 		 (int)getpid() % 100000);
 	snprintf(buf, sizeof(buf), "%s/security-XXXXXX", tu_tmpdir());
@@ -481,8 +471,8 @@ static int group_setup(void **state)
 			slurp(tpath("keygen.err")));
 		return -1;
 	}
-	zctx = zmq_ctx_new();
-	return zctx ? 0 : -1;
+	cu_zctx = zmq_ctx_new();
+	return cu_zctx ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -493,8 +483,8 @@ static int group_teardown(void **state)
 	kill_all();
 	count_pools(1);
 	sc_result_fini(&ref);
-	if (zctx)
-		zmq_ctx_term(zctx);
+	if (cu_zctx)
+		zmq_ctx_term(cu_zctx);
 	unlink(model_path);
 	/* only files this test made live in tmpdir */
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
@@ -672,7 +662,7 @@ static void refuses_to_start(void **state)
 		int port = pick_port(), rc;
 		const char *cfgp = write_config("refused.yaml", port, r->local,
 						r->security);
-		char *argv[] = {bin("coordinator"), "--config", (char *)cfgp,
+		char *argv[] = {cu_bin("coordinator"), "--config", (char *)cfgp,
 				NULL};
 		const char *err;
 		/* we hold the client port: a coordinator that got as far as
@@ -773,7 +763,7 @@ static void curve_cluster(void **state)
 
 	(void)state;
 	for (int attempt = 0; attempt < 6 && coord < 0; attempt++) {
-		char *argv[] = {bin("coordinator"), "--config", NULL, NULL};
+		char *argv[] = {cu_bin("coordinator"), "--config", NULL, NULL};
 
 		port = pick_port();
 		cfgp = write_config("curve.yaml", port, 1,
@@ -831,7 +821,7 @@ static void curve_cluster(void **state)
 				 "  worker_public_key_file: rogue.pub\n"
 				 "  worker_secret_key_file: rogue.key\n");
 	{
-		char *argv[] = {bin("worker"), "--config", (char *)rogue_cfg,
+		char *argv[] = {cu_bin("worker"), "--config", (char *)rogue_cfg,
 				"--id", "rogue", NULL};
 
 		rogue = spawn_io(argv, NULL, tpath("rogue.err"));
@@ -878,7 +868,7 @@ static void python_client(void **state)
 	int port = pick_port(), rc;
 	const char *cfgp = write_config("py.yaml", port, 1,
 					GOOD_SERVER GOOD_WORKER GOOD_LISTS);
-	char *argv[] = {bin("coordinator"), "--config", (char *)cfgp, NULL};
+	char *argv[] = {cu_bin("coordinator"), "--config", (char *)cfgp, NULL};
 	pid_t coord;
 
 	(void)state;

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "kv.h"
+#include "poolutil.h"
 #include "qerr.h"
 #include "shm.h"
 
@@ -69,54 +70,6 @@ static int teardown(void **state)
 }
 
 static const kv_params small = {1, 4, 4, 2, KV_F32};
-
-/* A child creates a named pool and exits without unlinking it (as a
- * SIGKILLed worker would); the child is reaped. */
-static void dead_pool(const char *name)
-{
-	pid_t pid = fork();
-	int st;
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		kv_pool *p = NULL;
-
-		_exit(kv_pool_new_named(&small, name, &p) ? 1 : 0);
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-}
-
-/* A child that creates a named pool and waits to be killed; returns its
- * pid once the pool exists. */
-static pid_t live_pool(const char *name)
-{
-	int fds[2];
-	pid_t pid;
-	char c = 0;
-
-	assert_int_equal(pipe(fds), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		kv_pool *p = NULL;
-
-		close(fds[0]);
-		/* dies with the test (a failed or killed test leaves no
-		 * process holding its stdout) */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		c = kv_pool_new_named(&small, name, &p) ? 'n' : 'y';
-		if (write(fds[1], &c, 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	close(fds[1]);
-	assert_int_equal(read(fds[0], &c, 1), 1);
-	close(fds[0]);
-	assert_int_equal(c, 'y');
-	return pid;
-}
 
 static void kill_reap(pid_t pid)
 {
@@ -329,11 +282,11 @@ static void test_sweep(void **state)
 	(void)state;
 	name_of(prefix, sizeof(prefix), ".w1.");
 	name_of(name, sizeof(name), ".w1.a0");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	name_of(name, sizeof(name), ".w1.a1");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	name_of(name, sizeof(name), ".w1.b0");
-	alive = live_pool(name);
+	pu_live_pool(&small, name, &alive);
 	name_of(name, sizeof(name), ".w1.b1");
 	assert_int_equal(kv_pool_new_named(&small, name, &mine), QERR_OK);
 	{
@@ -363,7 +316,7 @@ static void test_sweep(void **state)
 	snprintf(path, sizeof(path), "/dev/shm/%s.w1.c3", base);
 	assert_int_equal(mkfifo(path, 0600), 0);
 	name_of(name, sizeof(name), ".x.dead");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	snprintf(target, sizeof(target), "/dev/shm/%s.x.dead", base);
 	snprintf(path, sizeof(path), "/dev/shm/%s.w1.c4", base);
 	assert_int_equal(symlink(target, path), 0);
@@ -375,13 +328,13 @@ static void test_sweep(void **state)
 	snprintf(path, sizeof(path), "/dev/shm/%s.w1.c6", base);
 	assert_int_equal(mkdir(path, 0700), 0);
 	name_of(name, sizeof(name), ".w1-x.d0");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	name_of(name, sizeof(name), ".w1.d0x");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	name_of(name, sizeof(name), "-o.w1.e0");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 	name_of(name, sizeof(name), ".w2.e1");
-	dead_pool(name);
+	pu_dead_pool(&small, name);
 
 	assert_int_equal(shm_sweep_stale(prefix, KV_MAGIC, sizeof(h),
 					 stale_if_ours, prefix, &n),

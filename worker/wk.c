@@ -159,6 +159,21 @@ static void release_all_roots(wk *w)
 	w->n_roots = 0;
 }
 
+/* Keeps a root just made (rc: how making it went): tracked, so a
+ * reconnect releases it, and described into d. Otherwise sends the error
+ * for (rid, attempt) and returns nonzero. */
+static int keep_root(wk *w, uint64_t rid, uint32_t attempt, int rc,
+		     uint32_t root, sc_root_desc *d)
+{
+	if (!rc && (rc = track_root(w, root)))
+		sc_root_release(w->e, root);
+	if (rc || (rc = sc_root_get(w->e, root, d))) {
+		send_error(w, rid, attempt, status_of(rc), qerr_detail());
+		return rc;
+	}
+	return 0;
+}
+
 /* Logits of the wire (vocab x f32) into an aligned copy, or NULL. */
 static float *logits_copy(wk *w, const ProtobufCBinaryData *b)
 {
@@ -180,19 +195,14 @@ static float *logits_copy(wk *w, const ProtobufCBinaryData *b)
 
 static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue);
 
-/* Between prefill chunks: heartbeats that fall due, and the socket read
- * (commands queued, as during a decode), so a long prompt never looks
- * like a dead worker. */
-static int on_prefill_chunk(void *ctx)
+/* Reads the commands waiting on the socket inside a prefill or a decode
+ * (handle_raw with queue set) until none is left, w->rejected is set or,
+ * with until_cancel, w->cancelled. */
+static void read_queued(wk *w, int until_cancel)
 {
-	wk *w = ctx;
 	wire_msg in;
 
-	if (*w->o->stop)
-		return WK_STOPPED;
-	if (wire_now_ms() >= w->hb_at)
-		send_heartbeat(w);
-	while (!w->rejected) {
+	while (!(until_cancel && w->cancelled) && !w->rejected) {
 		int rc = wire_recv(w->sock, 0, 1, 0, &in);
 
 		if (rc == QERR_FULL || rc == QERR_IO)
@@ -202,6 +212,20 @@ static int on_prefill_chunk(void *ctx)
 		handle_raw(w, in.data, in.len, 1);
 		wire_msg_close(&in);
 	}
+}
+
+/* Between prefill chunks: heartbeats that fall due, and the socket read
+ * (commands queued, as during a decode), so a long prompt never looks
+ * like a dead worker. */
+static int on_prefill_chunk(void *ctx)
+{
+	wk *w = ctx;
+
+	if (*w->o->stop)
+		return WK_STOPPED;
+	if (wire_now_ms() >= w->hb_at)
+		send_heartbeat(w);
+	read_queued(w, 0);
 	return w->rejected ? WK_STOPPED : 0;
 }
 
@@ -239,13 +263,8 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 	rc = sc_root_prefill_cb(w->e, ids, p->n_tokens, WK_PREFILL_CHUNK,
 				on_prefill_chunk, w, &root);
 	free(ids);
-	if (!rc && (rc = track_root(w, root)))
-		sc_root_release(w->e, root);
-	if (rc || (rc = sc_root_get(w->e, root, &d))) {
-		send_error(w, p->request_id, p->attempt, status_of(rc),
-			   qerr_detail());
+	if (keep_root(w, p->request_id, p->attempt, rc, root, &d))
 		return;
-	}
 	r.request_id = p->request_id;
 	r.attempt = p->attempt;
 	r.root_id = root;
@@ -294,7 +313,6 @@ static int on_sample(void *ctx, const sc_sample *s)
 static int on_round(void *ctx)
 {
 	wk *w = ctx;
-	wire_msg in;
 
 	if (*w->o->stop)
 		return WK_STOPPED;
@@ -304,16 +322,7 @@ static int on_round(void *ctx)
 	 * stop it and reconnect (serve) instead of decoding for nobody */
 	if (wire_now_ms() >= w->expiry)
 		return WK_CANCELLED;
-	while (!w->cancelled && !w->rejected) {
-		int rc = wire_recv(w->sock, 0, 1, 0, &in);
-
-		if (rc == QERR_FULL || rc == QERR_IO)
-			break;
-		if (rc)
-			continue;
-		handle_raw(w, in.data, in.len, 1);
-		wire_msg_close(&in);
-	}
+	read_queued(w, 1);
 	if (w->rejected)
 		return WK_STOPPED;
 	return w->cancelled ? WK_CANCELLED : 0;
@@ -498,13 +507,8 @@ static void on_import(wk *w, const Quorum__RootData *x)
 	rc = sc_root_import(w->e, x->n_tokens, x->kv.data, x->kv.len, logits,
 			    &root);
 	free(logits);
-	if (!rc && (rc = track_root(w, root)))
-		sc_root_release(w->e, root);
-	if (rc || (rc = sc_root_get(w->e, root, &d))) {
-		send_error(w, x->request_id, x->attempt, status_of(rc),
-			   qerr_detail());
+	if (keep_root(w, x->request_id, x->attempt, rc, root, &d))
 		return;
-	}
 	r.request_id = x->request_id;
 	r.attempt = x->attempt;
 	r.root_id = root;
