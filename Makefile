@@ -85,7 +85,8 @@ $(B)/bench/%: $(B)/bench/%.o $(LIB)
 benchbins: $(BENCH_BIN)
 
 # TEST_EXCLUDE: test programs left out of this run (see test-asan)
-TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/cluster_e2e.sh)
+TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/cluster_e2e.sh \
+		tests/netns_e2e.sh)
 test: deps all $(TEST_BIN)
 	QUORUM_SHARED=$(SHARED) QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh $(TEST_RUN)

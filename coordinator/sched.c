@@ -74,6 +74,9 @@ typedef struct job {
 	int state;              /* J_* */
 	uint32_t *idx;
 	int n, n_done;
+	/* J_SENT: the entry decoded from, held (a ref) until the job ends,
+	 * so a requeue never releases blocks a worker still reads */
+	struct entry *root;
 } job;
 
 typedef struct req {
@@ -340,6 +343,8 @@ static void job_drop(sched *s, req *r, job *j)
 			if (w && w->used && w->busy)
 				w->busy--;
 		}
+	if (j->root)
+		entry_unref(s, j->root);
 	job_free(j);
 }
 
@@ -679,6 +684,8 @@ static void try_send(sched *s, req *r, job *j)
 	m.body_case = QUORUM__COORD_MSG__BODY_DECODE;
 	m.decode = &d;
 	j->state = J_SENT;
+	j->root = r->root;
+	r->root->refs++;
 	r->messages++;
 	send_worker(s, j->worker, &m);
 }
