@@ -195,7 +195,8 @@ test-asan:
 	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
 	ASAN_OPTIONS=detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		$(MAKE) B=build-asan TEST_EXCLUDE=build-asan/tests/test_failures test
+		$(MAKE) --no-print-directory B=build-asan \
+			TEST_EXCLUDE=build-asan/tests/test_failures test
 
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 
