@@ -218,3 +218,20 @@ int64_t wire_now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+int wire_name_ok(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	if (!s)
+		return 0;
+	for (; s[n]; n++) {
+		char ch = s[n];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+		      ch == '.'))
+			return 0;
+	}
+	return n >= 1 && n < max;
+}

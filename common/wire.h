@@ -86,4 +86,7 @@ const char *wire_status_name(int status);
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t wire_now_ms(void);
 
+/* 1 when s is a worker/host name: 1..max-1 chars of [A-Za-z0-9_.-]. */
+int wire_name_ok(const char *s, size_t max);
+
 #endif

@@ -148,23 +148,6 @@ static uint64_t hash_tokens(const int32_t *t, size_t n)
 	return h;
 }
 
-static int name_ok(const char *s, size_t max)
-{
-	size_t n = 0;
-
-	if (!s)
-		return 0;
-	for (; s[n]; n++) {
-		char ch = s[n];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
-		      ch == '.'))
-			return 0;
-	}
-	return n >= 1 && n < max;
-}
-
 static uint32_t blocks_for(const sched *s, uint64_t n_tokens)
 {
 	uint64_t b = (uint64_t)s->c->kv.block_tokens;
@@ -1143,7 +1126,7 @@ static void on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *wm
 	worker *w;
 
 	snprintf(prefix, sizeof(prefix), "/quorum-%s-", s->c->cluster.name);
-	if (!name_ok(wm->worker_id, ID_MAX) || !g->host || !*g->host ||
+	if (!wire_name_ok(wm->worker_id, ID_MAX) || !g->host || !*g->host ||
 	    strlen(g->host) >= HOST_MAX || strchr(g->host, '\n')) {
 		reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		       "bad worker id or host label");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "client.h"
 #include "kern.h"
 #include "model.h"
 #include "prompt.h"
@@ -63,51 +64,6 @@ static char *read_stdin(void)
 	return b;
 }
 
-/* JSON needs valid UTF-8: invalid bytes become U+FFFD. */
-static json_t *json_text(const char *s, size_t n)
-{
-	char *o = malloc(n * 3 + 1);
-	size_t j = 0;
-	json_t *r;
-
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-			     : (c >> 3) == 30 ? 4 : 0;
-		int ok = len > 0 && i + len <= n && c != 0xc0 && c != 0xc1 &&
-			 c < 0xf5;
-
-		for (size_t k = 1; ok && k < len; k++)
-			ok = ((unsigned char)s[i + k] >> 6) == 2;
-		if (ok && len == 1 && c == 0)
-			ok = 0;
-		if (ok && len == 3) {
-			unsigned cp = (c & 15u) << 12 |
-				      ((unsigned char)s[i + 1] & 63u) << 6;
-			ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
-		}
-		if (ok && len == 4) {
-			unsigned cp = (c & 7u) << 18 |
-				      ((unsigned char)s[i + 1] & 63u) << 12;
-			ok = cp >= 0x10000 && cp <= 0x10ffff;
-		}
-		if (ok) {
-			memcpy(o + j, s + i, len);
-			j += len;
-			i += len;
-		} else {
-			memcpy(o + j, "\xef\xbf\xbd", 3);
-			j += 3;
-			i++;
-		}
-	}
-	r = json_stringn(o, j);
-	free(o);
-	return r;
-}
-
 static void print_json(const model *m, const char *mpath, int fam,
 		       const sc_params *p, const sc_result *r)
 {
@@ -121,7 +77,7 @@ static void print_json(const model *m, const char *mpath, int fam,
 
 		json_array_append_new(votes, json_pack(
 			"{s:o, s:I, s:I}", "answer",
-			json_text(v->answer, strlen(v->answer)), "count",
+			client_text(v->answer, strlen(v->answer)), "count",
 			(json_int_t)v->count, "first_index",
 			(json_int_t)v->first_index));
 	}
@@ -130,22 +86,22 @@ static void print_json(const model *m, const char *mpath, int fam,
 
 		json_array_append_new(smp, json_pack(
 			"{s:i, s:o, s:i, s:s, s:o}", "index", x->index,
-			"answer", x->has_answer ? json_text(x->answer,
+			"answer", x->has_answer ? client_text(x->answer,
 							    strlen(x->answer))
 						: json_null(),
 			"tokens", x->n_tokens, "finish",
 			sc_finish_name(x->finish), "text",
-			json_text(x->text, x->len)));
+			client_text(x->text, x->len)));
 	}
 	json_object_set_new(o, "answer",
 			    r->vote.winner == VOTE_NONE
 				    ? json_null()
-				    : json_text(r->vote.entries[0].answer,
+				    : client_text(r->vote.entries[0].answer,
 						strlen(r->vote.entries[0].answer)));
 	json_object_set_new(o, "votes", votes);
 	json_object_set_new(o, "n", json_integer(p->n));
 	json_object_set_new(o, "voters", json_integer((json_int_t)r->vote.n_voters));
-	json_object_set_new(o, "model", json_text(mpath, strlen(mpath)));
+	json_object_set_new(o, "model", client_text(mpath, strlen(mpath)));
 	json_object_set_new(o, "arch", json_string(model_arch_name(m->cfg.arch)));
 	json_object_set_new(o, "prompt_format",
 			    json_string(prompt_family_name(fam)));

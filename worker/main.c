@@ -9,6 +9,7 @@
 
 #include "cfg.h"
 #include "qerr.h"
+#include "wire.h"
 #include "wk.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -117,7 +118,7 @@ int main(int argc, char **argv)
 		hostbuf[sizeof(hostbuf) - 1] = '\0';
 		host = hostbuf;
 	}
-	if (!wk_name_ok(id, WK_ID_MAX) || strlen(host) >= WK_HOST_MAX ||
+	if (!wire_name_ok(id, WK_ID_MAX) || strlen(host) >= WK_HOST_MAX ||
 	    !*host) {
 		fprintf(stderr, "worker: bad --id or --host (letters, digits, "
 			"'_', '-', '.'; id up to %d bytes)\n", WK_ID_MAX - 1);

@@ -53,23 +53,6 @@ typedef struct {
 	unsigned n_cancels;
 } wk;
 
-int wk_name_ok(const char *s, size_t max)
-{
-	size_t n = 0;
-
-	if (!s)
-		return 0;
-	for (; s[n]; n++) {
-		char ch = s[n];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
-		      ch == '.'))
-			return 0;
-	}
-	return n >= 1 && n < max;
-}
-
 static int send_msg(wk *w, Quorum__WorkerMsg *m)
 {
 	int rc;

@@ -58,6 +58,5 @@ typedef struct {
 int wk_run(const wk_opts *o);
 
 /* Valid worker ids and host labels: [A-Za-z0-9_.-]{1,max-1}. */
-int wk_name_ok(const char *s, size_t max);
 
 #endif
