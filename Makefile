@@ -11,7 +11,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
 CPPFLAGS += -Icommon -I$(B)
 LDLIBS  = -lzmq -lprotobuf-c -lyaml -ljansson -lpcre2-8 -lm -lpthread
-SHARED  ?= ../shared
+
 B       := build
 
 # SIMD translation units: compiled for their ISA, chosen at run time.
@@ -88,10 +88,10 @@ benchbins: $(BENCH_BIN)
 TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/cluster_e2e.sh \
 		tests/netns_e2e.sh)
 test: deps all $(TEST_BIN)
-	QUORUM_SHARED=$(SHARED) QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
+	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh $(TEST_RUN)
 
-QWEN_TOK   := $(SHARED)/data/tokenizers/qwen2/tokenizer.json
+QWEN_TOK   := data/tokenizers/qwen2/tokenizer.json
 DEMO_MODEL := $(B)/models/tiny-qwen2-q8_0.gguf
 BENCH_MODEL := $(B)/models/qwen2.5-0.5b-q8_0.gguf
 QUESTION   ?= A farmer has 17 sheep and buys 23 more. How many sheep are there?
@@ -180,10 +180,10 @@ $(FB)/fuzz_%: $(FB)/fuzz_%.o $(FUZZ_OBJ)
 fuzz-build: deps $(FUZZ_BIN)
 
 fuzz: fuzz-build
-	QUORUM_SHARED=$(SHARED) sh fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	sh fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 fuzz-ci: fuzz-build
-	QUORUM_SHARED=$(SHARED) sh fuzz/run.sh $(FB) 20 $(FUZZ_TARGETS)
+	sh fuzz/run.sh $(FB) 20 $(FUZZ_TARGETS)
 
 # The ordinary build and test rules, B=build-asan, with the sanitizer flags
 # in CFLAGS (from the environment, so the rules' += still applies).

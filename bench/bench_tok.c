@@ -3,7 +3,7 @@
  * prompt (English prose, code, numbers, some non-Latin text) for each
  * vocabulary family, in microseconds per 100 tokens.
  *
- * usage: bench_tok [SHARED_DIR]   (default $QUORUM_SHARED or ../shared)
+ * usage: bench_tok [ROOT]   (default $QUORUM_ROOT or ., the repository)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,15 +79,15 @@ static void run(const char *name, const char *path, const char *text,
 
 int main(int argc, char **argv)
 {
-	const char *shared = argc > 1 ? argv[1] : getenv("QUORUM_SHARED");
+	const char *root = argc > 1 ? argv[1] : getenv("QUORUM_ROOT");
 	char dir[] = "/tmp/bench_tok.XXXXXX", path[600], json[600];
 	static const char *const fam[][2] = {{"qwen2", "qwen2"},
 					     {"llama3", "llama-bpe"}};
 	size_t len = 0, cap = 1 << 16;
 	char *text = malloc(cap);
 
-	if (!shared || !*shared)
-		shared = "../shared";
+	if (!root || !*root)
+		root = ".";
 	if (!text || !mkdtemp(dir))
 		return 1;
 	/* ~4,000 tokens: the chunks repeated */
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
 		double t0 = now_s();
 
 		snprintf(json, sizeof(json), "%s/data/tokenizers/%s/tokenizer.json",
-			 shared, fam[i][0]);
+			 root, fam[i][0]);
 		snprintf(path, sizeof(path), "%s/%s.gguf", dir, fam[i][1]);
 		if (gguf_writer_new(&w) || hfvocab_from_json(w, json, NULL, 0, NULL) ||
 		    gguf_writer_save(w, path, NULL, NULL)) {
@@ -120,10 +120,10 @@ int main(int argc, char **argv)
 	}
 	rmdir(dir);
 	snprintf(path, sizeof(path),
-		 "%s/data/tokenizer-vectors/ggml-vocab-gpt-2.gguf", shared);
+		 "%s/data/tokenizer-vectors/ggml-vocab-gpt-2.gguf", root);
 	run("gpt-2", path, text, len);
 	snprintf(path, sizeof(path),
-		 "%s/data/tokenizer-vectors/ggml-vocab-llama-spm.gguf", shared);
+		 "%s/data/tokenizer-vectors/ggml-vocab-llama-spm.gguf", root);
 	run("llama-spm", path, text, len);
 	free(text);
 	return 0;

@@ -2,7 +2,7 @@
  * fuzz_tok — libFuzzer target: the tokenizer on arbitrary text and ids.
  *
  * Vocabularies, loaded once: GPT-2 and Llama SPM (the vocab GGUFs of
- * $QUORUM_SHARED/data/tokenizer-vectors/) and Qwen2 (its tokenizer.json
+ * $QUORUM_ROOT/data/tokenizer-vectors/) and Qwen2 (its tokenizer.json
  * converted with hfvocab_from_json into a temp file). A vocabulary that
  * does not load aborts the run: a fuzz run never silently tests less.
  *
@@ -51,7 +51,7 @@ static tok *load(const char *path)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *sh = getenv("QUORUM_SHARED");
+	const char *sh = getenv("QUORUM_ROOT");
 	char p[1024], tmp[64];
 	gguf_writer *w;
 	int fd;
@@ -59,7 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	if (!sh || !*sh)
-		sh = "../shared";
+		sh = ".";
 	snprintf(p, sizeof(p), "%s/data/tokenizer-vectors/ggml-vocab-gpt-2.gguf",
 		 sh);
 	voc[0] = load(p);

@@ -6,13 +6,13 @@
 # is always stopped (trap); every step is bounded by `timeout`.
 #
 #   sh tests/cluster_e2e.sh [BUILD_DIR]       (default build; B=... works too)
-#   env: QUORUM_SHARED (default ../shared), E2E_KEEP=1 keeps the temp dir
+#   env: QUORUM_ROOT (default ., the repository), E2E_KEEP=1 keeps the temp dir
 #
 # Exit status: 0 every check passed, 1 a check failed, 77 skipped because
 # build/coordinator or build/worker is not built (not a pass).
 set -u
 B=${1:-${B:-build}}
-SHARED=${QUORUM_SHARED:-../shared}
+ROOT=${QUORUM_ROOT:-.}
 Q=$B/quorum
 PY=/usr/bin/python3
 T_ASK=180       # seconds, bound of one client command
@@ -85,7 +85,7 @@ model=$B/models/tiny-qwen2-q8_0.gguf
 if [ ! -f "$model" ]; then
 	model=$tmp/tiny.gguf
 	timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
-		--tokenizer "$SHARED/data/tokenizers/qwen2/tokenizer.json" \
+		--tokenizer "$ROOT/data/tokenizers/qwen2/tokenizer.json" \
 		-o "$model" >/dev/null || { bad "mkmodel"; exit 1; }
 fi
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")

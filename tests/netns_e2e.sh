@@ -19,13 +19,13 @@
 # b processes register again and serve a new request.
 #
 #   sh tests/netns_e2e.sh [BUILD_DIR]     (default build; B=... works too)
-#   env: QUORUM_SHARED (default ../shared), E2E_KEEP=1 keeps the temp dir
+#   env: QUORUM_ROOT (default ., the repository), E2E_KEEP=1 keeps the temp dir
 #
 # Exit status: 0 every check passed, 1 a check failed, 77 skipped (not
 # root, no ip(8), no network namespaces here, or binaries not built).
 set -u
 B=${1:-${B:-build}}
-SHARED=${QUORUM_SHARED:-../shared}
+ROOT=${QUORUM_ROOT:-.}
 Q=$B/quorum
 PY=/usr/bin/python3
 T_READY=60      # seconds for 4 workers to register
@@ -145,7 +145,7 @@ model=$B/models/tiny-qwen2-q8_0.gguf
 if [ ! -f "$model" ]; then
 	model=$tmp/tiny.gguf
 	timeout 120 "$Q" mkmodel --shape tiny --type q8_0 \
-		--tokenizer "$SHARED/data/tokenizers/qwen2/tokenizer.json" \
+		--tokenizer "$ROOT/data/tokenizers/qwen2/tokenizer.json" \
 		-o "$model" >/dev/null || { bad "mkmodel"; summary; exit 1; }
 fi
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")

@@ -2,7 +2,7 @@
  * test_tok — tokenizer conformance (llama.cpp's test vectors, every case),
  * round trips, special tokens, bad metadata, invalid UTF-8, hfvocab.
  *
- * QUORUM_SHARED names the shared data directory (default ../shared).
+ * QUORUM_ROOT names the repository root holding data/ (default .).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,11 +23,11 @@
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static const char *shared_dir(void)
+static const char *root_dir(void)
 {
-	const char *s = getenv("QUORUM_SHARED");
+	const char *s = getenv("QUORUM_ROOT");
 
-	return s && *s ? s : "../shared";
+	return s && *s ? s : ".";
 }
 
 static char tmpdir[64];
@@ -98,11 +98,11 @@ static int setup_all(void **state)
 		if (v == V_GPT2 || v == V_SPM) {
 			snprintf(path, sizeof(path),
 				 "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf",
-				 shared_dir(), vname[v]);
+				 root_dir(), vname[v]);
 		} else {
 			snprintf(json, sizeof(json),
 				 "%s/data/tokenizers/%s/tokenizer.json",
-				 shared_dir(), v == V_QWEN2 ? "qwen2" : "llama3");
+				 root_dir(), v == V_QWEN2 ? "qwen2" : "llama3");
 			snprintf(path, sizeof(path), "%s/%s.gguf", tmpdir,
 				 vname[v]);
 			rc = build_from_json(json, path, &vinfo[v]);
@@ -171,12 +171,12 @@ static void run_vectors(int v)
 
 	snprintf(path, sizeof(path),
 		 "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.inp",
-		 shared_dir(), vname[v]);
+		 root_dir(), vname[v]);
 	inp = read_all(path, &ni);
 	assert_non_null(inp);
 	snprintf(path, sizeof(path),
 		 "%s/data/tokenizer-vectors/ggml-vocab-%s.gguf.out",
-		 shared_dir(), vname[v]);
+		 root_dir(), vname[v]);
 	out = read_all(path, &no);
 	assert_non_null(out);
 	ip = inp;
@@ -787,7 +787,7 @@ static void test_hfvocab(void **state)
 
 	/* the pre override wins */
 	snprintf(path, sizeof(path), "%s/data/tokenizers/qwen2/tokenizer.json",
-		 shared_dir());
+		 root_dir());
 	assert_int_equal(gguf_writer_new(&w), 0);
 	assert_int_equal(hfvocab_from_json(w, path, "gpt-2", 0, &info), 0);
 	assert_string_equal(info.pre, "gpt-2");

@@ -1,7 +1,7 @@
 /*
  * testutil — helpers shared by the test programs (header-only: every test
- * is its own binary). Paths: QUORUM_SHARED (default ../shared) holds the
- * shared data; models are synthesized into build/tmp/ on first use.
+ * is its own binary). Paths: QUORUM_ROOT (default ., the repository) holds
+ * data/ directory; models are synthesized into build/tmp/ on first use.
  */
 #ifndef QUORUM_TESTUTIL_H
 #define QUORUM_TESTUTIL_H
@@ -16,11 +16,11 @@
 #include "mkmodel.h"
 #include "qerr.h"
 
-static inline const char *tu_shared(void)
+static inline const char *tu_root(void)
 {
-	const char *s = getenv("QUORUM_SHARED");
+	const char *s = getenv("QUORUM_ROOT");
 
-	return s && *s ? s : "../shared";
+	return s && *s ? s : ".";
 }
 
 static inline const char *tu_tmpdir(void)
@@ -34,12 +34,12 @@ static inline const char *tu_tmpdir(void)
 	return "build/tmp";
 }
 
-/* Path of a shared data file in a static buffer (one at a time). */
+/* Path of a repository data file in a static buffer (one at a time). */
 static inline const char *tu_data(const char *rel)
 {
 	static char p[1024];
 
-	snprintf(p, sizeof(p), "%s/%s", tu_shared(), rel);
+	snprintf(p, sizeof(p), "%s/%s", tu_root(), rel);
 	return p;
 }
 
