@@ -21,8 +21,12 @@ struct fwd {
 	float *k, *v;       /* (R, kv_dim) */
 	float *att;         /* (R, q_dim) attention output */
 	float *hb, *hb2;    /* (R, ffn_dim) */
-	float *rcos, *rsin; /* (R, head_dim/2) rotary of each row's position */
-	double *inv_freq;   /* (head_dim/2) base^(-2i/head_dim) */
+	float *rcos, *rsin; /* (n_rope, R, head_dim/2) rotary of each row's
+			     * position, per rotary kind */
+	double *inv_freq;   /* (n_rope, head_dim/2) scale * base^(-2i/hd) /
+			     * factor[i] */
+	int n_rope;         /* 1, or 2 with sliding-window layers: kind 0
+			     * global, kind 1 local (rope_base_swa) */
 	int *row_seq;       /* (R) sequence index of each row */
 	int *row_pos;       /* (R) position of each row */
 	int n_att_tasks;
@@ -43,8 +47,8 @@ static void *xcalloc(size_t n, size_t sz, int *bad)
 int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 {
 	const model_config *c = &m->cfg;
-	size_t R = (size_t)max_rows, q_dim = (size_t)c->n_heads * c->head_dim;
-	int bad = 0, half = c->head_dim / 2;
+	size_t R = (size_t)max_rows, q_dim = (size_t)c->q_dim;
+	int bad = 0, half = c->head_dim / 2, n_rope = c->swa_window ? 2 : 1;
 	fwd *f;
 
 	*out = NULL;
@@ -65,9 +69,10 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	f->att = xcalloc(R * q_dim, sizeof(float), &bad);
 	f->hb = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
 	f->hb2 = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
-	f->rcos = xcalloc(R * half, sizeof(float), &bad);
-	f->rsin = xcalloc(R * half, sizeof(float), &bad);
-	f->inv_freq = xcalloc(half, sizeof(double), &bad);
+	f->n_rope = n_rope;
+	f->rcos = xcalloc(n_rope * R * half, sizeof(float), &bad);
+	f->rsin = xcalloc(n_rope * R * half, sizeof(float), &bad);
+	f->inv_freq = xcalloc((size_t)n_rope * half, sizeof(double), &bad);
 	f->row_seq = xcalloc(R, sizeof(int), &bad);
 	f->row_pos = xcalloc(R, sizeof(int), &bad);
 	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
@@ -78,11 +83,20 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	}
 	/* Rotary frequencies in double (libm's double pow/cos/sin round
 	 * correctly in practice, so the floats derived from them agree
-	 * across hosts). */
-	for (int i = 0; i < half; i++)
-		f->inv_freq[i] = pow((double)c->rope_base,
-				     -2.0 * i / (double)c->head_dim);
-	f->att_scale = (float)(1.0 / sqrt((double)c->head_dim));
+	 * across hosts). Llama 3's rope_freqs divide each pair's frequency;
+	 * linear scaling multiplies the global layers' frequencies. */
+	for (int k = 0; k < n_rope; k++)
+		for (int i = 0; i < half; i++) {
+			double base = k ? c->rope_base_swa : c->rope_base;
+			double v = pow(base, -2.0 * i / (double)c->head_dim);
+
+			if (m->rope_freqs)
+				v /= (double)m->rope_freqs[i];
+			if (!k && c->rope_scale != 1.0f)
+				v *= (double)c->rope_scale;
+			f->inv_freq[(size_t)k * half + i] = v;
+		}
+	f->att_scale = c->att_scale;
 	*out = f;
 	return 0;
 }
@@ -139,23 +153,29 @@ static void matmul(fwd *f, const model_mat *w, const float *bias,
 
 static void rope_tables(fwd *f, int M)
 {
-	int half = f->m->cfg.head_dim / 2;
+	size_t half = (size_t)f->m->cfg.head_dim / 2;
 
-	for (int r = 0; r < M; r++)
-		for (int i = 0; i < half; i++) {
-			double th = (double)f->row_pos[r] * f->inv_freq[i];
-			f->rcos[r * half + i] = (float)cos(th);
-			f->rsin[r * half + i] = (float)sin(th);
-		}
+	for (int k = 0; k < f->n_rope; k++)
+		for (int r = 0; r < M; r++)
+			for (size_t i = 0; i < half; i++) {
+				size_t o = ((size_t)k * f->R + r) * half + i;
+				double th = (double)f->row_pos[r] *
+					    f->inv_freq[k * half + i];
+
+				f->rcos[o] = (float)cos(th);
+				f->rsin[o] = (float)sin(th);
+			}
 }
 
-/* Rotates n_heads heads of head_dim in vec (one row). */
-static void rope_row(const fwd *f, float *vec, int n_heads, int r)
+/* Rotates n_heads heads of head_dim in vec (one row) with the rotary of
+ * kind (0 global, 1 sliding-window layers). */
+static void rope_row(const fwd *f, float *vec, int n_heads, int r, int kind)
 {
 	const model_config *c = &f->m->cfg;
 	int hd = c->head_dim, half = hd / 2;
-	const float *cs = f->rcos + (size_t)r * half;
-	const float *sn = f->rsin + (size_t)r * half;
+	size_t o = ((size_t)kind * f->R + r) * half;
+	const float *cs = f->rcos + o;
+	const float *sn = f->rsin + o;
 
 	for (int h = 0; h < n_heads; h++) {
 		float *v = vec + (size_t)h * hd;
@@ -206,8 +226,10 @@ typedef struct {
 	int layer, M;
 } att_job;
 
-/* One (row, head): scores over positions 0..pos in order, softmax, then
- * the weighted sum of V in position order. */
+/* One (row, head): scores over positions lo..pos in order (lo = 0, or
+ * pos - window + 1 on a sliding-window layer), softmax, then the weighted
+ * sum of V in position order. A window may start inside a shared prefix
+ * block: it is read like any other. */
 static void attend(const att_job *j, int r, int h, float *s)
 {
 	const fwd *f = j->f;
@@ -215,45 +237,49 @@ static void attend(const att_job *j, int r, int h, float *s)
 	const kv_params *p = kv_pool_params(j->pool);
 	const kv_seq *seq = j->seqs[f->row_seq[r]];
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
+	int lo = f->m->layers[j->layer].swa && n > c->swa_window
+			 ? n - c->swa_window : 0;
 	int kvh = h / (c->n_heads / c->n_kv_heads);
-	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->n_heads * hd;
+	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->q_dim;
 	size_t head_off = (size_t)kvh * hd * es, row = (size_t)c->kv_dim * es;
 	const float *q = f->q + r * q_dim + (size_t)h * hd;
 	float *out = f->att + r * q_dim + (size_t)h * hd;
 
+	/* s[t - lo] holds the score of position t */
 	/* walk the page table block by block: one lookup per block */
-	for (int t0 = 0; t0 < n; t0 += B) {
+	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
 		const char *kb = (const char *)kv_k(j->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 
-		for (int r = 0; r < rows; r++) {
+		for (int r = t0 < lo ? lo - t0 : 0; r < rows; r++) {
 			const char *kp = kb + (size_t)r * row;
 
-			s[t0 + r] = (p->dtype == KV_F16
+			s[t0 + r - lo] = (p->dtype == KV_F16
 					     ? kern_dot_f16(q, (const uint16_t *)kp,
 							    hd)
 					     : kern_dot(q, (const float *)kp, hd)) *
 				    f->att_scale;
 		}
 	}
-	kern_softmax(s, n);
+	kern_softmax(s, n - lo);
 	memset(out, 0, (size_t)hd * sizeof(float));
-	for (int t0 = 0; t0 < n; t0 += B) {
+	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
 		const char *vb = (const char *)kv_v(j->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 
-		for (int r = 0; r < rows; r++) {
+		for (int r = t0 < lo ? lo - t0 : 0; r < rows; r++) {
 			const char *vp = vb + (size_t)r * row;
 
 			if (p->dtype == KV_F16)
-				kern_axpy_f16(out, s[t0 + r],
+				kern_axpy_f16(out, s[t0 + r - lo],
 					      (const uint16_t *)vp, hd);
 			else
-				kern_axpy(out, s[t0 + r], (const float *)vp, hd);
+				kern_axpy(out, s[t0 + r - lo],
+					  (const float *)vp, hd);
 		}
 	}
 }
@@ -290,11 +316,25 @@ static int ensure_scores(fwd *f, int M)
 	return 0;
 }
 
+/* x[r] += RMSNorm(y[r]) * w for the M rows (post_norms), else x += y. */
+static void residual(fwd *f, const float *w, float *y, int M)
+{
+	const model_config *c = &f->m->cfg;
+
+	if (w)
+		for (int r = 0; r < M; r++)
+			kern_rmsnorm(y + (size_t)r * c->dim, w, c->dim, c->eps,
+				     y + (size_t)r * c->dim);
+	for (size_t i = 0; i < (size_t)M * c->dim; i++)
+		f->x[i] += y[i];
+}
+
 static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 {
 	const model_config *c = &f->m->cfg;
 	const model_layer *L = &f->m->layers[l];
-	size_t q_dim = (size_t)c->n_heads * c->head_dim;
+	size_t q_dim = (size_t)c->q_dim;
+	int hd = c->head_dim, kind = L->swa ? 1 : 0;
 	att_job aj = {f, pool, seqs, l, M};
 
 	for (int r = 0; r < M; r++)
@@ -304,23 +344,34 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	matmul(f, &L->wk, L->bk, f->xb, M, f->k);
 	matmul(f, &L->wv, L->bv, f->xb, M, f->v);
 	for (int r = 0; r < M; r++) {
-		rope_row(f, f->q + r * q_dim, c->n_heads, r);
-		rope_row(f, f->k + (size_t)r * c->kv_dim, c->n_kv_heads, r);
+		float *q = f->q + r * q_dim, *k = f->k + (size_t)r * c->kv_dim;
+
+		if (L->q_norm) {
+			for (int h = 0; h < c->n_heads; h++)
+				kern_rmsnorm(q + (size_t)h * hd, L->q_norm, hd,
+					     c->eps, q + (size_t)h * hd);
+			for (int h = 0; h < c->n_kv_heads; h++)
+				kern_rmsnorm(k + (size_t)h * hd, L->k_norm, hd,
+					     c->eps, k + (size_t)h * hd);
+		}
+		rope_row(f, q, c->n_heads, r, kind);
+		rope_row(f, k, c->n_kv_heads, r, kind);
 	}
 	store_kv(f, pool, seqs, l, M);
 	tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
 	matmul(f, &L->wo, NULL, f->att, M, f->xb);
-	for (size_t i = 0; i < (size_t)M * c->dim; i++)
-		f->x[i] += f->xb[i];
+	residual(f, L->post_attn_norm, f->xb, M);
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
 			     c->eps, f->xb + (size_t)r * c->dim);
 	matmul(f, &L->w_gate, NULL, f->xb, M, f->hb);
 	matmul(f, &L->w_up, NULL, f->xb, M, f->hb2);
-	kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	if (c->act == MODEL_ACT_GELU_TANH)
+		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	else
+		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
 	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
-	for (size_t i = 0; i < (size_t)M * c->dim; i++)
-		f->x[i] += f->xb[i];
+	residual(f, L->post_ffn_norm, f->xb, M);
 }
 
 /* ---- entry points ---------------------------------------------------- */
@@ -364,6 +415,9 @@ int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
 	for (int r = 0; r < M; r++)
 		kern_row_f32(f->m->tok_embd.data, f->m->tok_embd.type, c->dim,
 			     tokens[r], f->x + (size_t)r * c->dim);
+	if (c->embd_scale != 1.0f)
+		for (size_t i = 0; i < (size_t)M * c->dim; i++)
+			f->x[i] *= c->embd_scale;
 	rope_tables(f, M);
 	for (int l = 0; l < c->n_layers; l++)
 		layer(f, pool, seqs, l, M);
@@ -382,6 +436,10 @@ int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
 		n_out++;
 	}
 	matmul(f, &f->m->output, NULL, f->xb, n_out, logits);
+	if (c->logit_softcap > 0.0f)
+		for (size_t i = 0; i < (size_t)n_out * c->vocab; i++)
+			logits[i] = c->logit_softcap *
+				    kern_tanhf(logits[i] / c->logit_softcap);
 	return 0;
 }
 

@@ -10,9 +10,13 @@
  * sequence's K/V in position order, and K/V written by a row are the same
  * bits whichever batch wrote them.
  *
- * Per layer: RMSNorm -> Q,K,V (+bias) -> rotary -> K,V into the pool ->
- * causal GQA attention -> output projection -> residual -> RMSNorm ->
- * SwiGLU MLP -> residual. Then the final RMSNorm and the logits of the
+ * Per layer: RMSNorm -> Q,K,V (+bias) -> per-head Q/K RMSNorm (qwen3,
+ * gemma3) -> rotary -> K,V into the pool -> causal GQA attention (only the
+ * last swa_window positions on sliding-window layers; all blocks stay in
+ * the cache) -> output projection -> [RMSNorm, gemma3] -> residual ->
+ * RMSNorm -> gated MLP (SiLU; GELU-tanh for gemma3) -> [RMSNorm] ->
+ * residual. Embeddings are scaled by embd_scale first. Then the final
+ * RMSNorm and the logits (soft-capped when the model says so) of the
  * last row of each sequence (or of every row).
  */
 #ifndef QUORUM_FWD_H

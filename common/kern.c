@@ -468,6 +468,37 @@ void kern_silu_mul(float *g, const float *u, int n)
 	ops()->silu_mul(g, u, n);
 }
 
+float kern_tanhf(float x)
+{
+	float a = fabsf(x), t;
+
+	if (x != x)
+		return x + x;
+	if (a < 0.0625f) {
+		/* odd Taylor series: no cancellation near 0 */
+		float a2 = a * a;
+
+		t = a + a * a2 * (-1.0f / 3.0f + a2 * (2.0f / 15.0f +
+			a2 * (-17.0f / 315.0f)));
+	} else if (a > 10.0f) {
+		t = 1.0f;
+	} else {
+		t = 1.0f - 2.0f / (kern_expf(2.0f * a) + 1.0f);
+	}
+	return copysignf(t, x);
+}
+
+void kern_gelu_mul(float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float v = g[i];
+		float t = kern_tanhf(0.7978845608f * v *
+				     (1.0f + 0.044715f * v * v));
+
+		g[i] = (0.5f * v * (1.0f + t)) * u[i];
+	}
+}
+
 void kern_softmax(float *x, int n)
 {
 	ops()->softmax(x, n);

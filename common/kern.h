@@ -68,6 +68,12 @@ void kern_rmsnorm(const float *x, const float *w, int n, float eps,
 float kern_expf(float x);
 /* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + kern_expf(-v)). */
 void kern_silu_mul(float *g, const float *u, int n);
+/* Our tanh (from kern_expf; an odd series for |x| < 1/16), and
+ * g[i] = gelu(g[i]) * u[i] with the tanh form of GELU:
+ * gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) v (1 + 0.044715 v^2))).
+ * Portable code only: the same operations on every ISA. */
+float kern_tanhf(float x);
+void kern_gelu_mul(float *g, const float *u, int n);
 /* In place: x[i] = kern_expf(x[i] - max) / sum, sum of the exps by the
  * canonical 16-lane reduction with + instead of fma (acc[i % 16] += e[i]
  * in index order, then the fixed tree). Returns nothing; n >= 1. */

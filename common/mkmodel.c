@@ -10,17 +10,35 @@
 #include "kern.h"
 #include "qerr.h"
 
+#define SHAPE(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar)                 \
+	.name = nm, .dim = d, .n_layers = l, .n_heads = h, .n_kv_heads = kvh, \
+	.ffn_dim = ff, .ctx_len = ctx, .vocab = voc, .rope_base = rope,      \
+	.eps = ep, .tied = 1, .arch = ar
+
 static const mkmodel_shape shapes[] = {
-	/* name, dim, layers, heads, kv heads, ffn, ctx, vocab, rope, eps,
-	 * tied, arch */
-	{"tiny", 128, 2, 4, 2, 256, 4096, 0, 10000.0f, 1e-6f, 1, "qwen2"},
-	{"small", 256, 4, 8, 2, 640, 8192, 0, 1000000.0f, 1e-6f, 1, "qwen2"},
-	{"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 32768, 151936, 1000000.0f,
-	 1e-6f, 1, "qwen2"},
-	{"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 32768, 151936, 1000000.0f,
-	 1e-6f, 1, "qwen2"},
-	{"llama-3.2-1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f,
-	 1e-5f, 1, "llama"},
+	{SHAPE("tiny", 128, 2, 4, 2, 256, 4096, 0, 10000.0f, 1e-6f, "qwen2")},
+	{SHAPE("small", 256, 4, 8, 2, 640, 8192, 0, 1000000.0f, 1e-6f,
+	       "qwen2")},
+	{SHAPE("qwen2.5-0.5b", 896, 24, 14, 2, 4864, 32768, 151936,
+	       1000000.0f, 1e-6f, "qwen2")},
+	{SHAPE("qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 32768, 151936,
+	       1000000.0f, 1e-6f, "qwen2")},
+	{SHAPE("qwen3-0.6b", 1024, 28, 16, 8, 3072, 40960, 151936,
+	       1000000.0f, 1e-6f, "qwen3"), .head_dim = 128},
+	{SHAPE("llama-3.2-1b", 2048, 16, 32, 8, 8192, 131072, 128256,
+	       500000.0f, 1e-5f, "llama"), .rope_freqs = 1},
+	{SHAPE("gemma-3-1b", 1152, 26, 4, 1, 6912, 32768, 262144,
+	       1000000.0f, 1e-6f, "gemma3"), .head_dim = 256,
+	 .swa_window = 512, .swa_pattern = 6, .rope_base_swa = 10000.0f},
+	/* tiny shapes of each architecture for tests: head_dim != dim/heads,
+	 * a GQA ratio of 4, a window shorter than test prompts */
+	{SHAPE("tiny-qwen3", 128, 2, 4, 2, 256, 4096, 0, 1000000.0f, 1e-6f,
+	       "qwen3"), .head_dim = 48},
+	{SHAPE("tiny-llama3", 128, 2, 8, 2, 256, 4096, 0, 500000.0f, 1e-5f,
+	       "llama"), .rope_freqs = 1},
+	{SHAPE("tiny-gemma3", 128, 4, 4, 1, 256, 4096, 0, 1000000.0f, 1e-6f,
+	       "gemma3"), .head_dim = 40, .swa_window = 8, .swa_pattern = 3,
+	 .rope_base_swa = 10000.0f},
 	{0},
 };
 
@@ -181,10 +199,18 @@ static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 #define MK_LOGIT_STD 3.0f
 #define MK_EOS_BOOST 2.5f
 
-static int plan_tensors(plan *p, const mkmodel_shape *sh, int qwen2,
+static int shape_head_dim(const mkmodel_shape *sh)
+{
+	return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads;
+}
+
+static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 			uint32_t wt, int vocab, int eos)
 {
-	int hd = sh->dim / sh->n_heads, q = sh->dim, kv = sh->n_kv_heads * hd;
+	int hd = shape_head_dim(sh), q = sh->n_heads * hd;
+	int kv = sh->n_kv_heads * hd;
+	int qwen2 = !strcmp(arch, "qwen2"), gemma3 = !strcmp(arch, "gemma3");
+	int qk_norm = gemma3 || !strcmp(arch, "qwen3");
 	float s_in = 1.0f / sqrtf((float)sh->dim);
 	float s_ffn = 1.0f / sqrtf((float)sh->ffn_dim);
 	float s_res = 1.0f / sqrtf(2.0f * (float)sh->n_layers);
@@ -208,6 +234,10 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, int qwen2,
 			p->t[p->n - 1].boost = MK_EOS_BOOST;
 		}
 	}
+	/* Llama 3 style divisors of the rotary frequencies, in [1, 8) */
+	if (sh->rope_freqs && !strcmp(arch, "llama"))
+		rc |= add(p, "rope_freqs.weight", wt, 1, hd / 2, 1, 4.5f,
+			  3.5f / 1.7320508f);
 	for (int l = 0; l < sh->n_layers && !rc; l++) {
 #define N(x) (snprintf(nm, sizeof(nm), "blk.%d.%s", l, x), nm)
 		rc |= add(p, N("attn_norm.weight"), wt, 1, sh->dim, 1, 1.0f,
@@ -220,8 +250,17 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, int qwen2,
 			rc |= add(p, N("attn_k.bias"), wt, 1, kv, 1, 0.0f, 0.1f);
 			rc |= add(p, N("attn_v.bias"), wt, 1, kv, 1, 0.0f, 0.1f);
 		}
+		if (qk_norm) {
+			rc |= add(p, N("attn_q_norm.weight"), wt, 1, hd, 1,
+				  1.0f, 0.05f);
+			rc |= add(p, N("attn_k_norm.weight"), wt, 1, hd, 1,
+				  1.0f, 0.05f);
+		}
 		rc |= add(p, N("attn_output.weight"), wt, 2, q, sh->dim, 0.0f,
 			  s_in * s_res);
+		if (gemma3)
+			rc |= add(p, N("post_attention_norm.weight"), wt, 1,
+				  sh->dim, 1, s_res, 0.05f * s_res);
 		rc |= add(p, N("ffn_norm.weight"), wt, 1, sh->dim, 1, 1.0f,
 			  0.05f);
 		rc |= add(p, N("ffn_gate.weight"), wt, 2, sh->dim, sh->ffn_dim,
@@ -230,6 +269,9 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, int qwen2,
 			  0.0f, s_in);
 		rc |= add(p, N("ffn_down.weight"), wt, 2, sh->ffn_dim, sh->dim,
 			  0.0f, s_ffn * s_res);
+		if (gemma3)
+			rc |= add(p, N("post_ffw_norm.weight"), wt, 1, sh->dim,
+				  1, s_res, 0.05f * s_res);
 #undef N
 	}
 	return rc ? QERR_NOMEM : 0;
@@ -255,9 +297,20 @@ static int write_hparams(gguf_writer *w, const mkmodel_shape *sh,
 	gguf_w_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn_dim);
 	gguf_w_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
 	gguf_w_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
-	gguf_w_u32(w, K("rope.dimension_count"),
-		   (uint32_t)(sh->dim / sh->n_heads));
+	gguf_w_u32(w, K("rope.dimension_count"), (uint32_t)shape_head_dim(sh));
+	if (sh->head_dim) {
+		gguf_w_u32(w, K("attention.key_length"), (uint32_t)sh->head_dim);
+		gguf_w_u32(w, K("attention.value_length"),
+			   (uint32_t)sh->head_dim);
+	}
 	gguf_w_f32(w, K("rope.freq_base"), sh->rope_base);
+	if (!strcmp(arch, "gemma3") && sh->swa_window) {
+		gguf_w_u32(w, K("attention.sliding_window"),
+			   (uint32_t)sh->swa_window);
+		gguf_w_u32(w, K("attention.sliding_window_pattern"),
+			   (uint32_t)sh->swa_pattern);
+		gguf_w_f32(w, K("rope.freq_base_swa"), sh->rope_base_swa);
+	}
 	return gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
 #undef K
 }
@@ -303,9 +356,10 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 		return qerr_fail(QERR_ARG, "mkmodel: unknown shape '%s'",
 				 o->shape ? o->shape : "");
 	arch = o->arch ? o->arch : sh->arch;
-	if (strcmp(arch, "qwen2") && strcmp(arch, "llama"))
+	if (strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
+	    strcmp(arch, "llama") && strcmp(arch, "gemma3"))
 		return qerr_fail(QERR_ARG, "mkmodel: unknown architecture '%s' "
-				 "(qwen2, llama)", arch);
+				 "(qwen2, qwen3, llama, gemma3)", arch);
 	if (o->wtype != GGML_TYPE_F32 && o->wtype != GGML_TYPE_F16 &&
 	    o->wtype != GGML_TYPE_BF16 && o->wtype != GGML_TYPE_Q8_0)
 		return qerr_fail(QERR_ARG, "mkmodel: unsupported weight type %s",
@@ -320,7 +374,7 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 		goto out;
 	if (!o->vocab_only) {
 		p.seed = o->seed;
-		if ((rc = plan_tensors(&p, sh, !strcmp(arch, "qwen2"), o->wtype,
+		if ((rc = plan_tensors(&p, sh, arch, o->wtype,
 				       info->n_tokens, info->eos)))
 			goto out;
 		for (int i = 0; i < p.n && !rc; i++) {

@@ -22,10 +22,16 @@ typedef struct {
 	float rope_base, eps;
 	int tied;             /* no output.weight */
 	const char *arch;     /* default architecture for the shape */
+	int head_dim;         /* attention.key_length; 0: dim / n_heads */
+	int rope_freqs;       /* llama: write rope_freqs.weight (Llama 3.x) */
+	int swa_window;       /* gemma3: attention.sliding_window (0: none) */
+	int swa_pattern;      /* gemma3: sliding_window_pattern */
+	float rope_base_swa;  /* gemma3: rope.freq_base_swa */
 } mkmodel_shape;
 
 typedef struct {
-	const char *arch;       /* "qwen2" | "llama"; NULL: the shape's */
+	const char *arch;       /* "qwen2" | "qwen3" | "llama" | "gemma3";
+				 * NULL: the shape's */
 	const char *shape;      /* see mkmodel_shapes() */
 	uint32_t wtype;         /* GGML_TYPE_F32/F16/BF16/Q8_0 for matrices */
 	const char *tokenizer;  /* tokenizer.json or a GGUF holding a vocab */

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ const char *model_arch_name(int arch)
 	switch (arch) {
 	case MODEL_QWEN2: return "qwen2";
 	case MODEL_LLAMA: return "llama";
+	case MODEL_QWEN3: return "qwen3";
+	case MODEL_GEMMA3: return "gemma3";
 	default: return "unknown";
 	}
 }
@@ -42,6 +45,32 @@ static int get_hp(loader *L, const char *suffix, int lo, int hi, int *out)
 				 "[%d, %d]", L->path, key, v, lo, hi);
 	*out = (int)v;
 	return 0;
+}
+
+/* An optional hyper-parameter: *out keeps its default when absent. */
+static int opt_hp(loader *L, const char *suffix, int lo, int hi, int *out)
+{
+	int rc = get_hp(L, suffix, lo, hi, out);
+
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+		return 0;
+	}
+	return rc;
+}
+
+static int opt_f32(loader *L, const char *suffix, float *out)
+{
+	char key[128];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.%s", L->arch, suffix);
+	rc = gguf_get_f32(L->m->gguf, key, out);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+		return 0;
+	}
+	return rc;
 }
 
 static int supported_type(uint32_t t)
@@ -169,7 +198,7 @@ static int load_layers(loader *L)
 {
 	model *m = L->m;
 	model_config *c = &m->cfg;
-	int q_dim = c->n_heads * c->head_dim, rc = 0;
+	int q_dim = c->q_dim, rc = 0;
 	char nm[96];
 
 	m->layers = calloc((size_t)c->n_layers, sizeof(model_layer));
@@ -177,7 +206,11 @@ static int load_layers(loader *L)
 		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
 	for (int i = 0; i < c->n_layers && !rc; i++) {
 		model_layer *l = &m->layers[i];
-		int bias = c->arch == MODEL_QWEN2;
+		int bias = c->arch == MODEL_QWEN2, qkn = c->qk_norm;
+		int post = c->post_norms;
+
+		l->swa = c->swa_window > 0 &&
+			 i % c->swa_pattern != c->swa_pattern - 1;
 #define T(field) (snprintf(nm, sizeof(nm), "blk.%d.%s", i, field), nm)
 		if ((rc = get_vec(L, T("attn_norm.weight"), c->dim, 0,
 				  &l->attn_norm)) ||
@@ -194,6 +227,12 @@ static int load_layers(loader *L)
 				  &l->bk)) ||
 		    (rc = get_vec(L, T("attn_v.bias"), c->kv_dim, !bias,
 				  &l->bv)) ||
+		    (qkn && (rc = get_vec(L, T("attn_q_norm.weight"),
+					  c->head_dim, 0, &l->q_norm))) ||
+		    (qkn && (rc = get_vec(L, T("attn_k_norm.weight"),
+					  c->head_dim, 0, &l->k_norm))) ||
+		    (post && (rc = get_vec(L, T("post_attention_norm.weight"),
+					   c->dim, 0, &l->post_attn_norm))) ||
 		    (rc = get_vec(L, T("ffn_norm.weight"), c->dim, 0,
 				  &l->ffn_norm)) ||
 		    (rc = get_mat(L, T("ffn_gate.weight"), c->dim, c->ffn_dim,
@@ -201,11 +240,83 @@ static int load_layers(loader *L)
 		    (rc = get_mat(L, T("ffn_up.weight"), c->dim, c->ffn_dim, 0,
 				  &l->w_up)) ||
 		    (rc = get_mat(L, T("ffn_down.weight"), c->ffn_dim, c->dim,
-				  0, &l->w_down)))
+				  0, &l->w_down)) ||
+		    (post && (rc = get_vec(L, T("post_ffw_norm.weight"),
+					   c->dim, 0, &l->post_ffn_norm))))
 			break;
 #undef T
 	}
 	return rc;
+}
+
+static const struct {
+	const char *name;
+	int arch, rope_mode, qk_norm, post_norms, act;
+} arch_table[] = {
+	{"qwen2", MODEL_QWEN2, MODEL_ROPE_NEOX, 0, 0, MODEL_ACT_SILU},
+	{"qwen3", MODEL_QWEN3, MODEL_ROPE_NEOX, 1, 0, MODEL_ACT_SILU},
+	{"llama", MODEL_LLAMA, MODEL_ROPE_NORM, 0, 0, MODEL_ACT_SILU},
+	{"gemma3", MODEL_GEMMA3, MODEL_ROPE_NEOX, 1, 1, MODEL_ACT_GELU_TANH},
+};
+
+/* Rotary scaling: none, or linear (a frequency scale); the rest (yarn,
+ * longrope, ...) would silently change the logits, so they are refused. */
+static int load_rope_scaling(loader *L)
+{
+	model_config *c = &L->m->cfg;
+	float factor = 0.0f;
+	gguf_str type;
+	char key[128];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", L->arch);
+	rc = gguf_get_str(L->m->gguf, key, &type);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+	} else if (rc) {
+		return rc;
+	} else if (!gguf_str_eq(type, "none") && !gguf_str_eq(type, "linear")) {
+		return qerr_fail(QERR_UNSUPPORTED, "%s: %s = '%.*s' is not "
+				 "supported (none, linear)", L->path, key,
+				 (int)(type.len > 32 ? 32 : type.len),
+				 type.ptr);
+	} else if (gguf_str_eq(type, "none")) {
+		return 0;
+	}
+	if ((rc = opt_f32(L, "rope.scaling.factor", &factor)))
+		return rc;
+	if (factor == 0.0f && (rc = opt_f32(L, "rope.scale_linear", &factor)))
+		return rc;
+	if (factor != 0.0f && !(factor >= 1e-3f && factor <= 1e6f))
+		return qerr_fail(QERR_RANGE, "%s: rope scaling factor %g out "
+				 "of range", L->path, factor);
+	c->rope_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+	return 0;
+}
+
+/* Sliding-window attention (gemma3): window, pattern, local rope base. */
+static int load_swa(loader *L)
+{
+	model_config *c = &L->m->cfg;
+	int rc;
+
+	c->rope_base_swa = 10000.0f;
+	c->swa_pattern = 6;
+	if (c->arch != MODEL_GEMMA3)
+		return 0;
+	if ((rc = opt_hp(L, "attention.sliding_window", 0, MODEL_MAX_CTX,
+			 &c->swa_window)) ||
+	    (rc = opt_hp(L, "attention.sliding_window_pattern", 1,
+			 MODEL_MAX_LAYERS, &c->swa_pattern)) ||
+	    (rc = opt_f32(L, "rope.freq_base_swa", &c->rope_base_swa)) ||
+	    (rc = opt_f32(L, "final_logit_softcapping", &c->logit_softcap)))
+		return rc;
+	if (!(c->rope_base_swa > 1.0f && c->rope_base_swa < 1e12f) ||
+	    !(c->logit_softcap >= 0.0f && c->logit_softcap < 1e6f))
+		return qerr_fail(QERR_RANGE, "%s: rope.freq_base_swa %g or "
+				 "final_logit_softcapping %g out of range",
+				 L->path, c->rope_base_swa, c->logit_softcap);
+	return 0;
 }
 
 static int load_config(loader *L)
@@ -215,23 +326,26 @@ static int load_config(loader *L)
 	const gguf_kv *toks;
 	gguf_str arch;
 	char key[128];
-	int rc;
+	int rc, n_rot, v_len, found = 0;
 
 	if ((rc = gguf_get_str(m->gguf, "general.architecture", &arch)))
 		return rc;
-	if (gguf_str_eq(arch, "qwen2")) {
-		c->arch = MODEL_QWEN2;
-		c->rope_mode = MODEL_ROPE_NEOX;
-	} else if (gguf_str_eq(arch, "llama")) {
-		c->arch = MODEL_LLAMA;
-		c->rope_mode = MODEL_ROPE_NORM;
-	} else {
+	for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]);
+	     i++)
+		if (gguf_str_eq(arch, arch_table[i].name)) {
+			c->arch = arch_table[i].arch;
+			c->rope_mode = arch_table[i].rope_mode;
+			c->qk_norm = arch_table[i].qk_norm;
+			c->post_norms = arch_table[i].post_norms;
+			c->act = arch_table[i].act;
+			found = 1;
+		}
+	if (!found)
 		return qerr_fail(QERR_UNSUPPORTED, "%s: unsupported "
-				 "architecture '%.*s' (supported: qwen2, "
-				 "llama)", L->path,
+				 "architecture '%.*s' (supported: "
+				 MODEL_ARCH_LIST ")", L->path,
 				 (int)(arch.len > 64 ? 64 : arch.len),
 				 arch.ptr);
-	}
 	snprintf(L->arch, sizeof(L->arch), "%s", model_arch_name(c->arch));
 	if ((rc = get_hp(L, "embedding_length", 1, MODEL_MAX_DIM, &c->dim)) ||
 	    (rc = get_hp(L, "block_count", 1, MODEL_MAX_LAYERS,
@@ -241,28 +355,50 @@ static int load_config(loader *L)
 	    (rc = get_hp(L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
 	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)))
 		return rc;
-	rc = get_hp(L, "attention.head_count_kv", 1, MODEL_MAX_DIM,
-		    &c->n_kv_heads);
-	if (rc == QERR_MISSING)
-		c->n_kv_heads = c->n_heads;
-	else if (rc)
+	c->n_kv_heads = c->n_heads;
+	if ((rc = opt_hp(L, "attention.head_count_kv", 1, MODEL_MAX_DIM,
+			 &c->n_kv_heads)))
 		return rc;
-	if (c->dim % c->n_heads || c->n_heads % c->n_kv_heads)
-		return qerr_fail(QERR_FORMAT, "%s: embedding_length %d, "
-				 "head_count %d and head_count_kv %d do not "
-				 "divide", L->path, c->dim, c->n_heads,
-				 c->n_kv_heads);
-	c->head_dim = c->dim / c->n_heads;
+	if (c->n_heads % c->n_kv_heads)
+		return qerr_fail(QERR_FORMAT, "%s: head_count_kv %d does not "
+				 "divide head_count %d", L->path,
+				 c->n_kv_heads, c->n_heads);
+	c->head_dim = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
+	if ((rc = opt_hp(L, "attention.key_length", 1, MODEL_MAX_DIM,
+			 &c->head_dim)))
+		return rc;
+	if (!c->head_dim)
+		return qerr_fail(QERR_FORMAT, "%s: head_count %d does not "
+				 "divide embedding_length %d and there is no "
+				 "attention.key_length", L->path, c->n_heads,
+				 c->dim);
+	v_len = c->head_dim;
+	n_rot = c->head_dim;
+	if ((rc = opt_hp(L, "attention.value_length", 1, MODEL_MAX_DIM,
+			 &v_len)) ||
+	    (rc = opt_hp(L, "rope.dimension_count", 1, MODEL_MAX_DIM, &n_rot)))
+		return rc;
+	if (v_len != c->head_dim || n_rot != c->head_dim)
+		return qerr_fail(QERR_UNSUPPORTED, "%s: key length %d, value "
+				 "length %d and rotary dimensions %d differ "
+				 "(not supported)", L->path, c->head_dim, v_len,
+				 n_rot);
 	if (c->head_dim % 2)
 		return qerr_fail(QERR_FORMAT, "%s: head dimension %d is odd",
 				 L->path, c->head_dim);
+	if ((int64_t)c->n_heads * c->head_dim > MODEL_MAX_DIM)
+		return qerr_fail(QERR_RANGE, "%s: %d heads of %d are too wide",
+				 L->path, c->n_heads, c->head_dim);
+	c->q_dim = c->n_heads * c->head_dim;
 	c->kv_dim = c->n_kv_heads * c->head_dim;
 	snprintf(key, sizeof(key), "%s.rope.freq_base", L->arch);
 	rc = gguf_get_f32(m->gguf, key, &c->rope_base);
-	if (rc == QERR_MISSING)
+	if (rc == QERR_MISSING) {
+		qerr_clear();
 		c->rope_base = 10000.0f;
-	else if (rc)
+	} else if (rc) {
 		return rc;
+	}
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon",
 		 L->arch);
 	if ((rc = gguf_get_f32(m->gguf, key, &c->eps)))
@@ -272,6 +408,14 @@ static int load_config(loader *L)
 		return qerr_fail(QERR_RANGE, "%s: rms epsilon %g or rope base "
 				 "%g out of range", L->path, c->eps,
 				 c->rope_base);
+	c->rope_scale = 1.0f;
+	if ((rc = load_rope_scaling(L)) || (rc = load_swa(L)))
+		return rc;
+	c->embd_scale = c->arch == MODEL_GEMMA3 ? sqrtf((float)c->dim) : 1.0f;
+	/* llama.cpp: Gemma 3 27B (62 layers) scales by dim / heads */
+	c->att_scale = (float)(1.0 / sqrt((double)(
+		c->arch == MODEL_GEMMA3 && c->n_layers == 62
+			? c->dim / c->n_heads : c->head_dim)));
 	if ((rc = gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", GGUF_STRING,
 			       &toks)))
 		return rc;
@@ -317,6 +461,17 @@ int model_from_gguf(gguf_file *g, model **out)
 		m->output = m->tok_embd;
 		m->tied_output = 1;
 	}
+	if (m->cfg.arch == MODEL_LLAMA &&
+	    (rc = get_vec(&L, "rope_freqs.weight", m->cfg.head_dim / 2, 1,
+			  &m->rope_freqs)))
+		goto fail;
+	for (int i = 0; m->rope_freqs && i < m->cfg.head_dim / 2; i++)
+		if (!(m->rope_freqs[i] >= 1e-6f && m->rope_freqs[i] <= 1e6f)) {
+			rc = qerr_fail(QERR_RANGE, "%s: rope_freqs.weight[%d] "
+				       "= %g out of range", L.path, i,
+				       m->rope_freqs[i]);
+			goto fail;
+		}
 	if ((rc = load_layers(&L)))
 		goto fail;
 	m->fingerprint = fingerprint(g);

@@ -72,12 +72,34 @@ static void ref_rmsnorm(const double *x, const float *w, int n, double eps,
 		o[i] = x[i] * ss * w[i];
 }
 
-static void ref_rope(const model_config *c, double *v, int pos)
+/* The architecture's differences, decided here from the architecture name
+ * and the raw hyper-parameters rather than from the loader's flags. */
+static int is_arch(const model *m, const char *a)
 {
-	int hd = c->head_dim, half = hd / 2;
+	return !strcmp(model_arch_name(m->cfg.arch), a);
+}
+
+static int ref_swa_layer(const model *m, int l)
+{
+	const model_config *c = &m->cfg;
+
+	return is_arch(m, "gemma3") && c->swa_window > 0 &&
+	       (l + 1) % c->swa_pattern != 0;
+}
+
+static void ref_rope(const model *m, int l, double *v, int pos)
+{
+	const model_config *c = &m->cfg;
+	int hd = c->head_dim, half = hd / 2, local = ref_swa_layer(m, l);
+	double base = local ? c->rope_base_swa : c->rope_base;
 
 	for (int i = 0; i < half; i++) {
-		double th = pos * pow(c->rope_base, -2.0 * i / hd);
+		double th = pos * pow(base, -2.0 * i / hd);
+
+		if (m->rope_freqs)
+			th /= m->rope_freqs[i];
+		if (!local)
+			th *= c->rope_scale;
 		int a = c->rope_mode == MODEL_ROPE_NEOX ? i : 2 * i;
 		int b = c->rope_mode == MODEL_ROPE_NEOX ? i + half : 2 * i + 1;
 		double x0 = v[a], x1 = v[b];
@@ -93,18 +115,21 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 {
 	const model_config *c = &m->cfg;
 	int D = c->dim, hd = c->head_dim, kvd = c->kv_dim, F = c->ffn_dim;
+	int QD = c->n_heads * hd, gemma = is_arch(m, "gemma3");
+	int qkn = gemma || is_arch(m, "qwen3");
 	double *x = calloc((size_t)n * D, sizeof(double));
 	double *K = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
 	double *V = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
-	double *xb = calloc(D, sizeof(double)), *q = calloc(D, sizeof(double));
-	double *att = calloc(D, sizeof(double)), *o = calloc(D, sizeof(double));
+	double *xb = calloc(D, sizeof(double)), *q = calloc(QD, sizeof(double));
+	double *att = calloc(QD, sizeof(double)), *o = calloc(D, sizeof(double));
 	double *g = calloc(F, sizeof(double)), *u = calloc(F, sizeof(double));
 	double *s = calloc(n, sizeof(double));
 	double *lg = calloc(c->vocab, sizeof(double));
 
 	for (int p = 0; p < n; p++)
 		for (int i = 0; i < D; i++)
-			x[(size_t)p * D + i] = ref_w(&m->tok_embd, toks[p], i);
+			x[(size_t)p * D + i] = ref_w(&m->tok_embd, toks[p], i) *
+					       (gemma ? sqrt((double)D) : 1.0);
 	/* position-major, exactly causal: position p sees 0..p */
 	for (int p = 0; p < n; p++) {
 		double *xp = x + (size_t)p * D;
@@ -117,15 +142,27 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 			ref_matvec(&L->wq, L->bq, xb, q);
 			ref_matvec(&L->wk, L->bk, xb, Kl + (size_t)p * kvd);
 			ref_matvec(&L->wv, L->bv, xb, Vl + (size_t)p * kvd);
+			/* first position a row sees: the window on local
+			 * gemma3 layers */
+			int t_lo = ref_swa_layer(m, l) && p >= c->swa_window
+					   ? p - c->swa_window + 1 : 0;
+
+			for (int h = 0; qkn && h < c->n_heads; h++)
+				ref_rmsnorm(q + h * hd, L->q_norm, hd, c->eps,
+					    q + h * hd);
+			for (int h = 0; qkn && h < c->n_kv_heads; h++)
+				ref_rmsnorm(Kl + (size_t)p * kvd + h * hd,
+					    L->k_norm, hd, c->eps,
+					    Kl + (size_t)p * kvd + h * hd);
 			for (int h = 0; h < c->n_heads; h++)
-				ref_rope(c, q + h * hd, p);
+				ref_rope(m, l, q + h * hd, p);
 			for (int h = 0; h < c->n_kv_heads; h++)
-				ref_rope(c, Kl + (size_t)p * kvd + h * hd, p);
+				ref_rope(m, l, Kl + (size_t)p * kvd + h * hd, p);
 			for (int h = 0; h < c->n_heads; h++) {
 				int kh = h / (c->n_heads / c->n_kv_heads);
 				double mx = -INFINITY, sum = 0;
 
-				for (int t = 0; t <= p; t++) {
+				for (int t = t_lo; t <= p; t++) {
 					double d = 0;
 					for (int i = 0; i < hd; i++)
 						d += q[h * hd + i] *
@@ -133,32 +170,43 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 					s[t] = d / sqrt(hd);
 					mx = fmax(mx, s[t]);
 				}
-				for (int t = 0; t <= p; t++)
+				for (int t = t_lo; t <= p; t++)
 					sum += (s[t] = exp(s[t] - mx));
 				for (int i = 0; i < hd; i++) {
 					double a = 0;
-					for (int t = 0; t <= p; t++)
+					for (int t = t_lo; t <= p; t++)
 						a += s[t] / sum *
 						     Vl[(size_t)t * kvd + kh * hd + i];
 					att[h * hd + i] = a;
 				}
 			}
 			ref_matvec(&L->wo, NULL, att, o);
+			if (gemma)
+				ref_rmsnorm(o, L->post_attn_norm, D, c->eps, o);
 			for (int i = 0; i < D; i++)
 				xp[i] += o[i];
 			ref_rmsnorm(xp, L->ffn_norm, D, c->eps, xb);
 			ref_matvec(&L->w_gate, NULL, xb, g);
 			ref_matvec(&L->w_up, NULL, xb, u);
 			for (int i = 0; i < F; i++)
-				g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+				g[i] = (gemma ? 0.5 * g[i] * (1.0 + tanh(
+						sqrt(2.0 / M_PI) * (g[i] +
+						0.044715 * g[i] * g[i] * g[i])))
+					      : g[i] / (1.0 + exp(-g[i]))) * u[i];
 			ref_matvec(&L->w_down, NULL, g, o);
+			if (gemma)
+				ref_rmsnorm(o, L->post_ffn_norm, D, c->eps, o);
 			for (int i = 0; i < D; i++)
 				xp[i] += o[i];
 		}
 		ref_rmsnorm(xp, m->output_norm, D, c->eps, xb);
 		ref_matvec(&m->output, NULL, xb, lg);
 		for (int v = 0; v < c->vocab; v++)
-			logits[(size_t)p * c->vocab + v] = (float)lg[v];
+			logits[(size_t)p * c->vocab + v] = (float)(
+				c->logit_softcap > 0
+					? c->logit_softcap *
+						  tanh(lg[v] / c->logit_softcap)
+					: lg[v]);
 	}
 	free(x); free(K); free(V); free(xb); free(q); free(att); free(o);
 	free(g); free(u); free(s); free(lg);
@@ -169,12 +217,18 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 typedef struct {
 	const char *arch;
 	uint32_t wtype;
+	const char *shape;
 } model_case;
 
 static const model_case cases[] = {
-	{"qwen2", GGML_TYPE_F32}, {"llama", GGML_TYPE_F32},
-	{"qwen2", GGML_TYPE_F16}, {"llama", GGML_TYPE_BF16},
-	{"qwen2", GGML_TYPE_Q8_0}, {"llama", GGML_TYPE_Q8_0},
+	{"qwen2", GGML_TYPE_F32, "tiny"}, {"llama", GGML_TYPE_F32, "tiny"},
+	{"qwen2", GGML_TYPE_F16, "tiny"}, {"llama", GGML_TYPE_BF16, "tiny"},
+	{"qwen2", GGML_TYPE_Q8_0, "tiny"}, {"llama", GGML_TYPE_Q8_0, "tiny"},
+	{"qwen3", GGML_TYPE_F32, "tiny-qwen3"},
+	{"llama", GGML_TYPE_F32, "tiny-llama3"},
+	{"gemma3", GGML_TYPE_F32, "tiny-gemma3"},
+	{"qwen3", GGML_TYPE_Q8_0, "tiny-qwen3"},
+	{"gemma3", GGML_TYPE_BF16, "tiny-gemma3"},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
@@ -185,7 +239,8 @@ static int setup(void **state)
 {
 	(void)state;
 	for (int i = 0; i < N_CASES; i++) {
-		if (tu_model(paths[i], sizeof(paths[i]), cases[i].arch, "tiny",
+		if (tu_model(paths[i], sizeof(paths[i]), cases[i].arch,
+			     cases[i].shape,
 			     cases[i].wtype, NULL, 7 + i) ||
 		    model_load(paths[i], &models[i])) {
 			fprintf(stderr, "setup: %s\n", qerr_detail());
@@ -268,8 +323,8 @@ static void test_reference(void **state)
 			}
 			top_same &= ta == tr;
 		}
-		printf("  %-5s %-4s: max |logit - ref| = %.3g, relative to max "
-		       "|ref| %.3g: %.3g\n", cases[i].arch,
+		printf("  %-6s %-11s %-4s: max |logit - ref| = %.3g, relative to max "
+		       "|ref| %.3g: %.3g\n", cases[i].arch, cases[i].shape,
 		       ggml_type_name(cases[i].wtype), maxd, maxr, maxd / maxr);
 		assert_true(maxr > 0.5);  /* logits are not degenerate */
 		assert_true(maxd / maxr <= 1e-4);

@@ -27,6 +27,8 @@ enum flaw {
 	BAD_SHAPE,       /* attn_k with the wrong row count */
 	HEADS_INDIVISIBLE,
 	PARTIAL_BLOCK,   /* attn_k.bias in Q8_0: 16 elements, not a block */
+	ROPE_YARN,       /* rope.scaling.type yarn: would change the logits */
+	KV_HEADS,        /* head_count_kv 3 does not divide head_count 2 */
 };
 
 #define D 32
@@ -71,7 +73,9 @@ static void build(const char *path, enum flaw fl)
 	gguf_w_u32(w, "qwen2.feed_forward_length", F);
 	gguf_w_u32(w, "qwen2.attention.head_count",
 		   fl == HEADS_INDIVISIBLE ? 3 : 2);
-	gguf_w_u32(w, "qwen2.attention.head_count_kv", 1);
+	gguf_w_u32(w, "qwen2.attention.head_count_kv", fl == KV_HEADS ? 3 : 1);
+	if (fl == ROPE_YARN)
+		gguf_w_str(w, "qwen2.rope.scaling.type", "yarn");
 	gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
 	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
 	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
@@ -257,6 +261,9 @@ static void test_model_flaws(void **state)
 	} cases[] = {
 		{NO_ARCH, QERR_MISSING, "general.architecture"},
 		{BAD_ARCH, QERR_UNSUPPORTED, "gpt9"},
+		{BAD_ARCH, QERR_UNSUPPORTED, "qwen2, qwen3, llama, gemma3"},
+		{ROPE_YARN, QERR_UNSUPPORTED, "yarn"},
+		{KV_HEADS, QERR_FORMAT, "head_count_kv 3"},
 		{NO_BLOCKS, QERR_MISSING, "qwen2.block_count"},
 		{VOCAB_MISMATCH, QERR_FORMAT, "10 tokens"},
 		{BAD_TYPE, QERR_UNSUPPORTED, "Q4_0"},

@@ -341,6 +341,41 @@ static void test_expf_accuracy(void **state)
 	assert_true(maxs <= 1.0);
 }
 
+/* kern_tanhf: close to tanh everywhere (absolute error: it feeds GELU and
+ * logit soft-capping, where absolute error is what counts), odd, exact
+ * saturation, NaN through; kern_gelu_mul against the double formula. */
+static void test_tanh_gelu(void **state)
+{
+	double maxa = 0, maxg = 0;
+
+	(void)state;
+	for (int i = -200000; i <= 200000; i++) {
+		float x = (float)i * 1e-4f;
+		float t = kern_tanhf(x);
+		double e = tanh((double)x);
+
+		maxa = fmax(maxa, fabs(t - e));
+		assert_true(memcmp(&(float){-t}, &(float){kern_tanhf(-x)},
+				   4) == 0);
+		if (x != 0.0f)
+			assert_true(fabs(t - e) <= 1e-6 * fabs(e) + 2e-7);
+	}
+	assert_true(kern_tanhf(30.0f) == 1.0f && kern_tanhf(-30.0f) == -1.0f);
+	assert_true(isnan(kern_tanhf(NAN)));
+	for (int i = -3000; i <= 3000; i++) {
+		float g = (float)i * 3e-3f, u = 1.5f;
+		double gd = g, want = 0.5 * gd * (1.0 + tanh(sqrt(2.0 / M_PI) *
+				(gd + 0.044715 * gd * gd * gd))) * 1.5;
+
+		kern_gelu_mul(&g, &u, 1);
+		maxg = fmax(maxg, fabs(g - want));
+	}
+	printf("[ INFO     ] kern_tanhf max abs error %.3g; gelu %.3g\n",
+	       maxa, maxg);
+	assert_true(maxa <= 3e-7);
+	assert_true(maxg <= 3e-6);
+}
+
 static void test_expf_special(void **state)
 {
 	(void)state;
@@ -892,6 +927,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_expf_accuracy),
 		cmocka_unit_test(test_expf_special),
+		cmocka_unit_test(test_tanh_gelu),
 		cmocka_unit_test(test_exp_cross_isa),
 		cmocka_unit_test(test_vector_kernels),
 		cmocka_unit_test(test_matmul_accuracy),

@@ -154,6 +154,82 @@ static void test_repeat_and_pool_free(void **state)
 	sc_engine_free(&e);
 }
 
+/* The same contract on every architecture, each on its tiny shape: the
+ * gemma3 window (8 tokens) is much shorter than the prompt, so forks'
+ * windows reach back into the shared prefix blocks. */
+static void test_archs_modes_identical(void **state)
+{
+	static const char *const shapes[] = {"tiny-qwen3", "tiny-llama3",
+					     "tiny-gemma3"};
+	static const int blocks[] = {1, 16};
+
+	(void)state;
+	for (size_t si = 0; si < 3; si++) {
+		const mkmodel_shape *sh = mkmodel_find_shape(shapes[si]);
+		char ap[512];
+		model *am;
+		tok *at;
+		int32_t *ids;
+		size_t n_ids;
+		sc_result ref;
+		int distinct = 0;
+
+		assert_non_null(sh);
+		if (tu_model(ap, sizeof(ap), sh->arch, sh->name,
+			     GGML_TYPE_Q8_0,
+			     tu_data("data/tokenizers/qwen2/tokenizer.json"),
+			     21 + si) ||
+		    model_load(ap, &am) || tok_load(am->gguf, &at) ||
+		    prompt_build(at, NULL, "What is 17 * 23?", &ids, &n_ids))
+			fail_msg("%s: %s", shapes[si], qerr_detail());
+		if (!strcmp(sh->arch, "gemma3"))
+			assert_true(n_ids > 3 * (size_t)am->cfg.swa_window);
+		{
+			sc_engine_params ep = SC_ENGINE_DEFAULTS;
+			sc_params p = params(8, SC_BATCHED);
+			sc_engine *e;
+
+			assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
+			assert_int_equal(sc_run(e, ids, n_ids, &p, &ref), 0);
+			sc_engine_free(&e);
+		}
+		for (int i = 1; i < 8; i++)
+			distinct += strcmp(ref.samples[i].text,
+					   ref.samples[0].text) != 0;
+		printf("  %s: %zu prompt tokens, %d of 7 samples differ from "
+		       "sample 0\n", shapes[si], n_ids, distinct);
+		assert_true(distinct >= 3);
+		for (size_t bi = 0; bi < 2; bi++)
+			for (int mode = SC_RESET; mode <= SC_BATCHED; mode++) {
+				sc_engine_params ep = SC_ENGINE_DEFAULTS;
+				sc_params p = params(mode == SC_RESET ? 3 : 8,
+						     mode);
+				sc_engine *e;
+				sc_result r;
+				char what[96];
+
+				ep.block_tokens = blocks[bi];
+				ep.max_batch = bi ? 3 : 64;
+				assert_int_equal(sc_engine_new(am, at, &ep, &e),
+						 0);
+				assert_int_equal(sc_run(e, ids, n_ids, &p, &r),
+						 0);
+				assert_int_equal(sc_engine_kv_in_use(e), 0);
+				sc_engine_free(&e);
+				snprintf(what, sizeof(what), "%s N=%d %s block "
+					 "%d", shapes[si], p.n,
+					 sc_mode_name(mode), blocks[bi]);
+				assert_same_samples(&r, &ref, 0, what);
+				sc_result_fini(&r);
+			}
+		sc_result_fini(&ref);
+		free(ids);
+		tok_free(&at);
+		model_free(&am);
+		unlink(ap);
+	}
+}
+
 static void test_bad_params(void **state)
 {
 	static const struct {
@@ -302,6 +378,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_modes_identical),
 		cmocka_unit_test(test_repeat_and_pool_free),
+		cmocka_unit_test(test_archs_modes_identical),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),
 	};

@@ -18,12 +18,13 @@ static void help(void)
 	       "options:\n"
 	       "  --tokenizer FILE  HF tokenizer.json, or a GGUF with a vocabulary\n"
 	       "  -o, --out FILE    output path\n"
-	       "  --arch A          qwen2 | llama (default: the shape's)\n"
+	       "  --arch A          qwen2 | qwen3 | llama | gemma3 (default: the\n"
+	       "                    shape's)\n"
 	       "  --shape S         model shape (default tiny):\n");
 	for (const mkmodel_shape *s = mkmodel_shapes(); s->name; s++)
-		printf("                      %-13s dim %d, %d layers, %d/%d "
-		       "heads, ffn %d%s\n", s->name, s->dim, s->n_layers,
-		       s->n_heads, s->n_kv_heads, s->ffn_dim,
+		printf("                      %-13s %s, dim %d, %d layers, "
+		       "%d/%d heads, ffn %d%s\n", s->name, s->arch, s->dim,
+		       s->n_layers, s->n_heads, s->n_kv_heads, s->ffn_dim,
 		       s->vocab ? ", vocab padded" : "");
 	printf("  --type T          f32 | f16 | bf16 | q8_0 (default f32)\n"
 	       "  --pre NAME        pre-tokenizer name (default: detected from\n"
