@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "prompt.h"
 #include "qerr.h"
 
 /* ---- the node tree (layer 1) -------------------------------------------- */
@@ -399,6 +400,9 @@ static const field fields[] = {
 	FI(sampling, max_new_tokens, 1, INT_MAX),
 	{"sampling", "seed", F_U64, OFF(sampling.seed), 0, 0, 0, 0, 0},
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0, 0, 0},
+	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0, 0,
+	 0},
+	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0, 0, 0},
 	FI(limits, max_n, 1, INT_MAX),
 	FI(limits, max_prompt_tokens, 1, INT_MAX),
 	FI(limits, queue_depth, 1, INT_MAX),
@@ -1026,6 +1030,21 @@ static int cross_checks(ctx *x)
 			    "sampling.n (%d) exceeds limits.max_n (%d)",
 			    c->sampling.n, c->limits.max_n);
 	}
+	if (c->prompt.template_name &&
+	    prompt_family_from_name(c->prompt.template_name) < 0)
+		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,
+			    "prompt.template: unknown template '%.64s' (known: "
+			    PROMPT_FAMILY_LIST ")", c->prompt.template_name);
+	if (c->prompt.think_name) {
+		if (!strcmp(c->prompt.think_name, "on"))
+			x->c->prompt.think = PROMPT_THINK_ON;
+		else if (!strcmp(c->prompt.think_name, "off"))
+			x->c->prompt.think = PROMPT_THINK_OFF;
+		else
+			return nerr(x, at(x, "prompt", "think"), QERR_FORMAT,
+				    "prompt.think: expected on or off, got "
+				    "'%.64s'", c->prompt.think_name);
+	}
 	if (c->heartbeat.reconnect_min_ms > c->heartbeat.reconnect_max_ms) {
 		const node *n = at(x, "heartbeat", "reconnect_max_ms");
 
@@ -1144,6 +1163,7 @@ void cfg_defaults(cfg *c)
 	c->sampling.top_p = 0.95f;
 	c->sampling.max_new_tokens = 256;
 	c->sampling.seed = 0;
+	c->prompt.think = PROMPT_THINK_DEFAULT;
 	c->limits.max_n = 64;
 	c->limits.max_prompt_tokens = 4096;
 	c->limits.queue_depth = 64;
@@ -1184,6 +1204,8 @@ void cfg_free(cfg **pc)
 	keys_free(c->security.client_keys, c->security.n_client_keys);
 	keys_free(c->security.worker_keys, c->security.n_worker_keys);
 	free(c->prompt.system);
+	free(c->prompt.template_name);
+	free(c->prompt.think_name);
 	free(c);
 	*pc = NULL;
 }
@@ -1442,6 +1464,10 @@ void cfg_dump(const cfg *c, FILE *f)
 		(unsigned long long)c->sampling.seed);
 	fputs("prompt:\n  system: ", f);
 	dump_str(f, c->prompt.system);
+	fputs("\n  template: ", f);
+	dump_str(f, c->prompt.template_name);
+	fputs("\n  think: ", f);
+	dump_str(f, c->prompt.think_name);
 	fprintf(f,
 		"\nlimits:\n  max_n: %d\n  max_prompt_tokens: %d\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"

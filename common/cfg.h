@@ -146,7 +146,13 @@ typedef struct cfg_sampling {
 
 typedef struct cfg_prompt {
 	char *system;        /* NULL = the built-in default (prompt_build);
-			      * "" = an empty system message */
+			      * "" = no system prompt */
+	char *template_name; /* "template:": NULL = from the model's
+			      * tokenizer.chat_template, else a family
+			      * name (PROMPT_FAMILY_LIST) */
+	char *think_name;    /* "think:" as written: on | off | NULL */
+	int think;           /* from it: enum prompt_think;
+			      * PROMPT_THINK_DEFAULT (-1) when absent */
 } cfg_prompt;
 
 typedef struct cfg_limits {

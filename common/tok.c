@@ -70,6 +70,7 @@ struct tok {
 
 	int32_t bos, eos, eot, eom, unk, pad;
 	int add_bos, add_eos, add_space_prefix;
+	char *chat_template;        /* tokenizer.chat_template, or NULL */
 	char pre[64];
 	int pre_fallback;
 };
@@ -678,6 +679,17 @@ static int load_specials(tok *t, const gguf_file *g)
 			  &t->pad};
 	int add_bos = -1, add_eos = -1, rc;
 	int32_t pad, rep, sep;
+	gguf_str tmpl;
+
+	rc = gguf_get_str(g, "tokenizer.chat_template", &tmpl);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+	} else if (rc) {
+		return rc;
+	} else if (!(t->chat_template = strndup(tmpl.ptr, tmpl.len))) {
+		return qerr_fail(QERR_NOMEM, "%s: out of memory",
+				 gguf_path(g));
+	}
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if ((rc = get_opt_id(g, keys[i], t->n, dst[i])))
@@ -874,6 +886,7 @@ void tok_free(tok **pt)
 	free(t->mmap);
 	free(t->special);
 	free(t->eog);
+	free(t->chat_template);
 	free(t);
 	*pt = NULL;
 }
@@ -1546,6 +1559,7 @@ int32_t tok_bos(const tok *t) { return t->bos; }
 int32_t tok_eos(const tok *t) { return t->eos; }
 int32_t tok_eot(const tok *t) { return t->eot; }
 int tok_add_bos(const tok *t) { return t->add_bos; }
+const char *tok_chat_template(const tok *t) { return t->chat_template; }
 const char *tok_model_name(const tok *t)
 {
 	return t->model == M_SPM ? "llama" : "gpt2";

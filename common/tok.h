@@ -89,6 +89,8 @@ int32_t tok_bos(const tok *t);          /* -1 when none */
 int32_t tok_eos(const tok *t);          /* -1 when none */
 int32_t tok_eot(const tok *t);          /* end of turn (<|im_end|>, <|eot_id|>, ...), -1 when none */
 int tok_add_bos(const tok *t);          /* 1 when add_special prepends BOS */
+/* tokenizer.chat_template (a Jinja text, up to its first NUL), or NULL. */
+const char *tok_chat_template(const tok *t);
 /* Id of the token whose vocabulary text is exactly text, or -1. */
 int32_t tok_find(const tok *t, const char *text);
 /* enum tok_type of id (TOK_TYPE_UNDEFINED when out of range). */

@@ -225,16 +225,56 @@ static bool last_box(const uchar *t, size_t n, size_t *a, size_t *b)
 	return false;
 }
 
+/* Last occurrence of needle (n bytes) in t[0, len), or len. */
+static size_t last_of(const uchar *t, size_t len, const char *needle,
+		      size_t n)
+{
+	for (size_t i = len; i >= n; i--)
+		if (!memcmp(t + i - n, needle, n))
+			return i - n;
+	return len;
+}
+
+int vote_think_state(const char *text, size_t len, size_t *start)
+{
+	const uchar *t = (const uchar *)text;
+	size_t close = last_of(t, len, "</think>", 8);
+	size_t open = last_of(t, len, "<think>", 7);
+
+	*start = 0;
+	if (close < len) {
+		/* an open after the last close starts a new, unclosed block */
+		if (open < len && open > close)
+			return VOTE_THINK_UNCLOSED;
+		*start = close + 8;
+		return VOTE_THINK_CLOSED;
+	}
+	return open < len ? VOTE_THINK_UNCLOSED : VOTE_THINK_NONE;
+}
+
+const char *vote_no_answer_reason(const char *text, size_t len)
+{
+	size_t start;
+
+	if (text && vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
+		return "thinking never ended (no </think>)";
+	return "no boxed answer or number";
+}
+
 bool vote_extract(const char *text, size_t len, char *out, size_t cap)
 {
 	const uchar *t = (const uchar *)text;
-	size_t a, b, e;
+	size_t a, b, e, start;
 
 	if (!out || cap == 0)
 		return false;
 	out[0] = '\0';
 	if (!text)
 		return false;
+	if (vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
+		return false;
+	t += start;
+	len -= start;
 	if (last_box(t, len, &a, &b)) {
 		if (memchr(t + a, '\0', b - a))
 			return false;

@@ -5,6 +5,12 @@
  * string) and vote_tally() (answers of N samples -> counts and a winner).
  *
  * EXTRACTION RULES (vote_extract):
+ * 0. Thinking. Reasoning models (Qwen3, ...) think inside
+ *    "<think>" ... "</think>" before they answer. Only the text after the
+ *    LAST "</think>" counts (a template may open the block in the prompt,
+ *    so a close without an open counts too). A text with "<think>" and no
+ *    "</think>" after it never finished thinking: NO answer, whatever
+ *    numbers it holds (vote_think_state tells this case apart).
  * 1. Box. The answer is the content of the last "\boxed{" (by position)
  *    whose brace is closed, braces balanced inside; a brace preceded by an
  *    odd number of backslashes ("\{", "\}") is literal and not counted.
@@ -65,6 +71,19 @@
  * out is "" (when cap >= 1) and the sample must not vote.
  */
 bool vote_extract(const char *text, size_t len, char *out, size_t cap);
+
+enum vote_think {
+	VOTE_THINK_NONE = 0,     /* no think block */
+	VOTE_THINK_CLOSED = 1,   /* answer after the last </think> */
+	VOTE_THINK_UNCLOSED = 2, /* <think> never closed: no answer */
+};
+/* Rule 0 alone: the state of text's think block and, unless UNCLOSED,
+ * *start = where the answer part begins (0, or after the last
+ * "</think>"). */
+int vote_think_state(const char *text, size_t len, size_t *start);
+/* Why a text that vote_extract found no answer in has none, for people:
+ * "thinking never ended (no </think>)" or "no boxed answer or number". */
+const char *vote_no_answer_reason(const char *text, size_t len);
 
 #define VOTE_NONE ((size_t)-1)
 

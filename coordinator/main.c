@@ -13,6 +13,7 @@
 #include "curve.h"
 #include "gguf.h"
 #include "proc.h"
+#include "prompt.h"
 #include "qerr.h"
 #include "sched.h"
 #include "tok.h"
@@ -143,6 +144,7 @@ int main(int argc, char **argv)
 	sched *s = NULL;
 	proc_set *ps = NULL;
 	sched_opts so = {0};
+	prompt_style pst;
 	struct sigaction sa;
 	curve_sock ck, wk; /* CURVE options of the two ROUTERs */
 	curve_zap *zap = NULL;  /* non-NULL when security.curve is on */
@@ -160,10 +162,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg_load(config, &c) ||
-	    load_vocab(c->model.path, &t, &ctx_len)) {
+	    load_vocab(c->model.path, &t, &ctx_len) ||
+	    prompt_style_resolve(t, c->prompt.template_name, c->prompt.think,
+				 &pst)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
 		goto out;
 	}
+	fprintf(stderr, "coordinator: template %s\n", pst.note);
+	if (pst.warning[0])
+		fprintf(stderr, "coordinator: warning: %s\n", pst.warning);
 	memset(&ck, 0, sizeof(ck));
 	memset(&wk, 0, sizeof(wk));
 	/* before anything is bound or spawned: no allowlist, no start */
@@ -204,6 +211,7 @@ int main(int argc, char **argv)
 	}
 	so.c = c;
 	so.t = t;
+	so.prompt_family = pst.family;
 	so.ctx_len = ctx_len;
 	so.clients = clients;
 	so.workers = workers;

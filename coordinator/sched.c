@@ -915,8 +915,12 @@ static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
 		*err = "out of memory";
 		return QUORUM__STATUS__STATUS_INTERNAL;
 	}
-	rc = prompt_build(s->o.t, a->has_system ? sys : s->c->prompt.system, q,
-			  &r->tokens, &r->n_tokens);
+	rc = prompt_build_style(s->o.t, s->o.prompt_family,
+				a->has_think ? (a->think ? PROMPT_THINK_ON
+							 : PROMPT_THINK_OFF)
+					     : s->c->prompt.think,
+				a->has_system ? sys : s->c->prompt.system, q,
+				&r->tokens, &r->n_tokens);
 	free(q);
 	free(sys);
 	if (rc) {

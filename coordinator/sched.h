@@ -54,6 +54,7 @@ typedef struct sched sched;
 typedef struct {
 	const cfg *c;        /* borrowed, outlives the sched */
 	const tok *t;        /* borrowed: prompts are tokenized here */
+	int prompt_family;   /* enum prompt_family, resolved at start */
 	int ctx_len;         /* the model's context length */
 	void *clients;       /* ROUTER bound to the client endpoint */
 	void *workers;       /* ROUTER bound to the worker endpoint */

@@ -216,6 +216,10 @@ static const struct ecase ecases[] = {
 	  "'kv' must be a mapping, got '3'"),
 	E("section_sequence", BASE "limits:\n  - max_n\n", QERR_FORMAT, "4:3",
 	  "'limits' must be a mapping, got a sequence"),
+	E("unknown_template", BASE "prompt: {template: vicuna}\n", QERR_FORMAT,
+	  "3:20", "prompt.template: unknown template 'vicuna' (known: chatml,"),
+	E("think_yes", BASE "prompt: {think: yes}\n", QERR_FORMAT, "3:17",
+	  "prompt.think: expected on or off, got 'yes'"),
 	E("nul_in_string", BASE "prompt: {system: \"a\\0b\"}\n", QERR_FORMAT,
 	  "3:18", "prompt.system: string contains a NUL character"),
 	E("nul_in_key", BASE "kv: {\"blocks\\0\": 1}\n", QERR_FORMAT, "3:6",
@@ -626,6 +630,16 @@ static int v_quoted_system(const cfg *c)
 {
 	return c->prompt.system && !strcmp(c->prompt.system, "say \"hi\"");
 }
+static int v_template_think(const cfg *c)
+{
+	return !strcmp(c->prompt.template_name, "gemma") &&
+	       c->prompt.think == 0;
+}
+static int v_think_default(const cfg *c)
+{
+	return !c->prompt.template_name && c->prompt.think == -1;
+}
+static int v_think_on(const cfg *c) { return c->prompt.think == 1; }
 static int v_null_keys(const cfg *c) { return c->security.n_client_keys == 0; }
 static int v_comment_after(const cfg *c) { return c->kv.blocks == 7; }
 static int v_doc_markers(const cfg *c) { return c->kv.blocks == 9; }
@@ -646,6 +660,10 @@ static const struct vcase vcases[] = {
 	{"leading_dot_float", "sampling: {top_p: .5}\n", v_leading_dot},
 	{"null_system", "prompt: {system: null}\n", v_null_system},
 	{"quoted_system", "prompt: {system: 'say \"hi\"'}\n", v_quoted_system},
+	{"template_think", "prompt: {template: gemma, think: off}\n",
+	 v_template_think},
+	{"think_default", "prompt: {system: x}\n", v_think_default},
+	{"think_on", "prompt:\n  think: \"on\"\n", v_think_on},
 	{"null_keys", "security: {client_keys: ~}\n", v_null_keys},
 	{"comment_after_value", "kv:\n  blocks: 7 # seven\n", v_comment_after},
 	{"document_markers", "kv: {blocks: 9}\n...\n", v_doc_markers},

@@ -58,6 +58,22 @@ static const struct xcase xcases[] = {
 	X("units_after", "run 10km", "10"),
 	X("no_exponent", "about 1e5", "1"),
 	X("no_number", "I do not know.", NULL),
+	/* think blocks (rule 0) */
+	X("think_numbers_inside_only", "<think>2+2 is 4, or 5?</think>"
+	  "I am not sure.", NULL),
+	X("think_boxed_after", "<think>maybe \\boxed{3}... 7</think>\n\n"
+	  "So \\boxed{12}.", "12"),
+	X("think_number_after", "<think>try 8, 9</think> The answer is 10",
+	  "10"),
+	X("think_unclosed", "<think>so x = \\boxed{4} and 5", NULL),
+	X("think_unclosed_after_close", "<think>a</think>7 <think>now 9",
+	  NULL),
+	X("think_two_blocks", "<think>1</think>2<think>3</think>answer 4",
+	  "4"),
+	X("think_close_only", "opened by the prompt: 6</think>answer: 8",
+	  "8"),
+	X("think_empty_off", "<think>\n\n</think>\n\n\\boxed{5}", "5"),
+	X("think_tag_partial", "<thin 3 </thin", "3"),
 	X("empty", "", NULL),
 	X("dollar", "It costs $1,000.", "1000"),
 	X("percent", "rate 7.5%", "7.5"),

@@ -11,6 +11,7 @@
 
 #include "curve.h"
 #include "qerr.h"
+#include "vote.h"
 
 struct client {
 	void *ctx;
@@ -343,14 +344,21 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 	for (size_t i = 0; a && i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];
 
-		voters += x->has_answer;
-		json_array_append_new(smp, json_pack(
+		json_t *js = json_pack(
 			"{s:I, s:o, s:I, s:o, s:o, s:o}", "index",
 			(json_int_t)x->index, "answer",
 			opt_bytes(x->has_answer, x->answer), "tokens",
 			(json_int_t)x->tokens, "finish", opt_str(x->finish),
 			"text", client_text(x->text.data, x->text.len),
-			"worker", opt_str(x->worker)));
+			"worker", opt_str(x->worker));
+
+		voters += x->has_answer;
+		if (!x->has_answer)
+			json_object_set_new(js, "no_answer", json_string(
+				vote_no_answer_reason(
+					(const char *)x->text.data,
+					x->text.len)));
+		json_array_append_new(smp, js);
 	}
 	json_object_set_new(o, "answer",
 			    a ? opt_bytes(a->has_answer, a->answer)

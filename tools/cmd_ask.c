@@ -48,6 +48,8 @@ static void help(void)
 	       "  --max-new-tokens K    per sample\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
+	       "  --think on|off        thinking of qwen3 templates (default:\n"
+	       "                        the cluster's prompt.think)\n"
 	       "  --server-key FILE     CURVE: the coordinator's public key file\n"
 	       "  --client-key FILE     CURVE: this client's secret key file (from\n"
 	       "                        'quorum keygen'; its .pub on client_keys)\n"
@@ -71,6 +73,7 @@ typedef struct ask_opts {
 	const char *server_key, *client_key; /* CURVE key files or NULL */
 	Quorum__SamplingParams sp; /* has_* set for what was given */
 	const char *system;
+	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	int timeout_ms;
 	int retries;
 	int json;
@@ -116,6 +119,10 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 		ask->system.data = (uint8_t *)o->system;
 		ask->system.len = strlen(o->system);
 	}
+	if (o->think >= 0) {
+		ask->has_think = 1;
+		ask->think = o->think;
+	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
 	    o->sp.has_ignore_eos)
@@ -151,11 +158,18 @@ static void print_text(const Quorum__Answer *a)
 	for (size_t i = 0; i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];
 
-		printf("--- sample %u: answer %.*s, %u tokens, finish %s%s%s\n",
-		       x->index, x->has_answer ? (int)x->answer.len : 6,
-		       x->has_answer ? (const char *)x->answer.data : "(none)",
-		       x->tokens, x->finish ? x->finish : "?",
-		       x->worker ? ", worker " : "", x->worker ? x->worker : "");
+		if (x->has_answer)
+			printf("--- sample %u: answer %.*s", x->index,
+			       (int)x->answer.len,
+			       (const char *)x->answer.data);
+		else
+			printf("--- sample %u: no answer (%s)", x->index,
+			       vote_no_answer_reason(
+				       (const char *)x->text.data,
+				       x->text.len));
+		printf(", %u tokens, finish %s%s%s\n", x->tokens,
+		       x->finish ? x->finish : "?", x->worker ? ", worker " : "",
+		       x->worker ? x->worker : "");
 		fwrite(x->text.data, 1, x->text.len, stdout);
 		printf("\n");
 	}
@@ -699,6 +713,7 @@ int cmd_ask(int argc, char **argv)
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"ignore-eos", no_argument, 0, 'E'},
 		{"system", required_argument, 0, 's'},
+		{"think", required_argument, 0, 'H'},
 		{"server-key", required_argument, 0, 'K'},
 		{"client-key", required_argument, 0, 'C'},
 		{"timeout", required_argument, 0, 't'},
@@ -711,7 +726,7 @@ int cmd_ask(int argc, char **argv)
 		{0, 0, 0, 0},
 	};
 	ask_opts o = {.endpoint = ASK_DEFAULT_ENDPOINT, .timeout_ms = 60000,
-		      .retries = 2, .concurrency = 8};
+		      .retries = 2, .concurrency = 8, .think = -1};
 	int c, rc, conc_given = 0;
 	long v;
 	float f;
@@ -725,6 +740,13 @@ int cmd_ask(int argc, char **argv)
 		switch (c) {
 		case 'e': o.endpoint = optarg; break;
 		case 's': o.system = optarg; break;
+		case 'H':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				return cli_usage_error("ask", "--think takes on "
+						       "or off, not '%s'",
+						       optarg);
+			o.think = !strcmp(optarg, "on");
+			break;
 		case 'J': o.json = 1; break;
 		case 'K': o.server_key = optarg; break;
 		case 'C': o.client_key = optarg; break;

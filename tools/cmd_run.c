@@ -22,7 +22,7 @@ static void help(void)
 	       "sample's final answer is extracted and the majority wins.\n"
 	       "The question is read from stdin when it is '-'.\n\n"
 	       "options:\n"
-	       "  --model FILE          GGUF model (qwen2 or llama)\n"
+	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3)\n"
 	       "  -n N                  samples (default 8)\n"
 	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
 	       "  --temperature T       0 = greedy (default 0.7)\n"
@@ -31,7 +31,14 @@ static void help(void)
 	       "  --max-new-tokens K    per sample (default 256)\n"
 	       "  --mode M              reset | paged | batched (default batched)\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
-	       "                        final answer in \\boxed{})\n"
+	       "                        final answer in \\boxed{}; '' for none)\n"
+	       "  --template NAME       chat template instead of the one the\n"
+	       "                        model's tokenizer.chat_template names:\n"
+	       "                        " PROMPT_FAMILY_LIST "\n"
+	       "  --think on|off        thinking (qwen3 templates; default: the\n"
+	       "                        template's, on for qwen3). Answers are\n"
+	       "                        taken after </think>; a sample that\n"
+	       "                        never closes <think> has none\n"
 	       "  --threads T           threads (default 2)\n"
 	       "  --kv-type T           f16 | f32 (default f16)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
@@ -64,8 +71,14 @@ static char *read_stdin(void)
 	return b;
 }
 
-static void print_json(const model *m, const char *mpath, int fam,
-		       const sc_params *p, const sc_result *r)
+static const char *no_answer_why(const sc_sample *x)
+{
+	return vote_no_answer_reason(x->text, x->len);
+}
+
+static void print_json(const model *m, const char *mpath,
+		       const prompt_style *ps, const sc_params *p,
+		       const sc_result *r)
 {
 	json_t *o = json_object(), *votes = json_array(), *smp = json_array();
 	const sc_stats *st = &r->stats;
@@ -84,14 +97,19 @@ static void print_json(const model *m, const char *mpath, int fam,
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
 
-		json_array_append_new(smp, json_pack(
+		json_t *js = json_pack(
 			"{s:i, s:o, s:i, s:s, s:o}", "index", x->index,
 			"answer", x->has_answer ? client_text(x->answer,
 							    strlen(x->answer))
 						: json_null(),
 			"tokens", x->n_tokens, "finish",
 			sc_finish_name(x->finish), "text",
-			client_text(x->text, x->len)));
+			client_text(x->text, x->len));
+
+		if (!x->has_answer)
+			json_object_set_new(js, "no_answer",
+					    json_string(no_answer_why(x)));
+		json_array_append_new(smp, js);
 	}
 	json_object_set_new(o, "answer",
 			    r->vote.winner == VOTE_NONE
@@ -104,7 +122,8 @@ static void print_json(const model *m, const char *mpath, int fam,
 	json_object_set_new(o, "model", client_text(mpath, strlen(mpath)));
 	json_object_set_new(o, "arch", json_string(model_arch_name(m->cfg.arch)));
 	json_object_set_new(o, "prompt_format",
-			    json_string(prompt_family_name(fam)));
+			    json_string(prompt_family_name(ps->family)));
+	json_object_set_new(o, "thinking", json_boolean(ps->think));
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
 	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
 	json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
@@ -129,15 +148,15 @@ static void print_json(const model *m, const char *mpath, int fam,
 	json_decref(o);
 }
 
-static void print_text(const model *m, int fam, const sc_params *p,
-		       const sc_result *r)
+static void print_text(const model *m, const prompt_style *ps,
+		       const sc_params *p, const sc_result *r)
 {
 	const sc_stats *st = &r->stats;
 	double dec_s = st->decode_ms / 1e3;
 
 	printf("model: %s, %d layers, dim %d; prompt format %s, %d tokens\n",
 	       model_arch_name(m->cfg.arch), m->cfg.n_layers, m->cfg.dim,
-	       prompt_family_name(fam), st->n_prompt);
+	       ps->note, st->n_prompt);
 	if (r->vote.winner == VOTE_NONE)
 		printf("answer: (none: no sample gave an answer)\n");
 	else
@@ -154,9 +173,14 @@ static void print_text(const model *m, int fam, const sc_params *p,
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
 
-		printf("--- sample %d: answer %s, %d tokens, finish %s\n",
-		       x->index, x->has_answer ? x->answer : "(none)",
-		       x->n_tokens, sc_finish_name(x->finish));
+		if (x->has_answer)
+			printf("--- sample %d: answer %s, %d tokens, finish "
+			       "%s\n", x->index, x->answer, x->n_tokens,
+			       sc_finish_name(x->finish));
+		else
+			printf("--- sample %d: no answer (%s), %d tokens, "
+			       "finish %s\n", x->index, no_answer_why(x),
+			       x->n_tokens, sc_finish_name(x->finish));
 		fwrite(x->text, 1, x->len, stdout);
 		printf("\n");
 	}
@@ -179,6 +203,8 @@ int cmd_run(int argc, char **argv)
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"mode", required_argument, 0, 'M'},
 		{"system", required_argument, 0, 's'},
+		{"template", required_argument, 0, 't'},
+		{"think", required_argument, 0, 'H'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'K'},
 		{"block-tokens", required_argument, 0, 'B'},
@@ -190,9 +216,10 @@ int cmd_run(int argc, char **argv)
 	sc_params p = {.sp = {0.7f, 40, 0.95f}, .n = 8, .max_new = 256,
 		       .mode = SC_BATCHED};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	const char *mpath = NULL, *system = NULL;
+	const char *mpath = NULL, *system = NULL, *tmpl = NULL;
 	char *question = NULL, *stdin_buf = NULL;
-	int json = 0, c, rc = 1, fam = 0;
+	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT;
+	prompt_style ps;
 	long v;
 	model *m = NULL;
 	tok *t = NULL;
@@ -206,6 +233,23 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'm': mpath = optarg; break;
 		case 's': system = optarg; break;
+		case 't':
+			if (prompt_family_from_name(optarg) < 0)
+				return cli_usage_error("run", "unknown template "
+						       "'%s' (%s)", optarg,
+						       PROMPT_FAMILY_LIST);
+			tmpl = optarg;
+			break;
+		case 'H':
+			if (!strcmp(optarg, "on"))
+				think = PROMPT_THINK_ON;
+			else if (!strcmp(optarg, "off"))
+				think = PROMPT_THINK_OFF;
+			else
+				return cli_usage_error("run", "--think takes on "
+						       "or off, not '%s'",
+						       optarg);
+			break;
 		case 'E': p.ignore_eos = 1; break;
 		case 'J': json = 1; break;
 		case 'n':
@@ -285,16 +329,23 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
-	    prompt_build(t, system, question, &ids, &n_ids) ||
+	    prompt_style_resolve(t, tmpl, think, &ps)) {
+		fprintf(stderr, "quorum run: %s\n", qerr_detail());
+		goto out;
+	}
+	fprintf(stderr, "quorum run: template %s\n", ps.note);
+	if (ps.warning[0])
+		fprintf(stderr, "quorum run: warning: %s\n", ps.warning);
+	if (prompt_build_style(t, ps.family, ps.think, system, question, &ids,
+			       &n_ids) ||
 	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {
 		fprintf(stderr, "quorum run: %s\n", qerr_detail());
 		goto out;
 	}
-	fam = prompt_family(t);
 	if (json)
-		print_json(m, mpath, fam, &p, &r);
+		print_json(m, mpath, &ps, &p, &r);
 	else
-		print_text(m, fam, &p, &r);
+		print_text(m, &ps, &p, &r);
 	rc = 0;
 out:
 	sc_result_fini(&r);
