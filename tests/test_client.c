@@ -621,7 +621,7 @@ static void test_ask_text(void **state)
 	assert_int_equal(r.rc, 0);
 	assert_has(r.out, "answer: 42  (2 of 3 votes)");
 	assert_has(r.out, "(no answer)");
-	assert_has(r.out, "--- sample 2: answer (none), 12 tokens, finish length");
+	assert_has(r.out, "--- sample 2: no answer (no boxed answer or number), 12 tokens, finish length");
 	assert_has(r.out, "\\boxed{42}");
 	assert_has(r.out, "--- cluster: queue 0.5 ms");
 	assert_has(r.out, "prefill on w0 (cache miss");
