@@ -68,7 +68,16 @@ $(B)/proto/quorum.pb-c.o: $(B)/proto/quorum.pb-c.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/quorum: $(TOOLS_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(LDLIBS) -lmicrohttpd
+
+# The status page of `quorum serve`, embedded as a C string (no build
+# step beyond this; awk is in every base system).
+$(B)/gwpage.h: tools/gwpage.html
+	@mkdir -p $(B)
+	awk 'BEGIN { print "static const char gwpage_html[] =" } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\"" $$0 "\\n\"" } \
+	     END { print ";" }' $< > $@
+$(B)/tools/cmd_serve.o: $(B)/gwpage.h
 
 $(B)/coordinator: $(COORD_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(COORD_OBJ) $(LIB) $(LDLIBS)

@@ -1,5 +1,6 @@
 #include "cfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -350,6 +351,7 @@ enum ftype {
 	F_FLOAT,    /* float in [fmin, fmax] (fmin exclusive with F_XMIN) */
 	F_DTYPE,    /* cfg_dtype */
 	F_KEYS,     /* cfg_key * + size_t count right after it */
+	F_LISTEN,   /* char[CFG_LISTEN_MAX + 1]: HOST:PORT */
 };
 
 enum { F_REQ = 1, F_XMIN = 2 };
@@ -417,6 +419,15 @@ static const field fields[] = {
 	FI(workers, threads, 1, 1024),
 	FI(workers, slots, 1, 4096),
 	FI(prefix_cache, entries, 0, 1 << 20),
+	{"http", "listen", F_LISTEN, OFF(http.listen), 0, 0, 0, 0, 0},
+	{"http", "api_keys_file", F_PATH, OFF(http.api_keys_file), 0, 0, 0, 0,
+	 0},
+	{"http", "client_key_file", F_PATH, OFF(http.client_key_file), 0, 0, 0,
+	 0, 0},
+	{"http", "max_body_bytes", F_I64, OFF(http.max_body_bytes), 1024,
+	 (int64_t)256 << 20, 0, 0, 0},
+	FI(http, max_connections, 1, 65536),
+	FI(http, max_in_flight, 1, 65536),
 };
 
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -424,7 +435,7 @@ static const field fields[] = {
 /* Top-level keys in file order; model and cluster are required. */
 static const char *const sections[] = {
 	"model", "cluster", "coordinator", "security", "kv", "sampling",
-	"prompt", "limits", "heartbeat", "workers", "prefix_cache",
+	"prompt", "limits", "heartbeat", "workers", "prefix_cache", "http",
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
@@ -840,6 +851,37 @@ static bool endpoint_ok(const char *s, size_t len)
 	return true;
 }
 
+/* HOST:PORT, HOST an IPv4 address or [IPv6], PORT 0..65535 in decimal. */
+static bool listen_ok(const char *s, size_t len)
+{
+	char host[CFG_LISTEN_MAX + 1];
+	unsigned char addr[16];
+	const char *colon = memrchr(s, ':', len), *p;
+	size_t hl;
+	long port = 0;
+
+	if (len > CFG_LISTEN_MAX || !colon || colon == s || !colon[1])
+		return false;
+	for (p = colon + 1; p < s + len; p++) {
+		if (*p < '0' || *p > '9' || port > 65535)
+			return false;
+		port = port * 10 + (*p - '0');
+	}
+	if (port > 65535 || (colon[1] == '0' && colon + 2 < s + len))
+		return false;
+	hl = (size_t)(colon - s);
+	if (s[0] == '[') {
+		if (hl < 3 || s[hl - 1] != ']')
+			return false;
+		memcpy(host, s + 1, hl - 2);
+		host[hl - 2] = '\0';
+		return inet_pton(AF_INET6, host, addr) == 1;
+	}
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	return inet_pton(AF_INET, host, addr) == 1;
+}
+
 /* Parses value v of field f into the cfg. */
 static int set_field(ctx *x, const field *f, const node *v)
 {
@@ -889,6 +931,17 @@ static int set_field(ctx *x, const field *f, const node *v)
 				    "ipc:// or inproc://, at most %d characters, "
 				    "no spaces)", f->sect, f->key,
 				    show(v, g, sizeof(g)), CFG_ENDPOINT_MAX);
+		memcpy(base, s, v->len + 1);
+		return QERR_OK;
+	case F_LISTEN:
+		rc = want_str(x, f, v, false, &s);
+		if (rc)
+			return rc;
+		if (!listen_ok(s, v->len))
+			return nerr(x, v, QERR_FORMAT,
+				    "%s.%s: '%s' is not HOST:PORT (an IPv4 "
+				    "address or [IPv6], port 0..65535)",
+				    f->sect, f->key, show(v, g, sizeof(g)));
 		memcpy(base, s, v->len + 1);
 		return QERR_OK;
 	case F_BOOL:
@@ -1177,6 +1230,10 @@ void cfg_defaults(cfg *c)
 	c->workers.threads = 1;
 	c->workers.slots = 32;
 	c->prefix_cache.entries = 16;
+	strcpy(c->http.listen, "127.0.0.1:8080");
+	c->http.max_body_bytes = (int64_t)1 << 20;
+	c->http.max_connections = 256;
+	c->http.max_in_flight = 128;
 }
 
 static void keys_free(cfg_key *k, size_t n)
@@ -1206,6 +1263,8 @@ void cfg_free(cfg **pc)
 	free(c->prompt.system);
 	free(c->prompt.template_name);
 	free(c->prompt.think_name);
+	free(c->http.api_keys_file);
+	free(c->http.client_key_file);
 	free(c);
 	*pc = NULL;
 }
@@ -1483,4 +1542,13 @@ void cfg_dump(const cfg *c, FILE *f)
 	fprintf(f, "workers:\n  local: %d\n  threads: %d\n  slots: %d\n",
 		c->workers.local, c->workers.threads, c->workers.slots);
 	fprintf(f, "prefix_cache:\n  entries: %d\n", c->prefix_cache.entries);
+	fputs("http:\n  listen: ", f);
+	dump_str(f, c->http.listen);
+	fputs("\n  api_keys_file: ", f);
+	dump_str(f, c->http.api_keys_file);
+	fputs("\n  client_key_file: ", f);
+	dump_str(f, c->http.client_key_file);
+	fprintf(f, "\n  max_body_bytes: %lld\n  max_connections: %d\n"
+		"  max_in_flight: %d\n", (long long)c->http.max_body_bytes,
+		c->http.max_connections, c->http.max_in_flight);
 }

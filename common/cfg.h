@@ -180,6 +180,29 @@ typedef struct cfg_prefix_cache {
 	int entries;         /* 16; 0..1048576; 0 = off */
 } cfg_prefix_cache;
 
+/* The HTTP gateway (`quorum serve`, README: HTTP API). */
+#define CFG_LISTEN_MAX 63
+typedef struct cfg_http {
+	/* "127.0.0.1:8080"; HOST:PORT with HOST an IPv4 address or a
+	 * bracketed IPv6 one ("[::1]:8080"), PORT 0..65535 (0: any free
+	 * port, printed at start). */
+	char listen[CFG_LISTEN_MAX + 1];
+	/* NULL: no API keys (anyone who reaches the port may ask). Else a
+	 * file, mode 0600 (no group/other bits), one key per line ('#'
+	 * comments, blank lines ignored); requests need
+	 * "Authorization: Bearer KEY". Resolved path. */
+	char *api_keys_file;
+	/* The gateway's own CURVE secret key file (`quorum keygen`; its .pub
+	 * must be on security.client_keys). REQUIRED when security.curve is
+	 * true and the gateway runs; checked by the gateway. */
+	char *client_key_file;
+	int64_t max_body_bytes;  /* 1 MiB; 1 KiB..256 MiB: larger bodies get
+				  * 413 before they are read in full */
+	int max_connections;     /* 256; 1..65536 HTTP connections at once */
+	int max_in_flight;       /* 128; 1..65536 completions at once; more
+				  * get 429 */
+} cfg_http;
+
 typedef struct cfg {
 	cfg_model model;
 	cfg_cluster cluster;
@@ -192,6 +215,7 @@ typedef struct cfg {
 	cfg_heartbeat heartbeat;
 	cfg_workers workers;
 	cfg_prefix_cache prefix_cache;
+	cfg_http http;
 } cfg;
 
 /* Sets every field to its default; model.path and cluster.name are empty

@@ -297,12 +297,12 @@ static int finish(fork_state *f, sc_sample_cb cb, void *ctx)
  * Decodes the samples idx[0..n) from a prefilled root, advancing all of
  * them together; the paged and reset modes call it with one sample at a
  * time. out[i] receives sample idx[i]. root_logits: the root's last-row
- * logits. cb/rcb: optional per-sample and per-round callbacks.
+ * logits. cb/rcb/tcb: optional per-sample, per-round and text callbacks.
  */
 static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 			const float *root_logits, const int *idx, int n,
 			sc_sample *out, sc_sample_cb cb, sc_round_cb rcb,
-			void *ctx, uint64_t *gen_tokens)
+			sc_text_cb tcb, void *ctx, uint64_t *gen_tokens)
 {
 	const int V = e->m->cfg.vocab, B = e->p.max_batch;
 	fork_state *fs = calloc((size_t)n, sizeof(*fs));
@@ -358,6 +358,8 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 				       lg + (size_t)c0 * V, 0);
 			track_peak(e);
 		}
+		if (!rc && n_act && tcb)
+			tcb(ctx, out, n);
 		if (!rc && n_act && rcb)
 			rc = rcb(ctx);
 	}
@@ -400,7 +402,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 			if (!rc)
 				rc = decode_group(e, p, &root, root_logits, &s, 1,
 						  &res->samples[s], NULL, NULL,
-						  NULL, &res->stats.gen_tokens);
+						  NULL, NULL,
+						  &res->stats.gen_tokens);
 			res->stats.decode_ms += now_ms() - t0;
 			kv_seq_free(e->pool, &root);
 		}
@@ -412,7 +415,7 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		for (int s = 0; s < p->n && !rc; s++)
 			rc = decode_group(e, p, &root, root_logits, &s, 1,
 					  &res->samples[s], NULL, NULL, NULL,
-					  &res->stats.gen_tokens);
+					  NULL, &res->stats.gen_tokens);
 	} else if (!rc) {
 		int *idx = malloc((size_t)p->n * sizeof(int));
 
@@ -423,7 +426,7 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		if (idx)
 			rc = decode_group(e, p, &root, root_logits, idx, p->n,
 					  res->samples, NULL, NULL, NULL,
-					  &res->stats.gen_tokens);
+					  NULL, &res->stats.gen_tokens);
 		free(idx);
 	}
 	res->stats.decode_ms += now_ms() - t0;
@@ -731,6 +734,15 @@ int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st)
 {
+	return sc_decode_text(e, root, idx, n, p, on_sample, on_round, NULL,
+			      ctx, st);
+}
+
+int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
+		   int n, const sc_params *p, sc_sample_cb on_sample,
+		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
+		   sc_decode_stats *st)
+{
 	const char *own = kv_pool_name(e->pool);
 	sc_sample *out = NULL;
 	kv_stats st0, st1;
@@ -785,7 +797,7 @@ int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	}
 	kv_pool_stats(e->pool, &st0);
 	rc = decode_group(e, p, &view, root->logits, idx, n, out, on_sample,
-			  on_round, ctx, &st->gen_tokens);
+			  on_round, on_text, ctx, &st->gen_tokens);
 	kv_pool_stats(e->pool, &st1);
 	st->blocks_copied = (uint32_t)(st1.cow - st0.cow);
 	/* every fork reads the root's full blocks in place */

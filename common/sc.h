@@ -161,10 +161,21 @@ typedef int (*sc_sample_cb)(void *ctx, const sc_sample *s);
  * cancel); a non-zero return stops the decode with that code. */
 typedef int (*sc_round_cb)(void *ctx);
 
+/* Called after each lockstep round with the n samples of the decode (in
+ * idx order): each one's text so far (len bytes, finished ones whole). Only
+ * reads; the texts are the ones the samples end with, so watching them
+ * changes no byte. Valid only during the call. */
+typedef void (*sc_text_cb)(void *ctx, const sc_sample *s, int n);
+
 /* Decodes samples idx[0..n) from root in batched lockstep. */
 int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st);
+/* sc_decode, with on_text (NULL: none) after every round (streaming). */
+int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
+		   int n, const sc_params *p, sc_sample_cb on_sample,
+		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
+		   sc_decode_stats *st);
 
 /* As sc_root_prefill, calling on_chunk(ctx) between prefill forwards of
  * at most chunk rows (chunk < 1: 64) so a long prompt cannot starve

@@ -95,6 +95,8 @@ typedef struct req {
 	int32_t top_k;
 	uint32_t max_new;
 	int ignore_eos;
+	int stream;             /* Ask.stream: forward samples as they come */
+	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
 	uint8_t *lost;          /* (n) workers lost while decoding index i */
@@ -363,6 +365,7 @@ static void req_free(sched *s, req *r)
 		if (r->res[i])
 			quorum__worker_msg__free_unpacked(r->res[i], NULL);
 	free(r->res);
+	free(r->fwd);
 	free(r->st);
 	free(r->lost);
 	free(r->tokens);
@@ -664,6 +667,7 @@ static void try_send(sched *s, req *r, job *j)
 	d.n_indices = (size_t)j->n;
 	d.indices = j->idx;
 	d.params = &sp;
+	d.has_stream = d.stream = r->stream;
 	m.body_case = QUORUM__COORD_MSG__BODY_DECODE;
 	m.decode = &d;
 	j->state = J_SENT;
@@ -845,6 +849,11 @@ static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
 	cs.cluster = (char *)s->c->cluster.name;
 	cs.has_replies_unroutable = 1;
 	cs.replies_unroutable = s->unroutable;
+	cs.model = strrchr(s->c->model.path, '/')
+			   ? strrchr(s->c->model.path, '/') + 1
+			   : s->c->model.path;
+	cs.has_model_fingerprint = s->have_fingerprint;
+	cs.model_fingerprint = s->fingerprint;
 	r.request_id = rid;
 	r.status = QUORUM__STATUS__STATUS_OK;
 	r.body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
@@ -981,16 +990,21 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		return;
 	}
 	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
-	    !(r->res = calloc(r->n, sizeof(*r->res)))) {
+	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
+	    (cr->ask->has_stream && cr->ask->stream &&
+	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {
 		reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		free(r->st);
 		free(r->lost);
+		free(r->res);
+		free(r->fwd);
 		free(r->tokens);
 		free(r);
 		return;
 	}
 	r->rid = ++s->next_id;
+	r->stream = cr->ask->has_stream && cr->ask->stream;
 	r->client_rid = cr->request_id;
 	memcpy(r->cid, m->id, m->id_len);
 	r->cid_len = m->id_len;
@@ -1005,7 +1019,32 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		s->reqs = r;
 	s->reqs_tail = r;
 	s->n_reqs++;
+	if (r->stream) {
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__StreamStart ss = QUORUM__STREAM_START__INIT;
+
+		ss.has_prompt_tokens = 1;
+		ss.prompt_tokens = (uint32_t)r->n_tokens;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_STARTED;
+		rep.started = &ss;
+		send_client(s, r->cid, r->cid_len, &rep);
+	}
 	pump(s);
+}
+
+/* The client no longer wants its request: its jobs are cancelled (a
+ * request that is not (or no longer) here is ignored). */
+static void on_cancel(sched *s, const wire_msg *m, uint64_t client_rid)
+{
+	for (req *r = s->reqs; r; r = r->next)
+		if (r->client_rid == client_rid && r->cid_len == m->id_len &&
+		    !memcmp(r->cid, m->id, m->id_len)) {
+			req_fail(s, r, QUORUM__STATUS__STATUS_CANCELLED,
+				 "cancelled by the client");
+			return;
+		}
 }
 
 void sched_on_client(sched *s, int rc, const wire_msg *m)
@@ -1034,6 +1073,8 @@ void sched_on_client(sched *s, int rc, const wire_msg *m)
 		reply_status(s, m, cr->request_id);
 	else if (cr->body_case == QUORUM__CLIENT_REQUEST__BODY_ASK)
 		on_ask(s, m, cr);
+	else if (cr->body_case == QUORUM__CLIENT_REQUEST__BODY_CANCEL)
+		on_cancel(s, m, cr->request_id);
 	else
 		reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_BAD_REQUEST,
@@ -1408,11 +1449,63 @@ static int on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	r->st[i] = S_DONE;
 	r->res[i] = wm;
 	r->n_done++;
+	if (r->stream) {
+		/* the rest of the sample's text, and the sample */
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__SamplePart p = QUORUM__SAMPLE_PART__INIT;
+		size_t off = r->fwd[i] < x->sample->text.len ? r->fwd[i]
+			     : x->sample->text.len;
+
+		p.index = i;
+		p.text.data = x->sample->text.data + off;
+		p.text.len = x->sample->text.len - off;
+		p.done = x->sample;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
+		rep.partial = &p;
+		send_client(s, r->cid, r->cid_len, &rep);
+	}
 	r->messages++;
 	j->n_done++;
 	if (s->w[wi].busy)
 		s->w[wi].busy--;
 	return 1; /* pump() finishes r when all is in */
+}
+
+/* Partial texts of a streamed job: the bytes past what was forwarded
+ * go to the client. A sample decoded again elsewhere (its worker was
+ * lost) sends the same bytes from offset 0: they are skipped. */
+static void on_text(sched *s, int wi, const Quorum__SampleText *x)
+{
+	req *r = req_by_rid(s, x->request_id);
+	job *j = job_of(r, x->attempt, wi);
+
+	if (!j || !r->stream)
+		return;
+	for (size_t k = 0; k < x->n_parts; k++) {
+		const Quorum__TextPart *p = x->parts[k];
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__SamplePart sp = QUORUM__SAMPLE_PART__INIT;
+		uint32_t i = p->index;
+		uint64_t end = (uint64_t)p->offset + p->text.len;
+		int mine = 0;
+
+		for (int q = 0; q < j->n; q++)
+			mine |= j->idx[q] == i;
+		if (!mine || r->st[i] != S_ASSIGNED || p->offset > r->fwd[i] ||
+		    end <= r->fwd[i] || end > UINT32_MAX)
+			continue;
+		sp.index = i;
+		sp.text.data = p->text.data + (r->fwd[i] - p->offset);
+		sp.text.len = (size_t)(end - r->fwd[i]);
+		r->fwd[i] = (uint32_t)end;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
+		rep.partial = &sp;
+		send_client(s, r->cid, r->cid_len, &rep);
+	}
 }
 
 static void on_job_done(sched *s, int wi, const Quorum__JobDone *x)
@@ -1478,6 +1571,9 @@ void sched_on_worker(sched *s, int rc, const wire_msg *m)
 		break;
 	case QUORUM__WORKER_MSG__BODY_JOB_DONE:
 		on_job_done(s, wi, wm->job_done);
+		break;
+	case QUORUM__WORKER_MSG__BODY_TEXT:
+		on_text(s, wi, wm->text);
 		break;
 	case QUORUM__WORKER_MSG__BODY_ROOT_DATA:
 		on_root_data(s, wi, wm->root_data);

@@ -138,7 +138,7 @@ static const struct ecase ecases[] = {
 	E("unknown_top_key", BASE "kvv: {}\n", QERR_FORMAT, "3:1",
 	  "unknown key 'kvv' at top level (expected: model, cluster, "
 	  "coordinator, security, kv, sampling, prompt, limits, heartbeat, "
-	  "workers, prefix_cache)"),
+	  "workers, prefix_cache, http)"),
 	E("unknown_key_case", BASE "kv: {Blocks: 3}\n", QERR_FORMAT, "3:6",
 	  "unknown key 'Blocks' in 'kv'"),
 	E("duplicate_key", BASE "kv:\n  blocks: 3\n  blocks: 4\n", QERR_FORMAT,
@@ -272,6 +272,19 @@ static const struct ecase ecases[] = {
 	  "3:23", "heartbeat.liveness: must be >= 1, got 0"),
 	E("prefix_entries_negative", BASE "prefix_cache: {entries: -5}\n",
 	  QERR_RANGE, "3:25", "prefix_cache.entries: must be in 0..1048576"),
+	E("http_listen_no_port", BASE "http: {listen: '127.0.0.1'}\n",
+	  QERR_FORMAT, "3:16", "http.listen: '127.0.0.1' is not HOST:PORT"),
+	E("http_listen_port_range", BASE "http: {listen: '127.0.0.1:65536'}\n",
+	  QERR_FORMAT, "3:16", "is not HOST:PORT"),
+	E("http_listen_hostname", BASE "http: {listen: 'localhost:80'}\n",
+	  QERR_FORMAT, "3:16", "is not HOST:PORT"),
+	E("http_listen_v6_unbracketed", BASE "http: {listen: '::1:80'}\n",
+	  QERR_FORMAT, "3:16", "is not HOST:PORT"),
+	E("http_body_small", BASE "http:\n  max_body_bytes: 10\n", QERR_RANGE,
+	  "4:19", "http.max_body_bytes"),
+	E("http_unknown", BASE "http:\n  port: 80\n", QERR_FORMAT, "4:3",
+	  "unknown key 'port' in 'http' (expected: listen, api_keys_file, "
+	  "client_key_file, max_body_bytes, max_connections, max_in_flight)"),
 	/* strings with a shape */
 	E("name_space", "model: {path: m}\ncluster: {name: 'a b'}\n",
 	  QERR_FORMAT, "2:17",
@@ -648,7 +661,22 @@ static int v_utf8_system(const cfg *c)
 	return !strcmp(c->prompt.system, "caf\xc3\xa9 \xe2\x88\x91");
 }
 
+static int v_http_v6(const cfg *c)
+{
+	return !strcmp(c->http.listen, "[::1]:0") &&
+	       c->http.max_in_flight == 3 && c->http.api_keys_file &&
+	       !strcmp(c->http.api_keys_file, "keys/api");
+}
+static int v_http_default(const cfg *c)
+{
+	return !strcmp(c->http.listen, "127.0.0.1:8080") &&
+	       c->http.max_body_bytes == 1 << 20 && !c->http.api_keys_file;
+}
+
 static const struct vcase vcases[] = {
+	{"http_v6", "http: {listen: '[::1]:0', max_in_flight: 3, "
+	 "api_keys_file: keys/api}\n", v_http_v6},
+	{"http_default", "http:\n", v_http_default},
 	{"bool_no", "security: {curve: no}\n", v_bool_no},
 	{"bool_false_caps", "security: {curve: FALSE}\n", v_bool_false_caps},
 	{"null_section", "kv:\n", v_null_section},

@@ -266,6 +266,8 @@ typedef struct {
 	sc_result *ref;
 	int seen;
 	int rounds;
+	int texts;            /* on_text calls */
+	size_t last_len[32];  /* by sample index: text seen so far */
 } cb_ctx;
 
 static int on_sample(void *ctx, const sc_sample *s)
@@ -279,6 +281,25 @@ static int on_sample(void *ctx, const sc_sample *s)
 		fail_msg("sample %d differs from the in-process run", s->index);
 	c->seen++;
 	return 0;
+}
+
+/* Streaming: every text seen mid-decode is a prefix of the sample's
+ * final bytes, and only grows. */
+static void on_text(void *ctx, const sc_sample *s, int n)
+{
+	cb_ctx *c = ctx;
+
+	c->texts++;
+	for (int i = 0; i < n; i++) {
+		const sc_sample *r = &c->ref->samples[s[i].index];
+
+		if (s[i].len > r->len || (s[i].len && memcmp(s[i].text, r->text,
+							     s[i].len)) ||
+		    s[i].len < c->last_len[s[i].index])
+			fail_msg("sample %d: partial text is not a growing "
+				 "prefix of the final one", s[i].index);
+		c->last_len[s[i].index] = s[i].len;
+	}
 }
 
 static int on_round(void *ctx)
@@ -335,9 +356,10 @@ static void test_roots_and_subsets(void **state)
 	assert_true(cx.rounds > 0);
 	/* another engine maps the pool by name and decodes another subset:
 	 * full prefix blocks read in place, one tail copy per fork */
-	assert_int_equal(sc_decode(b, &rr, sb, 7, &p, on_sample, NULL, &cx,
-				   &st), 0);
+	assert_int_equal(sc_decode_text(b, &rr, sb, 7, &p, on_sample, NULL,
+					on_text, &cx, &st), 0);
 	assert_int_equal(cx.seen, 10);
+	assert_true(cx.texts > 1);
 	assert_int_equal(st.blocks_mapped, 7 * (n_prompt / 16));
 	assert_int_equal(st.blocks_copied, n_prompt % 16 ? 7 : 0);
 	assert_int_equal(sc_engine_kv_in_use(b), 0);

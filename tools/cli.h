@@ -20,6 +20,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Strict parsers: the whole string must be a number within [min, max].
  * On failure print "quorum CMD: bad value for OPT: 'S'" and return -1. */

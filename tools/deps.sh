@@ -3,9 +3,9 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
-libyaml-dev libcmocka-dev libjansson-dev libpcre2-dev
+libyaml-dev libcmocka-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
 python3-zmq python3-protobuf protobuf-compiler iproute2
-clang-14 libclang-rt-14-dev strace"
+clang-14 libclang-rt-14-dev strace chromium"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

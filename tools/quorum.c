@@ -12,6 +12,7 @@ static const struct {
 	{"mkmodel", cmd_mkmodel, "synthesize a GGUF model (random weights, real tokenizer)"},
 	{"run", cmd_run, "answer a question by self-consistency (one process)"},
 	{"ask", cmd_ask, "ask a running cluster (coordinator) a question"},
+	{"serve", cmd_serve, "HTTP gateway: OpenAI-compatible API, metrics, status page"},
 	{"status", cmd_status, "show a running cluster: workers, queue, counters"},
 	{"keygen", cmd_keygen, "generate a CURVE key pair (NAME.key, NAME.pub)"},
 	{"bench", cmd_bench, "benchmark reset vs paged vs batched decoding"},

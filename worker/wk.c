@@ -19,6 +19,7 @@
 
 #define WK_STOPPED 0x7ff1   /* sc_decode stopped by a signal */
 #define WK_CANCELLED 0x7ff2 /* sc_decode stopped by a Cancel */
+#define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536
 #define WK_PREFILL_CHUNK 64 /* rows per prefill forward between heartbeats */
 
@@ -48,6 +49,10 @@ typedef struct {
 	/* the running decode */
 	uint64_t cur_rid;
 	uint32_t cur_attempt;
+	int cur_stream;     /* DecodeJob.stream: send SampleText */
+	uint32_t rounds;
+	uint32_t *sent;     /* (busy) bytes of each sample sent so far */
+	const int *cur_idx; /* (busy) its sample indices */
 	int cancelled;
 	uint64_t cancels[32]; /* recent Cancel ids: queued jobs to skip */
 	unsigned n_cancels;
@@ -287,10 +292,51 @@ static int on_sample(void *ctx, const sc_sample *s)
 	r.request_id = w->cur_rid;
 	r.attempt = w->cur_attempt;
 	r.sample = &x;
+	for (uint32_t i = 0; w->cur_stream && i < w->busy; i++)
+		if (w->cur_idx[i] == s->index)
+			w->sent[i] = UINT32_MAX; /* whole: in the SampleResult */
 	m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
 	m.sample = &r;
 	send_msg(w, &m);
 	return 0;
+}
+
+/* Streamed jobs: every WK_TEXT_ROUNDS rounds, the new bytes of the
+ * unfinished samples in one SampleText. */
+static void on_text(void *ctx, const sc_sample *s, int n)
+{
+	wk *w = ctx;
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__SampleText st = QUORUM__SAMPLE_TEXT__INIT;
+	Quorum__TextPart *parts, **pp;
+
+	if (!w->cur_stream || ++w->rounds % WK_TEXT_ROUNDS)
+		return;
+	parts = calloc((size_t)n, sizeof(*parts));
+	pp = calloc((size_t)n, sizeof(*pp));
+	for (int i = 0; parts && pp && i < n; i++) {
+		Quorum__TextPart *x = &parts[st.n_parts];
+
+		if (s[i].len <= w->sent[i] || s[i].len > UINT32_MAX)
+			continue;
+		quorum__text_part__init(x);
+		x->index = (uint32_t)s[i].index;
+		x->offset = w->sent[i];
+		x->text.data = (uint8_t *)s[i].text + w->sent[i];
+		x->text.len = s[i].len - w->sent[i];
+		w->sent[i] = (uint32_t)s[i].len;
+		pp[st.n_parts++] = x;
+	}
+	if (st.n_parts) {
+		st.request_id = w->cur_rid;
+		st.attempt = w->cur_attempt;
+		st.parts = pp;
+		m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
+		m.text = &st;
+		send_msg(w, &m);
+	}
+	free(parts);
+	free(pp);
 }
 
 static int on_round(void *ctx)
@@ -408,8 +454,18 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 		w->cur_attempt = j->attempt;
 		w->cancelled = 0;
 		w->busy = (uint32_t)j->n_indices;
-		rc = sc_decode(w->e, &ref, idx, (int)j->n_indices, &p,
-			       on_sample, on_round, w, &st);
+		w->rounds = 0;
+		w->cur_idx = idx;
+		w->sent = j->has_stream && j->stream
+				  ? calloc(j->n_indices, sizeof(*w->sent)) : NULL;
+		w->cur_stream = w->sent != NULL; /* no memory: no parts */
+		rc = sc_decode_text(w->e, &ref, idx, (int)j->n_indices, &p,
+				    on_sample, on_round,
+				    w->cur_stream ? on_text : NULL, w, &st);
+		free(w->sent);
+		w->sent = NULL;
+		w->cur_stream = 0;
+		w->cur_idx = NULL;
 		w->busy = 0;
 		if (rc == WK_CANCELLED || rc == WK_STOPPED) {
 			done.status = QUORUM__STATUS__STATUS_CANCELLED;

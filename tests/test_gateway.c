@@ -1,0 +1,1151 @@
+/*
+ * test_gateway — `quorum serve` end to end: a loopback cluster
+ * (coordinator + 2 workers), the gateway in front of it with API keys,
+ * and plain HTTP/1.0 requests over TCP sockets from this test.
+ *
+ * Checked: chat and text completions return the bytes of `quorum ask`
+ * with the same parameters (and its vote); stop strings cut texts and
+ * retake the vote; streams (SSE) reassemble to the same texts and end
+ * with the quorum object and [DONE]; /metrics parses (a Prometheus text
+ * parser written here) and its counters move; /health, /v1/models; the
+ * bad-input table (each its code, message and param; the gateway keeps
+ * serving); API keys; a client leaving mid-stream cancels its request at
+ * the coordinator; 50 concurrent clients x 10 requests each answered
+ * once, no connection left open; the status page's HTML and JSON, and
+ * its DOM rendered by headless Chromium.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "clusterutil.h"
+
+#define MAX_N 16
+#define LOAD_CLIENTS 50
+#define LOAD_REQUESTS 10
+
+static char model_path[PATH_MAX];
+static cu_cluster cl;
+static pid_t gw_pid;
+static int gw_port;
+static char gw_log[PATH_MAX + 32];
+static const char *KEY = "sk-test-0123456789";
+
+/* ---- HTTP over a socket ------------------------------------------------- */
+
+typedef struct hresp {
+	int code;        /* -1: no response */
+	char *head;      /* status line and headers */
+	char *body;
+	size_t blen;
+} hresp;
+
+static void hresp_free(hresp *r)
+{
+	free(r->head);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+static int connect_port(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s < 0)
+		return -1;
+	if (connect(s, (struct sockaddr *)&a, sizeof(a))) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+static int send_all(int s, const void *p, size_t n)
+{
+	const char *b = p;
+
+	while (n) {
+		ssize_t k = send(s, b, n, MSG_NOSIGNAL);
+
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Reads until the server closes; splits head and body. */
+static void read_resp(int s, hresp *r)
+{
+	size_t cap = 65536, n = 0;
+	char *b = malloc(cap), *sep;
+	ssize_t k;
+
+	r->code = -1;
+	while ((k = recv(s, b + n, cap - n - 1, 0)) > 0) {
+		n += (size_t)k;
+		if (n + 1 == cap)
+			b = realloc(b, cap *= 2);
+	}
+	b[n] = '\0';
+	sep = strstr(b, "\r\n\r\n");
+	if (!sep || sscanf(b, "HTTP/1.%*d %d", &r->code) != 1) {
+		r->head = b;
+		r->body = strdup("");
+		return;
+	}
+	*sep = '\0';
+	r->head = strdup(b);
+	r->blen = n - (size_t)(sep + 4 - b);
+	r->body = malloc(r->blen + 1);
+	memcpy(r->body, sep + 4, r->blen + 1);
+	free(b);
+}
+
+/* One request (HTTP/1.0: the server closes after the response). key
+ * NULL: no Authorization header. */
+static hresp http(const char *method, const char *path, const char *key,
+		  const char *body, size_t blen)
+{
+	hresp r = {.code = -1};
+	char head[1024];
+	int s = connect_port(gw_port), n;
+
+	if (s < 0) {
+		r.head = strdup("");
+		r.body = strdup("");
+		return r;
+	}
+	n = snprintf(head, sizeof(head), "%s %s HTTP/1.0\r\nHost: x\r\n%s%s%s"
+		     "Content-Type: application/json\r\nContent-Length: %zu"
+		     "\r\n\r\n", method, path, key ? "Authorization: Bearer " : "",
+		     key ? key : "", key ? "\r\n" : "", body ? blen : 0);
+	if (!send_all(s, head, (size_t)n) &&
+	    (!body || !send_all(s, body, blen)))
+		shutdown(s, SHUT_WR);
+	read_resp(s, &r);
+	close(s);
+	return r;
+}
+
+static hresp post(const char *path, const char *body)
+{
+	return http("POST", path, KEY, body, strlen(body));
+}
+
+static hresp get(const char *path)
+{
+	return http("GET", path, KEY, NULL, 0);
+}
+
+static json_t *body_json(const hresp *r)
+{
+	json_error_t e;
+	json_t *o = json_loadb(r->body, r->blen, 0, &e);
+
+	if (!o)
+		fail_msg("not JSON (%s): %.400s", e.text, r->body);
+	return o;
+}
+
+/* ---- the gateway process -------------------------------------------- */
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(s, (struct sockaddr *)&a, &len))
+		return -1;
+	port = ntohs(a.sin_port);
+	close(s);
+	return port;
+}
+
+/* Starts `quorum serve` on a free port; 0 once it accepts connections. */
+static int gw_start(void)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		char listen_at[64];
+		char *argv[] = {cu_bin("quorum"), "serve", "--config", cl.config,
+				"--listen", listen_at, NULL};
+		posix_spawn_file_actions_t fa;
+		int64_t end = wire_now_ms() + CU_WAIT_MS;
+
+		gw_port = free_port();
+		snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", gw_port);
+		snprintf(gw_log, sizeof(gw_log), "%s/gateway.log", cu_tmpdir);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, 1, gw_log,
+						 O_WRONLY | O_CREAT | O_TRUNC,
+						 0644);
+		posix_spawn_file_actions_adddup2(&fa, 1, 2);
+		if (posix_spawn(&gw_pid, argv[0], &fa, NULL, argv, environ))
+			gw_pid = 0;
+		posix_spawn_file_actions_destroy(&fa);
+		while (gw_pid > 0 && wire_now_ms() < end) {
+			int s = connect_port(gw_port);
+
+			if (s >= 0) {
+				close(s);
+				return 0;
+			}
+			if (waitpid(gw_pid, NULL, WNOHANG) == gw_pid) {
+				gw_pid = 0; /* port taken: try another */
+				break;
+			}
+			usleep(20000);
+		}
+	}
+	return -1;
+}
+
+static int group_setup(void **state)
+{
+	cu_cfg k;
+	char keys[PATH_MAX + 16];
+	FILE *f;
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	if (cu_setup_paths("gateway") || cu_model(model_path, 21))
+		return -1;
+	cu_zctx = zmq_ctx_new();
+	k = cu_cfg_defaults(model_path);
+	k.max_n = MAX_N;
+	k.queue_depth = 256;
+	k.cache_entries = 16;
+	/* worker liveness is not what this test is about: a loaded machine
+	 * must not expire the workers mid-test (10 s) */
+	k.liveness = 50;
+	if (cu_start(&cl, &k))
+		return -1;
+	snprintf(keys, sizeof(keys), "%s/api-keys", cu_tmpdir);
+	if (!(f = fopen(keys, "w")))
+		return -1;
+	fprintf(f, "# test keys\n%s\n\nsk-other-key\n", KEY);
+	fclose(f);
+	chmod(keys, 0600);
+	/* the gateway's section, in the same file */
+	if (!(f = fopen(cl.config, "a")))
+		return -1;
+	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 65536\n"
+		"  max_in_flight: 128\n", keys);
+	fclose(f);
+	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
+	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
+		fprintf(stderr, "setup: the workers did not register\n");
+		return -1;
+	}
+	if (gw_start()) {
+		fprintf(stderr, "setup: the gateway did not start\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char keys[PATH_MAX + 16];
+
+	(void)state;
+	cu_kill_wait(gw_pid);
+	cu_stop(&cl);
+	if (cu_zctx)
+		zmq_ctx_shutdown(cu_zctx);
+	snprintf(keys, sizeof(keys), "%s/api-keys", cu_tmpdir);
+	unlink(keys);
+	unlink(gw_log);
+	unlink(model_path);
+	rmdir(cu_tmpdir);
+	return 0;
+}
+
+/* ---- `quorum ask` as the reference ------------------------------------ */
+
+static json_t *ask_json(const char *q, int n, uint64_t seed, double temp,
+			int max_new)
+{
+	char cmd[3 * PATH_MAX + 512], out[PATH_MAX + 32];
+	json_error_t e;
+	json_t *o;
+
+	snprintf(out, sizeof(out), "%s/ask.json", cu_tmpdir);
+	snprintf(cmd, sizeof(cmd), "%s ask --endpoint %s -n %d --seed %llu "
+		 "--temperature %g --max-new-tokens %d --json '%s' > %s",
+		 cu_bin("quorum"), cl.client_ep, n, (unsigned long long)seed,
+		 temp, max_new, q, out);
+	assert_int_equal(system(cmd), 0);
+	o = json_load_file(out, 0, &e);
+	unlink(out);
+	if (!o)
+		fail_msg("quorum ask --json: %s", e.text);
+	return o;
+}
+
+static const char *Q1 = "What is 17 + 25? Give the number.";
+
+static void assert_json_eq(json_t *a, json_t *b, const char *what)
+{
+	if (!json_equal(a, b)) {
+		char *x = json_dumps(a, JSON_ENCODE_ANY),
+		     *y = json_dumps(b, JSON_ENCODE_ANY);
+
+		fail_msg("%s differ:\n%s\n%s", what, x, y);
+	}
+}
+
+/* Chat and text completions: the samples of `quorum ask`, byte for byte
+ * (both sides print the bytes as JSON strings the same way), with its
+ * vote. */
+static void test_matches_ask(void **state)
+{
+	json_t *ref = ask_json(Q1, 6, 4242, 0.9, 24);
+	json_t *smp = json_object_get(ref, "samples");
+	char body[512];
+
+	(void)state;
+	assert_int_equal(json_array_size(smp), 6);
+	for (int chat = 1; chat >= 0; chat--) {
+		hresp r;
+		json_t *o, *ch, *qo;
+
+		if (chat)
+			snprintf(body, sizeof(body), "{\"model\":\"x\",\"messages\":"
+				 "[{\"role\":\"user\",\"content\":\"%s\"}],\"n\":6,"
+				 "\"seed\":4242,\"temperature\":0.9,"
+				 "\"max_tokens\":24}", Q1);
+		else
+			snprintf(body, sizeof(body), "{\"prompt\":\"%s\",\"n\":6,"
+				 "\"seed\":4242,\"temperature\":0.9,"
+				 "\"max_tokens\":24}", Q1);
+		r = post(chat ? "/v1/chat/completions" : "/v1/completions", body);
+		assert_int_equal(r.code, 200);
+		assert_non_null(strstr(r.head, "application/json"));
+		o = body_json(&r);
+		assert_string_equal(json_string_value(json_object_get(o, "object")),
+				    chat ? "chat.completion" : "text_completion");
+		ch = json_object_get(o, "choices");
+		assert_int_equal(json_array_size(ch), 6);
+		for (size_t i = 0; i < 6; i++) {
+			json_t *c = json_array_get(ch, i), *s = json_array_get(smp, i);
+			json_t *t = chat ? json_object_get(json_object_get(c,
+					"message"), "content")
+					 : json_object_get(c, "text");
+
+			assert_int_equal(json_integer_value(json_object_get(c,
+					 "index")), (json_int_t)i);
+			assert_json_eq(t, json_object_get(s, "text"), "texts");
+			assert_string_equal(json_string_value(json_object_get(
+				c, "finish_reason")), json_string_value(
+				json_object_get(s, "finish")));
+		}
+		qo = json_object_get(o, "quorum");
+		assert_json_eq(json_object_get(qo, "answer"),
+			       json_object_get(ref, "answer"), "majorities");
+		assert_json_eq(json_object_get(qo, "votes"),
+			       json_object_get(ref, "votes"), "votes");
+		assert_int_equal(json_integer_value(json_object_get(qo,
+				 "samples")), 6);
+		assert_int_equal(json_integer_value(json_object_get(
+			json_object_get(o, "usage"), "prompt_tokens")),
+			json_integer_value(json_object_get(ref,
+						"prompt_tokens")));
+		assert_non_null(json_object_get(json_object_get(qo, "prefix"),
+						"prefill_worker"));
+		json_decref(o);
+		hresp_free(&r);
+	}
+	json_decref(ref);
+}
+
+/* A stop string: texts end before it (finish "stop"), the rest intact. */
+static void test_stop(void **state)
+{
+	hresp r = post("/v1/completions", "{\"prompt\":\"Count apples.\",\"n\":3,"
+		       "\"seed\":9,\"max_tokens\":20}");
+	json_t *o = body_json(&r), *full = json_object_get(o, "choices");
+	const char *t0 = json_string_value(json_object_get(json_array_get(
+		full, 0), "text"));
+	char stop[16], body[256], *esc;
+	json_t *so, *sc;
+	size_t cut;
+
+	(void)state;
+	assert_int_equal(r.code, 200);
+	assert_true(strlen(t0) > 6);
+	/* a stop string from inside sample 0: 3 bytes at byte 4, whole
+	 * characters (the text is JSON-decoded UTF-8) */
+	cut = 4;
+	while (((unsigned char)t0[cut] & 0xc0) == 0x80)
+		cut++;
+	snprintf(stop, sizeof(stop), "%.1s", t0 + cut);
+	{
+		size_t k = cut + 1;
+
+		while (((unsigned char)t0[k] & 0xc0) == 0x80)
+			k++;
+		snprintf(stop, sizeof(stop), "%.*s", (int)(k - cut), t0 + cut);
+	}
+	esc = json_dumps(json_string(stop), JSON_ENCODE_ANY);
+	snprintf(body, sizeof(body), "{\"prompt\":\"Count apples.\",\"n\":3,"
+		 "\"seed\":9,\"max_tokens\":20,\"stop\":[%s]}", esc);
+	free(esc);
+	hresp_free(&r);
+	r = post("/v1/completions", body);
+	assert_int_equal(r.code, 200);
+	so = body_json(&r);
+	sc = json_object_get(so, "choices");
+	for (size_t i = 0; i < 3; i++) {
+		const char *a = json_string_value(json_object_get(
+			json_array_get(full, i), "text"));
+		const char *b = json_string_value(json_object_get(
+			json_array_get(sc, i), "text"));
+		const char *at = strstr(a, stop);
+
+		if (at) {
+			assert_int_equal(strlen(b), (size_t)(at - a));
+			assert_memory_equal(a, b, strlen(b));
+			assert_string_equal(json_string_value(json_object_get(
+				json_array_get(sc, i), "finish_reason")), "stop");
+		} else {
+			assert_string_equal(a, b);
+		}
+	}
+	assert_true(strlen(json_string_value(json_object_get(
+		json_array_get(sc, 0), "text"))) <= cut);
+	json_decref(so);
+	json_decref(o);
+	hresp_free(&r);
+}
+
+/* SSE: chunks with their choice index reassemble to the texts of the
+ * non-streamed response; the last data chunk has the quorum object;
+ * then [DONE]. */
+static void test_stream(void **state)
+{
+	const char *b = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be "
+			"brief.\"},{\"role\":\"user\",\"content\":\"Name a "
+			"prime.\"}],\"n\":4,\"seed\":77,\"max_tokens\":24,"
+			"\"ignore_eos\":true%s}";
+	char body[512];
+	hresp plain, st;
+	json_t *po, *last = NULL;
+	char *text[4] = {0};
+	int finished[4] = {0}, saw_done = 0, chunks = 0, pieces[4] = {0};
+	char *line, *save = NULL;
+
+	(void)state;
+	snprintf(body, sizeof(body), b, "");
+	plain = post("/v1/chat/completions", body);
+	assert_int_equal(plain.code, 200);
+	po = body_json(&plain);
+	snprintf(body, sizeof(body), b, ",\"stream\":true");
+	st = post("/v1/chat/completions", body);
+	assert_int_equal(st.code, 200);
+	assert_non_null(strstr(st.head, "text/event-stream"));
+	for (line = strtok_r(st.body, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *o, *ch;
+
+		if (line[0] == ':')
+			continue; /* keep-alive comment */
+		assert_true(!strncmp(line, "data: ", 6));
+		assert_false(saw_done);
+		if (!strcmp(line + 6, "[DONE]")) {
+			saw_done = 1;
+			continue;
+		}
+		o = json_loads(line + 6, 0, NULL);
+		assert_non_null(o);
+		assert_string_equal(json_string_value(json_object_get(o,
+				    "object")), "chat.completion.chunk");
+		ch = json_object_get(o, "choices");
+		chunks++;
+		for (size_t i = 0; i < json_array_size(ch); i++) {
+			json_t *c = json_array_get(ch, i);
+			json_int_t k = json_integer_value(json_object_get(c,
+							 "index"));
+			json_t *d = json_object_get(c, "delta"),
+			       *fr = json_object_get(c, "finish_reason");
+			const char *piece = json_string_value(
+				json_object_get(d, "content"));
+
+			assert_true(k >= 0 && k < 4);
+			assert_false(finished[k]);
+			if (piece) {
+				size_t ol = text[k] ? strlen(text[k]) : 0;
+
+				pieces[k] += *piece != '\0';
+				text[k] = realloc(text[k], ol + strlen(piece) + 1);
+				strcpy(text[k] + ol, piece);
+			}
+			if (json_is_string(fr))
+				finished[k] = 1;
+		}
+		json_decref(last);
+		last = o;
+	}
+	assert_true(saw_done);
+	assert_true(chunks >= 5);
+	for (int k = 0; k < 4; k++) {
+		json_t *c = json_array_get(json_object_get(po, "choices"),
+					   (size_t)k);
+
+		assert_true(finished[k]);
+		assert_non_null(text[k]);
+		/* token-level: the worker sends new text every 4 rounds, so
+		 * 24 tokens arrive in several pieces, not one at the end */
+		if (pieces[k] < 3)
+			fail_msg("choice %d came in %d piece(s)", k, pieces[k]);
+		assert_string_equal(text[k], json_string_value(json_object_get(
+			json_object_get(c, "message"), "content")));
+		free(text[k]);
+	}
+	assert_json_eq(json_object_get(json_object_get(last, "quorum"),
+				       "votes"),
+		       json_object_get(json_object_get(po, "quorum"), "votes"),
+		       "streamed votes");
+	assert_int_equal(json_array_size(json_object_get(last, "choices")), 0);
+	assert_non_null(json_object_get(last, "usage"));
+	json_decref(last);
+	json_decref(po);
+	hresp_free(&plain);
+	hresp_free(&st);
+}
+
+/* ---- /metrics, parsed here ---------------------------------------------- */
+
+typedef struct metric {
+	char name[128];
+	char labels[256];
+	double v;
+} metric;
+
+/* Prometheus text format 0.0.4: "# HELP"/"# TYPE" lines, and samples
+ * NAME[{l="v",...}] VALUE. Returns the samples; fails on a bad line or
+ * a sample whose family has no TYPE line before it. */
+static metric *prom_parse(const char *text, size_t *n_out)
+{
+	char *copy = strdup(text), *save = NULL, *line;
+	char typed[64][128];
+	size_t n_typed = 0, n = 0, cap = 64;
+	metric *m = malloc(cap * sizeof(*m));
+
+	for (line = strtok_r(copy, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char name[128], *p = line, *end;
+		size_t k = 0, base;
+		int ok = 0;
+
+		if (!strncmp(line, "# TYPE ", 7)) {
+			char t[32];
+
+			if (sscanf(line + 7, "%127s %31s", typed[n_typed], t) != 2)
+				fail_msg("bad TYPE line: %s", line);
+			assert_true(!strcmp(t, "counter") || !strcmp(t, "gauge") ||
+				    !strcmp(t, "histogram"));
+			n_typed++;
+			continue;
+		}
+		if (!strncmp(line, "# HELP ", 7))
+			continue;
+		assert_true(line[0] != '#');
+		while (*p && (isalnum((unsigned char)*p) || *p == '_' ||
+			      *p == ':') && k < sizeof(name) - 1)
+			name[k++] = *p++;
+		name[k] = '\0';
+		if (!k || isdigit((unsigned char)name[0]))
+			fail_msg("bad metric name: %s", line);
+		if (n == cap)
+			m = realloc(m, (cap *= 2) * sizeof(*m));
+		memcpy(m[n].name, name, k + 1);
+		m[n].labels[0] = '\0';
+		if (*p == '{') {
+			char *close = p + 1;
+			int inq = 0;
+
+			for (; *close && (inq || *close != '}'); close++) {
+				if (inq && *close == '\\' && close[1])
+					close++;
+				else if (*close == '"')
+					inq = !inq;
+			}
+			if (*close != '}')
+				fail_msg("unclosed labels: %s", line);
+			snprintf(m[n].labels, sizeof(m[n].labels), "%.*s",
+				 (int)(close - p - 1), p + 1);
+			p = close + 1;
+		}
+		if (*p != ' ')
+			fail_msg("no value: %s", line);
+		m[n].v = strtod(p + 1, &end);
+		if (end == p + 1 || *end)
+			fail_msg("bad value: %s", line);
+		/* the family: the name, or a histogram's base name */
+		base = strlen(name);
+		for (size_t i = 0; i < n_typed && !ok; i++) {
+			size_t tl = strlen(typed[i]);
+
+			ok = !strcmp(typed[i], name) ||
+			     (tl < base && !strncmp(typed[i], name, tl) &&
+			      (!strcmp(name + tl, "_bucket") ||
+			       !strcmp(name + tl, "_sum") ||
+			       !strcmp(name + tl, "_count")));
+		}
+		if (!ok)
+			fail_msg("sample without a TYPE: %s", line);
+		n++;
+	}
+	free(copy);
+	*n_out = n;
+	return m;
+}
+
+/* The value of name{labels} (labels "" for none); NAN when absent. */
+static double prom_get(const metric *m, size_t n, const char *name,
+		       const char *labels)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(m[i].name, name) && !strcmp(m[i].labels, labels))
+			return m[i].v;
+	return NAN;
+}
+
+static metric *scrape(size_t *n)
+{
+	hresp r = http("GET", "/metrics", NULL, NULL, 0); /* no key needed */
+	metric *m;
+
+	assert_int_equal(r.code, 200);
+	assert_non_null(strstr(r.head, "text/plain; version=0.0.4"));
+	m = prom_parse(r.body, n);
+	hresp_free(&r);
+	return m;
+}
+
+static double zero_nan(double v)
+{
+	return isnan(v) ? 0 : v;
+}
+
+static void test_metrics(void **state)
+{
+	static const char *ok200 =
+		"endpoint=\"/v1/chat/completions\",code=\"200\"";
+	size_t n0, n1;
+	metric *a = scrape(&n0), *b;
+	hresp r;
+
+	(void)state;
+	assert_int_equal(prom_get(a, n0, "quorum_workers_alive", ""), 2);
+	assert_int_equal(prom_get(a, n0, "quorum_coordinator_up", ""), 1);
+	assert_false(isnan(prom_get(a, n0, "quorum_worker_kv_blocks_free",
+				    "worker=\"w0\"")));
+	r = post("/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"Metrics?\"}],\"n\":3,\"max_tokens\":5}");
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	b = scrape(&n1);
+	assert_int_equal(zero_nan(prom_get(b, n1, "quorum_http_requests_total",
+					   ok200)),
+			 zero_nan(prom_get(a, n0, "quorum_http_requests_total",
+					   ok200)) + 1);
+	assert_int_equal(prom_get(b, n1, "quorum_samples_total", ""),
+			 prom_get(a, n0, "quorum_samples_total", "") + 3);
+	assert_true(prom_get(b, n1, "quorum_tokens_generated_total", "") >=
+		    prom_get(a, n0, "quorum_tokens_generated_total", "") + 3);
+	assert_true(prom_get(b, n1, "quorum_tokens_saved_total", "") >
+		    prom_get(a, n0, "quorum_tokens_saved_total", ""));
+	assert_int_equal(prom_get(b, n1, "quorum_request_duration_seconds_count",
+				  ""),
+			 prom_get(a, n0, "quorum_request_duration_seconds_count",
+				  "") + 1);
+	assert_int_equal(prom_get(b, n1, "quorum_request_duration_seconds_bucket",
+				  "le=\"+Inf\""),
+			 prom_get(b, n1, "quorum_request_duration_seconds_count",
+				  ""));
+	assert_true(prom_get(b, n1, "quorum_prefix_cache_hits_total", "") +
+		    prom_get(b, n1, "quorum_prefix_cache_misses_total", "") >
+		    prom_get(a, n0, "quorum_prefix_cache_hits_total", "") +
+		    prom_get(a, n0, "quorum_prefix_cache_misses_total", ""));
+	free(a);
+	free(b);
+}
+
+static void test_health_models(void **state)
+{
+	hresp r = http("GET", "/health", NULL, NULL, 0);
+	json_t *o = body_json(&r), *d;
+	char fp[32];
+
+	(void)state;
+	assert_int_equal(r.code, 200);
+	assert_string_equal(json_string_value(json_object_get(o, "status")),
+			    "ok");
+	assert_int_equal(json_integer_value(json_object_get(o, "workers")), 2);
+	json_decref(o);
+	hresp_free(&r);
+	r = get("/v1/models");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	d = json_array_get(json_object_get(o, "data"), 0);
+	assert_string_equal(json_string_value(json_object_get(d, "object")),
+			    "model");
+	assert_non_null(strstr(model_path, json_string_value(json_object_get(
+		d, "id"))));
+	snprintf(fp, sizeof(fp), "%s", json_string_value(json_object_get(
+		json_object_get(d, "quorum"), "fingerprint")));
+	assert_int_equal(strlen(fp), 16);
+	json_decref(o);
+	hresp_free(&r);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+static const struct bad_case {
+	const char *name, *path, *body;
+	int code;
+	const char *param;   /* NULL: null */
+	const char *msg;     /* in the message */
+} bad_cases[] = {
+	{"malformed", "/v1/chat/completions", "{\"messages\": [", 400, NULL,
+	 "not valid JSON"},
+	{"not_object", "/v1/completions", "[1,2]", 400, NULL,
+	 "must be a JSON object"},
+	{"no_messages", "/v1/chat/completions", "{}", 400, "messages",
+	 "'messages' is required"},
+	{"unknown_role", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", 400,
+	 "messages", "unknown role 'wizard'"},
+	{"content_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400, "messages",
+	 "content must be a string"},
+	{"multi_turn", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":"
+	 "\"assistant\",\"content\":\"b\"},{\"role\":\"user\",\"content\":"
+	 "\"c\"}]}", 400, "messages", "multi-turn"},
+	{"n_zero", "/v1/completions", "{\"prompt\":\"q\",\"n\":0}", 400, "n",
+	 "'n' must be in 1..16"},
+	{"n_over", "/v1/completions", "{\"prompt\":\"q\",\"n\":17}", 400, "n",
+	 "'n' must be in 1..16"},
+	{"n_string", "/v1/completions", "{\"prompt\":\"q\",\"n\":\"4\"}", 400,
+	 "n", "'n' must be an integer"},
+	{"max_tokens_negative", "/v1/completions",
+	 "{\"prompt\":\"q\",\"max_tokens\":-5}", 400, "max_tokens",
+	 "'max_tokens' must be an integer"},
+	{"temperature_negative", "/v1/completions",
+	 "{\"prompt\":\"q\",\"temperature\":-1}", 400, "temperature", ">= 0"},
+	{"top_p_zero", "/v1/completions", "{\"prompt\":\"q\",\"top_p\":0}",
+	 400, "top_p", "(0, 1]"},
+	{"seed_negative", "/v1/completions", "{\"prompt\":\"q\",\"seed\":-3}",
+	 400, "seed", "'seed' must be an integer >= 0"},
+	{"stop_too_many", "/v1/completions",
+	 "{\"prompt\":\"q\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
+	 "stop", "up to 4"},
+	{"logprobs", "/v1/completions", "{\"prompt\":\"q\",\"logprobs\":true}",
+	 400, "logprobs", "not supported"},
+	{"two_prompts", "/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400,
+	 "prompt", "one question per request"},
+	{"empty_prompt", "/v1/completions", "{\"prompt\":\"\"}", 400,
+	 "prompt", "empty"},
+	{"prompt_too_long", "/v1/completions", NULL /* built below */, 413,
+	 NULL, "max_prompt_tokens"},
+	{"stream_type", "/v1/completions",
+	 "{\"prompt\":\"q\",\"stream\":\"yes\"}", 400, "stream",
+	 "'stream' must be a boolean"},
+};
+
+static void check_error(const hresp *r, int code, const char *param,
+			const char *msg, const char *name)
+{
+	json_t *o, *e;
+
+	if (r->code != code)
+		fail_msg("%s: HTTP %d (want %d): %s", name, r->code, code,
+			 r->body);
+	o = body_json(r);
+	e = json_object_get(o, "error");
+	assert_true(json_is_object(e));
+	assert_true(json_is_string(json_object_get(e, "type")));
+	if (!strstr(json_string_value(json_object_get(e, "message")), msg))
+		fail_msg("%s: message '%s' lacks '%s'", name,
+			 json_string_value(json_object_get(e, "message")), msg);
+	if (param)
+		assert_string_equal(json_string_value(json_object_get(e,
+				    "param")), param);
+	else
+		assert_true(json_is_null(json_object_get(e, "param")));
+	json_decref(o);
+}
+
+static void test_bad_input(void **state)
+{
+	char *longq = malloc(4000);
+	char *body;
+	hresp r;
+
+	(void)state;
+	/* 200 prompt tokens is the test cluster's limit */
+	for (int i = 0; i < 3990; i += 5)
+		memcpy(longq + i, "word ", 5);
+	longq[3990] = '\0';
+	assert_true(asprintf(&body, "{\"prompt\":\"%s\"}", longq) > 0);
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		const struct bad_case *c = &bad_cases[i];
+		const char *b = c->body ? c->body : body;
+
+		r = post(c->path, b);
+		check_error(&r, c->code, c->param, c->msg, c->name);
+		hresp_free(&r);
+	}
+	free(body);
+	free(longq);
+	/* over http.max_body_bytes (64 KiB): refused from the headers,
+	 * before any of the body is sent */
+	{
+		char head[256];
+		int s = connect_port(gw_port), n;
+
+		assert_true(s >= 0);
+		n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.0"
+			     "\r\nAuthorization: Bearer %s\r\nContent-Length: "
+			     "200000000\r\n\r\n", KEY);
+		assert_int_equal(send_all(s, head, (size_t)n), 0);
+		read_resp(s, &r);
+		close(s);
+		check_error(&r, 413, NULL, "max_body_bytes", "huge_body");
+		hresp_free(&r);
+	}
+	/* unknown fields are ignored, as OpenAI does */
+	r = post("/v1/completions", "{\"prompt\":\"Ignore?\",\"max_tokens\":2,"
+		 "\"n\":1,\"user\":\"me\",\"frobnicate\":{\"x\":[1]}}");
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	r = http("GET", "/v1/chat/completions", KEY, NULL, 0);
+	check_error(&r, 405, NULL, "needs POST", "get_on_post");
+	hresp_free(&r);
+	r = get("/v1/nothing");
+	check_error(&r, 404, NULL, "unknown URL", "not_found");
+	hresp_free(&r);
+	/* still serving */
+	r = http("GET", "/health", NULL, NULL, 0);
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+}
+
+static void test_auth(void **state)
+{
+	const char *b = "{\"prompt\":\"Auth?\",\"max_tokens\":2,\"n\":1}";
+	hresp r;
+
+	(void)state;
+	r = http("POST", "/v1/completions", NULL, b, strlen(b));
+	check_error(&r, 401, NULL, "API key", "no_key");
+	assert_non_null(strstr(r.head, "WWW-Authenticate: Bearer"));
+	hresp_free(&r);
+	r = http("POST", "/v1/completions", "sk-test-012345678", b, strlen(b));
+	check_error(&r, 401, NULL, "API key", "wrong_key_prefix");
+	hresp_free(&r);
+	r = http("POST", "/v1/completions", "sk-test-01234567890", b, strlen(b));
+	check_error(&r, 401, NULL, "API key", "wrong_key_longer");
+	hresp_free(&r);
+	r = http("GET", "/v1/models", NULL, NULL, 0);
+	check_error(&r, 401, NULL, "API key", "models_no_key");
+	hresp_free(&r);
+	r = http("POST", "/v1/completions", "sk-other-key", b, strlen(b));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+}
+
+/* A client that leaves mid-stream: its request is cancelled at the
+ * coordinator (failed there, never served). */
+static void test_cancel_on_disconnect(void **state)
+{
+	const char *b = "{\"prompt\":\"Go on forever.\",\"n\":2,\"stream\":true,"
+			"\"max_tokens\":1500,\"ignore_eos\":true}";
+	char head[512], buf[4096];
+	void *zs = cu_client(&cl);
+	Quorum__ClientReply *st = cu_status(zs);
+	uint64_t served0, failed0;
+	int64_t end = wire_now_ms() + CU_WAIT_MS * 4;
+	int s, n, got = 0;
+
+	(void)state;
+	assert_non_null(st);
+	served0 = st->cluster->requests_served;
+	failed0 = st->cluster->requests_failed;
+	quorum__client_reply__free_unpacked(st, NULL);
+	s = connect_port(gw_port);
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.0\r\n"
+		     "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n"
+		     "%s", KEY, strlen(b), b);
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	/* the headers (then keep-alive comments) come once it is accepted */
+	while (!strstr(buf, "\r\n\r\n") && got < (int)sizeof(buf) - 1) {
+		ssize_t k = recv(s, buf + got, sizeof(buf) - 1 - (size_t)got, 0);
+
+		assert_true(k > 0);
+		got += (int)k;
+		buf[got] = '\0';
+	}
+	assert_non_null(strstr(buf, "200 OK"));
+	close(s);
+	for (;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->requests_failed > failed0)
+			break;
+		if (st && st->cluster->requests_served != served0)
+			fail_msg("served %llu -> %llu (failed %llu -> %llu)",
+				 (unsigned long long)served0,
+				 (unsigned long long)st->cluster->requests_served,
+				 (unsigned long long)failed0,
+				 (unsigned long long)st->cluster->requests_failed);
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request was not cancelled");
+		usleep(50000);
+	}
+	assert_int_equal(st->cluster->requests_served, served0);
+	assert_int_equal(st->cluster->in_flight, 0);
+	quorum__client_reply__free_unpacked(st, NULL);
+	zmq_close(zs);
+}
+
+/* ---- load --------------------------------------------------------------- */
+
+static int load_codes[LOAD_CLIENTS][LOAD_REQUESTS];
+static int load_ids_ok[LOAD_CLIENTS][LOAD_REQUESTS];
+
+static void *load_client(void *arg)
+{
+	int c = (int)(intptr_t)arg;
+
+	for (int i = 0; i < LOAD_REQUESTS; i++) {
+		char body[256];
+		hresp r;
+
+		snprintf(body, sizeof(body), "{\"prompt\":\"Load %d.\",\"n\":2,"
+			 "\"seed\":%d,\"max_tokens\":3}", i, c);
+		r = http("POST", "/v1/completions", KEY, body, strlen(body));
+		load_codes[c][i] = r.code;
+		/* exactly one response: one JSON object, nothing after it */
+		if (r.code == 200) {
+			json_error_t e;
+			json_t *o = json_loadb(r.body, r.blen, 0, &e);
+
+			load_ids_ok[c][i] = o && json_array_size(
+				json_object_get(o, "choices")) == 2;
+			json_decref(o);
+		}
+		hresp_free(&r);
+	}
+	return NULL;
+}
+
+static int open_fds(pid_t pid)
+{
+	char p[64];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(p)))
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void test_load(void **state)
+{
+	pthread_t th[LOAD_CLIENTS];
+	int fds0 = open_fds(gw_pid), fds1;
+	int64_t end;
+	size_t nm;
+	metric *m;
+
+	(void)state;
+	assert_true(fds0 > 0);
+	for (int c = 0; c < LOAD_CLIENTS; c++)
+		assert_int_equal(pthread_create(&th[c], NULL, load_client,
+						(void *)(intptr_t)c), 0);
+	for (int c = 0; c < LOAD_CLIENTS; c++)
+		pthread_join(th[c], NULL);
+	for (int c = 0; c < LOAD_CLIENTS; c++)
+		for (int i = 0; i < LOAD_REQUESTS; i++) {
+			if (load_codes[c][i] != 200)
+				fail_msg("client %d request %d: HTTP %d", c, i,
+					 load_codes[c][i]);
+			assert_true(load_ids_ok[c][i]);
+		}
+	/* every connection closed: the gateway's descriptors come back to
+	 * where they were (its threads close them as they finish) */
+	end = wire_now_ms() + CU_WAIT_MS;
+	while ((fds1 = open_fds(gw_pid)) > fds0 && wire_now_ms() < end)
+		usleep(20000);
+	assert_int_equal(fds1, fds0);
+	m = scrape(&nm);
+	assert_int_equal(prom_get(m, nm, "quorum_http_in_flight", ""), 0);
+	free(m);
+}
+
+/* The standard-library Python example (clients/python/http_example.py),
+ * plain and streamed: the same texts (repr), the same vote line. */
+static void test_python_example(void **state)
+{
+	char cmd[PATH_MAX * 3], out[2][PATH_MAX + 32];
+	char *text[2];
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		FILE *f;
+		long len;
+
+		snprintf(out[k], sizeof(out[k]), "%s/py-%d.out", cu_tmpdir, k);
+		snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/clients/python/"
+			 "http_example.py --base-url http://127.0.0.1:%d/v1 "
+			 "--key %s -n 3 --seed 5 --max-tokens 12 %s "
+			 "'What is 3*4?' > %s", tu_root(), gw_port, KEY,
+			 k ? "--stream" : "", out[k]);
+		assert_int_equal(system(cmd), 0);
+		f = fopen(out[k], "r");
+		assert_non_null(f);
+		fseek(f, 0, SEEK_END);
+		len = ftell(f);
+		fseek(f, 0, SEEK_SET);
+		text[k] = calloc(1, (size_t)len + 1);
+		assert_int_equal(fread(text[k], 1, (size_t)len, f), (size_t)len);
+		fclose(f);
+		unlink(out[k]);
+		assert_non_null(strstr(text[k], "answer: "));
+		assert_non_null(strstr(text[k], "--- choice 2 (length): "));
+	}
+	assert_string_equal(text[0], text[1]);
+	free(text[0]);
+	free(text[1]);
+	/* a refused request: its error line and exit status 1 */
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/clients/python/"
+		 "http_example.py --base-url http://127.0.0.1:%d/v1 --key bad "
+		 "'x' 2>&1 | grep -q 'HTTP 401 UNAUTHORIZED'", tu_root(),
+		 gw_port);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the status page ---------------------------------------------------- */
+
+static void test_status_page(void **state)
+{
+	hresp r = http("GET", "/", NULL, NULL, 0);
+	json_t *o, *rec, *w;
+	char cmd[PATH_MAX * 3], out[PATH_MAX + 32];
+	FILE *f;
+	char *dom;
+	long len;
+
+	(void)state;
+	assert_int_equal(r.code, 200);
+	assert_non_null(strstr(r.head, "text/html"));
+	assert_non_null(strstr(r.body, "<tbody id=\"workers\">"));
+	assert_null(strstr(r.body, "http://")); /* no external assets */
+	assert_null(strstr(r.body, "https://"));
+	hresp_free(&r);
+	r = http("GET", "/v1/quorum/status", NULL, NULL, 0);
+	check_error(&r, 401, NULL, "API key", "status_no_key");
+	hresp_free(&r);
+	r = get("/v1/quorum/status");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	w = json_object_get(json_object_get(o, "cluster"), "workers");
+	assert_int_equal(json_array_size(w), 2);
+	rec = json_object_get(o, "recent");
+	assert_true(json_array_size(rec) > 0);
+	json_decref(o);
+	hresp_free(&r);
+
+	/* a finished request with a vote of our own, then the browser */
+	r = post("/v1/completions", "{\"prompt\":\"Browser check.\",\"n\":5,"
+		 "\"seed\":3,\"max_tokens\":8}");
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	snprintf(out, sizeof(out), "%s/dom.html", cu_tmpdir);
+	snprintf(cmd, sizeof(cmd), "chromium --headless --no-sandbox "
+		 "--disable-gpu --disable-dev-shm-usage --user-data-dir=%s/chr "
+		 "--virtual-time-budget=5000 --dump-dom "
+		 "'http://127.0.0.1:%d/#key=%s' > %s 2>/dev/null", cu_tmpdir,
+		 gw_port, KEY, out);
+	assert_int_equal(system(cmd), 0);
+	f = fopen(out, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	dom = calloc(1, (size_t)len + 1);
+	assert_int_equal(fread(dom, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	unlink(out);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/chr'", cu_tmpdir);
+	assert_int_equal(system(cmd), 0);
+	/* rendered by the page's script from live data */
+	if (!strstr(dom, "data-ready=\"1\""))
+		fail_msg("the page did not load its data:\n%.2000s", dom);
+	assert_non_null(strstr(dom, "<tr class=\"worker\" data-id=\"w0\">"));
+	assert_non_null(strstr(dom, "<tr class=\"worker\" data-id=\"w1\">"));
+	assert_non_null(strstr(dom, "Browser check."));
+	assert_non_null(strstr(dom, "class=\"req"));
+	/* its vote: bars whose counts add up to its 5 samples (answers,
+	 * and "no answer" for samples without one) */
+	{
+		char *p = strstr(dom, "Browser check."), *end, *c;
+		long sum = 0;
+
+		assert_non_null(p);
+		end = strstr(p, "class=\"req");
+		if (!end)
+			end = p + strlen(p);
+		for (c = p; (c = strstr(c, "<span class=\"c\">")) && c < end;
+		     c++)
+			sum += strtol(c + 16, NULL, 10);
+		assert_int_equal(sum, 5);
+	}
+	free(dom);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_health_models),
+		cmocka_unit_test(test_matches_ask),
+		cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_auth),
+		cmocka_unit_test(test_cancel_on_disconnect),
+		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_python_example),
+		cmocka_unit_test(test_status_page),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
