@@ -697,6 +697,10 @@ static gwcall *submit(gwapi_req *r)
 		ask.has_stream = 1;
 		ask.stream = 1;
 	}
+	if (r->think >= 0) {
+		ask.has_think = 1;
+		ask.think = r->think;
+	}
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req.ask = &ask;
 	return gwlink_submit(G.l, &req);

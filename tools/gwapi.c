@@ -223,6 +223,7 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	memset(r, 0, sizeof(*r));
 	quorum__sampling_params__init(&r->sp);
 	r->chat = chat;
+	r->think = -1;
 	*param = NULL;
 	o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
 	if (!o)
@@ -325,6 +326,19 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 			goto out;
 		}
 		r->stream = json_is_true(v);
+	}
+	v = json_object_get(o, "think");
+	if (!present(v))
+		v = json_object_get(json_object_get(o, "chat_template_kwargs"),
+				    "enable_thinking");
+	if (present(v)) {
+		if (!json_is_boolean(v)) {
+			bad(msg, cap, param, "think",
+			    "'think' (chat_template_kwargs.enable_thinking) "
+			    "must be a boolean");
+			goto out;
+		}
+		r->think = json_is_true(v);
 	}
 	if (present(v = json_object_get(o, "stop"))) {
 		size_t i;

@@ -26,6 +26,9 @@
  *                 not cut short, so the kept bytes are those of the
  *                 uncut sample.
  *   stream        Server-Sent Events (gwapi_chunk).
+ *   think         (extension; or chat_template_kwargs.enable_thinking as
+ *                 vLLM takes it) thinking on/off for qwen3 templates, as
+ *                 `quorum ask --think`; absent: the cluster's prompt.think.
  *   logprobs, tools, penalties other than 0: refused (not supported).
  *
  * Responses: choices[] in sample-index order, usage, and a "quorum"
@@ -52,6 +55,7 @@ typedef struct gwapi_req {
 	size_t slen;
 	Quorum__SamplingParams sp; /* has_* set for what was given */
 	int stream;
+	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	char *stop[GWAPI_MAX_STOP];
 	size_t n_stop;
 } gwapi_req;
