@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "qerr.h"
+#include "quant.h"
 
 /* Caps on untrusted counts: generous for real models, small enough that a
  * corrupt header cannot make us allocate absurd amounts. */
@@ -189,16 +190,12 @@ static int read_kv(cursor *c, gguf_kv *kv)
 
 uint64_t ggml_row_bytes(uint32_t type, uint64_t n)
 {
-	switch (type) {
-	case GGML_TYPE_F32: return n <= UINT64_MAX / 4 ? n * 4 : 0;
-	case GGML_TYPE_F16:
-	case GGML_TYPE_BF16: return n <= UINT64_MAX / 2 ? n * 2 : 0;
-	case GGML_TYPE_Q8_0:
-		if (n % GGML_QK8_0)
-			return 0;
-		return n / GGML_QK8_0 * sizeof(ggml_block_q8_0);
-	default: return 0;
-	}
+	uint64_t be = (uint64_t)quant_block_elems(type);
+	uint64_t bb = (uint64_t)quant_block_bytes(type);
+
+	if (!quant_weight_ok(type) || n % be)
+		return 0;
+	return n / be <= UINT64_MAX / bb ? n / be * bb : 0;
 }
 
 const char *ggml_type_name(uint32_t type)
@@ -211,7 +208,8 @@ const char *ggml_type_name(uint32_t type)
 		[18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
 		[21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8",
 		[25] = "I16", [26] = "I32", [27] = "I64", [28] = "F64",
-		[29] = "IQ1_M", [30] = "BF16",
+		[29] = "IQ1_M", [30] = "BF16", [34] = "TQ1_0", [35] = "TQ2_0",
+		[39] = "MXFP4", [40] = "NVFP4", [41] = "Q1_0", [42] = "Q2_0",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];

@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "kern_impl.h"
 #include "qerr.h"
+#include "quant.h"
 
 /* ---- conversions ------------------------------------------------------ */
 
@@ -280,7 +281,15 @@ static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
 		out[i] = kern_f32_to_f16(x[i]);
 }
 
+static int s_unpack(uint32_t wtype, const void *row, quant_wrow *w, int K)
+{
+	(void)wtype, (void)row, (void)w, (void)K;
+	return 0; /* the reference unpack of quant.c */
+}
+
 const struct kern_ops kern_ops_scalar = {
+	.qs1 = quant_s1_ref,
+	.unpack = s_unpack,
 	.dot = s_dot,
 	.dot_f16 = s_dot_f16,
 	.matmul = s_matmul,
@@ -391,23 +400,80 @@ float kern_dot_f16(const float *a, const uint16_t *b, int n)
 
 static size_t row_bytes(uint32_t wtype, int K)
 {
-	switch (wtype) {
-	case GGML_TYPE_F32:
-		return (size_t)K * 4;
-	case GGML_TYPE_F16:
-	case GGML_TYPE_BF16:
-		return (size_t)K * 2;
-	case GGML_TYPE_Q8_0:
-		return (size_t)(K / GGML_QK8_0) * sizeof(ggml_block_q8_0);
-	}
-	return 0;
+	return (size_t)ggml_row_bytes(wtype, (uint64_t)K);
+}
+
+static _Atomic int cur_act = -1;
+
+int kern_activations(void)
+{
+	int a = atomic_load_explicit(&cur_act, memory_order_relaxed);
+	if (a >= 0)
+		return a;
+	const char *env = getenv("QUORUM_ACTIVATIONS");
+	a = env && !strcmp(env, "f32") ? KERN_ACT_F32 : KERN_ACT_INT;
+	atomic_store_explicit(&cur_act, a, memory_order_relaxed);
+	return a;
+}
+
+void kern_set_activations(int mode)
+{
+	atomic_store_explicit(&cur_act, mode == KERN_ACT_F32 ? KERN_ACT_F32 :
+				       KERN_ACT_INT, memory_order_relaxed);
 }
 
 struct mm_job {
 	const struct kern_ops *ops;
 	struct kern_mm mm;
 	int n_units; /* KERN_MM_COLS-column units */
+	int quant;   /* 0: ops->matmul; 1: integer dot; 2: dequantize + dot */
+	const char *xq; /* quant 1: the M quantized activation rows */
+	size_t xq_bytes;
 };
+
+static void store(const struct kern_mm *mm, int m, int j, float r)
+{
+	if (mm->bias)
+		r = r + mm->bias[j];
+	mm->y[(size_t)m * mm->ldy + j] = r;
+}
+
+/* Quantized weights, columns [j0, j1): each weight row is unpacked once
+ * into its integer form (or dequantized) and used for all M rows. */
+static void quant_cols(const struct mm_job *job, int j0, int j1)
+{
+	const struct kern_mm *mm = &job->mm;
+	int K = mm->K, unit = quant_unit(mm->wtype);
+	size_t wb = quant_wrow_bytes(K), n = job->quant == 1 ? wb + (size_t)K
+							       : (size_t)K * 4;
+	void *buf = malloc(n);
+	quant_wrow w;
+	quant_arow a;
+
+	if (!buf)
+		abort(); /* a few KiB per task */
+	quant_wrow_bind(&w, buf, K);
+	for (int j = j0; j < j1; j++) {
+		const char *row = (const char *)mm->W + (size_t)j * mm->row_bytes;
+		if (job->quant == 2) {
+			quant_dequant_row(mm->wtype, row, buf, K);
+			for (int m = 0; m < mm->M; m++)
+				store(mm, m, j, job->ops->dot(
+					mm->x + (size_t)m * mm->ldx, buf, K));
+			continue;
+		}
+		if (!job->ops->unpack(mm->wtype, row, &w, K))
+			quant_unpack_row(mm->wtype, row, &w, K);
+		int32_t *s1 = (int32_t *)((char *)buf + wb);
+		for (int m = 0; m < mm->M; m++) {
+			quant_arow_bind(&a, (void *)(job->xq + (size_t)m *
+						     job->xq_bytes), K, unit);
+			job->ops->qs1(w.q, w.sc, a.q, K, unit, s1);
+			store(mm, m, j, quant_combine(&w, &a, s1, K));
+		}
+	}
+	free(buf);
+}
 
 static void mm_task(void *ctx, int t, int n_tasks)
 {
@@ -416,7 +482,11 @@ static void mm_task(void *ctx, int t, int n_tasks)
 	int u1 = (int)((int64_t)job->n_units * (t + 1) / n_tasks);
 	int j0 = u0 * KERN_MM_COLS;
 	int j1 = u1 * KERN_MM_COLS < job->mm.N ? u1 * KERN_MM_COLS : job->mm.N;
-	if (j0 < j1)
+	if (j0 >= j1)
+		return;
+	if (job->quant)
+		quant_cols(job, j0, j1);
+	else
 		job->ops->matmul(&job->mm, j0, j1);
 }
 
@@ -427,10 +497,30 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 	/* Programmer errors: shapes come from a validated model. */
 	assert(K > 0 && N >= 0 && M >= 0);
 	assert(row_bytes(wtype, K) != 0);
-	assert(wtype != GGML_TYPE_Q8_0 || K % GGML_QK8_0 == 0);
 	if (M == 0 || N == 0)
 		return;
+	int act_int = kern_activations() == KERN_ACT_INT;
+	int quant = !quant_is_quant(wtype) ? 0 : act_int ? 1 :
+		    wtype == GGML_TYPE_Q8_0 ? 0 : 2;
+	char *xq = NULL;
+	size_t xq_bytes = 0;
+	if (quant == 1) {
+		/* each row on its own: batch-invariant */
+		int unit = quant_unit(wtype);
+		xq_bytes = quant_arow_bytes(K, unit);
+		xq = malloc(xq_bytes * (size_t)M);
+		if (!xq)
+			abort();
+		for (int m = 0; m < M; m++) {
+			quant_arow a;
+			quant_arow_bind(&a, xq + (size_t)m * xq_bytes, K, unit);
+			quant_act_row(x + (size_t)m * ldx, K, unit, &a);
+		}
+	}
 	struct mm_job job = {
+		.quant = quant,
+		.xq = xq,
+		.xq_bytes = xq_bytes,
 		.ops = ops(),
 		.mm = {.W = W, .wtype = wtype, .K = K, .N = N,
 		       .row_bytes = row_bytes(wtype, K), .bias = bias, .x = x,
@@ -449,13 +539,18 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		mm_task(&job, 0, 1);
 	else
 		tpool_run(tp, mm_task, &job, n_tasks);
+	free(xq);
 }
 
 void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out)
 {
 	size_t rb = row_bytes(wtype, K);
 	assert(rb != 0);
-	ops()->row_f32((const char *)W + (size_t)r * rb, wtype, K, out);
+	if (quant_is_quant(wtype) && wtype != GGML_TYPE_Q8_0)
+		quant_dequant_row(wtype, (const char *)W + (size_t)r * rb, out,
+				  K);
+	else
+		ops()->row_f32((const char *)W + (size_t)r * rb, wtype, K, out);
 }
 
 void kern_rmsnorm(const float *x, const float *w, int n, float eps, float *out)

@@ -16,6 +16,7 @@
  * an array with fmaf(); all three perform the same operations.
  * Weights of type F16, BF16 and Q8_0 are converted to f32 exactly before the
  * fma (a Q8_0 weight d*q is exact in f32), so the fused kernels match.
+ * Quantized weights with integer activations follow quant.h instead.
  *
  * kern_expf is our own exp (libm's differs between versions and hosts):
  * the same polynomial with the same fmas in scalar and SIMD forms.
@@ -48,10 +49,24 @@ float kern_dot(const float *a, const float *b, int n);
 float kern_dot_f16(const float *a, const uint16_t *b, int n);
 
 /*
+ * Activations of matmuls with quantized weights:
+ *   KERN_ACT_INT (default): each activation row is quantized on its own to
+ *     8 bits per unit of the weight type and multiplied in integers; the
+ *     one float rounding is quant.h's canonical per-unit combination.
+ *   KERN_ACT_F32: the weight row is dequantized to f32 (quant.c, the same
+ *     operations on every ISA) and the canonical f32 reduction runs.
+ * Default from env QUORUM_ACTIVATIONS=int|f32 at first use.
+ */
+enum kern_act { KERN_ACT_INT = 0, KERN_ACT_F32 = 1 };
+int kern_activations(void);
+void kern_set_activations(int mode);
+
+/*
  * y[m*ldy + j] = dot(x[m*ldx ...], W row j) (+ bias[j] when bias != NULL,
  * added after the dot) for j in [0, N), m in [0, M).
- * W: N rows of K elements of wtype (GGML_TYPE_F32/F16/BF16/Q8_0; Q8_0 needs
- * K % 32 == 0). Work is split over j only; tp may be NULL.
+ * W: N rows of K elements of wtype (F32/F16/BF16 or a quantized type of
+ * quant.h; K a multiple of its block). Work is split over j only; tp may
+ * be NULL. Every element is the same bits whatever M, tp and the ISA.
  */
 void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		 const float *bias, const float *x, int ldx, int M, float *y,

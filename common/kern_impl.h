@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant.h"
+
 /* kern_expf: x is clamped to [EXP_LO, EXP_HI] (exp(EXP_LO) rounds to 0,
  * exp(EXP_HI) overflows), n = rint(x * log2e), r = x - n*ln2 (two fmas,
  * Cody-Waite), p(r) = Taylor polynomial of degree 7 by Horner with fmas,
@@ -42,6 +44,11 @@ struct kern_mm {
 };
 
 struct kern_ops {
+	/* integer dot product (quant.h): S1 per unit, and a faster unpack
+	 * of some types (returns 0 for the others: quant_unpack_row) */
+	void (*qs1)(const int8_t *q, const int16_t *sc, const int8_t *qa,
+		    int n, int unit, int32_t *s1);
+	int (*unpack)(uint32_t wtype, const void *row, quant_wrow *w, int n);
 	float (*dot)(const float *a, const float *b, int n);
 	float (*dot_f16)(const float *a, const uint16_t *b, int n);
 	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
@@ -54,6 +61,11 @@ struct kern_ops {
 	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 };
+
+/* kern_avx2.c's integer kernels, shared with the AVX-512 table. */
+void kern_avx2_qs1(const int8_t *q, const int16_t *sc, const int8_t *qa,
+		   int n, int unit, int32_t *s1);
+int kern_avx2_unpack(uint32_t wtype, const void *row, quant_wrow *w, int n);
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;

@@ -9,6 +9,7 @@
 #include "hfvocab.h"
 #include "kern.h"
 #include "qerr.h"
+#include "quant.h"
 
 #define SHAPE(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar)                 \
 	.name = nm, .dim = d, .n_layers = l, .n_heads = h, .n_kv_heads = kvh, \
@@ -132,22 +133,6 @@ static void gen_row(uint64_t *st, const spec *s, float *row, uint64_t n)
 	}
 }
 
-static void quant_q8_0(const float *x, uint64_t n, ggml_block_q8_0 *out)
-{
-	for (uint64_t b = 0; b < n / GGML_QK8_0; b++) {
-		const float *v = x + b * GGML_QK8_0;
-		float amax = 0.0f, d, id;
-
-		for (int i = 0; i < GGML_QK8_0; i++)
-			amax = fmaxf(amax, fabsf(v[i]));
-		d = amax / 127.0f;
-		id = d > 0.0f ? 1.0f / d : 0.0f;
-		out[b].d = kern_f32_to_f16(d);
-		for (int i = 0; i < GGML_QK8_0; i++)
-			out[b].qs[i] = (int8_t)lrintf(v[i] * id);
-	}
-}
-
 static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 {
 	plan *p = ctx;
@@ -168,22 +153,7 @@ static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 		if ((int64_t)r == s->boost_row)
 			for (uint64_t i = 0; i < k; i++)
 				row[i] *= s->boost;
-		switch (s->type) {
-		case GGML_TYPE_F32:
-			memcpy(d, row, k * sizeof(float));
-			break;
-		case GGML_TYPE_F16:
-			for (uint64_t i = 0; i < k; i++)
-				((uint16_t *)d)[i] = kern_f32_to_f16(row[i]);
-			break;
-		case GGML_TYPE_BF16:
-			for (uint64_t i = 0; i < k; i++)
-				((uint16_t *)d)[i] = kern_f32_to_bf16(row[i]);
-			break;
-		case GGML_TYPE_Q8_0:
-			quant_q8_0(row, k, (ggml_block_q8_0 *)d);
-			break;
-		}
+		quant_quantize_row(s->type, row, d, (int)k);
 	}
 	free(row);
 	(void)nbytes;
@@ -278,11 +248,10 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 }
 
 static int write_hparams(gguf_writer *w, const mkmodel_shape *sh,
-			 const char *arch, uint32_t wt, uint64_t seed)
+			 const char *arch, const quant_ftype *ft, uint64_t seed)
 {
 	char key[96], name[96];
-	uint32_t ftype = wt == GGML_TYPE_F32 ? 0 : wt == GGML_TYPE_F16 ? 1 :
-			 wt == GGML_TYPE_Q8_0 ? 7 : 32; /* llama_ftype */
+	uint32_t ftype = ft->llama_ftype;
 
 	snprintf(name, sizeof(name), "quorum-synthetic-%s-seed%llu", sh->name,
 		 (unsigned long long)seed);
@@ -360,15 +329,17 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 	    strcmp(arch, "llama") && strcmp(arch, "gemma3"))
 		return qerr_fail(QERR_ARG, "mkmodel: unknown architecture '%s' "
 				 "(qwen2, qwen3, llama, gemma3)", arch);
-	if (o->wtype != GGML_TYPE_F32 && o->wtype != GGML_TYPE_F16 &&
-	    o->wtype != GGML_TYPE_BF16 && o->wtype != GGML_TYPE_Q8_0)
+	const quant_ftype *ft = o->ftype ? o->ftype :
+				quant_weight_ok(o->wtype) ?
+				quant_ftype_find(ggml_type_name(o->wtype)) : NULL;
+	if (!ft)
 		return qerr_fail(QERR_ARG, "mkmodel: unsupported weight type %s",
 				 ggml_type_name(o->wtype));
 	if ((rc = gguf_writer_new(&w)))
 		return rc;
 	/* hyper-parameters even for a vocab-only file, as llama.cpp's own
 	 * vocab files have them */
-	if ((rc = write_hparams(w, sh, arch, o->wtype, o->seed)))
+	if ((rc = write_hparams(w, sh, arch, ft, o->seed)))
 		goto out;
 	if ((rc = write_vocab(w, o, o->vocab_only ? 0 : sh->vocab, info)))
 		goto out;
@@ -377,6 +348,11 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 		if ((rc = plan_tensors(&p, sh, arch, o->wtype,
 				       info->n_tokens, info->eos)))
 			goto out;
+		for (int i = 0; i < p.n; i++)
+			p.t[i].type = quant_tensor_type(
+				ft, o->ftype != NULL, p.t[i].name,
+				(int)p.t[i].n_dims, p.t[i].ne[0], sh->n_layers,
+				sh->n_heads / sh->n_kv_heads, sh->tied);
 		for (int i = 0; i < p.n && !rc; i++) {
 			rc = gguf_w_tensor(w, p.t[i].name, p.t[i].type,
 					   p.t[i].n_dims, p.t[i].ne);

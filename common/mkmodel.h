@@ -15,6 +15,8 @@
 
 #include <stdint.h>
 
+#include "quant.h"
+
 typedef struct {
 	const char *name;     /* "tiny", "qwen2.5-0.5b", ... */
 	int dim, n_layers, n_heads, n_kv_heads, ffn_dim, ctx_len;
@@ -33,7 +35,10 @@ typedef struct {
 	const char *arch;       /* "qwen2" | "qwen3" | "llama" | "gemma3";
 				 * NULL: the shape's */
 	const char *shape;      /* see mkmodel_shapes() */
-	uint32_t wtype;         /* GGML_TYPE_F32/F16/BF16/Q8_0 for matrices */
+	uint32_t wtype;         /* type of every matrix (quant.h weight types;
+				 * rows its block does not divide fall back) */
+	const quant_ftype *ftype; /* or a llama.cpp file type (Q4_K_M, ...):
+				 * its per-tensor recipe; overrides wtype */
 	const char *tokenizer;  /* tokenizer.json or a GGUF holding a vocab */
 	const char *pre;        /* pre-tokenizer override, or NULL */
 	uint64_t seed;

@@ -7,6 +7,7 @@
 
 #include "kern.h"
 #include "qerr.h"
+#include "quant.h"
 
 #define MODEL_MAX_DIM 65536
 #define MODEL_MAX_LAYERS 1024
@@ -73,12 +74,6 @@ static int opt_f32(loader *L, const char *suffix, float *out)
 	return rc;
 }
 
-static int supported_type(uint32_t t)
-{
-	return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 ||
-	       t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0;
-}
-
 static int find(loader *L, const char *name, int optional,
 		const gguf_tensor **out)
 {
@@ -88,11 +83,11 @@ static int find(loader *L, const char *name, int optional,
 	if (!t)
 		return optional ? 0 : qerr_fail(QERR_MISSING, "%s: missing "
 						"tensor '%s'", L->path, name);
-	if (!supported_type(t->type))
-		return qerr_fail(QERR_UNSUPPORTED, "%s: tensor '%s' has type %s "
-				 "(%u); supported: F32, F16, BF16, Q8_0",
-				 L->path, name, ggml_type_name(t->type),
-				 t->type);
+	if (!quant_weight_ok(t->type))
+		return qerr_fail(QERR_UNSUPPORTED, "%s: %s: weight type %s (%u) "
+				 "is not supported (supported: %s)", L->path,
+				 name, ggml_type_name(t->type), t->type,
+				 quant_supported_list());
 	/* the reader leaves a row that is not whole blocks unsized */
 	if (!t->data)
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has rows of "
@@ -116,6 +111,12 @@ static int get_mat(loader *L, const char *name, int k, int n, int optional,
 				 "[%llu, %llu], want [%d, %d]", L->path, name,
 				 (unsigned long long)t->ne[0],
 				 (unsigned long long)t->ne[1], k, n);
+	int64_t blk, bad = quant_check(t->type, t->data, k, n, &blk);
+	if (bad >= 0)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' row %lld block "
+				 "%lld: a %s scale is NaN or infinite", L->path,
+				 name, (long long)bad, (long long)blk,
+				 ggml_type_name(t->type));
 	out->data = t->data;
 	out->type = t->type;
 	out->k = k;
@@ -445,7 +446,8 @@ int model_from_gguf(gguf_file *g, model **out)
 		     &m->tok_embd);
 	if (rc) {
 		const gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
-		if (t && t->n_dims == 2 && t->ne[0] == (uint64_t)m->cfg.dim)
+		if (t && t->n_dims == 2 && t->ne[0] == (uint64_t)m->cfg.dim &&
+		    t->ne[1] != (uint64_t)m->cfg.vocab)
 			rc = qerr_fail(QERR_FORMAT, "%s: the tokenizer has %d "
 				       "tokens but token_embd.weight has %llu "
 				       "rows", L.path, m->cfg.vocab,

@@ -21,7 +21,8 @@
  *           (default 10000); optional final logit soft-capping.
  * Linear rope scaling (rope.scaling.type linear, rope.scaling.factor) is
  * applied to the global layers; other scaling types are refused.
- * Weight types: F32, F16, BF16, Q8_0.
+ * Weight types: F32, F16, BF16 and the quantized types of quant.h, mixed
+ * freely per tensor.
  *
  * Matrices follow GGUF: ne[0] = K (inputs) is contiguous, ne[1] = N rows
  * (outputs), so y = W x is N dot products of length K.

@@ -22,7 +22,7 @@ enum flaw {
 	BAD_ARCH,        /* architecture "gpt9" */
 	NO_BLOCKS,       /* qwen2.block_count missing */
 	VOCAB_MISMATCH,  /* 10 tokens, embedding of 12 rows */
-	BAD_TYPE,        /* attn_q in Q4_0 */
+	BAD_TYPE,        /* attn_q in IQ2_XXS (unsupported) */
 	NO_TENSOR,       /* ffn_down of layer 0 missing */
 	BAD_SHAPE,       /* attn_k with the wrong row count */
 	HEADS_INDIVISIBLE,
@@ -93,8 +93,8 @@ static void build(const char *path, enum flaw fl)
 	  2);
 	T("output_norm.weight", GGML_TYPE_F32, D, 1, 1);
 	T("blk.0.attn_norm.weight", GGML_TYPE_F32, D, 1, 1);
-	T("blk.0.attn_q.weight", fl == BAD_TYPE ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0,
-	  D, D, 2);
+	T("blk.0.attn_q.weight",
+	  fl == BAD_TYPE ? GGML_TYPE_IQ2_XXS : GGML_TYPE_Q8_0, D, D, 2);
 	T("blk.0.attn_k.weight", GGML_TYPE_F16, D, fl == BAD_SHAPE ? 8 : D / 2,
 	  2);
 	T("blk.0.attn_v.weight", GGML_TYPE_BF16, D, D / 2, 2);
@@ -109,8 +109,8 @@ static void build(const char *path, enum flaw fl)
 		T("blk.0.ffn_down.weight", GGML_TYPE_F32, F, D, 2);
 #undef T
 	for (int i = 0; i < nt; i++) {
-		if (t[i].type == GGML_TYPE_Q4_0) {
-			/* the writer refuses unknown layouts; fake a Q4_0
+		if (t[i].type == GGML_TYPE_IQ2_XXS) {
+			/* the writer refuses unknown layouts; fake an IQ2_XXS
 			 * tensor as F32 and patch the type byte later */
 			assert_int_equal(gguf_w_tensor(w, t[i].name,
 						       GGML_TYPE_F32,
@@ -131,7 +131,7 @@ static void build(const char *path, enum flaw fl)
 		const char *nm = fl == BAD_TYPE ? "blk.0.attn_q.weight"
 						: "blk.0.attn_k.bias";
 		char *p = memmem(buf, n, nm, strlen(nm));
-		uint32_t q4 = fl == BAD_TYPE ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0;
+		uint32_t q4 = fl == BAD_TYPE ? GGML_TYPE_IQ2_XXS : GGML_TYPE_Q8_0;
 		long dims = fl == BAD_TYPE ? 16 : 8;
 
 		assert_non_null(p);
@@ -266,7 +266,9 @@ static void test_model_flaws(void **state)
 		{KV_HEADS, QERR_FORMAT, "head_count_kv 3"},
 		{NO_BLOCKS, QERR_MISSING, "qwen2.block_count"},
 		{VOCAB_MISMATCH, QERR_FORMAT, "10 tokens"},
-		{BAD_TYPE, QERR_UNSUPPORTED, "Q4_0"},
+		{BAD_TYPE, QERR_UNSUPPORTED,
+		 "blk.0.attn_q.weight: weight type IQ2_XXS (16) is not "
+		 "supported (supported: F32, F16"},
 		{NO_TENSOR, QERR_MISSING, "blk.0.ffn_down.weight"},
 		{BAD_SHAPE, QERR_FORMAT, "blk.0.attn_k.weight"},
 		{HEADS_INDIVISIBLE, QERR_FORMAT, "divide"},

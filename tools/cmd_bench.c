@@ -31,6 +31,8 @@ static void help(void)
 	       "  --modes LIST         modes (default reset,paged,batched)\n"
 	       "  --threads T          threads (default 2)\n"
 	       "  --kv-type T          f16 | f32 (default f16)\n"
+	       "  --activations A      int | f32 for quantized weights (default\n"
+	       "                       int: 8-bit activations)\n"
 	       "  -h, --help           this help\n");
 }
 
@@ -99,6 +101,7 @@ int cmd_bench(int argc, char **argv)
 		{"modes", required_argument, 0, 'M'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'K'},
+		{"activations", required_argument, 0, 'A'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -143,6 +146,12 @@ int cmd_bench(int argc, char **argv)
 			if (cli_long("bench", "--threads", optarg, 1, 256, &v))
 				return 2;
 			ep.n_threads = (int)v;
+			break;
+		case 'A':
+			if (strcmp(optarg, "int") && strcmp(optarg, "f32"))
+				return cli_usage_error("bench", "bad --activations");
+			kern_set_activations(strcmp(optarg, "f32") ? KERN_ACT_INT
+								   : KERN_ACT_F32);
 			break;
 		case 'K':
 			if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))

@@ -7,6 +7,7 @@
 #include "gguf.h"
 #include "mkmodel.h"
 #include "qerr.h"
+#include "quant.h"
 
 static void help(void)
 {
@@ -26,26 +27,28 @@ static void help(void)
 		       "%d/%d heads, ffn %d%s\n", s->name, s->arch, s->dim,
 		       s->n_layers, s->n_heads, s->n_kv_heads, s->ffn_dim,
 		       s->vocab ? ", vocab padded" : "");
-	printf("  --type T          f32 | f16 | bf16 | q8_0 (default f32)\n"
-	       "  --pre NAME        pre-tokenizer name (default: detected from\n"
+	printf("  --type T          weight type (default f32): %s.\n"
+	       "                    A plain type is used for every matrix (rows\n"
+	       "                    its block does not divide fall back as in\n"
+	       "                    llama.cpp); the *_M mixes follow llama.cpp's\n"
+	       "                    per-tensor recipe\n", quant_ftype_list());
+	printf("  --pre NAME        pre-tokenizer name (default: detected from\n"
 	       "                    the tokenizer.json regex)\n"
 	       "  --seed S          weight seed (default 1)\n"
 	       "  --vocab-only      write only the tokenizer\n"
 	       "  -h, --help        this help\n");
 }
 
-static int parse_type(const char *s, uint32_t *t)
+static int parse_type(const char *s, mkmodel_opts *o)
 {
-	static const struct { const char *n; uint32_t t; } types[] = {
-		{"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16},
-		{"bf16", GGML_TYPE_BF16}, {"q8_0", GGML_TYPE_Q8_0},
-	};
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (!strcmp(s, types[i].n)) {
-			*t = types[i].t;
-			return 0;
-		}
-	return -1;
+	const quant_ftype *ft = quant_ftype_find(s);
+
+	if (!ft)
+		return -1;
+	o->wtype = ft->base;
+	/* the _M mixes follow their recipe; a plain type is pure */
+	o->ftype = strstr(ft->name, "_M") ? ft : NULL;
+	return 0;
 }
 
 int cmd_mkmodel(int argc, char **argv)
@@ -76,9 +79,10 @@ int cmd_mkmodel(int argc, char **argv)
 		case 'p': o.pre = optarg; break;
 		case 'v': o.vocab_only = 1; break;
 		case 'T':
-			if (parse_type(optarg, &o.wtype))
+			if (parse_type(optarg, &o))
 				return cli_usage_error("mkmodel", "unknown type "
-						       "'%s'", optarg);
+						       "'%s' (%s)", optarg,
+						       quant_ftype_list());
 			break;
 		case 'S':
 			if (cli_u64("mkmodel", "--seed", optarg, &o.seed))

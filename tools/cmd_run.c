@@ -41,6 +41,9 @@ static void help(void)
 	       "                        never closes <think> has none\n"
 	       "  --threads T           threads (default 2)\n"
 	       "  --kv-type T           f16 | f32 (default f16)\n"
+	       "  --activations A       int | f32: quantized weights multiply\n"
+	       "                        8-bit activations (default) or exact\n"
+	       "                        f32 ones (slower; for checking)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --json                one JSON object (fields in README)\n"
@@ -207,6 +210,7 @@ int cmd_run(int argc, char **argv)
 		{"think", required_argument, 0, 'H'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'K'},
+		{"activations", required_argument, 0, 'A'},
 		{"block-tokens", required_argument, 0, 'B'},
 		{"ignore-eos", no_argument, 0, 'E'},
 		{"json", no_argument, 0, 'J'},
@@ -298,6 +302,13 @@ int cmd_run(int argc, char **argv)
 				     &v))
 				return 2;
 			ep.block_tokens = (int)v;
+			break;
+		case 'A':
+			if (strcmp(optarg, "int") && strcmp(optarg, "f32"))
+				return cli_usage_error("run", "unknown activations "
+						       "'%s' (int, f32)", optarg);
+			kern_set_activations(strcmp(optarg, "f32") ? KERN_ACT_INT
+								   : KERN_ACT_F32);
 			break;
 		case 'K':
 			if (!strcmp(optarg, "f32"))

@@ -1,0 +1,576 @@
+/*
+ * quant: every weight type's dequantization of random blocks against a
+ * per-element decoder written here from ggml's definitions (bit-exact),
+ * hand-worked literal blocks, quantizer round-trip error, the integer
+ * matmul (bit-identical across ISAs, threads and batch composition, and
+ * within a bound of a double-precision reference), the exact f32
+ * activation path, and clear load errors for corrupt quantized tensors.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "kern.h"
+#include "model.h"
+#include "qerr.h"
+#include "quant.h"
+#include "tpool.h"
+#include "testutil.h"
+
+static const uint32_t types[] = {
+	GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+	GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+	GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+};
+#define N_TYPES (int)(sizeof(types) / sizeof(types[0]))
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static uint32_t rnd32(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 16);
+}
+
+/* Roughly normal, unit variance. */
+static float rndn(void)
+{
+	float s = 0;
+	for (int i = 0; i < 4; i++)
+		s += (float)rnd32() / 4294967296.0f - 0.5f;
+	return s * 1.7320508f;
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+	assert_non_null(p);
+	return p;
+}
+
+/* ---- a per-element decoder, straight from ggml's definitions ------------ */
+
+static float h16(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return kern_f16_to_f32(h);
+}
+
+static void k4_scale_min(int j, const uint8_t *q, int *d, int *m)
+{
+	if (j < 4) {
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+	}
+}
+
+static const int8_t kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+			      1, 13, 25, 38, 53, 69, 89, 113};
+
+static float ref_elem(uint32_t t, const uint8_t *b, int e)
+{
+	int j = e % 16, hi = (e % 32) >= 16;
+	switch (t) {
+	case GGML_TYPE_Q4_0: {
+		int x = (hi ? b[2 + j] >> 4 : b[2 + j] & 15) - 8;
+		return (float)x * h16(b);
+	}
+	case GGML_TYPE_Q4_1: {
+		int x = hi ? b[4 + j] >> 4 : b[4 + j] & 15;
+		return (float)x * h16(b) + h16(b + 2);
+	}
+	case GGML_TYPE_Q5_0:
+	case GGML_TYPE_Q5_1: {
+		int o = t == GGML_TYPE_Q5_0 ? 2 : 4;
+		uint32_t qh;
+		memcpy(&qh, b + o, 4);
+		int x = (hi ? b[o + 4 + j] >> 4 : b[o + 4 + j] & 15) |
+			(int)((qh >> e) & 1) << 4;
+		if (t == GGML_TYPE_Q5_0)
+			return (float)(x - 16) * h16(b);
+		return (float)x * h16(b) + h16(b + 2);
+	}
+	case GGML_TYPE_Q8_0:
+		return (float)(int8_t)b[2 + e] * h16(b);
+	case GGML_TYPE_IQ4_NL:
+		return h16(b) * (float)kv[hi ? b[2 + j] >> 4 : b[2 + j] & 15];
+	case GGML_TYPE_Q2_K: {
+		int n = e / 128, sh = 2 * ((e % 128) / 32), l = e % 32;
+		int q = (b[16 + 32 * n + l] >> sh) & 3, sc = b[e / 16];
+		float dl = h16(b + 80) * (float)(sc & 0xF);
+		float ml = h16(b + 82) * (float)(sc >> 4);
+		return dl * (float)q - ml;
+	}
+	case GGML_TYPE_Q3_K: {
+		/* ggml's aux trick on the 12 scale bytes */
+		uint32_t aux[4], tmp;
+		const int8_t *scales = (const int8_t *)aux;
+		memcpy(aux, b + 96, 12);
+		tmp = aux[2];
+		aux[2] = ((aux[0] >> 4) & 0x0f0f0f0f) | (((tmp >> 4) & 0x03030303) << 4);
+		aux[3] = ((aux[1] >> 4) & 0x0f0f0f0f) | (((tmp >> 6) & 0x03030303) << 4);
+		aux[0] = (aux[0] & 0x0f0f0f0f) | (((tmp >> 0) & 0x03030303) << 4);
+		aux[1] = (aux[1] & 0x0f0f0f0f) | (((tmp >> 2) & 0x03030303) << 4);
+		int n = e / 128, jj = (e % 128) / 32, l = e % 32;
+		int q = (b[32 + 32 * n + l] >> (2 * jj)) & 3;
+		q -= (b[l] & (1 << (4 * n + jj))) ? 0 : 4;
+		float dl = h16(b + 108) * (float)(scales[e / 16] - 32);
+		return dl * (float)q;
+	}
+	case GGML_TYPE_Q4_K:
+	case GGML_TYPE_Q5_K: {
+		int five = t == GGML_TYPE_Q5_K, c = e / 64, w = e % 64, l = w % 32;
+		const uint8_t *qs = b + (five ? 48 : 16);
+		int sc, m, q = w < 32 ? qs[32 * c + l] & 15 : qs[32 * c + l] >> 4;
+		if (five && (b[16 + l] & (1 << (2 * c + (w >= 32)))))
+			q += 16;
+		k4_scale_min(2 * c + (w >= 32), b + 4, &sc, &m);
+		float d1 = h16(b) * (float)sc, m1 = h16(b + 2) * (float)m;
+		return d1 * (float)q - m1;
+	}
+	case GGML_TYPE_Q6_K: {
+		int n = e / 128, r = e % 128, l = r % 32, qt = r / 32;
+		const uint8_t *ql = b + 64 * n, *qh = b + 128 + 32 * n;
+		int lo = qt == 0 ? ql[l] & 15 : qt == 1 ? ql[l + 32] & 15 :
+			 qt == 2 ? ql[l] >> 4 : ql[l + 32] >> 4;
+		int q = (lo | ((qh[l] >> (2 * qt)) & 3) << 4) - 32;
+		return h16(b + 208) * (float)(int8_t)b[192 + e / 16] * (float)q;
+	}
+	case GGML_TYPE_IQ4_XS: {
+		int ib = e / 32;
+		uint16_t sh;
+		memcpy(&sh, b + 2, 2);
+		int ls = ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
+			 (((sh >> 2 * ib) & 3) << 4);
+		uint8_t v = b[8 + 16 * ib + j];
+		float dl = h16(b) * (float)(ls - 32);
+		return dl * (float)kv[hi ? v >> 4 : v & 15];
+	}
+	}
+	return NAN;
+}
+
+/* Random bytes with finite f16 scales at the type's scale fields. */
+static void rand_block(uint32_t t, uint8_t *b)
+{
+	int nb = quant_block_bytes(t);
+	int off[2] = {-1, -1};
+	for (int i = 0; i < nb; i++)
+		b[i] = (uint8_t)rnd32();
+	switch (t) {
+	case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K:
+	case GGML_TYPE_Q5_K:
+		off[0] = 0, off[1] = 2; break;
+	case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
+	case GGML_TYPE_Q3_K: off[0] = 108; break;
+	case GGML_TYPE_Q6_K: off[0] = 208; break;
+	default: off[0] = 0;
+	}
+	for (int i = 0; i < 2; i++)
+		if (off[i] >= 0) {
+			/* exponent 5..25: finite, normal */
+			uint16_t h = (uint16_t)((rnd32() & 0x83ff) |
+						((5 + rnd32() % 21) << 10));
+			memcpy(b + off[i], &h, 2);
+		}
+}
+
+static void test_dequant_blocks(void **state)
+{
+	(void)state;
+	for (int ti = 0; ti < N_TYPES; ti++) {
+		uint32_t t = types[ti];
+		int be = quant_block_elems(t), bb = quant_block_bytes(t);
+		uint8_t *blk = xmalloc((size_t)bb * 8);
+		float *out = xmalloc(sizeof(float) * (size_t)be * 8);
+
+		for (int rep = 0; rep < 50; rep++) {
+			for (int b = 0; b < 8; b++)
+				rand_block(t, blk + (size_t)b * bb);
+			quant_dequant_row(t, blk, out, be * 8);
+			for (int e = 0; e < be * 8; e++) {
+				float r = ref_elem(t, blk + (size_t)(e / be) * bb,
+						   e % be);
+				if (memcmp(&r, &out[e], 4))
+					fail_msg("%s element %d: %g, want %g",
+						 ggml_type_name(t), e, out[e], r);
+			}
+		}
+		free(blk);
+		free(out);
+	}
+}
+
+/* Blocks whose values are worked out by hand. */
+static void test_dequant_literal(void **state)
+{
+	float out[256];
+	(void)state;
+	{
+		ggml_block_q4_0 b = {0x3800 /* 0.5 */, {0}};
+		b.qs[0] = 0x1f; /* element 0: 15 - 8 = 7; element 16: 1 - 8 */
+		b.qs[3] = 0x80; /* element 3: -8; element 19: 0 */
+		quant_dequant_row(GGML_TYPE_Q4_0, &b, out, 32);
+		assert_true(out[0] == 3.5f && out[16] == -3.5f);
+		assert_true(out[3] == -4.0f && out[19] == 0.0f);
+		assert_true(out[1] == -4.0f);
+	}
+	{
+		ggml_block_q5_1 b = {0x4000 /* 2 */, 0xbc00 /* -1 */, {0}, {0}};
+		b.qh[2] = 0x01; /* bit 16: element 16 gets +16 */
+		b.qs[0] = 0x32; /* element 0: 2; element 16: 3 | 16 */
+		quant_dequant_row(GGML_TYPE_Q5_1, &b, out, 32);
+		assert_true(out[0] == 3.0f && out[16] == 37.0f);
+		assert_true(out[1] == -1.0f);
+	}
+	{
+		ggml_block_q4_K b;
+		memset(&b, 0, sizeof(b));
+		b.d = 0x3c00;    /* 1 */
+		b.dmin = 0x3800; /* 0.5 */
+		b.scales[0] = 3;          /* sub-block 0: scale 3 */
+		b.scales[4] = 2;          /* sub-block 0: min 2 */
+		b.scales[9] = 0x45;       /* sub-block 5: scale 5, min 4 */
+		b.scales[1] = 0x40;       /* sub-block 5: scale += 16 */
+		b.qs[0] = 0x27;           /* e0 = 7, e32 = 2 */
+		b.qs[64] = 0x09;          /* sub-block 4 (e128) 9; sub-block 5 (e160) 0 */
+		quant_dequant_row(GGML_TYPE_Q4_K, &b, out, 256);
+		assert_true(out[0] == 3.0f * 7 - 1.0f);  /* 20 */
+		assert_true(out[1] == -1.0f);
+		assert_true(out[160] == 21.0f * 0 - 2.0f);
+		assert_true(out[128] == 0.0f);  /* sub-block 4: scale 0, min 0 */
+	}
+	{
+		ggml_block_q6_K b;
+		memset(&b, 0, sizeof(b));
+		b.d = 0x3c00;
+		b.scales[0] = -2;
+		b.scales[4] = 3;
+		b.ql[0] = 0x05;   /* e0 low 5, e64 low 0 */
+		b.qh[0] = 0x12;   /* e0 high 2 -> 37 - 32 = 5; e64 high 1 -> 16-32 */
+		quant_dequant_row(GGML_TYPE_Q6_K, &b, out, 256);
+		assert_true(out[0] == -10.0f);
+		assert_true(out[64] == 3.0f * -16.0f);
+		assert_true(out[1] == -2.0f * -32.0f);
+	}
+	{
+		ggml_block_iq4_nl b = {0x3c00, {0}};
+		b.qs[5] = 0xf0; /* element 5: -127, element 21: 113 */
+		quant_dequant_row(GGML_TYPE_IQ4_NL, &b, out, 32);
+		assert_true(out[5] == -127.0f && out[21] == 113.0f);
+	}
+}
+
+/* Quantize -> dequantize: relative RMS error per type, within a bound
+ * (ggml's own quantizers land in the same ranges on such data). */
+static void test_roundtrip(void **state)
+{
+	static const struct { uint32_t t; double bound; } b[] = {
+		{GGML_TYPE_Q4_0, 0.12}, {GGML_TYPE_Q4_1, 0.10},
+		{GGML_TYPE_Q5_0, 0.06}, {GGML_TYPE_Q5_1, 0.05},
+		{GGML_TYPE_Q8_0, 0.006}, {GGML_TYPE_IQ4_NL, 0.10},
+		{GGML_TYPE_Q2_K, 0.40}, {GGML_TYPE_Q3_K, 0.22},
+		{GGML_TYPE_Q4_K, 0.12}, {GGML_TYPE_Q5_K, 0.06},
+		{GGML_TYPE_Q6_K, 0.035}, {GGML_TYPE_IQ4_XS, 0.10},
+	};
+	int n = 4096;
+	float *x = xmalloc(sizeof(float) * (size_t)n);
+	float *y = xmalloc(sizeof(float) * (size_t)n);
+	uint8_t *q = xmalloc((size_t)n * 2);
+	(void)state;
+	for (int i = 0; i < n; i++)
+		x[i] = rndn() * 0.05f;
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
+		double se = 0, ss = 0;
+		quant_quantize_row(b[i].t, x, q, n);
+		quant_dequant_row(b[i].t, q, y, n);
+		for (int k = 0; k < n; k++) {
+			se += ((double)y[k] - x[k]) * ((double)y[k] - x[k]);
+			ss += (double)x[k] * x[k];
+		}
+		printf("  %-6s round-trip relative RMS error %.4f (bound %.3f)\n",
+		       ggml_type_name(b[i].t), sqrt(se / ss), b[i].bound);
+		assert_true(sqrt(se / ss) < b[i].bound);
+	}
+	free(x);
+	free(y);
+	free(q);
+}
+
+/* ---- the integer matmul ---------------------------------------------- */
+
+#define MM_N 37
+#define MM_M 32
+
+static int k_of(uint32_t t)
+{
+	return quant_unit(t) == QK_K ? 768 : 416; /* 3 units; 13 units */
+}
+
+static void mm(tpool *tp, const void *W, uint32_t t, int K, const float *x,
+	       int M, const float *bias, float *y)
+{
+	kern_matmul(tp, W, t, K, MM_N, bias, x, K, M, y, MM_N);
+}
+
+static void test_int_matmul(void **state)
+{
+	tpool *tp;
+	(void)state;
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (int ti = 0; ti < N_TYPES; ti++) {
+		uint32_t t = types[ti];
+		int K = k_of(t);
+		size_t rb = ggml_row_bytes(t, (uint64_t)K);
+		uint8_t *W = xmalloc(rb * MM_N);
+		float *wf = xmalloc(sizeof(float) * (size_t)K * MM_N);
+		float *x = xmalloc(sizeof(float) * (size_t)K * MM_M);
+		float *bias = xmalloc(sizeof(float) * MM_N);
+		float *y0 = xmalloc(sizeof(float) * MM_N * MM_M);
+		float *y1 = xmalloc(sizeof(float) * MM_N * MM_M);
+		double worst = 0;
+
+		for (int i = 0; i < K * MM_N; i++)
+			wf[i] = rndn() * 0.1f;
+		for (int j = 0; j < MM_N; j++) {
+			quant_quantize_row(t, wf + (size_t)j * K, W + rb * j, K);
+			quant_dequant_row(t, W + rb * j, wf + (size_t)j * K, K);
+			bias[j] = rndn();
+		}
+		for (int i = 0; i < K * MM_M; i++)
+			x[i] = rndn() * (i % 7 == 0 ? 4.0f : 1.0f);
+		kern_set_isa(KERN_ISA_SCALAR);
+		mm(NULL, W, t, K, x, MM_M, bias, y0);
+		/* accuracy against double with the same (dequantized) weights */
+		for (int m = 0; m < MM_M; m++)
+			for (int j = 0; j < MM_N; j++) {
+				double r = bias[j], a = 0;
+				for (int k = 0; k < K; k++) {
+					double p = (double)wf[(size_t)j * K + k] *
+						   x[(size_t)m * K + k];
+					r += p;
+					a += fabs(p);
+				}
+				double e = fabs(y0[m * MM_N + j] - r) / a;
+				worst = e > worst ? e : worst;
+			}
+		printf("  %-6s integer dot: max |y - ref| / sum|w x| = %.2g\n",
+		       ggml_type_name(t), worst);
+		assert_true(worst < 1e-2);
+		/* every ISA, threads, and each row alone: the same bits */
+		for (int isa = KERN_ISA_SCALAR; isa <= kern_isa_detect(); isa++) {
+			assert_int_equal(kern_set_isa(isa), 0);
+			mm(tp, W, t, K, x, MM_M, bias, y1);
+			if (memcmp(y0, y1, sizeof(float) * MM_N * MM_M))
+				fail_msg("%s: %s differs from scalar",
+					 ggml_type_name(t), kern_isa_name(isa));
+			for (int m = 0; m < MM_M; m += 5) {
+				mm(NULL, W, t, K, x + (size_t)m * K, 1, bias, y1);
+				if (memcmp(y0 + m * MM_N, y1, sizeof(float) * MM_N))
+					fail_msg("%s: %s row %d alone differs",
+						 ggml_type_name(t),
+						 kern_isa_name(isa), m);
+			}
+		}
+		/* the f32 activation path: the canonical dot of the
+		 * dequantized row, on every ISA */
+		kern_set_activations(KERN_ACT_F32);
+		for (int isa = KERN_ISA_SCALAR; isa <= kern_isa_detect(); isa++) {
+			assert_int_equal(kern_set_isa(isa), 0);
+			mm(tp, W, t, K, x, MM_M, NULL, y1);
+			for (int m = 0; m < MM_M; m++)
+				for (int j = 0; j < MM_N; j++) {
+					float r = kern_dot(x + (size_t)m * K,
+							   wf + (size_t)j * K, K);
+					if (memcmp(&r, &y1[m * MM_N + j], 4))
+						fail_msg("%s f32 path %s [%d,%d]",
+							 ggml_type_name(t),
+							 kern_isa_name(isa), m, j);
+				}
+		}
+		kern_set_activations(KERN_ACT_INT);
+		kern_set_isa(kern_isa_detect());
+		free(W);
+		free(wf);
+		free(x);
+		free(bias);
+		free(y0);
+		free(y1);
+	}
+	tpool_free(&tp);
+}
+
+/* A non-finite activation gives NaN, not garbage. */
+static void test_int_nan(void **state)
+{
+	int K = 256;
+	uint8_t W[144];
+	float w[256], x[256], y;
+	(void)state;
+	for (int i = 0; i < K; i++) {
+		w[i] = rndn();
+		x[i] = rndn();
+	}
+	quant_quantize_row(GGML_TYPE_Q4_K, w, W, K);
+	x[7] = INFINITY;
+	kern_matmul(NULL, W, GGML_TYPE_Q4_K, K, 1, NULL, x, K, 1, &y, 1);
+	assert_true(isnan(y));
+}
+
+/* ---- corrupt quantized tensors --------------------------------------- */
+
+static uint8_t *slurp(const char *p, size_t *n)
+{
+	FILE *f = fopen(p, "rb");
+	uint8_t *b;
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = xmalloc(*n);
+	assert_int_equal(fread(b, 1, *n, f), *n);
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *p, const void *b, size_t n)
+{
+	FILE *f = fopen(p, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+}
+
+static void expect_load_error(const char *path, int code, const char *a,
+			      const char *b)
+{
+	model *m = NULL;
+	int rc = model_load(path, &m);
+	if (rc != code || !strstr(qerr_detail(), a) ||
+	    (b && !strstr(qerr_detail(), b)))
+		fail_msg("rc %d (%s), want %d with '%s' and '%s'", rc,
+			 qerr_detail(), code, a, b ? b : "");
+	assert_null(m);
+}
+
+static void test_corrupt(void **state)
+{
+	char path[512];
+	size_t n;
+	uint8_t *f, *p;
+	model *m = NULL;
+	const char *nm = "blk.1.ffn_up.weight";
+	(void)state;
+
+	assert_int_equal(tu_model(path, sizeof(path), "qwen2", "tiny",
+				  GGML_TYPE_Q4_0, NULL, 3), 0);
+	assert_int_equal(model_load(path, &m), 0);
+	{
+		/* locate the tensor's data by its first bytes */
+		gguf_file *g = m->gguf;
+		const gguf_tensor *t = gguf_find_tensor(g, nm);
+		assert_non_null(t);
+		f = slurp(path, &n);
+		p = memmem(f, n, t->data, 64);
+		assert_non_null(p);
+		model_free(&m);
+	}
+	/* a NaN scale in block 5 of row 2 (Q4_0 rows of 128: 4 blocks) */
+	uint16_t nan16 = 0x7e00, inf16 = 0xfc00;
+	memcpy(p + (2 * 4 + 1) * 18, &nan16, 2);
+	spit(path, f, n);
+	expect_load_error(path, QERR_FORMAT, nm, "NaN or infinite");
+	memcpy(p + (2 * 4 + 1) * 18, &inf16, 2);
+	spit(path, f, n);
+	expect_load_error(path, QERR_FORMAT, "row 2 block 1", "Q4_0");
+	/* truncated data */
+	spit(path, f, n - 100);
+	expect_load_error(path, QERR_FORMAT, "past the end", NULL);
+	/* the type patched to Q4_K: rows of 128 are not whole blocks */
+	{
+		const char *an = "blk.0.attn_q.weight";
+		uint8_t *h = memmem(f, n, an, strlen(an));
+		uint32_t q4k = GGML_TYPE_Q4_K, iq2 = GGML_TYPE_IQ2_XXS;
+		assert_non_null(h);
+		/* name, n_dims u32, 2 x u64 ne, then the type */
+		memcpy(h + strlen(an) + 4 + 16, &q4k, 4);
+		spit(path, f, n);
+		expect_load_error(path, QERR_FORMAT, an,
+				  "128 elements, not whole Q4_K blocks");
+		memcpy(h + strlen(an) + 4 + 16, &iq2, 4);
+		spit(path, f, n);
+		expect_load_error(path, QERR_UNSUPPORTED, an,
+				  "weight type IQ2_XXS (16) is not supported");
+	}
+	free(f);
+	unlink(path);
+}
+
+/* Every type synthesizes and loads; a Q4_K_M mix has llama.cpp's types. */
+static void test_mkmodel_types(void **state)
+{
+	char path[512];
+	(void)state;
+	for (int ti = 0; ti < N_TYPES; ti++) {
+		model *m = NULL;
+		assert_int_equal(tu_model(path, sizeof(path), "llama", "small",
+					  types[ti], NULL, 5), 0);
+		if (model_load(path, &m))
+			fail_msg("%s: %s", ggml_type_name(types[ti]),
+				 qerr_detail());
+		/* dim 256: the attention matrices are of the type itself */
+		assert_int_equal(m->layers[0].wq.type, types[ti]);
+		model_free(&m);
+		unlink(path);
+	}
+	{
+		const quant_ftype *ft = quant_ftype_find("q4_k_m");
+		assert_non_null(ft);
+		/* 28 layers: attn_v/ffn_down of layers 0-2, 25-27 and every
+		 * third between get Q6_K; 896-wide rows fall back to Q5_0 */
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.0.attn_v.weight",
+						   2, 1536, 28, 6, 1), GGML_TYPE_Q6_K);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.4.attn_v.weight",
+						   2, 1536, 28, 6, 1), GGML_TYPE_Q4_K);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.5.ffn_down.weight",
+						   2, 8960, 28, 6, 1), GGML_TYPE_Q6_K);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.5.ffn_up.weight",
+						   2, 896, 28, 6, 1), GGML_TYPE_Q5_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "token_embd.weight",
+						   2, 1536, 28, 6, 1), GGML_TYPE_Q6_K);
+		assert_int_equal(quant_tensor_type(ft, 1, "token_embd.weight",
+						   2, 896, 24, 7, 1), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "token_embd.weight",
+						   2, 2048, 16, 4, 0), GGML_TYPE_Q4_K);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.0.attn_norm.weight",
+						   1, 1536, 28, 6, 1), GGML_TYPE_F32);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dequant_blocks),
+		cmocka_unit_test(test_dequant_literal),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_int_matmul),
+		cmocka_unit_test(test_int_nan),
+		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_mkmodel_types),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
