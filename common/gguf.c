@@ -756,6 +756,54 @@ int gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *s,
 	return w->err;
 }
 
+int gguf_w_kv(gguf_writer *w, const gguf_kv *kv)
+{
+	char *key = malloc(kv->key.len + 1);
+	uint8_t b[8];
+	uint64_t n;
+
+	if (!key)
+		return w->err = qerr_fail(QERR_NOMEM, "gguf writer: out of "
+					  "memory");
+	memcpy(key, kv->key.ptr, kv->key.len);
+	key[kv->key.len] = 0;
+	if (kv->type == GGUF_STRING) {
+		wb_key(w, key, GGUF_STRING);
+		wb_str(w, kv->v.s.ptr, kv->v.s.len);
+	} else if (kv->type == GGUF_ARRAY) {
+		wb_key(w, key, GGUF_ARRAY);
+		wb_u32(w, kv->arr_type);
+		wb_u64(w, kv->arr_n);
+		if (kv->arr_type == GGUF_STRING)
+			for (uint64_t i = 0; i < kv->arr_n && !w->err; i++)
+				wb_str(w, kv->arr_str[i].ptr, kv->arr_str[i].len);
+		else
+			wb_put(w, kv->arr_data, kv->arr_n *
+			       vtype_size(kv->arr_type));
+	} else {
+		/* scalars: the value's low bytes (little-endian) */
+		n = vtype_size(kv->type);
+		if (kv->type == GGUF_FLOAT32) {
+			float f = (float)kv->v.f;
+			memcpy(b, &f, 4);
+		} else if (kv->type == GGUF_FLOAT64) {
+			memcpy(b, &kv->v.f, 8);
+		} else {
+			uint64_t u = kv->v.u; /* v.i shares the bits */
+			for (int i = 0; i < 8; i++)
+				b[i] = (uint8_t)(u >> (8 * i));
+		}
+		if (kv->type == GGUF_UINT32)
+			gguf_w_u32(w, key, (uint32_t)kv->v.u);
+		else {
+			wb_key(w, key, kv->type);
+			wb_put(w, b, n);
+		}
+	}
+	free(key);
+	return w->err;
+}
+
 int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type,
 		  uint32_t n_dims, const uint64_t *ne)
 {

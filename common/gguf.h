@@ -158,6 +158,8 @@ int gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type,
 /* String array: n strings given by pointer and length. */
 int gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *s,
 		   const uint64_t *len, uint64_t n);
+/* A copy of a key/value read from a file (same types, same bytes). */
+int gguf_w_kv(gguf_writer *w, const gguf_kv *kv);
 /* Declares a tensor; its bytes come from fill() at save time. */
 int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type,
 		  uint32_t n_dims, const uint64_t *ne);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 int cmd_mkmodel(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
