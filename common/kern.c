@@ -288,7 +288,7 @@ static int s_unpack(uint32_t wtype, const void *row, quant_wrow *w, int K)
 }
 
 const struct kern_ops kern_ops_scalar = {
-	.qs1 = quant_s1_ref,
+	.qdot = quant_dot_ref,
 	.unpack = s_unpack,
 	.dot = s_dot,
 	.dot_f16 = s_dot_f16,
@@ -444,8 +444,7 @@ static void quant_cols(const struct mm_job *job, int j0, int j1)
 {
 	const struct kern_mm *mm = &job->mm;
 	int K = mm->K, unit = quant_unit(mm->wtype);
-	size_t wb = quant_wrow_bytes(K), n = job->quant == 1 ? wb + (size_t)K
-							       : (size_t)K * 4;
+	size_t wb = quant_wrow_bytes(K), n = job->quant == 1 ? wb : (size_t)K * 4;
 	void *buf = malloc(n);
 	quant_wrow w;
 	quant_arow a;
@@ -464,12 +463,10 @@ static void quant_cols(const struct mm_job *job, int j0, int j1)
 		}
 		if (!job->ops->unpack(mm->wtype, row, &w, K))
 			quant_unpack_row(mm->wtype, row, &w, K);
-		int32_t *s1 = (int32_t *)((char *)buf + wb);
 		for (int m = 0; m < mm->M; m++) {
 			quant_arow_bind(&a, (void *)(job->xq + (size_t)m *
 						     job->xq_bytes), K, unit);
-			job->ops->qs1(w.q, w.sc, a.q, K, unit, s1);
-			store(mm, m, j, quant_combine(&w, &a, s1, K));
+			store(mm, m, j, job->ops->qdot(&w, &a, K));
 		}
 	}
 	free(buf);

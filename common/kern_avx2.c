@@ -595,32 +595,105 @@ INLINE __m256i dot_pairs(__m256i w, __m256i a)
 				    _mm256_sign_epi8(a, w));
 }
 
-void kern_avx2_qs1(const int8_t *q, const int16_t *sc, const int8_t *qa,
-		   int n, int unit, int32_t *s1)
+/* S1 of one unit of 256 (or any multiple of 32) at k. */
+INLINE int32_t s1_unit(const int8_t *q, const int16_t *sc, const int8_t *qa,
+		       int k, int unit)
+{
+	__m256i acc = _mm256_setzero_si256();
+	for (int e = k; e < k + unit; e += 32) {
+		__m256i p = dot_pairs(_mm256_loadu_si256((const __m256i *)(q + e)),
+				      _mm256_loadu_si256((const __m256i *)(qa + e)));
+		__m256i s = _mm256_setr_m128i(_mm_set1_epi16(sc[e / 16]),
+					      _mm_set1_epi16(sc[e / 16 + 1]));
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+	}
+	return hsum_i32(acc);
+}
+
+/* The integer dot product and quant.h's canonical combination: the 8
+ * lanes acc[u % 8] are one ymm; 8 units at a time. */
+float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
+	int unit = w->unit, nu = n / unit, gpu = unit / 16;
+	__m256 acc = _mm256_setzero_ps();
+	int32_t s1[8], s2[8];
 
-	if (unit == 32) { /* sc == 1 */
-		for (int u = 0; u < n / 32; u++) {
-			__m256i p = dot_pairs(
-				_mm256_loadu_si256((const __m256i *)(q + 32 * u)),
-				_mm256_loadu_si256((const __m256i *)(qa + 32 * u)));
-			s1[u] = hsum_i32(_mm256_madd_epi16(p, ones));
+	for (int u0 = 0; u0 < nu; u0 += 8) {
+		int cnt = nu - u0 < 8 ? nu - u0 : 8;
+		if (unit == 32 && cnt == 8) {
+			__m256i v[8];
+			for (int i = 0; i < 8; i++) {
+				size_t k = (size_t)(u0 + i) * 32;
+				v[i] = _mm256_madd_epi16(dot_pairs(
+					_mm256_loadu_si256((const __m256i *)(w->q + k)),
+					_mm256_loadu_si256((const __m256i *)(a->q + k))),
+					ones);
+			}
+			__m256i s01 = _mm256_hadd_epi32(v[0], v[1]);
+			__m256i s23 = _mm256_hadd_epi32(v[2], v[3]);
+			__m256i s45 = _mm256_hadd_epi32(v[4], v[5]);
+			__m256i s67 = _mm256_hadd_epi32(v[6], v[7]);
+			__m256i s03 = _mm256_hadd_epi32(s01, s23);
+			__m256i s47 = _mm256_hadd_epi32(s45, s67);
+			_mm256_storeu_si256((__m256i *)s1, _mm256_add_epi32(
+				_mm256_permute2x128_si256(s03, s47, 0x20),
+				_mm256_permute2x128_si256(s03, s47, 0x31)));
+		} else if (unit == 32) {
+			for (int i = 0; i < cnt; i++) {
+				size_t k = (size_t)(u0 + i) * 32;
+				s1[i] = hsum_i32(_mm256_madd_epi16(dot_pairs(
+					_mm256_loadu_si256((const __m256i *)(w->q + k)),
+					_mm256_loadu_si256((const __m256i *)(a->q + k))),
+					ones));
+			}
+		} else {
+			for (int i = 0; i < cnt; i++)
+				s1[i] = s1_unit(w->q, w->sc, a->q, (u0 + i) * unit,
+						unit);
 		}
-		return;
-	}
-	for (int u = 0; u < n / unit; u++) {
-		__m256i acc = _mm256_setzero_si256();
-		for (int k = u * unit; k < (u + 1) * unit; k += 32) {
-			__m256i p = dot_pairs(
-				_mm256_loadu_si256((const __m256i *)(q + k)),
-				_mm256_loadu_si256((const __m256i *)(qa + k)));
-			__m256i s = _mm256_setr_m128i(_mm_set1_epi16(sc[k / 16]),
-						      _mm_set1_epi16(sc[k / 16 + 1]));
-			acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+		if (w->has_min)
+			for (int i = 0; i < cnt; i++) {
+				int g0 = (u0 + i) * gpu;
+				if (gpu == 2) { /* mn == 1 */
+					s2[i] = a->bsum[g0] + a->bsum[g0 + 1];
+				} else if (gpu == 16) {
+					s2[i] = hsum_i32(_mm256_madd_epi16(
+						_mm256_loadu_si256((const __m256i *)(w->mn + g0)),
+						_mm256_loadu_si256((const __m256i *)(a->bsum + g0))));
+				} else {
+					int32_t t = 0;
+					for (int g = g0; g < g0 + gpu; g++)
+						t += w->mn[g] * a->bsum[g];
+					s2[i] = t;
+				}
+			}
+		if (cnt == 8) {
+			__m256 da = _mm256_loadu_ps(a->d + u0);
+			acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(w->d + u0), da),
+					      _mm256_cvtepi32_ps(_mm256_loadu_si256(
+						      (const __m256i *)s1)), acc);
+			if (w->has_min)
+				acc = _mm256_fmadd_ps(
+					_mm256_mul_ps(_mm256_loadu_ps(w->dm + u0), da),
+					_mm256_cvtepi32_ps(_mm256_loadu_si256(
+						(const __m256i *)s2)), acc);
+		} else {
+			float l[8];
+			_mm256_storeu_ps(l, acc);
+			for (int i = 0; i < cnt; i++) {
+				int u = u0 + i;
+				l[i] = fmaf(w->d[u] * a->d[u], (float)s1[i], l[i]);
+				if (w->has_min)
+					l[i] = fmaf(w->dm[u] * a->d[u], (float)s2[i], l[i]);
+			}
+			acc = _mm256_loadu_ps(l);
 		}
-		s1[u] = hsum_i32(acc);
 	}
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc),
+			       _mm256_extractf128_ps(acc, 1));
+	__m128 s2v = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2v, _mm_shuffle_ps(s2v, s2v, 1)));
 }
 
 /* 32 bytes whose byte e is 0x10 when bit e of bits is set. */
@@ -667,7 +740,19 @@ int kern_avx2_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 	default:
 		return 0;
 	}
-	quant_unpack_scales(wt, row, w, n);
+	if (nb == n / 32) {
+		/* unit 32: sc (and mn) are 1 by definition, unread here */
+		size_t bb = (size_t)quant_block_bytes(wt);
+		w->unit = 32;
+		w->has_min = 0;
+		for (int b = 0; b < nb; b++) {
+			uint16_t h;
+			memcpy(&h, (const uint8_t *)row + (size_t)b * bb, 2);
+			w->d[b] = _cvtsh_ss(h);
+		}
+	} else {
+		quant_unpack_scales(wt, row, w, n);
+	}
 	for (int b = 0; b < nb; b++) {
 		int8_t *q = w->q + (size_t)b * (wt >= GGML_TYPE_Q2_K &&
 						 wt != GGML_TYPE_IQ4_NL ? QK_K : 32);
@@ -765,7 +850,7 @@ int kern_avx2_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 }
 
 const struct kern_ops kern_ops_avx2 = {
-	.qs1 = kern_avx2_qs1,
+	.qdot = kern_avx2_qdot,
 	.unpack = kern_avx2_unpack,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,

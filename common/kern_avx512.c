@@ -595,7 +595,7 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 
 const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer kernels (an AVX-512 CPU has AVX2) */
-	.qs1 = kern_avx2_qs1,
+	.qdot = kern_avx2_qdot,
 	.unpack = kern_avx2_unpack,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,

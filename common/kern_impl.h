@@ -44,10 +44,9 @@ struct kern_mm {
 };
 
 struct kern_ops {
-	/* integer dot product (quant.h): S1 per unit, and a faster unpack
-	 * of some types (returns 0 for the others: quant_unpack_row) */
-	void (*qs1)(const int8_t *q, const int16_t *sc, const int8_t *qa,
-		    int n, int unit, int32_t *s1);
+	/* integer dot product with quant.h's combination, and a faster
+	 * unpack of some types (returns 0 for the others: quant_unpack_row) */
+	float (*qdot)(const quant_wrow *w, const quant_arow *a, int n);
 	int (*unpack)(uint32_t wtype, const void *row, quant_wrow *w, int n);
 	float (*dot)(const float *a, const float *b, int n);
 	float (*dot_f16)(const float *a, const uint16_t *b, int n);
@@ -63,8 +62,7 @@ struct kern_ops {
 };
 
 /* kern_avx2.c's integer kernels, shared with the AVX-512 table. */
-void kern_avx2_qs1(const int8_t *q, const int16_t *sc, const int8_t *qa,
-		   int n, int unit, int32_t *s1);
+float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n);
 int kern_avx2_unpack(uint32_t wtype, const void *row, quant_wrow *w, int n);
 
 extern const struct kern_ops kern_ops_scalar;

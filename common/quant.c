@@ -521,15 +521,19 @@ void quant_s1_ref(const int8_t *q, const int16_t *sc, const int8_t *qa,
 	}
 }
 
-float quant_combine(const quant_wrow *w, const quant_arow *a,
-		    const int32_t *s1, int n)
+/* The definition of the integer path's bits: S1, S2 exact, then the
+ * canonical combination (quant.h). */
+float quant_dot_ref(const quant_wrow *w, const quant_arow *a, int n)
 {
 	float acc[8] = {0};
 	int unit = w->unit, gpu = unit / 16;
 
 	for (int u = 0; u < n / unit; u++) {
 		int l = u & 7;
-		acc[l] = fmaf(w->d[u] * a->d[u], (float)s1[u], acc[l]);
+		int32_t s1;
+		quant_s1_ref(w->q + (size_t)u * unit, w->sc + (size_t)u * gpu,
+			     a->q + (size_t)u * unit, unit, unit, &s1);
+		acc[l] = fmaf(w->d[u] * a->d[u], (float)s1, acc[l]);
 		if (w->has_min) {
 			int32_t s2 = 0;
 			for (int g = u * gpu; g < (u + 1) * gpu; g++)

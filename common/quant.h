@@ -142,7 +142,9 @@ uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 
 /* ---- integer form --------------------------------------------------- */
 
-/* One weight row in integer form (see above); buffers sized for n. */
+/* One weight row in integer form (see above); buffers sized for n. For
+ * unit 32, sc and mn are 1 by definition: SIMD kernels may leave them
+ * unwritten and unread. */
 typedef struct {
 	int8_t *q;     /* n */
 	int16_t *sc;   /* n / 16 */
@@ -182,9 +184,8 @@ void quant_act_row(const float *x, int n, int unit, quant_arow *a);
 void quant_s1_ref(const int8_t *q, const int16_t *sc, const int8_t *qa,
 		  int n, int unit, int32_t *s1);
 
-/* The canonical combination of a row pair given S1 (and the minimum term
- * computed here from w->mn and a->bsum). */
-float quant_combine(const quant_wrow *w, const quant_arow *a,
-		    const int32_t *s1, int n);
+/* The reference dot product: S1, S2 and the canonical combination; its
+ * bits define every kernel's. */
+float quant_dot_ref(const quant_wrow *w, const quant_arow *a, int n);
 
 #endif
