@@ -470,31 +470,47 @@ void quant_arow_bind(quant_arow *a, void *buf, int n, int unit)
 	a->d = (float *)p;
 }
 
+/* As llama.cpp's CPU backend quantizes activations, so that the integer
+ * path tracks it closely: per 32 (Q8_0), d = amax / 127 rounded to f16,
+ * q = rint(x * (127 / amax)); per 256 (Q8_K), with mx the first element
+ * of largest magnitude, s = -127 / mx, q = rint(s * x), d = 1 / s. */
 void quant_act_row(const float *x, int n, int unit, quant_arow *a)
 {
 	for (int u = 0; u < n / unit; u++) {
 		const float *v = x + (size_t)u * unit;
 		int8_t *q = a->q + (size_t)u * unit;
-		float amax = 0.0f, d, id;
+		float amax = 0.0f, mx = 0.0f, nan = 0.0f;
 
 		for (int k = 0; k < unit; k++) {
 			float m = fabsf(v[k]);
-			amax = m > amax ? m : amax;
-			if (m != m)
+			if (m > amax) {
 				amax = m;
+				mx = v[k];
+			}
+			if (m != m)
+				nan = m;
 		}
-		if (!(amax <= FLT_MAX)) {
+		if (nan != 0.0f || amax > FLT_MAX) {
 			/* NaN or Inf: the result is NaN, as in f32 */
 			a->d[u] = NAN;
-			memset(q, 0, (size_t)unit);
+			for (int k = 0; k < unit; k++)
+				q[k] = 0;
+		} else if (amax == 0.0f) {
+			a->d[u] = 0.0f;
+			for (int k = 0; k < unit; k++)
+				q[k] = 0;
+		} else if (unit == 32) {
+			float d = amax / 127.0f, id = 127.0f / amax;
+			float dh = kern_f16_to_f32(kern_f32_to_f16(d));
+			a->d[u] = dh <= FLT_MAX ? dh : d;
+			for (int k = 0; k < unit; k++)
+				q[k] = (int8_t)rintf(v[k] * id);
 		} else {
-			d = amax / 127.0f;
-			id = d != 0.0f ? 1.0f / d : 0.0f;
-			a->d[u] = d;
+			float is = -127.0f / mx;
+			a->d[u] = 1.0f / is;
 			for (int k = 0; k < unit; k++) {
-				float r = rintf(v[k] * id);
-				r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
-				q[k] = (int8_t)r;
+				float r = rintf(is * v[k]);
+				q[k] = (int8_t)(r > 127.0f ? 127.0f : r);
 			}
 		}
 		for (int g = 0; g < unit / 16; g++) {

@@ -13,7 +13,7 @@
  * with small integers q (int8), sc and mn (per group of 16) and float
  * scales d, dm (dm = 0 and mn = 0 for types without a minimum). An
  * activation row is quantized per unit to a[k] = da[u] * qa[k] (qa int8,
- * da = amax / 127, quant_act_row), with bsum[g] = sum of qa over group g.
+ * as llama.cpp does: quant_act_row), with bsum[g] = sum of qa over g.
  * Then, exactly in integers,
  *     S1[u] = sum_g sc[g] * sum_{k in g} q[k] * qa[k]
  *     S2[u] = sum_g mn[g] * bsum[g]
