@@ -39,6 +39,9 @@
  * error, timeout, or CANCELLED at shutdown).
  *
  * Threads: single-threaded, driven by the coordinator's zmq_poll loop.
+ * The parts (membership, roots, client front, dispatch) are listed in
+ * sched_int.h; all I/O and time go through sched_opts.io, so tests drive
+ * the scheduler in-process (tests/test_sched.c).
  */
 #ifndef QUORUM_SCHED_H
 #define QUORUM_SCHED_H
@@ -51,6 +54,18 @@
 
 typedef struct sched sched;
 
+/* How the scheduler reaches the world. Left zero: wire_send on the two
+ * ROUTERs below and wire_now_ms. Tests and the simulator plug in their
+ * own (fake workers, a clock they move). */
+typedef struct {
+	/* Sends m to the peer id on the worker (to_worker) or client
+	 * ROUTER; nonzero when the peer is gone. */
+	int (*send)(void *arg, int to_worker, const unsigned char *id,
+		    size_t id_len, const ProtobufCMessage *m);
+	int64_t (*now_ms)(void *arg); /* monotonic milliseconds */
+	void *arg;
+} sched_io;
+
 typedef struct {
 	const cfg *c;        /* borrowed, outlives the sched */
 	const tok *t;        /* borrowed: prompts are tokenized here */
@@ -58,6 +73,7 @@ typedef struct {
 	int ctx_len;         /* the model's context length */
 	void *clients;       /* ROUTER bound to the client endpoint */
 	void *workers;       /* ROUTER bound to the worker endpoint */
+	sched_io io;
 } sched_opts;
 
 int sched_new(const sched_opts *o, sched **out);

@@ -1,0 +1,392 @@
+/* dispatch — requests and their decode jobs: the sample split over free
+ * slots, requeue when a root dies, deadlines (sched_int.h). */
+#include "sched_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prompt.h"
+#include "qerr.h"
+#include "vote.h"
+
+static void job_free(job *j)
+{
+	free(j->idx);
+	free(j);
+}
+
+/* Gives the unfinished indices of j back to the request and frees it. */
+void dispatch_job_drop(sched *s, req *r, job *j)
+{
+	job **pp = &r->jobs;
+	worker *w = j->worker >= 0 ? &s->w[j->worker] : NULL;
+
+	while (*pp && *pp != j)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = j->next;
+	for (int i = 0; i < j->n; i++)
+		if (r->st[j->idx[i]] == S_ASSIGNED) {
+			r->st[j->idx[i]] = S_PENDING;
+			if (w && w->used && w->busy)
+				w->busy--;
+		}
+	if (j->root)
+		roots_unref(s, j->root);
+	job_free(j);
+}
+
+void dispatch_req_free(sched *s, req *r)
+{
+	req **pp = &s->reqs;
+
+	while (*pp && *pp != r)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = r->next;
+	s->reqs_tail = NULL;
+	for (req *x = s->reqs; x; x = x->next)
+		s->reqs_tail = x;
+	s->n_reqs--;
+	while (r->jobs) {
+		job *j = r->jobs;
+
+		if (j->state == J_SENT && j->n_done < j->n) {
+			Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+			Quorum__Cancel c = QUORUM__CANCEL__INIT;
+
+			c.request_id = r->rid;
+			m.body_case = QUORUM__COORD_MSG__BODY_CANCEL;
+			m.cancel = &c;
+			sched_send_worker(s, j->worker, &m);
+		}
+		dispatch_job_drop(s, r, j);
+	}
+	if (r->root)
+		roots_unref(s, r->root);
+	for (uint32_t i = 0; r->res && i < r->n; i++)
+		if (r->res[i])
+			quorum__worker_msg__free_unpacked(r->res[i], NULL);
+	free(r->res);
+	free(r->fwd);
+	free(r->st);
+	free(r->lost);
+	free(r->tokens);
+	free(r);
+}
+
+void dispatch_req_fail(sched *s, req *r, int status, const char *err)
+{
+	front_reply_error(s, r->cid, r->cid_len, r->client_rid, status, err);
+	s->failed++;
+	dispatch_req_free(s, r);
+}
+
+req *dispatch_req_by_rid(const sched *s, uint64_t rid)
+{
+	for (req *r = s->reqs; r; r = r->next)
+		if (r->rid == rid)
+			return r;
+	return NULL;
+}
+
+static void try_send(sched *s, req *r, job *j)
+{
+	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+	Quorum__DecodeJob d = QUORUM__DECODE_JOB__INIT;
+	Quorum__RootRef ref = QUORUM__ROOT_REF__INIT;
+	Quorum__SamplingParams sp = QUORUM__SAMPLING_PARAMS__INIT;
+	worker *w = &s->w[j->worker];
+
+	if (!roots_ref_for(s, r->root, w, &ref)) {
+		roots_want_replica(s, r, r->root, w->host);
+		return;
+	}
+	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
+	sp.has_top_p = sp.has_max_new_tokens = sp.has_ignore_eos = 1;
+	sp.n = r->n;
+	sp.seed = r->seed;
+	sp.temperature = r->temperature;
+	sp.top_k = r->top_k;
+	sp.top_p = r->top_p;
+	sp.max_new_tokens = r->max_new;
+	sp.ignore_eos = r->ignore_eos;
+	d.request_id = r->rid;
+	d.attempt = j->attempt;
+	d.root = &ref;
+	d.logits.data = r->root->logits;
+	d.logits.len = r->root->logits_len;
+	d.n_indices = (size_t)j->n;
+	d.indices = j->idx;
+	d.params = &sp;
+	d.has_stream = d.stream = r->stream;
+	m.body_case = QUORUM__COORD_MSG__BODY_DECODE;
+	m.decode = &d;
+	j->state = J_SENT;
+	j->root = r->root;
+	r->root->refs++;
+	r->messages++;
+	sched_send_worker(s, j->worker, &m);
+}
+
+/* Splits the pending indices of r over the workers' free slots
+ * (contiguous ranges, as even as the slots allow) and sends the jobs
+ * whose root is reachable. */
+static void split(sched *s, req *r)
+{
+	int elig[MAX_WORKERS], ne = 0;
+	uint32_t pending = 0, next = 0;
+
+	for (uint32_t i = 0; i < r->n; i++)
+		pending += r->st[i] == S_PENDING;
+	for (int i = 0; pending && i < s->n_workers; i++)
+		if (s->w[i].used && !s->w[i].dead &&
+		    s->w[i].busy < s->w[i].slots &&
+		    !roots_transfer_failed(r->root, s->w[i].host))
+			elig[ne++] = i;
+	if (ne) {
+		uint32_t share = (pending + (uint32_t)ne - 1) / (uint32_t)ne;
+
+		for (int k = 0; k < ne && pending; k++) {
+			worker *w = &s->w[elig[k]];
+			uint32_t take = share, f = w->slots - w->busy;
+			job *j;
+
+			if (take > f)
+				take = f;
+			if (take > pending)
+				take = pending;
+			if (!(j = calloc(1, sizeof(*j))) ||
+			    !(j->idx = malloc(take * sizeof(*j->idx)))) {
+				free(j);
+				break;
+			}
+			j->attempt = ++r->next_attempt;
+			j->worker = elig[k];
+			j->state = J_WAIT_ROOT;
+			while (j->n < (int)take) {
+				while (r->st[next] != S_PENDING)
+					next++;
+				r->st[next] = S_ASSIGNED;
+				j->idx[j->n++] = next;
+			}
+			w->busy += take;
+			pending -= take;
+			j->next = r->jobs;
+			r->jobs = j;
+		}
+	}
+	for (job *j = r->jobs; j; j = j->next)
+		if (j->state == J_WAIT_ROOT)
+			try_send(s, r, j);
+}
+
+/* The root of r is gone (holder lost, prefill failed): prefill again,
+ * keeping the samples already in and the jobs already sent. */
+static void requeue(sched *s, req *r)
+{
+	for (job *j = r->jobs, *nx; j; j = nx) {
+		nx = j->next;
+		if (j->state == J_WAIT_ROOT)
+			dispatch_job_drop(s, r, j);
+	}
+	roots_unref(s, r->root);
+	r->root = NULL;
+	r->state = Q_QUEUED;
+	if (++r->failures > MAX_FAILURES)
+		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
+			 "root lost too often: retry budget exhausted");
+}
+
+void dispatch_pump(sched *s)
+{
+	int active = 0, limit = 2 * members_alive(s);
+
+	if (limit < 2)
+		limit = 2;
+	for (req *r = s->reqs, *nx; r; r = nx) {
+		nx = r->next;
+		if (r->root && r->root->state == E_DEAD)
+			requeue(s, r);
+	}
+	for (req *r = s->reqs; r; r = r->next)
+		active += r->state != Q_QUEUED;
+	for (req *r = s->reqs, *nx; r; r = nx) {
+		nx = r->next;
+		if (r->state == Q_QUEUED && active < limit && members_alive(s)) {
+			uint64_t rid = r->rid;
+
+			roots_start(s, r);
+			if ((r = dispatch_req_by_rid(s, rid)) && r->state != Q_QUEUED)
+				active++;
+		}
+	}
+	for (req *r = s->reqs, *nx; r; r = nx) {
+		nx = r->next;
+		if (r->state != Q_DECODE)
+			continue;
+		if (r->n_done == r->n) {
+			/* finished once every job reported its stats */
+			if (!r->jobs)
+				front_finish(s, r);
+			continue;
+		}
+		split(s, r);
+	}
+}
+
+static job *job_of(req *r, uint32_t attempt, int wi)
+{
+	for (job *j = r ? r->jobs : NULL; j; j = j->next)
+		if (j->attempt == attempt && j->worker == wi &&
+		    j->state == J_SENT)
+			return j;
+	return NULL;
+}
+
+/* Returns 1 when it kept wm. */
+int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
+{
+	const Quorum__SampleResult *x = wm->sample;
+	req *r = dispatch_req_by_rid(s, x->request_id);
+	job *j = job_of(r, x->attempt, wi);
+	uint32_t i;
+	int mine = 0;
+
+	if (!j || !x->sample)
+		return 0;
+	i = x->sample->index;
+	for (int k = 0; k < j->n; k++)
+		mine |= j->idx[k] == i;
+	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
+	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX))
+		return 0;
+	r->st[i] = S_DONE;
+	r->res[i] = wm;
+	r->n_done++;
+	if (r->stream) {
+		/* the rest of the sample's text, and the sample */
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__SamplePart p = QUORUM__SAMPLE_PART__INIT;
+		size_t off = r->fwd[i] < x->sample->text.len ? r->fwd[i]
+			     : x->sample->text.len;
+
+		p.index = i;
+		p.text.data = x->sample->text.data + off;
+		p.text.len = x->sample->text.len - off;
+		p.done = x->sample;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
+		rep.partial = &p;
+		sched_send_client(s, r->cid, r->cid_len, &rep);
+	}
+	r->messages++;
+	j->n_done++;
+	if (s->w[wi].busy)
+		s->w[wi].busy--;
+	return 1; /* pump() finishes r when all is in */
+}
+
+/* Partial texts of a streamed job: the bytes past what was forwarded
+ * go to the client. A sample decoded again elsewhere (its worker was
+ * lost) sends the same bytes from offset 0: they are skipped. */
+void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
+{
+	req *r = dispatch_req_by_rid(s, x->request_id);
+	job *j = job_of(r, x->attempt, wi);
+
+	if (!j || !r->stream)
+		return;
+	for (size_t k = 0; k < x->n_parts; k++) {
+		const Quorum__TextPart *p = x->parts[k];
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__SamplePart sp = QUORUM__SAMPLE_PART__INIT;
+		uint32_t i = p->index;
+		uint64_t end = (uint64_t)p->offset + p->text.len;
+		int mine = 0;
+
+		for (int q = 0; q < j->n; q++)
+			mine |= j->idx[q] == i;
+		if (!mine || r->st[i] != S_ASSIGNED || p->offset > r->fwd[i] ||
+		    end <= r->fwd[i] || end > UINT32_MAX)
+			continue;
+		sp.index = i;
+		sp.text.data = p->text.data + (r->fwd[i] - p->offset);
+		sp.text.len = (size_t)(end - r->fwd[i]);
+		r->fwd[i] = (uint32_t)end;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
+		rep.partial = &sp;
+		sched_send_client(s, r->cid, r->cid_len, &rep);
+	}
+}
+
+void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
+{
+	req *r = dispatch_req_by_rid(s, x->request_id);
+	job *j = job_of(r, x->attempt, wi);
+
+	if (!j)
+		return;
+	r->messages++;
+	r->blocks_mapped += x->blocks_mapped;
+	r->blocks_copied += x->blocks_copied;
+	r->gen_tokens += x->generated_tokens;
+	if (x->decode_ms > r->decode_ms)
+		r->decode_ms = x->decode_ms;
+	if (x->status != QUORUM__STATUS__STATUS_OK) {
+		fprintf(stderr, "coordinator: worker %s: job of request %llu "
+			"failed: %s: %s\n", s->w[wi].id,
+			(unsigned long long)r->rid, wire_status_name(x->status),
+			x->error ? x->error : "");
+		r->failures++;
+	}
+	dispatch_job_drop(s, r, j);
+	if (r->failures > MAX_FAILURES)
+		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
+			 "decode failed on the workers");
+}
+
+/* Worker wi is gone: its jobs' unfinished indices go back to pending. */
+void dispatch_forget_worker(sched *s, int wi)
+{
+	for (req *r = s->reqs, *rn; r; r = rn) {
+		int spent = 0;
+
+		rn = r->next;
+		for (job *j = r->jobs, *nx; j; j = nx) {
+			nx = j->next;
+			if (j->worker != wi)
+				continue;
+			/* the retry budget is per sample: one that was being
+			 * decoded by MAX_SAMPLE_LOSSES lost workers may be
+			 * what kills them */
+			for (int k = 0; j->state == J_SENT && k < j->n; k++)
+				if (r->st[j->idx[k]] == S_ASSIGNED &&
+				    ++r->lost[j->idx[k]] >= MAX_SAMPLE_LOSSES)
+					spent = 1;
+			dispatch_job_drop(s, r, j);
+		}
+		if (spent)
+			dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
+				 "a sample's workers were lost "
+				 "(retry budget exhausted)");
+	}
+}
+
+/* Requests past their deadline get TIMEOUT (their jobs are cancelled). */
+void dispatch_deadlines(sched *s)
+{
+	int64_t now = sched_now(s);
+
+	for (req *r = s->reqs, *nx; r; r = nx) {
+		nx = r->next;
+		if (now >= r->deadline)
+			dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_TIMEOUT,
+					  "deadline passed");
+	}
+}

@@ -1,0 +1,403 @@
+/* front — the client front: validation, prompts, the queue's door,
+ * replies and cluster status (sched_int.h). */
+#include "sched_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prompt.h"
+#include "qerr.h"
+#include "vote.h"
+
+static uint64_t hash_tokens(const int32_t *t, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	const unsigned char *b = (const unsigned char *)t;
+
+	for (size_t i = 0; i < n * sizeof(*t); i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,
+			uint64_t rid, int status, const char *err)
+{
+	Quorum__ClientReply r = QUORUM__CLIENT_REPLY__INIT;
+
+	r.request_id = rid;
+	r.status = status;
+	r.error = (char *)err;
+	sched_send_client(s, cid, cid_len, &r);
+}
+
+void front_finish(sched *s, req *r)
+{
+	Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+	Quorum__Answer a = QUORUM__ANSWER__INIT;
+	Quorum__Timings tm = QUORUM__TIMINGS__INIT;
+	Quorum__PrefixStats px = QUORUM__PREFIX_STATS__INIT;
+	Quorum__Sample **smp = calloc(r->n, sizeof(*smp));
+	const char **ans = calloc(r->n, sizeof(*ans));
+	char **abuf = calloc(r->n, sizeof(*abuf));
+	Quorum__Vote *votes = NULL, **vp = NULL;
+	vote_result v = {0};
+	int64_t now = sched_now(s);
+
+	if (!smp || !ans || !abuf)
+		goto nomem;
+	for (uint32_t i = 0; i < r->n; i++) {
+		Quorum__Sample *x = r->res[i]->sample->sample;
+
+		smp[i] = x;
+		if (x->has_answer && x->answer.len) {
+			if (!(abuf[i] = malloc(x->answer.len + 1)))
+				goto nomem;
+			memcpy(abuf[i], x->answer.data, x->answer.len);
+			abuf[i][x->answer.len] = '\0';
+			ans[i] = abuf[i];
+		}
+	}
+	if (vote_tally(ans, r->n, &v))
+		goto nomem;
+	votes = calloc(v.n_entries ? v.n_entries : 1, sizeof(*votes));
+	vp = calloc(v.n_entries ? v.n_entries : 1, sizeof(*vp));
+	if (!votes || !vp)
+		goto nomem;
+	for (size_t i = 0; i < v.n_entries; i++) {
+		quorum__vote__init(&votes[i]);
+		votes[i].answer.data = (uint8_t *)v.entries[i].answer;
+		votes[i].answer.len = strlen(v.entries[i].answer);
+		votes[i].count = (uint32_t)v.entries[i].count;
+		votes[i].first_index = (uint32_t)v.entries[i].first_index;
+		vp[i] = &votes[i];
+	}
+	if (v.winner != VOTE_NONE) {
+		a.has_answer = 1;
+		a.answer = votes[0].answer;
+	}
+	a.n_votes = v.n_entries;
+	a.votes = vp;
+	a.n_samples = r->n;
+	a.samples = smp;
+	a.n = r->n;
+	tm.has_queue_ms = tm.has_prefill_ms = tm.has_decode_ms = 1;
+	tm.has_total_ms = tm.has_generated_tokens = tm.has_messages = 1;
+	tm.queue_ms = (double)(r->t_start - r->t_accept);
+	tm.prefill_ms = r->prefill_ms;
+	tm.decode_ms = r->decode_ms;
+	tm.total_ms = (double)(now - r->t_accept);
+	tm.generated_tokens = r->gen_tokens;
+	tm.messages = r->messages;
+	a.timings = &tm;
+	px.prefill_worker = r->prefill_worker;
+	px.has_cache_hit = px.has_prompt_tokens = px.has_prefix_blocks = 1;
+	px.has_blocks_mapped = px.has_blocks_copied = 1;
+	px.has_blocks_transferred = px.has_bytes_transferred = 1;
+	px.has_prefills = 1;
+	px.cache_hit = r->cache_hit;
+	px.prompt_tokens = (uint32_t)r->n_tokens;
+	px.prefix_blocks = sched_blocks_for(s, r->n_tokens);
+	px.blocks_mapped = r->blocks_mapped;
+	px.blocks_copied = r->blocks_copied;
+	px.blocks_transferred = r->blocks_transferred;
+	px.bytes_transferred = r->bytes_transferred;
+	px.prefills = (uint32_t)r->prefills;
+	a.prefix = &px;
+	rep.request_id = r->client_rid;
+	rep.status = QUORUM__STATUS__STATUS_OK;
+	rep.body_case = QUORUM__CLIENT_REPLY__BODY_ANSWER;
+	rep.answer = &a;
+	sched_send_client(s, r->cid, r->cid_len, &rep);
+	s->served++;
+	s->gen_tokens += r->gen_tokens;
+	s->decode_s += r->decode_ms / 1e3;
+	goto out;
+nomem:
+	front_reply_error(s, r->cid, r->cid_len, r->client_rid,
+		    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
+	s->failed++;
+out:
+	vote_result_fini(&v);
+	for (uint32_t i = 0; abuf && i < r->n; i++)
+		free(abuf[i]);
+	free(abuf);
+	free(ans);
+	free(smp);
+	free(votes);
+	free(vp);
+	dispatch_req_free(s, r);
+}
+
+static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
+{
+	Quorum__ClientReply r = QUORUM__CLIENT_REPLY__INIT;
+	Quorum__ClusterStatus cs = QUORUM__CLUSTER_STATUS__INIT;
+	Quorum__WorkerStatus *ws = calloc((size_t)s->n_workers + 1, sizeof(*ws));
+	Quorum__WorkerStatus **wp = calloc((size_t)s->n_workers + 1, sizeof(*wp));
+	int64_t now = sched_now(s);
+	uint32_t queued = 0, inflight = 0;
+
+	if (!ws || !wp) {
+		front_reply_error(s, m->id, m->id_len, rid,
+			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < s->n_workers; i++) {
+		const worker *w = &s->w[i];
+		Quorum__WorkerStatus *x = &ws[cs.n_workers];
+
+		if (!w->used || w->dead)
+			continue;
+		quorum__worker_status__init(x);
+		x->id = (char *)w->id;
+		x->host = (char *)w->host;
+		x->has_pid = x->has_slots = x->has_busy = 1;
+		x->has_blocks_used = x->has_blocks_free = 1;
+		x->has_heartbeat_age_ms = x->has_roots = 1;
+		x->pid = w->pid;
+		x->slots = w->slots;
+		x->busy = w->busy;
+		x->blocks_used = w->blocks_used;
+		x->blocks_free = w->blocks_free;
+		x->heartbeat_age_ms = (uint32_t)(now - w->last_seen);
+		x->roots = w->roots;
+		wp[cs.n_workers++] = x;
+	}
+	for (req *q = s->reqs; q; q = q->next) {
+		queued += q->state == Q_QUEUED;
+		inflight += q->state != Q_QUEUED;
+	}
+	cs.workers = wp;
+	cs.has_queue_depth = cs.has_in_flight = cs.has_requests_served = 1;
+	cs.has_requests_failed = cs.has_tokens_per_s = 1;
+	cs.has_prefix_hits = cs.has_prefix_misses = 1;
+	cs.queue_depth = queued;
+	cs.in_flight = inflight;
+	cs.requests_served = s->served;
+	cs.requests_failed = s->failed;
+	cs.tokens_per_s = s->decode_s > 0 ? (double)s->gen_tokens / s->decode_s
+					  : 0.0;
+	cs.prefix_hits = s->hits;
+	cs.prefix_misses = s->misses;
+	cs.cluster = (char *)s->c->cluster.name;
+	cs.has_replies_unroutable = 1;
+	cs.replies_unroutable = s->unroutable;
+	cs.model = strrchr(s->c->model.path, '/')
+			   ? strrchr(s->c->model.path, '/') + 1
+			   : s->c->model.path;
+	cs.has_model_fingerprint = s->have_fingerprint;
+	cs.model_fingerprint = s->fingerprint;
+	r.request_id = rid;
+	r.status = QUORUM__STATUS__STATUS_OK;
+	r.body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
+	r.cluster = &cs;
+	sched_send_client(s, m->id, m->id_len, &r);
+out:
+	free(ws);
+	free(wp);
+}
+
+/* Checks an Ask; on success fills r's params and tokens. Returns a
+ * Status and sets *err. */
+static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
+{
+	const cfg_sampling *d = &s->c->sampling;
+	const Quorum__SamplingParams *p = a->params;
+	char *q = NULL, *sys = NULL;
+	int rc;
+
+	r->n = p && p->has_n ? p->n : (uint32_t)d->n;
+	r->seed = p && p->has_seed ? p->seed : d->seed;
+	r->temperature = p && p->has_temperature ? p->temperature
+						 : d->temperature;
+	r->top_k = p && p->has_top_k ? p->top_k : d->top_k;
+	r->top_p = p && p->has_top_p ? p->top_p : d->top_p;
+	r->max_new = p && p->has_max_new_tokens ? p->max_new_tokens
+						: (uint32_t)d->max_new_tokens;
+	r->ignore_eos = p && p->has_ignore_eos && p->ignore_eos;
+	*err = NULL;
+	if (!a->question.len)
+		*err = "the question is empty";
+	else if (a->question.len > QUESTION_MAX)
+		*err = "the question is too long";
+	else if (memchr(a->question.data, 0, a->question.len) ||
+		 (a->has_system && memchr(a->system.data, 0, a->system.len)))
+		*err = "the question or system prompt holds a NUL byte";
+	else if (r->n < 1 || r->n > (uint32_t)s->c->limits.max_n)
+		*err = "n out of range (1 .. limits.max_n)";
+	else if (!isfinite(r->temperature) || r->temperature < 0)
+		*err = "temperature must be finite and >= 0";
+	else if (!(r->top_p > 0 && r->top_p <= 1))
+		*err = "top_p must be in (0, 1]";
+	else if (r->top_k < 0)
+		*err = "top_k must be >= 0";
+	else if (r->max_new < 1 || r->max_new > (uint32_t)s->o.ctx_len)
+		*err = "max_new_tokens out of range";
+	if (*err)
+		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	if (!(q = strndup((const char *)a->question.data, a->question.len)) ||
+	    (a->has_system &&
+	     !(sys = strndup((const char *)a->system.data, a->system.len)))) {
+		free(q);
+		*err = "out of memory";
+		return QUORUM__STATUS__STATUS_INTERNAL;
+	}
+	rc = prompt_build_style(s->o.t, s->o.prompt_family,
+				a->has_think ? (a->think ? PROMPT_THINK_ON
+							 : PROMPT_THINK_OFF)
+					     : s->c->prompt.think,
+				a->has_system ? sys : s->c->prompt.system, q,
+				&r->tokens, &r->n_tokens);
+	free(q);
+	free(sys);
+	if (rc) {
+		*err = "the prompt cannot be tokenized";
+		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	}
+	if (r->n_tokens > (size_t)s->c->limits.max_prompt_tokens) {
+		*err = "prompt over limits.max_prompt_tokens";
+		return QUORUM__STATUS__STATUS_TOO_LONG;
+	}
+	if ((uint64_t)r->n_tokens + r->max_new > (uint64_t)s->o.ctx_len) {
+		*err = "prompt + max_new_tokens exceed the model's context";
+		return QUORUM__STATUS__STATUS_TOO_LONG;
+	}
+	r->hash = hash_tokens(r->tokens, r->n_tokens);
+	return QUORUM__STATUS__STATUS_OK;
+}
+
+static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
+{
+	req *r = calloc(1, sizeof(*r));
+	const char *err;
+	int st;
+	int64_t dl;
+
+	if (!r) {
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	for (req *x = s->reqs; x; x = x->next)
+		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
+		    !memcmp(x->cid, m->id, m->id_len)) {
+			/* a client's resend of a request in flight: the same
+			 * request, answered once */
+			free(r);
+			return;
+		}
+	if ((st = validate(s, cr->ask, r, &err)) != QUORUM__STATUS__STATUS_OK) {
+		front_reply_error(s, m->id, m->id_len, cr->request_id, st, err);
+		free(r->tokens);
+		free(r);
+		return;
+	}
+	if (!members_alive(s) && members_none_expected(s)) {
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_NO_CAPACITY,
+			    "no worker is registered");
+		free(r->tokens);
+		free(r);
+		return;
+	}
+	if (s->n_reqs >= s->c->limits.queue_depth) {
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_BUSY, "queue full");
+		free(r->tokens);
+		free(r);
+		return;
+	}
+	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
+	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
+	    (cr->ask->has_stream && cr->ask->stream &&
+	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
+		free(r->st);
+		free(r->lost);
+		free(r->res);
+		free(r->fwd);
+		free(r->tokens);
+		free(r);
+		return;
+	}
+	r->rid = ++s->next_id;
+	r->stream = cr->ask->has_stream && cr->ask->stream;
+	r->client_rid = cr->request_id;
+	memcpy(r->cid, m->id, m->id_len);
+	r->cid_len = m->id_len;
+	r->t_accept = sched_now(s);
+	dl = cr->ask->has_deadline_ms && cr->ask->deadline_ms
+		     ? (int64_t)cr->ask->deadline_ms
+		     : (int64_t)s->c->limits.request_timeout_ms;
+	r->deadline = r->t_accept + dl;
+	if (s->reqs_tail)
+		s->reqs_tail->next = r;
+	else
+		s->reqs = r;
+	s->reqs_tail = r;
+	s->n_reqs++;
+	if (r->stream) {
+		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
+		Quorum__StreamStart ss = QUORUM__STREAM_START__INIT;
+
+		ss.has_prompt_tokens = 1;
+		ss.prompt_tokens = (uint32_t)r->n_tokens;
+		rep.request_id = r->client_rid;
+		rep.status = QUORUM__STATUS__STATUS_OK;
+		rep.body_case = QUORUM__CLIENT_REPLY__BODY_STARTED;
+		rep.started = &ss;
+		sched_send_client(s, r->cid, r->cid_len, &rep);
+	}
+	dispatch_pump(s);
+}
+
+/* The client no longer wants its request: its jobs are cancelled (a
+ * request that is not (or no longer) here is ignored). */
+static void on_cancel(sched *s, const wire_msg *m, uint64_t client_rid)
+{
+	for (req *r = s->reqs; r; r = r->next)
+		if (r->client_rid == client_rid && r->cid_len == m->id_len &&
+		    !memcmp(r->cid, m->id, m->id_len)) {
+			dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_CANCELLED,
+					  "cancelled by the client");
+			return;
+		}
+}
+
+void sched_on_client(sched *s, int rc, const wire_msg *m)
+{
+	Quorum__ClientRequest *cr;
+
+	if (!m->id_len)
+		return;
+	if (rc) {
+		front_reply_error(s, m->id, m->id_len, 0,
+			    QUORUM__STATUS__STATUS_BAD_REQUEST,
+			    "one protobuf frame per message expected");
+		return;
+	}
+	if (!(cr = quorum__client_request__unpack(NULL, m->len, m->data))) {
+		front_reply_error(s, m->id, m->id_len, 0,
+			    QUORUM__STATUS__STATUS_BAD_REQUEST,
+			    "undecodable ClientRequest");
+		return;
+	}
+	if (cr->version != WIRE_VERSION)
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_VERSION_MISMATCH,
+			    "protocol version 1 expected");
+	else if (cr->body_case == QUORUM__CLIENT_REQUEST__BODY_STATUS)
+		reply_status(s, m, cr->request_id);
+	else if (cr->body_case == QUORUM__CLIENT_REQUEST__BODY_ASK)
+		on_ask(s, m, cr);
+	else if (cr->body_case == QUORUM__CLIENT_REQUEST__BODY_CANCEL)
+		on_cancel(s, m, cr->request_id);
+	else
+		front_reply_error(s, m->id, m->id_len, cr->request_id,
+			    QUORUM__STATUS__STATUS_BAD_REQUEST,
+			    "request without ask or status");
+	quorum__client_request__free_unpacked(cr, NULL);
+}

@@ -1,0 +1,201 @@
+/* members — worker membership: registration, heartbeats both ways,
+ * expiry and removal (sched_int.h). */
+#include "sched_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qerr.h"
+
+int members_find(const sched *s, const wire_msg *m)
+{
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && s->w[i].ident_len == m->id_len &&
+		    !memcmp(s->w[i].ident, m->id, m->id_len))
+			return i;
+	return -1;
+}
+
+int members_alive(const sched *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->n_workers; i++)
+		n += s->w[i].used && !s->w[i].dead;
+	return n;
+}
+
+/* No worker alive, and none can be expected soon: the grace (one
+ * heartbeat expiry plus the first reconnect backoff, the time a worker
+ * needs to re-register after a coordinator restart) has passed since
+ * the start or since the last worker went. */
+int members_none_expected(const sched *s)
+{
+	int64_t grace = (int64_t)s->c->heartbeat.interval_ms *
+				s->c->heartbeat.liveness +
+			s->c->heartbeat.reconnect_min_ms;
+	int64_t since = s->no_worker_since > s->t_started ? s->no_worker_since
+							  : s->t_started;
+
+	return sched_now(s) - since > grace;
+}
+
+void members_reject(sched *s, const wire_msg *m, int status, const char *why)
+{
+	Quorum__CoordMsg c = QUORUM__COORD_MSG__INIT;
+	Quorum__WorkerError e = QUORUM__WORKER_ERROR__INIT;
+
+	e.status = status;
+	e.error = (char *)why;
+	c.version = WIRE_VERSION;
+	c.body_case = QUORUM__COORD_MSG__BODY_REJECT;
+	c.reject = &e;
+	sched_send_raw(s, 1, m->id, m->id_len, &c.base);
+}
+
+/* Forgets worker wi: its jobs' indices go back to pending, its roots and
+ * replicas are gone. */
+void members_remove(sched *s, int wi, const char *why)
+{
+	worker *w = &s->w[wi];
+
+	fprintf(stderr, "coordinator: worker %s (host %s) removed: %s\n",
+		w->id, w->host, why);
+	dispatch_forget_worker(s, wi);
+	/* same-host peers may map its pool: they drop the mapping */
+	for (int i = 0; w->pool[0] && i < s->n_workers; i++)
+		if (i != wi && s->w[i].used && !s->w[i].dead &&
+		    !strcmp(s->w[i].host, w->host)) {
+			Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+			Quorum__ForgetPool f = QUORUM__FORGET_POOL__INIT;
+
+			f.pool_name = w->pool;
+			m.body_case = QUORUM__COORD_MSG__BODY_FORGET_POOL;
+			m.forget_pool = &f;
+			sched_send_worker(s, i, &m);
+		}
+	roots_forget_worker(s, wi);
+	memset(w, 0, sizeof(*w));
+	while (s->n_workers && !s->w[s->n_workers - 1].used)
+		s->n_workers--;
+	/* requests whose root died are queued again by pump() */
+}
+
+void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *wm)
+{
+	const Quorum__Register *g = wm->register_;
+	char prefix[64];
+	int wi, prev;
+	worker *w;
+
+	snprintf(prefix, sizeof(prefix), "/quorum-%s-", s->c->cluster.name);
+	if (!wire_name_ok(wm->worker_id, ID_MAX) || !g->host || !*g->host ||
+	    strlen(g->host) >= HOST_MAX || strchr(g->host, '\n')) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "bad worker id or host label");
+		return;
+	}
+	if (!g->pool_name || strlen(g->pool_name) >= POOL_MAX ||
+	    strncmp(g->pool_name, prefix, strlen(prefix)) ||
+	    strchr(g->pool_name + 1, '/')) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "pool name is not of this cluster");
+		return;
+	}
+	if (s->have_fingerprint && g->model_fingerprint != s->fingerprint) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "model fingerprint differs from the cluster's model");
+		return;
+	}
+	if (!g->has_vocab || g->vocab != s->vocab) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "vocabulary differs from the coordinator's tokenizer");
+		return;
+	}
+	if (!g->has_block_tokens ||
+	    g->block_tokens != (uint32_t)s->c->kv.block_tokens ||
+	    !g->has_kv_dtype ||
+	    g->kv_dtype != (s->c->kv.dtype == CFG_DTYPE_F16 ? 1u : 0u)) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "KV block size or dtype differs from the config");
+		return;
+	}
+	if (g->slots < 1 || g->slots > 65536) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "slots out of range");
+		return;
+	}
+	/* a re-registration (same connection or same id) replaces the old */
+	if ((prev = members_find(s, m)) >= 0)
+		members_remove(s, prev, "registered again");
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && !strcmp(s->w[i].id, wm->worker_id)) {
+			members_remove(s, i, "replaced by a new registration");
+			break;
+		}
+	for (wi = 0; wi < MAX_WORKERS && s->w[wi].used; wi++)
+		;
+	if (wi == MAX_WORKERS) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_NO_CAPACITY,
+		       "too many workers");
+		return;
+	}
+	if (!s->have_fingerprint) {
+		s->fingerprint = g->model_fingerprint;
+		s->have_fingerprint = 1;
+	}
+	w = &s->w[wi];
+	memset(w, 0, sizeof(*w));
+	w->used = 1;
+	memcpy(w->ident, m->id, m->id_len);
+	w->ident_len = m->id_len;
+	snprintf(w->id, sizeof(w->id), "%s", wm->worker_id);
+	snprintf(w->host, sizeof(w->host), "%s", g->host);
+	snprintf(w->pool, sizeof(w->pool), "%s", g->pool_name);
+	w->pid = g->pid;
+	w->slots = g->slots;
+	w->threads = g->has_threads ? g->threads : 0;
+	w->blocks_free = g->has_pool_blocks ? g->pool_blocks : 0;
+	w->last_seen = sched_now(s);
+	if (wi >= s->n_workers)
+		s->n_workers = wi + 1;
+	fprintf(stderr, "coordinator: worker %s registered (host %s, pid %u, "
+		"%u slots, pool %s)\n", w->id, w->host, w->pid, w->slots,
+		w->pool);
+	{
+		/* greet at once so the worker's liveness starts now */
+		Quorum__CoordMsg c = QUORUM__COORD_MSG__INIT;
+		Quorum__Heartbeat hb = QUORUM__HEARTBEAT__INIT;
+
+		c.body_case = QUORUM__COORD_MSG__BODY_HEARTBEAT;
+		c.heartbeat = &hb;
+		sched_send_worker(s, wi, &c);
+	}
+	dispatch_pump(s);
+}
+
+/* Heartbeats that fall due; workers silent past liveness x interval (or
+ * found unreachable) are removed. */
+void members_tick(sched *s)
+{
+	int64_t now = sched_now(s);
+	int64_t ttl = (int64_t)s->c->heartbeat.interval_ms *
+		      s->c->heartbeat.liveness;
+
+	if (now >= s->hb_at) {
+		Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+		Quorum__Heartbeat hb = QUORUM__HEARTBEAT__INIT;
+
+		m.body_case = QUORUM__COORD_MSG__BODY_HEARTBEAT;
+		m.heartbeat = &hb;
+		for (int i = 0; i < s->n_workers; i++)
+			if (s->w[i].used)
+				sched_send_worker(s, i, &m);
+		s->hb_at = now + s->c->heartbeat.interval_ms;
+	}
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && (s->w[i].dead || now - s->w[i].last_seen > ttl))
+			members_remove(s, i, s->w[i].dead ? "unreachable"
+							  : "heartbeat expired");
+}

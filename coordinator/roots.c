@@ -1,0 +1,441 @@
+/* roots — prefix roots and the prefix cache: where a prompt is
+ * prefilled, LRU eviction, cross-host copies (sched_int.h). */
+#include "sched_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prompt.h"
+#include "qerr.h"
+#include "vote.h"
+
+static void entry_free(entry *e)
+{
+	for (int i = 0; i < e->n_reps; i++)
+		free(e->reps[i].blocks);
+	free(e->reps);
+	free(e->tokens);
+	free(e->blocks);
+	free(e->logits);
+	free(e);
+}
+
+/* Unlinks e, releasing its roots on the workers that still hold them. */
+static void entry_drop(sched *s, entry *e)
+{
+	entry **pp = &s->entries;
+
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = e->next;
+	if (e->state == E_READY)
+		sched_send_release(s, e->worker, e->root_id);
+	for (int i = 0; i < e->n_reps; i++)
+		if (e->reps[i].state == R_READY)
+			sched_send_release(s, e->reps[i].worker, e->reps[i].root_id);
+	entry_free(e);
+}
+
+static void evict(sched *s)
+{
+	int cap = s->c->prefix_cache.entries;
+
+	for (;;) {
+		entry *old = NULL;
+		int n = 0;
+
+		for (entry *e = s->entries; e; e = e->next) {
+			if (e->state != E_READY)
+				continue;
+			n++;
+			if (!e->refs && (!old || e->last_used < old->last_used))
+				old = e;
+		}
+		if (n <= cap || !old)
+			return;
+		entry_drop(s, old);
+	}
+}
+
+void roots_unref(sched *s, entry *e)
+{
+	if (--e->refs > 0)
+		return;
+	e->last_used = sched_now(s);
+	/* a prefill still running is dropped: its PrefixReady will find no
+	 * entry and be Released */
+	if (e->state != E_READY || s->c->prefix_cache.entries == 0)
+		entry_drop(s, e);
+	else
+		evict(s);
+}
+
+entry *roots_by_id(const sched *s, uint64_t id)
+{
+	for (entry *e = s->entries; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+static int least_loaded(const sched *s)
+{
+	int best = -1;
+	uint64_t bl = 0;
+
+	for (int i = 0; i < s->n_workers; i++) {
+		const worker *w = &s->w[i];
+		uint64_t load;
+
+		if (!w->used || w->dead)
+			continue;
+		load = (uint64_t)w->busy + 8ull * w->ops;
+		if (best < 0 || load < bl) {
+			best = i;
+			bl = load;
+		}
+	}
+	return best;
+}
+
+static void send_prefill(sched *s, entry *e)
+{
+	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+	Quorum__Prefill p = QUORUM__PREFILL__INIT;
+
+	p.request_id = e->id;
+	p.attempt = e->op;
+	p.n_tokens = e->n_tokens;
+	p.tokens = (uint32_t *)e->tokens;
+	m.body_case = QUORUM__COORD_MSG__BODY_PREFILL;
+	m.prefill = &p;
+	s->w[e->worker].ops++;
+	sched_send_worker(s, e->worker, &m);
+}
+
+/* Finds or starts the root of r; r moves to Q_ROOT or Q_DECODE. */
+void roots_start(sched *s, req *r)
+{
+	entry *e = NULL;
+	int wi;
+
+	if (r->t_start == 0)
+		r->t_start = sched_now(s);
+	if (s->c->prefix_cache.entries > 0)
+		for (e = s->entries; e; e = e->next)
+			if (e->state != E_DEAD && e->hash == r->hash &&
+			    e->n_tokens == r->n_tokens &&
+			    !memcmp(e->tokens, r->tokens,
+				    r->n_tokens * sizeof(*r->tokens)))
+				break;
+	if (e) {
+		s->hits++;
+		r->cache_hit = 1;
+		e->refs++;
+		r->root = e;
+		r->state = e->state == E_READY ? Q_DECODE : Q_ROOT;
+		if (e->state == E_READY)
+			snprintf(r->prefill_worker, sizeof(r->prefill_worker),
+				 "%s", s->w[e->worker].id);
+		return;
+	}
+	if ((wi = least_loaded(s)) < 0)
+		return; /* stays queued until a worker registers */
+	if (!(e = calloc(1, sizeof(*e))) ||
+	    !(e->tokens = malloc(r->n_tokens * sizeof(*e->tokens)))) {
+		free(e);
+		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	s->misses++;
+	memcpy(e->tokens, r->tokens, r->n_tokens * sizeof(*e->tokens));
+	e->n_tokens = r->n_tokens;
+	e->hash = r->hash;
+	e->id = ++s->next_id;
+	e->op = (uint32_t)++s->next_id;
+	e->state = E_PREFILL;
+	e->worker = wi;
+	e->refs = 1;
+	e->next = s->entries;
+	s->entries = e;
+	r->root = e;
+	r->state = Q_ROOT;
+	r->prefills++;
+	r->messages++;
+	send_prefill(s, e);
+}
+
+/* The root a worker on host decodes from: the holder's (same host label)
+ * or a ready replica; NULL when a transfer is needed or under way. */
+int roots_ref_for(const sched *s, const entry *e, const worker *w,
+		    Quorum__RootRef *ref)
+{
+	const worker *h = &s->w[e->worker];
+
+	if (!strcmp(h->host, w->host)) {
+		ref->worker_id = (char *)h->id;
+		ref->host = (char *)h->host;
+		ref->pool_name = (char *)h->pool;
+		ref->root_id = e->root_id;
+		ref->n_tokens = (uint32_t)e->n_tokens;
+		ref->n_blocks = e->n_blocks;
+		ref->blocks = e->blocks;
+		return 1;
+	}
+	for (int i = 0; i < e->n_reps; i++) {
+		const replica *rp = &e->reps[i];
+
+		if (strcmp(rp->host, w->host) || rp->state != R_READY)
+			continue;
+		ref->worker_id = (char *)s->w[rp->worker].id;
+		ref->host = (char *)rp->host;
+		ref->pool_name = (char *)s->w[rp->worker].pool;
+		ref->root_id = rp->root_id;
+		ref->n_tokens = (uint32_t)e->n_tokens;
+		ref->n_blocks = rp->n_blocks;
+		ref->blocks = rp->blocks;
+		return 1;
+	}
+	return 0;
+}
+
+/* Starts a transfer of e to host unless one is under way. */
+void roots_want_replica(sched *s, req *r, entry *e, const char *host)
+{
+	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+	Quorum__ExportRoot x = QUORUM__EXPORT_ROOT__INIT;
+	replica *nr, *rp;
+
+	for (int i = 0; i < e->n_reps; i++)
+		if (!strcmp(e->reps[i].host, host))
+			return;
+	if (!(nr = realloc(e->reps, (size_t)(e->n_reps + 1) * sizeof(*nr))))
+		return;
+	e->reps = nr;
+	rp = &e->reps[e->n_reps++];
+	memset(rp, 0, sizeof(*rp));
+	snprintf(rp->host, sizeof(rp->host), "%s", host);
+	rp->state = R_EXPORT;
+	rp->worker = -1;
+	rp->op = (uint32_t)++s->next_id;
+	rp->for_rid = r->rid;
+	x.request_id = e->id;
+	x.attempt = rp->op;
+	x.root_id = e->root_id;
+	m.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
+	m.export_root = &x;
+	s->w[e->worker].ops++;
+	r->messages++;
+	sched_send_worker(s, e->worker, &m);
+}
+
+/* A copy of e cannot reach host (too large, import failed): that host's
+ * workers do not decode from e. */
+int roots_transfer_failed(const entry *e, const char *host)
+{
+	for (int i = 0; i < e->n_reps; i++)
+		if (e->reps[i].state == R_FAILED && !strcmp(e->reps[i].host, host))
+			return 1;
+	return 0;
+}
+
+void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
+{
+	entry *e = roots_by_id(s, p->request_id);
+	worker *w = &s->w[wi];
+
+	if (w->ops)
+		w->ops--;
+	if (!e || e->state != E_PREFILL || e->op != p->attempt ||
+	    e->worker != wi) {
+		sched_send_release(s, wi, p->root_id); /* nobody wants it now */
+		return;
+	}
+	if (p->n_tokens != e->n_tokens ||
+	    p->n_blocks != sched_blocks_for(s, e->n_tokens) ||
+	    p->logits.len != (size_t)s->vocab * sizeof(float) ||
+	    !p->pool_name || strcmp(p->pool_name, w->pool) ||
+	    !(e->blocks = malloc(p->n_blocks * sizeof(*e->blocks) + 1)) ||
+	    !(e->logits = malloc(p->logits.len))) {
+		fprintf(stderr, "coordinator: worker %s: bad PrefixReady\n",
+			w->id);
+		sched_send_release(s, wi, p->root_id);
+		e->state = E_DEAD;
+		return;
+	}
+	memcpy(e->blocks, p->blocks, p->n_blocks * sizeof(*e->blocks));
+	memcpy(e->logits, p->logits.data, p->logits.len);
+	e->logits_len = p->logits.len;
+	e->n_blocks = (uint32_t)p->n_blocks;
+	e->root_id = p->root_id;
+	e->prefill_ms = p->has_prefill_ms ? p->prefill_ms : 0;
+	e->state = E_READY;
+	for (req *r = s->reqs; r; r = r->next)
+		if (r->root == e) {
+			r->messages++;
+			if (r->state == Q_ROOT) {
+				r->state = Q_DECODE;
+				if (!r->cache_hit)
+					r->prefill_ms = e->prefill_ms;
+				snprintf(r->prefill_worker,
+					 sizeof(r->prefill_worker), "%s", w->id);
+			}
+		}
+}
+
+static replica *replica_by_op(entry *e, uint32_t op)
+{
+	for (int i = 0; e && i < e->n_reps; i++)
+		if (e->reps[i].op == op)
+			return &e->reps[i];
+	return NULL;
+}
+
+void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
+{
+	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+	entry *e = roots_by_id(s, d->request_id);
+	replica *rp = replica_by_op(e, d->attempt);
+	req *r;
+	int imp = -1;
+
+	if (s->w[wi].ops)
+		s->w[wi].ops--;
+	if (!rp || rp->state != R_EXPORT || e->worker != wi ||
+	    d->n_tokens != e->n_tokens)
+		return;
+	/* the importer: a worker on that host with a job waiting, else any */
+	for (req *q = s->reqs; q && imp < 0; q = q->next)
+		for (job *j = q->jobs; q->root == e && j; j = j->next)
+			if (j->state == J_WAIT_ROOT &&
+			    !strcmp(s->w[j->worker].host, rp->host)) {
+				imp = j->worker;
+				break;
+			}
+	for (int i = 0; imp < 0 && i < s->n_workers; i++)
+		if (s->w[i].used && !s->w[i].dead &&
+		    !strcmp(s->w[i].host, rp->host))
+			imp = i;
+	if (imp < 0) {
+		free(rp->blocks);
+		*rp = e->reps[--e->n_reps];
+		return;
+	}
+	rp->worker = imp;
+	rp->state = R_IMPORT;
+	if ((r = dispatch_req_by_rid(s, rp->for_rid))) {
+		r->blocks_transferred += e->n_blocks;
+		r->bytes_transferred += d->kv.len;
+		r->messages += 2;
+	}
+	m.body_case = QUORUM__COORD_MSG__BODY_IMPORT_ROOT;
+	m.import_root = d;
+	s->w[imp].ops++;
+	sched_send_worker(s, imp, &m);
+}
+
+void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
+{
+	entry *e = roots_by_id(s, x->request_id);
+	replica *rp = replica_by_op(e, x->attempt);
+	req *r;
+
+	if (s->w[wi].ops)
+		s->w[wi].ops--;
+	if (!rp || rp->state != R_IMPORT || rp->worker != wi) {
+		sched_send_release(s, wi, x->root_id);
+		return;
+	}
+	if (x->n_tokens != e->n_tokens ||
+	    x->n_blocks != sched_blocks_for(s, e->n_tokens) || !x->pool_name ||
+	    strcmp(x->pool_name, s->w[wi].pool) ||
+	    !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1))) {
+		sched_send_release(s, wi, x->root_id);
+		*rp = e->reps[--e->n_reps];
+		return;
+	}
+	memcpy(rp->blocks, x->blocks, x->n_blocks * sizeof(*rp->blocks));
+	rp->n_blocks = (uint32_t)x->n_blocks;
+	rp->root_id = x->root_id;
+	rp->state = R_READY;
+	if ((r = dispatch_req_by_rid(s, rp->for_rid)))
+		r->messages++;
+}
+
+void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
+{
+	entry *e = x->has_request_id ? roots_by_id(s, x->request_id) : NULL;
+	replica *rp;
+
+	fprintf(stderr, "coordinator: worker %s: %s: %s\n", s->w[wi].id,
+		wire_status_name(x->status), x->error ? x->error : "");
+	if (!e || !x->has_attempt)
+		return;
+	if (s->w[wi].ops)
+		s->w[wi].ops--;
+	if (e->state == E_PREFILL && e->op == x->attempt && e->worker == wi) {
+		int fatal = x->status == QUORUM__STATUS__STATUS_TOO_LONG ||
+			    x->status == QUORUM__STATUS__STATUS_BAD_REQUEST;
+
+		e->state = E_DEAD; /* pump() queues its requests again */
+		for (req *r = s->reqs, *nx; fatal && r; r = nx) {
+			nx = r->next;
+			if (r->root == e)
+				dispatch_req_fail(s, r, x->status, x->error ? x->error
+							: "prefill failed");
+		}
+		return;
+	}
+	if ((rp = replica_by_op(e, x->attempt))) {
+		/* kept as R_FAILED: that host's jobs go elsewhere */
+		rp->state = R_FAILED;
+		rp->worker = -1;
+		for (req *r = s->reqs; r; r = r->next) {
+			if (r->root != e)
+				continue;
+			for (job *j = r->jobs, *nx; j; j = nx) {
+				nx = j->next;
+				if (j->state == J_WAIT_ROOT &&
+				    !strcmp(s->w[j->worker].host, rp->host))
+					dispatch_job_drop(s, r, j);
+			}
+		}
+	}
+}
+
+/* Worker wi is gone: its roots die (their requests are queued again by
+ * the pump), its replicas and the exports it was serving go. */
+void roots_forget_worker(sched *s, int wi)
+{
+	for (entry *e = s->entries, *nx; e; e = nx) {
+		nx = e->next;
+		for (int i = 0; i < e->n_reps; i++) {
+			replica *rp = &e->reps[i];
+
+			if (rp->worker != wi &&
+			    !(rp->state == R_EXPORT && e->worker == wi))
+				continue;
+			free(rp->blocks);
+			e->reps[i--] = e->reps[--e->n_reps];
+		}
+		if (e->worker == wi) {
+			e->state = E_DEAD;
+			e->worker = -1;
+			if (!e->refs)
+				entry_drop(s, e);
+		}
+	}
+}
+
+void roots_free_all(sched *s)
+{
+	while (s->entries) {
+		entry *e = s->entries;
+
+		s->entries = e->next;
+		entry_free(e);
+	}
+}

@@ -1,0 +1,217 @@
+/*
+ * sched_int — the scheduler's shared state and the calls between its
+ * parts (internal to coordinator/; sched.h is the public face).
+ *
+ * The parts, one file each:
+ *   sched.c     lifecycle, timers, the worker-message switch, I/O hooks
+ *   members.c   worker membership: registration, heartbeats, removal
+ *   roots.c     roots and the prefix cache (placement of prefills,
+ *               cross-host copies)
+ *   front.c     the client front: validation, prompts, replies, status
+ *   dispatch.c  requests and jobs: sample split, requeue, deadlines
+ *
+ * Everything runs on the coordinator's one thread. Time comes from
+ * sched_now() (the I/O hooks' clock), never from the system directly, so
+ * tests drive it.
+ */
+#ifndef QUORUM_SCHED_INT_H
+#define QUORUM_SCHED_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/quorum.pb-c.h"
+#include "sched.h"
+
+#define MAX_WORKERS 1024
+#define ID_MAX 64
+#define HOST_MAX 128
+#define POOL_MAX 256
+#define MAX_FAILURES 4    /* failed jobs/prefills before a request gives up */
+#define MAX_SAMPLE_LOSSES 3 /* workers lost while decoding one sample */
+#define QUESTION_MAX (1u << 20)
+
+enum { J_WAIT_ROOT = 0, J_SENT };
+enum { E_PREFILL = 0, E_READY, E_DEAD };
+enum { R_EXPORT = 0, R_IMPORT, R_READY, R_FAILED };
+enum { Q_QUEUED = 0, Q_ROOT, Q_DECODE };
+enum { S_PENDING = 0, S_ASSIGNED, S_DONE };
+
+typedef struct {
+	int used, dead;
+	unsigned char ident[WIRE_ID_MAX];
+	size_t ident_len;
+	char id[ID_MAX], host[HOST_MAX], pool[POOL_MAX];
+	uint32_t pid, slots, threads;
+	uint32_t busy;          /* samples assigned, unfinished */
+	uint32_t ops;           /* prefill/export/import outstanding */
+	uint32_t blocks_used, blocks_free, roots;
+	int64_t last_seen;
+} worker;
+
+/* A copy of a root on another host label. */
+typedef struct {
+	char host[HOST_MAX];
+	int state;              /* R_* */
+	int worker;             /* importer (R_IMPORT, R_READY), else -1 */
+	uint32_t op;
+	uint64_t for_rid;       /* request whose stats get the transfer */
+	uint32_t root_id, n_blocks;
+	uint32_t *blocks;
+} replica;
+
+typedef struct entry {
+	struct entry *next;
+	uint64_t id;
+	uint64_t hash;
+	int32_t *tokens;
+	size_t n_tokens;
+	int state;              /* E_* */
+	int worker;             /* holder */
+	uint32_t op;
+	uint32_t root_id, n_blocks;
+	uint32_t *blocks;
+	uint8_t *logits;        /* (vocab) f32 as received */
+	size_t logits_len;
+	replica *reps;
+	int n_reps;
+	int refs;               /* requests using it */
+	int64_t last_used;
+	double prefill_ms;
+} entry;
+
+typedef struct job {
+	struct job *next;
+	uint32_t attempt;
+	int worker;
+	int state;              /* J_* */
+	uint32_t *idx;
+	int n, n_done;
+	/* J_SENT: the entry decoded from, held (a ref) until the job ends,
+	 * so a requeue never releases blocks a worker still reads */
+	struct entry *root;
+} job;
+
+typedef struct req {
+	struct req *next;
+	uint64_t rid;           /* ours: names jobs on the wire */
+	uint64_t client_rid;
+	unsigned char cid[WIRE_ID_MAX];
+	size_t cid_len;
+	int state;              /* Q_* */
+	int32_t *tokens;
+	size_t n_tokens;
+	uint64_t hash;
+	uint32_t n;
+	uint64_t seed;
+	float temperature, top_p;
+	int32_t top_k;
+	uint32_t max_new;
+	int ignore_eos;
+	int stream;             /* Ask.stream: forward samples as they come */
+	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
+	entry *root;
+	uint8_t *st;            /* (n) S_* */
+	uint8_t *lost;          /* (n) workers lost while decoding index i */
+	Quorum__WorkerMsg **res;/* (n) the SampleResult of each index */
+	uint32_t n_done;
+	job *jobs;
+	uint32_t next_attempt;
+	int failures;
+	int64_t t_accept, t_start, deadline;
+	/* reply stats */
+	double prefill_ms, decode_ms;
+	uint64_t gen_tokens;
+	uint32_t messages, blocks_mapped, blocks_copied, blocks_transferred;
+	uint64_t bytes_transferred;
+	int cache_hit, prefills;
+	char prefill_worker[ID_MAX];
+} req;
+
+struct sched {
+	sched_opts o;
+	const cfg *c;
+	uint32_t vocab;
+	worker *w;              /* (MAX_WORKERS) */
+	int n_workers;
+	uint64_t fingerprint;
+	int have_fingerprint;
+	req *reqs, *reqs_tail;
+	int n_reqs;
+	entry *entries;
+	uint64_t next_id;
+	int64_t hb_at;
+	/* status counters */
+	uint64_t served, failed, hits, misses, gen_tokens;
+	uint64_t unroutable;    /* client replies that found no client */
+	double decode_s;
+	int64_t t_started;      /* sched_new */
+	int64_t no_worker_since;/* 0: some worker is alive */
+};
+
+/* ---- sched.c: I/O and shared arithmetic ---- */
+int64_t sched_now(const sched *s);
+uint32_t sched_blocks_for(const sched *s, uint64_t n_tokens);
+void sched_send_client(sched *s, const unsigned char *cid, size_t cid_len,
+		       Quorum__ClientReply *r);
+/* 0, or -1 when the worker is gone (it is then marked dead). */
+int sched_send_worker(sched *s, int wi, Quorum__CoordMsg *m);
+void sched_send_release(sched *s, int wi, uint32_t root_id);
+/* One message to the peer id of either ROUTER; nonzero when it is gone. */
+int sched_send_raw(sched *s, int to_worker, const unsigned char *id,
+		   size_t id_len, const ProtobufCMessage *m);
+
+/* ---- members.c ---- */
+int members_find(const sched *s, const wire_msg *m);
+void members_reject(sched *s, const wire_msg *m, int status, const char *why);
+int members_alive(const sched *s);
+/* No worker alive and none expected soon (the grace passed). */
+int members_none_expected(const sched *s);
+void members_on_register(sched *s, const wire_msg *m,
+			 const Quorum__WorkerMsg *wm);
+void members_remove(sched *s, int wi, const char *why);
+/* Heartbeats due, expired workers. */
+void members_tick(sched *s);
+
+/* ---- roots.c ---- */
+void roots_unref(sched *s, entry *e);
+entry *roots_by_id(const sched *s, uint64_t id);
+/* Finds or starts the root of r; r moves to Q_ROOT or Q_DECODE. */
+void roots_start(sched *s, req *r);
+/* The root a worker decodes from; 0 when a transfer is needed. */
+int roots_ref_for(const sched *s, const entry *e, const worker *w,
+		  Quorum__RootRef *ref);
+void roots_want_replica(sched *s, req *r, entry *e, const char *host);
+int roots_transfer_failed(const entry *e, const char *host);
+/* Worker wi is gone: its roots and replicas with it. */
+void roots_forget_worker(sched *s, int wi);
+void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p);
+void roots_on_root_data(sched *s, int wi, Quorum__RootData *d);
+void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x);
+void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x);
+void roots_free_all(sched *s);
+
+/* ---- front.c ---- */
+void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,
+		       uint64_t rid, int status, const char *err);
+/* All samples of r are in: vote, reply, free r. */
+void front_finish(sched *s, req *r);
+
+/* ---- dispatch.c ---- */
+void dispatch_job_drop(sched *s, req *r, job *j);
+void dispatch_req_free(sched *s, req *r);
+void dispatch_req_fail(sched *s, req *r, int status, const char *err);
+req *dispatch_req_by_rid(const sched *s, uint64_t rid);
+/* Worker wi is gone: its jobs' unfinished indices go back to pending. */
+void dispatch_forget_worker(sched *s, int wi);
+/* Starts queued requests, requeues those whose root died, splits
+ * pending samples over free slots, finishes complete requests. */
+void dispatch_pump(sched *s);
+/* Returns 1 when it kept wm. */
+int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm);
+void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x);
+/* Partial texts of a streamed job, forwarded to its client. */
+void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x);
+void dispatch_deadlines(sched *s);
+
+#endif
