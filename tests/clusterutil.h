@@ -405,18 +405,22 @@ static inline int cu_status_send(void *s, uint64_t rid)
 	return cu_send(s, &q);
 }
 
-/* The cluster status (NULL when the coordinator does not answer in 2 s).
- * Replies to other requests arriving meanwhile are dropped. */
+/* The cluster status (NULL when the coordinator does not answer in 2 s;
+ * callers poll again). Each query has its own request id, so a late reply to an
+ * earlier query is never taken for this one; replies to other requests
+ * arriving meanwhile are dropped (poll status on a socket of its own). */
 static inline Quorum__ClientReply *cu_status(void *s)
 {
+	static uint64_t seq;
+	uint64_t rid = 0x57570000ull + ++seq;
 	int64_t end = wire_now_ms() + 2000;
 
-	if (cu_status_send(s, 0x5757))
+	if (cu_status_send(s, rid))
 		return NULL;
 	while (wire_now_ms() < end) {
 		Quorum__ClientReply *r = cu_recv(s, 200);
 
-		if (r && r->request_id == 0x5757 &&
+		if (r && r->request_id == rid &&
 		    r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER)
 			return r;
 		if (r)
