@@ -88,6 +88,12 @@ $(B)/worker: $(WORKER_OBJ) $(LIB)
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
+# the scheduler in-process: the coordinator's objects but its main
+SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ))
+$(B)/tests/test_sched.o: CPPFLAGS += -Icoordinator
+$(B)/tests/test_sched: $(B)/tests/test_sched.o $(SCHED_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS) -lcmocka
+
 $(B)/bench/%: $(B)/bench/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

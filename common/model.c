@@ -166,7 +166,7 @@ static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
 
 /* Identifies the file's contents cheaply: its size, all metadata, and
  * every tensor's name and first 4 KiB. */
-static uint64_t fingerprint(const gguf_file *g)
+uint64_t model_fingerprint_gguf(const gguf_file *g)
 {
 	uint64_t size = gguf_file_size(g), h = 0xcbf29ce484222325ull;
 
@@ -476,7 +476,7 @@ int model_from_gguf(gguf_file *g, model **out)
 		}
 	if ((rc = load_layers(&L)))
 		goto fail;
-	m->fingerprint = fingerprint(g);
+	m->fingerprint = model_fingerprint_gguf(g);
 	*out = m;
 	return 0;
 fail:

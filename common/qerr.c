@@ -14,6 +14,8 @@ static const char *const qerr_names[QERR_COUNT_] = {
 	[QERR_ARG] = "invalid argument",
 	[QERR_FULL] = "capacity exhausted",
 	[QERR_TOOLONG] = "too long for the context",
+	[QERR_CANCELLED] = "cancelled",
+	[QERR_REJECTED] = "rejected by the peer",
 };
 
 static _Thread_local char qerr_buf[512];

@@ -21,6 +21,8 @@ enum qerr {
 	QERR_ARG,        /* bad argument from the caller */
 	QERR_FULL,       /* capacity exhausted (KV pool, queue) */
 	QERR_TOOLONG,    /* prompt or sequence exceeds the context */
+	QERR_CANCELLED,  /* stopped on request (Cancel, signal) */
+	QERR_REJECTED,   /* refused by the peer (a worker's registration) */
 	QERR_COUNT_
 };
 

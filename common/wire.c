@@ -144,6 +144,7 @@ int wire_recv(void *sock, int router, int dontwait, size_t max_bytes,
 	out->len = 0;
 	out->frames = 0;
 	out->has_frame = 0;
+	out->user[0] = '\0';
 	while (more) {
 		zmq_msg_t f;
 		int first = out->frames == 0;
@@ -186,6 +187,12 @@ int wire_recv(void *sock, int router, int dontwait, size_t max_bytes,
 	}
 	out->data = zmq_msg_data(&out->frame);
 	out->len = zmq_msg_size(&out->frame);
+	{
+		const char *u = zmq_msg_gets(&out->frame, "User-Id");
+
+		if (u && strlen(u) < sizeof(out->user))
+			strcpy(out->user, u);
+	}
 	if (max_bytes && out->len > max_bytes) {
 		size_t n = out->len;
 
@@ -209,6 +216,21 @@ const char *wire_status_name(int status)
 	if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]))
 		return "UNKNOWN";
 	return names[status];
+}
+
+int wire_status_of_qerr(int qerr)
+{
+	switch (qerr) {
+	case QERR_OK: return QUORUM__STATUS__STATUS_OK;
+	case QERR_FULL: return QUORUM__STATUS__STATUS_NO_CAPACITY;
+	case QERR_TOOLONG: return QUORUM__STATUS__STATUS_TOO_LONG;
+	case QERR_CANCELLED: return QUORUM__STATUS__STATUS_CANCELLED;
+	case QERR_ARG:
+	case QERR_RANGE:
+	case QERR_FORMAT:
+	case QERR_MISSING: return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	default: return QUORUM__STATUS__STATUS_INTERNAL;
+	}
 }
 
 int64_t wire_now_ms(void)

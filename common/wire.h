@@ -35,6 +35,20 @@
 #define WIRE_ID_MAX 255          /* ZeroMQ routing ids are 1..255 bytes */
 #define WIRE_DEFAULT_MAX_BYTES (16 * 1024 * 1024)
 
+/* Limits both ends of the protocol enforce (one home for each):
+ * worker ids, host labels: wire_name_ok with these maxima (NUL included);
+ * client fields: the question and the system prompt in bytes; a sample's
+ * text: at most WIRE_TOKEN_BYTES_MAX bytes per generated token (no
+ * vocabulary entry of a supported model is longer) plus a margin. */
+#define WIRE_WORKER_ID_MAX 64
+#define WIRE_HOST_MAX 128
+#define WIRE_POOL_NAME_MAX 256
+#define WIRE_QUESTION_MAX (1u << 20)
+#define WIRE_SYSTEM_MAX (64u * 1024)
+#define WIRE_TOKEN_BYTES_MAX 256u
+#define WIRE_SAMPLE_TEXT_MAX(max_new) \
+	((size_t)(max_new) * WIRE_TOKEN_BYTES_MAX + 1024)
+
 /* One received message. data points into frame;
  * release with wire_msg_close. */
 typedef struct {
@@ -43,6 +57,8 @@ typedef struct {
 	const uint8_t *data;
 	size_t len;
 	int frames;                  /* frames received (identity included) */
+	char user[48];               /* ZAP User-Id (the peer's CURVE public
+				      * key in Z85) or "" */
 	zmq_msg_t frame;             /* holds the payload */
 	int has_frame;
 } wire_msg;
@@ -72,7 +88,8 @@ int wire_send(void *sock, const void *id, size_t id_len,
 	      const ProtobufCMessage *m);
 
 /* Receives one whole message (non-blocking when dontwait). router: the
- * socket prefixes an identity frame. QERR_OK with out filled;
+ * socket prefixes an identity frame; out->user is the User-Id the ZAP
+ * handler gave the connection (CURVE on), else "". QERR_OK with out filled;
  * QERR_FULL when nothing is waiting (dontwait); QERR_FORMAT when the
  * frame count or size is wrong (out->id still valid, the payload empty);
  * QERR_IO on a socket error (EINTR included). */
@@ -82,6 +99,11 @@ void wire_msg_close(wire_msg *m);
 
 /* "OK", "BAD_REQUEST", ... for quorum.Status values; "UNKNOWN" else. */
 const char *wire_status_name(int status);
+
+/* The quorum.Status a qerr code is reported as on the wire:
+ * QERR_FULL NO_CAPACITY, QERR_TOOLONG TOO_LONG, QERR_CANCELLED
+ * CANCELLED, argument/range/format/missing BAD_REQUEST, else INTERNAL. */
+int wire_status_of_qerr(int qerr);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t wire_now_ms(void);

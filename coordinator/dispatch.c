@@ -99,8 +99,9 @@ static void try_send(sched *s, req *r, job *j)
 	Quorum__RootRef ref = QUORUM__ROOT_REF__INIT;
 	Quorum__SamplingParams sp = QUORUM__SAMPLING_PARAMS__INIT;
 	worker *w = &s->w[j->worker];
+	int src = roots_ref_for(s, r->root, w, &ref);
 
-	if (!roots_ref_for(s, r->root, w, &ref)) {
+	if (src < 0) {
 		roots_want_replica(s, r, r->root, w->host);
 		return;
 	}
@@ -125,39 +126,70 @@ static void try_send(sched *s, req *r, job *j)
 	m.body_case = QUORUM__COORD_MSG__BODY_DECODE;
 	m.decode = &d;
 	j->state = J_SENT;
+	j->src = src;
 	j->root = r->root;
 	r->root->refs++;
 	r->messages++;
 	sched_send_worker(s, j->worker, &m);
 }
 
-/* Splits the pending indices of r over the workers' free slots
- * (contiguous ranges, as even as the slots allow) and sends the jobs
- * whose root is reachable. */
+/* Blocks a worker on host needs for r's root besides its samples' tails:
+ * none where the holder's pool or a copy is (or is being made), else a
+ * copy of its own. */
+static uint64_t root_extra(const sched *s, const req *r, const char *host)
+{
+	const entry *e = r->root;
+
+	if (!strcmp(s->w[e->worker].host, host))
+		return 0;
+	for (int i = 0; i < e->n_reps; i++)
+		if (!strcmp(e->reps[i].host, host))
+			return 0;
+	return sched_blocks_for(s, r->n_tokens);
+}
+
+/* Splits the pending indices of r over the workers' free slots and KV
+ * blocks (each sample reserves its worst-case tail; contiguous ranges,
+ * as even as slots and blocks allow; unused cached roots are evicted
+ * for room) and sends the jobs whose root is reachable. */
 static void split(sched *s, req *r)
 {
 	int elig[MAX_WORKERS], ne = 0;
-	uint32_t pending = 0, next = 0;
+	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS];
+	uint32_t pending = 0, next = 0, tail = sched_tail_blocks(s, r);
 
 	for (uint32_t i = 0; i < r->n; i++)
 		pending += r->st[i] == S_PENDING;
-	for (int i = 0; pending && i < s->n_workers; i++)
-		if (s->w[i].used && !s->w[i].dead &&
-		    s->w[i].busy < s->w[i].slots &&
-		    !roots_transfer_failed(r->root, s->w[i].host))
-			elig[ne++] = i;
+	for (int i = 0; pending && i < s->n_workers; i++) {
+		if (!members_usable(s, i) || s->w[i].busy >= s->w[i].slots ||
+		    roots_transfer_failed(r->root, s->w[i].host))
+			continue;
+		extra[ne] = root_extra(s, r, s->w[i].host);
+		room[ne] = roots_room(s, i);
+		if (room[ne] < extra[ne] + tail)
+			continue;
+		elig[ne++] = i;
+	}
 	if (ne) {
 		uint32_t share = (pending + (uint32_t)ne - 1) / (uint32_t)ne;
 
 		for (int k = 0; k < ne && pending; k++) {
 			worker *w = &s->w[elig[k]];
 			uint32_t take = share, f = w->slots - w->busy;
+			uint64_t fit = (room[k] - extra[k]) / tail;
 			job *j;
 
 			if (take > f)
 				take = f;
 			if (take > pending)
 				take = pending;
+			if (take > fit)
+				take = (uint32_t)fit;
+			if (!take || !roots_make_room(s, elig[k],
+						      extra[k] +
+							      (uint64_t)take *
+								      tail))
+				continue;
 			if (!(j = calloc(1, sizeof(*j))) ||
 			    !(j->idx = malloc(take * sizeof(*j->idx)))) {
 				free(j);
@@ -165,6 +197,7 @@ static void split(sched *s, req *r)
 			}
 			j->attempt = ++r->next_attempt;
 			j->worker = elig[k];
+			j->src = -1;
 			j->state = J_WAIT_ROOT;
 			while (j->n < (int)take) {
 				while (r->st[next] != S_PENDING)
@@ -187,6 +220,8 @@ static void split(sched *s, req *r)
  * keeping the samples already in and the jobs already sent. */
 static void requeue(sched *s, req *r)
 {
+	int no_room = r->root->no_room;
+
 	for (job *j = r->jobs, *nx; j; j = nx) {
 		nx = j->next;
 		if (j->state == J_WAIT_ROOT)
@@ -195,9 +230,16 @@ static void requeue(sched *s, req *r)
 	roots_unref(s, r->root);
 	r->root = NULL;
 	r->state = Q_QUEUED;
-	if (++r->failures > MAX_FAILURES)
+	/* a capacity shortage is never charged to the retry budget */
+	if (no_room) {
+		if (++r->capacity_waits > MAX_CAPACITY_WAITS)
+			dispatch_req_fail(s, r,
+					  QUORUM__STATUS__STATUS_NO_CAPACITY,
+					  "the workers' KV pools stayed full");
+	} else if (++r->failures > MAX_FAILURES) {
 		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
-			 "root lost too often: retry budget exhausted");
+				  "root lost too often: retry budget exhausted");
+	}
 }
 
 void dispatch_pump(sched *s)
@@ -213,15 +255,36 @@ void dispatch_pump(sched *s)
 	}
 	for (req *r = s->reqs; r; r = r->next)
 		active += r->state != Q_QUEUED;
-	for (req *r = s->reqs, *nx; r; r = nx) {
-		nx = r->next;
-		if (r->state == Q_QUEUED && active < limit && members_alive(s)) {
-			uint64_t rid = r->rid;
+	/* queued requests start fairly: the next is one of the client with
+	 * the fewest requests under way (first come first among equals) */
+	s->pump_gen++;
+	while (active < limit && members_alive(s)) {
+		req *pick = NULL;
+		int pick_on = 0;
+		uint64_t rid;
 
-			roots_start(s, r);
-			if ((r = dispatch_req_by_rid(s, rid)) && r->state != Q_QUEUED)
-				active++;
+		for (req *r = s->reqs; r; r = r->next) {
+			int on = 0;
+
+			if (r->state != Q_QUEUED || r->tried == s->pump_gen)
+				continue;
+			for (req *x = s->reqs; x; x = x->next)
+				on += x->state != Q_QUEUED &&
+				      x->cid_len == r->cid_len &&
+				      !memcmp(x->cid, r->cid, r->cid_len);
+			if (!pick || on < pick_on) {
+				pick = r;
+				pick_on = on;
+			}
 		}
+		if (!pick)
+			break;
+		pick->tried = s->pump_gen;
+		rid = pick->rid;
+		roots_start(s, pick);
+		if ((pick = dispatch_req_by_rid(s, rid)) &&
+		    pick->state != Q_QUEUED)
+			active++;
 	}
 	for (req *r = s->reqs, *nx; r; r = nx) {
 		nx = r->next;
@@ -260,9 +323,20 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	i = x->sample->index;
 	for (int k = 0; k < j->n; k++)
 		mine |= j->idx[k] == i;
+	/* everything a worker says is checked: its own job's index, a
+	 * finish reason, no more tokens than asked, bounded text and answer */
 	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
-	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX))
+	    (strcmp(x->sample->finish, "stop") &&
+	     strcmp(x->sample->finish, "length")) ||
+	    x->sample->tokens > r->max_new ||
+	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->max_new) ||
+	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
+	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX)) {
+		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
+			"request %llu dropped\n", s->w[wi].id,
+			(unsigned long long)r->rid);
 		return 0;
+	}
 	r->st[i] = S_DONE;
 	r->res[i] = wm;
 	r->n_done++;
@@ -330,8 +404,10 @@ void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 	req *r = dispatch_req_by_rid(s, x->request_id);
 	job *j = job_of(r, x->attempt, wi);
 
-	if (!j)
+	if (!j) {
+		members_zombie_done(s, wi, x->request_id, x->attempt);
 		return;
+	}
 	r->messages++;
 	r->blocks_mapped += x->blocks_mapped;
 	r->blocks_copied += x->blocks_copied;
@@ -343,15 +419,33 @@ void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 			"failed: %s: %s\n", s->w[wi].id,
 			(unsigned long long)r->rid, wire_status_name(x->status),
 			x->error ? x->error : "");
-		r->failures++;
+		/* a full pool is a capacity shortage, not the request's
+		 * fault (never charged, never WORKER_LOST): room is made
+		 * there for the next try */
+		if (x->status == QUORUM__STATUS__STATUS_NO_CAPACITY) {
+			r->capacity_waits++;
+			roots_make_room(s, wi, s->w[wi].pool_blocks);
+		} else if (x->status != QUORUM__STATUS__STATUS_CANCELLED) {
+			/* (a cancel is ours, or the worker lost us: the
+			 * sample losses count those) */
+			r->failures++;
+		}
 	}
 	dispatch_job_drop(s, r, j);
 	if (r->failures > MAX_FAILURES)
 		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
-			 "decode failed on the workers");
+				  "decode failed on the workers");
+	else if (r->capacity_waits > MAX_CAPACITY_WAITS)
+		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_NO_CAPACITY,
+				  "the workers' KV pools stayed full");
 }
 
-/* Worker wi is gone: its jobs' unfinished indices go back to pending. */
+/* Worker wi is gone: its jobs' unfinished indices go back to pending;
+ * jobs of other workers reading its pool are cancelled and their
+ * indices dispatched again (not charged: the request did nothing wrong)
+ * — wi's blocks may be handed out again once it re-registers, and a
+ * reader must never see them. Until the readers confirm, wi's pool
+ * owner is fenced (members_usable). */
 void dispatch_forget_worker(sched *s, int wi)
 {
 	for (req *r = s->reqs, *rn; r; r = rn) {
@@ -360,6 +454,29 @@ void dispatch_forget_worker(sched *s, int wi)
 		rn = r->next;
 		for (job *j = r->jobs, *nx; j; j = nx) {
 			nx = j->next;
+			if (j->worker != wi && j->state == J_SENT &&
+			    j->src == wi && j->n_done < j->n) {
+				Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+				Quorum__Cancel c = QUORUM__CANCEL__INIT;
+				zombie *z = calloc(1, sizeof(*z));
+
+				c.request_id = r->rid;
+				m.body_case = QUORUM__COORD_MSG__BODY_CANCEL;
+				m.cancel = &c;
+				if (z && !sched_send_worker(s, j->worker, &m)) {
+					z->worker = j->worker;
+					z->rid = r->rid;
+					z->attempt = j->attempt;
+					snprintf(z->pool, sizeof(z->pool), "%s",
+						 s->w[wi].pool);
+					z->next = s->zombies;
+					s->zombies = z;
+				} else {
+					free(z);
+				}
+				dispatch_job_drop(s, r, j);
+				continue;
+			}
 			if (j->worker != wi)
 				continue;
 			/* the retry budget is per sample: one that was being

@@ -199,14 +199,13 @@ out:
 	free(wp);
 }
 
-/* Checks an Ask; on success fills r's params and tokens. Returns a
- * Status and sets *err. */
-static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
+/* The cheap checks of an Ask (no tokenizing): every field within its
+ * cap; fills r's params. Returns a Status and sets *err. */
+static int check_fields(sched *s, const Quorum__Ask *a, req *r,
+			const char **err)
 {
 	const cfg_sampling *d = &s->c->sampling;
 	const Quorum__SamplingParams *p = a->params;
-	char *q = NULL, *sys = NULL;
-	int rc;
 
 	r->n = p && p->has_n ? p->n : (uint32_t)d->n;
 	r->seed = p && p->has_seed ? p->seed : d->seed;
@@ -220,8 +219,10 @@ static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
 	*err = NULL;
 	if (!a->question.len)
 		*err = "the question is empty";
-	else if (a->question.len > QUESTION_MAX)
-		*err = "the question is too long";
+	else if (a->question.len > WIRE_QUESTION_MAX)
+		*err = "the question is over 1 MiB";
+	else if (a->has_system && a->system.len > WIRE_SYSTEM_MAX)
+		*err = "the system prompt is over 64 KiB";
 	else if (memchr(a->question.data, 0, a->question.len) ||
 		 (a->has_system && memchr(a->system.data, 0, a->system.len)))
 		*err = "the question or system prompt holds a NUL byte";
@@ -235,8 +236,16 @@ static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
 		*err = "top_k must be >= 0";
 	else if (r->max_new < 1 || r->max_new > (uint32_t)s->o.ctx_len)
 		*err = "max_new_tokens out of range";
-	if (*err)
-		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	return *err ? QUORUM__STATUS__STATUS_BAD_REQUEST
+		    : QUORUM__STATUS__STATUS_OK;
+}
+
+/* The prompt's tokens into r, and the length checks. */
+static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
+{
+	char *q = NULL, *sys = NULL;
+	int rc;
+
 	if (!(q = strndup((const char *)a->question.data, a->question.len)) ||
 	    (a->has_system &&
 	     !(sys = strndup((const char *)a->system.data, a->system.len)))) {
@@ -268,60 +277,91 @@ static int validate(sched *s, const Quorum__Ask *a, req *r, const char **err)
 	return QUORUM__STATUS__STATUS_OK;
 }
 
+/* The queue's door: BUSY when it is full, or when this client holds its
+ * share already — limits.queue_depth / (clients with requests, this one
+ * included, + 1), at least 1 — so a newcomer always finds room. */
+static const char *over_share(const sched *s, const wire_msg *m)
+{
+	int mine = 0, clients = 1;
+
+	if (s->n_reqs >= s->c->limits.queue_depth)
+		return "queue full";
+	for (const req *x = s->reqs; x; x = x->next) {
+		int first = 1;
+
+		if (x->cid_len == m->id_len && !memcmp(x->cid, m->id, m->id_len)) {
+			mine++;
+			continue;
+		}
+		for (const req *y = s->reqs; y != x; y = y->next)
+			if (y->cid_len == x->cid_len &&
+			    !memcmp(y->cid, x->cid, x->cid_len)) {
+				first = 0;
+				break;
+			}
+		clients += first;
+	}
+	{
+		int share = s->c->limits.queue_depth / (clients + 1);
+
+		if (share < 1)
+			share = 1;
+		return mine >= share ? "over this client's share of the queue"
+				     : NULL;
+	}
+}
+
 static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 {
-	req *r = calloc(1, sizeof(*r));
+	req *r;
 	const char *err;
 	int st;
 	int64_t dl;
+	uint32_t largest;
 
-	if (!r) {
+	for (req *x = s->reqs; x; x = x->next)
+		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
+		    !memcmp(x->cid, m->id, m->id_len))
+			/* a client's resend of a request in flight: the same
+			 * request, answered once */
+			return;
+	if (!(r = calloc(1, sizeof(*r)))) {
 		front_reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	for (req *x = s->reqs; x; x = x->next)
-		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
-		    !memcmp(x->cid, m->id, m->id_len)) {
-			/* a client's resend of a request in flight: the same
-			 * request, answered once */
-			free(r);
-			return;
-		}
-	if ((st = validate(s, cr->ask, r, &err)) != QUORUM__STATUS__STATUS_OK) {
-		front_reply_error(s, m->id, m->id_len, cr->request_id, st, err);
-		free(r->tokens);
-		free(r);
-		return;
-	}
+	/* cheap checks first: nothing is tokenized for a request that
+	 * cannot be queued */
+	if ((st = check_fields(s, cr->ask, r, &err)) !=
+	    QUORUM__STATUS__STATUS_OK)
+		goto refuse;
 	if (!members_alive(s) && members_none_expected(s)) {
-		front_reply_error(s, m->id, m->id_len, cr->request_id,
-			    QUORUM__STATUS__STATUS_NO_CAPACITY,
-			    "no worker is registered");
-		free(r->tokens);
-		free(r);
-		return;
+		st = QUORUM__STATUS__STATUS_NO_CAPACITY;
+		err = "no worker is registered";
+		goto refuse;
 	}
-	if (s->n_reqs >= s->c->limits.queue_depth) {
-		front_reply_error(s, m->id, m->id_len, cr->request_id,
-			    QUORUM__STATUS__STATUS_BUSY, "queue full");
-		free(r->tokens);
-		free(r);
-		return;
+	if ((err = over_share(s, m))) {
+		st = QUORUM__STATUS__STATUS_BUSY;
+		goto refuse;
+	}
+	if ((st = tokenize(s, cr->ask, r, &err)) != QUORUM__STATUS__STATUS_OK)
+		goto refuse;
+	/* never fits: the root plus one sample's tail over every pool */
+	largest = roots_largest_pool(s);
+	if (largest && (uint64_t)sched_blocks_for(s, r->n_tokens) +
+				       sched_tail_blocks(s, r) > largest) {
+		st = QUORUM__STATUS__STATUS_NO_CAPACITY;
+		err = "the prompt and one sample need more KV blocks than the "
+		      "largest worker pool has";
+		goto refuse;
 	}
 	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
 	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
 	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {
-		front_reply_error(s, m->id, m->id_len, cr->request_id,
-			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
-		free(r->st);
-		free(r->lost);
-		free(r->res);
-		free(r->fwd);
-		free(r->tokens);
-		free(r);
-		return;
+		st = QUORUM__STATUS__STATUS_INTERNAL;
+		err = "out of memory";
+		goto refuse;
 	}
 	r->rid = ++s->next_id;
 	r->stream = cr->ask->has_stream && cr->ask->stream;
@@ -329,9 +369,11 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	memcpy(r->cid, m->id, m->id_len);
 	r->cid_len = m->id_len;
 	r->t_accept = sched_now(s);
-	dl = cr->ask->has_deadline_ms && cr->ask->deadline_ms
-		     ? (int64_t)cr->ask->deadline_ms
-		     : (int64_t)s->c->limits.request_timeout_ms;
+	/* a client's deadline never exceeds limits.request_timeout_ms */
+	dl = (int64_t)s->c->limits.request_timeout_ms;
+	if (cr->ask->has_deadline_ms && cr->ask->deadline_ms &&
+	    (int64_t)cr->ask->deadline_ms < dl)
+		dl = (int64_t)cr->ask->deadline_ms;
 	r->deadline = r->t_accept + dl;
 	if (s->reqs_tail)
 		s->reqs_tail->next = r;
@@ -352,6 +394,15 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		sched_send_client(s, r->cid, r->cid_len, &rep);
 	}
 	dispatch_pump(s);
+	return;
+refuse:
+	front_reply_error(s, m->id, m->id_len, cr->request_id, st, err);
+	free(r->res);
+	free(r->fwd);
+	free(r->st);
+	free(r->lost);
+	free(r->tokens);
+	free(r);
 }
 
 /* The client no longer wants its request: its jobs are cancelled (a

@@ -12,6 +12,7 @@
 #include "cfg.h"
 #include "curve.h"
 #include "gguf.h"
+#include "model.h"
 #include "proc.h"
 #include "prompt.h"
 #include "qerr.h"
@@ -40,8 +41,10 @@ static void usage(FILE *f)
 		"  -h, --help        this help\n");
 }
 
-/* The tokenizer and context length of the model, without its weights. */
-static int load_vocab(const char *path, tok **t, int *ctx_len)
+/* The tokenizer, context length and fingerprint of the model, without
+ * its weights. */
+static int load_vocab(const char *path, tok **t, int *ctx_len,
+		      uint64_t *fp)
 {
 	gguf_file *g = NULL;
 	gguf_str arch;
@@ -65,6 +68,7 @@ static int load_vocab(const char *path, tok **t, int *ctx_len)
 		return rc ? rc : qerr_fail(QERR_FORMAT, "%s: no %s", path, key);
 	}
 	*ctx_len = (int)ctx;
+	*fp = model_fingerprint_gguf(g);
 	gguf_close(&g);
 	return QERR_OK;
 }
@@ -112,8 +116,12 @@ static int load_security(const cfg *c, curve_sock *ck, curve_sock *wk,
 
 static void drain(sched *s, void *sock, int clients)
 {
-	/* bounded: neither side can starve the other or the timers */
+	/* bounded: neither side can starve the other or the timers; client
+	 * work stops as soon as a heartbeat falls due (it goes out, and the
+	 * workers' messages are read, before more client work) */
 	for (int k = 0; k < 256; k++) {
+		if (clients && k && sched_timeout_ms(s) == 0)
+			return;
 		wire_msg m;
 		int rc = wire_recv(sock, 1, 1, 0, &m);
 
@@ -162,7 +170,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg_load(config, &c) ||
-	    load_vocab(c->model.path, &t, &ctx_len) ||
+	    load_vocab(c->model.path, &t, &ctx_len, &so.fingerprint) ||
 	    prompt_style_resolve(t, c->prompt.template_name, c->prompt.think,
 				 &pst)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
@@ -213,6 +221,7 @@ int main(int argc, char **argv)
 	so.t = t;
 	so.prompt_family = pst.family;
 	so.ctx_len = ctx_len;
+	so.has_fingerprint = 1;
 	so.clients = clients;
 	so.workers = workers;
 	if (sched_new(&so, &s) ||
@@ -240,15 +249,23 @@ int main(int argc, char **argv)
 		}
 		if (zap && (it[2].revents & ZMQ_POLLIN))
 			curve_zap_serve(zap);
-		if (it[1].revents & ZMQ_POLLIN)
-			drain(s, workers, 0);
+		/* workers first, then the timers (heartbeats out, expiries
+		 * judged on fresh news), then clients */
+		drain(s, workers, 0);
+		sched_tick(s);
 		if (it[0].revents & ZMQ_POLLIN)
 			drain(s, clients, 1);
-		sched_tick(s);
 		proc_tick(ps);
 	}
 	fprintf(stderr, "coordinator: shutting down\n");
 	sched_shutdown(s);
+	{
+		/* the CANCELLED replies just queued reach their clients
+		 * before the socket goes (LINGER was 0) */
+		int linger = 2000;
+
+		zmq_setsockopt(clients, ZMQ_LINGER, &linger, sizeof(linger));
+	}
 	proc_stop_all(ps, 5000);
 	rc = stop_flag ? 0 : 1;
 out:

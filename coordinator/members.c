@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv.h"
 #include "qerr.h"
 
 int members_find(const sched *s, const wire_msg *m)
@@ -24,6 +25,48 @@ int members_alive(const sched *s)
 	for (int i = 0; i < s->n_workers; i++)
 		n += s->w[i].used && !s->w[i].dead;
 	return n;
+}
+
+static int fenced(const sched *s, int wi)
+{
+	for (const zombie *z = s->zombies; z; z = z->next)
+		if (!strcmp(z->pool, s->w[wi].pool))
+			return 1;
+	return 0;
+}
+
+int members_usable(const sched *s, int wi)
+{
+	return s->w[wi].used && !s->w[wi].dead && !fenced(s, wi);
+}
+
+int members_zombie_done(sched *s, int wi, uint64_t rid, uint32_t attempt)
+{
+	for (zombie **pp = &s->zombies; *pp; pp = &(*pp)->next) {
+		zombie *z = *pp;
+
+		if (z->worker == wi && z->rid == rid && z->attempt == attempt) {
+			*pp = z->next;
+			free(z);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The decoder wi is gone: it reads nothing any more. */
+static void zombies_of_gone(sched *s, int wi)
+{
+	for (zombie **pp = &s->zombies; *pp;) {
+		zombie *z = *pp;
+
+		if (z->worker == wi) {
+			*pp = z->next;
+			free(z);
+		} else {
+			pp = &z->next;
+		}
+	}
 }
 
 /* No worker alive, and none can be expected soon: the grace (one
@@ -62,6 +105,7 @@ void members_remove(sched *s, int wi, const char *why)
 
 	fprintf(stderr, "coordinator: worker %s (host %s) removed: %s\n",
 		w->id, w->host, why);
+	zombies_of_gone(s, wi);
 	dispatch_forget_worker(s, wi);
 	/* same-host peers may map its pool: they drop the mapping */
 	for (int i = 0; w->pool[0] && i < s->n_workers; i++)
@@ -85,22 +129,43 @@ void members_remove(sched *s, int wi, const char *why)
 void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *wm)
 {
 	const Quorum__Register *g = wm->register_;
-	char prefix[64];
+	const binding *bound = NULL;
 	int wi, prev;
 	worker *w;
 
-	snprintf(prefix, sizeof(prefix), "/quorum-%s-", s->c->cluster.name);
-	if (!wire_name_ok(wm->worker_id, ID_MAX) || !g->host || !*g->host ||
-	    strlen(g->host) >= HOST_MAX || strchr(g->host, '\n')) {
+	if (!wire_name_ok(wm->worker_id, ID_MAX) ||
+	    !wire_name_ok(g->host, HOST_MAX)) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		       "bad worker id or host label");
 		return;
 	}
-	if (!g->pool_name || strlen(g->pool_name) >= POOL_MAX ||
-	    strncmp(g->pool_name, prefix, strlen(prefix)) ||
-	    strchr(g->pool_name + 1, '/')) {
+	/* an id belongs to the key it first registered with */
+	for (const binding *b = s->bindings; b; b = b->next)
+		if (!strcmp(b->id, wm->worker_id))
+			bound = b;
+	if (bound && strcmp(bound->key, m->user)) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
-		       "pool name is not of this cluster");
+		       "worker id is bound to another CURVE key");
+		return;
+	}
+	/* the pool is named after the id (kv_pool_name_ok) and unique */
+	if (!g->pool_name || strlen(g->pool_name) >= POOL_MAX ||
+	    !kv_pool_name_ok(g->pool_name, s->c->cluster.name,
+			     wm->worker_id)) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "pool name is not /quorum-<cluster>@<id>@<12 hex>");
+		return;
+	}
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && !strcmp(s->w[i].pool, g->pool_name) &&
+		    strcmp(s->w[i].id, wm->worker_id)) {
+			members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+			       "pool name in use by another worker");
+			return;
+		}
+	if (!g->has_pool_blocks || g->pool_blocks < 1) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "pool size missing");
 		return;
 	}
 	if (s->have_fingerprint && g->model_fingerprint != s->fingerprint) {
@@ -142,8 +207,22 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		return;
 	}
 	if (!s->have_fingerprint) {
+		/* (no model file of our own to hash: the first one sets it) */
 		s->fingerprint = g->model_fingerprint;
 		s->have_fingerprint = 1;
+	}
+	if (!bound) {
+		binding *b = calloc(1, sizeof(*b));
+
+		if (!b) {
+			members_reject(s, m, QUORUM__STATUS__STATUS_INTERNAL,
+			       "out of memory");
+			return;
+		}
+		snprintf(b->id, sizeof(b->id), "%s", wm->worker_id);
+		snprintf(b->key, sizeof(b->key), "%s", m->user);
+		b->next = s->bindings;
+		s->bindings = b;
 	}
 	w = &s->w[wi];
 	memset(w, 0, sizeof(*w));
@@ -156,7 +235,8 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 	w->pid = g->pid;
 	w->slots = g->slots;
 	w->threads = g->has_threads ? g->threads : 0;
-	w->blocks_free = g->has_pool_blocks ? g->pool_blocks : 0;
+	w->blocks_free = g->pool_blocks;
+	w->pool_blocks = g->pool_blocks;
 	w->last_seen = sched_now(s);
 	if (wi >= s->n_workers)
 		s->n_workers = wi + 1;

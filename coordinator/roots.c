@@ -81,23 +81,113 @@ entry *roots_by_id(const sched *s, uint64_t id)
 	return NULL;
 }
 
-static int least_loaded(const sched *s)
+uint64_t roots_committed(const sched *s, int wi)
 {
-	int best = -1;
+	uint64_t n = 0;
+
+	for (const entry *e = s->entries; e; e = e->next) {
+		uint32_t nb = sched_blocks_for(s, e->n_tokens);
+
+		if (e->worker == wi &&
+		    (e->state == E_PREFILL || e->state == E_READY))
+			n += nb;
+		for (int i = 0; i < e->n_reps; i++)
+			if (e->reps[i].worker == wi &&
+			    (e->reps[i].state == R_IMPORT ||
+			     e->reps[i].state == R_READY))
+				n += nb;
+	}
+	for (const req *r = s->reqs; r; r = r->next)
+		for (const job *j = r->jobs; j; j = j->next)
+			if (j->worker == wi)
+				n += (uint64_t)(j->n - j->n_done) *
+				     sched_tail_blocks(s, r);
+	return n;
+}
+
+static uint64_t free_of(const sched *s, int wi)
+{
+	uint64_t c = roots_committed(s, wi);
+
+	return c < s->w[wi].pool_blocks ? s->w[wi].pool_blocks - c : 0;
+}
+
+/* 1 when e has a copy on wi (its root or a replica). */
+static int has_copy(const entry *e, int wi)
+{
+	if (e->worker == wi && e->state == E_READY)
+		return 1;
+	for (int i = 0; i < e->n_reps; i++)
+		if (e->reps[i].worker == wi && e->reps[i].state == R_READY)
+			return 1;
+	return 0;
+}
+
+uint64_t roots_room(const sched *s, int wi)
+{
+	uint64_t n = free_of(s, wi);
+
+	for (const entry *e = s->entries; e; e = e->next)
+		if (!e->refs && e->state == E_READY && has_copy(e, wi))
+			n += sched_blocks_for(s, e->n_tokens);
+	return n;
+}
+
+int roots_make_room(sched *s, int wi, uint64_t need)
+{
+	while (free_of(s, wi) < need) {
+		entry *old = NULL;
+
+		for (entry *e = s->entries; e; e = e->next)
+			if (!e->refs && e->state == E_READY &&
+			    has_copy(e, wi) &&
+			    (!old || e->last_used < old->last_used))
+				old = e;
+		if (!old)
+			return 0;
+		entry_drop(s, old);
+	}
+	return 1;
+}
+
+uint32_t roots_largest_pool(const sched *s)
+{
+	uint32_t m = 0;
+
+	for (int i = 0; i < s->n_workers; i++)
+		if (members_usable(s, i) && s->w[i].pool_blocks > m)
+			m = s->w[i].pool_blocks;
+	return m;
+}
+
+/* The worker to prefill a root of need blocks on: the least loaded one
+ * with that many free blocks, else the least loaded one where evicting
+ * unused cached roots makes room (they are evicted); -1 when none can
+ * now. */
+static int place(sched *s, uint64_t need)
+{
+	int best = -1, fit = 0;
 	uint64_t bl = 0;
 
 	for (int i = 0; i < s->n_workers; i++) {
 		const worker *w = &s->w[i];
 		uint64_t load;
+		int f;
 
-		if (!w->used || w->dead)
+		if (!members_usable(s, i))
+			continue;
+		f = free_of(s, i) >= need;
+		if (!f && roots_room(s, i) < need)
 			continue;
 		load = (uint64_t)w->busy + 8ull * w->ops;
-		if (best < 0 || load < bl) {
+		if (best < 0 || f > fit || (f == fit && load < bl)) {
 			best = i;
 			bl = load;
+			fit = f;
 		}
 	}
+	if (best >= 0 && !fit && !roots_make_room(s, best, need))
+		return -1;
 	return best;
 }
 
@@ -142,8 +232,27 @@ void roots_start(sched *s, req *r)
 				 "%s", s->w[e->worker].id);
 		return;
 	}
-	if ((wi = least_loaded(s)) < 0)
-		return; /* stays queued until a worker registers */
+	{
+		/* the root plus one sample's tail: decoding may go elsewhere,
+		 * but a cluster of one must fit both */
+		uint64_t need = (uint64_t)sched_blocks_for(s, r->n_tokens) +
+				sched_tail_blocks(s, r);
+		uint32_t largest = roots_largest_pool(s);
+
+		if (largest && need > largest) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "the prompt and one sample "
+				 "need %llu KV blocks; the largest pool has %u",
+				 (unsigned long long)need, largest);
+			dispatch_req_fail(s, r,
+					  QUORUM__STATUS__STATUS_NO_CAPACITY,
+					  why);
+			return;
+		}
+		if ((wi = place(s, need)) < 0)
+			return; /* stays queued: no worker, or no room now */
+	}
 	if (!(e = calloc(1, sizeof(*e))) ||
 	    !(e->tokens = malloc(r->n_tokens * sizeof(*e->tokens)))) {
 		free(e);
@@ -183,7 +292,7 @@ int roots_ref_for(const sched *s, const entry *e, const worker *w,
 		ref->n_tokens = (uint32_t)e->n_tokens;
 		ref->n_blocks = e->n_blocks;
 		ref->blocks = e->blocks;
-		return 1;
+		return e->worker;
 	}
 	for (int i = 0; i < e->n_reps; i++) {
 		const replica *rp = &e->reps[i];
@@ -197,9 +306,9 @@ int roots_ref_for(const sched *s, const entry *e, const worker *w,
 		ref->n_tokens = (uint32_t)e->n_tokens;
 		ref->n_blocks = rp->n_blocks;
 		ref->blocks = rp->blocks;
-		return 1;
+		return rp->worker;
 	}
-	return 0;
+	return -1;
 }
 
 /* Starts a transfer of e to host unless one is under way. */
@@ -374,13 +483,20 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 		wire_status_name(x->status), x->error ? x->error : "");
 	if (!e || !x->has_attempt)
 		return;
-	if (s->w[wi].ops)
-		s->w[wi].ops--;
 	if (e->state == E_PREFILL && e->op == x->attempt && e->worker == wi) {
 		int fatal = x->status == QUORUM__STATUS__STATUS_TOO_LONG ||
 			    x->status == QUORUM__STATUS__STATUS_BAD_REQUEST;
 
+		if (s->w[wi].ops)
+			s->w[wi].ops--;
 		e->state = E_DEAD; /* pump() queues its requests again */
+		/* a full pool (our accounting and the worker's differ) or a
+		 * cancel is no fault of the request: not charged; room is
+		 * made on that worker for the next try */
+		e->no_room = x->status == QUORUM__STATUS__STATUS_NO_CAPACITY ||
+			     x->status == QUORUM__STATUS__STATUS_CANCELLED;
+		if (x->status == QUORUM__STATUS__STATUS_NO_CAPACITY)
+			roots_make_room(s, wi, s->w[wi].pool_blocks);
 		for (req *r = s->reqs, *nx; fatal && r; r = nx) {
 			nx = r->next;
 			if (r->root == e)
@@ -389,7 +505,13 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 		}
 		return;
 	}
-	if ((rp = replica_by_op(e, x->attempt))) {
+	/* an export (by the holder) or an import (by the importer) of this
+	 * worker's own; errors about anything else are not its to report */
+	if ((rp = replica_by_op(e, x->attempt)) &&
+	    ((rp->state == R_EXPORT && e->worker == wi) ||
+	     (rp->state == R_IMPORT && rp->worker == wi))) {
+		if (s->w[wi].ops)
+			s->w[wi].ops--;
 		/* kept as R_FAILED: that host's jobs go elsewhere */
 		rp->state = R_FAILED;
 		rp->worker = -1;

@@ -31,6 +31,14 @@ uint32_t sched_blocks_for(const sched *s, uint64_t n_tokens)
 	return (uint32_t)((n_tokens + b - 1) / b);
 }
 
+uint32_t sched_tail_blocks(const sched *s, const req *r)
+{
+	uint64_t b = (uint64_t)s->c->kv.block_tokens;
+
+	return (uint32_t)(((uint64_t)r->n_tokens % b + r->max_new + b - 1) /
+			  b);
+}
+
 void sched_send_client(sched *s, const unsigned char *cid, size_t cid_len,
 		       Quorum__ClientReply *r)
 {
@@ -187,6 +195,8 @@ int sched_new(const sched_opts *o, sched **out)
 	s->o = *o;
 	s->c = o->c;
 	s->vocab = tok_vocab_size(o->t);
+	s->fingerprint = o->fingerprint;
+	s->have_fingerprint = o->has_fingerprint;
 	s->hb_at = sched_now(s) + o->c->heartbeat.interval_ms;
 	s->t_started = sched_now(s);
 	*out = s;
@@ -203,6 +213,18 @@ void sched_free(sched **sp)
 	/* the workers' roots go with them (local ones are stopped by now,
 	 * remote ones release everything when they re-register) */
 	roots_free_all(s);
+	while (s->zombies) {
+		zombie *z = s->zombies;
+
+		s->zombies = z->next;
+		free(z);
+	}
+	while (s->bindings) {
+		binding *b = s->bindings;
+
+		s->bindings = b->next;
+		free(b);
+	}
 	free(s->w);
 	free(s);
 	*sp = NULL;

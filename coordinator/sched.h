@@ -73,6 +73,10 @@ typedef struct {
 	int ctx_len;         /* the model's context length */
 	void *clients;       /* ROUTER bound to the client endpoint */
 	void *workers;       /* ROUTER bound to the worker endpoint */
+	/* the model's fingerprint (model_fingerprint_file of the
+	 * coordinator's own model.path): workers must match it */
+	uint64_t fingerprint;
+	int has_fingerprint;
 	sched_io io;
 } sched_opts;
 

@@ -24,12 +24,15 @@
 #include "sched.h"
 
 #define MAX_WORKERS 1024
-#define ID_MAX 64
-#define HOST_MAX 128
-#define POOL_MAX 256
+#define ID_MAX WIRE_WORKER_ID_MAX
+#define HOST_MAX WIRE_HOST_MAX
+#define POOL_MAX WIRE_POOL_NAME_MAX
 #define MAX_FAILURES 4    /* failed jobs/prefills before a request gives up */
 #define MAX_SAMPLE_LOSSES 3 /* workers lost while decoding one sample */
-#define QUESTION_MAX (1u << 20)
+/* capacity refusals of workers a request sits out before NO_CAPACITY
+ * (never charged to MAX_FAILURES) */
+#define MAX_CAPACITY_WAITS 64
+#define KEY_MAX 48        /* a CURVE public key in Z85 (40) + NUL */
 
 enum { J_WAIT_ROOT = 0, J_SENT };
 enum { E_PREFILL = 0, E_READY, E_DEAD };
@@ -45,9 +48,29 @@ typedef struct {
 	uint32_t pid, slots, threads;
 	uint32_t busy;          /* samples assigned, unfinished */
 	uint32_t ops;           /* prefill/export/import outstanding */
-	uint32_t blocks_used, blocks_free, roots;
+	uint32_t blocks_used, blocks_free, roots; /* as last reported */
+	uint32_t pool_blocks;   /* its pool's size (Register) */
 	int64_t last_seen;
 } worker;
+
+/* A decode job cancelled because the pool it read (a removed worker's)
+ * may be reused: that pool's owner gets no work until the decoder
+ * confirms the job ended (JobDone) or is removed itself. */
+typedef struct zombie {
+	struct zombie *next;
+	int worker;             /* the decoder */
+	uint64_t rid;
+	uint32_t attempt;
+	char pool[POOL_MAX];    /* the pool it may still read */
+} zombie;
+
+/* The CURVE key a worker id first registered with (kept for the
+ * coordinator's lifetime: an id cannot move to another key). */
+typedef struct binding {
+	struct binding *next;
+	char id[ID_MAX];
+	char key[KEY_MAX];
+} binding;
 
 /* A copy of a root on another host label. */
 typedef struct {
@@ -76,6 +99,7 @@ typedef struct entry {
 	replica *reps;
 	int n_reps;
 	int refs;               /* requests using it */
+	int no_room;            /* died of a capacity refusal: not charged */
 	int64_t last_used;
 	double prefill_ms;
 } entry;
@@ -87,6 +111,7 @@ typedef struct job {
 	int state;              /* J_* */
 	uint32_t *idx;
 	int n, n_done;
+	int src;                /* J_SENT: the worker whose pool it reads */
 	/* J_SENT: the entry decoded from, held (a ref) until the job ends,
 	 * so a requeue never releases blocks a worker still reads */
 	struct entry *root;
@@ -118,6 +143,8 @@ typedef struct req {
 	job *jobs;
 	uint32_t next_attempt;
 	int failures;
+	int capacity_waits;     /* capacity refusals sat out */
+	uint64_t tried;         /* the pump round that last tried to start it */
 	int64_t t_accept, t_start, deadline;
 	/* reply stats */
 	double prefill_ms, decode_ms;
@@ -139,6 +166,9 @@ struct sched {
 	req *reqs, *reqs_tail;
 	int n_reqs;
 	entry *entries;
+	zombie *zombies;
+	uint64_t pump_gen;
+	binding *bindings;
 	uint64_t next_id;
 	int64_t hb_at;
 	/* status counters */
@@ -152,6 +182,9 @@ struct sched {
 /* ---- sched.c: I/O and shared arithmetic ---- */
 int64_t sched_now(const sched *s);
 uint32_t sched_blocks_for(const sched *s, uint64_t n_tokens);
+/* Worst-case private blocks of one sample of r: its copy of the root's
+ * partly filled tail block plus max_new tokens. */
+uint32_t sched_tail_blocks(const sched *s, const req *r);
 void sched_send_client(sched *s, const unsigned char *cid, size_t cid_len,
 		       Quorum__ClientReply *r);
 /* 0, or -1 when the worker is gone (it is then marked dead). */
@@ -165,6 +198,10 @@ int sched_send_raw(sched *s, int to_worker, const unsigned char *id,
 int members_find(const sched *s, const wire_msg *m);
 void members_reject(sched *s, const wire_msg *m, int status, const char *why);
 int members_alive(const sched *s);
+/* Alive and not fenced: may be given work (prefill, decode, import). */
+int members_usable(const sched *s, int wi);
+/* The decoder wi reported job (rid, attempt) ended: a zombie it was? */
+int members_zombie_done(sched *s, int wi, uint64_t rid, uint32_t attempt);
 /* No worker alive and none expected soon (the grace passed). */
 int members_none_expected(const sched *s);
 void members_on_register(sched *s, const wire_msg *m,
@@ -178,7 +215,8 @@ void roots_unref(sched *s, entry *e);
 entry *roots_by_id(const sched *s, uint64_t id);
 /* Finds or starts the root of r; r moves to Q_ROOT or Q_DECODE. */
 void roots_start(sched *s, req *r);
-/* The root a worker decodes from; 0 when a transfer is needed. */
+/* Fills the root a worker decodes from and returns the worker whose pool
+ * holds it; -1 when a transfer is needed. */
 int roots_ref_for(const sched *s, const entry *e, const worker *w,
 		  Quorum__RootRef *ref);
 void roots_want_replica(sched *s, req *r, entry *e, const char *host);
@@ -190,6 +228,17 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d);
 void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x);
 void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x);
 void roots_free_all(sched *s);
+/* Blocks of wi's pool committed: roots held or being made there, and the
+ * worst-case tails of the samples assigned to it. */
+uint64_t roots_committed(const sched *s, int wi);
+/* Free blocks of wi, counting those unused cached roots would give. */
+uint64_t roots_room(const sched *s, int wi);
+/* Evicts unused cached roots with a copy on wi (least recently used
+ * first, never one in use) until need blocks are free there; 1 when they
+ * are. */
+int roots_make_room(sched *s, int wi, uint64_t need);
+/* The largest pool among usable workers (0: none). */
+uint32_t roots_largest_pool(const sched *s);
 
 /* ---- front.c ---- */
 void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,

@@ -32,7 +32,7 @@
 
 extern char **environ;
 
-#define CU_WAIT_MS 30000
+#define CU_WAIT_MS 120000 /* bounds a wait for an event, never a speed */
 #define CU_MAX_CHILDREN 16
 
 static char cu_bindir[PATH_MAX], cu_tmpdir[2048];
@@ -59,12 +59,12 @@ typedef struct {
 
 static inline cu_cfg cu_cfg_defaults(const char *model)
 {
-	cu_cfg c = {model, 0, 32, 1, 200, 5, 200, 1000, 64, 30000, 4, 16,
+	cu_cfg c = {model, 0, 32, 1, 200, 5, 200, 1000, 64, 120000, 4, 16,
 		    16777216, "f32"};
 	return c;
 }
 
-/* The cluster name of this test process (pools are /quorum-NAME-...). */
+/* The cluster name of this test process (pools are /quorum-NAME@...). */
 static inline const char *cu_name(void)
 {
 	static char n[32];
@@ -249,7 +249,7 @@ static inline void cu_worker_kill9(cu_cluster *c, pid_t pid)
 static inline void cu_unlink_pools(void)
 {
 	char prefix[64];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "quorum-%s-",
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "quorum-%s@",
 				    cu_name());
 	DIR *d = opendir("/dev/shm");
 	struct dirent *de;

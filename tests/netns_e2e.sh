@@ -91,7 +91,7 @@ cleanup() {
 	for v in $VCA $VAC $VCB $VBC; do
 		ip link del "$v" 2>/dev/null
 	done
-	for f in /dev/shm/quorum-"$name"-*; do
+	for f in /dev/shm/quorum-"$name"@*; do
 		[ -e "$f" ] || continue
 		echo "netns_e2e: shared memory left behind: $f" >&2
 		rm -f "$f"
@@ -245,7 +245,7 @@ elif cmd == "workers":      # workers STATUS [pid]: "id:pid:busy ..." sorted
 elif cmd == "maps":         # maps STATUS NAME: pools mapped across hosts
     d = load(sys.argv[2]); name = sys.argv[3]
     ids = {w["id"]: w["host"] for w in d["workers"]}
-    pre = "/dev/shm/quorum-%s-" % name
+    pre = "/dev/shm/quorum-%s@" % name
     cross, peer = [], {}
     for w in d["workers"]:
         with open("/proc/%d/maps" % w["pid"]) as f:
@@ -253,7 +253,7 @@ elif cmd == "maps":         # maps STATUS NAME: pools mapped across hosts
                 i = line.find(pre)
                 if i < 0:
                     continue
-                owner = line[i + len(pre):].strip().rsplit("-", 1)[0]
+                owner = line[i + len(pre):].strip().rsplit("@", 1)[0]
                 if owner == w["id"]:
                     continue
                 if ids.get(owner) != w["host"]:

@@ -618,6 +618,51 @@ static void worker_lost(void **state)
 	zmq_close(s);
 }
 
+/* SIGTERM with requests in flight: each client gets CANCELLED before
+ * the coordinator's sockets close (issue 13). The requests are long
+ * (ignore_eos) and known to be under way (the status shows a busy
+ * worker) before the signal. */
+static void sigterm_cancels(void **state)
+{
+	void *s[2], *st;
+	cu_ask o = ask_defaults(questions[0]);
+	int64_t end;
+	int busy = 0;
+
+	(void)state;
+	o.max_new = 2000;
+	o.ignore_eos = 1;
+	cluster_start(&cl, model_path, 0);
+	worker_start(&cl, cl.config, "w1", "a");
+	assert_int_equal(wait_workers(&cl, 1), 0);
+	for (int i = 0; i < 2; i++) {
+		s[i] = client_new(&cl);
+		assert_int_equal(cu_ask_send(s[i], 40 + (uint64_t)i, &o), 0);
+	}
+	st = client_new(&cl);
+	end = wire_now_ms() + CU_WAIT_MS;
+	while (!busy && wire_now_ms() < end) {
+		Quorum__ClientReply *r = cu_status(st);
+
+		for (size_t i = 0; r && i < r->cluster->n_workers; i++)
+			busy |= r->cluster->workers[i]->busy > 0;
+		if (r)
+			quorum__client_reply__free_unpacked(r, NULL);
+	}
+	assert_true(busy);
+	kill(cl.coord, SIGTERM);
+	for (int i = 0; i < 2; i++) {
+		Quorum__ClientReply *r = cu_recv(s[i], CU_WAIT_MS);
+
+		assert_non_null(r);
+		assert_int_equal(r->request_id, 40 + (uint64_t)i);
+		assert_int_equal(r->status, QUORUM__STATUS__STATUS_CANCELLED);
+		quorum__client_reply__free_unpacked(r, NULL);
+		zmq_close(s[i]);
+	}
+	zmq_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -631,7 +676,11 @@ int main(void)
 		cmocka_unit_test_teardown(no_capacity, test_teardown),
 		cmocka_unit_test_teardown(fingerprint_reject, test_teardown),
 		cmocka_unit_test_teardown(worker_lost, test_teardown),
+		cmocka_unit_test_teardown(sigterm_cancels, test_teardown),
 	};
 
+	/* QUORUM_TEST_FILTER=name runs one case (while iterating) */
+	if (getenv("QUORUM_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("QUORUM_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -318,13 +318,13 @@ static int children_of(pid_t pid, pid_t *out, int cap)
 	return n;
 }
 
-/* The pool of worker id: exactly "quorum-NAME-ID-" + 12 hex digits. */
+/* The pool of worker id: exactly "quorum-NAME@ID@" + 12 hex digits. */
 static int pool_of(const char *id, char *out)
 {
 	char prefix[128], names[32][128];
 	int n, found = 0;
 
-	snprintf(prefix, sizeof(prefix), "quorum-%s-%s-", cu_name(), id);
+	snprintf(prefix, sizeof(prefix), "quorum-%s@%s@", cu_name(), id);
 	n = shm_list(prefix, names, 32);
 	for (int i = 0; i < n; i++) {
 		const char *t = names[i] + strlen(prefix);
@@ -430,7 +430,7 @@ static void kill9_restart_sweeps(void **state)
 	check_pool_access(old_local);
 
 	/* decoys: named like w1's pools but not stale pools of w1 */
-	snprintf(wrong_magic, sizeof(wrong_magic), "/quorum-%s-w1-00000000dec0",
+	snprintf(wrong_magic, sizeof(wrong_magic), "/quorum-%s@w1@00000000dec0",
 		 cu_name());
 	{
 		shm_region r;
@@ -442,12 +442,12 @@ static void kill9_restart_sweeps(void **state)
 		shm_unmap(&r);
 	}
 	snprintf(other_cluster, sizeof(other_cluster),
-		 "/quorum-%sx-w1-0000000000c1", cu_name());
+		 "/quorum-%sx@w1@0000000000c1", cu_name());
 	dead_pool(other_cluster);
-	snprintf(other_id, sizeof(other_id), "/quorum-%s-w1-x-0000000000c2",
+	snprintf(other_id, sizeof(other_id), "/quorum-%s@w1-x@0000000000c2",
 		 cu_name());
 	dead_pool(other_id);
-	snprintf(live, sizeof(live), "/quorum-%s-w1-0000000000c3", cu_name());
+	snprintf(live, sizeof(live), "/quorum-%s@w1@0000000000c3", cu_name());
 	live_pool(live);
 
 	/* kill -9 everything: the coordinator is stopped first so that it
@@ -616,7 +616,7 @@ static void expect_refusal(const char *what, const char *cfg_path,
 	char *const *argvs[2] = {cargv, wargv};
 	char prefix[96], before[32][128], after[32][128];
 
-	snprintf(prefix, sizeof(prefix), "quorum-%s-", name);
+	snprintf(prefix, sizeof(prefix), "quorum-%s@", name);
 	for (int p = 0; p < 2; p++) {
 		run_res r;
 		int nb = shm_list(prefix, before, 32), na;
@@ -854,7 +854,7 @@ static void coordinator_bad_model(void **state)
 			nobody = 0;
 		}
 		run(argv, !nobody, nobody, &r);
-		snprintf(prefix, sizeof(prefix), "quorum-%s-", name);
+		snprintf(prefix, sizeof(prefix), "quorum-%s@", name);
 		if (!r.exited || r.status == 0 || r.status >= 126)
 			fail_msg("%s: coordinator %s (status %d):\n%s",
 				 bad_models[i].name,

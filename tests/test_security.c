@@ -247,7 +247,7 @@ static const char *write_config(const char *file, int port, int local,
 static int count_pools(int unlink_them)
 {
 	char prefix[64];
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "quorum-%s-",
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "quorum-%s@",
 				    cluster_name);
 	DIR *d = opendir("/dev/shm");
 	struct dirent *de;

@@ -169,10 +169,10 @@ int main(int argc, char **argv)
 	o.stop = &stop_flag;
 	rc = wk_run(&o);
 	curve_sock_wipe(&ck);
-	if (rc && rc != WK_REJECTED)
+	if (rc && rc != QERR_REJECTED)
 		fprintf(stderr, "worker %s: %s\n", id, qerr_detail());
 	cfg_free(&c);
-	if (rc == WK_REJECTED)
+	if (rc == QERR_REJECTED)
 		return 3;
 	return rc ? 1 : 0;
 }

@@ -17,8 +17,6 @@
 #include "tok.h"
 #include "wire.h"
 
-#define WK_STOPPED 0x7ff1   /* sc_decode stopped by a signal */
-#define WK_CANCELLED 0x7ff2 /* sc_decode stopped by a Cancel */
 #define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536
 #define WK_PREFILL_CHUNK 64 /* rows per prefill forward between heartbeats */
@@ -36,7 +34,7 @@ typedef struct {
 	model *m;
 	tok *t;
 	sc_engine *e;
-	char pool_name[128];
+	char pool_name[WIRE_POOL_NAME_MAX];
 	void *ctx, *sock;
 	int64_t hb_at;      /* next heartbeat to send */
 	int64_t expiry;     /* coordinator presumed dead after this */
@@ -102,19 +100,6 @@ static void send_error(wk *w, uint64_t rid, uint32_t attempt, int status,
 	send_msg(w, &m);
 }
 
-static int status_of(int qerr)
-{
-	switch (qerr) {
-	case QERR_FULL: return QUORUM__STATUS__STATUS_NO_CAPACITY;
-	case QERR_TOOLONG: return QUORUM__STATUS__STATUS_TOO_LONG;
-	case QERR_ARG:
-	case QERR_RANGE:
-	case QERR_FORMAT:
-	case QERR_MISSING: return QUORUM__STATUS__STATUS_BAD_REQUEST;
-	default: return QUORUM__STATUS__STATUS_INTERNAL;
-	}
-}
-
 static int track_root(wk *w, uint32_t id)
 {
 	if (w->n_roots == w->cap_roots) {
@@ -156,7 +141,7 @@ static int keep_root(wk *w, uint64_t rid, uint32_t attempt, int rc,
 	if (!rc && (rc = track_root(w, root)))
 		sc_root_release(w->e, root);
 	if (rc || (rc = sc_root_get(w->e, root, d))) {
-		send_error(w, rid, attempt, status_of(rc), qerr_detail());
+		send_error(w, rid, attempt, wire_status_of_qerr(rc), qerr_detail());
 		return rc;
 	}
 	return 0;
@@ -210,11 +195,11 @@ static int on_prefill_chunk(void *ctx)
 	wk *w = ctx;
 
 	if (*w->o->stop)
-		return WK_STOPPED;
+		return QERR_CANCELLED;
 	if (wire_now_ms() >= w->hb_at)
 		send_heartbeat(w);
 	read_queued(w, 0);
-	return w->rejected ? WK_STOPPED : 0;
+	return w->rejected ? QERR_CANCELLED : 0;
 }
 
 static void on_prefill(wk *w, const Quorum__Prefill *p)
@@ -344,35 +329,27 @@ static int on_round(void *ctx)
 	wk *w = ctx;
 
 	if (*w->o->stop)
-		return WK_STOPPED;
+		return QERR_CANCELLED;
 	if (wire_now_ms() >= w->hb_at)
 		send_heartbeat(w);
 	/* a coordinator silent past its liveness has forgotten this job:
 	 * stop it and reconnect (serve) instead of decoding for nobody */
 	if (wire_now_ms() >= w->expiry)
-		return WK_CANCELLED;
+		return QERR_CANCELLED;
 	read_queued(w, 1);
 	if (w->rejected)
-		return WK_STOPPED;
-	return w->cancelled ? WK_CANCELLED : 0;
+		return QERR_CANCELLED;
+	return w->cancelled ? QERR_CANCELLED : 0;
 }
 
 /* A root reference is usable when it names our pool or a pool of this
- * cluster (another worker on this host); anything else is refused so a
- * coordinator bug cannot make us map arbitrary shm objects. */
+ * cluster (another worker on this host, kv_pool_name_ok); anything else
+ * is refused so a coordinator bug cannot make us map arbitrary shm
+ * objects. */
 static int pool_name_ok(const wk *w, const char *name)
 {
-	char prefix[128];
-	size_t n;
-
-	if (!name)
-		return 0;
-	if (!strcmp(name, w->pool_name))
-		return 1;
-	n = (size_t)snprintf(prefix, sizeof(prefix), "/quorum-%s-",
-			     w->c->cluster.name);
-	return n < sizeof(prefix) && !strncmp(name, prefix, n) &&
-	       !strchr(name + 1, '/') && strlen(name) < 200;
+	return name && (!strcmp(name, w->pool_name) ||
+			kv_pool_name_ok(name, w->c->cluster.name, NULL));
 }
 
 static int was_cancelled(const wk *w, uint64_t rid)
@@ -467,11 +444,11 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 		w->cur_stream = 0;
 		w->cur_idx = NULL;
 		w->busy = 0;
-		if (rc == WK_CANCELLED || rc == WK_STOPPED) {
+		if (rc == QERR_CANCELLED) {
 			done.status = QUORUM__STATUS__STATUS_CANCELLED;
 			done.error = "cancelled";
 		} else if (rc) {
-			done.status = status_of(rc);
+			done.status = wire_status_of_qerr(rc);
 			done.error = (char *)qerr_detail();
 		}
 		done.has_blocks_mapped = done.has_blocks_copied = 1;
@@ -502,7 +479,7 @@ static void on_export(wk *w, const Quorum__ExportRoot *x)
 
 	if ((rc = sc_root_get(w->e, x->root_id, &desc)) ||
 	    (rc = sc_root_export(w->e, x->root_id, &bytes, &len))) {
-		send_error(w, x->request_id, x->attempt, status_of(rc),
+		send_error(w, x->request_id, x->attempt, wire_status_of_qerr(rc),
 			   qerr_detail());
 		return;
 	}
@@ -774,25 +751,19 @@ static int serve(wk *w)
 			w->backoff_ms = w->c->heartbeat.reconnect_min_ms;
 		}
 	}
-	return w->rejected ? WK_REJECTED : QERR_OK;
+	return w->rejected ? QERR_REJECTED : QERR_OK;
 }
 
-/* Pool names are "/quorum-<cluster>-<id>-<12 hex>". */
-#define WK_POOL_RND 6 /* random bytes, 12 hex digits */
-
-/* shm_sweep_stale's judge: exactly our prefix + 12 hex digits (so worker
- * "w1" never touches worker "w1-x"'s pools), a KV region of this version,
- * its creator dead. '-' may occur in cluster names and in worker ids,
- * so cluster "a" + id "b-c" and cluster "a-b" + id "c" share a prefix;
- * only a dead creator's pool is ever removed, so the worst case is
- * removing the other cluster's garbage. */
+/* shm_sweep_stale's judge: exactly a pool name of this worker
+ * (kv_pool_name_ok: so worker "w1" never touches worker "w1-x"'s pools,
+ * nor cluster "a" those of cluster "a-b"), a KV region of this version,
+ * its creator dead. */
 static int stale_pool(const char *name, const void *head, size_t len,
 		      void *arg)
 {
-	const char *tail = name + strlen((const char *)arg);
+	const wk_opts *o = arg;
 
-	if (strlen(tail) != 2 * WK_POOL_RND ||
-	    strspn(tail, "0123456789abcdef") != 2 * WK_POOL_RND)
+	if (!kv_pool_name_ok(name, o->c->cluster.name, o->id))
 		return 0;
 	return kv_region_stale(name, head, len, NULL);
 }
@@ -801,14 +772,14 @@ static int stale_pool(const char *name, const void *head, size_t len,
  * left behind when it was killed; never a live process's. */
 static void sweep_stale(const wk_opts *o)
 {
-	char prefix[128];
+	char prefix[160];
 	int n = 0;
 
-	if ((size_t)snprintf(prefix, sizeof(prefix), "/quorum-%s-%s-",
-			     o->c->cluster.name, o->id) >= sizeof(prefix))
+	if (kv_pool_name_prefix(prefix, sizeof(prefix), o->c->cluster.name,
+				o->id))
 		return;
 	if (shm_sweep_stale(prefix, KV_MAGIC, sizeof(kv_shm_header),
-			    stale_pool, prefix, &n))
+			    stale_pool, (void *)o, &n))
 		fprintf(stderr, "worker %s: stale pool sweep: %s\n", o->id,
 			qerr_detail());
 	else if (n)
@@ -820,7 +791,7 @@ int wk_run(const wk_opts *o)
 {
 	wk w = {0};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	unsigned char rnd[WK_POOL_RND];
+	unsigned char rnd[KV_POOL_RND_BYTES];
 	int rc;
 
 	w.o = o;
@@ -828,9 +799,9 @@ int wk_run(const wk_opts *o)
 	w.backoff_ms = o->c->heartbeat.reconnect_min_ms;
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return qerr_fail(QERR_IO, "getrandom: %s", strerror(errno));
-	snprintf(w.pool_name, sizeof(w.pool_name),
-		 "/quorum-%s-%s-%02x%02x%02x%02x%02x%02x", o->c->cluster.name,
-		 o->id, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	if ((rc = kv_pool_name_make(w.pool_name, sizeof(w.pool_name),
+				    o->c->cluster.name, o->id, rnd)))
+		return rc;
 	ep.pool_name = w.pool_name;
 	ep.pool_blocks = (uint32_t)o->c->kv.blocks;
 	ep.n_threads = o->threads;

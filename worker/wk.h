@@ -14,7 +14,7 @@
  *   Cancel       -> stops the running decode (checked every round)
  *   ForgetPool   -> sc_unlink_pool: a same-host peer is gone (handled
  *                   between jobs; a mapping stays valid while in use)
- *   reject       -> the loop ends with WK_REJECTED
+ *   reject       -> the loop ends with QERR_REJECTED
  * Commands are untrusted: every field is checked before use; a bad one
  * gets a WorkerError (or a failed JobDone) and the worker keeps serving.
  *
@@ -36,10 +36,6 @@
 
 #define WK_ID_MAX 64
 #define WK_HOST_MAX 128
-/* wk_run: the coordinator refused this worker. Outside the qerr codes
- * (3 was QERR_FORMAT: a worker whose model was not GGUF exited silently,
- * as if rejected). */
-#define WK_REJECTED 0x7ff3
 
 typedef struct {
 	const cfg *c;             /* borrowed */
@@ -52,7 +48,7 @@ typedef struct {
 } wk_opts;
 
 /* Loads the model, creates the engine and its named pool, serves until
- * *stop (returns QERR_OK) or a reject (returns WK_REJECTED); other
+ * *stop (returns QERR_OK) or a reject (returns QERR_REJECTED); other
  * failures return a qerr code with qerr_detail(). Everything is freed
  * (the pool's shm name unlinked) before it returns. */
 int wk_run(const wk_opts *o);

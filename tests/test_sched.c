@@ -1,0 +1,1079 @@
+/*
+ * The scheduler in-process (issue 13): sched_on_client / sched_on_worker /
+ * sched_tick driven directly, with a clock the test moves and fake
+ * workers that keep a KV pool's block count like the real ones — no
+ * processes, no sockets, no sleeps.
+ *
+ *   split               samples split over the workers' slots
+ *   duplicate_rid       a resend of a request in flight: one reply
+ *   deadline            TIMEOUT at the deadline, the job cancelled; a
+ *                       client's deadline is capped by the config's
+ *   retry_budget        a sample whose workers are lost 3 times fails
+ *                       (WORKER_LOST); another request is unaffected
+ *   kv_wedge            six distinct long prompts through one 64-block
+ *                       pool: cached roots are evicted (LRU), all OK
+ *   never_fits          a request no pool can hold: NO_CAPACITY at once
+ *   capacity_uncharged  a worker's pool fuller than it said: the refusal
+ *                       is never charged nor WORKER_LOST
+ *   stale_pool          a dropped root holder re-registers: its peer's
+ *                       job reading its pool is cancelled and the holder
+ *                       gets no work until the peer confirms
+ *   identity            fingerprint from the coordinator's model, pool
+ *                       names tied to ids, ids tied to CURVE keys
+ *   worker_validation   results out of a job's bounds are dropped
+ *   fairness            per-client share of the queue, cheap checks
+ *                       before tokenizing, field caps
+ *   shutdown            CANCELLED to every request in flight
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "kv.h"
+#include "sched_int.h"
+#include "testutil.h"
+
+/* ---- the world the scheduler sees ------------------------------------- */
+
+#define MAX_OUT 4096
+
+typedef struct {
+	int to_worker;
+	char id[64];
+	uint8_t *buf;
+	size_t len;
+} out_msg;
+
+static out_msg outq[MAX_OUT];
+static int n_out;
+static int64_t clock_ms;
+static tok *vocab;
+static cfg *conf;
+
+static int io_send(void *arg, int to_worker, const unsigned char *id,
+		   size_t id_len, const ProtobufCMessage *m)
+{
+	out_msg *o;
+
+	(void)arg;
+	if (n_out == MAX_OUT || id_len >= sizeof(o->id))
+		return -1;
+	o = &outq[n_out++];
+	o->to_worker = to_worker;
+	memcpy(o->id, id, id_len);
+	o->id[id_len] = '\0';
+	o->len = protobuf_c_message_get_packed_size(m);
+	o->buf = malloc(o->len + 1);
+	protobuf_c_message_pack(m, o->buf);
+	return 0;
+}
+
+static int64_t io_now(void *arg)
+{
+	(void)arg;
+	return clock_ms;
+}
+
+static void out_take(int i)
+{
+	free(outq[i].buf);
+	memmove(&outq[i], &outq[i + 1], (size_t)(n_out - i - 1) *
+					       sizeof(outq[0]));
+	n_out--;
+}
+
+static void out_clear(void)
+{
+	while (n_out)
+		out_take(0);
+}
+
+/* The next message to worker ident other than a heartbeat (NULL: none). */
+static Quorum__CoordMsg *w_next(const char *ident)
+{
+	for (int i = 0; i < n_out; i++) {
+		Quorum__CoordMsg *m;
+
+		if (!outq[i].to_worker || strcmp(outq[i].id, ident))
+			continue;
+		m = quorum__coord_msg__unpack(NULL, outq[i].len, outq[i].buf);
+		out_take(i--);
+		assert_non_null(m);
+		if (m->body_case == QUORUM__COORD_MSG__BODY_HEARTBEAT) {
+			quorum__coord_msg__free_unpacked(m, NULL);
+			continue;
+		}
+		return m;
+	}
+	return NULL;
+}
+
+/* The next reply to client cid (NULL: none). */
+static Quorum__ClientReply *c_next(const char *cid)
+{
+	for (int i = 0; i < n_out; i++) {
+		Quorum__ClientReply *r;
+
+		if (outq[i].to_worker || strcmp(outq[i].id, cid))
+			continue;
+		r = quorum__client_reply__unpack(NULL, outq[i].len,
+						 outq[i].buf);
+		out_take(i);
+		assert_non_null(r);
+		return r;
+	}
+	return NULL;
+}
+
+static sched *new_sched(const char *yaml_extra, uint64_t fingerprint)
+{
+	char text[2048];
+	sched_opts o = {0};
+	sched *s = NULL;
+
+	snprintf(text, sizeof(text),
+		 "model:\n  path: /nonexistent.gguf\n"
+		 "cluster:\n  name: t\n"
+		 "kv:\n  block_tokens: 16\n  blocks: 64\n  dtype: f32\n"
+		 "heartbeat:\n  interval_ms: 100\n  liveness: 3\n"
+		 "  reconnect_min_ms: 100\n  reconnect_max_ms: 400\n"
+		 "%s", yaml_extra ? yaml_extra : "");
+	cfg_free(&conf);
+	if (cfg_parse("t.yaml", text, strlen(text), &conf))
+		fail_msg("config: %s", qerr_detail());
+	o.c = conf;
+	o.t = vocab;
+	o.ctx_len = 4096;
+	o.fingerprint = fingerprint;
+	o.has_fingerprint = 1;
+	o.io.send = io_send;
+	o.io.now_ms = io_now;
+	assert_int_equal(sched_new(&o, &s), 0);
+	return s;
+}
+
+static void free_sched(sched **s)
+{
+	sched_free(s);
+	out_clear();
+	cfg_free(&conf);
+}
+
+/* ---- fake workers ------------------------------------------------------ */
+
+#define FW_FP 0xfeedull
+
+typedef struct {
+	const char *ident;   /* its connection (routing id) */
+	const char *id, *host;
+	char pool[128];
+	char key[48];        /* ZAP User-Id it connects with */
+	uint32_t blocks;     /* pool size it registers */
+	uint32_t real;       /* blocks it really has (0: = blocks) */
+	uint32_t used;
+	uint32_t slots;
+	uint32_t next_root;
+	struct { uint32_t id, nb; } roots[256];
+	int n_roots;
+	int hold;            /* DecodeJobs are kept, not served */
+	Quorum__CoordMsg *held[16];
+	int n_held;
+	int releases, cancels, prefills, decodes;
+	uint64_t fp;
+} fw;
+
+static void to_sched(sched *s, const fw *w, Quorum__WorkerMsg *m)
+{
+	wire_msg in = {0};
+	size_t n;
+	uint8_t *b;
+
+	m->version = WIRE_VERSION;
+	m->worker_id = (char *)w->id;
+	n = quorum__worker_msg__get_packed_size(m);
+	b = malloc(n + 1);
+	quorum__worker_msg__pack(m, b);
+	in.id_len = strlen(w->ident);
+	memcpy(in.id, w->ident, in.id_len);
+	snprintf(in.user, sizeof(in.user), "%s", w->key);
+	in.data = b;
+	in.len = n;
+	sched_on_worker(s, 0, &in);
+	free(b);
+}
+
+static void fw_init(fw *w, const char *ident, const char *id,
+		    const char *host, uint32_t blocks, uint32_t slots)
+{
+	unsigned char rnd[KV_POOL_RND_BYTES] = {1, 2, 3, 4, 5, 6};
+
+	memset(w, 0, sizeof(*w));
+	w->ident = ident;
+	w->id = id;
+	w->host = host;
+	w->blocks = blocks;
+	w->slots = slots;
+	w->fp = FW_FP;
+	rnd[5] = (unsigned char)id[strlen(id) - 1];
+	assert_int_equal(kv_pool_name_make(w->pool, sizeof(w->pool), "t", id,
+					   rnd), 0);
+}
+
+static void fw_register(sched *s, fw *w)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__Register r = QUORUM__REGISTER__INIT;
+
+	r.host = (char *)w->host;
+	r.pid = 100;
+	r.slots = w->slots;
+	r.pool_name = w->pool;
+	r.model_fingerprint = w->fp;
+	r.has_pool_blocks = r.has_block_tokens = r.has_kv_dtype = 1;
+	r.has_vocab = 1;
+	r.pool_blocks = w->blocks;
+	r.block_tokens = 16;
+	r.kv_dtype = 0;
+	r.vocab = (uint32_t)tok_vocab_size(vocab);
+	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
+	m.register_ = &r;
+	/* a re-registering worker released everything it held */
+	w->used = 0;
+	w->n_roots = 0;
+	to_sched(s, w, &m);
+}
+
+static void fw_heartbeat(sched *s, fw *w)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__Heartbeat hb = QUORUM__HEARTBEAT__INIT;
+
+	m.body_case = QUORUM__WORKER_MSG__BODY_HEARTBEAT;
+	m.heartbeat = &hb;
+	to_sched(s, w, &m);
+}
+
+static uint32_t nblocks(uint64_t tokens)
+{
+	return (uint32_t)((tokens + 15) / 16);
+}
+
+static void fw_error(sched *s, fw *w, uint64_t rid, uint32_t attempt,
+		     int status)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__WorkerError e = QUORUM__WORKER_ERROR__INIT;
+
+	e.has_request_id = e.has_attempt = 1;
+	e.request_id = rid;
+	e.attempt = attempt;
+	e.status = status;
+	e.error = "KV pool exhausted";
+	m.body_case = QUORUM__WORKER_MSG__BODY_ERROR;
+	m.error = &e;
+	to_sched(s, w, &m);
+}
+
+static void fw_prefill(sched *s, fw *w, const Quorum__Prefill *p)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
+	uint32_t nb = nblocks(p->n_tokens), cap = w->real ? w->real : w->blocks;
+	uint32_t *blocks = calloc(nb, sizeof(*blocks));
+	size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
+	uint8_t *logits = calloc(1, ll);
+
+	w->prefills++;
+	if (w->used + nb > cap) {
+		fw_error(s, w, p->request_id, p->attempt,
+			 QUORUM__STATUS__STATUS_NO_CAPACITY);
+		free(blocks);
+		free(logits);
+		return;
+	}
+	w->used += nb;
+	w->roots[w->n_roots].id = ++w->next_root;
+	w->roots[w->n_roots++].nb = nb;
+	for (uint32_t i = 0; i < nb; i++)
+		blocks[i] = i;
+	r.request_id = p->request_id;
+	r.attempt = p->attempt;
+	r.root_id = w->next_root;
+	r.n_tokens = (uint32_t)p->n_tokens;
+	r.n_blocks = nb;
+	r.blocks = blocks;
+	r.logits.data = logits;
+	r.logits.len = ll;
+	r.pool_name = w->pool;
+	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
+	m.prefix_ready = &r;
+	to_sched(s, w, &m);
+	free(blocks);
+	free(logits);
+}
+
+/* Sample i's text: "s<i>" (stale marks a job reading a reused pool). */
+static void fw_decode(sched *s, fw *w, const Quorum__DecodeJob *d,
+		      const char *mark)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__JobDone done = QUORUM__JOB_DONE__INIT;
+	uint32_t tail = nblocks(d->root->n_tokens % 16 +
+				d->params->max_new_tokens);
+	uint32_t need = (uint32_t)d->n_indices * tail;
+	uint32_t cap = w->real ? w->real : w->blocks;
+
+	w->decodes++;
+	done.request_id = d->request_id;
+	done.attempt = d->attempt;
+	if (w->used + need > cap) {
+		done.status = QUORUM__STATUS__STATUS_NO_CAPACITY;
+		done.error = "KV pool exhausted";
+	} else {
+		for (size_t k = 0; k < d->n_indices; k++) {
+			Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
+			Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+			Quorum__Sample x = QUORUM__SAMPLE__INIT;
+			char text[64];
+
+			snprintf(text, sizeof(text), "%s%u", mark ? mark : "s",
+				 d->indices[k]);
+			x.index = d->indices[k];
+			x.has_answer = 1;
+			x.answer.data = (uint8_t *)"42";
+			x.answer.len = 2;
+			x.tokens = 1;
+			x.finish = "stop";
+			x.text.data = (uint8_t *)text;
+			x.text.len = strlen(text);
+			x.worker = (char *)w->id;
+			r.request_id = d->request_id;
+			r.attempt = d->attempt;
+			r.sample = &x;
+			sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+			sm.sample = &r;
+			to_sched(s, w, &sm);
+		}
+		done.status = QUORUM__STATUS__STATUS_OK;
+	}
+	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+	m.job_done = &done;
+	to_sched(s, w, &m);
+}
+
+static void fw_release(fw *w, uint32_t root)
+{
+	w->releases++;
+	for (int i = 0; i < w->n_roots; i++)
+		if (w->roots[i].id == root) {
+			w->used -= w->roots[i].nb;
+			w->roots[i] = w->roots[--w->n_roots];
+			return;
+		}
+}
+
+/* Serves what the scheduler sent w; returns messages handled. */
+static int fw_serve(sched *s, fw *w)
+{
+	Quorum__CoordMsg *m;
+	int n = 0;
+
+	while ((m = w_next(w->ident))) {
+		n++;
+		switch (m->body_case) {
+		case QUORUM__COORD_MSG__BODY_PREFILL:
+			fw_prefill(s, w, m->prefill);
+			break;
+		case QUORUM__COORD_MSG__BODY_DECODE:
+			if (w->hold) {
+				assert_true(w->n_held < 16);
+				w->held[w->n_held++] = m;
+				continue;
+			}
+			fw_decode(s, w, m->decode, NULL);
+			break;
+		case QUORUM__COORD_MSG__BODY_RELEASE:
+			fw_release(w, m->release->root_id);
+			break;
+		case QUORUM__COORD_MSG__BODY_CANCEL:
+			w->cancels++;
+			break;
+		default:
+			break;
+		}
+		quorum__coord_msg__free_unpacked(m, NULL);
+	}
+	return n;
+}
+
+static void serve_all(sched *s, fw **ws, int n)
+{
+	for (int busy = 1; busy;) {
+		busy = 0;
+		for (int i = 0; i < n; i++)
+			busy += fw_serve(s, ws[i]);
+	}
+}
+
+/* ---- clients ---------------------------------------------------------- */
+
+typedef struct {
+	const char *question, *system;
+	uint32_t n, max_new, deadline_ms;
+} ask_o;
+
+static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
+{
+	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__Ask a = QUORUM__ASK__INIT;
+	Quorum__SamplingParams p = QUORUM__SAMPLING_PARAMS__INIT;
+	wire_msg in = {0};
+	size_t n;
+	uint8_t *b;
+
+	p.has_n = p.has_max_new_tokens = p.has_temperature = 1;
+	p.n = o->n;
+	p.max_new_tokens = o->max_new;
+	p.temperature = 0.5f;
+	a.question.data = (uint8_t *)o->question;
+	a.question.len = strlen(o->question);
+	if (o->system) {
+		a.has_system = 1;
+		a.system.data = (uint8_t *)o->system;
+		a.system.len = strlen(o->system);
+	}
+	if (o->deadline_ms) {
+		a.has_deadline_ms = 1;
+		a.deadline_ms = o->deadline_ms;
+	}
+	a.params = &p;
+	q.version = WIRE_VERSION;
+	q.request_id = rid;
+	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
+	q.ask = &a;
+	n = quorum__client_request__get_packed_size(&q);
+	b = malloc(n + 1);
+	quorum__client_request__pack(&q, b);
+	in.id_len = strlen(cid);
+	memcpy(in.id, cid, in.id_len);
+	in.data = b;
+	in.len = n;
+	sched_on_client(s, 0, &in);
+	free(b);
+}
+
+static int reply_status(const char *cid, uint64_t rid)
+{
+	Quorum__ClientReply *r = c_next(cid);
+	int st;
+
+	assert_non_null(r);
+	if (r->request_id != rid)
+		fail_msg("%s: reply to %llu (%s: %s), want %llu", cid,
+			 (unsigned long long)r->request_id,
+			 wire_status_name(r->status), r->error ? r->error : "",
+			 (unsigned long long)rid);
+	st = r->status;
+	quorum__client_reply__free_unpacked(r, NULL);
+	return st;
+}
+
+/* A question of about 180 tokens, distinct per k. */
+static const char *long_q(int k)
+{
+	static char q[8][2048];
+	static const char *const w[] = {"apple", "river", "stone", "cloud",
+					"table", "green", "quiet", "north"};
+	size_t n = 0;
+
+	n += (size_t)snprintf(q[k] + n, sizeof(q[k]) - n, "Case %d:", k);
+	for (int i = 0; i < 150; i++)
+		n += (size_t)snprintf(q[k] + n, sizeof(q[k]) - n, " %s",
+				      w[(i * 7 + k * 3 + i / 8) % 8]);
+	return q[k];
+}
+
+/* Advances the clock by ms in heartbeat steps; the workers in alive
+ * heartbeat meanwhile. */
+static void advance(sched *s, int64_t ms, fw **alive, int n)
+{
+	for (int64_t t = 0; t < ms; t += 50) {
+		clock_ms += 50;
+		for (int i = 0; i < n; i++)
+			fw_heartbeat(s, alive[i]);
+		sched_tick(s);
+	}
+}
+
+/* ---- cases ------------------------------------------------------------ */
+
+static void split(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, b, *ws[2] = {&a, &b};
+	ask_o o = {"What is 2 + 2?", NULL, 8, 4, 0};
+	Quorum__ClientReply *r;
+	Quorum__CoordMsg *m;
+	int got[2] = {0, 0};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_init(&b, "B", "wb", "h", 64, 4);
+	a.hold = b.hold = 1;
+	fw_register(s, &a);
+	fw_register(s, &b);
+	c_ask(s, "c1", 1, &o);
+	/* the prefill goes to one worker; after it, 8 samples over 2 x 4 */
+	serve_all(s, ws, 2);
+	for (int i = 0; i < 2; i++) {
+		for (int k = 0; k < ws[i]->n_held; k++) {
+			m = ws[i]->held[k];
+			got[i] += (int)m->decode->n_indices;
+			fw_decode(s, ws[i], m->decode, NULL);
+			quorum__coord_msg__free_unpacked(m, NULL);
+		}
+		ws[i]->n_held = 0;
+	}
+	assert_int_equal(got[0], 4);
+	assert_int_equal(got[1], 4);
+	r = c_next("c1");
+	assert_non_null(r);
+	assert_int_equal(r->status, QUORUM__STATUS__STATUS_OK);
+	assert_int_equal(r->answer->n_samples, 8);
+	for (uint32_t i = 0; i < 8; i++)
+		assert_int_equal(r->answer->samples[i]->index, i);
+	assert_int_equal(r->answer->n_votes, 1);
+	quorum__client_reply__free_unpacked(r, NULL);
+	free_sched(&s);
+}
+
+static void duplicate_rid(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, *ws[1] = {&a};
+	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 0};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	c_ask(s, "c1", 7, &o);
+	c_ask(s, "c1", 7, &o); /* a resend */
+	c_ask(s, "c2", 7, &o); /* another client's own 7 */
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("c1", 7), QUORUM__STATUS__STATUS_OK);
+	assert_null(c_next("c1"));
+	assert_int_equal(reply_status("c2", 7), QUORUM__STATUS__STATUS_OK);
+	assert_int_equal(a.prefills, 1); /* c2's is a prefix-cache hit */
+	free_sched(&s);
+}
+
+static void deadline(void **state)
+{
+	sched *s = new_sched("limits:\n  request_timeout_ms: 5000\n", FW_FP);
+	fw a, *ws[1] = {&a};
+	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 500};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	a.hold = 1;
+	fw_register(s, &a);
+	c_ask(s, "c1", 1, &o);
+	fw_serve(s, &a);
+	advance(s, 450, ws, 1);
+	assert_null(c_next("c1"));
+	advance(s, 100, ws, 1);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_TIMEOUT);
+	fw_serve(s, &a);
+	assert_int_equal(a.cancels, 1);
+	/* a client's deadline over request_timeout_ms is capped */
+	o.deadline_ms = 4000000000u;
+	c_ask(s, "c1", 2, &o);
+	fw_serve(s, &a);
+	advance(s, 4950, ws, 1);
+	assert_null(c_next("c1"));
+	advance(s, 100, ws, 1);
+	assert_int_equal(reply_status("c1", 2), QUORUM__STATUS__STATUS_TIMEOUT);
+	for (int i = 0; i < a.n_held; i++)
+		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	free_sched(&s);
+}
+
+static void retry_budget(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw w[4], *alive[4];
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	ask_o o2 = {"What is 3 + 3?", NULL, 1, 4, 0};
+	const char *idents[4] = {"A", "B", "C", "D"};
+	const char *ids[4] = {"w0", "w1", "w2", "w3"};
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		fw_init(&w[i], idents[i], ids[i], "h", 64, 4);
+		w[i].hold = 1;
+		fw_register(s, &w[i]);
+	}
+	c_ask(s, "c1", 1, &o);
+	/* three times: the worker decoding the one sample is lost */
+	for (int loss = 0; loss < 3; loss++) {
+		int victim = -1, n = 0;
+
+		for (int round = 0; round < 4 && victim < 0; round++)
+			for (int i = 0; i < 4; i++) {
+				if (!w[i].ident)
+					continue;
+				fw_serve(s, &w[i]);
+				if (w[i].n_held && victim < 0)
+					victim = i;
+			}
+		assert_true(victim >= 0);
+		for (int i = 0; i < w[victim].n_held; i++)
+			quorum__coord_msg__free_unpacked(w[victim].held[i],
+							 NULL);
+		w[victim].n_held = 0;
+		w[victim].ident = NULL; /* silent from now on */
+		for (int i = 0; i < 4; i++)
+			if (w[i].ident)
+				alive[n++] = &w[i];
+		if (loss == 2) /* another request, on the survivors */
+			c_ask(s, "c2", 9, &o2);
+		advance(s, 400, alive, n);
+	}
+	assert_int_equal(reply_status("c1", 1),
+			 QUORUM__STATUS__STATUS_WORKER_LOST);
+	/* the other request is served by the last worker */
+	for (int i = 0; i < 4; i++)
+		if (w[i].ident) {
+			w[i].hold = 0;
+			for (int k = 0; k < w[i].n_held; k++) {
+				fw_decode(s, &w[i], w[i].held[k]->decode, NULL);
+				quorum__coord_msg__free_unpacked(w[i].held[k],
+								 NULL);
+			}
+			w[i].n_held = 0;
+			fw_serve(s, &w[i]);
+		}
+	assert_int_equal(reply_status("c2", 9), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
+static void kv_wedge(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, *ws[1] = {&a};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 32);
+	fw_register(s, &a);
+	for (int k = 0; k < 6; k++) {
+		ask_o o = {long_q(k), NULL, 1, 4, 0};
+		Quorum__ClientReply *r;
+
+		c_ask(s, "c1", (uint64_t)k + 1, &o);
+		serve_all(s, ws, 1);
+		r = c_next("c1");
+		assert_non_null(r);
+		if (r->status != QUORUM__STATUS__STATUS_OK)
+			fail_msg("prompt %d: %s: %s", k,
+				 wire_status_name(r->status), r->error);
+		if (k == 0)
+			fprintf(stderr, "# kv_wedge: %u prompt blocks\n", r->answer->prefix->prefix_blocks);
+		assert_true(r->answer->prefix->prefix_blocks >= 11);
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
+	/* the pool never overflowed: least recently used roots went */
+	fprintf(stderr, "# kv_wedge: %d releases, %u blocks used\n", a.releases, a.used);
+	assert_true(a.releases >= 1);
+	assert_true(a.used <= 64);
+	assert_int_equal(a.prefills, 6);
+	free_sched(&s);
+}
+
+static void never_fits(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {long_q(0), NULL, 1, 900, 0};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	/* ~12 blocks of prompt + a 57-block tail > 64: refused at once */
+	c_ask(s, "c1", 1, &o);
+	assert_int_equal(reply_status("c1", 1),
+			 QUORUM__STATUS__STATUS_NO_CAPACITY);
+	assert_null(w_next("A"));
+	free_sched(&s);
+}
+
+static void capacity_uncharged(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, *ws[1] = {&a};
+
+	(void)state;
+	/* it says 64 blocks; 20 are really free (memory pressure) */
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	a.real = 20;
+	fw_register(s, &a);
+	for (int k = 0; k < 5; k++) {
+		ask_o o = {long_q(k), NULL, 1, 4, 0};
+
+		c_ask(s, "c1", (uint64_t)k + 1, &o);
+		serve_all(s, ws, 1);
+		/* refused prefills cost nothing: each is answered OK */
+		assert_int_equal(reply_status("c1", (uint64_t)k + 1),
+				 QUORUM__STATUS__STATUS_OK);
+	}
+	assert_true(a.prefills > 5); /* there were refusals */
+	/* a pool that can never hold it: NO_CAPACITY, never WORKER_LOST */
+	a.real = 4;
+	{
+		ask_o o = {long_q(6), NULL, 1, 4, 0};
+
+		c_ask(s, "c1", 50, &o);
+		serve_all(s, ws, 1);
+		assert_int_equal(reply_status("c1", 50),
+				 QUORUM__STATUS__STATUS_NO_CAPACITY);
+	}
+	free_sched(&s);
+}
+
+static void stale_pool(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw h, p, *both[2] = {&h, &p}, *peer[1] = {&p};
+	ask_o o = {long_q(1), NULL, 2, 4, 0};
+	ask_o o2 = {long_q(2), NULL, 2, 4, 0};
+	Quorum__CoordMsg *m;
+	Quorum__ClientReply *r;
+	uint32_t old_attempt;
+
+	(void)state;
+	fw_init(&h, "H", "holder", "h", 64, 1);
+	fw_init(&p, "P", "peer", "h", 64, 1);
+	fw_register(s, &h);
+	fw_register(s, &p);
+	c_ask(s, "c1", 1, &o);
+	h.hold = p.hold = 1;
+	serve_all(s, both, 2);
+	/* one sample each; the peer's reads the holder's pool */
+	assert_int_equal(p.n_held, 1);
+	assert_string_equal(p.held[0]->decode->root->pool_name, h.pool);
+	old_attempt = p.held[0]->decode->attempt;
+	/* the holder stalls past the heartbeat expiry, then comes back and
+	 * registers again (releasing everything it held) */
+	advance(s, 400, peer, 1);
+	fw_serve(s, &p);
+	assert_int_equal(p.cancels, 1); /* the peer's job is cancelled */
+	for (int i = 0; i < h.n_held; i++)
+		quorum__coord_msg__free_unpacked(h.held[i], NULL);
+	h.n_held = 0;
+	h.hold = 0;
+	fw_register(s, &h);
+	c_ask(s, "c2", 2, &o2);
+	/* while the peer may still read its old pool, the holder gets no
+	 * work at all */
+	while ((m = w_next("H"))) {
+		assert_true(m->body_case != QUORUM__COORD_MSG__BODY_PREFILL &&
+			    m->body_case != QUORUM__COORD_MSG__BODY_DECODE &&
+			    m->body_case != QUORUM__COORD_MSG__BODY_IMPORT_ROOT);
+		quorum__coord_msg__free_unpacked(m, NULL);
+	}
+	/* the peer ends the cancelled job: late results of it are dropped */
+	assert_int_equal(p.held[0]->decode->attempt, old_attempt);
+	fw_decode(s, &p, p.held[0]->decode, "stale");
+	p.hold = 0;
+	for (int i = 0; i < p.n_held; i++) {
+		if (i) /* held meanwhile: jobs of now */
+			fw_decode(s, &p, p.held[i]->decode, NULL);
+		quorum__coord_msg__free_unpacked(p.held[i], NULL);
+	}
+	p.n_held = 0;
+	serve_all(s, both, 2);
+	for (int k = 0; k < 2; k++) {
+		const char *cid = k ? "c2" : "c1";
+
+		r = c_next(cid);
+		assert_non_null(r);
+		if (r->status != QUORUM__STATUS__STATUS_OK)
+			fail_msg("%s: %s: %s", cid, wire_status_name(r->status),
+				 r->error);
+		for (size_t i = 0; i < r->answer->n_samples; i++)
+			assert_null(memmem(r->answer->samples[i]->text.data,
+					   r->answer->samples[i]->text.len,
+					   "stale", 5));
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
+	assert_true(h.prefills >= 1); /* the holder works again */
+	free_sched(&s);
+}
+
+static int rejected(const char *ident)
+{
+	Quorum__CoordMsg *m;
+	int rej = 0;
+
+	while ((m = w_next(ident))) {
+		rej |= m->body_case == QUORUM__COORD_MSG__BODY_REJECT;
+		quorum__coord_msg__free_unpacked(m, NULL);
+	}
+	return rej;
+}
+
+static void identity(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw bad, good, thief, other;
+	char pool[128];
+
+	(void)state;
+	/* the first to register does not set the fingerprint: the
+	 * coordinator's model does */
+	fw_init(&bad, "X", "bad", "h", 64, 4);
+	bad.fp = 0xbad;
+	fw_register(s, &bad);
+	assert_true(rejected("X"));
+	fw_init(&good, "G", "good", "h", 64, 4);
+	snprintf(good.key, sizeof(good.key), "KEY-GOOD");
+	fw_register(s, &good);
+	assert_false(rejected("G"));
+	assert_int_equal(sched_n_workers(s), 1);
+	/* another key cannot take the id over */
+	fw_init(&thief, "T", "good", "h", 64, 4);
+	snprintf(thief.key, sizeof(thief.key), "KEY-THIEF");
+	fw_register(s, &thief);
+	assert_true(rejected("T"));
+	assert_int_equal(sched_n_workers(s), 1);
+	/* nor claim its pool under another id */
+	fw_init(&other, "O", "other", "h", 64, 4);
+	snprintf(other.pool, sizeof(other.pool), "%s", good.pool);
+	fw_register(s, &other);
+	assert_true(rejected("O"));
+	/* the separator keeps (cluster, id) pairs apart */
+	assert_int_equal(kv_pool_name_make(pool, sizeof(pool), "a", "b-c",
+					   (const unsigned char *)"123456"),
+			 0);
+	assert_true(kv_pool_name_ok(pool, "a", "b-c"));
+	assert_false(kv_pool_name_ok(pool, "a-b", NULL));
+	assert_false(kv_pool_name_ok(pool, "a", "b"));
+	assert_false(kv_pool_name_ok("/quorum-a@b@12345", "a", NULL));
+	assert_false(kv_pool_name_ok("/quorum-a@b/c@0123456789ab", "a", NULL));
+	/* the same key may come back (a restart) */
+	fw_init(&thief, "G2", "good", "h", 64, 4);
+	snprintf(thief.key, sizeof(thief.key), "KEY-GOOD");
+	snprintf(thief.pool, sizeof(thief.pool), "%s", good.pool);
+	fw_register(s, &thief);
+	assert_false(rejected("G2"));
+	assert_int_equal(sched_n_workers(s), 1);
+	free_sched(&s);
+}
+
+static void worker_validation(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	Quorum__CoordMsg *m, *d = NULL;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	c_ask(s, "c1", 1, &o);
+	while ((m = w_next("A"))) {
+		if (m->body_case == QUORUM__COORD_MSG__BODY_PREFILL) {
+			fw_prefill(s, &a, m->prefill);
+			quorum__coord_msg__free_unpacked(m, NULL);
+		} else if (m->body_case == QUORUM__COORD_MSG__BODY_DECODE) {
+			d = m;
+		} else {
+			quorum__coord_msg__free_unpacked(m, NULL);
+		}
+	}
+	assert_non_null(d);
+	{
+		Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
+		Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+		Quorum__Sample x = QUORUM__SAMPLE__INIT;
+		static char big[4 * 256 + 2048];
+
+		r.request_id = d->decode->request_id;
+		r.attempt = d->decode->attempt;
+		r.sample = &x;
+		x.finish = "stop";
+		x.text.data = (uint8_t *)"ok";
+		x.text.len = 2;
+		sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+		sm.sample = &r;
+		x.index = 5; /* not the job's */
+		to_sched(s, &a, &sm);
+		x.index = 0;
+		x.tokens = 5; /* more than max_new_tokens */
+		to_sched(s, &a, &sm);
+		x.tokens = 1;
+		memset(big, 'x', sizeof(big));
+		x.text.data = (uint8_t *)big; /* over 4 x 256 + 1024 bytes */
+		x.text.len = sizeof(big);
+		to_sched(s, &a, &sm);
+		x.text.data = (uint8_t *)"ok";
+		x.text.len = 2;
+		x.finish = "maybe";
+		to_sched(s, &a, &sm);
+		assert_null(c_next("c1"));
+	}
+	fw_decode(s, &a, d->decode, NULL);
+	quorum__coord_msg__free_unpacked(d, NULL);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
+static void fairness(void **state)
+{
+	sched *s = new_sched("limits:\n  queue_depth: 4\n"
+			     "  max_prompt_tokens: 64\n", FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	ask_o longp = {long_q(3), NULL, 1, 4, 0};
+	static char sys[WIRE_SYSTEM_MAX + 2];
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	a.hold = 1;
+	fw_register(s, &a);
+	/* alone, a client holds at most 4 / (1 + 1) = 2 */
+	c_ask(s, "greedy", 1, &o);
+	c_ask(s, "greedy", 2, &o);
+	c_ask(s, "greedy", 3, &o);
+	assert_int_equal(reply_status("greedy", 3), QUORUM__STATUS__STATUS_BUSY);
+	/* over its share, the cheap refusal comes before tokenizing: BUSY,
+	 * not TOO_LONG */
+	c_ask(s, "greedy", 4, &longp);
+	assert_int_equal(reply_status("greedy", 4), QUORUM__STATUS__STATUS_BUSY);
+	/* another client still gets in */
+	c_ask(s, "polite", 1, &o);
+	assert_null(c_next("polite"));
+	/* field caps */
+	memset(sys, 'x', sizeof(sys) - 1);
+	o.system = sys;
+	c_ask(s, "polite", 2, &o);
+	assert_int_equal(reply_status("polite", 2),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	o.system = NULL;
+	c_ask(s, "third", 1, &longp);
+	assert_int_equal(reply_status("third", 1),
+			 QUORUM__STATUS__STATUS_TOO_LONG);
+	for (int i = 0; i < a.n_held; i++)
+		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	fw_serve(s, &a);
+	for (int i = 0; i < a.n_held; i++)
+		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	free_sched(&s);
+}
+
+static void fair_start(void **state)
+{
+	sched *s = new_sched("limits:\n  queue_depth: 16\n", FW_FP);
+	fw a;
+	ask_o o[4] = {{"one?", NULL, 1, 4, 0}, {"two?", NULL, 1, 4, 0},
+		      {"three?", NULL, 1, 4, 0}, {"four?", NULL, 1, 4, 0}};
+	int started_y = 0, started_x = 0;
+
+	(void)state;
+	/* no worker yet: everything queues, x first */
+	c_ask(s, "x", 1, &o[0]);
+	c_ask(s, "x", 2, &o[1]);
+	c_ask(s, "x", 3, &o[2]);
+	c_ask(s, "y", 1, &o[3]);
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	a.hold = 1;
+	/* one worker, two requests under way: one of each client */
+	fw_register(s, &a);
+	for (const req *r = s->reqs; r; r = r->next)
+		if (r->state != Q_QUEUED) {
+			started_x += r->cid[0] == 'x';
+			started_y += r->cid[0] == 'y';
+		}
+	assert_int_equal(started_x, 1);
+	assert_int_equal(started_y, 1);
+	fw_serve(s, &a);
+	for (int i = 0; i < a.n_held; i++)
+		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	free_sched(&s);
+}
+
+static void shutdown_cancels(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	a.hold = 1;
+	fw_register(s, &a);
+	c_ask(s, "c1", 1, &o);
+	c_ask(s, "c2", 2, &o);
+	fw_serve(s, &a);
+	sched_shutdown(s);
+	assert_int_equal(reply_status("c1", 1),
+			 QUORUM__STATUS__STATUS_CANCELLED);
+	assert_int_equal(reply_status("c2", 2),
+			 QUORUM__STATUS__STATUS_CANCELLED);
+	for (int i = 0; i < a.n_held; i++)
+		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	free_sched(&s);
+}
+
+static int group_setup(void **state)
+{
+	gguf_file *g = NULL;
+
+	(void)state;
+	if (gguf_open(tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf"),
+		      &g) ||
+	    tok_load(g, &vocab)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		gguf_close(&g);
+		return -1;
+	}
+	gguf_close(&g);
+	clock_ms = 1000000;
+	return 0;
+}
+
+/* a failed case leaves its messages behind: never seen by the next */
+static int case_setup(void **state)
+{
+	(void)state;
+	out_clear();
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	tok_free(&vocab);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(split, case_setup),
+		cmocka_unit_test_setup(duplicate_rid, case_setup),
+		cmocka_unit_test_setup(deadline, case_setup),
+		cmocka_unit_test_setup(retry_budget, case_setup),
+		cmocka_unit_test_setup(kv_wedge, case_setup),
+		cmocka_unit_test_setup(never_fits, case_setup),
+		cmocka_unit_test_setup(capacity_uncharged, case_setup),
+		cmocka_unit_test_setup(stale_pool, case_setup),
+		cmocka_unit_test_setup(identity, case_setup),
+		cmocka_unit_test_setup(worker_validation, case_setup),
+		cmocka_unit_test_setup(fairness, case_setup),
+		cmocka_unit_test_setup(fair_start, case_setup),
+		cmocka_unit_test_setup(shutdown_cancels, case_setup),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
