@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "kv.h"
+#include "prompt.h"
 #include "sched_int.h"
 #include "testutil.h"
 
@@ -144,6 +145,7 @@ static sched *new_sched(const char *yaml_extra, uint64_t fingerprint)
 		fail_msg("config: %s", qerr_detail());
 	o.c = conf;
 	o.t = vocab;
+	o.prompt_family = PROMPT_PLAIN;
 	o.ctx_len = 4096;
 	o.fingerprint = fingerprint;
 	o.has_fingerprint = 1;
