@@ -59,7 +59,9 @@ typedef struct {
 
 static inline cu_cfg cu_cfg_defaults(const char *model)
 {
-	cu_cfg c = {model, 0, 32, 1, 200, 5, 200, 1000, 64, 120000, 4, 16,
+	/* heartbeats every 200 ms, liveness 25 (5 s): a process starved of
+	 * CPU on a loaded machine is not taken for dead */
+	cu_cfg c = {model, 0, 32, 1, 200, 25, 200, 1000, 64, 120000, 4, 16,
 		    16777216, "f32"};
 	return c;
 }

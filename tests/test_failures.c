@@ -194,10 +194,10 @@ static cu_cfg fast_cfg(void)
 {
 	cu_cfg k = cu_cfg_defaults(model_path);
 
-	/* 100 ms heartbeats; liveness 10 so a worker starved of CPU for a
-	 * second on a loaded machine is not taken for lost */
+	/* 100 ms heartbeats; liveness 30 so a process starved of CPU for
+	 * seconds on a loaded machine is not taken for lost */
 	k.hb_interval_ms = 100;
-	k.liveness = 10;
+	k.liveness = 30;
 	k.reconnect_min_ms = 200;
 	k.reconnect_max_ms = 1000;
 	return k;

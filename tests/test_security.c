@@ -224,7 +224,7 @@ static const char *write_config(const char *file, int port, int local,
 		"kv:\n  block_tokens: 16\n  blocks: 256\n  dtype: f32\n"
 		"limits:\n  max_n: 16\n  max_prompt_tokens: 200\n"
 		"  request_timeout_ms: 30000\n"
-		"heartbeat:\n  interval_ms: 200\n  liveness: 5\n"
+		"heartbeat:\n  interval_ms: 200\n  liveness: 25\n"
 		"  reconnect_min_ms: 200\n  reconnect_max_ms: 1000\n"
 		"workers:\n  local: %d\n  threads: 1\n  slots: 8\n",
 		model_path, cluster_name, port, port + 1, security, local);
