@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "client.h"
 #include "qerr.h"
+#include "qset.h"
 #include "vote.h"
 
 #define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
@@ -298,11 +299,7 @@ out:
 /* ---- a file of questions --------------------------------------------- */
 
 typedef struct item {
-	long line;            /* 1-based line in the input */
-	const char *question; /* borrowed from q (the parsed line) */
-	size_t qlen;
-	char *expected;       /* owned; NULL: no expected answer */
-	json_t *line_obj;     /* the parsed line (owns question, id) */
+	qset_item q;          /* line, question, expected */
 	json_t *result;       /* the output object once done */
 	int ok;               /* got an OK reply */
 	int answered;         /* ... with an answer */
@@ -326,146 +323,6 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Canonical form of an answer for comparison: the vote_extract form of
- * "\boxed{TEXT}" (a number canonicalized, anything else trimmed byte for
- * byte), or of TEXT itself when it has its own box; the trimmed text when
- * extraction finds nothing. */
-static void canon(const char *s, size_t n, char *out, size_t cap)
-{
-	char *b;
-
-	while (n && strchr(" \t\r\n\v\f", s[0]) && s[0])
-		s++, n--;
-	while (n && strchr(" \t\r\n\v\f", s[n - 1]) && s[n - 1])
-		n--;
-	if (memmem(s, n, "\\boxed{", 7) && vote_extract(s, n, out, cap))
-		return;
-	if ((b = malloc(n + 8))) {
-		memcpy(b, "\\boxed{", 7);
-		memcpy(b + 7, s, n);
-		b[n + 7] = '}';
-		if (vote_extract(b, n + 8, out, cap)) {
-			free(b);
-			return;
-		}
-		free(b);
-	}
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, s, n);
-	out[n] = '\0';
-}
-
-static int answers_match(const char *exp, const uint8_t *got, size_t glen)
-{
-	char a[VOTE_ANSWER_MAX], b[VOTE_ANSWER_MAX];
-
-	canon(exp, strlen(exp), a, sizeof(a));
-	canon((const char *)got, glen, b, sizeof(b));
-	return !strcmp(a, b);
-}
-
-/* Parses one line into *it. 0 ok; -1 malformed (reason printed). */
-static int parse_line(const char *fname, long lineno, const char *s,
-		      size_t n, item *it)
-{
-	json_error_t err;
-	json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err), *q, *a;
-	const char *why = NULL;
-	char num[64];
-
-	memset(it, 0, sizeof(*it));
-	if (!o) {
-		fprintf(stderr, "quorum ask: %s:%ld: not JSON: %s (skipped)\n",
-			fname, lineno, err.text);
-		return -1;
-	}
-	q = json_object_get(o, "question");
-	a = json_object_get(o, "answer");
-	if (!json_is_object(o))
-		why = "not a JSON object";
-	else if (!q)
-		why = "no \"question\"";
-	else if (!json_is_string(q))
-		why = "\"question\" is not a string";
-	else if (json_string_length(q) == 0)
-		why = "\"question\" is empty";
-	else if (a && !json_is_null(a) && !json_is_string(a) &&
-		 !json_is_number(a))
-		why = "\"answer\" is not a string or a number";
-	else if (json_is_string(a) && json_string_length(a) == 0)
-		why = "\"answer\" is empty";
-	if (why) {
-		fprintf(stderr, "quorum ask: %s:%ld: %s (skipped)\n", fname,
-			lineno, why);
-		json_decref(o);
-		return -1;
-	}
-	it->line = lineno;
-	it->line_obj = o;
-	it->question = json_string_value(q);
-	it->qlen = json_string_length(q);
-	if (json_is_string(a))
-		it->expected = strndup(json_string_value(a),
-				       json_string_length(a));
-	else if (json_is_integer(a))
-		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
-			 json_integer_value(a));
-	else if (json_is_real(a))
-		snprintf(num, sizeof(num), "%.17g", json_real_value(a));
-	if (json_is_number(a))
-		it->expected = strdup(num);
-	return 0;
-}
-
-/* Reads the whole input; items in input order. Returns -1 if the file
- * cannot be read; *n_bad counts malformed lines. */
-static int read_items(const char *fname, item **out, size_t *n_out,
-		      size_t *n_bad)
-{
-	FILE *f = strcmp(fname, "-") ? fopen(fname, "r") : stdin;
-	char *line = NULL;
-	size_t cap = 0, n = 0, icap = 0;
-	ssize_t len;
-	long lineno = 0;
-	item *items = NULL, *ni;
-
-	*n_bad = 0;
-	if (!f) {
-		fprintf(stderr, "quorum ask: cannot open %s: %m\n", fname);
-		return -1;
-	}
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		size_t k = 0;
-
-		lineno++;
-		while (k < (size_t)len && strchr(" \t\r\n", line[k]) && line[k])
-			k++;
-		if (k == (size_t)len)
-			continue; /* blank lines are not questions */
-		if (n == icap) {
-			icap = icap ? icap * 2 : 64;
-			if (!(ni = realloc(items, icap * sizeof(*items)))) {
-				fprintf(stderr, "quorum ask: out of memory\n");
-				break;
-			}
-			items = ni;
-		}
-		if (parse_line(fname, lineno, line, (size_t)len, &items[n]))
-			(*n_bad)++;
-		else
-			n++;
-	}
-	if (ferror(f))
-		fprintf(stderr, "quorum ask: reading %s: %m\n", fname);
-	free(line);
-	if (f != stdin)
-		fclose(f);
-	*out = items;
-	*n_out = n;
-	return 0;
-}
-
 /* Fills it->result from a reply (r NULL: no reply; status/err then say
  * why). */
 static void finish_item(item *it, const Quorum__ClientReply *r,
@@ -483,19 +340,20 @@ static void finish_item(item *it, const Quorum__ClientReply *r,
 	}
 	it->ok = a != NULL;
 	it->answered = a && a->has_answer;
-	it->correct = it->answered && it->expected &&
-		      answers_match(it->expected, a->answer.data,
-				    a->answer.len);
-	json_object_set_new(o, "line", json_integer(it->line));
-	if ((id = json_object_get(it->line_obj, "id")))
+	it->correct = it->answered && it->q.expected &&
+		      qset_match(it->q.expected, (const char *)a->answer.data,
+				 a->answer.len);
+	json_object_set_new(o, "line", json_integer(it->q.line));
+	if ((id = json_object_get(it->q.obj, "id")))
 		json_object_set(o, "id", id);
-	json_object_set_new(o, "question", client_text(it->question, it->qlen));
-	json_object_set_new(o, "expected", it->expected ? client_text(
-		it->expected, strlen(it->expected)) : json_null());
+	json_object_set_new(o, "question", client_text(it->q.question,
+						       it->q.qlen));
+	json_object_set_new(o, "expected", it->q.expected ? client_text(
+		it->q.expected, strlen(it->q.expected)) : json_null());
 	tmp = json_object();
 	client_answer_json(tmp, a);
 	json_object_set(o, "answer", json_object_get(tmp, "answer"));
-	json_object_set_new(o, "correct", it->expected ? json_boolean(
+	json_object_set_new(o, "correct", it->q.expected ? json_boolean(
 		it->correct) : json_null());
 	json_object_set(o, "votes", json_object_get(tmp, "votes"));
 	json_object_set(o, "n", json_object_get(tmp, "n"));
@@ -508,26 +366,12 @@ static void finish_item(item *it, const Quorum__ClientReply *r,
 	it->result = o;
 }
 
-static void progress(size_t done, size_t total, size_t failed)
-{
-	enum { W = 30 };
-	char bar[W + 1];
-	size_t k = total ? done * W / total : W;
-
-	for (size_t i = 0; i < W; i++)
-		bar[i] = i < k ? '#' : '.';
-	bar[W] = '\0';
-	fprintf(stderr, "\r[%s] %zu/%zu done, %zu failed", bar, done, total,
-		failed);
-	fflush(stderr);
-}
-
 static int send_slot(client *c, const ask_opts *o, item *it, slot *s)
 {
 	Quorum__Ask ask;
 	Quorum__ClientRequest req;
 
-	ask_init(&ask, &req, o, it->question, it->qlen);
+	ask_init(&ask, &req, o, it->q.question, it->q.qlen);
 	req.request_id = s->id;
 	s->attempts++;
 	s->send_at = 0;
@@ -547,8 +391,18 @@ static int ask_file(const ask_opts *o)
 	int rc = 1, tty = isatty(2), dead = 0;
 	char msg[512];
 
-	if (read_items(o->file, &items, &n, &n_bad))
+	qset_item *qs = NULL;
+
+	if (qset_read("ask", o->file, &qs, &n, &n_bad))
 		return 1;
+	if (n && !(items = calloc(n, sizeof(*items)))) {
+		fprintf(stderr, "quorum ask: out of memory\n");
+		qset_free(qs, n);
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		items[i].q = qs[i];
+	free(qs);
 	if (o->out && !(out = fopen(o->out, "w"))) {
 		fprintf(stderr, "quorum ask: cannot create %s: %m\n", o->out);
 		goto cleanup;
@@ -565,7 +419,7 @@ static int ask_file(const ask_opts *o)
 		 "coordinator running?)", o->endpoint,
 		 o->timeout_ms * (o->retries + 1) / 1e3);
 	if (tty && n)
-		progress(0, n, 0);
+		qset_progress(0, n, 0);
 	for (;;) {
 		int64_t now = now_ms(), wake = now + 1000;
 		Quorum__ClientReply *r = NULL;
@@ -632,7 +486,7 @@ static int ask_file(const ask_opts *o)
 		}
 		fflush(out);
 		if (tty)
-			progress(done, n, failed);
+			qset_progress(done, n, failed);
 		if (done == n)
 			break;
 		now = now_ms();
@@ -671,8 +525,8 @@ static int ask_file(const ask_opts *o)
 	if (tty && n)
 		fprintf(stderr, "\n");
 	for (size_t i = 0; i < n; i++) {
-		with_exp += items[i].expected != NULL;
-		answered += items[i].expected && items[i].answered;
+		with_exp += items[i].q.expected != NULL;
+		answered += items[i].q.expected && items[i].answered;
 		correct += items[i].correct;
 	}
 	fprintf(sum, "quorum ask: %zu question(s), %zu failed, %zu malformed "
@@ -692,8 +546,7 @@ cleanup:
 		rc = 1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		free(items[i].expected);
-		json_decref(items[i].line_obj);
+		qset_free(&items[i].q, 1);
 		json_decref(items[i].result);
 	}
 	free(items);

@@ -1,0 +1,665 @@
+/* quorum eval-set — score a JSON-lines problem set by self-consistency at
+ * several sample counts, in one process or against a running cluster. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "model.h"
+#include "prompt.h"
+#include "qerr.h"
+#include "qset.h"
+#include "sc.h"
+#include "tok.h"
+#include "vote.h"
+
+#define EVS_MAX_NS 16
+#define EVS_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
+
+static void help(void)
+{
+	printf("usage: quorum eval-set --model M.gguf --file SET.jsonl [options]\n"
+	       "       quorum eval-set --endpoint E --file SET.jsonl [options]\n\n"
+	       "Answers every problem of a JSON-lines set (\"question\" and\n"
+	       "expected \"answer\" per line, as `quorum ask --file`) by\n"
+	       "self-consistency for each sample count N and prints, per N: the\n"
+	       "accuracy of the majority answer, the accuracy of a single sample\n"
+	       "(all samples' answers scored on their own), the share of samples\n"
+	       "with no answer, the tokens generated and the wall time. With\n"
+	       "--model it runs in this process; with --endpoint it asks a\n"
+	       "running cluster (one request per problem and N), which gives the\n"
+	       "same samples. A progress bar is drawn when stderr is a terminal.\n\n"
+	       "options:\n"
+	       "  --model FILE          GGUF model (in-process)\n"
+	       "  --endpoint E          a cluster's client endpoint instead\n"
+	       "                        (e.g. " EVS_DEFAULT_ENDPOINT ")\n"
+	       "  --server-key FILE     CURVE: the coordinator's public key file\n"
+	       "  --client-key FILE     CURVE: this client's secret key file\n"
+	       "  --timeout SEC         cluster: wait per request (default 300)\n"
+	       "  --file F              the problem set (required)\n"
+	       "  -n LIST               sample counts, comma-separated\n"
+	       "                        (default 1,3,8,16,32)\n"
+	       "  --prefix              decode only the largest N and score each\n"
+	       "                        smaller N on its first N samples: the\n"
+	       "                        same numbers, since a sample's bytes never\n"
+	       "                        depend on N (wall times are then shared)\n"
+	       "  --limit K             only the first K problems\n"
+	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
+	       "  --temperature T       0 = greedy (default 0.7)\n"
+	       "  --top-k K             0 = off (default 40)\n"
+	       "  --top-p P             1 = off (default 0.95)\n"
+	       "  --max-new-tokens K    per sample (default 256)\n"
+	       "  --system TEXT         system prompt (default: quorum's)\n"
+	       "  --threads T           in-process threads (default 2)\n"
+	       "  --kv-type T           f16 | f32 (default f16)\n"
+	       "  --out FILE            per-problem results, JSON lines\n"
+	       "  --json                the summary as one JSON object\n"
+	       "  -h, --help            this help\n\n"
+	       "exit status: 0 scored, 1 failure, 2 usage.\n");
+}
+
+/* What one request gave: the winner and each sample's answer. */
+typedef struct {
+	int n;
+	char winner[VOTE_ANSWER_MAX]; /* "" = no answer */
+	int has_winner;
+	char (*answers)[VOTE_ANSWER_MAX]; /* (n); "" = none */
+	uint32_t *ntok;                   /* (n) tokens of each sample */
+	uint64_t tokens;
+} outcome;
+
+typedef struct {
+	int n;
+	size_t problems, maj_correct, samples, sample_correct, no_answer;
+	uint64_t tokens;
+	double wall_s;
+} row;
+
+typedef struct {
+	/* in-process */
+	const char *mpath;
+	model *m;
+	tok *t;
+	sc_engine *e;
+	sc_engine_params ep;
+	/* cluster */
+	const char *endpoint, *server_key, *client_key;
+	client *c;
+	int timeout_ms;
+	/* both */
+	sc_params p;
+	const char *system;
+} evs;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int outcome_alloc(outcome *o, int n)
+{
+	memset(o, 0, sizeof(*o));
+	o->n = n;
+	o->answers = calloc((size_t)n, sizeof(*o->answers));
+	o->ntok = calloc((size_t)n, sizeof(*o->ntok));
+	if (o->answers && o->ntok)
+		return 0;
+	free(o->answers);
+	free(o->ntok);
+	o->answers = NULL;
+	o->ntok = NULL;
+	return qerr_fail(QERR_NOMEM, "out of memory");
+}
+
+static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
+{
+	sc_params p = v->p;
+	sc_result r = {0};
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	char *qs = strndup(q->question, q->qlen);
+	int rc;
+
+	p.n = n;
+	if (!qs)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	rc = prompt_build(v->t, v->system, qs, &ids, &n_ids);
+	free(qs);
+	if (rc || (rc = sc_run(v->e, ids, n_ids, &p, &r)) ||
+	    (rc = outcome_alloc(o, n)))
+		goto out;
+	if (r.vote.winner != VOTE_NONE) {
+		o->has_winner = 1;
+		snprintf(o->winner, sizeof(o->winner), "%s",
+			 r.vote.entries[0].answer);
+	}
+	for (int i = 0; i < n; i++) {
+		if (r.samples[i].has_answer)
+			memcpy(o->answers[i], r.samples[i].answer,
+			       sizeof(o->answers[i]));
+		o->ntok[i] = (uint32_t)r.samples[i].n_tokens;
+		o->tokens += o->ntok[i];
+	}
+out:
+	sc_result_fini(&r);
+	free(ids);
+	return rc;
+}
+
+static void copy_bytes(char *dst, size_t cap, const uint8_t *s, size_t n)
+{
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+}
+
+static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
+{
+	Quorum__Ask ask;
+	Quorum__ClientRequest req;
+	Quorum__SamplingParams sp;
+	Quorum__ClientReply *r = NULL;
+	const Quorum__Answer *a;
+	int rc;
+
+	quorum__ask__init(&ask);
+	quorum__client_request__init(&req);
+	quorum__sampling_params__init(&sp);
+	ask.question.data = (uint8_t *)q->question;
+	ask.question.len = q->qlen;
+	if (v->system) {
+		ask.has_system = 1;
+		ask.system.data = (uint8_t *)v->system;
+		ask.system.len = strlen(v->system);
+	}
+	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
+	sp.has_top_p = sp.has_max_new_tokens = 1;
+	sp.n = (uint32_t)n;
+	sp.seed = v->p.seed;
+	sp.temperature = v->p.sp.temperature;
+	sp.top_k = (uint32_t)v->p.sp.top_k;
+	sp.top_p = v->p.sp.top_p;
+	sp.max_new_tokens = (uint32_t)v->p.max_new;
+	ask.params = &sp;
+	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
+	req.ask = &ask;
+	req.request_id = client_request_id();
+	if ((rc = client_call(v->c, &req, v->timeout_ms, 1, &r)))
+		return rc;
+	if (!r)
+		return qerr_fail(QERR_IO, "no reply from %s within %gs",
+				 v->endpoint, v->timeout_ms / 1e3);
+	if (r->status != QUORUM__STATUS__STATUS_OK ||
+	    r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER) {
+		rc = qerr_fail(QERR_IO, "the cluster answered %s: %s",
+			       protobuf_c_enum_descriptor_get_value(
+				       &quorum__status__descriptor,
+				       r->status)
+				       ? protobuf_c_enum_descriptor_get_value(
+						 &quorum__status__descriptor,
+						 r->status)->name
+				       : "?",
+			       r->error ? r->error : "(no detail)");
+		goto out;
+	}
+	a = r->answer;
+	if (a->n_samples != (size_t)n) {
+		rc = qerr_fail(QERR_FORMAT, "the cluster sent %zu samples for "
+			       "n = %d", a->n_samples, n);
+		goto out;
+	}
+	if ((rc = outcome_alloc(o, n)))
+		goto out;
+	if (a->has_answer) {
+		o->has_winner = 1;
+		copy_bytes(o->winner, sizeof(o->winner), a->answer.data,
+			   a->answer.len);
+	}
+	for (size_t i = 0; i < a->n_samples; i++) {
+		const Quorum__Sample *s = a->samples[i];
+
+		if (s->index >= (uint32_t)n) {
+			rc = qerr_fail(QERR_FORMAT, "sample index %u out of "
+				       "range", s->index);
+			goto out;
+		}
+		if (s->has_answer)
+			copy_bytes(o->answers[s->index],
+				   sizeof(o->answers[0]), s->answer.data,
+				   s->answer.len);
+		o->ntok[s->index] = s->tokens;
+		o->tokens += s->tokens;
+	}
+out:
+	quorum__client_reply__free_unpacked(r, NULL);
+	return rc;
+}
+
+/* The outcome of the first k samples of o (the vote recounted). */
+static int prefix_of(const outcome *o, int k, outcome *out)
+{
+	const char **ans = calloc((size_t)k, sizeof(*ans));
+	vote_result vr = {0};
+	int rc;
+
+	if (!ans)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	for (int i = 0; i < k; i++)
+		ans[i] = o->answers[i];
+	rc = vote_tally(ans, (size_t)k, &vr);
+	free(ans);
+	if (rc || (rc = outcome_alloc(out, k))) {
+		vote_result_fini(&vr);
+		return rc;
+	}
+	if (vr.winner != VOTE_NONE) {
+		out->has_winner = 1;
+		snprintf(out->winner, sizeof(out->winner), "%s",
+			 vr.entries[0].answer);
+	}
+	memcpy(out->answers, o->answers, (size_t)k * sizeof(*o->answers));
+	for (int i = 0; i < k; i++) {
+		out->ntok[i] = o->ntok[i];
+		out->tokens += o->ntok[i];
+	}
+	vote_result_fini(&vr);
+	return 0;
+}
+
+static void score(row *rw, const qset_item *q, const outcome *o,
+		  json_t *res)
+{
+	int maj = q->expected && o->has_winner &&
+		  qset_match(q->expected, o->winner, strlen(o->winner));
+	int ok = 0, none = 0;
+
+	rw->problems++;
+	rw->maj_correct += maj;
+	for (int i = 0; i < o->n; i++) {
+		const char *a = o->answers[i];
+
+		if (!*a)
+			none++;
+		else if (q->expected && qset_match(q->expected, a, strlen(a)))
+			ok++;
+	}
+	rw->samples += (size_t)o->n;
+	rw->sample_correct += (size_t)ok;
+	rw->no_answer += (size_t)none;
+	rw->tokens += o->tokens;
+	if (res) {
+		json_t *r = json_object();
+
+		json_object_set_new(r, "n", json_integer(o->n));
+		json_object_set_new(r, "answer", o->has_winner ? client_text(
+			o->winner, strlen(o->winner)) : json_null());
+		json_object_set_new(r, "correct", json_boolean(maj));
+		json_object_set_new(r, "samples_correct", json_integer(ok));
+		json_object_set_new(r, "samples_no_answer", json_integer(none));
+		json_array_append_new(res, r);
+	}
+}
+
+static void outcome_fini(outcome *o)
+{
+	free(o->answers);
+	free(o->ntok);
+	o->answers = NULL;
+	o->ntok = NULL;
+}
+
+/* A float option as the user wrote it (0.7, not 0.699999988). */
+static json_t *jfloat(float f)
+{
+	char b[32];
+
+	snprintf(b, sizeof(b), "%.7g", f);
+	return json_real(strtod(b, NULL));
+}
+
+static double pct(size_t a, size_t b)
+{
+	return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+static int parse_ns(const char *s, int *ns, int *k)
+{
+	char *dup = strdup(s), *save = NULL, *tok;
+	int rc = 0;
+	long v;
+
+	*k = 0;
+	if (!dup)
+		return -1;
+	for (tok = strtok_r(dup, ",", &save); tok && !rc;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (*k == EVS_MAX_NS) {
+			cli_usage_error("eval-set", "at most %d sample counts",
+					EVS_MAX_NS);
+			rc = -1;
+		} else if (cli_long("eval-set", "-n", tok, 1, 4096, &v)) {
+			rc = -1;
+		} else {
+			ns[(*k)++] = (int)v;
+		}
+	}
+	free(dup);
+	if (!rc && *k == 0) {
+		cli_usage_error("eval-set", "-n needs at least one count");
+		rc = -1;
+	}
+	return rc;
+}
+
+static void print_summary(const evs *v, const char *file, const row *rows,
+			  int k, int json)
+{
+	if (json) {
+		json_t *o = json_object(), *a = json_array();
+
+		for (int i = 0; i < k; i++)
+			json_array_append_new(a, json_pack(
+				"{s:i, s:I, s:f, s:f, s:f, s:I, s:f}", "n",
+				rows[i].n, "problems",
+				(json_int_t)rows[i].problems,
+				"majority_accuracy",
+				pct(rows[i].maj_correct, rows[i].problems),
+				"single_sample_accuracy",
+				pct(rows[i].sample_correct, rows[i].samples),
+				"no_answer_share",
+				pct(rows[i].no_answer, rows[i].samples),
+				"tokens", (json_int_t)rows[i].tokens,
+				"wall_s", rows[i].wall_s));
+		json_object_set_new(o, "set", client_text(file, strlen(file)));
+		json_object_set_new(o, "model", v->mpath ? client_text(
+			v->mpath, strlen(v->mpath)) : json_null());
+		json_object_set_new(o, "endpoint", v->endpoint ? json_string(
+			v->endpoint) : json_null());
+		json_object_set_new(o, "seed", json_integer(
+			(json_int_t)v->p.seed));
+		json_object_set_new(o, "temperature",
+				    jfloat(v->p.sp.temperature));
+		json_object_set_new(o, "top_k", json_integer(v->p.sp.top_k));
+		json_object_set_new(o, "top_p", jfloat(v->p.sp.top_p));
+		json_object_set_new(o, "max_new_tokens",
+				    json_integer(v->p.max_new));
+		json_object_set_new(o, "results", a);
+		char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		json_decref(o);
+		return;
+	}
+	printf("set %s: %zu problems; %s; temperature %g, top-k %d, top-p %g, "
+	       "seed %llu\n", file, k ? rows[0].problems : 0,
+	       v->mpath ? v->mpath : v->endpoint, v->p.sp.temperature,
+	       v->p.sp.top_k, v->p.sp.top_p, (unsigned long long)v->p.seed);
+	printf("%6s  %9s  %9s  %9s  %10s  %8s\n", "N", "majority", "single",
+	       "no answer", "tokens", "wall s");
+	for (int i = 0; i < k; i++) {
+		const row *r = &rows[i];
+
+		printf("%6d  %8.1f%%  %8.1f%%  %8.1f%%  %10llu  %8.1f\n", r->n,
+		       pct(r->maj_correct, r->problems),
+		       pct(r->sample_correct, r->samples),
+		       pct(r->no_answer, r->samples),
+		       (unsigned long long)r->tokens, r->wall_s);
+	}
+}
+
+int cmd_evalset(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"model", required_argument, 0, 'm'},
+		{"endpoint", required_argument, 0, 'e'},
+		{"server-key", required_argument, 0, 'K'},
+		{"client-key", required_argument, 0, 'C'},
+		{"timeout", required_argument, 0, 'W'},
+		{"file", required_argument, 0, 'f'},
+		{"prefix", no_argument, 0, 'P'},
+		{"limit", required_argument, 0, 'l'},
+		{"seed", required_argument, 0, 'S'},
+		{"temperature", required_argument, 0, 'T'},
+		{"top-k", required_argument, 0, 'k'},
+		{"top-p", required_argument, 0, 'p'},
+		{"max-new-tokens", required_argument, 0, 'x'},
+		{"system", required_argument, 0, 's'},
+		{"threads", required_argument, 0, 'j'},
+		{"kv-type", required_argument, 0, 'Y'},
+		{"out", required_argument, 0, 'o'},
+		{"json", no_argument, 0, 'J'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	evs v = {.ep = SC_ENGINE_DEFAULTS, .timeout_ms = 300000,
+		 .p = {.sp = {0.7f, 40, 0.95f}, .n = 1, .max_new = 256,
+		       .mode = SC_BATCHED}};
+	int ns[EVS_MAX_NS] = {1, 3, 8, 16, 32}, k = 5, json = 0, prefix = 0;
+	int c, rc = 1, tty = isatty(2);
+	const char *file = NULL, *outpath = NULL;
+	long lv, limit = -1;
+	qset_item *items = NULL;
+	size_t n_items = 0, n_bad = 0, failed = 0;
+	row rows[EVS_MAX_NS] = {0};
+	FILE *out = NULL;
+	json_t **per = NULL;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': v.mpath = optarg; break;
+		case 'e': v.endpoint = optarg; break;
+		case 'K': v.server_key = optarg; break;
+		case 'C': v.client_key = optarg; break;
+		case 'f': file = optarg; break;
+		case 'P': prefix = 1; break;
+		case 's': v.system = optarg; break;
+		case 'o': outpath = optarg; break;
+		case 'J': json = 1; break;
+		case 'n':
+			if (parse_ns(optarg, ns, &k))
+				return 2;
+			break;
+		case 'W':
+			if (cli_long("eval-set", "--timeout", optarg, 1, 86400,
+				     &lv))
+				return 2;
+			v.timeout_ms = (int)lv * 1000;
+			break;
+		case 'l':
+			if (cli_long("eval-set", "--limit", optarg, 1,
+				     1L << 30, &limit))
+				return 2;
+			break;
+		case 'S':
+			if (cli_u64("eval-set", "--seed", optarg, &v.p.seed))
+				return 2;
+			break;
+		case 'T':
+			if (cli_float("eval-set", "--temperature", optarg, 0, 1e6,
+				      &v.p.sp.temperature))
+				return 2;
+			break;
+		case 'k':
+			if (cli_long("eval-set", "--top-k", optarg, 0, 1 << 24,
+				     &lv))
+				return 2;
+			v.p.sp.top_k = (int)lv;
+			break;
+		case 'p':
+			if (cli_float("eval-set", "--top-p", optarg, 1e-9, 1,
+				      &v.p.sp.top_p))
+				return 2;
+			break;
+		case 'x':
+			if (cli_long("eval-set", "--max-new-tokens", optarg, 1,
+				     1 << 20, &lv))
+				return 2;
+			v.p.max_new = (int)lv;
+			break;
+		case 'j':
+			if (cli_long("eval-set", "--threads", optarg, 1, 256,
+				     &lv))
+				return 2;
+			v.ep.n_threads = (int)lv;
+			break;
+		case 'Y':
+			if (!strcmp(optarg, "f32"))
+				v.ep.kv_dtype = KV_F32;
+			else if (!strcmp(optarg, "f16"))
+				v.ep.kv_dtype = KV_F16;
+			else
+				return cli_usage_error("eval-set", "unknown KV "
+						       "type '%s' (f32, f16)",
+						       optarg);
+			break;
+		case 'h': help(); return 0;
+		default: return cli_usage_error("eval-set", "bad option");
+		}
+	}
+	if (optind != argc)
+		return cli_usage_error("eval-set", "unexpected argument '%s'",
+				       argv[optind]);
+	if (!file)
+		return cli_usage_error("eval-set", "--file is required");
+	if (!v.mpath == !v.endpoint)
+		return cli_usage_error("eval-set", "give exactly one of --model "
+				       "and --endpoint");
+	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
+		return 1;
+	if (limit >= 0 && (size_t)limit < n_items) {
+		qset_free(items + limit, n_items - (size_t)limit);
+		n_items = (size_t)limit;
+	}
+	if (n_bad) {
+		fprintf(stderr, "quorum eval-set: %s: %zu malformed line(s); "
+			"refusing to score a partial set\n", file, n_bad);
+		goto out;
+	}
+	for (size_t i = 0; i < n_items; i++)
+		if (!items[i].expected) {
+			fprintf(stderr, "quorum eval-set: %s:%ld: no expected "
+				"\"answer\"\n", file, items[i].line);
+			goto out;
+		}
+	if (outpath && !(out = fopen(outpath, "w"))) {
+		fprintf(stderr, "quorum eval-set: cannot create %s: %m\n",
+			outpath);
+		goto out;
+	}
+	if (v.mpath) {
+		if (model_load(v.mpath, &v.m) || tok_load(v.m->gguf, &v.t) ||
+		    sc_engine_new(v.m, v.t, &v.ep, &v.e)) {
+			fprintf(stderr, "quorum eval-set: %s\n", qerr_detail());
+			goto out;
+		}
+	} else if (client_open_curve(v.endpoint, v.server_key, v.client_key,
+				     &v.c)) {
+		fprintf(stderr, "quorum eval-set: %s\n", qerr_detail());
+		goto out;
+	}
+	if (out && !(per = calloc(n_items, sizeof(*per))))
+		goto out;
+	for (int i = 0; i < k; i++)
+		rows[i].n = ns[i];
+
+	/* --prefix: one pass at the largest N; otherwise one pass per N */
+	int maxn = 0;
+
+	for (int i = 0; i < k; i++)
+		if (ns[i] > maxn)
+			maxn = ns[i];
+	for (int pass = 0; pass < (prefix ? 1 : k); pass++) {
+		int n = prefix ? maxn : ns[pass];
+		double t0 = now_s();
+
+		for (size_t q = 0; q < n_items; q++) {
+			outcome o;
+			int e = v.e ? solve_local(&v, &items[q], n, &o)
+				    : solve_cluster(&v, &items[q], n, &o);
+
+			if (e) {
+				fprintf(stderr, "%squorum eval-set: %s:%ld: %s\n",
+					tty ? "\n" : "", file, items[q].line,
+					qerr_detail());
+				failed++;
+				goto out;
+			}
+			if (per && !per[q])
+				per[q] = json_array();
+			for (int i = 0; i < k; i++) {
+				outcome sub;
+
+				if (!prefix) {
+					if (i == pass)
+						score(&rows[i], &items[q], &o,
+						      per ? per[q] : NULL);
+					continue;
+				}
+				if (ns[i] == n) {
+					score(&rows[i], &items[q], &o,
+					      per ? per[q] : NULL);
+				} else if (!prefix_of(&o, ns[i], &sub)) {
+					score(&rows[i], &items[q], &sub,
+					      per ? per[q] : NULL);
+					outcome_fini(&sub);
+				}
+			}
+			outcome_fini(&o);
+			if (tty)
+				qset_progress(pass * n_items + q + 1,
+					      (prefix ? 1 : (size_t)k) * n_items,
+					      failed);
+		}
+		for (int i = 0; i < k; i++)
+			if (prefix || i == pass)
+				rows[i].wall_s = now_s() - t0;
+	}
+	if (tty)
+		fprintf(stderr, "\n");
+	for (size_t q = 0; out && q < n_items; q++) {
+		json_t *o = json_object();
+		json_t *id = json_object_get(items[q].obj, "id");
+		char *s;
+
+		json_object_set_new(o, "line", json_integer(items[q].line));
+		if (id)
+			json_object_set(o, "id", id);
+		json_object_set_new(o, "question", client_text(
+			items[q].question, items[q].qlen));
+		json_object_set_new(o, "expected", client_text(
+			items[q].expected, strlen(items[q].expected)));
+		json_object_set(o, "by_n", per[q]);
+		if ((s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+			fprintf(out, "%s\n", s);
+		free(s);
+		json_decref(o);
+	}
+	print_summary(&v, file, rows, k, json);
+	rc = 0;
+out:
+	if (per)
+		for (size_t q = 0; q < n_items; q++)
+			json_decref(per[q]);
+	free(per);
+	if (out)
+		fclose(out);
+	qset_free(items, n_items);
+	free(items);
+	sc_engine_free(&v.e);
+	tok_free(&v.t);
+	model_free(&v.m);
+	client_free(&v.c);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * qset — question sets: JSON-lines files of problems with expected
+ * answers, shared by `quorum ask --file` and `quorum eval-set`.
+ *
+ * implements: reading a file (one object per line: "question" string,
+ * optional expected "answer" string or number, optional "id"; blank lines
+ * skipped; a malformed line is reported with its line number and skipped),
+ * comparing an expected answer with a given one in vote_extract's
+ * canonical form (42, 42.0, +42, 042 and \boxed{42} agree; so do 1,234 and
+ * 1234), and the progress bar both commands draw on a terminal.
+ */
+#ifndef QUORUM_QSET_H
+#define QUORUM_QSET_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct qset_item {
+	long line;            /* 1-based line in the input */
+	const char *question; /* borrowed from obj */
+	size_t qlen;
+	char *expected;       /* owned; NULL: no expected answer */
+	json_t *obj;          /* the parsed line (owns question, id) */
+} qset_item;
+
+/* Reads fname ('-' = stdin) into *out (input order). Messages name cmd
+ * ("quorum CMD: FILE:LINE: why (skipped)"). -1 when the file cannot be
+ * opened; *n_bad counts malformed lines. */
+int qset_read(const char *cmd, const char *fname, qset_item **out,
+	      size_t *n_out, size_t *n_bad);
+void qset_free(qset_item *items, size_t n);
+
+/* Whether the given answer got[0, glen) is the expected one. */
+int qset_match(const char *expected, const char *got, size_t glen);
+
+/* "\r[####......] done/total done, failed failed" on stderr. */
+void qset_progress(size_t done, size_t total, size_t failed);
+
+#endif

@@ -1,0 +1,154 @@
+"""Tests of the problem generator, the committed held-out set and the
+tokenizer files (no PyTorch needed): run by tests/train_data.sh.
+
+    /usr/bin/python3 train/test_problems.py
+Prints one line per case and "train_data: N passed, N failed".
+"""
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bpe  # noqa: E402
+import problems  # noqa: E402
+
+TEST = os.path.join(HERE, "data", "test.jsonl")
+TRAIN_SEED = 7      # train.py --seed default: the training stream
+TEST_SEED = 1001    # the committed held-out set (see models/README.md)
+STEP = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)\.$")
+
+
+def nums(q):
+    return [int(x) for x in re.findall(r"\d+", q)]
+
+
+# The answer of each family recomputed from the numbers in the question, in
+# the order they appear: independent of the code that writes solutions.
+FORMULA = {
+    "add": lambda n: n[0] + n[1],
+    "sub": lambda n: n[0] - n[1],
+    "mul": lambda n: n[0] * n[1],
+    "div": lambda n: n[0] // n[1],
+    "give_buy": lambda n: n[0] - n[1] + n[2] * n[3],
+    "buy_sell": lambda n: n[0] * n[1] - n[2],
+    "two_adds": lambda n: n[0] + n[1] - n[2],
+    "share": lambda n: (n[0] - n[1]) // n[2],
+    "two_groups": lambda n: n[0] * n[1] + n[2] * n[3],
+    "three_steps": lambda n: n[0] + n[1] - n[2] + n[3],
+}
+
+
+def check_problem(p):
+    """Raises AssertionError unless p is a well-formed problem."""
+    n = nums(p["question"])
+    fam = p["family"]
+    want = FORMULA[fam](n)
+    assert str(want) == p["answer"], (p, want)
+    if fam in ("div", "share"):
+        num = n[0] if fam == "div" else n[0] - n[1]
+        assert num % n[-1] == 0, ("not an even division", p)
+    assert all(x < 1000 for x in n), ("operand over 3 digits", p)
+    if "solution" in p:
+        lines = p["solution"].split("\n")
+        assert lines[-1] == "The answer is %s." % p["answer"], p
+        for ln in lines[:-1]:
+            m = STEP.match(ln)
+            assert m, ("not a step line", ln)
+            a, op, b, r = int(m[1]), m[2], int(m[3]), int(m[4])
+            exact = {"+": a + b, "-": a - b, "*": a * b}.get(op)
+            if op == "/":
+                assert b and a % b == 0, ln
+                exact = a // b
+            assert exact == r, ("wrong arithmetic", ln)
+        last = STEP.match(lines[-2])
+        assert last and last[4] == p["answer"], p
+
+
+def case_solutions_and_answers():
+    rng = random.Random(12345)
+    for i in range(6000):
+        check_problem(problems.make_excluding(rng, (i % 11) / 10, set()))
+
+
+def case_invalid_draws_are_caught():
+    """valid() rejects a question with a 4-digit number (some raw `share`
+    draws have one); make_excluding never returns such a problem."""
+    rng = random.Random(12345)
+    raw = [problems.make(rng, 1.0) for _ in range(20000)]
+    bad = [p for p in raw if not problems.valid(p)]
+    assert bad and all(p["family"] == "share" for p in bad), len(bad)
+
+
+def case_every_family_appears():
+    rng = random.Random(5)
+    seen = {problems.make(rng)["family"] for _ in range(3000)}
+    assert seen == set(FORMULA), seen
+
+
+def case_test_set_committed_matches_generator():
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as f:
+        sys.argv = ["problems.py", "--seed", str(TEST_SEED), "--count", "600",
+                    "--out", f.name]
+        problems.main()
+        assert open(TEST).read() == f.read(), "regenerated set differs"
+
+
+def case_test_set_wellformed():
+    rows = [json.loads(l) for l in open(TEST)]
+    assert len(rows) >= 500, len(rows)
+    assert len({r["question"] for r in rows}) == len(rows), "duplicates"
+    for r in rows:
+        check_problem(r)
+
+
+def case_train_test_disjoint():
+    """The training stream (problems.make_excluding with the held-out
+    questions, as train.py draws it) never yields a test question, though
+    plain draws do hit some (small numbers recur)."""
+    test = {json.loads(l)["question"] for l in open(TEST)}
+    rng = random.Random(TRAIN_SEED)
+    plain = sum(problems.make(rng, 1.0)["question"] in test
+                for _ in range(100000))
+    rng = random.Random(TRAIN_SEED)
+    for _ in range(100000):
+        assert problems.make_excluding(rng, 1.0, test)["question"] not in test
+    print("       (plain draws hitting the test set: %d of 100000)" % plain)
+
+
+def case_tokenizer_digits_single():
+    tok = bpe.BPE.load(os.path.join(HERE, "..", "models", "arith-tok.json"))
+    for t in tok.tokens:
+        if any(c.isdigit() for c in t):
+            assert len(t) == 1, ("a merged token holds a digit", t)
+    for d in "0123456789":
+        assert tok.encode(d) == [tok.id[d]]
+
+
+def case_tokenizer_roundtrip_test_set():
+    tok = bpe.BPE.load(os.path.join(HERE, "..", "models", "arith-tok.json"))
+    for l in open(TEST):
+        q = json.loads(l)["question"]
+        assert tok.decode(tok.encode(q)) == q, q
+
+
+def main():
+    cases = [(k, v) for k, v in globals().items() if k.startswith("case_")]
+    passed = failed = 0
+    for name, fn in cases:
+        try:
+            fn()
+            print("[ OK ] %s" % name)
+            passed += 1
+        except Exception as e:  # report every case, then the total
+            print("[FAIL] %s: %r" % (name, e))
+            failed += 1
+    print("train_data: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
