@@ -100,18 +100,21 @@ $(B)/bench/%: $(B)/bench/%.o $(LIB)
 benchbins: $(BENCH_BIN)
 
 # TEST_EXCLUDE: test programs left out of this run (see test-asan)
-TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/cluster_e2e.sh \
-		tests/netns_e2e.sh)
+TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/train_data.sh \
+		tests/cluster_e2e.sh tests/netns_e2e.sh)
 test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh $(TEST_RUN)
 
 QWEN_TOK   := data/tokenizers/qwen2/tokenizer.json
-DEMO_MODEL := $(B)/models/tiny-qwen2-q8_0.gguf
+# The main job's model: quorum-arith, trained for this repository
+# (models/README.md); the synthesized models are for shapes and speed.
+DEMO_MODEL := models/arith.gguf
+TINY_MODEL := $(B)/models/tiny-qwen2-q8_0.gguf
 BENCH_MODEL := $(B)/models/qwen2.5-0.5b-q8_0.gguf
 QUESTION   ?= A farmer has 17 sheep and buys 23 more. How many sheep are there?
 
-$(DEMO_MODEL): | $(B)/quorum
+$(TINY_MODEL): | $(B)/quorum
 	@mkdir -p $(dir $@)
 	$(B)/quorum mkmodel --shape tiny --type q8_0 --tokenizer $(QWEN_TOK) -o $@
 
@@ -121,12 +124,35 @@ $(BENCH_MODEL): | $(B)/quorum
 
 # The main job: a local cluster (coordinator + 2 workers) on the default
 # model (synthesized if missing) answers a question, then stops.
-demo: deps all $(DEMO_MODEL)
-	B=$(B) sh deploy/local-cluster.sh "$(QUESTION)"
+demo: deps all
+	B=$(B) MODEL=$(DEMO_MODEL) sh deploy/local-cluster.sh "$(QUESTION)"
 
 # The same question in one process (no cluster).
-demo-run: deps all $(DEMO_MODEL)
+demo-run: deps all
 	$(B)/quorum run --model $(DEMO_MODEL) -n 8 --max-new-tokens 64 "$(QUESTION)"
+
+# ---- the trained model (issue 11; not part of the build or the tests) -----
+#   make train       trains quorum-arith into models/ (PyTorch from Debian;
+#                    about 75 minutes on 2 cores) and writes models/arith.gguf
+#   make eval-arith  the accuracy-vs-N table and plots of models/README.md
+TRAIN_PY    := /usr/bin/python3
+TRAIN_ARGS  ?= --minutes 75
+EVAL_NS     ?= 1,3,8,16,32
+EVAL_TEMP   ?= 0.7
+.PHONY: train train-deps eval-arith
+train-deps:
+	sh tools/deps.sh train
+train: train-deps
+	$(TRAIN_PY) train/train.py --out models/arith $(TRAIN_ARGS)
+	sha256sum models/arith.gguf | sed 's| .*|  arith.gguf|' > models/arith.gguf.sha256
+eval-arith: all train-deps
+	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
+		-n $(EVAL_NS) --temperature $(EVAL_TEMP) --json > models/arith-eval.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
+		-n 1 --temperature 0 --json > models/arith-greedy.json
+	$(TRAIN_PY) train/plot.py --train models/arith-train.csv \
+		--eval models/arith-eval.json --greedy models/arith-greedy.json \
+		--out models
 
 # Benchmarks (not tests): one run, side by side.
 bench: deps all $(BENCH_MODEL)
@@ -211,7 +237,8 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
-			TEST_EXCLUDE=build-asan/tests/test_failures test
+			TEST_EXCLUDE="build-asan/tests/test_failures \
+			tests/train_data.sh" test
 
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 

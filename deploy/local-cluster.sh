@@ -1,14 +1,14 @@
 #!/bin/sh
 # local-cluster — a whole quorum cluster on this machine, for a try-out:
-# builds, synthesizes the default (tiny demo) model if missing, starts a
-# coordinator with local workers from a temporary config, waits until the
-# workers have registered (`quorum status`), asks one question, prints
-# the answer, and stops the cluster (also on Ctrl-C or failure).
+# builds, starts a coordinator with local workers from a temporary config,
+# waits until the workers have registered (`quorum status`), asks one
+# question, prints the answer, and stops the cluster (also on Ctrl-C or
+# failure).
 #
 #   deploy/local-cluster.sh ["question"]
 #   env: B=build        build directory
-#        MODEL=PATH     GGUF model (default B/models/tiny-qwen2-q8_0.gguf,
-#                       made with `make B=... B/models/tiny-qwen2-q8_0.gguf`)
+#        MODEL=PATH     GGUF model (default models/arith.gguf, the
+#                       arithmetic model trained for quorum)
 #        WORKERS=2      local workers     THREADS=1  threads per worker
 #        N=8            samples           MAX_NEW=64 tokens per sample
 #        PORT=7700      client endpoint port (worker endpoint: PORT+1)
@@ -33,7 +33,7 @@ if [ ! -x "$B/coordinator" ] || [ ! -x "$B/worker" ]; then
 	echo "local-cluster: $B/coordinator or $B/worker was not built" >&2
 	exit 1
 fi
-MODEL=${MODEL:-$B/models/tiny-qwen2-q8_0.gguf}
+MODEL=${MODEL:-models/arith.gguf}
 [ -f "$MODEL" ] || make -s B="$B" "$MODEL"
 MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
 

@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -514,6 +515,13 @@ static void test_usage_errors(void **state)
 		{"ask --no-such-option q", "bad option"},
 		{"status extra", "unexpected argument"},
 		{"status --timeout -1", "bad value for --timeout"},
+		{"eval-set --model m.gguf", "--file is required"},
+		{"eval-set --file x.jsonl", "exactly one of --model and --endpoint"},
+		{"eval-set --file x.jsonl --model m --endpoint tcp://h:1",
+		 "exactly one of --model and --endpoint"},
+		{"eval-set --file x.jsonl --model m -n 1,0", "bad value for -n"},
+		{"eval-set --file x.jsonl --model m -n ,", "at least one count"},
+		{"eval-set --file x.jsonl --model m extra", "unexpected argument"},
 	};
 
 	(void)state;
@@ -600,9 +608,17 @@ static void test_file_no_coordinator(void **state)
 	fclose(f);
 	r = run("ask --file %s --endpoint tcp://127.0.0.1:%d --timeout 0.3 "
 		"--retries 0 --concurrency 4", path, closed_port());
-	/* fails fast: the first give-up ends the run, not 5 rounds of it */
+	/* fails fast: the first give-up ends the run, not 5 rounds of it —
+	 * at most --concurrency requests were ever sent */
 	assert_int_equal(r.rc, 1);
-	assert_true(r.secs < 3.0);
+	{
+		int unsent = 0;
+
+		for (const char *p = r.out; (p = strstr(p, "not sent: "));
+		     p++)
+			unsent++;
+		assert_true(unsent >= 20 - 4);
+	}
 	assert_has(r.err, "is the coordinator running?");
 	assert_has(r.out, "\"status\":\"NO_REPLY\"");
 	assert_has(r.err, "20 question(s), 20 failed");
@@ -881,6 +897,63 @@ static void test_file_busy_and_errors(void **state)
 /* The Python client (clients/python) against the same fake: the dicts it
  * returns have the fields of the CLI's --json. Skipped (not passed) when
  * Debian's python3-zmq/python3-protobuf/protoc are not installed. */
+/* eval-set against a cluster: the fake answers 3 samples per question,
+ * two with the answer after '=' and one with none. */
+static void test_evalset_cluster(void **state)
+{
+	fake *f = *state;
+	char in[512];
+	FILE *fp;
+	run_out r;
+	json_t *o, *row;
+
+	snprintf(in, sizeof(in), "%s/evalset-in-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	fp = fopen(in, "w");
+	assert_non_null(fp);
+	fprintf(fp, "{\"question\": \"a =42\", \"answer\": \"42\"}\n"
+		    "{\"question\": \"b =7\", \"answer\": 8}\n"
+		    "{\"question\": \"none\", \"answer\": 1}\n");
+	fclose(fp);
+	r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 --json", in,
+		f->endpoint);
+	assert_int_equal(r.rc, 0);
+	o = json_loads(r.out, 0, NULL);
+	assert_non_null(o);
+	row = json_array_get(json_object_get(o, "results"), 0);
+	assert_int_equal(json_integer_value(json_object_get(row, "n")), 3);
+	assert_int_equal(json_integer_value(json_object_get(row, "problems")),
+			 3);
+	/* majority right on 1 of 3; single samples 2 of 9; no answer 5 of 9 */
+	assert_true(fabs(json_real_value(json_object_get(
+		row, "majority_accuracy")) - 100.0 / 3) < 1e-9);
+	assert_true(fabs(json_real_value(json_object_get(
+		row, "single_sample_accuracy")) - 200.0 / 9) < 1e-9);
+	assert_true(fabs(json_real_value(json_object_get(
+		row, "no_answer_share")) - 500.0 / 9) < 1e-9);
+	assert_int_equal(json_integer_value(json_object_get(row, "tokens")),
+			 3 * (10 + 11 + 12));
+	json_decref(o);
+	run_free(&r);
+	/* a reply with fewer samples than asked is an error, not a score */
+	r = run("eval-set --file %s --endpoint %s -n 4 --timeout 5", in,
+		f->endpoint);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "the cluster sent 3 samples for n = 4");
+	run_free(&r);
+	/* a malformed line refuses the whole set */
+	fp = fopen(in, "a");
+	fprintf(fp, "{\"question\": 5}\n");
+	fclose(fp);
+	r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5", in,
+		f->endpoint);
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, ":4: \"question\" is not a string");
+	assert_has(r.err, "refusing to score a partial set");
+	run_free(&r);
+	unlink(in);
+}
+
 static void test_python_client(void **state)
 {
 	fake *f = *state;
@@ -952,6 +1025,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_busy_and_errors, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_evalset_cluster, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_python_client, setup,
 						teardown),

@@ -465,13 +465,17 @@ static int ask_file(const ask_opts *o)
 			if (due < wake)
 				wake = due;
 		}
-		if (dead) /* what was never sent fails the same way */
+		if (dead) { /* what was never sent fails the same way */
+			char unsent[600];
+
+			snprintf(unsent, sizeof(unsent), "not sent: %s", msg);
 			while (next < n) {
 				finish_item(&items[next++], NULL, ASK_NO_REPLY,
-					    msg);
+					    unsent);
 				failed++;
 				done++;
 			}
+		}
 		/* write what is complete, in input order */
 		while (written < n && items[written].result) {
 			char *s = json_dumps(items[written].result,

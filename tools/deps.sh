@@ -1,11 +1,17 @@
 #!/bin/sh
-# Installs the Debian packages quorum builds and tests with, when missing.
+# Installs the Debian packages quorum builds and tests with, when missing
+# (with the argument `train`: those the training scripts need).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 libyaml-dev libcmocka-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
 python3-zmq python3-protobuf protobuf-compiler iproute2
 clang-14 libclang-rt-14-dev strace chromium"
+# `deps.sh train`: what `make train` / `make eval-arith` need instead
+# (Debian's PyTorch, with OpenBLAS: the reference BLAS is ~10x slower)
+if [ "${1:-}" = train ]; then
+	PKGS="python3-torch python3-numpy libopenblas0-pthread python3-matplotlib"
+fi
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

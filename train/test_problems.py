@@ -135,6 +135,15 @@ def case_tokenizer_roundtrip_test_set():
         assert tok.decode(tok.encode(q)) == q, q
 
 
+def case_model_checksum():
+    """models/arith.gguf is the file its .sha256 names."""
+    import hashlib
+    d = os.path.join(HERE, "..", "models")
+    want = open(os.path.join(d, "arith.gguf.sha256")).read().split()[0]
+    h = hashlib.sha256(open(os.path.join(d, "arith.gguf"), "rb").read())
+    assert h.hexdigest() == want, (h.hexdigest(), want)
+
+
 def main():
     cases = [(k, v) for k, v in globals().items() if k.startswith("case_")]
     passed = failed = 0

@@ -1,0 +1,80 @@
+"""Plots for the model card: the training loss curve and accuracy vs N.
+
+    /usr/bin/python3 train/plot.py --train models/arith-train.csv \\
+        --eval models/arith-eval.json [--greedy models/arith-greedy.json] \\
+        --out models/
+Needs Debian's python3-matplotlib. --eval is `quorum eval-set --json`.
+"""
+import argparse
+import csv
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def loss_plot(path, out):
+    rows = list(csv.DictReader(open(path)))
+    step = [int(r["step"]) for r in rows]
+    loss = [float(r["loss"]) for r in rows]
+    level = [float(r["level"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(step, loss, color="tab:blue", label="training loss (EMA)")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy per solution token")
+    ax2 = ax.twinx()
+    ax2.plot(step, level, color="tab:gray", ls="--", label="curriculum level")
+    ax2.set_ylabel("curriculum level (1 = full range)")
+    ax2.set_ylim(0, 1.05)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper right")
+    ax.set_title("quorum-arith training")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "arith-loss.png"), dpi=100)
+
+
+def acc_plot(path, greedy, out):
+    e = json.load(open(path))
+    res = e["results"]
+    ns = [r["n"] for r in res]
+    maj = [r["majority_accuracy"] for r in res]
+    single = [r["single_sample_accuracy"] for r in res]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(ns, maj, "o-", label="majority of N (self-consistency)")
+    ax.plot(ns, single, "s--", label="single sample")
+    if greedy:
+        g = json.load(open(greedy))["results"][0]["majority_accuracy"]
+        ax.axhline(g, color="tab:gray", ls=":", label="greedy")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("samples N")
+    ax.set_ylabel("accuracy on the held-out set (%)")
+    ax.set_title("quorum-arith, temperature %g, %d problems" % (
+        e["temperature"], res[0]["problems"]))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "arith-accuracy.png"), dpi=100)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--train")
+    ap.add_argument("--eval")
+    ap.add_argument("--greedy")
+    ap.add_argument("--out", default="models")
+    a = ap.parse_args()
+    if a.train:
+        loss_plot(a.train, a.out)
+    if a.eval:
+        acc_plot(a.eval, a.greedy, a.out)
+
+
+if __name__ == "__main__":
+    main()
