@@ -24,7 +24,7 @@ N=${N:-8}
 MAX_NEW=${MAX_NEW:-64}
 PORT=${PORT:-7700}
 READY_TIMEOUT=${READY_TIMEOUT:-120}
-QUESTION=${1:-"A farmer has 17 sheep and buys 23 more. How many sheep are there?"}
+QUESTION=${1:-"Mia has 45 stickers. She gives 12 to her brother and then buys 3 packs of 8. How many stickers does she have now?"}
 EP=tcp://127.0.0.1:$PORT
 Q=$B/quorum
 

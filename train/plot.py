@@ -23,6 +23,10 @@ def loss_plot(path, out):
     level = [float(r["level"]) for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(step, loss, color="tab:blue", label="training loss (EMA)")
+    lr = [float(r["lr"]) for r in rows]
+    for i in range(1, len(rows)):
+        if lr[i] > 1.5 * lr[i - 1] and step[i] > 200:  # a second stage
+            ax.axvline(step[i], color="tab:red", ls=":", label="stage 2")
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy per solution token")

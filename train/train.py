@@ -263,6 +263,11 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--bench", type=int, default=0,
                     help="only time this many steps and exit")
+    ap.add_argument("--init", help="start from these weights (a PREFIX.pt "
+                    "of an earlier run): a second stage")
+    ap.add_argument("--level-start", type=float, default=0.0,
+                    help="curriculum level at step 0 (1 = full range)")
+    ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--export-only", action="store_true",
                     help="write the GGUF from PREFIX.pt")
     a = ap.parse_args()
@@ -303,17 +308,29 @@ def main():
         print("wrote", a.out + ".gguf")
         return
 
+    step0, tokens0, secs0, stages = 0, 0, 0.0, []
+    if a.init:
+        ck = torch.load(a.init)
+        model.load_state_dict(ck["model"])
+        step0, tokens0 = ck["meta"]["steps"], ck["meta"]["tokens"]
+        secs0 = ck["meta"]["seconds"]
+        stages = ck["meta"].get("stages", [ck["meta"].get("schedule")])
+        print("from %s: step %d" % (a.init, step0), flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": other, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     total = a.steps or 10 ** 9
-    warm = 100
+    warm = a.warmup
     batches = Batches(rng, enc, a.batch, exclude)
     t0 = time.time()
-    log = open(a.out + "-train.csv", "w")
-    log.write("step,seconds,tokens,loss,level,lr\n")
+    log = open(a.out + "-train.csv", "a" if a.init else "w")
+    if not a.init:
+        log.write("step,seconds,tokens,loss,level,lr\n")
+    stage = "seed %d, lr %g, %s, level from %g" % (
+        a.seed, a.lr, "steps=%d" % a.steps if a.steps else
+        "minutes=%g" % a.minutes, a.level_start)
     tokens, ema = 0, None
     step = 0
     while step < total:
@@ -331,7 +348,7 @@ def main():
             if frac >= 1.0:
                 total = step
                 break
-        level = min(1.0, frac / 0.6)
+        level = min(1.0, a.level_start + frac / 0.6)
         lr = a.lr * min(1.0, (step + 1) / warm) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
@@ -349,7 +366,8 @@ def main():
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
         if step % 25 == 0:
             log.write("%d,%.1f,%d,%.5f,%.3f,%.6f\n" % (
-                step, time.time() - t0, tokens, ema, level, lr))
+                step0 + step, secs0 + time.time() - t0, tokens0 + tokens,
+                ema, level, lr))
             log.flush()
         if step % 200 == 0:
             print("step %d  loss %.4f  level %.2f  lr %.2e  %.0f tok/s  "
@@ -357,17 +375,20 @@ def main():
                                 tokens / (time.time() - t0),
                                 (time.time() - t0) / 60), flush=True)
         if step % 500 == 0:
-            meta = {"steps": step, "batch": a.batch,
-                    "lr": a.lr, "seed": a.seed, "tokens": tokens,
-                    "seconds": round(time.time() - t0, 1),
+            meta = {"steps": step0 + step, "batch": a.batch,
+                    "stages": stages + [stage],
+                    "lr": a.lr, "seed": a.seed, "tokens": tokens0 + tokens,
+                    "seconds": round(secs0 + time.time() - t0, 1),
                     "parameters": nparam, "config": c,
                     "loss": round(ema, 5)}
             torch.save({"model": model.state_dict(), "meta": meta},
                        a.out + ".pt.tmp")
             os.replace(a.out + ".pt.tmp", a.out + ".pt")
             export(model, tok, a.out + ".gguf", c, meta)
-    meta = {"steps": step, "batch": a.batch, "lr": a.lr, "seed": a.seed,
-            "tokens": tokens, "seconds": round(time.time() - t0, 1),
+    meta = {"steps": step0 + step, "batch": a.batch, "lr": a.lr,
+            "seed": a.seed, "stages": stages + [stage],
+            "tokens": tokens0 + tokens,
+            "seconds": round(secs0 + time.time() - t0, 1),
             "parameters": nparam, "config": c, "loss": round(ema, 5),
             "schedule": "steps" if a.steps else "minutes=%g" % a.minutes}
     torch.save({"model": model.state_dict(), "meta": meta}, a.out + ".pt")
