@@ -461,6 +461,10 @@ void dispatch_forget_worker(sched *s, int wi)
 				zombie *z = calloc(1, sizeof(*z));
 
 				c.request_id = r->rid;
+				/* only this job: its indices are dispatched
+				 * again, maybe to the same worker */
+				c.has_attempt = 1;
+				c.attempt = j->attempt;
 				m.body_case = QUORUM__COORD_MSG__BODY_CANCEL;
 				m.cancel = &c;
 				if (z && !sched_send_worker(s, j->worker, &m)) {

@@ -724,7 +724,9 @@ static void no_capacity_and_busy(void **state)
 	fprintf(stderr, "# queue_depth 2, 8 asks at once: %d OK, %d BUSY\n",
 		ok, busy);
 	assert_int_equal(ok + busy, 8);
-	assert_int_equal(ok, 2);
+	/* one client holds at most queue_depth / (clients + 1) = 1 (the
+	 * fairness rule in README: a newcomer always finds room) */
+	assert_int_equal(ok, 1);
 	assert_null(cu_recv(s, 300));
 	zmq_close(s);
 }

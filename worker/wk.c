@@ -53,6 +53,7 @@ typedef struct {
 	const int *cur_idx; /* (busy) its sample indices */
 	int cancelled;
 	uint64_t cancels[32]; /* recent Cancel ids: queued jobs to skip */
+	uint32_t cancel_att[32]; /* ... and the attempt (0: every job) */
 	unsigned n_cancels;
 } wk;
 
@@ -352,12 +353,15 @@ static int pool_name_ok(const wk *w, const char *name)
 			kv_pool_name_ok(name, w->c->cluster.name, NULL));
 }
 
-static int was_cancelled(const wk *w, uint64_t rid)
+/* A job is cancelled by a Cancel of its request naming no attempt or its
+ * own: a job sent again after a per-job cancel (a new attempt) runs. */
+static int was_cancelled(const wk *w, uint64_t rid, uint32_t attempt)
 {
 	unsigned n = w->n_cancels < 32 ? w->n_cancels : 32;
 
 	for (unsigned i = 0; i < n; i++)
-		if (w->cancels[i] == rid)
+		if (w->cancels[i] == rid &&
+		    (!w->cancel_att[i] || w->cancel_att[i] == attempt))
 			return 1;
 	return 0;
 }
@@ -383,7 +387,7 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 	else if (sp->n < 1 || sp->n > WK_MAX_INDICES || j->n_indices < 1 ||
 		 j->n_indices > sp->n)
 		bad = "bad sample count";
-	else if (was_cancelled(w, j->request_id))
+	else if (was_cancelled(w, j->request_id, j->attempt))
 		bad = "cancelled";
 	else if (!pool_name_ok(w, rr->pool_name))
 		bad = "root pool is not of this cluster";
@@ -584,8 +588,12 @@ static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue)
 	case QUORUM__COORD_MSG__BODY_HEARTBEAT:
 		break;
 	case QUORUM__COORD_MSG__BODY_CANCEL:
-		if (queue && m->cancel->request_id == w->cur_rid)
+		if (queue && m->cancel->request_id == w->cur_rid &&
+		    (!m->cancel->has_attempt ||
+		     m->cancel->attempt == w->cur_attempt))
 			w->cancelled = 1;
+		w->cancel_att[w->n_cancels % 32] =
+			m->cancel->has_attempt ? m->cancel->attempt : 0;
 		w->cancels[w->n_cancels++ % 32] = m->cancel->request_id;
 		break;
 	case QUORUM__COORD_MSG__BODY_REJECT:
