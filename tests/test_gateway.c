@@ -454,7 +454,12 @@ static void test_stop(void **state)
 			k++;
 		snprintf(stop, sizeof(stop), "%.*s", (int)(k - cut), t0 + cut);
 	}
-	esc = json_dumps(json_string(stop), JSON_ENCODE_ANY);
+	{
+		json_t *js = json_string(stop);
+
+		esc = json_dumps(js, JSON_ENCODE_ANY);
+		json_decref(js);
+	}
 	snprintf(body, sizeof(body), "{\"prompt\":\"Count apples.\",\"n\":3,"
 		 "\"seed\":9,\"max_tokens\":20,\"stop\":[%s]}", esc);
 	free(esc);
