@@ -142,6 +142,7 @@ TRAIN2_ARGS ?= --init models/arith.pt --seed 8 --lr 8e-4 --warmup 50 \
 		--level-start 1 --minutes 30
 EVAL_NS     ?= 1,3,8,16,32
 EVAL_TEMP   ?= 0.7
+EVAL_SWEEP  ?= 1.0 1.3
 .PHONY: train train-deps eval-arith
 train-deps:
 	sh tools/deps.sh train
@@ -152,12 +153,20 @@ train: train-deps
 	sha256sum models/arith.gguf | sed 's| .*|  arith.gguf|' > models/arith.gguf.sha256
 eval-arith: all train-deps
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
-		-n $(EVAL_NS) --temperature $(EVAL_TEMP) --json > models/arith-eval.json
+		-n $(EVAL_NS) --prefix --temperature $(EVAL_TEMP) --json \
+		> models/arith-eval.json
+	for t in $(EVAL_SWEEP); do \
+		$(B)/quorum eval-set --model $(DEMO_MODEL) \
+			--file train/data/test.jsonl -n $(EVAL_NS) --prefix \
+			--temperature $$t --top-k 0 --top-p 1 --json \
+			> models/arith-eval-t$$t.json || exit 1; \
+	done
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
 		-n 1 --temperature 0 --json > models/arith-greedy.json
 	$(TRAIN_PY) train/plot.py --train models/arith-train.csv \
-		--eval models/arith-eval.json --greedy models/arith-greedy.json \
-		--out models
+		--eval models/arith-eval.json \
+		$(foreach t,$(EVAL_SWEEP),--eval models/arith-eval-t$(t).json) \
+		--greedy models/arith-greedy.json --out models
 
 # Benchmarks (not tests): one run, side by side.
 bench: deps all $(BENCH_MODEL)
@@ -233,17 +242,20 @@ fuzz-ci: fuzz-build
 
 # The ordinary build and test rules, B=build-asan, with the sanitizer flags
 # in CFLAGS (from the environment, so the rules' += still applies).
-# test_failures is left out: its cases assert detection and recovery times
-# of killed processes, which the sanitizers' slowdown stretches past its
-# bounds; it runs in every plain `make test`.
+# test_failures and netns_e2e are left out: their cases assert detection
+# and recovery of killed processes and cut links within heartbeat-based
+# bounds, under long decodes that the sanitizers' slowdown stretches past
+# them; they run in every plain `make test`. QUORUM_TEST_QUICK makes the
+# exhaustive determinism matrices (test_sc, test_fwd) take a diagonal:
+# the sanitizers see every code path, the plain run every combination.
 test-asan:
 	@mkdir -p build-asan/tmp
 	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
-	ASAN_OPTIONS=detect_leaks=1 \
+	ASAN_OPTIONS=detect_leaks=1 QUORUM_TEST_QUICK=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
 			TEST_EXCLUDE="build-asan/tests/test_failures \
-			tests/train_data.sh" test
+			tests/train_data.sh tests/netns_e2e.sh" test
 
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 

@@ -2,14 +2,17 @@
 # Runs each test given — cmocka binaries, or shell scripts (*.sh, called
 # with the build directory $QUORUM_BUILD and ending with a line
 # "NAME: N passed, N failed"; exit 77 means skipped) — then prints one
-# summary line.
+# summary line, with each test's run time in seconds.
 passed=0; failed=0; skipped=0; bad=""
+timings=""
 for t in "$@"; do
+	t0=$(date +%s)
 	case "$t" in
 	*.sh) out=$(sh "$t" "${QUORUM_BUILD:-build}" 2>&1); rc=$? ;;
 	*) out=$("$t" 2>&1); rc=$? ;;
 	esac
 	printf '%s\n' "$out"
+	timings="$timings $(basename "$t")=$(($(date +%s) - t0))s"
 	case "$t" in
 	*.sh)
 		p=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' | tail -n 1)
@@ -24,6 +27,7 @@ for t in "$@"; do
 	if [ $rc -eq 77 ]; then skipped=$((skipped + 1)); continue; fi
 	if [ $rc -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $t"; fi
 done
+echo "times:$timings"
 [ -n "$bad" ] && echo "crashed, skipped or exited non-zero:$bad"
 if [ $skipped -gt 0 ]; then
 	echo "tests: $passed passed, $failed failed, $skipped skipped"

@@ -34,6 +34,17 @@ static inline const char *tu_tmpdir(void)
 	return "build/tmp";
 }
 
+/* QUORUM_TEST_QUICK (set by `make test-asan`): the sanitizer run covers
+ * every code path but not every combination of the exhaustive matrices
+ * (modes x blocks x threads x ISAs), which the plain `make test` runs in
+ * full; tests that loop over such a matrix take a diagonal of it. */
+static inline int tu_quick(void)
+{
+	const char *s = getenv("QUORUM_TEST_QUICK");
+
+	return s && *s && strcmp(s, "0");
+}
+
 /* Path of a repository data file in a static buffer (one at a time). */
 static inline const char *tu_data(const char *rel)
 {
