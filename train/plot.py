@@ -1,7 +1,7 @@
 """Plots for the model card: the training loss curve and accuracy vs N.
 
     /usr/bin/python3 train/plot.py --train models/arith-train.csv \\
-        --eval models/arith-eval.json [--greedy models/arith-greedy.json] \\
+        --eval models/arith-eval.json [--eval ...] [--greedy models/arith-greedy.json] \\
         --out models/
 Needs Debian's python3-matplotlib. --eval is `quorum eval-set --json`.
 """
@@ -42,15 +42,26 @@ def loss_plot(path, out):
     fig.savefig(os.path.join(out, "arith-loss.png"), dpi=100)
 
 
-def acc_plot(path, greedy, out):
-    e = json.load(open(path))
-    res = e["results"]
-    ns = [r["n"] for r in res]
-    maj = [r["majority_accuracy"] for r in res]
-    single = [r["single_sample_accuracy"] for r in res]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(ns, maj, "o-", label="majority of N (self-consistency)")
-    ax.plot(ns, single, "s--", label="single sample")
+def acc_plot(paths, greedy, out):
+    """One pair of curves (majority, single sample) per eval file, e.g.
+    one per temperature."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    ns = []
+    problems = 0
+    for k, path in enumerate(paths):
+        e = json.load(open(path))
+        res = e["results"]
+        ns = [r["n"] for r in res]
+        problems = res[0]["problems"]
+        c = colors[k % len(colors)]
+        label = "T=%g" % e["temperature"]
+        if e.get("top_k") or e.get("top_p", 1) < 1:
+            label += " (top-k %d, top-p %g)" % (e["top_k"], e["top_p"])
+        ax.plot(ns, [r["majority_accuracy"] for r in res], "o-", color=c,
+                label=label + ": majority of N")
+        ax.plot(ns, [r["single_sample_accuracy"] for r in res], "s--",
+                color=c, alpha=0.6, label=label + ": single sample")
     if greedy:
         g = json.load(open(greedy))["results"][0]["majority_accuracy"]
         ax.axhline(g, color="tab:gray", ls=":", label="greedy")
@@ -59,10 +70,9 @@ def acc_plot(path, greedy, out):
     ax.set_xticklabels([str(n) for n in ns])
     ax.set_xlabel("samples N")
     ax.set_ylabel("accuracy on the held-out set (%)")
-    ax.set_title("quorum-arith, temperature %g, %d problems" % (
-        e["temperature"], res[0]["problems"]))
+    ax.set_title("quorum-arith, self-consistency, %d problems" % problems)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "arith-accuracy.png"), dpi=100)
 
@@ -70,7 +80,8 @@ def acc_plot(path, greedy, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train")
-    ap.add_argument("--eval")
+    ap.add_argument("--eval", action="append",
+                    help="eval-set --json output (repeatable)")
     ap.add_argument("--greedy")
     ap.add_argument("--out", default="models")
     a = ap.parse_args()
