@@ -246,7 +246,8 @@ fuzz-ci: fuzz-build
 # and recovery of killed processes and cut links within heartbeat-based
 # bounds, under long decodes that the sanitizers' slowdown stretches past
 # them; they run in every plain `make test`. QUORUM_TEST_QUICK makes the
-# exhaustive determinism matrices (test_sc, test_fwd) take a diagonal:
+# exhaustive determinism matrices (test_sc, test_fwd) take a diagonal and
+# the gateway's 50-client load test send 2 requests per client, not 10:
 # the sanitizers see every code path, the plain run every combination.
 test-asan:
 	@mkdir -p build-asan/tmp

@@ -36,8 +36,9 @@ static inline const char *tu_tmpdir(void)
 
 /* QUORUM_TEST_QUICK (set by `make test-asan`): the sanitizer run covers
  * every code path but not every combination of the exhaustive matrices
- * (modes x blocks x threads x ISAs), which the plain `make test` runs in
- * full; tests that loop over such a matrix take a diagonal of it. */
+ * (modes x blocks x threads x ISAs) nor the full volume of load tests,
+ * which the plain `make test` runs; tests that loop over such a matrix
+ * take a diagonal of it. */
 static inline int tu_quick(void)
 {
 	const char *s = getenv("QUORUM_TEST_QUICK");
