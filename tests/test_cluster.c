@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
+#include "mkmodel.h"
 #include "model.h"
 #include "prompt.h"
 #include "sc.h"
@@ -195,7 +196,8 @@ static uint32_t expected_copies(const sc_result *x, uint32_t prompt_tokens)
 
 /* ---- setup ----------------------------------------------------------- */
 
-static void reference(const char *q, uint64_t seed, sc_result *out)
+static void reference_of(model *mm, tok *tt, const char *q, uint64_t seed,
+			 sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = seed, .n = N_SAMPLES,
@@ -206,11 +208,16 @@ static void reference(const char *q, uint64_t seed, sc_result *out)
 
 	ep.n_threads = 1;
 	ep.kv_dtype = KV_F32; /* as the test config's kv.dtype */
-	if (prompt_build(t, NULL, q, &ids, &n) || sc_engine_new(m, t, &ep, &e) ||
-	    sc_run(e, ids, n, &p, out))
+	if (prompt_build(tt, NULL, q, &ids, &n) ||
+	    sc_engine_new(mm, tt, &ep, &e) || sc_run(e, ids, n, &p, out))
 		fail_msg("reference: %s", qerr_detail());
 	sc_engine_free(&e);
 	free(ids);
+}
+
+static void reference(const char *q, uint64_t seed, sc_result *out)
+{
+	reference_of(m, t, q, seed, out);
 }
 
 static int group_setup(void **state)
@@ -663,6 +670,57 @@ static void sigterm_cancels(void **state)
 	zmq_close(st);
 }
 
+
+/* A Q4_K_M file made by our quantizer with llama.cpp's per-tensor recipe
+ * (for 4 layers: Q4_K, Q6_K attn_v on layers 2-3, ffn_down Q5_0 / Q8_0
+ * where its 640-wide rows are not whole 256-blocks, Q6_K output) runs on
+ * the integer-activation kernels: the cluster's samples equal the
+ * in-process engine's, byte for byte, split over two workers. */
+static void quantized_q4_k_m(void **state)
+{
+	char path[PATH_MAX];
+	mkmodel_opts o = {0};
+	mkmodel_info info;
+	model *qm = NULL;
+	tok *qt = NULL;
+	sc_result x;
+	Quorum__ClientReply *r;
+	void *s;
+	cu_ask a = ask_defaults(questions[1]);
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/q4km.gguf", cu_tmpdir);
+	o.arch = "qwen2";
+	o.shape = "small";
+	o.ftype = quant_ftype_find("Q4_K_M");
+	o.tokenizer = tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf");
+	o.seed = 21;
+	o.out = path;
+	assert_non_null(o.ftype);
+	if (mkmodel_write(&o, &info) || model_load(path, &qm) ||
+	    tok_load(qm->gguf, &qt))
+		fail_msg("q4_k_m model: %s", qerr_detail());
+	assert_int_equal(qm->layers[0].wq.type, GGML_TYPE_Q4_K);
+	assert_int_equal(qm->layers[0].wv.type, GGML_TYPE_Q4_K);
+	assert_int_equal(qm->layers[3].wv.type, GGML_TYPE_Q6_K);
+	assert_int_equal(qm->layers[1].w_down.type, GGML_TYPE_Q5_0);
+	assert_int_equal(qm->layers[3].w_down.type, GGML_TYPE_Q8_0);
+	reference_of(qm, qt, questions[1], SEED, &x);
+	tok_free(&qt);
+	model_free(&qm);
+
+	cluster_start(&cl, path, 2);
+	assert_int_equal(wait_workers(&cl, 2), 0);
+	s = client_new(&cl);
+	r = ask(&cl, s, 60, &a);
+	check_answer(r, &x, "Q4_K_M, 2 workers");
+	assert_int_equal(distinct_workers(r->answer), 2);
+	quorum__client_reply__free_unpacked(r, NULL);
+	zmq_close(s);
+	sc_result_fini(&x);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -677,6 +735,7 @@ int main(void)
 		cmocka_unit_test_teardown(fingerprint_reject, test_teardown),
 		cmocka_unit_test_teardown(worker_lost, test_teardown),
 		cmocka_unit_test_teardown(sigterm_cancels, test_teardown),
+		cmocka_unit_test_teardown(quantized_q4_k_m, test_teardown),
 	};
 
 	/* QUORUM_TEST_FILTER=name runs one case (while iterating) */
