@@ -520,7 +520,66 @@ static void test_corrupt(void **state)
 	unlink(path);
 }
 
-/* Every type synthesizes and loads; a Q4_K_M mix has llama.cpp's types. */
+/* Where each type's f16 scales sit in its block (-1: none). */
+static void scale_offsets(uint32_t t, int *d, int *m)
+{
+	*m = -1;
+	switch (t) {
+	case GGML_TYPE_Q4_1: *d = offsetof(ggml_block_q4_1, d);
+		*m = offsetof(ggml_block_q4_1, m); break;
+	case GGML_TYPE_Q5_1: *d = offsetof(ggml_block_q5_1, d);
+		*m = offsetof(ggml_block_q5_1, m); break;
+	case GGML_TYPE_Q2_K: *d = offsetof(ggml_block_q2_K, d);
+		*m = offsetof(ggml_block_q2_K, dmin); break;
+	case GGML_TYPE_Q3_K: *d = offsetof(ggml_block_q3_K, d); break;
+	case GGML_TYPE_Q4_K: *d = offsetof(ggml_block_q4_K, d);
+		*m = offsetof(ggml_block_q4_K, dmin); break;
+	case GGML_TYPE_Q5_K: *d = offsetof(ggml_block_q5_K, d);
+		*m = offsetof(ggml_block_q5_K, dmin); break;
+	case GGML_TYPE_Q6_K: *d = offsetof(ggml_block_q6_K, d); break;
+	default: *d = 0; /* Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first */
+	}
+}
+
+/* An Inf scale (and, for types with one, a NaN minimum) in row 1 of
+ * blk.0.attn_k.weight of the loaded file at path: a load error naming the
+ * tensor, the row and the block. */
+static void corrupt_scales(const char *path, const model *m, uint32_t t)
+{
+	const char *nm = "blk.0.attn_k.weight";
+	const gguf_tensor *te = gguf_find_tensor(m->gguf, nm);
+	int d, mo, bb = quant_block_bytes(t), nb = 256 / quant_block_elems(t);
+	int blk = nb - 1;
+	uint16_t inf16 = 0x7c00, nan16 = 0xfe00;
+	char want[64];
+	size_t n;
+	uint8_t *f, *p;
+
+	assert_non_null(te);
+	scale_offsets(t, &d, &mo);
+	f = slurp(path, &n);
+	p = memmem(f, n, te->data, 256);
+	assert_non_null(p);
+	p += (size_t)(nb + blk) * bb; /* row 1 (rows of 256), last block */
+	snprintf(want, sizeof(want), "row 1 block %d", blk);
+	{
+		uint8_t keep[2];
+		memcpy(keep, p + d, 2);
+		memcpy(p + d, &inf16, 2);
+		spit(path, f, n);
+		expect_load_error(path, QERR_FORMAT, nm, want);
+		memcpy(p + d, keep, 2);
+	}
+	if (mo >= 0) {
+		memcpy(p + mo, &nan16, 2);
+		spit(path, f, n);
+		expect_load_error(path, QERR_FORMAT, nm, want);
+	}
+	free(f);
+}
+
+/* Every type synthesizes and loads (and refuses a corrupt scale); a Q4_K_M
+ * mix has llama.cpp's types. */
 static void test_mkmodel_types(void **state)
 {
 	char path[512];
@@ -534,6 +593,7 @@ static void test_mkmodel_types(void **state)
 				 qerr_detail());
 		/* dim 256: the attention matrices are of the type itself */
 		assert_int_equal(m->layers[0].wq.type, types[ti]);
+		corrupt_scales(path, m, types[ti]);
 		model_free(&m);
 		unlink(path);
 	}
