@@ -12,6 +12,7 @@
 #include "model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
+#include "quant.h"
 #include "tok.h"
 
 #define DIR "fuzz/corpus/"
@@ -32,11 +33,50 @@ static void put(const char *path, const void *p, size_t n)
 
 /* ---- gguf ------------------------------------------------------------- */
 
+/* Types and row lengths of the seed's tensors written with tensor(), so
+ * that fill() writes valid blocks for the quantized ones. */
+static struct { uint32_t type; uint64_t ne0; } seed_t[64];
+static int seed_n;
+
+static int tensor(gguf_writer *w, const char *name, uint32_t type, int nd,
+		  uint64_t a, uint64_t b)
+{
+	uint64_t ne[2] = {a, b};
+
+	if (seed_n == 64)
+		return -1;
+	seed_t[seed_n].type = type;
+	seed_t[seed_n++].ne0 = a;
+	return gguf_w_tensor(w, name, type, (uint32_t)nd, ne);
+}
+
+static float pattern(uint64_t i, int idx)
+{
+	return (float)((int)((i * 7 + (uint64_t)idx) % 13) - 6) / 8.0f;
+}
+
 static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 {
 	(void)ctx;
+	if (idx < seed_n && quant_is_quant(seed_t[idx].type)) {
+		uint32_t t = seed_t[idx].type;
+		uint64_t k = seed_t[idx].ne0;
+		uint64_t rb = k / (uint64_t)quant_block_elems(t) *
+			      (uint64_t)quant_block_bytes(t);
+		float *row = malloc(k * sizeof(float));
+
+		if (!row)
+			return -1;
+		for (uint64_t r = 0; r < nbytes / rb; r++) {
+			for (uint64_t i = 0; i < k; i++)
+				row[i] = pattern(r * k + i, idx);
+			quant_quantize_row(t, row, (char *)dst + r * rb, (int)k);
+		}
+		free(row);
+		return 0;
+	}
 	for (uint64_t i = 0; i < nbytes / 4; i++) {
-		float v = (float)((int)((i * 7 + (uint64_t)idx) % 13) - 6) / 8.0f;
+		float v = pattern(i, idx);
 
 		memcpy((char *)dst + 4 * i, &v, 4);
 	}
@@ -155,6 +195,83 @@ static void every_type(gguf_writer *w)
 		die("every type");
 }
 
+static void qwen2_keys(gguf_writer *w, const char *arch, int dim, int ffn,
+		       int heads, int kv, int head_dim)
+{
+	char k[96];
+#define K(x) (snprintf(k, sizeof(k), "%s.%s", arch, x), k)
+	if (gguf_w_str(w, "general.architecture", arch) ||
+	    gguf_w_u32(w, K("context_length"), 64) ||
+	    gguf_w_u32(w, K("embedding_length"), (uint32_t)dim) ||
+	    gguf_w_u32(w, K("block_count"), 1) ||
+	    gguf_w_u32(w, K("feed_forward_length"), (uint32_t)ffn) ||
+	    gguf_w_u32(w, K("attention.head_count"), (uint32_t)heads) ||
+	    gguf_w_u32(w, K("attention.head_count_kv"), (uint32_t)kv) ||
+	    (head_dim && gguf_w_u32(w, K("attention.key_length"),
+				     (uint32_t)head_dim)) ||
+	    (head_dim && gguf_w_u32(w, K("attention.value_length"),
+				     (uint32_t)head_dim)) ||
+	    gguf_w_f32(w, K("rope.freq_base"), 10000.0f) ||
+	    gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f))
+		die("model keys");
+#undef K
+}
+
+/* qwen2, dim 32, 1 layer, 2 heads, 1 kv head, ffn 32: every matrix in
+ * another 32-element block type. */
+static void quant32_model(gguf_writer *w)
+{
+	static const struct { const char *n; uint32_t t; int d; uint64_t a, b; } t[] = {
+		{"token_embd.weight", GGML_TYPE_Q8_0, 2, 32, 16},
+		{"output_norm.weight", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.attn_norm.weight", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.attn_q.weight", GGML_TYPE_Q4_0, 2, 32, 32},
+		{"blk.0.attn_k.weight", GGML_TYPE_Q4_1, 2, 32, 16},
+		{"blk.0.attn_v.weight", GGML_TYPE_Q5_0, 2, 32, 16},
+		{"blk.0.attn_output.weight", GGML_TYPE_Q5_1, 2, 32, 32},
+		{"blk.0.attn_q.bias", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.attn_k.bias", GGML_TYPE_F32, 1, 16, 1},
+		{"blk.0.attn_v.bias", GGML_TYPE_F32, 1, 16, 1},
+		{"blk.0.ffn_norm.weight", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.ffn_gate.weight", GGML_TYPE_IQ4_NL, 2, 32, 32},
+		{"blk.0.ffn_up.weight", GGML_TYPE_Q8_0, 2, 32, 32},
+		{"blk.0.ffn_down.weight", GGML_TYPE_Q4_0, 2, 32, 32},
+	};
+
+	qwen2_keys(w, "qwen2", 32, 32, 2, 1, 0);
+	gpt2_vocab(w);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (tensor(w, t[i].n, t[i].t, t[i].d, t[i].a, t[i].b))
+			die(t[i].n);
+}
+
+/* qwen3, dim 256, 1 layer, 1 head of 32 (key_length), ffn 32: the
+ * K-quants and IQ4_XS on rows of 256, 32-block types on rows of 32. */
+static void quant256_model(gguf_writer *w)
+{
+	static const struct { const char *n; uint32_t t; int d; uint64_t a, b; } t[] = {
+		{"token_embd.weight", GGML_TYPE_IQ4_XS, 2, 256, 16},
+		{"output_norm.weight", GGML_TYPE_F32, 1, 256, 1},
+		{"blk.0.attn_norm.weight", GGML_TYPE_F32, 1, 256, 1},
+		{"blk.0.attn_q.weight", GGML_TYPE_Q4_K, 2, 256, 32},
+		{"blk.0.attn_k.weight", GGML_TYPE_Q3_K, 2, 256, 32},
+		{"blk.0.attn_v.weight", GGML_TYPE_Q5_K, 2, 256, 32},
+		{"blk.0.attn_q_norm.weight", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.attn_k_norm.weight", GGML_TYPE_F32, 1, 32, 1},
+		{"blk.0.attn_output.weight", GGML_TYPE_Q4_1, 2, 32, 256},
+		{"blk.0.ffn_norm.weight", GGML_TYPE_F32, 1, 256, 1},
+		{"blk.0.ffn_gate.weight", GGML_TYPE_Q6_K, 2, 256, 32},
+		{"blk.0.ffn_up.weight", GGML_TYPE_Q2_K, 2, 256, 32},
+		{"blk.0.ffn_down.weight", GGML_TYPE_IQ4_NL, 2, 32, 256},
+	};
+
+	qwen2_keys(w, "qwen3", 256, 32, 1, 1, 32);
+	gpt2_vocab(w);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (tensor(w, t[i].n, t[i].t, t[i].d, t[i].a, t[i].b))
+			die(t[i].n);
+}
+
 static void gguf_seed(const char *name, void (*build)(gguf_writer *),
 		      int check)
 {
@@ -165,6 +282,7 @@ static void gguf_seed(const char *name, void (*build)(gguf_writer *),
 	model *m;
 
 	snprintf(path, sizeof(path), DIR "gguf/%s.gguf", name);
+	seed_n = 0;
 	if (gguf_writer_new(&w))
 		die("writer");
 	if (build)
@@ -404,6 +522,8 @@ int main(void)
 	gguf_seed("vocab_gpt2", gpt2_vocab, 1);
 	gguf_seed("vocab_spm", spm_vocab, 1);
 	gguf_seed("model_qwen2", micro_model, 2);
+	gguf_seed("model_qwen2_quant32", quant32_model, 2);
+	gguf_seed("model_qwen3_quant256", quant256_model, 2);
 	wire_seeds();
 	tok_seeds();
 	return 0;

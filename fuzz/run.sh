@@ -15,9 +15,12 @@ for t in "$@"; do
 	bin=$fb/fuzz_$t
 	mkdir -p "$fb/corpus/$t" "$fb/crashes/$t"
 	rm -f "$fb/crashes/$t"/*
+	# the gguf seeds hold whole quantized models (40 KB with a row of 256)
+	maxlen=8192
+	[ "$t" = gguf ] && maxlen=65536
 	# hard bound on top of libFuzzer's own: startup, merge, final report
 	timeout -k 10 $((secs + 120)) "$bin" -max_total_time="$secs" \
-		-timeout=25 -rss_limit_mb=4096 -max_len=8192 \
+		-timeout=25 -rss_limit_mb=4096 -max_len=$maxlen \
 		-print_final_stats=1 -artifact_prefix="$fb/crashes/$t/" \
 		"$fb/corpus/$t" "fuzz/corpus/$t" >"$fb/fuzz_$t.log" 2>&1
 	rc=$?
