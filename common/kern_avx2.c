@@ -652,12 +652,10 @@ float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n)
 				s1[i] = s1_unit(w->q, w->sc, a->q, (u0 + i) * unit,
 						unit);
 		}
-		if (w->has_min)
+		if (w->has_min && unit != 32)
 			for (int i = 0; i < cnt; i++) {
 				int g0 = (u0 + i) * gpu;
-				if (gpu == 2) { /* mn == 1 */
-					s2[i] = a->bsum[g0] + a->bsum[g0 + 1];
-				} else if (gpu == 16) {
+				if (gpu == 16) {
 					s2[i] = hsum_i32(_mm256_madd_epi16(
 						_mm256_loadu_si256((const __m256i *)(w->mn + g0)),
 						_mm256_loadu_si256((const __m256i *)(a->bsum + g0))));
@@ -673,7 +671,10 @@ float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n)
 			acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(w->d + u0), da),
 					      _mm256_cvtepi32_ps(_mm256_loadu_si256(
 						      (const __m256i *)s1)), acc);
-			if (w->has_min)
+			if (w->has_min && unit == 32)
+				acc = _mm256_fmadd_ps(_mm256_loadu_ps(w->dm + u0),
+						      _mm256_loadu_ps(a->s + u0), acc);
+			else if (w->has_min)
 				acc = _mm256_fmadd_ps(
 					_mm256_mul_ps(_mm256_loadu_ps(w->dm + u0), da),
 					_mm256_cvtepi32_ps(_mm256_loadu_si256(
@@ -684,7 +685,9 @@ float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n)
 			for (int i = 0; i < cnt; i++) {
 				int u = u0 + i;
 				l[i] = fmaf(w->d[u] * a->d[u], (float)s1[i], l[i]);
-				if (w->has_min)
+				if (w->has_min && unit == 32)
+					l[i] = fmaf(w->dm[u], a->s[u], l[i]);
+				else if (w->has_min)
 					l[i] = fmaf(w->dm[u] * a->d[u], (float)s2[i], l[i]);
 			}
 			acc = _mm256_loadu_ps(l);

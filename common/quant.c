@@ -455,25 +455,28 @@ void quant_wrow_bind(quant_wrow *w, void *buf, int n)
 size_t quant_arow_bytes(int n, int unit)
 {
 	return al64((size_t)n) + al64((size_t)n / 16 * 2) +
-	       al64((size_t)(n / unit) * 4);
+	       2 * al64((size_t)(n / unit) * 4);
 }
 
 void quant_arow_bind(quant_arow *a, void *buf, int n, int unit)
 {
 	char *p = buf;
 
-	(void)unit;
 	a->q = (int8_t *)p;
 	p += al64((size_t)n);
 	a->bsum = (int16_t *)p;
 	p += al64((size_t)n / 16 * 2);
 	a->d = (float *)p;
+	p += al64((size_t)(n / unit) * 4);
+	a->s = (float *)p;
 }
 
 /* As llama.cpp's CPU backend quantizes activations, so that the integer
- * path tracks it closely: per 32 (Q8_0), d = amax / 127 rounded to f16,
- * q = rint(x * (127 / amax)); per 256 (Q8_K), with mx the first element
- * of largest magnitude, s = -127 / mx, q = rint(s * x), d = 1 / s. */
+ * path tracks it closely: per 32 (Q8_0 / Q8_1), d = amax / 127 rounded to
+ * f16, q = rint(x * (127 / amax)), and Q8_1's block sum s = d * sum(q)
+ * (d before its rounding) rounded to f16 (an f16 overflow keeps the f32
+ * value); per 256 (Q8_K), with mx the first element of largest magnitude,
+ * s = -127 / mx, q = rint(s * x), d = 1 / s. */
 void quant_act_row(const float *x, int n, int unit, quant_arow *a)
 {
 	for (int u = 0; u < n / unit; u++) {
@@ -492,22 +495,30 @@ void quant_act_row(const float *x, int n, int unit, quant_arow *a)
 		}
 		if (nan != 0.0f || amax > FLT_MAX) {
 			/* NaN or Inf: the result is NaN, as in f32 */
-			a->d[u] = NAN;
+			a->d[u] = a->s[u] = NAN;
 			for (int k = 0; k < unit; k++)
 				q[k] = 0;
 		} else if (amax == 0.0f) {
-			a->d[u] = 0.0f;
+			a->d[u] = a->s[u] = 0.0f;
 			for (int k = 0; k < unit; k++)
 				q[k] = 0;
 		} else if (unit == 32) {
-			float d = amax / 127.0f, id = 127.0f / amax;
+			float d = amax / 127.0f, id = 127.0f / amax, sh, sd;
 			float dh = kern_f16_to_f32(kern_f32_to_f16(d));
+			int sum = 0;
 			a->d[u] = dh <= FLT_MAX ? dh : d;
-			for (int k = 0; k < unit; k++)
+			for (int k = 0; k < unit; k++) {
 				q[k] = (int8_t)rintf(v[k] * id);
+				sum += q[k];
+			}
+			/* Q8_1's block sum: d (before rounding) * sum, in f16 */
+			sd = d * (float)sum;
+			sh = kern_f16_to_f32(kern_f32_to_f16(sd));
+			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
 		} else {
 			float is = -127.0f / mx;
 			a->d[u] = 1.0f / is;
+			a->s[u] = 0.0f; /* unused: K-quants take bsum */
 			for (int k = 0; k < unit; k++) {
 				float r = rintf(is * v[k]);
 				q[k] = (int8_t)(r > 127.0f ? 127.0f : r);
@@ -550,7 +561,9 @@ float quant_dot_ref(const quant_wrow *w, const quant_arow *a, int n)
 		quant_s1_ref(w->q + (size_t)u * unit, w->sc + (size_t)u * gpu,
 			     a->q + (size_t)u * unit, unit, unit, &s1);
 		acc[l] = fmaf(w->d[u] * a->d[u], (float)s1, acc[l]);
-		if (w->has_min) {
+		if (w->has_min && unit == 32) {
+			acc[l] = fmaf(w->dm[u], a->s[u], acc[l]);
+		} else if (w->has_min) {
 			int32_t s2 = 0;
 			for (int g = u * gpu; g < (u + 1) * gpu; g++)
 				s2 += w->mn[g] * a->bsum[g];

@@ -21,8 +21,12 @@
  *     acc[0..7] = +0.0f
  *     for u in order:  l = u % 8
  *         acc[l] = fmaf(d[u] * da[u], (float)S1[u], acc[l])
- *         if the type has a minimum:
+ *         if the type has a minimum and U = 256 (Q2_K, Q4_K, Q5_K):
  *             acc[l] = fmaf(dm[u] * da[u], (float)S2[u], acc[l])
+ *         if the type has a minimum and U = 32 (Q4_1, Q5_1):
+ *             acc[l] = fmaf(dm[u], sa[u], acc[l])
+ * where sa[u] is the activation block's sum as ggml's Q8_1 block carries
+ * it: f16(da * S2) (see quant_act_row), so these types track llama.cpp.
  *     for h in 4, 2, 1: acc[l] = acc[l] + acc[l + h], l < h
  *     result = acc[0]
  * Integer sums are exact whatever order a kernel uses, so scalar and SIMD
@@ -159,6 +163,7 @@ typedef struct {
 	int8_t *q;     /* n */
 	int16_t *bsum; /* n / 16 */
 	float *d;      /* n / unit */
+	float *s;      /* n / unit: unit 32, Q8_1's f16 block sum (sa) */
 } quant_arow;
 
 /* Bytes for a quant_wrow / quant_arow of n elements (64-byte aligned

@@ -415,6 +415,43 @@ static void test_int_matmul(void **state)
 }
 
 /* A non-finite activation gives NaN, not garbage. */
+/* Activation blocks of 32 carry Q8_1's block sum as ggml does: d (before
+ * its f16 rounding) times the sum of q, rounded to f16; an f16 overflow
+ * keeps the f32 product. Worked by hand. */
+static void test_act_q8_1(void **state)
+{
+	float x[64];
+	char buf[4096];
+	quant_arow a;
+	(void)state;
+
+	assert_true(quant_arow_bytes(64, 32) <= sizeof(buf));
+	quant_arow_bind(&a, buf, 64, 32);
+	/* block 0: 100 then 31 ones: d = 100/127, q = 127, 1 x 31 (1.27
+	 * rounds to 1), sum 158, d * sum = 124.409... -> f16 124.4375 */
+	/* block 1: 254, 2, 1, zeros: d = 2, q = 127, 1, 0 (0.5 to even) */
+	for (int k = 0; k < 64; k++)
+		x[k] = k < 32 ? 1.0f : 0.0f;
+	x[0] = 100.0f;
+	x[32] = 254.0f;
+	x[33] = 2.0f;
+	x[34] = 1.0f;
+	quant_act_row(x, 64, 32, &a);
+	assert_int_equal(a.q[0], 127);
+	assert_int_equal(a.q[1], 1);
+	assert_true(a.s[0] == 124.4375f);
+	assert_true(a.d[1] == 2.0f);
+	assert_int_equal(a.q[32], 127);
+	assert_int_equal(a.q[33], 1);
+	assert_int_equal(a.q[34], 0);
+	assert_true(a.s[1] == 256.0f);
+	/* 60000 everywhere: d * sum = 472.4... * 4064 overflows f16 */
+	for (int k = 0; k < 32; k++)
+		x[k] = 60000.0f;
+	quant_act_row(x, 32, 32, &a);
+	assert_true(a.s[0] == (60000.0f / 127.0f) * 4064.0f);
+}
+
 static void test_int_nan(void **state)
 {
 	int K = 256;
@@ -628,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_dequant_literal),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
+		cmocka_unit_test(test_act_q8_1),
 		cmocka_unit_test(test_int_nan),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_mkmodel_types),
