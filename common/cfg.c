@@ -15,6 +15,7 @@
 
 #include "prompt.h"
 #include "qerr.h"
+#include "wire.h"
 
 /* ---- the node tree (layer 1) -------------------------------------------- */
 
@@ -758,9 +759,99 @@ static bool z85_decodes(const char *s)
 	return true;
 }
 
+/* One key (Z85 or a file path) of an allowlist entry, at index i. */
+static int want_key(ctx *x, const field *f, const node *e, size_t i,
+		    cfg_key *k)
+{
+	char g[120];
+	const char *s;
+	size_t odd;
+	int rc;
+
+	if (e->kind != N_SCALAR || is_null(e) || e->len == 0)
+		return nerr(x, e, QERR_FORMAT,
+			    "%s.%s[%zu]: expected a Z85 key or a key "
+			    "file path, %s", f->sect, f->key, i,
+			    e->len == 0 && e->kind == N_SCALAR
+				    ? "got an empty string"
+				    : got(e, g, sizeof(g)));
+	rc = want_str(x, f, e, false, &s);
+	if (rc)
+		return rc;
+	if (z85_alpha(s, e->len, &odd) && e->len == CFG_Z85_KEY_LEN) {
+		if (!z85_decodes(s))
+			return nerr(x, e, QERR_FORMAT,
+				    "%s.%s[%zu]: not a valid Z85 key "
+				    "(a 5-character group exceeds 2^32)",
+				    f->sect, f->key, i);
+		memcpy(k->z85, s, CFG_Z85_KEY_LEN + 1);
+		return QERR_OK;
+	}
+	if (z85_alpha(s, e->len, &odd) && odd >= 2 && e->len >= 30 &&
+	    e->len <= 50)
+		return nerr(x, e, QERR_FORMAT,
+			    "%s.%s[%zu]: looks like a Z85 key but has "
+			    "%zu characters (Z85 keys have %d)",
+			    f->sect, f->key, i, e->len, CFG_Z85_KEY_LEN);
+	return resolve(x, e, s, &k->path);
+}
+
+/* A worker_keys entry written as {key: K, ids: [id, ...]}: the worker ids
+ * that key may register. */
+static int want_key_ids(ctx *x, const field *f, const node *e, size_t i,
+			cfg_key *k)
+{
+	const node *key = NULL, *ids = NULL;
+	char g[120];
+
+	for (size_t j = 0; j + 1 < e->n; j += 2) {
+		const node *kn = e->kids[j];
+
+		if (kn->kind == N_SCALAR && !strcmp(kn->s, "key"))
+			key = e->kids[j + 1];
+		else if (kn->kind == N_SCALAR && !strcmp(kn->s, "ids"))
+			ids = e->kids[j + 1];
+		else
+			return nerr(x, kn, QERR_FORMAT,
+				    "%s.%s[%zu]: unknown field '%.40s' (an "
+				    "entry is a key, or {key: K, ids: [ID, "
+				    "...]})", f->sect, f->key, i,
+				    kn->kind == N_SCALAR ? kn->s : "?");
+	}
+	if (!key || !ids)
+		return nerr(x, e, QERR_FORMAT,
+			    "%s.%s[%zu]: a mapping entry needs both key and "
+			    "ids", f->sect, f->key, i);
+	if (ids->kind != N_SEQ || ids->n == 0)
+		return nerr(x, ids, QERR_FORMAT,
+			    "%s.%s[%zu].ids: expected a non-empty list of "
+			    "worker ids, %s", f->sect, f->key, i,
+			    ids->kind == N_SEQ ? "got an empty list"
+					       : got(ids, g, sizeof(g)));
+	if (!(k->ids = calloc(ids->n, sizeof(*k->ids))))
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", x->name);
+	for (size_t j = 0; j < ids->n; j++) {
+		const node *d = ids->kids[j];
+
+		if (d->kind != N_SCALAR || strlen(d->s) != d->len ||
+		    !wire_name_ok(d->s, WIRE_WORKER_ID_MAX))
+			return nerr(x, d, QERR_FORMAT,
+				    "%s.%s[%zu].ids[%zu]: a worker id is 1..%d "
+				    "of [A-Za-z0-9_.-], %s", f->sect, f->key,
+				    i, j, WIRE_WORKER_ID_MAX - 1,
+				    got(d, g, sizeof(g)));
+		if (!(k->ids[j] = strdup(d->s)))
+			return qerr_fail(QERR_NOMEM, "%s: out of memory",
+					 x->name);
+		k->n_ids = j + 1;
+	}
+	return want_key(x, f, key, i, k);
+}
+
 static int want_keys(ctx *x, const field *f, const node *v, cfg_key **keys,
 		     size_t *nkeys)
 {
+	bool workers = !strcmp(f->key, "worker_keys");
 	char g[120];
 	cfg_key *k;
 
@@ -778,40 +869,15 @@ static int want_keys(ctx *x, const field *f, const node *v, cfg_key **keys,
 	*keys = k;
 	for (size_t i = 0; i < v->n; i++) {
 		const node *e = v->kids[i];
-		const char *s;
-		size_t odd;
 		int rc;
 
-		if (e->kind != N_SCALAR || is_null(e) || e->len == 0)
-			return nerr(x, e, QERR_FORMAT,
-				    "%s.%s[%zu]: expected a Z85 key or a key "
-				    "file path, %s", f->sect, f->key, i,
-				    e->len == 0 && e->kind == N_SCALAR
-					    ? "got an empty string"
-					    : got(e, g, sizeof(g)));
-		rc = want_str(x, f, e, false, &s);
+		/* counted first: a half-parsed entry is freed with the rest */
+		*nkeys = i + 1;
+		rc = workers && e->kind == N_MAP
+			     ? want_key_ids(x, f, e, i, &k[i])
+			     : want_key(x, f, e, i, &k[i]);
 		if (rc)
 			return rc;
-		if (z85_alpha(s, e->len, &odd) && e->len == CFG_Z85_KEY_LEN) {
-			if (!z85_decodes(s))
-				return nerr(x, e, QERR_FORMAT,
-					    "%s.%s[%zu]: not a valid Z85 key "
-					    "(a 5-character group exceeds 2^32)",
-					    f->sect, f->key, i);
-			memcpy(k[i].z85, s, CFG_Z85_KEY_LEN + 1);
-		} else if (z85_alpha(s, e->len, &odd) && odd >= 2 &&
-			   e->len >= 30 && e->len <= 50) {
-			return nerr(x, e, QERR_FORMAT,
-				    "%s.%s[%zu]: looks like a Z85 key but has "
-				    "%zu characters (Z85 keys have %d)",
-				    f->sect, f->key, i, e->len,
-				    CFG_Z85_KEY_LEN);
-		} else {
-			rc = resolve(x, e, s, &k[i].path);
-			if (rc)
-				return rc;
-		}
-		*nkeys = i + 1;
 	}
 	return QERR_OK;
 }
@@ -1240,8 +1306,12 @@ static void keys_free(cfg_key *k, size_t n)
 {
 	if (!k)
 		return;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(k[i].path);
+		for (size_t j = 0; j < k[i].n_ids; j++)
+			free(k[i].ids[j]);
+		free(k[i].ids);
+	}
 	free(k);
 }
 
@@ -1481,8 +1551,17 @@ static void dump_keys(FILE *f, const char *name, const cfg_key *k, size_t n)
 	}
 	fputc('\n', f);
 	for (size_t i = 0; i < n; i++) {
-		fputs("    - ", f);
+		fputs(k[i].n_ids ? "    - key: " : "    - ", f);
 		dump_str(f, k[i].path ? k[i].path : k[i].z85);
+		if (k[i].n_ids) {
+			fputs("\n      ids: [", f);
+			for (size_t j = 0; j < k[i].n_ids; j++) {
+				if (j)
+					fputs(", ", f);
+				dump_str(f, k[i].ids[j]);
+			}
+			fputc(']', f);
+		}
 		fputc('\n', f);
 	}
 }

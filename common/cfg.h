@@ -87,10 +87,14 @@
 typedef enum cfg_dtype { CFG_DTYPE_F32 = 0, CFG_DTYPE_F16 = 1 } cfg_dtype;
 
 /* One allowlist entry: an inline key or the (resolved) path of a file
- * that holds one. Exactly one of the two is set. */
+ * that holds one. Exactly one of the two is set. A worker_keys entry may
+ * be written {key: K, ids: [ID, ...]}: that key may register only those
+ * worker ids; a bare key may register any id not bound to another key. */
 typedef struct cfg_key {
 	char z85[CFG_Z85_KEY_LEN + 1]; /* "" when path is set */
 	char *path;                    /* owned; NULL for an inline key */
+	char **ids;                    /* owned (n_ids); NULL: any id */
+	size_t n_ids;
 } cfg_key;
 
 /*

@@ -348,6 +348,7 @@ int curve_sock_apply(void *sock, const curve_sock *k)
 
 typedef struct {
 	uint8_t (*keys)[CURVE_KEY_BYTES]; /* (n) */
+	const cfg_key *entries;           /* (n) borrowed: their ids */
 	size_t n;
 } allowlist;
 
@@ -366,6 +367,7 @@ static int load_list(const char *what, const cfg_key *k, size_t n,
 				 "without an allowlist", what);
 	if (!(out->keys = calloc(n, sizeof(*out->keys))))
 		return qerr_fail(QERR_NOMEM, "out of memory");
+	out->entries = k;
 	for (size_t i = 0; i < n; i++) {
 		char z85[CURVE_Z85_LEN + 1];
 		int rc;
@@ -462,6 +464,29 @@ int curve_zap_allowed(const curve_zap *z, const char *domain,
 	for (size_t i = 0; i < l->n; i++)
 		if (!memcmp(l->keys[i], key, CURVE_KEY_BYTES))
 			return 1;
+	return 0;
+}
+
+int curve_zap_id_allowed(const curve_zap *z, const char *user,
+			 const char *id)
+{
+	uint8_t key[CURVE_KEY_BYTES];
+
+	if (!z || !user || !id || !curve_z85_ok(user) ||
+	    !zmq_z85_decode(key, user))
+		return 0;
+	for (size_t i = 0; i < z->workers.n; i++) {
+		const cfg_key *e = &z->workers.entries[i];
+
+		/* (a key may have several entries: any one allows) */
+		if (memcmp(z->workers.keys[i], key, CURVE_KEY_BYTES))
+			continue;
+		if (!e->n_ids)
+			return 1;
+		for (size_t j = 0; j < e->n_ids; j++)
+			if (!strcmp(e->ids[j], id))
+				return 1;
+	}
 	return 0;
 }
 

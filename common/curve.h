@@ -107,7 +107,8 @@ void curve_sock_wipe(curve_sock *k);
 typedef struct curve_zap curve_zap;
 
 /* Loads both allowlists of s (inline keys and key files; an empty list is
- * refused: no allowlist, no start). Binds nothing. */
+ * refused: no allowlist, no start). Binds nothing. s must outlive the
+ * zap (the worker ids of its entries are read, not copied). */
 int curve_zap_new(const cfg_security *s, curve_zap **out);
 /* Binds the ZAP REP socket at CURVE_ZAP_ENDPOINT in ctx: call it before
  * any CURVE server socket of ctx binds. */
@@ -125,6 +126,12 @@ int curve_zap_serve(curve_zap *z);
 /* 1 when key (CURVE_KEY_BYTES) is on the allowlist of domain, else 0. */
 int curve_zap_allowed(const curve_zap *z, const char *domain,
 		      const uint8_t *key);
+
+/* 1 when the worker key user (Z85, the ZAP User-Id a CURVE peer is
+ * authenticated as) may register worker id: its security.worker_keys
+ * entry has no ids, or lists id. */
+int curve_zap_id_allowed(const curve_zap *z, const char *user,
+			 const char *id);
 
 /* Counters for logs and tests: requests allowed and refused. */
 void curve_zap_counts(const curve_zap *z, uint64_t *allowed,

@@ -111,6 +111,17 @@ static int load_security(const cfg *c, curve_sock *ck, curve_sock *wk,
 		return qerr_fail(QERR_RANGE, "%s: the local workers' public key "
 				 "is not on security.worker_keys",
 				 c->security.worker_public_key_file);
+	for (int i = 0; i < c->workers.local; i++) {
+		char id[32];
+
+		snprintf(id, sizeof(id), "local-%d", i);
+		if (!curve_zap_id_allowed(*zap, z85, id))
+			return qerr_fail(QERR_RANGE, "%s: the local workers' "
+					 "public key may not register id %s "
+					 "(security.worker_keys ids)",
+					 c->security.worker_public_key_file,
+					 id);
+	}
 	return QERR_OK;
 }
 
@@ -222,6 +233,7 @@ int main(int argc, char **argv)
 	so.prompt_family = pst.family;
 	so.ctx_len = ctx_len;
 	so.has_fingerprint = 1;
+	so.zap = zap;
 	so.clients = clients;
 	so.workers = workers;
 	if (sched_new(&so, &s) ||

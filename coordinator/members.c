@@ -148,6 +148,14 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		       "worker id is bound to another CURVE key");
 		return;
 	}
+	/* ... and, where security.worker_keys lists ids for a key, only
+	 * those ids to it */
+	if (s->zap && !curve_zap_id_allowed(s->zap, m->user, wm->worker_id)) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
+		       "worker id is not among the ids security.worker_keys "
+		       "allows this CURVE key");
+		return;
+	}
 	/* the pool is named after the id (kv_pool_name_ok) and unique */
 	if (!g->pool_name || strlen(g->pool_name) >= POOL_MAX ||
 	    !kv_pool_name_ok(g->pool_name, s->c->cluster.name,

@@ -197,6 +197,7 @@ int sched_new(const sched_opts *o, sched **out)
 	s->vocab = tok_vocab_size(o->t);
 	s->fingerprint = o->fingerprint;
 	s->have_fingerprint = o->has_fingerprint;
+	s->zap = o->zap;
 	s->hb_at = sched_now(s) + o->c->heartbeat.interval_ms;
 	s->t_started = sched_now(s);
 	*out = s;

@@ -77,6 +77,9 @@ typedef struct {
 	 * coordinator's own model.path): workers must match it */
 	uint64_t fingerprint;
 	int has_fingerprint;
+	/* CURVE on: the allowlists (borrowed), for the worker ids each
+	 * worker key may register; NULL when CURVE is off */
+	const curve_zap *zap;
 	sched_io io;
 } sched_opts;
 

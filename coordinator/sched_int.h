@@ -163,6 +163,7 @@ struct sched {
 	int n_workers;
 	uint64_t fingerprint;
 	int have_fingerprint;
+	const curve_zap *zap; /* NULL: CURVE off (sched_opts.zap) */
 	req *reqs, *reqs_tail;
 	int n_reqs;
 	entry *entries;

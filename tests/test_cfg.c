@@ -306,9 +306,28 @@ static const struct ecase ecases[] = {
 	E("keys_not_list", BASE "security: {client_keys: abc}\n", QERR_FORMAT,
 	  "3:25", "security.client_keys: expected a list of Z85 keys or key "
 	  "files, got 'abc'"),
-	E("keys_item_mapping", BASE "security: {worker_keys: [{a: b}]}\n",
-	  QERR_FORMAT, "3:26", "security.worker_keys[0]: expected a Z85 key or "
+	E("keys_item_mapping", BASE "security: {client_keys: [{a: b}]}\n",
+	  QERR_FORMAT, "3:26", "security.client_keys[0]: expected a Z85 key or "
 	  "a key file path, got a mapping"),
+	E("keys_ids_unknown_field",
+	  BASE "security: {worker_keys: [{key: w.pub, id: w1}]}\n",
+	  QERR_FORMAT, "3:39", "security.worker_keys[0]: unknown field 'id' "
+	  "(an entry is a key, or {key: K, ids: [ID, ...]})"),
+	E("keys_ids_missing", BASE "security: {worker_keys: [{key: w.pub}]}\n",
+	  QERR_FORMAT, "3:26", "security.worker_keys[0]: a mapping entry needs "
+	  "both key and ids"),
+	E("keys_ids_empty",
+	  BASE "security: {worker_keys: [{key: w.pub, ids: []}]}\n",
+	  QERR_FORMAT, "3:44", "security.worker_keys[0].ids: expected a "
+	  "non-empty list of worker ids, got an empty list"),
+	E("keys_ids_bad_id",
+	  BASE "security: {worker_keys: [{key: w.pub, ids: [w1, 'a b']}]}\n",
+	  QERR_FORMAT, "3:49", "security.worker_keys[0].ids[1]: a worker id is "
+	  "1..63 of [A-Za-z0-9_.-], got a quoted string \"a b\""),
+	E("keys_ids_bad_key",
+	  BASE "security: {worker_keys: [{key: '', ids: [w1]}]}\n",
+	  QERR_FORMAT, "3:32", "security.worker_keys[0]: expected a Z85 key or "
+	  "a key file path, got an empty string"),
 	E("keys_item_empty", BASE "security: {worker_keys: [k.pub, '']}\n",
 	  QERR_FORMAT, "3:33", "security.worker_keys[1]: expected a Z85 key or "
 	  "a key file path, got an empty string"),
@@ -556,7 +575,8 @@ static void test_values(void **state)
 		"    - \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n"
 		"    - alice.key\n"
 		"    - ./abcdefghijabcdefghijabcdefghijabcdefghij\n"
-		"  worker_keys: [\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"]\n"
+		"  worker_keys: [\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\",\n"
+		"                {key: w2.pub, ids: [w2, w2.b]}]\n"
 		"  worker_public_key_file: keys/worker.pub\n"
 		"  worker_secret_key_file: /etc/q/worker.key\n"
 		"kv: {block_tokens: 4096, blocks: 1, dtype: f32}\n"
@@ -594,9 +614,14 @@ static void test_values(void **state)
 			    "etc/q/alice.key");
 	assert_string_equal(c->security.client_keys[2].path,
 			    "etc/q/./abcdefghijabcdefghijabcdefghijabcdefghij");
-	assert_int_equal(c->security.n_worker_keys, 1);
+	assert_int_equal(c->security.n_worker_keys, 2);
 	assert_string_equal(c->security.worker_keys[0].z85,
 			    "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID");
+	assert_int_equal(c->security.worker_keys[0].n_ids, 0);
+	assert_string_equal(c->security.worker_keys[1].path, "etc/q/w2.pub");
+	assert_int_equal(c->security.worker_keys[1].n_ids, 2);
+	assert_string_equal(c->security.worker_keys[1].ids[0], "w2");
+	assert_string_equal(c->security.worker_keys[1].ids[1], "w2.b");
 	assert_string_equal(c->security.worker_public_key_file,
 			    "etc/q/keys/worker.pub");
 	assert_string_equal(c->security.worker_secret_key_file,

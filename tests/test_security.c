@@ -466,7 +466,7 @@ static int group_setup(void **state)
 	tok_free(&t);
 	model_free(&m);
 	if (keygen("server") || keygen("worker") || keygen("alice") ||
-	    keygen("mallory") || keygen("rogue")) {
+	    keygen("mallory") || keygen("rogue") || keygen("guest")) {
 		fprintf(stderr, "setup: keygen failed: %s\n",
 			slurp(tpath("keygen.err")));
 		return -1;
@@ -647,6 +647,10 @@ static const struct rcase {
 	 GOOD_SERVER GOOD_WORKER
 	 "  client_keys: [alice.pub]\n  worker_keys: [rogue.pub]\n",
 	 "the local workers' public key is not on security.worker_keys", 1},
+	{"local_worker_id_not_allowed",
+	 GOOD_SERVER GOOD_WORKER "  client_keys: [alice.pub]\n"
+	 "  worker_keys: [{key: worker.pub, ids: [local-0, local-9]}]\n",
+	 "may not register id local-1 (security.worker_keys ids)", 2},
 };
 
 static void refuses_to_start(void **state)
@@ -767,7 +771,11 @@ static void curve_cluster(void **state)
 
 		port = pick_port();
 		cfgp = write_config("curve.yaml", port, 1,
-				    GOOD_SERVER GOOD_WORKER GOOD_LISTS);
+				    GOOD_SERVER GOOD_WORKER
+				    "  client_keys: [alice.pub]\n"
+				    "  worker_keys:\n"
+				    "    - worker.pub\n"
+				    "    - {key: guest.pub, ids: [guest-1]}\n");
 		argv[2] = (char *)cfgp;
 		coord = spawn_io(argv, NULL, tpath("curve.err"));
 		assert_true(coord > 0);
@@ -856,6 +864,43 @@ static void curve_cluster(void **state)
 
 	/* still serving the allowed client after all that */
 	assert_int_equal(n_workers(port), 1);
+
+	/* a key limited to ids: another id is refused at registration (the
+	 * worker is told why and exits), its own id registers */
+	{
+		char gcfg[PATH_MAX + 64], wbin[PATH_MAX + 32];
+		char *argv[] = {wbin, "--config", gcfg, "--id", "guest-2", NULL};
+		pid_t g;
+		int64_t end;
+
+		/* (both helpers return rotating static buffers) */
+		snprintf(gcfg, sizeof(gcfg), "%s",
+			 write_config("guest.yaml", port, 0,
+				      GOOD_SERVER GOOD_LISTS
+				      "  worker_public_key_file: guest.pub\n"
+				      "  worker_secret_key_file: guest.key\n"));
+		snprintf(wbin, sizeof(wbin), "%s", cu_bin("worker"));
+		g = spawn_io(argv, NULL, tpath("guest2.err"));
+		assert_true(g > 0);
+		if (wait_exit(g, WAIT_MS) != 3) /* the worker's "rejected" */
+			fail_msg("guest-2 was not refused:\n%s",
+				 slurp(tpath("guest2.err")));
+		assert_non_null(strstr(slurp(tpath("guest2.err")),
+				       "worker id is not among the ids "
+				       "security.worker_keys allows this "
+				       "CURVE key"));
+		assert_int_equal(n_workers(port), 1);
+		argv[4] = "guest-1";
+		g = spawn_io(argv, NULL, tpath("guest1.err"));
+		assert_true(g > 0);
+		end = wire_now_ms() + WAIT_MS;
+		while (wire_now_ms() < end && n_workers(port) != 2)
+			usleep(100000);
+		if (n_workers(port) != 2)
+			fail_msg("guest-1 did not register:\n%s",
+				 slurp(tpath("guest1.err")));
+		kill_wait(g);
+	}
 	kill_wait(rogue);
 	kill_wait(coord);
 	assert_int_equal(count_pools(0), 0);
