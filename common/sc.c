@@ -50,6 +50,16 @@ typedef struct {
 	size_t text_cap;
 } fork_state;
 
+/* sc_run's early stopping: the decision over out[0..prefix) in index
+ * order, and how many forks may be in flight. */
+typedef struct {
+	stop_state ss;
+	int width;           /* forks in flight at most */
+	int prefix;          /* samples pushed */
+	int decided;         /* the request is decided at prefix */
+	int started, finished;
+} sc_stopper;
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -191,7 +201,7 @@ int sc_params_check(const sc_params *p)
 				 "1..1048576", p->max_new);
 	if (p->mode < SC_RESET || p->mode > SC_BATCHED)
 		return qerr_fail(QERR_RANGE, "unknown mode %d", p->mode);
-	return 0;
+	return stop_rule_check(&p->stop);
 }
 
 /* Blocks for n tokens. */
@@ -293,16 +303,40 @@ static int finish(fork_state *f, sc_sample_cb cb, void *ctx)
 	return cb ? cb(ctx, s) : 0;
 }
 
+/* Pushes the finished samples that extend the prefix; 1 when the request
+ * is decided, 0 to go on, or an error. */
+static int stop_advance(sc_stopper *st, const sc_sample *out, int n,
+			const int *done)
+{
+	int d = 0;
+
+	while (!st->decided && st->prefix < n && done[st->prefix]) {
+		const sc_sample *x = &out[st->prefix];
+
+		d = stop_push(&st->ss, x->has_answer ? x->answer : NULL);
+		if (d < 0)
+			return -d;
+		st->prefix++;
+		st->decided = d;
+	}
+	return 0;
+}
+
 /*
  * Decodes the samples idx[0..n) from a prefilled root, advancing all of
  * them together; the paged and reset modes call it with one sample at a
  * time. out[i] receives sample idx[i]. root_logits: the root's last-row
  * logits. cb/rcb/tcb: optional per-sample, per-round and text callbacks.
+ * Forks start in idx order, at most st->width at a time (st NULL: all at
+ * once); a finished fork's blocks are freed at once. With st, out[] is in
+ * sample order and each round pushes the finished prefix: when the
+ * request is decided the forks in flight are cancelled.
  */
 static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 			const float *root_logits, const int *idx, int n,
 			sc_sample *out, sc_sample_cb cb, sc_round_cb rcb,
-			sc_text_cb tcb, void *ctx, uint64_t *gen_tokens)
+			sc_text_cb tcb, void *ctx, uint64_t *gen_tokens,
+			sc_stopper *st)
 {
 	const int V = e->m->cfg.vocab, B = e->p.max_batch;
 	fork_state *fs = calloc((size_t)n, sizeof(*fs));
@@ -311,9 +345,10 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 	int32_t *toks = calloc((size_t)B, sizeof(*toks));
 	int *ones = calloc((size_t)B, sizeof(*ones));
 	float *lg = malloc((size_t)n * V * sizeof(float));
-	int rc = 0, n_act = 0;
+	int *done = calloc((size_t)n, sizeof(*done));
+	int rc = 0, n_act = 0, next = 0, width = st ? st->width : n;
 
-	if (!fs || !act || !seqs || !toks || !ones || !lg) {
+	if (!fs || !act || !seqs || !toks || !ones || !lg || !done) {
 		rc = qerr_fail(QERR_NOMEM, "out of memory for %d samples", n);
 		goto out;
 	}
@@ -327,24 +362,45 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 		fs[i].logits = root_logits;
 		samp_rng_seed(&fs[i].rng, p->seed, (uint64_t)idx[i]);
 	}
-	for (int i = 0; i < n && !rc; i++)
-		rc = kv_seq_fork(e->pool, root, &fs[i].seq);
-	for (int i = 0; i < n; i++)
-		act[i] = &fs[i];
-	n_act = n;
-	while (!rc && n_act) {
+	if (width < 1)
+		width = 1;
+	while (!rc) {
 		int live = 0;
 
+		/* start forks in index order up to the width */
+		while (!rc && n_act < width && next < n &&
+		       !(st && st->decided)) {
+			rc = kv_seq_fork(e->pool, root, &fs[next].seq);
+			act[n_act++] = &fs[next++];
+			if (st)
+				st->started++;
+		}
+		if (rc || !n_act)
+			break;
 		/* sample every active fork, in sample order, then compact */
 		for (int i = 0; i < n_act && !rc; i++) {
 			rc = step_sample(e, p, act[i]);
 			(*gen_tokens)++;
-			if (!rc && act[i]->done)
+			if (!rc && act[i]->done) {
 				rc = finish(act[i], cb, ctx);
-			else if (!rc)
+				/* its blocks go back to the pool now */
+				kv_seq_free(e->pool, &act[i]->seq);
+				done[act[i] - fs] = 1;
+				if (st)
+					st->finished++;
+			} else if (!rc) {
 				act[live++] = act[i];
+			}
 		}
 		n_act = live;
+		if (!rc && st && (rc = stop_advance(st, out, n, done)) == 0 &&
+		    st->decided) {
+			/* cancel the forks in flight: blocks free at once */
+			for (int i = 0; i < n_act; i++)
+				kv_seq_free(e->pool, &act[i]->seq);
+			n_act = 0;
+			break;
+		}
 		/* one forward per chunk of up to max_batch live forks */
 		for (int c0 = 0; c0 < n_act && !rc; c0 += B) {
 			int m = n_act - c0 < B ? n_act - c0 : B;
@@ -366,6 +422,7 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 	for (int i = 0; i < n; i++)
 		kv_seq_free(e->pool, &fs[i].seq);
 out:
+	free(done);
 	free(fs);
 	free(act);
 	free(seqs);
@@ -387,8 +444,33 @@ static int prefill(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	return rc;
 }
 
+/* One sample at a time (reset and paged modes): out[s] for s in order
+ * until the stopper decides. */
+static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
+		   const float *root_logits, int s, sc_result *res,
+		   sc_stopper *st)
+{
+	int rc = decode_group(e, p, root, root_logits, &s, 1, &res->samples[s],
+			      NULL, NULL, NULL, NULL, &res->stats.gen_tokens,
+			      NULL);
+	int d;
+
+	st->started++;
+	if (rc)
+		return rc;
+	st->finished++;
+	d = stop_push(&st->ss, res->samples[s].has_answer
+				       ? res->samples[s].answer : NULL);
+	if (d < 0)
+		return -d;
+	st->prefix++;
+	st->decided = d;
+	return 0;
+}
+
 static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
-		       const sc_params *p, sc_result *res, float *root_logits)
+		       const sc_params *p, sc_result *res, float *root_logits,
+		       sc_stopper *st)
 {
 	kv_seq root;
 	int rc = 0;
@@ -396,14 +478,12 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 
 	kv_seq_init(&root);
 	if (p->mode == SC_RESET) {
-		for (int s = 0; s < p->n && !rc; s++) {
+		for (int s = 0; s < p->n && !rc && !st->decided; s++) {
 			rc = prefill(e, prompt, n_prompt, &root, root_logits, res);
 			t0 = now_ms();
 			if (!rc)
-				rc = decode_group(e, p, &root, root_logits, &s, 1,
-						  &res->samples[s], NULL, NULL,
-						  NULL, NULL,
-						  &res->stats.gen_tokens);
+				rc = run_one(e, p, &root, root_logits, s, res,
+					     st);
 			res->stats.decode_ms += now_ms() - t0;
 			kv_seq_free(e->pool, &root);
 		}
@@ -412,10 +492,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	rc = prefill(e, prompt, n_prompt, &root, root_logits, res);
 	t0 = now_ms();
 	if (!rc && p->mode == SC_PAGED) {
-		for (int s = 0; s < p->n && !rc; s++)
-			rc = decode_group(e, p, &root, root_logits, &s, 1,
-					  &res->samples[s], NULL, NULL, NULL,
-					  NULL, &res->stats.gen_tokens);
+		for (int s = 0; s < p->n && !rc && !st->decided; s++)
+			rc = run_one(e, p, &root, root_logits, s, res, st);
 	} else if (!rc) {
 		int *idx = malloc((size_t)p->n * sizeof(int));
 
@@ -426,12 +504,40 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		if (idx)
 			rc = decode_group(e, p, &root, root_logits, idx, p->n,
 					  res->samples, NULL, NULL, NULL,
-					  NULL, &res->stats.gen_tokens);
+					  NULL, &res->stats.gen_tokens, st);
 		free(idx);
 	}
 	res->stats.decode_ms += now_ms() - t0;
 	kv_seq_free(e->pool, &root);
 	return rc;
+}
+
+/* The stop report of a run decided at st->prefix. */
+static void stop_report(const sc_params *p, const sc_stopper *st,
+			sc_result *r)
+{
+	sc_stop_stats *o = &r->stop;
+	uint64_t est;
+
+	o->rule = p->stop;
+	o->fired = st->ss.fired;
+	o->budget = p->n;
+	o->reported = st->prefix;
+	o->started = st->started;
+	o->finished = st->finished;
+	o->cancelled = st->started - st->finished;
+	o->tokens_reported = 0;
+	for (int i = 0; i < st->prefix; i++)
+		o->tokens_reported += (uint64_t)r->samples[i].n_tokens +
+				      (r->samples[i].finish == SC_FINISH_STOP);
+	est = st->prefix ? o->tokens_reported * (uint64_t)p->n /
+				   (uint64_t)st->prefix : 0;
+	o->tokens_saved = est > r->stats.gen_tokens ? est - r->stats.gen_tokens
+						    : 0;
+	o->posterior = st->ss.posterior;
+	o->leader = stop_leader_count(&st->ss);
+	o->second = stop_second_count(&st->ss);
+	o->run = st->ss.run;
 }
 
 int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
@@ -440,7 +546,8 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	const char **answers = NULL;
 	float *root_logits = NULL;
 	kv_stats st0, st1;
-	int rc;
+	sc_stopper stp = {0};
+	int rc, k;
 
 	memset(out, 0, sizeof(*out));
 	out->vote.winner = VOTE_NONE;
@@ -452,8 +559,11 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens + %d new "
 				 "tokens exceeds the context of %d tokens",
 				 n_prompt, p->max_new, e->m->cfg.ctx_len);
-	if ((rc = ensure_pool(e, n_prompt, p->mode == SC_BATCHED ? p->n : 1,
+	stp.width = stop_min_prefix(&p->stop, p->n);
+	if ((rc = ensure_pool(e, n_prompt, p->mode == SC_BATCHED ? stp.width : 1,
 			      p->max_new)))
+		return rc;
+	if ((rc = stop_init(&stp.ss, &p->stop, p->n)))
 		return rc;
 	out->samples = calloc((size_t)p->n, sizeof(sc_sample));
 	root_logits = malloc((size_t)e->m->cfg.vocab * sizeof(float));
@@ -466,14 +576,22 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	out->stats.n_prompt = (int)n_prompt;
 	e->peak_in_use = 0;
 	kv_pool_stats(e->pool, &st0);
-	rc = run_samples(e, prompt, n_prompt, p, out, root_logits);
+	rc = run_samples(e, prompt, n_prompt, p, out, root_logits, &stp);
 	kv_pool_stats(e->pool, &st1);
 	if (rc)
 		goto out;
-	for (int s = 0; s < p->n; s++)
+	/* report exactly the decided prefix; later samples are dropped */
+	k = stp.prefix;
+	for (int s = k; s < p->n; s++) {
+		free(out->samples[s].text);
+		memset(&out->samples[s], 0, sizeof(out->samples[s]));
+	}
+	out->n = k;
+	stop_report(p, &stp, out);
+	for (int s = 0; s < k; s++)
 		answers[s] = out->samples[s].has_answer ? out->samples[s].answer
 							: NULL;
-	if ((rc = vote_tally(answers, (size_t)p->n, &out->vote)))
+	if ((rc = vote_tally(answers, (size_t)k, &out->vote)))
 		goto out;
 	{
 		const kv_params *kp = kv_pool_params(e->pool);
@@ -488,6 +606,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	}
 	out->stats.cow_blocks = st1.cow - st0.cow;
 out:
+	stop_fini(&stp.ss);
 	free(answers);
 	free(root_logits);
 	if (rc)
@@ -797,7 +916,7 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 	}
 	kv_pool_stats(e->pool, &st0);
 	rc = decode_group(e, p, &view, root->logits, idx, n, out, on_sample,
-			  on_round, on_text, ctx, &st->gen_tokens);
+			  on_round, on_text, ctx, &st->gen_tokens, NULL);
 	kv_pool_stats(e->pool, &st1);
 	st->blocks_copied = (uint32_t)(st1.cow - st0.cow);
 	/* every fork reads the root's full blocks in place */

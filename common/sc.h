@@ -27,6 +27,7 @@
 #include "kv.h"
 #include "model.h"
 #include "samp.h"
+#include "stop.h"
 #include "tok.h"
 #include "vote.h"
 
@@ -50,10 +51,11 @@ typedef struct {
 typedef struct {
 	samp_params sp;
 	uint64_t seed;
-	int n;                /* samples */
+	int n;                /* samples: the budget N */
 	int max_new;          /* new tokens per sample */
 	int mode;             /* enum sc_mode */
 	int ignore_eos;
+	stop_rule stop;       /* early stopping (zero: none; see stop.h) */
 } sc_params;
 
 typedef struct {
@@ -76,11 +78,29 @@ typedef struct {
 	uint64_t cow_blocks;   /* tail blocks copied on write */
 } sc_stats;
 
+/* What early stopping did (sc_run). With rule none nothing is stopped:
+ * reported = started = finished = N. */
 typedef struct {
-	int n;
+	stop_rule rule;
+	int fired;             /* the rule stopped before N */
+	int budget;            /* N */
+	int reported;          /* samples 0..reported-1 (= sc_result.n) */
+	int started, finished, cancelled; /* forks begun / run to their end /
+					    * stopped before it */
+	uint64_t tokens_reported; /* sampled by the reported samples */
+	uint64_t tokens_saved; /* estimate: budget * (tokens_reported /
+				* reported) - gen_tokens, >= 0 */
+	double posterior;      /* beta: at the decision */
+	uint32_t leader, second; /* the top two counts at the decision */
+	int run;               /* window: agreeing samples ending the prefix */
+} sc_stop_stats;
+
+typedef struct {
+	int n;                 /* samples reported: 0..n-1 (<= the budget) */
 	sc_sample *samples;    /* (n) by sample index */
-	vote_result vote;
+	vote_result vote;      /* over the n reported samples */
 	sc_stats stats;
+	sc_stop_stats stop;
 } sc_result;
 
 typedef struct sc_engine sc_engine;
@@ -91,8 +111,14 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 void sc_engine_free(sc_engine **e);
 
 int sc_params_check(const sc_params *p);
-/* Runs the N samples of one prompt. On error nothing leaks and the KV pool
- * is back to free. */
+/* Runs the samples of one prompt: all N, or with p->stop a prefix 0..k-1
+ * of them decided in index order (stop.h). In batched mode at most
+ * stop_min_prefix(rule, N) forks are in flight (N for none): samples start
+ * in index order as others finish; when the rule fires the forks in
+ * flight are cancelled and their KV blocks freed at once, and samples not
+ * started never are. The reported samples, their bytes and the vote do
+ * not depend on the mode, batch or threads. On error nothing leaks and
+ * the KV pool is back to free. */
 int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out);
 void sc_result_fini(sc_result *r);

@@ -522,6 +522,13 @@ static void test_usage_errors(void **state)
 		{"eval-set --file x.jsonl --model m -n 1,0", "bad value for -n"},
 		{"eval-set --file x.jsonl --model m -n ,", "at least one count"},
 		{"eval-set --file x.jsonl --model m extra", "unexpected argument"},
+		{"eval-set --file x.jsonl --model m --stop median",
+		 "unknown stop rule 'median'"},
+		{"eval-set --file x.jsonl --model m --stop window:0",
+		 "window: 0 must be in 1..65536"},
+		{"eval-set --file x.jsonl --model m --prefix --stop exact",
+		 "needs --stop none"},
+		{"run --model m --stop beta:1 q", "threshold 1 must be in (0.5, 1)"},
 	};
 
 	(void)state;

@@ -240,14 +240,20 @@ static void test_bad_params(void **state)
 		sc_params p;
 		int code;
 	} cases[] = {
-		{{{-1.0f, 0, 1.0f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
-		{{{1.0f, -1, 1.0f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
-		{{{1.0f, 0, 1.5f}, 0, 1, 8, SC_BATCHED, 0}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 0, 8, SC_BATCHED, 0}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 1, 0, SC_BATCHED, 0}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 1, 8, 7, 0}, QERR_RANGE},
+		{{{-1.0f, 0, 1.0f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
+		{{{1.0f, -1, 1.0f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
+		{{{1.0f, 0, 1.5f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 0, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 1, 0, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 1, 8, 7, 0, {0, 0, 0}}, QERR_RANGE},
 		/* prompt + max_new over the 4096-token context */
-		{{{1.0f, 0, 1.0f}, 0, 1, 5000, SC_BATCHED, 0}, QERR_TOOLONG},
+		{{{1.0f, 0, 1.0f}, 0, 1, 5000, SC_BATCHED, 0, {0, 0, 0}}, QERR_TOOLONG},
+		/* stop rules out of range */
+		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {STOP_BETA, 0.5, 4}},
+		 QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {STOP_WINDOW, 0.9, 0}},
+		 QERR_RANGE},
+		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {9, 0.9, 4}}, QERR_RANGE},
 	};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_engine *e;

@@ -47,7 +47,12 @@ static void help(void)
 	       "  --prefix              decode only the largest N and score each\n"
 	       "                        smaller N on its first N samples: the\n"
 	       "                        same numbers, since a sample's bytes never\n"
-	       "                        depend on N (wall times are then shared)\n"
+	       "                        depend on N (wall times are then shared;\n"
+	       "                        needs --stop none, its default)\n"
+	       "  --stop RULE           early stopping (in-process): none | exact\n"
+	       "                        (default) | beta[:T] | window[:W], as\n"
+	       "                        `quorum run`; the single-sample columns\n"
+	       "                        count the samples each request reported\n"
 	       "  --limit K             only the first K problems\n"
 	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
 	       "  --temperature T       0 = greedy (default 0.7)\n"
@@ -70,13 +75,15 @@ typedef struct {
 	int has_winner;
 	char (*answers)[VOTE_ANSWER_MAX]; /* (n); "" = none */
 	uint32_t *ntok;                   /* (n) tokens of each sample */
+	uint8_t *ended;                   /* (n) 1: stopped by an end token */
 	uint64_t tokens;
+	uint64_t generated; /* sampled: + end tokens + cancelled samples */
 } outcome;
 
 typedef struct {
 	int n;
 	size_t problems, maj_correct, samples, sample_correct, no_answer;
-	uint64_t tokens;
+	uint64_t tokens, generated;
 	double wall_s;
 } row;
 
@@ -110,12 +117,15 @@ static int outcome_alloc(outcome *o, int n)
 	o->n = n;
 	o->answers = calloc((size_t)n, sizeof(*o->answers));
 	o->ntok = calloc((size_t)n, sizeof(*o->ntok));
-	if (o->answers && o->ntok)
+	o->ended = calloc((size_t)n, 1);
+	if (o->answers && o->ntok && o->ended)
 		return 0;
 	free(o->answers);
 	free(o->ntok);
+	free(o->ended);
 	o->answers = NULL;
 	o->ntok = NULL;
+	o->ended = NULL;
 	return qerr_fail(QERR_NOMEM, "out of memory");
 }
 
@@ -134,18 +144,20 @@ static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
 	rc = prompt_build(v->t, v->system, qs, &ids, &n_ids);
 	free(qs);
 	if (rc || (rc = sc_run(v->e, ids, n_ids, &p, &r)) ||
-	    (rc = outcome_alloc(o, n)))
+	    (rc = outcome_alloc(o, r.n)))
 		goto out;
+	o->generated = r.stats.gen_tokens;
 	if (r.vote.winner != VOTE_NONE) {
 		o->has_winner = 1;
 		snprintf(o->winner, sizeof(o->winner), "%s",
 			 r.vote.entries[0].answer);
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < r.n; i++) {
 		if (r.samples[i].has_answer)
 			memcpy(o->answers[i], r.samples[i].answer,
 			       sizeof(o->answers[i]));
 		o->ntok[i] = (uint32_t)r.samples[i].n_tokens;
+		o->ended[i] = r.samples[i].finish == SC_FINISH_STOP;
 		o->tokens += o->ntok[i];
 	}
 out:
@@ -237,8 +249,12 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 				   sizeof(o->answers[0]), s->answer.data,
 				   s->answer.len);
 		o->ntok[s->index] = s->tokens;
+		o->ended[s->index] = s->finish && !strcmp(s->finish, "stop");
 		o->tokens += s->tokens;
+		o->generated += s->tokens + o->ended[s->index];
 	}
+	if (a->timings && a->timings->has_generated_tokens)
+		o->generated = a->timings->generated_tokens;
 out:
 	quorum__client_reply__free_unpacked(r, NULL);
 	return rc;
@@ -269,7 +285,9 @@ static int prefix_of(const outcome *o, int k, outcome *out)
 	memcpy(out->answers, o->answers, (size_t)k * sizeof(*o->answers));
 	for (int i = 0; i < k; i++) {
 		out->ntok[i] = o->ntok[i];
+		out->ended[i] = o->ended[i];
 		out->tokens += o->ntok[i];
+		out->generated += o->ntok[i] + o->ended[i];
 	}
 	vote_result_fini(&vr);
 	return 0;
@@ -296,10 +314,12 @@ static void score(row *rw, const qset_item *q, const outcome *o,
 	rw->sample_correct += (size_t)ok;
 	rw->no_answer += (size_t)none;
 	rw->tokens += o->tokens;
+	rw->generated += o->generated;
 	if (res) {
 		json_t *r = json_object();
 
-		json_object_set_new(r, "n", json_integer(o->n));
+		json_object_set_new(r, "n", json_integer(rw->n));
+		json_object_set_new(r, "samples", json_integer(o->n));
 		json_object_set_new(r, "answer", o->has_winner ? client_text(
 			o->winner, strlen(o->winner)) : json_null());
 		json_object_set_new(r, "correct", json_boolean(maj));
@@ -313,8 +333,10 @@ static void outcome_fini(outcome *o)
 {
 	free(o->answers);
 	free(o->ntok);
+	free(o->ended);
 	o->answers = NULL;
 	o->ntok = NULL;
+	o->ended = NULL;
 }
 
 /* A float option as the user wrote it (0.7, not 0.699999988). */
@@ -363,14 +385,18 @@ static int parse_ns(const char *s, int *ns, int *k)
 static void print_summary(const evs *v, const char *file, const row *rows,
 			  int k, int json)
 {
+	char sname[STOP_NAME_MAX];
+
 	if (json) {
 		json_t *o = json_object(), *a = json_array();
 
 		for (int i = 0; i < k; i++)
 			json_array_append_new(a, json_pack(
-				"{s:i, s:I, s:f, s:f, s:f, s:I, s:f}", "n",
-				rows[i].n, "problems",
-				(json_int_t)rows[i].problems,
+				"{s:i, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:f}",
+				"n", rows[i].n, "problems",
+				(json_int_t)rows[i].problems, "mean_samples",
+				rows[i].problems ? (double)rows[i].samples /
+					(double)rows[i].problems : 0.0,
 				"majority_accuracy",
 				pct(rows[i].maj_correct, rows[i].problems),
 				"single_sample_accuracy",
@@ -378,6 +404,8 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 				"no_answer_share",
 				pct(rows[i].no_answer, rows[i].samples),
 				"tokens", (json_int_t)rows[i].tokens,
+				"generated_tokens",
+				(json_int_t)rows[i].generated,
 				"wall_s", rows[i].wall_s));
 		json_object_set_new(o, "set", client_text(file, strlen(file)));
 		json_object_set_new(o, "model", v->mpath ? client_text(
@@ -392,6 +420,8 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_object_set_new(o, "top_p", jfloat(v->p.sp.top_p));
 		json_object_set_new(o, "max_new_tokens",
 				    json_integer(v->p.max_new));
+		json_object_set_new(o, "stop", json_string(stop_name(
+			&v->p.stop, sname, sizeof(sname))));
 		json_object_set_new(o, "results", a);
 		char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
@@ -402,19 +432,25 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		return;
 	}
 	printf("set %s: %zu problems; %s; temperature %g, top-k %d, top-p %g, "
-	       "seed %llu\n", file, k ? rows[0].problems : 0,
+	       "seed %llu, stop %s\n", file, k ? rows[0].problems : 0,
 	       v->mpath ? v->mpath : v->endpoint, v->p.sp.temperature,
-	       v->p.sp.top_k, v->p.sp.top_p, (unsigned long long)v->p.seed);
-	printf("%6s  %9s  %9s  %9s  %10s  %8s\n", "N", "majority", "single",
-	       "no answer", "tokens", "wall s");
+	       v->p.sp.top_k, v->p.sp.top_p, (unsigned long long)v->p.seed,
+	       stop_name(&v->p.stop, sname, sizeof(sname)));
+	printf("%6s  %9s  %9s  %9s  %8s  %10s  %10s  %8s\n", "N", "majority",
+	       "single", "no answer", "samples", "tokens", "generated",
+	       "wall s");
 	for (int i = 0; i < k; i++) {
 		const row *r = &rows[i];
 
-		printf("%6d  %8.1f%%  %8.1f%%  %8.1f%%  %10llu  %8.1f\n", r->n,
+		printf("%6d  %8.1f%%  %8.1f%%  %8.1f%%  %8.2f  %10llu  %10llu  "
+		       "%8.1f\n", r->n,
 		       pct(r->maj_correct, r->problems),
 		       pct(r->sample_correct, r->samples),
 		       pct(r->no_answer, r->samples),
-		       (unsigned long long)r->tokens, r->wall_s);
+		       r->problems ? (double)r->samples / (double)r->problems
+				   : 0.0,
+		       (unsigned long long)r->tokens,
+		       (unsigned long long)r->generated, r->wall_s);
 	}
 }
 
@@ -428,6 +464,7 @@ int cmd_evalset(int argc, char **argv)
 		{"timeout", required_argument, 0, 'W'},
 		{"file", required_argument, 0, 'f'},
 		{"prefix", no_argument, 0, 'P'},
+		{"stop", required_argument, 0, 'R'},
 		{"limit", required_argument, 0, 'l'},
 		{"seed", required_argument, 0, 'S'},
 		{"temperature", required_argument, 0, 'T'},
@@ -445,6 +482,7 @@ int cmd_evalset(int argc, char **argv)
 	evs v = {.ep = SC_ENGINE_DEFAULTS, .timeout_ms = 300000,
 		 .p = {.sp = {0.7f, 40, 0.95f}, .n = 1, .max_new = 256,
 		       .mode = SC_BATCHED}};
+	const char *stop_arg = NULL;
 	int ns[EVS_MAX_NS] = {1, 3, 8, 16, 32}, k = 5, json = 0, prefix = 0;
 	int c, rc = 1, tty = isatty(2);
 	const char *file = NULL, *outpath = NULL;
@@ -464,6 +502,12 @@ int cmd_evalset(int argc, char **argv)
 		case 'C': v.client_key = optarg; break;
 		case 'f': file = optarg; break;
 		case 'P': prefix = 1; break;
+		case 'R':
+			if (stop_parse(optarg, &v.p.stop))
+				return cli_usage_error("eval-set", "%s",
+						       qerr_detail());
+			stop_arg = optarg;
+			break;
 		case 's': v.system = optarg; break;
 		case 'o': outpath = optarg; break;
 		case 'J': json = 1; break;
@@ -536,6 +580,17 @@ int cmd_evalset(int argc, char **argv)
 	if (!v.mpath == !v.endpoint)
 		return cli_usage_error("eval-set", "give exactly one of --model "
 				       "and --endpoint");
+	if (!stop_arg)
+		v.p.stop = prefix || v.endpoint ? (stop_rule){STOP_NONE, 0, 0}
+						: STOP_RULE_DEFAULT;
+	if (prefix && v.p.stop.kind != STOP_NONE)
+		return cli_usage_error("eval-set", "--prefix scores smaller N on "
+				       "the first samples of the largest: it "
+				       "needs --stop none");
+	if (v.endpoint && v.p.stop.kind != STOP_NONE)
+		return cli_usage_error("eval-set", "--stop with --endpoint is "
+				       "not supported yet (the cluster runs "
+				       "all N)");
 	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
 		return 1;
 	if (limit >= 0 && (size_t)limit < n_items) {

@@ -30,6 +30,12 @@ static void help(void)
 	       "  --top-p P             1 = off (default 0.95)\n"
 	       "  --max-new-tokens K    per sample (default 256)\n"
 	       "  --mode M              reset | paged | batched (default batched)\n"
+	       "  --stop RULE           early stopping, decided over samples in\n"
+	       "                        index order: none | exact (default: stop\n"
+	       "                        when the leader cannot be overtaken; same\n"
+	       "                        answer as all N) | beta[:T] (Beta\n"
+	       "                        posterior >= T, default 0.95) |\n"
+	       "                        window[:W] (W in a row agree, default 4)\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
 	       "                        final answer in \\boxed{}; '' for none)\n"
 	       "  --template NAME       chat template instead of the one the\n"
@@ -77,6 +83,58 @@ static char *read_stdin(void)
 static const char *no_answer_why(const sc_sample *x)
 {
 	return vote_no_answer_reason(x->text, x->len);
+}
+
+/* What early stopping did, as JSON (README: `quorum run --json`). */
+static json_t *stop_json(const sc_result *r)
+{
+	const sc_stop_stats *x = &r->stop;
+	char name[STOP_NAME_MAX];
+	json_t *o = json_object();
+
+	json_object_set_new(o, "rule", json_string(stop_name(&x->rule, name,
+							      sizeof(name))));
+	json_object_set_new(o, "stopped_early", json_boolean(x->fired));
+	json_object_set_new(o, "budget", json_integer(x->budget));
+	json_object_set_new(o, "reported", json_integer(x->reported));
+	json_object_set_new(o, "started", json_integer(x->started));
+	json_object_set_new(o, "finished", json_integer(x->finished));
+	json_object_set_new(o, "cancelled", json_integer(x->cancelled));
+	json_object_set_new(o, "tokens_generated",
+			    json_integer((json_int_t)r->stats.gen_tokens));
+	json_object_set_new(o, "tokens_reported",
+			    json_integer((json_int_t)x->tokens_reported));
+	json_object_set_new(o, "tokens_saved_est",
+			    json_integer((json_int_t)x->tokens_saved));
+	json_object_set_new(o, "leader_count", json_integer(x->leader));
+	json_object_set_new(o, "second_count", json_integer(x->second));
+	if (x->rule.kind == STOP_BETA)
+		json_object_set_new(o, "posterior", json_real(x->posterior));
+	if (x->rule.kind == STOP_WINDOW)
+		json_object_set_new(o, "agreeing_run", json_integer(x->run));
+	return o;
+}
+
+/* One line on what early stopping did. */
+static void print_stop(const sc_result *r)
+{
+	const sc_stop_stats *x = &r->stop;
+	char name[STOP_NAME_MAX];
+
+	stop_name(&x->rule, name, sizeof(name));
+	if (!x->fired) {
+		printf("stop: %s: all %d samples ran\n", name, x->budget);
+		return;
+	}
+	printf("stop: %s fired after %d of %d samples (leader %u, runner-up "
+	       "%u", name, x->reported, x->budget, x->leader, x->second);
+	if (x->rule.kind == STOP_BETA)
+		printf(", posterior %.6f", x->posterior);
+	if (x->rule.kind == STOP_WINDOW)
+		printf(", last %d agree", x->run);
+	printf("); %d started, %d cancelled, %d never started; ~%llu tokens "
+	       "saved\n", x->started, x->cancelled, x->budget - x->started,
+	       (unsigned long long)x->tokens_saved);
 }
 
 static void print_json(const model *m, const char *mpath,
@@ -129,6 +187,7 @@ static void print_json(const model *m, const char *mpath,
 	json_object_set_new(o, "thinking", json_boolean(ps->think));
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
 	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
+	json_object_set_new(o, "stop", stop_json(r));
 	json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
 	json_object_set_new(o, "temperature", json_real(p->sp.temperature));
 	json_object_set_new(o, "top_k", json_integer(p->sp.top_k));
@@ -165,13 +224,14 @@ static void print_text(const model *m, const prompt_style *ps,
 	else
 		printf("answer: %s  (%zu of %d votes)\n",
 		       r->vote.entries[0].answer, r->vote.entries[0].count,
-		       p->n);
+		       r->n);
+	print_stop(r);
 	printf("votes:\n");
 	for (size_t i = 0; i < r->vote.n_entries; i++)
 		printf("  %6zu  %s\n", r->vote.entries[i].count,
 		       r->vote.entries[i].answer);
-	if (r->vote.n_voters < (size_t)p->n)
-		printf("  %6zu  (no answer)\n", (size_t)p->n - r->vote.n_voters);
+	if (r->vote.n_voters < (size_t)r->n)
+		printf("  %6zu  (no answer)\n", (size_t)r->n - r->vote.n_voters);
 	printf("samples:\n");
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
@@ -205,6 +265,7 @@ int cmd_run(int argc, char **argv)
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"mode", required_argument, 0, 'M'},
+		{"stop", required_argument, 0, 'P'},
 		{"system", required_argument, 0, 's'},
 		{"template", required_argument, 0, 't'},
 		{"think", required_argument, 0, 'H'},
@@ -218,7 +279,7 @@ int cmd_run(int argc, char **argv)
 		{0, 0, 0, 0},
 	};
 	sc_params p = {.sp = {0.7f, 40, 0.95f}, .n = 8, .max_new = 256,
-		       .mode = SC_BATCHED};
+		       .mode = SC_BATCHED, .stop = STOP_RULE_DEFAULT};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	const char *mpath = NULL, *system = NULL, *tmpl = NULL;
 	char *question = NULL, *stdin_buf = NULL;
@@ -291,6 +352,11 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "unknown mode '%s' "
 						       "(reset, paged, batched)",
 						       optarg);
+			break;
+		case 'P':
+			if (stop_parse(optarg, &p.stop))
+				return cli_usage_error("run", "%s",
+						       qerr_detail());
 			break;
 		case 'j':
 			if (cli_long("run", "--threads", optarg, 1, 256, &v))

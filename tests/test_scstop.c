@@ -1,0 +1,276 @@
+/*
+ * Early stopping in the engine (sc_run with a stop rule), on the shipped
+ * arithmetic model so that answers really agree and disagree:
+ * - exact gives the answer of running all N, over many problems, seeds and
+ *   N, and reports samples byte-identical to the first k of that run;
+ * - every rule stops where replaying its decision over the full run's
+ *   answers (stop.h, in index order) says, with the same bytes in every
+ *   mode, batch size and thread count;
+ * - forks not needed are cancelled or never started, and the KV pool is
+ *   fully free after every request (anonymous and fixed pools).
+ */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "model.h"
+#include "prompt.h"
+#include "sc.h"
+#include "stop.h"
+#include "testutil.h"
+#include "tok.h"
+
+#define N_PROBLEMS 10
+#define N_REF 16
+
+static model *m;
+static tok *t;
+static int32_t *prompts[N_PROBLEMS];
+static size_t n_prompts[N_PROBLEMS];
+
+static int setup(void **state)
+{
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+	int i = 0;
+
+	(void)state;
+	if (model_load(tu_data("models/arith.gguf"), &m) ||
+	    tok_load(m->gguf, &t)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		return -1;
+	}
+	if (!(f = fopen(tu_data("train/data/test.jsonl"), "r")))
+		return -1;
+	while (i < N_PROBLEMS && getline(&line, &cap, f) > 0) {
+		json_t *o = json_loads(line, 0, NULL);
+		const char *q = o ? json_string_value(json_object_get(
+					    o, "question")) : NULL;
+
+		if (!q || prompt_build(t, NULL, q, &prompts[i], &n_prompts[i]))
+			return -1;
+		json_decref(o);
+		i++;
+	}
+	free(line);
+	fclose(f);
+	return i == N_PROBLEMS ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_PROBLEMS; i++)
+		free(prompts[i]);
+	tok_free(&t);
+	model_free(&m);
+	return 0;
+}
+
+static sc_params params(int n, uint64_t seed, float temp, const char *rule)
+{
+	sc_params p = {.sp = {temp, 40, 0.95f}, .seed = seed, .n = n,
+		       .max_new = 256, .mode = SC_BATCHED};
+
+	assert_int_equal(stop_parse(rule, &p.stop), 0);
+	return p;
+}
+
+static void run(sc_engine *e, int q, const sc_params *p, sc_result *r)
+{
+	if (sc_run(e, prompts[q], n_prompts[q], p, r))
+		fail_msg("sc_run: %s", qerr_detail());
+	if (sc_engine_kv_in_use(e) != 0)
+		fail_msg("%u KV blocks held after the request",
+			 sc_engine_kv_in_use(e));
+}
+
+static const char *winner(const sc_result *r)
+{
+	return r->vote.winner == VOTE_NONE ? "(none)"
+					   : r->vote.entries[0].answer;
+}
+
+/* r's samples are the first r->n of ref's, byte for byte. */
+static void assert_prefix_of(const sc_result *r, const sc_result *ref,
+			     const char *what)
+{
+	assert_true(r->n <= ref->n);
+	for (int i = 0; i < r->n; i++) {
+		const sc_sample *x = &r->samples[i], *y = &ref->samples[i];
+
+		if (x->index != i || x->len != y->len ||
+		    memcmp(x->text, y->text, x->len) ||
+		    x->n_tokens != y->n_tokens || x->finish != y->finish ||
+		    x->has_answer != y->has_answer ||
+		    strcmp(x->answer, y->answer))
+			fail_msg("%s: sample %d differs", what, i);
+	}
+}
+
+/* The prefix the rule stops at over ref's answers, replayed in order. */
+static int replay(const char *rule, const sc_result *ref, int n)
+{
+	stop_rule r;
+	stop_state s;
+	int k;
+
+	assert_int_equal(stop_parse(rule, &r), 0);
+	assert_int_equal(stop_init(&s, &r, n), 0);
+	for (int i = 0; i < n; i++) {
+		const sc_sample *x = &ref->samples[i];
+
+		if (stop_push(&s, x->has_answer ? x->answer : NULL))
+			break;
+	}
+	k = s.k;
+	stop_fini(&s);
+	return k;
+}
+
+static void test_exact_equals_none(void **state)
+{
+	static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 11, 16};
+	static const struct { uint64_t seed; float temp; } sd[] = {
+		{0, 0.7f}, {1, 0.7f}, {7, 1.0f}, {99, 1.5f},
+	};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *e;
+	int runs = 0, stopped = 0, split = 0;
+	uint64_t tok_none = 0, tok_exact = 0;
+
+	(void)state;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	for (int q = 0; q < N_PROBLEMS; q++)
+		for (size_t si = 0; si < sizeof(sd) / sizeof(sd[0]); si++) {
+			sc_params pr = params(N_REF, sd[si].seed, sd[si].temp,
+					      "none");
+			sc_result ref;
+
+			run(e, q, &pr, &ref);
+			assert_int_equal(ref.n, N_REF);
+			assert_int_equal(ref.stop.reported, N_REF);
+			assert_int_equal(ref.stop.cancelled, 0);
+			for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]);
+			     ni++) {
+				int n = ns[ni];
+				sc_params pn = params(n, sd[si].seed,
+						      sd[si].temp, "none");
+				sc_params px = params(n, sd[si].seed,
+						      sd[si].temp, "exact");
+				sc_result rn, rx;
+				char what[96];
+
+				run(e, q, &pn, &rn);
+				run(e, q, &px, &rx);
+				snprintf(what, sizeof(what), "q %d seed %llu "
+					 "N %d", q,
+					 (unsigned long long)sd[si].seed, n);
+				assert_prefix_of(&rn, &ref, what);
+				assert_prefix_of(&rx, &ref, what);
+				if (strcmp(winner(&rn), winner(&rx)))
+					fail_msg("%s: exact says %s, all N say "
+						 "%s", what, winner(&rx),
+						 winner(&rn));
+				assert_int_equal(rx.n, replay("exact", &ref, n));
+				assert_int_equal(rx.stop.reported, rx.n);
+				assert_int_equal(rx.stop.started,
+						 rx.stop.finished +
+							 rx.stop.cancelled);
+				assert_true(rx.stop.started <= n);
+				assert_int_equal(rx.stop.fired, rx.n < n);
+				runs++;
+				stopped += rx.n < n;
+				split += rn.vote.n_entries > 1;
+				tok_none += rn.stats.gen_tokens;
+				tok_exact += rx.stats.gen_tokens;
+				sc_result_fini(&rn);
+				sc_result_fini(&rx);
+			}
+			sc_result_fini(&ref);
+		}
+	printf("  %d requests: exact stopped %d early; %d votes were split; "
+	       "tokens %llu (exact) vs %llu (none)\n", runs, stopped, split,
+	       (unsigned long long)tok_exact, (unsigned long long)tok_none);
+	/* the cases are not trivial: both stopping and split votes occur */
+	assert_true(stopped > runs / 4);
+	assert_true(split > runs / 10);
+	assert_true(tok_exact < tok_none);
+	sc_engine_free(&e);
+}
+
+/* Every rule, every mode, batch and thread count: the same reply bytes,
+ * stopped where the replay says; the pool free after each (fixed pool). */
+static void test_rules_deterministic(void **state)
+{
+	static const char *rules[] = {"none", "exact", "beta", "beta:0.8",
+				      "window", "window:2"};
+	static const struct { int mode, max_batch, threads; } cf[] = {
+		{SC_BATCHED, 64, 2}, {SC_BATCHED, 3, 1}, {SC_PAGED, 64, 2},
+		{SC_RESET, 64, 1},
+	};
+	int fired = 0, cancelled = 0;
+
+	(void)state;
+	for (int q = 0; q < 4; q++) {
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params pr = params(N_REF, 5, 1.0f, "none");
+		sc_result ref;
+		sc_engine *e;
+
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		run(e, q, &pr, &ref);
+		sc_engine_free(&e);
+		for (size_t ri = 0; ri < sizeof(rules) / sizeof(rules[0]); ri++)
+			for (size_t ci = 0; ci < sizeof(cf) / sizeof(cf[0]);
+			     ci++) {
+				sc_params p = params(N_REF, 5, 1.0f, rules[ri]);
+				sc_result r;
+				char what[96];
+
+				ep = SC_ENGINE_DEFAULTS;
+				ep.max_batch = cf[ci].max_batch;
+				ep.n_threads = cf[ci].threads;
+				ep.pool_blocks = ci == 1 ? 512 : 0;
+				p.mode = cf[ci].mode;
+				assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+				run(e, q, &p, &r);
+				snprintf(what, sizeof(what), "q %d %s %s batch "
+					 "%d", q, rules[ri],
+					 sc_mode_name(p.mode), ep.max_batch);
+				assert_prefix_of(&r, &ref, what);
+				if (r.n != replay(rules[ri], &ref, N_REF))
+					fail_msg("%s: stopped at %d, replay %d",
+						 what, r.n,
+						 replay(rules[ri], &ref, N_REF));
+				if (p.mode != SC_BATCHED) /* one at a time */
+					assert_int_equal(r.stop.cancelled, 0);
+				fired += r.stop.fired;
+				cancelled += r.stop.cancelled;
+				if (ep.pool_blocks) /* every block back */
+					assert_int_equal(sc_engine_kv_free(e),
+							 ep.pool_blocks);
+				sc_result_fini(&r);
+				sc_engine_free(&e);
+			}
+		sc_result_fini(&ref);
+	}
+	printf("  rules fired %d times; %d forks cancelled in flight\n", fired,
+	       cancelled);
+	assert_true(fired > 0);
+	assert_true(cancelled > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_equals_none),
+		cmocka_unit_test(test_rules_deterministic),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,283 @@
+/* stop: the early-stopping rules on constructed answer sequences (a table
+ * of named cases), exact's guarantee checked exhaustively on small N, the
+ * Beta posterior against exact fractions, parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qerr.h"
+#include "stop.h"
+#include "vote.h"
+
+/* Answers are one character each; '.' = no answer. */
+struct scase {
+	const char *name;
+	const char *rule;
+	const char *answers; /* all n of them, in index order */
+	int k;               /* expected stop prefix */
+	int fired;           /* stopped before n */
+};
+
+static const struct scase scases[] = {
+	/* none */
+	{"none_unanimous", "none", "AAAAAAAA", 8, 0},
+	{"none_all_missing", "none", "....", 4, 0},
+	/* exact: a >= r and a beats the runner-up + r (ties by first index) */
+	{"exact_unanimous_even", "exact", "AAAAAAAA", 4, 1},
+	{"exact_unanimous_odd", "exact", "AAAAAAA", 4, 1},
+	{"exact_n1", "exact", "A", 1, 0},
+	{"exact_split_then_lead", "exact", "ABAAAAAA", 5, 1},
+	/* A B B: B leads 2-1 with first index 1, r = 1 at k = 3 of 4: A could
+	 * reach 2 and wins the tie by first index 0 -> not yet */
+	{"exact_tie_by_first_index", "exact", "ABBB", 4, 0},
+	/* A B A: a = 2, b = 1, r = 1: B could tie at 2 but A came first */
+	{"exact_tie_favours_leader", "exact", "ABAC", 3, 1},
+	/* A A of 4: two unseen B's would tie, and lose on first index */
+	{"exact_half_unanimous", "exact", "AABB", 2, 1},
+	{"exact_late_swing", "exact", "AAABBBBB", 8, 0},
+	{"exact_all_missing", "exact", "......", 6, 0},
+	{"exact_missing_then_lead", "exact", "...AAA", 5, 1},
+	{"exact_missing_lead_short", "exact", ".AAAAA", 4, 1},
+	/* beta:0.95: unanimity needs 4 (1 - 2^-5 = 0.96875; 3 gives 0.9375) */
+	{"beta_unanimous", "beta", "AAAAAAAAAAAA", 4, 1},
+	{"beta_custom_threshold", "beta:0.99", "AAAAAAAAAAAA", 6, 1},
+	{"beta_one_dissent", "beta", "ABAAAAAAAAAA", 7, 1},
+	{"beta_tie_never", "beta", "ABABABAB", 8, 0},
+	{"beta_late_swing", "beta", "AAABBBBBBBBB", 12, 0},
+	{"beta_all_missing", "beta", "........", 8, 0},
+	{"beta_missing_ignored", "beta", ".A.A.A.A....", 8, 1},
+	/* window */
+	{"window_unanimous", "window", "AAAAAAAA", 4, 1},
+	{"window_2", "window:2", "ABCC", 4, 0},
+	{"window_2_early", "window:2", "ABBC", 3, 1},
+	{"window_broken_by_missing", "window:3", "AA.AAA..", 6, 1},
+	{"window_all_missing", "window:1", "....", 4, 0},
+	{"window_1_first", "window:1", ".ABC", 2, 1},
+	/* window stops on the last w; the vote still counts the prefix */
+	{"window_late_swing", "window:3", "ABABBB", 6, 0},
+};
+
+static int run_case(const char *rule, const char *ans, int *fired,
+		    stop_state *out)
+{
+	stop_rule r;
+	stop_state s;
+	int n = (int)strlen(ans), rc = 0, k;
+
+	assert_int_equal(stop_parse(rule, &r), QERR_OK);
+	assert_int_equal(stop_init(&s, &r, n), QERR_OK);
+	for (int i = 0; i < n && rc == 0; i++) {
+		char a[2] = {ans[i] == '.' ? 0 : ans[i], 0};
+
+		rc = stop_push(&s, a);
+		assert_true(rc >= 0);
+	}
+	assert_int_equal(rc, 1);
+	*fired = s.fired;
+	k = s.k;
+	if (out)
+		*out = s;
+	else
+		stop_fini(&s);
+	return k;
+}
+
+static void test_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(scases) / sizeof(scases[0]); i++) {
+		const struct scase *c = &scases[i];
+		int fired, k = run_case(c->rule, c->answers, &fired, NULL);
+
+		if (k != c->k || fired != c->fired)
+			fail_msg("%s: stopped at %d (fired %d), expected %d "
+				 "(%d)", c->name, k, fired, c->k, c->fired);
+	}
+}
+
+/* vote_tally's winner of answers ('.' none) as a character, 0 for none. */
+static char winner(const char *ans, int n)
+{
+	const char *a[16];
+	char one[16][2];
+	vote_result vr;
+	char w;
+
+	for (int i = 0; i < n; i++) {
+		one[i][0] = ans[i] == '.' ? 0 : ans[i];
+		one[i][1] = 0;
+		a[i] = one[i];
+	}
+	assert_int_equal(vote_tally(a, (size_t)n, &vr), QERR_OK);
+	w = vr.winner == VOTE_NONE ? 0 : vr.entries[0].answer[0];
+	vote_result_fini(&vr);
+	return w;
+}
+
+/*
+ * Every sequence over {A, B, C, none} for n = 1..7: when exact stops at k,
+ * every completion of the prefix has the prefix's winner (checked by
+ * enumerating completions over {A, B, C, D, none}, D unseen); and when it
+ * does not stop at k, some completion changes the winner (it stops as
+ * early as it may).
+ */
+static void test_exact_exhaustive(void **state)
+{
+	static const char alpha[] = "ABC.", more[] = "ABCD.";
+
+	(void)state;
+	for (int n = 1; n <= 7; n++) {
+		long total = 1;
+
+		for (int i = 0; i < n; i++)
+			total *= 4;
+		for (long code = 0; code < total; code++) {
+			char ans[8] = {0};
+			stop_rule r = {STOP_EXACT, 0.95, 4};
+			stop_state s;
+			long c = code;
+
+			for (int i = 0; i < n; i++, c /= 4)
+				ans[i] = alpha[c % 4];
+			assert_int_equal(stop_init(&s, &r, n), 0);
+			for (int k = 1; k <= n; k++) {
+				char a[2] = {ans[k - 1] == '.' ? 0 : ans[k - 1], 0};
+				int d = stop_push(&s, a), rest = n - k, same = 1;
+				char w = winner(ans, k);
+				long m = 1;
+
+				for (int i = 0; i < rest; i++)
+					m *= 5;
+				for (long cc = 0; cc < m && same; cc++) {
+					char full[8];
+					long x = cc;
+
+					memcpy(full, ans, (size_t)k);
+					for (int i = k; i < n; i++, x /= 5)
+						full[i] = more[x % 5];
+					same = winner(full, n) == w;
+				}
+				if (d != same)
+					fail_msg("n %d, %.*s: exact says %d, "
+						 "completions say %d", n, k,
+						 ans, d, same);
+				if (d)
+					break;
+			}
+			stop_fini(&s);
+		}
+	}
+}
+
+static void test_beta_posterior(void **state)
+{
+	static const struct {
+		uint32_t a, b;
+		double p; /* exact: sum of C(m, j<=a) / 2^m, m = a+b+1 */
+	} t[] = {
+		{0, 0, 0.5},
+		{1, 0, 0.75},
+		{3, 0, 0.9375},
+		{4, 0, 0.96875},
+		{2, 1, 11.0 / 16},
+		{5, 2, 219.0 / 256},
+		{3, 3, 0.5},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		assert_true(stop_beta_posterior(t[i].a, t[i].b) == t[i].p);
+	/* symmetry and large counts (scaled terms): P(a,b) + P(b,a) = 1 */
+	assert_true(stop_beta_posterior(3000, 2900) > 0.9);
+	assert_true(stop_beta_posterior(3000, 2900) < 1.0);
+	{
+		double s = stop_beta_posterior(3000, 2900) +
+			   stop_beta_posterior(2900, 3000);
+
+		assert_true(s > 1 - 1e-12 && s < 1 + 1e-12);
+	}
+	assert_true(stop_beta_posterior(40000, 0) == 1.0);
+}
+
+static void test_min_prefix_and_names(void **state)
+{
+	static const struct {
+		const char *in, *name;
+		int n, minp;
+	} t[] = {
+		{"none", "none", 16, 16},
+		{"exact", "exact", 16, 8},
+		{"exact", "exact", 17, 9},
+		{"beta", "beta:0.95", 16, 4},
+		{"beta:0.95", "beta:0.95", 3, 3},
+		{"beta:0.99", "beta:0.99", 32, 6},
+		{"window", "window:4", 16, 4},
+		{"window:8", "window:8", 5, 5},
+	};
+	static const char *bad[] = {"", "nonе", "exact:1", "beta:0.5",
+				    "beta:1", "beta:x", "beta:", "window:0",
+				    "window:-3", "window:4x", "majority"};
+	char buf[STOP_NAME_MAX];
+	stop_rule r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		assert_int_equal(stop_parse(t[i].in, &r), QERR_OK);
+		assert_string_equal(stop_name(&r, buf, sizeof(buf)), t[i].name);
+		assert_int_equal(stop_min_prefix(&r, t[i].n), t[i].minp);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (stop_parse(bad[i], &r) != QERR_RANGE)
+			fail_msg("'%s' parsed", bad[i]);
+	/* pushing past the decision is refused */
+	{
+		stop_state s;
+
+		assert_int_equal(stop_parse("window:1", &r), 0);
+		assert_int_equal(stop_init(&s, &r, 4), 0);
+		assert_int_equal(stop_push(&s, "7"), 1);
+		assert_int_equal(stop_push(&s, "7"), -QERR_ARG);
+		assert_string_equal(stop_leader(&s), "7");
+		stop_fini(&s);
+	}
+}
+
+/* Many distinct answers (the hash chains) keep the leader right. */
+static void test_many_answers(void **state)
+{
+	stop_rule r = {STOP_NONE, 0.95, 4};
+	stop_state s;
+	char a[16];
+	int n = 5000;
+
+	(void)state;
+	assert_int_equal(stop_init(&s, &r, n), 0);
+	for (int i = 0; i < n; i++) {
+		/* answer i % 1000, except that "42" comes every 7th time */
+		snprintf(a, sizeof(a), "%d", i % 7 ? i % 1000 : 42);
+		assert_true(stop_push(&s, a) >= 0);
+	}
+	assert_string_equal(stop_leader(&s), "42");
+	assert_int_equal(stop_leader_count(&s), 715 + 4);
+	assert_int_equal(s.n_e, 1000);
+	stop_fini(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_exact_exhaustive),
+		cmocka_unit_test(test_beta_posterior),
+		cmocka_unit_test(test_min_prefix_and_names),
+		cmocka_unit_test(test_many_answers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
