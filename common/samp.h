@@ -122,4 +122,18 @@ int samp_vocab(const samp *s);
 int samp_sample(samp *s, const samp_params *p, const float *logits,
 		samp_rng *rng, int *token);
 
+/*
+ * LOG-PROBABILITY. samp_sample_lp also gives the natural log of the drawn
+ * token's probability under the distribution of step 2 (temperature
+ * softmax over the candidates, before top-p): ln(q_token / Z) from the
+ * integer weights, so it is exact up to the weights' 2^-40 grain and the
+ * same bits on every ISA (our own ln: IEEE double + - * / in a fixed
+ * order, no libm). Greedy and top-k 1 give 0 (a point mass). logprob may
+ * be NULL.
+ */
+int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
+		   samp_rng *rng, int *token, double *logprob);
+/* ln(q / z) as above for integer weights 0 < q <= z (0 if either is 0). */
+double samp_logprob_of(uint64_t q, uint64_t z);
+
 #endif

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "fwd.h"
+#include "kern.h"
 #include "qerr.h"
 #include "tpool.h"
 
@@ -48,6 +49,12 @@ typedef struct {
 	int done;
 	sc_sample *out;
 	size_t text_cap;
+	/* confidence: log-probabilities in units of 2^-32 nats */
+	int64_t lp_sum;      /* all drawn tokens */
+	int64_t *ring;       /* (conf window) the last ones */
+	int64_t win_sum;     /* sum of the ring */
+	int64_t win_min;     /* least full-window sum so far */
+	int n_drawn;
 } fork_state;
 
 /* sc_run's early stopping: the decision over out[0..prefix) in index
@@ -201,6 +208,11 @@ int sc_params_check(const sc_params *p)
 				 "1..1048576", p->max_new);
 	if (p->mode < SC_RESET || p->mode > SC_BATCHED)
 		return qerr_fail(QERR_RANGE, "unknown mode %d", p->mode);
+	if (p->vote != SC_VOTE_MAJORITY && p->vote != SC_VOTE_CONFIDENCE)
+		return qerr_fail(QERR_RANGE, "unknown vote %d", p->vote);
+	if (p->conf_window < 0 || p->conf_window > SC_CONF_WINDOW_MAX)
+		return qerr_fail(QERR_RANGE, "confidence window %d must be in "
+				 "1..%d", p->conf_window, SC_CONF_WINDOW_MAX);
 	return stop_rule_check(&p->stop);
 }
 
@@ -259,12 +271,46 @@ static int append_text(fork_state *f, const char *piece, size_t n)
 }
 
 /* Draws the next token of f and records it; marks f done on a stop. */
+static int conf_window(const sc_params *p)
+{
+	return p->conf_window > 0 ? p->conf_window : SC_CONF_WINDOW_DEFAULT;
+}
+
+/* Records one drawn token's log-probability (ring allocated at start). */
+static void conf_add(fork_state *f, int w, double lp)
+{
+	int64_t x = (int64_t)(lp * 0x1p32); /* toward 0: exact scaling */
+	int slot = f->n_drawn % w;
+
+	f->lp_sum += x;
+	f->win_sum += x - (f->n_drawn >= w ? f->ring[slot] : 0);
+	f->ring[slot] = x;
+	f->n_drawn++;
+	if (f->n_drawn >= w && f->win_sum < f->win_min)
+		f->win_min = f->win_sum;
+}
+
+/* The sample's confidence fields from its fork's sums. */
+static void conf_finish(const fork_state *f, int w, sc_sample *s)
+{
+	int n = f->n_drawn;
+	double g;
+
+	s->mean_logprob = n ? (double)f->lp_sum / 0x1p32 / n : 0.0;
+	g = n >= w ? (double)f->win_min / 0x1p32 / w : s->mean_logprob;
+	s->group_conf = g;
+	s->weight = (uint64_t)(kern_expf((float)g) * 0x1p32f);
+	if (s->weight > STOP_WEIGHT_ONE)
+		s->weight = STOP_WEIGHT_ONE;
+}
+
 static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 {
 	const float *lg = f->logits;
 	const char *piece;
 	size_t plen;
 	int tokid, rc;
+	double lp;
 
 	if (p->ignore_eos) {
 		memcpy(e->masked, lg, (size_t)e->m->cfg.vocab * sizeof(float));
@@ -272,8 +318,10 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 			e->masked[e->eog[i]] = -INFINITY;
 		lg = e->masked;
 	}
-	if ((rc = samp_sample(e->sampler, &p->sp, lg, &f->rng, &tokid)))
+	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
+				 &lp)))
 		return rc;
+	conf_add(f, conf_window(p), lp);
 	if (tok_is_eog(e->t, tokid)) {
 		f->out->finish = SC_FINISH_STOP;
 		f->done = 1;
@@ -292,10 +340,11 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 }
 
 /* Marks a finished sample: extracts its answer and reports it. */
-static int finish(fork_state *f, sc_sample_cb cb, void *ctx)
+static int finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 {
 	sc_sample *s = f->out;
 
+	conf_finish(f, w, s);
 	if (!s->text && !(s->text = calloc(1, 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory for text");
 	s->has_answer = vote_extract(s->text, s->len, s->answer,
@@ -303,23 +352,29 @@ static int finish(fork_state *f, sc_sample_cb cb, void *ctx)
 	return cb ? cb(ctx, s) : 0;
 }
 
-/* Pushes the finished samples that extend the prefix; 1 when the request
- * is decided, 0 to go on, or an error. */
+/* Pushes one finished sample to the decision (its weight when the vote
+ * is weighted); 0 or an error. */
+static int push_sample(sc_stopper *st, const sc_sample *x)
+{
+	int d = stop_push_w(&st->ss, x->has_answer ? x->answer : NULL,
+			    st->ss.unit == 1 ? 1 : x->weight);
+
+	if (d < 0)
+		return -d;
+	st->prefix++;
+	st->decided = d;
+	return 0;
+}
+
+/* Pushes the finished samples that extend the prefix; 0 or an error. */
 static int stop_advance(sc_stopper *st, const sc_sample *out, int n,
 			const int *done)
 {
-	int d = 0;
+	int rc = 0;
 
-	while (!st->decided && st->prefix < n && done[st->prefix]) {
-		const sc_sample *x = &out[st->prefix];
-
-		d = stop_push(&st->ss, x->has_answer ? x->answer : NULL);
-		if (d < 0)
-			return -d;
-		st->prefix++;
-		st->decided = d;
-	}
-	return 0;
+	while (!rc && !st->decided && st->prefix < n && done[st->prefix])
+		rc = push_sample(st, &out[st->prefix]);
+	return rc;
 }
 
 /*
@@ -370,7 +425,13 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 		/* start forks in index order up to the width */
 		while (!rc && n_act < width && next < n &&
 		       !(st && st->decided)) {
-			rc = kv_seq_fork(e->pool, root, &fs[next].seq);
+			fs[next].ring = malloc((size_t)conf_window(p) *
+					       sizeof(int64_t));
+			fs[next].win_min = INT64_MAX;
+			rc = fs[next].ring ? kv_seq_fork(e->pool, root,
+							 &fs[next].seq)
+					   : qerr_fail(QERR_NOMEM, "out of "
+						       "memory");
 			act[n_act++] = &fs[next++];
 			if (st)
 				st->started++;
@@ -382,7 +443,7 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 			rc = step_sample(e, p, act[i]);
 			(*gen_tokens)++;
 			if (!rc && act[i]->done) {
-				rc = finish(act[i], cb, ctx);
+				rc = finish(act[i], conf_window(p), cb, ctx);
 				/* its blocks go back to the pool now */
 				kv_seq_free(e->pool, &act[i]->seq);
 				done[act[i] - fs] = 1;
@@ -419,8 +480,10 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 		if (!rc && n_act && rcb)
 			rc = rcb(ctx);
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		kv_seq_free(e->pool, &fs[i].seq);
+		free(fs[i].ring);
+	}
 out:
 	free(done);
 	free(fs);
@@ -453,19 +516,12 @@ static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
 	int rc = decode_group(e, p, root, root_logits, &s, 1, &res->samples[s],
 			      NULL, NULL, NULL, NULL, &res->stats.gen_tokens,
 			      NULL);
-	int d;
 
 	st->started++;
 	if (rc)
 		return rc;
 	st->finished++;
-	d = stop_push(&st->ss, res->samples[s].has_answer
-				       ? res->samples[s].answer : NULL);
-	if (d < 0)
-		return -d;
-	st->prefix++;
-	st->decided = d;
-	return 0;
+	return push_sample(st, &res->samples[s]);
 }
 
 static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
@@ -544,6 +600,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out)
 {
 	const char **answers = NULL;
+	uint64_t *weights = NULL;
 	float *root_logits = NULL;
 	kv_stats st0, st1;
 	sc_stopper stp = {0};
@@ -563,12 +620,15 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	if ((rc = ensure_pool(e, n_prompt, p->mode == SC_BATCHED ? stp.width : 1,
 			      p->max_new)))
 		return rc;
-	if ((rc = stop_init(&stp.ss, &p->stop, p->n)))
+	if ((rc = p->vote == SC_VOTE_CONFIDENCE
+			  ? stop_init_weighted(&stp.ss, &p->stop, p->n)
+			  : stop_init(&stp.ss, &p->stop, p->n)))
 		return rc;
 	out->samples = calloc((size_t)p->n, sizeof(sc_sample));
 	root_logits = malloc((size_t)e->m->cfg.vocab * sizeof(float));
 	answers = calloc((size_t)p->n, sizeof(*answers));
-	if (!out->samples || !root_logits || !answers) {
+	weights = calloc((size_t)p->n, sizeof(*weights));
+	if (!out->samples || !root_logits || !answers || !weights) {
 		rc = qerr_fail(QERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -588,10 +648,14 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	}
 	out->n = k;
 	stop_report(p, &stp, out);
-	for (int s = 0; s < k; s++)
+	for (int s = 0; s < k; s++) {
 		answers[s] = out->samples[s].has_answer ? out->samples[s].answer
 							: NULL;
-	if ((rc = vote_tally(answers, (size_t)k, &out->vote)))
+		weights[s] = out->samples[s].weight;
+	}
+	if ((rc = vote_tally_weighted(answers, p->vote == SC_VOTE_CONFIDENCE
+						       ? weights : NULL,
+				      (size_t)k, &out->vote)))
 		goto out;
 	{
 		const kv_params *kp = kv_pool_params(e->pool);
@@ -607,6 +671,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	out->stats.cow_blocks = st1.cow - st0.cow;
 out:
 	stop_fini(&stp.ss);
+	free(weights);
 	free(answers);
 	free(root_logits);
 	if (rc)

@@ -33,6 +33,11 @@
 
 enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
 enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1 };
+enum sc_vote { SC_VOTE_MAJORITY = 0, SC_VOTE_CONFIDENCE = 1 };
+
+/* Tokens per confidence window when sc_params.conf_window is 0. */
+#define SC_CONF_WINDOW_DEFAULT 16
+#define SC_CONF_WINDOW_MAX 4096
 
 typedef struct {
 	const char *pool_name;/* NULL: anonymous pool sized per request; else
@@ -56,6 +61,9 @@ typedef struct {
 	int mode;             /* enum sc_mode */
 	int ignore_eos;
 	stop_rule stop;       /* early stopping (zero: none; see stop.h) */
+	int vote;             /* enum sc_vote (zero: majority) */
+	int conf_window;      /* tokens per group-confidence window (0:
+			       * SC_CONF_WINDOW_DEFAULT) */
 } sc_params;
 
 typedef struct {
@@ -66,6 +74,18 @@ typedef struct {
 	int finish;           /* enum sc_finish */
 	int has_answer;
 	char answer[VOTE_ANSWER_MAX];
+	/* CONFIDENCE, from the log-probabilities of the tokens the sampler
+	 * drew (samp_sample_lp; end token included), each rounded toward 0
+	 * to a multiple of 2^-32 nats so that every sum is an exact integer:
+	 * the same bits on every ISA. */
+	double mean_logprob;   /* over the sample's drawn tokens */
+	double group_conf;     /* DeepConf's lowest group confidence: the
+				* least mean log-probability over a window of
+				* conf_window consecutive tokens (the mean of
+				* all when shorter) */
+	uint64_t weight;       /* its weight in a confidence vote:
+				* exp(group_conf) in units of 2^-32
+				* (kern_expf), in [0, STOP_WEIGHT_ONE] */
 } sc_sample;
 
 typedef struct {

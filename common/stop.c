@@ -145,6 +145,7 @@ int stop_init(stop_state *s, const stop_rule *r, int n)
 		return qerr_fail(QERR_RANGE, "stop: budget %d < 1", n);
 	s->rule = *r;
 	s->n = n;
+	s->unit = 1;
 	/* a power of two >= n / 2 buckets (at most n distinct answers) */
 	s->n_head = 16;
 	while (s->n_head < (uint32_t)n / 2 && s->n_head < 1u << 16)
@@ -154,6 +155,15 @@ int stop_init(stop_state *s, const stop_rule *r, int n)
 	for (uint32_t i = 0; i < s->n_head; i++)
 		s->head[i] = STOP_NIL;
 	return QERR_OK;
+}
+
+int stop_init_weighted(stop_state *s, const stop_rule *r, int n)
+{
+	int rc = stop_init(s, r, n);
+
+	if (!rc)
+		s->unit = STOP_WEIGHT_ONE;
+	return rc;
 }
 
 void stop_fini(stop_state *s)
@@ -199,24 +209,27 @@ static int32_t entry_of(stop_state *s, const char *a)
 	if (!(e->answer = strdup(a)))
 		return -1;
 	e->count = 0;
+	e->mass = 0;
 	e->first = (uint32_t)s->k;
 	e->next = s->head[h];
 	s->head[h] = s->n_e;
 	return (int32_t)s->n_e++;
 }
 
-/* Entry x ranks before y in vote_tally's order (count desc, first asc). */
+/* Entry x ranks before y in the vote's order (mass desc, first asc;
+ * mass is the count for vote_tally). */
 static int stronger(const stop_state *s, int32_t x, int32_t y)
 {
 	const stop_entry *a = &s->e[x], *b = &s->e[y];
 
-	return a->count > b->count ||
-	       (a->count == b->count && a->first < b->first);
+	return a->mass > b->mass ||
+	       (a->mass == b->mass && a->first < b->first);
 }
 
+/* Masses stay below n * 2^32 <= 2^49: no sum here overflows. */
 static int exact_safe(const stop_state *s)
 {
-	uint32_t r = (uint32_t)(s->n - s->k), a;
+	uint64_t r = (uint64_t)(s->n - s->k) * s->unit, a;
 	const stop_entry *l, *c;
 
 	if (r == 0)
@@ -224,25 +237,33 @@ static int exact_safe(const stop_state *s)
 	if (s->leader < 0)
 		return 0;
 	l = &s->e[s->leader];
-	a = l->count;
-	if (a < r)
+	a = l->mass;
+	if (a < r || a == 0)
 		return 0; /* an unseen answer could take all r (a tie loses) */
 	if (s->second < 0)
 		return 1;
 	c = &s->e[s->second];
-	return a > c->count + r || (a == c->count + r && l->first < c->first);
+	return a > c->mass + r || (a == c->mass + r && l->first < c->first);
 }
 
 int stop_push(stop_state *s, const char *answer)
+{
+	return stop_push_w(s, answer, 1);
+}
+
+int stop_push_w(stop_state *s, const char *answer, uint64_t weight)
 {
 	int32_t x = -1;
 
 	if (s->fired || s->k >= s->n)
 		return -qerr_fail(QERR_ARG, "stop: push past the decision");
+	if (weight > s->unit)
+		return -qerr_fail(QERR_ARG, "stop: weight above the unit");
 	if (answer && *answer) {
 		if ((x = entry_of(s, answer)) < 0)
 			return -qerr_fail(QERR_NOMEM, "stop: out of memory");
 		s->e[x].count++;
+		s->e[x].mass += s->unit == 1 ? 1 : weight;
 		/* keep leader and runner-up: only x grew */
 		if (x != s->leader) {
 			if (s->leader < 0 || stronger(s, x, s->leader)) {

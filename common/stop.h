@@ -81,9 +81,14 @@ double stop_beta_posterior(uint32_t a, uint32_t b);
  * answers equal); n for none. */
 int stop_min_prefix(const stop_rule *r, int n);
 
+/* A weighted vote's unit: a sample's weight is in [0, STOP_WEIGHT_ONE]
+ * (fixed point, 2^-32), so sums are exact integers. */
+#define STOP_WEIGHT_ONE (1ull << 32)
+
 /* One request's decision state. */
 typedef struct stop_entry {
 	char *answer;        /* owned */
+	uint64_t mass;       /* count, or the sum of weights */
 	uint32_t count;
 	uint32_t first;      /* lowest sample index with it */
 	uint32_t next;       /* hash chain, UINT32_MAX ends */
@@ -102,10 +107,22 @@ typedef struct stop_state {
 	int32_t last;        /* entry of sample k-1; -1 no answer */
 	int run;             /* samples ending at k-1 with entry `last` */
 	double posterior;    /* beta: at the last push (0 until a leader) */
+	uint64_t unit;       /* the most one sample can add to a mass */
 } stop_state;
 
 /* QERR_OK, QERR_RANGE (bad rule, n < 1), QERR_NOMEM. */
 int stop_init(stop_state *s, const stop_rule *r, int n);
+/*
+ * As stop_init for a WEIGHTED vote (vote_tally_weighted: masses are sums
+ * of weights in [0, STOP_WEIGHT_ONE], the leader the largest mass, ties to
+ * the lowest first index): exact then stops when no assignment of the r
+ * outstanding samples, each adding at most STOP_WEIGHT_ONE, can change the
+ * weighted winner; beta and window look at the counts of the two leading
+ * entries / at agreement as before.
+ */
+int stop_init_weighted(stop_state *s, const stop_rule *r, int n);
+/* stop_push with the sample's weight (weighted states; 1 otherwise). */
+int stop_push_w(stop_state *s, const char *answer, uint64_t weight);
 void stop_fini(stop_state *s);
 /*
  * Pushes the answer of sample s->k (NULL or "" = no answer). Returns 1 if

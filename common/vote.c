@@ -313,13 +313,20 @@ static int entry_cmp(const void *pa, const void *pb)
 {
 	const vote_entry *a = pa, *b = pb;
 
-	if (a->count != b->count)
-		return a->count > b->count ? -1 : 1;
+	/* the weight is the count when unweighted */
+	if (a->weight != b->weight)
+		return a->weight > b->weight ? -1 : 1;
 	return (a->first_index > b->first_index) -
 	       (a->first_index < b->first_index);
 }
 
 int vote_tally(const char *const *answers, size_t n, vote_result *out)
+{
+	return vote_tally_weighted(answers, NULL, n, out);
+}
+
+int vote_tally_weighted(const char *const *answers, const uint64_t *weights,
+			size_t n, vote_result *out)
 {
 	struct vote_item *it = NULL;
 	size_t m = 0, g = 0, pool = 0, off = 0;
@@ -362,10 +369,11 @@ int vote_tally(const char *const *answers, size_t n, vote_result *out)
 
 			memcpy(strs + off, it[i].s, l);
 			out->entries[g++] = (vote_entry){strs + off, 0,
-							 it[i].i};
+							 it[i].i, 0};
 			off += l;
 		}
 		out->entries[g - 1].count++;
+		out->entries[g - 1].weight += weights ? weights[it[i].i] : 1;
 	}
 	qsort(out->entries, g, sizeof(*out->entries), entry_cmp);
 	out->n_entries = g;

@@ -61,6 +61,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A good cap for vote_extract (answers longer than cap-1 are dropped). */
 #define VOTE_ANSWER_MAX 256
@@ -91,6 +92,7 @@ typedef struct vote_entry {
 	const char *answer; /* owned by the vote_result */
 	size_t count;       /* samples that gave it */
 	size_t first_index; /* lowest sample index that gave it */
+	uint64_t weight;    /* sum of its samples' weights (count unweighted) */
 } vote_entry;
 
 typedef struct vote_result {
@@ -108,6 +110,16 @@ typedef struct vote_result {
  * (then *out is empty and safe to fini).
  */
 int vote_tally(const char *const *answers, size_t n, vote_result *out);
+
+/*
+ * The confidence-weighted vote: as vote_tally, each answer scoring the sum
+ * of its samples' weights (integers, e.g. fixed point: sums are exact and
+ * order-free). Entries are sorted by weight descending, then first index
+ * ascending (the count does not rank); the winner is entries[0]. A sample
+ * with weight 0 and an answer is a voter of weight 0.
+ */
+int vote_tally_weighted(const char *const *answers, const uint64_t *weights,
+			size_t n, vote_result *out);
 
 /* Frees what vote_tally allocated and zeroes *r (winner = VOTE_NONE). */
 void vote_result_fini(vote_result *r);

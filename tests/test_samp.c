@@ -525,6 +525,112 @@ static void golden(void **state)
 }
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+/*
+ * LOG-PROBABILITY: our ln agrees with libm's log to ~1 ulp over the whole
+ * weight range; samp_sample_lp draws exactly samp_sample's tokens, gives
+ * ln(p) of the drawn token under the temperature/top-k distribution
+ * (checked against a softmax in double), the same bits on every ISA, and
+ * 0 for greedy.
+ */
+static void logprob(void **state)
+{
+	enum { V = 3000, L = 40 };
+	static const samp_params ps[] = {
+		{1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {0.7f, 0, 0.9f},
+		{0.8f, 100, 0.95f},
+	};
+	static const uint64_t z = 1ull << 40;
+	float *l = malloc(V * sizeof(float));
+	int saved = kern_isa();
+	samp *s;
+
+	(void)state;
+	{
+		double worst = 0;
+
+		for (uint64_t q = 1; q <= z; q = q * 3 + 1) {
+			double d = fabs(samp_logprob_of(q, z) -
+					(log((double)q) - log((double)z)));
+
+			worst = d > worst ? d : worst;
+		}
+		for (uint64_t q = 1; q < 1ull << 62; q = q * 5 + 3) {
+			double d = fabs(samp_logprob_of(q, 1) - log((double)q));
+
+			worst = d > worst ? d : worst;
+		}
+		printf("  ln: largest difference to libm %.3g\n", worst);
+		assert_true(worst < 1e-13);
+	}
+	assert_true(samp_logprob_of(z, z) == 0.0);
+	assert_true(samp_logprob_of(0, z) == 0.0);
+	assert_int_equal(samp_new(V, &s), QERR_OK);
+	for (size_t k = 0; k < N_OF(ps); k++) {
+		samp_rng r1, r2;
+		double ref[L];
+		int prev = 0;
+
+		samp_rng_seed(&r1, 4, 2);
+		samp_rng_seed(&r2, 4, 2);
+		for (int t = 0; t < L; t++) {
+			int a, b;
+			double lp, m = -INFINITY, zz = 0;
+
+			fill_logits(l, V, (uint64_t)prev * 31 + (uint64_t)t,
+				    12.0f);
+			assert_int_equal(samp_sample(s, &ps[k], l, &r1, &a), 0);
+			assert_int_equal(samp_sample_lp(s, &ps[k], l, &r2, &b,
+							&lp), 0);
+			assert_int_equal(a, b);
+			assert_true(lp <= 0.0);
+			if (ps[k].top_k == 0) { /* softmax over all, in double */
+				for (int i = 0; i < V; i++)
+					m = l[i] > m ? l[i] : m;
+				for (int i = 0; i < V; i++)
+					zz += exp((l[i] - m) / ps[k].temperature);
+				if (fabs(lp - ((l[b] - m) / ps[k].temperature -
+					       log(zz))) > 1e-4)
+					fail_msg("params %zu token %d: ln p %g vs "
+						 "%g", k, t, lp,
+						 (l[b] - m) / ps[k].temperature -
+							 log(zz));
+			}
+			ref[t] = lp;
+			prev = b;
+		}
+		/* the same bits on every ISA */
+		for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_AVX512; isa++) {
+			if (kern_set_isa(isa) != QERR_OK)
+				continue;
+			samp_rng_seed(&r2, 4, 2);
+			prev = 0;
+			for (int t = 0; t < L; t++) {
+				int b;
+				double lp;
+
+				fill_logits(l, V, (uint64_t)prev * 31 +
+						      (uint64_t)t, 12.0f);
+				assert_int_equal(samp_sample_lp(s, &ps[k], l,
+								&r2, &b, &lp),
+						 0);
+				assert_memory_equal(&lp, &ref[t], sizeof(lp));
+				prev = b;
+			}
+		}
+		kern_set_isa(saved);
+	}
+	{
+		samp_params g = {0.0f, 0, 1.0f};
+		int b;
+		double lp = 1;
+
+		assert_int_equal(samp_sample_lp(s, &g, l, NULL, &b, &lp), 0);
+		assert_true(lp == 0.0);
+	}
+	samp_free(&s);
+	free(l);
+}
+
 
 int main(void)
 {
@@ -551,5 +657,6 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(same_seed_same_sequence);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(isa_invariance);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(golden);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(logprob);
 	return _cmocka_run_group_tests("samp", t, n, NULL, NULL);
 }

@@ -107,7 +107,11 @@ static void assert_prefix_of(const sc_result *r, const sc_result *ref,
 		    memcmp(x->text, y->text, x->len) ||
 		    x->n_tokens != y->n_tokens || x->finish != y->finish ||
 		    x->has_answer != y->has_answer ||
-		    strcmp(x->answer, y->answer))
+		    strcmp(x->answer, y->answer) ||
+		    memcmp(&x->mean_logprob, &y->mean_logprob,
+			   sizeof(double)) ||
+		    memcmp(&x->group_conf, &y->group_conf, sizeof(double)) ||
+		    x->weight != y->weight)
 			fail_msg("%s: sample %d differs", what, i);
 	}
 }
@@ -265,11 +269,61 @@ static void test_rules_deterministic(void **state)
 	assert_true(cancelled > 0);
 }
 
+/* Confidence voting: exact (over weights) gives the weighted answer of
+ * all N; the weights are positive and at most 1; a weight-free vote of
+ * the same samples is the majority one. */
+static void test_confidence_vote(void **state)
+{
+	static const int ns[] = {3, 6, 16};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *e;
+	int stopped = 0, differ = 0, runs = 0;
+
+	(void)state;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	for (int q = 0; q < N_PROBLEMS; q++)
+		for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+			sc_params pn = params(ns[ni], 3, 1.2f, "none");
+			sc_params px = params(ns[ni], 3, 1.2f, "exact");
+			sc_params pm = params(ns[ni], 3, 1.2f, "none");
+			sc_result rn, rx, rm;
+
+			pn.vote = px.vote = SC_VOTE_CONFIDENCE;
+			run(e, q, &pn, &rn);
+			run(e, q, &px, &rx);
+			run(e, q, &pm, &rm);
+			assert_prefix_of(&rx, &rn, "confidence exact");
+			assert_prefix_of(&rm, &rn, "majority vs confidence");
+			if (strcmp(winner(&rn), winner(&rx)))
+				fail_msg("q %d N %d: weighted exact says %s, "
+					 "all N say %s", q, ns[ni], winner(&rx),
+					 winner(&rn));
+			for (int i = 0; i < rn.n; i++) {
+				assert_true(rn.samples[i].weight > 0);
+				assert_true(rn.samples[i].weight <=
+					    STOP_WEIGHT_ONE);
+				assert_true(rn.samples[i].group_conf <= 0 &&
+					    rn.samples[i].mean_logprob <= 0);
+			}
+			stopped += rx.n < ns[ni];
+			differ += strcmp(winner(&rn), winner(&rm)) != 0;
+			runs++;
+			sc_result_fini(&rn);
+			sc_result_fini(&rx);
+			sc_result_fini(&rm);
+		}
+	printf("  %d requests: weighted exact stopped %d early; confidence "
+	       "and majority disagree on %d\n", runs, stopped, differ);
+	assert_true(stopped > 0);
+	sc_engine_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_equals_none),
 		cmocka_unit_test(test_rules_deterministic),
+		cmocka_unit_test(test_confidence_vote),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -175,6 +175,108 @@ static void test_exact_exhaustive(void **state)
 	}
 }
 
+/* The weighted winner of answers ans[0..n) ('A'..'D', '.' none) with
+ * weights w: largest mass, ties to the lowest first index (0: none). */
+static char wwinner(const char *ans, const uint64_t *w, int n)
+{
+	uint64_t mass[4] = {0};
+	int first[4] = {-1, -1, -1, -1}, best = -1;
+
+	for (int i = 0; i < n; i++) {
+		int a = ans[i] - 'A';
+
+		if (ans[i] == '.')
+			continue;
+		mass[a] += w[i];
+		if (first[a] < 0)
+			first[a] = i;
+	}
+	for (int a = 0; a < 4; a++)
+		if (first[a] >= 0 &&
+		    (best < 0 || mass[a] > mass[best] ||
+		     (mass[a] == mass[best] && first[a] < first[best])))
+			best = a;
+	return best < 0 ? 0 : (char)('A' + best);
+}
+
+/* Weighted exact: every sequence over {A, B, none} x weights {0, 1/2, 1}
+ * for n = 1..4 — it stops exactly when no completion (answers A..D or
+ * none, any of those weights) changes the weighted winner; the local
+ * winner agrees with vote_tally_weighted. */
+static void test_exact_weighted_exhaustive(void **state)
+{
+	static const char alpha[] = "AB.", more[] = "ABCD.";
+	static const uint64_t wv[3] = {0, STOP_WEIGHT_ONE / 2,
+				       STOP_WEIGHT_ONE};
+
+	(void)state;
+	for (int n = 1; n <= 4; n++) {
+		long total = 1;
+
+		for (int i = 0; i < n; i++)
+			total *= 9;
+		for (long code = 0; code < total; code++) {
+			char ans[5] = {0};
+			uint64_t w[5] = {0};
+			stop_rule r = {STOP_EXACT, 0.95, 4};
+			stop_state s;
+			long c = code;
+
+			for (int i = 0; i < n; i++, c /= 9) {
+				ans[i] = alpha[c % 3];
+				w[i] = wv[(c / 3) % 3];
+			}
+			{
+				const char *a[4];
+				char one[4][2];
+				vote_result vr;
+
+				for (int i = 0; i < n; i++) {
+					one[i][0] = ans[i] == '.' ? 0 : ans[i];
+					one[i][1] = 0;
+					a[i] = one[i];
+				}
+				assert_int_equal(vote_tally_weighted(
+					a, w, (size_t)n, &vr), 0);
+				assert_int_equal(vr.winner == VOTE_NONE
+						 ? 0 : vr.entries[0].answer[0],
+						 wwinner(ans, w, n));
+				vote_result_fini(&vr);
+			}
+			assert_int_equal(stop_init_weighted(&s, &r, n), 0);
+			for (int k = 1; k <= n; k++) {
+				char a[2] = {ans[k - 1] == '.' ? 0 : ans[k - 1], 0};
+				int d = stop_push_w(&s, a, w[k - 1]), same = 1;
+				char win = wwinner(ans, w, k);
+				long m = 1;
+
+				for (int i = k; i < n; i++)
+					m *= 15;
+				for (long cc = 0; cc < m && same; cc++) {
+					char full[5];
+					uint64_t fw[5];
+					long x = cc;
+
+					memcpy(full, ans, (size_t)k);
+					memcpy(fw, w, sizeof(fw));
+					for (int i = k; i < n; i++, x /= 15) {
+						full[i] = more[x % 5];
+						fw[i] = wv[(x / 5) % 3];
+					}
+					same = wwinner(full, fw, n) == win;
+				}
+				if (d != same)
+					fail_msg("n %d, %.*s: weighted exact says "
+						 "%d, completions say %d", n, k,
+						 ans, d, same);
+				if (d)
+					break;
+			}
+			stop_fini(&s);
+		}
+	}
+}
+
 static void test_beta_posterior(void **state)
 {
 	static const struct {
@@ -274,6 +376,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_exact_exhaustive),
+		cmocka_unit_test(test_exact_weighted_exhaustive),
 		cmocka_unit_test(test_beta_posterior),
 		cmocka_unit_test(test_min_prefix_and_names),
 		cmocka_unit_test(test_many_answers),

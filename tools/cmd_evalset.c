@@ -53,6 +53,9 @@ static void help(void)
 	       "                        (default) | beta[:T] | window[:W], as\n"
 	       "                        `quorum run`; the single-sample columns\n"
 	       "                        count the samples each request reported\n"
+	       "  --vote V              majority (default) | confidence\n"
+	       "                        (in-process; as `quorum run`)\n"
+	       "  --conf-window W       tokens per confidence window (default 16)\n"
 	       "  --limit K             only the first K problems\n"
 	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
 	       "  --temperature T       0 = greedy (default 0.7)\n"
@@ -422,6 +425,9 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 				    json_integer(v->p.max_new));
 		json_object_set_new(o, "stop", json_string(stop_name(
 			&v->p.stop, sname, sizeof(sname))));
+		json_object_set_new(o, "vote", json_string(
+			v->p.vote == SC_VOTE_CONFIDENCE ? "confidence"
+							: "majority"));
 		json_object_set_new(o, "results", a);
 		char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
@@ -432,10 +438,12 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		return;
 	}
 	printf("set %s: %zu problems; %s; temperature %g, top-k %d, top-p %g, "
-	       "seed %llu, stop %s\n", file, k ? rows[0].problems : 0,
-	       v->mpath ? v->mpath : v->endpoint, v->p.sp.temperature,
-	       v->p.sp.top_k, v->p.sp.top_p, (unsigned long long)v->p.seed,
-	       stop_name(&v->p.stop, sname, sizeof(sname)));
+	       "seed %llu, stop %s, vote %s\n", file,
+	       k ? rows[0].problems : 0, v->mpath ? v->mpath : v->endpoint,
+	       v->p.sp.temperature, v->p.sp.top_k, v->p.sp.top_p,
+	       (unsigned long long)v->p.seed,
+	       stop_name(&v->p.stop, sname, sizeof(sname)),
+	       v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority");
 	printf("%6s  %9s  %9s  %9s  %8s  %10s  %10s  %8s\n", "N", "majority",
 	       "single", "no answer", "samples", "tokens", "generated",
 	       "wall s");
@@ -465,6 +473,8 @@ int cmd_evalset(int argc, char **argv)
 		{"file", required_argument, 0, 'f'},
 		{"prefix", no_argument, 0, 'P'},
 		{"stop", required_argument, 0, 'R'},
+		{"vote", required_argument, 0, 'V'},
+		{"conf-window", required_argument, 0, 'w'},
 		{"limit", required_argument, 0, 'l'},
 		{"seed", required_argument, 0, 'S'},
 		{"temperature", required_argument, 0, 'T'},
@@ -514,6 +524,22 @@ int cmd_evalset(int argc, char **argv)
 		case 'n':
 			if (parse_ns(optarg, ns, &k))
 				return 2;
+			break;
+		case 'V':
+			if (!strcmp(optarg, "majority"))
+				v.p.vote = SC_VOTE_MAJORITY;
+			else if (!strcmp(optarg, "confidence"))
+				v.p.vote = SC_VOTE_CONFIDENCE;
+			else
+				return cli_usage_error("eval-set", "unknown vote "
+						       "'%s' (majority, "
+						       "confidence)", optarg);
+			break;
+		case 'w':
+			if (cli_long("eval-set", "--conf-window", optarg, 1,
+				     SC_CONF_WINDOW_MAX, &lv))
+				return 2;
+			v.p.conf_window = (int)lv;
 			break;
 		case 'W':
 			if (cli_long("eval-set", "--timeout", optarg, 1, 86400,
@@ -587,6 +613,12 @@ int cmd_evalset(int argc, char **argv)
 		return cli_usage_error("eval-set", "--prefix scores smaller N on "
 				       "the first samples of the largest: it "
 				       "needs --stop none");
+	if (prefix && v.p.vote != SC_VOTE_MAJORITY)
+		return cli_usage_error("eval-set", "--prefix recounts majority "
+				       "votes: it needs --vote majority");
+	if (v.endpoint && v.p.vote != SC_VOTE_MAJORITY)
+		return cli_usage_error("eval-set", "--vote confidence with "
+				       "--endpoint is not supported yet");
 	if (v.endpoint && v.p.stop.kind != STOP_NONE)
 		return cli_usage_error("eval-set", "--stop with --endpoint is "
 				       "not supported yet (the cluster runs "

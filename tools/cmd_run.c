@@ -36,6 +36,11 @@ static void help(void)
 	       "                        answer as all N) | beta[:T] (Beta\n"
 	       "                        posterior >= T, default 0.95) |\n"
 	       "                        window[:W] (W in a row agree, default 4)\n"
+	       "  --vote V              majority (default) | confidence: each\n"
+	       "                        sample weighs exp(its lowest group\n"
+	       "                        confidence)\n"
+	       "  --conf-window W       tokens per group-confidence window\n"
+	       "                        (default 16)\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
 	       "                        final answer in \\boxed{}; '' for none)\n"
 	       "  --template NAME       chat template instead of the one the\n"
@@ -149,11 +154,16 @@ static void print_json(const model *m, const char *mpath,
 	for (size_t i = 0; i < r->vote.n_entries; i++) {
 		const vote_entry *v = &r->vote.entries[i];
 
-		json_array_append_new(votes, json_pack(
+		json_t *jv = json_pack(
 			"{s:o, s:I, s:I}", "answer",
 			client_text(v->answer, strlen(v->answer)), "count",
 			(json_int_t)v->count, "first_index",
-			(json_int_t)v->first_index));
+			(json_int_t)v->first_index);
+
+		if (p->vote == SC_VOTE_CONFIDENCE)
+			json_object_set_new(jv, "weight",
+					    json_real((double)v->weight / 0x1p32));
+		json_array_append_new(votes, jv);
 	}
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
@@ -170,6 +180,10 @@ static void print_json(const model *m, const char *mpath,
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer",
 					    json_string(no_answer_why(x)));
+		json_object_set_new(js, "mean_logprob",
+				    json_real(x->mean_logprob));
+		json_object_set_new(js, "group_confidence",
+				    json_real(x->group_conf));
 		json_array_append_new(smp, js);
 	}
 	json_object_set_new(o, "answer",
@@ -188,6 +202,10 @@ static void print_json(const model *m, const char *mpath,
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
 	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
 	json_object_set_new(o, "stop", stop_json(r));
+	json_object_set_new(o, "vote", json_string(
+		p->vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority"));
+	json_object_set_new(o, "conf_window", json_integer(
+		p->conf_window ? p->conf_window : SC_CONF_WINDOW_DEFAULT));
 	json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
 	json_object_set_new(o, "temperature", json_real(p->sp.temperature));
 	json_object_set_new(o, "top_k", json_integer(p->sp.top_k));
@@ -226,10 +244,15 @@ static void print_text(const model *m, const prompt_style *ps,
 		       r->vote.entries[0].answer, r->vote.entries[0].count,
 		       r->n);
 	print_stop(r);
-	printf("votes:\n");
-	for (size_t i = 0; i < r->vote.n_entries; i++)
-		printf("  %6zu  %s\n", r->vote.entries[i].count,
-		       r->vote.entries[i].answer);
+	printf("votes%s:\n", p->vote == SC_VOTE_CONFIDENCE
+				       ? " (count, confidence weight)" : "");
+	for (size_t i = 0; i < r->vote.n_entries; i++) {
+		printf("  %6zu  ", r->vote.entries[i].count);
+		if (p->vote == SC_VOTE_CONFIDENCE)
+			printf("%8.4f  ",
+			       (double)r->vote.entries[i].weight / 0x1p32);
+		printf("%s\n", r->vote.entries[i].answer);
+	}
 	if (r->vote.n_voters < (size_t)r->n)
 		printf("  %6zu  (no answer)\n", (size_t)r->n - r->vote.n_voters);
 	printf("samples:\n");
@@ -238,12 +261,16 @@ static void print_text(const model *m, const prompt_style *ps,
 
 		if (x->has_answer)
 			printf("--- sample %d: answer %s, %d tokens, finish "
-			       "%s\n", x->index, x->answer, x->n_tokens,
-			       sc_finish_name(x->finish));
+			       "%s, mean logprob %.4f, group confidence %.4f\n",
+			       x->index, x->answer, x->n_tokens,
+			       sc_finish_name(x->finish), x->mean_logprob,
+			       x->group_conf);
 		else
 			printf("--- sample %d: no answer (%s), %d tokens, "
-			       "finish %s\n", x->index, no_answer_why(x),
-			       x->n_tokens, sc_finish_name(x->finish));
+			       "finish %s, mean logprob %.4f, group confidence "
+			       "%.4f\n", x->index, no_answer_why(x),
+			       x->n_tokens, sc_finish_name(x->finish),
+			       x->mean_logprob, x->group_conf);
 		fwrite(x->text, 1, x->len, stdout);
 		printf("\n");
 	}
@@ -266,6 +293,8 @@ int cmd_run(int argc, char **argv)
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"mode", required_argument, 0, 'M'},
 		{"stop", required_argument, 0, 'P'},
+		{"vote", required_argument, 0, 'V'},
+		{"conf-window", required_argument, 0, 'W'},
 		{"system", required_argument, 0, 's'},
 		{"template", required_argument, 0, 't'},
 		{"think", required_argument, 0, 'H'},
@@ -357,6 +386,22 @@ int cmd_run(int argc, char **argv)
 			if (stop_parse(optarg, &p.stop))
 				return cli_usage_error("run", "%s",
 						       qerr_detail());
+			break;
+		case 'V':
+			if (!strcmp(optarg, "majority"))
+				p.vote = SC_VOTE_MAJORITY;
+			else if (!strcmp(optarg, "confidence"))
+				p.vote = SC_VOTE_CONFIDENCE;
+			else
+				return cli_usage_error("run", "unknown vote '%s' "
+						       "(majority, confidence)",
+						       optarg);
+			break;
+		case 'W':
+			if (cli_long("run", "--conf-window", optarg, 1,
+				     SC_CONF_WINDOW_MAX, &v))
+				return 2;
+			p.conf_window = (int)v;
 			break;
 		case 'j':
 			if (cli_long("run", "--threads", optarg, 1, 256, &v))
