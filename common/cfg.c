@@ -402,6 +402,7 @@ static const field fields[] = {
 	 F_XMIN},
 	FI(sampling, max_new_tokens, 1, INT_MAX),
 	{"sampling", "seed", F_U64, OFF(sampling.seed), 0, 0, 0, 0, 0},
+	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0, 0, 0},
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0, 0,
 	 0},
@@ -1154,6 +1155,10 @@ static int cross_checks(ctx *x)
 		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,
 			    "prompt.template: unknown template '%.64s' (known: "
 			    PROMPT_FAMILY_LIST ")", c->prompt.template_name);
+	if (c->sampling.stop_name &&
+	    stop_parse(c->sampling.stop_name, &x->c->sampling.stop))
+		return nerr(x, at(x, "sampling", "stop"), QERR_FORMAT,
+			    "sampling.stop: %s", qerr_detail());
 	if (c->prompt.think_name) {
 		if (!strcmp(c->prompt.think_name, "on"))
 			x->c->prompt.think = PROMPT_THINK_ON;
@@ -1333,6 +1338,7 @@ void cfg_free(cfg **pc)
 	free(c->prompt.system);
 	free(c->prompt.template_name);
 	free(c->prompt.think_name);
+	free(c->sampling.stop_name);
 	free(c->http.api_keys_file);
 	free(c->http.client_key_file);
 	free(c);
@@ -1597,9 +1603,11 @@ void cfg_dump(const cfg *c, FILE *f)
 	dump_float(f, c->sampling.temperature);
 	fprintf(f, "\n  top_k: %d\n  top_p: ", c->sampling.top_k);
 	dump_float(f, c->sampling.top_p);
-	fprintf(f, "\n  max_new_tokens: %d\n  seed: %llu\n",
+	fprintf(f, "\n  max_new_tokens: %d\n  seed: %llu\n  stop: ",
 		c->sampling.max_new_tokens,
 		(unsigned long long)c->sampling.seed);
+	dump_str(f, c->sampling.stop_name);
+	fputc('\n', f);
 	fputs("prompt:\n  system: ", f);
 	dump_str(f, c->prompt.system);
 	fputs("\n  template: ", f);

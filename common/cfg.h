@@ -77,6 +77,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stop.h"
+
 #define CFG_MAX_BYTES (1u << 20) /* larger files are refused unread */
 #define CFG_MAX_DEPTH 16         /* nested collections, the root is 1 */
 #define CFG_MAX_NODES 65536      /* YAML nodes (scalars + collections) */
@@ -146,6 +148,8 @@ typedef struct cfg_sampling {
 	float top_p;         /* 0.95; in (0, 1] */
 	int max_new_tokens;  /* 256; >= 1 */
 	uint64_t seed;       /* 0; 0..2^64-1 */
+	char *stop_name;     /* "stop:" as written; NULL = none */
+	stop_rule stop;      /* from it (stop.h); none by default */
 } cfg_sampling;
 
 typedef struct cfg_prompt {

@@ -73,6 +73,8 @@ void dispatch_req_free(sched *s, req *r)
 	free(r->fwd);
 	free(r->st);
 	free(r->lost);
+	free(r->begun);
+	stop_fini(&r->ss);
 	free(r->tokens);
 	free(r);
 }
@@ -157,9 +159,18 @@ static void split(sched *s, req *r)
 	int elig[MAX_WORKERS], ne = 0;
 	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS];
 	uint32_t pending = 0, next = 0, tail = sched_tail_blocks(s, r);
+	uint32_t flying = 0;
 
-	for (uint32_t i = 0; i < r->n; i++)
+	for (uint32_t i = 0; i < r->n; i++) {
 		pending += r->st[i] == S_PENDING;
+		flying += r->st[i] == S_ASSIGNED;
+	}
+	/* early stopping: at most r->width samples in flight, the lowest
+	 * pending indices first; none once the request is decided */
+	if (r->decided)
+		pending = 0;
+	else if (pending > r->width - (flying < r->width ? flying : r->width))
+		pending = r->width - (flying < r->width ? flying : r->width);
 	for (int i = 0; pending && i < s->n_workers; i++) {
 		if (!members_usable(s, i) || s->w[i].busy >= s->w[i].slots ||
 		    roots_transfer_failed(r->root, s->w[i].host))
@@ -203,6 +214,8 @@ static void split(sched *s, req *r)
 				while (r->st[next] != S_PENDING)
 					next++;
 				r->st[next] = S_ASSIGNED;
+				r->started += !r->begun[next];
+				r->begun[next] = 1;
 				j->idx[j->n++] = next;
 			}
 			w->busy += take;
@@ -290,8 +303,9 @@ void dispatch_pump(sched *s)
 		nx = r->next;
 		if (r->state != Q_DECODE)
 			continue;
-		if (r->n_done == r->n) {
-			/* finished once every job reported its stats */
+		if (r->n_done == r->n || r->decided) {
+			/* finished once every job reported its stats (a
+			 * decided request's cancelled jobs too) */
 			if (!r->jobs)
 				front_finish(s, r);
 			continue;
@@ -307,6 +321,50 @@ static job *job_of(req *r, uint32_t attempt, int wi)
 		    j->state == J_SENT)
 			return j;
 	return NULL;
+}
+
+/* Early stopping: pushes the samples that extend the finished prefix (in
+ * index order, whatever order they came in); when the rule decides, the
+ * jobs still running are cancelled (each by its attempt) and nothing more
+ * is assigned. Their JobDone (CANCELLED, with the tokens they spent) ends
+ * them; pump() then replies with samples 0..prefix-1. */
+static void advance(sched *s, req *r)
+{
+	while (!r->decided && r->prefix < r->n && r->st[r->prefix] == S_DONE) {
+		const Quorum__Sample *x = r->res[r->prefix]->sample->sample;
+		char a[VOTE_ANSWER_MAX];
+		int d;
+
+		a[0] = '\0';
+		if (x->has_answer && x->answer.len < sizeof(a)) {
+			memcpy(a, x->answer.data, x->answer.len);
+			a[x->answer.len] = '\0';
+		}
+		d = stop_push(&r->ss, a);
+		if (d < 0)
+			return; /* out of memory: decide at n as without a rule */
+		r->prefix++;
+		r->decided = d && r->ss.fired;
+	}
+	if (!r->decided)
+		return;
+	for (job *j = r->jobs, *nx; j; j = nx) {
+		nx = j->next;
+		if (j->state != J_SENT) {
+			dispatch_job_drop(s, r, j);
+		} else if (j->n_done < j->n) {
+			Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
+			Quorum__Cancel c = QUORUM__CANCEL__INIT;
+
+			c.request_id = r->rid;
+			c.has_attempt = 1;
+			c.attempt = j->attempt;
+			m.body_case = QUORUM__COORD_MSG__BODY_CANCEL;
+			m.cancel = &c;
+			r->messages++;
+			sched_send_worker(s, j->worker, &m);
+		}
+	}
 }
 
 /* Returns 1 when it kept wm. */
@@ -361,6 +419,7 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	j->n_done++;
 	if (s->w[wi].busy)
 		s->w[wi].busy--;
+	advance(s, r);
 	return 1; /* pump() finishes r when all is in */
 }
 
@@ -414,7 +473,9 @@ void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 	r->gen_tokens += x->generated_tokens;
 	if (x->decode_ms > r->decode_ms)
 		r->decode_ms = x->decode_ms;
-	if (x->status != QUORUM__STATUS__STATUS_OK) {
+	if (x->status != QUORUM__STATUS__STATUS_OK &&
+	    !(r->decided && x->status == QUORUM__STATUS__STATUS_CANCELLED)) {
+		/* (a decided request's cancels are ours: nothing to say) */
 		fprintf(stderr, "coordinator: worker %s: job of request %llu "
 			"failed: %s: %s\n", s->w[wi].id,
 			(unsigned long long)r->rid, wire_status_name(x->status),

@@ -38,19 +38,25 @@ void front_finish(sched *s, req *r)
 	Quorum__Answer a = QUORUM__ANSWER__INIT;
 	Quorum__Timings tm = QUORUM__TIMINGS__INIT;
 	Quorum__PrefixStats px = QUORUM__PREFIX_STATS__INIT;
+	Quorum__StopReport sr = QUORUM__STOP_REPORT__INIT;
+	/* samples 0..k-1: all n, or the prefix the stop rule decided at */
+	uint32_t k = r->decided ? r->prefix : r->n, finished = 0;
 	Quorum__Sample **smp = calloc(r->n, sizeof(*smp));
 	const char **ans = calloc(r->n, sizeof(*ans));
 	char **abuf = calloc(r->n, sizeof(*abuf));
 	Quorum__Vote *votes = NULL, **vp = NULL;
 	vote_result v = {0};
+	char rule[STOP_NAME_MAX];
+	uint64_t est;
 	int64_t now = sched_now(s);
 
 	if (!smp || !ans || !abuf)
 		goto nomem;
-	for (uint32_t i = 0; i < r->n; i++) {
+	for (uint32_t i = 0; i < k; i++) {
 		Quorum__Sample *x = r->res[i]->sample->sample;
 
 		smp[i] = x;
+		sr.tokens_reported += x->tokens + !strcmp(x->finish, "stop");
 		if (x->has_answer && x->answer.len) {
 			if (!(abuf[i] = malloc(x->answer.len + 1)))
 				goto nomem;
@@ -59,7 +65,7 @@ void front_finish(sched *s, req *r)
 			ans[i] = abuf[i];
 		}
 	}
-	if (vote_tally(ans, r->n, &v))
+	if (vote_tally(ans, k, &v))
 		goto nomem;
 	votes = calloc(v.n_entries ? v.n_entries : 1, sizeof(*votes));
 	vp = calloc(v.n_entries ? v.n_entries : 1, sizeof(*vp));
@@ -79,7 +85,7 @@ void front_finish(sched *s, req *r)
 	}
 	a.n_votes = v.n_entries;
 	a.votes = vp;
-	a.n_samples = r->n;
+	a.n_samples = k;
 	a.samples = smp;
 	a.n = r->n;
 	tm.has_queue_ms = tm.has_prefill_ms = tm.has_decode_ms = 1;
@@ -105,6 +111,34 @@ void front_finish(sched *s, req *r)
 	px.bytes_transferred = r->bytes_transferred;
 	px.prefills = (uint32_t)r->prefills;
 	a.prefix = &px;
+	for (uint32_t i = 0; i < r->n; i++)
+		finished += r->st[i] == S_DONE;
+	sr.rule = (char *)stop_name(&r->stop, rule, sizeof(rule));
+	sr.has_stopped_early = sr.has_budget = sr.has_reported = 1;
+	sr.has_started = sr.has_finished = sr.has_cancelled = 1;
+	sr.has_tokens_generated = sr.has_tokens_reported = 1;
+	sr.has_tokens_saved_est = sr.has_leader_count = 1;
+	sr.has_second_count = 1;
+	sr.stopped_early = r->ss.fired;
+	sr.budget = r->n;
+	sr.reported = k;
+	sr.started = r->started;
+	sr.finished = finished;
+	sr.cancelled = r->started - finished;
+	sr.tokens_generated = r->gen_tokens;
+	est = k ? sr.tokens_reported * r->n / k : 0;
+	sr.tokens_saved_est = est > r->gen_tokens ? est - r->gen_tokens : 0;
+	sr.leader_count = stop_leader_count(&r->ss);
+	sr.second_count = stop_second_count(&r->ss);
+	if (r->stop.kind == STOP_BETA) {
+		sr.has_posterior = 1;
+		sr.posterior = r->ss.posterior;
+	}
+	if (r->stop.kind == STOP_WINDOW) {
+		sr.has_agreeing_run = 1;
+		sr.agreeing_run = (uint32_t)r->ss.run;
+	}
+	a.stop = &sr;
 	rep.request_id = r->client_rid;
 	rep.status = QUORUM__STATUS__STATUS_OK;
 	rep.body_case = QUORUM__CLIENT_REPLY__BODY_ANSWER;
@@ -112,6 +146,7 @@ void front_finish(sched *s, req *r)
 	sched_send_client(s, r->cid, r->cid_len, &rep);
 	s->served++;
 	s->gen_tokens += r->gen_tokens;
+	s->tokens_saved += sr.tokens_saved_est;
 	s->decode_s += r->decode_ms / 1e3;
 	goto out;
 nomem:
@@ -189,6 +224,8 @@ static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
 			   : s->c->model.path;
 	cs.has_model_fingerprint = s->have_fingerprint;
 	cs.model_fingerprint = s->fingerprint;
+	cs.has_tokens_saved = 1;
+	cs.tokens_saved = s->tokens_saved;
 	r.request_id = rid;
 	r.status = QUORUM__STATUS__STATUS_OK;
 	r.body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
@@ -216,7 +253,13 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	r->max_new = p && p->has_max_new_tokens ? p->max_new_tokens
 						: (uint32_t)d->max_new_tokens;
 	r->ignore_eos = p && p->has_ignore_eos && p->ignore_eos;
+	r->stop = d->stop;
 	*err = NULL;
+	if (p && p->stop && stop_parse(p->stop, &r->stop)) {
+		*err = "unknown or bad stop rule (none, exact, beta[:T] with T "
+		       "in (0.5, 1), window[:W] with W in 1..65536)";
+		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	}
 	if (!a->question.len)
 		*err = "the question is empty";
 	else if (a->question.len > WIRE_QUESTION_MAX)
@@ -356,6 +399,8 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		goto refuse;
 	}
 	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
+	    !(r->begun = calloc(r->n, 1)) ||
+	    stop_init(&r->ss, &r->stop, (int)r->n) ||
 	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
 	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {
@@ -364,6 +409,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		goto refuse;
 	}
 	r->rid = ++s->next_id;
+	r->width = (uint32_t)stop_min_prefix(&r->stop, (int)r->n);
 	r->stream = cr->ask->has_stream && cr->ask->stream;
 	r->client_rid = cr->request_id;
 	memcpy(r->cid, m->id, m->id_len);
@@ -401,6 +447,8 @@ refuse:
 	free(r->fwd);
 	free(r->st);
 	free(r->lost);
+	free(r->begun);
+	stop_fini(&r->ss);
 	free(r->tokens);
 	free(r);
 }

@@ -22,6 +22,7 @@
 
 #include "proto/quorum.pb-c.h"
 #include "sched.h"
+#include "stop.h"
 
 #define MAX_WORKERS 1024
 #define ID_MAX WIRE_WORKER_ID_MAX
@@ -134,6 +135,14 @@ typedef struct req {
 	uint32_t max_new;
 	int ignore_eos;
 	int stream;             /* Ask.stream: forward samples as they come */
+	/* early stopping (stop.h): decided over samples in index order */
+	stop_rule stop;
+	stop_state ss;          /* initialized when the request is queued */
+	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
+	int decided;            /* the reply holds samples 0..prefix-1 */
+	uint32_t width;         /* samples in flight at most */
+	uint8_t *begun;         /* (n) ever assigned */
+	uint32_t started;       /* indices ever assigned */
 	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
@@ -173,7 +182,7 @@ struct sched {
 	uint64_t next_id;
 	int64_t hb_at;
 	/* status counters */
-	uint64_t served, failed, hits, misses, gen_tokens;
+	uint64_t served, failed, hits, misses, gen_tokens, tokens_saved;
 	uint64_t unroutable;    /* client replies that found no client */
 	double decode_s;
 	int64_t t_started;      /* sched_new */

@@ -529,6 +529,7 @@ static void test_usage_errors(void **state)
 		{"eval-set --file x.jsonl --model m --prefix --stop exact",
 		 "needs --stop none"},
 		{"run --model m --stop beta:1 q", "threshold 1 must be in (0.5, 1)"},
+		{"ask --stop median q", "unknown stop rule 'median'"},
 	};
 
 	(void)state;

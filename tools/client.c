@@ -353,6 +353,12 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 			"worker", opt_str(x->worker));
 
 		voters += x->has_answer;
+		if (x->has_mean_logprob)
+			json_object_set_new(js, "mean_logprob",
+					    json_real(x->mean_logprob));
+		if (x->has_group_confidence)
+			json_object_set_new(js, "group_confidence",
+					    json_real(x->group_confidence));
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer", json_string(
 				vote_no_answer_reason(
@@ -370,6 +376,30 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 			    p ? opt_int(p->has_prompt_tokens, p->prompt_tokens)
 			      : json_null());
 	json_object_set_new(o, "samples", smp);
+	if (a && a->stop) {
+		const Quorum__StopReport *x = a->stop;
+		json_t *so = json_pack(
+			"{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			"s:I, s:I}", "rule", x->rule, "stopped_early",
+			x->stopped_early, "budget", (json_int_t)x->budget,
+			"reported", (json_int_t)x->reported, "started",
+			(json_int_t)x->started, "finished",
+			(json_int_t)x->finished, "cancelled",
+			(json_int_t)x->cancelled, "tokens_generated",
+			(json_int_t)x->tokens_generated, "tokens_reported",
+			(json_int_t)x->tokens_reported, "tokens_saved_est",
+			(json_int_t)x->tokens_saved_est, "leader_count",
+			(json_int_t)x->leader_count, "second_count",
+			(json_int_t)x->second_count);
+
+		if (so && x->has_posterior)
+			json_object_set_new(so, "posterior",
+					    json_real(x->posterior));
+		if (so && x->has_agreeing_run)
+			json_object_set_new(so, "agreeing_run", json_integer(
+				x->agreeing_run));
+		json_object_set_new(o, "stop", so ? so : json_null());
+	}
 	dec_s = t && t->has_decode_ms ? t->decode_ms / 1e3 : 0;
 	json_object_set_new(o, "timings", !t ? json_null() : json_pack(
 		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
@@ -430,6 +460,8 @@ void client_cluster_json(json_t *o, const Quorum__ClusterStatus *s)
 			    opt_int(s->has_requests_failed, s->requests_failed));
 	json_object_set_new(o, "tokens_per_s",
 			    opt_real(s->has_tokens_per_s, s->tokens_per_s));
+	json_object_set_new(o, "tokens_saved",
+			    opt_int(s->has_tokens_saved, s->tokens_saved));
 	json_object_set_new(o, "prefix_hits",
 			    opt_int(s->has_prefix_hits, s->prefix_hits));
 	json_object_set_new(o, "prefix_misses",

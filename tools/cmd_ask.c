@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "client.h"
 #include "qerr.h"
+#include "stop.h"
 #include "qset.h"
 #include "vote.h"
 
@@ -48,6 +49,10 @@ static void help(void)
 	       "  --top-p P             1 = off\n"
 	       "  --max-new-tokens K    per sample\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
+	       "  --stop RULE           early stopping: none | exact | beta[:T] |\n"
+	       "                        window[:W] (default: the cluster's\n"
+	       "                        sampling.stop); the reply holds the\n"
+	       "                        samples it decided over\n"
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
@@ -126,7 +131,7 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
-	    o->sp.has_ignore_eos)
+	    o->sp.has_ignore_eos || o->sp.stop)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -153,8 +158,25 @@ static void print_text(const Quorum__Answer *a)
 		       (const char *)a->votes[i]->answer.data);
 		voters += a->votes[i]->count;
 	}
-	if (voters < a->n)
-		printf("  %6zu  (no answer)\n", (size_t)a->n - voters);
+	if (voters < a->n_samples)
+		printf("  %6zu  (no answer)\n", a->n_samples - voters);
+	if (a->stop && a->stop->stopped_early) {
+		const Quorum__StopReport *x = a->stop;
+
+		printf("stop: %s fired after %u of %u samples (leader %u, "
+		       "runner-up %u", x->rule, x->reported, x->budget,
+		       x->leader_count, x->second_count);
+		if (x->has_posterior)
+			printf(", posterior %.6f", x->posterior);
+		if (x->has_agreeing_run)
+			printf(", last %u agree", x->agreeing_run);
+		printf("); %u started, %u cancelled, %u never started; ~%llu "
+		       "tokens saved\n", x->started, x->cancelled,
+		       x->budget - x->started,
+		       (unsigned long long)x->tokens_saved_est);
+	} else if (a->stop) {
+		printf("stop: %s: all %u samples ran\n", a->stop->rule, a->n);
+	}
 	printf("samples:\n");
 	for (size_t i = 0; i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];
@@ -569,6 +591,7 @@ int cmd_ask(int argc, char **argv)
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"ignore-eos", no_argument, 0, 'E'},
+		{"stop", required_argument, 0, 'R'},
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
 		{"server-key", required_argument, 0, 'K'},
@@ -611,6 +634,14 @@ int cmd_ask(int argc, char **argv)
 			o.sp.has_ignore_eos = 1;
 			o.sp.ignore_eos = 1;
 			break;
+		case 'R': {
+			stop_rule sr;
+
+			if (stop_parse(optarg, &sr))
+				return cli_usage_error("ask", "%s", qerr_detail());
+			o.sp.stop = optarg;
+			break;
+		}
 		case 'f': o.file = optarg; break;
 		case 'o': o.out = optarg; break;
 		case 'n':

@@ -49,8 +49,9 @@ static void help(void)
 	       "                        same numbers, since a sample's bytes never\n"
 	       "                        depend on N (wall times are then shared;\n"
 	       "                        needs --stop none, its default)\n"
-	       "  --stop RULE           early stopping (in-process): none | exact\n"
-	       "                        (default) | beta[:T] | window[:W], as\n"
+	       "  --stop RULE           early stopping: none | exact (default\n"
+	       "                        in-process; a cluster's own default\n"
+	       "                        otherwise) | beta[:T] | window[:W], as\n"
 	       "                        `quorum run`; the single-sample columns\n"
 	       "                        count the samples each request reported\n"
 	       "  --vote V              majority (default) | confidence\n"
@@ -104,6 +105,9 @@ typedef struct {
 	/* both */
 	sc_params p;
 	const char *system;
+	const char *stop_sent;   /* cluster: the rule asked for (NULL: the
+				  * cluster's default) */
+	char stop_buf[STOP_NAME_MAX];
 } evs;
 
 static double now_s(void)
@@ -204,6 +208,7 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	sp.top_k = (uint32_t)v->p.sp.top_k;
 	sp.top_p = v->p.sp.top_p;
 	sp.max_new_tokens = (uint32_t)v->p.max_new;
+	sp.stop = (char *)v->stop_sent;
 	ask.params = &sp;
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req.ask = &ask;
@@ -227,12 +232,15 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 		goto out;
 	}
 	a = r->answer;
-	if (a->n_samples != (size_t)n) {
+	/* all n, or the prefix its stop rule decided over */
+	if (a->n_samples != (size_t)n &&
+	    !(a->stop && a->stop->stopped_early && a->n_samples >= 1 &&
+	      a->n_samples < (size_t)n && a->stop->reported == a->n_samples)) {
 		rc = qerr_fail(QERR_FORMAT, "the cluster sent %zu samples for "
 			       "n = %d", a->n_samples, n);
 		goto out;
 	}
-	if ((rc = outcome_alloc(o, n)))
+	if ((rc = outcome_alloc(o, (int)a->n_samples)))
 		goto out;
 	if (a->has_answer) {
 		o->has_winner = 1;
@@ -242,7 +250,7 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	for (size_t i = 0; i < a->n_samples; i++) {
 		const Quorum__Sample *s = a->samples[i];
 
-		if (s->index >= (uint32_t)n) {
+		if (s->index >= (uint32_t)a->n_samples) {
 			rc = qerr_fail(QERR_FORMAT, "sample index %u out of "
 				       "range", s->index);
 			goto out;
@@ -423,8 +431,9 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_object_set_new(o, "top_p", jfloat(v->p.sp.top_p));
 		json_object_set_new(o, "max_new_tokens",
 				    json_integer(v->p.max_new));
-		json_object_set_new(o, "stop", json_string(stop_name(
-			&v->p.stop, sname, sizeof(sname))));
+		json_object_set_new(o, "stop", v->endpoint && !v->stop_sent
+				    ? json_null() : json_string(stop_name(
+					    &v->p.stop, sname, sizeof(sname))));
 		json_object_set_new(o, "vote", json_string(
 			v->p.vote == SC_VOTE_CONFIDENCE ? "confidence"
 							: "majority"));
@@ -442,7 +451,8 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 	       k ? rows[0].problems : 0, v->mpath ? v->mpath : v->endpoint,
 	       v->p.sp.temperature, v->p.sp.top_k, v->p.sp.top_p,
 	       (unsigned long long)v->p.seed,
-	       stop_name(&v->p.stop, sname, sizeof(sname)),
+	       v->endpoint && !v->stop_sent ? "(the cluster's)"
+		       : stop_name(&v->p.stop, sname, sizeof(sname)),
 	       v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority");
 	printf("%6s  %9s  %9s  %9s  %8s  %10s  %10s  %8s\n", "N", "majority",
 	       "single", "no answer", "samples", "tokens", "generated",
@@ -607,8 +617,11 @@ int cmd_evalset(int argc, char **argv)
 		return cli_usage_error("eval-set", "give exactly one of --model "
 				       "and --endpoint");
 	if (!stop_arg)
-		v.p.stop = prefix || v.endpoint ? (stop_rule){STOP_NONE, 0, 0}
-						: STOP_RULE_DEFAULT;
+		v.p.stop = prefix ? (stop_rule){STOP_NONE, 0, 0}
+				  : STOP_RULE_DEFAULT;
+	v.stop_sent = stop_arg || prefix ? stop_name(&v.p.stop, v.stop_buf,
+						     sizeof(v.stop_buf))
+					 : NULL;
 	if (prefix && v.p.stop.kind != STOP_NONE)
 		return cli_usage_error("eval-set", "--prefix scores smaller N on "
 				       "the first samples of the largest: it "
@@ -619,10 +632,6 @@ int cmd_evalset(int argc, char **argv)
 	if (v.endpoint && v.p.vote != SC_VOTE_MAJORITY)
 		return cli_usage_error("eval-set", "--vote confidence with "
 				       "--endpoint is not supported yet");
-	if (v.endpoint && v.p.stop.kind != STOP_NONE)
-		return cli_usage_error("eval-set", "--stop with --endpoint is "
-				       "not supported yet (the cluster runs "
-				       "all N)");
 	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
 		return 1;
 	if (limit >= 0 && (size_t)limit < n_items) {

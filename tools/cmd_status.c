@@ -67,6 +67,9 @@ static void print_text(const char *endpoint, const Quorum__ClusterStatus *s)
 	       (unsigned long long)s->requests_failed, s->tokens_per_s,
 	       (unsigned long long)s->prefix_hits,
 	       (unsigned long long)s->prefix_misses);
+	if (s->has_tokens_saved && s->tokens_saved)
+		printf("early stopping saved ~%llu tokens\n",
+		       (unsigned long long)s->tokens_saved);
 	if (s->has_replies_unroutable && s->replies_unroutable)
 		printf("replies to clients that were gone: %llu\n",
 		       (unsigned long long)s->replies_unroutable);

@@ -271,6 +271,9 @@ static int on_sample(void *ctx, const sc_sample *s)
 		x.answer.len = strlen(s->answer);
 	}
 	x.tokens = (uint32_t)s->n_tokens;
+	x.has_mean_logprob = x.has_group_confidence = 1;
+	x.mean_logprob = s->mean_logprob;
+	x.group_confidence = s->group_conf;
 	x.finish = (char *)sc_finish_name(s->finish);
 	x.text.data = (uint8_t *)s->text;
 	x.text.len = s->len;

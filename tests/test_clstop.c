@@ -1,0 +1,251 @@
+/*
+ * Early stopping in the cluster, on the shipped arithmetic model: under
+ * every rule the reply — which samples, their bytes, the answer, the vote
+ * and where the rule fired — is the in-process sc_run's with the same
+ * rule, with 1 worker and with 3; exact gives the answer of none; the
+ * coordinator cancels what it no longer needs (started < N or cancelled
+ * work reported) and `status` counts the tokens saved.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "clusterutil.h"
+#include "model.h"
+#include "prompt.h"
+#include "sc.h"
+#include "tok.h"
+
+#define N_Q 4
+#define N_BUDGET 16
+#define MAX_NEW 256
+#define SEED 5
+
+static char model_path[PATH_MAX];
+static model *m;
+static tok *t;
+static char *questions[N_Q];
+static const char *const rules[] = {"none", "exact", "beta", "window:2"};
+#define N_RULES 4
+static sc_result ref[N_RULES][N_Q];
+static cu_cluster cl;
+
+static void reference(const char *q, const char *rule, sc_result *out)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
+		       .max_new = MAX_NEW, .mode = SC_BATCHED};
+	sc_engine *e = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0;
+
+	ep.kv_dtype = KV_F32; /* as the test config's kv.dtype */
+	if (stop_parse(rule, &p.stop) || prompt_build(t, NULL, q, &ids, &n) ||
+	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n, &p, out))
+		fail_msg("reference: %s", qerr_detail());
+	sc_engine_free(&e);
+	free(ids);
+}
+
+static int group_setup(void **state)
+{
+	FILE *f;
+	char *line = NULL;
+	size_t cap = 0;
+	int i = 0;
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	if (cu_setup_paths("clstop") ||
+	    !realpath(tu_data("models/arith.gguf"), model_path))
+		return -1;
+	if (model_load(model_path, &m) || tok_load(m->gguf, &t)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		return -1;
+	}
+	if (!(f = fopen(tu_data("train/data/test.jsonl"), "r")))
+		return -1;
+	while (i < N_Q && getline(&line, &cap, f) > 0) {
+		json_t *o = json_loads(line, 0, NULL);
+		const char *q = o ? json_string_value(json_object_get(
+					    o, "question")) : NULL;
+
+		if (!q || !(questions[i] = strdup(q)))
+			return -1;
+		json_decref(o);
+		i++;
+	}
+	free(line);
+	fclose(f);
+	for (int r = 0; r < N_RULES; r++)
+		for (int q = 0; q < N_Q; q++)
+			reference(questions[q], rules[r], &ref[r][q]);
+	cu_zctx = zmq_ctx_new();
+	return cu_zctx ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	for (int r = 0; r < N_RULES; r++)
+		for (int q = 0; q < N_Q; q++)
+			sc_result_fini(&ref[r][q]);
+	for (int q = 0; q < N_Q; q++)
+		free(questions[q]);
+	if (cu_zctx)
+		zmq_ctx_shutdown(cu_zctx);
+	tok_free(&t);
+	model_free(&m);
+	rmdir(cu_tmpdir);
+	return 0;
+}
+
+static int test_teardown(void **state)
+{
+	(void)state;
+	cu_stop(&cl);
+	return 0;
+}
+
+/* The reply is the in-process result x, byte for byte. */
+static void check_reply(const Quorum__ClientReply *r, const sc_result *x,
+			const char *what)
+{
+	const Quorum__Answer *a;
+	const Quorum__StopReport *st;
+
+	if (!r)
+		fail_msg("%s: no reply", what);
+	if (r->status != QUORUM__STATUS__STATUS_OK)
+		fail_msg("%s: status %s: %s", what,
+			 wire_status_name(r->status), r->error ? r->error : "");
+	a = r->answer;
+	assert_int_equal(a->n, N_BUDGET);
+	if (a->n_samples != (size_t)x->n)
+		fail_msg("%s: %zu samples, in-process %d", what, a->n_samples,
+			 x->n);
+	for (int i = 0; i < x->n; i++) {
+		const Quorum__Sample *s = a->samples[i];
+		const sc_sample *y = &x->samples[i];
+
+		assert_int_equal(s->index, (uint32_t)i);
+		if (s->text.len != y->len || memcmp(s->text.data, y->text, y->len))
+			fail_msg("%s: sample %d text differs", what, i);
+		assert_int_equal(s->tokens, (uint32_t)y->n_tokens);
+		assert_int_equal(s->has_answer, y->has_answer);
+		assert_true(s->has_mean_logprob && s->has_group_confidence);
+		assert_memory_equal(&s->mean_logprob, &y->mean_logprob,
+				    sizeof(double));
+		assert_memory_equal(&s->group_confidence, &y->group_conf,
+				    sizeof(double));
+	}
+	assert_int_equal(a->has_answer, x->vote.winner != VOTE_NONE);
+	if (a->has_answer) {
+		const char *w = x->vote.entries[0].answer;
+
+		assert_int_equal(a->answer.len, strlen(w));
+		assert_memory_equal(a->answer.data, w, a->answer.len);
+		assert_int_equal(a->n_votes, x->vote.n_entries);
+	}
+	st = a->stop;
+	assert_non_null(st);
+	assert_int_equal(st->reported, (uint32_t)x->n);
+	assert_int_equal(st->stopped_early, x->stop.fired);
+	assert_int_equal(st->leader_count, x->stop.leader);
+	assert_int_equal(st->second_count, x->stop.second);
+	assert_int_equal(st->tokens_reported, x->stop.tokens_reported);
+	if (st->has_posterior)
+		assert_memory_equal(&st->posterior, &x->stop.posterior,
+				    sizeof(double));
+	assert_true(st->started <= N_BUDGET);
+	assert_int_equal(st->started, st->finished + st->cancelled);
+	assert_true(st->finished >= st->reported);
+	assert_true(st->tokens_generated >= st->tokens_reported);
+}
+
+static void run_rules(int workers)
+{
+	void *s;
+	int fired = 0;
+	uint64_t rid = 1;
+
+	{
+		cu_cfg k = cu_cfg_defaults(model_path);
+
+		k.local = workers;
+		k.threads = 1;
+		if (cu_start(&cl, &k))
+			fail_msg("coordinator does not start");
+	}
+	if (cu_wait_workers(&cl, workers, CU_WAIT_MS) < 0)
+		fail_msg("%d workers did not register", workers);
+	s = cu_client(&cl);
+	assert_non_null(s);
+	for (int r = 0; r < N_RULES; r++)
+		for (int q = 0; q < N_Q; q++) {
+			cu_ask o = {questions[q], N_BUDGET, SEED, 1.0f, 0.95f, 0,
+				    MAX_NEW, 0, 0, rules[r]};
+			Quorum__ClientReply *rep;
+			char what[96];
+
+			assert_int_equal(cu_ask_send(s, rid, &o), 0);
+			rep = cu_recv_live(&cl, s, CU_WAIT_MS);
+			snprintf(what, sizeof(what), "%d workers, %s, q %d",
+				 workers, rules[r], q);
+			check_reply(rep, &ref[r][q], what);
+			fired += rep->answer->stop->stopped_early;
+			quorum__client_reply__free_unpacked(rep, NULL);
+			rid++;
+		}
+	assert_true(fired > 0);
+	{
+		Quorum__ClientReply *st = cu_status(s);
+
+		assert_non_null(st);
+		assert_true(st->cluster->has_tokens_saved);
+		assert_true(st->cluster->tokens_saved > 0);
+		quorum__client_reply__free_unpacked(st, NULL);
+	}
+	zmq_close(s);
+}
+
+static void one_worker(void **state)
+{
+	(void)state;
+	run_rules(1);
+}
+
+static void three_workers(void **state)
+{
+	(void)state;
+	run_rules(3);
+}
+
+/* The in-process references themselves: exact answers as none does. */
+static void exact_is_none(void **state)
+{
+	(void)state;
+	for (int q = 0; q < N_Q; q++) {
+		const sc_result *a = &ref[0][q], *b = &ref[1][q];
+
+		assert_int_equal(a->vote.winner == VOTE_NONE,
+				 b->vote.winner == VOTE_NONE);
+		if (a->vote.winner != VOTE_NONE)
+			assert_string_equal(a->vote.entries[0].answer,
+					    b->vote.entries[0].answer);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(exact_is_none),
+		cmocka_unit_test_teardown(one_worker, test_teardown),
+		cmocka_unit_test_teardown(three_workers, test_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
