@@ -224,6 +224,78 @@ static void three_workers(void **state)
 	run_rules(3);
 }
 
+/* busy of worker id in a status reply (-1: not listed). */
+static int busy_of(void *s, const char *id)
+{
+	Quorum__ClientReply *r = cu_status(s);
+	int busy = -1;
+
+	for (size_t i = 0; r && i < r->cluster->n_workers; i++)
+		if (!strcmp(r->cluster->workers[i]->id, id))
+			busy = (int)r->cluster->workers[i]->busy;
+	if (r)
+		quorum__client_reply__free_unpacked(r, NULL);
+	return busy;
+}
+
+/* A worker SIGKILLed while it decodes samples of a request with a stop
+ * rule: its samples are decoded again by the other, and the reply is
+ * still the in-process one, byte for byte. */
+static void worker_killed(void **state)
+{
+	cu_cfg k = cu_cfg_defaults(model_path);
+	cu_ask o = {questions[1], N_BUDGET, SEED, 1.0f, 0.95f, 0, MAX_NEW, 1,
+		    0, "exact"};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
+		       .max_new = MAX_NEW, .mode = SC_BATCHED,
+		       .ignore_eos = 1};
+	Quorum__ClientReply *r = NULL;
+	sc_result x;
+	sc_engine *e = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	int64_t end;
+	pid_t w2;
+	void *s, *st;
+
+	(void)state;
+	ep.kv_dtype = KV_F32;
+	assert_int_equal(stop_parse("exact", &p.stop), 0);
+	if (prompt_build(t, NULL, questions[1], &ids, &n) ||
+	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n, &p, &x))
+		fail_msg("reference: %s", qerr_detail());
+	sc_engine_free(&e);
+	free(ids);
+	k.hb_interval_ms = 100;
+	k.liveness = 30;
+	assert_int_equal(cu_start(&cl, &k), 0);
+	cu_worker(&cl, "w1", "a");
+	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
+	w2 = cu_worker(&cl, "w2", "a");
+	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
+	s = cu_client(&cl);
+	st = cu_client(&cl);
+	assert_int_equal(cu_ask_send(s, 1, &o), 0);
+	/* the event: both decode (if the request is done first, the kill
+	 * tests nothing but the reply must still match) */
+	end = wire_now_ms() + CU_WAIT_MS;
+	while (wire_now_ms() < end && !(r = cu_recv(s, 10)) &&
+	       !(busy_of(st, "w1") > 0 && busy_of(st, "w2") > 0))
+		;
+	fprintf(stderr, "# w2 SIGKILLed %s; exact stopped after %d of %d\n",
+		r ? "after the reply (nothing to redo)" : "while both decoded",
+		x.n, N_BUDGET);
+	cu_worker_kill9(&cl, w2);
+	if (!r)
+		r = cu_recv_live(&cl, s, CU_WAIT_MS);
+	check_reply(r, &x, "worker killed");
+	quorum__client_reply__free_unpacked(r, NULL);
+	sc_result_fini(&x);
+	zmq_close(st);
+	zmq_close(s);
+}
+
 /* The in-process references themselves: exact answers as none does. */
 static void exact_is_none(void **state)
 {
@@ -245,6 +317,7 @@ int main(void)
 		cmocka_unit_test(exact_is_none),
 		cmocka_unit_test_teardown(one_worker, test_teardown),
 		cmocka_unit_test_teardown(three_workers, test_teardown),
+		cmocka_unit_test_teardown(worker_killed, test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
