@@ -299,9 +299,31 @@ static void conf_finish(const fork_state *f, int w, sc_sample *s)
 	s->mean_logprob = n ? (double)f->lp_sum / 0x1p32 / n : 0.0;
 	g = n >= w ? (double)f->win_min / 0x1p32 / w : s->mean_logprob;
 	s->group_conf = g;
-	s->weight = (uint64_t)(kern_expf((float)g) * 0x1p32f);
-	if (s->weight > STOP_WEIGHT_ONE)
-		s->weight = STOP_WEIGHT_ONE;
+	s->weight = sc_conf_weight(g);
+}
+
+uint64_t sc_conf_weight(double g)
+{
+	uint64_t w;
+
+	if (!(g <= 0)) /* NaN or positive: log-probabilities never are */
+		g = 0;
+	w = (uint64_t)(kern_expf((float)g) * 0x1p32f);
+	return w > STOP_WEIGHT_ONE ? STOP_WEIGHT_ONE : w;
+}
+
+int sc_vote_parse(const char *s)
+{
+	if (!strcmp(s, "majority"))
+		return SC_VOTE_MAJORITY;
+	if (!strcmp(s, "confidence"))
+		return SC_VOTE_CONFIDENCE;
+	return -1;
+}
+
+const char *sc_vote_name(int vote)
+{
+	return vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority";
 }
 
 static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)

@@ -143,6 +143,13 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out);
 void sc_result_fini(sc_result *r);
 
+/* A sample's weight in a confidence vote from its group confidence:
+ * exp(g) (kern_expf, float) in units of 2^-32, in [0, STOP_WEIGHT_ONE]
+ * — the same bits wherever it is computed (the coordinator does). */
+uint64_t sc_conf_weight(double group_conf);
+int sc_vote_parse(const char *s);      /* -1 when unknown */
+const char *sc_vote_name(int vote);
+
 /* KV blocks held right now (0 between requests). */
 uint32_t sc_engine_kv_in_use(const sc_engine *e);
 uint32_t sc_engine_kv_free(const sc_engine *e);

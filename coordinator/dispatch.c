@@ -9,6 +9,7 @@
 
 #include "prompt.h"
 #include "qerr.h"
+#include "sc.h"
 #include "vote.h"
 
 static void job_free(job *j)
@@ -340,7 +341,10 @@ static void advance(sched *s, req *r)
 			memcpy(a, x->answer.data, x->answer.len);
 			a[x->answer.len] = '\0';
 		}
-		d = stop_push(&r->ss, a);
+		d = stop_push_w(&r->ss, a, r->vote != SC_VOTE_CONFIDENCE ? 1
+					   : sc_conf_weight(x->has_group_confidence
+							    ? x->group_confidence
+							    : 0.0));
 		if (d < 0)
 			return; /* out of memory: decide at n as without a rule */
 		r->prefix++;

@@ -9,6 +9,7 @@
 
 #include "prompt.h"
 #include "qerr.h"
+#include "sc.h"
 #include "vote.h"
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
@@ -42,6 +43,7 @@ void front_finish(sched *s, req *r)
 	/* samples 0..k-1: all n, or the prefix the stop rule decided at */
 	uint32_t k = r->decided ? r->prefix : r->n, finished = 0;
 	Quorum__Sample **smp = calloc(r->n, sizeof(*smp));
+	uint64_t *wts = calloc(r->n, sizeof(*wts));
 	const char **ans = calloc(r->n, sizeof(*ans));
 	char **abuf = calloc(r->n, sizeof(*abuf));
 	Quorum__Vote *votes = NULL, **vp = NULL;
@@ -50,12 +52,14 @@ void front_finish(sched *s, req *r)
 	uint64_t est;
 	int64_t now = sched_now(s);
 
-	if (!smp || !ans || !abuf)
+	if (!smp || !ans || !abuf || !wts)
 		goto nomem;
 	for (uint32_t i = 0; i < k; i++) {
 		Quorum__Sample *x = r->res[i]->sample->sample;
 
 		smp[i] = x;
+		wts[i] = sc_conf_weight(x->has_group_confidence
+						? x->group_confidence : 0.0);
 		sr.tokens_reported += x->tokens + !strcmp(x->finish, "stop");
 		if (x->has_answer && x->answer.len) {
 			if (!(abuf[i] = malloc(x->answer.len + 1)))
@@ -65,7 +69,8 @@ void front_finish(sched *s, req *r)
 			ans[i] = abuf[i];
 		}
 	}
-	if (vote_tally(ans, k, &v))
+	if (vote_tally_weighted(ans, r->vote == SC_VOTE_CONFIDENCE ? wts : NULL,
+				k, &v))
 		goto nomem;
 	votes = calloc(v.n_entries ? v.n_entries : 1, sizeof(*votes));
 	vp = calloc(v.n_entries ? v.n_entries : 1, sizeof(*vp));
@@ -77,6 +82,10 @@ void front_finish(sched *s, req *r)
 		votes[i].answer.len = strlen(v.entries[i].answer);
 		votes[i].count = (uint32_t)v.entries[i].count;
 		votes[i].first_index = (uint32_t)v.entries[i].first_index;
+		if (r->vote == SC_VOTE_CONFIDENCE) {
+			votes[i].has_weight = 1;
+			votes[i].weight = (double)v.entries[i].weight / 0x1p32;
+		}
 		vp[i] = &votes[i];
 	}
 	if (v.winner != VOTE_NONE) {
@@ -158,6 +167,7 @@ out:
 	for (uint32_t i = 0; abuf && i < r->n; i++)
 		free(abuf[i]);
 	free(abuf);
+	free(wts);
 	free(ans);
 	free(smp);
 	free(votes);
@@ -255,6 +265,11 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	r->ignore_eos = p && p->has_ignore_eos && p->ignore_eos;
 	r->stop = d->stop;
 	*err = NULL;
+	r->vote = SC_VOTE_MAJORITY;
+	if (p && p->vote && (r->vote = sc_vote_parse(p->vote)) < 0) {
+		*err = "unknown vote (majority, confidence)";
+		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	}
 	if (p && p->stop && stop_parse(p->stop, &r->stop)) {
 		*err = "unknown or bad stop rule (none, exact, beta[:T] with T "
 		       "in (0.5, 1), window[:W] with W in 1..65536)";
@@ -400,7 +415,9 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	}
 	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
 	    !(r->begun = calloc(r->n, 1)) ||
-	    stop_init(&r->ss, &r->stop, (int)r->n) ||
+	    (r->vote == SC_VOTE_CONFIDENCE
+		     ? stop_init_weighted(&r->ss, &r->stop, (int)r->n)
+		     : stop_init(&r->ss, &r->stop, (int)r->n)) ||
 	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
 	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {

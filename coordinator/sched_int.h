@@ -137,6 +137,7 @@ typedef struct req {
 	int stream;             /* Ask.stream: forward samples as they come */
 	/* early stopping (stop.h): decided over samples in index order */
 	stop_rule stop;
+	int vote;               /* enum sc_vote */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
 	int decided;            /* the reply holds samples 0..prefix-1 */

@@ -356,6 +356,7 @@ typedef struct {
 	int ignore_eos;
 	uint32_t deadline_ms;   /* 0: the configured timeout */
 	const char *stop;       /* early-stopping rule; NULL: the config's */
+	const char *vote;       /* NULL: majority */
 } cu_ask;
 
 /* Sends an Ask of protocol version (no wait). */
@@ -376,6 +377,7 @@ static inline int cu_ask_send_version(void *s, uint64_t rid, const cu_ask *o,
 	p.max_new_tokens = o->max_new;
 	p.ignore_eos = o->ignore_eos;
 	p.stop = (char *)o->stop;
+	p.vote = (char *)o->vote;
 	a.question.data = (uint8_t *)o->question;
 	a.question.len = strlen(o->question);
 	a.params = &p;

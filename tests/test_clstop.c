@@ -28,12 +28,16 @@ static char model_path[PATH_MAX];
 static model *m;
 static tok *t;
 static char *questions[N_Q];
-static const char *const rules[] = {"none", "exact", "beta", "window:2"};
-#define N_RULES 4
+/* rule, vote: the last one a confidence vote */
+static const char *const rules[] = {"none", "exact", "beta", "window:2",
+				    "exact"};
+#define N_RULES 5
+#define CONF_RULE 4
 static sc_result ref[N_RULES][N_Q];
 static cu_cluster cl;
 
-static void reference(const char *q, const char *rule, sc_result *out)
+static void reference(const char *q, const char *rule, int vote,
+		      sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
@@ -43,6 +47,7 @@ static void reference(const char *q, const char *rule, sc_result *out)
 	size_t n = 0;
 
 	ep.kv_dtype = KV_F32; /* as the test config's kv.dtype */
+	p.vote = vote;
 	if (stop_parse(rule, &p.stop) || prompt_build(t, NULL, q, &ids, &n) ||
 	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n, &p, out))
 		fail_msg("reference: %s", qerr_detail());
@@ -82,7 +87,10 @@ static int group_setup(void **state)
 	fclose(f);
 	for (int r = 0; r < N_RULES; r++)
 		for (int q = 0; q < N_Q; q++)
-			reference(questions[q], rules[r], &ref[r][q]);
+			reference(questions[q], rules[r],
+				  r == CONF_RULE ? SC_VOTE_CONFIDENCE
+						 : SC_VOTE_MAJORITY,
+				  &ref[r][q]);
 	cu_zctx = zmq_ctx_new();
 	return cu_zctx ? 0 : -1;
 }
@@ -149,6 +157,14 @@ static void check_reply(const Quorum__ClientReply *r, const sc_result *x,
 		assert_int_equal(a->answer.len, strlen(w));
 		assert_memory_equal(a->answer.data, w, a->answer.len);
 		assert_int_equal(a->n_votes, x->vote.n_entries);
+		for (size_t i = 0; i < a->n_votes; i++) {
+			assert_int_equal(a->votes[i]->count,
+					 x->vote.entries[i].count);
+			if (a->votes[i]->has_weight)
+				assert_true(a->votes[i]->weight ==
+					    (double)x->vote.entries[i].weight /
+						    0x1p32);
+		}
 	}
 	st = a->stop;
 	assert_non_null(st);
@@ -187,10 +203,11 @@ static void run_rules(int workers)
 	for (int r = 0; r < N_RULES; r++)
 		for (int q = 0; q < N_Q; q++) {
 			cu_ask o = {questions[q], N_BUDGET, SEED, 1.0f, 0.95f, 0,
-				    MAX_NEW, 0, 0, rules[r]};
+				    MAX_NEW, 0, 0, rules[r], NULL};
 			Quorum__ClientReply *rep;
 			char what[96];
 
+			o.vote = r == CONF_RULE ? "confidence" : NULL;
 			assert_int_equal(cu_ask_send(s, rid, &o), 0);
 			rep = cu_recv_live(&cl, s, CU_WAIT_MS);
 			snprintf(what, sizeof(what), "%d workers, %s, q %d",
@@ -245,7 +262,7 @@ static void worker_killed(void **state)
 {
 	cu_cfg k = cu_cfg_defaults(model_path);
 	cu_ask o = {questions[1], N_BUDGET, SEED, 1.0f, 0.95f, 0, MAX_NEW, 1,
-		    0, "exact"};
+		    0, "exact", NULL};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
 		       .max_new = MAX_NEW, .mode = SC_BATCHED,

@@ -60,7 +60,7 @@ static Quorum__ClientReply *client_recv(const cu_cluster *c, void *s)
 
 static cu_ask ask_defaults(const char *q)
 {
-	cu_ask o = {q, N_SAMPLES, SEED, 0.9f, 0.95f, 0, MAX_NEW, 0, 0, NULL};
+	cu_ask o = {q, N_SAMPLES, SEED, 0.9f, 0.95f, 0, MAX_NEW, 0, 0, NULL, NULL};
 	return o;
 }
 

@@ -83,7 +83,8 @@ static void reference(const char *q, uint32_t n, uint32_t max_new, int ieos,
 
 static cu_ask ask_of(const char *q, uint32_t n, uint32_t max_new, int ieos)
 {
-	cu_ask a = {q, n, SEED, 0.9f, 0.95f, 0, max_new, ieos, 0, NULL};
+	cu_ask a = {q, n, SEED, 0.9f, 0.95f, 0, max_new, ieos, 0, NULL,
+		    NULL};
 	return a;
 }
 

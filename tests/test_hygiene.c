@@ -893,7 +893,7 @@ static void worker_bad_model(void **state)
 		Quorum__ClientReply *rep;
 		void *s;
 		cu_ask a = {"What is 2 + 2?", 2, 1, 0.9f, 0.95f, 0, 4, 0, 0,
-			    NULL};
+			    NULL, NULL};
 		int64_t t0;
 
 		snprintf(mpath, sizeof(mpath), "%s/wbad-model-%zu.gguf",

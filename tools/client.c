@@ -334,12 +334,15 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 
 	for (size_t i = 0; a && i < a->n_votes; i++) {
 		const Quorum__Vote *v = a->votes[i];
-
-		json_array_append_new(votes, json_pack(
+		json_t *jv = json_pack(
 			"{s:o, s:I, s:I}", "answer",
 			client_text(v->answer.data, v->answer.len), "count",
 			(json_int_t)v->count, "first_index",
-			(json_int_t)v->first_index));
+			(json_int_t)v->first_index);
+
+		if (jv && v->has_weight)
+			json_object_set_new(jv, "weight", json_real(v->weight));
+		json_array_append_new(votes, jv);
 	}
 	for (size_t i = 0; a && i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];

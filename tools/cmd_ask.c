@@ -53,6 +53,8 @@ static void help(void)
 	       "                        window[:W] (default: the cluster's\n"
 	       "                        sampling.stop); the reply holds the\n"
 	       "                        samples it decided over\n"
+	       "  --vote V              majority (default) | confidence: each\n"
+	       "                        sample weighs exp(its group confidence)\n"
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
@@ -131,7 +133,7 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
-	    o->sp.has_ignore_eos || o->sp.stop)
+	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -592,6 +594,7 @@ int cmd_ask(int argc, char **argv)
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"ignore-eos", no_argument, 0, 'E'},
 		{"stop", required_argument, 0, 'R'},
+		{"vote", required_argument, 0, 'V'},
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
 		{"server-key", required_argument, 0, 'K'},
@@ -633,6 +636,14 @@ int cmd_ask(int argc, char **argv)
 		case 'E':
 			o.sp.has_ignore_eos = 1;
 			o.sp.ignore_eos = 1;
+			break;
+		case 'V':
+			if (strcmp(optarg, "majority") &&
+			    strcmp(optarg, "confidence"))
+				return cli_usage_error("ask", "unknown vote '%s' "
+						       "(majority, confidence)",
+						       optarg);
+			o.sp.vote = optarg;
 			break;
 		case 'R': {
 			stop_rule sr;

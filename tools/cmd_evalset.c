@@ -55,7 +55,7 @@ static void help(void)
 	       "                        `quorum run`; the single-sample columns\n"
 	       "                        count the samples each request reported\n"
 	       "  --vote V              majority (default) | confidence\n"
-	       "                        (in-process; as `quorum run`)\n"
+	       "                        (as `quorum run`)\n"
 	       "  --conf-window W       tokens per confidence window (default 16)\n"
 	       "  --limit K             only the first K problems\n"
 	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
@@ -209,6 +209,7 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	sp.top_p = v->p.sp.top_p;
 	sp.max_new_tokens = (uint32_t)v->p.max_new;
 	sp.stop = (char *)v->stop_sent;
+	sp.vote = v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : NULL;
 	ask.params = &sp;
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req.ask = &ask;
@@ -629,9 +630,6 @@ int cmd_evalset(int argc, char **argv)
 	if (prefix && v.p.vote != SC_VOTE_MAJORITY)
 		return cli_usage_error("eval-set", "--prefix recounts majority "
 				       "votes: it needs --vote majority");
-	if (v.endpoint && v.p.vote != SC_VOTE_MAJORITY)
-		return cli_usage_error("eval-set", "--vote confidence with "
-				       "--endpoint is not supported yet");
 	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
 		return 1;
 	if (limit >= 0 && (size_t)limit < n_items) {
