@@ -57,9 +57,18 @@ typedef struct {
 	int n_drawn;
 } fork_state;
 
+/* The online confidence filter (sc_params.filter_*). */
+typedef struct {
+	int warm;            /* samples in the warm-up; 0: off */
+	double pct;
+	int armed;           /* thr is known */
+	double thr;
+} sc_filter;
+
 /* sc_run's early stopping: the decision over out[0..prefix) in index
  * order, and how many forks may be in flight. */
 typedef struct {
+	sc_filter flt;
 	stop_state ss;
 	int width;           /* forks in flight at most */
 	int prefix;          /* samples pushed */
@@ -95,7 +104,8 @@ int sc_mode_parse(const char *s)
 
 const char *sc_finish_name(int finish)
 {
-	return finish == SC_FINISH_STOP ? "stop" : "length";
+	return finish == SC_FINISH_STOP ? "stop"
+	       : finish == SC_FINISH_FILTERED ? "filtered" : "length";
 }
 
 int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
@@ -210,6 +220,11 @@ int sc_params_check(const sc_params *p)
 		return qerr_fail(QERR_RANGE, "unknown mode %d", p->mode);
 	if (p->vote != SC_VOTE_MAJORITY && p->vote != SC_VOTE_CONFIDENCE)
 		return qerr_fail(QERR_RANGE, "unknown vote %d", p->vote);
+	if (p->filter_warmup < 0 || p->filter_warmup > 65536 ||
+	    !(p->filter_pct >= 0 && p->filter_pct <= 100))
+		return qerr_fail(QERR_RANGE, "confidence filter: warm-up %d "
+				 "must be in 0..65536, percentile %g in "
+				 "0..100", p->filter_warmup, p->filter_pct);
 	if (p->conf_window < 0 || p->conf_window > SC_CONF_WINDOW_MAX)
 		return qerr_fail(QERR_RANGE, "confidence window %d must be in "
 				 "1..%d", p->conf_window, SC_CONF_WINDOW_MAX);
@@ -361,7 +376,8 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 	return 0;
 }
 
-/* Marks a finished sample: extracts its answer and reports it. */
+/* Marks a finished sample: extracts its answer and reports it. A sample
+ * the filter cut has none. */
 static int finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 {
 	sc_sample *s = f->out;
@@ -369,9 +385,59 @@ static int finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 	conf_finish(f, w, s);
 	if (!s->text && !(s->text = calloc(1, 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory for text");
-	s->has_answer = vote_extract(s->text, s->len, s->answer,
+	s->has_answer = s->finish != SC_FINISH_FILTERED &&
+			vote_extract(s->text, s->len, s->answer,
 				     sizeof(s->answer));
 	return cb ? cb(ctx, s) : 0;
+}
+
+/* The filter's verdict on f after a drawn token: cut it (finish
+ * "filtered") when past the warm-up its full-window mean fell below the
+ * threshold, or, shorter than a window, it ended with its mean below. */
+static void filter_check(const sc_filter *flt, fork_state *f, int w)
+{
+	double g;
+
+	if (!flt || !flt->armed || f->index < flt->warm)
+		return;
+	if (f->n_drawn >= w)
+		g = (double)f->win_min / 0x1p32 / w;
+	else if (f->done)
+		g = (double)f->lp_sum / 0x1p32 / f->n_drawn;
+	else
+		return;
+	if (g < flt->thr) {
+		f->out->finish = SC_FINISH_FILTERED;
+		f->done = 1;
+	}
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Arms the filter once samples 0..warm-1 (out, in sample order) are in:
+ * the pct-th percentile of their group confidences, nearest rank below. */
+static int filter_arm(sc_filter *flt, const sc_sample *out, int prefix)
+{
+	double *v;
+	int k;
+
+	if (!flt->warm || flt->armed || prefix < flt->warm)
+		return 0;
+	if (!(v = malloc((size_t)flt->warm * sizeof(*v))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	for (int i = 0; i < flt->warm; i++)
+		v[i] = out[i].group_conf;
+	qsort(v, (size_t)flt->warm, sizeof(*v), dbl_cmp);
+	k = (int)(flt->pct / 100.0 * (double)(flt->warm - 1));
+	flt->thr = v[k < 0 ? 0 : k >= flt->warm ? flt->warm - 1 : k];
+	flt->armed = 1;
+	free(v);
+	return 0;
 }
 
 /* Pushes one finished sample to the decision (its weight when the vote
@@ -396,7 +462,7 @@ static int stop_advance(sc_stopper *st, const sc_sample *out, int n,
 
 	while (!rc && !st->decided && st->prefix < n && done[st->prefix])
 		rc = push_sample(st, &out[st->prefix]);
-	return rc;
+	return rc ? rc : filter_arm(&st->flt, out, st->prefix);
 }
 
 /*
@@ -413,7 +479,7 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 			const float *root_logits, const int *idx, int n,
 			sc_sample *out, sc_sample_cb cb, sc_round_cb rcb,
 			sc_text_cb tcb, void *ctx, uint64_t *gen_tokens,
-			sc_stopper *st)
+			sc_stopper *st, const sc_filter *flt)
 {
 	const int V = e->m->cfg.vocab, B = e->p.max_batch;
 	fork_state *fs = calloc((size_t)n, sizeof(*fs));
@@ -446,7 +512,10 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 
 		/* start forks in index order up to the width */
 		while (!rc && n_act < width && next < n &&
-		       !(st && st->decided)) {
+		       !(st && st->decided) &&
+		       /* past the warm-up only with the threshold known */
+		       !(flt && flt->warm && !flt->armed &&
+			 idx[next] >= flt->warm)) {
 			fs[next].ring = malloc((size_t)conf_window(p) *
 					       sizeof(int64_t));
 			fs[next].win_min = INT64_MAX;
@@ -464,6 +533,8 @@ static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
 		for (int i = 0; i < n_act && !rc; i++) {
 			rc = step_sample(e, p, act[i]);
 			(*gen_tokens)++;
+			if (!rc)
+				filter_check(flt, act[i], conf_window(p));
 			if (!rc && act[i]->done) {
 				rc = finish(act[i], conf_window(p), cb, ctx);
 				/* its blocks go back to the pool now */
@@ -537,13 +608,15 @@ static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
 {
 	int rc = decode_group(e, p, root, root_logits, &s, 1, &res->samples[s],
 			      NULL, NULL, NULL, NULL, &res->stats.gen_tokens,
-			      NULL);
+			      NULL, &st->flt);
 
 	st->started++;
 	if (rc)
 		return rc;
 	st->finished++;
-	return push_sample(st, &res->samples[s]);
+	if ((rc = push_sample(st, &res->samples[s])))
+		return rc;
+	return filter_arm(&st->flt, res->samples, st->prefix);
 }
 
 static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
@@ -582,7 +655,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		if (idx)
 			rc = decode_group(e, p, &root, root_logits, idx, p->n,
 					  res->samples, NULL, NULL, NULL,
-					  NULL, &res->stats.gen_tokens, st);
+					  NULL, &res->stats.gen_tokens, st,
+					  &st->flt);
 		free(idx);
 	}
 	res->stats.decode_ms += now_ms() - t0;
@@ -613,6 +687,10 @@ static void stop_report(const sc_params *p, const sc_stopper *st,
 	o->tokens_saved = est > r->stats.gen_tokens ? est - r->stats.gen_tokens
 						    : 0;
 	o->posterior = st->ss.posterior;
+	o->filtered = 0;
+	for (int i = 0; i < st->prefix; i++)
+		o->filtered += r->samples[i].finish == SC_FINISH_FILTERED;
+	o->filter_threshold = st->flt.armed ? st->flt.thr : 0.0;
 	o->leader = stop_leader_count(&st->ss);
 	o->second = stop_second_count(&st->ss);
 	o->run = st->ss.run;
@@ -639,6 +717,8 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 				 "tokens exceeds the context of %d tokens",
 				 n_prompt, p->max_new, e->m->cfg.ctx_len);
 	stp.width = stop_min_prefix(&p->stop, p->n);
+	stp.flt.warm = p->filter_warmup < p->n ? p->filter_warmup : 0;
+	stp.flt.pct = p->filter_pct;
 	if ((rc = ensure_pool(e, n_prompt, p->mode == SC_BATCHED ? stp.width : 1,
 			      p->max_new)))
 		return rc;
@@ -1003,7 +1083,7 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 	}
 	kv_pool_stats(e->pool, &st0);
 	rc = decode_group(e, p, &view, root->logits, idx, n, out, on_sample,
-			  on_round, on_text, ctx, &st->gen_tokens, NULL);
+			  on_round, on_text, ctx, &st->gen_tokens, NULL, NULL);
 	kv_pool_stats(e->pool, &st1);
 	st->blocks_copied = (uint32_t)(st1.cow - st0.cow);
 	/* every fork reads the root's full blocks in place */

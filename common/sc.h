@@ -32,7 +32,8 @@
 #include "vote.h"
 
 enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
-enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1 };
+enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1,
+		 SC_FINISH_FILTERED = 2 };
 enum sc_vote { SC_VOTE_MAJORITY = 0, SC_VOTE_CONFIDENCE = 1 };
 
 /* Tokens per confidence window when sc_params.conf_window is 0. */
@@ -64,6 +65,17 @@ typedef struct {
 	int vote;             /* enum sc_vote (zero: majority) */
 	int conf_window;      /* tokens per group-confidence window (0:
 			       * SC_CONF_WINDOW_DEFAULT) */
+	/* DeepConf's online filter (sc_run only; 0: off): once samples
+	 * 0..filter_warmup-1 (the warm-up) have finished, the threshold is
+	 * the filter_pct-th percentile (nearest rank below) of their group
+	 * confidences; a later sample is cut — finish "filtered", no answer,
+	 * its text ends there — as soon as a full window's mean falls below
+	 * it (a sample shorter than a window: when its mean is below it at
+	 * its end). Samples past the warm-up start only once the threshold
+	 * is known, so whether a sample is cut, and where, depends on its
+	 * own tokens and the warm-up alone. */
+	int filter_warmup;
+	double filter_pct;    /* in [0, 100] */
 } sc_params;
 
 typedef struct {
@@ -110,6 +122,8 @@ typedef struct {
 	uint64_t tokens_reported; /* sampled by the reported samples */
 	uint64_t tokens_saved; /* estimate: budget * (tokens_reported /
 				* reported) - gen_tokens, >= 0 */
+	int filtered;          /* reported samples the filter cut */
+	double filter_threshold; /* the warm-up's percentile (if armed) */
 	double posterior;      /* beta: at the decision */
 	uint32_t leader, second; /* the top two counts at the decision */
 	int run;               /* window: agreeing samples ending the prefix */

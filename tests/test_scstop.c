@@ -318,12 +318,93 @@ static void test_confidence_vote(void **state)
 	sc_engine_free(&e);
 }
 
+/* The online confidence filter: the same bytes in every mode, batch and
+ * thread count; warm-up samples are never cut, cut ones have no answer
+ * and are shorter than they would be unfiltered; tokens are saved. */
+static void test_conf_filter(void **state)
+{
+	static const struct { int mode, max_batch, threads; } cf[] = {
+		{SC_BATCHED, 64, 2}, {SC_BATCHED, 3, 1}, {SC_PAGED, 64, 2},
+		{SC_RESET, 64, 1},
+	};
+	int cut = 0;
+	uint64_t tok_f = 0, tok_n = 0;
+
+	(void)state;
+	for (int q = 0; q < 4; q++) {
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params pn = params(N_REF, 11, 1.2f, "none");
+		sc_params pf = pn;
+		sc_result full, ref;
+		sc_engine *e;
+
+		pf.filter_warmup = 6;
+		pf.filter_pct = 50;
+		pf.conf_window = 8;
+		pn.conf_window = 8;
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		run(e, q, &pn, &full);
+		run(e, q, &pf, &ref);
+		sc_engine_free(&e);
+		assert_int_equal(ref.n, N_REF);
+		for (int i = 0; i < N_REF; i++) {
+			const sc_sample *x = &ref.samples[i], *y = &full.samples[i];
+
+			if (x->finish != SC_FINISH_FILTERED) {
+				assert_int_equal(x->len, y->len);
+				assert_memory_equal(x->text, y->text, x->len);
+				continue;
+			}
+			assert_true(i >= 6);
+			assert_false(x->has_answer);
+			/* cut where it fell below: a prefix of the full text */
+			assert_true(x->len <= y->len);
+			assert_memory_equal(x->text, y->text, x->len);
+			cut++;
+		}
+		{
+			int nf = 0;
+
+			for (int i = 0; i < N_REF; i++)
+				nf += ref.samples[i].finish == SC_FINISH_FILTERED;
+			assert_int_equal(ref.stop.filtered, nf);
+		}
+		tok_f += ref.stats.gen_tokens;
+		tok_n += full.stats.gen_tokens;
+		for (size_t ci = 1; ci < sizeof(cf) / sizeof(cf[0]); ci++) {
+			sc_params p = pf;
+			sc_result r;
+
+			ep = SC_ENGINE_DEFAULTS;
+			ep.max_batch = cf[ci].max_batch;
+			ep.n_threads = cf[ci].threads;
+			p.mode = cf[ci].mode;
+			assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+			run(e, q, &p, &r);
+			assert_int_equal(r.n, ref.n);
+			assert_prefix_of(&r, &ref, "filter across modes");
+			for (int i = 0; i < r.n; i++)
+				assert_int_equal(r.samples[i].finish,
+						 ref.samples[i].finish);
+			sc_result_fini(&r);
+			sc_engine_free(&e);
+		}
+		sc_result_fini(&ref);
+		sc_result_fini(&full);
+	}
+	printf("  filter cut %d samples; tokens %llu vs %llu unfiltered\n",
+	       cut, (unsigned long long)tok_f, (unsigned long long)tok_n);
+	assert_true(cut > 0);
+	assert_true(tok_f < tok_n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_equals_none),
 		cmocka_unit_test(test_rules_deterministic),
 		cmocka_unit_test(test_confidence_vote),
+		cmocka_unit_test(test_conf_filter),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -57,6 +57,8 @@ static void help(void)
 	       "  --vote V              majority (default) | confidence\n"
 	       "                        (as `quorum run`)\n"
 	       "  --conf-window W       tokens per confidence window (default 16)\n"
+	       "  --conf-filter W[:P]   in-process: DeepConf's online filter, as\n"
+	       "                        `quorum run`\n"
 	       "  --limit K             only the first K problems\n"
 	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
 	       "  --temperature T       0 = greedy (default 0.7)\n"
@@ -486,6 +488,7 @@ int cmd_evalset(int argc, char **argv)
 		{"stop", required_argument, 0, 'R'},
 		{"vote", required_argument, 0, 'V'},
 		{"conf-window", required_argument, 0, 'w'},
+		{"conf-filter", required_argument, 0, 'F'},
 		{"limit", required_argument, 0, 'l'},
 		{"seed", required_argument, 0, 'S'},
 		{"temperature", required_argument, 0, 'T'},
@@ -545,6 +548,12 @@ int cmd_evalset(int argc, char **argv)
 				return cli_usage_error("eval-set", "unknown vote "
 						       "'%s' (majority, "
 						       "confidence)", optarg);
+			break;
+		case 'F':
+			if (cli_conf_filter("eval-set", optarg,
+					    &v.p.filter_warmup,
+					    &v.p.filter_pct))
+				return 2;
 			break;
 		case 'w':
 			if (cli_long("eval-set", "--conf-window", optarg, 1,
@@ -627,6 +636,12 @@ int cmd_evalset(int argc, char **argv)
 		return cli_usage_error("eval-set", "--prefix scores smaller N on "
 				       "the first samples of the largest: it "
 				       "needs --stop none");
+	if (v.endpoint && v.p.filter_warmup)
+		return cli_usage_error("eval-set", "--conf-filter runs "
+				       "in-process only (not with --endpoint)");
+	if (prefix && v.p.filter_warmup)
+		return cli_usage_error("eval-set", "--prefix needs every sample: "
+				       "not with --conf-filter");
 	if (prefix && v.p.vote != SC_VOTE_MAJORITY)
 		return cli_usage_error("eval-set", "--prefix recounts majority "
 				       "votes: it needs --vote majority");

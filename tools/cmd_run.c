@@ -41,6 +41,10 @@ static void help(void)
 	       "                        confidence)\n"
 	       "  --conf-window W       tokens per group-confidence window\n"
 	       "                        (default 16)\n"
+	       "  --conf-filter W[:P]   DeepConf's online filter: after samples\n"
+	       "                        0..W-1, cut a later sample once a window's\n"
+	       "                        mean log-probability falls below the\n"
+	       "                        P-th percentile (default 10) of theirs\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
 	       "                        final answer in \\boxed{}; '' for none)\n"
 	       "  --template NAME       chat template instead of the one the\n"
@@ -111,6 +115,10 @@ static json_t *stop_json(const sc_result *r)
 			    json_integer((json_int_t)x->tokens_reported));
 	json_object_set_new(o, "tokens_saved_est",
 			    json_integer((json_int_t)x->tokens_saved));
+	json_object_set_new(o, "filtered", json_integer(x->filtered));
+	if (x->filter_threshold != 0.0)
+		json_object_set_new(o, "filter_threshold",
+				    json_real(x->filter_threshold));
 	json_object_set_new(o, "leader_count", json_integer(x->leader));
 	json_object_set_new(o, "second_count", json_integer(x->second));
 	if (x->rule.kind == STOP_BETA)
@@ -295,6 +303,7 @@ int cmd_run(int argc, char **argv)
 		{"stop", required_argument, 0, 'P'},
 		{"vote", required_argument, 0, 'V'},
 		{"conf-window", required_argument, 0, 'W'},
+		{"conf-filter", required_argument, 0, 'F'},
 		{"system", required_argument, 0, 's'},
 		{"template", required_argument, 0, 't'},
 		{"think", required_argument, 0, 'H'},
@@ -396,6 +405,11 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "unknown vote '%s' "
 						       "(majority, confidence)",
 						       optarg);
+			break;
+		case 'F':
+			if (cli_conf_filter("run", optarg, &p.filter_warmup,
+					    &p.filter_pct))
+				return 2;
 			break;
 		case 'W':
 			if (cli_long("run", "--conf-window", optarg, 1,
