@@ -157,7 +157,7 @@ P="--temperature 0.7 --top-k 40 --top-p 0.95"
 # reference: in-process batched decode with the cluster's KV layout
 ref() { # ref OUT N SEED MAX_NEW QUESTION
 	timeout 120 "$Q" run --model "$model" --mode batched --kv-type f16 \
-		--block-tokens 16 --threads 1 -n "$2" --seed "$3" \
+		--block-tokens 16 --threads 1 --stop none -n "$2" --seed "$3" \
 		--max-new-tokens "$4" $P --json "$5" >"$1" 2>"$1.err"
 }
 ref "$tmp/r1.json" 8 7 48 "$Q1" &&
