@@ -240,20 +240,29 @@ static void test_bad_params(void **state)
 		sc_params p;
 		int code;
 	} cases[] = {
-		{{{-1.0f, 0, 1.0f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
-		{{{1.0f, -1, 1.0f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
-		{{{1.0f, 0, 1.5f}, 0, 1, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 0, 8, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 1, 0, SC_BATCHED, 0, {0, 0, 0}}, QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 1, 8, 7, 0, {0, 0, 0}}, QERR_RANGE},
+#define BP(t_, k_, p_, n_, x_, m_) .sp = {t_, k_, p_}, .n = n_, \
+				  .max_new = x_, .mode = m_
+		{{BP(-1.0f, 0, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},
+		{{BP(1.0f, -1, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.5f, 1, 8, SC_BATCHED)}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 0, 8, SC_BATCHED)}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 1, 0, SC_BATCHED)}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 1, 8, 7)}, QERR_RANGE},
 		/* prompt + max_new over the 4096-token context */
-		{{{1.0f, 0, 1.0f}, 0, 1, 5000, SC_BATCHED, 0, {0, 0, 0}}, QERR_TOOLONG},
-		/* stop rules out of range */
-		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {STOP_BETA, 0.5, 4}},
+		{{BP(1.0f, 0, 1.0f, 1, 5000, SC_BATCHED)}, QERR_TOOLONG},
+		/* stop rules, votes, confidence out of range */
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED),
+		  .stop = {STOP_BETA, 0.5, 4}}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED),
+		  .stop = {STOP_WINDOW, 0.9, 0}}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED), .stop = {9, 0.9, 4}},
 		 QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {STOP_WINDOW, 0.9, 0}},
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED), .vote = 2}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED), .conf_window = -1},
 		 QERR_RANGE},
-		{{{1.0f, 0, 1.0f}, 0, 4, 8, SC_BATCHED, 0, {9, 0.9, 4}}, QERR_RANGE},
+		{{BP(1.0f, 0, 1.0f, 4, 8, SC_BATCHED), .filter_warmup = 2,
+		  .filter_pct = 101}, QERR_RANGE},
+#undef BP
 	};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_engine *e;

@@ -48,7 +48,8 @@ static void help(void)
 	       "                        smaller N on its first N samples: the\n"
 	       "                        same numbers, since a sample's bytes never\n"
 	       "                        depend on N (wall times are then shared;\n"
-	       "                        needs --stop none, its default)\n"
+	       "                        needs --stop none, its default; the\n"
+	       "                        filter cuts a sample whatever N is)\n"
 	       "  --stop RULE           early stopping: none | exact (default\n"
 	       "                        in-process; a cluster's own default\n"
 	       "                        otherwise) | beta[:T] | window[:W], as\n"
@@ -82,6 +83,7 @@ typedef struct {
 	char (*answers)[VOTE_ANSWER_MAX]; /* (n); "" = none */
 	uint32_t *ntok;                   /* (n) tokens of each sample */
 	uint8_t *ended;                   /* (n) 1: stopped by an end token */
+	uint64_t *weight;                 /* (n) confidence-vote weights */
 	uint64_t tokens;
 	uint64_t generated; /* sampled: + end tokens + cancelled samples */
 } outcome;
@@ -127,11 +129,14 @@ static int outcome_alloc(outcome *o, int n)
 	o->answers = calloc((size_t)n, sizeof(*o->answers));
 	o->ntok = calloc((size_t)n, sizeof(*o->ntok));
 	o->ended = calloc((size_t)n, 1);
-	if (o->answers && o->ntok && o->ended)
+	o->weight = calloc((size_t)n, sizeof(*o->weight));
+	if (o->answers && o->ntok && o->ended && o->weight)
 		return 0;
 	free(o->answers);
 	free(o->ntok);
 	free(o->ended);
+	free(o->weight);
+	o->weight = NULL;
 	o->answers = NULL;
 	o->ntok = NULL;
 	o->ended = NULL;
@@ -167,6 +172,7 @@ static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
 			       sizeof(o->answers[i]));
 		o->ntok[i] = (uint32_t)r.samples[i].n_tokens;
 		o->ended[i] = r.samples[i].finish == SC_FINISH_STOP;
+		o->weight[i] = r.samples[i].weight;
 		o->tokens += o->ntok[i];
 	}
 out:
@@ -264,6 +270,8 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 				   s->answer.len);
 		o->ntok[s->index] = s->tokens;
 		o->ended[s->index] = s->finish && !strcmp(s->finish, "stop");
+		o->weight[s->index] = sc_conf_weight(s->has_group_confidence
+						     ? s->group_confidence : 0.0);
 		o->tokens += s->tokens;
 		o->generated += s->tokens + o->ended[s->index];
 	}
@@ -274,8 +282,9 @@ out:
 	return rc;
 }
 
-/* The outcome of the first k samples of o (the vote recounted). */
-static int prefix_of(const outcome *o, int k, outcome *out)
+/* The outcome of the first k samples of o (the vote recounted: weighted
+ * with confidence). */
+static int prefix_of(const outcome *o, int k, int confidence, outcome *out)
 {
 	const char **ans = calloc((size_t)k, sizeof(*ans));
 	vote_result vr = {0};
@@ -285,7 +294,8 @@ static int prefix_of(const outcome *o, int k, outcome *out)
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	for (int i = 0; i < k; i++)
 		ans[i] = o->answers[i];
-	rc = vote_tally(ans, (size_t)k, &vr);
+	rc = vote_tally_weighted(ans, confidence ? o->weight : NULL, (size_t)k,
+				 &vr);
 	free(ans);
 	if (rc || (rc = outcome_alloc(out, k))) {
 		vote_result_fini(&vr);
@@ -300,6 +310,7 @@ static int prefix_of(const outcome *o, int k, outcome *out)
 	for (int i = 0; i < k; i++) {
 		out->ntok[i] = o->ntok[i];
 		out->ended[i] = o->ended[i];
+		out->weight[i] = o->weight[i];
 		out->tokens += o->ntok[i];
 		out->generated += o->ntok[i] + o->ended[i];
 	}
@@ -348,9 +359,11 @@ static void outcome_fini(outcome *o)
 	free(o->answers);
 	free(o->ntok);
 	free(o->ended);
+	free(o->weight);
 	o->answers = NULL;
 	o->ntok = NULL;
 	o->ended = NULL;
+	o->weight = NULL;
 }
 
 /* A float option as the user wrote it (0.7, not 0.699999988). */
@@ -639,12 +652,6 @@ int cmd_evalset(int argc, char **argv)
 	if (v.endpoint && v.p.filter_warmup)
 		return cli_usage_error("eval-set", "--conf-filter runs "
 				       "in-process only (not with --endpoint)");
-	if (prefix && v.p.filter_warmup)
-		return cli_usage_error("eval-set", "--prefix needs every sample: "
-				       "not with --conf-filter");
-	if (prefix && v.p.vote != SC_VOTE_MAJORITY)
-		return cli_usage_error("eval-set", "--prefix recounts majority "
-				       "votes: it needs --vote majority");
 	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
 		return 1;
 	if (limit >= 0 && (size_t)limit < n_items) {
@@ -719,7 +726,10 @@ int cmd_evalset(int argc, char **argv)
 				if (ns[i] == n) {
 					score(&rows[i], &items[q], &o,
 					      per ? per[q] : NULL);
-				} else if (!prefix_of(&o, ns[i], &sub)) {
+				} else if (!prefix_of(&o, ns[i],
+						      v.p.vote ==
+							      SC_VOTE_CONFIDENCE,
+						      &sub)) {
 					score(&rows[i], &items[q], &sub,
 					      per ? per[q] : NULL);
 					outcome_fini(&sub);
