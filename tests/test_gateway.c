@@ -320,6 +320,66 @@ static void assert_json_eq(json_t *a, json_t *b, const char *what)
 	}
 }
 
+/* The extensions early_stop and vote: the samples, vote (with weights)
+ * and stop report of `quorum ask --stop --vote`; a bad rule is a 400. */
+static void test_early_stop(void **state)
+{
+	json_t *ref = ask_json_x(Q1, 12, 77, 0.9, 24,
+				 "--stop window:2 --vote confidence");
+	json_t *smp = json_object_get(ref, "samples"), *o, *ch, *qo;
+	size_t k = json_array_size(smp);
+	char body[512];
+	hresp r;
+
+	(void)state;
+	if (!json_object_get(ref, "stop")) {
+		char *d = json_dumps(ref, 0);
+
+		fail_msg("quorum ask --json has no stop report: %.600s", d);
+	}
+	snprintf(body, sizeof(body), "{\"prompt\":\"%s\",\"n\":12,\"seed\":77,"
+		 "\"temperature\":0.9,\"max_tokens\":24,"
+		 "\"early_stop\":\"window:2\",\"vote\":\"confidence\"}", Q1);
+	r = post("/v1/completions", body);
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	ch = json_object_get(o, "choices");
+	qo = json_object_get(o, "quorum");
+	/* the reported samples 0..k-1 only, each with its confidence */
+	assert_int_equal(json_array_size(ch), k);
+	assert_true(k >= 2 && k <= 12);
+	for (size_t i = 0; i < k; i++) {
+		json_t *s = json_array_get(smp, i);
+
+		assert_json_eq(json_object_get(json_array_get(ch, i), "text"),
+			       json_object_get(s, "text"), "texts");
+		assert_json_eq(json_array_get(json_object_get(qo,
+				"group_confidence"), i),
+			       json_object_get(s, "group_confidence"),
+			       "group confidences");
+	}
+	assert_json_eq(json_object_get(qo, "answer"),
+		       json_object_get(ref, "answer"), "answers");
+	assert_json_eq(json_object_get(qo, "votes"),
+		       json_object_get(ref, "votes"), "weighted votes");
+	assert_json_eq(json_object_get(qo, "early_stop"),
+		       json_object_get(ref, "stop"), "stop reports");
+	json_decref(o);
+	hresp_free(&r);
+	json_decref(ref);
+
+	r = post("/v1/completions", "{\"prompt\":\"x\",\"early_stop\":\"soon\"}");
+	assert_int_equal(r.code, 400);
+	o = body_json(&r);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		o, "error"), "param")), "early_stop");
+	json_decref(o);
+	hresp_free(&r);
+	r = post("/v1/completions", "{\"prompt\":\"x\",\"vote\":3}");
+	assert_int_equal(r.code, 400);
+	hresp_free(&r);
+}
+
 /* Chat and text completions: the samples of `quorum ask`, byte for byte
  * (both sides print the bytes as JSON strings the same way), with its
  * vote. */
@@ -1206,6 +1266,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_health_models),
 		cmocka_unit_test(test_matches_ask),
+		cmocka_unit_test(test_early_stop),
 		cmocka_unit_test(test_think),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_stream),

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "client.h"
+#include "sc.h"
+#include "stop.h"
 #include "vote.h"
 
 /* The largest max_tokens taken (the coordinator checks the context). */
@@ -34,6 +36,8 @@ void gwapi_req_free(gwapi_req *r)
 	free(r->system);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
+	free(r->sp.stop);
+	free(r->sp.vote);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -319,6 +323,32 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		r->sp.has_ignore_eos = 1;
 		r->sp.ignore_eos = json_is_true(v);
 	}
+	/* extensions: quorum's early stopping and confidence vote */
+	if (present(v = json_object_get(o, "early_stop"))) {
+		stop_rule sr;
+
+		if (!json_is_string(v) || stop_parse(json_string_value(v), &sr)) {
+			bad(msg, cap, param, "early_stop",
+			    "'early_stop' must be none, exact, beta[:T] or "
+			    "window[:W]");
+			goto out;
+		}
+		if (!(r->sp.stop = strdup(json_string_value(v)))) {
+			bad(msg, cap, param, "early_stop", "out of memory");
+			goto out;
+		}
+	}
+	if (present(v = json_object_get(o, "vote"))) {
+		if (!json_is_string(v) || sc_vote_parse(json_string_value(v)) < 0) {
+			bad(msg, cap, param, "vote",
+			    "'vote' must be majority or confidence");
+			goto out;
+		}
+		if (!(r->sp.vote = strdup(json_string_value(v)))) {
+			bad(msg, cap, param, "vote", "out of memory");
+			goto out;
+		}
+	}
 	if (present(v = json_object_get(o, "stream"))) {
 		if (!json_is_boolean(v)) {
 			bad(msg, cap, param, "stream",
@@ -452,6 +482,8 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 {
 	size_t n = a->n_samples;
 	vote_result v = {0};
+	uint64_t *w = NULL; /* confidence vote: the samples' weights */
+	int conf = r->sp.vote && sc_vote_parse(r->sp.vote) == SC_VOTE_CONFIDENCE;
 
 	memset(x, 0, sizeof(*x));
 	x->n = n;
@@ -462,7 +494,7 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 	x->tokens = calloc(n + 1, sizeof(*x->tokens));
 	x->index = calloc(n + 1, sizeof(*x->index));
 	if (!x->text || !x->len || !x->answer || !x->finish || !x->tokens ||
-	    !x->index)
+	    !x->index || (conf && !(w = calloc(n + 1, sizeof(*w)))))
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		const Quorum__Sample *s = a->samples[i];
@@ -477,6 +509,9 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		x->len[i] = len;
 		x->tokens[i] = s->tokens;
 		x->index[i] = s->index;
+		if (conf) /* the coordinator's weight (front.c), retaken */
+			w[i] = sc_conf_weight(s->has_group_confidence
+						      ? s->group_confidence : 0.0);
 		x->finish[i] = len < s->text.len ? "stop"
 			       : s->finish && !strcmp(s->finish, "length")
 				       ? "length" : "stop";
@@ -491,16 +526,22 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 			goto nomem;
 		}
 	}
-	if (vote_tally((const char *const *)x->answer, n, &v))
+	if (vote_tally_weighted((const char *const *)x->answer, w, n, &v))
 		goto nomem;
 	x->votes = json_array();
-	for (size_t i = 0; i < v.n_entries; i++)
-		json_array_append_new(x->votes, json_pack(
+	for (size_t i = 0; i < v.n_entries; i++) {
+		json_t *e = json_pack(
 			"{s:o, s:I, s:I}", "answer",
 			client_text(v.entries[i].answer,
 				    strlen(v.entries[i].answer)),
 			"count", (json_int_t)v.entries[i].count,
-			"first_index", (json_int_t)v.entries[i].first_index));
+			"first_index", (json_int_t)v.entries[i].first_index);
+
+		if (e && conf) /* as quorum ask --json prints it */
+			json_object_set_new(e, "weight", json_real(
+				(double)v.entries[i].weight / 0x1p32));
+		json_array_append_new(x->votes, e);
+	}
 	x->voters = v.n_voters;
 	if (v.winner != VOTE_NONE) {
 		x->winner = client_text(v.entries[0].answer,
@@ -510,9 +551,11 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		x->winner = json_null();
 	}
 	vote_result_fini(&v);
+	free(w);
 	return 0;
 nomem:
 	vote_result_fini(&v);
+	free(w);
 	gwapi_result_fini(x);
 	return -1;
 }
@@ -535,6 +578,25 @@ json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a)
 	json_object_set_new(q, "answers", ans);
 	json_object_set(q, "prefix", json_object_get(tmp, "prefix"));
 	json_object_set(q, "timings", json_object_get(tmp, "timings"));
+	/* early stopping's report (absent: the request ran all N) */
+	if (json_object_get(tmp, "stop"))
+		json_object_set(q, "early_stop", json_object_get(tmp, "stop"));
+	/* per sample, in choice order: mean log-probability of its tokens
+	 * and DeepConf group confidence (null when not reported) */
+	{
+		json_t *ml = json_array(), *gc = json_array();
+
+		for (size_t i = 0; i < a->n_samples; i++) {
+			const Quorum__Sample *s = a->samples[i];
+
+			json_array_append_new(ml, s->has_mean_logprob
+				? json_real(s->mean_logprob) : json_null());
+			json_array_append_new(gc, s->has_group_confidence
+				? json_real(s->group_confidence) : json_null());
+		}
+		json_object_set_new(q, "mean_logprob", ml);
+		json_object_set_new(q, "group_confidence", gc);
+	}
 	json_decref(tmp);
 	return q;
 }
