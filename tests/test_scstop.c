@@ -26,6 +26,12 @@
 #define N_PROBLEMS 10
 #define N_REF 16
 
+/* The problems the exhaustive loops take (QUORUM_TEST_QUICK: 3). */
+static int n_problems(void)
+{
+	return tu_quick() ? 3 : N_PROBLEMS;
+}
+
 static model *m;
 static tok *t;
 static int32_t *prompts[N_PROBLEMS];
@@ -149,7 +155,7 @@ static void test_exact_equals_none(void **state)
 
 	(void)state;
 	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
-	for (int q = 0; q < N_PROBLEMS; q++)
+	for (int q = 0; q < n_problems(); q++)
 		for (size_t si = 0; si < sizeof(sd) / sizeof(sd[0]); si++) {
 			sc_params pr = params(N_REF, sd[si].seed, sd[si].temp,
 					      "none");
@@ -281,7 +287,7 @@ static void test_confidence_vote(void **state)
 
 	(void)state;
 	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
-	for (int q = 0; q < N_PROBLEMS; q++)
+	for (int q = 0; q < n_problems(); q++)
 		for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
 			sc_params pn = params(ns[ni], 3, 1.2f, "none");
 			sc_params px = params(ns[ni], 3, 1.2f, "exact");
