@@ -26,7 +26,7 @@ static int setup(void **state)
 {
 	(void)state;
 	if (tu_model(path, sizeof(path), "qwen2", "tiny", GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 11) ||
+		     tu_chat_tokenizer(), 11) ||
 	    model_load(path, &m) || tok_load(m->gguf, &t) ||
 	    prompt_build(t, NULL, "What is 17 * 23? Answer with a number.",
 			 &prompt, &n_prompt)) {
@@ -179,7 +179,7 @@ static void test_archs_modes_identical(void **state)
 		assert_non_null(sh);
 		if (tu_model(ap, sizeof(ap), sh->arch, sh->name,
 			     GGML_TYPE_Q8_0,
-			     tu_data("data/tokenizers/qwen2/tokenizer.json"),
+			     tu_chat_tokenizer(),
 			     21 + si) ||
 		    model_load(ap, &am) || tok_load(am->gguf, &at) ||
 		    prompt_build(at, NULL, "What is 17 * 23?", &ids, &n_ids))

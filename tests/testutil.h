@@ -55,6 +55,17 @@ static inline const char *tu_data(const char *rel)
 	return p;
 }
 
+/* The tokenizer of test_sc's synthesized chat models: Qwen's (151,669
+ * tokens), or with QUORUM_TEST_QUICK the shipped model's 809-token BPE,
+ * which has the same ChatML template: the same engine code runs, and the
+ * LM head — nearly all of a tiny model's work per token — shrinks 190
+ * times. (The cluster tests keep Qwen's: some check the qwen3 template.) */
+static inline const char *tu_chat_tokenizer(void)
+{
+	return tu_data(tu_quick() ? "models/arith.gguf"
+				  : "data/tokenizers/qwen2/tokenizer.json");
+}
+
 /* Synthesizes (once per process) a model into the temp dir and returns its
  * path in buf. The vocabulary is GPT-2's (50257 tokens) unless tokenizer
  * is given. */
