@@ -247,8 +247,9 @@ fuzz-ci: fuzz-build
 # bounds, under long decodes that the sanitizers' slowdown stretches past
 # them; they run in every plain `make test`. QUORUM_TEST_QUICK makes the
 # exhaustive determinism matrices (test_sc, test_fwd) take a diagonal and
-# the gateway's 50-client load test send 2 requests per client, not 10:
-# the sanitizers see every code path, the plain run every combination.
+# the gateway's 50-client load test send 2 requests per client, not 10
+# (all of it in tests/testutil.h's tu_quick and its callers): the
+# sanitizers see every code path, the plain run every combination.
 test-asan:
 	@mkdir -p build-asan/tmp
 	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
