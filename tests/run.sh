@@ -5,12 +5,17 @@
 # summary line, with each test's run time in seconds.
 passed=0; failed=0; skipped=0; bad=""
 timings=""
+log=$(mktemp) || exit 1
+trap 'rm -f "$log"' EXIT
 for t in "$@"; do
 	t0=$(date +%s)
+	# output through a file, not a pipe: a process a crashed test left
+	# behind (holding its stdout) cannot make this wait forever
 	case "$t" in
-	*.sh) out=$(sh "$t" "${QUORUM_BUILD:-build}" 2>&1); rc=$? ;;
-	*) out=$("$t" 2>&1); rc=$? ;;
+	*.sh) sh "$t" "${QUORUM_BUILD:-build}" >"$log" 2>&1; rc=$? ;;
+	*) "$t" >"$log" 2>&1; rc=$? ;;
 	esac
+	out=$(cat "$log")
 	printf '%s\n' "$out"
 	timings="$timings $(basename "$t")=$(($(date +%s) - t0))s"
 	case "$t" in

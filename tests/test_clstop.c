@@ -140,7 +140,8 @@ static void check_reply(const Quorum__ClientReply *r, const sc_result *x,
 		const sc_sample *y = &x->samples[i];
 
 		assert_int_equal(s->index, (uint32_t)i);
-		if (s->text.len != y->len || memcmp(s->text.data, y->text, y->len))
+		if (s->text.len != y->len ||
+		    (y->len && memcmp(s->text.data, y->text, y->len)))
 			fail_msg("%s: sample %d text differs", what, i);
 		assert_int_equal(s->tokens, (uint32_t)y->n_tokens);
 		assert_int_equal(s->has_answer, y->has_answer);

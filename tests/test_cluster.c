@@ -136,7 +136,8 @@ static void check_answer(const Quorum__ClientReply *r, const sc_result *x,
 		const sc_sample *y = &x->samples[i];
 
 		assert_int_equal(s->index, (uint32_t)i);
-		if (s->text.len != y->len || memcmp(s->text.data, y->text, y->len))
+		if (s->text.len != y->len ||
+		    (y->len && memcmp(s->text.data, y->text, y->len)))
 			fail_msg("%s: sample %d text differs:\n[%.*s]\n[%.*s]",
 				 what, i, (int)s->text.len, s->text.data,
 				 (int)y->len, y->text);
@@ -426,8 +427,9 @@ static void *client_thread(void *arg)
 
 		for (int i = 0; ok && i < x->n; i++)
 			ok = r->answer->samples[i]->text.len == x->samples[i].len &&
-			     !memcmp(r->answer->samples[i]->text.data,
-				     x->samples[i].text, x->samples[i].len);
+			     (!x->samples[i].len ||
+			      !memcmp(r->answer->samples[i]->text.data,
+				      x->samples[i].text, x->samples[i].len));
 		if (!ok) {
 			j->failures++;
 			snprintf(j->why, sizeof(j->why), "client %d q %d: %s",

@@ -114,7 +114,7 @@ static int same_answer(const Quorum__ClientReply *r, const sc_result *x,
 		const sc_sample *y = &x->samples[i];
 
 		if (s->index != (uint32_t)i || s->text.len != y->len ||
-		    memcmp(s->text.data, y->text, y->len) ||
+		    (y->len && memcmp(s->text.data, y->text, y->len)) ||
 		    s->tokens != (uint32_t)y->n_tokens ||
 		    strcmp(s->finish, sc_finish_name(y->finish))) {
 			snprintf(why, cap, "sample %d differs", i);
