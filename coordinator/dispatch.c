@@ -67,6 +67,11 @@ void dispatch_req_free(sched *s, req *r)
 	}
 	if (r->root)
 		roots_unref(s, r->root);
+	dispatch_req_release(r);
+}
+
+void dispatch_req_release(req *r)
+{
 	for (uint32_t i = 0; r->res && i < r->n; i++)
 		if (r->res[i])
 			quorum__worker_msg__free_unpacked(r->res[i], NULL);

@@ -460,14 +460,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	return;
 refuse:
 	front_reply_error(s, m->id, m->id_len, cr->request_id, st, err);
-	free(r->res);
-	free(r->fwd);
-	free(r->st);
-	free(r->lost);
-	free(r->begun);
-	stop_fini(&r->ss);
-	free(r->tokens);
-	free(r);
+	dispatch_req_release(r);
 }
 
 /* The client no longer wants its request: its jobs are cancelled (a

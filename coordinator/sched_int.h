@@ -260,6 +260,8 @@ void front_finish(sched *s, req *r);
 /* ---- dispatch.c ---- */
 void dispatch_job_drop(sched *s, req *r, job *j);
 void dispatch_req_free(sched *s, req *r);
+/* Frees r's memory only (a request never queued, or after unlinking). */
+void dispatch_req_release(req *r);
 void dispatch_req_fail(sched *s, req *r, int status, const char *err);
 req *dispatch_req_by_rid(const sched *s, uint64_t rid);
 /* Worker wi is gone: its jobs' unfinished indices go back to pending. */
