@@ -492,14 +492,22 @@ void kv_seq_init(kv_seq *s)
 }
 
 /* Blocks that hold committed rows. */
-static uint32_t committed_blocks(const kv_pool *p, const kv_seq *s)
+static uint32_t blocks_of(const kv_pool *p, uint32_t n_tokens)
 {
 	uint32_t b = (uint32_t)p->params.block_tokens;
 
-	return s->n_tokens / b + (s->n_tokens % b != 0);
+	return n_tokens / b + (n_tokens % b != 0);
 }
 
 int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst)
+{
+	if (!src)
+		return qerr_fail(QERR_ARG, "kv_seq_fork: bad arguments");
+	return kv_seq_fork_prefix(p, src, src->n_tokens, dst);
+}
+
+int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
+		       kv_seq *dst)
 {
 	uint32_t n, i;
 
@@ -508,7 +516,10 @@ int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst)
 	kv_seq_init(dst);
 	if (p->readonly)
 		return qerr_fail(QERR_ARG, "kv_seq_fork: read-only pool");
-	n = committed_blocks(p, src);
+	if (n_tokens > src->n_tokens)
+		return qerr_fail(QERR_RANGE, "kv_seq_fork: prefix of %u tokens "
+				 "of a sequence of %u", n_tokens, src->n_tokens);
+	n = blocks_of(p, n_tokens);
 	assert(n <= src->n_blocks);
 	if (n) {
 		dst->blocks = malloc((size_t)n * sizeof(*dst->blocks));
@@ -525,7 +536,7 @@ int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst)
 		}
 	}
 	dst->n_blocks = dst->cap = n;
-	dst->n_tokens = src->n_tokens;
+	dst->n_tokens = n_tokens;
 	p->stats.forks++;
 	return QERR_OK;
 }

@@ -224,6 +224,15 @@ void kv_seq_init(kv_seq *s);
  * left empty and refcounts unchanged on error. */
 int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst);
 
+/* As kv_seq_fork, sharing only src's first n_tokens (<= its committed
+ * tokens; QERR_RANGE otherwise) committed rows: the blocks holding them
+ * (refcount + 1 each); dst->n_tokens = n_tokens. When n_tokens ends
+ * mid-block, that block is shared and its rows from n_tokens on are
+ * src's: dst's first reserve copies the block (copy-on-write), so dst
+ * never sees them. A prompt sharing a cached one's prefix starts so. */
+int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
+		       kv_seq *dst);
+
 /* Makes rows n_tokens .. n_tokens+n_new-1 writable by s alone: if n_new > 0
  * and the tail block (committed rows n_tokens % B > 0) is shared, copies its
  * committed rows of every layer into a fresh block and drops the shared

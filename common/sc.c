@@ -14,6 +14,7 @@ typedef struct {
 	uint32_t id;
 	kv_seq seq;
 	float *logits;       /* (vocab) */
+	int32_t *tokens;     /* (seq.n_tokens) its prompt; NULL: imported */
 } sc_root;
 
 struct sc_engine {
@@ -862,6 +863,17 @@ static void end_root(sc_engine *e, sc_root *r, int keep)
 	}
 	kv_seq_free(e->pool, &r->seq);
 	free(r->logits);
+	free(r->tokens);
+}
+
+/* Keeps a copy of the prompt a root was prefilled from (a later prompt
+ * sharing its prefix is checked against it). */
+static int root_tokens(sc_root *r, const int32_t *prompt, size_t n)
+{
+	if (!(r->tokens = malloc(n * sizeof(*r->tokens))))
+		return qerr_fail(QERR_NOMEM, "out of memory for root tokens");
+	memcpy(r->tokens, prompt, n * sizeof(*r->tokens));
+	return 0;
 }
 
 int sc_root_prefill(sc_engine *e, const int32_t *prompt, size_t n,
@@ -877,7 +889,9 @@ int sc_root_prefill(sc_engine *e, const int32_t *prompt, size_t n,
 				 "%d)", n, e->m->cfg.ctx_len);
 	if ((rc = new_root(e, &r)))
 		return rc;
-	rc = fwd_prefill(e->f, e->pool, &r->seq, prompt, (int)n, r->logits);
+	if (!(rc = root_tokens(r, prompt, n)))
+		rc = fwd_prefill(e->f, e->pool, &r->seq, prompt, (int)n,
+				 r->logits);
 	end_root(e, r, rc == 0);
 	if (!rc)
 		*root_id = r->id;
@@ -906,6 +920,7 @@ int sc_root_release(sc_engine *e, uint32_t root_id)
 		return qerr_fail(QERR_MISSING, "no root %u", root_id);
 	kv_seq_free(e->pool, &r->seq);
 	free(r->logits);
+	free(r->tokens);
 	*r = e->roots[--e->n_roots];
 	return 0;
 }
@@ -1100,6 +1115,28 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 
 /* ---- prefill with a progress callback; dropping a linked pool -------- */
 
+/* Prefills prompt[r->seq.n_tokens .. n) into r in forwards of at most
+ * chunk rows, on_chunk (may be NULL) between them; the last one writes
+ * r->logits. fwd_prefill continues at the sequence's length, and the
+ * forward is chunking-invariant: the rows and logits are those of one
+ * forward over the whole prompt, bit for bit. */
+static int prefill_rest(sc_engine *e, sc_root *r, const int32_t *prompt,
+			size_t n, int chunk, sc_chunk_cb on_chunk, void *ctx)
+{
+	int rc = 0;
+
+	for (size_t done = r->seq.n_tokens; !rc && done < n;) {
+		size_t c = n - done < (size_t)chunk ? n - done : (size_t)chunk;
+
+		rc = fwd_prefill(e->f, e->pool, &r->seq, prompt + done, (int)c,
+				 done + c == n ? r->logits : NULL);
+		done += c;
+		if (!rc && done < n && on_chunk)
+			rc = on_chunk(ctx);
+	}
+	return rc;
+}
+
 int sc_root_prefill_cb(sc_engine *e, const int32_t *prompt, size_t n,
 		       int chunk, sc_chunk_cb on_chunk, void *ctx,
 		       uint32_t *root_id)
@@ -1118,17 +1155,47 @@ int sc_root_prefill_cb(sc_engine *e, const int32_t *prompt, size_t n,
 		chunk = 64;
 	if ((rc = new_root(e, &r)))
 		return rc;
-	/* fwd_prefill continues at the sequence's length: chunks of chunk
-	 * rows give the same K/V rows and last logits as one call */
-	for (size_t done = 0; !rc && done < n;) {
-		size_t c = n - done < (size_t)chunk ? n - done : (size_t)chunk;
+	if (!(rc = root_tokens(r, prompt, n)))
+		rc = prefill_rest(e, r, prompt, n, chunk, on_chunk, ctx);
+	end_root(e, r, rc == 0);
+	if (!rc)
+		*root_id = r->id;
+	return rc;
+}
 
-		rc = fwd_prefill(e->f, e->pool, &r->seq, prompt + done, (int)c,
-				 done + c == n ? r->logits : NULL);
-		done += c;
-		if (!rc && done < n)
-			rc = on_chunk(ctx);
-	}
+int sc_root_prefill_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
+			 const int32_t *prompt, size_t n, int chunk,
+			 sc_chunk_cb on_chunk, void *ctx, uint32_t *root_id)
+{
+	const sc_root *base;
+	sc_root *r;
+	int rc;
+
+	if ((rc = need_fixed(e)))
+		return rc;
+	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
+				 "%d)", n, e->m->cfg.ctx_len);
+	if (!(base = find_root(e, base_id)))
+		return qerr_fail(QERR_MISSING, "no root %u", base_id);
+	if (!base->tokens)
+		return qerr_fail(QERR_ARG, "root %u was imported: its tokens "
+				 "are unknown here", base_id);
+	if (n_base < 1 || n_base >= n || n_base > base->seq.n_tokens)
+		return qerr_fail(QERR_RANGE, "shared prefix of %u tokens: the "
+				 "root has %u, the prompt %zu", n_base,
+				 base->seq.n_tokens, n);
+	if (memcmp(base->tokens, prompt, n_base * sizeof(*prompt)))
+		return qerr_fail(QERR_ARG, "the prompt does not start with "
+				 "root %u's first %u tokens", base_id, n_base);
+	if (chunk < 1)
+		chunk = 64;
+	if ((rc = new_root(e, &r)))
+		return rc;
+	base = find_root(e, base_id); /* new_root may move the roots */
+	if (!(rc = root_tokens(r, prompt, n)) &&
+	    !(rc = kv_seq_fork_prefix(e->pool, &base->seq, n_base, &r->seq)))
+		rc = prefill_rest(e, r, prompt, n, chunk, on_chunk, ctx);
 	end_root(e, r, rc == 0);
 	if (!rc)
 		*root_id = r->id;

@@ -254,6 +254,20 @@ int sc_root_prefill_cb(sc_engine *e, const int32_t *prompt, size_t n,
 		       int chunk, sc_chunk_cb on_chunk, void *ctx,
 		       uint32_t *root_id);
 
+/* A root for prompt[0..n) that starts from root base_id's first n_base
+ * tokens (a prompt sharing a cached one's prefix): the new root forks
+ * them (full blocks shared; a block holding the boundary is copied on
+ * write) and prefills only prompt[n_base..n), as sc_root_prefill_cb
+ * (on_chunk may be NULL). Its rows and logits are bit-identical to a
+ * fresh sc_root_prefill of the whole prompt (the forward is chunking-
+ * invariant). base_id must be a prefilled root (an imported one's tokens
+ * are unknown: QERR_ARG) whose first n_base tokens equal the prompt's
+ * (QERR_ARG otherwise), 1 <= n_base < n (QERR_RANGE). The base stays as
+ * it was and may be released before or after the new root. */
+int sc_root_prefill_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
+			 const int32_t *prompt, size_t n, int chunk,
+			 sc_chunk_cb on_chunk, void *ctx, uint32_t *root_id);
+
 /* Drops the read-only mapping of another worker's pool (its owner is
  * gone). Call between decodes; a later sc_decode naming the pool maps it
  * again. QERR_MISSING when it is not linked. */

@@ -1,0 +1,230 @@
+/*
+ * Prefix reuse in the engine (issue 16): a root started from a cached
+ * root's first k tokens (sc_root_prefill_from) holds the same K/V rows and
+ * last logits, bit for bit, as a fresh prefill of the whole prompt — at
+ * every block boundary k and mid-block, for two block sizes and odd
+ * prefill chunks — so its samples are the same bytes; the base can go
+ * first; bad bases are refused; every block returns to free.
+ *
+ * Cheap by construction: a tiny synthesized model over the shipped
+ * model's 809-token vocabulary (the LM head is most of a tiny model's
+ * cost), prompts of ~60 tokens.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kern.h"
+#include "model.h"
+#include "prompt.h"
+#include "sc.h"
+#include "testutil.h"
+#include "tok.h"
+
+static char path[512];
+static model *m;
+static tok *t;
+static int32_t *pa, *pb;   /* two prompts sharing a long prefix */
+static size_t na, nb, common;
+
+static int setup(void **state)
+{
+	(void)state;
+	if (tu_model(path, sizeof(path), "qwen2", "tiny", GGML_TYPE_Q8_0,
+		     tu_data("models/arith.gguf"), 16) ||
+	    model_load(path, &m) || tok_load(m->gguf, &t) ||
+	    prompt_build(t, "Solve it. Show the steps, then the answer.",
+			 "Tom has 12 apples and eats 5. How many are left?",
+			 &pa, &na) ||
+	    prompt_build(t, "Solve it. Show the steps, then the answer.",
+			 "Tom has 12 pears and buys 30 more. How many now?",
+			 &pb, &nb)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		return -1;
+	}
+	while (common < na && common < nb && pa[common] == pb[common])
+		common++;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(pa);
+	free(pb);
+	tok_free(&t);
+	model_free(&m);
+	unlink(path);
+	return 0;
+}
+
+/* Rows and logits of two roots are the same bytes. */
+static void assert_same_root(sc_engine *e, uint32_t x, uint32_t y,
+			     const char *what)
+{
+	sc_root_desc dx, dy;
+	void *bx, *by;
+	size_t lx, ly;
+
+	assert_int_equal(sc_root_get(e, x, &dx), 0);
+	assert_int_equal(sc_root_get(e, y, &dy), 0);
+	assert_int_equal(dx.n_tokens, dy.n_tokens);
+	assert_int_equal(sc_root_export(e, x, &bx, &lx), 0);
+	assert_int_equal(sc_root_export(e, y, &by, &ly), 0);
+	assert_int_equal(lx, ly);
+	if (memcmp(bx, by, lx))
+		fail_msg("%s: K/V rows differ", what);
+	if (memcmp(dx.logits, dy.logits, (size_t)m->cfg.vocab * sizeof(float)))
+		fail_msg("%s: logits differ", what);
+	free(bx);
+	free(by);
+}
+
+static int count_cb(void *ctx, const sc_sample *s)
+{
+	char **texts = ctx;
+
+	texts[s->index] = strndup(s->text, s->len);
+	return 0;
+}
+
+/* Samples 0..3 of a root, texts into out[4]. */
+static void decode4(sc_engine *e, uint32_t root, char **out)
+{
+	static const int idx[] = {0, 1, 2, 3};
+	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 77, .n = 4,
+		       .max_new = 12, .mode = SC_BATCHED};
+	sc_root_desc d;
+	sc_root_ref rr;
+	sc_decode_stats st;
+
+	assert_int_equal(sc_root_get(e, root, &d), 0);
+	rr = (sc_root_ref){d.pool_name, d.n_tokens, d.n_blocks, d.blocks,
+			   d.logits};
+	assert_int_equal(sc_decode(e, &rr, idx, 4, &p, count_cb, NULL, out,
+				   &st), 0);
+}
+
+static void one_block_size(int B)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *e;
+	uint32_t base, fresh, from;
+	char *want[4] = {0}, *got[4] = {0};
+	size_t ks[64];
+	int nk = 0;
+
+	ep.block_tokens = B;
+	ep.pool_blocks = 256;
+	ep.n_threads = 1;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	/* the cached root: prompt A; the new prompt B shares `common` */
+	assert_true(common >= (size_t)2 * B && common < nb);
+	assert_int_equal(sc_root_prefill(e, pa, na, &base), 0);
+	assert_int_equal(sc_root_prefill(e, pb, nb, &fresh), 0);
+	decode4(e, fresh, want);
+	/* every block boundary inside the shared part, and mid-block */
+	for (size_t k = (size_t)B; k <= common && nk < 60; k += (size_t)B)
+		ks[nk++] = k;
+	ks[nk++] = (size_t)B + 3;
+	ks[nk++] = common; /* wherever it ends */
+	ks[nk++] = 1;
+	for (int i = 0; i < nk; i++) {
+		char what[64];
+		int chunk = 1 + i % 7; /* odd chunkings too */
+
+		snprintf(what, sizeof(what), "B %d, from %zu of %zu, chunk %d",
+			 B, ks[i], nb, chunk);
+		assert_int_equal(sc_root_prefill_from(e, base, (uint32_t)ks[i],
+						      pb, nb, chunk, NULL, NULL,
+						      &from), 0);
+		assert_same_root(e, fresh, from, what);
+		if (i == 1 || ks[i] % (size_t)B) {
+			decode4(e, from, got);
+			for (int s = 0; s < 4; s++) {
+				if (strcmp(want[s], got[s]))
+					fail_msg("%s: sample %d differs", what,
+						 s);
+				free(got[s]);
+			}
+		}
+		assert_int_equal(sc_root_release(e, from), 0);
+	}
+	/* the base may go first: the shared blocks live on in the child */
+	assert_int_equal(sc_root_prefill_from(e, base, (uint32_t)(2 * B), pb,
+					      nb, 64, NULL, NULL, &from), 0);
+	assert_int_equal(sc_root_release(e, base), 0);
+	assert_same_root(e, fresh, from, "base released first");
+	/* a child is a base in turn (its tokens are kept) */
+	assert_int_equal(sc_root_prefill_from(e, from, (uint32_t)nb - 1, pb,
+					      nb, 64, NULL, NULL, &base), 0);
+	assert_same_root(e, fresh, base, "grandchild");
+	assert_int_equal(sc_root_release(e, from), 0);
+	assert_int_equal(sc_root_release(e, base), 0);
+	assert_int_equal(sc_root_release(e, fresh), 0);
+	for (int s = 0; s < 4; s++)
+		free(want[s]);
+	assert_int_equal(sc_root_count(e), 0);
+	assert_int_equal(sc_engine_kv_in_use(e), 0);
+	assert_int_equal(sc_engine_kv_free(e), 256);
+	sc_engine_free(&e);
+}
+
+static void test_bit_identity_every_boundary(void **state)
+{
+	(void)state;
+	one_block_size(16);
+	one_block_size(tu_quick() ? 5 : 4);
+}
+
+static void test_bad_bases(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *e;
+	sc_root_desc d;
+	uint32_t base, imp, r;
+	void *bytes;
+	size_t len;
+
+	(void)state;
+	ep.pool_blocks = 64;
+	ep.n_threads = 1;
+	assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+	assert_int_equal(sc_root_prefill(e, pa, na, &base), 0);
+	/* tokens that differ from the base's */
+	assert_int_equal(sc_root_prefill_from(e, base, (uint32_t)common + 1,
+					      pb, nb, 64, NULL, NULL, &r),
+			 QERR_ARG);
+	/* the whole prompt (nothing left to prefill), or none of it */
+	assert_int_equal(sc_root_prefill_from(e, base, (uint32_t)na, pa, na,
+					      64, NULL, NULL, &r), QERR_RANGE);
+	assert_int_equal(sc_root_prefill_from(e, base, 0, pb, nb, 64, NULL,
+					      NULL, &r), QERR_RANGE);
+	assert_int_equal(sc_root_prefill_from(e, base + 99, 16, pb, nb, 64,
+					      NULL, NULL, &r), QERR_MISSING);
+	/* an imported root's tokens are unknown: never a base */
+	assert_int_equal(sc_root_get(e, base, &d), 0);
+	assert_int_equal(sc_root_export(e, base, &bytes, &len), 0);
+	assert_int_equal(sc_root_import(e, (uint32_t)na, bytes, len, d.logits,
+					&imp), 0);
+	free(bytes);
+	assert_int_equal(sc_root_prefill_from(e, imp, 16, pb, nb, 64, NULL,
+					      NULL, &r), QERR_ARG);
+	assert_int_equal(sc_root_count(e), 2);
+	assert_int_equal(sc_root_release(e, imp), 0);
+	assert_int_equal(sc_root_release(e, base), 0);
+	assert_int_equal(sc_engine_kv_in_use(e), 0);
+	sc_engine_free(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bit_identity_every_boundary),
+		cmocka_unit_test(test_bad_bases),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
