@@ -391,7 +391,7 @@ static void two_hosts_root_too_large(void **state)
 	cu_cfg k = cu_cfg_defaults(model_path);
 
 	(void)state;
-	k.max_message_bytes = 640000;
+	k.max_message_bytes = 16384; /* above any other message, below the root */
 	cluster_start_cfg(&cl, &k);
 	worker_start(&cl, cl.config, "a1", "a");
 	worker_start(&cl, cl.config, "b1", "b");

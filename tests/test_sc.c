@@ -178,9 +178,7 @@ static void test_archs_modes_identical(void **state)
 
 		assert_non_null(sh);
 		if (tu_model(ap, sizeof(ap), sh->arch, sh->name,
-			     GGML_TYPE_Q8_0,
-			     tu_chat_tokenizer(),
-			     21 + si) ||
+			     GGML_TYPE_Q8_0, tu_chat_tokenizer(), 21 + si) ||
 		    model_load(ap, &am) || tok_load(am->gguf, &at) ||
 		    prompt_build(at, NULL, "What is 17 * 23?", &ids, &n_ids))
 			fail_msg("%s: %s", shapes[si], qerr_detail());

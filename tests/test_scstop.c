@@ -168,6 +168,10 @@ static void test_exact_equals_none(void **state)
 			for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]);
 			     ni++) {
 				int n = ns[ni];
+
+				/* quick: each seed takes every 4th N */
+				if (tu_quick() && (ni + q) % 4 != si)
+					continue;
 				sc_params pn = params(n, sd[si].seed,
 						      sd[si].temp, "none");
 				sc_params px = params(n, sd[si].seed,
@@ -241,6 +245,13 @@ static void test_rules_deterministic(void **state)
 				sc_params p = params(N_REF, 5, 1.0f, rules[ri]);
 				sc_result r;
 				char what[96];
+
+				/* quick: the first configuration (where
+				 * forks are cancelled in flight) and one
+				 * other, a different one each problem */
+				if (tu_quick() && ci &&
+				    ci != (ri + (size_t)q) % 4)
+					continue;
 
 				ep = SC_ENGINE_DEFAULTS;
 				ep.max_batch = cf[ci].max_batch;

@@ -449,7 +449,7 @@ static int group_setup(void **state)
 	if (!mkdtemp(buf) || !realpath(buf, tmpdir))
 		return -1;
 	if (tu_model(buf, sizeof(buf), "qwen2", "tiny", GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), 5) ||
+		     tu_chat_tokenizer(), 5) ||
 	    !realpath(buf, model_path))
 		return -1;
 	/* the reference: what the cluster must answer */
