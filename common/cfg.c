@@ -1287,6 +1287,7 @@ void cfg_defaults(cfg *c)
 	c->sampling.top_p = 0.95f;
 	c->sampling.max_new_tokens = 256;
 	c->sampling.seed = 0;
+	c->sampling.stop = STOP_RULE_DEFAULT;
 	c->prompt.think = PROMPT_THINK_DEFAULT;
 	c->limits.max_n = 64;
 	c->limits.max_prompt_tokens = 4096;

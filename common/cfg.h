@@ -148,8 +148,8 @@ typedef struct cfg_sampling {
 	float top_p;         /* 0.95; in (0, 1] */
 	int max_new_tokens;  /* 256; >= 1 */
 	uint64_t seed;       /* 0; 0..2^64-1 */
-	char *stop_name;     /* "stop:" as written; NULL = none */
-	stop_rule stop;      /* from it (stop.h); none by default */
+	char *stop_name;     /* "stop:" as written; NULL = the default */
+	stop_rule stop;      /* from it (stop.h); exact by default */
 } cfg_sampling;
 
 typedef struct cfg_prompt {

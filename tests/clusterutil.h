@@ -55,6 +55,12 @@ typedef struct {
 	int queue_depth, request_timeout_ms, cache_entries, max_n;
 	long max_message_bytes;
 	const char *kv_dtype;
+	int kv_blocks;        /* per worker pool */
+	/* sampling.stop; NULL: not written (the default, exact). The
+	 * defaults' "none": the suites compare every reply's N samples with
+	 * in-process references of all N (test_clstop covers the rules and
+	 * the default) */
+	const char *stop;
 } cu_cfg;
 
 static inline cu_cfg cu_cfg_defaults(const char *model)
@@ -62,7 +68,7 @@ static inline cu_cfg cu_cfg_defaults(const char *model)
 	/* heartbeats every 200 ms, liveness 25 (5 s): a process starved of
 	 * CPU on a loaded machine is not taken for dead */
 	cu_cfg c = {model, 0, 32, 1, 200, 25, 200, 1000, 64, 120000, 4, 16,
-		    16777216, "f32"};
+		    16777216, "f32", 512, "none"};
 	return c;
 }
 
@@ -133,19 +139,30 @@ static inline int cu_setup_paths(const char *tag)
 	return 0;
 }
 
-/* Synthesizes the clusters' model (qwen2 "tiny", q8_0, the qwen2
- * tokenizer; weights from seed) into the temp dir; its absolute path in
- * buf (PATH_MAX). */
-static inline int cu_model(char *buf, uint64_t seed)
+/* Synthesizes a cluster model (qwen2 "tiny", q8_0; weights from seed)
+ * with the vocabulary and chat template of tokenizer (a tokenizer.json or
+ * a GGUF) into the temp dir; its absolute path in buf (PATH_MAX). */
+static inline int cu_model_tok(char *buf, uint64_t seed, const char *tokenizer)
 {
 	char real[PATH_MAX];
 
 	if (tu_model(buf, PATH_MAX, "qwen2", "tiny", GGML_TYPE_Q8_0,
-		     tu_data("data/tokenizers/qwen2/tokenizer.json"), seed) ||
+		     tokenizer, seed) ||
 	    !realpath(buf, real))
 		return -1;
 	memcpy(buf, real, strlen(real) + 1);
 	return 0;
+}
+
+/* The clusters' usual model: the shipped model's 809-token BPE and ChatML
+ * template. The engine and transport code are the same as with a large
+ * vocabulary, and the LM head — nearly all of a tiny model's work per
+ * token with Qwen's 151,669 tokens — shrinks 190 times. Tests of what
+ * only Qwen's tokenizer has (the qwen3 thinking template) use
+ * cu_model_tok with it. */
+static inline int cu_model(char *buf, uint64_t seed)
+{
+	return cu_model_tok(buf, seed, tu_chat_tokenizer());
 }
 
 static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
@@ -162,7 +179,7 @@ static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 		"model:\n  path: %s\n"
 		"cluster:\n  name: %s\n"
 		"coordinator:\n  client_endpoint: %s\n  worker_endpoint: %s\n"
-		"kv:\n  block_tokens: 16\n  blocks: 512\n  dtype: %s\n"
+		"kv:\n  block_tokens: 16\n  blocks: %d\n  dtype: %s\n"
 		"limits:\n  max_n: %d\n  max_prompt_tokens: 200\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"
 		"  max_message_bytes: %ld\n"
@@ -170,11 +187,14 @@ static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 		"  reconnect_min_ms: %d\n  reconnect_max_ms: %d\n"
 		"workers:\n  local: %d\n  threads: %d\n  slots: %d\n"
 		"prefix_cache:\n  entries: %d\n",
-		k->model, cu_name(), c->client_ep, c->worker_ep, k->kv_dtype,
+		k->model, cu_name(), c->client_ep, c->worker_ep, k->kv_blocks,
+		k->kv_dtype,
 		k->max_n, k->queue_depth, k->request_timeout_ms,
 		k->max_message_bytes, k->hb_interval_ms, k->liveness,
 		k->reconnect_min_ms, k->reconnect_max_ms, k->local, k->threads,
 		k->slots, k->cache_entries);
+	if (k->stop)
+		fprintf(f, "sampling:\n  stop: %s\n", k->stop);
 	fclose(f);
 }
 

@@ -460,6 +460,9 @@ static void test_defaults(void **state)
 	assert_true(d.sampling.top_p == 0.95f);
 	assert_int_equal(d.sampling.max_new_tokens, 256);
 	assert_true(d.sampling.seed == 0);
+	/* early stopping that never changes an answer, as in one process */
+	assert_int_equal(d.sampling.stop.kind, STOP_EXACT);
+	assert_null(d.sampling.stop_name);
 	assert_null(d.prompt.system);
 	assert_int_equal(d.limits.max_n, 64);
 	assert_int_equal(d.limits.max_prompt_tokens, 4096);
@@ -517,6 +520,7 @@ static void check_example(const cfg *c)
 	assert_true(c->sampling.top_p == 0.95f);
 	assert_int_equal(c->sampling.max_new_tokens, 256);
 	assert_true(c->sampling.seed == 0);
+	assert_int_equal(c->sampling.stop.kind, STOP_EXACT);
 	assert_null(c->prompt.system);
 	assert_int_equal(c->limits.max_n, 64);
 	assert_int_equal(c->limits.max_prompt_tokens, 4096);

@@ -194,6 +194,7 @@ static void run_rules(int workers)
 
 		k.local = workers;
 		k.threads = 1;
+		k.stop = NULL; /* sampling.stop left to its default */
 		if (cu_start(&cl, &k))
 			fail_msg("coordinator does not start");
 	}
@@ -218,6 +219,22 @@ static void run_rules(int workers)
 			quorum__client_reply__free_unpacked(rep, NULL);
 			rid++;
 		}
+	/* a request naming no rule gets the config's default: exact */
+	for (int q = 0; q < N_Q; q++) {
+		cu_ask o = {questions[q], N_BUDGET, SEED, 1.0f, 0.95f, 0,
+			    MAX_NEW, 0, 0, NULL, NULL};
+		Quorum__ClientReply *rep;
+		char what[96];
+
+		assert_int_equal(cu_ask_send(s, rid++, &o), 0);
+		rep = cu_recv_live(&cl, s, CU_WAIT_MS);
+		snprintf(what, sizeof(what), "%d workers, default rule, q %d",
+			 workers, q);
+		assert_string_equal(rules[1], "exact");
+		check_reply(rep, &ref[1][q], what);
+		assert_string_equal(rep->answer->stop->rule, "exact");
+		quorum__client_reply__free_unpacked(rep, NULL);
+	}
 	assert_true(fired > 0);
 	{
 		Quorum__ClientReply *st = cu_status(s);

@@ -225,7 +225,10 @@ static int group_setup(void **state)
 
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	if (cu_setup_paths("gateway") || cu_model(model_path, 21))
+	/* Qwen's tokenizer: test_think needs its qwen3 thinking template */
+	if (cu_setup_paths("gateway") ||
+	    cu_model_tok(model_path, 21,
+			 tu_data("data/tokenizers/qwen2/tokenizer.json")))
 		return -1;
 	cu_zctx = zmq_ctx_new();
 	k = cu_cfg_defaults(model_path);
@@ -237,6 +240,9 @@ static int group_setup(void **state)
 	k.liveness = 50;
 	/* nor is the deadline: 500 requests queue on a loaded machine */
 	k.request_timeout_ms = 600000;
+	/* the cluster's default rule (exact): a request without early_stop
+	 * must still get its n choices (the gateway asks for none) */
+	k.stop = NULL;
 	if (cu_start(&cl, &k))
 		return -1;
 	snprintf(keys, sizeof(keys), "%s/api-keys", cu_tmpdir);
@@ -305,7 +311,8 @@ static json_t *ask_json_x(const char *q, int n, uint64_t seed, double temp,
 static json_t *ask_json(const char *q, int n, uint64_t seed, double temp,
 			int max_new)
 {
-	return ask_json_x(q, n, seed, temp, max_new, "");
+	/* what the gateway asks for when a request names no early_stop */
+	return ask_json_x(q, n, seed, temp, max_new, "--stop none");
 }
 
 static const char *Q1 = "What is 17 + 25? Give the number.";
@@ -448,8 +455,8 @@ static void test_matches_ask(void **state)
  * bytes, which differ from the default (thinking on). */
 static void test_think(void **state)
 {
-	json_t *off = ask_json_x(Q1, 2, 11, 0.9, 12, "--think off");
-	json_t *on = ask_json_x(Q1, 2, 11, 0.9, 12, "--think on");
+	json_t *off = ask_json_x(Q1, 2, 11, 0.9, 12, "--stop none --think off");
+	json_t *on = ask_json_x(Q1, 2, 11, 0.9, 12, "--stop none --think on");
 	char body[512];
 	hresp r;
 	json_t *o;

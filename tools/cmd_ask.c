@@ -51,7 +51,8 @@ static void help(void)
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --stop RULE           early stopping: none | exact | beta[:T] |\n"
 	       "                        window[:W] (default: the cluster's\n"
-	       "                        sampling.stop); the reply holds the\n"
+	       "                        sampling.stop, exact unless set);\n"
+	       "                        the reply holds the\n"
 	       "                        samples it decided over\n"
 	       "  --vote V              majority (default) | confidence: each\n"
 	       "                        sample weighs exp(its group confidence)\n"
@@ -150,9 +151,10 @@ static void print_text(const Quorum__Answer *a)
 	if (!a->has_answer)
 		printf("answer: (none: no sample gave an answer)\n");
 	else
-		printf("answer: %.*s  (%u of %u votes)\n", (int)a->answer.len,
+		/* of the samples voted over (reported), as quorum run */
+		printf("answer: %.*s  (%u of %zu votes)\n", (int)a->answer.len,
 		       (const char *)a->answer.data,
-		       a->n_votes ? a->votes[0]->count : 0, a->n);
+		       a->n_votes ? a->votes[0]->count : 0, a->n_samples);
 	printf("votes:\n");
 	for (size_t i = 0; i < a->n_votes; i++) {
 		printf("  %6u  %.*s\n", a->votes[i]->count,

@@ -337,6 +337,10 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 			bad(msg, cap, param, "early_stop", "out of memory");
 			goto out;
 		}
+	} else if (!(r->sp.stop = strdup("none"))) {
+		/* OpenAI's n: n choices, whatever the cluster's default */
+		bad(msg, cap, param, "early_stop", "out of memory");
+		goto out;
 	}
 	if (present(v = json_object_get(o, "vote"))) {
 		if (!json_is_string(v) || sc_vote_parse(json_string_value(v)) < 0) {
