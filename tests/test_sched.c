@@ -438,6 +438,8 @@ static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
 	p.n = o->n;
 	p.max_new_tokens = o->max_new;
 	p.temperature = 0.5f;
+	/* all N samples (the cases count them; the default rule is exact) */
+	p.stop = "none";
 	a.question.data = (uint8_t *)o->question;
 	a.question.len = strlen(o->question);
 	if (o->system) {
