@@ -420,6 +420,8 @@ static const field fields[] = {
 	FI(workers, local, 0, 256),
 	FI(workers, threads, 1, 1024),
 	FI(workers, slots, 1, 4096),
+	FI(workers, prefill_tokens, 1, 65536),
+	{"workers", "merge", F_BOOL, OFF(workers.merge), 0, 0, 0, 0, 0},
 	FI(prefix_cache, entries, 0, 1 << 20),
 	{"http", "listen", F_LISTEN, OFF(http.listen), 0, 0, 0, 0, 0},
 	{"http", "api_keys_file", F_PATH, OFF(http.api_keys_file), 0, 0, 0, 0,
@@ -1301,6 +1303,8 @@ void cfg_defaults(cfg *c)
 	c->workers.local = 0;
 	c->workers.threads = 1;
 	c->workers.slots = 32;
+	c->workers.prefill_tokens = 64;
+	c->workers.merge = true;
 	c->prefix_cache.entries = 16;
 	strcpy(c->http.listen, "127.0.0.1:8080");
 	c->http.max_body_bytes = (int64_t)1 << 20;
@@ -1627,8 +1631,10 @@ void cfg_dump(const cfg *c, FILE *f)
 		"  reconnect_min_ms: %d\n  reconnect_max_ms: %d\n",
 		c->heartbeat.interval_ms, c->heartbeat.liveness,
 		c->heartbeat.reconnect_min_ms, c->heartbeat.reconnect_max_ms);
-	fprintf(f, "workers:\n  local: %d\n  threads: %d\n  slots: %d\n",
-		c->workers.local, c->workers.threads, c->workers.slots);
+	fprintf(f, "workers:\n  local: %d\n  threads: %d\n  slots: %d\n"
+		"  prefill_tokens: %d\n  merge: %s\n",
+		c->workers.local, c->workers.threads, c->workers.slots,
+		c->workers.prefill_tokens, c->workers.merge ? "true" : "false");
 	fprintf(f, "prefix_cache:\n  entries: %d\n", c->prefix_cache.entries);
 	fputs("http:\n  listen: ", f);
 	dump_str(f, c->http.listen);

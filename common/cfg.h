@@ -181,7 +181,12 @@ typedef struct cfg_heartbeat {
 typedef struct cfg_workers {
 	int local;           /* 0; 0..256 workers the coordinator spawns */
 	int threads;         /* 1; 1..1024 threads per local worker */
-	int slots;           /* 32; 1..4096 decode slots per worker */
+	int slots;           /* 32; 1..4096 decode slots per worker: forks
+			      * live in one merged decode round at most */
+	int prefill_tokens;  /* 64; 1..65536 prompt tokens a worker prefills
+			      * per decode round */
+	bool merge;          /* true: jobs of all requests share rounds;
+			      * false: one decode job at a time */
 } cfg_workers;
 
 typedef struct cfg_prefix_cache {

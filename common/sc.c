@@ -1,6 +1,7 @@
 #include "sc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +57,8 @@ typedef struct {
 	int64_t win_sum;     /* sum of the ring */
 	int64_t win_min;     /* least full-window sum so far */
 	int n_drawn;
+	struct sc_job *job;  /* the job it belongs to */
+	int appended;        /* has been forwarded (holds a private tail) */
 } fork_state;
 
 /* The online confidence filter (sc_params.filter_*). */
@@ -238,16 +241,15 @@ static uint32_t blocks_for(const sc_engine *e, uint64_t n)
 	return (uint32_t)((n + e->p.block_tokens - 1) / e->p.block_tokens);
 }
 
-/* A pool large enough for one prefix plus `forks` private tails. */
-static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
+/* A pool of at least need blocks (a fixed pool reports exhaustion as it
+ * happens instead). */
+static int ensure_pool_blocks(sc_engine *e, uint64_t need)
 {
-	uint64_t need = blocks_for(e, n_prompt + 1) +
-			(uint64_t)forks * (blocks_for(e, (uint64_t)max_new) + 1);
 	kv_params kp = {e->m->cfg.n_layers, e->m->cfg.kv_dim,
 			e->p.block_tokens, 0, e->p.kv_dtype};
 
 	if (e->fixed_pool)
-		return 0; /* a fixed pool reports exhaustion as it happens */
+		return 0;
 	if (need > KV_BLOCK_MASK)
 		return qerr_fail(QERR_FULL, "KV pool of %llu blocks is too large",
 				 (unsigned long long)need);
@@ -256,6 +258,14 @@ static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 	kv_pool_free(&e->pool);
 	kp.n_blocks = (uint32_t)need;
 	return kv_pool_new(&kp, &e->pool);
+}
+
+/* A pool large enough for one prefix plus `forks` private tails. */
+static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
+{
+	return ensure_pool_blocks(e, blocks_for(e, n_prompt + 1) +
+					     (uint64_t)forks *
+						     (blocks_for(e, (uint64_t)max_new) + 1));
 }
 
 static void track_peak(sc_engine *e)
@@ -466,128 +476,28 @@ static int stop_advance(sc_stopper *st, const sc_sample *out, int n,
 	return rc ? rc : filter_arm(&st->flt, out, st->prefix);
 }
 
-/*
- * Decodes the samples idx[0..n) from a prefilled root, advancing all of
- * them together; the paged and reset modes call it with one sample at a
- * time. out[i] receives sample idx[i]. root_logits: the root's last-row
- * logits. cb/rcb/tcb: optional per-sample, per-round and text callbacks.
- * Forks start in idx order, at most st->width at a time (st NULL: all at
- * once); a finished fork's blocks are freed at once. With st, out[] is in
- * sample order and each round pushes the finished prefix: when the
- * request is decided the forks in flight are cancelled.
- */
-static int decode_group(sc_engine *e, const sc_params *p, const kv_seq *root,
-			const float *root_logits, const int *idx, int n,
-			sc_sample *out, sc_sample_cb cb, sc_round_cb rcb,
-			sc_text_cb tcb, void *ctx, uint64_t *gen_tokens,
-			sc_stopper *st, const sc_filter *flt)
-{
-	const int V = e->m->cfg.vocab, B = e->p.max_batch;
-	fork_state *fs = calloc((size_t)n, sizeof(*fs));
-	fork_state **act = calloc((size_t)n, sizeof(*act));
-	kv_seq **seqs = calloc((size_t)B, sizeof(*seqs));
-	int32_t *toks = calloc((size_t)B, sizeof(*toks));
-	int *ones = calloc((size_t)B, sizeof(*ones));
-	float *lg = malloc((size_t)n * V * sizeof(float));
-	int *done = calloc((size_t)n, sizeof(*done));
-	int rc = 0, n_act = 0, next = 0, width = st ? st->width : n;
+typedef struct sc_job sc_job;
 
-	if (!fs || !act || !seqs || !toks || !ones || !lg || !done) {
-		rc = qerr_fail(QERR_NOMEM, "out of memory for %d samples", n);
-		goto out;
-	}
-	for (int i = 0; i < B; i++)
-		ones[i] = 1;
-	for (int i = 0; i < n; i++) {
-		kv_seq_init(&fs[i].seq);
-		fs[i].index = idx[i];
-		fs[i].out = &out[i];
-		fs[i].out->index = idx[i];
-		fs[i].logits = root_logits;
-		samp_rng_seed(&fs[i].rng, p->seed, (uint64_t)idx[i]);
-	}
-	if (width < 1)
-		width = 1;
-	while (!rc) {
-		int live = 0;
-
-		/* start forks in index order up to the width */
-		while (!rc && n_act < width && next < n &&
-		       !(st && st->decided) &&
-		       /* past the warm-up only with the threshold known */
-		       !(flt && flt->warm && !flt->armed &&
-			 idx[next] >= flt->warm)) {
-			fs[next].ring = malloc((size_t)conf_window(p) *
-					       sizeof(int64_t));
-			fs[next].win_min = INT64_MAX;
-			rc = fs[next].ring ? kv_seq_fork(e->pool, root,
-							 &fs[next].seq)
-					   : qerr_fail(QERR_NOMEM, "out of "
-						       "memory");
-			act[n_act++] = &fs[next++];
-			if (st)
-				st->started++;
-		}
-		if (rc || !n_act)
-			break;
-		/* sample every active fork, in sample order, then compact */
-		for (int i = 0; i < n_act && !rc; i++) {
-			rc = step_sample(e, p, act[i]);
-			(*gen_tokens)++;
-			if (!rc)
-				filter_check(flt, act[i], conf_window(p));
-			if (!rc && act[i]->done) {
-				rc = finish(act[i], conf_window(p), cb, ctx);
-				/* its blocks go back to the pool now */
-				kv_seq_free(e->pool, &act[i]->seq);
-				done[act[i] - fs] = 1;
-				if (st)
-					st->finished++;
-			} else if (!rc) {
-				act[live++] = act[i];
-			}
-		}
-		n_act = live;
-		if (!rc && st && (rc = stop_advance(st, out, n, done)) == 0 &&
-		    st->decided) {
-			/* cancel the forks in flight: blocks free at once */
-			for (int i = 0; i < n_act; i++)
-				kv_seq_free(e->pool, &act[i]->seq);
-			n_act = 0;
-			break;
-		}
-		/* one forward per chunk of up to max_batch live forks */
-		for (int c0 = 0; c0 < n_act && !rc; c0 += B) {
-			int m = n_act - c0 < B ? n_act - c0 : B;
-
-			for (int j = 0; j < m; j++) {
-				seqs[j] = &act[c0 + j]->seq;
-				toks[j] = act[c0 + j]->next;
-				act[c0 + j]->logits = lg + (size_t)(c0 + j) * V;
-			}
-			rc = fwd_batch(e->f, e->pool, seqs, ones, m, toks,
-				       lg + (size_t)c0 * V, 0);
-			track_peak(e);
-		}
-		if (!rc && n_act && tcb)
-			tcb(ctx, out, n);
-		if (!rc && n_act && rcb)
-			rc = rcb(ctx);
-	}
-	for (int i = 0; i < n; i++) {
-		kv_seq_free(e->pool, &fs[i].seq);
-		free(fs[i].ring);
-	}
-out:
-	free(done);
-	free(fs);
-	free(act);
-	free(seqs);
-	free(toks);
-	free(ones);
-	free(lg);
-	return rc;
-}
+/* What a job of the merged decode loop does (the internal form of
+ * sc_batch_decode/_prefill; sc_run's jobs). Defined with the loop below. */
+typedef struct {
+	const sc_params *p;       /* NULL: a prefill job */
+	const kv_seq *root;       /* decode from (borrowed), or NULL */
+	kv_seq *view;             /* ... or this view, moved into the job */
+	const float *root_logits; /* borrowed; NULL: copy_logits or prompt */
+	const float *copy_logits; /* copied into the job */
+	const int32_t *prompt;    /* prefill this first (copied) */
+	size_t n_prompt;
+	int publish;              /* keep the prefilled root (sc_root) */
+	const int *idx;           /* NULL: 0..n-1 */
+	int n;
+	sc_sample *out;           /* (n) the caller's; NULL: the job's own */
+	sc_stopper *st;           /* sc_run's early stopping, or NULL */
+	sc_filter *flt;
+	int width;                /* forks in flight at most (0: n) */
+	sc_job_cbs cb;
+} job_init;
+static int run_solo(sc_engine *e, job_init *ji, sc_job_stats *st);
 
 static int prefill(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		   kv_seq *root, float *logits, sc_result *res)
@@ -607,10 +517,19 @@ static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
 		   const float *root_logits, int s, sc_result *res,
 		   sc_stopper *st)
 {
-	int rc = decode_group(e, p, root, root_logits, &s, 1, &res->samples[s],
-			      NULL, NULL, NULL, NULL, &res->stats.gen_tokens,
-			      NULL, &st->flt);
+	job_init ji = {0};
+	sc_job_stats js = {0};
+	int rc;
 
+	ji.p = p;
+	ji.root = root;
+	ji.root_logits = root_logits;
+	ji.idx = &s;
+	ji.n = 1;
+	ji.out = &res->samples[s];
+	ji.flt = &st->flt;
+	rc = run_solo(e, &ji, &js);
+	res->stats.gen_tokens += js.gen_tokens;
 	st->started++;
 	if (rc)
 		return rc;
@@ -620,6 +539,7 @@ static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
 	return filter_arm(&st->flt, res->samples, st->prefix);
 }
 
+/* The reset and paged modes (the batched one runs in merged rounds). */
 static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		       const sc_params *p, sc_result *res, float *root_logits,
 		       sc_stopper *st)
@@ -643,23 +563,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	}
 	rc = prefill(e, prompt, n_prompt, &root, root_logits, res);
 	t0 = now_ms();
-	if (!rc && p->mode == SC_PAGED) {
-		for (int s = 0; s < p->n && !rc && !st->decided; s++)
-			rc = run_one(e, p, &root, root_logits, s, res, st);
-	} else if (!rc) {
-		int *idx = malloc((size_t)p->n * sizeof(int));
-
-		if (!idx)
-			rc = qerr_fail(QERR_NOMEM, "out of memory");
-		for (int s = 0; idx && s < p->n; s++)
-			idx[s] = s;
-		if (idx)
-			rc = decode_group(e, p, &root, root_logits, idx, p->n,
-					  res->samples, NULL, NULL, NULL,
-					  NULL, &res->stats.gen_tokens, st,
-					  &st->flt);
-		free(idx);
-	}
+	for (int s = 0; s < p->n && !rc && !st->decided; s++)
+		rc = run_one(e, p, &root, root_logits, s, res, st);
 	res->stats.decode_ms += now_ms() - t0;
 	kv_seq_free(e->pool, &root);
 	return rc;
@@ -695,91 +600,6 @@ static void stop_report(const sc_params *p, const sc_stopper *st,
 	o->leader = stop_leader_count(&st->ss);
 	o->second = stop_second_count(&st->ss);
 	o->run = st->ss.run;
-}
-
-int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
-	   const sc_params *p, sc_result *out)
-{
-	const char **answers = NULL;
-	uint64_t *weights = NULL;
-	float *root_logits = NULL;
-	kv_stats st0, st1;
-	sc_stopper stp = {0};
-	int rc, k;
-
-	memset(out, 0, sizeof(*out));
-	out->vote.winner = VOTE_NONE;
-	if ((rc = sc_params_check(p)))
-		return rc;
-	if (n_prompt < 1)
-		return qerr_fail(QERR_ARG, "empty prompt");
-	if (n_prompt + (size_t)p->max_new > (size_t)e->m->cfg.ctx_len)
-		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens + %d new "
-				 "tokens exceeds the context of %d tokens",
-				 n_prompt, p->max_new, e->m->cfg.ctx_len);
-	stp.width = stop_min_prefix(&p->stop, p->n);
-	stp.flt.warm = p->filter_warmup < p->n ? p->filter_warmup : 0;
-	stp.flt.pct = p->filter_pct;
-	if ((rc = ensure_pool(e, n_prompt, p->mode == SC_BATCHED ? stp.width : 1,
-			      p->max_new)))
-		return rc;
-	if ((rc = p->vote == SC_VOTE_CONFIDENCE
-			  ? stop_init_weighted(&stp.ss, &p->stop, p->n)
-			  : stop_init(&stp.ss, &p->stop, p->n)))
-		return rc;
-	out->samples = calloc((size_t)p->n, sizeof(sc_sample));
-	root_logits = malloc((size_t)e->m->cfg.vocab * sizeof(float));
-	answers = calloc((size_t)p->n, sizeof(*answers));
-	weights = calloc((size_t)p->n, sizeof(*weights));
-	if (!out->samples || !root_logits || !answers || !weights) {
-		rc = qerr_fail(QERR_NOMEM, "out of memory");
-		goto out;
-	}
-	out->n = p->n;
-	out->stats.n_prompt = (int)n_prompt;
-	e->peak_in_use = 0;
-	kv_pool_stats(e->pool, &st0);
-	rc = run_samples(e, prompt, n_prompt, p, out, root_logits, &stp);
-	kv_pool_stats(e->pool, &st1);
-	if (rc)
-		goto out;
-	/* report exactly the decided prefix; later samples are dropped */
-	k = stp.prefix;
-	for (int s = k; s < p->n; s++) {
-		free(out->samples[s].text);
-		memset(&out->samples[s], 0, sizeof(out->samples[s]));
-	}
-	out->n = k;
-	stop_report(p, &stp, out);
-	for (int s = 0; s < k; s++) {
-		answers[s] = out->samples[s].has_answer ? out->samples[s].answer
-							: NULL;
-		weights[s] = out->samples[s].weight;
-	}
-	if ((rc = vote_tally_weighted(answers, p->vote == SC_VOTE_CONFIDENCE
-						       ? weights : NULL,
-				      (size_t)k, &out->vote)))
-		goto out;
-	{
-		const kv_params *kp = kv_pool_params(e->pool);
-		uint64_t per_token = 2ull * kp->n_layers * kp->kv_dim *
-				     kv_elem_size(kp->dtype);
-		uint64_t per_block = per_token * kp->block_tokens;
-
-		out->stats.kv_peak_bytes = (uint64_t)e->peak_in_use * per_block;
-		out->stats.kv_unshared_bytes =
-			(uint64_t)p->n * blocks_for(e, n_prompt + p->max_new) *
-			per_block;
-	}
-	out->stats.cow_blocks = st1.cow - st0.cow;
-out:
-	stop_fini(&stp.ss);
-	free(weights);
-	free(answers);
-	free(root_logits);
-	if (rc)
-		sc_result_fini(out);
-	return rc;
 }
 
 void sc_result_fini(sc_result *r)
@@ -1031,6 +851,854 @@ static int linked_slot(sc_engine *e, const char *name, int *slot)
 	return 0;
 }
 
+/* ---- the merged decode loop (sc_batch) ------------------------------- */
+
+struct sc_job {
+	sc_job *next;
+	uint32_t id;
+	sc_params p;
+	int w;                  /* confidence window */
+	const kv_seq *root;     /* forks fork from it: &own, &view, borrowed */
+	kv_seq own, view;
+	const float *root_logits;
+	float *logits_buf;      /* (vocab) owned */
+	int32_t *prompt;        /* prefill: prompt[filled..n_prompt) to go */
+	size_t n_prompt, filled;
+	int prefilling;         /* the root is not complete */
+	int pf_started;         /* its blocks are reserved */
+	int publish;
+	uint32_t need_root;     /* blocks the prompt takes */
+	int n;                  /* samples (0: a prefill job) */
+	fork_state *fs;         /* (n) */
+	sc_sample *out;         /* (n) */
+	int own_out;
+	int *done;              /* (n) */
+	int n_started, n_act, width;
+	uint32_t need;          /* worst-case private blocks of one fork */
+	sc_stopper *st;
+	sc_filter *flt;
+	sc_job_cbs cb;
+	sc_job_stats stats;
+	double t0;
+	int rc;
+	int starved;            /* could not start for lack of blocks */
+	int active;             /* took part in this round */
+};
+
+struct sc_batch {
+	sc_engine *e;
+	int max_live, prefill_tokens;
+	sc_job *jobs;           /* in arrival (id) order */
+	int n_jobs;
+	uint32_t next_id;
+	uint32_t rr;            /* admission starts after this job id */
+	fork_state **act;       /* (cap_act) live forks of all jobs */
+	int n_act, cap_act;
+	float *lg;              /* (cap_lg rows, vocab) last forward's logits */
+	int cap_lg;
+	kv_seq **seqs;          /* (max_batch) */
+	int32_t *toks;
+	int *ones;
+	uint64_t rounds;
+};
+
+static void batch_job_free(sc_batch *b, sc_job *j);
+
+static int batch_create(sc_engine *e, const sc_batch_params *p,
+			sc_batch **out)
+{
+	sc_batch *b;
+	int B = e->p.max_batch, rows = fwd_max_rows(e->f);
+
+	*out = NULL;
+	if (p->max_live < 1)
+		return qerr_fail(QERR_RANGE, "batch: max_live %d < 1",
+				 p->max_live);
+	if (!(b = calloc(1, sizeof(*b))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	b->e = e;
+	b->max_live = p->max_live;
+	b->prefill_tokens = p->prefill_tokens < 1 ? e->p.prefill_chunk
+						  : p->prefill_tokens;
+	if (b->prefill_tokens > rows)
+		b->prefill_tokens = rows;
+	b->next_id = 1;
+	b->seqs = calloc((size_t)B, sizeof(*b->seqs));
+	b->toks = calloc((size_t)B, sizeof(*b->toks));
+	b->ones = calloc((size_t)B, sizeof(*b->ones));
+	if (!b->seqs || !b->toks || !b->ones) {
+		sc_batch_free(&b);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < B; i++)
+		b->ones[i] = 1;
+	*out = b;
+	return 0;
+}
+
+int sc_batch_new(sc_engine *e, const sc_batch_params *p, sc_batch **out)
+{
+	int rc;
+
+	*out = NULL;
+	if ((rc = need_fixed(e)))
+		return rc;
+	return batch_create(e, p, out);
+}
+
+static int batch_add(sc_batch *b, const job_init *ji, sc_job **out)
+{
+	sc_engine *e = b->e;
+	const int V = e->m->cfg.vocab;
+	sc_job *j = calloc(1, sizeof(*j));
+	int rc = 0;
+
+	if (!j)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	kv_seq_init(&j->own);
+	kv_seq_init(&j->view);
+	j->cb = ji->cb;
+	j->n = ji->p ? ji->n : 0;
+	if (ji->p)
+		j->p = *ji->p;
+	j->w = conf_window(&j->p);
+	j->st = ji->st;
+	j->flt = ji->flt;
+	j->publish = ji->publish;
+	j->width = ji->width > 0 ? ji->width : j->n;
+	if (ji->copy_logits || ji->prompt)
+		j->logits_buf = malloc((size_t)V * sizeof(float));
+	if (j->n) {
+		j->fs = calloc((size_t)j->n, sizeof(*j->fs));
+		j->done = calloc((size_t)j->n, sizeof(*j->done));
+		j->own_out = !ji->out;
+		j->out = ji->out ? ji->out
+				 : calloc((size_t)j->n, sizeof(*j->out));
+	}
+	if (ji->prompt)
+		j->prompt = malloc(ji->n_prompt * sizeof(*j->prompt));
+	if ((j->n && (!j->fs || !j->done || !j->out)) ||
+	    ((ji->copy_logits || ji->prompt) && !j->logits_buf) ||
+	    (ji->prompt && !j->prompt)) {
+		rc = qerr_fail(QERR_NOMEM, "out of memory for a job of %d "
+			       "samples", j->n);
+		goto fail;
+	}
+	if (ji->prompt) {
+		memcpy(j->prompt, ji->prompt, ji->n_prompt * sizeof(*j->prompt));
+		j->n_prompt = ji->n_prompt;
+		j->prefilling = 1;
+		j->need_root = blocks_for(e, ji->n_prompt);
+		j->root = &j->own;
+		j->root_logits = j->logits_buf;
+	} else if (ji->view) {
+		j->view = *ji->view;
+		kv_seq_init(ji->view);
+		j->root = &j->view;
+	} else {
+		j->root = ji->root;
+	}
+	if (ji->copy_logits) {
+		memcpy(j->logits_buf, ji->copy_logits, (size_t)V * sizeof(float));
+		j->root_logits = j->logits_buf;
+	} else if (ji->root_logits) {
+		j->root_logits = ji->root_logits;
+	}
+	if (j->n) {
+		uint64_t rt = ji->prompt ? ji->n_prompt : j->root->n_tokens;
+
+		j->need = blocks_for(e, rt % (uint64_t)e->p.block_tokens +
+					 (uint64_t)j->p.max_new);
+		j->stats.blocks_mapped =
+			(uint32_t)j->n * (uint32_t)(rt / e->p.block_tokens);
+	}
+	for (int i = 0; i < j->n; i++) {
+		int s = ji->idx ? ji->idx[i] : i;
+
+		kv_seq_init(&j->fs[i].seq);
+		j->fs[i].index = s;
+		j->fs[i].out = &j->out[i];
+		j->out[i].index = s;
+		samp_rng_seed(&j->fs[i].rng, j->p.seed, (uint64_t)s);
+	}
+	j->id = b->next_id++;
+	if (!b->next_id)
+		b->next_id = 1;
+	j->t0 = now_ms();
+	/* append: the list stays in arrival order */
+	{
+		sc_job **pp = &b->jobs;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = j;
+	}
+	b->n_jobs++;
+	if (out)
+		*out = j;
+	return 0;
+fail:
+	if (ji->view) {
+		/* the caller's view stays the caller's */
+		kv_seq_init(&j->view);
+	}
+	batch_job_free(b, j);
+	return rc;
+}
+
+/* Frees a job's memory (its forks are off the live list already). */
+static void batch_job_free(sc_batch *b, sc_job *j)
+{
+	for (int i = 0; j->fs && i < j->n; i++) {
+		kv_seq_free(b->e->pool, &j->fs[i].seq);
+		free(j->fs[i].ring);
+	}
+	if (j->own_out)
+		for (int i = 0; i < j->n; i++)
+			free(j->out[i].text);
+	if (j->own_out)
+		free(j->out);
+	kv_seq_free(b->e->pool, &j->own);
+	kv_seq_free(NULL, &j->view); /* a view holds no references */
+	free(j->fs);
+	free(j->done);
+	free(j->prompt);
+	free(j->logits_buf);
+	free(j);
+}
+
+/* Takes j off the batch: its live forks' blocks go back at once; then
+ * on_done. */
+static void batch_end(sc_batch *b, sc_job *j)
+{
+	sc_job **pp = &b->jobs;
+	int live = 0;
+
+	for (int i = 0; i < b->n_act; i++) {
+		if (b->act[i]->job != j)
+			b->act[live++] = b->act[i];
+		else
+			kv_seq_free(b->e->pool, &b->act[i]->seq);
+	}
+	b->n_act = live;
+	while (*pp && *pp != j)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = j->next;
+	b->n_jobs--;
+	j->stats.decode_ms = now_ms() - j->t0 - j->stats.prefill_ms;
+	if (j->cb.on_done)
+		j->cb.on_done(j->cb.ctx, j->id, j->rc, &j->stats);
+	batch_job_free(b, j);
+}
+
+void sc_batch_free(sc_batch **bp)
+{
+	sc_batch *b = bp ? *bp : NULL;
+
+	if (!b)
+		return;
+	while (b->jobs) {
+		if (!b->jobs->rc)
+			b->jobs->rc = QERR_CANCELLED;
+		batch_end(b, b->jobs);
+	}
+	free(b->act);
+	free(b->lg);
+	free(b->seqs);
+	free(b->toks);
+	free(b->ones);
+	free(b);
+	*bp = NULL;
+}
+
+int sc_batch_cancel(sc_batch *b, uint32_t id, int rc)
+{
+	for (sc_job *j = b->jobs; j; j = j->next)
+		if (j->id == id) {
+			j->rc = rc ? rc : QERR_CANCELLED;
+			batch_end(b, j);
+			return 0;
+		}
+	return qerr_fail(QERR_MISSING, "no job %u in the batch", id);
+}
+
+int sc_batch_jobs(const sc_batch *b)
+{
+	return b->n_jobs;
+}
+
+int sc_batch_live(const sc_batch *b)
+{
+	return b->n_act;
+}
+
+uint64_t sc_batch_rounds(const sc_batch *b)
+{
+	return b->rounds;
+}
+
+/* Blocks a live fork may still take: its worst case less what it holds
+ * (nothing private before its first append). */
+static uint32_t fork_owed(const sc_engine *e, const fork_state *f)
+{
+	const sc_job *j = f->job;
+	uint32_t full = j->root->n_tokens / (uint32_t)e->p.block_tokens;
+	uint32_t held = f->appended ? f->seq.n_blocks - full : 0;
+
+	return held < j->need ? j->need - held : 0;
+}
+
+/* Free blocks less every live fork's worst case still owed. */
+static uint64_t batch_avail(const sc_batch *b)
+{
+	uint64_t owed = 0, fr = kv_pool_free_blocks(b->e->pool);
+
+	for (int i = 0; i < b->n_act; i++)
+		owed += fork_owed(b->e, b->act[i]);
+	return fr > owed ? fr - owed : 0;
+}
+
+/* j may start another fork now (blocks aside). */
+static int job_wants(const sc_job *j)
+{
+	return !j->rc && !j->prefilling && j->n_started < j->n &&
+	       j->n_act < j->width && !(j->st && j->st->decided) &&
+	       /* past the warm-up only with the threshold known */
+	       !(j->flt && j->flt->warm && !j->flt->armed &&
+		 j->fs[j->n_started].index >= j->flt->warm);
+}
+
+static int start_fork(sc_batch *b, sc_job *j)
+{
+	fork_state *f = &j->fs[j->n_started];
+	int rc;
+
+	if (b->n_act == b->cap_act) {
+		int nc = b->cap_act ? 2 * b->cap_act : 16;
+		fork_state **na = realloc(b->act, (size_t)nc * sizeof(*na));
+
+		if (!na)
+			return qerr_fail(QERR_NOMEM, "out of memory");
+		b->act = na;
+		b->cap_act = nc;
+	}
+	if (!(f->ring = malloc((size_t)j->w * sizeof(int64_t))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	f->win_min = INT64_MAX;
+	f->job = j;
+	f->logits = j->root_logits;
+	j->n_started++;
+	if (j->st)
+		j->st->started++;
+	if ((rc = kv_seq_fork(b->e->pool, j->root, &f->seq)))
+		return rc;
+	b->act[b->n_act++] = f;
+	j->n_act++;
+	return 0;
+}
+
+/* Admission: forks round-robin across jobs (one per job per pass,
+ * starting after the job that led the last round) under max_live and the
+ * blocks; then prefills, in arrival order, as their blocks fit. */
+static void batch_admit(sc_batch *b)
+{
+	uint64_t avail = batch_avail(b);
+	uint32_t lead = 0;
+	int any;
+
+	for (sc_job *j = b->jobs; j; j = j->next)
+		j->starved = 0;
+	do {
+		any = 0;
+		for (int pass = 0; pass < 2; pass++)
+			for (sc_job *j = b->jobs; j; j = j->next) {
+				int rc;
+
+				if ((pass == 0) != (j->id > b->rr) ||
+				    b->n_act >= b->max_live || !job_wants(j))
+					continue;
+				if (avail < j->need) {
+					j->starved = 1;
+					continue;
+				}
+				if ((rc = start_fork(b, j))) {
+					j->rc = rc;
+					continue;
+				}
+				avail -= j->need;
+				any = 1;
+				if (!lead)
+					lead = j->id;
+			}
+	} while (any && b->n_act < b->max_live);
+	if (lead)
+		b->rr = lead;
+	for (sc_job *j = b->jobs; j; j = j->next) {
+		if (!j->prefilling || j->pf_started || j->rc)
+			continue;
+		if (avail < j->need_root) {
+			j->starved = 1;
+			continue;
+		}
+		if ((j->rc = kv_seq_reserve(b->e->pool, &j->own,
+					    (uint32_t)(j->n_prompt -
+						       j->filled))))
+			continue;
+		j->pf_started = 1;
+		avail -= j->need_root;
+	}
+}
+
+/* Every live fork draws a token; finished ones report and free their
+ * blocks; the stoppers advance; forks of ended or decided jobs leave. */
+static void batch_sample(sc_batch *b)
+{
+	sc_engine *e = b->e;
+	int live = 0;
+
+	for (int i = 0; i < b->n_act; i++) {
+		fork_state *f = b->act[i];
+		sc_job *j = f->job;
+		int rc;
+
+		if (j->rc)
+			continue;
+		j->active = 1;
+		rc = step_sample(e, &j->p, f);
+		j->stats.gen_tokens++;
+		if (!rc)
+			filter_check(j->flt, f, j->w);
+		if (!rc && f->done) {
+			rc = finish(f, j->w, j->cb.on_sample, j->cb.ctx);
+			kv_seq_free(e->pool, &f->seq);
+			j->done[f - j->fs] = 1;
+			j->n_act--;
+			if (j->st)
+				j->st->finished++;
+		}
+		if (rc)
+			j->rc = rc;
+	}
+	for (sc_job *j = b->jobs; j; j = j->next)
+		if (j->st && !j->rc && j->active)
+			j->rc = stop_advance(j->st, j->out, j->n, j->done);
+	for (int i = 0; i < b->n_act; i++) {
+		fork_state *f = b->act[i];
+		sc_job *j = f->job;
+
+		if (f->done)
+			continue;
+		if (j->rc || (j->st && j->st->decided)) {
+			/* cancelled in flight: its blocks free at once */
+			kv_seq_free(e->pool, &f->seq);
+			j->n_act--;
+			continue;
+		}
+		b->act[live++] = f;
+	}
+	b->n_act = live;
+}
+
+/* One forward (max_batch rows per call) for all live forks. */
+static void batch_forward(sc_batch *b)
+{
+	sc_engine *e = b->e;
+	const int V = e->m->cfg.vocab, B = e->p.max_batch;
+
+	if (b->n_act > b->cap_lg) {
+		float *nl = realloc(b->lg, (size_t)b->n_act * V * sizeof(float));
+
+		if (!nl) {
+			int rc = qerr_fail(QERR_NOMEM, "out of memory for "
+					   "logits");
+
+			for (int i = 0; i < b->n_act; i++)
+				b->act[i]->job->rc = rc;
+			return;
+		}
+		b->lg = nl;
+		b->cap_lg = b->n_act;
+	}
+	for (int c0 = 0; c0 < b->n_act; c0 += B) {
+		int m = b->n_act - c0 < B ? b->n_act - c0 : B, rc;
+
+		for (int k = 0; k < m; k++) {
+			fork_state *f = b->act[c0 + k];
+
+			b->seqs[k] = &f->seq;
+			b->toks[k] = f->next;
+			f->logits = b->lg + (size_t)(c0 + k) * V;
+		}
+		rc = fwd_batch(e->f, e->pool, b->seqs, b->ones, m, b->toks,
+			       b->lg + (size_t)c0 * V, 0);
+		for (int k = 0; k < m; k++) {
+			fork_state *f = b->act[c0 + k];
+
+			if (rc) {
+				f->job->rc = rc;
+			} else if (!f->appended) {
+				f->appended = 1;
+				f->job->stats.blocks_copied +=
+					f->job->root->n_tokens %
+						(uint32_t)e->p.block_tokens != 0;
+			}
+		}
+		track_peak(e);
+	}
+}
+
+/* Keeps a prefilled root as an sc_root (the job's blocks move to it). */
+static int publish_root(sc_engine *e, sc_job *j, uint32_t *id)
+{
+	sc_root *r;
+	int rc;
+
+	if ((rc = new_root(e, &r)))
+		return rc;
+	free(r->logits);
+	r->seq = j->own;
+	r->logits = j->logits_buf;
+	r->tokens = j->prompt; /* a later prompt may share its prefix */
+	kv_seq_init(&j->own);
+	j->logits_buf = NULL;
+	j->prompt = NULL;
+	j->root = NULL;
+	j->root_logits = NULL;
+	end_root(e, r, 1);
+	*id = r->id;
+	return 0;
+}
+
+/* Up to prefill_tokens prompt rows of the started prefills, in arrival
+ * order. */
+static void batch_prefill(sc_batch *b)
+{
+	sc_engine *e = b->e;
+	int budget = b->prefill_tokens;
+
+	for (sc_job *j = b->jobs; j && budget > 0; j = j->next) {
+		double t0;
+		int c, rc;
+
+		if (!j->prefilling || !j->pf_started || j->rc)
+			continue;
+		c = j->n_prompt - j->filled < (size_t)budget
+			    ? (int)(j->n_prompt - j->filled) : budget;
+		t0 = now_ms();
+		{
+			kv_seq *s = &j->own;
+
+			rc = fwd_batch(e->f, e->pool, &s, &c, 1,
+				       j->prompt + j->filled,
+				       j->filled + (size_t)c == j->n_prompt
+					       ? j->logits_buf : NULL, 0);
+		}
+		track_peak(e);
+		j->stats.prefill_ms += now_ms() - t0;
+		j->stats.prefill_chunks++;
+		j->active = 1;
+		budget -= c;
+		if (rc) {
+			j->rc = rc;
+			continue;
+		}
+		j->filled += (size_t)c;
+		if (j->filled < j->n_prompt)
+			continue;
+		j->prefilling = 0;
+		if (j->publish) {
+			uint32_t id;
+
+			if ((rc = publish_root(e, j, &id)))
+				j->rc = rc;
+			else if (j->cb.on_ready &&
+				 (rc = j->cb.on_ready(j->cb.ctx, j->id, id))) {
+				sc_root_release(e, id);
+				j->rc = rc;
+			}
+		}
+	}
+}
+
+/* Nothing else runs and j cannot start for lack of blocks: nothing will
+ * free them. */
+static int batch_stalled(const sc_batch *b)
+{
+	if (b->n_act)
+		return 0;
+	for (const sc_job *j = b->jobs; j; j = j->next)
+		if (j->pf_started && j->prefilling && !j->rc)
+			return 0;
+	return 1;
+}
+
+int sc_batch_round(sc_batch *b)
+{
+	sc_job *j, *nx;
+
+	for (j = b->jobs; j; j = j->next)
+		j->active = 0;
+	batch_admit(b);
+	if (batch_stalled(b))
+		for (j = b->jobs; j; j = j->next)
+			if (j->starved && !j->rc)
+				j->rc = qerr_fail(QERR_FULL, "KV pool exhausted:"
+						  " %u blocks free, a job needs"
+						  " %u", sc_engine_kv_free(b->e),
+						  j->prefilling ? j->need_root
+								: j->need);
+	batch_sample(b);
+	batch_forward(b);
+	batch_prefill(b);
+	for (j = b->jobs; j; j = nx) {
+		nx = j->next;
+		j->stats.rounds += j->active;
+		if (!j->rc && j->n_act && j->cb.on_text)
+			j->cb.on_text(j->cb.ctx, j->out, j->n);
+		if (j->rc || (!j->prefilling && !j->n_act &&
+			      (j->n_started == j->n ||
+			       (j->st && j->st->decided))))
+			batch_end(b, j);
+	}
+	b->rounds++;
+	return 0;
+}
+
+/* Checks a root reference and builds the view forks fork from. */
+static int root_view(sc_engine *e, const sc_root_ref *root, kv_seq *view)
+{
+	const char *own = kv_pool_name(e->pool);
+	int rc, slot = 0;
+
+	kv_seq_init(view);
+	if (root->pool_name && (!own || strcmp(root->pool_name, own)) &&
+	    (rc = linked_slot(e, root->pool_name, &slot)))
+		return rc;
+	if ((rc = kv_seq_view(view, slot, root->blocks, root->n_blocks,
+			      root->n_tokens, (uint32_t)e->p.block_tokens)))
+		return rc;
+	if (slot) {
+		/* the view's blocks must exist in the linked pool */
+		const kv_pool *lp = e->linked[slot - 1].pool;
+
+		for (uint32_t i = 0; i < root->n_blocks; i++)
+			if (root->blocks[i] >= kv_pool_params(lp)->n_blocks) {
+				kv_seq_free(NULL, view);
+				return qerr_fail(QERR_RANGE, "root block %u is "
+						 "outside pool %s",
+						 root->blocks[i],
+						 root->pool_name);
+			}
+	} else {
+		for (uint32_t i = 0; i < root->n_blocks; i++)
+			if (root->blocks[i] >= kv_pool_params(e->pool)->n_blocks ||
+			    kv_block_refcount(e->pool, root->blocks[i]) == 0) {
+				kv_seq_free(NULL, view);
+				return qerr_fail(QERR_RANGE, "root block %u is "
+						 "not held", root->blocks[i]);
+			}
+	}
+	return 0;
+}
+
+int sc_batch_decode(sc_batch *b, const sc_root_ref *root, const int *idx,
+		    int n, const sc_params *p, const sc_job_cbs *cb,
+		    uint32_t *job)
+{
+	sc_engine *e = b->e;
+	job_init ji = {0};
+	kv_seq view;
+	sc_job *j;
+	int rc;
+
+	if ((rc = sc_params_check(p)))
+		return rc;
+	if (n < 1)
+		return qerr_fail(QERR_ARG, "no samples to decode");
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0)
+			return qerr_fail(QERR_RANGE, "sample index %d", idx[i]);
+	if ((uint64_t)root->n_tokens + (uint64_t)p->max_new >
+	    (uint64_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "root of %u tokens + %d new "
+				 "exceed the context of %d", root->n_tokens,
+				 p->max_new, e->m->cfg.ctx_len);
+	if (!root->logits)
+		return qerr_fail(QERR_ARG, "root without logits");
+	if ((rc = root_view(e, root, &view)))
+		return rc;
+	ji.p = p;
+	ji.view = &view;
+	ji.copy_logits = root->logits;
+	ji.idx = idx;
+	ji.n = n;
+	if (cb)
+		ji.cb = *cb;
+	if ((rc = batch_add(b, &ji, &j))) {
+		kv_seq_free(NULL, &view);
+		return rc;
+	}
+	if (job)
+		*job = j->id;
+	return 0;
+}
+
+int sc_batch_prefill(sc_batch *b, const int32_t *prompt, size_t n,
+		     const sc_job_cbs *cb, uint32_t *job)
+{
+	job_init ji = {0};
+	sc_job *j;
+	int rc;
+
+	if (n < 1 || n > (size_t)b->e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
+				 "%d)", n, b->e->m->cfg.ctx_len);
+	ji.prompt = prompt;
+	ji.n_prompt = n;
+	ji.publish = 1;
+	if (cb)
+		ji.cb = *cb;
+	if ((rc = batch_add(b, &ji, &j)))
+		return rc;
+	if (job)
+		*job = j->id;
+	return 0;
+}
+
+int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
+			  const int32_t *prompt, size_t n,
+			  const sc_job_cbs *cb, uint32_t *job)
+{
+	sc_engine *e = b->e;
+	const sc_root *base = find_root(e, base_id);
+	uint32_t full;
+	sc_job *j;
+	int rc;
+
+	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
+				 "%d)", n, e->m->cfg.ctx_len);
+	if (!base)
+		return qerr_fail(QERR_MISSING, "no root %u", base_id);
+	if (!base->tokens)
+		return qerr_fail(QERR_ARG, "root %u was imported: its tokens "
+				 "are unknown here", base_id);
+	if (n_base < 1 || n_base >= n || n_base > base->seq.n_tokens)
+		return qerr_fail(QERR_RANGE, "shared prefix of %u tokens: the "
+				 "root has %u, the prompt %zu", n_base,
+				 base->seq.n_tokens, n);
+	if (memcmp(base->tokens, prompt, n_base * sizeof(*prompt)))
+		return qerr_fail(QERR_ARG, "the prompt does not start with "
+				 "root %u's first %u tokens", base_id, n_base);
+	if ((rc = sc_batch_prefill(b, prompt, n, cb, job)))
+		return rc;
+	/* the new job is the last: it holds the base's first n_base tokens
+	 * from now on (the base may be released before it starts) */
+	for (j = b->jobs; j->next; j = j->next)
+		;
+	if ((rc = kv_seq_fork_prefix(e->pool, &base->seq, n_base, &j->own))) {
+		j->cb.on_done = NULL;
+		batch_end(b, j);
+		return rc;
+	}
+	j->filled = n_base;
+	full = n_base / (uint32_t)e->p.block_tokens;
+	j->need_root = blocks_for(e, n) - full;
+	return 0;
+}
+
+/* How a single-job loop ended. */
+typedef struct {
+	int ended, rc;
+	sc_job_stats st;
+} job_end_rec;
+
+static void rec_done(void *ctx, uint32_t job, int rc, const sc_job_stats *st)
+{
+	job_end_rec *r = ctx;
+
+	(void)job;
+	r->ended = 1;
+	r->rc = rc;
+	r->st = *st;
+}
+
+/* One job alone in a batch of its own (sc_decode, sc_run's paged and
+ * reset modes): the caller's callbacks, and how it ended. */
+typedef struct {
+	job_end_rec end;
+	sc_sample_cb cb;
+	sc_text_cb tcb;
+	void *ctx;
+} solo;
+
+static int solo_sample(void *c, const sc_sample *s)
+{
+	solo *o = c;
+
+	return o->cb ? o->cb(o->ctx, s) : 0;
+}
+
+static void solo_text(void *c, const sc_sample *s, int n)
+{
+	solo *o = c;
+
+	o->tcb(o->ctx, s, n);
+}
+
+static void solo_done(void *c, uint32_t job, int rc, const sc_job_stats *st)
+{
+	rec_done(&((solo *)c)->end, job, rc, st);
+}
+
+static void solo_wrap(solo *o, sc_job_cbs *cb)
+{
+	o->cb = cb->on_sample;
+	o->tcb = cb->on_text;
+	o->ctx = cb->ctx;
+	cb->on_sample = solo_sample;
+	cb->on_text = o->tcb ? solo_text : NULL;
+	cb->on_done = solo_done;
+	cb->ctx = o;
+}
+
+/* Rounds until job id ends; rcb (if any) after every round it is still
+ * running, a non-zero return ending it with that code. */
+static int solo_loop(sc_batch *b, uint32_t id, solo *o, sc_round_cb rcb,
+		     void *ctx)
+{
+	int rc;
+
+	while (!o->end.ended) {
+		sc_batch_round(b);
+		if (!o->end.ended && rcb && (rc = rcb(ctx)))
+			sc_batch_cancel(b, id, rc);
+	}
+	return o->end.rc;
+}
+
+static int run_solo(sc_engine *e, job_init *ji, sc_job_stats *st)
+{
+	sc_batch_params bp = {ji->width > 0 ? ji->width : ji->n, 0};
+	solo o = {0};
+	sc_batch *b;
+	sc_job *j;
+	int rc;
+
+	solo_wrap(&o, &ji->cb);
+	if ((rc = batch_create(e, &bp, &b)))
+		return rc;
+	if ((rc = batch_add(b, ji, &j))) {
+		sc_batch_free(&b);
+		return rc;
+	}
+	rc = solo_loop(b, j->id, &o, NULL, NULL);
+	sc_batch_free(&b);
+	*st = o.end.st;
+	return rc;
+}
+
 int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st)
@@ -1044,72 +1712,316 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
 		   sc_decode_stats *st)
 {
-	const char *own = kv_pool_name(e->pool);
-	sc_sample *out = NULL;
-	kv_stats st0, st1;
-	kv_seq view;
-	int rc, slot = 0;
-	double t0 = now_ms();
+	sc_batch_params bp = {n > 0 ? n : 1, 0};
+	sc_job_cbs cb = {on_sample, on_text, NULL, NULL, ctx};
+	solo o = {0};
+	sc_batch *b;
+	uint32_t id;
+	int rc;
 
 	memset(st, 0, sizeof(*st));
-	kv_seq_init(&view);
-	if ((rc = need_fixed(e)) || (rc = sc_params_check(p)))
+	solo_wrap(&o, &cb);
+	if ((rc = need_fixed(e)) || (rc = batch_create(e, &bp, &b)))
 		return rc;
-	if (n < 1)
-		return qerr_fail(QERR_ARG, "no samples to decode");
-	for (int i = 0; i < n; i++)
-		if (idx[i] < 0)
-			return qerr_fail(QERR_RANGE, "sample index %d", idx[i]);
-	if ((uint64_t)root->n_tokens + (uint64_t)p->max_new >
-	    (uint64_t)e->m->cfg.ctx_len)
-		return qerr_fail(QERR_TOOLONG, "root of %u tokens + %d new "
-				 "exceed the context of %d", root->n_tokens,
-				 p->max_new, e->m->cfg.ctx_len);
-	if (root->pool_name && (!own || strcmp(root->pool_name, own)) &&
-	    (rc = linked_slot(e, root->pool_name, &slot)))
+	if ((rc = sc_batch_decode(b, root, idx, n, p, &cb, &id))) {
+		sc_batch_free(&b);
 		return rc;
-	if ((rc = kv_seq_view(&view, slot, root->blocks, root->n_blocks,
-			      root->n_tokens, (uint32_t)e->p.block_tokens)))
-		return rc;
-	if (slot) {
-		/* the view's blocks must exist in the linked pool */
-		const kv_pool *lp = e->linked[slot - 1].pool;
+	}
+	rc = solo_loop(b, id, &o, on_round, ctx);
+	sc_batch_free(&b);
+	st->blocks_mapped = o.end.st.blocks_mapped;
+	st->blocks_copied = o.end.st.blocks_copied;
+	st->gen_tokens = o.end.st.gen_tokens;
+	st->decode_ms = o.end.st.decode_ms;
+	return rc;
+}
 
-		for (uint32_t i = 0; i < root->n_blocks; i++)
-			if (root->blocks[i] >= kv_pool_params(lp)->n_blocks) {
-				kv_seq_free(NULL, &view);
-				return qerr_fail(QERR_RANGE, "root block %u is "
-						 "outside pool %s",
-						 root->blocks[i],
-						 root->pool_name);
-			}
-	} else {
-		for (uint32_t i = 0; i < root->n_blocks; i++)
-			if (root->blocks[i] >= kv_pool_params(e->pool)->n_blocks ||
-			    kv_block_refcount(e->pool, root->blocks[i]) == 0) {
-				kv_seq_free(NULL, &view);
-				return qerr_fail(QERR_RANGE, "root block %u is "
-						 "not held", root->blocks[i]);
-			}
-	}
-	if (!(out = calloc((size_t)n, sizeof(*out)))) {
-		kv_seq_free(NULL, &view);
+/* ---- many questions in merged rounds (sc_run_many, sc_run) ----------- */
+
+typedef struct {
+	sc_result res;
+	sc_stopper stp;
+	const sc_params *p;
+	size_t n_prompt;
+	int running, ended, rc;
+	char err[256];          /* the error's text, kept for delivery */
+	sc_job_stats st;
+} run_q;
+
+static void q_done(void *ctx, uint32_t job, int rc, const sc_job_stats *st)
+{
+	run_q *q = ctx;
+
+	(void)job;
+	q->ended = 1;
+	q->rc = rc;
+	q->st = *st;
+	if (rc)
+		snprintf(q->err, sizeof(q->err), "%s", qerr_detail());
+}
+
+/* Checks a question and sets up its result and stopper. */
+static int run_begin(sc_engine *e, const sc_question *qs, run_q *q)
+{
+	const sc_params *p = qs->p;
+	int rc;
+
+	memset(&q->res, 0, sizeof(q->res));
+	q->res.vote.winner = VOTE_NONE;
+	q->p = p;
+	q->n_prompt = qs->n_prompt;
+	if ((rc = sc_params_check(p)))
+		return rc;
+	if (qs->n_prompt < 1)
+		return qerr_fail(QERR_ARG, "empty prompt");
+	if (qs->n_prompt + (size_t)p->max_new > (size_t)e->m->cfg.ctx_len)
+		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens + %d new "
+				 "tokens exceeds the context of %d tokens",
+				 qs->n_prompt, p->max_new, e->m->cfg.ctx_len);
+	q->stp.width = stop_min_prefix(&p->stop, p->n);
+	q->stp.flt.warm = p->filter_warmup < p->n ? p->filter_warmup : 0;
+	q->stp.flt.pct = p->filter_pct;
+	if ((rc = p->vote == SC_VOTE_CONFIDENCE
+			  ? stop_init_weighted(&q->stp.ss, &p->stop, p->n)
+			  : stop_init(&q->stp.ss, &p->stop, p->n)))
+		return rc;
+	if (!(q->res.samples = calloc((size_t)p->n, sizeof(sc_sample))))
 		return qerr_fail(QERR_NOMEM, "out of memory");
+	q->res.n = p->n;
+	q->res.stats.n_prompt = (int)qs->n_prompt;
+	return 0;
+}
+
+/* The result of a question decided at stp.prefix: the reported prefix,
+ * the stop report, the vote and the KV figures. */
+static int run_end(sc_engine *e, run_q *q)
+{
+	const sc_params *p = q->p;
+	sc_result *out = &q->res;
+	const char **answers = calloc((size_t)p->n, sizeof(*answers));
+	uint64_t *weights = calloc((size_t)p->n, sizeof(*weights));
+	int k = q->stp.prefix, rc;
+
+	if (!answers || !weights) {
+		rc = qerr_fail(QERR_NOMEM, "out of memory");
+		goto out;
 	}
+	/* report exactly the decided prefix; later samples are dropped */
+	for (int s = k; s < p->n; s++) {
+		free(out->samples[s].text);
+		memset(&out->samples[s], 0, sizeof(out->samples[s]));
+	}
+	out->n = k;
+	stop_report(p, &q->stp, out);
+	for (int s = 0; s < k; s++) {
+		answers[s] = out->samples[s].has_answer ? out->samples[s].answer
+							: NULL;
+		weights[s] = out->samples[s].weight;
+	}
+	if ((rc = vote_tally_weighted(answers, p->vote == SC_VOTE_CONFIDENCE
+						       ? weights : NULL,
+				      (size_t)k, &out->vote)))
+		goto out;
+	{
+		const kv_params *kp = kv_pool_params(e->pool);
+		uint64_t per_token = 2ull * kp->n_layers * kp->kv_dim *
+				     kv_elem_size(kp->dtype);
+		uint64_t per_block = per_token * kp->block_tokens;
+
+		out->stats.kv_peak_bytes = (uint64_t)e->peak_in_use * per_block;
+		out->stats.kv_unshared_bytes =
+			(uint64_t)p->n * blocks_for(e, q->n_prompt + p->max_new) *
+			per_block;
+	}
+out:
+	free(answers);
+	free(weights);
+	return rc;
+}
+
+/* Hands question i's result to the caller (q's result belongs to it
+ * then). */
+static int run_deliver(sc_engine *e, run_q *q, int i, sc_result_cb cb,
+		       void *ctx)
+{
+	int rc = q->rc;
+
+	if (!rc) {
+		q->res.stats.n_prefills = 1;
+		q->res.stats.prefill_ms = q->st.prefill_ms;
+		q->res.stats.decode_ms = q->st.decode_ms;
+		q->res.stats.gen_tokens = q->st.gen_tokens;
+		q->res.stats.cow_blocks = q->st.blocks_copied;
+		if ((rc = run_end(e, q)))
+			snprintf(q->err, sizeof(q->err), "%s", qerr_detail());
+	}
+	stop_fini(&q->stp.ss);
+	if (rc)
+		sc_result_fini(&q->res);
+	return cb(ctx, i, rc, rc ? q->err : NULL, &q->res);
+}
+
+int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
+		int prefill_tokens, sc_result_cb on_result, void *ctx)
+{
+	sc_batch_params bp = {max_live < 1 ? 64 : max_live, prefill_tokens};
+	run_q *rq = NULL;
+	sc_batch *b = NULL;
+	int rc = 0, next = 0, first = 0, flying = 0, width = 0;
+
+	if (n < 1)
+		return 0;
+	if (!(rq = calloc((size_t)n, sizeof(*rq))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	if (!e->fixed_pool) {
+		/* a pool for the worst case in flight: a root per question
+		 * and every live fork's tail */
+		uint64_t mp = 0, mn = 0;
+		int qin = n < bp.max_live ? n : bp.max_live;
+
+		for (int i = 0; i < n; i++) {
+			if (qs[i].n_prompt > mp)
+				mp = qs[i].n_prompt;
+			if (qs[i].p->max_new > 0 && (uint64_t)qs[i].p->max_new > mn)
+				mn = (uint64_t)qs[i].p->max_new;
+		}
+		rc = ensure_pool_blocks(e, (uint64_t)qin * blocks_for(e, mp + 1) +
+					    (uint64_t)bp.max_live *
+						    (blocks_for(e, mn) + 1));
+	}
+	if (!rc)
+		rc = batch_create(e, &bp, &b);
+	e->peak_in_use = 0;
+	while (!rc && first < n) {
+		/* questions start in order while their widths fit */
+		while (next < n) {
+			const sc_params *p = qs[next].p;
+			int wq = p->n > 0 && p->n <= 65536
+					 ? stop_min_prefix(&p->stop, p->n) : 1;
+			job_init ji = {0};
+			run_q *q = &rq[next];
+
+			if (flying && width + wq > bp.max_live)
+				break;
+			if ((rc = run_begin(e, &qs[next], q))) {
+				q->rc = rc; /* delivered in order below */
+				snprintf(q->err, sizeof(q->err), "%s",
+					 qerr_detail());
+				next++;
+				continue;
+			}
+			ji.p = p;
+			ji.prompt = qs[next].prompt;
+			ji.n_prompt = qs[next].n_prompt;
+			ji.n = p->n;
+			ji.out = q->res.samples;
+			ji.st = &q->stp;
+			ji.flt = &q->stp.flt;
+			ji.width = q->stp.width;
+			ji.cb.on_done = q_done;
+			ji.cb.ctx = q;
+			if ((rc = batch_add(b, &ji, NULL))) {
+				q->rc = rc;
+				snprintf(q->err, sizeof(q->err), "%s",
+					 qerr_detail());
+				next++;
+				continue;
+			}
+			q->rc = 0;
+			q->running = 1;
+			flying++;
+			width += q->stp.width;
+			next++;
+		}
+		rc = 0;
+		if (flying)
+			sc_batch_round(b);
+		/* results go out in question order as they end */
+		while (!rc && first < next &&
+		       (!rq[first].running || rq[first].ended)) {
+			run_q *q = &rq[first];
+			if (q->running) {
+				flying--;
+				width -= q->stp.width;
+			}
+			rc = run_deliver(e, q, first, on_result, ctx);
+			first++;
+		}
+	}
+	sc_batch_free(&b);
+	for (int i = first; i < n; i++) {
+		/* stopped early: what never reached the caller */
+		stop_fini(&rq[i].stp.ss);
+		sc_result_fini(&rq[i].res);
+	}
+	free(rq);
+	return rc;
+}
+
+/* sc_run's batched result: the one question's. */
+typedef struct {
+	sc_result *out;
+	int rc;
+	char err[256];
+} run_one_rec;
+
+static int take_one(void *ctx, int q, int rc, const char *err, sc_result *r)
+{
+	run_one_rec *o = ctx;
+
+	(void)q;
+	o->rc = rc;
+	if (rc)
+		snprintf(o->err, sizeof(o->err), "%s", err ? err : "");
+	*o->out = *r;
+	memset(r, 0, sizeof(*r));
+	return 0;
+}
+
+int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
+	   const sc_params *p, sc_result *out)
+{
+	sc_question qs = {prompt, n_prompt, p};
+	float *root_logits = NULL;
+	kv_stats st0, st1;
+	run_q q = {0};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->vote.winner = VOTE_NONE;
+	if ((rc = sc_params_check(p)))
+		return rc;
+	if (p->mode == SC_BATCHED) {
+		run_one_rec o = {out, 0, ""};
+
+		if ((rc = sc_run_many(e, &qs, 1, stop_min_prefix(&p->stop,
+								 p->n),
+				      0, take_one, &o)))
+			return rc;
+		return o.rc ? qerr_fail(o.rc, "%s", o.err) : 0;
+	}
+	/* reset and paged: one sample at a time */
+	if ((rc = run_begin(e, &qs, &q)) ||
+	    (rc = ensure_pool(e, n_prompt, 1, p->max_new)))
+		goto out;
+	if (!(root_logits = malloc((size_t)e->m->cfg.vocab * sizeof(float)))) {
+		rc = qerr_fail(QERR_NOMEM, "out of memory");
+		goto out;
+	}
+	e->peak_in_use = 0;
 	kv_pool_stats(e->pool, &st0);
-	rc = decode_group(e, p, &view, root->logits, idx, n, out, on_sample,
-			  on_round, on_text, ctx, &st->gen_tokens, NULL, NULL);
+	rc = run_samples(e, prompt, n_prompt, p, &q.res, root_logits, &q.stp);
 	kv_pool_stats(e->pool, &st1);
-	st->blocks_copied = (uint32_t)(st1.cow - st0.cow);
-	/* every fork reads the root's full blocks in place */
-	st->blocks_mapped = (uint32_t)n *
-			    (root->n_tokens / (uint32_t)e->p.block_tokens);
-	st->decode_ms = now_ms() - t0;
-	for (int i = 0; i < n; i++)
-		free(out[i].text);
-	free(out);
-	/* a view of our own pool took no references: only the table goes */
-	kv_seq_free(NULL, &view);
+	if (!rc)
+		rc = run_end(e, &q);
+	q.res.stats.cow_blocks = st1.cow - st0.cow;
+out:
+	stop_fini(&q.stp.ss);
+	free(root_logits);
+	if (rc)
+		sc_result_fini(&q.res);
+	else
+		*out = q.res;
 	return rc;
 }
 

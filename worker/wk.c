@@ -19,21 +19,46 @@
 
 #define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536
-#define WK_PREFILL_CHUNK 64 /* rows per prefill forward between heartbeats */
 
-/* A command read during a decode, handled after it. */
-typedef struct wk_pending {
-	struct wk_pending *next;
-	size_t len;
-	uint8_t data[];
-} wk_pending;
+struct wk;
 
+/* A DecodeJob in the merged decode loop (or waiting for it when merging
+ * is off). */
+typedef struct wk_job {
+	struct wk_job *next;
+	struct wk *w;
+	uint32_t id;         /* in the batch; 0: not added yet */
+	uint64_t rid;
+	uint32_t attempt;
+	int n;               /* its samples */
+	int left;            /* ... not finished yet */
+	int *idx;            /* (n) */
+	int stream;          /* DecodeJob.stream: send SampleText */
+	uint32_t rounds;
+	uint32_t *sent;      /* (n) bytes of each sample sent so far */
+	char *pool;          /* the pool its root is in */
+	/* merging off: what to add once the batch is free */
+	sc_params p;
+	sc_root_ref ref;
+	uint32_t *blocks;
+	float *logits;
+} wk_job;
+
+/* A Prefill in the merged loop. */
 typedef struct {
+	struct wk *w;
+	uint64_t rid;
+	uint32_t attempt;
+	int64_t t0;
+} wk_prefill;
+
+typedef struct wk {
 	const wk_opts *o;
 	const cfg *c;
 	model *m;
 	tok *t;
 	sc_engine *e;
+	sc_batch *b;        /* the merged decode loop */
 	char pool_name[WIRE_POOL_NAME_MAX];
 	void *ctx, *sock;
 	int64_t hb_at;      /* next heartbeat to send */
@@ -41,18 +66,11 @@ typedef struct {
 	int64_t backoff_ms; /* next reconnect delay */
 	uint32_t *roots;    /* root ids handed to the coordinator */
 	int n_roots, cap_roots;
-	wk_pending *head, *tail;
 	int rejected;
-	uint32_t busy;      /* samples of the running job */
-	/* the running decode */
-	uint64_t cur_rid;
-	uint32_t cur_attempt;
-	int cur_stream;     /* DecodeJob.stream: send SampleText */
-	uint32_t rounds;
-	uint32_t *sent;     /* (busy) bytes of each sample sent so far */
-	const int *cur_idx; /* (busy) its sample indices */
-	int cancelled;
-	uint64_t cancels[32]; /* recent Cancel ids: queued jobs to skip */
+	uint32_t busy;      /* samples of the jobs in the batch, unfinished */
+	wk_job *jobs;       /* in the batch */
+	wk_job *waiting, *waiting_tail; /* merging off: jobs not started */
+	uint64_t cancels[32]; /* recent Cancel ids: jobs to refuse */
 	uint32_t cancel_att[32]; /* ... and the attempt (0: every job) */
 	unsigned n_cancels;
 } wk;
@@ -167,50 +185,62 @@ static float *logits_copy(wk *w, const ProtobufCBinaryData *b)
 
 /* ---- Prefill --------------------------------------------------------- */
 
-static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue);
-
-/* Reads the commands waiting on the socket inside a prefill or a decode
- * (handle_raw with queue set) until none is left, w->rejected is set or,
- * with until_cancel, w->cancelled. */
-static void read_queued(wk *w, int until_cancel)
+/* The merged loop finished a prompt: the root is kept and described to
+ * the coordinator. */
+static int prefill_ready(void *ctx, uint32_t job, uint32_t root)
 {
-	wire_msg in;
-
-	while (!(until_cancel && w->cancelled) && !w->rejected) {
-		int rc = wire_recv(w->sock, 0, 1, 0, &in);
-
-		if (rc == QERR_FULL || rc == QERR_IO)
-			break;
-		if (rc)
-			continue;
-		handle_raw(w, in.data, in.len, 1);
-		wire_msg_close(&in);
-	}
-}
-
-/* Between prefill chunks: heartbeats that fall due, and the socket read
- * (commands queued, as during a decode), so a long prompt never looks
- * like a dead worker. */
-static int on_prefill_chunk(void *ctx)
-{
-	wk *w = ctx;
-
-	if (*w->o->stop)
-		return QERR_CANCELLED;
-	if (wire_now_ms() >= w->hb_at)
-		send_heartbeat(w);
-	read_queued(w, 0);
-	return w->rejected ? QERR_CANCELLED : 0;
-}
-
-static void on_prefill(wk *w, const Quorum__Prefill *p)
-{
+	wk_prefill *x = ctx;
+	wk *w = x->w;
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
-	int32_t *ids = NULL;
-	uint32_t root;
 	sc_root_desc d;
-	int64_t t0 = wire_now_ms();
+	int rc;
+
+	(void)job;
+	if ((rc = track_root(w, root)))
+		return qerr_fail(rc, "out of memory tracking a root");
+	if ((rc = sc_root_get(w->e, root, &d))) {
+		untrack_root(w, root);
+		return rc;
+	}
+	r.request_id = x->rid;
+	r.attempt = x->attempt;
+	r.root_id = root;
+	r.n_tokens = d.n_tokens;
+	r.n_blocks = d.n_blocks;
+	r.blocks = (uint32_t *)d.blocks;
+	r.logits.data = (uint8_t *)d.logits;
+	r.logits.len = (size_t)w->m->cfg.vocab * sizeof(float);
+	r.pool_name = w->pool_name;
+	r.has_prefill_ms = 1;
+	r.prefill_ms = (double)(wire_now_ms() - x->t0);
+	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
+	m.prefix_ready = &r;
+	send_msg(w, &m);
+	return 0;
+}
+
+static void prefill_done(void *ctx, uint32_t job, int rc,
+			 const sc_job_stats *st)
+{
+	wk_prefill *x = ctx;
+
+	(void)job;
+	(void)st;
+	if (rc)
+		send_error(x->w, x->rid, x->attempt, wire_status_of_qerr(rc),
+			   qerr_detail());
+	free(x);
+}
+
+/* The prompt joins the merged loop: prefilled workers.prefill_tokens per
+ * round between decode rounds, so the samples running here keep their
+ * pace and heartbeats and commands are served meanwhile. */
+static void on_prefill(wk *w, const Quorum__Prefill *p)
+{
+	sc_job_cbs cb = {NULL, NULL, prefill_ready, prefill_done, NULL};
+	wk_prefill *x;
+	int32_t *ids = NULL;
 	int rc;
 
 	if (p->n_tokens < 1 || p->n_tokens > (size_t)w->m->cfg.ctx_len) {
@@ -219,7 +249,9 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 			   "prompt length out of range");
 		return;
 	}
-	if (!(ids = malloc(p->n_tokens * sizeof(*ids)))) {
+	if (!(ids = malloc(p->n_tokens * sizeof(*ids))) ||
+	    !(x = calloc(1, sizeof(*x)))) {
+		free(ids);
 		send_error(w, p->request_id, p->attempt,
 			   QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -230,36 +262,31 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 				   QUORUM__STATUS__STATUS_BAD_REQUEST,
 				   "token id out of the vocabulary");
 			free(ids);
+			free(x);
 			return;
 		}
 		ids[i] = (int32_t)p->tokens[i];
 	}
-	rc = sc_root_prefill_cb(w->e, ids, p->n_tokens, WK_PREFILL_CHUNK,
-				on_prefill_chunk, w, &root);
+	x->w = w;
+	x->rid = p->request_id;
+	x->attempt = p->attempt;
+	x->t0 = wire_now_ms();
+	cb.ctx = x;
+	rc = sc_batch_prefill(w->b, ids, p->n_tokens, &cb, NULL);
 	free(ids);
-	if (keep_root(w, p->request_id, p->attempt, rc, root, &d))
-		return;
-	r.request_id = p->request_id;
-	r.attempt = p->attempt;
-	r.root_id = root;
-	r.n_tokens = d.n_tokens;
-	r.n_blocks = d.n_blocks;
-	r.blocks = (uint32_t *)d.blocks;
-	r.logits.data = (uint8_t *)d.logits;
-	r.logits.len = (size_t)w->m->cfg.vocab * sizeof(float);
-	r.pool_name = w->pool_name;
-	r.has_prefill_ms = 1;
-	r.prefill_ms = (double)(wire_now_ms() - t0);
-	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
-	m.prefix_ready = &r;
-	send_msg(w, &m);
+	if (rc) {
+		send_error(w, p->request_id, p->attempt, wire_status_of_qerr(rc),
+			   qerr_detail());
+		free(x);
+	}
 }
 
 /* ---- DecodeJob ------------------------------------------------------- */
 
 static int on_sample(void *ctx, const sc_sample *s)
 {
-	wk *w = ctx;
+	wk_job *j = ctx;
+	wk *w = j->w;
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
 	Quorum__Sample x = QUORUM__SAMPLE__INIT;
@@ -278,15 +305,18 @@ static int on_sample(void *ctx, const sc_sample *s)
 	x.text.data = (uint8_t *)s->text;
 	x.text.len = s->len;
 	x.worker = (char *)w->o->id;
-	r.request_id = w->cur_rid;
-	r.attempt = w->cur_attempt;
+	r.request_id = j->rid;
+	r.attempt = j->attempt;
 	r.sample = &x;
-	for (uint32_t i = 0; w->cur_stream && i < w->busy; i++)
-		if (w->cur_idx[i] == s->index)
-			w->sent[i] = UINT32_MAX; /* whole: in the SampleResult */
+	for (int i = 0; j->sent && i < j->n; i++)
+		if (j->idx[i] == s->index)
+			j->sent[i] = UINT32_MAX; /* whole: in the SampleResult */
 	m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
 	m.sample = &r;
 	send_msg(w, &m);
+	j->left--;
+	if (w->busy)
+		w->busy--;
 	return 0;
 }
 
@@ -294,56 +324,170 @@ static int on_sample(void *ctx, const sc_sample *s)
  * unfinished samples in one SampleText. */
 static void on_text(void *ctx, const sc_sample *s, int n)
 {
-	wk *w = ctx;
+	wk_job *j = ctx;
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__SampleText st = QUORUM__SAMPLE_TEXT__INIT;
 	Quorum__TextPart *parts, **pp;
 
-	if (!w->cur_stream || ++w->rounds % WK_TEXT_ROUNDS)
+	if (!j->sent || ++j->rounds % WK_TEXT_ROUNDS)
 		return;
 	parts = calloc((size_t)n, sizeof(*parts));
 	pp = calloc((size_t)n, sizeof(*pp));
 	for (int i = 0; parts && pp && i < n; i++) {
 		Quorum__TextPart *x = &parts[st.n_parts];
 
-		if (s[i].len <= w->sent[i] || s[i].len > UINT32_MAX)
+		if (s[i].len <= j->sent[i] || s[i].len > UINT32_MAX)
 			continue;
 		quorum__text_part__init(x);
 		x->index = (uint32_t)s[i].index;
-		x->offset = w->sent[i];
-		x->text.data = (uint8_t *)s[i].text + w->sent[i];
-		x->text.len = s[i].len - w->sent[i];
-		w->sent[i] = (uint32_t)s[i].len;
+		x->offset = j->sent[i];
+		x->text.data = (uint8_t *)s[i].text + j->sent[i];
+		x->text.len = s[i].len - j->sent[i];
+		j->sent[i] = (uint32_t)s[i].len;
 		pp[st.n_parts++] = x;
 	}
 	if (st.n_parts) {
-		st.request_id = w->cur_rid;
-		st.attempt = w->cur_attempt;
+		st.request_id = j->rid;
+		st.attempt = j->attempt;
 		st.parts = pp;
 		m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
 		m.text = &st;
-		send_msg(w, &m);
+		send_msg(j->w, &m);
 	}
 	free(parts);
 	free(pp);
 }
 
-static int on_round(void *ctx)
+static void job_free(wk_job *j)
 {
-	wk *w = ctx;
+	free(j->idx);
+	free(j->sent);
+	free(j->pool);
+	free(j->blocks);
+	free(j->logits);
+	free(j);
+}
 
-	if (*w->o->stop)
-		return QERR_CANCELLED;
-	if (wire_now_ms() >= w->hb_at)
-		send_heartbeat(w);
-	/* a coordinator silent past its liveness has forgotten this job:
-	 * stop it and reconnect (serve) instead of decoding for nobody */
-	if (wire_now_ms() >= w->expiry)
-		return QERR_CANCELLED;
-	read_queued(w, 1);
-	if (w->rejected)
-		return QERR_CANCELLED;
-	return w->cancelled ? QERR_CANCELLED : 0;
+/* A job's end: status (a wire status; OK with no error) and its stats
+ * (NULL: it never ran). */
+static void send_job_done(wk *w, uint64_t rid, uint32_t attempt, int status,
+			  const char *err, const sc_job_stats *st)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__JobDone done = QUORUM__JOB_DONE__INIT;
+
+	done.request_id = rid;
+	done.attempt = attempt;
+	done.status = status;
+	if (status != QUORUM__STATUS__STATUS_OK)
+		done.error = (char *)err;
+	if (st) {
+		done.has_blocks_mapped = done.has_blocks_copied = 1;
+		done.has_decode_ms = done.has_generated_tokens = 1;
+		done.blocks_mapped = st->blocks_mapped;
+		done.blocks_copied = st->blocks_copied;
+		done.decode_ms = st->decode_ms;
+		done.generated_tokens = st->gen_tokens;
+	}
+	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+	m.job_done = &done;
+	send_msg(w, &m);
+}
+
+static void start_waiting(wk *w);
+
+static int status_of(int rc)
+{
+	return rc == QERR_CANCELLED ? QUORUM__STATUS__STATUS_CANCELLED
+	       : rc ? wire_status_of_qerr(rc) : QUORUM__STATUS__STATUS_OK;
+}
+
+/* The job left the merged loop (finished, cancelled or failed): its
+ * JobDone, with its own stats. */
+static void job_done(void *ctx, uint32_t id, int rc, const sc_job_stats *st)
+{
+	wk_job *j = ctx, **pp;
+	wk *w = j->w;
+
+	(void)id;
+	send_job_done(w, j->rid, j->attempt, status_of(rc),
+		      rc == QERR_CANCELLED ? "cancelled" : qerr_detail(), st);
+	w->busy -= (uint32_t)j->left < w->busy ? (uint32_t)j->left : w->busy;
+	for (pp = &w->jobs; *pp && *pp != j; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = j->next;
+	job_free(j);
+}
+
+/* Adds j to the merged loop; on failure its JobDone goes out at once. */
+static void job_start(wk *w, wk_job *j)
+{
+	sc_job_cbs cb = {on_sample, j->sent ? on_text : NULL, NULL, job_done,
+			 j};
+	int rc;
+
+	j->ref.blocks = j->blocks;
+	j->ref.logits = j->logits;
+	j->ref.pool_name = j->pool;
+	rc = sc_batch_decode(w->b, &j->ref, j->idx, j->n, &j->p, &cb, &j->id);
+	free(j->logits); /* copied by the batch */
+	j->logits = NULL;
+	if (rc) {
+		send_job_done(w, j->rid, j->attempt, status_of(rc),
+			      qerr_detail(), NULL);
+		job_free(j);
+		return;
+	}
+	j->next = w->jobs;
+	w->jobs = j;
+	w->busy += (uint32_t)j->n;
+}
+
+/* Merging off: the next waiting job starts once no other decodes. */
+static void start_waiting(wk *w)
+{
+	while (w->waiting && !w->jobs) {
+		wk_job *j = w->waiting;
+
+		if (!(w->waiting = j->next))
+			w->waiting_tail = NULL;
+		job_start(w, j);
+	}
+}
+
+/* Ends the jobs matching (rid, attempt; 0: any attempt) — or, rid 0, all
+ * of them — with QERR_CANCELLED: their forks leave the loop between
+ * rounds and their blocks are free at once; everyone else's samples go on
+ * untouched. */
+static void cancel_jobs(wk *w, int all, uint64_t rid, uint32_t attempt,
+			const char *pool)
+{
+	for (wk_job **pp = &w->waiting; *pp;) {
+		wk_job *j = *pp;
+
+		if (all || (pool ? !strcmp(j->pool, pool)
+				 : j->rid == rid &&
+					   (!attempt || j->attempt == attempt))) {
+			*pp = j->next;
+			send_job_done(w, j->rid, j->attempt,
+				      QUORUM__STATUS__STATUS_CANCELLED,
+				      "cancelled", NULL);
+			job_free(j);
+		} else {
+			pp = &j->next;
+		}
+	}
+	w->waiting_tail = NULL;
+	for (wk_job *j = w->waiting; j; j = j->next)
+		w->waiting_tail = j;
+	for (wk_job *j = w->jobs, *nx; j; j = nx) {
+		nx = j->next;
+		if (all || (pool ? !strcmp(j->pool, pool)
+				 : j->rid == rid &&
+					   (!attempt || j->attempt == attempt)))
+			sc_batch_cancel(w->b, j->id, QERR_CANCELLED);
+	}
 }
 
 /* A root reference is usable when it names our pool or a pool of this
@@ -371,17 +515,11 @@ static int was_cancelled(const wk *w, uint64_t rid, uint32_t attempt)
 
 static void on_decode(wk *w, const Quorum__DecodeJob *j)
 {
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__JobDone done = QUORUM__JOB_DONE__INIT;
 	const Quorum__SamplingParams *sp = j->params;
 	const Quorum__RootRef *rr = j->root;
 	sc_params p = {0};
-	sc_root_ref ref = {0};
-	sc_decode_stats st = {0};
-	float *logits = NULL;
-	int *idx = NULL;
+	wk_job *x = NULL;
 	const char *bad = NULL;
-	int rc = 0;
 
 	if (!rr || !sp || !sp->has_n || !sp->has_seed ||
 	    !sp->has_temperature || !sp->has_top_k || !sp->has_top_p ||
@@ -399,15 +537,19 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 				  (size_t)w->c->kv.block_tokens - 1) /
 					 (size_t)w->c->kv.block_tokens)
 		bad = "root blocks do not match its tokens";
-	else if (!(logits = logits_copy(w, &j->logits)))
-		bad = "bad logits";
-	else if (!(idx = malloc(j->n_indices * sizeof(*idx))))
+	else if (!(x = calloc(1, sizeof(*x))) ||
+		 !(x->idx = malloc(j->n_indices * sizeof(*x->idx))) ||
+		 !(x->pool = strdup(rr->pool_name)) ||
+		 !(x->blocks = malloc((rr->n_blocks ? rr->n_blocks : 1) *
+				      sizeof(*x->blocks))))
 		bad = "out of memory";
+	else if (!(x->logits = logits_copy(w, &j->logits)))
+		bad = "bad logits";
 	for (size_t i = 0; !bad && i < j->n_indices; i++) {
 		if (j->indices[i] >= sp->n)
 			bad = "sample index out of range";
 		else
-			idx[i] = (int)j->indices[i];
+			x->idx[i] = (int)j->indices[i];
 	}
 	if (!bad) {
 		p.sp.temperature = sp->temperature;
@@ -421,56 +563,37 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 		if (p.max_new < 1 || sc_params_check(&p))
 			bad = "bad sampling params";
 	}
-	done.request_id = j->request_id;
-	done.attempt = j->attempt;
 	if (bad) {
-		done.status = strcmp(bad, "cancelled")
+		send_job_done(w, j->request_id, j->attempt,
+			      strcmp(bad, "cancelled")
 				      ? QUORUM__STATUS__STATUS_BAD_REQUEST
-				      : QUORUM__STATUS__STATUS_CANCELLED;
-		done.error = (char *)bad;
-	} else {
-		ref.pool_name = rr->pool_name;
-		ref.n_tokens = rr->n_tokens;
-		ref.n_blocks = (uint32_t)rr->n_blocks;
-		ref.blocks = rr->blocks;
-		ref.logits = logits;
-		w->cur_rid = j->request_id;
-		w->cur_attempt = j->attempt;
-		w->cancelled = 0;
-		w->busy = (uint32_t)j->n_indices;
-		w->rounds = 0;
-		w->cur_idx = idx;
-		w->sent = j->has_stream && j->stream
-				  ? calloc(j->n_indices, sizeof(*w->sent)) : NULL;
-		w->cur_stream = w->sent != NULL; /* no memory: no parts */
-		rc = sc_decode_text(w->e, &ref, idx, (int)j->n_indices, &p,
-				    on_sample, on_round,
-				    w->cur_stream ? on_text : NULL, w, &st);
-		free(w->sent);
-		w->sent = NULL;
-		w->cur_stream = 0;
-		w->cur_idx = NULL;
-		w->busy = 0;
-		if (rc == QERR_CANCELLED) {
-			done.status = QUORUM__STATUS__STATUS_CANCELLED;
-			done.error = "cancelled";
-		} else if (rc) {
-			done.status = wire_status_of_qerr(rc);
-			done.error = (char *)qerr_detail();
-		}
-		done.has_blocks_mapped = done.has_blocks_copied = 1;
-		done.has_decode_ms = done.has_generated_tokens = 1;
-		done.blocks_mapped = st.blocks_mapped;
-		done.blocks_copied = st.blocks_copied;
-		done.decode_ms = st.decode_ms;
-		done.generated_tokens = st.gen_tokens;
-		w->cancelled = 0;
+				      : QUORUM__STATUS__STATUS_CANCELLED,
+			      bad, NULL);
+		if (x)
+			job_free(x);
+		return;
 	}
-	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
-	m.job_done = &done;
-	send_msg(w, &m);
-	free(idx);
-	free(logits);
+	x->w = w;
+	x->rid = j->request_id;
+	x->attempt = j->attempt;
+	x->n = x->left = (int)j->n_indices;
+	x->p = p;
+	memcpy(x->blocks, rr->blocks, rr->n_blocks * sizeof(*x->blocks));
+	x->ref.n_tokens = rr->n_tokens;
+	x->ref.n_blocks = (uint32_t)rr->n_blocks;
+	/* no memory for the offsets: no parts, the samples still go out */
+	if (j->has_stream && j->stream)
+		x->sent = calloc(j->n_indices, sizeof(*x->sent));
+	if (w->c->workers.merge || !w->jobs) {
+		job_start(w, x);
+		return;
+	}
+	/* merging off: one job at a time, the others wait their turn */
+	if (w->waiting_tail)
+		w->waiting_tail->next = x;
+	else
+		w->waiting = x;
+	w->waiting_tail = x;
 }
 
 /* ---- roots across hosts ---------------------------------------------- */
@@ -546,28 +669,9 @@ static void on_import(wk *w, const Quorum__RootData *x)
 
 /* ---- dispatch -------------------------------------------------------- */
 
-static void pending_push(wk *w, const uint8_t *data, size_t len)
-{
-	wk_pending *p = malloc(sizeof(*p) + len);
-
-	if (!p) {
-		fprintf(stderr, "worker %s: out of memory, command dropped\n",
-			w->o->id);
-		return;
-	}
-	p->next = NULL;
-	p->len = len;
-	memcpy(p->data, data, len);
-	if (w->tail)
-		w->tail->next = p;
-	else
-		w->head = p;
-	w->tail = p;
-}
-
-/* Handles one packed CoordMsg; with queue set (inside a decode) only
- * heartbeats, cancels and rejects are handled, the rest is queued. */
-static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue)
+/* Handles one packed CoordMsg (between rounds of the merged loop: new
+ * jobs join it, cancels take theirs out of it). */
+static void handle_raw(wk *w, const uint8_t *data, size_t len)
 {
 	Quorum__CoordMsg *m = quorum__coord_msg__unpack(NULL, len, data);
 
@@ -591,13 +695,12 @@ static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue)
 	case QUORUM__COORD_MSG__BODY_HEARTBEAT:
 		break;
 	case QUORUM__COORD_MSG__BODY_CANCEL:
-		if (queue && m->cancel->request_id == w->cur_rid &&
-		    (!m->cancel->has_attempt ||
-		     m->cancel->attempt == w->cur_attempt))
-			w->cancelled = 1;
 		w->cancel_att[w->n_cancels % 32] =
 			m->cancel->has_attempt ? m->cancel->attempt : 0;
 		w->cancels[w->n_cancels++ % 32] = m->cancel->request_id;
+		cancel_jobs(w, 0, m->cancel->request_id,
+			    m->cancel->has_attempt ? m->cancel->attempt : 0,
+			    NULL);
 		break;
 	case QUORUM__COORD_MSG__BODY_REJECT:
 		fprintf(stderr, "worker %s: rejected by the coordinator: %s "
@@ -606,43 +709,40 @@ static void handle_raw(wk *w, const uint8_t *data, size_t len, int queue)
 			wire_status_name(m->reject->status));
 		w->rejected = 1;
 		break;
-	default:
-		if (queue) {
-			pending_push(w, data, len);
-			break;
-		}
-		switch (m->body_case) {
-		case QUORUM__COORD_MSG__BODY_PREFILL:
-			on_prefill(w, m->prefill);
-			break;
-		case QUORUM__COORD_MSG__BODY_DECODE:
-			on_decode(w, m->decode);
-			break;
-		case QUORUM__COORD_MSG__BODY_RELEASE:
-			if (untrack_root(w, m->release->root_id))
-				sc_root_release(w->e, m->release->root_id);
-			break;
-		case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
-			on_export(w, m->export_root);
-			break;
-		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
-			on_import(w, m->import_root);
-			break;
-		case QUORUM__COORD_MSG__BODY_FORGET_POOL:
-			/* its owner is gone; never our own pool */
-			if (m->forget_pool->pool_name &&
-			    strcmp(m->forget_pool->pool_name, w->pool_name) &&
-			    !sc_unlink_pool(w->e, m->forget_pool->pool_name))
+	case QUORUM__COORD_MSG__BODY_PREFILL:
+		on_prefill(w, m->prefill);
+		break;
+	case QUORUM__COORD_MSG__BODY_DECODE:
+		on_decode(w, m->decode);
+		break;
+	case QUORUM__COORD_MSG__BODY_RELEASE:
+		if (untrack_root(w, m->release->root_id))
+			sc_root_release(w->e, m->release->root_id);
+		break;
+	case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
+		on_export(w, m->export_root);
+		break;
+	case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
+		on_import(w, m->import_root);
+		break;
+	case QUORUM__COORD_MSG__BODY_FORGET_POOL:
+		/* its owner is gone; never our own pool. Jobs still reading
+		 * it leave the loop first (the coordinator has given their
+		 * samples to others) */
+		if (m->forget_pool->pool_name &&
+		    strcmp(m->forget_pool->pool_name, w->pool_name)) {
+			cancel_jobs(w, 0, 0, 0, m->forget_pool->pool_name);
+			if (!sc_unlink_pool(w->e, m->forget_pool->pool_name))
 				fprintf(stderr, "worker %s: dropped the mapping "
 					"of pool %s\n", w->o->id,
 					m->forget_pool->pool_name);
-			qerr_clear();
-			break;
-		default:
-			fprintf(stderr, "worker %s: empty command dropped\n",
-				w->o->id);
-			break;
 		}
+		qerr_clear();
+		break;
+	default:
+		fprintf(stderr, "worker %s: empty command dropped\n",
+			w->o->id);
+		break;
 	}
 	quorum__coord_msg__free_unpacked(m, NULL);
 }
@@ -699,6 +799,19 @@ static int nap(void *sock, int64_t ms)
 	return 0;
 }
 
+static int new_batch(wk *w)
+{
+	sc_batch_params bp = {w->c->workers.slots,
+			      w->c->workers.prefill_tokens};
+
+	if (w->b)
+		return 0;
+	return sc_batch_new(w->e, &bp, &w->b);
+}
+
+/* The loop: while jobs are in the merged decode loop, one round, then
+ * the commands waiting (without blocking) and heartbeats due; idle, a
+ * poll until the next heartbeat. */
 static int serve(wk *w)
 {
 	while (!*w->o->stop && !w->rejected) {
@@ -706,18 +819,15 @@ static int serve(wk *w)
 		int64_t now = wire_now_ms(), timeout;
 		wire_msg in;
 
-		if (w->head) {
-			wk_pending *p = w->head;
-
-			if (!(w->head = p->next))
-				w->tail = NULL;
-			handle_raw(w, p->data, p->len, 0);
-			free(p);
-			continue;
-		}
-		timeout = w->hb_at - now;
-		if (timeout < 0)
+		start_waiting(w);
+		if (sc_batch_jobs(w->b)) {
+			sc_batch_round(w->b);
 			timeout = 0;
+		} else {
+			timeout = w->hb_at - now;
+			if (timeout < 0)
+				timeout = 0;
+		}
 		if (zmq_poll(&it, 1, (long)timeout) < 0 && zmq_errno() != EINTR)
 			return qerr_fail(QERR_IO, "zmq_poll: %s",
 					 zmq_strerror(zmq_errno()));
@@ -730,7 +840,7 @@ static int serve(wk *w)
 					break;
 				if (rc)
 					continue;
-				handle_raw(w, in.data, in.len, 0);
+				handle_raw(w, in.data, in.len);
 				wire_msg_close(&in);
 			}
 		}
@@ -741,6 +851,9 @@ static int serve(wk *w)
 			fprintf(stderr, "worker %s: coordinator silent, "
 				"reconnecting in %lld ms\n", w->o->id,
 				(long long)w->backoff_ms);
+			/* a coordinator silent past its liveness has forgotten
+			 * our jobs: stop them instead of decoding for nobody */
+			cancel_jobs(w, 1, 0, 0, NULL);
 			/* the coordinator only speaks to a connection it has
 			 * registered: an answer during the backoff (the link
 			 * came back, our last Register went through late)
@@ -751,9 +864,11 @@ static int serve(wk *w)
 				w->backoff_ms *= 2;
 			if (w->backoff_ms > w->c->heartbeat.reconnect_max_ms)
 				w->backoff_ms = w->c->heartbeat.reconnect_max_ms;
-			/* the coordinator forgot us: our roots are orphans */
+			/* the coordinator forgot us: our roots are orphans,
+			 * and so are prefills under way */
+			sc_batch_free(&w->b);
 			release_all_roots(w);
-			if (connect_and_register(w))
+			if (new_batch(w) || connect_and_register(w))
 				fprintf(stderr, "worker %s: %s\n", w->o->id,
 					qerr_detail());
 		} else if (now < w->expiry &&
@@ -827,19 +942,16 @@ int wk_run(const wk_opts *o)
 		rc = qerr_fail(QERR_IO, "zmq_ctx_new failed");
 		goto out;
 	}
-	if ((rc = connect_and_register(&w)))
+	if ((rc = new_batch(&w)) || (rc = connect_and_register(&w)))
 		goto out;
 	fprintf(stderr, "worker %s: host %s, pool %s (%d blocks), "
 		"coordinator %s\n", o->id, o->host, w.pool_name,
 		o->c->kv.blocks, o->endpoint);
 	rc = serve(&w);
 out:
-	while (w.head) {
-		wk_pending *p = w.head;
-
-		w.head = p->next;
-		free(p);
-	}
+	if (w.b)
+		cancel_jobs(&w, 1, 0, 0, NULL);
+	sc_batch_free(&w.b);
 	if (w.e)
 		release_all_roots(&w);
 	free(w.roots);
