@@ -5,6 +5,7 @@
 #   make demo    a local cluster answers a question (main job)
 #   make demo-run  the same in one process
 #   make bench   reset/paged/batched benchmark on a qwen2.5-0.5b-shaped model
+#   make bench-sched  the coordinator's scheduler against simulated workers
 
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
@@ -97,6 +98,11 @@ $(B)/tests/test_sched: $(B)/tests/test_sched.o $(SCHED_OBJ) $(LIB)
 $(B)/bench/%: $(B)/bench/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# the scheduler against simulated workers (issue 13)
+$(B)/bench/sched_sim.o: CPPFLAGS += -Icoordinator
+$(B)/bench/sched_sim: $(B)/bench/sched_sim.o $(SCHED_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS)
+
 benchbins: $(BENCH_BIN)
 
 # TEST_EXCLUDE: test programs left out of this run (see test-asan)
@@ -174,6 +180,12 @@ bench: deps all $(BENCH_MODEL)
 
 bench-kern: deps benchbins
 	$(B)/bench/bench_kern
+
+# The coordinator's scheduler against 16..1024 simulated workers (no model)
+.PHONY: bench-sched
+bench-sched: deps $(B)/bench/sched_sim
+	$(B)/bench/sched_sim --workers 16,256,1024 2>/dev/null
+	$(B)/bench/sched_sim --workers 256,1024 --hosts 16 2>/dev/null
 
 # Issue 5's benchmark: in-process vs a 1x2 and a 2x1 local cluster, same
 # work (N = 8, 32; 64 tokens/sample), samples checked byte-identical.

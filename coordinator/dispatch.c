@@ -163,7 +163,7 @@ static uint64_t root_extra(const sched *s, const req *r, const char *host)
 static void split(sched *s, req *r)
 {
 	int elig[MAX_WORKERS], ne = 0;
-	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS];
+	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS], all[MAX_WORKERS];
 	uint32_t pending = 0, next = 0, tail = sched_tail_blocks(s, r);
 	uint32_t flying = 0;
 
@@ -177,12 +177,14 @@ static void split(sched *s, req *r)
 		pending = 0;
 	else if (pending > r->width - (flying < r->width ? flying : r->width))
 		pending = r->width - (flying < r->width ? flying : r->width);
+	if (pending)
+		roots_room_all(s, NULL, all);
 	for (int i = 0; pending && i < s->n_workers; i++) {
 		if (!members_usable(s, i) || s->w[i].busy >= s->w[i].slots ||
 		    roots_transfer_failed(r->root, s->w[i].host))
 			continue;
 		extra[ne] = root_extra(s, r, s->w[i].host);
-		room[ne] = roots_room(s, i);
+		room[ne] = all[i];
 		if (room[ne] < extra[ne] + tail)
 			continue;
 		elig[ne++] = i;
@@ -231,8 +233,12 @@ static void split(sched *s, req *r)
 		}
 	}
 	for (job *j = r->jobs; j; j = j->next)
-		if (j->state == J_WAIT_ROOT)
+		if (j->state == J_WAIT_ROOT &&
+		    (!j->tried || j->tried_gen != r->root->rep_gen)) {
 			try_send(s, r, j);
+			j->tried = 1;
+			j->tried_gen = r->root->rep_gen;
+		}
 }
 
 /* The root of r is gone (holder lost, prefill failed): prefill again,

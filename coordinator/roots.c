@@ -123,14 +123,69 @@ static int has_copy(const entry *e, int wi)
 	return 0;
 }
 
-uint64_t roots_room(const sched *s, int wi)
+/* 1 when a replica of e before reps[i] is on the same worker and ready. */
+static int rep_seen(const entry *e, int i)
 {
-	uint64_t n = free_of(s, wi);
+	for (int k = 0; k < i; k++)
+		if (e->reps[k].worker == e->reps[i].worker &&
+		    e->reps[k].state == R_READY)
+			return 1;
+	return 0;
+}
 
-	for (const entry *e = s->entries; e; e = e->next)
-		if (!e->refs && e->state == E_READY && has_copy(e, wi))
-			n += sched_blocks_for(s, e->n_tokens);
-	return n;
+/* A worker index of the table, or -1. */
+static int wslot(const sched *s, int wi)
+{
+	return wi >= 0 && wi < s->n_workers ? wi : -1;
+}
+
+void roots_room_all(const sched *s, uint64_t *free_blocks, uint64_t *room)
+{
+	uint64_t used[MAX_WORKERS] = {0}, idle[MAX_WORKERS] = {0};
+
+	/* one pass over the roots and one over the jobs: the sums of
+	 * roots_committed for every worker at once */
+	for (const entry *e = s->entries; e; e = e->next) {
+		uint64_t nb = sched_blocks_for(s, e->n_tokens);
+		int unused = !e->refs && e->state == E_READY;
+
+		int h = wslot(s, e->worker);
+
+		if (h >= 0 && (e->state == E_PREFILL || e->state == E_READY)) {
+			used[h] += nb;
+			if (unused)
+				idle[h] += nb;
+		}
+		for (int i = 0; i < e->n_reps; i++) {
+			int wi = wslot(s, e->reps[i].worker);
+
+			if (wi < 0)
+				continue;
+			if (e->reps[i].state == R_IMPORT ||
+			    e->reps[i].state == R_READY)
+				used[wi] += nb;
+			/* once per worker holding a copy (has_copy) */
+			if (unused && e->reps[i].state == R_READY &&
+			    wi != h && !rep_seen(e, i))
+				idle[wi] += nb;
+		}
+	}
+	for (const req *r = s->reqs; r; r = r->next) {
+		uint64_t tail = sched_tail_blocks(s, r);
+
+		for (const job *j = r->jobs; j; j = j->next)
+			if (wslot(s, j->worker) >= 0)
+				used[j->worker] +=
+					(uint64_t)(j->n - j->n_done) * tail;
+	}
+	for (int i = 0; i < s->n_workers; i++) {
+		uint64_t f = used[i] < s->w[i].pool_blocks
+				     ? s->w[i].pool_blocks - used[i] : 0;
+
+		if (free_blocks)
+			free_blocks[i] = f;
+		room[i] = f + idle[i];
+	}
 }
 
 int roots_make_room(sched *s, int wi, uint64_t need)
@@ -167,8 +222,9 @@ uint32_t roots_largest_pool(const sched *s)
 static int place(sched *s, uint64_t need)
 {
 	int best = -1, fit = 0;
-	uint64_t bl = 0;
+	uint64_t bl = 0, avail[MAX_WORKERS], room[MAX_WORKERS];
 
+	roots_room_all(s, avail, room);
 	for (int i = 0; i < s->n_workers; i++) {
 		const worker *w = &s->w[i];
 		uint64_t load;
@@ -176,8 +232,8 @@ static int place(sched *s, uint64_t need)
 
 		if (!members_usable(s, i))
 			continue;
-		f = free_of(s, i) >= need;
-		if (!f && roots_room(s, i) < need)
+		f = avail[i] >= need;
+		if (!f && room[i] < need)
 			continue;
 		load = (uint64_t)w->busy + 8ull * w->ops;
 		if (best < 0 || f > fit || (f == fit && load < bl)) {
@@ -324,6 +380,7 @@ void roots_want_replica(sched *s, req *r, entry *e, const char *host)
 	if (!(nr = realloc(e->reps, (size_t)(e->n_reps + 1) * sizeof(*nr))))
 		return;
 	e->reps = nr;
+	e->rep_gen++;
 	rp = &e->reps[e->n_reps++];
 	memset(rp, 0, sizeof(*rp));
 	snprintf(rp->host, sizeof(rp->host), "%s", host);
@@ -431,6 +488,7 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 	if (imp < 0) {
 		free(rp->blocks);
 		*rp = e->reps[--e->n_reps];
+		e->rep_gen++;
 		return;
 	}
 	rp->worker = imp;
@@ -464,12 +522,14 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 	    !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1))) {
 		sched_send_release(s, wi, x->root_id);
 		*rp = e->reps[--e->n_reps];
+		e->rep_gen++;
 		return;
 	}
 	memcpy(rp->blocks, x->blocks, x->n_blocks * sizeof(*rp->blocks));
 	rp->n_blocks = (uint32_t)x->n_blocks;
 	rp->root_id = x->root_id;
 	rp->state = R_READY;
+	e->rep_gen++;
 	if ((r = dispatch_req_by_rid(s, rp->for_rid)))
 		r->messages++;
 }
@@ -515,6 +575,7 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 		/* kept as R_FAILED: that host's jobs go elsewhere */
 		rp->state = R_FAILED;
 		rp->worker = -1;
+		e->rep_gen++;
 		for (req *r = s->reqs; r; r = r->next) {
 			if (r->root != e)
 				continue;
@@ -542,6 +603,7 @@ void roots_forget_worker(sched *s, int wi)
 				continue;
 			free(rp->blocks);
 			e->reps[i--] = e->reps[--e->n_reps];
+			e->rep_gen++;
 		}
 		if (e->worker == wi) {
 			e->state = E_DEAD;

@@ -99,6 +99,7 @@ typedef struct entry {
 	size_t logits_len;
 	replica *reps;
 	int n_reps;
+	uint32_t rep_gen;       /* bumped whenever reps change */
 	int refs;               /* requests using it */
 	int no_room;            /* died of a capacity refusal: not charged */
 	int64_t last_used;
@@ -116,6 +117,10 @@ typedef struct job {
 	/* J_SENT: the entry decoded from, held (a ref) until the job ends,
 	 * so a requeue never releases blocks a worker still reads */
 	struct entry *root;
+	/* J_WAIT_ROOT: the root's rep_gen when last tried (tried: once) —
+	 * it is tried again only when the root's replicas changed */
+	uint32_t tried_gen;
+	int tried;
 } job;
 
 typedef struct req {
@@ -242,8 +247,11 @@ void roots_free_all(sched *s);
 /* Blocks of wi's pool committed: roots held or being made there, and the
  * worst-case tails of the samples assigned to it. */
 uint64_t roots_committed(const sched *s, int wi);
-/* Free blocks of wi, counting those unused cached roots would give. */
-uint64_t roots_room(const sched *s, int wi);
+/* For every worker i of the table: free_blocks[i] (NULL: not wanted),
+ * its pool less roots_committed, and room[i], those plus the blocks that
+ * unused cached roots with a copy there would give. One pass over the
+ * roots and the jobs: a placement decision asks for all workers at once. */
+void roots_room_all(const sched *s, uint64_t *free_blocks, uint64_t *room);
 /* Evicts unused cached roots with a copy on wi (least recently used
  * first, never one in use) until need blocks are free there; 1 when they
  * are. */
