@@ -496,6 +496,72 @@ static void holder_killed_mid_decode(void **state)
 	zmq_close(s);
 }
 
+/* Issue 13's stale KV, with real processes: the root holder w1 stalls
+ * (SIGSTOP) while w2 decodes from w1's pool, mapped read-only, until the
+ * coordinator drops w1 for missed heartbeats. Resumed, w1 registers again
+ * with every root released, and a new request sent at once is prefilled
+ * there, into blocks w2 was reading. The coordinator must have cancelled
+ * and redone w2's job first: both replies are the in-process bytes. */
+static void holder_stalled(void **state)
+{
+	cu_cfg k = fast_cfg();
+	cu_ask o = ask_of(questions[0], LONG_N, LONG_NEW, 1);
+	cu_ask o2 = ask_of(questions[1], 4, 24, 0);
+	Quorum__ClientReply *r;
+	pid_t w1, w2;
+	void *s, *s2;
+	char pool[96];
+	int64_t end;
+	long gone;
+
+	(void)state;
+	/* dropped after 1 s of silence (a false expiry of w2 on a loaded
+	 * machine only means more retries: the bytes are what is checked) */
+	k.liveness = 10;
+	assert_int_equal(cu_start(&cl, &k), 0);
+	w1 = cu_worker(&cl, "w1", "a");
+	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
+	w2 = cu_worker(&cl, "w2", "a");
+	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
+	snprintf(pool, sizeof(pool), "quorum-%s@w1@", cu_name());
+	s = cu_client(&cl);
+	s2 = cu_client(&cl);
+	assert_int_equal(cu_ask_send(s, 11, &o), 0);
+	assert_int_equal(wait_decoding(s, "w1", "w2"), 0);
+	end = wire_now_ms() + CU_WAIT_MS;
+	while (wire_now_ms() < end && maps_pool(w2, pool) != 1)
+		usleep(20000);
+	assert_int_equal(maps_pool(w2, pool), 1);
+	kill(w1, SIGSTOP);
+	gone = cu_wait_workers(&cl, 1, CU_WAIT_MS);
+	assert_true(gone >= 0);
+	fprintf(stderr, "# holder stalled: dropped %ld ms after SIGSTOP; w2 "
+		"%s\n", gone,
+		busy_worker(s, "w2", 1, 0, NULL) ? "busy" : "idle");
+	kill(w1, SIGCONT);
+	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
+	assert_int_equal(cu_ask_send(s2, 12, &o2), 0);
+	r = recv_rid(s2, 12, CU_WAIT_MS);
+	check_answer(r, &ref_short, "a new request after the holder came back");
+	fprintf(stderr, "# holder stalled: the new request prefilled on %s\n",
+		r->answer->prefix->prefill_worker);
+	quorum__client_reply__free_unpacked(r, NULL);
+	r = recv_rid(s, 11, CU_WAIT_MS);
+	check_answer(r, &ref_long, "the request whose holder stalled");
+	{
+		char who[256] = "";
+
+		for (size_t i = 0; i < r->answer->n_samples; i++)
+			snprintf(who + strlen(who), sizeof(who) - strlen(who),
+				 " %s", r->answer->samples[i]->worker);
+		fprintf(stderr, "# holder stalled: %u prefills; samples "
+			"by%s\n", r->answer->prefix->prefills, who);
+	}
+	quorum__client_reply__free_unpacked(r, NULL);
+	zmq_close(s2);
+	zmq_close(s);
+}
+
 /* ---- retry budget ---------------------------------------------------- */
 
 /* A's one sample is killed under it three times. Workers decode one job
@@ -902,6 +968,7 @@ int main(void)
 		cmocka_unit_test_teardown(prefill_worker_killed, test_teardown),
 		cmocka_unit_test_teardown(holder_killed_mid_decode,
 					  test_teardown),
+		cmocka_unit_test_teardown(holder_stalled, test_teardown),
 		cmocka_unit_test_teardown(retry_budget, test_teardown),
 		cmocka_unit_test_teardown(coordinator_restart, test_teardown),
 		cmocka_unit_test_teardown(orphans_exit, test_teardown),
