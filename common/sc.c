@@ -209,12 +209,46 @@ void sc_engine_free(sc_engine **ep)
 	*ep = NULL;
 }
 
+int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len)
+{
+	if (q->n < 0 || q->n >= SC_STOP_STR_MAX)
+		return qerr_fail(QERR_RANGE, "at most %d stop strings",
+				 SC_STOP_STR_MAX);
+	if (len < 1 || len > SC_STOP_STR_LEN || memchr(s, 0, len))
+		return qerr_fail(QERR_RANGE, "a stop string must be 1..%d "
+				 "bytes without NUL", SC_STOP_STR_LEN);
+	memcpy(q->s[q->n], s, len);
+	q->len[q->n++] = (uint8_t)len;
+	return 0;
+}
+
+/* The longest stop string, in bytes (0: none). */
+static size_t stop_strs_longest(const sc_stop_strs *q)
+{
+	size_t m = 0;
+
+	for (int i = 0; i < q->n; i++)
+		if (q->len[i] > m)
+			m = q->len[i];
+	return m;
+}
+
 int sc_params_check(const sc_params *p)
 {
 	int rc = samp_params_check(&p->sp);
 
 	if (rc)
 		return rc;
+	if (p->stop_strs.n < 0 || p->stop_strs.n > SC_STOP_STR_MAX)
+		return qerr_fail(QERR_RANGE, "%d stop strings (at most %d)",
+				 p->stop_strs.n, SC_STOP_STR_MAX);
+	for (int i = 0; i < p->stop_strs.n; i++)
+		if (p->stop_strs.len[i] < 1 ||
+		    p->stop_strs.len[i] > SC_STOP_STR_LEN ||
+		    memchr(p->stop_strs.s[i], 0, p->stop_strs.len[i]))
+			return qerr_fail(QERR_RANGE, "stop string %d: 1..%d "
+					 "bytes without NUL", i,
+					 SC_STOP_STR_LEN);
 	if (p->n < 1 || p->n > 65536)
 		return qerr_fail(QERR_RANGE, "n = %d must be in 1..65536", p->n);
 	if (p->max_new < 1 || p->max_new > 1 << 20)
@@ -294,6 +328,29 @@ static int append_text(fork_state *f, const char *piece, size_t n)
 	s->len += n;
 	s->text[s->len] = '\0';
 	return 0;
+}
+
+/* After s's text grew by its last added bytes: cuts it before the first
+ * stop string that now occurs (none did before, so a new one ends in the
+ * added bytes); 1 when it did. */
+static int stop_strs_cut(const sc_stop_strs *q, sc_sample *s, size_t added)
+{
+	size_t longest = stop_strs_longest(q), from, cut = SIZE_MAX;
+
+	from = s->len - added;
+	from = from > longest - 1 ? from - (longest - 1) : 0;
+	for (int i = 0; i < q->n; i++) {
+		const char *hit = memmem(s->text + from, s->len - from,
+					 q->s[i], q->len[i]);
+
+		if (hit && (size_t)(hit - s->text) < cut)
+			cut = (size_t)(hit - s->text);
+	}
+	if (cut == SIZE_MAX)
+		return 0;
+	s->len = cut;
+	s->text[cut] = '\0';
+	return 1;
 }
 
 /* Draws the next token of f and records it; marks f done on a stop. */
@@ -379,9 +436,22 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 	if ((rc = append_text(f, piece ? piece : "", plen)))
 		return rc;
 	f->out->n_tokens++;
-	if (f->out->n_tokens >= p->max_new) {
+	if (p->stop_strs.n && stop_strs_cut(&p->stop_strs, f->out, plen)) {
+		f->out->finish = SC_FINISH_STOP;
+		f->done = 1;
+	} else if (f->out->n_tokens >= p->max_new) {
 		f->out->finish = SC_FINISH_LENGTH;
 		f->done = 1;
+	}
+	/* what a stop string could still cut: its length less one */
+	if (f->done)
+		f->out->settled = f->out->len;
+	else {
+		size_t hold = p->stop_strs.n
+				      ? stop_strs_longest(&p->stop_strs) - 1
+				      : 0;
+
+		f->out->settled = f->out->len > hold ? f->out->len - hold : 0;
 	}
 	f->next = tokid;
 	return 0;
@@ -396,6 +466,7 @@ static int finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 	conf_finish(f, w, s);
 	if (!s->text && !(s->text = calloc(1, 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory for text");
+	s->settled = s->len;
 	s->has_answer = s->finish != SC_FINISH_FILTERED &&
 			vote_extract(s->text, s->len, s->answer,
 				     sizeof(s->answer));

@@ -54,6 +54,23 @@ typedef struct {
 
 #define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256})
 
+/* Stop strings (OpenAI's "stop"): a sample ends at the first occurrence
+ * of any of them in its text, which is cut before it (finish "stop").
+ * Each is 1..SC_STOP_STR_LEN bytes without NUL; at most SC_STOP_STR_MAX. */
+#define SC_STOP_STR_MAX 4
+#define SC_STOP_STR_LEN 64
+
+typedef struct {
+	int n;
+	uint8_t len[SC_STOP_STR_MAX];
+	char s[SC_STOP_STR_MAX][SC_STOP_STR_LEN];
+} sc_stop_strs;
+
+/* Adds a stop string of len bytes; QERR_RANGE (with a detail naming what
+ * is wrong) when there are SC_STOP_STR_MAX already, or it is empty, over
+ * SC_STOP_STR_LEN bytes or holds a NUL. */
+int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
+
 typedef struct {
 	samp_params sp;
 	uint64_t seed;
@@ -76,12 +93,16 @@ typedef struct {
 	 * own tokens and the warm-up alone. */
 	int filter_warmup;
 	double filter_pct;    /* in [0, 100] */
+	sc_stop_strs stop_strs; /* none when n is 0 */
 } sc_params;
 
 typedef struct {
 	int index;
 	char *text;           /* malloc'ed, NUL-terminated (may hold NULs) */
 	size_t len;
+	size_t settled;       /* text[0..settled) is final: while a sample
+			       * runs with stop strings, its last bytes may
+			       * still be cut (streaming sends only these) */
 	int n_tokens;
 	int finish;           /* enum sc_finish */
 	int has_answer;

@@ -106,6 +106,7 @@ static void try_send(sched *s, req *r, job *j)
 	Quorum__DecodeJob d = QUORUM__DECODE_JOB__INIT;
 	Quorum__RootRef ref = QUORUM__ROOT_REF__INIT;
 	Quorum__SamplingParams sp = QUORUM__SAMPLING_PARAMS__INIT;
+	ProtobufCBinaryData strs[SC_STOP_STR_MAX];
 	worker *w = &s->w[j->worker];
 	int src = roots_ref_for(s, r->root, w, &ref);
 
@@ -122,6 +123,12 @@ static void try_send(sched *s, req *r, job *j)
 	sp.top_p = r->top_p;
 	sp.max_new_tokens = r->max_new;
 	sp.ignore_eos = r->ignore_eos;
+	for (int i = 0; i < r->stop_strs.n; i++) {
+		strs[i].data = (uint8_t *)r->stop_strs.s[i];
+		strs[i].len = r->stop_strs.len[i];
+	}
+	sp.n_stop_strings = (size_t)r->stop_strs.n;
+	sp.stop_strings = strs;
 	d.request_id = r->rid;
 	d.attempt = j->attempt;
 	d.root = &ref;

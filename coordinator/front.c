@@ -275,6 +275,15 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 		       "in (0.5, 1), window[:W] with W in 1..65536)";
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
 	}
+	memset(&r->stop_strs, 0, sizeof(r->stop_strs));
+	for (size_t i = 0; p && i < p->n_stop_strings; i++)
+		if (sc_stop_strs_add(&r->stop_strs,
+				     (const char *)p->stop_strings[i].data,
+				     p->stop_strings[i].len)) {
+			*err = "bad stop strings (at most 4, each 1..64 bytes "
+			       "without NUL)";
+			return QUORUM__STATUS__STATUS_BAD_REQUEST;
+		}
 	if (!a->question.len)
 		*err = "the question is empty";
 	else if (a->question.len > WIRE_QUESTION_MAX)

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "proto/quorum.pb-c.h"
+#include "sc.h"
 #include "sched.h"
 #include "stop.h"
 
@@ -143,6 +144,7 @@ typedef struct req {
 	/* early stopping (stop.h): decided over samples in index order */
 	stop_rule stop;
 	int vote;               /* enum sc_vote */
+	sc_stop_strs stop_strs; /* passed to the workers */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
 	int decided;            /* the reply holds samples 0..prefix-1 */

@@ -554,6 +554,11 @@ static void test_stop(void **state)
 	}
 	assert_true(strlen(json_string_value(json_object_get(
 		json_array_get(sc, 0), "text"))) <= cut);
+	/* the workers ended the cut samples there: fewer tokens decoded */
+	assert_true(json_integer_value(json_object_get(json_object_get(
+			    so, "usage"), "completion_tokens")) <
+		    json_integer_value(json_object_get(json_object_get(
+			    o, "usage"), "completion_tokens")));
 	json_decref(so);
 	json_decref(o);
 	hresp_free(&r);

@@ -232,6 +232,78 @@ static void test_archs_modes_identical(void **state)
 	}
 }
 
+/* Stop strings: each sample is its unstopped text cut before the first
+ * occurrence (finish stop, no more tokens than unstopped), the same bytes
+ * in every mode and batch size; a finished sample's text is all settled. */
+static void test_stop_strings(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = params(8, SC_BATCHED);
+	sc_result full;
+	char a[3] = "", b[3] = "";
+	int cut = 0;
+
+	(void)state;
+	run(&ep, &p, &full);
+	/* two 2-byte strings from inside samples 0 and 1 */
+	assert_true(full.samples[0].len >= 4 && full.samples[1].len >= 6);
+	memcpy(a, full.samples[0].text + 2, 2);
+	memcpy(b, full.samples[1].text + 4, 2);
+	for (int mode = SC_RESET; mode <= SC_BATCHED; mode++)
+		for (int mb = 0; mb < 2; mb++) {
+			sc_params q = params(mode == SC_RESET ? 4 : 8, mode);
+			sc_result r;
+
+			if (mb && mode != SC_BATCHED)
+				continue;
+			ep = SC_ENGINE_DEFAULTS;
+			ep.max_batch = mb ? 3 : 64;
+			assert_int_equal(sc_stop_strs_add(&q.stop_strs, a, 2), 0);
+			assert_int_equal(sc_stop_strs_add(&q.stop_strs, b, 2), 0);
+			run(&ep, &q, &r);
+			for (int i = 0; i < r.n; i++) {
+				const sc_sample *x = &r.samples[i];
+				const sc_sample *y = &full.samples[i];
+				const char *ha = memmem(y->text, y->len, a, 2);
+				const char *hb = memmem(y->text, y->len, b, 2);
+				const char *h = !ha ? hb : !hb ? ha
+						 : ha < hb ? ha : hb;
+
+				assert_int_equal(x->settled, x->len);
+				if (!h) {
+					assert_int_equal(x->len, y->len);
+					assert_memory_equal(x->text, y->text,
+							    x->len);
+					assert_int_equal(x->finish, y->finish);
+					assert_int_equal(x->n_tokens,
+							 y->n_tokens);
+					continue;
+				}
+				assert_int_equal(x->len, (size_t)(h - y->text));
+				assert_memory_equal(x->text, y->text, x->len);
+				assert_int_equal(x->finish, SC_FINISH_STOP);
+				assert_true(x->n_tokens <= y->n_tokens);
+				cut += mode == SC_BATCHED && !mb;
+			}
+			sc_result_fini(&r);
+		}
+	assert_true(cut >= 2); /* samples 0 and 1 at least */
+	sc_result_fini(&full);
+	{
+		sc_stop_strs q = {0};
+		char big[SC_STOP_STR_LEN + 1];
+
+		memset(big, 'x', sizeof(big));
+		assert_int_equal(sc_stop_strs_add(&q, big, sizeof(big)),
+				 QERR_RANGE);
+		assert_int_equal(sc_stop_strs_add(&q, "", 0), QERR_RANGE);
+		assert_int_equal(sc_stop_strs_add(&q, "a\0b", 3), QERR_RANGE);
+		for (int i = 0; i < SC_STOP_STR_MAX; i++)
+			assert_int_equal(sc_stop_strs_add(&q, "ab", 2), 0);
+		assert_int_equal(sc_stop_strs_add(&q, "ab", 2), QERR_RANGE);
+	}
+}
+
 static void test_bad_params(void **state)
 {
 	static const struct {
@@ -418,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_modes_identical),
 		cmocka_unit_test(test_repeat_and_pool_free),
 		cmocka_unit_test(test_archs_modes_identical),
+		cmocka_unit_test(test_stop_strings),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),
 	};

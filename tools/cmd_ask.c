@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "client.h"
 #include "qerr.h"
+#include "sc.h"
 #include "stop.h"
 #include "qset.h"
 #include "vote.h"
@@ -49,6 +50,8 @@ static void help(void)
 	       "  --top-p P             1 = off\n"
 	       "  --max-new-tokens K    per sample\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
+	       "  --stop-string S       end a sample at the first S, its text\n"
+	       "                        cut before it (up to 4; 1..64 bytes)\n"
 	       "  --stop RULE           early stopping: none | exact | beta[:T] |\n"
 	       "                        window[:W] (default: the cluster's\n"
 	       "                        sampling.stop, exact unless set);\n"
@@ -81,6 +84,8 @@ typedef struct ask_opts {
 	const char *endpoint;
 	const char *server_key, *client_key; /* CURVE key files or NULL */
 	Quorum__SamplingParams sp; /* has_* set for what was given */
+	ProtobufCBinaryData strs[SC_STOP_STR_MAX]; /* sp's stop strings */
+	size_t n_strs;
 	const char *system;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	int timeout_ms;
@@ -134,7 +139,8 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
-	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote)
+	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote ||
+	    o->sp.n_stop_strings)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -595,6 +601,7 @@ int cmd_ask(int argc, char **argv)
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"ignore-eos", no_argument, 0, 'E'},
+		{"stop-string", required_argument, 0, 'Q'},
 		{"stop", required_argument, 0, 'R'},
 		{"vote", required_argument, 0, 'V'},
 		{"system", required_argument, 0, 's'},
@@ -655,6 +662,18 @@ int cmd_ask(int argc, char **argv)
 			o.sp.stop = optarg;
 			break;
 		}
+		case 'Q':
+			if (o.n_strs == SC_STOP_STR_MAX || !*optarg ||
+			    strlen(optarg) > SC_STOP_STR_LEN)
+				return cli_usage_error("ask", "--stop-string: at "
+						       "most %d, each 1..%d "
+						       "bytes", SC_STOP_STR_MAX,
+						       SC_STOP_STR_LEN);
+			o.strs[o.n_strs].data = (uint8_t *)optarg;
+			o.strs[o.n_strs++].len = strlen(optarg);
+			o.sp.stop_strings = o.strs;
+			o.sp.n_stop_strings = o.n_strs;
+			break;
 		case 'f': o.file = optarg; break;
 		case 'o': o.out = optarg; break;
 		case 'n':

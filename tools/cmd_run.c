@@ -61,6 +61,8 @@ static void help(void)
 	       "                        f32 ones (slower; for checking)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
 	       "  --ignore-eos          never stop early (benchmarking)\n"
+	       "  --stop-string S       end a sample at the first S, its text\n"
+	       "                        cut before it (up to 4; 1..64 bytes)\n"
 	       "  --json                one JSON object (fields in README)\n"
 	       "  -h, --help            this help\n");
 }
@@ -312,6 +314,7 @@ int cmd_run(int argc, char **argv)
 		{"activations", required_argument, 0, 'A'},
 		{"block-tokens", required_argument, 0, 'B'},
 		{"ignore-eos", no_argument, 0, 'E'},
+		{"stop-string", required_argument, 0, 'Q'},
 		{"json", no_argument, 0, 'J'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
@@ -354,6 +357,12 @@ int cmd_run(int argc, char **argv)
 						       optarg);
 			break;
 		case 'E': p.ignore_eos = 1; break;
+		case 'Q':
+			if (sc_stop_strs_add(&p.stop_strs, optarg,
+					     strlen(optarg)))
+				return cli_usage_error("run", "--stop-string: %s",
+						       qerr_detail());
+			break;
 		case 'J': json = 1; break;
 		case 'n':
 			if (cli_long("run", "-n", optarg, 1, 65536, &v))

@@ -682,7 +682,7 @@ static gwcall *submit(gwapi_req *r)
 {
 	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask ask = QUORUM__ASK__INIT;
-	const Quorum__SamplingParams *p = &r->sp;
+	Quorum__SamplingParams sp = r->sp;
 
 	ask.question.data = (uint8_t *)r->question;
 	ask.question.len = r->qlen;
@@ -691,9 +691,14 @@ static gwcall *submit(gwapi_req *r)
 		ask.system.data = (uint8_t *)r->system;
 		ask.system.len = r->slen;
 	}
-	if (p->has_n || p->has_seed || p->has_temperature || p->has_top_k ||
-	    p->has_top_p || p->has_max_new_tokens || p->has_ignore_eos)
-		ask.params = &r->sp;
+	/* always: the rule (early_stop, else none) and the vote too */
+	for (size_t i = 0; i < r->n_stop; i++) {
+		r->stop_bin[i].data = (uint8_t *)r->stop[i];
+		r->stop_bin[i].len = strlen(r->stop[i]);
+	}
+	sp.n_stop_strings = r->n_stop;
+	sp.stop_strings = r->n_stop ? r->stop_bin : NULL;
+	ask.params = &sp;
 	if (r->stream) {
 		ask.has_stream = 1;
 		ask.stream = 1;

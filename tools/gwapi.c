@@ -394,16 +394,28 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		json_array_foreach(v, i, s) {
 			if (!json_is_string(s) || !json_string_length(s) ||
+			    json_string_length(s) > SC_STOP_STR_LEN ||
 			    memchr(json_string_value(s), 0,
 				   json_string_length(s))) {
 				json_decref(v);
 				bad(msg, cap, param, "stop",
-				    "'stop' entries must be non-empty strings "
-				    "without NUL characters");
+				    "'stop' entries must be strings of 1..%d "
+				    "bytes without NUL characters",
+				    SC_STOP_STR_LEN);
 				goto out;
 			}
-			r->stop[r->n_stop++] = strndup(json_string_value(s),
-						       json_string_length(s));
+			if (!(r->stop[r->n_stop] = strndup(
+				      json_string_value(s),
+				      json_string_length(s)))) {
+				json_decref(v);
+				bad(msg, cap, param, "stop", "out of memory");
+				goto out;
+			}
+			/* the workers end a sample there (sc.h) */
+			r->stop_bin[r->n_stop].data =
+				(uint8_t *)r->stop[r->n_stop];
+			r->stop_bin[r->n_stop].len = json_string_length(s);
+			r->n_stop++;
 		}
 		json_decref(v);
 	}

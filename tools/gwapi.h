@@ -58,6 +58,9 @@ typedef struct gwapi_req {
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	char *stop[GWAPI_MAX_STOP];
 	size_t n_stop;
+	/* stop as the Ask's params.stop_strings (the workers end a sample
+	 * there); sp points here only while the Ask is packed */
+	ProtobufCBinaryData stop_bin[GWAPI_MAX_STOP];
 } gwapi_req;
 
 /* Parses a request body. 0 ok (free r with gwapi_req_free); else -1 with

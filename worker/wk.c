@@ -336,14 +336,15 @@ static void on_text(void *ctx, const sc_sample *s, int n)
 	for (int i = 0; parts && pp && i < n; i++) {
 		Quorum__TextPart *x = &parts[st.n_parts];
 
-		if (s[i].len <= j->sent[i] || s[i].len > UINT32_MAX)
+		/* the settled bytes: a stop string may still cut the rest */
+		if (s[i].settled <= j->sent[i] || s[i].settled > UINT32_MAX)
 			continue;
 		quorum__text_part__init(x);
 		x->index = (uint32_t)s[i].index;
 		x->offset = j->sent[i];
 		x->text.data = (uint8_t *)s[i].text + j->sent[i];
-		x->text.len = s[i].len - j->sent[i];
-		j->sent[i] = (uint32_t)s[i].len;
+		x->text.len = s[i].settled - j->sent[i];
+		j->sent[i] = (uint32_t)s[i].settled;
 		pp[st.n_parts++] = x;
 	}
 	if (st.n_parts) {
@@ -560,7 +561,12 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 		p.max_new = (int)sp->max_new_tokens;
 		p.mode = SC_BATCHED;
 		p.ignore_eos = sp->has_ignore_eos && sp->ignore_eos;
-		if (p.max_new < 1 || sc_params_check(&p))
+		for (size_t i = 0; !bad && i < sp->n_stop_strings; i++)
+			if (sc_stop_strs_add(&p.stop_strs,
+					     (const char *)sp->stop_strings[i].data,
+					     sp->stop_strings[i].len))
+				bad = "bad stop strings";
+		if (!bad && (p.max_new < 1 || sc_params_check(&p)))
 			bad = "bad sampling params";
 	}
 	if (bad) {
