@@ -423,6 +423,8 @@ static const field fields[] = {
 	FI(workers, prefill_tokens, 1, 65536),
 	{"workers", "merge", F_BOOL, OFF(workers.merge), 0, 0, 0, 0, 0},
 	FI(prefix_cache, entries, 0, 1 << 20),
+	{"prefix_cache", "share_across_clients", F_BOOL,
+	 OFF(prefix_cache.share_across_clients), 0, 0, 0, 0, 0},
 	{"http", "listen", F_LISTEN, OFF(http.listen), 0, 0, 0, 0, 0},
 	{"http", "api_keys_file", F_PATH, OFF(http.api_keys_file), 0, 0, 0, 0,
 	 0},
@@ -1635,7 +1637,9 @@ void cfg_dump(const cfg *c, FILE *f)
 		"  prefill_tokens: %d\n  merge: %s\n",
 		c->workers.local, c->workers.threads, c->workers.slots,
 		c->workers.prefill_tokens, c->workers.merge ? "true" : "false");
-	fprintf(f, "prefix_cache:\n  entries: %d\n", c->prefix_cache.entries);
+	fprintf(f, "prefix_cache:\n  entries: %d\n  share_across_clients: %s\n",
+		c->prefix_cache.entries,
+		c->prefix_cache.share_across_clients ? "true" : "false");
 	fputs("http:\n  listen: ", f);
 	dump_str(f, c->http.listen);
 	fputs("\n  api_keys_file: ", f);

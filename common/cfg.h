@@ -191,6 +191,11 @@ typedef struct cfg_workers {
 
 typedef struct cfg_prefix_cache {
 	int entries;         /* 16; 0..1048576; 0 = off */
+	/* false: with CURVE on, a request reuses only prefixes its own
+	 * client key cached (cache statistics would tell one client what
+	 * another asked); true: every client's. CURVE off: no client
+	 * identities, always shared. */
+	int share_across_clients;
 } cfg_prefix_cache;
 
 /* The HTTP gateway (`quorum serve`, README: HTTP API). */

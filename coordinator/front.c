@@ -119,6 +119,11 @@ void front_finish(sched *s, req *r)
 	px.blocks_transferred = r->blocks_transferred;
 	px.bytes_transferred = r->bytes_transferred;
 	px.prefills = (uint32_t)r->prefills;
+	px.has_prompt_tokens_reused = px.has_prompt_tokens_prefilled = 1;
+	px.prompt_tokens_reused = r->reused;
+	px.prompt_tokens_prefilled = (uint32_t)r->prefilled;
+	s->tokens_reused += r->reused;
+	s->tokens_prefilled += r->prefilled;
 	a.prefix = &px;
 	for (uint32_t i = 0; i < r->n; i++)
 		finished += r->st[i] == S_DONE;
@@ -236,6 +241,11 @@ static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
 	cs.model_fingerprint = s->fingerprint;
 	cs.has_tokens_saved = 1;
 	cs.tokens_saved = s->tokens_saved;
+	cs.has_prompt_tokens_reused = cs.has_prompt_tokens_prefilled = 1;
+	cs.has_prefix_partial_hits = 1;
+	cs.prompt_tokens_reused = s->tokens_reused;
+	cs.prompt_tokens_prefilled = s->tokens_prefilled;
+	cs.prefix_partial_hits = s->partial_hits;
 	r.request_id = rid;
 	r.status = QUORUM__STATUS__STATUS_OK;
 	r.body_case = QUORUM__CLIENT_REPLY__BODY_CLUSTER;
@@ -437,6 +447,8 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	r->rid = ++s->next_id;
 	r->width = (uint32_t)stop_min_prefix(&r->stop, (int)r->n);
 	r->stream = cr->ask->has_stream && cr->ask->stream;
+	r->no_cache = cr->ask->has_prefix_cache && !cr->ask->prefix_cache;
+	snprintf(r->key, sizeof(r->key), "%s", m->user);
 	r->client_rid = cr->request_id;
 	memcpy(r->cid, m->id, m->id_len);
 	r->cid_len = m->id_len;

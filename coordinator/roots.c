@@ -1,5 +1,31 @@
 /* roots — prefix roots and the prefix cache: where a prompt is
- * prefilled, LRU eviction, cross-host copies (sched_int.h). */
+ * prefilled, LRU eviction, cross-host copies (sched_int.h).
+ *
+ * Prefix reuse (issue 16). Every cached root's prompt is in s->index
+ * (pfx: chained hashes of its full blocks, verified against the tokens).
+ * A prompt that is not cached whole starts from the root sharing its
+ * longest block-aligned prefix: its holder forks that root's first k
+ * tokens and prefills only the rest (Prefill.base_root_id), and the new
+ * root's blocks join the cache. Roots forked from one another share
+ * blocks in the holder's pool, so the accounting counts distinct block
+ * ids: evicting a root frees only the blocks no other root holds, and
+ * roots go least recently used first, never one in use (a root is in use
+ * while a request or a prefill forked from it holds a reference) — a
+ * prefix shared by recent roots outlives its older leaves.
+ *
+ * Placement of a prefill with a cached prefix (the documented rule): the
+ * prefix's holder, unless it is overloaded — its load (samples decoding
+ * + 8 per outstanding prefill/export/import) exceeds the least loaded
+ * usable worker's by more than ROOTS_BLOCK_WORTH per full block the
+ * prefix saves — or cannot make room; then a fresh prefill on the least
+ * loaded worker. Only ready roots are bases: requests started together
+ * (the pump starts 2 per worker at a time) each prefill their prefix.
+ *
+ * Privacy: with CURVE on and prefix_cache.share_across_clients false, a
+ * request reuses (whole or in part) only roots its own client key
+ * created, so neither its reply's reuse counts nor its latency tell it
+ * what another client asked. A request with Ask.prefix_cache false
+ * neither reuses nor leaves a root for others. */
 #include "sched_int.h"
 
 #include <math.h>
@@ -7,12 +33,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfx.h"
 #include "prompt.h"
 #include "qerr.h"
 #include "vote.h"
 
-static void entry_free(entry *e)
+/* Load units one saved block of prefill is worth (placement rule). */
+#define ROOTS_BLOCK_WORTH 2
+
+static void entry_free(sched *s, entry *e)
 {
+	if (e->indexed)
+		pfx_remove(s->index, e, e->tokens, e->n_tokens);
 	for (int i = 0; i < e->n_reps; i++)
 		free(e->reps[i].blocks);
 	free(e->reps);
@@ -20,6 +52,17 @@ static void entry_free(entry *e)
 	free(e->blocks);
 	free(e->logits);
 	free(e);
+}
+
+/* e no longer needs its base (ready, dead or dropped): the ref goes. */
+static void entry_unbase(sched *s, entry *e)
+{
+	entry *b = e->base;
+
+	if (b) {
+		e->base = NULL;
+		roots_unref(s, b);
+	}
 }
 
 /* Unlinks e, releasing its roots on the workers that still hold them. */
@@ -36,7 +79,8 @@ static void entry_drop(sched *s, entry *e)
 	for (int i = 0; i < e->n_reps; i++)
 		if (e->reps[i].state == R_READY)
 			sched_send_release(s, e->reps[i].worker, e->reps[i].root_id);
-	entry_free(e);
+	entry_unbase(s, e);
+	entry_free(s, e);
 }
 
 static void evict(sched *s)
@@ -67,7 +111,8 @@ void roots_unref(sched *s, entry *e)
 	e->last_used = sched_now(s);
 	/* a prefill still running is dropped: its PrefixReady will find no
 	 * entry and be Released */
-	if (e->state != E_READY || s->c->prefix_cache.entries == 0)
+	if (e->state != E_READY || s->c->prefix_cache.entries == 0 ||
+	    e->private_)
 		entry_drop(s, e);
 	else
 		evict(s);
@@ -81,28 +126,119 @@ entry *roots_by_id(const sched *s, uint64_t id)
 	return NULL;
 }
 
-uint64_t roots_committed(const sched *s, int wi)
+/* A block of a worker's pool held by a cached root or replica. */
+typedef struct {
+	uint32_t w, b;
+	int busy;               /* its root is in use */
+} wblock;
+
+static int wblock_cmp(const void *x, const void *y)
 {
-	uint64_t n = 0;
+	const wblock *a = x, *b = y;
+
+	if (a->w != b->w)
+		return a->w < b->w ? -1 : 1;
+	return a->b < b->b ? -1 : a->b > b->b;
+}
+
+/* A worker index of the table, or -1. */
+static int wslot(const sched *s, int wi)
+{
+	return wi >= 0 && wi < s->n_workers ? wi : -1;
+}
+
+/* The blocks of every pool (only wi's when wi >= 0) that roots hold or
+ * will take: used[w], and idle[w], those only unused ready roots hold
+ * (evicting them all frees them). Roots forked from one another share
+ * block ids in their holder's pool, so ready roots and replicas count
+ * their distinct ids; a prefill under way counts the blocks it adds to
+ * its base's, an import its whole root; decode jobs their worst-case
+ * tails. One pass over roots, one sort, one pass over jobs. Without
+ * memory for the ids: per-root sums (used over-counted). */
+static void account(const sched *s, int only, uint64_t *used,
+		    uint64_t *idle)
+{
+	size_t cap = 0, k = 0;
+	wblock *v;
 
 	for (const entry *e = s->entries; e; e = e->next) {
-		uint32_t nb = sched_blocks_for(s, e->n_tokens);
-
-		if (e->worker == wi &&
-		    (e->state == E_PREFILL || e->state == E_READY))
-			n += nb;
+		if (e->state == E_READY && (only < 0 || e->worker == only))
+			cap += e->n_blocks;
 		for (int i = 0; i < e->n_reps; i++)
-			if (e->reps[i].worker == wi &&
-			    (e->reps[i].state == R_IMPORT ||
-			     e->reps[i].state == R_READY))
-				n += nb;
+			if (e->reps[i].state == R_READY &&
+			    (only < 0 || e->reps[i].worker == only))
+				cap += e->reps[i].n_blocks;
 	}
-	for (const req *r = s->reqs; r; r = r->next)
+	v = cap ? malloc(cap * sizeof(*v)) : NULL;
+	for (const entry *e = s->entries; e; e = e->next) {
+		uint64_t nb = sched_blocks_for(s, e->n_tokens);
+		int h = wslot(s, e->worker), busy = e->refs > 0;
+
+		if (h >= 0 && (only < 0 || h == only)) {
+			if (e->state == E_PREFILL)
+				used[h] += nb - sched_blocks_for(
+					s, e->base ? e->base_tokens : 0);
+			else if (e->state == E_READY && !v) {
+				used[h] += e->n_blocks;
+				idle[h] += busy ? 0 : e->n_blocks;
+			}
+			for (uint32_t b = 0; v && e->state == E_READY &&
+					     b < e->n_blocks; b++)
+				v[k++] = (wblock){(uint32_t)h, e->blocks[b],
+						  busy};
+		}
+		for (int i = 0; i < e->n_reps; i++) {
+			const replica *rp = &e->reps[i];
+			int wi = wslot(s, rp->worker);
+
+			if (wi < 0 || (only >= 0 && wi != only))
+				continue;
+			if (rp->state == R_IMPORT)
+				used[wi] += nb;
+			else if (rp->state == R_READY && !v) {
+				used[wi] += rp->n_blocks;
+				idle[wi] += busy ? 0 : rp->n_blocks;
+			}
+			for (uint32_t b = 0; v && rp->state == R_READY &&
+					     b < rp->n_blocks; b++)
+				v[k++] = (wblock){(uint32_t)wi, rp->blocks[b],
+						  busy};
+		}
+	}
+	if (v) {
+		qsort(v, k, sizeof(*v), wblock_cmp);
+		for (size_t i = 0; i < k;) {
+			size_t j = i;
+			int busy = 0;
+
+			for (; j < k && v[j].w == v[i].w && v[j].b == v[i].b; j++)
+				busy |= v[j].busy;
+			used[v[i].w]++;
+			idle[v[i].w] += !busy;
+			i = j;
+		}
+		free(v);
+	}
+	for (const req *r = s->reqs; r; r = r->next) {
+		uint64_t tail = sched_tail_blocks(s, r);
+
 		for (const job *j = r->jobs; j; j = j->next)
-			if (j->worker == wi)
-				n += (uint64_t)(j->n - j->n_done) *
-				     sched_tail_blocks(s, r);
-	return n;
+			if (wslot(s, j->worker) >= 0 &&
+			    (only < 0 || j->worker == only))
+				used[j->worker] +=
+					(uint64_t)(j->n - j->n_done) * tail;
+	}
+}
+
+uint64_t roots_committed(const sched *s, int wi)
+{
+	uint64_t used[MAX_WORKERS], idle[MAX_WORKERS];
+
+	if (wslot(s, wi) < 0)
+		return 0;
+	used[wi] = idle[wi] = 0;
+	account(s, wi, used, idle);
+	return used[wi];
 }
 
 static uint64_t free_of(const sched *s, int wi)
@@ -123,61 +259,11 @@ static int has_copy(const entry *e, int wi)
 	return 0;
 }
 
-/* 1 when a replica of e before reps[i] is on the same worker and ready. */
-static int rep_seen(const entry *e, int i)
-{
-	for (int k = 0; k < i; k++)
-		if (e->reps[k].worker == e->reps[i].worker &&
-		    e->reps[k].state == R_READY)
-			return 1;
-	return 0;
-}
-
-/* A worker index of the table, or -1. */
-static int wslot(const sched *s, int wi)
-{
-	return wi >= 0 && wi < s->n_workers ? wi : -1;
-}
-
 void roots_room_all(const sched *s, uint64_t *free_blocks, uint64_t *room)
 {
 	uint64_t used[MAX_WORKERS] = {0}, idle[MAX_WORKERS] = {0};
 
-	/* one pass over the roots and one over the jobs: the sums of
-	 * roots_committed for every worker at once */
-	for (const entry *e = s->entries; e; e = e->next) {
-		uint64_t nb = sched_blocks_for(s, e->n_tokens);
-		int unused = !e->refs && e->state == E_READY;
-
-		int h = wslot(s, e->worker);
-
-		if (h >= 0 && (e->state == E_PREFILL || e->state == E_READY)) {
-			used[h] += nb;
-			if (unused)
-				idle[h] += nb;
-		}
-		for (int i = 0; i < e->n_reps; i++) {
-			int wi = wslot(s, e->reps[i].worker);
-
-			if (wi < 0)
-				continue;
-			if (e->reps[i].state == R_IMPORT ||
-			    e->reps[i].state == R_READY)
-				used[wi] += nb;
-			/* once per worker holding a copy (has_copy) */
-			if (unused && e->reps[i].state == R_READY &&
-			    wi != h && !rep_seen(e, i))
-				idle[wi] += nb;
-		}
-	}
-	for (const req *r = s->reqs; r; r = r->next) {
-		uint64_t tail = sched_tail_blocks(s, r);
-
-		for (const job *j = r->jobs; j; j = j->next)
-			if (wslot(s, j->worker) >= 0)
-				used[j->worker] +=
-					(uint64_t)(j->n - j->n_done) * tail;
-	}
+	account(s, -1, used, idle);
 	for (int i = 0; i < s->n_workers; i++) {
 		uint64_t f = used[i] < s->w[i].pool_blocks
 				     ? s->w[i].pool_blocks - used[i] : 0;
@@ -256,30 +342,119 @@ static void send_prefill(sched *s, entry *e)
 	p.attempt = e->op;
 	p.n_tokens = e->n_tokens;
 	p.tokens = (uint32_t *)e->tokens;
+	if (e->base) {
+		p.has_base_root_id = p.has_base_tokens = 1;
+		p.base_root_id = e->base->root_id;
+		p.base_tokens = e->base_tokens;
+	}
 	m.body_case = QUORUM__COORD_MSG__BODY_PREFILL;
 	m.prefill = &p;
 	s->w[e->worker].ops++;
 	sched_send_worker(s, e->worker, &m);
 }
 
+/* r may use e's KV: the cache is on for both, and their clients may share
+ * (module comment: privacy). */
+static int may_share(const sched *s, const entry *e, const req *r)
+{
+	if (r->no_cache || e->private_ || e->state == E_DEAD)
+		return 0;
+	return !s->zap || s->c->prefix_cache.share_across_clients ||
+	       !strcmp(e->key, r->key);
+}
+
+static uint64_t load_of(const sched *s, int wi)
+{
+	return (uint64_t)s->w[wi].busy + 8ull * s->w[wi].ops;
+}
+
+/* pfx_longest's visitor: the longest prefix among ready roots on usable
+ * workers (ties: the least loaded holder). */
+typedef struct {
+	const sched *s;
+	const req *r;
+	entry *ready;
+	size_t ready_len;
+} best_prefix;
+
+static int visit_prefix(void *arg, void *owner, size_t shared)
+{
+	best_prefix *b = arg;
+	entry *e = owner;
+
+	if (!may_share(b->s, e, b->r) || e->no_base || e->state != E_READY ||
+	    !members_usable(b->s, e->worker))
+		return 0;
+	if (!b->ready || shared > b->ready_len ||
+	    load_of(b->s, e->worker) < load_of(b->s, b->ready->worker)) {
+		b->ready = e;
+		b->ready_len = shared;
+	}
+	return 1;
+}
+
+/* The prefix of r to start from: a ready root sharing its longest
+ * block-aligned prefix (*shared tokens, at most n - 1 so one is left to
+ * prefill), NULL when none. */
+static entry *find_base(sched *s, const req *r, uint32_t *shared)
+{
+	uint64_t B = (uint64_t)s->c->kv.block_tokens;
+	size_t cap = (r->n_tokens - 1) / B * B;
+	best_prefix b = {s, r, NULL, 0};
+
+	*shared = 0;
+	pfx_longest(s->index, r->tokens, r->n_tokens, visit_prefix, &b, NULL);
+	if (b.ready_len > cap)
+		b.ready_len = cap;
+	if (!b.ready || !b.ready_len)
+		return NULL;
+	*shared = (uint32_t)b.ready_len;
+	return b.ready;
+}
+
+/* The holder of base prefills r unless overloaded (module comment), with
+ * room for the blocks it adds (evicting unused roots); 1 when it does. */
+static int base_fits(sched *s, const entry *base, uint32_t shared,
+		     uint64_t need)
+{
+	uint64_t least = UINT64_MAX, saved = sched_blocks_for(s, shared);
+	int h = base->worker;
+
+	for (int i = 0; i < s->n_workers; i++)
+		if (members_usable(s, i) && load_of(s, i) < least)
+			least = load_of(s, i);
+	if (least != UINT64_MAX &&
+	    load_of(s, h) > least + ROOTS_BLOCK_WORTH * saved)
+		return 0;
+	{
+		uint64_t avail[MAX_WORKERS], room[MAX_WORKERS];
+
+		roots_room_all(s, avail, room);
+		return avail[h] >= need ||
+		       (room[h] >= need && roots_make_room(s, h, need));
+	}
+}
+
 /* Finds or starts the root of r; r moves to Q_ROOT or Q_DECODE. */
 void roots_start(sched *s, req *r)
 {
-	entry *e = NULL;
-	int wi;
+	entry *e = NULL, *base = NULL;
+	uint32_t shared = 0;
+	int wi = -1, cache = s->c->prefix_cache.entries > 0 && !r->no_cache;
 
 	if (r->t_start == 0)
 		r->t_start = sched_now(s);
-	if (s->c->prefix_cache.entries > 0)
+	if (cache)
 		for (e = s->entries; e; e = e->next)
 			if (e->state != E_DEAD && e->hash == r->hash &&
-			    e->n_tokens == r->n_tokens &&
+			    e->n_tokens == r->n_tokens && may_share(s, e, r) &&
 			    !memcmp(e->tokens, r->tokens,
 				    r->n_tokens * sizeof(*r->tokens)))
 				break;
 	if (e) {
 		s->hits++;
 		r->cache_hit = 1;
+		r->reused = (uint32_t)r->n_tokens;
 		e->refs++;
 		r->root = e;
 		r->state = e->state == E_READY ? Q_DECODE : Q_ROOT;
@@ -306,16 +481,29 @@ void roots_start(sched *s, req *r)
 					  why);
 			return;
 		}
-		if ((wi = place(s, need)) < 0)
+		if (cache && (base = find_base(s, r, &shared))) {
+			/* held while we may evict for room: never evicted */
+			base->refs++;
+			if (base_fits(s, base, shared,
+				      need - sched_blocks_for(s, shared))) {
+				wi = base->worker;
+			} else {
+				roots_unref(s, base);
+				base = NULL;
+				shared = 0;
+			}
+		}
+		if (wi < 0 && (wi = place(s, need)) < 0)
 			return; /* stays queued: no worker, or no room now */
 	}
 	if (!(e = calloc(1, sizeof(*e))) ||
 	    !(e->tokens = malloc(r->n_tokens * sizeof(*e->tokens)))) {
 		free(e);
+		if (base)
+			roots_unref(s, base);
 		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	s->misses++;
 	memcpy(e->tokens, r->tokens, r->n_tokens * sizeof(*e->tokens));
 	e->n_tokens = r->n_tokens;
 	e->hash = r->hash;
@@ -324,8 +512,22 @@ void roots_start(sched *s, req *r)
 	e->state = E_PREFILL;
 	e->worker = wi;
 	e->refs = 1;
+	e->base = base; /* its ref taken above */
+	e->base_tokens = shared;
+	e->private_ = !cache;
+	snprintf(e->key, sizeof(e->key), "%s", r->key);
 	e->next = s->entries;
 	s->entries = e;
+	/* indexed now, a base once ready (no memory: just not indexed) */
+	if (cache && !pfx_add(s->index, e, e->tokens, e->n_tokens))
+		e->indexed = 1;
+	if (base)
+		s->partial_hits++;
+	else
+		s->misses++;
+	r->cache_hit = 0;
+	r->reused = shared;
+	r->prefilled += r->n_tokens - shared;
 	r->root = e;
 	r->state = Q_ROOT;
 	r->prefills++;
@@ -422,6 +624,8 @@ void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 	}
 	if (p->n_tokens != e->n_tokens ||
 	    p->n_blocks != sched_blocks_for(s, e->n_tokens) ||
+	    (e->base && (!p->has_reused_tokens ||
+			 p->reused_tokens != e->base_tokens)) ||
 	    p->logits.len != (size_t)s->vocab * sizeof(float) ||
 	    !p->pool_name || strcmp(p->pool_name, w->pool) ||
 	    !(e->blocks = malloc(p->n_blocks * sizeof(*e->blocks) + 1)) ||
@@ -430,6 +634,9 @@ void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 			w->id);
 		sched_send_release(s, wi, p->root_id);
 		e->state = E_DEAD;
+		if (e->base)
+			e->base->no_base = 1;
+		entry_unbase(s, e);
 		return;
 	}
 	memcpy(e->blocks, p->blocks, p->n_blocks * sizeof(*e->blocks));
@@ -439,6 +646,8 @@ void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 	e->root_id = p->root_id;
 	e->prefill_ms = p->has_prefill_ms ? p->prefill_ms : 0;
 	e->state = E_READY;
+	/* its blocks are its own references now: the base may go */
+	entry_unbase(s, e);
 	for (req *r = s->reqs; r; r = r->next)
 		if (r->root == e) {
 			r->messages++;
@@ -550,6 +759,11 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 		if (s->w[wi].ops)
 			s->w[wi].ops--;
 		e->state = E_DEAD; /* pump() queues its requests again */
+		/* a prefill from a base that failed: the next try prefills
+		 * from scratch (the worker and we disagree about that root) */
+		if (e->base)
+			e->base->no_base = 1;
+		entry_unbase(s, e);
 		/* a full pool (our accounting and the worker's differ) or a
 		 * cancel is no fault of the request: not charged; room is
 		 * made on that worker for the next try */
@@ -593,6 +807,13 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
  * the pump), its replicas and the exports it was serving go. */
 void roots_forget_worker(sched *s, int wi)
 {
+	/* prefills there from a base there: the base's ref goes (it dies
+	 * below, with the worker) without dropping anything mid-walk */
+	for (entry *e = s->entries; e; e = e->next)
+		if (e->worker == wi && e->base) {
+			e->base->refs--;
+			e->base = NULL;
+		}
 	for (entry *e = s->entries, *nx; e; e = nx) {
 		nx = e->next;
 		for (int i = 0; i < e->n_reps; i++) {
@@ -620,6 +841,6 @@ void roots_free_all(sched *s)
 		entry *e = s->entries;
 
 		s->entries = e->next;
-		entry_free(e);
+		entry_free(s, e);
 	}
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pfx.h"
 #include "qerr.h"
 
 /* ---- I/O ------------------------------------------------------------- */
@@ -188,7 +189,10 @@ int sched_new(const sched_opts *o, sched **out)
 	sched *s = calloc(1, sizeof(*s));
 
 	*out = NULL;
-	if (!s || !(s->w = calloc(MAX_WORKERS, sizeof(*s->w)))) {
+	if (!s || !(s->w = calloc(MAX_WORKERS, sizeof(*s->w))) ||
+	    pfx_new((uint32_t)o->c->kv.block_tokens, &s->index)) {
+		if (s)
+			free(s->w);
 		free(s);
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	}
@@ -214,6 +218,7 @@ void sched_free(sched **sp)
 	/* the workers' roots go with them (local ones are stopped by now,
 	 * remote ones release everything when they re-register) */
 	roots_free_all(s);
+	pfx_free(&s->index);
 	while (s->zombies) {
 		zombie *z = s->zombies;
 

@@ -101,10 +101,19 @@ typedef struct entry {
 	replica *reps;
 	int n_reps;
 	uint32_t rep_gen;       /* bumped whenever reps change */
-	int refs;               /* requests using it */
+	int refs;               /* requests using it, and its E_PREFILL
+				 * children (entries forked from it) */
 	int no_room;            /* died of a capacity refusal: not charged */
 	int64_t last_used;
 	double prefill_ms;
+	/* prefix reuse: the root this one was forked from while it is
+	 * E_PREFILL (a ref held), and the tokens taken from it */
+	struct entry *base;
+	uint32_t base_tokens;
+	int indexed;            /* in s->index (pfx) */
+	int private_;           /* a bypassing request's: never shared */
+	int no_base;            /* a prefill based on it failed: not again */
+	char key[KEY_MAX];      /* creator's client key ("" with CURVE off) */
 } entry;
 
 typedef struct job {
@@ -169,6 +178,10 @@ typedef struct req {
 	uint32_t messages, blocks_mapped, blocks_copied, blocks_transferred;
 	uint64_t bytes_transferred;
 	int cache_hit, prefills;
+	int no_cache;           /* Ask.prefix_cache false: bypass */
+	char key[KEY_MAX];      /* its client's CURVE key ("" when off) */
+	uint32_t reused;        /* prompt tokens the root took from the cache */
+	uint64_t prefilled;     /* prompt tokens prefilled for it */
 	char prefill_worker[ID_MAX];
 } req;
 
@@ -184,6 +197,7 @@ struct sched {
 	req *reqs, *reqs_tail;
 	int n_reqs;
 	entry *entries;
+	struct pfx *index;      /* full blocks of cached prompts (roots.c) */
 	zombie *zombies;
 	uint64_t pump_gen;
 	binding *bindings;
@@ -191,6 +205,7 @@ struct sched {
 	int64_t hb_at;
 	/* status counters */
 	uint64_t served, failed, hits, misses, gen_tokens, tokens_saved;
+	uint64_t partial_hits, tokens_reused, tokens_prefilled;
 	uint64_t unroutable;    /* client replies that found no client */
 	double decode_s;
 	int64_t t_started;      /* sched_new */
@@ -246,13 +261,16 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d);
 void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x);
 void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x);
 void roots_free_all(sched *s);
-/* Blocks of wi's pool committed: roots held or being made there, and the
- * worst-case tails of the samples assigned to it. */
+/* Blocks of wi's pool committed: roots held or being made there (the
+ * distinct block ids of its ready roots and replicas: roots forked from
+ * one another share blocks), and the worst-case tails of the samples
+ * assigned to it. */
 uint64_t roots_committed(const sched *s, int wi);
 /* For every worker i of the table: free_blocks[i] (NULL: not wanted),
- * its pool less roots_committed, and room[i], those plus the blocks that
- * unused cached roots with a copy there would give. One pass over the
- * roots and the jobs: a placement decision asks for all workers at once. */
+ * its pool less roots_committed, and room[i], those plus the blocks only
+ * unused cached roots hold there (evicting them frees those). One pass
+ * over the roots, one sort of their block ids and one pass over the jobs:
+ * a placement decision asks for all workers at once. */
 void roots_room_all(const sched *s, uint64_t *free_blocks, uint64_t *room);
 /* Evicts unused cached roots with a copy on wi (least recently used
  * first, never one in use) until need blocks are free there; 1 when they

@@ -292,6 +292,20 @@ static void one_worker(void **state)
 	assert_int_equal(px->blocks_copied,
 			 expected_copies(&ref[0], px->prompt_tokens));
 	assert_int_equal(px->blocks_transferred, 0);
+	assert_int_equal(px->prompt_tokens_reused, 0);
+	assert_int_equal(px->prompt_tokens_prefilled, px->prompt_tokens);
+	quorum__client_reply__free_unpacked(r, NULL);
+	/* another question: its system prompt's blocks come from the
+	 * cached root, only the rest is prefilled — the same bytes */
+	o = ask_defaults(questions[1]);
+	r = ask(&cl, s, 2, &o);
+	check_answer(r, &ref[1], "1 worker, shared prefix");
+	px = r->answer->prefix;
+	assert_true(px->prompt_tokens_reused >= 16);
+	assert_int_equal(px->prompt_tokens_reused % 16, 0);
+	assert_int_equal(px->prompt_tokens_reused + px->prompt_tokens_prefilled,
+			 px->prompt_tokens);
+	assert_false(px->cache_hit);
 	quorum__client_reply__free_unpacked(r, NULL);
 	zmq_close(s);
 }
@@ -339,6 +353,20 @@ static void three_workers_and_cache(void **state)
 		assert_int_equal(r->cluster->workers[i]->slots, 32);
 		assert_int_equal(r->cluster->workers[i]->busy, 0);
 	}
+	assert_int_equal(r->cluster->prefix_partial_hits, 0);
+	quorum__client_reply__free_unpacked(r, NULL);
+
+	/* a question sharing the system prompt: forked on the holder,
+	 * decoded on three workers mapping it, the same bytes */
+	o = ask_defaults(questions[1]);
+	r = ask(&cl, s, 12, &o);
+	check_answer(r, &ref[1], "3 workers, shared prefix");
+	assert_true(r->answer->prefix->prompt_tokens_reused >= 16);
+	quorum__client_reply__free_unpacked(r, NULL);
+	r = status(&cl, s);
+	assert_non_null(r);
+	assert_int_equal(r->cluster->prefix_partial_hits, 1);
+	assert_true(r->cluster->prompt_tokens_reused >= 16);
 	quorum__client_reply__free_unpacked(r, NULL);
 	zmq_close(s);
 }

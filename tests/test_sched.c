@@ -24,6 +24,10 @@
  *   fairness            per-client share of the queue, cheap checks
  *                       before tokenizing, field caps
  *   shutdown            CANCELLED to every request in flight
+ *   prefix_reuse        a prompt sharing a cached prompt's first blocks
+ *                       forks it on its holder (not when overloaded);
+ *                       identical prompts, bypass, CURVE client keys,
+ *                       share_across_clients; a cleared cache frees all
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +35,7 @@
 #include <cmocka.h>
 
 #include "kv.h"
+#include "pfx.h"
 #include "prompt.h"
 #include "sched_int.h"
 #include "testutil.h"
@@ -173,10 +178,15 @@ typedef struct {
 	char key[48];        /* ZAP User-Id it connects with */
 	uint32_t blocks;     /* pool size it registers */
 	uint32_t real;       /* blocks it really has (0: = blocks) */
-	uint32_t used;
+	uint32_t used;       /* blocks referenced (ref > 0) */
 	uint32_t slots;
 	uint32_t next_root;
-	struct { uint32_t id, nb; } roots[256];
+	/* its pool as the engine keeps it: refcounted blocks, roots forked
+	 * from a base share the base's first blocks */
+	uint16_t ref[1024];
+	struct { uint32_t id, nb, n_tokens; uint32_t blk[160]; } roots[256];
+	int based;           /* prefills from a base root */
+	uint32_t reused;     /* tokens those took from their bases */
 	int n_roots;
 	int hold;            /* DecodeJobs are kept, not served */
 	Quorum__CoordMsg *held[16];
@@ -243,6 +253,7 @@ static void fw_register(sched *s, fw *w)
 	/* a re-registering worker released everything it held */
 	w->used = 0;
 	w->n_roots = 0;
+	memset(w->ref, 0, sizeof(w->ref));
 	to_sched(s, w, &m);
 }
 
@@ -282,23 +293,47 @@ static void fw_prefill(sched *s, fw *w, const Quorum__Prefill *p)
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
 	uint32_t nb = nblocks(p->n_tokens), cap = w->real ? w->real : w->blocks;
-	uint32_t *blocks = calloc(nb, sizeof(*blocks));
+	uint32_t *blocks = calloc(nb, sizeof(*blocks)), keep = 0, got = 0;
 	size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
 	uint8_t *logits = calloc(1, ll);
+	int bi = -1;
 
 	w->prefills++;
-	if (w->used + nb > cap) {
+	assert_true(nb <= 160 && cap <= 1024);
+	if (p->has_base_root_id) {
+		/* the coordinator only names a root of ours, block-aligned,
+		 * leaving at least one token */
+		for (int i = 0; i < w->n_roots; i++)
+			if (w->roots[i].id == p->base_root_id)
+				bi = i;
+		assert_true(bi >= 0 && p->has_base_tokens);
+		assert_true(p->base_tokens % 16 == 0 && p->base_tokens > 0 &&
+			    p->base_tokens < p->n_tokens &&
+			    p->base_tokens <= w->roots[bi].n_tokens);
+		keep = p->base_tokens / 16;
+		for (uint32_t i = 0; i < keep; i++)
+			blocks[i] = w->roots[bi].blk[i];
+		w->based++;
+		w->reused += p->base_tokens;
+		r.has_reused_tokens = 1;
+		r.reused_tokens = p->base_tokens;
+	}
+	for (uint32_t b = 0; b < cap && keep + got < nb; b++)
+		if (!w->ref[b])
+			blocks[keep + got++] = b;
+	if (keep + got < nb) {
 		fw_error(s, w, p->request_id, p->attempt,
 			 QUORUM__STATUS__STATUS_NO_CAPACITY);
 		free(blocks);
 		free(logits);
 		return;
 	}
-	w->used += nb;
-	w->roots[w->n_roots].id = ++w->next_root;
-	w->roots[w->n_roots++].nb = nb;
 	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = i;
+		w->used += !w->ref[blocks[i]]++;
+	w->roots[w->n_roots].id = ++w->next_root;
+	w->roots[w->n_roots].n_tokens = (uint32_t)p->n_tokens;
+	memcpy(w->roots[w->n_roots].blk, blocks, nb * sizeof(*blocks));
+	w->roots[w->n_roots++].nb = nb;
 	r.request_id = p->request_id;
 	r.attempt = p->attempt;
 	r.root_id = w->next_root;
@@ -369,7 +404,8 @@ static void fw_release(fw *w, uint32_t root)
 	w->releases++;
 	for (int i = 0; i < w->n_roots; i++)
 		if (w->roots[i].id == root) {
-			w->used -= w->roots[i].nb;
+			for (uint32_t b = 0; b < w->roots[i].nb; b++)
+				w->used -= !--w->ref[w->roots[i].blk[b]];
 			w->roots[i] = w->roots[--w->n_roots];
 			return;
 		}
@@ -425,7 +461,10 @@ typedef struct {
 	uint32_t n, max_new, deadline_ms;
 } ask_o;
 
-static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
+/* An Ask from client connection cid with CURVE key user ("" none);
+ * bypass: Ask.prefix_cache false. */
+static void c_ask_k(sched *s, const char *cid, const char *user,
+		    uint64_t rid, const ask_o *o, int bypass)
 {
 	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask a = QUORUM__ASK__INIT;
@@ -452,6 +491,10 @@ static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
 		a.deadline_ms = o->deadline_ms;
 	}
 	a.params = &p;
+	if (bypass) {
+		a.has_prefix_cache = 1;
+		a.prefix_cache = 0;
+	}
 	q.version = WIRE_VERSION;
 	q.request_id = rid;
 	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -461,10 +504,16 @@ static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
 	quorum__client_request__pack(&q, b);
 	in.id_len = strlen(cid);
 	memcpy(in.id, cid, in.id_len);
+	snprintf(in.user, sizeof(in.user), "%s", user);
 	in.data = b;
 	in.len = n;
 	sched_on_client(s, 0, &in);
 	free(b);
+}
+
+static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
+{
+	c_ask_k(s, cid, "", rid, o, 0);
 }
 
 static int reply_status(const char *cid, uint64_t rid)
@@ -670,7 +719,9 @@ static void kv_wedge(void **state)
 	(void)state;
 	fw_init(&a, "A", "wa", "h", 64, 32);
 	fw_register(s, &a);
-	for (int k = 0; k < 6; k++) {
+	/* eight long prompts sharing their first blocks (the system prompt
+	 * and "Case "): 12 blocks each, 10 of them their own */
+	for (int k = 0; k < 8; k++) {
 		ask_o o = {long_q(k), NULL, 1, 4, 0};
 		Quorum__ClientReply *r;
 
@@ -681,16 +732,145 @@ static void kv_wedge(void **state)
 		if (r->status != QUORUM__STATUS__STATUS_OK)
 			fail_msg("prompt %d: %s: %s", k,
 				 wire_status_name(r->status), r->error);
-		if (k == 0)
-			fprintf(stderr, "# kv_wedge: %u prompt blocks\n", r->answer->prefix->prefix_blocks);
 		assert_true(r->answer->prefix->prefix_blocks >= 11);
+		/* the first prefills all, the others fork its prefix */
+		assert_int_equal(r->answer->prefix->prompt_tokens_reused +
+					 r->answer->prefix->prompt_tokens_prefilled,
+				 r->answer->prefix->prompt_tokens);
+		assert_true(k ? r->answer->prefix->prompt_tokens_reused >= 16
+			      : r->answer->prefix->prompt_tokens_reused == 0);
 		quorum__client_reply__free_unpacked(r, NULL);
+		assert_true(a.used <= 64);
 	}
 	/* the pool never overflowed: least recently used roots went */
-	fprintf(stderr, "# kv_wedge: %d releases, %u blocks used\n", a.releases, a.used);
 	assert_true(a.releases >= 1);
-	assert_true(a.used <= 64);
-	assert_int_equal(a.prefills, 6);
+	assert_int_equal(a.prefills, 8);
+	assert_int_equal(a.based, 7);
+	free_sched(&s);
+}
+
+/* Serves everything and returns the reply to (cid, rid)'s prefix stats:
+ * OK, reused + prefilled = the prompt. */
+static void prefix_of(sched *s, fw **ws, int n, const char *cid,
+		      uint32_t *reused, uint32_t *prefilled, int *hit)
+{
+	Quorum__ClientReply *r;
+
+	serve_all(s, ws, n);
+	r = c_next(cid);
+	assert_non_null(r);
+	if (r->status != QUORUM__STATUS__STATUS_OK)
+		fail_msg("%s: %s", wire_status_name(r->status), r->error);
+	assert_true(r->answer->prefix->has_prompt_tokens_reused);
+	*reused = r->answer->prefix->prompt_tokens_reused;
+	*prefilled = r->answer->prefix->prompt_tokens_prefilled;
+	*hit = r->answer->prefix->cache_hit;
+	assert_int_equal(*reused + *prefilled,
+			 r->answer->prefix->prompt_tokens);
+	assert_int_equal(*reused % 16 == 0 || *hit, 1);
+	quorum__client_reply__free_unpacked(r, NULL);
+}
+
+/* Issue 16: a prompt sharing a cached one's first blocks (few-shot
+ * exemplars in the system prompt) is forked from it on its holder and
+ * only the rest prefilled; an identical one reuses the root whole; the
+ * holder is passed over when overloaded; a bypassing request neither
+ * reuses nor leaves a root; with CURVE on, clients share only their own
+ * prefixes unless prefix_cache.share_across_clients; clearing the cache
+ * frees every block of both pools. */
+static void prefix_reuse(void **state)
+{
+	static const char ex[] =
+		"Q: Ann has 3 boxes of 12 pens and gives away 7. How many are "
+		"left? A: 3 * 12 = 36 pens; 36 - 7 = 29. The answer is 29.\n"
+		"Q: A train goes 60 km an hour for 3 hours. How far? A: 60 * 3 "
+		"= 180 km. The answer is 180.\nQ: Bo reads 15 pages a day for "
+		"6 days. How many pages? A: 15 * 6 = 90. The answer is 90.";
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, b, *ws[2] = {&a, &b};
+	ask_o o = {"Cy has 4 bags of 9 marbles. How many marbles?", ex, 2, 4,
+		   0};
+	uint32_t reused, filled, n_prompt;
+	int hit, dummy_zap, holder;
+	uint64_t before;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 8);
+	fw_init(&b, "B", "wb", "h", 64, 8);
+	fw_register(s, &a);
+	fw_register(s, &b);
+	/* cold: everything prefilled */
+	c_ask(s, "c1", 1, &o);
+	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
+	assert_int_equal(reused, 0);
+	assert_false(hit);
+	n_prompt = filled;
+	assert_true(n_prompt > 64);
+	holder = a.prefills ? 0 : 1;
+	/* the holder overloaded: a fresh prefill on the other worker */
+	s->w[holder].busy = 1000;
+	o.question = "Di walks 5 km a day for 7 days. How far in all?";
+	c_ask(s, "c1", 2, &o);
+	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
+	assert_int_equal(reused, 0);
+	assert_int_equal(a.prefills, 1);
+	assert_int_equal(b.prefills, 1);
+	s->w[holder].busy = 0;
+	/* warm: the exemplars come from the cache, only the question is
+	 * prefilled, on a holder of the prefix */
+	o.question = "Ed buys 6 packs of 8 cards and loses 5. How many left?";
+	c_ask(s, "c1", 3, &o);
+	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
+	assert_true(reused >= 64 && filled < 32 && !hit);
+	assert_int_equal(a.based + b.based, 1);
+	assert_int_equal(a.reused + b.reused, reused);
+	assert_int_equal(s->partial_hits, 1);
+	/* identical: the root whole, nothing prefilled */
+	before = (uint64_t)a.prefills + b.prefills;
+	c_ask(s, "c1", 4, &o);
+	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
+	assert_true(hit && filled == 0 && reused > 64);
+	assert_int_equal(a.prefills + b.prefills, before);
+	/* bypass: prefilled whole, its root released after the reply */
+	before = (uint64_t)a.releases + b.releases;
+	c_ask_k(s, "c1", "", 5, &o, 1);
+	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
+	assert_true(reused == 0 && !hit && filled > 64);
+	assert_int_equal(a.based + b.based, 1);
+	assert_int_equal(a.releases + b.releases, before + 1);
+	/* CURVE on: another client key shares nothing of c1's ... */
+	s->zap = (const curve_zap *)&dummy_zap; /* only "on" is read */
+	o.question = "Fay has 7 rows of 6 chairs. How many chairs?";
+	c_ask_k(s, "c2", "KEY-2", 1, &o, 0);
+	prefix_of(s, ws, 2, "c2", &reused, &filled, &hit);
+	assert_int_equal(reused, 0);
+	/* ... but its own prefixes */
+	o.question = "Gus has 9 shelves of 11 books. How many books?";
+	c_ask_k(s, "c2", "KEY-2", 2, &o, 0);
+	prefix_of(s, ws, 2, "c2", &reused, &filled, &hit);
+	assert_true(reused >= 64);
+	/* the same question as c1's asked by c3: no whole hit either */
+	o.question = "Ed buys 6 packs of 8 cards and loses 5. How many left?";
+	c_ask_k(s, "c3", "KEY-3", 1, &o, 0);
+	prefix_of(s, ws, 2, "c3", &reused, &filled, &hit);
+	assert_true(reused == 0 && !hit);
+	/* shared when configured */
+	conf->prefix_cache.share_across_clients = 1;
+	o.question = "Hal runs 4 laps of 400 m. How far?";
+	c_ask_k(s, "c4", "KEY-4", 1, &o, 0);
+	prefix_of(s, ws, 2, "c4", &reused, &filled, &hit);
+	assert_true(reused >= 64);
+	assert_true(s->tokens_reused > 0 && s->tokens_prefilled > 0);
+	s->zap = NULL;
+	/* the cache cleared: every block of both pools is free again */
+	assert_true(a.used > 0 || b.used > 0);
+	for (int i = 0; i < 2; i++)
+		assert_true(roots_make_room(s, i, 64));
+	serve_all(s, ws, 2);
+	assert_int_equal(a.used, 0);
+	assert_int_equal(b.used, 0);
+	assert_null(s->entries);
+	assert_int_equal(pfx_blocks(s->index), 0);
 	free_sched(&s);
 }
 
@@ -1073,6 +1253,7 @@ int main(void)
 		cmocka_unit_test_setup(capacity_uncharged, case_setup),
 		cmocka_unit_test_setup(stale_pool, case_setup),
 		cmocka_unit_test_setup(identity, case_setup),
+		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
 		cmocka_unit_test_setup(fair_start, case_setup),

@@ -418,8 +418,13 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 					 t->generated_tokens / (dec_s > 0 ? dec_s : 1)),
 		"messages", opt_int(t->has_messages, t->messages)));
 	json_object_set_new(o, "prefix", !p ? json_null() : json_pack(
-		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		"prefill_worker", opt_str(p->prefill_worker),
+		"prompt_tokens_reused",
+		opt_int(p->has_prompt_tokens_reused, p->prompt_tokens_reused),
+		"prompt_tokens_prefilled",
+		opt_int(p->has_prompt_tokens_prefilled,
+			p->prompt_tokens_prefilled),
 		"cache_hit", p->has_cache_hit ? json_boolean(p->cache_hit)
 					      : json_null(),
 		"prompt_tokens", opt_int(p->has_prompt_tokens, p->prompt_tokens),
@@ -469,6 +474,15 @@ void client_cluster_json(json_t *o, const Quorum__ClusterStatus *s)
 			    opt_int(s->has_prefix_hits, s->prefix_hits));
 	json_object_set_new(o, "prefix_misses",
 			    opt_int(s->has_prefix_misses, s->prefix_misses));
+	json_object_set_new(o, "prefix_partial_hits",
+			    opt_int(s->has_prefix_partial_hits,
+				    s->prefix_partial_hits));
+	json_object_set_new(o, "prompt_tokens_reused",
+			    opt_int(s->has_prompt_tokens_reused,
+				    s->prompt_tokens_reused));
+	json_object_set_new(o, "prompt_tokens_prefilled",
+			    opt_int(s->has_prompt_tokens_prefilled,
+				    s->prompt_tokens_prefilled));
 	json_object_set_new(o, "replies_unroutable",
 			    opt_int(s->has_replies_unroutable,
 				    s->replies_unroutable));

@@ -62,6 +62,8 @@ static void help(void)
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
+	       "  --no-prefix-cache     neither reuse cached prompt prefixes nor\n"
+	       "                        leave this prompt's for later requests\n"
 	       "  --server-key FILE     CURVE: the coordinator's public key file\n"
 	       "  --client-key FILE     CURVE: this client's secret key file (from\n"
 	       "                        'quorum keygen'; its .pub on client_keys)\n"
@@ -88,6 +90,7 @@ typedef struct ask_opts {
 	size_t n_strs;
 	const char *system;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
+	int no_cache;              /* Ask.prefix_cache = false */
 	int timeout_ms;
 	int retries;
 	int json;
@@ -136,6 +139,10 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	if (o->think >= 0) {
 		ask->has_think = 1;
 		ask->think = o->think;
+	}
+	if (o->no_cache) {
+		ask->has_prefix_cache = 1;
+		ask->prefix_cache = 0;
 	}
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
@@ -218,10 +225,12 @@ static void print_text(const Quorum__Answer *a)
 		       t->messages);
 	}
 	if (p)
-		printf("--- prefix: %u prompt tokens, %u block(s), prefill on %s "
+		printf("--- prefix: %u prompt tokens (%u reused, %u prefilled), "
+		       "%u block(s), prefill on %s "
 		       "(%s, %u prefill(s)); blocks mapped %u, copied %u, "
 		       "transferred %u (%llu bytes)\n",
-		       p->prompt_tokens, p->prefix_blocks,
+		       p->prompt_tokens, p->prompt_tokens_reused,
+		       p->prompt_tokens_prefilled, p->prefix_blocks,
 		       p->prefill_worker ? p->prefill_worker : "?",
 		       !p->has_cache_hit ? "cache ?"
 		       : p->cache_hit ? "cache hit" : "cache miss",
@@ -606,6 +615,7 @@ int cmd_ask(int argc, char **argv)
 		{"vote", required_argument, 0, 'V'},
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
+		{"no-prefix-cache", no_argument, 0, 'P'},
 		{"server-key", required_argument, 0, 'K'},
 		{"client-key", required_argument, 0, 'C'},
 		{"timeout", required_argument, 0, 't'},
@@ -640,6 +650,7 @@ int cmd_ask(int argc, char **argv)
 			o.think = !strcmp(optarg, "on");
 			break;
 		case 'J': o.json = 1; break;
+		case 'P': o.no_cache = 1; break;
 		case 'K': o.server_key = optarg; break;
 		case 'C': o.client_key = optarg; break;
 		case 'E':

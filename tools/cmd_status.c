@@ -67,6 +67,12 @@ static void print_text(const char *endpoint, const Quorum__ClusterStatus *s)
 	       (unsigned long long)s->requests_failed, s->tokens_per_s,
 	       (unsigned long long)s->prefix_hits,
 	       (unsigned long long)s->prefix_misses);
+	if (s->has_prompt_tokens_reused)
+		printf("prompt tokens: %llu reused from the prefix cache (%llu "
+		       "partial hit(s)), %llu prefilled\n",
+		       (unsigned long long)s->prompt_tokens_reused,
+		       (unsigned long long)s->prefix_partial_hits,
+		       (unsigned long long)s->prompt_tokens_prefilled);
 	if (s->has_tokens_saved && s->tokens_saved)
 		printf("early stopping saved ~%llu tokens\n",
 		       (unsigned long long)s->tokens_saved);

@@ -50,6 +50,7 @@ typedef struct {
 	uint64_t rid;
 	uint32_t attempt;
 	int64_t t0;
+	uint32_t reused;    /* tokens forked from the base root (0: none) */
 } wk_prefill;
 
 typedef struct wk {
@@ -134,6 +135,14 @@ static int track_root(wk *w, uint32_t id)
 	return 0;
 }
 
+static int tracked_root(const wk *w, uint32_t id)
+{
+	for (int i = 0; i < w->n_roots; i++)
+		if (w->roots[i] == id)
+			return 1;
+	return 0;
+}
+
 static int untrack_root(wk *w, uint32_t id)
 {
 	for (int i = 0; i < w->n_roots; i++)
@@ -214,6 +223,8 @@ static int prefill_ready(void *ctx, uint32_t job, uint32_t root)
 	r.pool_name = w->pool_name;
 	r.has_prefill_ms = 1;
 	r.prefill_ms = (double)(wire_now_ms() - x->t0);
+	r.has_reused_tokens = x->reused > 0;
+	r.reused_tokens = x->reused;
 	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
 	m.prefix_ready = &r;
 	send_msg(w, &m);
@@ -272,7 +283,30 @@ static void on_prefill(wk *w, const Quorum__Prefill *p)
 	x->attempt = p->attempt;
 	x->t0 = wire_now_ms();
 	cb.ctx = x;
-	rc = sc_batch_prefill(w->b, ids, p->n_tokens, &cb, NULL);
+	if (p->has_base_root_id) {
+		/* a root of ours sharing the prompt's first base_tokens: the
+		 * engine checks the tokens and the range */
+		if (!p->has_base_tokens || !tracked_root(w, p->base_root_id))
+			rc = qerr_fail(QERR_ARG, "prefill base root %u is not "
+				       "held", p->base_root_id);
+		else
+			rc = sc_batch_prefill_from(w->b, p->base_root_id,
+						   p->base_tokens, ids,
+						   p->n_tokens, &cb, NULL);
+		x->reused = p->base_tokens;
+		if (rc == QERR_ARG || rc == QERR_RANGE || rc == QERR_MISSING) {
+			/* the coordinator's view of our roots is wrong, not
+			 * the request: it retries without this base */
+			send_error(w, p->request_id, p->attempt,
+				   QUORUM__STATUS__STATUS_INTERNAL,
+				   qerr_detail());
+			free(ids);
+			free(x);
+			return;
+		}
+	} else {
+		rc = sc_batch_prefill(w->b, ids, p->n_tokens, &cb, NULL);
+	}
 	free(ids);
 	if (rc) {
 		send_error(w, p->request_id, p->attempt, wire_status_of_qerr(rc),

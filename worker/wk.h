@@ -4,7 +4,9 @@
  * reconnect with a doubling backoff when the coordinator goes silent).
  *
  * implements: Register / Heartbeat, and the coordinator's commands:
- *   Prefill      -> sc_root_prefill, PrefixReady (root kept)
+ *   Prefill      -> sc_root_prefill, PrefixReady (root kept); with a base
+ *                   root (a cached prompt sharing its first blocks),
+ *                   sc_root_prefill_from: only the rest is prefilled
  *   DecodeJob    -> sc_decode from the job's root (own pool, or a pool of
  *                   another worker on this host mapped read-only by name),
  *                   one SampleResult per finished sample, then JobDone
