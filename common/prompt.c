@@ -130,16 +130,90 @@ int prompt_style_resolve(const tok *t, const char *name, int think,
 
 /* ---- rendering ---------------------------------------------------------- */
 
-/* A rendering is a list of segments: the BOS token, literal template text
- * (special tokens recognised), the system prompt, the question. */
-enum { SEG_BOS, SEG_LIT, SEG_SYS, SEG_QUES };
-
+/* A family's conversation, turn by turn (NULL texts are empty):
+ *   [BOS] [sys_open S sys_close]
+ *   for each turn (the shots', then the question's):
+ *     user_open [fold_open S fold_sep  (first turn, system folded in)] Q
+ *     user_close, then for a shot: asst_open A asst_close,
+ *                 for the question: gen (the assistant's turn starts)
+ * With no shot this is the single-turn rendering of the header comment. */
 typedef struct {
-	int kind;
-	const char *text;
-} seg;
+	int bos;
+	const char *sys_open, *sys_close; /* system as its own turn */
+	int fold;                         /* else folded into the first turn */
+	const char *fold_open, *fold_sep;
+	const char *user_open, *user_close;
+	const char *asst_open, *asst_close;
+	const char *gen;
+} turns;
 
-#define MAX_SEGS 12
+static turns turns_of(int fam, int think)
+{
+	turns t = {0};
+
+	switch (fam) {
+	case PROMPT_CHATML:
+	case PROMPT_QWEN3:
+		t.sys_open = "<|im_start|>system\n";
+		t.sys_close = "<|im_end|>\n";
+		t.user_open = "<|im_start|>user\n";
+		t.user_close = "<|im_end|>\n<|im_start|>assistant\n";
+		t.asst_close = "<|im_end|>\n";
+		if (fam == PROMPT_QWEN3 && !think)
+			t.gen = "<think>\n\n</think>\n\n";
+		break;
+	case PROMPT_LLAMA3:
+		t.bos = 1;
+		t.sys_open = "<|start_header_id|>system<|end_header_id|>\n\n";
+		t.sys_close = "<|eot_id|>";
+		t.user_open = "<|start_header_id|>user<|end_header_id|>\n\n";
+		t.user_close = "<|eot_id|><|start_header_id|>assistant"
+			       "<|end_header_id|>\n\n";
+		t.asst_close = "<|eot_id|>";
+		break;
+	case PROMPT_GEMMA:
+		t.bos = 1;
+		t.fold = 1;
+		t.fold_sep = "\n\n";
+		t.user_open = "<start_of_turn>user\n";
+		t.user_close = "<end_of_turn>\n<start_of_turn>model\n";
+		t.asst_close = "<end_of_turn>\n";
+		break;
+	case PROMPT_MISTRAL:
+	case PROMPT_MISTRAL_V1:
+	case PROMPT_MISTRAL_V3:
+	case PROMPT_LLAMA2_SYS:
+		t.bos = 1;
+		t.fold = 1;
+		t.user_open = fam == PROMPT_MISTRAL_V1 ? " [INST] " : "[INST] ";
+		if (fam == PROMPT_LLAMA2_SYS)
+			t.fold_open = "<<SYS>>\n";
+		t.fold_sep = fam == PROMPT_MISTRAL ? "\n"
+			     : fam == PROMPT_LLAMA2_SYS ? "\n<</SYS>>\n\n"
+							: "\n\n";
+		t.user_close = fam == PROMPT_MISTRAL_V3 ? "[/INST]" : " [/INST]";
+		t.asst_open = fam == PROMPT_MISTRAL_V3 ? NULL : " ";
+		t.asst_close = "</s>";
+		break;
+	case PROMPT_MISTRAL_V7:
+		t.bos = 1;
+		t.sys_open = "[SYSTEM_PROMPT] ";
+		t.sys_close = "[/SYSTEM_PROMPT]";
+		t.user_open = "[INST] ";
+		t.user_close = "[/INST]";
+		t.asst_close = "</s>";
+		break;
+	default: /* plain */
+		t.bos = 1;
+		t.sys_close = "\n\n";
+		t.user_open = "Question: ";
+		t.user_close = "\nAnswer:";
+		t.asst_open = " ";
+		t.asst_close = "\n\n";
+		break;
+	}
+	return t;
+}
 
 /* [a, b) of s without surrounding ASCII whitespace. */
 static void trim(const char *s, const char **a, size_t *n)
@@ -154,93 +228,8 @@ static void trim(const char *s, const char **a, size_t *n)
 	*n = l - i;
 }
 
-/* The segments of a family's prompt; returns their number. */
-static int segments(int fam, int think, int has_sys, seg *s)
-{
-	int n = 0;
-#define S(k, t) (s[n++] = (seg){k, t})
-	switch (fam) {
-	case PROMPT_CHATML:
-	case PROMPT_QWEN3:
-		if (has_sys) {
-			S(SEG_LIT, "<|im_start|>system\n");
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, "<|im_end|>\n");
-		}
-		S(SEG_LIT, "<|im_start|>user\n");
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, "<|im_end|>\n<|im_start|>assistant\n");
-		if (fam == PROMPT_QWEN3 && !think)
-			S(SEG_LIT, "<think>\n\n</think>\n\n");
-		break;
-	case PROMPT_LLAMA3:
-		S(SEG_BOS, NULL);
-		if (has_sys) {
-			S(SEG_LIT, "<|start_header_id|>system"
-				   "<|end_header_id|>\n\n");
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, "<|eot_id|>");
-		}
-		S(SEG_LIT, "<|start_header_id|>user<|end_header_id|>\n\n");
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, "<|eot_id|><|start_header_id|>assistant"
-			   "<|end_header_id|>\n\n");
-		break;
-	case PROMPT_GEMMA:
-		S(SEG_BOS, NULL);
-		S(SEG_LIT, "<start_of_turn>user\n");
-		if (has_sys) {
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, "\n\n");
-		}
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, "<end_of_turn>\n<start_of_turn>model\n");
-		break;
-	case PROMPT_MISTRAL:
-	case PROMPT_MISTRAL_V1:
-	case PROMPT_MISTRAL_V3:
-	case PROMPT_LLAMA2_SYS:
-		S(SEG_BOS, NULL);
-		S(SEG_LIT, fam == PROMPT_MISTRAL_V1 ? " [INST] " : "[INST] ");
-		if (has_sys) {
-			if (fam == PROMPT_LLAMA2_SYS)
-				S(SEG_LIT, "<<SYS>>\n");
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, fam == PROMPT_MISTRAL ? "\n"
-				   : fam == PROMPT_LLAMA2_SYS ? "\n<</SYS>>\n\n"
-							      : "\n\n");
-		}
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, fam == PROMPT_MISTRAL_V3 ? "[/INST]" : " [/INST]");
-		break;
-	case PROMPT_MISTRAL_V7:
-		S(SEG_BOS, NULL);
-		if (has_sys) {
-			S(SEG_LIT, "[SYSTEM_PROMPT] ");
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, "[/SYSTEM_PROMPT]");
-		}
-		S(SEG_LIT, "[INST] ");
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, "[/INST]");
-		break;
-	default: /* plain */
-		S(SEG_BOS, NULL);
-		if (has_sys) {
-			S(SEG_SYS, NULL);
-			S(SEG_LIT, "\n\n");
-		}
-		S(SEG_LIT, "Question: ");
-		S(SEG_QUES, NULL);
-		S(SEG_LIT, "\nAnswer:");
-		break;
-	}
-#undef S
-	return n;
-}
-
-/* The text of a user segment (system prompt, question), trimmed where the
- * family trims. */
+/* The text of a user segment (system prompt, question, a shot's answer),
+ * trimmed where the family trims. */
 static void user_text(int fam, const char *text, const char **a, size_t *n)
 {
 	if (fam == PROMPT_LLAMA3 || fam == PROMPT_GEMMA) {
@@ -251,9 +240,75 @@ static void user_text(int fam, const char *text, const char **a, size_t *n)
 	}
 }
 
+/* Receives the pieces of a rendering in order: kind 0 the BOS token, 1
+ * template text (special tokens recognised), 2 user text. */
+typedef int (*emit_fn)(void *ctx, int kind, const char *text, size_t len);
+
+static int lit(emit_fn emit, void *ctx, const char *text)
+{
+	return text && *text ? emit(ctx, 1, text, strlen(text)) : 0;
+}
+
+static int user(emit_fn emit, void *ctx, int fam, const char *text)
+{
+	const char *a;
+	size_t n;
+
+	user_text(fam, text, &a, &n);
+	return emit(ctx, 2, a, n);
+}
+
+static const char *sys_or_default(const char *system)
+{
+	return system ? system : PROMPT_DEFAULT_SYSTEM;
+}
+
+static int walk(int fam, int think, const char *system,
+		const prompt_shot *shots, size_t n_shots, const char *question,
+		emit_fn emit, void *ctx)
+{
+	turns t;
+	int rc = 0, has_sys;
+
+	system = sys_or_default(system);
+	has_sys = system[0] != '\0';
+	if (think == PROMPT_THINK_DEFAULT)
+		think = prompt_think_default(fam);
+	t = turns_of(fam, think);
+	if (t.bos)
+		rc = emit(ctx, 0, NULL, 0);
+	if (!rc && has_sys && !t.fold) {
+		if (!(rc = lit(emit, ctx, t.sys_open)) &&
+		    !(rc = user(emit, ctx, fam, system)))
+			rc = lit(emit, ctx, t.sys_close);
+	}
+	for (size_t i = 0; !rc && i <= n_shots; i++) {
+		int last = i == n_shots;
+
+		rc = lit(emit, ctx, t.user_open);
+		if (!rc && i == 0 && has_sys && t.fold &&
+		    !(rc = lit(emit, ctx, t.fold_open)) &&
+		    !(rc = user(emit, ctx, fam, system)))
+			rc = lit(emit, ctx, t.fold_sep);
+		if (!rc)
+			rc = user(emit, ctx, fam,
+				  last ? question : shots[i].question);
+		if (!rc)
+			rc = lit(emit, ctx, t.user_close);
+		if (!rc && last)
+			rc = lit(emit, ctx, t.gen);
+		else if (!rc && !(rc = lit(emit, ctx, t.asst_open)) &&
+			 !(rc = user(emit, ctx, fam, shots[i].answer)))
+			rc = lit(emit, ctx, t.asst_close);
+	}
+	return rc;
+}
+
 typedef struct {
 	int32_t *ids;
 	size_t n, cap;
+	const tok *t;
+	int family;
 } idbuf;
 
 static int push(idbuf *b, const int32_t *ids, size_t n)
@@ -273,66 +328,47 @@ static int push(idbuf *b, const int32_t *ids, size_t n)
 	return 0;
 }
 
-/* Appends the tokens of text (special tokens recognised when special). */
-static int put(const tok *t, idbuf *b, const char *text, size_t len,
-	       int special)
+/* An emit_fn: tokens of each piece (template text with special tokens
+ * recognised, user text as plain text). */
+static int emit_tokens(void *ctx, int kind, const char *text, size_t len)
 {
+	idbuf *b = ctx;
 	int32_t *ids;
 	size_t n;
-	int rc = tok_encode(t, text, len, special, 0, &ids, &n);
+	int rc;
 
-	if (rc)
+	if (kind == 0) {
+		int32_t bos = tok_bos(b->t);
+		/* plain follows the vocabulary's add_bos flag; the chat
+		 * templates write their bos_token themselves */
+		if (bos >= 0 && (b->family != PROMPT_PLAIN ||
+				 tok_add_bos(b->t)))
+			return push(b, &bos, 1);
+		return 0;
+	}
+	if ((rc = tok_encode(b->t, text, len, kind == 1, 0, &ids, &n)))
 		return rc;
 	rc = push(b, ids, n);
 	free(ids);
 	return rc;
 }
 
-static const char *sys_or_default(const char *system)
+int prompt_build_shots(const tok *t, int family, int think,
+		       const char *system, const prompt_shot *shots,
+		       size_t n_shots, const char *question, int32_t **ids,
+		       size_t *n)
 {
-	return system ? system : PROMPT_DEFAULT_SYSTEM;
-}
-
-int prompt_build_style(const tok *t, int family, int think,
-		       const char *system, const char *question,
-		       int32_t **ids, size_t *n)
-{
-	seg s[MAX_SEGS];
-	idbuf b = {0};
-	int ns, rc = 0;
+	idbuf b = {NULL, 0, 0, t, family};
+	int rc;
 
 	*ids = NULL;
 	*n = 0;
-	system = sys_or_default(system);
-	if (think == PROMPT_THINK_DEFAULT)
-		think = prompt_think_default(family);
-	ns = segments(family, think, system[0] != '\0', s);
-	for (int i = 0; i < ns && !rc; i++) {
-		const char *a;
-		size_t len;
-
-		switch (s[i].kind) {
-		case SEG_BOS: {
-			int32_t bos = tok_bos(t);
-			/* plain follows the vocabulary's add_bos flag; the chat
-			 * templates write their bos_token themselves */
-			if (bos >= 0 && (family != PROMPT_PLAIN ||
-					 tok_add_bos(t)))
-				rc = push(&b, &bos, 1);
-			break;
-		}
-		case SEG_LIT:
-			rc = put(t, &b, s[i].text, strlen(s[i].text), 1);
-			break;
-		default:
-			user_text(family, s[i].kind == SEG_SYS ? system
-							       : question,
-				  &a, &len);
-			rc = put(t, &b, a, len, 0);
-			break;
-		}
-	}
-	if (rc) {
+	for (size_t i = 0; i < n_shots; i++)
+		if (!shots[i].question || !shots[i].answer)
+			return qerr_fail(QERR_ARG, "few-shot example %zu has "
+					 "no question or answer", i + 1);
+	if ((rc = walk(family, think, system, shots, n_shots, question,
+		       emit_tokens, &b))) {
 		free(b.ids);
 		return rc;
 	}
@@ -341,45 +377,63 @@ int prompt_build_style(const tok *t, int family, int think,
 	return 0;
 }
 
+int prompt_build_style(const tok *t, int family, int think,
+		       const char *system, const char *question,
+		       int32_t **ids, size_t *n)
+{
+	return prompt_build_shots(t, family, think, system, NULL, 0, question,
+				  ids, n);
+}
+
+typedef struct {
+	char *buf;
+	size_t n, cap;
+} textbuf;
+
+static int emit_text(void *ctx, int kind, const char *text, size_t len)
+{
+	textbuf *b = ctx;
+
+	if (kind == 0)
+		return 0; /* no BOS in the text */
+	if (b->n + len + 1 > b->cap) {
+		size_t nc = (b->n + len + 1) * 2;
+		char *nb = realloc(b->buf, nc);
+
+		if (!nb)
+			return qerr_fail(QERR_NOMEM, "prompt: out of memory");
+		b->buf = nb;
+		b->cap = nc;
+	}
+	memcpy(b->buf + b->n, text, len);
+	b->n += len;
+	b->buf[b->n] = '\0';
+	return 0;
+}
+
+int prompt_render_shots(int family, int think, const char *system,
+			const prompt_shot *shots, size_t n_shots,
+			const char *question, char **out)
+{
+	textbuf b = {NULL, 0, 0};
+	int rc;
+
+	*out = NULL;
+	if ((rc = emit_text(&b, 1, "", 0)) ||
+	    (rc = walk(family, think, system, shots, n_shots, question,
+		       emit_text, &b))) {
+		free(b.buf);
+		return rc;
+	}
+	*out = b.buf;
+	return 0;
+}
+
 int prompt_render(int family, int think, const char *system,
 		  const char *question, char **out)
 {
-	seg s[MAX_SEGS];
-	size_t cap = 1, o = 0;
-	char *buf = NULL;
-	int ns;
-
-	*out = NULL;
-	system = sys_or_default(system);
-	if (think == PROMPT_THINK_DEFAULT)
-		think = prompt_think_default(family);
-	ns = segments(family, think, system[0] != '\0', s);
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < ns; i++) {
-			const char *a = "";
-			size_t len = 0;
-
-			if (s[i].kind == SEG_LIT) {
-				a = s[i].text;
-				len = strlen(a);
-			} else if (s[i].kind != SEG_BOS) {
-				user_text(family, s[i].kind == SEG_SYS
-							  ? system : question,
-					  &a, &len);
-			}
-			if (pass)
-				memcpy(buf + o, a, len);
-			if (pass)
-				o += len;
-			else
-				cap += len;
-		}
-		if (!pass && !(buf = malloc(cap)))
-			return qerr_fail(QERR_NOMEM, "prompt: out of memory");
-	}
-	buf[o] = '\0';
-	*out = buf;
-	return 0;
+	return prompt_render_shots(family, think, system, NULL, 0, question,
+				   out);
 }
 
 int prompt_build(const tok *t, const char *system, const char *question,

@@ -113,6 +113,30 @@ int prompt_build_style(const tok *t, int family, int think,
 int prompt_render(int family, int think, const char *system,
 		  const char *question, char **out);
 
+/* A worked example shown before the question (few-shot prompting). */
+typedef struct {
+	const char *question;
+	const char *answer;   /* the solution, as the assistant's turn */
+} prompt_shot;
+
+/* As prompt_build_style with n_shots examples rendered as prior turns of
+ * the conversation, in the family's own turn syntax: each shot a user
+ * turn (its question) and a finished assistant turn (its answer), then
+ * the question's user turn and the assistant's opening. Families without
+ * a system role fold S into the first user turn (the first shot's);
+ * mistral-family assistant turns end with </s>, plain's are
+ * "Question: Q\nAnswer: A\n\n". Shot texts are plain text like Q. The
+ * same shots and system prompt give the same first tokens for every
+ * question: the prefix the cache shares. QERR_ARG: a shot without
+ * question or answer. */
+int prompt_build_shots(const tok *t, int family, int think,
+		       const char *system, const prompt_shot *shots,
+		       size_t n_shots, const char *question, int32_t **ids,
+		       size_t *n);
+int prompt_render_shots(int family, int think, const char *system,
+			const prompt_shot *shots, size_t n_shots,
+			const char *question, char **out);
+
 /* prompt_build_style with the family of t's template and its defaults. */
 int prompt_build(const tok *t, const char *system, const char *question,
 		 int32_t **ids, size_t *n);

@@ -8,6 +8,7 @@
 
 #include "fwd.h"
 #include "kern.h"
+#include "pfx.h"
 #include "qerr.h"
 #include "tpool.h"
 
@@ -39,6 +40,17 @@ struct sc_engine {
 		kv_pool *pool;  /* mapped read-only, linked at slot i + 1 */
 	} linked[KV_MAX_SLOTS - 1];
 	int n_linked;
+	/* sc_run's prefix cache (sc_engine_params.prefix_cache > 0): the
+	 * roots of recent prompts, kept between runs */
+	pfx *cache_ix;
+	struct sc_cached {
+		kv_seq seq;
+		int32_t *tokens;
+		size_t n;
+		uint64_t used;   /* e->tick when last used */
+	} *cached;
+	int n_cached;
+	uint64_t tick;
 };
 
 /* One sample being decoded. */
@@ -158,6 +170,18 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 		rc = qerr_fail(QERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
+	if (p->prefix_cache < 0) {
+		rc = qerr_fail(QERR_RANGE, "engine: prefix_cache < 0");
+		goto fail;
+	}
+	if (p->prefix_cache &&
+	    ((rc = pfx_new((uint32_t)p->block_tokens, &e->cache_ix)) ||
+	     !(e->cached = calloc((size_t)p->prefix_cache,
+				  sizeof(*e->cached))))) {
+		if (!rc)
+			rc = qerr_fail(QERR_NOMEM, "engine: out of memory");
+		goto fail;
+	}
 	if ((rc = tpool_new(p->n_threads, &e->tp)) ||
 	    (rc = fwd_new(m, rows, e->tp, &e->f)) ||
 	    (rc = samp_new(m->cfg.vocab, &e->sampler)))
@@ -188,6 +212,9 @@ void sc_engine_free(sc_engine **ep)
 	if (!ep || !*ep)
 		return;
 	e = *ep;
+	sc_engine_cache_clear(e);
+	free(e->cached);
+	pfx_free(&e->cache_ix);
 	for (int i = 0; i < e->n_roots; i++) {
 		kv_seq_free(e->pool, &e->roots[i].seq);
 		free(e->roots[i].logits);
@@ -275,6 +302,8 @@ static uint32_t blocks_for(const sc_engine *e, uint64_t n)
 	return (uint32_t)((n + e->p.block_tokens - 1) / e->p.block_tokens);
 }
 
+static void cache_room(sc_engine *e, uint64_t need);
+
 /* A pool of at least need blocks (a fixed pool reports exhaustion as it
  * happens instead). */
 static int ensure_pool_blocks(sc_engine *e, uint64_t need)
@@ -282,6 +311,10 @@ static int ensure_pool_blocks(sc_engine *e, uint64_t need)
 	kv_params kp = {e->m->cfg.n_layers, e->m->cfg.kv_dim,
 			e->p.block_tokens, 0, e->p.kv_dtype};
 
+	/* cached prompts give way to this one (all of them when the pool is
+	 * made anew) */
+	cache_room(e, e->fixed_pool || need <= KV_BLOCK_MASK ? need
+							      : UINT64_MAX);
 	if (e->fixed_pool)
 		return 0;
 	if (need > KV_BLOCK_MASK)
@@ -290,6 +323,9 @@ static int ensure_pool_blocks(sc_engine *e, uint64_t need)
 	if (e->pool && kv_pool_params(e->pool)->n_blocks >= need)
 		return 0;
 	kv_pool_free(&e->pool);
+	/* with a prefix cache, room for cached prompts besides this one */
+	if (e->cache_ix && 2 * need <= KV_BLOCK_MASK)
+		need *= 2;
 	kp.n_blocks = (uint32_t)need;
 	return kv_pool_new(&kp, &e->pool);
 }
@@ -570,11 +606,139 @@ typedef struct {
 } job_init;
 static int run_solo(sc_engine *e, job_init *ji, sc_job_stats *st);
 
+/* ---- sc_run's prefix cache --------------------------------------------- */
+
+/* Slots e->cached[0 .. p.prefix_cache): live ones have tokens; entries
+ * never move (the index names them by address). */
+static void cache_drop(sc_engine *e, struct sc_cached *c)
+{
+	pfx_remove(e->cache_ix, c, c->tokens, c->n);
+	kv_seq_free(e->pool, &c->seq);
+	free(c->tokens);
+	memset(c, 0, sizeof(*c));
+	e->n_cached--;
+}
+
+static struct sc_cached *cache_lru(sc_engine *e)
+{
+	struct sc_cached *old = NULL;
+
+	for (int i = 0; i < e->p.prefix_cache; i++)
+		if (e->cached[i].tokens &&
+		    (!old || e->cached[i].used < old->used))
+			old = &e->cached[i];
+	return old;
+}
+
+void sc_engine_cache_clear(sc_engine *e)
+{
+	for (int i = 0; e && e->n_cached && i < e->p.prefix_cache; i++)
+		if (e->cached[i].tokens)
+			cache_drop(e, &e->cached[i]);
+}
+
+int sc_engine_cache_count(const sc_engine *e)
+{
+	return e->n_cached;
+}
+
+/* Evicts cached prompts, least recently used first, until need blocks are
+ * free; with a pool too small for need, all of them (it is made anew). A
+ * block shared by several cached prompts is free once the last goes. */
+static void cache_room(sc_engine *e, uint64_t need)
+{
+	if (!e->n_cached)
+		return;
+	if (!e->pool || kv_pool_params(e->pool)->n_blocks < need) {
+		sc_engine_cache_clear(e);
+		return;
+	}
+	while (e->n_cached && kv_pool_free_blocks(e->pool) < need)
+		cache_drop(e, cache_lru(e));
+}
+
+static int cache_visit(void *arg, void *owner, size_t shared)
+{
+	struct sc_cached **best = arg;
+
+	(void)shared;
+	*best = owner;
+	return 1;
+}
+
+/* The root of prompt: forked from the cached prompt sharing its longest
+ * block-aligned prefix (at most n - 1 tokens) and prefilled from there,
+ * else prefilled whole. *reused: the tokens forked. */
+static int prefill_cached(sc_engine *e, const int32_t *prompt, size_t n,
+			  kv_seq *root, float *logits, int *reused)
+{
+	struct sc_cached *best = NULL;
+	size_t B = (size_t)e->p.block_tokens, k = 0;
+	int rc;
+
+	*reused = 0;
+	if (e->n_cached)
+		k = pfx_longest(e->cache_ix, prompt, n, cache_visit, &best,
+				NULL);
+	if (k > (n - 1) / B * B)
+		k = (n - 1) / B * B;
+	if (!k || !best)
+		return fwd_prefill(e->f, e->pool, root, prompt, (int)n, logits);
+	best->used = ++e->tick;
+	if ((rc = kv_seq_fork_prefix(e->pool, &best->seq, (uint32_t)k, root)))
+		return rc;
+	*reused = (int)k;
+	return fwd_prefill(e->f, e->pool, root, prompt + k, (int)(n - k),
+			   logits);
+}
+
+/* Keeps root (the prompt's, all rows committed) for later prompts: a
+ * fork of it (no copy), the least recently used entry giving way. */
+static void cache_keep(sc_engine *e, const int32_t *prompt, size_t n,
+		       const kv_seq *root)
+{
+	struct sc_cached *c = NULL;
+
+	for (int i = 0; i < e->p.prefix_cache; i++)
+		if (e->cached[i].n == n &&
+		    !memcmp(e->cached[i].tokens, prompt, n * sizeof(*prompt))) {
+			e->cached[i].used = ++e->tick;
+			return; /* held already */
+		}
+	if (e->n_cached == e->p.prefix_cache)
+		cache_drop(e, cache_lru(e));
+	for (int i = 0; !c && i < e->p.prefix_cache; i++)
+		if (!e->cached[i].tokens)
+			c = &e->cached[i];
+	if (!(c->tokens = malloc(n * sizeof(*prompt))) ||
+	    kv_seq_fork(e->pool, root, &c->seq) ||
+	    (memcpy(c->tokens, prompt, n * sizeof(*prompt)),
+	     pfx_add(e->cache_ix, c, c->tokens, n))) {
+		kv_seq_free(e->pool, &c->seq);
+		free(c->tokens);
+		memset(c, 0, sizeof(*c));
+		qerr_clear(); /* not cached: no harm done */
+		return;
+	}
+	c->n = n;
+	c->used = ++e->tick;
+	e->n_cached++;
+}
+
+/* cached: from the prefix cache when it is on (not in reset mode, the
+ * baseline that prefills every sample). */
 static int prefill(sc_engine *e, const int32_t *prompt, size_t n_prompt,
-		   kv_seq *root, float *logits, sc_result *res)
+		   kv_seq *root, float *logits, sc_result *res, int cached)
 {
 	double t0 = now_ms();
-	int rc = fwd_prefill(e->f, e->pool, root, prompt, (int)n_prompt, logits);
+	int reused = 0;
+	int rc = cached && e->cache_ix
+			 ? prefill_cached(e, prompt, n_prompt, root, logits,
+					  &reused)
+			 : fwd_prefill(e->f, e->pool, root, prompt,
+				       (int)n_prompt, logits);
+
+	res->stats.n_reused += reused;
 
 	track_peak(e);
 	res->stats.prefill_ms += now_ms() - t0;
@@ -622,7 +786,8 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	kv_seq_init(&root);
 	if (p->mode == SC_RESET) {
 		for (int s = 0; s < p->n && !rc && !st->decided; s++) {
-			rc = prefill(e, prompt, n_prompt, &root, root_logits, res);
+			rc = prefill(e, prompt, n_prompt, &root, root_logits, res,
+				     0);
 			t0 = now_ms();
 			if (!rc)
 				rc = run_one(e, p, &root, root_logits, s, res,
@@ -632,11 +797,13 @@ static int run_samples(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		}
 		return rc;
 	}
-	rc = prefill(e, prompt, n_prompt, &root, root_logits, res);
+	rc = prefill(e, prompt, n_prompt, &root, root_logits, res, 1);
 	t0 = now_ms();
 	for (int s = 0; s < p->n && !rc && !st->decided; s++)
 		rc = run_one(e, p, &root, root_logits, s, res, st);
 	res->stats.decode_ms += now_ms() - t0;
+	if (!rc && e->cache_ix)
+		cache_keep(e, prompt, n_prompt, &root);
 	kv_seq_free(e->pool, &root);
 	return rc;
 }
@@ -1157,6 +1324,11 @@ static void batch_end(sc_batch *b, sc_job *j)
 	if (*pp)
 		*pp = j->next;
 	b->n_jobs--;
+	/* sc_run's prefix cache keeps a question's root once it is the
+	 * batch's last job (never holding blocks another job may need) */
+	if (b->e->cache_ix && !b->n_jobs && j->n && j->prompt && !j->rc &&
+	    !j->prefilling && j->own.n_tokens == j->n_prompt)
+		cache_keep(b->e, j->prompt, j->n_prompt, &j->own);
 	j->stats.decode_ms = now_ms() - j->t0 - j->stats.prefill_ms;
 	if (j->cb.on_done)
 		j->cb.on_done(j->cb.ctx, j->id, j->rc, &j->stats);
@@ -1932,6 +2104,32 @@ static int run_deliver(sc_engine *e, run_q *q, int i, sc_result_cb cb,
 	return cb(ctx, i, rc, rc ? q->err : NULL, &q->res);
 }
 
+/* A batched question job j starts from the cached prompt sharing its
+ * longest block-aligned prefix (at most n - 1 tokens), as
+ * sc_batch_prefill_from starts from a root: the blocks forked into its
+ * root, only the rest prefilled. Returns the tokens forked (0: none). */
+static int cache_start(sc_engine *e, sc_job *j)
+{
+	struct sc_cached *best = NULL;
+	size_t B = (size_t)e->p.block_tokens, k;
+
+	if (!e->n_cached || !j->prompt || j->filled || j->own.n_tokens)
+		return 0;
+	k = pfx_longest(e->cache_ix, j->prompt, j->n_prompt, cache_visit,
+			&best, NULL);
+	if (k > (j->n_prompt - 1) / B * B)
+		k = (j->n_prompt - 1) / B * B;
+	if (!k || !best ||
+	    kv_seq_fork_prefix(e->pool, &best->seq, (uint32_t)k, &j->own)) {
+		qerr_clear();
+		return 0;
+	}
+	best->used = ++e->tick;
+	j->filled = k;
+	j->need_root = blocks_for(e, j->n_prompt) - (uint32_t)(k / B);
+	return (int)k;
+}
+
 int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 		int prefill_tokens, sc_result_cb on_result, void *ctx)
 {
@@ -1971,6 +2169,7 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 					 ? stop_min_prefix(&p->stop, p->n) : 1;
 			job_init ji = {0};
 			run_q *q = &rq[next];
+			sc_job *j;
 
 			if (flying && width + wq > bp.max_live)
 				break;
@@ -1991,13 +2190,14 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 			ji.width = q->stp.width;
 			ji.cb.on_done = q_done;
 			ji.cb.ctx = q;
-			if ((rc = batch_add(b, &ji, NULL))) {
+			if ((rc = batch_add(b, &ji, &j))) {
 				q->rc = rc;
 				snprintf(q->err, sizeof(q->err), "%s",
 					 qerr_detail());
 				next++;
 				continue;
 			}
+			q->res.stats.n_reused = cache_start(e, j);
 			q->rc = 0;
 			q->running = 1;
 			flying++;

@@ -50,9 +50,17 @@ typedef struct {
 	int kv_dtype;         /* KV_F16 (default, as the cluster) or KV_F32 */
 	int max_batch;        /* rows per decode forward, default 64 */
 	int prefill_chunk;    /* rows per prefill forward, default 256 */
+	/* sc_run's prefix cache: the roots of up to this many recent prompts
+	 * stay in the pool between runs, and a prompt sharing the first
+	 * blocks of one (few-shot exemplars, a system prompt) forks them and
+	 * prefills only the rest — the same bytes as a fresh prefill (the
+	 * forward is chunking-invariant). Cached prompts give way, least
+	 * recently used first, whenever a run needs their blocks; not used in
+	 * reset mode. 0 (default): off, the pool is free between runs. */
+	int prefix_cache;
 } sc_engine_params;
 
-#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256})
+#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256, 0})
 
 /* Stop strings (OpenAI's "stop"): a sample ends at the first occurrence
  * of any of them in its text, which is cut before it (finish "stop").
@@ -123,6 +131,9 @@ typedef struct {
 
 typedef struct {
 	int n_prompt;
+	int n_reused;          /* prompt tokens forked from the prefix cache
+				* (prefilled: n_prompt - n_reused, x n in
+				* reset mode) */
 	int n_prefills;        /* 1, or n in reset mode */
 	double prefill_ms, decode_ms;
 	uint64_t gen_tokens;   /* sampled tokens (incl. a final stop token) */
@@ -185,7 +196,13 @@ uint64_t sc_conf_weight(double group_conf);
 int sc_vote_parse(const char *s);      /* -1 when unknown */
 const char *sc_vote_name(int vote);
 
-/* KV blocks held right now (0 between requests). */
+/* Drops every prompt sc_run's prefix cache holds (their blocks return to
+ * the pool), and the number it holds. */
+void sc_engine_cache_clear(sc_engine *e);
+int sc_engine_cache_count(const sc_engine *e);
+
+/* KV blocks held right now (0 between requests unless the prefix cache
+ * holds prompts). */
 uint32_t sc_engine_kv_in_use(const sc_engine *e);
 uint32_t sc_engine_kv_free(const sc_engine *e);
 

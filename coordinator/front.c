@@ -256,6 +256,25 @@ out:
 	free(wp);
 }
 
+#define FRONT_SHOTS_MAX 64
+
+/* The few-shot examples: each part non-empty, no NUL, 1 MiB in all. */
+static int shots_ok(const Quorum__Ask *a)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < a->n_shots; i++) {
+		const Quorum__Shot *x = a->shots[i];
+
+		if (!x->question.len || !x->answer.len ||
+		    memchr(x->question.data, 0, x->question.len) ||
+		    memchr(x->answer.data, 0, x->answer.len))
+			return 0;
+		total += x->question.len + x->answer.len;
+	}
+	return total <= WIRE_QUESTION_MAX;
+}
+
 /* The cheap checks of an Ask (no tokenizing): every field within its
  * cap; fills r's params. Returns a Status and sets *err. */
 static int check_fields(sched *s, const Quorum__Ask *a, req *r,
@@ -303,6 +322,11 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	else if (memchr(a->question.data, 0, a->question.len) ||
 		 (a->has_system && memchr(a->system.data, 0, a->system.len)))
 		*err = "the question or system prompt holds a NUL byte";
+	else if (a->n_shots > FRONT_SHOTS_MAX)
+		*err = "more than 64 few-shot examples";
+	else if (!shots_ok(a))
+		*err = "a few-shot example is empty, over 1 MiB in all, or "
+		       "holds a NUL byte";
 	else if (r->n < 1 || r->n > (uint32_t)s->c->limits.max_n)
 		*err = "n out of range (1 .. limits.max_n)";
 	else if (!isfinite(r->temperature) || r->temperature < 0)
@@ -321,7 +345,8 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 {
 	char *q = NULL, *sys = NULL;
-	int rc;
+	prompt_shot *shots = NULL;
+	int rc, oom = 0;
 
 	if (!(q = strndup((const char *)a->question.data, a->question.len)) ||
 	    (a->has_system &&
@@ -330,12 +355,34 @@ static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 		*err = "out of memory";
 		return QUORUM__STATUS__STATUS_INTERNAL;
 	}
-	rc = prompt_build_style(s->o.t, s->o.prompt_family,
-				a->has_think ? (a->think ? PROMPT_THINK_ON
-							 : PROMPT_THINK_OFF)
-					     : s->c->prompt.think,
-				a->has_system ? sys : s->c->prompt.system, q,
-				&r->tokens, &r->n_tokens);
+	if (a->n_shots && !(shots = calloc(a->n_shots, sizeof(*shots)))) {
+		free(q);
+		free(sys);
+		*err = "out of memory";
+		return QUORUM__STATUS__STATUS_INTERNAL;
+	}
+	for (size_t i = 0; i < a->n_shots; i++)
+		if (!(shots[i].question = strndup(
+			      (const char *)a->shots[i]->question.data,
+			      a->shots[i]->question.len)) ||
+		    !(shots[i].answer = strndup(
+			      (const char *)a->shots[i]->answer.data,
+			      a->shots[i]->answer.len)))
+			oom = 1;
+	rc = oom ? QERR_NOMEM
+		 : prompt_build_shots(s->o.t, s->o.prompt_family,
+				      a->has_think
+					      ? (a->think ? PROMPT_THINK_ON
+							  : PROMPT_THINK_OFF)
+					      : s->c->prompt.think,
+				      a->has_system ? sys : s->c->prompt.system,
+				      shots, a->n_shots, q, &r->tokens,
+				      &r->n_tokens);
+	for (size_t i = 0; shots && i < a->n_shots; i++) {
+		free((char *)shots[i].question);
+		free((char *)shots[i].answer);
+	}
+	free(shots);
 	free(q);
 	free(sys);
 	if (rc) {

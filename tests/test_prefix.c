@@ -4,7 +4,8 @@
  * last logits, bit for bit, as a fresh prefill of the whole prompt — at
  * every block boundary k and mid-block, for two block sizes and odd
  * prefill chunks — so its samples are the same bytes; the base can go
- * first; bad bases are refused; every block returns to free.
+ * first; bad bases are refused; every block returns to free. And sc_run's
+ * own prefix cache over few-shot prompts: the same samples as without.
  *
  * Cheap by construction: a tiny synthesized model over the shipped
  * model's 809-token vocabulary (the LM head is most of a tiny model's
@@ -219,11 +220,108 @@ static void test_bad_bases(void **state)
 	sc_engine_free(&e);
 }
 
+static void same_run(const sc_result *a, const sc_result *b, const char *what)
+{
+	assert_int_equal(a->n, b->n);
+	for (int i = 0; i < a->n; i++)
+		if (a->samples[i].len != b->samples[i].len ||
+		    memcmp(a->samples[i].text, b->samples[i].text,
+			   a->samples[i].len) ||
+		    a->samples[i].n_tokens != b->samples[i].n_tokens)
+			fail_msg("%s: sample %d differs", what, i);
+}
+
+/* sc_run's prefix cache over few-shot prompts: the same samples as an
+ * engine without it, the shared exemplars forked (n_reused), LRU bounded
+ * to its size, never in reset mode; cleared, the pool is all free. */
+static void test_run_cache(void **state)
+{
+	static const prompt_shot shots[] = {
+		{"Ann has 3 boxes of 12 pens. How many pens?",
+		 "3 * 12 = 36. \\boxed{36}"},
+		{"A bus has 40 seats and 13 are empty. How many people?",
+		 "40 - 13 = 27. \\boxed{27}"},
+		{"Bo reads 15 pages a day for 6 days. How many pages?",
+		 "15 * 6 = 90. \\boxed{90}"},
+	};
+	static const char *const qs[] = {
+		"Cy has 4 bags of 9 marbles. How many marbles?",
+		"Di walks 5 km a day for 7 days. How far?",
+		"Cy has 4 bags of 9 marbles. How many marbles?",
+		"Ed buys 6 packs of 8 cards. How many cards?",
+		NULL, /* no shots, another system prompt: no overlap */
+		"Di walks 5 km a day for 7 days. How far?",
+	};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *plain, *cached;
+	int seen_reuse = 0;
+
+	(void)state;
+	ep.n_threads = 1;
+	assert_int_equal(sc_engine_new(m, t, &ep, &plain), 0);
+	ep.prefix_cache = 3;
+	assert_int_equal(sc_engine_new(m, t, &ep, &cached), 0);
+	for (int i = 0; i < 6; i++) {
+		sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 5, .n = 4,
+			       .max_new = 10,
+			       .mode = i == 3 ? SC_PAGED : SC_BATCHED};
+		sc_result a, b;
+		int32_t *ids;
+		size_t n;
+		char what[32];
+
+		if (qs[i])
+			assert_int_equal(prompt_build_shots(
+				t, prompt_family(t), -1, "Solve.", shots, 3,
+				qs[i], &ids, &n), 0);
+		else
+			assert_int_equal(prompt_build(t, "Be brief.", "2 + 2?",
+						      &ids, &n), 0);
+		snprintf(what, sizeof(what), "prompt %d", i);
+		assert_int_equal(sc_run(plain, ids, n, &p, &a), 0);
+		assert_int_equal(sc_run(cached, ids, n, &p, &b), 0);
+		same_run(&a, &b, what);
+		assert_int_equal(a.stats.n_reused, 0);
+		assert_int_equal(b.stats.n_reused % 16, 0);
+		if (i == 0 || i == 4)
+			assert_int_equal(b.stats.n_reused, 0);
+		else
+			assert_true(b.stats.n_reused >= 64);
+		if (i == 2) /* identical: all but the last block's tokens */
+			assert_int_equal(b.stats.n_reused, (n - 1) / 16 * 16);
+		seen_reuse += b.stats.n_reused > 0;
+		assert_true(sc_engine_cache_count(cached) <= 3);
+		/* reset mode prefills every sample: never the cache */
+		if (i == 5) {
+			sc_result c;
+
+			p.mode = SC_RESET;
+			assert_int_equal(sc_run(cached, ids, n, &p, &c), 0);
+			same_run(&a, &c, "reset");
+			assert_int_equal(c.stats.n_reused, 0);
+			sc_result_fini(&c);
+		}
+		sc_result_fini(&a);
+		sc_result_fini(&b);
+		free(ids);
+	}
+	assert_int_equal(seen_reuse, 4);
+	assert_int_equal(sc_engine_cache_count(cached), 3);
+	assert_true(sc_engine_kv_in_use(cached) > 0);
+	sc_engine_cache_clear(cached);
+	assert_int_equal(sc_engine_cache_count(cached), 0);
+	assert_int_equal(sc_engine_kv_in_use(cached), 0);
+	assert_int_equal(sc_engine_kv_in_use(plain), 0);
+	sc_engine_free(&cached);
+	sc_engine_free(&plain);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bit_identity_every_boundary),
 		cmocka_unit_test(test_bad_bases),
+		cmocka_unit_test(test_run_cache),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

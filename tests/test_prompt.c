@@ -259,6 +259,101 @@ static void test_tokens(void **state)
 	tok_free(&ll);
 }
 
+/* Few-shot examples as prior turns: exact renderings of two families,
+ * tokens equal to the rendering's, and the same first tokens (everything
+ * up to the question's turn) for every question — the shared prefix. */
+static void test_shots(void **state)
+{
+	static const prompt_shot shots[] = {
+		{"What is 2 + 3?", "2 + 3 = 5. \\boxed{5}"},
+		{" What is 4 * 2? ", "4 * 2 = 8. \\boxed{8}"},
+	};
+	char path[1024], *text;
+	tok *qw;
+	int32_t *a, *b;
+	size_t na, nb, same = 0, head;
+
+	(void)state;
+	assert_int_equal(prompt_render_shots(PROMPT_CHATML, -1, "S.", shots, 2,
+					     "Q?", &text), 0);
+	assert_string_equal(text,
+		"<|im_start|>system\nS.<|im_end|>\n"
+		"<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n"
+		"<|im_start|>assistant\n2 + 3 = 5. \\boxed{5}<|im_end|>\n"
+		"<|im_start|>user\n What is 4 * 2? <|im_end|>\n"
+		"<|im_start|>assistant\n4 * 2 = 8. \\boxed{8}<|im_end|>\n"
+		"<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n");
+	free(text);
+	/* gemma: the system prompt folds into the first shot's turn, and
+	 * the texts are trimmed */
+	assert_int_equal(prompt_render_shots(PROMPT_GEMMA, -1, "S.", shots, 2,
+					     "Q?", &text), 0);
+	assert_string_equal(text,
+		"<start_of_turn>user\nS.\n\nWhat is 2 + 3?<end_of_turn>\n"
+		"<start_of_turn>model\n2 + 3 = 5. \\boxed{5}<end_of_turn>\n"
+		"<start_of_turn>user\nWhat is 4 * 2?<end_of_turn>\n"
+		"<start_of_turn>model\n4 * 2 = 8. \\boxed{8}<end_of_turn>\n"
+		"<start_of_turn>user\nQ?<end_of_turn>\n<start_of_turn>model\n");
+	free(text);
+	assert_int_equal(prompt_render_shots(PROMPT_PLAIN, -1, "", shots, 1,
+					     "Q?", &text), 0);
+	assert_string_equal(text, "Question: What is 2 + 3?\nAnswer: 2 + 3 = "
+			    "5. \\boxed{5}\n\nQuestion: Q?\nAnswer:");
+	free(text);
+	/* no shots: the single-turn rendering */
+	assert_int_equal(prompt_render_shots(PROMPT_CHATML, -1, "S.", NULL, 0,
+					     "Q?", &text), 0);
+	{
+		char *one;
+
+		assert_int_equal(prompt_render(PROMPT_CHATML, -1, "S.", "Q?",
+					       &one), 0);
+		assert_string_equal(text, one);
+		free(one);
+	}
+	free(text);
+	qw = vocab("data/tokenizers/qwen2/tokenizer.json", path, sizeof(path));
+	assert_int_equal(prompt_build_shots(qw, PROMPT_QWEN3, 0, "S.", shots, 2,
+					    "How many legs have 3 cats?", &a,
+					    &na), 0);
+	assert_int_equal(prompt_render_shots(PROMPT_QWEN3, 0, "S.", shots, 2,
+					     "How many legs have 3 cats?",
+					     &text), 0);
+	assert_int_equal(tok_encode(qw, text, strlen(text), 1, 0, &b, &nb), 0);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, na * sizeof(*a));
+	free(b);
+	free(text);
+	assert_int_equal(prompt_build_shots(qw, PROMPT_QWEN3, 0, "S.", shots, 2,
+					    "What is 9 - 4?", &b, &nb), 0);
+	while (same < na && same < nb && a[same] == b[same])
+		same++;
+	/* everything through the last shot and "<|im_start|>user\n" */
+	assert_int_equal(prompt_render_shots(PROMPT_QWEN3, 0, "S.", shots, 2,
+					     "", &text), 0);
+	*strstr(strstr(strstr(text, "8}<|im_end|>") + 1,
+		       "<|im_start|>user\n"), "user\n") = '\0';
+	{
+		int32_t *h;
+
+		assert_int_equal(tok_encode(qw, text, strlen(text), 1, 0, &h,
+					    &head), 0);
+		free(h);
+	}
+	assert_true(same >= head + 2);
+	free(text);
+	free(a);
+	free(b);
+	/* a shot without its answer */
+	{
+		prompt_shot bad = {"Q", NULL};
+
+		assert_int_equal(prompt_build_shots(qw, PROMPT_QWEN3, 0, "", &bad,
+						    1, "Q", &a, &na), QERR_ARG);
+	}
+	tok_free(&qw);
+}
+
 /* A model without a chat template gets plain, with a warning. */
 static void test_no_template(void **state)
 {
@@ -285,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_detect),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_shots),
 		cmocka_unit_test(test_no_template),
 	};
 

@@ -28,6 +28,7 @@
  *                       forks it on its holder (not when overloaded);
  *                       identical prompts, bypass, CURVE client keys,
  *                       share_across_clients; a cleared cache frees all
+ *   shots               Ask.shots rendered as prior turns; bad ones refused
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -874,6 +875,89 @@ static void prefix_reuse(void **state)
 	free_sched(&s);
 }
 
+/* An Ask with n_shots few-shot examples (empty_answer: the last one's
+ * answer is empty). */
+static void c_ask_shots(sched *s, const char *cid, uint64_t rid,
+			const char *q, size_t n_shots, int empty_answer)
+{
+	Quorum__ClientRequest cr = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__Ask a = QUORUM__ASK__INIT;
+	Quorum__SamplingParams p = QUORUM__SAMPLING_PARAMS__INIT;
+	Quorum__Shot sh[70], *sp[70];
+	wire_msg in = {0};
+	size_t n;
+	uint8_t *b;
+
+	assert_true(n_shots <= 70);
+	for (size_t i = 0; i < n_shots; i++) {
+		quorum__shot__init(&sh[i]);
+		sh[i].question.data = (uint8_t *)"What is 1 + 1?";
+		sh[i].question.len = 14;
+		sh[i].answer.data = (uint8_t *)"1 + 1 = 2.";
+		sh[i].answer.len = empty_answer && i + 1 == n_shots ? 0 : 10;
+		sp[i] = &sh[i];
+	}
+	p.has_n = p.has_max_new_tokens = 1;
+	p.n = 1;
+	p.max_new_tokens = 4;
+	a.question.data = (uint8_t *)q;
+	a.question.len = strlen(q);
+	a.n_shots = n_shots;
+	a.shots = sp;
+	a.params = &p;
+	cr.version = WIRE_VERSION;
+	cr.request_id = rid;
+	cr.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
+	cr.ask = &a;
+	n = quorum__client_request__get_packed_size(&cr);
+	b = malloc(n + 1);
+	quorum__client_request__pack(&cr, b);
+	in.id_len = strlen(cid);
+	memcpy(in.id, cid, in.id_len);
+	in.data = b;
+	in.len = n;
+	sched_on_client(s, 0, &in);
+	free(b);
+}
+
+/* Few-shot examples in an Ask: the prompt is prompt_build_shots' (the
+ * template's prior turns), checked fields refused. */
+static void shots(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	Quorum__CoordMsg *m;
+	prompt_shot ps[2] = {{"What is 1 + 1?", "1 + 1 = 2."},
+			     {"What is 1 + 1?", "1 + 1 = 2."}};
+	int32_t *ids;
+	size_t n;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	c_ask_shots(s, "c1", 1, "What is 3 + 4?", 2, 0);
+	m = w_next("A");
+	assert_non_null(m);
+	assert_int_equal(m->body_case, QUORUM__COORD_MSG__BODY_PREFILL);
+	assert_int_equal(prompt_build_shots(vocab, PROMPT_PLAIN, -1, NULL, ps,
+					    2, "What is 3 + 4?", &ids, &n), 0);
+	assert_int_equal(m->prefill->n_tokens, n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(m->prefill->tokens[i], (uint32_t)ids[i]);
+	free(ids);
+	fw_prefill(s, &a, m->prefill);
+	quorum__coord_msg__free_unpacked(m, NULL);
+	fw_serve(s, &a);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	c_ask_shots(s, "c1", 2, "What is 3 + 4?", 1, 1);
+	assert_int_equal(reply_status("c1", 2),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	c_ask_shots(s, "c1", 3, "What is 3 + 4?", 65, 0);
+	assert_int_equal(reply_status("c1", 3),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	free_sched(&s);
+}
+
 static void never_fits(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -1254,6 +1338,7 @@ int main(void)
 		cmocka_unit_test_setup(stale_pool, case_setup),
 		cmocka_unit_test_setup(identity, case_setup),
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
+		cmocka_unit_test_setup(shots, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
 		cmocka_unit_test_setup(fair_start, case_setup),

@@ -62,6 +62,9 @@ static void help(void)
 	       "  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
+	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
+	       "                        Q, \"solution\": S}, shown as prior turns\n"
+	       "                        of the chat before each question\n"
 	       "  --no-prefix-cache     neither reuse cached prompt prefixes nor\n"
 	       "                        leave this prompt's for later requests\n"
 	       "  --server-key FILE     CURVE: the coordinator's public key file\n"
@@ -91,6 +94,8 @@ typedef struct ask_opts {
 	const char *system;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	int no_cache;              /* Ask.prefix_cache = false */
+	Quorum__Shot **shots;      /* --shots, as sent */
+	size_t n_shots;
 	int timeout_ms;
 	int retries;
 	int json;
@@ -144,6 +149,8 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 		ask->has_prefix_cache = 1;
 		ask->prefix_cache = 0;
 	}
+	ask->n_shots = o->n_shots;
+	ask->shots = o->shots;
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
 	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote ||
@@ -616,6 +623,7 @@ int cmd_ask(int argc, char **argv)
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
 		{"no-prefix-cache", no_argument, 0, 'P'},
+		{"shots", required_argument, 0, 'F'},
 		{"server-key", required_argument, 0, 'K'},
 		{"client-key", required_argument, 0, 'C'},
 		{"timeout", required_argument, 0, 't'},
@@ -633,8 +641,10 @@ int cmd_ask(int argc, char **argv)
 	long v;
 	float f;
 	char *stdin_buf = NULL;
-	const char *q;
-	size_t qlen;
+	const char *q, *shots_file = NULL;
+	size_t qlen, n_shots = 0;
+	prompt_shot *shots = NULL;
+	Quorum__Shot *msgs = NULL;
 
 	quorum__sampling_params__init(&o.sp);
 	optind = 1;
@@ -651,6 +661,7 @@ int cmd_ask(int argc, char **argv)
 			break;
 		case 'J': o.json = 1; break;
 		case 'P': o.no_cache = 1; break;
+		case 'F': shots_file = optarg; break;
 		case 'K': o.server_key = optarg; break;
 		case 'C': o.client_key = optarg; break;
 		case 'E':
@@ -747,39 +758,69 @@ int cmd_ask(int argc, char **argv)
 	}
 	if (!*o.endpoint)
 		return cli_usage_error("ask", "--endpoint is empty");
+	if (shots_file) {
+		if (qset_read_shots("ask", shots_file, &shots, &n_shots))
+			return 1;
+		if (!(o.shots = calloc(n_shots, sizeof(*o.shots))) ||
+		    !(msgs = calloc(n_shots, sizeof(*msgs)))) {
+			fprintf(stderr, "quorum ask: out of memory\n");
+			rc = 1;
+			goto done;
+		}
+		for (size_t i = 0; i < n_shots; i++) {
+			quorum__shot__init(&msgs[i]);
+			msgs[i].question.data = (uint8_t *)shots[i].question;
+			msgs[i].question.len = strlen(shots[i].question);
+			msgs[i].answer.data = (uint8_t *)shots[i].answer;
+			msgs[i].answer.len = strlen(shots[i].answer);
+			o.shots[i] = &msgs[i];
+		}
+		o.n_shots = n_shots;
+	}
 	if (!o.server_key != !o.client_key)
 		return cli_usage_error("ask", "--server-key and --client-key "
 				       "go together");
 	if (o.file) {
 		if (optind != argc)
-			return cli_usage_error("ask", "give either --file or "
-					       "a question, not both");
-		if (o.json)
-			return cli_usage_error("ask", "--json is implied by "
-					       "--file (results are JSON "
-					       "lines)");
-		return ask_file(&o);
+			rc = cli_usage_error("ask", "give either --file or "
+					     "a question, not both");
+		else if (o.json)
+			rc = cli_usage_error("ask", "--json is implied by "
+					     "--file (results are JSON "
+					     "lines)");
+		else
+			rc = ask_file(&o);
+		goto done;
 	}
-	if (conc_given || o.out)
-		return cli_usage_error("ask", "--concurrency and --out go with "
-				       "--file");
-	if (optind + 1 != argc)
-		return cli_usage_error("ask", "give exactly one question "
-				       "('-' reads stdin)");
+	if (conc_given || o.out) {
+		rc = cli_usage_error("ask", "--concurrency and --out go with "
+				     "--file");
+		goto done;
+	}
+	if (optind + 1 != argc) {
+		rc = cli_usage_error("ask", "give exactly one question "
+				     "('-' reads stdin)");
+		goto done;
+	}
 	q = argv[optind];
 	qlen = strlen(q);
 	if (!strcmp(q, "-")) {
 		if (!(q = stdin_buf = read_all(stdin, &qlen))) {
 			fprintf(stderr, "quorum ask: cannot read stdin\n");
-			return 1;
+			rc = 1;
+			goto done;
 		}
 	}
 	if (!qlen) {
 		fprintf(stderr, "quorum ask: the question is empty\n");
-		free(stdin_buf);
-		return 1;
+		rc = 1;
+		goto done;
 	}
 	rc = ask_one(&o, q, qlen);
+done:
 	free(stdin_buf);
+	free(o.shots);
+	free(msgs);
+	qset_shots_free(shots, n_shots);
 	return rc;
 }

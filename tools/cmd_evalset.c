@@ -67,6 +67,13 @@ static void help(void)
 	       "  --top-p P             1 = off (default 0.95)\n"
 	       "  --max-new-tokens K    per sample (default 256)\n"
 	       "  --system TEXT         system prompt (default: quorum's)\n"
+	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
+	       "                        Q, \"solution\": S}, shown as prior turns\n"
+	       "                        of the chat before every problem\n"
+	       "  --no-prefix-cache     prefill every prompt whole (default: a\n"
+	       "                        problem forks the system prompt and\n"
+	       "                        examples cached from earlier ones, in\n"
+	       "                        process or on the cluster: same samples)\n"
 	       "  --threads T           in-process threads (default 2)\n"
 	       "  --kv-type T           f16 | f32 (default f16)\n"
 	       "  --out FILE            per-problem results, JSON lines\n"
@@ -112,6 +119,13 @@ typedef struct {
 	const char *stop_sent;   /* cluster: the rule asked for (NULL: the
 				  * cluster's default) */
 	char stop_buf[STOP_NAME_MAX];
+	prompt_shot *shots;      /* --shots */
+	size_t n_shots;
+	Quorum__Shot *shot_msgs, **shot_ptrs; /* cluster: as sent */
+	int no_cache;            /* --no-prefix-cache */
+	/* prompt tokens over every request: from the prefix cache, and
+	 * prefilled (in reset mode: once per sample) */
+	uint64_t p_reused, p_prefilled;
 } evs;
 
 static double now_s(void)
@@ -155,11 +169,16 @@ static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
 	p.n = n;
 	if (!qs)
 		return qerr_fail(QERR_NOMEM, "out of memory");
-	rc = prompt_build(v->t, v->system, qs, &ids, &n_ids);
+	rc = prompt_build_shots(v->t, prompt_family(v->t), PROMPT_THINK_DEFAULT,
+				v->system, v->shots, v->n_shots, qs, &ids,
+				&n_ids);
 	free(qs);
 	if (rc || (rc = sc_run(v->e, ids, n_ids, &p, &r)) ||
 	    (rc = outcome_alloc(o, r.n)))
 		goto out;
+	v->p_reused += (uint64_t)r.stats.n_reused;
+	v->p_prefilled += (uint64_t)r.stats.n_prefills * n_ids -
+			  (uint64_t)r.stats.n_reused;
 	o->generated = r.stats.gen_tokens;
 	if (r.vote.winner != VOTE_NONE) {
 		o->has_winner = 1;
@@ -208,6 +227,12 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 		ask.system.data = (uint8_t *)v->system;
 		ask.system.len = strlen(v->system);
 	}
+	ask.n_shots = v->n_shots;
+	ask.shots = v->shot_ptrs;
+	if (v->no_cache) {
+		ask.has_prefix_cache = 1;
+		ask.prefix_cache = 0;
+	}
 	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
 	sp.has_top_p = sp.has_max_new_tokens = 1;
 	sp.n = (uint32_t)n;
@@ -241,6 +266,10 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 		goto out;
 	}
 	a = r->answer;
+	if (a->prefix) {
+		v->p_reused += a->prefix->prompt_tokens_reused;
+		v->p_prefilled += a->prefix->prompt_tokens_prefilled;
+	}
 	/* all n, or the prefix its stop rule decided over */
 	if (a->n_samples != (size_t)n &&
 	    !(a->stop && a->stop->stopped_early && a->n_samples >= 1 &&
@@ -453,6 +482,12 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_object_set_new(o, "vote", json_string(
 			v->p.vote == SC_VOTE_CONFIDENCE ? "confidence"
 							: "majority"));
+		json_object_set_new(o, "shots", json_integer(
+			(json_int_t)v->n_shots));
+		json_object_set_new(o, "prompt_tokens_reused", json_integer(
+			(json_int_t)v->p_reused));
+		json_object_set_new(o, "prompt_tokens_prefilled", json_integer(
+			(json_int_t)v->p_prefilled));
 		json_object_set_new(o, "results", a);
 		char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
@@ -486,6 +521,10 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		       (unsigned long long)r->tokens,
 		       (unsigned long long)r->generated, r->wall_s);
 	}
+	printf("prompt tokens: %llu prefilled, %llu reused from the prefix "
+	       "cache; %zu few-shot example(s)\n",
+	       (unsigned long long)v->p_prefilled,
+	       (unsigned long long)v->p_reused, v->n_shots);
 }
 
 int cmd_evalset(int argc, char **argv)
@@ -509,6 +548,8 @@ int cmd_evalset(int argc, char **argv)
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"system", required_argument, 0, 's'},
+		{"shots", required_argument, 0, 'G'},
+		{"no-prefix-cache", no_argument, 0, 'N'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'Y'},
 		{"out", required_argument, 0, 'o'},
@@ -522,7 +563,7 @@ int cmd_evalset(int argc, char **argv)
 	const char *stop_arg = NULL;
 	int ns[EVS_MAX_NS] = {1, 3, 8, 16, 32}, k = 5, json = 0, prefix = 0;
 	int c, rc = 1, tty = isatty(2);
-	const char *file = NULL, *outpath = NULL;
+	const char *file = NULL, *outpath = NULL, *shots_file = NULL;
 	long lv, limit = -1;
 	qset_item *items = NULL;
 	size_t n_items = 0, n_bad = 0, failed = 0;
@@ -546,6 +587,8 @@ int cmd_evalset(int argc, char **argv)
 			stop_arg = optarg;
 			break;
 		case 's': v.system = optarg; break;
+		case 'G': shots_file = optarg; break;
+		case 'N': v.no_cache = 1; break;
 		case 'o': outpath = optarg; break;
 		case 'J': json = 1; break;
 		case 'n':
@@ -674,6 +717,28 @@ int cmd_evalset(int argc, char **argv)
 			outpath);
 		goto out;
 	}
+	if (shots_file) {
+		if (qset_read_shots("eval-set", shots_file, &v.shots,
+				    &v.n_shots))
+			goto out;
+		if (!(v.shot_msgs = calloc(v.n_shots, sizeof(*v.shot_msgs))) ||
+		    !(v.shot_ptrs = calloc(v.n_shots, sizeof(*v.shot_ptrs))))
+			goto out;
+		for (size_t i = 0; i < v.n_shots; i++) {
+			Quorum__Shot *x = &v.shot_msgs[i];
+
+			quorum__shot__init(x);
+			x->question.data = (uint8_t *)v.shots[i].question;
+			x->question.len = strlen(v.shots[i].question);
+			x->answer.data = (uint8_t *)v.shots[i].answer;
+			x->answer.len = strlen(v.shots[i].answer);
+			v.shot_ptrs[i] = x;
+		}
+	}
+	/* in-process: the problems share the system prompt and the
+	 * few-shot examples; the engine keeps recent prompts' roots */
+	if (!v.no_cache)
+		v.ep.prefix_cache = 16;
 	if (v.mpath) {
 		if (model_load(v.mpath, &v.m) || tok_load(v.m->gguf, &v.t) ||
 		    sc_engine_new(v.m, v.t, &v.ep, &v.e)) {
@@ -776,6 +841,9 @@ out:
 		fclose(out);
 	qset_free(items, n_items);
 	free(items);
+	free(v.shot_ptrs);
+	free(v.shot_msgs);
+	qset_shots_free(v.shots, v.n_shots);
 	sc_engine_free(&v.e);
 	tok_free(&v.t);
 	model_free(&v.m);

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "prompt.h"
 #include "qerr.h"
+#include "qset.h"
 #include "sc.h"
 #include "tok.h"
 
@@ -45,6 +46,9 @@ static void help(void)
 	       "                        0..W-1, cut a later sample once a window's\n"
 	       "                        mean log-probability falls below the\n"
 	       "                        P-th percentile (default 10) of theirs\n"
+	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
+	       "                        Q, \"solution\": S}, shown as prior turns\n"
+	       "                        of the chat before the question\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
 	       "                        final answer in \\boxed{}; '' for none)\n"
 	       "  --template NAME       chat template instead of the one the\n"
@@ -307,6 +311,7 @@ int cmd_run(int argc, char **argv)
 		{"conf-window", required_argument, 0, 'W'},
 		{"conf-filter", required_argument, 0, 'F'},
 		{"system", required_argument, 0, 's'},
+		{"shots", required_argument, 0, 'f'},
 		{"template", required_argument, 0, 't'},
 		{"think", required_argument, 0, 'H'},
 		{"threads", required_argument, 0, 'j'},
@@ -323,6 +328,9 @@ int cmd_run(int argc, char **argv)
 		       .mode = SC_BATCHED, .stop = STOP_RULE_DEFAULT};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	const char *mpath = NULL, *system = NULL, *tmpl = NULL;
+	const char *shots_file = NULL;
+	prompt_shot *shots = NULL;
+	size_t n_shots = 0;
 	char *question = NULL, *stdin_buf = NULL;
 	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT;
 	prompt_style ps;
@@ -339,6 +347,7 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'm': mpath = optarg; break;
 		case 's': system = optarg; break;
+		case 'f': shots_file = optarg; break;
 		case 't':
 			if (prompt_family_from_name(optarg) < 0)
 				return cli_usage_error("run", "unknown template "
@@ -473,6 +482,8 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "quorum run: the question is empty\n");
 		goto out;
 	}
+	if (shots_file && qset_read_shots("run", shots_file, &shots, &n_shots))
+		goto out;
 	if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
 	    prompt_style_resolve(t, tmpl, think, &ps)) {
 		fprintf(stderr, "quorum run: %s\n", qerr_detail());
@@ -481,8 +492,8 @@ int cmd_run(int argc, char **argv)
 	fprintf(stderr, "quorum run: template %s\n", ps.note);
 	if (ps.warning[0])
 		fprintf(stderr, "quorum run: warning: %s\n", ps.warning);
-	if (prompt_build_style(t, ps.family, ps.think, system, question, &ids,
-			       &n_ids) ||
+	if (prompt_build_shots(t, ps.family, ps.think, system, shots, n_shots,
+			       question, &ids, &n_ids) ||
 	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {
 		fprintf(stderr, "quorum run: %s\n", qerr_detail());
 		goto out;
@@ -496,6 +507,7 @@ out:
 	sc_result_fini(&r);
 	sc_engine_free(&e);
 	free(ids);
+	qset_shots_free(shots, n_shots);
 	tok_free(&t);
 	model_free(&m);
 	free(stdin_buf);

@@ -1,5 +1,6 @@
 #include "qset.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,4 +169,107 @@ void qset_free(qset_item *items, size_t n)
 		free(items[i].expected);
 		json_decref(items[i].obj);
 	}
+}
+
+/* ---- few-shot files --------------------------------------------------- */
+
+static char *shot_text(json_t *o, const char *k1, const char *k2)
+{
+	json_t *v = json_object_get(o, k1);
+
+	if (!v && k2)
+		v = json_object_get(o, k2);
+	if (!json_is_string(v) || !json_string_length(v) ||
+	    memchr(json_string_value(v), 0, json_string_length(v)))
+		return NULL;
+	return strdup(json_string_value(v));
+}
+
+int qset_read_shots(const char *cmd, const char *fname, prompt_shot **out,
+		    size_t *n_out)
+{
+	FILE *f = fopen(fname, "r");
+	char *line = NULL;
+	size_t cap = 0, n = 0, have = 0;
+	ssize_t len;
+	long lineno = 0;
+	prompt_shot *v = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!f) {
+		fprintf(stderr, "quorum %s: %s: %s\n", cmd, fname,
+			strerror(errno));
+		return -1;
+	}
+	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+		json_error_t err;
+		json_t *o;
+		size_t i = 0;
+
+		lineno++;
+		while (i < (size_t)len && strchr(" \t\r\n", line[i]))
+			i++;
+		if (i == (size_t)len)
+			continue;
+		if (!(o = json_loadb(line, (size_t)len, JSON_REJECT_DUPLICATES,
+				     &err)) || !json_is_object(o)) {
+			fprintf(stderr, "quorum %s: %s:%ld: not a JSON object%s"
+				"%s\n", cmd, fname, lineno, o ? "" : ": ",
+				o ? "" : err.text);
+			json_decref(o);
+			rc = -1;
+			break;
+		}
+		if (n == have) {
+			size_t nc = have ? 2 * have : 8;
+			prompt_shot *nv = realloc(v, nc * sizeof(*nv));
+
+			if (!nv) {
+				json_decref(o);
+				rc = -1;
+				break;
+			}
+			v = nv;
+			have = nc;
+		}
+		v[n].question = shot_text(o, "question", NULL);
+		v[n].answer = shot_text(o, "solution", "answer");
+		json_decref(o);
+		if (!v[n].question || !v[n].answer) {
+			fprintf(stderr, "quorum %s: %s:%ld: a few-shot example "
+				"needs a non-empty \"question\" and \"solution\" "
+				"(or \"answer\") string without NUL bytes\n",
+				cmd, fname, lineno);
+			free((char *)v[n].question);
+			free((char *)v[n].answer);
+			rc = -1;
+			break;
+		}
+		n++;
+	}
+	free(line);
+	fclose(f);
+	if (!rc && !n) {
+		fprintf(stderr, "quorum %s: %s: no few-shot examples\n", cmd,
+			fname);
+		rc = -1;
+	}
+	if (rc) {
+		qset_shots_free(v, n);
+		return -1;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+void qset_shots_free(prompt_shot *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free((char *)v[i].question);
+		free((char *)v[i].answer);
+	}
+	free(v);
 }

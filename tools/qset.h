@@ -15,6 +15,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "prompt.h"
+
 typedef struct qset_item {
 	long line;            /* 1-based line in the input */
 	const char *question; /* borrowed from obj */
@@ -32,6 +34,14 @@ void qset_free(qset_item *items, size_t n);
 
 /* Whether the given answer got[0, glen) is the expected one. */
 int qset_match(const char *expected, const char *got, size_t glen);
+
+/* A few-shot file: JSON lines {"question": Q, "solution": S} ("answer"
+ * is taken when there is no "solution"), blank lines skipped, in order.
+ * Any bad line is an error (message naming FILE:LINE on stderr, -1): the
+ * examples are part of every prompt. Free with qset_shots_free. */
+int qset_read_shots(const char *cmd, const char *fname, prompt_shot **out,
+		    size_t *n_out);
+void qset_shots_free(prompt_shot *v, size_t n);
 
 /* "\r[####......] done/total done, failed failed" on stderr. */
 void qset_progress(size_t done, size_t total, size_t failed);
