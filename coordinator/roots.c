@@ -521,10 +521,9 @@ void roots_start(sched *s, req *r)
 	/* indexed now, a base once ready (no memory: just not indexed) */
 	if (cache && !pfx_add(s->index, e, e->tokens, e->n_tokens))
 		e->indexed = 1;
+	s->misses++; /* prefilled (partly, from a base) */
 	if (base)
 		s->partial_hits++;
-	else
-		s->misses++;
 	r->cache_hit = 0;
 	r->reused = shared;
 	r->prefilled += r->n_tokens - shared;

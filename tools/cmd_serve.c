@@ -610,7 +610,17 @@ static enum MHD_Result do_metrics(struct MHD_Connection *mc, conn *cn)
 		       "Prompts whose prefilled root was reused.",
 		       s->prefix_hits);
 		metric(&b, "quorum_prefix_cache_misses_total", "counter",
-		       "Prompts prefilled.", s->prefix_misses);
+		       "Prompts prefilled (whole, or after a cached prefix).",
+		       s->prefix_misses);
+		metric(&b, "quorum_prefix_cache_partial_hits_total", "counter",
+		       "Prompts prefilled after a cached prefix they share.",
+		       s->prefix_partial_hits);
+		metric(&b, "quorum_prompt_tokens_reused_total", "counter",
+		       "Prompt tokens of served requests taken from the "
+		       "prefix cache.", s->prompt_tokens_reused);
+		metric(&b, "quorum_prompt_tokens_prefilled_total", "counter",
+		       "Prompt tokens prefilled for served requests.",
+		       s->prompt_tokens_prefilled);
 		for (size_t k = 0; k < sizeof(worker_gauges) /
 				       sizeof(worker_gauges[0]); k++) {
 			metric_head(&b, worker_gauges[k].name, "gauge",
