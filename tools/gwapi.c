@@ -625,9 +625,13 @@ static json_t *usage(const gwapi_result *x, const Quorum__Answer *a)
 
 	for (size_t i = 0; i < x->n; i++)
 		c += x->tokens[i];
-	return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)p,
-			 "completion_tokens", (json_int_t)c, "total_tokens",
-			 (json_int_t)(p + c));
+	/* OpenAI's place for prompt tokens served from a cache */
+	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
+			 (json_int_t)p, "completion_tokens", (json_int_t)c,
+			 "total_tokens", (json_int_t)(p + c),
+			 "prompt_tokens_details", "cached_tokens",
+			 (json_int_t)(a->prefix ? a->prefix->prompt_tokens_reused
+						: 0));
 }
 
 json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
