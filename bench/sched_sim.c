@@ -90,6 +90,7 @@ typedef struct {
 	uint32_t next_root;
 	uint32_t *root_tokens; /* by root id: its prompt tokens */
 	uint32_t cap_roots;
+	uint32_t next_block;   /* block ids handed out (distinct per root) */
 	msgbuf *head, *tail;  /* the scheduler's messages, in order */
 } sim_worker;
 
@@ -235,8 +236,12 @@ static void w_prefill(sched *s, sim_worker *w, const Quorum__Prefill *p)
 
 	if (!blocks)
 		return;
+	/* distinct ids per root (the coordinator counts distinct blocks);
+	 * a prefill from a cached prefix reports the tokens it forked */
 	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = i;
+		blocks[i] = w->next_block++ & 0xffffff;
+	r.has_reused_tokens = p->has_base_root_id;
+	r.reused_tokens = p->base_tokens;
 	r.request_id = p->request_id;
 	r.attempt = p->attempt;
 	r.root_id = w_new_root(w, (uint32_t)p->n_tokens);
@@ -331,7 +336,7 @@ static void w_import(sched *s, sim_worker *w, const Quorum__RootData *x)
 	if (!blocks)
 		return;
 	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = i;
+		blocks[i] = w->next_block++ & 0xffffff;
 	r.request_id = x->request_id;
 	r.attempt = x->attempt;
 	r.root_id = w_new_root(w, x->n_tokens);

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv.h"
 #include "pfx.h"
 #include "prompt.h"
 #include "qerr.h"
@@ -126,19 +127,16 @@ entry *roots_by_id(const sched *s, uint64_t id)
 	return NULL;
 }
 
-/* A block of a worker's pool held by a cached root or replica. */
-typedef struct {
-	uint32_t w, b;
-	int busy;               /* its root is in use */
-} wblock;
+/* A block of a worker's pool held by a cached root or replica, as one
+ * sortable key: worker, block id, then whether its root is in use. */
+#define WB_KEY(w, b, busy) (((uint64_t)(w) << 25) | ((uint64_t)(b) << 1) | \
+			    (uint64_t)((busy) != 0))
 
-static int wblock_cmp(const void *x, const void *y)
+static int u64_cmp(const void *x, const void *y)
 {
-	const wblock *a = x, *b = y;
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
 
-	if (a->w != b->w)
-		return a->w < b->w ? -1 : 1;
-	return a->b < b->b ? -1 : a->b > b->b;
+	return a < b ? -1 : a > b;
 }
 
 /* A worker index of the table, or -1. */
@@ -159,7 +157,7 @@ static void account(const sched *s, int only, uint64_t *used,
 		    uint64_t *idle)
 {
 	size_t cap = 0, k = 0;
-	wblock *v;
+	uint64_t *v;
 
 	for (const entry *e = s->entries; e; e = e->next) {
 		if (e->state == E_READY && (only < 0 || e->worker == only))
@@ -184,8 +182,8 @@ static void account(const sched *s, int only, uint64_t *used,
 			}
 			for (uint32_t b = 0; v && e->state == E_READY &&
 					     b < e->n_blocks; b++)
-				v[k++] = (wblock){(uint32_t)h, e->blocks[b],
-						  busy};
+				v[k++] = WB_KEY(h, e->blocks[b] & KV_BLOCK_MASK,
+						busy);
 		}
 		for (int i = 0; i < e->n_reps; i++) {
 			const replica *rp = &e->reps[i];
@@ -201,20 +199,20 @@ static void account(const sched *s, int only, uint64_t *used,
 			}
 			for (uint32_t b = 0; v && rp->state == R_READY &&
 					     b < rp->n_blocks; b++)
-				v[k++] = (wblock){(uint32_t)wi, rp->blocks[b],
-						  busy};
+				v[k++] = WB_KEY(wi, rp->blocks[b] &
+							    KV_BLOCK_MASK, busy);
 		}
 	}
 	if (v) {
-		qsort(v, k, sizeof(*v), wblock_cmp);
+		qsort(v, k, sizeof(*v), u64_cmp);
 		for (size_t i = 0; i < k;) {
 			size_t j = i;
-			int busy = 0;
+			uint64_t busy = 0;
 
-			for (; j < k && v[j].w == v[i].w && v[j].b == v[i].b; j++)
-				busy |= v[j].busy;
-			used[v[i].w]++;
-			idle[v[i].w] += !busy;
+			for (; j < k && v[j] >> 1 == v[i] >> 1; j++)
+				busy |= v[j] & 1;
+			used[v[i] >> 25]++;
+			idle[v[i] >> 25] += !busy;
 			i = j;
 		}
 		free(v);
