@@ -366,6 +366,32 @@ static int append_text(fork_state *f, const char *piece, size_t n)
 	return 0;
 }
 
+/* Records a drawn token's log-probability (rounded as conf_add sums it)
+ * and where its piece will start in the text. */
+static int token_lp_add(sc_sample *s, double lp)
+{
+	int n = s->n_token_lp;
+
+	if (!(n & (n - 1))) { /* 0, 1, 2, 4, ...: grow to the next power */
+		size_t cap = n ? 2 * (size_t)n : 1;
+		double *a = realloc(s->token_lp, cap * sizeof(*a));
+		uint32_t *b;
+
+		if (!a)
+			return qerr_fail(QERR_NOMEM, "out of memory for "
+					 "log-probabilities");
+		s->token_lp = a;
+		if (!(b = realloc(s->token_off, cap * sizeof(*b))))
+			return qerr_fail(QERR_NOMEM, "out of memory for "
+					 "log-probabilities");
+		s->token_off = b;
+	}
+	s->token_lp[n] = (double)(int64_t)(lp * 0x1p32) / 0x1p32;
+	s->token_off[n] = s->len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->len;
+	s->n_token_lp = n + 1;
+	return 0;
+}
+
 /* After s's text grew by its last added bytes: cuts it before the first
  * stop string that now occurs (none did before, so a new one ends in the
  * added bytes); 1 when it did. */
@@ -386,6 +412,9 @@ static int stop_strs_cut(const sc_stop_strs *q, sc_sample *s, size_t added)
 		return 0;
 	s->len = cut;
 	s->text[cut] = '\0';
+	for (int i = 0; i < s->n_token_lp; i++)
+		if (s->token_off[i] > cut)
+			s->token_off[i] = (uint32_t)cut;
 	return 1;
 }
 
@@ -463,6 +492,8 @@ static int step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 				 &lp)))
 		return rc;
 	conf_add(f, conf_window(p), lp);
+	if (p->logprobs && (rc = token_lp_add(f->out, lp)))
+		return rc;
 	if (tok_is_eog(e->t, tokid)) {
 		f->out->finish = SC_FINISH_STOP;
 		f->done = 1;
@@ -840,12 +871,23 @@ static void stop_report(const sc_params *p, const sc_stopper *st,
 	o->run = st->ss.run;
 }
 
+void sc_sample_fini(sc_sample *s)
+{
+	free(s->text);
+	free(s->token_lp);
+	free(s->token_off);
+	s->text = NULL;
+	s->token_lp = NULL;
+	s->token_off = NULL;
+	s->n_token_lp = 0;
+}
+
 void sc_result_fini(sc_result *r)
 {
 	if (!r)
 		return;
 	for (int i = 0; r->samples && i < r->n; i++)
-		free(r->samples[i].text);
+		sc_sample_fini(&r->samples[i]);
 	free(r->samples);
 	vote_result_fini(&r->vote);
 	memset(r, 0, sizeof(*r));
@@ -1293,7 +1335,7 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 	}
 	if (j->own_out)
 		for (int i = 0; i < j->n; i++)
-			free(j->out[i].text);
+			sc_sample_fini(&j->out[i]);
 	if (j->own_out)
 		free(j->out);
 	kv_seq_free(b->e->pool, &j->own);
@@ -2051,7 +2093,7 @@ static int run_end(sc_engine *e, run_q *q)
 	}
 	/* report exactly the decided prefix; later samples are dropped */
 	for (int s = k; s < p->n; s++) {
-		free(out->samples[s].text);
+		sc_sample_fini(&out->samples[s]);
 		memset(&out->samples[s], 0, sizeof(out->samples[s]));
 	}
 	out->n = k;

@@ -102,6 +102,8 @@ typedef struct {
 	int filter_warmup;
 	double filter_pct;    /* in [0, 100] */
 	sc_stop_strs stop_strs; /* none when n is 0 */
+	int logprobs;         /* record every drawn token's log-probability
+			       * (sc_sample.token_lp) */
 } sc_params;
 
 typedef struct {
@@ -127,7 +129,19 @@ typedef struct {
 	uint64_t weight;       /* its weight in a confidence vote:
 				* exp(group_conf) in units of 2^-32
 				* (kern_expf), in [0, STOP_WEIGHT_ONE] */
+	/* With sc_params.logprobs, per drawn token i < n_token_lp (the
+	 * end token included): token_lp[i], its log-probability as summed
+	 * into mean_logprob, and token_off[i], the byte of text where its
+	 * piece starts (len for an end token, or for tokens a stop string
+	 * cut away; its piece ends where the next one starts). malloc'ed;
+	 * NULL otherwise. */
+	double *token_lp;
+	uint32_t *token_off;
+	int n_token_lp;
 } sc_sample;
+
+/* Frees a sample's text and per-token arrays (not the sample). */
+void sc_sample_fini(sc_sample *s);
 
 typedef struct {
 	int n_prompt;

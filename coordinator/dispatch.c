@@ -129,6 +129,8 @@ static void try_send(sched *s, req *r, job *j)
 	}
 	sp.n_stop_strings = (size_t)r->stop_strs.n;
 	sp.stop_strings = strs;
+	sp.has_logprobs = r->logprobs;
+	sp.logprobs = r->logprobs;
 	d.request_id = r->rid;
 	d.attempt = j->attempt;
 	d.root = &ref;
@@ -389,6 +391,24 @@ static void advance(sched *s, req *r)
 	}
 }
 
+/* Per-token log-probabilities: only when asked, one offset per value, at
+ * most one per token asked for plus the end token, offsets rising within
+ * the text, values finite and <= 0. */
+static int token_lps_ok(const req *r, const Quorum__Sample *x)
+{
+	if (!r->logprobs)
+		return !x->n_token_logprobs && !x->n_token_offsets;
+	if (x->n_token_logprobs != x->n_token_offsets ||
+	    x->n_token_logprobs > (size_t)r->max_new + 1)
+		return 0;
+	for (size_t i = 0; i < x->n_token_logprobs; i++)
+		if (!(x->token_logprobs[i] <= 0) ||
+		    x->token_offsets[i] > x->text.len ||
+		    (i && x->token_offsets[i] < x->token_offsets[i - 1]))
+			return 0;
+	return 1;
+}
+
 /* Returns 1 when it kept wm. */
 int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 {
@@ -411,7 +431,8 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	    x->sample->tokens > r->max_new ||
 	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
-	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX)) {
+	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||
+	    !token_lps_ok(r, x->sample)) {
 		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
 			"request %llu dropped\n", s->w[wi].id,
 			(unsigned long long)r->rid);

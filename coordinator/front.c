@@ -304,6 +304,7 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 		       "in (0.5, 1), window[:W] with W in 1..65536)";
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
 	}
+	r->logprobs = p && p->has_logprobs && p->logprobs;
 	memset(&r->stop_strs, 0, sizeof(r->stop_strs));
 	for (size_t i = 0; p && i < p->n_stop_strings; i++)
 		if (sc_stop_strs_add(&r->stop_strs,

@@ -154,6 +154,7 @@ typedef struct req {
 	stop_rule stop;
 	int vote;               /* enum sc_vote */
 	sc_stop_strs stop_strs; /* passed to the workers */
+	int logprobs;           /* per-token log-probabilities asked for */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
 	int decided;            /* the reply holds samples 0..prefix-1 */

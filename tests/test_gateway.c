@@ -327,6 +327,90 @@ static void assert_json_eq(json_t *a, json_t *b, const char *what)
 	}
 }
 
+/* logprobs: every chosen token's log-probability, in OpenAI's shapes;
+ * the tokens spell the returned text, the values are those `quorum ask
+ * --logprobs` reports. */
+static void test_logprobs(void **state)
+{
+	json_t *ref = ask_json_x(Q1, 2, 5, 0.9, 16, "--stop none --logprobs");
+	json_t *smp = json_object_get(ref, "samples"), *o, *ch;
+	hresp r;
+
+	(void)state;
+	r = post("/v1/chat/completions",
+		 "{\"messages\":[{\"role\":\"user\",\"content\":"
+		 "\"What is 17 + 25? Give the number.\"}],\"n\":2,\"seed\":5,"
+		 "\"temperature\":0.9,\"max_tokens\":16,\"logprobs\":true}");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	ch = json_object_get(o, "choices");
+	assert_int_equal(json_array_size(ch), 2);
+	for (size_t i = 0; i < 2; i++) {
+		json_t *c = json_array_get(ch, i);
+		const char *text = json_string_value(json_object_get(
+			json_object_get(c, "message"), "content"));
+		json_t *content = json_object_get(json_object_get(c, "logprobs"),
+						  "content");
+		json_t *want = json_object_get(json_array_get(smp, i),
+					       "logprobs");
+		char spelled[4096] = "";
+		size_t k, used = 0;
+
+		assert_true(json_array_size(content) > 0);
+		/* ask's list also has the end token (empty, at the end) */
+		assert_true(json_array_size(want) >= json_array_size(content));
+		for (k = 0; k < json_array_size(content); k++) {
+			json_t *e = json_array_get(content, k);
+			const char *tk = json_string_value(json_object_get(e,
+								   "token"));
+
+			assert_true(json_real_value(json_object_get(
+				e, "logprob")) <= 0);
+			assert_true(json_real_value(json_object_get(e,
+				"logprob")) == json_real_value(json_object_get(
+					json_array_get(want, k), "logprob")));
+			assert_int_equal(json_array_size(json_object_get(
+				e, "top_logprobs")), 0);
+			used += (size_t)snprintf(spelled + used,
+						 sizeof(spelled) - used, "%s",
+						 tk);
+		}
+		assert_string_equal(spelled, text);
+	}
+	json_decref(o);
+	hresp_free(&r);
+	/* completions: logprobs 0, the legacy shape */
+	r = post("/v1/completions", "{\"prompt\":\"Count apples.\",\"n\":1,"
+		 "\"seed\":9,\"max_tokens\":12,\"logprobs\":0}");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	{
+		json_t *c = json_array_get(json_object_get(o, "choices"), 0);
+		json_t *lp = json_object_get(c, "logprobs");
+		json_t *toks = json_object_get(lp, "tokens");
+		json_t *offs = json_object_get(lp, "text_offset");
+		const char *text = json_string_value(json_object_get(c, "text"));
+		size_t at = 0;
+
+		assert_true(json_array_size(toks) > 0);
+		assert_int_equal(json_array_size(toks), json_array_size(
+			json_object_get(lp, "token_logprobs")));
+		for (size_t k = 0; k < json_array_size(toks); k++) {
+			const char *tk = json_string_value(
+				json_array_get(toks, k));
+
+			assert_int_equal(json_integer_value(json_array_get(
+				offs, k)), (json_int_t)at);
+			assert_memory_equal(text + at, tk, strlen(tk));
+			at += strlen(tk);
+		}
+		assert_int_equal(at, strlen(text));
+	}
+	json_decref(o);
+	hresp_free(&r);
+	json_decref(ref);
+}
+
 /* The extensions early_stop and vote: the samples, vote (with weights)
  * and stop report of `quorum ask --stop --vote`; a bad rule is a 400. */
 static void test_early_stop(void **state)
@@ -888,8 +972,19 @@ static const struct bad_case {
 	{"stop_too_many", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
 	 "stop", "up to 4"},
-	{"logprobs", "/v1/completions", "{\"prompt\":\"q\",\"logprobs\":true}",
-	 400, "logprobs", "not supported"},
+	{"logprobs_bool", "/v1/completions",
+	 "{\"prompt\":\"q\",\"logprobs\":true}", 400, "logprobs",
+	 "must be 0"},
+	{"logprobs_top", "/v1/completions", "{\"prompt\":\"q\",\"logprobs\":2}",
+	 400, "logprobs", "no alternatives"},
+	{"top_logprobs", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+	 "\"logprobs\":true,\"top_logprobs\":3}", 400, "top_logprobs",
+	 "must be 0"},
+	{"logprobs_stream", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+	 "\"logprobs\":true,\"stream\":true}", 400, "logprobs",
+	 "with 'stream'"},
 	{"two_prompts", "/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400,
 	 "prompt", "one question per request"},
 	{"empty_prompt", "/v1/completions", "{\"prompt\":\"\"}", 400,
@@ -1279,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(test_health_models),
 		cmocka_unit_test(test_matches_ask),
 		cmocka_unit_test(test_early_stop),
+		cmocka_unit_test(test_logprobs),
 		cmocka_unit_test(test_think),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_stream),

@@ -304,6 +304,42 @@ static void test_stop_strings(void **state)
 	}
 }
 
+/* Per-token log-probabilities: recording them changes no byte; one per
+ * drawn token (the end token too), their mean is mean_logprob exactly,
+ * the offsets rise through the text and spell it. */
+static void test_token_logprobs(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = params(8, SC_BATCHED), q = p;
+	sc_result a, b;
+
+	(void)state;
+	q.logprobs = 1;
+	run(&ep, &p, &a);
+	run(&ep, &q, &b);
+	assert_same_samples(&a, &b, 0, "with logprobs");
+	for (int i = 0; i < b.n; i++) {
+		const sc_sample *x = &b.samples[i];
+		int drawn = x->n_tokens + (x->finish == SC_FINISH_STOP);
+		double sum = 0;
+
+		assert_null(a.samples[i].token_lp);
+		assert_int_equal(x->n_token_lp, drawn);
+		for (int k = 0; k < x->n_token_lp; k++) {
+			sum += x->token_lp[k];
+			assert_true(x->token_lp[k] <= 0);
+			assert_true(x->token_off[k] <= x->len);
+			if (k)
+				assert_true(x->token_off[k] >=
+					    x->token_off[k - 1]);
+		}
+		assert_int_equal(x->token_off[0], 0);
+		assert_true(sum / drawn == x->mean_logprob);
+	}
+	sc_result_fini(&a);
+	sc_result_fini(&b);
+}
+
 static void test_bad_params(void **state)
 {
 	static const struct {
@@ -491,6 +527,7 @@ int main(void)
 		cmocka_unit_test(test_repeat_and_pool_free),
 		cmocka_unit_test(test_archs_modes_identical),
 		cmocka_unit_test(test_stop_strings),
+		cmocka_unit_test(test_token_logprobs),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),
 	};

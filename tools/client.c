@@ -263,6 +263,27 @@ const char *client_status_name(int status)
 	return v ? v->name : "STATUS_UNKNOWN";
 }
 
+json_t *client_logprobs(const char *text, size_t len, const double *lp,
+			const uint32_t *off, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		size_t b = off[i] < len ? off[i] : len;
+		size_t e = i + 1 < n && off[i + 1] < len ? off[i + 1] : len;
+
+		if (e < b)
+			e = b;
+		if (json_array_append_new(a, json_pack(
+			    "{s:o, s:f}", "token", client_text(text + b, e - b),
+			    "logprob", lp[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 json_t *client_text(const void *p, size_t n)
 {
 	const unsigned char *s = p;
@@ -362,6 +383,12 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 		if (x->has_group_confidence)
 			json_object_set_new(js, "group_confidence",
 					    json_real(x->group_confidence));
+		if (x->n_token_logprobs &&
+		    x->n_token_logprobs == x->n_token_offsets)
+			json_object_set_new(js, "logprobs", client_logprobs(
+				(const char *)x->text.data, x->text.len,
+				x->token_logprobs, x->token_offsets,
+				x->n_token_logprobs));
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer", json_string(
 				vote_no_answer_reason(

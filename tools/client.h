@@ -86,6 +86,13 @@ const char *client_status_name(int status);
  * NUL bytes are kept as \u0000. Never NULL unless out of memory. */
 json_t *client_text(const void *s, size_t n);
 
+/* A sample's per-token log-probabilities as `[{token, logprob}]`: token
+ * is the text from off[i] to the next token's offset (the text's end for
+ * the last; "" for an end token or one a stop string cut away), as
+ * client_text. n values; text of len bytes. */
+json_t *client_logprobs(const char *text, size_t len, const double *lp,
+			const uint32_t *off, size_t n);
+
 /* Adds the fields of an Answer to o, named as `quorum run --json` names
  * them (answer, votes, n, voters, prompt_tokens, samples, timings) plus
  * "prefix" (prefill worker, cache hit, block counts). a may be NULL (a

@@ -52,6 +52,8 @@ static void help(void)
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --stop-string S       end a sample at the first S, its text\n"
 	       "                        cut before it (up to 4; 1..64 bytes)\n"
+	       "  --logprobs            every token's log-probability (--json:\n"
+	       "                        samples[].logprobs)\n"
 	       "  --stop RULE           early stopping: none | exact | beta[:T] |\n"
 	       "                        window[:W] (default: the cluster's\n"
 	       "                        sampling.stop, exact unless set);\n"
@@ -154,7 +156,7 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
 	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
 	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote ||
-	    o->sp.n_stop_strings)
+	    o->sp.n_stop_strings || o->sp.has_logprobs)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -618,6 +620,7 @@ int cmd_ask(int argc, char **argv)
 		{"max-new-tokens", required_argument, 0, 'x'},
 		{"ignore-eos", no_argument, 0, 'E'},
 		{"stop-string", required_argument, 0, 'Q'},
+		{"logprobs", no_argument, 0, 'L'},
 		{"stop", required_argument, 0, 'R'},
 		{"vote", required_argument, 0, 'V'},
 		{"system", required_argument, 0, 's'},
@@ -684,6 +687,10 @@ int cmd_ask(int argc, char **argv)
 			o.sp.stop = optarg;
 			break;
 		}
+		case 'L':
+			o.sp.has_logprobs = 1;
+			o.sp.logprobs = 1;
+			break;
 		case 'Q':
 			if (o.n_strs == SC_STOP_STR_MAX || !*optarg ||
 			    strlen(optarg) > SC_STOP_STR_LEN)

@@ -67,6 +67,8 @@ static void help(void)
 	       "  --ignore-eos          never stop early (benchmarking)\n"
 	       "  --stop-string S       end a sample at the first S, its text\n"
 	       "                        cut before it (up to 4; 1..64 bytes)\n"
+	       "  --logprobs            every token's log-probability (--json:\n"
+	       "                        samples[].logprobs)\n"
 	       "  --json                one JSON object (fields in README)\n"
 	       "  -h, --help            this help\n");
 }
@@ -198,6 +200,10 @@ static void print_json(const model *m, const char *mpath,
 				    json_real(x->mean_logprob));
 		json_object_set_new(js, "group_confidence",
 				    json_real(x->group_conf));
+		if (x->n_token_lp)
+			json_object_set_new(js, "logprobs", client_logprobs(
+				x->text, x->len, x->token_lp, x->token_off,
+				(size_t)x->n_token_lp));
 		json_array_append_new(smp, js);
 	}
 	json_object_set_new(o, "answer",
@@ -320,6 +326,7 @@ int cmd_run(int argc, char **argv)
 		{"block-tokens", required_argument, 0, 'B'},
 		{"ignore-eos", no_argument, 0, 'E'},
 		{"stop-string", required_argument, 0, 'Q'},
+		{"logprobs", no_argument, 0, 'L'},
 		{"json", no_argument, 0, 'J'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
@@ -366,6 +373,7 @@ int cmd_run(int argc, char **argv)
 						       optarg);
 			break;
 		case 'E': p.ignore_eos = 1; break;
+		case 'L': p.logprobs = 1; break;
 		case 'Q':
 			if (sc_stop_strs_add(&p.stop_strs, optarg,
 					     strlen(optarg)))

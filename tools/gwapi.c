@@ -419,12 +419,32 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		json_decref(v);
 	}
-	if (present(v = json_object_get(o, "logprobs")) &&
-	    !json_is_false(v) && !(json_is_integer(v) && !json_integer_value(v))) {
-		bad(msg, cap, param, "logprobs",
-		    "'logprobs' is not supported by quorum");
+	/* the chosen tokens' log-probabilities: chat's logprobs: true,
+	 * completions' logprobs: 0; no alternatives (top_logprobs) */
+	if (present(v = json_object_get(o, "logprobs"))) {
+		if (chat ? !json_is_boolean(v)
+			 : !(json_is_integer(v) && json_integer_value(v) == 0)) {
+			bad(msg, cap, param, "logprobs", chat
+			    ? "'logprobs' must be a boolean"
+			    : "'logprobs' must be 0: the chosen tokens' "
+			      "log-probabilities (quorum gives no alternatives)");
+			goto out;
+		}
+		r->logprobs = !chat || json_is_true(v);
+	}
+	if (present(v = json_object_get(o, "top_logprobs")) &&
+	    !(json_is_integer(v) && json_integer_value(v) == 0)) {
+		bad(msg, cap, param, "top_logprobs",
+		    "'top_logprobs' must be 0 (quorum gives no alternatives)");
 		goto out;
 	}
+	if (r->logprobs && r->stream) {
+		bad(msg, cap, param, "logprobs",
+		    "'logprobs' is not supported with 'stream'");
+		goto out;
+	}
+	if (r->logprobs)
+		r->sp.has_logprobs = r->sp.logprobs = 1;
 	if (present(v = json_object_get(o, "tools")) &&
 	    !(json_is_array(v) && !json_array_size(v))) {
 		bad(msg, cap, param, "tools", "'tools' is not supported by "
@@ -481,7 +501,10 @@ void gwapi_result_fini(gwapi_result *x)
 			free(x->text[i]);
 		if (x->answer)
 			free(x->answer[i]);
+		if (x->logprobs)
+			json_decref(x->logprobs[i]);
 	}
+	free(x->logprobs);
 	free(x->text);
 	free(x->len);
 	free(x->answer);
@@ -491,6 +514,62 @@ void gwapi_result_fini(gwapi_result *x)
 	json_decref(x->votes);
 	json_decref(x->winner);
 	memset(x, 0, sizeof(*x));
+}
+
+/* A choice's "logprobs" in OpenAI's shape (chat: {content: [{token,
+ * logprob, bytes, top_logprobs}]}; completions: {tokens, token_logprobs,
+ * text_offset, top_logprobs}) from the tokens that start inside the
+ * returned text (len bytes): the end token and any a stop string cut are
+ * not part of it. */
+static json_t *choice_logprobs(int chat, const char *text, size_t len,
+			       const Quorum__Sample *s)
+{
+	json_t *toks = json_array(), *lps = json_array(), *offs = json_array();
+	size_t n = s->n_token_logprobs == s->n_token_offsets
+			   ? s->n_token_logprobs : 0;
+
+	for (size_t i = 0; toks && lps && offs && i < n; i++) {
+		size_t b = s->token_offsets[i], e;
+
+		if (b >= len)
+			continue;
+		e = i + 1 < n && s->token_offsets[i + 1] < len
+			    ? s->token_offsets[i + 1] : len;
+		if (e < b)
+			e = b;
+		if (chat) {
+			json_t *by = json_array();
+
+			for (size_t k = b; by && k < e; k++)
+				json_array_append_new(by, json_integer(
+					(unsigned char)text[k]));
+			json_array_append_new(toks, json_pack(
+				"{s:o, s:f, s:o, s:[]}", "token",
+				client_text(text + b, e - b), "logprob",
+				s->token_logprobs[i], "bytes",
+				by ? by : json_null(), "top_logprobs"));
+		} else {
+			json_array_append_new(toks,
+					      client_text(text + b, e - b));
+			json_array_append_new(lps,
+					      json_real(s->token_logprobs[i]));
+			json_array_append_new(offs, json_integer((json_int_t)b));
+		}
+	}
+	if (!toks || !lps || !offs) {
+		json_decref(toks);
+		json_decref(lps);
+		json_decref(offs);
+		return NULL;
+	}
+	if (chat) {
+		json_decref(lps);
+		json_decref(offs);
+		return json_pack("{s:o, s:n}", "content", toks, "refusal");
+	}
+	return json_pack("{s:o, s:o, s:o, s:n}", "tokens", toks,
+			 "token_logprobs", lps, "text_offset", offs,
+			 "top_logprobs");
 }
 
 int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
@@ -512,6 +591,8 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 	if (!x->text || !x->len || !x->answer || !x->finish || !x->tokens ||
 	    !x->index || (conf && !(w = calloc(n + 1, sizeof(*w)))))
 		goto nomem;
+	if (r->logprobs && !(x->logprobs = calloc(n + 1, sizeof(*x->logprobs))))
+		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		const Quorum__Sample *s = a->samples[i];
 		size_t len = gwapi_cut(r, (const char *)s->text.data,
@@ -525,6 +606,10 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		x->len[i] = len;
 		x->tokens[i] = s->tokens;
 		x->index[i] = s->index;
+		if (x->logprobs &&
+		    !(x->logprobs[i] = choice_logprobs(r->chat, x->text[i], len,
+						       s)))
+			goto nomem;
 		if (conf) /* the coordinator's weight (front.c), retaken */
 			w[i] = sc_conf_weight(s->has_group_confidence
 						      ? s->group_confidence : 0.0);
@@ -650,7 +735,8 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 				"{s:s, s:o}", "role", "assistant", "content", t));
 		else
 			json_object_set_new(c, "text", t);
-		json_object_set_new(c, "logprobs", json_null());
+		json_object_set(c, "logprobs", x->logprobs && x->logprobs[i]
+					       ? x->logprobs[i] : json_null());
 		json_object_set_new(c, "finish_reason",
 				    json_string(x->finish[i]));
 		json_array_append_new(ch, c);

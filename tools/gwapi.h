@@ -56,6 +56,7 @@ typedef struct gwapi_req {
 	Quorum__SamplingParams sp; /* has_* set for what was given */
 	int stream;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
+	int logprobs;              /* the chosen tokens' log-probabilities */
 	char *stop[GWAPI_MAX_STOP];
 	size_t n_stop;
 	/* stop as the Ask's params.stop_strings (the workers end a sample
@@ -84,6 +85,7 @@ typedef struct gwapi_result {
 	const char **finish;
 	uint32_t *tokens;
 	uint32_t *index;
+	json_t **logprobs;  /* (n) a choice's "logprobs"; NULL: not asked */
 	json_t *votes;      /* [{answer, count, first_index}] */
 	json_t *winner;     /* string or null */
 	size_t win_count, voters;

@@ -339,6 +339,9 @@ static int on_sample(void *ctx, const sc_sample *s)
 	x.text.data = (uint8_t *)s->text;
 	x.text.len = s->len;
 	x.worker = (char *)w->o->id;
+	x.n_token_logprobs = x.n_token_offsets = (size_t)s->n_token_lp;
+	x.token_logprobs = s->token_lp;
+	x.token_offsets = s->token_off;
 	r.request_id = j->rid;
 	r.attempt = j->attempt;
 	r.sample = &x;
@@ -595,6 +598,7 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 		p.max_new = (int)sp->max_new_tokens;
 		p.mode = SC_BATCHED;
 		p.ignore_eos = sp->has_ignore_eos && sp->ignore_eos;
+		p.logprobs = sp->has_logprobs && sp->logprobs;
 		for (size_t i = 0; !bad && i < sp->n_stop_strings; i++)
 			if (sc_stop_strs_add(&p.stop_strs,
 					     (const char *)sp->stop_strings[i].data,
