@@ -450,6 +450,33 @@ static int maps_pool(pid_t pid, const char *prefix)
 	return found;
 }
 
+/* Starts a cluster of k with w1 (the root holder: it registers first)
+ * and w2 on one host, asks o as request rid on a new client socket
+ * (returned) and waits until both decode and w2 reads w1's pool, mapped
+ * read-only (the job may still be on its way when both show busy). */
+static void *holder_and_reader(const cu_cfg *k, uint64_t rid,
+			       const cu_ask *o, pid_t *w1, pid_t *w2)
+{
+	char pool[96];
+	int64_t end;
+	void *s;
+
+	assert_int_equal(cu_start(&cl, k), 0);
+	*w1 = cu_worker(&cl, "w1", "a");
+	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
+	*w2 = cu_worker(&cl, "w2", "a");
+	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
+	snprintf(pool, sizeof(pool), "quorum-%s@w1@", cu_name());
+	s = cu_client(&cl);
+	assert_int_equal(cu_ask_send(s, rid, o), 0);
+	assert_int_equal(wait_decoding(s, "w1", "w2"), 0);
+	end = wire_now_ms() + CU_WAIT_MS;
+	while (wire_now_ms() < end && maps_pool(*w2, pool) != 1)
+		usleep(20000);
+	assert_int_equal(maps_pool(*w2, pool), 1);
+	return s;
+}
+
 static void holder_killed_mid_decode(void **state)
 {
 	cu_cfg k = fast_cfg();
@@ -462,21 +489,8 @@ static void holder_killed_mid_decode(void **state)
 	int mapped = 1;
 
 	(void)state;
-	assert_int_equal(cu_start(&cl, &k), 0);
-	w1 = cu_worker(&cl, "w1", "a");
-	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
-	w2 = cu_worker(&cl, "w2", "a");
-	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
+	s = holder_and_reader(&k, 3, &o, &w1, &w2);
 	snprintf(pool, sizeof(pool), "quorum-%s@w1@", cu_name());
-	s = cu_client(&cl);
-	assert_int_equal(cu_ask_send(s, 3, &o), 0);
-	assert_int_equal(wait_decoding(s, "w1", "w2"), 0);
-	/* w2 decodes from w1's pool, mapped read-only (waited for: the
-	 * job may still be on its way) */
-	end = wire_now_ms() + CU_WAIT_MS;
-	while (wire_now_ms() < end && maps_pool(w2, pool) != 1)
-		usleep(20000);
-	assert_int_equal(maps_pool(w2, pool), 1);
 	t_kill = wire_now_ms();
 	cu_worker_kill9(&cl, w1);
 	r = recv_rid(s, 3, CU_WAIT_MS);
@@ -510,28 +524,14 @@ static void holder_stalled(void **state)
 	Quorum__ClientReply *r;
 	pid_t w1, w2;
 	void *s, *s2;
-	char pool[96];
-	int64_t end;
 	long gone;
 
 	(void)state;
 	/* dropped after 1 s of silence (a false expiry of w2 on a loaded
 	 * machine only means more retries: the bytes are what is checked) */
 	k.liveness = 10;
-	assert_int_equal(cu_start(&cl, &k), 0);
-	w1 = cu_worker(&cl, "w1", "a");
-	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
-	w2 = cu_worker(&cl, "w2", "a");
-	assert_true(cu_wait_workers(&cl, 2, CU_WAIT_MS) >= 0);
-	snprintf(pool, sizeof(pool), "quorum-%s@w1@", cu_name());
-	s = cu_client(&cl);
+	s = holder_and_reader(&k, 11, &o, &w1, &w2);
 	s2 = cu_client(&cl);
-	assert_int_equal(cu_ask_send(s, 11, &o), 0);
-	assert_int_equal(wait_decoding(s, "w1", "w2"), 0);
-	end = wire_now_ms() + CU_WAIT_MS;
-	while (wire_now_ms() < end && maps_pool(w2, pool) != 1)
-		usleep(20000);
-	assert_int_equal(maps_pool(w2, pool), 1);
 	kill(w1, SIGSTOP);
 	gone = cu_wait_workers(&cl, 1, CU_WAIT_MS);
 	assert_true(gone >= 0);
