@@ -471,7 +471,8 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 	cfg *c = NULL;
 	sched_opts o = {0};
 	sched *s = NULL;
-	int sent = 0, inflight, idle = 0;
+	int sent = 0, inflight;
+	double last_move = now_s();
 	double t0, next_hb;
 	const int hb_ms = 500;
 
@@ -557,10 +558,11 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 				w_heartbeat(s, &workers[i]);
 			next_hb += hb_ms / 2000.0;
 		}
-		/* nothing moved for long: the scheduler waits on a timer,
-		 * or is stuck */
-		idle = moved ? 0 : idle + 1;
-		if (idle > 1000000) {
+		/* nothing moved for 10 s: not a timer it waits on (the
+		 * longest is a heartbeat interval): stuck */
+		if (moved)
+			last_move = now_s();
+		else if (now_s() - last_move > 10) {
 			fprintf(stderr, "sched_sim: stuck: %d of %d replied\n",
 				n_done, requests);
 			break;
