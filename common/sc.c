@@ -1040,19 +1040,28 @@ static size_t row_bytes(const sc_engine *e)
 int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
 		   size_t *len)
 {
+	return sc_root_export_from(e, root_id, 0, bytes, len);
+}
+
+int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
+			void **bytes, size_t *len)
+{
 	const sc_root *r = find_root(e, root_id);
 	size_t rb, n;
 	char *b;
 
 	if (!r)
 		return qerr_fail(QERR_MISSING, "no root %u", root_id);
+	if (from >= r->seq.n_tokens)
+		return qerr_fail(QERR_RANGE, "root %u has %u tokens, not more "
+				 "than %u", root_id, r->seq.n_tokens, from);
 	rb = row_bytes(e);
-	n = (size_t)r->seq.n_tokens * e->m->cfg.n_layers * 2 * rb;
+	n = (size_t)(r->seq.n_tokens - from) * e->m->cfg.n_layers * 2 * rb;
 	if (!(b = malloc(n ? n : 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory exporting a root");
 	*bytes = b;
 	*len = n;
-	for (uint32_t t = 0; t < r->seq.n_tokens; t++)
+	for (uint32_t t = from; t < r->seq.n_tokens; t++)
 		for (int l = 0; l < e->m->cfg.n_layers; l++) {
 			memcpy(b, kv_seq_k_row(e->pool, &r->seq, l, t), rb);
 			memcpy(b + rb, kv_seq_v_row(e->pool, &r->seq, l, t), rb);
@@ -1064,7 +1073,16 @@ int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
 int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
 		   size_t len, const float *logits, uint32_t *root_id)
 {
+	return sc_root_import_from(e, 0, 0, n_tokens, bytes, len, logits,
+				   root_id);
+}
+
+int sc_root_import_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
+			uint32_t n_tokens, const void *bytes, size_t len,
+			const float *logits, uint32_t *root_id)
+{
 	const char *b = bytes;
+	const sc_root *base = NULL;
 	sc_root *r;
 	size_t rb;
 	int rc;
@@ -1073,14 +1091,24 @@ int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
 		return rc;
 	rb = row_bytes(e);
 	if (n_tokens < 1 || n_tokens > (uint32_t)e->m->cfg.ctx_len ||
-	    len != (size_t)n_tokens * e->m->cfg.n_layers * 2 * rb)
-		return qerr_fail(QERR_FORMAT, "root import: %zu bytes for %u "
-				 "tokens", len, n_tokens);
+	    n_base >= n_tokens ||
+	    len != (size_t)(n_tokens - n_base) * e->m->cfg.n_layers * 2 * rb)
+		return qerr_fail(QERR_FORMAT, "root import: %zu bytes for "
+				 "tokens %u..%u", len, n_base, n_tokens);
+	if (n_base && (!(base = find_root(e, base_id)) ||
+		       base->seq.n_tokens < n_base))
+		return qerr_fail(QERR_MISSING, "root import: no root %u with "
+				 "%u tokens to start from", base_id, n_base);
 	if ((rc = new_root(e, &r)))
 		return rc;
-	rc = kv_seq_reserve(e->pool, &r->seq, n_tokens);
+	if (n_base) {
+		base = find_root(e, base_id); /* new_root may move the roots */
+		rc = kv_seq_fork_prefix(e->pool, &base->seq, n_base, &r->seq);
+	}
+	if (!rc)
+		rc = kv_seq_reserve(e->pool, &r->seq, n_tokens - n_base);
 	if (!rc) {
-		for (uint32_t t = 0; t < n_tokens; t++)
+		for (uint32_t t = n_base; t < n_tokens; t++)
 			for (int l = 0; l < e->m->cfg.n_layers; l++) {
 				memcpy(kv_seq_k_row(e->pool, &r->seq, l, t), b,
 				       rb);
@@ -1088,7 +1116,7 @@ int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
 				       b + rb, rb);
 				b += 2 * rb;
 			}
-		kv_seq_commit(&r->seq, n_tokens);
+		kv_seq_commit(&r->seq, n_tokens - n_base);
 		memcpy(r->logits, logits,
 		       (size_t)e->m->cfg.vocab * sizeof(float));
 	}

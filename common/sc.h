@@ -252,6 +252,16 @@ int sc_root_count(const sc_engine *e);
  * the pool dtype). *bytes is malloc'ed. */
 int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
 		   size_t *len);
+/* sc_root_export of rows from .. n_tokens - 1 only (from < n_tokens):
+ * for a host that holds a root sharing the first from tokens. */
+int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
+			void **bytes, size_t *len);
+/* A root of n_tokens: the first n_base forked from root base_id (which
+ * holds them: the same tokens, as the caller knows), rows n_base.. from
+ * bytes (sc_root_export_from's). n_base 0: all from bytes. */
+int sc_root_import_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
+			uint32_t n_tokens, const void *bytes, size_t len,
+			const float *logits, uint32_t *root_id);
 /* Creates a root from exported rows and its logits. */
 int sc_root_import(sc_engine *e, uint32_t n_tokens, const void *bytes,
 		   size_t len, const float *logits, uint32_t *root_id);

@@ -18,8 +18,10 @@
  * + 8 per outstanding prefill/export/import) exceeds the least loaded
  * usable worker's by more than ROOTS_BLOCK_WORTH per full block the
  * prefix saves — or cannot make room; then a fresh prefill on the least
- * loaded worker. Only ready roots are bases: requests started together
- * (the pump starts 2 per worker at a time) each prefill their prefix.
+ * loaded worker. Only ready roots are bases; a prompt whose longest
+ * shared prefix is still being prefilled — at least 4 blocks and half its
+ * tokens, as few-shot examples are — waits for it (queued) instead of
+ * prefilling it again; a shorter one (a system prompt) does not wait.
  *
  * Privacy: with CURVE on and prefix_cache.share_across_clients false, a
  * request reuses (whole or in part) only roots its own client key
@@ -41,13 +43,20 @@
 
 /* Load units one saved block of prefill is worth (placement rule). */
 #define ROOTS_BLOCK_WORTH 2
+/* A prompt waits for a root still being prefilled that shares at least
+ * this many blocks and most of its tokens (module comment). */
+#define ROOTS_WAIT_BLOCKS 4
+
+static void rep_unbase(sched *s, replica *rp, int drop);
 
 static void entry_free(sched *s, entry *e)
 {
 	if (e->indexed)
 		pfx_remove(s->index, e, e->tokens, e->n_tokens);
-	for (int i = 0; i < e->n_reps; i++)
+	for (int i = 0; i < e->n_reps; i++) {
+		rep_unbase(s, &e->reps[i], 0);
 		free(e->reps[i].blocks);
+	}
 	free(e->reps);
 	free(e->tokens);
 	free(e->blocks);
@@ -64,6 +73,32 @@ static void entry_unbase(sched *s, entry *e)
 		e->base = NULL;
 		roots_unref(s, b);
 	}
+}
+
+/* A replica no longer needs the root its delta starts from. drop 0: only
+ * the ref count (the caller walks the entry list). */
+static void rep_unbase(sched *s, replica *rp, int drop)
+{
+	entry *b = rp->base;
+
+	if (!b)
+		return;
+	rp->base = NULL;
+	if (drop)
+		roots_unref(s, b);
+	else
+		b->refs--;
+}
+
+/* Removes replica i of e. */
+static void rep_remove(sched *s, entry *e, int i, int drop)
+{
+	replica gone = e->reps[i];
+
+	e->reps[i] = e->reps[--e->n_reps];
+	e->rep_gen++;
+	free(gone.blocks);
+	rep_unbase(s, &gone, drop); /* last: e may go with it */
 }
 
 /* Unlinks e, releasing its roots on the workers that still hold them. */
@@ -191,8 +226,8 @@ static void account(const sched *s, int only, uint64_t *used,
 
 			if (wi < 0 || (only >= 0 && wi != only))
 				continue;
-			if (rp->state == R_IMPORT)
-				used[wi] += nb;
+			if (rp->state == R_IMPORT) /* a delta adds its rest */
+				used[wi] += nb - sched_blocks_for(s, rp->from);
 			else if (rp->state == R_READY && !v) {
 				used[wi] += rp->n_blocks;
 				idle[wi] += busy ? 0 : rp->n_blocks;
@@ -367,12 +402,13 @@ static uint64_t load_of(const sched *s, int wi)
 }
 
 /* pfx_longest's visitor: the longest prefix among ready roots on usable
- * workers (ties: the least loaded holder). */
+ * workers (ties: the least loaded holder), and among roots still being
+ * prefilled. */
 typedef struct {
 	const sched *s;
 	const req *r;
 	entry *ready;
-	size_t ready_len;
+	size_t ready_len, pending_len;
 } best_prefix;
 
 static int visit_prefix(void *arg, void *owner, size_t shared)
@@ -380,8 +416,14 @@ static int visit_prefix(void *arg, void *owner, size_t shared)
 	best_prefix *b = arg;
 	entry *e = owner;
 
-	if (!may_share(b->s, e, b->r) || e->no_base || e->state != E_READY ||
+	if (!may_share(b->s, e, b->r) || e->no_base ||
 	    !members_usable(b->s, e->worker))
+		return 0;
+	if (e->state == E_PREFILL) {
+		b->pending_len = shared;
+		return 1;
+	}
+	if (e->state != E_READY)
 		return 0;
 	if (!b->ready || shared > b->ready_len ||
 	    load_of(b->s, e->worker) < load_of(b->s, b->ready->worker)) {
@@ -393,18 +435,25 @@ static int visit_prefix(void *arg, void *owner, size_t shared)
 
 /* The prefix of r to start from: a ready root sharing its longest
  * block-aligned prefix (*shared tokens, at most n - 1 so one is left to
- * prefill), NULL when none. */
-static entry *find_base(sched *s, const req *r, uint32_t *shared)
+ * prefill), NULL when none. *wait: a root being prefilled shares a longer
+ * prefix that is most of the prompt and at least ROOTS_WAIT_BLOCKS
+ * blocks: r waits for it rather than prefilling it again. */
+static entry *find_base(sched *s, const req *r, uint32_t *shared, int *wait)
 {
 	uint64_t B = (uint64_t)s->c->kv.block_tokens;
 	size_t cap = (r->n_tokens - 1) / B * B;
-	best_prefix b = {s, r, NULL, 0};
+	best_prefix b = {s, r, NULL, 0, 0};
 
 	*shared = 0;
 	pfx_longest(s->index, r->tokens, r->n_tokens, visit_prefix, &b, NULL);
 	if (b.ready_len > cap)
 		b.ready_len = cap;
-	if (!b.ready || !b.ready_len)
+	if (b.pending_len > cap)
+		b.pending_len = cap;
+	*wait = b.pending_len > b.ready_len &&
+		b.pending_len >= ROOTS_WAIT_BLOCKS * B &&
+		2 * b.pending_len >= r->n_tokens;
+	if (*wait || !b.ready || !b.ready_len)
 		return NULL;
 	*shared = (uint32_t)b.ready_len;
 	return b.ready;
@@ -467,6 +516,7 @@ void roots_start(sched *s, req *r)
 		uint64_t need = (uint64_t)sched_blocks_for(s, r->n_tokens) +
 				sched_tail_blocks(s, r);
 		uint32_t largest = roots_largest_pool(s);
+		int wait = 0;
 
 		if (largest && need > largest) {
 			char why[160];
@@ -479,7 +529,10 @@ void roots_start(sched *s, req *r)
 					  why);
 			return;
 		}
-		if (cache && (base = find_base(s, r, &shared))) {
+		if (cache && !(base = find_base(s, r, &shared, &wait)) &&
+		    wait)
+			return; /* stays queued: its prefix is on its way */
+		if (base) {
 			/* held while we may evict for room: never evicted */
 			base->refs++;
 			if (base_fits(s, base, shared,
@@ -566,6 +619,72 @@ int roots_ref_for(const sched *s, const entry *e, const worker *w,
 	return -1;
 }
 
+/* pfx_longest's visitor for a delta copy: the longest prefix of e held
+ * by a ready root or replica on the replica's host (another entry). */
+typedef struct {
+	const sched *s;
+	const req *r;
+	const entry *e;
+	const char *host;
+	entry *best;
+	int worker;
+	uint32_t root;
+	size_t len;
+} delta_find;
+
+static int visit_delta(void *arg, void *owner, size_t shared)
+{
+	delta_find *d = arg;
+	entry *x = owner;
+	int ok = 0;
+
+	if (x == d->e || x->state != E_READY || !may_share(d->s, x, d->r))
+		return 0;
+	if (members_usable(d->s, x->worker) &&
+	    !strcmp(d->s->w[x->worker].host, d->host)) {
+		d->best = x;
+		d->worker = x->worker;
+		d->root = x->root_id;
+		d->len = shared;
+		ok = 1;
+	}
+	for (int i = 0; !ok && i < x->n_reps; i++) {
+		const replica *rp = &x->reps[i];
+
+		if (rp->state == R_READY && members_usable(d->s, rp->worker) &&
+		    !strcmp(rp->host, d->host)) {
+			d->best = x;
+			d->worker = rp->worker;
+			d->root = rp->root_id;
+			d->len = shared;
+			ok = 1;
+		}
+	}
+	return ok;
+}
+
+/* A root on rp's host sharing e's longest block-aligned prefix (less
+ * than all of it): rp becomes a delta copy from it (a ref held). */
+static void delta_base(sched *s, const req *r, entry *e, replica *rp)
+{
+	uint64_t B = (uint64_t)s->c->kv.block_tokens;
+	size_t cap = (e->n_tokens - 1) / B * B;
+	delta_find d = {s, r, e, rp->host, NULL, -1, 0, 0};
+
+	if (s->c->prefix_cache.entries == 0 || r->no_cache)
+		return;
+	pfx_longest(s->index, e->tokens, e->n_tokens, visit_delta, &d, NULL);
+	if (d.len > cap)
+		d.len = cap;
+	if (!d.best || !d.len)
+		return;
+	rp->base = d.best;
+	d.best->refs++;
+	rp->base_worker = d.worker;
+	rp->base_root = d.root;
+	rp->from = (uint32_t)d.len;
+}
+
 /* Starts a transfer of e to host unless one is under way. */
 void roots_want_replica(sched *s, req *r, entry *e, const char *host)
 {
@@ -585,11 +704,17 @@ void roots_want_replica(sched *s, req *r, entry *e, const char *host)
 	snprintf(rp->host, sizeof(rp->host), "%s", host);
 	rp->state = R_EXPORT;
 	rp->worker = -1;
+	rp->base_worker = -1;
 	rp->op = (uint32_t)++s->next_id;
 	rp->for_rid = r->rid;
 	x.request_id = e->id;
 	x.attempt = rp->op;
 	x.root_id = e->root_id;
+	delta_base(s, r, e, rp);
+	if (rp->from) {
+		x.has_from_tokens = 1;
+		x.from_tokens = rp->from;
+	}
 	m.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
 	m.export_root = &x;
 	s->w[e->worker].ops++;
@@ -677,30 +802,37 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 	if (s->w[wi].ops)
 		s->w[wi].ops--;
 	if (!rp || rp->state != R_EXPORT || e->worker != wi ||
-	    d->n_tokens != e->n_tokens)
+	    d->n_tokens != e->n_tokens ||
+	    (d->has_from_tokens ? d->from_tokens : 0) != rp->from)
 		return;
+	/* a delta: the worker holding its base imports it, if still there */
+	if (rp->from && members_usable(s, rp->base_worker))
+		imp = rp->base_worker;
 	/* the importer: a worker on that host with a job waiting, else any */
-	for (req *q = s->reqs; q && imp < 0; q = q->next)
+	for (req *q = s->reqs; !rp->from && q && imp < 0; q = q->next)
 		for (job *j = q->jobs; q->root == e && j; j = j->next)
 			if (j->state == J_WAIT_ROOT &&
 			    !strcmp(s->w[j->worker].host, rp->host)) {
 				imp = j->worker;
 				break;
 			}
-	for (int i = 0; imp < 0 && i < s->n_workers; i++)
+	for (int i = 0; !rp->from && imp < 0 && i < s->n_workers; i++)
 		if (s->w[i].used && !s->w[i].dead &&
 		    !strcmp(s->w[i].host, rp->host))
 			imp = i;
 	if (imp < 0) {
-		free(rp->blocks);
-		*rp = e->reps[--e->n_reps];
-		e->rep_gen++;
+		rep_remove(s, e, (int)(rp - e->reps), 1);
 		return;
 	}
 	rp->worker = imp;
 	rp->state = R_IMPORT;
+	if (rp->from) {
+		d->has_base_root_id = 1;
+		d->base_root_id = rp->base_root;
+	}
 	if ((r = dispatch_req_by_rid(s, rp->for_rid))) {
-		r->blocks_transferred += e->n_blocks;
+		r->blocks_transferred += e->n_blocks -
+					 rp->from / s->c->kv.block_tokens;
 		r->bytes_transferred += d->kv.len;
 		r->messages += 2;
 	}
@@ -727,8 +859,7 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 	    strcmp(x->pool_name, s->w[wi].pool) ||
 	    !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1))) {
 		sched_send_release(s, wi, x->root_id);
-		*rp = e->reps[--e->n_reps];
-		e->rep_gen++;
+		rep_remove(s, e, (int)(rp - e->reps), 1);
 		return;
 	}
 	memcpy(rp->blocks, x->blocks, x->n_blocks * sizeof(*rp->blocks));
@@ -738,6 +869,8 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 	e->rep_gen++;
 	if ((r = dispatch_req_by_rid(s, rp->for_rid)))
 		r->messages++;
+	/* its blocks are its own references now (last: e may go with it) */
+	rep_unbase(s, rp, 1);
 }
 
 void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
@@ -797,6 +930,7 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 					dispatch_job_drop(s, r, j);
 			}
 		}
+		rep_unbase(s, rp, 1); /* last: e may go with it */
 	}
 }
 
@@ -819,9 +953,7 @@ void roots_forget_worker(sched *s, int wi)
 			if (rp->worker != wi &&
 			    !(rp->state == R_EXPORT && e->worker == wi))
 				continue;
-			free(rp->blocks);
-			e->reps[i--] = e->reps[--e->n_reps];
-			e->rep_gen++;
+			rep_remove(s, e, i--, 0);
 		}
 		if (e->worker == wi) {
 			e->state = E_DEAD;

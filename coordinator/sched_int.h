@@ -83,6 +83,12 @@ typedef struct {
 	uint64_t for_rid;       /* request whose stats get the transfer */
 	uint32_t root_id, n_blocks;
 	uint32_t *blocks;
+	/* a delta copy: the importer (base_worker) holds a root (base_root,
+	 * of entry base, a ref held until the import ends) sharing the first
+	 * from tokens; only the rows after them travel */
+	struct entry *base;
+	int base_worker;
+	uint32_t base_root, from;
 } replica;
 
 typedef struct entry {

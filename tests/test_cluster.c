@@ -405,6 +405,21 @@ static void two_hosts(void **state)
 	assert_true(r->answer->prefix->cache_hit);
 	assert_int_equal(r->answer->prefix->blocks_transferred, 0);
 	quorum__client_reply__free_unpacked(r, NULL);
+
+	/* another question sharing the system prompt: forked on host a,
+	 * copied to host b, the same bytes on both */
+	o = ask_defaults(questions[1]);
+	r = ask(&cl, s, 22, &o);
+	check_answer(r, &ref[1], "2 hosts, shared prefix");
+	px = r->answer->prefix;
+	assert_true(px->prompt_tokens_reused >= 16);
+	assert_int_equal(distinct_workers(r->answer), 4);
+	/* host b holds question 0's copy: only the blocks after the shared
+	 * ones travel */
+	assert_true(px->blocks_transferred > 0);
+	assert_int_equal(px->blocks_transferred,
+			 px->prefix_blocks - px->prompt_tokens_reused / 16);
+	quorum__client_reply__free_unpacked(r, NULL);
 	zmq_close(s);
 }
 

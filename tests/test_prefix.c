@@ -220,6 +220,69 @@ static void test_bad_bases(void **state)
 	sc_engine_free(&e);
 }
 
+/* A copy to another host that holds a root sharing the first k tokens:
+ * only rows k.. travel (sc_root_export_from), the importer forks its own
+ * root's first k (sc_root_import_from): the same rows and logits. */
+static void test_delta_copy(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *a, *b;
+	sc_root_desc d;
+	uint32_t ra, rb, ca, cb, cb_full;
+	void *bytes, *full;
+	size_t len, flen;
+	uint32_t k = (uint32_t)(common / 16 * 16);
+
+	(void)state;
+	ep.pool_blocks = 64;
+	ep.n_threads = 1;
+	assert_int_equal(sc_engine_new(m, t, &ep, &a), 0);
+	assert_int_equal(sc_engine_new(m, t, &ep, &b), 0);
+	assert_true(k >= 16);
+	assert_int_equal(sc_root_prefill(a, pa, na, &ra), 0);
+	assert_int_equal(sc_root_prefill(a, pb, nb, &rb), 0);
+	/* host b holds a copy of prompt A */
+	assert_int_equal(sc_root_get(a, ra, &d), 0);
+	assert_int_equal(sc_root_export(a, ra, &bytes, &len), 0);
+	assert_int_equal(sc_root_import(b, (uint32_t)na, bytes, len, d.logits,
+					&ca), 0);
+	free(bytes);
+	/* prompt B's root goes over as a delta from it */
+	assert_int_equal(sc_root_get(a, rb, &d), 0);
+	assert_int_equal(sc_root_export_from(a, rb, k, &bytes, &len), 0);
+	assert_int_equal(sc_root_export(a, rb, &full, &flen), 0);
+	assert_true(len < flen);
+	assert_int_equal(sc_root_import_from(b, ca, k, (uint32_t)nb, bytes, len,
+					     d.logits, &cb), 0);
+	assert_int_equal(sc_root_import(b, (uint32_t)nb, full, flen, d.logits,
+					&cb_full), 0);
+	assert_same_root(b, cb_full, cb, "delta copy");
+	/* bad deltas are refused */
+	assert_int_equal(sc_root_import_from(b, ca + 99, k, (uint32_t)nb, bytes,
+					     len, d.logits, &cb_full),
+			 QERR_MISSING);
+	assert_int_equal(sc_root_import_from(b, ca, k, (uint32_t)nb, bytes,
+					     len - 1, d.logits, &cb_full),
+			 QERR_FORMAT);
+	assert_int_equal(sc_root_export_from(a, rb, (uint32_t)nb, &full, &flen),
+			 QERR_RANGE);
+	free(bytes);
+	free(full);
+	assert_int_equal(sc_root_release(b, ca), 0); /* the delta lives on */
+	assert_int_equal(sc_root_get(b, cb, &d), 0);
+	assert_int_equal(d.n_tokens, nb);
+	for (uint32_t id = 1; id < 16; id++)
+		sc_root_release(b, id);
+	qerr_clear();
+	assert_int_equal(sc_root_count(b), 0);
+	assert_int_equal(sc_engine_kv_in_use(b), 0);
+	assert_int_equal(sc_root_release(a, ra), 0);
+	assert_int_equal(sc_root_release(a, rb), 0);
+	assert_int_equal(sc_engine_kv_in_use(a), 0);
+	sc_engine_free(&b);
+	sc_engine_free(&a);
+}
+
 static void same_run(const sc_result *a, const sc_result *b, const char *what)
 {
 	assert_int_equal(a->n, b->n);
@@ -322,6 +385,7 @@ int main(void)
 		cmocka_unit_test(test_bit_identity_every_boundary),
 		cmocka_unit_test(test_bad_bases),
 		cmocka_unit_test(test_run_cache),
+		cmocka_unit_test(test_delta_copy),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

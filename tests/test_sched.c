@@ -27,7 +27,9 @@
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
  *                       identical prompts, bypass, CURVE client keys,
- *                       share_across_clients; a cleared cache frees all
+ *                       share_across_clients; a prompt waits for a long
+ *                       shared prefix being prefilled; a cleared cache
+ *                       frees all
  *   shots               Ask.shots rendered as prior turns; bad ones refused
  */
 #include <setjmp.h>
@@ -863,6 +865,34 @@ static void prefix_reuse(void **state)
 	assert_true(reused >= 64);
 	assert_true(s->tokens_reused > 0 && s->tokens_prefilled > 0);
 	s->zap = NULL;
+	/* two prompts sharing the examples asked together (new ones): the
+	 * second waits for the first's root instead of prefilling the
+	 * examples again, then forks it */
+	{
+		int prefills = 0;
+		uint64_t based = (uint64_t)a.based + b.based;
+
+		for (int i = 0; i < 2; i++)
+			assert_true(roots_make_room(s, i, 64)); /* cold */
+		serve_all(s, ws, 2);
+		o.question = "Ivy packs 5 boxes of 12 cups. How many cups?";
+		c_ask_k(s, "c4", "KEY-4", 2, &o, 0);
+		o.question = "Jo has 8 rows of 7 trees. How many trees?";
+		c_ask_k(s, "c4", "KEY-4", 3, &o, 0);
+		for (int i = 0; i < n_out; i++)
+			if (outq[i].to_worker) {
+				Quorum__CoordMsg *m = quorum__coord_msg__unpack(
+					NULL, outq[i].len, outq[i].buf);
+
+				prefills += m->body_case ==
+					    QUORUM__COORD_MSG__BODY_PREFILL;
+				quorum__coord_msg__free_unpacked(m, NULL);
+			}
+		assert_int_equal(prefills, 1);
+		prefix_of(s, ws, 2, "c4", &reused, &filled, &hit);
+		prefix_of(s, ws, 2, "c4", &reused, &filled, &hit);
+		assert_int_equal(a.based + b.based, based + 1);
+	}
 	/* the cache cleared: every block of both pools is free again */
 	assert_true(a.used > 0 || b.used > 0);
 	for (int i = 0; i < 2; i++)

@@ -652,7 +652,9 @@ static void on_export(wk *w, const Quorum__ExportRoot *x)
 	int rc;
 
 	if ((rc = sc_root_get(w->e, x->root_id, &desc)) ||
-	    (rc = sc_root_export(w->e, x->root_id, &bytes, &len))) {
+	    (rc = sc_root_export_from(w->e, x->root_id,
+				      x->has_from_tokens ? x->from_tokens : 0,
+				      &bytes, &len))) {
 		send_error(w, x->request_id, x->attempt, wire_status_of_qerr(rc),
 			   qerr_detail());
 		return;
@@ -672,6 +674,8 @@ static void on_export(wk *w, const Quorum__ExportRoot *x)
 	d.n_tokens = desc.n_tokens;
 	d.kv.data = bytes;
 	d.kv.len = len;
+	d.has_from_tokens = x->has_from_tokens;
+	d.from_tokens = x->from_tokens;
 	d.logits.data = (uint8_t *)desc.logits;
 	d.logits.len = (size_t)w->m->cfg.vocab * sizeof(float);
 	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
@@ -694,8 +698,16 @@ static void on_import(wk *w, const Quorum__RootData *x)
 			   QUORUM__STATUS__STATUS_BAD_REQUEST, "bad logits");
 		return;
 	}
-	rc = sc_root_import(w->e, x->n_tokens, x->kv.data, x->kv.len, logits,
-			    &root);
+	if (x->has_from_tokens && x->from_tokens &&
+	    (!x->has_base_root_id || !tracked_root(w, x->base_root_id)))
+		rc = qerr_fail(QERR_MISSING, "import base root %u is not held",
+			       x->base_root_id);
+	else
+		rc = sc_root_import_from(w->e, x->base_root_id,
+					 x->has_from_tokens ? x->from_tokens
+							    : 0,
+					 x->n_tokens, x->kv.data, x->kv.len,
+					 logits, &root);
 	free(logits);
 	if (keep_root(w, x->request_id, x->attempt, rc, root, &d))
 		return;
