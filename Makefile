@@ -189,13 +189,18 @@ bench-sched: deps $(B)/bench/sched_sim
 
 # Issue 5's benchmark: in-process vs a 1x2 and a 2x1 local cluster, same
 # work (N = 8, 32; 64 tokens/sample), samples checked byte-identical.
-.PHONY: bench-cluster bench-prefix
+.PHONY: bench-cluster bench-prefix bench-merge
 bench-cluster: deps all $(BENCH_MODEL)
 	BENCH_MODEL=$(BENCH_MODEL) timeout 1800 sh bench/cluster_bench.sh $(B)
 
 # issue 16: an 8-shot prompt over many questions, prefix cache on and off
 bench-prefix: deps all $(BENCH_MODEL)
 	BENCH_MODEL=$(BENCH_MODEL) timeout 7200 sh bench/prefix_bench.sh $(B)
+
+# Issue 15's benchmark: 16 concurrent requests (N = 4, 64 tokens/sample)
+# on one worker, merged rounds vs one decode job at a time.
+bench-merge: deps all $(BENCH_MODEL)
+	BENCH_MODEL=$(BENCH_MODEL) timeout 3600 sh bench/merge_bench.sh $(B)
 
 clean:
 	rm -rf $(B)

@@ -165,27 +165,38 @@ static uint64_t root_extra(const sched *s, const req *r, const char *host)
 	return sched_blocks_for(s, r->n_tokens);
 }
 
-/* Splits the pending indices of r over the workers' free slots and KV
- * blocks (each sample reserves its worst-case tail; contiguous ranges,
- * as even as slots and blocks allow; unused cached roots are evicted
- * for room) and sends the jobs whose root is reachable. */
-static void split(sched *s, req *r)
+/* Samples of r that may be assigned now: pending ones, at most r->width
+ * in flight (early stopping: the lowest pending indices first), none once
+ * the request is decided. *flying: its samples assigned now. */
+static uint32_t assignable(const req *r, uint32_t *flying)
 {
-	int elig[MAX_WORKERS], ne = 0;
-	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS], all[MAX_WORKERS];
-	uint32_t pending = 0, next = 0, tail = sched_tail_blocks(s, r);
-	uint32_t flying = 0;
+	uint32_t pending = 0, fl = 0;
 
 	for (uint32_t i = 0; i < r->n; i++) {
 		pending += r->st[i] == S_PENDING;
-		flying += r->st[i] == S_ASSIGNED;
+		fl += r->st[i] == S_ASSIGNED;
 	}
-	/* early stopping: at most r->width samples in flight, the lowest
-	 * pending indices first; none once the request is decided */
+	*flying = fl;
 	if (r->decided)
-		pending = 0;
-	else if (pending > r->width - (flying < r->width ? flying : r->width))
-		pending = r->width - (flying < r->width ? flying : r->width);
+		return 0;
+	if (pending > r->width - (fl < r->width ? fl : r->width))
+		pending = r->width - (fl < r->width ? fl : r->width);
+	return pending;
+}
+
+/* Splits up to cap pending indices of r over the workers' free slots and
+ * KV blocks (each sample reserves its worst-case tail; contiguous ranges,
+ * as even as slots and blocks allow; unused cached roots are evicted
+ * for room) into jobs (send_waiting sends them). */
+static void split(sched *s, req *r, uint32_t cap)
+{
+	int elig[MAX_WORKERS], ne = 0;
+	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS], all[MAX_WORKERS];
+	uint32_t next = 0, tail = sched_tail_blocks(s, r), flying;
+	uint32_t pending = assignable(r, &flying);
+
+	if (pending > cap)
+		pending = cap;
 	if (pending)
 		roots_room_all(s, NULL, all);
 	for (int i = 0; pending && i < s->n_workers; i++) {
@@ -241,6 +252,12 @@ static void split(sched *s, req *r)
 			r->jobs = j;
 		}
 	}
+}
+
+/* Sends r's jobs waiting for their root where it is reachable now (tried
+ * again only when the root's copies changed). */
+static void send_waiting(sched *s, req *r)
+{
 	for (job *j = r->jobs; j; j = j->next)
 		if (j->state == J_WAIT_ROOT &&
 		    (!j->tried || j->tried_gen != r->root->rep_gen)) {
@@ -273,6 +290,84 @@ static void requeue(sched *s, req *r)
 	} else if (++r->failures > MAX_FAILURES) {
 		dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_WORKER_LOST,
 				  "root lost too often: retry budget exhausted");
+	}
+}
+
+/* The free decode slots go to the requests decoding by max-min fairness:
+ * each free slot to the request with the fewest samples in flight
+ * (counting what this pass gives), so a request of N=64 that came first
+ * cannot starve one of N=4 behind it — the workers then interleave their
+ * forks in one merged round. Each request's share is split in one go
+ * (one job per worker); what placement could not use (blocks, hosts)
+ * goes to the others in a second pass, fewest in flight first. */
+static void share_slots(sched *s)
+{
+	enum { MAXR = 4096 };
+	req *rs[MAXR];
+	uint32_t fly[MAXR], want[MAXR], give[MAXR];
+	uint64_t free_slots = 0;
+	int nr = 0;
+
+	for (int i = 0; i < s->n_workers; i++)
+		if (members_usable(s, i) && s->w[i].busy < s->w[i].slots)
+			free_slots += s->w[i].slots - s->w[i].busy;
+	for (req *r = s->reqs; r && nr < MAXR; r = r->next) {
+		if (r->state != Q_DECODE || r->n_done == r->n || r->decided)
+			continue;
+		want[nr] = assignable(r, &fly[nr]);
+		if (!want[nr])
+			continue;
+		give[nr] = 0;
+		rs[nr++] = r;
+	}
+	{
+		uint64_t total = 0;
+
+		for (int k = 0; k < nr; k++)
+			total += want[k];
+		if (total < free_slots)
+			free_slots = total; /* never more than is wanted */
+	}
+	for (uint64_t left = free_slots; left > 0; left--) {
+		int best = -1;
+
+		for (int k = 0; k < nr; k++)
+			if (give[k] < want[k] &&
+			    (best < 0 || fly[k] + give[k] <
+						 fly[best] + give[best]))
+				best = k;
+		if (best < 0)
+			break;
+		give[best]++;
+	}
+	for (int pass = 0; pass < 2 && free_slots; pass++) {
+		int ord[MAXR];
+
+		/* fewest in flight first (arrival order among equals) */
+		for (int k = 0; k < nr; k++) {
+			int at = k;
+
+			while (at > 0 && fly[ord[at - 1]] > fly[k]) {
+				ord[at] = ord[at - 1];
+				at--;
+			}
+			ord[at] = k;
+		}
+		for (int i = 0; i < nr; i++) {
+			int k = ord[i];
+
+			if (pass == 0 && give[k])
+				split(s, rs[k], give[k]);
+			else if (pass == 1)
+				split(s, rs[k], UINT32_MAX);
+		}
+		for (int k = 0; k < nr; k++)
+			assignable(rs[k], &fly[k]); /* split never frees r */
+		free_slots = 0;
+		for (int i = 0; i < s->n_workers; i++)
+			if (members_usable(s, i) &&
+			    s->w[i].busy < s->w[i].slots)
+				free_slots += s->w[i].slots - s->w[i].busy;
 	}
 }
 
@@ -329,10 +424,12 @@ void dispatch_pump(sched *s)
 			 * decided request's cancelled jobs too) */
 			if (!r->jobs)
 				front_finish(s, r);
-			continue;
 		}
-		split(s, r);
 	}
+	share_slots(s);
+	for (req *r = s->reqs; r; r = r->next)
+		if (r->state == Q_DECODE && r->n_done < r->n && !r->decided)
+			send_waiting(s, r);
 }
 
 static job *job_of(req *r, uint32_t attempt, int wi)

@@ -231,6 +231,29 @@ ok = [x["id"] for x in r] == ["a", "b", "c"] and all(
     (x["correct"] is None) == (x["expected"] is None) for x in r)
 sys.exit(0 if ok else 1)' "$tmp/r.jsonl"
 
+# ---- quorum run --file: the questions in merged rounds, in one process -------------
+timeout $T_ASK "$Q" run --model "$model" --file "$tmp/q.jsonl" -n 3 \
+	--max-new-tokens 16 --stop none --max-live 4 --prefill-tokens 5 \
+	>"$tmp/run-file.jsonl" 2>"$tmp/run-file.err"
+check "run --file exits 1 (a malformed line)" [ $? -eq 1 ]
+check "run --file reports the malformed line 2" grep -q 'q.jsonl:2:' "$tmp/run-file.err"
+i=0
+for q in "What is 2+2?" "What is 10-3?" "Name a prime number."; do
+	timeout $T_ASK "$Q" run --model "$model" -n 3 --max-new-tokens 16 \
+		--stop none --json "$q" >"$tmp/run-$i.json" 2>/dev/null
+	i=$((i + 1))
+done
+check "run --file: each question's samples are its quorum run's, bit for bit" $PY -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+one = [json.load(open(f)) for f in sys.argv[2:]]
+ok = [x["id"] for x in r] == ["a", "b", "c"] and all(
+    x["samples"] == y["samples"] and x["votes"] == y["votes"] and
+    x["answer"] == y["answer"] for x, y in zip(r, one)) and \
+    r[0]["expected"] == "4" and r[2].get("expected") is None
+sys.exit(0 if ok else 1)' "$tmp/run-file.jsonl" "$tmp/run-0.json" \
+	"$tmp/run-1.json" "$tmp/run-2.json"
+
 # ---- status -----------------------------------------------------------------------
 timeout 30 "$Q" status --endpoint "$EP" >"$tmp/s.txt" 2>&1
 check "status exits 0" [ $? -eq 0 ]

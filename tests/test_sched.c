@@ -1300,6 +1300,64 @@ static void fair_start(void **state)
 	free_sched(&s);
 }
 
+/* Slots are shared by max-min fairness: a request of N=16 that came
+ * first and filled the worker's 8 slots does not keep them when they
+ * free — the request of N=4 behind it gets its share at once (the worker
+ * interleaves both in merged rounds). */
+static void slot_share(void **state)
+{
+	sched *s = new_sched("limits:\n  queue_depth: 16\n", FW_FP);
+	fw a;
+	ask_o big = {"big?", NULL, 16, 4, 0}, small = {"small?", NULL, 4, 4, 0};
+	uint64_t rid_x = 0, rid_y = 0;
+	Quorum__CoordMsg *first;
+	int got_x = 0, got_y = 0;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 8);
+	a.hold = 1;
+	fw_register(s, &a);
+	c_ask(s, "x", 1, &big);
+	fw_serve(s, &a); /* x's prefill; its first job is held */
+	c_ask(s, "y", 1, &small);
+	fw_serve(s, &a); /* y's prefill; no slot free for y */
+	for (const req *r = s->reqs; r; r = r->next) {
+		if (r->cid[0] == 'x')
+			rid_x = r->rid;
+		if (r->cid[0] == 'y')
+			rid_y = r->rid;
+	}
+	assert_int_equal(a.n_held, 1);
+	assert_int_equal(a.held[0]->decode->request_id, rid_x);
+	assert_int_equal(a.held[0]->decode->n_indices, 8);
+	/* x's first 8 samples end: the 8 slots go 4 to y, 4 to x */
+	first = a.held[0];
+	a.n_held = 0;
+	fw_decode(s, &a, first->decode, NULL);
+	quorum__coord_msg__free_unpacked(first, NULL);
+	fw_serve(s, &a);
+	for (int i = 0; i < a.n_held; i++) {
+		const Quorum__DecodeJob *d = a.held[i]->decode;
+
+		got_x += d->request_id == rid_x ? (int)d->n_indices : 0;
+		got_y += d->request_id == rid_y ? (int)d->n_indices : 0;
+	}
+	assert_int_equal(got_y, 4);
+	assert_int_equal(got_x, 4);
+	/* the rest runs to the end: both answered */
+	a.hold = 0;
+	while (a.n_held) {
+		Quorum__CoordMsg *m = a.held[--a.n_held];
+
+		fw_decode(s, &a, m->decode, NULL);
+		quorum__coord_msg__free_unpacked(m, NULL);
+		fw_serve(s, &a);
+	}
+	assert_int_equal(reply_status("x", 1), QUORUM__STATUS__STATUS_OK);
+	assert_int_equal(reply_status("y", 1), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -1372,6 +1430,7 @@ int main(void)
 		cmocka_unit_test_setup(worker_validation, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
 		cmocka_unit_test_setup(fair_start, case_setup),
+		cmocka_unit_test_setup(slot_share, case_setup),
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
 	};
 

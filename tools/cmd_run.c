@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "client.h"
 #include "kern.h"
 #include "model.h"
 #include "prompt.h"
+#include "qset.h"
 #include "qerr.h"
 #include "qset.h"
 #include "sc.h"
@@ -17,11 +19,22 @@
 
 static void help(void)
 {
-	printf("usage: quorum run --model M.gguf [options] \"question\"\n\n"
+	printf("usage: quorum run --model M.gguf [options] \"question\"\n"
+	       "       quorum run --model M.gguf [options] --file Q.jsonl\n\n"
 	       "Answers a question by self-consistency: the prompt is prefilled\n"
 	       "once, forked N times, the forks are decoded together, each\n"
 	       "sample's final answer is extracted and the majority wins.\n"
 	       "The question is read from stdin when it is '-'.\n\n"
+	       "With --file, every line {\"question\": ..., \"id\"?: ...,\n"
+	       "\"answer\"?: expected} is a question, and the forks of all the\n"
+	       "questions in flight share each decode round (continuous\n"
+	       "batching; every result is the one the question gets alone).\n"
+	       "Output: one JSON line per question, in file order (the --json\n"
+	       "object plus \"line\", \"id\", and \"expected\", \"correct\"\n"
+	       "compared as `quorum ask --file` does; or {\"line\", \"error\"}\n"
+	       "for a question that cannot run, those first); malformed lines\n"
+	       "are reported on stderr and skipped; a summary goes to stderr.\n"
+	       "Exit status 1 when any line failed.\n\n"
 	       "options:\n"
 	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3)\n"
 	       "  -n N                  samples (default 8)\n"
@@ -70,6 +83,12 @@ static void help(void)
 	       "  --logprobs            every token's log-probability (--json:\n"
 	       "                        samples[].logprobs)\n"
 	       "  --json                one JSON object (fields in README)\n"
+	       "  --file FILE           questions, one JSON object a line ('-':\n"
+	       "                        stdin); batched mode\n"
+	       "  --max-live F          --file: forks decoded per round at most,\n"
+	       "                        over all questions (default 64)\n"
+	       "  --prefill-tokens T    --file: prompt tokens prefilled per round\n"
+	       "                        between decode rounds (default 256)\n"
 	       "  -h, --help            this help\n");
 }
 
@@ -158,14 +177,14 @@ static void print_stop(const sc_result *r)
 	       (unsigned long long)x->tokens_saved);
 }
 
-static void print_json(const model *m, const char *mpath,
-		       const prompt_style *ps, const sc_params *p,
-		       const sc_result *r)
+/* The result as the JSON object of `quorum run --json` (README). */
+static json_t *run_json(const model *m, const char *mpath,
+			const prompt_style *ps, const sc_params *p,
+			const sc_result *r)
 {
 	json_t *o = json_object(), *votes = json_array(), *smp = json_array();
 	const sc_stats *st = &r->stats;
 	double dec_s = st->decode_ms / 1e3;
-	char *s;
 
 	for (size_t i = 0; i < r->vote.n_entries; i++) {
 		const vote_entry *v = &r->vote.entries[i];
@@ -241,11 +260,192 @@ static void print_json(const model *m, const char *mpath,
 		"{s:I, s:I, s:I}", "peak_bytes", (json_int_t)st->kv_peak_bytes,
 		"unshared_bytes", (json_int_t)st->kv_unshared_bytes,
 		"cow_blocks", (json_int_t)st->cow_blocks));
-	s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	return o;
+}
+
+static void print_json(const model *m, const char *mpath,
+		       const prompt_style *ps, const sc_params *p,
+		       const sc_result *r)
+{
+	json_t *o = run_json(m, mpath, ps, p, r);
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
 	if (s)
 		printf("%s\n", s);
 	free(s);
 	json_decref(o);
+}
+
+/* ---- --file: many questions in merged rounds ------------------------- */
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A question of the file and its prompt. */
+typedef struct {
+	const qset_item *it;
+	int32_t *ids;
+	size_t n_ids;
+	char *err;          /* why it is not run (or failed), or NULL */
+} file_q;
+
+typedef struct {
+	const model *m;
+	const char *mpath;
+	const prompt_style *ps;
+	const sc_params *p;
+	file_q *fq;
+	int *map;           /* question index -> fq index */
+	int n_errors, n_expected, n_correct;
+	uint64_t tokens;
+} file_run;
+
+static char *dup_str(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+static void emit_line(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	fflush(stdout);
+	json_decref(o);
+}
+
+static void emit_error(const file_q *q)
+{
+	json_t *o = json_object(), *id = json_object_get(q->it->obj, "id");
+
+	json_object_set_new(o, "line", json_integer(q->it->line));
+	if (id)
+		json_object_set(o, "id", id);
+	json_object_set_new(o, "error", json_string(q->err ? q->err : ""));
+	emit_line(o);
+}
+
+/* sc_run_many's results, in question order: one JSON line each. */
+static int on_file_result(void *ctx, int q, int rc, const char *err,
+			  sc_result *r)
+{
+	file_run *fr = ctx;
+	file_q *x = &fr->fq[fr->map[q]];
+	json_t *o, *out = json_object(), *id, *v;
+	const char *k;
+
+	if (rc) {
+		x->err = dup_str(err ? err : qerr_detail());
+		fr->n_errors++;
+		emit_error(x);
+		json_decref(out);
+		sc_result_fini(r);
+		return 0;
+	}
+	o = run_json(fr->m, fr->mpath, fr->ps, fr->p, r);
+	json_object_set_new(out, "line", json_integer(x->it->line));
+	if ((id = json_object_get(x->it->obj, "id")))
+		json_object_set(out, "id", id);
+	if (x->it->expected) {
+		/* compared as `quorum ask --file` does (qset_match) */
+		int ok = r->vote.winner != VOTE_NONE &&
+			 qset_match(x->it->expected, r->vote.entries[0].answer,
+				    strlen(r->vote.entries[0].answer));
+
+		json_object_set_new(out, "expected",
+				    client_text(x->it->expected,
+						strlen(x->it->expected)));
+		json_object_set_new(out, "correct", json_boolean(ok));
+		fr->n_expected++;
+		fr->n_correct += ok;
+	}
+	json_object_foreach(o, k, v)
+		json_object_set(out, k, v);
+	json_decref(o);
+	fr->tokens += r->stats.gen_tokens;
+	emit_line(out);
+	sc_result_fini(r);
+	return 0;
+}
+
+/* Every usable line is a question of one sc_run_many: the forks of all
+ * questions in flight share each round's forward. Lines that are not a
+ * question (qset_read: reported on stderr) are skipped; a question whose
+ * prompt cannot be built or run gets an error line. */
+static int run_file(const model *m, const tok *t, const char *mpath,
+		    const prompt_style *ps, const char *system,
+		    const prompt_shot *shots, size_t n_shots, const char *path,
+		    sc_engine *e, const sc_params *p, int max_live,
+		    int prefill_tokens)
+{
+	file_run fr = {m, mpath, ps, p, NULL, NULL, 0, 0, 0, 0};
+	qset_item *items = NULL;
+	size_t n = 0, n_bad = 0;
+	sc_question *qs = NULL;
+	int nq = 0, rc;
+	double t0 = now_ms(), dt;
+
+	if (qset_read("run", path, &items, &n, &n_bad))
+		return 1;
+	qs = calloc(n + 1, sizeof(*qs));
+	fr.map = calloc(n + 1, sizeof(*fr.map));
+	fr.fq = calloc(n + 1, sizeof(*fr.fq));
+	if (!qs || !fr.map || !fr.fq) {
+		fprintf(stderr, "quorum run: out of memory\n");
+		rc = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		file_q *x = &fr.fq[i];
+
+		x->it = &items[i];
+		if (prompt_build_shots(t, ps->family, ps->think, system, shots,
+				       n_shots, items[i].question, &x->ids,
+				       &x->n_ids)) {
+			x->err = dup_str(qerr_detail());
+			fr.n_errors++;
+			emit_error(x); /* before the results */
+			continue;
+		}
+		qs[nq] = (sc_question){x->ids, x->n_ids, p};
+		fr.map[nq++] = (int)i;
+	}
+	rc = sc_run_many(e, qs, nq, max_live, prefill_tokens, on_file_result,
+			 &fr);
+	dt = (now_ms() - t0) / 1e3;
+	if (rc)
+		fprintf(stderr, "quorum run: %s\n", qerr_detail());
+	fprintf(stderr, "quorum run: %zu questions, %d errors, %zu malformed "
+		"lines", n, fr.n_errors, n_bad);
+	if (fr.n_expected)
+		fprintf(stderr, ", %d of %d correct", fr.n_correct,
+			fr.n_expected);
+	fprintf(stderr, "; %llu tokens in %.1f s (%.1f tokens/s), up to %d "
+		"forks per round\n", (unsigned long long)fr.tokens, dt,
+		dt > 0 ? fr.tokens / dt : 0.0, max_live);
+	rc = rc || fr.n_errors || n_bad ? 1 : 0;
+out:
+	for (size_t i = 0; fr.fq && i < n; i++) {
+		free(fr.fq[i].ids);
+		free(fr.fq[i].err);
+	}
+	free(fr.fq);
+	free(qs);
+	free(fr.map);
+	qset_free(items, n);
+	return rc;
 }
 
 static void print_text(const model *m, const prompt_style *ps,
@@ -328,17 +528,21 @@ int cmd_run(int argc, char **argv)
 		{"stop-string", required_argument, 0, 'Q'},
 		{"logprobs", no_argument, 0, 'L'},
 		{"json", no_argument, 0, 'J'},
+		{"file", required_argument, 0, 'G'},
+		{"max-live", required_argument, 0, 'L'},
+		{"prefill-tokens", required_argument, 0, 'R'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	sc_params p = {.sp = {0.7f, 40, 0.95f}, .n = 8, .max_new = 256,
 		       .mode = SC_BATCHED, .stop = STOP_RULE_DEFAULT};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	const char *mpath = NULL, *system = NULL, *tmpl = NULL;
+	const char *mpath = NULL, *system = NULL, *tmpl = NULL, *file = NULL;
 	const char *shots_file = NULL;
 	prompt_shot *shots = NULL;
 	size_t n_shots = 0;
 	char *question = NULL, *stdin_buf = NULL;
+	int max_live = 64, prefill_tokens = 256;
 	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT;
 	prompt_style ps;
 	long v;
@@ -355,6 +559,7 @@ int cmd_run(int argc, char **argv)
 		case 'm': mpath = optarg; break;
 		case 's': system = optarg; break;
 		case 'f': shots_file = optarg; break;
+		case 'G': file = optarg; break;
 		case 't':
 			if (prompt_family_from_name(optarg) < 0)
 				return cli_usage_error("run", "unknown template "
@@ -381,6 +586,17 @@ int cmd_run(int argc, char **argv)
 						       qerr_detail());
 			break;
 		case 'J': json = 1; break;
+		case 'L':
+			if (cli_long("run", "--max-live", optarg, 1, 65536, &v))
+				return 2;
+			max_live = (int)v;
+			break;
+		case 'R':
+			if (cli_long("run", "--prefill-tokens", optarg, 1,
+				     65536, &v))
+				return 2;
+			prefill_tokens = (int)v;
+			break;
 		case 'n':
 			if (cli_long("run", "-n", optarg, 1, 65536, &v))
 				return 2;
@@ -476,6 +692,37 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!mpath)
 		return cli_usage_error("run", "--model is required");
+	if (file && optind != argc)
+		return cli_usage_error("run", "--file takes the questions from "
+				       "the file: give no question argument");
+	if (file && p.mode != SC_BATCHED)
+		return cli_usage_error("run", "--file runs in batched mode");
+	if (file) {
+		if (shots_file &&
+		    qset_read_shots("run", shots_file, &shots, &n_shots))
+			goto out;
+		if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
+		    prompt_style_resolve(t, tmpl, think, &ps)) {
+			fprintf(stderr, "quorum run: %s\n", qerr_detail());
+			goto out;
+		}
+		fprintf(stderr, "quorum run: template %s\n", ps.note);
+		if (ps.warning[0])
+			fprintf(stderr, "quorum run: warning: %s\n", ps.warning);
+		/* rows per forward: the merged round's forks and the
+		 * prefill chunk */
+		if (ep.max_batch < max_live)
+			ep.max_batch = max_live < 256 ? max_live : 256;
+		if (ep.prefill_chunk < prefill_tokens)
+			ep.prefill_chunk = prefill_tokens;
+		if (sc_engine_new(m, t, &ep, &e)) {
+			fprintf(stderr, "quorum run: %s\n", qerr_detail());
+			goto out;
+		}
+		rc = run_file(m, t, mpath, &ps, system, shots, n_shots, file, e,
+			      &p, max_live, prefill_tokens);
+		goto out;
+	}
 	if (optind + 1 != argc)
 		return cli_usage_error("run", "give exactly one question "
 				       "('-' reads stdin)");
