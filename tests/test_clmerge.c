@@ -4,8 +4,9 @@
  * mid-way) fired at once at a cluster of 1 and of 3 workers — whose
  * workers decode the forks of all the requests they hold in merged
  * rounds — gives every request exactly the bytes it gets alone in one
- * process (sc_run, as `quorum run`). Afterwards every worker's KV pool is
- * back to fully free.
+ * process (sc_run, as `quorum run`); so does the stream on 3 workers one
+ * of which is killed mid-way. Afterwards every worker's KV pool is back
+ * to fully free.
  *
  * Cheap on purpose: a tiny model with the shipped 809-token vocabulary,
  * short samples.
@@ -152,15 +153,42 @@ static void check(const Quorum__ClientReply *r, int i)
 	}
 }
 
+/* The worker decoding the most samples now (its pid), or 0. */
+static pid_t busiest_worker(void *s)
+{
+	Quorum__ClientReply *r = cu_status(s);
+	uint32_t most = 0;
+	pid_t pid = 0;
+
+	if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER)
+		for (size_t w = 0; w < r->cluster->n_workers; w++)
+			if (r->cluster->workers[w]->busy > most) {
+				most = r->cluster->workers[w]->busy;
+				pid = (pid_t)r->cluster->workers[w]->pid;
+			}
+	if (r)
+		quorum__client_reply__free_unpacked(r, NULL);
+	return pid;
+}
+
 /* Fires the 20 requests at once on one connection, cancels one, and
- * checks every reply; then waits for the pools to be free. */
-static void stream(int workers)
+ * checks every reply; then waits for the pools to be free. With kill,
+ * the busiest worker is SIGKILLed while the stream runs: the requests
+ * whose forks shared its rounds are decoded again elsewhere, every byte
+ * the same. */
+static void stream(int workers, int kill_one)
 {
 	cu_cfg k = cu_cfg_defaults(model_path);
-	int got[N_REQ] = {0}, n_got = 0, cancelled = 0;
+	int got[N_REQ] = {0}, n_got = 0, cancelled = 0, killed = 0;
 	void *s;
 
 	k.local = workers;
+	if (kill_one) {
+		/* a lost worker is noticed within a second (a worker
+		 * wrongly taken for dead changes no byte either) */
+		k.hb_interval_ms = 100;
+		k.liveness = 10;
+	}
 	k.slots = 8;           /* fewer than the stream's samples: merged
 				* rounds, and requests waiting for slots */
 	k.cache_entries = 0;   /* nothing kept: the pools end free */
@@ -180,12 +208,31 @@ static void stream(int workers)
 		q.cancel = &c;
 		assert_int_equal(cu_send(s, &q), 0);
 	}
+	if (kill_one) {
+		/* status on a socket of its own (cu_status drops replies) */
+		void *st = cu_client(&cl);
+
+		assert_non_null(st);
+		for (int tries = 0; tries < 100 && !killed; tries++) {
+			pid_t v = busiest_worker(st);
+
+			if (v > 0) {
+				/* the coordinator reaps it and starts
+				 * a new one */
+				kill(v, SIGKILL);
+				killed = 1;
+			}
+		}
+		zmq_close(st);
+		assert_true(killed); /* some worker was decoding */
+	}
 	while (n_got < N_REQ) {
 		Quorum__ClientReply *r = cu_recv_live(&cl, s, CU_WAIT_MS);
 		int i;
 
 		if (!r)
 			fail_msg("%d of %d replies, then none", n_got, N_REQ);
+
 		i = (int)(r->request_id - 1000);
 		assert_true(i >= 0 && i < N_REQ);
 		assert_false(got[i]); /* exactly one reply each */
@@ -198,27 +245,40 @@ static void stream(int workers)
 			check(r, i); /* the cancel came too late: all of it */
 		quorum__client_reply__free_unpacked(r, NULL);
 	}
-	printf("  %d worker(s): %d replies identical to the in-process runs; "
-	       "request %d %s\n", workers, N_REQ - cancelled, CANCEL_REQ,
-	       cancelled ? "cancelled" : "finished before its cancel");
+	printf("  %d worker(s)%s: %d replies identical to the in-process runs;"
+	       " request %d %s\n", workers,
+	       killed ? ", one killed mid-stream" : "", N_REQ - cancelled,
+	       CANCEL_REQ, cancelled ? "cancelled"
+				     : "finished before its cancel");
 	/* every worker's pool back to free (heartbeats report it) */
 	for (int64_t end = wire_now_ms() + CU_WAIT_MS;;) {
 		Quorum__ClientReply *r = cu_status(s);
 		int busy = -1;
 
+		char what[256] = "";
+
 		if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER &&
 		    r->cluster->n_workers == (size_t)workers) {
 			busy = 0;
-			for (size_t w = 0; w < r->cluster->n_workers; w++)
-				busy += r->cluster->workers[w]->blocks_used +
-					r->cluster->workers[w]->busy;
+			for (size_t w = 0; w < r->cluster->n_workers; w++) {
+				const Quorum__WorkerStatus *x =
+					r->cluster->workers[w];
+
+				busy += x->blocks_used + x->busy;
+				snprintf(what + strlen(what),
+					 sizeof(what) - strlen(what),
+					 " %s: %u blocks, %u busy, %u roots;",
+					 x->id, x->blocks_used, x->busy,
+					 x->roots);
+			}
 		}
 		if (r)
 			quorum__client_reply__free_unpacked(r, NULL);
 		if (busy == 0)
 			break;
 		if (wire_now_ms() > end)
-			fail_msg("KV blocks still held after the stream");
+			fail_msg("KV blocks still held after the stream:%s",
+				 what);
 		usleep(100000);
 	}
 	zmq_close(s);
@@ -227,13 +287,19 @@ static void stream(int workers)
 static void one_worker(void **state)
 {
 	(void)state;
-	stream(1);
+	stream(1, 0);
 }
 
 static void three_workers(void **state)
 {
 	(void)state;
-	stream(3);
+	stream(3, 0);
+}
+
+static void worker_lost(void **state)
+{
+	(void)state;
+	stream(3, 1);
 }
 
 int main(void)
@@ -241,6 +307,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(one_worker, test_teardown),
 		cmocka_unit_test_teardown(three_workers, test_teardown),
+		cmocka_unit_test_teardown(worker_lost, test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -875,6 +875,8 @@ static int serve(wk *w)
 		int64_t now = wire_now_ms(), timeout;
 		wire_msg in;
 
+		if (!w->b && new_batch(w))
+			return qerr_fail(QERR_NOMEM, "worker: %s", qerr_detail());
 		start_waiting(w);
 		if (sc_batch_jobs(w->b)) {
 			sc_batch_round(w->b);
@@ -924,7 +926,7 @@ static int serve(wk *w)
 			 * and so are prefills under way */
 			sc_batch_free(&w->b);
 			release_all_roots(w);
-			if (new_batch(w) || connect_and_register(w))
+			if (connect_and_register(w))
 				fprintf(stderr, "worker %s: %s\n", w->o->id,
 					qerr_detail());
 		} else if (now < w->expiry &&
