@@ -125,7 +125,7 @@ EOF
 	return 1
 }
 
-SAMP="--seed 1 --temperature 0.7 --top-k 40 --top-p 0.95 --max-new-tokens $K --ignore-eos --stop none --json"
+SAMP="--seed 1 --temperature 0.7 --top-k 40 --top-p 0.95 --max-new-tokens $K --ignore-eos --stop none"
 
 # run MERGE: the stream (requests with N cycled over NS, C in flight),
 # then one request alone

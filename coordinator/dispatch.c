@@ -374,6 +374,7 @@ static void share_slots(sched *s)
 void dispatch_pump(sched *s)
 {
 	int active = 0, limit = 2 * members_alive(s);
+	int64_t unclaimed = 0;
 
 	if (limit < 2)
 		limit = 2;
@@ -384,10 +385,22 @@ void dispatch_pump(sched *s)
 	}
 	for (req *r = s->reqs; r; r = r->next)
 		active += r->state != Q_QUEUED;
+	/* the workers decode the forks of every request they hold in merged
+	 * rounds: beyond 2 per worker, requests start while the free decode
+	 * slots are not all claimed by those under way */
+	for (int i = 0; i < s->n_workers; i++)
+		if (members_usable(s, i) && s->w[i].busy < s->w[i].slots)
+			unclaimed += s->w[i].slots - s->w[i].busy;
+	for (req *r = s->reqs; r; r = r->next) {
+		uint32_t fl;
+
+		if (r->state != Q_QUEUED)
+			unclaimed -= assignable(r, &fl);
+	}
 	/* queued requests start fairly: the next is one of the client with
 	 * the fewest requests under way (first come first among equals) */
 	s->pump_gen++;
-	while (active < limit && members_alive(s)) {
+	while ((active < limit || unclaimed > 0) && members_alive(s)) {
 		req *pick = NULL;
 		int pick_on = 0;
 		uint64_t rid;
@@ -412,8 +425,12 @@ void dispatch_pump(sched *s)
 		rid = pick->rid;
 		roots_start(s, pick);
 		if ((pick = dispatch_req_by_rid(s, rid)) &&
-		    pick->state != Q_QUEUED)
+		    pick->state != Q_QUEUED) {
+			uint32_t fl;
+
 			active++;
+			unclaimed -= assignable(pick, &fl);
+		}
 	}
 	for (req *r = s->reqs, *nx; r; r = nx) {
 		nx = r->next;

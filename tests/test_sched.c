@@ -1273,8 +1273,9 @@ static void fair_start(void **state)
 {
 	sched *s = new_sched("limits:\n  queue_depth: 16\n", FW_FP);
 	fw a;
-	ask_o o[4] = {{"one?", NULL, 1, 4, 0}, {"two?", NULL, 1, 4, 0},
-		      {"three?", NULL, 1, 4, 0}, {"four?", NULL, 1, 4, 0}};
+	/* N = 2 on a worker of 4 slots: two requests claim every slot */
+	ask_o o[4] = {{"one?", NULL, 2, 4, 0}, {"two?", NULL, 2, 4, 0},
+		      {"three?", NULL, 2, 4, 0}, {"four?", NULL, 2, 4, 0}};
 	int started_y = 0, started_x = 0;
 
 	(void)state;
