@@ -529,7 +529,7 @@ int cmd_run(int argc, char **argv)
 		{"logprobs", no_argument, 0, 'L'},
 		{"json", no_argument, 0, 'J'},
 		{"file", required_argument, 0, 'G'},
-		{"max-live", required_argument, 0, 'L'},
+		{"max-live", required_argument, 0, 'X'},
 		{"prefill-tokens", required_argument, 0, 'R'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
@@ -586,7 +586,7 @@ int cmd_run(int argc, char **argv)
 						       qerr_detail());
 			break;
 		case 'J': json = 1; break;
-		case 'L':
+		case 'X':
 			if (cli_long("run", "--max-live", optarg, 1, 65536, &v))
 				return 2;
 			max_live = (int)v;
