@@ -24,6 +24,12 @@
 #define MAX_NEW 256
 #define SEED 5
 
+/* The questions the cases take (QUORUM_TEST_QUICK: 2). */
+static int n_q(void)
+{
+	return tu_quick() ? 2 : N_Q;
+}
+
 static char model_path[PATH_MAX];
 static model *m;
 static tok *t;
@@ -86,7 +92,7 @@ static int group_setup(void **state)
 	free(line);
 	fclose(f);
 	for (int r = 0; r < N_RULES; r++)
-		for (int q = 0; q < N_Q; q++)
+		for (int q = 0; q < n_q(); q++)
 			reference(questions[q], rules[r],
 				  r == CONF_RULE ? SC_VOTE_CONFIDENCE
 						 : SC_VOTE_MAJORITY,
@@ -203,7 +209,7 @@ static void run_rules(int workers)
 	s = cu_client(&cl);
 	assert_non_null(s);
 	for (int r = 0; r < N_RULES; r++)
-		for (int q = 0; q < N_Q; q++) {
+		for (int q = 0; q < n_q(); q++) {
 			cu_ask o = {questions[q], N_BUDGET, SEED, 1.0f, 0.95f, 0,
 				    MAX_NEW, 0, 0, rules[r], NULL};
 			Quorum__ClientReply *rep;
@@ -220,7 +226,7 @@ static void run_rules(int workers)
 			rid++;
 		}
 	/* a request naming no rule gets the config's default: exact */
-	for (int q = 0; q < N_Q; q++) {
+	for (int q = 0; q < n_q(); q++) {
 		cu_ask o = {questions[q], N_BUDGET, SEED, 1.0f, 0.95f, 0,
 			    MAX_NEW, 0, 0, NULL, NULL};
 		Quorum__ClientReply *rep;
@@ -335,7 +341,7 @@ static void worker_killed(void **state)
 static void exact_is_none(void **state)
 {
 	(void)state;
-	for (int q = 0; q < N_Q; q++) {
+	for (int q = 0; q < n_q(); q++) {
 		const sc_result *a = &ref[0][q], *b = &ref[1][q];
 
 		assert_int_equal(a->vote.winner == VOTE_NONE,

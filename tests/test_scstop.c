@@ -230,7 +230,7 @@ static void test_rules_deterministic(void **state)
 	int fired = 0, cancelled = 0;
 
 	(void)state;
-	for (int q = 0; q < 4; q++) {
+	for (int q = 0; q < (tu_quick() ? 2 : 4); q++) {
 		sc_engine_params ep = SC_ENGINE_DEFAULTS;
 		sc_params pr = params(N_REF, 5, 1.0f, "none");
 		sc_result ref;
@@ -348,7 +348,7 @@ static void test_conf_filter(void **state)
 	uint64_t tok_f = 0, tok_n = 0;
 
 	(void)state;
-	for (int q = 0; q < 4; q++) {
+	for (int q = 0; q < (tu_quick() ? 2 : 4); q++) {
 		sc_engine_params ep = SC_ENGINE_DEFAULTS;
 		sc_params pn = params(N_REF, 11, 1.2f, "none");
 		sc_params pf = pn;
