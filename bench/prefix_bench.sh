@@ -16,6 +16,7 @@
 #        BENCH_SET    questions (default the first BENCH_Q of
 #                     train/data/test.jsonl)
 #        BENCH_Q (40)  BENCH_N (8)  BENCH_TOKENS (64)  BENCH_KEEP=1
+#        BENCH_PARTS   which of "in cl none" to run (default all)
 set -u
 B=${1:-${B:-build}}
 Q=$B/quorum
@@ -26,6 +27,8 @@ NQ=${BENCH_Q:-40}
 N=${BENCH_N:-8}
 K=${BENCH_TOKENS:-64}
 T_RUN=7200
+PARTS=${BENCH_PARTS:-"in cl none"}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 SAMP="-n $N --seed 1 --temperature 0.7 --top-k 40 --top-p 0.95 --max-new-tokens $K --stop none"
 
 for b in "$Q" "$B/coordinator" "$B/worker" "$PY"; do
@@ -72,12 +75,15 @@ evs() {
 timeout $T_RUN "$Q" run --model "$MODEL" -n 1 --max-new-tokens 1 "2 + 2?" \
 	>/dev/null 2>&1
 
+if has in; then
 evs in-off --model "$MODEL" --threads 2 --shots "$SHOTS" --no-prefix-cache
 evs in-on --model "$MODEL" --threads 2 --shots "$SHOTS"
+fi
 
 free_port() {
 	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+if has cl; then
 cport=$(free_port); wport=$(free_port)
 while [ "$wport" = "$cport" ]; do wport=$(free_port); done
 EP=tcp://127.0.0.1:$cport
@@ -97,8 +103,8 @@ limits:
   max_n: 64
   request_timeout_ms: $((T_RUN * 1000))
 heartbeat:
-  interval_ms: 250
-  liveness: 20
+  interval_ms: 1000
+  liveness: 120
 workers:
   local: 2
   threads: 1
@@ -121,20 +127,23 @@ evs cl-off --endpoint "$EP" --timeout $T_RUN --shots "$SHOTS" --no-prefix-cache
 evs cl-on --endpoint "$EP" --timeout $T_RUN --shots "$SHOTS"
 "$Q" status --endpoint "$EP" >"$tmp/status" 2>&1
 kill -TERM "$coord"; wait "$coord" 2>/dev/null; coord=""
+fi
 
+if has none; then
 evs none-off --model "$MODEL" --threads 2 --system '' --no-prefix-cache
 evs none-on --model "$MODEL" --threads 2 --system ''
+fi
 
-for p in in cl none; do
+for p in $PARTS; do
 	if ! cmp -s "$tmp/$p-off.out" "$tmp/$p-on.out"; then
 		echo "prefix_bench: $p: results differ with the cache on" >&2
 		fail=1
 	fi
 done
 
-$PY - "$tmp" "$MODEL" "$SHOTS" "$N" "$K" <<'EOF'
+$PY - "$tmp" "$MODEL" "$SHOTS" "$N" "$K" "$PARTS" <<'EOF'
 import json, sys
-tmp, model, shots, n, k = sys.argv[1:6]
+tmp, model, shots, n, k, parts = sys.argv[1:7]
 rows = [("in", "in process, 2 threads, %s" % shots.split("/")[-1]),
         ("cl", "cluster 2 workers x 1 thread, %s" % shots.split("/")[-1]),
         ("none", "in process, nothing shared (no examples, no system)")]
@@ -142,6 +151,8 @@ print("model %s; N %s, up to %s tokens per sample" % (model.split("/")[-1], n, k
 print("| config | cache | problems | prompt tokens prefilled | reused | wall s | generated tok/s | load (1/5/15 min) |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
 for tag, what in rows:
+    if tag not in parts.split():
+        continue
     w = {}
     for c in ("off", "on"):
         j = json.load(open("%s/%s-%s.json" % (tmp, tag, c)))
