@@ -1196,6 +1196,8 @@ struct sc_job {
 struct sc_batch {
 	sc_engine *e;
 	int max_live, prefill_tokens;
+	void (*on_forward)(void *ctx); /* after every forward */
+	void *fctx;
 	sc_job *jobs;           /* in arrival (id) order */
 	int n_jobs;
 	uint32_t next_id;
@@ -1226,6 +1228,8 @@ static int batch_create(sc_engine *e, const sc_batch_params *p,
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	b->e = e;
 	b->max_live = p->max_live;
+	b->on_forward = p->on_forward;
+	b->fctx = p->ctx;
 	b->prefill_tokens = p->prefill_tokens < 1 ? e->p.prefill_chunk
 						  : p->prefill_tokens;
 	if (b->prefill_tokens > rows)
@@ -1658,6 +1662,8 @@ static void batch_forward(sc_batch *b)
 			}
 		}
 		track_peak(e);
+		if (b->on_forward)
+			b->on_forward(b->fctx);
 	}
 }
 
@@ -1708,6 +1714,8 @@ static void batch_prefill(sc_batch *b)
 					       ? j->logits_buf : NULL, 0);
 		}
 		track_peak(e);
+		if (b->on_forward)
+			b->on_forward(b->fctx);
 		j->stats.prefill_ms += now_ms() - t0;
 		j->stats.prefill_chunks++;
 		j->active = 1;
@@ -1993,7 +2001,8 @@ static int solo_loop(sc_batch *b, uint32_t id, solo *o, sc_round_cb rcb,
 
 static int run_solo(sc_engine *e, job_init *ji, sc_job_stats *st)
 {
-	sc_batch_params bp = {ji->width > 0 ? ji->width : ji->n, 0};
+	sc_batch_params bp = {ji->width > 0 ? ji->width : ji->n, 0, NULL,
+			      NULL};
 	solo o = {0};
 	sc_batch *b;
 	sc_job *j;
@@ -2025,7 +2034,7 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
 		   sc_decode_stats *st)
 {
-	sc_batch_params bp = {n > 0 ? n : 1, 0};
+	sc_batch_params bp = {n > 0 ? n : 1, 0, NULL, NULL};
 	sc_job_cbs cb = {on_sample, on_text, NULL, NULL, ctx};
 	solo o = {0};
 	sc_batch *b;
@@ -2203,7 +2212,8 @@ static int cache_start(sc_engine *e, sc_job *j)
 int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 		int prefill_tokens, sc_result_cb on_result, void *ctx)
 {
-	sc_batch_params bp = {max_live < 1 ? 64 : max_live, prefill_tokens};
+	sc_batch_params bp = {max_live < 1 ? 64 : max_live, prefill_tokens,
+			      NULL, NULL};
 	run_q *rq = NULL;
 	sc_batch *b = NULL;
 	int rc = 0, next = 0, first = 0, flying = 0, width = 0;

@@ -366,6 +366,11 @@ typedef struct {
 	int max_live;         /* forks per round at most (>= 1) */
 	int prefill_tokens;   /* prompt tokens prefilled per round (< 1: the
 			       * engine's prefill_chunk; at most that) */
+	/* called after every forward of a round (NULL: none), e.g. to send
+	 * a heartbeat that fell due during a long round; it must only read
+	 * (no sc_batch_* call) */
+	void (*on_forward)(void *ctx);
+	void *ctx;
 } sc_batch_params;
 
 typedef struct {

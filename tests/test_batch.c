@@ -223,7 +223,7 @@ static void alone(jrec ref[NQ])
 static void merged_run(const jrec ref[NQ], int max_live, int chunk,
 		       const int order[NQ], int cancel_q)
 {
-	sc_batch_params bp = {max_live, chunk};
+	sc_batch_params bp = {max_live, chunk, NULL, NULL};
 	sc_engine *e = engine(256);
 	sc_batch *b;
 	jrec pf[NQ] = {0}, dj[NQ] = {0};
@@ -318,11 +318,18 @@ static void test_merged_identical(void **state)
 		rec_fini(&ref[q]);
 }
 
+static void count_forward(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
 /* A long prompt arriving while others decode: every round of its prefill
- * also advanced the running samples (tokens counted per round). */
+ * also advanced the running samples (tokens counted per round); the
+ * on_forward hook runs after each of the round's two forwards. */
 static void test_prefill_interleaved(void **state)
 {
-	sc_batch_params bp = {16, 8};
+	int forwards = 0;
+	sc_batch_params bp = {16, 8, count_forward, &forwards};
 	sc_engine *e = engine(256);
 	sc_params p = job_params(3); /* ignore_eos: runs to max_new */
 	sc_batch *b;
@@ -359,6 +366,10 @@ static void test_prefill_interleaved(void **state)
 	/* chunks of at most 8 tokens, one per round */
 	assert_int_equal(lp.st.prefill_chunks, (n_prompts[NQ] + 7) / 8);
 	assert_int_equal(sc_batch_rounds(b) - r0, lp.st.prefill_chunks);
+	/* a forward per round for the 3 forks (max_batch 3), one more for
+	 * each prefill chunk */
+	assert_int_equal(forwards, (int)(sc_batch_rounds(b) +
+					 lp.st.prefill_chunks));
 	/* ... and in each of those rounds the three samples drew a token */
 	assert_int_equal(a.text_rounds - text0, lp.st.prefill_chunks);
 	assert_int_equal(sc_batch_live(b), 3);
@@ -439,7 +450,7 @@ static void test_prefill_interleaved(void **state)
  * job that can never fit ends with QERR_FULL. */
 static void test_fairness_and_blocks(void **state)
 {
-	sc_batch_params bp = {4, 0};
+	sc_batch_params bp = {4, 0, NULL, NULL};
 	sc_params big = job_params(0), small = job_params(1);
 	jrec x = {0}, y = {0}, rx = {0}, ry = {0};
 	sc_job_cbs cx = cbs(&x), cy = cbs(&y);

@@ -855,10 +855,21 @@ static int nap(void *sock, int64_t ms)
 	return 0;
 }
 
+/* Between the forwards of a round (a merged round of many forks and a
+ * prefill chunk can be long): the heartbeats that fall due go out, so a
+ * busy worker never looks dead. Only sends. */
+static void on_forward(void *ctx)
+{
+	wk *w = ctx;
+
+	if (wire_now_ms() >= w->hb_at)
+		send_heartbeat(w);
+}
+
 static int new_batch(wk *w)
 {
 	sc_batch_params bp = {w->c->workers.slots,
-			      w->c->workers.prefill_tokens};
+			      w->c->workers.prefill_tokens, on_forward, w};
 
 	if (w->b)
 		return 0;
