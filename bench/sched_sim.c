@@ -316,6 +316,9 @@ static void w_export(sched *s, sim_worker *w, const Quorum__ExportRoot *x)
 	d.attempt = x->attempt;
 	d.n_tokens = x->root_id <= w->next_root ? w->root_tokens[x->root_id]
 						 : 0;
+	/* a delta when the other host holds a root sharing a prefix */
+	d.has_from_tokens = x->has_from_tokens;
+	d.from_tokens = x->from_tokens;
 	d.kv.data = kv;
 	d.kv.len = sizeof(kv);
 	d.logits.data = logits;
@@ -473,6 +476,8 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 	sched *s = NULL;
 	int sent = 0, inflight;
 	double last_move = now_s();
+	uint64_t last_results = 0;
+	int last_done = 0;
 	double t0, next_hb;
 	const int hb_ms = 500;
 
@@ -536,8 +541,6 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 	t0 = now_s();
 	next_hb = t0 + hb_ms / 2000.0;
 	while (n_done < requests) {
-		int moved = 0;
-
 		inflight = sent - n_done;
 		while (inflight < conc && sent < requests) {
 			char q[128];
@@ -551,18 +554,20 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 			inflight++;
 		}
 		for (int i = 0; i < nw; i++)
-			moved += w_serve(s, &workers[i]);
+			w_serve(s, &workers[i]);
 		TIMED(sched_tick(s));
 		if (now_s() >= next_hb) {
 			for (int i = 0; i < nw; i++)
 				w_heartbeat(s, &workers[i]);
 			next_hb += hb_ms / 2000.0;
 		}
-		/* nothing moved for 10 s: not a timer it waits on (the
-		 * longest is a heartbeat interval): stuck */
-		if (moved)
+		/* no sample result nor reply for 10 s: not a timer it
+		 * waits on (the longest is a heartbeat interval): stuck */
+		if (n_results != last_results || n_done != last_done) {
+			last_results = n_results;
+			last_done = n_done;
 			last_move = now_s();
-		else if (now_s() - last_move > 10) {
+		} else if (now_s() - last_move > 10) {
 			fprintf(stderr, "sched_sim: stuck: %d of %d replied\n",
 				n_done, requests);
 			break;
