@@ -1887,16 +1887,14 @@ int sc_batch_prefill(sc_batch *b, const int32_t *prompt, size_t n,
 	return 0;
 }
 
-int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
-			  const int32_t *prompt, size_t n,
-			  const sc_job_cbs *cb, uint32_t *job)
+/* A prefill of prompt (n tokens) from the first n_base tokens of root
+ * base (base_id; NULL: none): QERR_OK, or the error naming what does not
+ * fit — the prompt's length, a missing or imported root (its tokens
+ * unknown), a prefix out of range or not the prompt's. */
+static int base_check(const sc_engine *e, const sc_root *base,
+		      uint32_t base_id, uint32_t n_base,
+		      const int32_t *prompt, size_t n)
 {
-	sc_engine *e = b->e;
-	const sc_root *base = find_root(e, base_id);
-	uint32_t full;
-	sc_job *j;
-	int rc;
-
 	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
 		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
 				 "%d)", n, e->m->cfg.ctx_len);
@@ -1912,6 +1910,21 @@ int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
 	if (memcmp(base->tokens, prompt, n_base * sizeof(*prompt)))
 		return qerr_fail(QERR_ARG, "the prompt does not start with "
 				 "root %u's first %u tokens", base_id, n_base);
+	return 0;
+}
+
+int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
+			  const int32_t *prompt, size_t n,
+			  const sc_job_cbs *cb, uint32_t *job)
+{
+	sc_engine *e = b->e;
+	const sc_root *base = find_root(e, base_id);
+	uint32_t full;
+	sc_job *j;
+	int rc;
+
+	if ((rc = base_check(e, base, base_id, n_base, prompt, n)))
+		return rc;
 	if ((rc = sc_batch_prefill(b, prompt, n, cb, job)))
 		return rc;
 	/* the new job is the last: it holds the base's first n_base tokens
@@ -2436,21 +2449,9 @@ int sc_root_prefill_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
 
 	if ((rc = need_fixed(e)))
 		return rc;
-	if (n < 1 || n > (size_t)e->m->cfg.ctx_len)
-		return qerr_fail(QERR_TOOLONG, "prompt of %zu tokens (context "
-				 "%d)", n, e->m->cfg.ctx_len);
-	if (!(base = find_root(e, base_id)))
-		return qerr_fail(QERR_MISSING, "no root %u", base_id);
-	if (!base->tokens)
-		return qerr_fail(QERR_ARG, "root %u was imported: its tokens "
-				 "are unknown here", base_id);
-	if (n_base < 1 || n_base >= n || n_base > base->seq.n_tokens)
-		return qerr_fail(QERR_RANGE, "shared prefix of %u tokens: the "
-				 "root has %u, the prompt %zu", n_base,
-				 base->seq.n_tokens, n);
-	if (memcmp(base->tokens, prompt, n_base * sizeof(*prompt)))
-		return qerr_fail(QERR_ARG, "the prompt does not start with "
-				 "root %u's first %u tokens", base_id, n_base);
+	base = find_root(e, base_id);
+	if ((rc = base_check(e, base, base_id, n_base, prompt, n)))
+		return rc;
 	if (chunk < 1)
 		chunk = 64;
 	if ((rc = new_root(e, &r)))
