@@ -502,6 +502,25 @@ static void print_text(const model *m, const prompt_style *ps,
 	       st->kv_peak_bytes / 1e6, st->kv_unshared_bytes / 1e6);
 }
 
+/* The few-shot file (if any), the model, its tokenizer and prompt style,
+ * the style reported on stderr; 0, or -1 after saying what failed. */
+static int load_inputs(const char *shots_file, prompt_shot **shots,
+		       size_t *n_shots, const char *mpath, model **m, tok **t,
+		       const char *tmpl, int think, prompt_style *ps)
+{
+	if (shots_file && qset_read_shots("run", shots_file, shots, n_shots))
+		return -1;
+	if (model_load(mpath, m) || tok_load((*m)->gguf, t) ||
+	    prompt_style_resolve(*t, tmpl, think, ps)) {
+		fprintf(stderr, "quorum run: %s\n", qerr_detail());
+		return -1;
+	}
+	fprintf(stderr, "quorum run: template %s\n", ps->note);
+	if (ps->warning[0])
+		fprintf(stderr, "quorum run: warning: %s\n", ps->warning);
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -698,17 +717,9 @@ int cmd_run(int argc, char **argv)
 	if (file && p.mode != SC_BATCHED)
 		return cli_usage_error("run", "--file runs in batched mode");
 	if (file) {
-		if (shots_file &&
-		    qset_read_shots("run", shots_file, &shots, &n_shots))
+		if (load_inputs(shots_file, &shots, &n_shots, mpath, &m, &t,
+				tmpl, think, &ps))
 			goto out;
-		if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
-		    prompt_style_resolve(t, tmpl, think, &ps)) {
-			fprintf(stderr, "quorum run: %s\n", qerr_detail());
-			goto out;
-		}
-		fprintf(stderr, "quorum run: template %s\n", ps.note);
-		if (ps.warning[0])
-			fprintf(stderr, "quorum run: warning: %s\n", ps.warning);
 		/* rows per forward: the merged round's forks and the
 		 * prefill chunk */
 		if (ep.max_batch < max_live)
@@ -737,16 +748,9 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "quorum run: the question is empty\n");
 		goto out;
 	}
-	if (shots_file && qset_read_shots("run", shots_file, &shots, &n_shots))
+	if (load_inputs(shots_file, &shots, &n_shots, mpath, &m, &t, tmpl,
+			think, &ps))
 		goto out;
-	if (model_load(mpath, &m) || tok_load(m->gguf, &t) ||
-	    prompt_style_resolve(t, tmpl, think, &ps)) {
-		fprintf(stderr, "quorum run: %s\n", qerr_detail());
-		goto out;
-	}
-	fprintf(stderr, "quorum run: template %s\n", ps.note);
-	if (ps.warning[0])
-		fprintf(stderr, "quorum run: warning: %s\n", ps.warning);
 	if (prompt_build_shots(t, ps.family, ps.think, system, shots, n_shots,
 			       question, &ids, &n_ids) ||
 	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {
