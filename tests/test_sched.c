@@ -465,13 +465,15 @@ typedef struct {
 } ask_o;
 
 /* An Ask from client connection cid with CURVE key user ("" none);
- * bypass: Ask.prefix_cache false. */
+ * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
 static void c_ask_k(sched *s, const char *cid, const char *user,
-		    uint64_t rid, const ask_o *o, int bypass)
+		    uint64_t rid, const ask_o *o, int bypass,
+		    const char *const *strs, size_t n_strs)
 {
 	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask a = QUORUM__ASK__INIT;
 	Quorum__SamplingParams p = QUORUM__SAMPLING_PARAMS__INIT;
+	ProtobufCBinaryData bin[8];
 	wire_msg in = {0};
 	size_t n;
 	uint8_t *b;
@@ -482,6 +484,12 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	p.temperature = 0.5f;
 	/* all N samples (the cases count them; the default rule is exact) */
 	p.stop = "none";
+	for (size_t i = 0; i < n_strs && i < 8; i++) {
+		bin[i].data = (uint8_t *)strs[i];
+		bin[i].len = strlen(strs[i]);
+	}
+	p.n_stop_strings = n_strs < 8 ? n_strs : 8;
+	p.stop_strings = bin;
 	a.question.data = (uint8_t *)o->question;
 	a.question.len = strlen(o->question);
 	if (o->system) {
@@ -514,9 +522,16 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	free(b);
 }
 
+/* c_ask with stop strings strs (n_strs) */
+static void c_ask_strs(sched *s, const char *cid, uint64_t rid,
+		       const ask_o *o, const char *const *strs, size_t n_strs)
+{
+	c_ask_k(s, cid, "", rid, o, 0, strs, n_strs);
+}
+
 static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
 {
-	c_ask_k(s, cid, "", rid, o, 0);
+	c_ask_strs(s, cid, rid, o, NULL, 0);
 }
 
 static int reply_status(const char *cid, uint64_t rid)
@@ -836,7 +851,7 @@ static void prefix_reuse(void **state)
 	assert_int_equal(a.prefills + b.prefills, before);
 	/* bypass: prefilled whole, its root released after the reply */
 	before = (uint64_t)a.releases + b.releases;
-	c_ask_k(s, "c1", "", 5, &o, 1);
+	c_ask_k(s, "c1", "", 5, &o, 1, NULL, 0);
 	prefix_of(s, ws, 2, "c1", &reused, &filled, &hit);
 	assert_true(reused == 0 && !hit && filled > 64);
 	assert_int_equal(a.based + b.based, 1);
@@ -844,23 +859,23 @@ static void prefix_reuse(void **state)
 	/* CURVE on: another client key shares nothing of c1's ... */
 	s->zap = (const curve_zap *)&dummy_zap; /* only "on" is read */
 	o.question = "Fay has 7 rows of 6 chairs. How many chairs?";
-	c_ask_k(s, "c2", "KEY-2", 1, &o, 0);
+	c_ask_k(s, "c2", "KEY-2", 1, &o, 0, NULL, 0);
 	prefix_of(s, ws, 2, "c2", &reused, &filled, &hit);
 	assert_int_equal(reused, 0);
 	/* ... but its own prefixes */
 	o.question = "Gus has 9 shelves of 11 books. How many books?";
-	c_ask_k(s, "c2", "KEY-2", 2, &o, 0);
+	c_ask_k(s, "c2", "KEY-2", 2, &o, 0, NULL, 0);
 	prefix_of(s, ws, 2, "c2", &reused, &filled, &hit);
 	assert_true(reused >= 64);
 	/* the same question as c1's asked by c3: no whole hit either */
 	o.question = "Ed buys 6 packs of 8 cards and loses 5. How many left?";
-	c_ask_k(s, "c3", "KEY-3", 1, &o, 0);
+	c_ask_k(s, "c3", "KEY-3", 1, &o, 0, NULL, 0);
 	prefix_of(s, ws, 2, "c3", &reused, &filled, &hit);
 	assert_true(reused == 0 && !hit);
 	/* shared when configured */
 	conf->prefix_cache.share_across_clients = 1;
 	o.question = "Hal runs 4 laps of 400 m. How far?";
-	c_ask_k(s, "c4", "KEY-4", 1, &o, 0);
+	c_ask_k(s, "c4", "KEY-4", 1, &o, 0, NULL, 0);
 	prefix_of(s, ws, 2, "c4", &reused, &filled, &hit);
 	assert_true(reused >= 64);
 	assert_true(s->tokens_reused > 0 && s->tokens_prefilled > 0);
@@ -876,9 +891,9 @@ static void prefix_reuse(void **state)
 			assert_true(roots_make_room(s, i, 64)); /* cold */
 		serve_all(s, ws, 2);
 		o.question = "Ivy packs 5 boxes of 12 cups. How many cups?";
-		c_ask_k(s, "c4", "KEY-4", 2, &o, 0);
+		c_ask_k(s, "c4", "KEY-4", 2, &o, 0, NULL, 0);
 		o.question = "Jo has 8 rows of 7 trees. How many trees?";
-		c_ask_k(s, "c4", "KEY-4", 3, &o, 0);
+		c_ask_k(s, "c4", "KEY-4", 3, &o, 0, NULL, 0);
 		for (int i = 0; i < n_out; i++)
 			if (outq[i].to_worker) {
 				Quorum__CoordMsg *m = quorum__coord_msg__unpack(
@@ -1258,6 +1273,21 @@ static void fairness(void **state)
 	assert_int_equal(reply_status("polite", 2),
 			 QUORUM__STATUS__STATUS_BAD_REQUEST);
 	o.system = NULL;
+	/* stop strings: at most 4, each 1..64 bytes */
+	{
+		static const char *const five[] = {"a", "b", "c", "d", "e"};
+		char big[66];
+		const char *one[1] = {big};
+
+		c_ask_strs(s, "polite", 3, &o, five, 5);
+		assert_int_equal(reply_status("polite", 3),
+				 QUORUM__STATUS__STATUS_BAD_REQUEST);
+		memset(big, 'y', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		c_ask_strs(s, "polite", 4, &o, one, 1);
+		assert_int_equal(reply_status("polite", 4),
+				 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	}
 	c_ask(s, "third", 1, &longp);
 	assert_int_equal(reply_status("third", 1),
 			 QUORUM__STATUS__STATUS_TOO_LONG);
