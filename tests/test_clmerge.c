@@ -25,6 +25,7 @@
 
 #define N_REQ 20
 #define CANCEL_REQ 7
+#define LONG_REQ 12 /* decodes long enough for the kill to land in it */
 
 static char model_path[PATH_MAX];
 static model *m;
@@ -56,6 +57,13 @@ static cu_ask request(int i)
 		/* long enough to be running when its cancel arrives */
 		o.n = 6;
 		o.max_new = 200;
+		o.ignore_eos = 1;
+	}
+	if (i == LONG_REQ) {
+		/* keeps a worker busy while the other requests come and
+		 * go: worker_lost polls until it sees one decoding */
+		o.n = 4;
+		o.max_new = 800;
 		o.ignore_eos = 1;
 	}
 	return o;
@@ -213,7 +221,10 @@ static void stream(int workers, int kill_one)
 		void *st = cu_client(&cl);
 
 		assert_non_null(st);
-		for (int tries = 0; tries < 100 && !killed; tries++) {
+		/* LONG_REQ holds a worker for hundreds of rounds; the time
+		 * bound is a hang guard only */
+		for (int64_t end = wire_now_ms() + CU_WAIT_MS;
+		     !killed && wire_now_ms() < end;) {
 			pid_t v = busiest_worker(st);
 
 			if (v > 0) {
