@@ -92,7 +92,7 @@ typedef struct stream {
 	size_t n;                /* choices */
 	char **acc;              /* per choice: text received */
 	size_t *acc_len, *sent;  /* ... and how much of it was sent */
-	int *finished, *cut;     /* finish chunk sent; a stop string hit */
+	int *finished;           /* finish chunk sent */
 	int *started;            /* first chunk sent */
 	Quorum__ClientReply *first; /* taken before the response started */
 	conn *cn;
@@ -827,10 +827,9 @@ static enum MHD_Result do_completion(struct MHD_Connection *mc, conn *cn)
 		st->acc_len = calloc(st->n, sizeof(*st->acc_len));
 		st->sent = calloc(st->n, sizeof(*st->sent));
 		st->finished = calloc(st->n, sizeof(*st->finished));
-		st->cut = calloc(st->n, sizeof(*st->cut));
 		st->started = calloc(st->n, sizeof(*st->started));
 		resp = st->acc && st->acc_len && st->sent && st->finished &&
-		       st->cut && st->started ? MHD_create_response_from_callback(
+		       st->started ? MHD_create_response_from_callback(
 				MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free)
 			       : NULL;
 		if (!resp) {
@@ -933,28 +932,17 @@ static size_t utf8_whole(const char *s, size_t n)
 	return n;
 }
 
-/* Sends what can be sent of choice i: up to a stop string, holding back
- * a possible start of one and a split UTF-8 character until done. */
+/* Sends what can be sent of choice i: its text so far, holding back a
+ * split UTF-8 character until done (the workers stream only text no
+ * stop string can cut any more). */
 static void sse_flush_choice(stream *st, uint32_t i, int done,
 			     const char *finish)
 {
-	size_t len = st->acc_len[i], upto, cut, hold = 0;
+	size_t len = st->acc_len[i],
+	       upto = done ? len : utf8_whole(st->acc[i], len);
 
 	if (st->finished[i])
 		return;
-	cut = gwapi_cut(&st->req, st->acc[i] ? st->acc[i] : "", len);
-	if (cut < len) {
-		st->cut[i] = 1;
-		upto = cut;
-		done = 1;
-	} else if (done) {
-		upto = len;
-	} else {
-		for (size_t k = 0; k < st->req.n_stop; k++)
-			if (strlen(st->req.stop[k]) - 1 > hold)
-				hold = strlen(st->req.stop[k]) - 1;
-		upto = utf8_whole(st->acc[i], len > hold ? len - hold : 0);
-	}
 	if (upto > st->sent[i] || (done && !st->started[i])) {
 		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
 					 G.model_id, i,
@@ -968,8 +956,7 @@ static void sse_flush_choice(stream *st, uint32_t i, int done,
 	if (done) {
 		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
 					 G.model_id, i, NULL, 0, 0,
-					 st->cut[i] ? "stop"
-					 : finish ? finish : "stop"));
+					 finish ? finish : "stop"));
 		st->finished[i] = 1;
 	}
 }
@@ -981,7 +968,7 @@ static void sse_part(stream *st, const Quorum__SamplePart *p)
 
 	if (i >= st->n || st->finished[i])
 		return;
-	if (!st->cut[i] && p->text.len) {
+	if (p->text.len) {
 		if (!(b = realloc(st->acc[i], st->acc_len[i] + p->text.len + 1)))
 			return;
 		memcpy(b + st->acc_len[i], p->text.data, p->text.len);
@@ -1109,7 +1096,6 @@ static void sse_free(void *cls)
 	free(st->acc_len);
 	free(st->sent);
 	free(st->finished);
-	free(st->cut);
 	free(st->started);
 	free(st->out);
 	gwapi_req_free(&st->req);

@@ -10,7 +10,6 @@
 #include "client.h"
 #include "sc.h"
 #include "stop.h"
-#include "vote.h"
 
 /* The largest max_tokens taken (the coordinator checks the context). */
 #define GWAPI_MAX_TOKENS (1 << 20)
@@ -481,19 +480,6 @@ json_t *gwapi_error(const char *message, const char *type, const char *param,
 			 "code", code ? json_string(code) : json_null());
 }
 
-size_t gwapi_cut(const gwapi_req *r, const char *s, size_t n)
-{
-	size_t cut = n;
-
-	for (size_t i = 0; i < r->n_stop; i++) {
-		const char *p = memmem(s, n, r->stop[i], strlen(r->stop[i]));
-
-		if (p && (size_t)(p - s) < cut)
-			cut = (size_t)(p - s);
-	}
-	return cut;
-}
-
 void gwapi_result_fini(gwapi_result *x)
 {
 	for (size_t i = 0; i < x->n; i++) {
@@ -576,9 +562,6 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		      gwapi_result *x)
 {
 	size_t n = a->n_samples;
-	vote_result v = {0};
-	uint64_t *w = NULL; /* confidence vote: the samples' weights */
-	int conf = r->sp.vote && sc_vote_parse(r->sp.vote) == SC_VOTE_CONFIDENCE;
 
 	memset(x, 0, sizeof(*x));
 	x->n = n;
@@ -589,15 +572,16 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 	x->tokens = calloc(n + 1, sizeof(*x->tokens));
 	x->index = calloc(n + 1, sizeof(*x->index));
 	if (!x->text || !x->len || !x->answer || !x->finish || !x->tokens ||
-	    !x->index || (conf && !(w = calloc(n + 1, sizeof(*w)))))
+	    !x->index)
 		goto nomem;
 	if (r->logprobs && !(x->logprobs = calloc(n + 1, sizeof(*x->logprobs))))
 		goto nomem;
+	/* the workers ended every sample at its stop string (the text
+	 * before it, finish "stop"), extracted its answer, and the
+	 * coordinator voted: the reply is taken as it is */
 	for (size_t i = 0; i < n; i++) {
 		const Quorum__Sample *s = a->samples[i];
-		size_t len = gwapi_cut(r, (const char *)s->text.data,
-				       s->text.len);
-		char buf[VOTE_ANSWER_MAX];
+		size_t len = s->text.len;
 
 		if (!(x->text[i] = malloc(len + 1)))
 			goto nomem;
@@ -610,53 +594,41 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		    !(x->logprobs[i] = choice_logprobs(r->chat, x->text[i], len,
 						       s)))
 			goto nomem;
-		if (conf) /* the coordinator's weight (front.c), retaken */
-			w[i] = sc_conf_weight(s->has_group_confidence
-						      ? s->group_confidence : 0.0);
-		x->finish[i] = len < s->text.len ? "stop"
-			       : s->finish && !strcmp(s->finish, "length")
+		x->finish[i] = s->finish && !strcmp(s->finish, "length")
 				       ? "length" : "stop";
-		if (len < s->text.len) {
-			/* cut: the answer of what is returned */
-			if (vote_extract(x->text[i], len, buf, sizeof(buf)) &&
-			    !(x->answer[i] = strdup(buf)))
+		if (s->has_answer && s->answer.len) {
+			if (!(x->answer[i] = strndup((const char *)s->answer.data,
+						     s->answer.len)))
 				goto nomem;
-		} else if (s->has_answer && s->answer.len &&
-			   !(x->answer[i] = strndup((const char *)s->answer.data,
-						    s->answer.len))) {
-			goto nomem;
+			x->voters++;
 		}
 	}
-	if (vote_tally_weighted((const char *const *)x->answer, w, n, &v))
+	if (!(x->votes = json_array()))
 		goto nomem;
-	x->votes = json_array();
-	for (size_t i = 0; i < v.n_entries; i++) {
+	for (size_t i = 0; i < a->n_votes; i++) {
+		const Quorum__Vote *v = a->votes[i];
 		json_t *e = json_pack(
 			"{s:o, s:I, s:I}", "answer",
-			client_text(v.entries[i].answer,
-				    strlen(v.entries[i].answer)),
-			"count", (json_int_t)v.entries[i].count,
-			"first_index", (json_int_t)v.entries[i].first_index);
+			client_text((const char *)v->answer.data, v->answer.len),
+			"count", (json_int_t)v->count,
+			"first_index", (json_int_t)v->first_index);
 
-		if (e && conf) /* as quorum ask --json prints it */
-			json_object_set_new(e, "weight", json_real(
-				(double)v.entries[i].weight / 0x1p32));
-		json_array_append_new(x->votes, e);
+		if (e && v->has_weight) /* as quorum ask --json prints it */
+			json_object_set_new(e, "weight", json_real(v->weight));
+		if (!e || json_array_append_new(x->votes, e))
+			goto nomem;
+		if (a->has_answer && v->answer.len == a->answer.len &&
+		    !memcmp(v->answer.data, a->answer.data, a->answer.len))
+			x->win_count = v->count;
 	}
-	x->voters = v.n_voters;
-	if (v.winner != VOTE_NONE) {
-		x->winner = client_text(v.entries[0].answer,
-					strlen(v.entries[0].answer));
-		x->win_count = v.entries[0].count;
-	} else {
-		x->winner = json_null();
-	}
-	vote_result_fini(&v);
-	free(w);
+	x->winner = a->has_answer
+			    ? client_text((const char *)a->answer.data,
+					  a->answer.len)
+			    : json_null();
+	if (!x->winner)
+		goto nomem;
 	return 0;
 nomem:
-	vote_result_fini(&v);
-	free(w);
 	gwapi_result_fini(x);
 	return -1;
 }

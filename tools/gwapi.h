@@ -75,8 +75,9 @@ void gwapi_req_free(gwapi_req *r);
 json_t *gwapi_error(const char *message, const char *type, const char *param,
 		    const char *code);
 
-/* The answer after the request's stop strings (texts cut, answers
- * re-extracted, the vote retaken). Owns its copies. */
+/* A finished request's choices and vote, as the coordinator sent them
+ * (the workers end samples at the request's stop strings). Owns its
+ * copies. */
 typedef struct gwapi_result {
 	size_t n;
 	char **text;        /* (n) NUL-terminated; may hold NULs: see len */
@@ -112,9 +113,5 @@ json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
 json_t *gwapi_chunk_final(const gwapi_req *r, const gwapi_result *x,
 			  const Quorum__Answer *a, const char *id,
 			  long created, const char *model);
-
-/* Length of the prefix of s[0, n) before the first stop string (n when
- * none occurs). */
-size_t gwapi_cut(const gwapi_req *r, const char *s, size_t n);
 
 #endif
