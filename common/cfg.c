@@ -420,7 +420,7 @@ static const field fields[] = {
 	FI(workers, local, 0, 256),
 	FI(workers, threads, 1, 1024),
 	FI(workers, slots, 1, 4096),
-	FI(workers, prefill_tokens, 1, 65536),
+	FI(workers, prefill_tokens, 1, 4096),
 	{"workers", "merge", F_BOOL, OFF(workers.merge), 0, 0, 0, 0, 0},
 	FI(prefix_cache, entries, 0, 1 << 20),
 	{"prefix_cache", "share_across_clients", F_BOOL,

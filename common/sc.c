@@ -1224,6 +1224,10 @@ static int batch_create(sc_engine *e, const sc_batch_params *p,
 	if (p->max_live < 1)
 		return qerr_fail(QERR_RANGE, "batch: max_live %d < 1",
 				 p->max_live);
+	if (p->prefill_tokens > rows)
+		return qerr_fail(QERR_RANGE, "batch: prefill_tokens %d is more "
+				 "than the engine's forward rows (%d: its "
+				 "prefill_chunk)", p->prefill_tokens, rows);
 	if (!(b = calloc(1, sizeof(*b))))
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	b->e = e;
@@ -1232,8 +1236,6 @@ static int batch_create(sc_engine *e, const sc_batch_params *p,
 	b->fctx = p->ctx;
 	b->prefill_tokens = p->prefill_tokens < 1 ? e->p.prefill_chunk
 						  : p->prefill_tokens;
-	if (b->prefill_tokens > rows)
-		b->prefill_tokens = rows;
 	b->next_id = 1;
 	b->seqs = calloc((size_t)B, sizeof(*b->seqs));
 	b->toks = calloc((size_t)B, sizeof(*b->toks));

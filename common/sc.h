@@ -365,7 +365,8 @@ typedef struct sc_batch sc_batch;
 typedef struct {
 	int max_live;         /* forks per round at most (>= 1) */
 	int prefill_tokens;   /* prompt tokens prefilled per round (< 1: the
-			       * engine's prefill_chunk; at most that) */
+			       * engine's prefill_chunk; more than that is
+			       * refused: QERR_RANGE) */
 	/* called after every forward of a round (NULL: none), e.g. to send
 	 * a heartbeat that fell due during a long round; it must only read
 	 * (no sc_batch_* call) */

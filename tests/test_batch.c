@@ -659,6 +659,29 @@ static void test_run_many(void **state)
 	model_free(&am);
 }
 
+/* Parameters a batch cannot honour are refused, naming them: a prefill
+ * chunk larger than the engine's forward (it was capped silently). */
+static void test_bad_params(void **state)
+{
+	sc_engine *e = engine(64);
+	sc_batch_params bp = {0, 16, NULL, NULL};
+	sc_batch *b = NULL;
+
+	(void)state;
+	assert_int_equal(sc_batch_new(e, &bp, &b), QERR_RANGE);
+	assert_non_null(strstr(qerr_detail(), "max_live"));
+	assert_null(b);
+	bp.max_live = 8;
+	bp.prefill_tokens = 257; /* the engine's prefill_chunk is 256 */
+	assert_int_equal(sc_batch_new(e, &bp, &b), QERR_RANGE);
+	assert_non_null(strstr(qerr_detail(), "prefill_tokens 257"));
+	assert_null(b);
+	bp.prefill_tokens = 256;
+	assert_int_equal(sc_batch_new(e, &bp, &b), 0);
+	sc_batch_free(&b);
+	sc_engine_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +689,7 @@ int main(void)
 		cmocka_unit_test(test_prefill_interleaved),
 		cmocka_unit_test(test_fairness_and_blocks),
 		cmocka_unit_test(test_run_many),
+		cmocka_unit_test(test_bad_params),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

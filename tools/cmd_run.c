@@ -88,7 +88,8 @@ static void help(void)
 	       "  --max-live F          --file: forks decoded per round at most,\n"
 	       "                        over all questions (default 64)\n"
 	       "  --prefill-tokens T    --file: prompt tokens prefilled per round\n"
-	       "                        between decode rounds (default 256)\n"
+	       "                        between decode rounds (default 256,\n"
+	       "                        at most 4096)\n"
 	       "  -h, --help            this help\n");
 }
 
@@ -612,7 +613,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'R':
 			if (cli_long("run", "--prefill-tokens", optarg, 1,
-				     65536, &v))
+				     4096, &v))
 				return 2;
 			prefill_tokens = (int)v;
 			break;

@@ -1002,6 +1002,9 @@ int wk_run(const wk_opts *o)
 	ep.n_threads = o->threads;
 	ep.block_tokens = o->c->kv.block_tokens;
 	ep.kv_dtype = o->c->kv.dtype == CFG_DTYPE_F16 ? KV_F16 : KV_F32;
+	/* a merged round's prefill chunk is one forward of that many rows */
+	if (ep.prefill_chunk < o->c->workers.prefill_tokens)
+		ep.prefill_chunk = o->c->workers.prefill_tokens;
 	sweep_stale(o);
 	if ((rc = model_load(o->c->model.path, &w.m)) ||
 	    (rc = tok_load(w.m->gguf, &w.t)) ||
