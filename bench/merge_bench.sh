@@ -8,7 +8,8 @@
 # --max-new-tokens (end-of-generation ignored); the prefix cache is off.
 # Reports, side by side: wall time, total tokens/s (samples x tokens /
 # wall), per-request latency p50/p99 (the coordinator's accept-to-reply
-# total_ms), and a single request alone; checks that the two runs give
+# total_ms), time to first sample p50/p99 (accept to the first sample's
+# result, first_sample_ms), and a single request alone; checks that the two runs give
 # every request the same answer and vote table (exit 1 if not; the
 # samples' bytes are checked by tests/test_batch.c and test_clmerge.c).
 #
@@ -180,21 +181,25 @@ $PY - "$tmp" "$K" <<'EOF'
 import json, sys
 tmp, k = sys.argv[1], int(sys.argv[2])
 def stats(tag):
-    lat, toks, texts, ok = [], 0, {}, 0
+    lat, first, toks, texts, ok = [], [], 0, {}, 0
     for line in open(f"{tmp}/out-{tag}.jsonl"):
         o = json.loads(line)
         if o.get("status") not in ("OK", "STATUS_OK"):
             continue
         ok += 1
         lat.append(o["timings"]["total_ms"])
+        if o["timings"].get("first_sample_ms") is not None:
+            first.append(o["timings"]["first_sample_ms"])
         toks += o["n"] * k          # every sample runs k tokens
         texts[o["id"]] = (o["answer"], o["votes"])
     lat.sort()
-    pct = lambda p: lat[min(len(lat) - 1, int(p / 100.0 * len(lat)))] if lat else 0
+    first.sort()
+    pct = lambda p, v=lat: v[min(len(v) - 1, int(p / 100.0 * len(v)))] if v else 0
     wall = float(open(f"{tmp}/wall-{tag}").read())
     alone = float(open(f"{tmp}/alone-wall-{tag}").read())
     load = open(f"{tmp}/load-{tag}").read().strip()
     return dict(ok=ok, wall=wall, tps=toks / wall, p50=pct(50), p99=pct(99),
+                f50=pct(50, first), f99=pct(99, first),
                 alone=alone, load=load, texts=texts, toks=toks)
 a, b = stats("false"), stats("true")
 print("| | one job at a time (merge: false) | merged rounds (merge: true) | ratio |")
@@ -205,6 +210,8 @@ print(f"| wall time | {a['wall']:.1f} s | {b['wall']:.1f} s | {a['wall']/b['wall
 print(f"| total tokens/s | {a['tps']:.1f} | {b['tps']:.1f} | {b['tps']/a['tps']:.2f}x |")
 print(f"| request latency p50 | {a['p50']/1e3:.2f} s | {b['p50']/1e3:.2f} s | {a['p50']/max(b['p50'],1e-9):.2f}x lower |")
 print(f"| request latency p99 | {a['p99']/1e3:.2f} s | {b['p99']/1e3:.2f} s | {a['p99']/max(b['p99'],1e-9):.2f}x lower |")
+print(f"| time to first sample p50 | {a['f50']/1e3:.2f} s | {b['f50']/1e3:.2f} s | {a['f50']/max(b['f50'],1e-9):.2f}x lower |")
+print(f"| time to first sample p99 | {a['f99']/1e3:.2f} s | {b['f99']/1e3:.2f} s | {a['f99']/max(b['f99'],1e-9):.2f}x lower |")
 print(f"| one request alone (wall) | {a['alone']:.2f} s | {b['alone']:.2f} s | {b['alone']/a['alone']:.3f} |")
 print(f"| load average after the stream | {a['load']} | {b['load']} | |")
 same = a["texts"] == b["texts"] and len(a["texts"]) > 0

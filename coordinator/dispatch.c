@@ -555,6 +555,8 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	r->st[i] = S_DONE;
 	r->res[i] = wm;
 	r->n_done++;
+	if (!r->t_first)
+		r->t_first = sched_now(s);
 	if (r->stream) {
 		/* the rest of the sample's text, and the sample */
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;

@@ -105,6 +105,10 @@ void front_finish(sched *s, req *r)
 	tm.total_ms = (double)(now - r->t_accept);
 	tm.generated_tokens = r->gen_tokens;
 	tm.messages = r->messages;
+	if (r->t_first) {
+		tm.has_first_sample_ms = 1;
+		tm.first_sample_ms = (double)(r->t_first - r->t_accept);
+	}
 	a.timings = &tm;
 	px.prefill_worker = r->prefill_worker;
 	px.has_cache_hit = px.has_prompt_tokens = px.has_prefix_blocks = 1;

@@ -179,6 +179,7 @@ typedef struct req {
 	int capacity_waits;     /* capacity refusals sat out */
 	uint64_t tried;         /* the pump round that last tried to start it */
 	int64_t t_accept, t_start, deadline;
+	int64_t t_first;        /* the first sample's result came (0: none) */
 	/* reply stats */
 	double prefill_ms, decode_ms;
 	uint64_t gen_tokens;

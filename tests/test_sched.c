@@ -598,6 +598,10 @@ static void split(void **state)
 	/* the prefill goes to one worker; after it, 8 samples over 2 x 4 */
 	serve_all(s, ws, 2);
 	for (int i = 0; i < 2; i++) {
+		/* the first worker's samples 30 ms after the ask, the
+		 * second's 20 ms later: the reply's first_sample_ms and
+		 * total_ms tell them apart */
+		clock_ms += i == 0 ? 30 : 20;
 		for (int k = 0; k < ws[i]->n_held; k++) {
 			m = ws[i]->held[k];
 			got[i] += (int)m->decode->n_indices;
@@ -615,6 +619,9 @@ static void split(void **state)
 	for (uint32_t i = 0; i < 8; i++)
 		assert_int_equal(r->answer->samples[i]->index, i);
 	assert_int_equal(r->answer->n_votes, 1);
+	assert_true(r->answer->timings->has_first_sample_ms);
+	assert_true(r->answer->timings->first_sample_ms == 30.0);
+	assert_true(r->answer->timings->total_ms == 50.0);
 	quorum__client_reply__free_unpacked(r, NULL);
 	free_sched(&s);
 }

@@ -432,11 +432,13 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 	}
 	dec_s = t && t->has_decode_ms ? t->decode_ms / 1e3 : 0;
 	json_object_set_new(o, "timings", !t ? json_null() : json_pack(
-		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+		"{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		"queue_ms", opt_real(t->has_queue_ms, t->queue_ms),
 		"prefill_ms", opt_real(t->has_prefill_ms, t->prefill_ms),
 		"decode_ms", opt_real(t->has_decode_ms, t->decode_ms),
 		"total_ms", opt_real(t->has_total_ms, t->total_ms),
+		"first_sample_ms", opt_real(t->has_first_sample_ms,
+					    t->first_sample_ms),
 		"prefills", p ? opt_int(p->has_prefills, p->prefills)
 			      : json_null(),
 		"generated_tokens",
