@@ -162,16 +162,36 @@ entry *roots_by_id(const sched *s, uint64_t id)
 	return NULL;
 }
 
-/* A block of a worker's pool held by a cached root or replica, as one
- * sortable key: worker, block id, then whether its root is in use. */
-#define WB_KEY(w, b, busy) (((uint64_t)(w) << 25) | ((uint64_t)(b) << 1) | \
-			    (uint64_t)((busy) != 0))
+/* The distinct blocks cached roots and replicas hold, per worker: an
+ * open-addressing set of (worker, block) with whether a holder is in use,
+ * filled in one pass (linear in the blocks held; a sort was the
+ * scheduler's hottest spot with many hosts' replicas). */
+typedef struct {
+	uint64_t *t;  /* 0 empty, else ((worker << 24 | block) + 1) << 1 | busy */
+	size_t mask;
+	uint64_t *used, *idle;
+} block_set;
 
-static int u64_cmp(const void *x, const void *y)
+static void block_add(block_set *bs, int w, uint32_t b, int busy)
 {
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	uint64_t id = (((uint64_t)w << 24) | (b & KV_BLOCK_MASK)) + 1;
+	size_t h = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 20) & bs->mask;
 
-	return a < b ? -1 : a > b;
+	for (;; h = (h + 1) & bs->mask) {
+		if (!bs->t[h]) {
+			bs->t[h] = id << 1 | (busy != 0);
+			bs->used[w]++;
+			bs->idle[w] += !busy;
+			return;
+		}
+		if (bs->t[h] >> 1 == id) {
+			if (busy && !(bs->t[h] & 1)) {
+				bs->t[h] |= 1; /* no longer evictable */
+				bs->idle[w]--;
+			}
+			return;
+		}
+	}
 }
 
 /* A worker index of the table, or -1. */
@@ -186,13 +206,13 @@ static int wslot(const sched *s, int wi)
  * block ids in their holder's pool, so ready roots and replicas count
  * their distinct ids; a prefill under way counts the blocks it adds to
  * its base's, an import its whole root; decode jobs their worst-case
- * tails. One pass over roots, one sort, one pass over jobs. Without
- * memory for the ids: per-root sums (used over-counted). */
+ * tails. One pass over roots (into a block_set), one over jobs. Without
+ * memory for the set: per-root sums (used over-counted). */
 static void account(const sched *s, int only, uint64_t *used,
 		    uint64_t *idle)
 {
-	size_t cap = 0, k = 0;
-	uint64_t *v;
+	size_t cap = 0;
+	block_set bs = {NULL, 0, used, idle}, *v = &bs;
 
 	for (const entry *e = s->entries; e; e = e->next) {
 		if (e->state == E_READY && (only < 0 || e->worker == only))
@@ -202,7 +222,10 @@ static void account(const sched *s, int only, uint64_t *used,
 			    (only < 0 || e->reps[i].worker == only))
 				cap += e->reps[i].n_blocks;
 	}
-	v = cap ? malloc(cap * sizeof(*v)) : NULL;
+	for (bs.mask = 15; bs.mask + 1 < 2 * cap; bs.mask = bs.mask << 1 | 1)
+		;
+	if (!cap || !(bs.t = calloc(bs.mask + 1, sizeof(*bs.t))))
+		v = NULL;
 	for (const entry *e = s->entries; e; e = e->next) {
 		uint64_t nb = sched_blocks_for(s, e->n_tokens);
 		int h = wslot(s, e->worker), busy = e->refs > 0;
@@ -217,8 +240,7 @@ static void account(const sched *s, int only, uint64_t *used,
 			}
 			for (uint32_t b = 0; v && e->state == E_READY &&
 					     b < e->n_blocks; b++)
-				v[k++] = WB_KEY(h, e->blocks[b] & KV_BLOCK_MASK,
-						busy);
+				block_add(v, h, e->blocks[b], busy);
 		}
 		for (int i = 0; i < e->n_reps; i++) {
 			const replica *rp = &e->reps[i];
@@ -234,24 +256,10 @@ static void account(const sched *s, int only, uint64_t *used,
 			}
 			for (uint32_t b = 0; v && rp->state == R_READY &&
 					     b < rp->n_blocks; b++)
-				v[k++] = WB_KEY(wi, rp->blocks[b] &
-							    KV_BLOCK_MASK, busy);
+				block_add(v, wi, rp->blocks[b], busy);
 		}
 	}
-	if (v) {
-		qsort(v, k, sizeof(*v), u64_cmp);
-		for (size_t i = 0; i < k;) {
-			size_t j = i;
-			uint64_t busy = 0;
-
-			for (; j < k && v[j] >> 1 == v[i] >> 1; j++)
-				busy |= v[j] & 1;
-			used[v[i] >> 25]++;
-			idle[v[i] >> 25] += !busy;
-			i = j;
-		}
-		free(v);
-	}
+	free(bs.t);
 	for (const req *r = s->reqs; r; r = r->next) {
 		uint64_t tail = sched_tail_blocks(s, r);
 
