@@ -411,6 +411,76 @@ static void test_logprobs(void **state)
 	json_decref(ref);
 }
 
+/* A Server-Sent Events response's choices, reassembled. */
+#define SSE_MAX 16
+typedef struct {
+	char *text[SSE_MAX];       /* NULL: the choice never appeared */
+	char finish[SSE_MAX][16];  /* its finish_reason ("": none came) */
+	int pieces[SSE_MAX];       /* non-empty text deltas */
+	int chunks, done;
+	json_t *last;              /* the last data chunk */
+} sse_got;
+
+/* Parses body (modified) as OpenAI chunks of object kind: one finish per
+ * choice, nothing after it, data: [DONE] last. */
+static void sse_parse(char *body, const char *kind, sse_got *g)
+{
+	char *line, *save = NULL;
+
+	memset(g, 0, sizeof(*g));
+	for (line = strtok_r(body, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *o, *ch;
+
+		if (line[0] == ':')
+			continue; /* keep-alive comment */
+		assert_true(!strncmp(line, "data: ", 6));
+		assert_false(g->done);
+		if (!strcmp(line + 6, "[DONE]")) {
+			g->done = 1;
+			continue;
+		}
+		o = json_loads(line + 6, 0, NULL);
+		assert_non_null(o);
+		assert_string_equal(json_string_value(json_object_get(o,
+				    "object")), kind);
+		ch = json_object_get(o, "choices");
+		g->chunks++;
+		for (size_t i = 0; i < json_array_size(ch); i++) {
+			json_t *c = json_array_get(ch, i);
+			json_int_t k = json_integer_value(json_object_get(c,
+							 "index"));
+			json_t *d = json_object_get(c, "delta"),
+			       *fr = json_object_get(c, "finish_reason");
+			const char *piece = json_string_value(
+				d ? json_object_get(d, "content")
+				  : json_object_get(c, "text"));
+			size_t ol;
+
+			assert_true(k >= 0 && k < SSE_MAX);
+			assert_string_equal(g->finish[k], ""); /* none yet */
+			ol = g->text[k] ? strlen(g->text[k]) : 0;
+			piece = piece ? piece : "";
+			g->pieces[k] += *piece != '\0';
+			g->text[k] = realloc(g->text[k], ol + strlen(piece) + 1);
+			strcpy(g->text[k] + ol, piece);
+			if (json_is_string(fr))
+				snprintf(g->finish[k], sizeof(g->finish[k]),
+					 "%s", json_string_value(fr));
+		}
+		json_decref(g->last);
+		g->last = o;
+	}
+	assert_true(g->done);
+}
+
+static void sse_got_free(sse_got *g)
+{
+	for (int k = 0; k < SSE_MAX; k++)
+		free(g->text[k]);
+	json_decref(g->last);
+}
+
 /* The extensions early_stop and vote: the samples, vote (with weights)
  * and stop report of `quorum ask --stop --vote`; a bad rule is a 400. */
 static void test_early_stop(void **state)
@@ -456,6 +526,47 @@ static void test_early_stop(void **state)
 	assert_json_eq(json_object_get(qo, "early_stop"),
 		       json_object_get(ref, "stop"), "stop reports");
 	json_decref(o);
+	hresp_free(&r);
+	/* streamed: the reported choices as quorum ask's; a sample early
+	 * stopping cancelled after some of its text went out ends
+	 * "cancelled" (this test's random model gives no answers, so its
+	 * rule never stops early: that case is only checked when one did) */
+	snprintf(body, sizeof(body), "{\"prompt\":\"%s\",\"n\":12,\"seed\":77,"
+		 "\"temperature\":0.9,\"max_tokens\":24,\"stream\":true,"
+		 "\"early_stop\":\"window:2\",\"vote\":\"confidence\"}", Q1);
+	r = post("/v1/completions", body);
+	assert_int_equal(r.code, 200);
+	{
+		sse_got g;
+		int n_cancelled = 0;
+
+		sse_parse(r.body, "text_completion", &g);
+		for (size_t i = 0; i < 12; i++) {
+			json_t *s = json_array_get(smp, i);
+
+			if (i < k) {
+				assert_non_null(g.text[i]);
+				assert_string_equal(g.text[i], json_string_value(
+					json_object_get(s, "text")));
+				assert_string_equal(g.finish[i], json_string_value(
+					json_object_get(s, "finish")));
+			} else if (g.text[i]) {
+				assert_string_equal(g.finish[i], "cancelled");
+				n_cancelled++;
+			}
+		}
+		printf("  streamed early stop: %zu of 12 reported, %d "
+		       "cancelled after streaming text\n", k, n_cancelled);
+		assert_json_eq(json_object_get(json_object_get(g.last,
+				"quorum"), "votes"),
+			       json_object_get(ref, "votes"),
+			       "streamed weighted votes");
+		assert_json_eq(json_object_get(json_object_get(g.last,
+				"quorum"), "early_stop"),
+			       json_object_get(ref, "stop"),
+			       "streamed stop reports");
+		sse_got_free(&g);
+	}
 	hresp_free(&r);
 	json_decref(ref);
 
@@ -659,10 +770,8 @@ static void test_stream(void **state)
 			"\"ignore_eos\":true%s}";
 	char body[512];
 	hresp plain, st;
-	json_t *po, *last = NULL;
-	char *text[4] = {0};
-	int finished[4] = {0}, saw_done = 0, chunks = 0, pieces[4] = {0};
-	char *line, *save = NULL;
+	json_t *po;
+	sse_got g;
 
 	(void)state;
 	snprintf(body, sizeof(body), b, "");
@@ -673,71 +782,32 @@ static void test_stream(void **state)
 	st = post("/v1/chat/completions", body);
 	assert_int_equal(st.code, 200);
 	assert_non_null(strstr(st.head, "text/event-stream"));
-	for (line = strtok_r(st.body, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		json_t *o, *ch;
-
-		if (line[0] == ':')
-			continue; /* keep-alive comment */
-		assert_true(!strncmp(line, "data: ", 6));
-		assert_false(saw_done);
-		if (!strcmp(line + 6, "[DONE]")) {
-			saw_done = 1;
-			continue;
-		}
-		o = json_loads(line + 6, 0, NULL);
-		assert_non_null(o);
-		assert_string_equal(json_string_value(json_object_get(o,
-				    "object")), "chat.completion.chunk");
-		ch = json_object_get(o, "choices");
-		chunks++;
-		for (size_t i = 0; i < json_array_size(ch); i++) {
-			json_t *c = json_array_get(ch, i);
-			json_int_t k = json_integer_value(json_object_get(c,
-							 "index"));
-			json_t *d = json_object_get(c, "delta"),
-			       *fr = json_object_get(c, "finish_reason");
-			const char *piece = json_string_value(
-				json_object_get(d, "content"));
-
-			assert_true(k >= 0 && k < 4);
-			assert_false(finished[k]);
-			if (piece) {
-				size_t ol = text[k] ? strlen(text[k]) : 0;
-
-				pieces[k] += *piece != '\0';
-				text[k] = realloc(text[k], ol + strlen(piece) + 1);
-				strcpy(text[k] + ol, piece);
-			}
-			if (json_is_string(fr))
-				finished[k] = 1;
-		}
-		json_decref(last);
-		last = o;
-	}
-	assert_true(saw_done);
-	assert_true(chunks >= 5);
-	for (int k = 0; k < 4; k++) {
+	sse_parse(st.body, "chat.completion.chunk", &g);
+	assert_true(g.chunks >= 5);
+	for (int k = 0; k < SSE_MAX; k++) {
 		json_t *c = json_array_get(json_object_get(po, "choices"),
 					   (size_t)k);
 
-		assert_true(finished[k]);
-		assert_non_null(text[k]);
+		if (k >= 4) {
+			assert_null(g.text[k]);
+			continue;
+		}
+		assert_string_equal(g.finish[k], "length");
+		assert_non_null(g.text[k]);
 		/* token-level: the worker sends new text every 4 rounds, so
 		 * 24 tokens arrive in several pieces, not one at the end */
-		if (pieces[k] < 3)
-			fail_msg("choice %d came in %d piece(s)", k, pieces[k]);
-		assert_string_equal(text[k], json_string_value(json_object_get(
+		if (g.pieces[k] < 3)
+			fail_msg("choice %d came in %d piece(s)", k, g.pieces[k]);
+		assert_string_equal(g.text[k], json_string_value(json_object_get(
 			json_object_get(c, "message"), "content")));
-		free(text[k]);
 	}
-	assert_json_eq(json_object_get(json_object_get(last, "quorum"),
+	assert_json_eq(json_object_get(json_object_get(g.last, "quorum"),
 				       "votes"),
 		       json_object_get(json_object_get(po, "quorum"), "votes"),
 		       "streamed votes");
-	assert_int_equal(json_array_size(json_object_get(last, "choices")), 0);
-	assert_non_null(json_object_get(last, "usage"));
-	json_decref(last);
+	assert_int_equal(json_array_size(json_object_get(g.last, "choices")), 0);
+	assert_non_null(json_object_get(g.last, "usage"));
+	sse_got_free(&g);
 	json_decref(po);
 	hresp_free(&plain);
 	hresp_free(&st);

@@ -1023,6 +1023,15 @@ static void sse_final(stream *st, Quorum__ClientReply *r)
 		sse_flush_choice(st, k, 1, s->finish && !strcmp(s->finish,
 				 "length") ? "length" : "stop");
 	}
+	/* choices early stopping cancelled after some of their text went
+	 * out: closed (they are not in the answer or the vote) */
+	for (uint32_t k = 0; k < st->n; k++)
+		if (st->started[k] && !st->finished[k]) {
+			sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+						 G.model_id, k, NULL, 0, 0,
+						 "cancelled"));
+			st->finished[k] = 1;
+		}
 	if (!gwapi_result_make(&st->req, r->answer, &x)) {
 		count_answer(r->answer);
 		if (cn->rec)
