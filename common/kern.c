@@ -281,15 +281,39 @@ static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
 		out[i] = kern_f32_to_f16(x[i]);
 }
 
-static int s_unpack(uint32_t wtype, const void *row, quant_wrow *w, int K)
+static void s_store(const struct kern_mm *mm, int m, int j, float r)
 {
-	(void)wtype, (void)row, (void)w, (void)K;
-	return 0; /* the reference unpack of quant.c */
+	if (mm->bias)
+		r = r + mm->bias[j];
+	mm->y[(size_t)m * mm->ldy + j] = r;
+}
+
+/* The reference integer matmul: each weight row unpacked once by
+ * quant_unpack_row, then quant_dot_ref with every activation row. */
+static void s_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	int K = mm->K, unit = quant_unit(mm->wtype);
+	void *buf = malloc(quant_wrow_bytes(K));
+	quant_wrow w;
+	quant_arow a;
+
+	if (!buf)
+		abort(); /* a few KiB per task */
+	quant_wrow_bind(&w, buf, K);
+	for (int j = j0; j < j1; j++) {
+		quant_unpack_row(mm->wtype, (const char *)mm->W +
+				 (size_t)j * mm->row_bytes, &w, K);
+		for (int m = 0; m < mm->M; m++) {
+			quant_arow_bind(&a, (void *)(mm->xq + (size_t)m *
+						     mm->xq_bytes), K, unit);
+			s_store(mm, m, j, quant_dot_ref(&w, &a, K));
+		}
+	}
+	free(buf);
 }
 
 const struct kern_ops kern_ops_scalar = {
-	.qdot = quant_dot_ref,
-	.unpack = s_unpack,
+	.qmatmul = s_qmatmul,
 	.dot = s_dot,
 	.dot_f16 = s_dot_f16,
 	.matmul = s_matmul,
@@ -426,48 +450,25 @@ struct mm_job {
 	const struct kern_ops *ops;
 	struct kern_mm mm;
 	int n_units; /* KERN_MM_COLS-column units */
-	int quant;   /* 0: ops->matmul; 1: integer dot; 2: dequantize + dot */
-	const char *xq; /* quant 1: the M quantized activation rows */
-	size_t xq_bytes;
+	int quant;   /* 0: ops->matmul; 1: ops->qmatmul; 2: dequantize + dot */
 };
 
-static void store(const struct kern_mm *mm, int m, int j, float r)
-{
-	if (mm->bias)
-		r = r + mm->bias[j];
-	mm->y[(size_t)m * mm->ldy + j] = r;
-}
-
-/* Quantized weights, columns [j0, j1): each weight row is unpacked once
- * into its integer form (or dequantized) and used for all M rows. */
-static void quant_cols(const struct mm_job *job, int j0, int j1)
+/* Quantized weights with f32 activations, columns [j0, j1): each weight
+ * row is dequantized once and used for all M rows. */
+static void dequant_cols(const struct mm_job *job, int j0, int j1)
 {
 	const struct kern_mm *mm = &job->mm;
-	int K = mm->K, unit = quant_unit(mm->wtype);
-	size_t wb = quant_wrow_bytes(K), n = job->quant == 1 ? wb : (size_t)K * 4;
-	void *buf = malloc(n);
-	quant_wrow w;
-	quant_arow a;
+	int K = mm->K;
+	float *buf = malloc((size_t)K * sizeof(float));
 
 	if (!buf)
 		abort(); /* a few KiB per task */
-	quant_wrow_bind(&w, buf, K);
 	for (int j = j0; j < j1; j++) {
-		const char *row = (const char *)mm->W + (size_t)j * mm->row_bytes;
-		if (job->quant == 2) {
-			quant_dequant_row(mm->wtype, row, buf, K);
-			for (int m = 0; m < mm->M; m++)
-				store(mm, m, j, job->ops->dot(
-					mm->x + (size_t)m * mm->ldx, buf, K));
-			continue;
-		}
-		if (!job->ops->unpack(mm->wtype, row, &w, K))
-			quant_unpack_row(mm->wtype, row, &w, K);
-		for (int m = 0; m < mm->M; m++) {
-			quant_arow_bind(&a, (void *)(job->xq + (size_t)m *
-						     job->xq_bytes), K, unit);
-			store(mm, m, j, job->ops->qdot(&w, &a, K));
-		}
+		quant_dequant_row(mm->wtype, (const char *)mm->W +
+				  (size_t)j * mm->row_bytes, buf, K);
+		for (int m = 0; m < mm->M; m++)
+			s_store(mm, m, j, job->ops->dot(
+				mm->x + (size_t)m * mm->ldx, buf, K));
 	}
 	free(buf);
 }
@@ -481,8 +482,10 @@ static void mm_task(void *ctx, int t, int n_tasks)
 	int j1 = u1 * KERN_MM_COLS < job->mm.N ? u1 * KERN_MM_COLS : job->mm.N;
 	if (j0 >= j1)
 		return;
-	if (job->quant)
-		quant_cols(job, j0, j1);
+	if (job->quant == 1)
+		job->ops->qmatmul(&job->mm, j0, j1);
+	else if (job->quant == 2)
+		dequant_cols(job, j0, j1);
 	else
 		job->ops->matmul(&job->mm, j0, j1);
 }
@@ -516,12 +519,11 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 	}
 	struct mm_job job = {
 		.quant = quant,
-		.xq = xq,
-		.xq_bytes = xq_bytes,
 		.ops = ops(),
 		.mm = {.W = W, .wtype = wtype, .K = K, .N = N,
 		       .row_bytes = row_bytes(wtype, K), .bias = bias, .x = x,
-		       .ldx = ldx, .M = M, .y = y, .ldy = ldy},
+		       .ldx = ldx, .M = M, .y = y, .ldy = ldy, .xq = xq,
+		       .xq_bytes = xq_bytes},
 		.n_units = (N + KERN_MM_COLS - 1) / KERN_MM_COLS,
 	};
 	int nt = tp ? tpool_size(tp) : 1;

@@ -576,128 +576,7 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 		out[i] = kern_f32_to_f16(x[i]);
 }
 
-/* ---- integer dot product (quant.h) ------------------------------------- */
-
-INLINE int32_t hsum_i32(__m256i v)
-{
-	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-				  _mm256_extracti128_si256(v, 1));
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-	return _mm_cvtsi128_si32(s);
-}
-
-/* 16 signed products pairwise summed: |w| (unsigned) times a * sign(w);
- * |w| <= 128, |a| <= 127, so a pair sum fits int16 without saturation. */
-INLINE __m256i dot_pairs(__m256i w, __m256i a)
-{
-	return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
-				    _mm256_sign_epi8(a, w));
-}
-
-/* S1 of one unit of 256 (or any multiple of 32) at k. */
-INLINE int32_t s1_unit(const int8_t *q, const int16_t *sc, const int8_t *qa,
-		       int k, int unit)
-{
-	__m256i acc = _mm256_setzero_si256();
-	for (int e = k; e < k + unit; e += 32) {
-		__m256i p = dot_pairs(_mm256_loadu_si256((const __m256i *)(q + e)),
-				      _mm256_loadu_si256((const __m256i *)(qa + e)));
-		__m256i s = _mm256_setr_m128i(_mm_set1_epi16(sc[e / 16]),
-					      _mm_set1_epi16(sc[e / 16 + 1]));
-		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
-	}
-	return hsum_i32(acc);
-}
-
-/* The integer dot product and quant.h's canonical combination: the 8
- * lanes acc[u % 8] are one ymm; 8 units at a time. */
-float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n)
-{
-	const __m256i ones = _mm256_set1_epi16(1);
-	int unit = w->unit, nu = n / unit, gpu = unit / 16;
-	__m256 acc = _mm256_setzero_ps();
-	int32_t s1[8], s2[8];
-
-	for (int u0 = 0; u0 < nu; u0 += 8) {
-		int cnt = nu - u0 < 8 ? nu - u0 : 8;
-		if (unit == 32 && cnt == 8) {
-			__m256i v[8];
-			for (int i = 0; i < 8; i++) {
-				size_t k = (size_t)(u0 + i) * 32;
-				v[i] = _mm256_madd_epi16(dot_pairs(
-					_mm256_loadu_si256((const __m256i *)(w->q + k)),
-					_mm256_loadu_si256((const __m256i *)(a->q + k))),
-					ones);
-			}
-			__m256i s01 = _mm256_hadd_epi32(v[0], v[1]);
-			__m256i s23 = _mm256_hadd_epi32(v[2], v[3]);
-			__m256i s45 = _mm256_hadd_epi32(v[4], v[5]);
-			__m256i s67 = _mm256_hadd_epi32(v[6], v[7]);
-			__m256i s03 = _mm256_hadd_epi32(s01, s23);
-			__m256i s47 = _mm256_hadd_epi32(s45, s67);
-			_mm256_storeu_si256((__m256i *)s1, _mm256_add_epi32(
-				_mm256_permute2x128_si256(s03, s47, 0x20),
-				_mm256_permute2x128_si256(s03, s47, 0x31)));
-		} else if (unit == 32) {
-			for (int i = 0; i < cnt; i++) {
-				size_t k = (size_t)(u0 + i) * 32;
-				s1[i] = hsum_i32(_mm256_madd_epi16(dot_pairs(
-					_mm256_loadu_si256((const __m256i *)(w->q + k)),
-					_mm256_loadu_si256((const __m256i *)(a->q + k))),
-					ones));
-			}
-		} else {
-			for (int i = 0; i < cnt; i++)
-				s1[i] = s1_unit(w->q, w->sc, a->q, (u0 + i) * unit,
-						unit);
-		}
-		if (w->has_min && unit != 32)
-			for (int i = 0; i < cnt; i++) {
-				int g0 = (u0 + i) * gpu;
-				if (gpu == 16) {
-					s2[i] = hsum_i32(_mm256_madd_epi16(
-						_mm256_loadu_si256((const __m256i *)(w->mn + g0)),
-						_mm256_loadu_si256((const __m256i *)(a->bsum + g0))));
-				} else {
-					int32_t t = 0;
-					for (int g = g0; g < g0 + gpu; g++)
-						t += w->mn[g] * a->bsum[g];
-					s2[i] = t;
-				}
-			}
-		if (cnt == 8) {
-			__m256 da = _mm256_loadu_ps(a->d + u0);
-			acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(w->d + u0), da),
-					      _mm256_cvtepi32_ps(_mm256_loadu_si256(
-						      (const __m256i *)s1)), acc);
-			if (w->has_min && unit == 32)
-				acc = _mm256_fmadd_ps(_mm256_loadu_ps(w->dm + u0),
-						      _mm256_loadu_ps(a->s + u0), acc);
-			else if (w->has_min)
-				acc = _mm256_fmadd_ps(
-					_mm256_mul_ps(_mm256_loadu_ps(w->dm + u0), da),
-					_mm256_cvtepi32_ps(_mm256_loadu_si256(
-						(const __m256i *)s2)), acc);
-		} else {
-			float l[8];
-			_mm256_storeu_ps(l, acc);
-			for (int i = 0; i < cnt; i++) {
-				int u = u0 + i;
-				l[i] = fmaf(w->d[u] * a->d[u], (float)s1[i], l[i]);
-				if (w->has_min && unit == 32)
-					l[i] = fmaf(w->dm[u], a->s[u], l[i]);
-				else if (w->has_min)
-					l[i] = fmaf(w->dm[u] * a->d[u], (float)s2[i], l[i]);
-			}
-			acc = _mm256_loadu_ps(l);
-		}
-	}
-	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc),
-			       _mm256_extractf128_ps(acc, 1));
-	__m128 s2v = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-	return _mm_cvtss_f32(_mm_add_ss(s2v, _mm_shuffle_ps(s2v, s2v, 1)));
-}
+/* ---- unpacking (quant_wrow) ------------------------------------------ */
 
 /* 32 bytes whose byte e is 0x10 when bit e of bits is set. */
 INLINE __m256i bits_x10(uint32_t bits)
@@ -720,7 +599,7 @@ INLINE __m256i nibbles16(const uint8_t *p)
 				 _mm_and_si128(_mm_srli_epi16(v, 4), m));
 }
 
-int kern_avx2_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
+static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	const __m256i iq4 = _mm256_broadcastsi128_si256(
@@ -852,9 +731,438 @@ int kern_avx2_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 	return 1;
 }
 
+/* ---- integer matmul (quant.h) ------------------------------------------ */
+
+/*
+ * Tiles of R <= QT_R activation rows against one weight row at a time:
+ * each 32-element chunk of the weight row is decoded once into a register
+ * and multiplied (maddubs: unsigned weights times signed activations)
+ * with the same chunk of every row of the tile, so decoding and weight
+ * bytes are paid once per tile. Weight rows go in blocks of QT_JB: a
+ * block stays in cache while every tile of rows passes over it.
+ *
+ * Integer sums are exact in any order, so every S1 and S2 is the
+ * reference's:
+ *  - Q4_K: codes 0..15 as stored; S2 = sum mn[g] * bsum[g].
+ *  - Q6_K: codes q + 32 (0..63); S1 = sum sc[g] * sum (q + 32) qa
+ *    - 32 * sum sc[g] * bsum[g].
+ *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
+ *  - Q8_0: signed codes, maddubs(|q|, qa * sign(q)) (the sign trick).
+ *  - every other type: quant_wrow (unpacked once per block of rows),
+ *    signed codes and the sign trick, sc per 16.
+ * No pair of products saturates maddubs's int16: |qa| <= 127, unsigned
+ * codes are <= 63, |q| <= 128.
+ * Per unit each row's partial vector is kept; every 8 units a tree turns
+ * 8 of them into the lanes S1[u0..u0+7] and the float combination runs
+ * in quant.h's lanes acc[u % 8]. Lanes of missing units (nu % 8) get a
+ * zero factor and S1 = 0: fma(+0, +0, acc) = acc exactly, as acc, from
+ * +0 by fmas, is never -0.
+ */
+#define QT_R 4   /* activation rows per tile */
+#define QT_JB 32 /* weight rows per block */
+
+enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_Q8_0, QK_GEN };
+
+struct qtile {
+	const int8_t *q[QT_R];
+	const int16_t *bsum[QT_R];
+	const float *d[QT_R], *s[QT_R];
+};
+
+/* acc[r] += S1 partial of chunk k: unsigned codes w, int16 scales sc */
+INLINE void chunk_u(__m256i *acc, const struct qtile *t, int k, __m256i w,
+		    __m256i sc, const int R)
+{
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+			_mm256_maddubs_epi16(w, _mm256_loadu_si256(
+				(const __m256i *)(t->q[r] + k))), sc));
+}
+
+/* The same for signed codes (the sign trick). */
+INLINE void chunk_s(__m256i *acc, const struct qtile *t, int k, __m256i w,
+		    __m256i sc, const int R)
+{
+	__m256i aw = _mm256_sign_epi8(w, w);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+			_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_loadu_si256(
+				(const __m256i *)(t->q[r] + k)), w)), sc));
+}
+
+/* Word j of each 128-bit lane, to all 8 words of the lane. */
+INLINE __m256i word_mask(int j)
+{
+	return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j));
+}
+
+/* Word 2i of lane 0 and word 2i + 1 of lane 1, each to its whole lane. */
+INLINE __m256i word_pair_mask(int i)
+{
+	return _mm256_setr_m128i(_mm_set1_epi16((short)(0x0100 + 0x0404 * i)),
+				 _mm_set1_epi16((short)(0x0302 + 0x0404 * i)));
+}
+
+INLINE void unit_q4_K(const uint8_t *blk, const struct qtile *t, int k,
+		      __m256i *s1, __m256i *s2, float *dw, float *dmw,
+		      const int R)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	uint16_t hd, hm;
+	uint32_t w0, w1, w2;
+	__m256i acc[QT_R];
+
+	memcpy(&hd, blk, 2);
+	memcpy(&hm, blk + 2, 2);
+	memcpy(&w0, blk + 4, 4);
+	memcpy(&w1, blk + 8, 4);
+	memcpy(&w2, blk + 12, 4);
+	*dw = _cvtsh_ss(hd);
+	*dmw = -_cvtsh_ss(hm);
+	/* 8 six-bit scales and mins: bytes 0-3 hold scales 0-3 (and the top
+	 * bits of scales 4-7), bytes 4-7 mins 0-3 (and the top bits of mins
+	 * 4-7), bytes 8-11 the low nibbles of scales and mins 4-7 */
+	__m128i scb = _mm_setr_epi32((int)(w0 & 0x3f3f3f3f),
+				     (int)((w2 & 0x0f0f0f0f) |
+					   ((w0 >> 2) & 0x30303030)), 0, 0);
+	__m128i mnb = _mm_setr_epi32((int)(w1 & 0x3f3f3f3f),
+				     (int)(((w2 >> 4) & 0x0f0f0f0f) |
+					   ((w1 >> 2) & 0x30303030)), 0, 0);
+	__m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scb));
+	__m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mnb, mnb));
+	const uint8_t *qs = blk + 16;
+
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		chunk_u(acc, t, k + 64 * c, _mm256_and_si256(v, m4),
+			_mm256_shuffle_epi8(sc16, word_mask(2 * c)), R);
+		chunk_u(acc, t, k + 64 * c + 32,
+			_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+			_mm256_shuffle_epi8(sc16, word_mask(2 * c + 1)), R);
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		s1[8 * r] = acc[r];
+		s2[8 * r] = _mm256_madd_epi16(mn16, _mm256_loadu_si256(
+			(const __m256i *)(t->bsum[r] + k / 16)));
+	}
+}
+
+INLINE void unit_q6_K(const uint8_t *blk, const struct qtile *t, int k,
+		      __m256i *s1, float *dw, const int R)
+{
+	const ggml_block_q6_K *b = (const ggml_block_q6_K *)blk;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const __m256i m3 = _mm256_set1_epi8(0x03);
+	const __m256i m30 = _mm256_set1_epi8(0x30);
+	__m256i acc[QT_R];
+	__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+		(const __m128i *)b->scales));
+	/* -32 sc[g]: the codes' offset, taken off with the group sums */
+	__m256i off = _mm256_sub_epi16(_mm256_setzero_si256(),
+				       _mm256_slli_epi16(sc16, 5));
+
+	*dw = _cvtsh_ss(b->d);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_madd_epi16(off, _mm256_loadu_si256(
+			(const __m256i *)(t->bsum[r] + k / 16)));
+	#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		/* scales 8h..8h+7 in both lanes */
+		__m256i sh = _mm256_permute4x64_epi64(sc16, h ? 0xee : 0x44);
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+		__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+		__m256i w[4];
+		w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+				       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+		w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+				       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+		w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+				       _mm256_and_si256(hb, m30));
+		w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+				       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			chunk_u(acc, t, k + 128 * h + 32 * i, w[i],
+				_mm256_shuffle_epi8(sh, word_pair_mask(i)), R);
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		s1[8 * r] = acc[r];
+}
+
+INLINE void unit_q8_0(const uint8_t *blk, const struct qtile *t, int k,
+		      __m256i *s1, float *dw, const int R)
+{
+	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)blk;
+	__m256i acc[QT_R];
+
+	*dw = _cvtsh_ss(b->d);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	chunk_s(acc, t, k, _mm256_loadu_si256((const __m256i *)b->qs),
+		_mm256_set1_epi16(1), R);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		s1[8 * r] = acc[r];
+}
+
+INLINE void unit_q5_0(const uint8_t *blk, const struct qtile *t, int k,
+		      __m256i *s1, float *dw, const int R)
+{
+	const ggml_block_q5_0 *b = (const ggml_block_q5_0 *)blk;
+	__m256i acc[QT_R];
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	*dw = _cvtsh_ss(b->d);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	chunk_u(acc, t, k, _mm256_or_si256(nibbles16(b->qs), bits_x10(qh)),
+		_mm256_set1_epi16(1), R);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		s1[8 * r] = acc[r];
+}
+
+INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
+		     __m256i *s1, __m256i *s2, float *dw, float *dmw,
+		     const int R)
+{
+	int unit = w->unit, k = u * unit;
+	__m256i acc[QT_R];
+
+	*dw = w->d[u];
+	*dmw = w->has_min ? w->dm[u] : 0.0f;
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	for (int e = k; e < k + unit; e += 32) {
+		/* unit 32: sc is 1 (and may be unwritten) */
+		__m256i sc = unit == 32 ? _mm256_set1_epi16(1) :
+			_mm256_setr_m128i(_mm_set1_epi16(w->sc[e / 16]),
+					  _mm_set1_epi16(w->sc[e / 16 + 1]));
+		chunk_s(acc, t, e, _mm256_loadu_si256((const __m256i *)(w->q + e)),
+			sc, R);
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		s1[8 * r] = acc[r];
+		s2[8 * r] = w->has_min && unit != 32 ? _mm256_madd_epi16(
+			_mm256_loadu_si256((const __m256i *)(w->mn + k / 16)),
+			_mm256_loadu_si256((const __m256i *)(t->bsum[r] + k / 16))) :
+			_mm256_setzero_si256();
+	}
+}
+
+/* Lane i = the sum of the 8 lanes of v[i]. */
+INLINE __m256i tree8(const __m256i *v)
+{
+	__m256i s01 = _mm256_hadd_epi32(v[0], v[1]);
+	__m256i s23 = _mm256_hadd_epi32(v[2], v[3]);
+	__m256i s45 = _mm256_hadd_epi32(v[4], v[5]);
+	__m256i s67 = _mm256_hadd_epi32(v[6], v[7]);
+	__m256i s03 = _mm256_hadd_epi32(s01, s23);
+	__m256i s47 = _mm256_hadd_epi32(s45, s67);
+	return _mm256_add_epi32(_mm256_permute2x128_si256(s03, s47, 0x20),
+				_mm256_permute2x128_si256(s03, s47, 0x31));
+}
+
+/* quant.h's tree on the 8 lanes. */
+INLINE float tree4(__m256 acc)
+{
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc),
+			       _mm256_extractf128_ps(acc, 1));
+	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* One weight row (its blocks, or a quant_wrow for QK_GEN) against the R
+ * rows of t: res[r]. */
+INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
+		 const int R, const int kind)
+{
+	const quant_wrow *gw = wrow;
+	const int unit = kind == QK_GEN ? gw->unit :
+			 kind == QK_Q4_K || kind == QK_Q6_K ? QK_K : 32;
+	const size_t bb = kind == QK_Q4_K ? sizeof(ggml_block_q4_K) :
+			  kind == QK_Q6_K ? sizeof(ggml_block_q6_K) :
+			  kind == QK_Q5_0 ? sizeof(ggml_block_q5_0) :
+					    sizeof(ggml_block_q8_0);
+	const int min_k = kind == QK_Q4_K ||
+			  (kind == QK_GEN && gw->has_min && unit != 32);
+	const int min_32 = kind == QK_GEN && gw->has_min && unit == 32;
+	int nu = K / unit;
+	__m256 facc[QT_R];
+
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		facc[r] = _mm256_setzero_ps();
+	for (int u0 = 0; u0 < nu; u0 += 8) {
+		int cnt = nu - u0 < 8 ? nu - u0 : 8;
+		/* unit u0 + i of row r: s1v[r][i] */
+		__m256i s1v[QT_R][8], s2v[QT_R][8];
+		_Alignas(32) float dw[8], dmw[8];
+
+		for (int i = 0; i < cnt; i++) {
+			int u = u0 + i;
+			const uint8_t *blk = (const uint8_t *)wrow + (size_t)u * bb;
+			switch (kind) {
+			case QK_Q4_K:
+				unit_q4_K(blk, t, u * QK_K, &s1v[0][i], &s2v[0][i],
+					  &dw[i], &dmw[i], R);
+				break;
+			case QK_Q6_K:
+				unit_q6_K(blk, t, u * QK_K, &s1v[0][i], &dw[i], R);
+				break;
+			case QK_Q8_0:
+				unit_q8_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
+				break;
+			case QK_Q5_0:
+				unit_q5_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
+				break;
+			default:
+				unit_gen(gw, t, u, &s1v[0][i], &s2v[0][i], &dw[i],
+					 &dmw[i], R);
+				break;
+			}
+		}
+		/* missing units: zero (stores one by one, not a memset call) */
+		#pragma GCC unroll 8
+		for (int i = 1; i < 8; i++)
+			if (i >= cnt) {
+				dw[i] = dmw[i] = 0.0f;
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					s1v[r][i] = _mm256_setzero_si256();
+					if (min_k)
+						s2v[r][i] = _mm256_setzero_si256();
+				}
+			}
+		__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
+			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		__m256 dwv = _mm256_load_ps(dw), dmv = _mm256_load_ps(dmw);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			__m256i s1 = tree8(s1v[r]);
+			if (kind == QK_Q5_0) /* 16 * (bsum[2u] + bsum[2u + 1]) */
+				s1 = _mm256_sub_epi32(s1, _mm256_madd_epi16(
+					_mm256_maskload_epi32((const int *)(t->bsum[r] +
+									    2 * u0), mask),
+					_mm256_set1_epi16(16)));
+			__m256 da = _mm256_maskload_ps(t->d[r] + u0, mask);
+			facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, da),
+						  _mm256_cvtepi32_ps(s1), facc[r]);
+			if (min_k)
+				facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmv, da),
+					_mm256_cvtepi32_ps(tree8(s2v[r])), facc[r]);
+			else if (min_32)
+				facc[r] = _mm256_fmadd_ps(dmv, _mm256_maskload_ps(
+					t->s[r] + u0, mask), facc[r]);
+		}
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		res[r] = tree4(facc[r]);
+}
+
+/* Weight rows [j, j + jn) against the R rows from m0. */
+INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
+		   int j, int jn, const quant_wrow *wr, const int R,
+		   const int kind)
+{
+	for (int c = 0; c < jn; c++) {
+		const void *w = kind == QK_GEN ? (const void *)&wr[c] :
+			(const void *)((const char *)mm->W +
+				       (size_t)(j + c) * mm->row_bytes);
+		float res[QT_R];
+		qrow(w, mm->K, t, res, R, kind);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
+				mm->bias ? res[r] + mm->bias[j + c] : res[r];
+	}
+}
+
+#define QBLOCK_KIND(name, kind)                                              \
+	static void name(const struct kern_mm *mm, const struct qtile *t,     \
+			 int R, int m0, int j, int jn, const quant_wrow *wr)  \
+	{                                                                     \
+		switch (R) {                                                  \
+		case 1: qblock(mm, t, m0, j, jn, wr, 1, kind); break;         \
+		case 2: qblock(mm, t, m0, j, jn, wr, 2, kind); break;         \
+		case 3: qblock(mm, t, m0, j, jn, wr, 3, kind); break;         \
+		default: qblock(mm, t, m0, j, jn, wr, QT_R, kind); break;     \
+		}                                                             \
+	}
+QBLOCK_KIND(qblock_q4_K, QK_Q4_K)
+QBLOCK_KIND(qblock_q6_K, QK_Q6_K)
+QBLOCK_KIND(qblock_q5_0, QK_Q5_0)
+QBLOCK_KIND(qblock_q8_0, QK_Q8_0)
+QBLOCK_KIND(qblock_gen, QK_GEN)
+
+_Static_assert(QT_R == 4, "qblock's cases");
+
+void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	int K = mm->K, unit = quant_unit(mm->wtype);
+	void (*blockf)(const struct kern_mm *, const struct qtile *, int, int,
+		       int, int, const quant_wrow *);
+	quant_wrow wr[QT_JB];
+	char *buf = NULL;
+	size_t wb = quant_wrow_bytes(K);
+
+	switch (mm->wtype) {
+	case GGML_TYPE_Q4_K: blockf = qblock_q4_K; break;
+	case GGML_TYPE_Q6_K: blockf = qblock_q6_K; break;
+	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
+	case GGML_TYPE_Q8_0: blockf = qblock_q8_0; break;
+	default:
+		blockf = qblock_gen;
+		buf = malloc(wb * QT_JB);
+		if (!buf)
+			abort(); /* QT_JB unpacked rows per task */
+		for (int c = 0; c < QT_JB; c++)
+			quant_wrow_bind(&wr[c], buf + (size_t)c * wb, K);
+	}
+	for (int j = j0; j < j1; j += QT_JB) {
+		int jn = j1 - j < QT_JB ? j1 - j : QT_JB;
+		for (int c = 0; buf && c < jn; c++) {
+			const char *row = (const char *)mm->W +
+					  (size_t)(j + c) * mm->row_bytes;
+			if (!v_unpack(mm->wtype, row, &wr[c], K))
+				quant_unpack_row(mm->wtype, row, &wr[c], K);
+		}
+		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
+			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
+			struct qtile t;
+			for (int r = 0; r < R; r++) {
+				quant_arow a;
+				quant_arow_bind(&a, (void *)(mm->xq + (size_t)(m0 + r) *
+							     mm->xq_bytes), K, unit);
+				t.q[r] = a.q;
+				t.bsum[r] = a.bsum;
+				t.d[r] = a.d;
+				t.s[r] = a.s;
+			}
+			blockf(mm, &t, R, m0, j, jn, wr);
+		}
+	}
+	free(buf);
+}
+
 const struct kern_ops kern_ops_avx2 = {
-	.qdot = kern_avx2_qdot,
-	.unpack = kern_avx2_unpack,
+	.qmatmul = kern_avx2_qmatmul,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,
 	.matmul = v_matmul,

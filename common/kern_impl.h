@@ -41,13 +41,16 @@ struct kern_mm {
 	int ldx, M;
 	float *y;
 	int ldy;
+	/* integer path (qmatmul): the M activation rows, each quantized on
+	 * its own (quant_act_row) into a quant_arow of xq_bytes */
+	const char *xq;
+	size_t xq_bytes;
 };
 
 struct kern_ops {
-	/* integer dot product with quant.h's combination, and a faster
-	 * unpack of some types (returns 0 for the others: quant_unpack_row) */
-	float (*qdot)(const quant_wrow *w, const quant_arow *a, int n);
-	int (*unpack)(uint32_t wtype, const void *row, quant_wrow *w, int n);
+	/* quantized W times the integer activations mm->xq, columns
+	 * [j0, j1) for all M rows: quant.h's S1/S2 and combination */
+	void (*qmatmul)(const struct kern_mm *mm, int j0, int j1);
 	float (*dot)(const float *a, const float *b, int n);
 	float (*dot_f16)(const float *a, const uint16_t *b, int n);
 	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
@@ -61,9 +64,8 @@ struct kern_ops {
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 };
 
-/* kern_avx2.c's integer kernels, shared with the AVX-512 table. */
-float kern_avx2_qdot(const quant_wrow *w, const quant_arow *a, int n);
-int kern_avx2_unpack(uint32_t wtype, const void *row, quant_wrow *w, int n);
+/* kern_avx2.c's integer matmul, shared with the AVX-512 table. */
+void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1);
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;

@@ -414,6 +414,75 @@ static void test_int_matmul(void **state)
 	tpool_free(&tp);
 }
 
+/* The SIMD integer matmul works on tiles of rows and blocks of columns,
+ * with 8 units per step of the float combination: every tile remainder
+ * (M = 1..13 rows taken at any offset of a 13-row batch), a unit count
+ * that is and is not a multiple of 8, columns not a multiple of the
+ * block, and 1 or 2 threads must give the scalar reference's bits. */
+#define TL_M 13
+#define TL_N 41
+
+static void test_int_tiles(void **state)
+{
+	tpool *tp;
+	(void)state;
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (int ti = 0; ti < N_TYPES; ti++) {
+		uint32_t t = types[ti];
+		/* 2 or 9 K-quant units; 28 (896, Qwen2.5-0.5B's dim) or
+		 * 16 units of 32 */
+		int Ks[2] = {quant_unit(t) == QK_K ? 512 : 896,
+			     quant_unit(t) == QK_K ? 2304 : 512};
+		for (int ki = 0; ki < 2; ki++) {
+			int K = Ks[ki];
+			size_t rb = ggml_row_bytes(t, (uint64_t)K);
+			uint8_t *W = xmalloc(rb * TL_N);
+			float *wf = xmalloc(sizeof(float) * (size_t)K);
+			float *x = xmalloc(sizeof(float) * (size_t)K * TL_M);
+			float *y0 = xmalloc(sizeof(float) * TL_N * TL_M);
+			float *y1 = xmalloc(sizeof(float) * TL_N * TL_M);
+
+			for (int j = 0; j < TL_N; j++) {
+				for (int k = 0; k < K; k++)
+					wf[k] = rndn() * 0.1f;
+				quant_quantize_row(t, wf, W + rb * j, K);
+			}
+			for (int i = 0; i < K * TL_M; i++)
+				x[i] = rndn() * (i % 5 == 0 ? 3.0f : 1.0f);
+			kern_set_isa(KERN_ISA_SCALAR);
+			kern_matmul(NULL, W, t, K, TL_N, NULL, x, K, TL_M, y0,
+				    TL_N);
+			for (int isa = KERN_ISA_SCALAR + 1;
+			     isa <= kern_isa_detect(); isa++) {
+				assert_int_equal(kern_set_isa(isa), 0);
+				for (int M = 1; M <= TL_M; M++)
+					for (int off = 0; off + M <= TL_M;
+					     off += M < 7 ? 3 : M < TL_M ? TL_M - M : 1) {
+						kern_matmul(M % 2 ? tp : NULL, W, t, K,
+							    TL_N, NULL,
+							    x + (size_t)off * K, K,
+							    M, y1, TL_N);
+						if (memcmp(y0 + off * TL_N, y1,
+							   sizeof(float) * TL_N *
+								   (size_t)M))
+							fail_msg("%s K=%d %s: rows "
+								 "%d..%d differ",
+								 ggml_type_name(t), K,
+								 kern_isa_name(isa),
+								 off, off + M - 1);
+					}
+			}
+			kern_set_isa(kern_isa_detect());
+			free(W);
+			free(wf);
+			free(x);
+			free(y0);
+			free(y1);
+		}
+	}
+	tpool_free(&tp);
+}
+
 /* A non-finite activation gives NaN, not garbage. */
 /* Activation blocks of 32 carry Q8_1's block sum as ggml does: d (before
  * its f16 rounding) times the sum of q, rounded to f16; an f16 overflow
@@ -665,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_dequant_literal),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
+		cmocka_unit_test(test_int_tiles),
 		cmocka_unit_test(test_act_q8_1),
 		cmocka_unit_test(test_int_nan),
 		cmocka_unit_test(test_corrupt),
