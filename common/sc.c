@@ -1043,8 +1043,24 @@ int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
 	return sc_root_export_from(e, root_id, 0, bytes, len);
 }
 
+size_t sc_token_kv_bytes(const sc_engine *e)
+{
+	return (size_t)e->m->cfg.n_layers * 2 * row_bytes(e);
+}
+
 int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
 			void **bytes, size_t *len)
+{
+	const sc_root *r = find_root(e, root_id);
+
+	if (!r)
+		return qerr_fail(QERR_MISSING, "no root %u", root_id);
+	return sc_root_export_rows(e, root_id, from, r->seq.n_tokens, bytes,
+				   len);
+}
+
+int sc_root_export_rows(const sc_engine *e, uint32_t root_id, uint32_t from,
+			uint32_t to, void **bytes, size_t *len)
 {
 	const sc_root *r = find_root(e, root_id);
 	size_t rb, n;
@@ -1052,16 +1068,16 @@ int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
 
 	if (!r)
 		return qerr_fail(QERR_MISSING, "no root %u", root_id);
-	if (from >= r->seq.n_tokens)
-		return qerr_fail(QERR_RANGE, "root %u has %u tokens, not more "
-				 "than %u", root_id, r->seq.n_tokens, from);
+	if (from >= to || to > r->seq.n_tokens)
+		return qerr_fail(QERR_RANGE, "root %u has %u tokens: no rows "
+				 "%u..%u", root_id, r->seq.n_tokens, from, to);
 	rb = row_bytes(e);
-	n = (size_t)(r->seq.n_tokens - from) * e->m->cfg.n_layers * 2 * rb;
+	n = (size_t)(to - from) * e->m->cfg.n_layers * 2 * rb;
 	if (!(b = malloc(n ? n : 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory exporting a root");
 	*bytes = b;
 	*len = n;
-	for (uint32_t t = from; t < r->seq.n_tokens; t++)
+	for (uint32_t t = from; t < to; t++)
 		for (int l = 0; l < e->m->cfg.n_layers; l++) {
 			memcpy(b, kv_seq_k_row(e->pool, &r->seq, l, t), rb);
 			memcpy(b + rb, kv_seq_v_row(e->pool, &r->seq, l, t), rb);

@@ -256,6 +256,13 @@ int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,
  * for a host that holds a root sharing the first from tokens. */
 int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
 			void **bytes, size_t *len);
+/* sc_root_export of rows from .. to - 1 only (from < to <= n_tokens): a
+ * chunk of a transfer, imported with sc_root_import_from(n_tokens = to)
+ * on top of a root of the first from tokens. */
+int sc_root_export_rows(const sc_engine *e, uint32_t root_id, uint32_t from,
+			uint32_t to, void **bytes, size_t *len);
+/* Bytes one token's rows take in an export (every layer's K and V). */
+size_t sc_token_kv_bytes(const sc_engine *e);
 /* A root of n_tokens: the first n_base forked from root base_id (which
  * holds them: the same tokens, as the caller knows), rows n_base.. from
  * bytes (sc_root_export_from's). n_base 0: all from bytes. */

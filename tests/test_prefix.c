@@ -283,6 +283,68 @@ static void test_delta_copy(void **state)
 	sc_engine_free(&a);
 }
 
+/* A copy in chunks (the cluster's cross-host transfer): rows of one block
+ * at a time (sc_root_export_rows), each imported on top of the partial
+ * root of the chunks before it, which is then released; the last brings
+ * the logits. The same rows and logits as a copy in one piece, and only
+ * the root's own blocks in use at the end. */
+static void test_chunked_copy(void **state)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_engine *a, *b;
+	sc_root_desc d;
+	uint32_t ra, part = 0, whole, at = 0;
+	float *zeros = calloc((size_t)m->cfg.vocab, sizeof(float));
+	void *bytes;
+	size_t len;
+
+	(void)state;
+	ep.pool_blocks = 64;
+	ep.n_threads = 1;
+	assert_non_null(zeros);
+	assert_int_equal(sc_engine_new(m, t, &ep, &a), 0);
+	assert_int_equal(sc_engine_new(m, t, &ep, &b), 0);
+	assert_true(nb > 16); /* two chunks at least */
+	assert_int_equal(sc_root_prefill(a, pb, nb, &ra), 0);
+	assert_int_equal(sc_root_get(a, ra, &d), 0);
+	while (at < nb) {
+		uint32_t to = at + 16 < nb ? at + 16 : (uint32_t)nb, next;
+
+		assert_int_equal(sc_root_export_rows(a, ra, at, to, &bytes,
+						     &len), 0);
+		assert_int_equal(len, (size_t)(to - at) * sc_token_kv_bytes(a));
+		assert_int_equal(sc_root_import_from(b, part, at, to, bytes,
+						     len, to < nb ? zeros
+								  : d.logits,
+						     &next), 0);
+		free(bytes);
+		if (at)
+			assert_int_equal(sc_root_release(b, part), 0);
+		part = next;
+		at = to;
+		assert_int_equal(sc_root_count(b), 1);
+		assert_int_equal(sc_engine_kv_in_use(b), (at + 15) / 16);
+	}
+	assert_int_equal(sc_root_export(a, ra, &bytes, &len), 0);
+	assert_int_equal(sc_root_import(b, (uint32_t)nb, bytes, len, d.logits,
+					&whole), 0);
+	free(bytes);
+	assert_same_root(b, whole, part, "copy in chunks");
+	/* rows out of the root are refused */
+	assert_int_equal(sc_root_export_rows(a, ra, 16, 16, &bytes, &len),
+			 QERR_RANGE);
+	assert_int_equal(sc_root_export_rows(a, ra, 0, (uint32_t)nb + 1,
+					     &bytes, &len), QERR_RANGE);
+	qerr_clear();
+	assert_int_equal(sc_root_release(b, whole), 0);
+	assert_int_equal(sc_root_release(b, part), 0);
+	assert_int_equal(sc_engine_kv_in_use(b), 0);
+	assert_int_equal(sc_root_release(a, ra), 0);
+	sc_engine_free(&b);
+	sc_engine_free(&a);
+	free(zeros);
+}
+
 static void same_run(const sc_result *a, const sc_result *b, const char *what)
 {
 	assert_int_equal(a->n, b->n);
@@ -386,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_bad_bases),
 		cmocka_unit_test(test_run_cache),
 		cmocka_unit_test(test_delta_copy),
+		cmocka_unit_test(test_chunked_copy),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
