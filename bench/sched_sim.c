@@ -310,7 +310,10 @@ static void w_export(sched *s, sim_worker *w, const Quorum__ExportRoot *x)
 {
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__RootData d = QUORUM__ROOT_DATA__INIT;
-	static uint8_t kv[4096];
+	/* 16 bytes a token: the prompts here fit one message (the root
+	 * whole, as when chunk_bytes is not exceeded) */
+	static uint8_t kv[16 * 8192];
+	uint32_t from = x->has_from_tokens ? x->from_tokens : 0;
 
 	d.request_id = x->request_id;
 	d.attempt = x->attempt;
@@ -320,7 +323,8 @@ static void w_export(sched *s, sim_worker *w, const Quorum__ExportRoot *x)
 	d.has_from_tokens = x->has_from_tokens;
 	d.from_tokens = x->from_tokens;
 	d.kv.data = kv;
-	d.kv.len = sizeof(kv);
+	d.kv.len = d.n_tokens > from && d.n_tokens - from <= 8192
+			   ? 16 * (size_t)(d.n_tokens - from) : 0;
 	d.logits.data = logits;
 	d.logits.len = logits_len;
 	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;

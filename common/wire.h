@@ -49,6 +49,23 @@
 #define WIRE_SAMPLE_TEXT_MAX(max_new) \
 	((size_t)(max_new) * WIRE_TOKEN_BYTES_MAX + 1024)
 
+/* A root copied across hosts travels in chunks (quorum.proto ExportRoot).
+ * The K/V bytes of a RootData leave room in limits.max_message_bytes for
+ * the logits (vocab x f32, the last chunk's) and WIRE_ROOT_HEADROOM for
+ * its other fields; the coordinator asks for chunks of at most
+ * wire_root_chunk_bytes: that room, and at most WIRE_ROOT_CHUNK_MAX, so
+ * one chunk holds a link (and the heartbeats queued behind it) only
+ * briefly. 0: not even the logits fit. */
+#define WIRE_ROOT_HEADROOM 4096
+#define WIRE_ROOT_CHUNK_MAX ((int64_t)4 << 20)
+static inline int64_t wire_root_chunk_bytes(int64_t max_message_bytes,
+					    uint32_t vocab)
+{
+	int64_t b = max_message_bytes - (int64_t)vocab * 4 - WIRE_ROOT_HEADROOM;
+
+	return b < 0 ? 0 : b > WIRE_ROOT_CHUNK_MAX ? WIRE_ROOT_CHUNK_MAX : b;
+}
+
 /* One received message. data points into frame;
  * release with wire_msg_close. */
 typedef struct {

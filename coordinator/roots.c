@@ -23,6 +23,21 @@
  * tokens, as few-shot examples are — waits for it (queued) instead of
  * prefilling it again; a shorter one (a system prompt) does not wait.
  *
+ * Cross-host copies (replica): a host label without the root gets it
+ * once, into one of its workers' pools, in chunks (quorum.proto
+ * ExportRoot): the holder sends as many whole blocks as fit one message
+ * (wire_root_chunk_bytes), we forward them to the importer, which builds
+ * a partial root on top of the previous chunk's (or of a delta's base, a
+ * root on that host sharing the prompt's first blocks); only then is the
+ * next chunk asked for — one in flight per copy, so no queue grows and
+ * heartbeats pass between chunks. The partial roots are Released as the
+ * next one replaces them; the last chunk brings the logits and makes the
+ * copy usable. The importer's pool is charged the whole copy from the
+ * first chunk on. A chunk is checked before it is forwarded (where it
+ * starts and ends, its logits, whole rows): a bad one fails the copy,
+ * and whatever ends a copy half way — a bad chunk, an error, the holder
+ * or the importer lost, the root dropped — releases what it built.
+ *
  * Privacy: with CURVE on and prefix_cache.share_across_clients false, a
  * request reuses (whole or in part) only roots its own client key
  * created, so neither its reply's reuse counts nor its latency tell it
@@ -90,6 +105,16 @@ static void rep_unbase(sched *s, replica *rp, int drop)
 		b->refs--;
 }
 
+/* A transfer under way: its importer releases the partial root it
+ * holds (the first rp->at tokens), if any. */
+static void rep_drop_part(sched *s, replica *rp)
+{
+	if (!rp->has_part)
+		return;
+	rp->has_part = 0;
+	sched_send_release(s, rp->worker, rp->part_root);
+}
+
 /* Removes replica i of e. */
 static void rep_remove(sched *s, entry *e, int i, int drop)
 {
@@ -115,6 +140,9 @@ static void entry_drop(sched *s, entry *e)
 	for (int i = 0; i < e->n_reps; i++)
 		if (e->reps[i].state == R_READY)
 			sched_send_release(s, e->reps[i].worker, e->reps[i].root_id);
+		else /* a transfer under way: its chunk in flight, if any, is
+		      * Released when it arrives (no entry) */
+			rep_drop_part(s, &e->reps[i]);
 	entry_unbase(s, e);
 	entry_free(s, e);
 }
@@ -248,7 +276,11 @@ static void account(const sched *s, int only, uint64_t *used,
 
 			if (wi < 0 || (only >= 0 && wi != only))
 				continue;
-			if (rp->state == R_IMPORT) /* a delta adds its rest */
+			/* a transfer under way (wi: its importer) takes the
+			 * whole copy from its first chunk on — the partial
+			 * roots it builds share their blocks — and a delta
+			 * adds its rest to its base's */
+			if (rp->state == R_IMPORT || rp->state == R_EXPORT)
 				used[wi] += nb - sched_blocks_for(s, rp->from);
 			else if (rp->state == R_READY && !v) {
 				used[wi] += rp->n_blocks;
@@ -693,11 +725,33 @@ static void delta_base(sched *s, const req *r, entry *e, replica *rp)
 	rp->from = (uint32_t)d.len;
 }
 
-/* Starts a transfer of e to host unless one is under way. */
-void roots_want_replica(sched *s, req *r, entry *e, const char *host)
+/* Asks e's holder for the next chunk of rp's transfer: the rows from
+ * rp->at, as many whole blocks as fit one message (wire.h). */
+static void send_export(sched *s, entry *e, replica *rp)
 {
 	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
 	Quorum__ExportRoot x = QUORUM__EXPORT_ROOT__INIT;
+
+	x.request_id = e->id;
+	x.attempt = rp->op;
+	x.root_id = e->root_id;
+	if (rp->at) {
+		x.has_from_tokens = 1;
+		x.from_tokens = rp->at;
+	}
+	x.has_chunk_bytes = 1;
+	x.chunk_bytes = (uint64_t)wire_root_chunk_bytes(
+		s->c->limits.max_message_bytes, s->vocab);
+	m.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
+	m.export_root = &x;
+	rp->state = R_EXPORT;
+	s->w[e->worker].ops++;
+	sched_send_worker(s, e->worker, &m);
+}
+
+/* Starts a transfer of e to host unless one is under way. */
+void roots_want_replica(sched *s, req *r, entry *e, const char *host)
+{
 	replica *nr, *rp;
 
 	for (int i = 0; i < e->n_reps; i++)
@@ -715,19 +769,10 @@ void roots_want_replica(sched *s, req *r, entry *e, const char *host)
 	rp->base_worker = -1;
 	rp->op = (uint32_t)++s->next_id;
 	rp->for_rid = r->rid;
-	x.request_id = e->id;
-	x.attempt = rp->op;
-	x.root_id = e->root_id;
 	delta_base(s, r, e, rp);
-	if (rp->from) {
-		x.has_from_tokens = 1;
-		x.from_tokens = rp->from;
-	}
-	m.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
-	m.export_root = &x;
-	s->w[e->worker].ops++;
+	rp->at = rp->from;
 	r->messages++;
-	sched_send_worker(s, e->worker, &m);
+	send_export(s, e, rp);
 }
 
 /* A copy of e cannot reach host (too large, import failed): that host's
@@ -799,22 +844,78 @@ static replica *replica_by_op(entry *e, uint32_t op)
 	return NULL;
 }
 
+/* A copy of e cannot reach rp's host (an export or import failed, a bad
+ * chunk): kept as R_FAILED, so that host's jobs go elsewhere; what the
+ * transfer built is released. */
+static void rep_fail(sched *s, entry *e, replica *rp)
+{
+	rep_drop_part(s, rp);
+	rp->state = R_FAILED;
+	rp->worker = -1;
+	e->rep_gen++;
+	for (req *r = s->reqs; r; r = r->next) {
+		if (r->root != e)
+			continue;
+		for (job *j = r->jobs, *nx; j; j = nx) {
+			nx = j->next;
+			if (j->state == J_WAIT_ROOT &&
+			    !strcmp(s->w[j->worker].host, rp->host))
+				dispatch_job_drop(s, r, j);
+		}
+	}
+	rep_unbase(s, rp, 1); /* last: e may go with it */
+}
+
+/* What is wrong with chunk d of rp's transfer of e (NULL: nothing): it
+ * starts where the importer's partial root ends, ends inside the root —
+ * on a block boundary unless it is the last — carries the logits only
+ * when it is the last, and whole rows (the importer checks their size
+ * exactly). */
+static const char *chunk_check(const sched *s, const entry *e,
+			       const replica *rp, const Quorum__RootData *d)
+{
+	uint32_t end = d->n_tokens;
+	int partial = d->has_partial && d->partial;
+
+	if ((d->has_from_tokens ? d->from_tokens : 0) != rp->at)
+		return "chunk does not start where the last one ended";
+	if (end <= rp->at || end > e->n_tokens)
+		return "chunk ends outside the root";
+	if (partial != (end < e->n_tokens))
+		return "partial flag disagrees with the chunk's end";
+	if (partial && (end % (uint32_t)s->c->kv.block_tokens ||
+			d->logits.len))
+		return "partial chunk off a block boundary or with logits";
+	if (!partial && d->logits.len != (size_t)s->vocab * sizeof(float))
+		return "bad logits";
+	if (!d->kv.len || d->kv.len % (end - rp->at))
+		return "kv is not whole rows";
+	return NULL;
+}
+
+/* A chunk of a transfer from e's holder: forwarded to the importer (one
+ * on rp's host, chosen with the first chunk). */
 void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 {
 	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
 	entry *e = roots_by_id(s, d->request_id);
 	replica *rp = replica_by_op(e, d->attempt);
+	const char *bad;
 	req *r;
-	int imp = -1;
+	int imp = rp ? rp->worker : -1;
 
 	if (s->w[wi].ops)
 		s->w[wi].ops--;
-	if (!rp || rp->state != R_EXPORT || e->worker != wi ||
-	    d->n_tokens != e->n_tokens ||
-	    (d->has_from_tokens ? d->from_tokens : 0) != rp->from)
+	if (!rp || rp->state != R_EXPORT || e->worker != wi)
+		return; /* stale, or not this worker's to send */
+	if ((bad = chunk_check(s, e, rp, d))) {
+		fprintf(stderr, "coordinator: worker %s: bad RootData: %s\n",
+			s->w[wi].id, bad);
+		rep_fail(s, e, rp);
 		return;
+	}
 	/* a delta: the worker holding its base imports it, if still there */
-	if (rp->from && members_usable(s, rp->base_worker))
+	if (imp < 0 && rp->from && members_usable(s, rp->base_worker))
 		imp = rp->base_worker;
 	/* the importer: a worker on that host with a job waiting, else any */
 	for (req *q = s->reqs; !rp->from && q && imp < 0; q = q->next)
@@ -834,13 +935,16 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 	}
 	rp->worker = imp;
 	rp->state = R_IMPORT;
-	if (rp->from) {
+	rp->chunk_end = d->n_tokens;
+	/* on top of the partial root of the chunks so far, or of the
+	 * delta's base */
+	if (rp->at) {
 		d->has_base_root_id = 1;
-		d->base_root_id = rp->base_root;
+		d->base_root_id = rp->has_part ? rp->part_root : rp->base_root;
 	}
 	if ((r = dispatch_req_by_rid(s, rp->for_rid))) {
-		r->blocks_transferred += e->n_blocks -
-					 rp->from / s->c->kv.block_tokens;
+		r->blocks_transferred += sched_blocks_for(s, d->n_tokens) -
+					 rp->at / s->c->kv.block_tokens;
 		r->bytes_transferred += d->kv.len;
 		r->messages += 2;
 	}
@@ -850,6 +954,9 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 	sched_send_worker(s, imp, &m);
 }
 
+/* The importer made a root of the chunk: a partial one is the base of
+ * the next chunk (the one before it is released); the last makes the
+ * copy usable. */
 void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 {
 	entry *e = roots_by_id(s, x->request_id);
@@ -862,12 +969,28 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 		sched_send_release(s, wi, x->root_id);
 		return;
 	}
-	if (x->n_tokens != e->n_tokens ||
-	    x->n_blocks != sched_blocks_for(s, e->n_tokens) || !x->pool_name ||
-	    strcmp(x->pool_name, s->w[wi].pool) ||
-	    !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1))) {
+	if (x->n_tokens != rp->chunk_end ||
+	    x->n_blocks != sched_blocks_for(s, rp->chunk_end) ||
+	    !x->pool_name || strcmp(x->pool_name, s->w[wi].pool) ||
+	    (rp->chunk_end == e->n_tokens &&
+	     !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1)))) {
 		sched_send_release(s, wi, x->root_id);
+		rep_drop_part(s, rp);
 		rep_remove(s, e, (int)(rp - e->reps), 1);
+		return;
+	}
+	r = dispatch_req_by_rid(s, rp->for_rid);
+	if (r)
+		r->messages += 1 + rp->has_part;
+	/* the new root holds the blocks of the one before it */
+	rep_drop_part(s, rp);
+	if (rp->chunk_end < e->n_tokens) {
+		rp->part_root = x->root_id;
+		rp->has_part = 1;
+		rp->at = rp->chunk_end;
+		if (r)
+			r->messages++;
+		send_export(s, e, rp);
 		return;
 	}
 	memcpy(rp->blocks, x->blocks, x->n_blocks * sizeof(*rp->blocks));
@@ -875,8 +998,6 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 	rp->root_id = x->root_id;
 	rp->state = R_READY;
 	e->rep_gen++;
-	if ((r = dispatch_req_by_rid(s, rp->for_rid)))
-		r->messages++;
 	/* its blocks are its own references now (last: e may go with it) */
 	rep_unbase(s, rp, 1);
 }
@@ -924,26 +1045,14 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 	     (rp->state == R_IMPORT && rp->worker == wi))) {
 		if (s->w[wi].ops)
 			s->w[wi].ops--;
-		/* kept as R_FAILED: that host's jobs go elsewhere */
-		rp->state = R_FAILED;
-		rp->worker = -1;
-		e->rep_gen++;
-		for (req *r = s->reqs; r; r = r->next) {
-			if (r->root != e)
-				continue;
-			for (job *j = r->jobs, *nx; j; j = nx) {
-				nx = j->next;
-				if (j->state == J_WAIT_ROOT &&
-				    !strcmp(s->w[j->worker].host, rp->host))
-					dispatch_job_drop(s, r, j);
-			}
-		}
-		rep_unbase(s, rp, 1); /* last: e may go with it */
+		rep_fail(s, e, rp);
 	}
 }
 
 /* Worker wi is gone: its roots die (their requests are queued again by
- * the pump), its replicas and the exports it was serving go. */
+ * the pump), its replicas and the transfers it was a party to go (an
+ * importer still there releases the partial root it built; a chunk in
+ * flight is Released when it arrives). */
 void roots_forget_worker(sched *s, int wi)
 {
 	/* prefills there from a base there: the base's ref goes (it dies
@@ -959,8 +1068,11 @@ void roots_forget_worker(sched *s, int wi)
 			replica *rp = &e->reps[i];
 
 			if (rp->worker != wi &&
-			    !(rp->state == R_EXPORT && e->worker == wi))
+			    !(e->worker == wi && (rp->state == R_EXPORT ||
+						  rp->state == R_IMPORT)))
 				continue;
+			if (rp->worker != wi)
+				rep_drop_part(s, rp);
 			rep_remove(s, e, i--, 0);
 		}
 		if (e->worker == wi) {

@@ -10,7 +10,8 @@
  *      DecodeJob per worker. A worker on the root holder's host label maps
  *      the holder's pool; a worker on another host label decodes from a
  *      copy imported once per (root, host): ExportRoot to the holder,
- *      RootData forwarded as import_root to one worker there.
+ *      RootData forwarded as import_root to one worker there, in chunks
+ *      of whole blocks that fit one message, one in flight per copy.
  *   -> SampleResult per sample -> all N in -> vote_tally -> ClientReply
  *   -> the root is released, or kept in the prefix cache (evictions are
  *      Released).

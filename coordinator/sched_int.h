@@ -74,12 +74,20 @@ typedef struct binding {
 	char key[KEY_MAX];
 } binding;
 
-/* A copy of a root on another host label. */
+/* A copy of a root on another host label, made in chunks (quorum.proto
+ * ExportRoot): R_EXPORT (a chunk asked of the holder) and R_IMPORT (sent
+ * to the importer) alternate until the last chunk is in (R_READY). */
 typedef struct {
 	char host[HOST_MAX];
 	int state;              /* R_* */
-	int worker;             /* importer (R_IMPORT, R_READY), else -1 */
+	int worker;             /* importer (chosen with the first chunk),
+				 * else -1 */
 	uint32_t op;
+	/* the transfer so far: the importer holds a partial root (part_root,
+	 * has_part) of the first at tokens; the chunk in flight ends at
+	 * chunk_end (R_IMPORT) */
+	uint32_t at, chunk_end, part_root;
+	int has_part;
 	uint64_t for_rid;       /* request whose stats get the transfer */
 	uint32_t root_id, n_blocks;
 	uint32_t *blocks;

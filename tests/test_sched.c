@@ -31,6 +31,13 @@
  *                       shared prefix being prefilled; a cleared cache
  *                       frees all
  *   shots               Ask.shots rendered as prior turns; bad ones refused
+ *   chunked_copy        a root larger than one message crosses hosts in
+ *                       chunks, one in flight, partial roots released
+ *   chunked_cancel      the request ends mid-transfer: everything freed
+ *   chunked_worker_lost importer or holder lost mid-transfer: the copy
+ *                       is made again, every reply OK, pools free
+ *   chunked_bad         a holder's bad chunk: the copy refused, the
+ *                       importer's partial root released
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +97,14 @@ static void out_take(int i)
 	memmove(&outq[i], &outq[i + 1], (size_t)(n_out - i - 1) *
 					       sizeof(outq[0]));
 	n_out--;
+}
+
+/* A worker gone silent: what was sent to it is never read. */
+static void out_drop(const char *ident)
+{
+	for (int i = 0; i < n_out; i++)
+		if (outq[i].to_worker && !strcmp(outq[i].id, ident))
+			out_take(i--);
 }
 
 static void out_clear(void)
@@ -195,6 +210,11 @@ typedef struct {
 	Quorum__CoordMsg *held[16];
 	int n_held;
 	int releases, cancels, prefills, decodes;
+	/* root copies: exports served, chunks of them short of the root's
+	 * end, imports; bad_chunk: the holder garbles its bad_chunk-th
+	 * chunk (bad_how: 1 off a block boundary, 2 past the root's end,
+	 * 3 starting elsewhere, 4 partial with logits) */
+	int exports, partials, imports, bad_chunk, bad_how;
 	uint64_t fp;
 } fw;
 
@@ -414,6 +434,124 @@ static void fw_release(fw *w, uint32_t root)
 		}
 }
 
+/* The fake engine's K/V bytes per token (the coordinator never knows
+ * it: the holder sizes each chunk, the importer checks it). */
+#define FW_TOKEN_BYTES 1024
+
+static int fw_root(const fw *w, uint32_t id)
+{
+	for (int i = 0; i < w->n_roots; i++)
+		if (w->roots[i].id == id)
+			return i;
+	return -1;
+}
+
+/* A chunk of a root for another host, sized as a worker does (whole
+ * blocks within ExportRoot.chunk_bytes, all the rest when it fits). */
+static void fw_export(sched *s, fw *w, const Quorum__ExportRoot *x)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__RootData d = QUORUM__ROOT_DATA__INIT;
+	uint32_t from = x->has_from_tokens ? x->from_tokens : 0, n, to;
+	size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
+	int ri = fw_root(w, x->root_id);
+	uint8_t *kv, *logits;
+
+	w->exports++;
+	assert_true(ri >= 0);
+	n = w->roots[ri].n_tokens;
+	assert_true(from < n && from % 16 == 0);
+	to = n;
+	if (x->has_chunk_bytes &&
+	    (uint64_t)(n - from) * FW_TOKEN_BYTES > x->chunk_bytes) {
+		to = (uint32_t)((from + x->chunk_bytes / FW_TOKEN_BYTES) / 16 *
+				16);
+		assert_true(to > from);
+	}
+	d.request_id = x->request_id;
+	d.attempt = x->attempt;
+	d.n_tokens = to;
+	d.has_from_tokens = x->has_from_tokens;
+	d.from_tokens = x->from_tokens;
+	d.has_partial = d.partial = to < n;
+	w->partials += to < n;
+	if (w->exports == w->bad_chunk) {
+		if (w->bad_how == 1)
+			d.n_tokens = to + 1;
+		else if (w->bad_how == 2)
+			d.n_tokens = n + 16;
+		else if (w->bad_how == 3) {
+			d.has_from_tokens = 1;
+			d.from_tokens = from + 16;
+		} else
+			d.has_partial = d.partial = 1;
+	}
+	kv = calloc(1, (size_t)(d.n_tokens - from) * FW_TOKEN_BYTES + 1);
+	logits = calloc(1, ll);
+	d.kv.data = kv;
+	d.kv.len = (size_t)(d.n_tokens - from) * FW_TOKEN_BYTES;
+	if (!d.partial || (w->exports == w->bad_chunk && w->bad_how == 4)) {
+		d.logits.data = logits;
+		d.logits.len = ll;
+	}
+	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
+	m.root_data = &d;
+	to_sched(s, w, &m);
+	free(kv);
+	free(logits);
+}
+
+/* A chunk from another host: a root of its tokens, the first from_tokens
+ * shared with the base root named (the partial root of the chunks before
+ * it, or a delta's base). */
+static void fw_import(sched *s, fw *w, const Quorum__RootData *d)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__ImportedRoot r = QUORUM__IMPORTED_ROOT__INIT;
+	uint32_t from = d->has_from_tokens ? d->from_tokens : 0;
+	uint32_t nb = nblocks(d->n_tokens), keep = from / 16, got = 0;
+	uint32_t cap = w->real ? w->real : w->blocks, blocks[160];
+	int partial = d->has_partial && d->partial;
+
+	w->imports++;
+	assert_true(nb <= 160 && from < d->n_tokens);
+	assert_int_equal(d->kv.len, (size_t)(d->n_tokens - from) *
+					    FW_TOKEN_BYTES);
+	assert_int_equal(d->logits.len,
+			 partial ? 0 : (size_t)tok_vocab_size(vocab) * 4);
+	if (from) {
+		int bi = fw_root(w, d->base_root_id);
+
+		assert_true(d->has_base_root_id && bi >= 0 && from % 16 == 0 &&
+			    w->roots[bi].n_tokens >= from);
+		memcpy(blocks, w->roots[bi].blk, keep * sizeof(*blocks));
+	}
+	for (uint32_t b = 0; b < cap && keep + got < nb; b++)
+		if (!w->ref[b])
+			blocks[keep + got++] = b;
+	if (keep + got < nb) {
+		fw_error(s, w, d->request_id, d->attempt,
+			 QUORUM__STATUS__STATUS_NO_CAPACITY);
+		return;
+	}
+	for (uint32_t i = 0; i < nb; i++)
+		w->used += !w->ref[blocks[i]]++;
+	w->roots[w->n_roots].id = ++w->next_root;
+	w->roots[w->n_roots].n_tokens = d->n_tokens;
+	memcpy(w->roots[w->n_roots].blk, blocks, nb * sizeof(*blocks));
+	w->roots[w->n_roots++].nb = nb;
+	r.request_id = d->request_id;
+	r.attempt = d->attempt;
+	r.root_id = w->next_root;
+	r.n_tokens = d->n_tokens;
+	r.n_blocks = nb;
+	r.blocks = blocks;
+	r.pool_name = w->pool;
+	m.body_case = QUORUM__WORKER_MSG__BODY_IMPORTED;
+	m.imported = &r;
+	to_sched(s, w, &m);
+}
+
 /* Serves what the scheduler sent w; returns messages handled. */
 static int fw_serve(sched *s, fw *w)
 {
@@ -439,6 +577,12 @@ static int fw_serve(sched *s, fw *w)
 			break;
 		case QUORUM__COORD_MSG__BODY_CANCEL:
 			w->cancels++;
+			break;
+		case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
+			fw_export(s, w, m->export_root);
+			break;
+		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
+			fw_import(s, w, m->import_root);
 			break;
 		default:
 			break;
@@ -1396,6 +1540,288 @@ static void slot_share(void **state)
 	free_sched(&s);
 }
 
+/* ---- cross-host copies in chunks ------------------------------------- */
+
+/* Messages hold chunks of 3 blocks (FW_TOKEN_BYTES a token) beside the
+ * logits: wire_root_chunk_bytes. */
+static sched *new_sched_chunks(const char *extra)
+{
+	char y[512];
+
+	snprintf(y, sizeof(y), "limits:\n  max_message_bytes: %ld\n%s",
+		 (long)tok_vocab_size(vocab) * 4 + WIRE_ROOT_HEADROOM +
+			 3 * 16 * FW_TOKEN_BYTES,
+		 extra ? extra : "");
+	return new_sched(y, FW_FP);
+}
+
+/* Chunk requests and chunks on their way (ExportRoot, ImportRoot). */
+static int xfers_queued(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < n_out; i++) {
+		Quorum__CoordMsg *m;
+
+		if (!outq[i].to_worker)
+			continue;
+		m = quorum__coord_msg__unpack(NULL, outq[i].len, outq[i].buf);
+		assert_non_null(m);
+		n += m->body_case == QUORUM__COORD_MSG__BODY_EXPORT_ROOT ||
+		     m->body_case == QUORUM__COORD_MSG__BODY_IMPORT_ROOT;
+		quorum__coord_msg__free_unpacked(m, NULL);
+	}
+	return n;
+}
+
+/* Serves the workers one message queue at a time until all are quiet,
+ * checking that a transfer never has more than one chunk in flight (a
+ * chunk is asked for only once the last one is imported). */
+static void serve_stepwise(sched *s, fw **ws, int n)
+{
+	for (int busy = 1; busy;) {
+		busy = 0;
+		for (int i = 0; i < n; i++) {
+			busy += fw_serve(s, ws[i]);
+			assert_true(xfers_queued() <= 1);
+		}
+	}
+}
+
+/* The reply to (cid, rid): OK with n samples; its prefix stats out. */
+static void reply_ok(const char *cid, uint64_t rid, uint32_t n,
+		     uint32_t *prompt, uint32_t *transferred, uint64_t *bytes)
+{
+	Quorum__ClientReply *r = c_next(cid);
+
+	assert_non_null(r);
+	if (r->status != QUORUM__STATUS__STATUS_OK)
+		fail_msg("%s: %s", wire_status_name(r->status), r->error);
+	assert_int_equal(r->request_id, rid);
+	assert_int_equal(r->answer->n_samples, n);
+	*prompt = r->answer->prefix->prompt_tokens;
+	*transferred = r->answer->prefix->blocks_transferred;
+	*bytes = r->answer->prefix->bytes_transferred;
+	quorum__client_reply__free_unpacked(r, NULL);
+}
+
+/* Every pool back to free: the cached roots evicted and Released. */
+static void pools_free(sched *s, fw **ws, int n)
+{
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used)
+			assert_true(roots_make_room(s, i, s->w[i].pool_blocks));
+	serve_all(s, ws, n);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(ws[i]->used, 0);
+		assert_int_equal(ws[i]->n_roots, 0);
+	}
+	assert_null(s->entries);
+}
+
+/* A root larger than one message goes to the other host in chunks of
+ * whole blocks, one in flight at a time, each imported on top of the
+ * last (whose partial root is then Released); only the last carries the
+ * logits. The copy is whole and usable: host h2 decodes from it; a
+ * second request finds it there and nothing moves. */
+static void chunked_copy(void **state)
+{
+	sched *s = new_sched_chunks(NULL);
+	fw a, b, *ws[2] = {&a, &b};
+	ask_o o = {long_q(0), NULL, 8, 4, 0};
+	uint32_t prompt, moved, chunks;
+	uint64_t bytes;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h1", 64, 4);
+	fw_init(&b, "B", "wb", "h2", 64, 4);
+	fw_register(s, &a);
+	fw_register(s, &b);
+	c_ask(s, "c1", 1, &o);
+	serve_stepwise(s, ws, 2);
+	reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
+	chunks = (prompt + 47) / 48;
+	assert_true(chunks >= 4); /* the prompt is ~180 tokens */
+	assert_int_equal(a.exports, chunks);
+	assert_int_equal(a.partials, chunks - 1);
+	assert_int_equal(b.imports, chunks);
+	assert_true(b.decodes >= 1);
+	/* every block once; the partial roots released */
+	assert_int_equal(moved, nblocks(prompt));
+	assert_int_equal(bytes, (uint64_t)prompt * FW_TOKEN_BYTES);
+	assert_int_equal(b.releases, chunks - 1);
+	assert_int_equal(b.n_roots, 1);
+	assert_int_equal(b.used, nblocks(prompt));
+	assert_int_equal(roots_committed(s, 1), nblocks(prompt));
+	/* cached on both hosts: nothing moves again */
+	c_ask(s, "c1", 2, &o);
+	serve_stepwise(s, ws, 2);
+	reply_ok("c1", 2, 8, &prompt, &moved, &bytes);
+	assert_int_equal(moved, 0);
+	assert_int_equal(a.exports, chunks);
+	pools_free(s, ws, 2);
+	free_sched(&s);
+}
+
+/* The transfer's request ends mid-transfer (its deadline; it bypassed
+ * the cache, so nobody wants the root): the importer's partial root is
+ * Released, so are the chunk in flight when it lands and the holder's
+ * root — every pool back to free. */
+static void chunked_cancel(void **state)
+{
+	sched *s = new_sched_chunks(NULL);
+	fw a, b, *ws[2] = {&a, &b};
+	ask_o o = {long_q(1), NULL, 8, 4, 500};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h1", 64, 4);
+	fw_init(&b, "B", "wb", "h2", 64, 4);
+	fw_register(s, &a);
+	fw_register(s, &b);
+	c_ask_k(s, "c1", "", 1, &o, 1, NULL, 0);
+	/* the prefill, A's samples, chunk 1; B imports it; chunk 2 */
+	fw_serve(s, &a);
+	fw_serve(s, &b);
+	fw_serve(s, &a);
+	assert_int_equal(a.exports, 2);
+	assert_int_equal(b.imports, 1);
+	assert_int_equal(b.n_roots, 1); /* the partial root of chunk 1 */
+	assert_int_equal(xfers_queued(), 1); /* chunk 2, to B */
+	advance(s, 600, ws, 2);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_TIMEOUT);
+	serve_all(s, ws, 2);
+	assert_int_equal(b.imports, 2);
+	assert_int_equal(a.exports, 2); /* no chunk 3 asked for */
+	assert_int_equal(a.n_roots, 0);
+	assert_int_equal(b.n_roots, 0);
+	assert_int_equal(a.used, 0);
+	assert_int_equal(b.used, 0);
+	assert_null(s->entries);
+	free_sched(&s);
+}
+
+/* A worker lost mid-transfer. The importer: its peer on that host gets
+ * the copy from the start (the new transfer's partial roots released as
+ * it goes). The holder: its root dies with it, the importer releases
+ * the partial root (and the chunk in flight when it lands), the prompt
+ * is prefilled again on the holder's peer and copied from there. Every
+ * reply OK, all pools free at the end. */
+static void chunked_worker_lost(void **state)
+{
+	sched *s = new_sched_chunks(NULL);
+	fw a, b, c, *ws[3] = {&a, &b, &c}, *imp, *peer;
+	ask_o o = {long_q(2), NULL, 8, 4, 0};
+	uint32_t prompt, moved;
+	uint64_t bytes;
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h1", 64, 4);
+	fw_init(&b, "B", "wb", "h2", 64, 4);
+	fw_init(&c, "C", "wc", "h2", 64, 4);
+	for (int i = 0; i < 3; i++)
+		fw_register(s, ws[i]);
+	/* the importer: the h2 worker the first chunk goes to */
+	c_ask(s, "c1", 1, &o);
+	fw_serve(s, &a);
+	fw_serve(s, &b);
+	fw_serve(s, &c); /* chunk 1 imported, chunk 2 asked for */
+	imp = b.imports ? &b : &c;
+	peer = imp == &b ? &c : &b;
+	assert_int_equal(imp->imports, 1);
+	assert_int_equal(peer->imports, 0);
+	fw_serve(s, &a); /* chunk 2 on its way to the importer */
+	{
+		fw *alive[2] = {&a, peer};
+
+		out_drop(imp->ident);
+		imp->ident = NULL; /* silent from now on */
+		advance(s, 400, alive, 2);
+		serve_stepwise(s, alive, 2);
+		reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
+		/* the peer got the whole copy, chunk by chunk */
+		assert_int_equal(peer->imports, (prompt + 47) / 48);
+		assert_int_equal(peer->n_roots, 1);
+		assert_int_equal(peer->used, nblocks(prompt));
+		pools_free(s, alive, 2);
+	}
+	free_sched(&s);
+
+	/* the holder lost while a chunk is at the importer */
+	s = new_sched_chunks(NULL);
+	fw_init(&a, "A", "wa", "h1", 64, 4);
+	fw_init(&b, "B", "wb", "h1", 64, 4);
+	fw_init(&c, "C", "wc", "h2", 64, 4);
+	for (int i = 0; i < 3; i++)
+		fw_register(s, ws[i]);
+	c_ask(s, "c1", 2, &o);
+	fw_serve(s, &a); /* the prefill is A's (first of the least loaded) */
+	assert_int_equal(a.prefills, 1);
+	fw_serve(s, &b);
+	fw_serve(s, &c);
+	fw_serve(s, &a); /* chunk 2 to C */
+	assert_int_equal(c.imports, 1);
+	assert_int_equal(c.n_roots, 1);
+	{
+		fw *alive[2] = {&b, &c};
+
+		out_drop(a.ident);
+		a.ident = NULL;
+		advance(s, 400, alive, 2);
+		/* chunk 2 lands at C: Released at once */
+		assert_int_equal(xfers_queued(), 1);
+		c.releases = 0;
+		fw_serve(s, &c);
+		assert_int_equal(c.imports, 2);
+		assert_int_equal(c.n_roots, 0);
+		assert_int_equal(c.used, 0);
+		serve_stepwise(s, alive, 2);
+		reply_ok("c1", 2, 8, &prompt, &moved, &bytes);
+		assert_int_equal(b.prefills, 1);
+		/* C: chunk 1 of A's root, chunk 2 (released on arrival),
+		 * then B's root whole in chunks */
+		assert_int_equal(c.imports, 2 + (prompt + 47) / 48);
+		assert_int_equal(c.n_roots, 1);
+		assert_int_equal(c.used, nblocks(prompt));
+		pools_free(s, alive, 2);
+	}
+	free_sched(&s);
+}
+
+/* A holder sending a bad chunk — off a block boundary, past the root's
+ * end, starting elsewhere, partial with logits — gets its copy refused:
+ * the importer releases what it built, nothing bad is forwarded (the
+ * fake importer asserts each chunk's sizes), the other host's samples
+ * are decoded on the holder's host, the reply is OK. */
+static void chunked_bad(void **state)
+{
+	for (int how = 1; how <= 4; how++) {
+		sched *s = new_sched_chunks(NULL);
+		fw a, b, *ws[2] = {&a, &b};
+		ask_o o = {long_q(3), NULL, 8, 4, 0};
+		uint32_t prompt, moved;
+		uint64_t bytes;
+
+		(void)state;
+		fw_init(&a, "A", "wa", "h1", 64, 4);
+		fw_init(&b, "B", "wb", "h2", 64, 4);
+		a.bad_chunk = 2;
+		a.bad_how = how;
+		fw_register(s, &a);
+		fw_register(s, &b);
+		c_ask(s, "c1", 1, &o);
+		serve_stepwise(s, ws, 2);
+		reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
+		assert_int_equal(a.exports, 2);
+		assert_int_equal(b.imports, 1);
+		assert_int_equal(b.decodes, 0);
+		assert_int_equal(b.n_roots, 0); /* chunk 1's, released */
+		assert_int_equal(b.used, 0);
+		assert_true(roots_transfer_failed(s->entries, "h2"));
+		pools_free(s, ws, 2);
+		free_sched(&s);
+	}
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -1470,6 +1896,10 @@ int main(void)
 		cmocka_unit_test_setup(fair_start, case_setup),
 		cmocka_unit_test_setup(slot_share, case_setup),
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
+		cmocka_unit_test_setup(chunked_copy, case_setup),
+		cmocka_unit_test_setup(chunked_cancel, case_setup),
+		cmocka_unit_test_setup(chunked_worker_lost, case_setup),
+		cmocka_unit_test_setup(chunked_bad, case_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

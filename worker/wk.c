@@ -642,60 +642,119 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 
 /* ---- roots across hosts ---------------------------------------------- */
 
+/* The rows of root x->root_id from x->from_tokens to send in one
+ * RootData: all the rest when it fits one message, else — the
+ * coordinator asked for chunks (chunk_bytes) — as many whole blocks as
+ * fit (quorum.proto ExportRoot). 0 with *to set, or an error sent. */
+static int export_range(wk *w, const Quorum__ExportRoot *x,
+			const sc_root_desc *d, uint32_t *to)
+{
+	uint64_t from = x->has_from_tokens ? x->from_tokens : 0;
+	uint64_t tb = sc_token_kv_bytes(w->e);
+	uint64_t bt = (uint64_t)w->c->kv.block_tokens, n;
+	/* our own frame limit (wire.h); the coordinator's chunk_bytes
+	 * (wire_root_chunk_bytes) is within its own */
+	int64_t fit = w->c->limits.max_message_bytes -
+		      (int64_t)w->m->cfg.vocab * 4 - WIRE_ROOT_HEADROOM;
+	char why[160];
+
+	if (from >= d->n_tokens) {
+		snprintf(why, sizeof(why), "export of root %u from token %llu: "
+			 "it has %u", x->root_id, (unsigned long long)from,
+			 d->n_tokens);
+		send_error(w, x->request_id, x->attempt,
+			   QUORUM__STATUS__STATUS_BAD_REQUEST, why);
+		return -1;
+	}
+	if (x->has_chunk_bytes && x->chunk_bytes < (uint64_t)INT64_MAX &&
+	    (int64_t)x->chunk_bytes < fit)
+		fit = (int64_t)x->chunk_bytes;
+	if (fit < 0)
+		fit = 0;
+	if ((d->n_tokens - from) * tb <= (uint64_t)fit) {
+		*to = d->n_tokens;
+		return 0;
+	}
+	/* whole blocks, ending on a block boundary */
+	n = (from + (uint64_t)fit / tb) / bt * bt;
+	if (!x->has_chunk_bytes || n <= from) {
+		/* the coordinator would drop the connection on such a frame */
+		snprintf(why, sizeof(why), "root too large for one message "
+			 "(limits.max_message_bytes): %s of %llu bytes",
+			 x->has_chunk_bytes ? "a KV block" : "its K/V rows",
+			 (unsigned long long)(x->has_chunk_bytes
+					      ? bt * tb
+					      : (d->n_tokens - from) * tb));
+		send_error(w, x->request_id, x->attempt,
+			   QUORUM__STATUS__STATUS_NO_CAPACITY, why);
+		return -1;
+	}
+	*to = (uint32_t)n;
+	return 0;
+}
+
 static void on_export(wk *w, const Quorum__ExportRoot *x)
 {
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__RootData d = QUORUM__ROOT_DATA__INIT;
+	uint32_t from = x->has_from_tokens ? x->from_tokens : 0, to;
 	sc_root_desc desc;
 	void *bytes = NULL;
 	size_t len = 0;
 	int rc;
 
-	if ((rc = sc_root_get(w->e, x->root_id, &desc)) ||
-	    (rc = sc_root_export_from(w->e, x->root_id,
-				      x->has_from_tokens ? x->from_tokens : 0,
-				      &bytes, &len))) {
+	if ((rc = sc_root_get(w->e, x->root_id, &desc))) {
 		send_error(w, x->request_id, x->attempt, wire_status_of_qerr(rc),
 			   qerr_detail());
 		return;
 	}
-	if ((int64_t)len + (int64_t)w->m->cfg.vocab * 4 + 4096 >
-	    w->c->limits.max_message_bytes) {
-		/* the coordinator would drop the connection on such a frame */
-		free(bytes);
-		send_error(w, x->request_id, x->attempt,
-			   QUORUM__STATUS__STATUS_NO_CAPACITY,
-			   "root too large for one message "
-			   "(limits.max_message_bytes)");
+	if (export_range(w, x, &desc, &to))
+		return;
+	if ((rc = sc_root_export_rows(w->e, x->root_id, from, to, &bytes,
+				      &len))) {
+		send_error(w, x->request_id, x->attempt, wire_status_of_qerr(rc),
+			   qerr_detail());
 		return;
 	}
 	d.request_id = x->request_id;
 	d.attempt = x->attempt;
-	d.n_tokens = desc.n_tokens;
+	d.n_tokens = to;
 	d.kv.data = bytes;
 	d.kv.len = len;
 	d.has_from_tokens = x->has_from_tokens;
 	d.from_tokens = x->from_tokens;
-	d.logits.data = (uint8_t *)desc.logits;
-	d.logits.len = (size_t)w->m->cfg.vocab * sizeof(float);
+	if (to < desc.n_tokens) {
+		d.has_partial = d.partial = 1; /* no logits yet */
+	} else {
+		d.logits.data = (uint8_t *)desc.logits;
+		d.logits.len = (size_t)w->m->cfg.vocab * sizeof(float);
+	}
 	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
 	m.root_data = &d;
 	send_msg(w, &m);
 	free(bytes);
 }
 
+/* A root (or, partial, a chunk of one: the base of the next chunk, with
+ * no logits of its own — zeros) from another host's rows. */
 static void on_import(wk *w, const Quorum__RootData *x)
 {
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__ImportedRoot r = QUORUM__IMPORTED_ROOT__INIT;
-	float *logits = logits_copy(w, &x->logits);
+	int partial = x->has_partial && x->partial;
+	float *logits = NULL;
 	sc_root_desc d;
 	uint32_t root;
 	int rc;
 
-	if (!logits) {
+	if (partial ? x->logits.len != 0 ||
+			      !(logits = calloc((size_t)w->m->cfg.vocab,
+						sizeof(float)))
+		    : !(logits = logits_copy(w, &x->logits))) {
 		send_error(w, x->request_id, x->attempt,
-			   QUORUM__STATUS__STATUS_BAD_REQUEST, "bad logits");
+			   QUORUM__STATUS__STATUS_BAD_REQUEST,
+			   partial ? "bad partial root chunk (logits)"
+				   : "bad logits");
 		return;
 	}
 	if (x->has_from_tokens && x->from_tokens &&
