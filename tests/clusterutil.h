@@ -61,6 +61,7 @@ typedef struct {
 	 * in-process references of all N (test_clstop covers the rules and
 	 * the default) */
 	const char *stop;
+	int max_prompt_tokens; /* limits.max_prompt_tokens */
 } cu_cfg;
 
 static inline cu_cfg cu_cfg_defaults(const char *model)
@@ -68,7 +69,7 @@ static inline cu_cfg cu_cfg_defaults(const char *model)
 	/* heartbeats every 200 ms, liveness 25 (5 s): a process starved of
 	 * CPU on a loaded machine is not taken for dead */
 	cu_cfg c = {model, 0, 32, 1, 200, 25, 200, 1000, 64, 120000, 4, 16,
-		    16777216, "f32", 512, "none"};
+		    16777216, "f32", 512, "none", 200};
 	return c;
 }
 
@@ -180,7 +181,7 @@ static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 		"cluster:\n  name: %s\n"
 		"coordinator:\n  client_endpoint: %s\n  worker_endpoint: %s\n"
 		"kv:\n  block_tokens: 16\n  blocks: %d\n  dtype: %s\n"
-		"limits:\n  max_n: %d\n  max_prompt_tokens: 200\n"
+		"limits:\n  max_n: %d\n  max_prompt_tokens: %d\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"
 		"  max_message_bytes: %ld\n"
 		"heartbeat:\n  interval_ms: %d\n  liveness: %d\n"
@@ -189,7 +190,8 @@ static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 		"prefix_cache:\n  entries: %d\n",
 		k->model, cu_name(), c->client_ep, c->worker_ep, k->kv_blocks,
 		k->kv_dtype,
-		k->max_n, k->queue_depth, k->request_timeout_ms,
+		k->max_n, k->max_prompt_tokens, k->queue_depth,
+		k->request_timeout_ms,
 		k->max_message_bytes, k->hb_interval_ms, k->liveness,
 		k->reconnect_min_ms, k->reconnect_max_ms, k->local, k->threads,
 		k->slots, k->cache_entries);

@@ -423,9 +423,10 @@ static void two_hosts(void **state)
 	zmq_close(s);
 }
 
-/* A root too large for one message cannot go to host b: the samples are
- * decoded on host a alone, same bytes. (Messages here fit the logits of a
- * DecodeJob, 151936 x 4 bytes, but not logits + the root's K/V rows.) */
+/* A root whose every chunk is too large for one message cannot go to
+ * host b: the samples are decoded on host a alone, same bytes. (Messages
+ * here fit a DecodeJob's logits, 809 x 4 bytes, but not one KV block of
+ * 16 KiB beside them.) */
 static void two_hosts_root_too_large(void **state)
 {
 	Quorum__ClientReply *r;
@@ -445,6 +446,111 @@ static void two_hosts_root_too_large(void **state)
 	assert_int_equal(distinct_workers(r->answer), 1);
 	assert_int_equal(r->answer->prefix->blocks_transferred, 0);
 	quorum__client_reply__free_unpacked(r, NULL);
+	zmq_close(s);
+}
+
+/* A question of about 1,000 tokens (k selects it): the two share their
+ * first half. */
+static const char *long_question(int k)
+{
+	static char q[2][8192];
+	static const char *const w[] = {"apple", "river", "stone", "cloud",
+					"table", "green", "quiet", "north",
+					"seven", "bread"};
+	size_t n = 0;
+
+	n += (size_t)snprintf(q[k] + n, sizeof(q[k]) - n, "Read the list:");
+	for (int i = 0; i < 640; i++)
+		n += (size_t)snprintf(q[k] + n, sizeof(q[k]) - n, " %s",
+				      w[(i * 7 + i / 10 + (k && i >= 320)) % 10]);
+	snprintf(q[k] + n, sizeof(q[k]) - n, k ? " Which word comes last?"
+						: " Which word comes first?");
+	return q[k];
+}
+
+/* A host's pool as its last heartbeat told: roots held, blocks used. */
+static int pool_is(void *s, const char *id, uint32_t roots, uint32_t used)
+{
+	Quorum__ClientReply *r = cu_status(s);
+	int ok = 0;
+
+	if (!r)
+		return 0;
+	for (size_t i = 0; i < r->cluster->n_workers; i++)
+		if (!strcmp(r->cluster->workers[i]->id, id))
+			ok = r->cluster->workers[i]->roots == roots &&
+			     r->cluster->workers[i]->blocks_used == used &&
+			     r->cluster->workers[i]->busy == 0;
+	quorum__client_reply__free_unpacked(r, NULL);
+	return ok;
+}
+
+/* A root many times larger than one message (limits.max_message_bytes
+ * fits 4 blocks of the tiny model's K/V beside the logits) goes to host
+ * b in chunks, and so does the rest of a second prompt sharing most of
+ * it (a delta from the copy b holds): every sample byte-identical to the
+ * in-process run, every block sent once, and afterwards each pool holds
+ * exactly the two cached roots — no partial root of the chunks is left
+ * behind. */
+static void two_hosts_chunked(void **state)
+{
+	Quorum__ClientReply *r;
+	void *s, *st;
+	cu_ask o;
+	cu_cfg k = cu_cfg_defaults(model_path);
+	sc_result want[2];
+	uint32_t blocks[2], reused = 0, moved = 0;
+	int64_t end;
+
+	(void)state;
+	k.max_message_bytes = 809 * 4 + WIRE_ROOT_HEADROOM + 4 * 16 * 1024;
+	k.max_prompt_tokens = 2048;
+	cluster_start_cfg(&cl, &k);
+	worker_start(&cl, cl.config, "a1", "a");
+	worker_start(&cl, cl.config, "b1", "b");
+	assert_int_equal(wait_workers(&cl, 2), 0);
+	s = client_new(&cl);
+	for (int q = 0; q < 2; q++) {
+		const Quorum__PrefixStats *px;
+
+		reference(long_question(q), SEED, &want[q]);
+		o = ask_defaults(long_question(q));
+		r = ask(&cl, s, 60 + (uint64_t)q, &o);
+		check_answer(r, &want[q], q ? "delta in chunks to host b"
+					    : "root in chunks to host b");
+		sc_result_fini(&want[q]);
+		assert_int_equal(distinct_workers(r->answer), 2);
+		px = r->answer->prefix;
+		assert_true(px->prompt_tokens >= 800);
+		blocks[q] = px->prefix_blocks;
+		if (q) { /* only the blocks after the shared ones */
+			reused = px->prompt_tokens_reused;
+			assert_true(reused >= 320);
+			moved = px->prefix_blocks - reused / 16;
+			assert_int_equal(px->blocks_transferred, moved);
+			assert_true(moved >= 16); /* several chunks too */
+		} else {
+			assert_int_equal(px->blocks_transferred, blocks[0]);
+		}
+		/* many messages' worth, f32 rows of 2 layers x 64 */
+		assert_int_equal(px->bytes_transferred,
+				 (uint64_t)(px->prompt_tokens -
+					    (q ? reused : 0)) * 1024);
+		assert_true(px->bytes_transferred >
+			    3 * (uint64_t)k.max_message_bytes);
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
+	/* the pools settle (as heartbeats report them) on the cached roots:
+	 * a1 the prefix of both once, b1 its copy and the delta's blocks */
+	st = client_new(&cl);
+	end = wire_now_ms() + CU_WAIT_MS; /* hang guard only */
+	while (!(pool_is(st, "a1", 2, blocks[0] + blocks[1] - reused / 16) &&
+		 pool_is(st, "b1", 2, blocks[0] + moved)) &&
+	       wire_now_ms() < end)
+		usleep(50000);
+	assert_true(pool_is(st, "a1", 2, blocks[0] + blocks[1] - reused / 16));
+	assert_true(pool_is(st, "b1", 2, blocks[0] + moved));
+	zmq_close(st);
 	zmq_close(s);
 }
 
@@ -772,6 +878,7 @@ int main(void)
 		cmocka_unit_test_teardown(one_worker, test_teardown),
 		cmocka_unit_test_teardown(three_workers_and_cache, test_teardown),
 		cmocka_unit_test_teardown(two_hosts, test_teardown),
+		cmocka_unit_test_teardown(two_hosts_chunked, test_teardown),
 		cmocka_unit_test_teardown(two_hosts_root_too_large,
 					  test_teardown),
 		cmocka_unit_test_teardown(concurrent_clients, test_teardown),
