@@ -11,8 +11,11 @@
  *                   another worker on this host mapped read-only by name),
  *                   one SampleResult per finished sample, then JobDone
  *   Release      -> sc_root_release
- *   ExportRoot   -> sc_root_export, RootData
- *   import_root  -> sc_root_import, ImportedRoot
+ *   ExportRoot   -> sc_root_export_rows, RootData: the rest of a root
+ *                   from from_tokens, or (chunk_bytes) the next chunk of
+ *                   whole blocks that fits one message
+ *   import_root  -> sc_root_import_from, ImportedRoot: a root of its own
+ *                   (a partial chunk's: the base of the next chunk)
  *   Cancel       -> stops the running decode (checked every round)
  *   ForgetPool   -> sc_unlink_pool: a same-host peer is gone (handled
  *                   between jobs; a mapping stays valid while in use)
