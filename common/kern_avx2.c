@@ -876,7 +876,9 @@ INLINE void unit_q6_K(const uint8_t *blk, const struct qtile *t, int k,
 	#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
 		/* scales 8h..8h+7 in both lanes */
-		__m256i sh = _mm256_permute4x64_epi64(sc16, h ? 0xee : 0x44);
+		/* (an immediate each: clang wants a constant, even unrolled) */
+		__m256i sh = h ? _mm256_permute4x64_epi64(sc16, 0xee)
+			       : _mm256_permute4x64_epi64(sc16, 0x44);
 		__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
 		__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
 		__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
