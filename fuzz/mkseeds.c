@@ -456,6 +456,18 @@ static void wire_seeds(void)
 	cm.body_case = QUORUM__COORD_MSG__BODY_IMPORT_ROOT;
 	cm.import_root = &rd;
 	wire_seed("coord_import_root", 2, &cm.base);
+	/* a copy in chunks: the next chunk asked for, a partial one */
+	er.has_from_tokens = 1; er.from_tokens = 16;
+	er.has_chunk_bytes = 1; er.chunk_bytes = 65536;
+	cm.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
+	cm.export_root = &er;
+	wire_seed("coord_export_chunk", 2, &cm.base);
+	rd.has_from_tokens = 1; rd.from_tokens = 16; rd.n_tokens = 32;
+	rd.has_partial = 1; rd.partial = 1; rd.logits.len = 0;
+	rd.has_base_root_id = 1; rd.base_root_id = 5;
+	cm.body_case = QUORUM__COORD_MSG__BODY_IMPORT_ROOT;
+	cm.import_root = &rd;
+	wire_seed("coord_import_chunk", 2, &cm.base);
 	cm.body_case = QUORUM__COORD_MSG__BODY_REJECT;
 	cm.reject = &we;
 	wire_seed("coord_reject", 2, &cm.base);
