@@ -785,6 +785,16 @@ int roots_transfer_failed(const entry *e, const char *host)
 	return 0;
 }
 
+/* 1 when every block id is one of wi's own pool (no other pool's slot,
+ * below its registered size): a worker's root lives in its own pool. */
+static int own_blocks(const sched *s, int wi, const uint32_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i] >= s->w[wi].pool_blocks || b[i] > KV_BLOCK_MASK)
+			return 0;
+	return 1;
+}
+
 void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 {
 	entry *e = roots_by_id(s, p->request_id);
@@ -799,6 +809,7 @@ void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 	}
 	if (p->n_tokens != e->n_tokens ||
 	    p->n_blocks != sched_blocks_for(s, e->n_tokens) ||
+	    !own_blocks(s, wi, p->blocks, p->n_blocks) ||
 	    (e->base && (!p->has_reused_tokens ||
 			 p->reused_tokens != e->base_tokens)) ||
 	    p->logits.len != (size_t)s->vocab * sizeof(float) ||
@@ -971,9 +982,12 @@ void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x)
 	}
 	if (x->n_tokens != rp->chunk_end ||
 	    x->n_blocks != sched_blocks_for(s, rp->chunk_end) ||
+	    !own_blocks(s, wi, x->blocks, x->n_blocks) ||
 	    !x->pool_name || strcmp(x->pool_name, s->w[wi].pool) ||
 	    (rp->chunk_end == e->n_tokens &&
 	     !(rp->blocks = malloc(x->n_blocks * sizeof(*rp->blocks) + 1)))) {
+		fprintf(stderr, "coordinator: worker %s: bad ImportedRoot\n",
+			s->w[wi].id);
 		sched_send_release(s, wi, x->root_id);
 		rep_drop_part(s, rp);
 		rep_remove(s, e, (int)(rp - e->reps), 1);

@@ -1392,6 +1392,63 @@ static void worker_validation(void **state)
 	free_sched(&s);
 }
 
+/* A PrefixReady naming a block outside the worker's own pool (past its
+ * registered size, or another pool's slot) is refused: the root is
+ * released and prefilled again; the request still gets its answer. */
+static void bad_blocks(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, *ws[1] = {&a};
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	static const uint32_t bad[2] = {64, KV_REF(1, 0)};
+
+	(void)state;
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	for (int k = 0; k < 2; k++) {
+		Quorum__CoordMsg *m;
+		Quorum__WorkerMsg wm = QUORUM__WORKER_MSG__INIT;
+		Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
+		size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
+		uint8_t *logits = calloc(1, ll);
+		uint32_t blocks[16];
+
+		if (k == 0)
+			c_ask(s, "c1", 1, &o);
+		m = w_next("A");
+		assert_non_null(m);
+		assert_int_equal(m->body_case, QUORUM__COORD_MSG__BODY_PREFILL);
+		r.request_id = m->prefill->request_id;
+		r.attempt = m->prefill->attempt;
+		r.root_id = 90 + (uint32_t)k;
+		r.n_tokens = m->prefill->n_tokens;
+		r.n_blocks = nblocks(r.n_tokens);
+		assert_true(r.n_blocks <= 16);
+		for (uint32_t b = 0; b < r.n_blocks; b++)
+			blocks[b] = b; /* all fine but the last */
+		blocks[r.n_blocks - 1] = bad[k];
+		r.blocks = blocks;
+		r.pool_name = a.pool;
+		r.logits.data = logits;
+		r.logits.len = ll;
+		wm.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
+		wm.prefix_ready = &r;
+		to_sched(s, &a, &wm);
+		free(logits);
+		quorum__coord_msg__free_unpacked(m, NULL);
+		/* released at once, and the prompt prefilled again */
+		m = w_next("A");
+		assert_non_null(m);
+		assert_int_equal(m->body_case, QUORUM__COORD_MSG__BODY_RELEASE);
+		assert_int_equal(m->release->root_id, 90 + (uint32_t)k);
+		quorum__coord_msg__free_unpacked(m, NULL);
+		assert_null(c_next("c1"));
+	}
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 static void fairness(void **state)
 {
 	sched *s = new_sched("limits:\n  queue_depth: 4\n"
@@ -1892,6 +1949,7 @@ int main(void)
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(shots, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),
+		cmocka_unit_test_setup(bad_blocks, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
 		cmocka_unit_test_setup(fair_start, case_setup),
 		cmocka_unit_test_setup(slot_share, case_setup),
