@@ -758,7 +758,7 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
  * zero factor and S1 = 0: fma(+0, +0, acc) = acc exactly, as acc, from
  * +0 by fmas, is never -0.
  */
-#define QT_R 4   /* activation rows per tile */
+#define QT_R 8   /* activation rows per tile */
 #define QT_JB 32 /* weight rows per block */
 
 enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_Q8_0, QK_GEN };
@@ -769,15 +769,21 @@ struct qtile {
 	const float *d[QT_R], *s[QT_R];
 };
 
+/* Keeps v in a register here: without it gcc reassociates the integer
+ * sums of a unit, computes every product first and spills them. */
+#define IN_REG(v) __asm__("" : "+x"(v))
+
 /* acc[r] += S1 partial of chunk k: unsigned codes w, int16 scales sc */
 INLINE void chunk_u(__m256i *acc, const struct qtile *t, int k, __m256i w,
 		    __m256i sc, const int R)
 {
 	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
+	for (int r = 0; r < R; r++) {
 		acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
 			_mm256_maddubs_epi16(w, _mm256_loadu_si256(
 				(const __m256i *)(t->q[r] + k))), sc));
+		IN_REG(acc[r]);
+	}
 }
 
 /* The same for signed codes (the sign trick). */
@@ -786,10 +792,12 @@ INLINE void chunk_s(__m256i *acc, const struct qtile *t, int k, __m256i w,
 {
 	__m256i aw = _mm256_sign_epi8(w, w);
 	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
+	for (int r = 0; r < R; r++) {
 		acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
 			_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_loadu_si256(
 				(const __m256i *)(t->q[r] + k)), w)), sc));
+		IN_REG(acc[r]);
+	}
 }
 
 /* Word j of each 128-bit lane, to all 8 words of the lane. */
@@ -1104,6 +1112,10 @@ INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
 		case 1: qblock(mm, t, m0, j, jn, wr, 1, kind); break;         \
 		case 2: qblock(mm, t, m0, j, jn, wr, 2, kind); break;         \
 		case 3: qblock(mm, t, m0, j, jn, wr, 3, kind); break;         \
+		case 4: qblock(mm, t, m0, j, jn, wr, 4, kind); break;         \
+		case 5: qblock(mm, t, m0, j, jn, wr, 5, kind); break;         \
+		case 6: qblock(mm, t, m0, j, jn, wr, 6, kind); break;         \
+		case 7: qblock(mm, t, m0, j, jn, wr, 7, kind); break;         \
 		default: qblock(mm, t, m0, j, jn, wr, QT_R, kind); break;     \
 		}                                                             \
 	}
@@ -1113,7 +1125,7 @@ QBLOCK_KIND(qblock_q5_0, QK_Q5_0)
 QBLOCK_KIND(qblock_q8_0, QK_Q8_0)
 QBLOCK_KIND(qblock_gen, QK_GEN)
 
-_Static_assert(QT_R == 4, "qblock's cases");
+_Static_assert(QT_R == 8, "qblock's cases");
 
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
