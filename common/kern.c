@@ -490,6 +490,32 @@ static void mm_task(void *ctx, int t, int n_tasks)
 		job->ops->matmul(&job->mm, j0, j1);
 }
 
+/* Quantizing the activation rows [M t / n, M (t + 1) / n). */
+struct act_job {
+	const struct kern_ops *ops;
+	const float *x;
+	int ldx, K, unit, M;
+	uint32_t wtype;
+	char *xq;
+	size_t xq_bytes;
+};
+
+static void act_task(void *ctx, int t, int n_tasks)
+{
+	const struct act_job *aj = ctx;
+	int m0 = (int)((int64_t)aj->M * t / n_tasks);
+	int m1 = (int)((int64_t)aj->M * (t + 1) / n_tasks);
+
+	for (int m = m0; m < m1; m++) {
+		quant_arow a;
+		quant_arow_bind(&a, aj->xq + (size_t)m * aj->xq_bytes, aj->K,
+				aj->unit);
+		quant_act_row(aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
+		if (aj->ops->qact)
+			aj->ops->qact(aj->wtype, &a, aj->K);
+	}
+}
+
 void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		 const float *bias, const float *x, int ldx, int M, float *y,
 		 int ldy)
@@ -504,18 +530,20 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		    wtype == GGML_TYPE_Q8_0 ? 0 : 2;
 	char *xq = NULL;
 	size_t xq_bytes = 0;
+	int nt = tp ? tpool_size(tp) : 1;
 	if (quant == 1) {
-		/* each row on its own: batch-invariant */
-		int unit = quant_unit(wtype);
-		xq_bytes = quant_arow_bytes(K, unit);
-		xq = malloc(xq_bytes * (size_t)M);
+		/* each row on its own (batch-invariant), rows over threads */
+		struct act_job aj = {.ops = ops(), .x = x, .ldx = ldx, .K = K,
+				     .unit = quant_unit(wtype), .M = M,
+				     .wtype = wtype};
+		aj.xq_bytes = xq_bytes = quant_arow_bytes(K, aj.unit);
+		aj.xq = xq = malloc(xq_bytes * (size_t)M);
 		if (!xq)
 			abort();
-		for (int m = 0; m < M; m++) {
-			quant_arow a;
-			quant_arow_bind(&a, xq + (size_t)m * xq_bytes, K, unit);
-			quant_act_row(x + (size_t)m * ldx, K, unit, &a);
-		}
+		if (nt > 1 && (int64_t)M * K >= 16384)
+			tpool_run(tp, act_task, &aj, M < nt ? M : nt);
+		else
+			act_task(&aj, 0, 1);
 	}
 	struct mm_job job = {
 		.quant = quant,
@@ -526,7 +554,6 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		       .xq_bytes = xq_bytes},
 		.n_units = (N + KERN_MM_COLS - 1) / KERN_MM_COLS,
 	};
-	int nt = tp ? tpool_size(tp) : 1;
 	/* A few tasks per thread balance uneven progress (tasks are claimed
 	 * dynamically); tiny matmuls stay on one thread. */
 	int n_tasks = nt == 1 ? 1 : nt * 4;

@@ -800,11 +800,6 @@ INLINE void chunk_s(__m256i *acc, const struct qtile *t, int k, __m256i w,
 	}
 }
 
-/* Word j of each 128-bit lane, to all 8 words of the lane. */
-INLINE __m256i word_mask(int j)
-{
-	return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j));
-}
 
 /* Word 2i of lane 0 and word 2i + 1 of lane 1, each to its whole lane. */
 INLINE __m256i word_pair_mask(int i)
@@ -845,14 +840,30 @@ INLINE void unit_q4_K(const uint8_t *blk, const struct qtile *t, int k,
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_setzero_si256();
+	/* sub-blocks 2c (low nibbles) and 2c + 1 (high), their byte pairs
+	 * interleaved as kern_avx2_qact lays out the activations: the two
+	 * maddubs sums of a pair of sub-blocks add up in int16 (at most
+	 * 2 x 2 x 15 x 127) and one madd applies both scales */
 	#pragma GCC unroll 4
 	for (int c = 0; c < 4; c++) {
 		__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		chunk_u(acc, t, k + 64 * c, _mm256_and_si256(v, m4),
-			_mm256_shuffle_epi8(sc16, word_mask(2 * c)), R);
-		chunk_u(acc, t, k + 64 * c + 32,
-			_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-			_mm256_shuffle_epi8(sc16, word_mask(2 * c + 1)), R);
+		__m256i lo = _mm256_and_si256(v, m4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+		__m256i x = _mm256_unpacklo_epi16(lo, hi);
+		__m256i y = _mm256_unpackhi_epi16(lo, hi);
+		__m256i sc = _mm256_shuffle_epi8(sc16, _mm256_set1_epi32(
+			0x03020100 + 0x04040404 * c));
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			const int8_t *a = t->q[r] + k + 64 * c;
+			__m256i p = _mm256_add_epi16(
+				_mm256_maddubs_epi16(x, _mm256_loadu_si256(
+					(const __m256i *)a)),
+				_mm256_maddubs_epi16(y, _mm256_loadu_si256(
+					(const __m256i *)(a + 32))));
+			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, sc));
+			IN_REG(acc[r]);
+		}
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
@@ -972,6 +983,23 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 			_mm256_loadu_si256((const __m256i *)(w->mn + k / 16)),
 			_mm256_loadu_si256((const __m256i *)(t->bsum[r] + k / 16))) :
 			_mm256_setzero_si256();
+	}
+}
+
+/* Q4_K's layout of activation codes (see unit_q4_K): per 64, the byte
+ * pairs of elements 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16
+ * interleave them. Other types keep quant_act_row's order. */
+void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K)
+{
+	if (wtype != GGML_TYPE_Q4_K)
+		return;
+	for (int k = 0; k < K; k += 64) {
+		__m256i lo = _mm256_loadu_si256((const __m256i *)(a->q + k));
+		__m256i hi = _mm256_loadu_si256((const __m256i *)(a->q + k + 32));
+		_mm256_storeu_si256((__m256i *)(a->q + k),
+				    _mm256_unpacklo_epi16(lo, hi));
+		_mm256_storeu_si256((__m256i *)(a->q + k + 32),
+				    _mm256_unpackhi_epi16(lo, hi));
 	}
 }
 
@@ -1177,6 +1205,7 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 const struct kern_ops kern_ops_avx2 = {
 	.qmatmul = kern_avx2_qmatmul,
+	.qact = kern_avx2_qact,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,
 	.matmul = v_matmul,

@@ -596,6 +596,7 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer matmul (an AVX-512 CPU has AVX2) */
 	.qmatmul = kern_avx2_qmatmul,
+	.qact = kern_avx2_qact,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,
 	.matmul = v_matmul,

@@ -51,6 +51,9 @@ struct kern_ops {
 	/* quantized W times the integer activations mm->xq, columns
 	 * [j0, j1) for all M rows: quant.h's S1/S2 and combination */
 	void (*qmatmul)(const struct kern_mm *mm, int j0, int j1);
+	/* optional: rearranges the codes a->q of an activation row of K for
+	 * this qmatmul (values unchanged; bsum, d, s untouched) */
+	void (*qact)(uint32_t wtype, quant_arow *a, int K);
 	float (*dot)(const float *a, const float *b, int n);
 	float (*dot_f16)(const float *a, const uint16_t *b, int n);
 	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
@@ -66,6 +69,7 @@ struct kern_ops {
 
 /* kern_avx2.c's integer matmul, shared with the AVX-512 table. */
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1);
+void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K);
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;
