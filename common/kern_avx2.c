@@ -808,22 +808,34 @@ INLINE __m256i word_pair_mask(int i)
 				 _mm_set1_epi16((short)(0x0302 + 0x0404 * i)));
 }
 
-INLINE void unit_q4_K(const uint8_t *blk, const struct qtile *t, int k,
-		      __m256i *s1, __m256i *s2, float *dw, float *dmw,
-		      const int R)
+/* A unit of Q4_K / Q6_K decoded for the tiles: written once per block of
+ * weight rows when several tiles of rows pass over it (M > QT_R). */
+struct q4k_unit {
+	__m256i x[4], y[4], sc[4]; /* codes of sub-blocks 2c, 2c+1; scales */
+	__m256i mn;                /* 16 mins (one per group of 16) */
+	float d, dm;
+};
+struct q6k_unit {
+	__m256i w[8], sc[8]; /* codes + 32 per 32 elements; scales */
+	__m256i off;         /* -32 sc[g] */
+	float d;
+};
+
+/* Q4_K's scales (both lanes: sc[0..7] as int16), mins (16, one per group
+ * of 16), d and -dmin. */
+INLINE void q4k_scales(const uint8_t *blk, __m256i *sc16, __m256i *mn16,
+		       float *d, float *dm)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	uint16_t hd, hm;
 	uint32_t w0, w1, w2;
-	__m256i acc[QT_R];
 
 	memcpy(&hd, blk, 2);
 	memcpy(&hm, blk + 2, 2);
 	memcpy(&w0, blk + 4, 4);
 	memcpy(&w1, blk + 8, 4);
 	memcpy(&w2, blk + 12, 4);
-	*dw = _cvtsh_ss(hd);
-	*dmw = -_cvtsh_ss(hm);
+	*d = _cvtsh_ss(hd);
+	*dm = -_cvtsh_ss(hm);
 	/* 8 six-bit scales and mins: bytes 0-3 hold scales 0-3 (and the top
 	 * bits of scales 4-7), bytes 4-7 mins 0-3 (and the top bits of mins
 	 * 4-7), bytes 8-11 the low nibbles of scales and mins 4-7 */
@@ -833,26 +845,67 @@ INLINE void unit_q4_K(const uint8_t *blk, const struct qtile *t, int k,
 	__m128i mnb = _mm_setr_epi32((int)(w1 & 0x3f3f3f3f),
 				     (int)(((w2 >> 4) & 0x0f0f0f0f) |
 					   ((w1 >> 2) & 0x30303030)), 0, 0);
-	__m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scb));
-	__m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mnb, mnb));
-	const uint8_t *qs = blk + 16;
+	*sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scb));
+	*mn16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mnb, mnb));
+}
 
+/* Sub-blocks 2c (low nibbles) and 2c + 1 (high) of a Q4_K block, their
+ * byte pairs interleaved as kern_avx2_qact lays out the activations: the
+ * two maddubs sums of the pair add up in int16 (at most 2 x 2 x 15 x 127)
+ * and one madd with sc (scale 2c in even words, 2c + 1 in odd) applies
+ * both scales. */
+INLINE void q4k_chunk(const uint8_t *blk, __m256i sc16, int c, __m256i *x,
+		      __m256i *y, __m256i *sc)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+	__m256i lo = _mm256_and_si256(v, m4);
+	__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+
+	*x = _mm256_unpacklo_epi16(lo, hi);
+	*y = _mm256_unpackhi_epi16(lo, hi);
+	*sc = _mm256_shuffle_epi8(sc16, _mm256_set1_epi32(0x03020100 +
+							  0x04040404 * c));
+}
+
+static void q4k_prep(const uint8_t *blk, void *dst)
+{
+	struct q4k_unit *pu = dst;
+	__m256i sc16;
+
+	q4k_scales(blk, &sc16, &pu->mn, &pu->d, &pu->dm);
+	for (int c = 0; c < 4; c++)
+		q4k_chunk(blk, sc16, c, &pu->x[c], &pu->y[c], &pu->sc[c]);
+}
+
+/* src: the block, or its q4k_unit when prep. */
+INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
+		      int k, __m256i *s1, __m256i *s2, float *dw, float *dmw,
+		      const int R)
+{
+	const struct q4k_unit *pu = src;
+	__m256i acc[QT_R], sc16, mn16;
+
+	if (prep) {
+		mn16 = pu->mn;
+		*dw = pu->d;
+		*dmw = pu->dm;
+	} else {
+		q4k_scales(src, &sc16, &mn16, dw, dmw);
+	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_setzero_si256();
-	/* sub-blocks 2c (low nibbles) and 2c + 1 (high), their byte pairs
-	 * interleaved as kern_avx2_qact lays out the activations: the two
-	 * maddubs sums of a pair of sub-blocks add up in int16 (at most
-	 * 2 x 2 x 15 x 127) and one madd applies both scales */
 	#pragma GCC unroll 4
 	for (int c = 0; c < 4; c++) {
-		__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		__m256i lo = _mm256_and_si256(v, m4);
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-		__m256i x = _mm256_unpacklo_epi16(lo, hi);
-		__m256i y = _mm256_unpackhi_epi16(lo, hi);
-		__m256i sc = _mm256_shuffle_epi8(sc16, _mm256_set1_epi32(
-			0x03020100 + 0x04040404 * c));
+		__m256i x, y, sc;
+		if (prep) {
+			x = _mm256_load_si256(&pu->x[c]);
+			y = _mm256_load_si256(&pu->y[c]);
+			sc = _mm256_load_si256(&pu->sc[c]);
+		} else {
+			q4k_chunk(src, sc16, c, &x, &y, &sc);
+		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			const int8_t *a = t->q[r] + k + 64 * c;
@@ -873,47 +926,88 @@ INLINE void unit_q4_K(const uint8_t *blk, const struct qtile *t, int k,
 	}
 }
 
-INLINE void unit_q6_K(const uint8_t *blk, const struct qtile *t, int k,
-		      __m256i *s1, float *dw, const int R)
+/* Q6_K's scales (int16, in order), -32 sc[g], d. */
+INLINE void q6k_scales(const ggml_block_q6_K *b, __m256i *sc16, __m256i *off,
+		       float *d)
 {
-	const ggml_block_q6_K *b = (const ggml_block_q6_K *)blk;
+	*sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+	/* the codes' offset, taken off with the group sums */
+	*off = _mm256_sub_epi16(_mm256_setzero_si256(),
+				_mm256_slli_epi16(*sc16, 5));
+	*d = _cvtsh_ss(b->d);
+}
+
+/* Codes + 32 of the 4 chunks of 32 of half h of a Q6_K block and their
+ * scale vectors (group 2i in lane 0, 2i + 1 in lane 1). */
+INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
+		     __m256i *w, __m256i *sc)
+{
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	const __m256i m3 = _mm256_set1_epi8(0x03);
 	const __m256i m30 = _mm256_set1_epi8(0x30);
-	__m256i acc[QT_R];
-	__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-		(const __m128i *)b->scales));
-	/* -32 sc[g]: the codes' offset, taken off with the group sums */
-	__m256i off = _mm256_sub_epi16(_mm256_setzero_si256(),
-				       _mm256_slli_epi16(sc16, 5));
+	/* scales 8h..8h+7 in both lanes (an immediate each: clang wants a
+	 * constant, even unrolled) */
+	__m256i sh = h ? _mm256_permute4x64_epi64(sc16, 0xee)
+		       : _mm256_permute4x64_epi64(sc16, 0x44);
+	__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+	__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+	__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
 
-	*dw = _cvtsh_ss(b->d);
+	w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+			       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+	w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+			       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+	w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+			       _mm256_and_si256(hb, m30));
+	w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+	#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+		sc[i] = _mm256_shuffle_epi8(sh, word_pair_mask(i));
+}
+
+static void q6k_prep(const uint8_t *blk, void *dst)
+{
+	struct q6k_unit *pu = dst;
+	const ggml_block_q6_K *b = (const ggml_block_q6_K *)blk;
+	__m256i sc16;
+
+	q6k_scales(b, &sc16, &pu->off, &pu->d);
+	for (int h = 0; h < 2; h++)
+		q6k_half(b, sc16, h, pu->w + 4 * h, pu->sc + 4 * h);
+}
+
+INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
+		      int k, __m256i *s1, float *dw, const int R)
+{
+	const struct q6k_unit *pu = src;
+	__m256i acc[QT_R], sc16, off;
+
+	if (prep) {
+		off = pu->off;
+		*dw = pu->d;
+	} else {
+		q6k_scales(src, &sc16, &off, dw);
+	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_madd_epi16(off, _mm256_loadu_si256(
 			(const __m256i *)(t->bsum[r] + k / 16)));
 	#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
-		/* scales 8h..8h+7 in both lanes */
-		/* (an immediate each: clang wants a constant, even unrolled) */
-		__m256i sh = h ? _mm256_permute4x64_epi64(sc16, 0xee)
-			       : _mm256_permute4x64_epi64(sc16, 0x44);
-		__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-		__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-		__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-		__m256i w[4];
-		w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-				       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-		w[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-				       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-		w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-				       _mm256_and_si256(hb, m30));
-		w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-				       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+		__m256i w[4], sc[4];
+		if (prep) {
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				w[i] = _mm256_load_si256(&pu->w[4 * h + i]);
+				sc[i] = _mm256_load_si256(&pu->sc[4 * h + i]);
+			}
+		} else {
+			q6k_half(src, sc16, h, w, sc);
+		}
 		#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
-			chunk_u(acc, t, k + 128 * h + 32 * i, w[i],
-				_mm256_shuffle_epi8(sh, word_pair_mask(i)), R);
+			chunk_u(acc, t, k + 128 * h + 32 * i, w[i], sc[i], R);
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
@@ -1028,13 +1122,15 @@ INLINE float tree4(__m256 acc)
 /* One weight row (its blocks, or a quant_wrow for QK_GEN) against the R
  * rows of t: res[r]. */
 INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
-		 const int R, const int kind)
+		 const int R, const int kind, const int prep)
 {
 	const quant_wrow *gw = wrow;
 	const int unit = kind == QK_GEN ? gw->unit :
 			 kind == QK_Q4_K || kind == QK_Q6_K ? QK_K : 32;
-	const size_t bb = kind == QK_Q4_K ? sizeof(ggml_block_q4_K) :
-			  kind == QK_Q6_K ? sizeof(ggml_block_q6_K) :
+	const size_t bb = kind == QK_Q4_K ? (prep ? sizeof(struct q4k_unit) :
+					     sizeof(ggml_block_q4_K)) :
+			  kind == QK_Q6_K ? (prep ? sizeof(struct q6k_unit) :
+					     sizeof(ggml_block_q6_K)) :
 			  kind == QK_Q5_0 ? sizeof(ggml_block_q5_0) :
 					    sizeof(ggml_block_q8_0);
 	const int min_k = kind == QK_Q4_K ||
@@ -1057,11 +1153,12 @@ INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
 			const uint8_t *blk = (const uint8_t *)wrow + (size_t)u * bb;
 			switch (kind) {
 			case QK_Q4_K:
-				unit_q4_K(blk, t, u * QK_K, &s1v[0][i], &s2v[0][i],
-					  &dw[i], &dmw[i], R);
+				unit_q4_K(blk, prep, t, u * QK_K, &s1v[0][i],
+					  &s2v[0][i], &dw[i], &dmw[i], R);
 				break;
 			case QK_Q6_K:
-				unit_q6_K(blk, t, u * QK_K, &s1v[0][i], &dw[i], R);
+				unit_q6_K(blk, prep, t, u * QK_K, &s1v[0][i],
+					  &dw[i], R);
 				break;
 			case QK_Q8_0:
 				unit_q8_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
@@ -1114,17 +1211,15 @@ INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
 		res[r] = tree4(facc[r]);
 }
 
-/* Weight rows [j, j + jn) against the R rows from m0. */
+/* Weight rows [j, j + jn) against the R rows from m0; row j + c is at
+ * w + c * ws (its blocks, its prepared units, or a quant_wrow). */
 INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
-		   int j, int jn, const quant_wrow *wr, const int R,
-		   const int kind)
+		   int j, int jn, const char *w, size_t ws, const int R,
+		   const int kind, const int prep)
 {
 	for (int c = 0; c < jn; c++) {
-		const void *w = kind == QK_GEN ? (const void *)&wr[c] :
-			(const void *)((const char *)mm->W +
-				       (size_t)(j + c) * mm->row_bytes);
 		float res[QT_R];
-		qrow(w, mm->K, t, res, R, kind);
+		qrow(w + (size_t)c * ws, mm->K, t, res, R, kind, prep);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
@@ -1132,58 +1227,104 @@ INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
 	}
 }
 
-#define QBLOCK_KIND(name, kind)                                              \
+typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
+			  int R, int m0, int j, int jn, const char *w,
+			  size_t ws);
+
+#define QBLOCK_KIND(name, kind, prep)                                         \
 	static void name(const struct kern_mm *mm, const struct qtile *t,     \
-			 int R, int m0, int j, int jn, const quant_wrow *wr)  \
+			 int R, int m0, int j, int jn, const char *w,         \
+			 size_t ws)                                           \
 	{                                                                     \
 		switch (R) {                                                  \
-		case 1: qblock(mm, t, m0, j, jn, wr, 1, kind); break;         \
-		case 2: qblock(mm, t, m0, j, jn, wr, 2, kind); break;         \
-		case 3: qblock(mm, t, m0, j, jn, wr, 3, kind); break;         \
-		case 4: qblock(mm, t, m0, j, jn, wr, 4, kind); break;         \
-		case 5: qblock(mm, t, m0, j, jn, wr, 5, kind); break;         \
-		case 6: qblock(mm, t, m0, j, jn, wr, 6, kind); break;         \
-		case 7: qblock(mm, t, m0, j, jn, wr, 7, kind); break;         \
-		default: qblock(mm, t, m0, j, jn, wr, QT_R, kind); break;     \
+		case 1: qblock(mm, t, m0, j, jn, w, ws, 1, kind, prep); break; \
+		case 2: qblock(mm, t, m0, j, jn, w, ws, 2, kind, prep); break; \
+		case 3: qblock(mm, t, m0, j, jn, w, ws, 3, kind, prep); break; \
+		case 4: qblock(mm, t, m0, j, jn, w, ws, 4, kind, prep); break; \
+		case 5: qblock(mm, t, m0, j, jn, w, ws, 5, kind, prep); break; \
+		case 6: qblock(mm, t, m0, j, jn, w, ws, 6, kind, prep); break; \
+		case 7: qblock(mm, t, m0, j, jn, w, ws, 7, kind, prep); break; \
+		default: qblock(mm, t, m0, j, jn, w, ws, QT_R, kind, prep);   \
 		}                                                             \
 	}
-QBLOCK_KIND(qblock_q4_K, QK_Q4_K)
-QBLOCK_KIND(qblock_q6_K, QK_Q6_K)
-QBLOCK_KIND(qblock_q5_0, QK_Q5_0)
-QBLOCK_KIND(qblock_q8_0, QK_Q8_0)
-QBLOCK_KIND(qblock_gen, QK_GEN)
+QBLOCK_KIND(qblock_q4_K, QK_Q4_K, 0)
+QBLOCK_KIND(qblock_q4_K_prep, QK_Q4_K, 1)
+QBLOCK_KIND(qblock_q6_K, QK_Q6_K, 0)
+QBLOCK_KIND(qblock_q6_K_prep, QK_Q6_K, 1)
+QBLOCK_KIND(qblock_q5_0, QK_Q5_0, 0)
+QBLOCK_KIND(qblock_q8_0, QK_Q8_0, 0)
+QBLOCK_KIND(qblock_gen, QK_GEN, 0)
 
 _Static_assert(QT_R == 8, "qblock's cases");
 
+/* Bytes of prepared rows per block: the block stays in L2 while the
+ * tiles pass over it. */
+#define QT_PREP_BYTES (160 * 1024)
+
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int K = mm->K, unit = quant_unit(mm->wtype);
-	void (*blockf)(const struct kern_mm *, const struct qtile *, int, int,
-		       int, int, const quant_wrow *);
+	int K = mm->K, unit = quant_unit(mm->wtype), jb = QT_JB;
+	int several = mm->M > QT_R; /* tiles: decode each row once */
+	qblock_fn blockf;
 	quant_wrow wr[QT_JB];
 	char *buf = NULL;
-	size_t wb = quant_wrow_bytes(K);
+	size_t ws = 0; /* bytes per prepared row (0: the packed rows) */
+	void (*prep)(const uint8_t *, void *) = NULL;
+	size_t usz = 0; /* bytes per prepared unit */
 
 	switch (mm->wtype) {
-	case GGML_TYPE_Q4_K: blockf = qblock_q4_K; break;
-	case GGML_TYPE_Q6_K: blockf = qblock_q6_K; break;
+	case GGML_TYPE_Q4_K:
+		blockf = several ? qblock_q4_K_prep : qblock_q4_K;
+		if (several) {
+			usz = sizeof(struct q4k_unit);
+			prep = q4k_prep;
+		}
+		break;
+	case GGML_TYPE_Q6_K:
+		blockf = several ? qblock_q6_K_prep : qblock_q6_K;
+		if (several) {
+			usz = sizeof(struct q6k_unit);
+			prep = q6k_prep;
+		}
+		break;
 	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
 	case GGML_TYPE_Q8_0: blockf = qblock_q8_0; break;
 	default:
 		blockf = qblock_gen;
-		buf = malloc(wb * QT_JB);
+		ws = quant_wrow_bytes(K);
+	}
+	if (prep)
+		ws = usz * (size_t)(K / QK_K);
+	if (ws) {
+		if (prep) {
+			jb = (int)(QT_PREP_BYTES / ws);
+			jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
+		}
+		buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
 		if (!buf)
 			abort(); /* QT_JB unpacked rows per task */
-		for (int c = 0; c < QT_JB; c++)
-			quant_wrow_bind(&wr[c], buf + (size_t)c * wb, K);
+		for (int c = 0; !prep && c < QT_JB; c++)
+			quant_wrow_bind(&wr[c], buf + (size_t)c * ws, K);
 	}
-	for (int j = j0; j < j1; j += QT_JB) {
-		int jn = j1 - j < QT_JB ? j1 - j : QT_JB;
+	for (int j = j0; j < j1; j += jb) {
+		int jn = j1 - j < jb ? j1 - j : jb;
+		const char *w = (const char *)mm->W + (size_t)j * mm->row_bytes;
+		size_t wstride = mm->row_bytes;
 		for (int c = 0; buf && c < jn; c++) {
-			const char *row = (const char *)mm->W +
-					  (size_t)(j + c) * mm->row_bytes;
-			if (!v_unpack(mm->wtype, row, &wr[c], K))
+			const uint8_t *row = (const uint8_t *)w +
+					     (size_t)c * mm->row_bytes;
+			if (prep) {
+				for (int u = 0; u < K / QK_K; u++)
+					prep(row + (size_t)u * (size_t)quant_block_bytes(
+						     mm->wtype),
+					     buf + (size_t)c * ws + (size_t)u * usz);
+			} else if (!v_unpack(mm->wtype, row, &wr[c], K)) {
 				quant_unpack_row(mm->wtype, row, &wr[c], K);
+			}
+		}
+		if (buf) {
+			w = prep ? buf : (const char *)wr;
+			wstride = prep ? ws : sizeof(quant_wrow);
 		}
 		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
 			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
@@ -1197,7 +1338,7 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				t.d[r] = a.d;
 				t.s[r] = a.s;
 			}
-			blockf(mm, &t, R, m0, j, jn, wr);
+			blockf(mm, &t, R, m0, j, jn, w, wstride);
 		}
 	}
 	free(buf);
