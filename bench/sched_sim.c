@@ -38,6 +38,10 @@
 #include "tok.h"
 #include "wire.h"
 
+/* A fake pool's size: block ids wrap inside it (the coordinator
+ * refuses ids outside a worker's pool). */
+#define SIM_POOL_BLOCKS (1u << 20)
+
 #define SIM_FP 0x51aull
 #define SIM_CLIENTS 16
 #define MAX_WORKERS 4096
@@ -208,7 +212,7 @@ static void w_register(sched *s, sim_worker *w)
 	r.model_fingerprint = SIM_FP;
 	r.has_pool_blocks = r.has_block_tokens = r.has_kv_dtype = 1;
 	r.has_vocab = 1;
-	r.pool_blocks = 1u << 20;
+	r.pool_blocks = SIM_POOL_BLOCKS;
 	r.block_tokens = 16;
 	r.kv_dtype = 1; /* f16, as the config */
 	r.vocab = (uint32_t)tok_vocab_size(vocab);
@@ -239,7 +243,7 @@ static void w_prefill(sched *s, sim_worker *w, const Quorum__Prefill *p)
 	/* distinct ids per root (the coordinator counts distinct blocks);
 	 * a prefill from a cached prefix reports the tokens it forked */
 	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = w->next_block++ & 0xffffff;
+		blocks[i] = w->next_block++ % SIM_POOL_BLOCKS;
 	r.has_reused_tokens = p->has_base_root_id;
 	r.reused_tokens = p->base_tokens;
 	r.request_id = p->request_id;
@@ -343,7 +347,7 @@ static void w_import(sched *s, sim_worker *w, const Quorum__RootData *x)
 	if (!blocks)
 		return;
 	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = w->next_block++ & 0xffffff;
+		blocks[i] = w->next_block++ % SIM_POOL_BLOCKS;
 	r.request_id = x->request_id;
 	r.attempt = x->attempt;
 	r.root_id = w_new_root(w, x->n_tokens);
