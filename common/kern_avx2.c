@@ -735,23 +735,28 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 
 /*
  * Tiles of R <= QT_R activation rows against one weight row at a time:
- * each 32-element chunk of the weight row is decoded once into a register
- * and multiplied (maddubs: unsigned weights times signed activations)
- * with the same chunk of every row of the tile, so decoding and weight
- * bytes are paid once per tile. Weight rows go in blocks of QT_JB: a
- * block stays in cache while every tile of rows passes over it.
+ * each chunk of the weight row is decoded once into registers and
+ * multiplied (maddubs: unsigned weights times signed activations) with
+ * the same chunk of every row of the tile, so decoding and weight bytes
+ * are paid once per tile. Weight rows go in blocks: a block stays in
+ * cache while every tile of rows passes over it. With more than one tile
+ * (M > QT_R), Q4_K and Q6_K blocks of rows are first decoded into the
+ * tiles' form (q4k_unit, q6k_unit), so decoding is paid once per row.
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
  * reference's:
- *  - Q4_K: codes 0..15 as stored; S2 = sum mn[g] * bsum[g].
+ *  - Q4_K: codes 0..15 as stored, sub-blocks 2c and 2c + 1 byte-pair
+ *    interleaved (the activations too: kern_avx2_qact) so that their
+ *    maddubs sums add in int16 and one madd applies both scales;
+ *    S2 = sum mn[g] * bsum[g].
  *  - Q6_K: codes q + 32 (0..63); S1 = sum sc[g] * sum (q + 32) qa
  *    - 32 * sum sc[g] * bsum[g].
  *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
  *  - Q8_0: signed codes, maddubs(|q|, qa * sign(q)) (the sign trick).
  *  - every other type: quant_wrow (unpacked once per block of rows),
  *    signed codes and the sign trick, sc per 16.
- * No pair of products saturates maddubs's int16: |qa| <= 127, unsigned
- * codes are <= 63, |q| <= 128.
+ * No maddubs pair saturates int16: |qa| <= 127, unsigned codes are
+ * <= 63, |q| <= 128; no int16 sum of two Q4_K pairs overflows (<= 7620).
  * Per unit each row's partial vector is kept; every 8 units a tree turns
  * 8 of them into the lanes S1[u0..u0+7] and the float combination runs
  * in quant.h's lanes acc[u % 8]. Lanes of missing units (nu % 8) get a
