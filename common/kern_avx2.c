@@ -739,8 +739,8 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
  * multiplied (maddubs: unsigned weights times signed activations) with
  * the same chunk of every row of the tile, so decoding and weight bytes
  * are paid once per tile. Weight rows go in blocks: a block stays in
- * cache while every tile of rows passes over it. With more than one tile
- * (M > QT_R), Q4_K and Q6_K blocks of rows are first decoded into the
+ * cache while every tile of rows passes over it. With more than 4 tiles
+ * (M > 4 QT_R), Q4_K and Q6_K blocks of rows are first decoded into the
  * tiles' form (q4k_unit, q6k_unit), so decoding is paid once per row.
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
@@ -814,7 +814,7 @@ INLINE __m256i word_pair_mask(int i)
 }
 
 /* A unit of Q4_K / Q6_K decoded for the tiles: written once per block of
- * weight rows when several tiles of rows pass over it (M > QT_R). */
+ * weight rows when many tiles of rows pass over it (M > 4 QT_R). */
 struct q4k_unit {
 	__m256i x[4], y[4], sc[4]; /* codes of sub-blocks 2c, 2c+1; scales */
 	__m256i mn;                /* 16 mins (one per group of 16) */
@@ -1269,13 +1269,17 @@ _Static_assert(QT_R == 8, "qblock's cases");
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int K = mm->K, unit = quant_unit(mm->wtype), jb = QT_JB;
-	int several = mm->M > QT_R; /* tiles: decode each row once */
+	/* many tiles: decode each row once (with 4 tiles or fewer, writing
+	 * and reading back the decoded rows costs more than decoding them
+	 * in every tile: measured at M = 32) */
+	int several = mm->M > 4 * QT_R;
 	qblock_fn blockf;
 	quant_wrow wr[QT_JB];
 	char *buf = NULL;
 	size_t ws = 0; /* bytes per prepared row (0: the packed rows) */
 	void (*prep)(const uint8_t *, void *) = NULL;
 	size_t usz = 0; /* bytes per prepared unit */
+	size_t bsz = (size_t)quant_block_bytes(mm->wtype);
 
 	switch (mm->wtype) {
 	case GGML_TYPE_Q4_K:
@@ -1320,8 +1324,7 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 					     (size_t)c * mm->row_bytes;
 			if (prep) {
 				for (int u = 0; u < K / QK_K; u++)
-					prep(row + (size_t)u * (size_t)quant_block_bytes(
-						     mm->wtype),
+					prep(row + (size_t)u * bsz,
 					     buf + (size_t)c * ws + (size_t)u * usz);
 			} else if (!v_unpack(mm->wtype, row, &wr[c], K)) {
 				quant_unpack_row(mm->wtype, row, &wr[c], K);

@@ -416,10 +416,11 @@ static void test_int_matmul(void **state)
 
 /* The SIMD integer matmul works on tiles of rows and blocks of columns,
  * with 8 units per step of the float combination: every tile remainder
- * (M = 1..13 rows taken at any offset of a 13-row batch), a unit count
- * that is and is not a multiple of 8, columns not a multiple of the
- * block, and 1 or 2 threads must give the scalar reference's bits. */
-#define TL_M 13
+ * (M = 1..37 rows taken at any offset of a 37-row batch: one tile, a few
+ * tiles decoding the weights in each, many with the weights decoded once),
+ * a unit count that is and is not a multiple of 8, columns not a multiple
+ * of the block, and 1 or 2 threads must give the scalar reference's bits. */
+#define TL_M 37
 #define TL_N 41
 
 static void test_int_tiles(void **state)
