@@ -5,7 +5,8 @@
 # (`quorum eval-set --model`, 2 threads), (b) a cluster of 2 local workers
 # x 1 thread (`quorum eval-set --endpoint`); then (c) in one process with
 # nothing shared (no examples, no system prompt) on and off, the cost of
-# looking. One run, side by side; prints one table (prompt tokens
+# looking (off and on alternate BENCH_REPEAT times: the median of the
+# pairs' ratios). One run, side by side; prints one table (prompt tokens
 # prefilled and reused, wall time, generated tokens per second) and checks
 # that each configuration's per-problem results are identical with the
 # cache on and off (exit 1 if not).
@@ -15,7 +16,9 @@
 #        BENCH_SHOTS  few-shot file (default bench/shots8.jsonl)
 #        BENCH_SET    questions (default the first BENCH_Q of
 #                     train/data/test.jsonl)
-#        BENCH_Q (40)  BENCH_N (8)  BENCH_TOKENS (64)  BENCH_KEEP=1
+#        BENCH_Q (40)  BENCH_N (8)  BENCH_TOKENS (64, every sample runs
+#        them all: end-of-generation is ignored)  BENCH_REPEAT (3)
+#        BENCH_KEEP=1
 #        BENCH_PARTS   which of "in cl none" to run (default all)
 set -u
 B=${1:-${B:-build}}
@@ -28,8 +31,9 @@ N=${BENCH_N:-8}
 K=${BENCH_TOKENS:-64}
 T_RUN=7200
 PARTS=${BENCH_PARTS:-"in cl none"}
+R=${BENCH_REPEAT:-3}
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-SAMP="-n $N --seed 1 --temperature 0.7 --top-k 40 --top-p 0.95 --max-new-tokens $K --stop none"
+SAMP="-n $N --seed 1 --temperature 0.7 --top-k 40 --top-p 0.95 --max-new-tokens $K --stop none --ignore-eos"
 
 for b in "$Q" "$B/coordinator" "$B/worker" "$PY"; do
 	[ -x "$b" ] || { echo "prefix_bench: $b is missing" >&2; exit 1; }
@@ -130,20 +134,26 @@ kill -TERM "$coord"; wait "$coord" 2>/dev/null; coord=""
 fi
 
 if has none; then
-evs none-off --model "$MODEL" --threads 2 --system '' --no-prefix-cache
-evs none-on --model "$MODEL" --threads 2 --system ''
+i=1
+while [ $i -le "$R" ]; do
+	evs none$i-off --model "$MODEL" --threads 2 --system '' \
+		--no-prefix-cache
+	evs none$i-on --model "$MODEL" --threads 2 --system ''
+	i=$((i + 1))
+done
 fi
 
 for p in $PARTS; do
+	[ "$p" = none ] && p=none1
 	if ! cmp -s "$tmp/$p-off.out" "$tmp/$p-on.out"; then
 		echo "prefix_bench: $p: results differ with the cache on" >&2
 		fail=1
 	fi
 done
 
-$PY - "$tmp" "$MODEL" "$SHOTS" "$N" "$K" "$PARTS" <<'EOF'
+$PY - "$tmp" "$MODEL" "$SHOTS" "$N" "$K" "$PARTS" "$R" <<'EOF'
 import json, sys
-tmp, model, shots, n, k, parts = sys.argv[1:7]
+tmp, model, shots, n, k, parts, rep = sys.argv[1:8]
 rows = [("in", "in process, 2 threads, %s" % shots.split("/")[-1]),
         ("cl", "cluster 2 workers x 1 thread, %s" % shots.split("/")[-1]),
         ("none", "in process, nothing shared (no examples, no system)")]
@@ -153,16 +163,23 @@ print("|---|---|---:|---:|---:|---:|---:|---|")
 for tag, what in rows:
     if tag not in parts.split():
         continue
-    w = {}
-    for c in ("off", "on"):
-        j = json.load(open("%s/%s-%s.json" % (tmp, tag, c)))
-        r = j["results"][0]
-        w[c] = r["wall_s"]
-        print("| %s | %s | %d | %d | %d | %.1f | %.1f | %s |" % (
-            what, c, r["problems"], j["prompt_tokens_prefilled"],
-            j["prompt_tokens_reused"], r["wall_s"],
-            r["generated_tokens"] / r["wall_s"] if r["wall_s"] else 0,
-            open("%s/%s-%s.load" % (tmp, tag, c)).read().strip()))
-    print("|  | on/off | | | | %.2fx faster | | |" % (w["off"] / w["on"]))
+    ratios = []
+    for i in range(1, int(rep) + 1) if tag == "none" else [""]:
+        t = "%s%s" % (tag, i)
+        w = {}
+        for c in ("off", "on"):
+            j = json.load(open("%s/%s-%s.json" % (tmp, t, c)))
+            r = j["results"][0]
+            w[c] = r["wall_s"]
+            print("| %s | %s | %d | %d | %d | %.1f | %.1f | %s |" % (
+                what, c, r["problems"], j["prompt_tokens_prefilled"],
+                j["prompt_tokens_reused"], r["wall_s"],
+                r["generated_tokens"] / r["wall_s"] if r["wall_s"] else 0,
+                open("%s/%s-%s.load" % (tmp, t, c)).read().strip()))
+        ratios.append(w["off"] / w["on"])
+        print("|  | on/off | | | | %.3fx faster | | |" % ratios[-1])
+    if len(ratios) > 1:
+        print("|  | median of %d pairs | | | | %.3fx faster | | |" % (
+            len(ratios), sorted(ratios)[len(ratios) // 2]))
 EOF
 exit $fail

@@ -962,6 +962,53 @@ static void test_evalset_cluster(void **state)
 	unlink(in);
 }
 
+/* eval-set in one process on the shipped model: --ignore-eos runs every
+ * sample to --max-new-tokens (the model itself ends its answers sooner),
+ * and the flag is in the JSON summary. */
+static void test_evalset_ignore_eos(void **state)
+{
+	const char *model = tu_data("models/arith.gguf");
+	char in[512], mpath[1024];
+	json_t *o, *row;
+	FILE *fp;
+	run_out r;
+	json_int_t plain;
+
+	(void)state;
+	snprintf(mpath, sizeof(mpath), "%s", model);
+	snprintf(in, sizeof(in), "%s/evalset-eos-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	fp = fopen(in, "w");
+	assert_non_null(fp);
+	fprintf(fp, "{\"question\": \"What is 3 plus 4?\", \"answer\": 7}\n"
+		    "{\"question\": \"Sam has 9 pens and gives away 2. How "
+		    "many pens are left?\", \"answer\": 7}\n");
+	fclose(fp);
+	r = run("eval-set --model %s --file %s -n 2 --max-new-tokens 48 "
+		"--stop none --json", mpath, in);
+	assert_int_equal(r.rc, 0);
+	o = json_loads(r.out, 0, NULL);
+	assert_non_null(o);
+	assert_false(json_is_true(json_object_get(o, "ignore_eos")));
+	row = json_array_get(json_object_get(o, "results"), 0);
+	plain = json_integer_value(json_object_get(row, "tokens"));
+	assert_true(plain > 0 && plain < 2 * 2 * 48);
+	json_decref(o);
+	run_free(&r);
+	r = run("eval-set --model %s --file %s -n 2 --max-new-tokens 48 "
+		"--stop none --ignore-eos --json", mpath, in);
+	assert_int_equal(r.rc, 0);
+	o = json_loads(r.out, 0, NULL);
+	assert_non_null(o);
+	assert_true(json_is_true(json_object_get(o, "ignore_eos")));
+	row = json_array_get(json_object_get(o, "results"), 0);
+	assert_int_equal(json_integer_value(json_object_get(row, "tokens")),
+			 2 * 2 * 48);
+	json_decref(o);
+	run_free(&r);
+	unlink(in);
+}
+
 static void test_python_client(void **state)
 {
 	fake *f = *state;
@@ -1036,6 +1083,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_evalset_cluster, setup,
 						teardown),
+		cmocka_unit_test(test_evalset_ignore_eos),
 		cmocka_unit_test_setup_teardown(test_python_client, setup,
 						teardown),
 	};

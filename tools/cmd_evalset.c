@@ -66,6 +66,8 @@ static void help(void)
 	       "  --top-k K             0 = off (default 40)\n"
 	       "  --top-p P             1 = off (default 0.95)\n"
 	       "  --max-new-tokens K    per sample (default 256)\n"
+	       "  --ignore-eos          never stop at end-of-generation: every\n"
+	       "                        sample runs --max-new-tokens (benchmarks)\n"
 	       "  --system TEXT         system prompt (default: quorum's)\n"
 	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
@@ -235,6 +237,8 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	}
 	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
 	sp.has_top_p = sp.has_max_new_tokens = 1;
+	sp.has_ignore_eos = v->p.ignore_eos != 0;
+	sp.ignore_eos = v->p.ignore_eos != 0;
 	sp.n = (uint32_t)n;
 	sp.seed = v->p.seed;
 	sp.temperature = v->p.sp.temperature;
@@ -476,6 +480,8 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_object_set_new(o, "top_p", jfloat(v->p.sp.top_p));
 		json_object_set_new(o, "max_new_tokens",
 				    json_integer(v->p.max_new));
+		json_object_set_new(o, "ignore_eos",
+				    json_boolean(v->p.ignore_eos));
 		json_object_set_new(o, "stop", v->endpoint && !v->stop_sent
 				    ? json_null() : json_string(stop_name(
 					    &v->p.stop, sname, sizeof(sname))));
@@ -547,6 +553,7 @@ int cmd_evalset(int argc, char **argv)
 		{"top-k", required_argument, 0, 'k'},
 		{"top-p", required_argument, 0, 'p'},
 		{"max-new-tokens", required_argument, 0, 'x'},
+		{"ignore-eos", no_argument, 0, 'E'},
 		{"system", required_argument, 0, 's'},
 		{"shots", required_argument, 0, 'G'},
 		{"no-prefix-cache", no_argument, 0, 'N'},
@@ -589,6 +596,7 @@ int cmd_evalset(int argc, char **argv)
 		case 's': v.system = optarg; break;
 		case 'G': shots_file = optarg; break;
 		case 'N': v.no_cache = 1; break;
+		case 'E': v.p.ignore_eos = 1; break;
 		case 'o': outpath = optarg; break;
 		case 'J': json = 1; break;
 		case 'n':
