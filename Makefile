@@ -118,6 +118,9 @@ QWEN_TOK   := data/tokenizers/qwen2/tokenizer.json
 DEMO_MODEL := models/arith.gguf
 TINY_MODEL := $(B)/models/tiny-qwen2-q8_0.gguf
 BENCH_MODEL := $(B)/models/qwen2.5-0.5b-q8_0.gguf
+# bench-prefix-200: a small shape (dim 256, 4 layers, context 8192) with
+# the shipped model's 809-token vocabulary, fast enough for 200 problems
+PREFIX_MODEL := $(B)/models/small-arith-q8_0.gguf
 QUESTION   ?= Mia has 45 stickers. She gives 12 to her brother and then buys 3 packs of 8. How many stickers does she have now?
 
 $(TINY_MODEL): | $(B)/quorum
@@ -127,6 +130,10 @@ $(TINY_MODEL): | $(B)/quorum
 $(BENCH_MODEL): | $(B)/quorum
 	@mkdir -p $(dir $@)
 	$(B)/quorum mkmodel --shape qwen2.5-0.5b --type q8_0 --tokenizer $(QWEN_TOK) -o $@
+
+$(PREFIX_MODEL): | $(B)/quorum
+	@mkdir -p $(dir $@)
+	$(B)/quorum mkmodel --shape small --type q8_0 --tokenizer $(DEMO_MODEL) -o $@
 
 # The main job: a local cluster (coordinator + 2 workers) on the default
 # model (synthesized if missing) answers a question, then stops.
@@ -189,13 +196,17 @@ bench-sched: deps $(B)/bench/sched_sim
 
 # Issue 5's benchmark: in-process vs a 1x2 and a 2x1 local cluster, same
 # work (N = 8, 32; 64 tokens/sample), samples checked byte-identical.
-.PHONY: bench-cluster bench-prefix bench-merge
+.PHONY: bench-cluster bench-prefix bench-prefix-200 bench-merge
 bench-cluster: deps all $(BENCH_MODEL)
 	BENCH_MODEL=$(BENCH_MODEL) timeout 1800 sh bench/cluster_bench.sh $(B)
 
 # issue 16: an 8-shot prompt over many questions, prefix cache on and off
 bench-prefix: deps all $(BENCH_MODEL)
 	BENCH_MODEL=$(BENCH_MODEL) timeout 7200 sh bench/prefix_bench.sh $(B)
+
+# the same at the issue's 200 problems, on the small shape
+bench-prefix-200: deps all $(PREFIX_MODEL)
+	BENCH_MODEL=$(PREFIX_MODEL) BENCH_Q=200 timeout 7200 sh bench/prefix_bench.sh $(B)
 
 # Issue 15's benchmark: 16 concurrent requests (N = 4, 64 tokens/sample)
 # on one worker, merged rounds vs one decode job at a time.
