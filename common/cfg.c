@@ -411,6 +411,7 @@ static const field fields[] = {
 	FI(limits, max_prompt_tokens, 1, INT_MAX),
 	FI(limits, queue_depth, 1, INT_MAX),
 	FI(limits, request_timeout_ms, 1, INT_MAX),
+	FI(limits, copy_step_timeout_ms, 1, INT_MAX),
 	{"limits", "max_message_bytes", F_I64, OFF(limits.max_message_bytes),
 	 1024, (int64_t)1 << 30, 0, 0, 0},
 	FI(heartbeat, interval_ms, 1, INT_MAX),
@@ -1297,6 +1298,7 @@ void cfg_defaults(cfg *c)
 	c->limits.max_prompt_tokens = 4096;
 	c->limits.queue_depth = 64;
 	c->limits.request_timeout_ms = 120000;
+	c->limits.copy_step_timeout_ms = 60000;
 	c->limits.max_message_bytes = (int64_t)16 << 20;
 	c->heartbeat.interval_ms = 1000;
 	c->heartbeat.liveness = 3;
@@ -1624,9 +1626,10 @@ void cfg_dump(const cfg *c, FILE *f)
 	fprintf(f,
 		"\nlimits:\n  max_n: %d\n  max_prompt_tokens: %d\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"
-		"  max_message_bytes: %lld\n",
+		"  copy_step_timeout_ms: %d\n  max_message_bytes: %lld\n",
 		c->limits.max_n, c->limits.max_prompt_tokens,
 		c->limits.queue_depth, c->limits.request_timeout_ms,
+		c->limits.copy_step_timeout_ms,
 		(long long)c->limits.max_message_bytes);
 	fprintf(f,
 		"heartbeat:\n  interval_ms: %d\n  liveness: %d\n"

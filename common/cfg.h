@@ -168,6 +168,10 @@ typedef struct cfg_limits {
 	int max_prompt_tokens;   /* 4096; >= 1 */
 	int queue_depth;         /* 64; >= 1 queued requests */
 	int request_timeout_ms;  /* 120000; >= 1 */
+	int copy_step_timeout_ms; /* 60000; >= 1: a step of a cross-host KV
+				   * copy (a chunk asked of the holder, or
+				   * sent to the importer) unanswered this
+				   * long fails the copy */
 	int64_t max_message_bytes; /* 16 MiB; 1 KiB..1 GiB */
 } cfg_limits;
 

@@ -745,6 +745,7 @@ static void send_export(sched *s, entry *e, replica *rp)
 	m.body_case = QUORUM__COORD_MSG__BODY_EXPORT_ROOT;
 	m.export_root = &x;
 	rp->state = R_EXPORT;
+	rp->step_at = sched_now(s);
 	s->w[e->worker].ops++;
 	sched_send_worker(s, e->worker, &m);
 }
@@ -946,6 +947,7 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 	}
 	rp->worker = imp;
 	rp->state = R_IMPORT;
+	rp->step_at = sched_now(s);
 	rp->chunk_end = d->n_tokens;
 	/* on top of the partial root of the chunks so far, or of the
 	 * delta's base */
@@ -1061,6 +1063,31 @@ void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x)
 			s->w[wi].ops--;
 		rep_fail(s, e, rp);
 	}
+}
+
+void roots_tick(sched *s)
+{
+	int64_t now = sched_now(s), lim = s->c->limits.copy_step_timeout_ms;
+
+again:
+	for (entry *e = s->entries; e; e = e->next)
+		for (int i = 0; i < e->n_reps; i++) {
+			replica *rp = &e->reps[i];
+			int wi = rp->state == R_EXPORT ? e->worker : rp->worker;
+
+			if ((rp->state != R_EXPORT && rp->state != R_IMPORT) ||
+			    now - rp->step_at <= lim)
+				continue;
+			fprintf(stderr, "coordinator: worker %s did not %s a "
+				"chunk of a prompt's KV for host %s within "
+				"%lld ms (limits.copy_step_timeout_ms): the "
+				"copy failed, that host's samples go "
+				"elsewhere\n", wi >= 0 ? s->w[wi].id : "?",
+				rp->state == R_EXPORT ? "send" : "import",
+				rp->host, (long long)lim);
+			rep_fail(s, e, rp); /* e may be gone */
+			goto again;
+		}
 }
 
 /* Worker wi is gone: its roots die (their requests are queued again by

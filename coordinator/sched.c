@@ -155,6 +155,7 @@ void sched_tick(sched *s)
 
 	members_tick(s);
 	dispatch_deadlines(s);
+	roots_tick(s);
 	if (members_alive(s))
 		s->no_worker_since = 0;
 	else if (!s->no_worker_since)

@@ -88,6 +88,8 @@ typedef struct {
 	 * chunk_end (R_IMPORT) */
 	uint32_t at, chunk_end, part_root;
 	int has_part;
+	int64_t step_at;        /* when the step under way (R_EXPORT or
+				 * R_IMPORT) was asked for */
 	uint64_t for_rid;       /* request whose stats get the transfer */
 	uint32_t root_id, n_blocks;
 	uint32_t *blocks;
@@ -277,6 +279,9 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d);
 void roots_on_imported(sched *s, int wi, const Quorum__ImportedRoot *x);
 void roots_on_error(sched *s, int wi, const Quorum__WorkerError *x);
 void roots_free_all(sched *s);
+/* Fails the cross-host copies whose step under way has waited longer
+ * than limits.copy_step_timeout_ms (the timer). */
+void roots_tick(sched *s);
 /* Blocks of wi's pool committed: roots held or being made there (the
  * distinct block ids of its ready roots and replicas: roots forked from
  * one another share blocks), and the worst-case tails of the samples

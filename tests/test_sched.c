@@ -38,6 +38,10 @@
  *                       is made again, every reply OK, pools free
  *   chunked_bad         a holder's bad chunk: the copy refused, the
  *                       importer's partial root released
+ *   chunked_stuck       a holder or importer that heartbeats but never
+ *                       answers a chunk: the copy fails after
+ *                       limits.copy_step_timeout_ms, the samples are
+ *                       decoded on the holder's host, pools free
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +219,9 @@ typedef struct {
 	 * chunk (bad_how: 1 off a block boundary, 2 past the root's end,
 	 * 3 starting elsewhere, 4 partial with logits) */
 	int exports, partials, imports, bad_chunk, bad_how;
+	/* mute_copies: ExportRoot and ImportRoot are swallowed unanswered
+	 * (muted counts them) while heartbeats and decodes go on */
+	int mute_copies, muted;
 	uint64_t fp;
 } fw;
 
@@ -579,10 +586,16 @@ static int fw_serve(sched *s, fw *w)
 			w->cancels++;
 			break;
 		case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
-			fw_export(s, w, m->export_root);
+			if (w->mute_copies)
+				w->muted++;
+			else
+				fw_export(s, w, m->export_root);
 			break;
 		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
-			fw_import(s, w, m->import_root);
+			if (w->mute_copies)
+				w->muted++;
+			else
+				fw_import(s, w, m->import_root);
 			break;
 		default:
 			break;
@@ -1879,6 +1892,57 @@ static void chunked_bad(void **state)
 	}
 }
 
+/* A worker that heartbeats but never answers its step of a copy — the
+ * holder asked for chunk 2, or the importer sent chunk 1 — would leave
+ * the other host's samples waiting until the request's deadline. After
+ * limits.copy_step_timeout_ms the copy fails instead: the samples are
+ * decoded on the holder's host, the reply is OK long before the
+ * deadline, and what the copy built is released. */
+static void chunked_stuck(void **state)
+{
+	for (int who = 0; who < 2; who++) {
+		sched *s = new_sched_chunks("  copy_step_timeout_ms: 500\n");
+		fw a, b, *ws[2] = {&a, &b};
+		ask_o o = {long_q(4), NULL, 8, 4, 0};
+		uint32_t prompt, moved;
+		uint64_t bytes;
+
+		(void)state;
+		fw_init(&a, "A", "wa", "h1", 64, 4);
+		fw_init(&b, "B", "wb", "h2", 64, 4);
+		fw_register(s, &a);
+		fw_register(s, &b);
+		c_ask(s, "c1", 1, &o);
+		if (who == 0) {
+			/* chunk 1 goes through; chunk 2 is never sent */
+			fw_serve(s, &a);
+			fw_serve(s, &b);
+			assert_int_equal(b.imports, 1);
+			a.mute_copies = 1;
+			fw_serve(s, &a);
+		} else {
+			/* the importer swallows chunk 1 */
+			fw_serve(s, &a);
+			b.mute_copies = 1;
+			fw_serve(s, &b);
+		}
+		assert_int_equal(a.muted + b.muted, 1);
+		assert_null(c_next("c1")); /* h2's samples wait */
+		advance(s, 400, ws, 2);
+		serve_all(s, ws, 2);
+		assert_null(c_next("c1")); /* still within the limit */
+		advance(s, 200, ws, 2);
+		serve_all(s, ws, 2);
+		reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
+		assert_int_equal(b.decodes, 0);
+		assert_int_equal(b.n_roots, 0); /* chunk 1's root released */
+		assert_int_equal(b.used, 0);
+		assert_true(roots_transfer_failed(s->entries, "h2"));
+		pools_free(s, ws, 2);
+		free_sched(&s);
+	}
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -1958,6 +2022,7 @@ int main(void)
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
 		cmocka_unit_test_setup(chunked_worker_lost, case_setup),
 		cmocka_unit_test_setup(chunked_bad, case_setup),
+		cmocka_unit_test_setup(chunked_stuck, case_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
