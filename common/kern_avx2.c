@@ -752,7 +752,8 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
  *  - Q6_K: codes q + 32 (0..63); S1 = sum sc[g] * sum (q + 32) qa
  *    - 32 * sum sc[g] * bsum[g].
  *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
- *  - Q8_0: signed codes, maddubs(|q|, qa * sign(q)) (the sign trick).
+ *  - Q8_0: units side by side (struct q8g below), signed codes,
+ *    maddubs(|q|, qa * sign(q)) (the sign trick).
  *  - every other type: quant_wrow (unpacked once per block of rows),
  *    signed codes and the sign trick, sc per 16.
  * No maddubs pair saturates int16: |qa| <= 127, unsigned codes are
@@ -766,7 +767,7 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 #define QT_R 8   /* activation rows per tile */
 #define QT_JB 32 /* weight rows per block */
 
-enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_Q8_0, QK_GEN };
+enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_GEN };
 
 struct qtile {
 	const int8_t *q[QT_R];
@@ -1019,23 +1020,6 @@ INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
 		s1[8 * r] = acc[r];
 }
 
-INLINE void unit_q8_0(const uint8_t *blk, const struct qtile *t, int k,
-		      __m256i *s1, float *dw, const int R)
-{
-	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)blk;
-	__m256i acc[QT_R];
-
-	*dw = _cvtsh_ss(b->d);
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		acc[r] = _mm256_setzero_si256();
-	chunk_s(acc, t, k, _mm256_loadu_si256((const __m256i *)b->qs),
-		_mm256_set1_epi16(1), R);
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		s1[8 * r] = acc[r];
-}
-
 INLINE void unit_q5_0(const uint8_t *blk, const struct qtile *t, int k,
 		      __m256i *s1, float *dw, const int R)
 {
@@ -1085,11 +1069,16 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 	}
 }
 
+static void q8_act(int8_t *q, int K);
+
 /* Q4_K's layout of activation codes (see unit_q4_K): per 64, the byte
  * pairs of elements 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16
- * interleave them. Other types keep quant_act_row's order. */
+ * interleave them. Q8_0's: units side by side (struct q8g). Other types
+ * keep quant_act_row's order. */
 void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K)
 {
+	if (wtype == GGML_TYPE_Q8_0)
+		q8_act(a->q, K);
 	if (wtype != GGML_TYPE_Q4_K)
 		return;
 	for (int k = 0; k < K; k += 64) {
@@ -1164,9 +1153,6 @@ INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
 			case QK_Q6_K:
 				unit_q6_K(blk, prep, t, u * QK_K, &s1v[0][i],
 					  &dw[i], R);
-				break;
-			case QK_Q8_0:
-				unit_q8_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
 				break;
 			case QK_Q5_0:
 				unit_q5_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
@@ -1257,14 +1243,278 @@ QBLOCK_KIND(qblock_q4_K_prep, QK_Q4_K, 1)
 QBLOCK_KIND(qblock_q6_K, QK_Q6_K, 0)
 QBLOCK_KIND(qblock_q6_K_prep, QK_Q6_K, 1)
 QBLOCK_KIND(qblock_q5_0, QK_Q5_0, 0)
-QBLOCK_KIND(qblock_q8_0, QK_Q8_0, 0)
 QBLOCK_KIND(qblock_gen, QK_GEN, 0)
 
 _Static_assert(QT_R == 8, "qblock's cases");
 
+/*
+ * Q8_0, units side by side. Its unit is 32 elements: one horizontal sum
+ * per 32 products (and per activation row) would cost as much as the
+ * products. So groups of 8 units are laid out side by side: step s
+ * (0..7) of a group holds elements 4s..4s+3 of each of its units, unit
+ * u0 + l in int32 lane l, in the weight rows (struct q8g, prepared once
+ * per block of rows) and in the activation rows (kern_avx2_qact). Eight
+ * steps of maddubs + madd then leave S1[u0 + l] in lane l, which is the
+ * lane of quant.h's float combination: no reduction per unit at all.
+ * A row's last group of cnt < 8 units is packed with a step of 4 cnt
+ * bytes in the activation rows (read with masked loads) and padded with
+ * zero codes and d = 0 in the weight rows (lanes of missing units: a zero
+ * factor and S1 = 0, as in qrow).
+ */
+struct q8g {
+	__m256i w[8]; /* step s: elements 4s..4s+3 of the 8 units */
+	float d[8];
+};
+
+/* The 8 x 8 int32 transpose: lane l of r[s] becomes lane s of r[l]. */
+INLINE void tr8x8(__m256i *r)
+{
+	__m256i t[8], u[8];
+
+	for (int i = 0; i < 4; i++) {
+		t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+	}
+	for (int i = 0; i < 2; i++) {
+		u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+		r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+	}
+}
+
+/* Group u0 of a Q8_0 row (cnt of its units present): the 8 steps in w,
+ * the units' d (0 for missing units) in dw. */
+INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
+		     __m256 *dw)
+{
+	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
+	__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
+		_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	/* d of unit l: the low half of the int32 at block l (its d and
+	 * its first two codes) */
+	__m256i dd = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
+		(const int *)b, _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3,
+			4, 5, 6, 7), _mm256_set1_epi32(sizeof(*b))), mask, 1);
+	dd = _mm256_and_si256(dd, _mm256_set1_epi32(0xffff));
+	*dw = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd),
+					       _mm256_extracti128_si256(dd, 1)));
+	#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++)
+		w[l] = l < cnt ? _mm256_loadu_si256((const __m256i *)b[l].qs)
+			       : _mm256_setzero_si256();
+	tr8x8(w);
+}
+
+/* The groups of one Q8_0 row of nu units. */
+static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
+{
+	for (int u0 = 0; u0 < nu; u0 += 8, g++) {
+		__m256i w[8];
+		__m256 dw;
+		q8g_load(row, u0, nu - u0 < 8 ? nu - u0 : 8, w, &dw);
+		_mm256_store_ps(g->d, dw);
+		for (int s = 0; s < 8; s++)
+			_mm256_store_si256(&g->w[s], w[s]);
+	}
+}
+
+/* An activation row's codes side by side (see struct q8g), in place. */
+static void q8_act(int8_t *q, int K)
+{
+	int nu = K / 32;
+
+	for (int u0 = 0; u0 < nu; u0 += 8) {
+		int8_t *p = q + 32 * u0;
+		int cnt = nu - u0 < 8 ? nu - u0 : 8;
+		if (cnt == 8) {
+			__m256i r[8];
+			for (int l = 0; l < 8; l++)
+				r[l] = _mm256_loadu_si256((const __m256i *)(p + 32 * l));
+			tr8x8(r);
+			for (int s = 0; s < 8; s++)
+				_mm256_storeu_si256((__m256i *)(p + 32 * s), r[s]);
+		} else {
+			int8_t tmp[7 * 32];
+			memcpy(tmp, p, (size_t)32 * cnt);
+			for (int s = 0; s < 8; s++)
+				for (int l = 0; l < cnt; l++)
+					memcpy(p + 4 * (cnt * s + l),
+					       tmp + 32 * l + 4 * s, 4);
+		}
+	}
+}
+
+#define Q8_PF 8
+
+/* Weight row j + c (its groups when prep, else its blocks, side by side
+ * in registers on the way: for a tile or two of rows) against the R rows
+ * of t: res[r]. */
+INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
+		    const struct qtile *t, float *res, const int R,
+		    const int prep)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const uint8_t *row = (const uint8_t *)mm->W + (size_t)j * mm->row_bytes;
+	int nu = mm->K / 32;
+	__m256 facc[QT_R];
+
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		facc[r] = _mm256_setzero_ps();
+	for (int u0 = 0; u0 < nu; u0 += 8) {
+		int cnt = nu - u0 < 8 ? nu - u0 : 8;
+		const struct q8g *g = prep ? wg + u0 / 8 : NULL;
+		__m256i acc[QT_R], wr[8];
+		__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
+			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		__m256 dw;
+
+		if (prep) {
+			dw = _mm256_load_ps(g->d);
+		} else {
+			/* the group Q8_PF groups ahead (the next rows' at the
+			 * end of this one) */
+			const char *pf = (const char *)row + sizeof(ggml_block_q8_0) *
+					 (size_t)(u0 + 8 * Q8_PF);
+			#pragma GCC unroll 5
+			for (int o = 0; o < 5 * 64; o += 64)
+				_mm_prefetch(pf + o, _MM_HINT_T0);
+			q8g_load(row, u0, cnt, wr, &dw);
+		}
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			acc[r] = _mm256_setzero_si256();
+		if (cnt == 8) {
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
+				__m256i aw = _mm256_sign_epi8(w, w);
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					__m256i a = _mm256_loadu_si256((const __m256i *)(
+						t->q[r] + 32 * u0 + 32 * s));
+					acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+						_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
+						ones));
+					IN_REG(acc[r]);
+				}
+			}
+		} else {
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
+				__m256i aw = _mm256_sign_epi8(w, w);
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					__m256i a = _mm256_maskload_epi32((const int *)(
+						t->q[r] + 32 * u0 + 4 * cnt * s), mask);
+					acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+						_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
+						ones));
+					IN_REG(acc[r]);
+				}
+			}
+		}
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			__m256 da = _mm256_maskload_ps(t->d[r] + u0, mask);
+			facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da),
+						  _mm256_cvtepi32_ps(acc[r]), facc[r]);
+		}
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		res[r] = tree4(facc[r]);
+}
+
+INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
+		      int j, int jn, const struct q8g *w, int ng, const int R,
+		      const int prep)
+{
+	for (int c = 0; c < jn; c++) {
+		float res[QT_R];
+		q8g_row(mm, w + (size_t)c * ng, j + c, t, res, R, prep);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
+				mm->bias ? res[r] + mm->bias[j + c] : res[r];
+	}
+}
+
+/* Tiles of at most Q8_DIRECT_R rows read the blocks directly. */
+#define Q8_DIRECT_R 2
+
+static void q8g_block_r(const struct kern_mm *mm, const struct qtile *t,
+			int R, int m0, int j, int jn, const struct q8g *w,
+			int ng)
+{
+	switch (R) {
+	case 1: q8g_block(mm, t, m0, j, jn, w, ng, 1, !!w); break;
+	case 2: q8g_block(mm, t, m0, j, jn, w, ng, 2, !!w); break;
+	case 3: q8g_block(mm, t, m0, j, jn, w, ng, 3, 1); break;
+	case 4: q8g_block(mm, t, m0, j, jn, w, ng, 4, 1); break;
+	case 5: q8g_block(mm, t, m0, j, jn, w, ng, 5, 1); break;
+	case 6: q8g_block(mm, t, m0, j, jn, w, ng, 6, 1); break;
+	case 7: q8g_block(mm, t, m0, j, jn, w, ng, 7, 1); break;
+	default: q8g_block(mm, t, m0, j, jn, w, ng, QT_R, 1);
+	}
+}
+
 /* Bytes of prepared rows per block: the block stays in L2 while the
  * tiles pass over it. */
 #define QT_PREP_BYTES (160 * 1024)
+
+/* The tile of R rows from m0 of the activations. */
+INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
+		       struct qtile *t)
+{
+	for (int r = 0; r < R; r++) {
+		quant_arow a;
+		quant_arow_bind(&a, (void *)(mm->xq + (size_t)(m0 + r) *
+					     mm->xq_bytes), mm->K, unit);
+		t->q[r] = a.q;
+		t->bsum[r] = a.bsum;
+		t->d[r] = a.d;
+		t->s[r] = a.s;
+	}
+}
+
+static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	int nu = mm->K / 32, ng = (nu + 7) / 8;
+	size_t ws = (size_t)ng * sizeof(struct q8g);
+	int jb = (int)(QT_PREP_BYTES / ws);
+	struct q8g *buf;
+
+	if (mm->M <= Q8_DIRECT_R) {
+		struct qtile t;
+		qtile_bind(mm, 0, mm->M, 32, &t);
+		q8g_block_r(mm, &t, mm->M, 0, j0, j1 - j0, NULL, ng);
+		return;
+	}
+	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
+	buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
+	if (!buf)
+		abort(); /* a block of prepared rows per task */
+	for (int j = j0; j < j1; j += jb) {
+		int jn = j1 - j < jb ? j1 - j : jb;
+		for (int c = 0; c < jn; c++)
+			q8g_prep((const uint8_t *)mm->W + (size_t)(j + c) *
+				 mm->row_bytes, nu, buf + (size_t)c * ng);
+		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
+			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
+			struct qtile t;
+			qtile_bind(mm, m0, R, 32, &t);
+			q8g_block_r(mm, &t, R, m0, j, jn, buf, ng);
+		}
+	}
+	free(buf);
+}
 
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
@@ -1281,6 +1531,10 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	size_t usz = 0; /* bytes per prepared unit */
 	size_t bsz = (size_t)quant_block_bytes(mm->wtype);
 
+	if (mm->wtype == GGML_TYPE_Q8_0) {
+		q8_qmatmul(mm, j0, j1);
+		return;
+	}
 	switch (mm->wtype) {
 	case GGML_TYPE_Q4_K:
 		blockf = several ? qblock_q4_K_prep : qblock_q4_K;
@@ -1297,7 +1551,6 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		}
 		break;
 	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
-	case GGML_TYPE_Q8_0: blockf = qblock_q8_0; break;
 	default:
 		blockf = qblock_gen;
 		ws = quant_wrow_bytes(K);
@@ -1337,15 +1590,7 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
 			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
 			struct qtile t;
-			for (int r = 0; r < R; r++) {
-				quant_arow a;
-				quant_arow_bind(&a, (void *)(mm->xq + (size_t)(m0 + r) *
-							     mm->xq_bytes), K, unit);
-				t.q[r] = a.q;
-				t.bsum[r] = a.bsum;
-				t.d[r] = a.d;
-				t.s[r] = a.s;
-			}
+			qtile_bind(mm, m0, R, unit, &t);
 			blockf(mm, &t, R, m0, j, jn, w, wstride);
 		}
 	}
