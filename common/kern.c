@@ -510,7 +510,8 @@ static void act_task(void *ctx, int t, int n_tasks)
 		quant_arow a;
 		quant_arow_bind(&a, aj->xq + (size_t)m * aj->xq_bytes, aj->K,
 				aj->unit);
-		quant_act_row(aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
+		(aj->ops->act_row ? aj->ops->act_row : quant_act_row)(
+			aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
 		if (aj->ops->qact)
 			aj->ops->qact(aj->wtype, &a, aj->K);
 	}

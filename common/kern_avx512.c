@@ -597,6 +597,7 @@ const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer matmul (an AVX-512 CPU has AVX2) */
 	.qmatmul = kern_avx2_qmatmul,
 	.qact = kern_avx2_qact,
+	.act_row = kern_avx2_act_row,
 	.dot = v_dot,
 	.dot_f16 = v_dot_f16,
 	.matmul = v_matmul,

@@ -54,6 +54,8 @@ struct kern_ops {
 	/* optional: rearranges the codes a->q of an activation row of K for
 	 * this qmatmul (values unchanged; bsum, d, s untouched) */
 	void (*qact)(uint32_t wtype, quant_arow *a, int K);
+	/* optional: quant_act_row, the same bits (faster) */
+	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
 	float (*dot)(const float *a, const float *b, int n);
 	float (*dot_f16)(const float *a, const uint16_t *b, int n);
 	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
@@ -70,6 +72,7 @@ struct kern_ops {
 /* kern_avx2.c's integer matmul, shared with the AVX-512 table. */
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1);
 void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K);
+void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a);
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;

@@ -19,6 +19,7 @@
 
 #include "gguf.h"
 #include "kern.h"
+#include "kern_impl.h"
 #include "model.h"
 #include "qerr.h"
 #include "quant.h"
@@ -486,6 +487,69 @@ static void test_int_tiles(void **state)
 	tpool_free(&tp);
 }
 
+/* The SIMD quantizer of activation rows gives quant_act_row's bytes:
+ * random rows, ties of the largest magnitude with either sign first,
+ * halves that round to even, zero units, NaN and Inf, f16 overflow of
+ * the block sum, subnormals. */
+static void test_act_simd(void **state)
+{
+	enum { K = 1024 };
+	static float x[K];
+	(void)state;
+	if (kern_isa_detect() < KERN_ISA_AVX2)
+		skip();
+	char *b0 = xmalloc(quant_arow_bytes(K, 32));
+	char *b1 = xmalloc(quant_arow_bytes(K, 32));
+	for (int trial = 0; trial < 400; trial++) {
+		int unit = trial % 2 ? QK_K : 32;
+		for (int k = 0; k < K; k++)
+			x[k] = rndn() * (trial % 7 == 0 ? 1e-39f :
+					 trial % 5 == 0 ? 3e4f : 1.0f);
+		switch (trial % 11) {
+		case 1: /* a tie of the largest magnitude, either sign first */
+			x[37] = 9.0f;
+			x[38] = -9.0f;
+			x[300] = -9.0f;
+			x[520] = -9.0f;
+			x[523] = 9.0f;
+			x[700] = 9.0f;
+			break;
+		case 2: /* codes that are exact halves: round to even */
+			for (int k = 0; k < K; k++) /* amax 127: id = 1 */
+				x[k] = k % 32 ? (float)((k * 7) % 253 - 126) + 0.5f
+					      : 127.0f;
+			break;
+		case 3: /* zero units */
+			memset(x, 0, sizeof(float) * 512);
+			x[100] = -0.0f;
+			break;
+		case 4:
+			x[77] = NAN;
+			x[600] = -INFINITY;
+			break;
+		case 5: /* the block sum overflows f16 */
+			for (int k = 0; k < K; k++)
+				x[k] = 60000.0f;
+			break;
+		}
+		quant_arow a0, a1;
+		memset(b0, 0x55, quant_arow_bytes(K, unit));
+		memset(b1, 0x55, quant_arow_bytes(K, unit));
+		quant_arow_bind(&a0, b0, K, unit);
+		quant_arow_bind(&a1, b1, K, unit);
+		quant_act_row(x, K, unit, &a0);
+		kern_ops_avx2.act_row(x, K, unit, &a1);
+		if (memcmp(a0.q, a1.q, K) ||
+		    memcmp(a0.bsum, a1.bsum, K / 16 * 2) ||
+		    memcmp(a0.d, a1.d, K / unit * 4) ||
+		    memcmp(a0.s, a1.s, K / unit * 4))
+			fail_msg("trial %d (unit %d): the SIMD quantizer differs",
+				 trial, unit);
+	}
+	free(b0);
+	free(b1);
+}
+
 /* A non-finite activation gives NaN, not garbage. */
 /* Activation blocks of 32 carry Q8_1's block sum as ggml does: d (before
  * its f16 rounding) times the sum of q, rounded to f16; an f16 overflow
@@ -739,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),
 		cmocka_unit_test(test_act_q8_1),
+		cmocka_unit_test(test_act_simd),
 		cmocka_unit_test(test_int_nan),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_mkmodel_types),
