@@ -909,11 +909,25 @@ INLINE void chunk_s(__m256i *acc, const struct qtile *t, int k, __m256i w,
 }
 
 
-/* Word 2i of lane 0 and word 2i + 1 of lane 1, each to its whole lane. */
-INLINE __m256i word_pair_mask(int i)
+/* acc[r] += S1 partial of the 64 elements at k, laid out as
+ * kern_avx2_qact lays them out: unsigned codes x, y of two chunks of 32
+ * byte-pair interleaved, int16 scales sc (the first chunk's in even
+ * words, the second's in odd). The two maddubs sums add in int16: four
+ * products of codes <= 63 and |qa| <= 127 stay below 32767. */
+INLINE void pair_u(__m256i *acc, const struct qtile *t, int k, __m256i x,
+		   __m256i y, __m256i sc, const int R)
 {
-	return _mm256_setr_m128i(_mm_set1_epi16((short)(0x0100 + 0x0404 * i)),
-				 _mm_set1_epi16((short)(0x0302 + 0x0404 * i)));
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		const int8_t *a = t->q[r] + k;
+		__m256i p = _mm256_add_epi16(
+			_mm256_maddubs_epi16(x, _mm256_loadu_si256(
+				(const __m256i *)a)),
+			_mm256_maddubs_epi16(y, _mm256_loadu_si256(
+				(const __m256i *)(a + 32))));
+		acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, sc));
+		IN_REG(acc[r]);
+	}
 }
 
 /* A unit of Q4_K / Q6_K decoded for the tiles: written once per block of
@@ -924,8 +938,8 @@ struct q4k_unit {
 	float d, dm;
 };
 struct q6k_unit {
-	__m256i w[8], sc[8]; /* codes + 32 per 32 elements; scales */
-	__m256i off;         /* -32 sc[g] */
+	__m256i x[4], y[4], sc[4]; /* codes + 32 of chunk pairs; scales */
+	__m256i off;               /* -32 sc[g] */
 	float d;
 };
 
@@ -1014,17 +1028,7 @@ INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
 		} else {
 			q4k_chunk(src, sc16, c, &x, &y, &sc);
 		}
-		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++) {
-			const int8_t *a = t->q[r] + k + 64 * c;
-			__m256i p = _mm256_add_epi16(
-				_mm256_maddubs_epi16(x, _mm256_loadu_si256(
-					(const __m256i *)a)),
-				_mm256_maddubs_epi16(y, _mm256_loadu_si256(
-					(const __m256i *)(a + 32))));
-			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, sc));
-			IN_REG(acc[r]);
-		}
+		pair_u(acc, t, k + 64 * c, x, y, sc, R);
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
@@ -1045,10 +1049,12 @@ INLINE void q6k_scales(const ggml_block_q6_K *b, __m256i *sc16, __m256i *off,
 	*d = _cvtsh_ss(b->d);
 }
 
-/* Codes + 32 of the 4 chunks of 32 of half h of a Q6_K block and their
- * scale vectors (group 2i in lane 0, 2i + 1 in lane 1). */
+/* Codes + 32 of the 4 chunks of 32 of half h of a Q6_K block, as two
+ * pairs p (chunks 2p, 2p + 1, byte pairs interleaved as kern_avx2_qact
+ * lays out the activations: x[p], y[p]) and their scale vectors for
+ * pair_u (lane 0: groups 4p, 4p + 2 of the half; lane 1: 4p + 1, 4p + 3). */
 INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
-		     __m256i *w, __m256i *sc)
+		     __m256i *x, __m256i *y, __m256i *sc)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	const __m256i m3 = _mm256_set1_epi8(0x03);
@@ -1060,6 +1066,7 @@ INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
 	__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
 	__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
 	__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+	__m256i w[4];
 
 	w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
 			       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
@@ -1069,9 +1076,15 @@ INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
 			       _mm256_and_si256(hb, m30));
 	w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 			       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-	#pragma GCC unroll 4
-	for (int i = 0; i < 4; i++)
-		sc[i] = _mm256_shuffle_epi8(sh, word_pair_mask(i));
+	#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		x[p] = _mm256_unpacklo_epi16(w[2 * p], w[2 * p + 1]);
+		y[p] = _mm256_unpackhi_epi16(w[2 * p], w[2 * p + 1]);
+		/* lane 0: words 4p, 4p + 2; lane 1: 4p + 1, 4p + 3 */
+		sc[p] = _mm256_shuffle_epi8(sh, _mm256_setr_m128i(
+			_mm_set1_epi32(0x05040100 + 0x08080808 * p),
+			_mm_set1_epi32(0x07060302 + 0x08080808 * p)));
+	}
 }
 
 static void q6k_prep(const uint8_t *blk, void *dst)
@@ -1082,7 +1095,8 @@ static void q6k_prep(const uint8_t *blk, void *dst)
 
 	q6k_scales(b, &sc16, &pu->off, &pu->d);
 	for (int h = 0; h < 2; h++)
-		q6k_half(b, sc16, h, pu->w + 4 * h, pu->sc + 4 * h);
+		q6k_half(b, sc16, h, pu->x + 2 * h, pu->y + 2 * h,
+			 pu->sc + 2 * h);
 }
 
 INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
@@ -1103,19 +1117,20 @@ INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
 			(const __m256i *)(t->bsum[r] + k / 16)));
 	#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
-		__m256i w[4], sc[4];
+		__m256i x[2], y[2], sc[2];
 		if (prep) {
-			#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++) {
-				w[i] = _mm256_load_si256(&pu->w[4 * h + i]);
-				sc[i] = _mm256_load_si256(&pu->sc[4 * h + i]);
+			#pragma GCC unroll 2
+			for (int p = 0; p < 2; p++) {
+				x[p] = _mm256_load_si256(&pu->x[2 * h + p]);
+				y[p] = _mm256_load_si256(&pu->y[2 * h + p]);
+				sc[p] = _mm256_load_si256(&pu->sc[2 * h + p]);
 			}
 		} else {
-			q6k_half(src, sc16, h, w, sc);
+			q6k_half(src, sc16, h, x, y, sc);
 		}
-		#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++)
-			chunk_u(acc, t, k + 128 * h + 32 * i, w[i], sc[i], R);
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++)
+			pair_u(acc, t, k + 128 * h + 64 * p, x[p], y[p], sc[p], R);
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
@@ -1173,15 +1188,15 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 
 static void q8_act(int8_t *q, int K);
 
-/* Q4_K's layout of activation codes (see unit_q4_K): per 64, the byte
- * pairs of elements 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16
- * interleave them. Q8_0's: units side by side (struct q8g). Other types
+/* Q4_K's and Q6_K's layout of activation codes (see pair_u): per 64,
+ * the byte pairs of elements 0..31 and 32..63 interleaved as
+ * unpack{lo,hi}_epi16 interleave them. Q8_0's: units side by side (struct q8g). Other types
  * keep quant_act_row's order. */
 void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K)
 {
 	if (wtype == GGML_TYPE_Q8_0)
 		q8_act(a->q, K);
-	if (wtype != GGML_TYPE_Q4_K)
+	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)
 		return;
 	for (int k = 0; k < K; k += 64) {
 		__m256i lo = _mm256_loadu_si256((const __m256i *)(a->q + k));
@@ -1373,16 +1388,19 @@ INLINE void tr8x8(__m256i *r)
 {
 	__m256i t[8], u[8];
 
+	#pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
 		t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
 		t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
 	}
+	#pragma GCC unroll 4
 	for (int i = 0; i < 2; i++) {
 		u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
 		u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
 		u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
 		u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
 	}
+	#pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
 		r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
 		r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
@@ -1405,10 +1423,16 @@ INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
 	dd = _mm256_and_si256(dd, _mm256_set1_epi32(0xffff));
 	*dw = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd),
 					       _mm256_extracti128_si256(dd, 1)));
-	#pragma GCC unroll 8
-	for (int l = 0; l < 8; l++)
-		w[l] = l < cnt ? _mm256_loadu_si256((const __m256i *)b[l].qs)
-			       : _mm256_setzero_si256();
+	if (cnt == 8) {
+		#pragma GCC unroll 8
+		for (int l = 0; l < 8; l++)
+			w[l] = _mm256_loadu_si256((const __m256i *)b[l].qs);
+	} else {
+		#pragma GCC unroll 8
+		for (int l = 0; l < 8; l++)
+			w[l] = l < cnt ? _mm256_loadu_si256((const __m256i *)b[l].qs)
+				       : _mm256_setzero_si256();
+	}
 	tr8x8(w);
 }
 
