@@ -1232,8 +1232,9 @@ INLINE float tree4(__m256 acc)
 
 /* One weight row (its blocks, or a quant_wrow for QK_GEN) against the R
  * rows of t: res[r]. */
-INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
-		 const int R, const int kind, const int prep)
+INLINE void qrow(const void *wrow, int K, int u_lo, int u_hi,
+		 const struct qtile *t, __m256 *facc, const int R,
+		 const int kind, const int prep)
 {
 	const quant_wrow *gw = wrow;
 	const int unit = kind == QK_GEN ? gw->unit :
@@ -1247,13 +1248,10 @@ INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
 	const int min_k = kind == QK_Q4_K ||
 			  (kind == QK_GEN && gw->has_min && unit != 32);
 	const int min_32 = kind == QK_GEN && gw->has_min && unit == 32;
-	int nu = K / unit;
-	__m256 facc[QT_R];
+	int nu = u_hi;
 
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		facc[r] = _mm256_setzero_ps();
-	for (int u0 = 0; u0 < nu; u0 += 8) {
+	(void)K;
+	for (int u0 = u_lo; u0 < nu; u0 += 8) {
 		int cnt = nu - u0 < 8 ? nu - u0 : 8;
 		/* unit u0 + i of row r: s1v[r][i] */
 		__m256i s1v[QT_R][8], s2v[QT_R][8];
@@ -1314,10 +1312,14 @@ INLINE void qrow(const void *wrow, int K, const struct qtile *t, float *res,
 					t->s[r] + u0, mask), facc[r]);
 		}
 	}
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		res[r] = tree4(facc[r]);
 }
+
+/* Units per pass of a tile over a weight row: 2048 elements, so that
+ * the tile's activations (8 rows) stay in L1 with long rows (ffn_down),
+ * where the weight rows are in cache (prepared or unpacked).
+ * A multiple of 8: the passes split no step of the float combination,
+ * whose lanes simply carry on from one pass to the next. */
+#define QT_PASS_ELEMS 2048
 
 /* Weight rows [j, j + jn) against the R rows from m0; row j + c is at
  * w + c * ws (its blocks, its prepared units, or a quant_wrow). */
@@ -1325,14 +1327,33 @@ INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
 		   int j, int jn, const char *w, size_t ws, const int R,
 		   const int kind, const int prep)
 {
-	for (int c = 0; c < jn; c++) {
-		float res[QT_R];
-		qrow(w + (size_t)c * ws, mm->K, t, res, R, kind, prep);
-		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++)
-			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
-				mm->bias ? res[r] + mm->bias[j + c] : res[r];
+	int unit = quant_unit(mm->wtype), nu = mm->K / unit;
+	/* only over rows already in cache (prepared or unpacked): packed
+	 * rows stream from memory, in order */
+	int pass = prep || kind == QK_GEN ? QT_PASS_ELEMS / unit : nu;
+	__m256 facc[QT_JB][QT_R];
+
+	for (int u_lo = 0; u_lo < nu; u_lo += pass) {
+		int u_hi = nu - u_lo < pass ? nu : u_lo + pass;
+		for (int c = 0; c < jn; c++) {
+			__m256 f[QT_R];
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
+			qrow(w + (size_t)c * ws, mm->K, u_lo, u_hi, t, f, R, kind,
+			     prep);
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				facc[c][r] = f[r];
+		}
 	}
+	for (int c = 0; c < jn; c++)
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			float res = tree4(facc[c][r]);
+			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
+				mm->bias ? res + mm->bias[j + c] : res;
+		}
 }
 
 typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
