@@ -19,6 +19,7 @@
 #        BENCH_N       samples per request, or a list cycled over the
 #                      requests, e.g. "1 2 4 8 16" (default 4)
 #        BENCH_TOKENS  tokens per sample (default 64)
+#        BENCH_SLOTS   the worker's slots: live forks a round (default 64)
 #        BENCH_KEEP=1  keeps the temp dir
 set -u
 B=${1:-${B:-build}}
@@ -27,6 +28,7 @@ MODEL=${BENCH_MODEL:-$B/models/qwen2.5-0.5b-q8_0.gguf}
 C=${BENCH_CLIENTS:-16}
 NS=${BENCH_N:-4}
 K=${BENCH_TOKENS:-64}
+SLOTS=${BENCH_SLOTS:-64}
 PY=/usr/bin/python3
 T_RUN=1800
 
@@ -105,7 +107,7 @@ heartbeat:
 workers:
   local: 1
   threads: 2
-  slots: 64
+  slots: $SLOTS
   merge: $1
 prefix_cache:
   entries: 0
@@ -170,7 +172,7 @@ run() {
 }
 
 echo "merge_bench: model $MODEL"
-echo "merge_bench: $C concurrent requests, N in {$NS}, $K tokens/sample (EOS ignored); 1 worker x 2 threads, 64 slots"
+echo "merge_bench: $C concurrent requests, N in {$NS}, $K tokens/sample (EOS ignored); 1 worker x 2 threads, $SLOTS slots"
 echo "merge_bench: CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load at start $(load)"
 for MERGE in false true; do
 	echo "merge_bench: merge $MERGE ..." >&2
