@@ -1498,6 +1498,36 @@ static void q8_act(int8_t *q, int K)
 
 #define Q8_PF 8
 
+/* The 8 steps of one group of cnt units (8 when full: whole 32-byte
+ * loads; the last group of fewer units, masked) of the R rows of t: each
+ * step adds 4 codes of every unit, so acc[r] ends with each unit's S1 in
+ * its own lane. */
+INLINE void q8g_steps(const struct qtile *t, const struct q8g *g,
+		      const __m256i *wr, int u0, int cnt, __m256i mask,
+		      __m256i *acc, const int R, const int prep,
+		      const int full)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	#pragma GCC unroll 8
+	for (int s = 0; s < 8; s++) {
+		__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
+		__m256i aw = _mm256_sign_epi8(w, w);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			const int8_t *q = t->q[r] + 32 * u0 +
+					  (full ? 32 : 4 * cnt) * s;
+			__m256i a = full ? _mm256_loadu_si256((const __m256i *)q)
+					 : _mm256_maskload_epi32((const int *)q,
+								 mask);
+			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
+				_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
+				ones));
+			IN_REG(acc[r]);
+		}
+	}
+}
+
 /* Weight row j + c (its groups when prep, else its blocks, side by side
  * in registers on the way: for a tile or two of rows) against the R rows
  * of t: res[r]. */
@@ -1505,7 +1535,6 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		    const struct qtile *t, float *res, const int R,
 		    const int prep)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
 	const uint8_t *row = (const uint8_t *)mm->W + (size_t)j * mm->row_bytes;
 	int nu = mm->K / 32;
 	__m256 facc[QT_R];
@@ -1536,37 +1565,10 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = _mm256_setzero_si256();
-		if (cnt == 8) {
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) {
-				__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
-				__m256i aw = _mm256_sign_epi8(w, w);
-				#pragma GCC unroll 8
-				for (int r = 0; r < R; r++) {
-					__m256i a = _mm256_loadu_si256((const __m256i *)(
-						t->q[r] + 32 * u0 + 32 * s));
-					acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
-						_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
-						ones));
-					IN_REG(acc[r]);
-				}
-			}
-		} else {
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) {
-				__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
-				__m256i aw = _mm256_sign_epi8(w, w);
-				#pragma GCC unroll 8
-				for (int r = 0; r < R; r++) {
-					__m256i a = _mm256_maskload_epi32((const int *)(
-						t->q[r] + 32 * u0 + 4 * cnt * s), mask);
-					acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
-						_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
-						ones));
-					IN_REG(acc[r]);
-				}
-			}
-		}
+		if (cnt == 8)
+			q8g_steps(t, g, wr, u0, 8, mask, acc, R, prep, 1);
+		else
+			q8g_steps(t, g, wr, u0, cnt, mask, acc, R, prep, 0);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256 da = _mm256_maskload_ps(t->d[r] + u0, mask);
