@@ -1689,6 +1689,16 @@ static void pools_free(sched *s, fw **ws, int n)
 	assert_null(s->entries);
 }
 
+/* Workers A (host h1) and B (host h2), 64 blocks and 4 slots each,
+ * registered: the two hosts of the copy cases. */
+static void two_hosts(sched *s, fw *a, fw *b)
+{
+	fw_init(a, "A", "wa", "h1", 64, 4);
+	fw_init(b, "B", "wb", "h2", 64, 4);
+	fw_register(s, a);
+	fw_register(s, b);
+}
+
 /* A root larger than one message goes to the other host in chunks of
  * whole blocks, one in flight at a time, each imported on top of the
  * last (whose partial root is then Released); only the last carries the
@@ -1703,10 +1713,7 @@ static void chunked_copy(void **state)
 	uint64_t bytes;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h1", 64, 4);
-	fw_init(&b, "B", "wb", "h2", 64, 4);
-	fw_register(s, &a);
-	fw_register(s, &b);
+	two_hosts(s, &a, &b);
 	c_ask(s, "c1", 1, &o);
 	serve_stepwise(s, ws, 2);
 	reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
@@ -1744,10 +1751,7 @@ static void chunked_cancel(void **state)
 	ask_o o = {long_q(1), NULL, 8, 4, 500};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h1", 64, 4);
-	fw_init(&b, "B", "wb", "h2", 64, 4);
-	fw_register(s, &a);
-	fw_register(s, &b);
+	two_hosts(s, &a, &b);
 	c_ask_k(s, "c1", "", 1, &o, 1, NULL, 0);
 	/* the prefill, A's samples, chunk 1; B imports it; chunk 2 */
 	fw_serve(s, &a);
@@ -1872,12 +1876,9 @@ static void chunked_bad(void **state)
 		uint64_t bytes;
 
 		(void)state;
-		fw_init(&a, "A", "wa", "h1", 64, 4);
-		fw_init(&b, "B", "wb", "h2", 64, 4);
+		two_hosts(s, &a, &b);
 		a.bad_chunk = 2;
 		a.bad_how = how;
-		fw_register(s, &a);
-		fw_register(s, &b);
 		c_ask(s, "c1", 1, &o);
 		serve_stepwise(s, ws, 2);
 		reply_ok("c1", 1, 8, &prompt, &moved, &bytes);
@@ -1908,10 +1909,7 @@ static void chunked_stuck(void **state)
 		uint64_t bytes;
 
 		(void)state;
-		fw_init(&a, "A", "wa", "h1", 64, 4);
-		fw_init(&b, "B", "wb", "h2", 64, 4);
-		fw_register(s, &a);
-		fw_register(s, &b);
+		two_hosts(s, &a, &b);
 		c_ask(s, "c1", 1, &o);
 		if (who == 0) {
 			/* chunk 1 goes through; chunk 2 is never sent */
