@@ -134,6 +134,7 @@ typedef struct fake {
 	/* observations (read after stop) */
 	int requests;          /* ClientRequests received */
 	int same_id_resends;   /* a request id seen again */
+	int ignore_eos_asks;   /* Asks whose params set ignore_eos */
 	int max_pending;       /* most replies held back at once */
 	uint64_t seen[1024];
 	int n_seen;
@@ -367,6 +368,10 @@ static void handle(fake *f, const unsigned char *id, size_t id_len,
 	} else if (q->body_case == QUORUM__CLIENT_REQUEST__BODY_ASK) {
 		size_t l = q->ask->question.len < sizeof(qs) - 1
 				   ? q->ask->question.len : sizeof(qs) - 1;
+
+		f->ignore_eos_asks += q->ask->params &&
+				      q->ask->params->has_ignore_eos &&
+				      q->ask->params->ignore_eos;
 
 		memcpy(qs, q->ask->question.data, l);
 		qs[l] = '\0';
@@ -905,6 +910,19 @@ static void test_file_busy_and_errors(void **state)
 /* The Python client (clients/python) against the same fake: the dicts it
  * returns have the fields of the CLI's --json. Skipped (not passed) when
  * Debian's python3-zmq/python3-protobuf/protoc are not installed. */
+/* eval-set --json's summary (rc 0) and its first row (*row). */
+static json_t *evs_summary(const run_out *r, json_t **row)
+{
+	json_t *o;
+
+	assert_int_equal(r->rc, 0);
+	o = json_loads(r->out, 0, NULL);
+	assert_non_null(o);
+	*row = json_array_get(json_object_get(o, "results"), 0);
+	assert_non_null(*row);
+	return o;
+}
+
 /* eval-set against a cluster: the fake answers 3 samples per question,
  * two with the answer after '=' and one with none. */
 static void test_evalset_cluster(void **state)
@@ -914,6 +932,7 @@ static void test_evalset_cluster(void **state)
 	FILE *fp;
 	run_out r;
 	json_t *o, *row;
+	int eos;
 
 	snprintf(in, sizeof(in), "%s/evalset-in-%d.jsonl", tu_tmpdir(),
 		 (int)getpid());
@@ -925,10 +944,7 @@ static void test_evalset_cluster(void **state)
 	fclose(fp);
 	r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 --json", in,
 		f->endpoint);
-	assert_int_equal(r.rc, 0);
-	o = json_loads(r.out, 0, NULL);
-	assert_non_null(o);
-	row = json_array_get(json_object_get(o, "results"), 0);
+	o = evs_summary(&r, &row);
 	assert_int_equal(json_integer_value(json_object_get(row, "n")), 3);
 	assert_int_equal(json_integer_value(json_object_get(row, "problems")),
 			 3);
@@ -941,6 +957,17 @@ static void test_evalset_cluster(void **state)
 		row, "no_answer_share")) - 500.0 / 9) < 1e-9);
 	assert_int_equal(json_integer_value(json_object_get(row, "tokens")),
 			 3 * (10 + 11 + 12));
+	assert_false(json_is_true(json_object_get(o, "ignore_eos")));
+	json_decref(o);
+	run_free(&r);
+	/* --ignore-eos reaches the cluster in every Ask (read after the
+	 * child finished) */
+	eos = f->ignore_eos_asks;
+	r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 --json "
+		"--ignore-eos", in, f->endpoint);
+	o = evs_summary(&r, &row);
+	assert_true(json_is_true(json_object_get(o, "ignore_eos")));
+	assert_int_equal(f->ignore_eos_asks, eos + 3);
 	json_decref(o);
 	run_free(&r);
 	/* a reply with fewer samples than asked is an error, not a score */
@@ -986,22 +1013,16 @@ static void test_evalset_ignore_eos(void **state)
 	fclose(fp);
 	r = run("eval-set --model %s --file %s -n 2 --max-new-tokens 48 "
 		"--stop none --json", mpath, in);
-	assert_int_equal(r.rc, 0);
-	o = json_loads(r.out, 0, NULL);
-	assert_non_null(o);
+	o = evs_summary(&r, &row);
 	assert_false(json_is_true(json_object_get(o, "ignore_eos")));
-	row = json_array_get(json_object_get(o, "results"), 0);
 	plain = json_integer_value(json_object_get(row, "tokens"));
 	assert_true(plain > 0 && plain < 2 * 2 * 48);
 	json_decref(o);
 	run_free(&r);
 	r = run("eval-set --model %s --file %s -n 2 --max-new-tokens 48 "
 		"--stop none --ignore-eos --json", mpath, in);
-	assert_int_equal(r.rc, 0);
-	o = json_loads(r.out, 0, NULL);
-	assert_non_null(o);
+	o = evs_summary(&r, &row);
 	assert_true(json_is_true(json_object_get(o, "ignore_eos")));
-	row = json_array_get(json_object_get(o, "results"), 0);
 	assert_int_equal(json_integer_value(json_object_get(row, "tokens")),
 			 2 * 2 * 48);
 	json_decref(o);
