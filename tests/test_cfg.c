@@ -262,6 +262,8 @@ static const struct ecase ecases[] = {
 	  "kv.dtype: 'bf16' is not a KV dtype (expected: f32, f16)"),
 	E("message_bytes_small", BASE "limits: {max_message_bytes: 100}\n",
 	  QERR_RANGE, "3:29", "must be in 1024..1073741824, got 100"),
+	E("copy_step_zero", BASE "limits: {copy_step_timeout_ms: 0}\n",
+	  QERR_RANGE, "3:32", "limits.copy_step_timeout_ms: must be >= 1, got 0"),
 	E("workers_local_many", BASE "workers: {local: 257}\n", QERR_RANGE,
 	  "3:18", "workers.local: must be in 0..256, got 257"),
 	E("workers_local_negative", BASE "workers: {local: -1}\n", QERR_RANGE,
@@ -468,6 +470,7 @@ static void test_defaults(void **state)
 	assert_int_equal(d.limits.max_prompt_tokens, 4096);
 	assert_int_equal(d.limits.queue_depth, 64);
 	assert_int_equal(d.limits.request_timeout_ms, 120000);
+	assert_int_equal(d.limits.copy_step_timeout_ms, 60000);
 	assert_true(d.limits.max_message_bytes == 16 << 20);
 	assert_int_equal(d.heartbeat.interval_ms, 1000);
 	assert_int_equal(d.heartbeat.liveness, 3);
@@ -526,6 +529,7 @@ static void check_example(const cfg *c)
 	assert_int_equal(c->limits.max_prompt_tokens, 4096);
 	assert_int_equal(c->limits.queue_depth, 64);
 	assert_int_equal(c->limits.request_timeout_ms, 120000);
+	assert_int_equal(c->limits.copy_step_timeout_ms, 60000);
 	assert_true(c->limits.max_message_bytes == 16 << 20);
 	assert_int_equal(c->heartbeat.interval_ms, 1000);
 	assert_int_equal(c->heartbeat.liveness, 3);
