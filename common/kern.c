@@ -513,7 +513,7 @@ static void act_task(void *ctx, int t, int n_tasks)
 		(aj->ops->act_row ? aj->ops->act_row : quant_act_row)(
 			aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
 		if (aj->ops->qact)
-			aj->ops->qact(aj->wtype, &a, aj->K);
+			aj->ops->qact(aj->wtype, &a, aj->K, aj->M);
 	}
 }
 

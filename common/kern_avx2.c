@@ -1187,15 +1187,22 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 }
 
 static void q8_act(int8_t *q, int K);
+static void q4g_act(quant_arow *a, int K);
+/* Q4_K's units side by side (q4g_qmatmul) for M rows */
+#define Q4G_USE(M) ((M) > 4 * QT_R)
 
 /* Q4_K's and Q6_K's layout of activation codes (see pair_u): per 64,
  * the byte pairs of elements 0..31 and 32..63 interleaved as
  * unpack{lo,hi}_epi16 interleave them. Q8_0's: units side by side (struct q8g). Other types
  * keep quant_act_row's order. */
-void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K)
+void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M)
 {
 	if (wtype == GGML_TYPE_Q8_0)
 		q8_act(a->q, K);
+	if (wtype == GGML_TYPE_Q4_K && Q4G_USE(M)) {
+		q4g_act(a, K);
+		return;
+	}
 	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)
 		return;
 	for (int k = 0; k < K; k += 64) {
@@ -1633,6 +1640,301 @@ INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
 	}
 }
 
+/*
+ * Q4_K with many tiles (M > 4 QT_R): units side by side, as Q8_0's. The
+ * hadd trees that turn per-unit partial vectors into S1[u] cost qrow as
+ * much as a third of its time; here each unit's exact S1 and S2 end in
+ * the int32 lane of quant.h's float combination, with no tree at all.
+ *
+ * A row's units go in groups of g = 8 while 8 remain, then 4, 2, 1 (the
+ * binary digits of the rest), so no lane is padding: unit u0 + i of a
+ * group of g lies in the lanes L = i (mod g), each holding one part of
+ * its 256 elements (part L / g: 32 g elements, g sub-blocks). A group's
+ * first unit u0 is a multiple of g, so the lanes of unit u0 + i include
+ * its float lane (u0 + i) % 8. Per group:
+ *  - round c (0..g-1), step s (0..7): 4 codes of sub-block
+ *    (L / g) g + c of lane L's unit in int32 lane L (bytes 4s..4s+3 of
+ *    the sub-block), activations laid out alike (q4g_act); the 8 steps'
+ *    maddubs sums add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and
+ *    one madd applies the round's scales (lane L: its sub-block's, in
+ *    both words) - 9 multiplies per 256 products per row;
+ *  - step s (0..g-1) of the mins: lane L's sub-block (L / g) g + s's min
+ *    in both words against the activations' bsum of its two groups of
+ *    16, laid out alike;
+ *  - g < 8: lanes L, L + g, ... of a unit are summed (exact int32), so
+ *    every lane of unit i holds S1 and S2 of the unit;
+ *  - the float step of quant.h in lanes [u0 % 8, u0 % 8 + g), d = dm = 0
+ *    (and da = 0) in the others: fma(+0, x, acc) = acc.
+ * Prepared group (struct-less, 32-byte vectors): rounds of 8 steps + a
+ * scale vector, g mins vectors, d and dm (-dmin) at their float lanes.
+ */
+#define Q4G_VECS(g) (10 * (g) + 2)
+
+/* Units in the group starting with rem units left. */
+INLINE int q4g_size(int rem)
+{
+	return rem >= 8 ? 8 : rem >= 4 ? 4 : rem >= 2 ? 2 : 1;
+}
+
+/* Prepared bytes of a row of nu units. */
+static size_t q4g_row_bytes(int nu)
+{
+	size_t v = 0;
+	for (int u0 = 0; u0 < nu; u0 += q4g_size(nu - u0))
+		v += Q4G_VECS(q4g_size(nu - u0));
+	return v * sizeof(__m256i);
+}
+
+/* Sub-block b's 6-bit scale and min of a Q4_K block (ggml's packing). */
+INLINE void q4g_scale_min(const uint8_t *s, int b, int *sc, int *mn)
+{
+	if (b < 4) {
+		*sc = s[b] & 63;
+		*mn = s[b + 4] & 63;
+	} else {
+		*sc = (s[b + 4] & 0x0f) | ((s[b - 4] >> 6) << 4);
+		*mn = (s[b + 4] >> 4) | ((s[b] >> 6) << 4);
+	}
+}
+
+/* One Q4_K row of nu units into its groups at v. */
+static void q4g_prep(const uint8_t *row, int nu, __m256i *v)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+
+	for (int u0 = 0; u0 < nu;) {
+		int g = q4g_size(nu - u0), f0 = u0 % 8;
+		__m256i cod[8][8]; /* unit i, sub-block b */
+		int16_t sc[8][8], mn[8][8];
+		_Alignas(32) float d[8] = {0}, dm[8] = {0};
+
+		for (int i = 0; i < g; i++) {
+			const ggml_block_q4_K *b = (const ggml_block_q4_K *)row +
+						   u0 + i;
+			for (int j = 0; j < 4; j++) {
+				__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(b->qs + 32 * j));
+				cod[i][2 * j] = _mm256_and_si256(q, m4);
+				cod[i][2 * j + 1] = _mm256_and_si256(
+					_mm256_srli_epi16(q, 4), m4);
+			}
+			for (int s = 0; s < 8; s++) {
+				int a, m;
+				q4g_scale_min(b->scales, s, &a, &m);
+				sc[i][s] = (int16_t)a;
+				mn[i][s] = (int16_t)m;
+			}
+			d[f0 + i] = _cvtsh_ss(b->d);
+			dm[f0 + i] = -_cvtsh_ss(b->dmin);
+		}
+		for (int c = 0; c < g; c++) {
+			__m256i r[8];
+			_Alignas(32) int16_t scv[16];
+			for (int L = 0; L < 8; L++) {
+				int i = L % g, sb = L / g * g + c;
+				r[L] = cod[i][sb];
+				scv[2 * L] = scv[2 * L + 1] = sc[i][sb];
+			}
+			tr8x8(r);
+			for (int s = 0; s < 8; s++)
+				_mm256_store_si256(v + 9 * c + s, r[s]);
+			_mm256_store_si256(v + 9 * c + 8,
+					   _mm256_load_si256((const __m256i *)scv));
+		}
+		for (int s = 0; s < g; s++) {
+			_Alignas(32) int16_t mv[16];
+			for (int L = 0; L < 8; L++)
+				mv[2 * L] = mv[2 * L + 1] = mn[L % g][L / g * g + s];
+			_mm256_store_si256(v + 9 * g + s,
+					   _mm256_load_si256((const __m256i *)mv));
+		}
+		_mm256_store_ps((float *)(v + 10 * g), _mm256_load_ps(d));
+		_mm256_store_ps((float *)(v + 10 * g + 1), _mm256_load_ps(dm));
+		v += Q4G_VECS(g);
+		u0 += g;
+	}
+}
+
+/* An activation row's codes and bsum in the groups' layout, in place. */
+static void q4g_act(quant_arow *a, int K)
+{
+	int nu = K / QK_K;
+	int8_t tq[8 * QK_K];
+	int16_t tb[8 * 16];
+
+	for (int u0 = 0; u0 < nu;) {
+		int g = q4g_size(nu - u0);
+		int8_t *q = a->q + (size_t)QK_K * u0;
+		int16_t *bs = a->bsum + (size_t)16 * u0;
+
+		memcpy(tq, q, (size_t)QK_K * g);
+		memcpy(tb, bs, sizeof(int16_t) * 16 * (size_t)g);
+		for (int c = 0; c < g; c++)
+			for (int s = 0; s < 8; s++)
+				for (int L = 0; L < 8; L++)
+					memcpy(q + 256 * c + 32 * s + 4 * L,
+					       tq + 256 * (L % g) + 32 * g * (L / g) +
+						       32 * c + 4 * s, 4);
+		for (int s = 0; s < g; s++)
+			for (int L = 0; L < 8; L++)
+				memcpy(bs + 16 * s + 2 * L,
+				       tb + 16 * (L % g) + 2 * g * (L / g) + 2 * s,
+				       4);
+		u0 += g;
+	}
+}
+
+/* Lanes L, L + g, ... summed into each of them (g = 8, 4, 2, 1). */
+INLINE __m256i q4g_fold(__m256i x, int g)
+{
+	if (g <= 1)
+		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0xb1));
+	if (g <= 2)
+		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4e));
+	if (g <= 4)
+		x = _mm256_add_epi32(x, _mm256_permute2x128_si256(x, x, 1));
+	return x;
+}
+
+/* The group of g units from u0 (prepared at v) against the R rows of t. */
+INLINE void q4g_group(const __m256i *v, int g, int u0, const struct qtile *t,
+		      __m256 *facc, const int R)
+{
+	__m256i acc[QT_R], s2[QT_R];
+	int f0 = u0 % 8;
+
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	for (int c = 0; c < g; c++) {
+		const __m256i *w = v + 9 * c;
+		size_t o = (size_t)QK_K * (u0 + c);
+		__m256i p[QT_R];
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			__m256i ws = _mm256_load_si256(w + s);
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++) {
+				__m256i m = _mm256_maddubs_epi16(ws, _mm256_loadu_si256(
+					(const __m256i *)(t->q[r] + o + 32 * s)));
+				p[r] = s ? _mm256_add_epi16(p[r], m) : m;
+				IN_REG(p[r]);
+			}
+		}
+		__m256i sc = _mm256_load_si256(w + 8);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p[r], sc));
+			IN_REG(acc[r]);
+		}
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
+		s2[r] = _mm256_madd_epi16(_mm256_load_si256(v + 9 * g),
+					  _mm256_loadu_si256((const __m256i *)b));
+		for (int s = 1; s < g; s++)
+			s2[r] = _mm256_add_epi32(s2[r], _mm256_madd_epi16(
+				_mm256_load_si256(v + 9 * g + s),
+				_mm256_loadu_si256((const __m256i *)(b + 16 * s))));
+	}
+	__m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	__m256i mask = _mm256_and_si256(
+		_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(f0 - 1)),
+		_mm256_cmpgt_epi32(_mm256_set1_epi32(f0 + g), lane));
+	__m256 dwv = _mm256_load_ps((const float *)(v + 10 * g));
+	__m256 dmv = _mm256_load_ps((const float *)(v + 10 * g + 1));
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		__m256 da = _mm256_maskload_ps(t->d[r] + u0 - f0, mask);
+		facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, da),
+			_mm256_cvtepi32_ps(q4g_fold(acc[r], g)), facc[r]);
+		facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmv, da),
+			_mm256_cvtepi32_ps(q4g_fold(s2[r], g)), facc[r]);
+	}
+}
+
+/* Weight rows [j, j + jn) (prepared, ws bytes apart) against the R rows
+ * of t from m0; passes of one group of 8 (the tail's groups in one). */
+INLINE void q4g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
+		      int j, int jn, const char *w, size_t ws, const int R)
+{
+	int nu = mm->K / QK_K;
+	__m256 facc[QT_JB][QT_R];
+	size_t vo = 0; /* vectors before the pass */
+
+	for (int u_lo = 0; u_lo < nu; u_lo += 8) {
+		size_t vn = 0;
+		for (int c = 0; c < jn; c++) {
+			const __m256i *v = (const __m256i *)(w + (size_t)c * ws) + vo;
+			__m256 f[QT_R];
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
+			vn = 0;
+			for (int u0 = u_lo; u0 < nu && u0 < u_lo + 8;) {
+				int g = q4g_size(nu - u0);
+				q4g_group(v + vn, g, u0, t, f, R);
+				vn += Q4G_VECS(g);
+				u0 += g;
+			}
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				facc[c][r] = f[r];
+		}
+		vo += vn;
+	}
+	for (int c = 0; c < jn; c++)
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			float res = tree4(facc[c][r]);
+			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
+				mm->bias ? res + mm->bias[j + c] : res;
+		}
+}
+
+static void q4g_block_r(const struct kern_mm *mm, const struct qtile *t,
+			int R, int m0, int j, int jn, const char *w, size_t ws)
+{
+	switch (R) {
+	case 1: q4g_block(mm, t, m0, j, jn, w, ws, 1); break;
+	case 2: q4g_block(mm, t, m0, j, jn, w, ws, 2); break;
+	case 3: q4g_block(mm, t, m0, j, jn, w, ws, 3); break;
+	case 4: q4g_block(mm, t, m0, j, jn, w, ws, 4); break;
+	case 5: q4g_block(mm, t, m0, j, jn, w, ws, 5); break;
+	case 6: q4g_block(mm, t, m0, j, jn, w, ws, 6); break;
+	case 7: q4g_block(mm, t, m0, j, jn, w, ws, 7); break;
+	default: q4g_block(mm, t, m0, j, jn, w, ws, QT_R);
+	}
+}
+
+static void q4g_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	int nu = mm->K / QK_K;
+	size_t ws = q4g_row_bytes(nu);
+	int jb = (int)(QT_PREP_BYTES / ws);
+	char *buf;
+
+	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
+	buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
+	if (!buf)
+		abort(); /* a block of prepared rows per task */
+	for (int j = j0; j < j1; j += jb) {
+		int jn = j1 - j < jb ? j1 - j : jb;
+		for (int c = 0; c < jn; c++)
+			q4g_prep((const uint8_t *)mm->W + (size_t)(j + c) *
+				 mm->row_bytes, nu,
+				 (__m256i *)(buf + (size_t)c * ws));
+		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
+			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
+			struct qtile t;
+			qtile_bind(mm, m0, R, QK_K, &t);
+			q4g_block_r(mm, &t, R, m0, j, jn, buf, ws);
+		}
+	}
+	free(buf);
+}
+
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int nu = mm->K / 32, ng = (nu + 7) / 8;
@@ -1682,6 +1984,10 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 	if (mm->wtype == GGML_TYPE_Q8_0) {
 		q8_qmatmul(mm, j0, j1);
+		return;
+	}
+	if (mm->wtype == GGML_TYPE_Q4_K && Q4G_USE(mm->M)) {
+		q4g_qmatmul(mm, j0, j1);
 		return;
 	}
 	switch (mm->wtype) {

@@ -53,7 +53,7 @@ struct kern_ops {
 	void (*qmatmul)(const struct kern_mm *mm, int j0, int j1);
 	/* optional: rearranges the codes a->q of an activation row of K for
 	 * this qmatmul (values unchanged; bsum, d, s untouched) */
-	void (*qact)(uint32_t wtype, quant_arow *a, int K);
+	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M);
 	/* optional: quant_act_row, the same bits (faster) */
 	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
 	float (*dot)(const float *a, const float *b, int n);
@@ -71,7 +71,7 @@ struct kern_ops {
 
 /* kern_avx2.c's integer matmul, shared with the AVX-512 table. */
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1);
-void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K);
+void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M);
 void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a);
 
 extern const struct kern_ops kern_ops_scalar;

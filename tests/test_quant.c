@@ -431,15 +431,17 @@ static void test_int_tiles(void **state)
 	assert_int_equal(tpool_new(2, &tp), 0);
 	for (int ti = 0; ti < N_TYPES; ti++) {
 		uint32_t t = types[ti];
-		/* 2 or 9 K-quant units (9: two passes of a tile over the
-		 * row, 2048 elements each); 28 (896, Qwen2.5-0.5B's dim), 16,
-		 * 9 or 73 units of 32 (groups of 8 units: a last group of 4,
-		 * none, 1, 1; 73: two passes) */
-		int Ks[4] = {quant_unit(t) == QK_K ? 512 : 896,
-			     quant_unit(t) == QK_K ? 2304 : 512,
-			     quant_unit(t) == QK_K ? 0 : 288,
-			     quant_unit(t) == QK_K ? 0 : 2336};
-		for (int ki = 0; ki < 4 && Ks[ki]; ki++) {
+		/* K-quants: 2 or 9 units (9: two passes of a tile over the
+		 * row, 2048 elements each); 1, 6, 7 and 15 units (Q4_K's
+		 * groups side by side for M > 32: 1; 4 + 2; 4 + 2 + 1;
+		 * 8 + 4 + 2 + 1). 28 (896, Qwen2.5-0.5B's dim), 16, 9 or 73
+		 * units of 32 (groups of 8 units: a last group of 4, none, 1,
+		 * 1; 73: two passes) */
+		int kq = quant_unit(t) == QK_K;
+		int Ks[6] = {kq ? 512 : 896, kq ? 2304 : 512,
+			     kq ? 256 : 288, kq ? 1536 : 2336,
+			     kq ? 1792 : 0, kq ? 3840 : 0};
+		for (int ki = 0; ki < 6 && Ks[ki]; ki++) {
 			int K = Ks[ki];
 			size_t rb = ggml_row_bytes(t, (uint64_t)K);
 			uint8_t *W = xmalloc(rb * TL_N);
