@@ -1189,7 +1189,7 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 static void q8_act(int8_t *q, int K);
 static void q4g_act(quant_arow *a, int K);
 /* Q4_K's units side by side (q4g_qmatmul) for M rows */
-#define Q4G_USE(M) ((M) > 4 * QT_R)
+#define Q4G_USE(M) ((M) > 3 * QT_R)
 
 /* Q4_K's and Q6_K's layout of activation codes (see pair_u): per 64,
  * the byte pairs of elements 0..31 and 32..63 interleaved as
