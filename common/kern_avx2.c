@@ -841,9 +841,10 @@ void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a)
  * multiplied (maddubs: unsigned weights times signed activations) with
  * the same chunk of every row of the tile, so decoding and weight bytes
  * are paid once per tile. Weight rows go in blocks: a block stays in
- * cache while every tile of rows passes over it. With more than 4 tiles
- * (M > 4 QT_R), Q4_K and Q6_K blocks of rows are first decoded into the
- * tiles' form (q4k_unit, q6k_unit), so decoding is paid once per row.
+ * cache while every tile of rows passes over it. With many tiles
+ * (KG_USE), Q4_K and Q6_K blocks of rows are first decoded into another
+ * form, units side by side (kg_qmatmul), and Q8_0 always goes its own
+ * way (q8_qmatmul).
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
  * reference's:
@@ -990,16 +991,6 @@ INLINE void q4k_chunk(const uint8_t *blk, __m256i sc16, int c, __m256i *x,
 							  0x04040404 * c));
 }
 
-static void q4k_prep(const uint8_t *blk, void *dst)
-{
-	struct q4k_unit *pu = dst;
-	__m256i sc16;
-
-	q4k_scales(blk, &sc16, &pu->mn, &pu->d, &pu->dm);
-	for (int c = 0; c < 4; c++)
-		q4k_chunk(blk, sc16, c, &pu->x[c], &pu->y[c], &pu->sc[c]);
-}
-
 /* src: the block, or its q4k_unit when prep. */
 INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
 		      int k, __m256i *s1, __m256i *s2, float *dw, float *dmw,
@@ -1049,24 +1040,16 @@ INLINE void q6k_scales(const ggml_block_q6_K *b, __m256i *sc16, __m256i *off,
 	*d = _cvtsh_ss(b->d);
 }
 
-/* Codes + 32 of the 4 chunks of 32 of half h of a Q6_K block, as two
- * pairs p (chunks 2p, 2p + 1, byte pairs interleaved as kern_avx2_qact
- * lays out the activations: x[p], y[p]) and their scale vectors for
- * pair_u (lane 0: groups 4p, 4p + 2 of the half; lane 1: 4p + 1, 4p + 3). */
-INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
-		     __m256i *x, __m256i *y, __m256i *sc)
+/* Codes + 32 of the 4 chunks of 32 of half h of a Q6_K block, in order:
+ * elements 128 h + 32 k .. + 31 in w[k]. */
+INLINE void q6k_codes(const ggml_block_q6_K *b, int h, __m256i *w)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	const __m256i m3 = _mm256_set1_epi8(0x03);
 	const __m256i m30 = _mm256_set1_epi8(0x30);
-	/* scales 8h..8h+7 in both lanes (an immediate each: clang wants a
-	 * constant, even unrolled) */
-	__m256i sh = h ? _mm256_permute4x64_epi64(sc16, 0xee)
-		       : _mm256_permute4x64_epi64(sc16, 0x44);
 	__m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
 	__m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
 	__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-	__m256i w[4];
 
 	w[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
 			       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
@@ -1076,6 +1059,22 @@ INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
 			       _mm256_and_si256(hb, m30));
 	w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 			       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+}
+
+/* The codes of half h of a Q6_K block as two pairs p (chunks 2p, 2p + 1,
+ * byte pairs interleaved as kern_avx2_qact lays out the activations:
+ * x[p], y[p]) and their scale vectors for pair_u (lane 0: groups 4p,
+ * 4p + 2 of the half; lane 1: 4p + 1, 4p + 3). */
+INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
+		     __m256i *x, __m256i *y, __m256i *sc)
+{
+	/* scales 8h..8h+7 in both lanes (an immediate each: clang wants a
+	 * constant, even unrolled) */
+	__m256i sh = h ? _mm256_permute4x64_epi64(sc16, 0xee)
+		       : _mm256_permute4x64_epi64(sc16, 0x44);
+	__m256i w[4];
+
+	q6k_codes(b, h, w);
 	#pragma GCC unroll 2
 	for (int p = 0; p < 2; p++) {
 		x[p] = _mm256_unpacklo_epi16(w[2 * p], w[2 * p + 1]);
@@ -1085,18 +1084,6 @@ INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
 			_mm_set1_epi32(0x05040100 + 0x08080808 * p),
 			_mm_set1_epi32(0x07060302 + 0x08080808 * p)));
 	}
-}
-
-static void q6k_prep(const uint8_t *blk, void *dst)
-{
-	struct q6k_unit *pu = dst;
-	const ggml_block_q6_K *b = (const ggml_block_q6_K *)blk;
-	__m256i sc16;
-
-	q6k_scales(b, &sc16, &pu->off, &pu->d);
-	for (int h = 0; h < 2; h++)
-		q6k_half(b, sc16, h, pu->x + 2 * h, pu->y + 2 * h,
-			 pu->sc + 2 * h);
 }
 
 INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
@@ -1187,9 +1174,10 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 }
 
 static void q8_act(int8_t *q, int K);
-static void q4g_act(quant_arow *a, int K);
-/* Q4_K's units side by side (q4g_qmatmul) for M rows */
-#define Q4G_USE(M) ((M) > 3 * QT_R)
+static void kg_act(quant_arow *a, int K, int kind);
+/* Q4_K's and Q6_K's units side by side (kg_qmatmul) for M rows */
+#define KG_USE(wt, M) (((wt) == GGML_TYPE_Q4_K && (M) > 3 * QT_R) || \
+		       ((wt) == GGML_TYPE_Q6_K && (M) > 4 * QT_R))
 
 /* Q4_K's and Q6_K's layout of activation codes (see pair_u): per 64,
  * the byte pairs of elements 0..31 and 32..63 interleaved as
@@ -1199,8 +1187,8 @@ void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M)
 {
 	if (wtype == GGML_TYPE_Q8_0)
 		q8_act(a->q, K);
-	if (wtype == GGML_TYPE_Q4_K && Q4G_USE(M)) {
-		q4g_act(a, K);
+	if (KG_USE(wtype, M)) {
+		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
 		return;
 	}
 	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)
@@ -1384,9 +1372,7 @@ typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
 		}                                                             \
 	}
 QBLOCK_KIND(qblock_q4_K, QK_Q4_K, 0)
-QBLOCK_KIND(qblock_q4_K_prep, QK_Q4_K, 1)
 QBLOCK_KIND(qblock_q6_K, QK_Q6_K, 0)
-QBLOCK_KIND(qblock_q6_K_prep, QK_Q6_K, 1)
 QBLOCK_KIND(qblock_q5_0, QK_Q5_0, 0)
 QBLOCK_KIND(qblock_gen, QK_GEN, 0)
 
@@ -1641,140 +1627,178 @@ INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
 }
 
 /*
- * Q4_K with many tiles (M > 4 QT_R): units side by side, as Q8_0's. The
- * hadd trees that turn per-unit partial vectors into S1[u] cost qrow as
- * much as a third of its time; here each unit's exact S1 and S2 end in
- * the int32 lane of quant.h's float combination, with no tree at all.
+ * Q4_K and Q6_K with many tiles (KG_USE): units side by side, as Q8_0's.
+ * qrow's hadd trees, which turn per-unit partial vectors into S1[u],
+ * cost as much as a third of its time; here each unit's exact S1 (and
+ * S2) end in the int32 lane of quant.h's float combination, with no tree
+ * at all.
  *
  * A row's units go in groups of g = 8 while 8 remain, then 4, 2, 1 (the
  * binary digits of the rest), so no lane is padding: unit u0 + i of a
  * group of g lies in the lanes L = i (mod g), each holding one part of
- * its 256 elements (part L / g: 32 g elements, g sub-blocks). A group's
- * first unit u0 is a multiple of g, so the lanes of unit u0 + i include
- * its float lane (u0 + i) % 8. Per group:
- *  - round c (0..g-1), step s (0..7): 4 codes of sub-block
- *    (L / g) g + c of lane L's unit in int32 lane L (bytes 4s..4s+3 of
- *    the sub-block), activations laid out alike (q4g_act); the 8 steps'
- *    maddubs sums add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and
- *    one madd applies the round's scales (lane L: its sub-block's, in
- *    both words) - 9 multiplies per 256 products per row;
- *  - step s (0..g-1) of the mins: lane L's sub-block (L / g) g + s's min
- *    in both words against the activations' bsum of its two groups of
- *    16, laid out alike;
- *  - g < 8: lanes L, L + g, ... of a unit are summed (exact int32), so
- *    every lane of unit i holds S1 and S2 of the unit;
- *  - the float step of quant.h in lanes [u0 % 8, u0 % 8 + g), d = dm = 0
- *    (and da = 0) in the others: fma(+0, x, acc) = acc.
- * Prepared group (struct-less, 32-byte vectors): rounds of 8 steps + a
- * scale vector, g mins vectors, d and dm (-dmin) at their float lanes.
+ * its 256 elements (part L / g: 32 g elements, g sub-blocks of 32). A
+ * group's first unit u0 is a multiple of g, so the lanes of unit u0 + i
+ * include its float lane (u0 + i) % 8. Per group, in 32-byte vectors:
+ *  - g rounds c of 8 steps s and a scale vector. Step s holds 4 codes of
+ *    sub-block (L / g) g + c of lane L's unit in int32 lane L, and the
+ *    activations are laid out alike (kg_act):
+ *    Q4_K: bytes 4s..4s+3 of the sub-block. The 8 steps' maddubs sums
+ *      add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and one madd
+ *      applies the round's scales (lane L: its sub-block's, in both
+ *      words): 9 multiplies per 256 products per row.
+ *    Q6_K (codes + 32): bytes 2s, 2s + 1 of each half (group of 16) of
+ *      the sub-block, so that a lane's two words are its two groups; two
+ *      steps' maddubs sums add up in int16 (at most 4 x 63 x 127 =
+ *      32004) and one madd applies both groups' scales (lane L: one per
+ *      word).
+ *  - g steps of the activations' bsum (groups of 16 2s, 2s + 1 of lane
+ *    L's part, laid out alike) against, in lane L's words, Q4_K: the min
+ *    of its sub-block (L / g) g + s, twice (S2); Q6_K: -32 sc of the two
+ *    groups (the codes' offset, added to S1).
+ *  - d and dm (Q4_K: -dmin; Q6_K: 0) at the units' float lanes, 0 in the
+ *    others.
+ * With g < 8 the lanes L, L + g, ... of a unit are summed (exact int32),
+ * so that every lane of unit i holds its S1 and S2; the float step of
+ * quant.h then runs in lanes [u0 % 8, u0 % 8 + g), with d = dm = da = 0
+ * in the others: fma(+0, x, acc) = acc.
  */
-#define Q4G_VECS(g) (10 * (g) + 2)
+#define KG_VECS(g) (10 * (g) + 2)
 
-/* Units in the group starting with rem units left. */
-INLINE int q4g_size(int rem)
+/* Units in the group that starts with rem units left. */
+INLINE int kg_size(int rem)
 {
 	return rem >= 8 ? 8 : rem >= 4 ? 4 : rem >= 2 ? 2 : 1;
 }
 
 /* Prepared bytes of a row of nu units. */
-static size_t q4g_row_bytes(int nu)
+static size_t kg_row_bytes(int nu)
 {
 	size_t v = 0;
-	for (int u0 = 0; u0 < nu; u0 += q4g_size(nu - u0))
-		v += Q4G_VECS(q4g_size(nu - u0));
+	for (int u0 = 0; u0 < nu; u0 += kg_size(nu - u0))
+		v += KG_VECS(kg_size(nu - u0));
 	return v * sizeof(__m256i);
 }
 
-/* Sub-block b's 6-bit scale and min of a Q4_K block (ggml's packing). */
-INLINE void q4g_scale_min(const uint8_t *s, int b, int *sc, int *mn)
+/* Q6_K's order within a sub-block of 32 (x: elements in order): for
+ * step s, elements 2s, 2s + 1, 16 + 2s, 17 + 2s. */
+INLINE __m256i q6g_order(__m256i x)
 {
-	if (b < 4) {
-		*sc = s[b] & 63;
-		*mn = s[b + 4] & 63;
-	} else {
-		*sc = (s[b + 4] & 0x0f) | ((s[b - 4] >> 6) << 4);
-		*mn = (s[b + 4] >> 4) | ((s[b] >> 6) << 4);
-	}
+	__m128i a = _mm256_castsi256_si128(x), b = _mm256_extracti128_si256(x, 1);
+	return _mm256_setr_m128i(_mm_unpacklo_epi16(a, b),
+				 _mm_unpackhi_epi16(a, b));
 }
 
-/* One Q4_K row of nu units into its groups at v. */
-static void q4g_prep(const uint8_t *row, int nu, __m256i *v)
+/* x[L] (lane L's unit's 8 int32 per sub-block) into the g vectors of a
+ * group: vector c, lane L = x[L]'s entry (L / g) g + c. */
+INLINE void kg_lanes(__m256i *x, int g)
+{
+	for (int L = 0; L < 8; L++)
+		x[L] = _mm256_permutevar8x32_epi32(x[L], _mm256_add_epi32(
+			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+			_mm256_set1_epi32(L / g * g)));
+	tr8x8(x);
+}
+
+/* The group of g units from u0 of a Q4_K or Q6_K row (kind) into v. */
+static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
+			  __m256i *v)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	int f0 = u0 % 8;
+	__m256i cod[8][8]; /* unit i, sub-block b: codes (Q6_K: + 32) */
+	/* unit i, int32 per sub-block: Q4_K its scale twice, its min twice;
+	 * Q6_K its two groups' scales, -32 times them */
+	__m256i sc[8], mn[8];
+	_Alignas(32) float d[8] = {0}, dm[8] = {0};
 
-	for (int u0 = 0; u0 < nu;) {
-		int g = q4g_size(nu - u0), f0 = u0 % 8;
-		__m256i cod[8][8]; /* unit i, sub-block b */
-		int16_t sc[8][8], mn[8][8];
-		_Alignas(32) float d[8] = {0}, dm[8] = {0};
-
-		for (int i = 0; i < g; i++) {
-			const ggml_block_q4_K *b = (const ggml_block_q4_K *)row +
-						   u0 + i;
+	for (int i = 0; i < g; i++) {
+		if (kind == QK_Q4_K) {
+			const uint8_t *b = row + (u0 + i) * sizeof(ggml_block_q4_K);
+			__m256i sc16;
+			q4k_scales(b, &sc16, &mn[i], &d[f0 + i], &dm[f0 + i]);
+			sc16 = _mm256_permute4x64_epi64(sc16, 0x54);
+			sc[i] = _mm256_unpacklo_epi16(sc16, sc16);
 			for (int j = 0; j < 4; j++) {
 				__m256i q = _mm256_loadu_si256(
-					(const __m256i *)(b->qs + 32 * j));
+					(const __m256i *)(b + 16 + 32 * j));
 				cod[i][2 * j] = _mm256_and_si256(q, m4);
 				cod[i][2 * j + 1] = _mm256_and_si256(
 					_mm256_srli_epi16(q, 4), m4);
 			}
-			for (int s = 0; s < 8; s++) {
-				int a, m;
-				q4g_scale_min(b->scales, s, &a, &m);
-				sc[i][s] = (int16_t)a;
-				mn[i][s] = (int16_t)m;
+		} else {
+			const ggml_block_q6_K *b = (const ggml_block_q6_K *)row +
+						   u0 + i;
+			q6k_scales(b, &sc[i], &mn[i], &d[f0 + i]);
+			for (int h = 0; h < 2; h++) {
+				q6k_codes(b, h, cod[i] + 4 * h);
+				for (int k = 0; k < 4; k++)
+					cod[i][4 * h + k] = q6g_order(cod[i][4 * h + k]);
 			}
-			d[f0 + i] = _cvtsh_ss(b->d);
-			dm[f0 + i] = -_cvtsh_ss(b->dmin);
 		}
-		for (int c = 0; c < g; c++) {
-			__m256i r[8];
-			_Alignas(32) int16_t scv[16];
-			for (int L = 0; L < 8; L++) {
-				int i = L % g, sb = L / g * g + c;
-				r[L] = cod[i][sb];
-				scv[2 * L] = scv[2 * L + 1] = sc[i][sb];
-			}
-			tr8x8(r);
-			for (int s = 0; s < 8; s++)
-				_mm256_store_si256(v + 9 * c + s, r[s]);
-			_mm256_store_si256(v + 9 * c + 8,
-					   _mm256_load_si256((const __m256i *)scv));
-		}
-		for (int s = 0; s < g; s++) {
-			_Alignas(32) int16_t mv[16];
-			for (int L = 0; L < 8; L++)
-				mv[2 * L] = mv[2 * L + 1] = mn[L % g][L / g * g + s];
-			_mm256_store_si256(v + 9 * g + s,
-					   _mm256_load_si256((const __m256i *)mv));
-		}
-		_mm256_store_ps((float *)(v + 10 * g), _mm256_load_ps(d));
-		_mm256_store_ps((float *)(v + 10 * g + 1), _mm256_load_ps(dm));
-		v += Q4G_VECS(g);
+	}
+	for (int c = 0; c < g; c++) {
+		__m256i r[8];
+		for (int L = 0; L < 8; L++)
+			r[L] = cod[L % g][L / g * g + c];
+		tr8x8(r);
+		for (int s = 0; s < 8; s++)
+			_mm256_store_si256(v + 9 * c + s, r[s]);
+	}
+	__m256i x[8], y[8];
+	for (int L = 0; L < 8; L++) {
+		x[L] = sc[L % g];
+		y[L] = mn[L % g];
+	}
+	kg_lanes(x, g);
+	kg_lanes(y, g);
+	for (int c = 0; c < g; c++) {
+		_mm256_store_si256(v + 9 * c + 8, x[c]);
+		_mm256_store_si256(v + 9 * g + c, y[c]);
+	}
+	_mm256_store_ps((float *)(v + 10 * g), _mm256_load_ps(d));
+	_mm256_store_ps((float *)(v + 10 * g + 1), _mm256_load_ps(dm));
+}
+
+static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
+{
+	for (int u0 = 0; u0 < nu;) {
+		int g = kg_size(nu - u0);
+		kg_prep_group(row, u0, g, kind, v);
+		v += KG_VECS(g);
 		u0 += g;
 	}
 }
 
-/* An activation row's codes and bsum in the groups' layout, in place. */
-static void q4g_act(quant_arow *a, int K)
+/* An activation row's codes and bsum in the groups' layout for kind, in
+ * place. */
+static void kg_act(quant_arow *a, int K, int kind)
 {
 	int nu = K / QK_K;
-	int8_t tq[8 * QK_K];
+	int8_t tq[8 * QK_K], seg[32];
 	int16_t tb[8 * 16];
 
 	for (int u0 = 0; u0 < nu;) {
-		int g = q4g_size(nu - u0);
+		int g = kg_size(nu - u0);
 		int8_t *q = a->q + (size_t)QK_K * u0;
 		int16_t *bs = a->bsum + (size_t)16 * u0;
 
 		memcpy(tq, q, (size_t)QK_K * g);
 		memcpy(tb, bs, sizeof(int16_t) * 16 * (size_t)g);
 		for (int c = 0; c < g; c++)
-			for (int s = 0; s < 8; s++)
-				for (int L = 0; L < 8; L++)
+			for (int L = 0; L < 8; L++) {
+				const int8_t *x = tq + 256 * (L % g) +
+						  32 * g * (L / g) + 32 * c;
+				if (kind == QK_Q6_K) {
+					for (int s = 0; s < 8; s++) {
+						memcpy(seg + 4 * s, x + 2 * s, 2);
+						memcpy(seg + 4 * s + 2, x + 16 + 2 * s, 2);
+					}
+					x = seg;
+				}
+				for (int s = 0; s < 8; s++)
 					memcpy(q + 256 * c + 32 * s + 4 * L,
-					       tq + 256 * (L % g) + 32 * g * (L / g) +
-						       32 * c + 4 * s, 4);
+					       x + 4 * s, 4);
+			}
 		for (int s = 0; s < g; s++)
 			for (int L = 0; L < 8; L++)
 				memcpy(bs + 16 * s + 2 * L,
@@ -1785,7 +1809,7 @@ static void q4g_act(quant_arow *a, int K)
 }
 
 /* Lanes L, L + g, ... summed into each of them (g = 8, 4, 2, 1). */
-INLINE __m256i q4g_fold(__m256i x, int g)
+INLINE __m256i kg_fold(__m256i x, int g)
 {
 	if (g <= 1)
 		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0xb1));
@@ -1797,8 +1821,8 @@ INLINE __m256i q4g_fold(__m256i x, int g)
 }
 
 /* The group of g units from u0 (prepared at v) against the R rows of t. */
-INLINE void q4g_group(const __m256i *v, int g, int u0, const struct qtile *t,
-		      __m256 *facc, const int R)
+INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
+		     __m256 *facc, const int R, const int kind)
 {
 	__m256i acc[QT_R], s2[QT_R];
 	int f0 = u0 % 8;
@@ -1809,34 +1833,60 @@ INLINE void q4g_group(const __m256i *v, int g, int u0, const struct qtile *t,
 	for (int c = 0; c < g; c++) {
 		const __m256i *w = v + 9 * c;
 		size_t o = (size_t)QK_K * (u0 + c);
-		__m256i p[QT_R];
-		#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) {
-			__m256i ws = _mm256_load_si256(w + s);
+		__m256i sc = _mm256_load_si256(w + 8);
+		if (kind == QK_Q4_K) {
+			__m256i p[QT_R];
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				__m256i ws = _mm256_load_si256(w + s);
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					__m256i m = _mm256_maddubs_epi16(ws,
+						_mm256_loadu_si256((const __m256i *)
+							(t->q[r] + o + 32 * s)));
+					p[r] = s ? _mm256_add_epi16(p[r], m) : m;
+					IN_REG(p[r]);
+				}
+			}
 			#pragma GCC unroll 8
 			for (int r = 0; r < R; r++) {
-				__m256i m = _mm256_maddubs_epi16(ws, _mm256_loadu_si256(
-					(const __m256i *)(t->q[r] + o + 32 * s)));
-				p[r] = s ? _mm256_add_epi16(p[r], m) : m;
-				IN_REG(p[r]);
+				acc[r] = _mm256_add_epi32(acc[r],
+					_mm256_madd_epi16(p[r], sc));
+				IN_REG(acc[r]);
 			}
-		}
-		__m256i sc = _mm256_load_si256(w + 8);
-		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++) {
-			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p[r], sc));
-			IN_REG(acc[r]);
+		} else {
+			#pragma GCC unroll 4
+			for (int s = 0; s < 8; s += 2) {
+				__m256i w0 = _mm256_load_si256(w + s);
+				__m256i w1 = _mm256_load_si256(w + s + 1);
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					const int8_t *a = t->q[r] + o + 32 * s;
+					__m256i p = _mm256_add_epi16(
+						_mm256_maddubs_epi16(w0, _mm256_loadu_si256(
+							(const __m256i *)a)),
+						_mm256_maddubs_epi16(w1, _mm256_loadu_si256(
+							(const __m256i *)(a + 32))));
+					acc[r] = _mm256_add_epi32(acc[r],
+						_mm256_madd_epi16(p, sc));
+					IN_REG(acc[r]);
+				}
+			}
 		}
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
-		s2[r] = _mm256_madd_epi16(_mm256_load_si256(v + 9 * g),
-					  _mm256_loadu_si256((const __m256i *)b));
+		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + 9 * g),
+					      _mm256_loadu_si256((const __m256i *)b));
 		for (int s = 1; s < g; s++)
-			s2[r] = _mm256_add_epi32(s2[r], _mm256_madd_epi16(
+			m = _mm256_add_epi32(m, _mm256_madd_epi16(
 				_mm256_load_si256(v + 9 * g + s),
 				_mm256_loadu_si256((const __m256i *)(b + 16 * s))));
+		if (kind == QK_Q4_K)
+			s2[r] = m;
+		else
+			acc[r] = _mm256_add_epi32(acc[r], m);
 	}
 	__m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	__m256i mask = _mm256_and_si256(
@@ -1848,16 +1898,19 @@ INLINE void q4g_group(const __m256i *v, int g, int u0, const struct qtile *t,
 	for (int r = 0; r < R; r++) {
 		__m256 da = _mm256_maskload_ps(t->d[r] + u0 - f0, mask);
 		facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, da),
-			_mm256_cvtepi32_ps(q4g_fold(acc[r], g)), facc[r]);
-		facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmv, da),
-			_mm256_cvtepi32_ps(q4g_fold(s2[r], g)), facc[r]);
+			_mm256_cvtepi32_ps(kg_fold(acc[r], g)), facc[r]);
+		if (kind == QK_Q4_K)
+			facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmv, da),
+				_mm256_cvtepi32_ps(kg_fold(s2[r], g)), facc[r]);
 	}
 }
 
 /* Weight rows [j, j + jn) (prepared, ws bytes apart) against the R rows
- * of t from m0; passes of one group of 8 (the tail's groups in one). */
-INLINE void q4g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
-		      int j, int jn, const char *w, size_t ws, const int R)
+ * of t from m0; passes of one group of 8 (the tail's groups in one), so
+ * that the tile's activations stay in L1. */
+INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
+		     int j, int jn, const char *w, size_t ws, const int R,
+		     const int kind)
 {
 	int nu = mm->K / QK_K;
 	__m256 facc[QT_JB][QT_R];
@@ -1873,9 +1926,9 @@ INLINE void q4g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
 			vn = 0;
 			for (int u0 = u_lo; u0 < nu && u0 < u_lo + 8;) {
-				int g = q4g_size(nu - u0);
-				q4g_group(v + vn, g, u0, t, f, R);
-				vn += Q4G_VECS(g);
+				int g = kg_size(nu - u0);
+				kg_group(v + vn, g, u0, t, f, R, kind);
+				vn += KG_VECS(g);
 				u0 += g;
 			}
 			#pragma GCC unroll 8
@@ -1893,26 +1946,36 @@ INLINE void q4g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 		}
 }
 
-static void q4g_block_r(const struct kern_mm *mm, const struct qtile *t,
-			int R, int m0, int j, int jn, const char *w, size_t ws)
-{
-	switch (R) {
-	case 1: q4g_block(mm, t, m0, j, jn, w, ws, 1); break;
-	case 2: q4g_block(mm, t, m0, j, jn, w, ws, 2); break;
-	case 3: q4g_block(mm, t, m0, j, jn, w, ws, 3); break;
-	case 4: q4g_block(mm, t, m0, j, jn, w, ws, 4); break;
-	case 5: q4g_block(mm, t, m0, j, jn, w, ws, 5); break;
-	case 6: q4g_block(mm, t, m0, j, jn, w, ws, 6); break;
-	case 7: q4g_block(mm, t, m0, j, jn, w, ws, 7); break;
-	default: q4g_block(mm, t, m0, j, jn, w, ws, QT_R);
-	}
-}
+typedef void (*kg_block_fn)(const struct kern_mm *mm, const struct qtile *t,
+			    int R, int m0, int j, int jn, const char *w,
+			    size_t ws);
 
-static void q4g_qmatmul(const struct kern_mm *mm, int j0, int j1)
+#define KG_BLOCK_KIND(name, kind)                                            \
+	static void name(const struct kern_mm *mm, const struct qtile *t,    \
+			 int R, int m0, int j, int jn, const char *w,        \
+			 size_t ws)                                          \
+	{                                                                    \
+		switch (R) {                                                 \
+		case 1: kg_block(mm, t, m0, j, jn, w, ws, 1, kind); break;   \
+		case 2: kg_block(mm, t, m0, j, jn, w, ws, 2, kind); break;   \
+		case 3: kg_block(mm, t, m0, j, jn, w, ws, 3, kind); break;   \
+		case 4: kg_block(mm, t, m0, j, jn, w, ws, 4, kind); break;   \
+		case 5: kg_block(mm, t, m0, j, jn, w, ws, 5, kind); break;   \
+		case 6: kg_block(mm, t, m0, j, jn, w, ws, 6, kind); break;   \
+		case 7: kg_block(mm, t, m0, j, jn, w, ws, 7, kind); break;   \
+		default: kg_block(mm, t, m0, j, jn, w, ws, QT_R, kind);      \
+		}                                                            \
+	}
+KG_BLOCK_KIND(kg_block_q4_K, QK_Q4_K)
+KG_BLOCK_KIND(kg_block_q6_K, QK_Q6_K)
+
+static void kg_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
+	const int q4 = mm->wtype == GGML_TYPE_Q4_K;
 	int nu = mm->K / QK_K;
-	size_t ws = q4g_row_bytes(nu);
+	size_t ws = kg_row_bytes(nu);
 	int jb = (int)(QT_PREP_BYTES / ws);
+	kg_block_fn blockf = q4 ? kg_block_q4_K : kg_block_q6_K;
 	char *buf;
 
 	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
@@ -1922,14 +1985,14 @@ static void q4g_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb;
 		for (int c = 0; c < jn; c++)
-			q4g_prep((const uint8_t *)mm->W + (size_t)(j + c) *
-				 mm->row_bytes, nu,
-				 (__m256i *)(buf + (size_t)c * ws));
+			kg_prep((const uint8_t *)mm->W + (size_t)(j + c) *
+				mm->row_bytes, nu, q4 ? QK_Q4_K : QK_Q6_K,
+				(__m256i *)(buf + (size_t)c * ws));
 		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
 			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
 			struct qtile t;
 			qtile_bind(mm, m0, R, QK_K, &t);
-			q4g_block_r(mm, &t, R, m0, j, jn, buf, ws);
+			blockf(mm, &t, R, m0, j, jn, buf, ws);
 		}
 	}
 	free(buf);
@@ -1969,78 +2032,46 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int K = mm->K, unit = quant_unit(mm->wtype), jb = QT_JB;
-	/* many tiles: decode each row once (with 4 tiles or fewer, writing
-	 * and reading back the decoded rows costs more than decoding them
-	 * in every tile: measured at M = 32) */
-	int several = mm->M > 4 * QT_R;
+	int K = mm->K, unit = quant_unit(mm->wtype);
 	qblock_fn blockf;
 	quant_wrow wr[QT_JB];
 	char *buf = NULL;
-	size_t ws = 0; /* bytes per prepared row (0: the packed rows) */
-	void (*prep)(const uint8_t *, void *) = NULL;
-	size_t usz = 0; /* bytes per prepared unit */
-	size_t bsz = (size_t)quant_block_bytes(mm->wtype);
+	size_t ws = 0; /* bytes per unpacked row (0: the packed rows) */
 
 	if (mm->wtype == GGML_TYPE_Q8_0) {
 		q8_qmatmul(mm, j0, j1);
 		return;
 	}
-	if (mm->wtype == GGML_TYPE_Q4_K && Q4G_USE(mm->M)) {
-		q4g_qmatmul(mm, j0, j1);
+	if (KG_USE(mm->wtype, mm->M)) {
+		kg_qmatmul(mm, j0, j1);
 		return;
 	}
 	switch (mm->wtype) {
-	case GGML_TYPE_Q4_K:
-		blockf = several ? qblock_q4_K_prep : qblock_q4_K;
-		if (several) {
-			usz = sizeof(struct q4k_unit);
-			prep = q4k_prep;
-		}
-		break;
-	case GGML_TYPE_Q6_K:
-		blockf = several ? qblock_q6_K_prep : qblock_q6_K;
-		if (several) {
-			usz = sizeof(struct q6k_unit);
-			prep = q6k_prep;
-		}
-		break;
+	case GGML_TYPE_Q4_K: blockf = qblock_q4_K; break;
+	case GGML_TYPE_Q6_K: blockf = qblock_q6_K; break;
 	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
 	default:
 		blockf = qblock_gen;
 		ws = quant_wrow_bytes(K);
-	}
-	if (prep)
-		ws = usz * (size_t)(K / QK_K);
-	if (ws) {
-		if (prep) {
-			jb = (int)(QT_PREP_BYTES / ws);
-			jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
-		}
-		buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
+		buf = aligned_alloc(64, (ws * QT_JB + 63) & ~(size_t)63);
 		if (!buf)
 			abort(); /* QT_JB unpacked rows per task */
-		for (int c = 0; !prep && c < QT_JB; c++)
+		for (int c = 0; c < QT_JB; c++)
 			quant_wrow_bind(&wr[c], buf + (size_t)c * ws, K);
 	}
-	for (int j = j0; j < j1; j += jb) {
-		int jn = j1 - j < jb ? j1 - j : jb;
+	for (int j = j0; j < j1; j += QT_JB) {
+		int jn = j1 - j < QT_JB ? j1 - j : QT_JB;
 		const char *w = (const char *)mm->W + (size_t)j * mm->row_bytes;
 		size_t wstride = mm->row_bytes;
-		for (int c = 0; buf && c < jn; c++) {
-			const uint8_t *row = (const uint8_t *)w +
-					     (size_t)c * mm->row_bytes;
-			if (prep) {
-				for (int u = 0; u < K / QK_K; u++)
-					prep(row + (size_t)u * bsz,
-					     buf + (size_t)c * ws + (size_t)u * usz);
-			} else if (!v_unpack(mm->wtype, row, &wr[c], K)) {
-				quant_unpack_row(mm->wtype, row, &wr[c], K);
-			}
-		}
 		if (buf) {
-			w = prep ? buf : (const char *)wr;
-			wstride = prep ? ws : sizeof(quant_wrow);
+			for (int c = 0; c < jn; c++) {
+				const uint8_t *row = (const uint8_t *)w +
+						     (size_t)c * mm->row_bytes;
+				if (!v_unpack(mm->wtype, row, &wr[c], K))
+					quant_unpack_row(mm->wtype, row, &wr[c], K);
+			}
+			w = (const char *)wr;
+			wstride = sizeof(quant_wrow);
 		}
 		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
 			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
