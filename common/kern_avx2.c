@@ -991,6 +991,20 @@ INLINE void q4k_chunk(const uint8_t *blk, __m256i sc16, int c, __m256i *x,
 							  0x04040404 * c));
 }
 
+/* Q4_K / Q6_K blocks read directly stream from memory, in order (the
+ * next rows follow): each unit prefetches the lines of the block QK_PF
+ * bytes ahead, so that loads overlap the arithmetic (measured on Zen 3:
+ * one core streams 8 -> 12 GB/s; 1 KiB ahead is too close, 4 the same). */
+#define QK_PF 2048
+/* The lines of the block of bb bytes QK_PF bytes after blk. */
+INLINE void qk_prefetch(const void *blk, const size_t bb)
+{
+	const char *p = (const char *)blk + QK_PF;
+	for (size_t o = 0; o < bb - 1; o += 64)
+		_mm_prefetch(p + o, _MM_HINT_T0);
+	_mm_prefetch(p + bb - 1, _MM_HINT_T0);
+}
+
 /* src: the block, or its q4k_unit when prep. */
 INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
 		      int k, __m256i *s1, __m256i *s2, float *dw, float *dmw,
@@ -1004,6 +1018,7 @@ INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
 		*dw = pu->d;
 		*dmw = pu->dm;
 	} else {
+		qk_prefetch(src, sizeof(ggml_block_q4_K));
 		q4k_scales(src, &sc16, &mn16, dw, dmw);
 	}
 	#pragma GCC unroll 8
@@ -1096,6 +1111,7 @@ INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
 		off = pu->off;
 		*dw = pu->d;
 	} else {
+		qk_prefetch(src, sizeof(ggml_block_q6_K));
 		q6k_scales(src, &sc16, &off, dw);
 	}
 	#pragma GCC unroll 8
