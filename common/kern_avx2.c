@@ -1189,7 +1189,9 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 	}
 }
 
-static void q8_act(int8_t *q, int K);
+static void q8_act(int8_t *q, int K, int pad);
+/* Q8_0 with at most Q8_DIRECT_R rows reads the blocks directly. */
+#define Q8_DIRECT_R 2
 static void kg_act(quant_arow *a, int K, int kind);
 /* Q4_K's and Q6_K's units side by side (kg_qmatmul) for M rows */
 #define KG_USE(wt, M) (((wt) == GGML_TYPE_Q4_K && (M) > 3 * QT_R) || \
@@ -1202,7 +1204,7 @@ static void kg_act(quant_arow *a, int K, int kind);
 void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M)
 {
 	if (wtype == GGML_TYPE_Q8_0)
-		q8_act(a->q, K);
+		q8_act(a->q, K, M <= Q8_DIRECT_R);
 	if (KG_USE(wtype, M)) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
 		return;
@@ -1491,20 +1493,24 @@ _Static_assert(QT_R == 8, "qblock's cases");
 /*
  * Q8_0, units side by side. Its unit is 32 elements: one horizontal sum
  * per 32 products (and per activation row) would cost as much as the
- * products. So groups of 8 units are laid out side by side: step s
- * (0..7) of a group holds elements 4s..4s+3 of each of its units, unit
- * u0 + l in int32 lane l, in the weight rows (struct q8g, prepared once
- * per block of rows) and in the activation rows (kern_avx2_qact). Eight
- * steps of maddubs + madd then leave S1[u0 + l] in lane l, which is the
- * lane of quant.h's float combination: no reduction per unit at all.
- * A row's last group of cnt < 8 units is packed with a step of 4 cnt
- * bytes in the activation rows (read with masked loads) and padded with
- * zero codes and d = 0 in the weight rows (lanes of missing units: a zero
- * factor and S1 = 0, as in qrow).
+ * products. So the units are laid out side by side, in the weight rows
+ * (struct q8g, prepared once per block of rows, or built in registers)
+ * and in the activation rows (kern_avx2_qact), in groups of g = 8 units
+ * while 8 remain, then 4, 2, 1 (kg_size: the binary digits of the
+ * rest, so no lane is padding). Unit u0 + i of a group of g lies in the
+ * int32 lanes L = i (mod g), each holding one part of its 32 elements
+ * (part L / g: 4 g elements); step s (0..g-1) holds elements 4s..4s+3 of
+ * every lane's part. g steps of maddubs + madd then leave lane L with
+ * its part's sum; with g < 8 the lanes of a unit are summed (kg_fold,
+ * exact int32), so every lane of unit i holds S1[u0 + i], including the
+ * lane of quant.h's float combination ((u0 + i) % 8: u0 is a multiple
+ * of g). The float step runs in lanes [u0 % 8, u0 % 8 + g), with d = da
+ * = 0 in the others (fma(+0, x, acc) = acc): no reduction per unit at
+ * all for whole groups.
  */
 struct q8g {
-	__m256i w[8]; /* step s: elements 4s..4s+3 of the 8 units */
-	float d[8];
+	__m256i w[8]; /* step s (s < g) */
+	float d[8];   /* at the units' float lanes, 0 in the others */
 };
 
 /* The 8 x 8 int32 transpose: lane l of r[s] becomes lane s of r[l]. */
@@ -1531,31 +1537,85 @@ INLINE void tr8x8(__m256i *r)
 	}
 }
 
-/* Group u0 of a Q8_0 row (cnt of its units present): the 8 steps in w,
- * the units' d (0 for missing units) in dw. */
-INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
-		     __m256 *dw)
+/* Units in the group that starts with rem units left (Q8_0 here, Q4_K
+ * and Q6_K below). */
+INLINE int kg_size(int rem)
 {
-	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
-	__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
-		_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-	/* d of unit l: the low half of the int32 at block l (its d and
-	 * its first two codes) */
+	return rem >= 8 ? 8 : rem >= 4 ? 4 : rem >= 2 ? 2 : 1;
+}
+
+/* Lanes L, L + g, ... summed into each of them (g = 8, 4, 2, 1). */
+INLINE __m256i kg_fold(__m256i x, int g)
+{
+	if (g <= 1)
+		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0xb1));
+	if (g <= 2)
+		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4e));
+	if (g <= 4)
+		x = _mm256_add_epi32(x, _mm256_permute2x128_si256(x, x, 1));
+	return x;
+}
+
+/* Lanes [u0 % 8, u0 % 8 + g). */
+INLINE __m256i kg_mask(int u0, int g)
+{
+	__m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	int f0 = u0 % 8;
+	return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(f0 - 1)),
+				_mm256_cmpgt_epi32(_mm256_set1_epi32(f0 + g), lane));
+}
+
+/* d of the units of a Q8_0 row in the float lanes of mask, from block
+ * b + l for lane l (0 in the others): the low half of the int32 at the
+ * block (its d and its first two codes). */
+INLINE __m256 q8_d(const ggml_block_q8_0 *b, __m256i mask)
+{
 	__m256i dd = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
 		(const int *)b, _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3,
 			4, 5, 6, 7), _mm256_set1_epi32(sizeof(*b))), mask, 1);
 	dd = _mm256_and_si256(dd, _mm256_set1_epi32(0xffff));
-	*dw = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd),
-					       _mm256_extracti128_si256(dd, 1)));
-	if (cnt == 8) {
-		#pragma GCC unroll 8
-		for (int l = 0; l < 8; l++)
-			w[l] = _mm256_loadu_si256((const __m256i *)b[l].qs);
-	} else {
-		#pragma GCC unroll 8
-		for (int l = 0; l < 8; l++)
-			w[l] = l < cnt ? _mm256_loadu_si256((const __m256i *)b[l].qs)
-				       : _mm256_setzero_si256();
+	return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd),
+						_mm256_extracti128_si256(dd, 1)));
+}
+
+/* Units u0..u0+cnt-1 (cnt <= 8) of a Q8_0 row side by side: group or
+ * padded tail (unit u0 + l in lane l, zero codes and d for l >= cnt). */
+INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
+		     __m256 *dw)
+{
+	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
+
+	*dw = q8_d(b, _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
+		_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+	#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++)
+		w[l] = l < cnt ? _mm256_loadu_si256((const __m256i *)b[l].qs)
+			       : _mm256_setzero_si256();
+	tr8x8(w);
+}
+
+/* A group of g < 8 units from u0 (see struct q8g): its g steps in w,
+ * the units' d at their float lanes in dw. */
+static void q8g_load_part(const uint8_t *row, int u0, int g, __m256i *w,
+			  __m256 *dw)
+{
+	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
+
+	*dw = q8_d(b - u0 % 8, kg_mask(u0, g));
+	/* lane L: the 4 g bytes of its part (loads within the block) */
+	for (int L = 0; L < 8; L++) {
+		const int8_t *p = b[L % g].qs + 4 * g * (L / g);
+		__m128i x;
+		if (g == 4) {
+			x = _mm_loadu_si128((const __m128i *)p);
+		} else if (g == 2) {
+			x = _mm_loadl_epi64((const __m128i *)p);
+		} else {
+			int32_t v;
+			memcpy(&v, p, 4);
+			x = _mm_cvtsi32_si128(v);
+		}
+		w[L] = _mm256_castsi128_si256(x);
 	}
 	tr8x8(w);
 }
@@ -1563,98 +1623,133 @@ INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
 /* The groups of one Q8_0 row of nu units. */
 static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
 {
-	for (int u0 = 0; u0 < nu; u0 += 8, g++) {
+	for (int u0 = 0; u0 < nu; g++) {
+		int n = kg_size(nu - u0);
 		__m256i w[8];
 		__m256 dw;
-		q8g_load(row, u0, nu - u0 < 8 ? nu - u0 : 8, w, &dw);
+		if (n == 8)
+			q8g_load(row, u0, 8, w, &dw);
+		else
+			q8g_load_part(row, u0, n, w, &dw);
 		_mm256_store_ps(g->d, dw);
-		for (int s = 0; s < 8; s++)
+		for (int s = 0; s < n; s++)
 			_mm256_store_si256(&g->w[s], w[s]);
+		u0 += n;
 	}
 }
 
-/* An activation row's codes side by side (see struct q8g), in place. */
-static void q8_act(int8_t *q, int K)
+/* Groups of a row of nu units. */
+static int q8g_count(int nu)
+{
+	int n = 0;
+	for (int u0 = 0; u0 < nu; u0 += kg_size(nu - u0))
+		n++;
+	return n;
+}
+
+/* An activation row's codes side by side (see struct q8g), in place;
+ * pad: its last units (fewer than 8) as a padded tail, packed with a
+ * step of 4 cnt bytes. */
+static void q8_act(int8_t *q, int K, int pad)
 {
 	int nu = K / 32;
 
-	for (int u0 = 0; u0 < nu; u0 += 8) {
+	for (int u0 = 0; u0 < nu;) {
 		int8_t *p = q + 32 * u0;
-		int cnt = nu - u0 < 8 ? nu - u0 : 8;
-		if (cnt == 8) {
+		int g = kg_size(nu - u0), cnt = nu - u0;
+		int8_t tmp[7 * 32];
+		if (g == 8) {
 			__m256i r[8];
 			for (int l = 0; l < 8; l++)
 				r[l] = _mm256_loadu_si256((const __m256i *)(p + 32 * l));
 			tr8x8(r);
 			for (int s = 0; s < 8; s++)
 				_mm256_storeu_si256((__m256i *)(p + 32 * s), r[s]);
-		} else {
-			int8_t tmp[7 * 32];
+		} else if (pad) {
 			memcpy(tmp, p, (size_t)32 * cnt);
 			for (int s = 0; s < 8; s++)
 				for (int l = 0; l < cnt; l++)
 					memcpy(p + 4 * (cnt * s + l),
 					       tmp + 32 * l + 4 * s, 4);
+			return;
+		} else {
+			memcpy(tmp, p, (size_t)32 * g);
+			for (int s = 0; s < g; s++)
+				for (int L = 0; L < 8; L++)
+					memcpy(p + 32 * s + 4 * L,
+					       tmp + 32 * (L % g) + 4 * g * (L / g) +
+						       4 * s, 4);
 		}
+		u0 += g;
 	}
 }
 
 #define Q8_PF 8
 
-/* The 8 steps of one group of cnt units (8 when full: whole 32-byte
- * loads; the last group of fewer units, masked) of the R rows of t: each
- * step adds 4 codes of every unit, so acc[r] ends with each unit's S1 in
- * its own lane. */
-INLINE void q8g_steps(const struct qtile *t, const struct q8g *g,
-		      const __m256i *wr, int u0, int cnt, __m256i mask,
-		      __m256i *acc, const int R, const int prep,
-		      const int full)
+/* n steps from u0 of the R rows of t: acc[r] += each lane's sum. Step
+ * s's activations are at 32 u0 + st s, read whole (st = 32: a group)
+ * or masked (the padded tail: st = 4 cnt). */
+INLINE void q8g_steps(const struct qtile *t, const __m256i *w, int u0,
+		      const int n, int st, __m256i mask, __m256i *acc,
+		      const int R, const int masked)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 
 	#pragma GCC unroll 8
-	for (int s = 0; s < 8; s++) {
-		__m256i w = prep ? _mm256_load_si256(&g->w[s]) : wr[s];
-		__m256i aw = _mm256_sign_epi8(w, w);
+	for (int s = 0; s < n; s++) {
+		__m256i aw = _mm256_sign_epi8(w[s], w[s]);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
-			const int8_t *q = t->q[r] + 32 * u0 +
-					  (full ? 32 : 4 * cnt) * s;
-			__m256i a = full ? _mm256_loadu_si256((const __m256i *)q)
-					 : _mm256_maskload_epi32((const int *)q,
-								 mask);
+			const int8_t *q = t->q[r] + 32 * u0 + st * s;
+			__m256i a = masked ? _mm256_maskload_epi32((const int *)q, mask)
+					   : _mm256_loadu_si256((const __m256i *)q);
 			acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(
-				_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
+				_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w[s])),
 				ones));
 			IN_REG(acc[r]);
 		}
 	}
 }
 
-/* Weight row j + c (its groups when prep, else its blocks, side by side
+/* facc[r] += quant.h's float step in the lanes of mask (da of lane l:
+ * t->d[r][ub + l]). */
+INLINE void q8g_float(const struct qtile *t, int ub, __m256i mask, __m256 dw,
+		      const __m256i *acc, __m256 *facc, const int R)
+{
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		__m256 da = _mm256_maskload_ps(t->d[r] + ub, mask);
+		facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da),
+					  _mm256_cvtepi32_ps(acc[r]), facc[r]);
+	}
+}
+
+/* Weight row j (its groups wg when prep, else its blocks, side by side
  * in registers on the way: for a tile or two of rows) against the R rows
- * of t: res[r]. */
+ * of t: res[r]. The last units (fewer than 8) are groups of 4, 2, 1 when
+ * prep, else one padded tail (as q8_act lays out the activations for
+ * each case). */
 INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		    const struct qtile *t, float *res, const int R,
 		    const int prep)
 {
 	const uint8_t *row = (const uint8_t *)mm->W + (size_t)j * mm->row_bytes;
-	int nu = mm->K / 32;
+	const __m256i all = _mm256_set1_epi32(-1);
+	int nu = mm->K / 32, u0 = 0;
 	__m256 facc[QT_R];
+	__m256i acc[QT_R];
 
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		facc[r] = _mm256_setzero_ps();
-	for (int u0 = 0; u0 < nu; u0 += 8) {
-		int cnt = nu - u0 < 8 ? nu - u0 : 8;
-		const struct q8g *g = prep ? wg + u0 / 8 : NULL;
-		__m256i acc[QT_R], wr[8];
-		__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
-			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	for (; u0 + 8 <= nu; u0 += 8, wg++) {
+		__m256i wr[8];
 		__m256 dw;
-
 		if (prep) {
-			dw = _mm256_load_ps(g->d);
+			dw = _mm256_load_ps(wg->d);
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++)
+				wr[s] = _mm256_load_si256(&wg->w[s]);
 		} else {
 			/* the group Q8_PF groups ahead (the next rows' at the
 			 * end of this one) */
@@ -1663,21 +1758,43 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 			#pragma GCC unroll 5
 			for (int o = 0; o < 5 * 64; o += 64)
 				_mm_prefetch(pf + o, _MM_HINT_T0);
-			q8g_load(row, u0, cnt, wr, &dw);
+			q8g_load(row, u0, 8, wr, &dw);
 		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = _mm256_setzero_si256();
-		if (cnt == 8)
-			q8g_steps(t, g, wr, u0, 8, mask, acc, R, prep, 1);
-		else
-			q8g_steps(t, g, wr, u0, cnt, mask, acc, R, prep, 0);
+		q8g_steps(t, wr, u0, 8, 32, all, acc, R, 0);
+		q8g_float(t, u0, all, dw, acc, facc, R);
+	}
+	if (u0 < nu && !prep) {
+		int cnt = nu - u0;
+		__m256i wr[8];
+		__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
+			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		__m256 dw;
+		q8g_load(row, u0, cnt, wr, &dw);
 		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++) {
-			__m256 da = _mm256_maskload_ps(t->d[r] + u0, mask);
-			facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da),
-						  _mm256_cvtepi32_ps(acc[r]), facc[r]);
+		for (int r = 0; r < R; r++)
+			acc[r] = _mm256_setzero_si256();
+		q8g_steps(t, wr, u0, 8, 4 * cnt, mask, acc, R, 1);
+		q8g_float(t, u0, mask, dw, acc, facc, R);
+	}
+	for (; u0 < nu && prep; wg++) {
+		int n = kg_size(nu - u0);
+		__m256i mask = kg_mask(u0, n);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			acc[r] = _mm256_setzero_si256();
+		for (int s = 0; s < n; s++) {
+			__m256i w1[1] = {_mm256_load_si256(&wg->w[s])};
+			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0);
 		}
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			acc[r] = kg_fold(acc[r], n);
+		q8g_float(t, u0 - u0 % 8, mask, _mm256_load_ps(wg->d), acc,
+			  facc, R);
+		u0 += n;
 	}
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
@@ -1698,16 +1815,24 @@ INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 	}
 }
 
-/* Tiles of at most Q8_DIRECT_R rows read the blocks directly. */
-#define Q8_DIRECT_R 2
 
 static void q8g_block_r(const struct kern_mm *mm, const struct qtile *t,
 			int R, int m0, int j, int jn, const struct q8g *w,
 			int ng)
 {
 	switch (R) {
-	case 1: q8g_block(mm, t, m0, j, jn, w, ng, 1, !!w); break;
-	case 2: q8g_block(mm, t, m0, j, jn, w, ng, 2, !!w); break;
+	case 1:
+		if (w)
+			q8g_block(mm, t, m0, j, jn, w, ng, 1, 1);
+		else
+			q8g_block(mm, t, m0, j, jn, w, ng, 1, 0);
+		break;
+	case 2:
+		if (w)
+			q8g_block(mm, t, m0, j, jn, w, ng, 2, 1);
+		else
+			q8g_block(mm, t, m0, j, jn, w, ng, 2, 0);
+		break;
 	case 3: q8g_block(mm, t, m0, j, jn, w, ng, 3, 1); break;
 	case 4: q8g_block(mm, t, m0, j, jn, w, ng, 4, 1); break;
 	case 5: q8g_block(mm, t, m0, j, jn, w, ng, 5, 1); break;
@@ -1773,12 +1898,6 @@ INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
  * in the others: fma(+0, x, acc) = acc.
  */
 #define KG_VECS(g) (10 * (g) + 2)
-
-/* Units in the group that starts with rem units left. */
-INLINE int kg_size(int rem)
-{
-	return rem >= 8 ? 8 : rem >= 4 ? 4 : rem >= 2 ? 2 : 1;
-}
 
 /* Prepared bytes of a row of nu units. */
 static size_t kg_row_bytes(int nu)
@@ -1918,18 +2037,6 @@ static void kg_act(quant_arow *a, int K, int kind)
 	}
 }
 
-/* Lanes L, L + g, ... summed into each of them (g = 8, 4, 2, 1). */
-INLINE __m256i kg_fold(__m256i x, int g)
-{
-	if (g <= 1)
-		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0xb1));
-	if (g <= 2)
-		x = _mm256_add_epi32(x, _mm256_shuffle_epi32(x, 0x4e));
-	if (g <= 4)
-		x = _mm256_add_epi32(x, _mm256_permute2x128_si256(x, x, 1));
-	return x;
-}
-
 /* The group of g units from u0 (prepared at v) against the R rows of t. */
 INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		     __m256 *facc, const int R, const int kind)
@@ -1998,10 +2105,7 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		else
 			acc[r] = _mm256_add_epi32(acc[r], m);
 	}
-	__m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-	__m256i mask = _mm256_and_si256(
-		_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(f0 - 1)),
-		_mm256_cmpgt_epi32(_mm256_set1_epi32(f0 + g), lane));
+	__m256i mask = kg_mask(u0, g);
 	__m256 dwv = _mm256_load_ps((const float *)(v + 10 * g));
 	__m256 dmv = _mm256_load_ps((const float *)(v + 10 * g + 1));
 	#pragma GCC unroll 8
@@ -2110,7 +2214,7 @@ static void kg_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int nu = mm->K / 32, ng = (nu + 7) / 8;
+	int nu = mm->K / 32, ng = q8g_count(nu);
 	size_t ws = (size_t)ng * sizeof(struct q8g);
 	int jb = (int)(QT_PREP_BYTES / ws);
 	struct q8g *buf;

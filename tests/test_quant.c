@@ -433,14 +433,15 @@ static void test_int_tiles(void **state)
 		uint32_t t = types[ti];
 		/* K-quants: 2 or 9 units (9: two passes of a tile over the
 		 * row, 2048 elements each); 1, 6, 7 and 15 units (Q4_K's
-		 * groups side by side for M > 32: 1; 4 + 2; 4 + 2 + 1;
-		 * 8 + 4 + 2 + 1). 28 (896, Qwen2.5-0.5B's dim), 16, 9 or 73
-		 * units of 32 (groups of 8 units: a last group of 4, none, 1,
-		 * 1; 73: two passes) */
+		 * groups side by side for M > 24: 1; 4 + 2; 4 + 2 + 1;
+		 * 8 + 4 + 2 + 1). Units of 32 (Q8_0's groups side by side
+		 * the same way): 28 (896, Qwen2.5-0.5B's dim: 8 + 8 + 8 + 4),
+		 * 16, 9 (8 + 1), 73 (two passes of other types' tiles), 7
+		 * (4 + 2 + 1) and 10 (8 + 2) */
 		int kq = quant_unit(t) == QK_K;
 		int Ks[6] = {kq ? 512 : 896, kq ? 2304 : 512,
 			     kq ? 256 : 288, kq ? 1536 : 2336,
-			     kq ? 1792 : 0, kq ? 3840 : 0};
+			     kq ? 1792 : 224, kq ? 3840 : 320};
 		for (int ki = 0; ki < 6 && Ks[ki]; ki++) {
 			int K = Ks[ki];
 			size_t rb = ggml_row_bytes(t, (uint64_t)K);
