@@ -1197,10 +1197,12 @@ static void kg_act(quant_arow *a, int K, int kind);
 #define KG_USE(wt, M) (((wt) == GGML_TYPE_Q4_K && (M) > 3 * QT_R) || \
 		       ((wt) == GGML_TYPE_Q6_K && (M) > 4 * QT_R))
 
-/* Q4_K's and Q6_K's layout of activation codes (see pair_u): per 64,
- * the byte pairs of elements 0..31 and 32..63 interleaved as
- * unpack{lo,hi}_epi16 interleave them. Q8_0's: units side by side (struct q8g). Other types
- * keep quant_act_row's order. */
+/* The activation rows' layout for the kernel of M rows of wtype (the
+ * values are unchanged). Q4_K and Q6_K: with KG_USE, units side by
+ * side (kg_act, codes and bsum); else per 64 the byte pairs of elements
+ * 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16 interleave them
+ * (see pair_u). Q8_0: units side by side (struct q8g, q8_act). Other
+ * types keep quant_act_row's order. */
 void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M)
 {
 	if (wtype == GGML_TYPE_Q8_0)
@@ -1886,10 +1888,14 @@ INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
  *      steps' maddubs sums add up in int16 (at most 4 x 63 x 127 =
  *      32004) and one madd applies both groups' scales (lane L: one per
  *      word).
- *  - g steps of the activations' bsum (groups of 16 2s, 2s + 1 of lane
- *    L's part, laid out alike) against, in lane L's words, Q4_K: the min
- *    of its sub-block (L / g) g + s, twice (S2); Q6_K: -32 sc of the two
- *    groups (the codes' offset, added to S1).
+ *  - the steps of the activations' sums (kg_min_steps; laid out by
+ *    kg_act) against, in lane L's words:
+ *    Q4_K (S2): the mins of sub-blocks 2s, 2s + 1 of lane L's part
+ *      (g / 2 steps), against the sums of those sub-blocks (each the sum
+ *      of two bsum); with g = 1, one step of its sub-block's min and sum
+ *      (and 0 in the other word);
+ *    Q6_K (added to S1): -32 sc of groups of 16 2s, 2s + 1 of the part
+ *      (g steps), against their bsum.
  *  - d and dm (Q4_K: -dmin; Q6_K: 0) at the units' float lanes, 0 in the
  *    others.
  * With g < 8 the lanes L, L + g, ... of a unit are summed (exact int32),
@@ -1917,15 +1923,22 @@ INLINE __m256i q6g_order(__m256i x)
 				 _mm_unpackhi_epi16(a, b));
 }
 
-/* x[L] (lane L's unit's 8 int32 per sub-block) into the g vectors of a
- * group: vector c, lane L = x[L]'s entry (L / g) g + c. */
-INLINE void kg_lanes(__m256i *x, int g)
+/* x[L] (8 int32 of lane L's unit) into the vectors of a group of g:
+ * vector c, lane L = x[L]'s entry (L / g) per + c. */
+INLINE void kg_lanes(__m256i *x, int g, int per)
 {
 	for (int L = 0; L < 8; L++)
 		x[L] = _mm256_permutevar8x32_epi32(x[L], _mm256_add_epi32(
 			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-			_mm256_set1_epi32(L / g * g)));
+			_mm256_set1_epi32(L / g * per)));
 	tr8x8(x);
+}
+
+/* Steps of the mins (Q4_K: a pair of sub-blocks per lane, one sub-block
+ * when g = 1) or of the offsets (Q6_K: a sub-block per lane). */
+INLINE int kg_min_steps(int g, int kind)
+{
+	return kind == QK_Q6_K ? g : g > 1 ? g / 2 : 1;
 }
 
 /* The group of g units from u0 of a Q4_K or Q6_K row (kind) into v. */
@@ -1935,8 +1948,9 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	int f0 = u0 % 8;
 	__m256i cod[8][8]; /* unit i, sub-block b: codes (Q6_K: + 32) */
-	/* unit i, int32 per sub-block: Q4_K its scale twice, its min twice;
-	 * Q6_K its two groups' scales, -32 times them */
+	/* unit i, int32 per sub-block: Q4_K its scale twice; Q6_K its two
+	 * groups' scales. mn: Q4_K its mins in pairs (with g = 1: each
+	 * alone, the other word 0); Q6_K -32 times its scales */
 	__m256i sc[8], mn[8];
 	_Alignas(32) float d[8] = {0}, dm[8] = {0};
 
@@ -1944,9 +1958,14 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 		if (kind == QK_Q4_K) {
 			const uint8_t *b = row + (u0 + i) * sizeof(ggml_block_q4_K);
 			__m256i sc16;
-			q4k_scales(b, &sc16, &mn[i], &d[f0 + i], &dm[f0 + i]);
+			__m256i mn16;
+			q4k_scales(b, &sc16, &mn16, &d[f0 + i], &dm[f0 + i]);
 			sc16 = _mm256_permute4x64_epi64(sc16, 0x54);
 			sc[i] = _mm256_unpacklo_epi16(sc16, sc16);
+			/* mn16: each min twice; its first words */
+			mn16 = _mm256_and_si256(mn16, _mm256_set1_epi32(0xffff));
+			mn[i] = g == 1 ? mn16 : _mm256_permute4x64_epi64(
+				_mm256_packus_epi32(mn16, mn16), 0x08);
 			for (int j = 0; j < 4; j++) {
 				__m256i q = _mm256_loadu_si256(
 					(const __m256i *)(b + 16 + 32 * j));
@@ -1978,12 +1997,12 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 		x[L] = sc[L % g];
 		y[L] = mn[L % g];
 	}
-	kg_lanes(x, g);
-	kg_lanes(y, g);
-	for (int c = 0; c < g; c++) {
+	kg_lanes(x, g, g);
+	kg_lanes(y, g, kind == QK_Q4_K && g > 1 ? g / 2 : g);
+	for (int c = 0; c < g; c++)
 		_mm256_store_si256(v + 9 * c + 8, x[c]);
+	for (int c = 0; c < kg_min_steps(g, kind); c++)
 		_mm256_store_si256(v + 9 * g + c, y[c]);
-	}
 	_mm256_store_ps((float *)(v + 10 * g), _mm256_load_ps(d));
 	_mm256_store_ps((float *)(v + 10 * g + 1), _mm256_load_ps(dm));
 }
@@ -2028,11 +2047,23 @@ static void kg_act(quant_arow *a, int K, int kind)
 					memcpy(q + 256 * c + 32 * s + 4 * L,
 					       x + 4 * s, 4);
 			}
-		for (int s = 0; s < g; s++)
-			for (int L = 0; L < 8; L++)
-				memcpy(bs + 16 * s + 2 * L,
-				       tb + 16 * (L % g) + 2 * g * (L / g) + 2 * s,
-				       4);
+		for (int s = 0; s < kg_min_steps(g, kind); s++)
+			for (int L = 0; L < 8; L++) {
+				const int16_t *x = tb + 16 * (L % g);
+				int16_t *y = bs + 16 * s + 2 * L;
+				if (kind == QK_Q6_K) {
+					/* groups of 16 2s, 2s + 1 of the part */
+					memcpy(y, x + 2 * g * (L / g) + 2 * s, 4);
+				} else if (g > 1) {
+					/* sub-blocks 2s, 2s + 1 of the part */
+					int b = g * (L / g) + 2 * s;
+					y[0] = (int16_t)(x[2 * b] + x[2 * b + 1]);
+					y[1] = (int16_t)(x[2 * b + 2] + x[2 * b + 3]);
+				} else {
+					y[0] = (int16_t)(x[2 * L] + x[2 * L + 1]);
+					y[1] = 0;
+				}
+			}
 		u0 += g;
 	}
 }
@@ -2096,7 +2127,7 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
 		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + 9 * g),
 					      _mm256_loadu_si256((const __m256i *)b));
-		for (int s = 1; s < g; s++)
+		for (int s = 1; s < kg_min_steps(g, kind); s++)
 			m = _mm256_add_epi32(m, _mm256_madd_epi16(
 				_mm256_load_si256(v + 9 * g + s),
 				_mm256_loadu_si256((const __m256i *)(b + 16 * s))));

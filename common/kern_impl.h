@@ -51,8 +51,10 @@ struct kern_ops {
 	/* quantized W times the integer activations mm->xq, columns
 	 * [j0, j1) for all M rows: quant.h's S1/S2 and combination */
 	void (*qmatmul)(const struct kern_mm *mm, int j0, int j1);
-	/* optional: rearranges the codes a->q of an activation row of K for
-	 * this qmatmul (values unchanged; bsum, d, s untouched) */
+	/* optional: lays out the codes a->q and the sums a->bsum of an
+	 * activation row of K for this qmatmul of M rows (the layout may
+	 * depend on M; d and s untouched; the integer sums the kernel
+	 * forms from them are unchanged) */
 	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M);
 	/* optional: quant_act_row, the same bits (faster) */
 	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
