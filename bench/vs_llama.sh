@@ -1,0 +1,54 @@
+#!/bin/sh
+# vs_llama — quorum bench against llama.cpp's llama-batched-bench on the
+# same GGUF files, the two programs alternating: for each file and each
+# N, ROUNDS rounds of (quorum, llama.cpp), each program's best prefill
+# and best decode kept. A shared machine's speed moves from one minute
+# to the next (other tenants), so one run of each can differ by 2x;
+# alternating and keeping the best of each compares the two at their
+# least disturbed. Prints one markdown row per (file, N): prefill tok/s
+# (prompt tokens / prefill seconds) and decode tok/s (N x NEW / decode
+# seconds) of both, and the ratios.
+#
+#   LLAMA_BENCH=/path/to/llama-batched-bench sh bench/vs_llama.sh FILE...
+#   env: BENCH_NS      sample counts (default "1 8 32")
+#        BENCH_ROUNDS  rounds per (file, N) (default 3)
+#        BENCH_NEW     new tokens per sample (default 64)
+#        BENCH_THREADS threads of both (default 2)
+#        QUORUM        quorum binary (default build/quorum)
+# llama.cpp is not part of this project: build it yourself (CPU, f16 KV
+# here as in quorum's default). quorum bench warms up untimed first, as
+# llama-batched-bench does; its prompt is ~200 tokens (llama.cpp's
+# exactly 200), its decode time includes sampling (llama.cpp's does not
+# sample).
+set -u
+Q=${QUORUM:-build/quorum}
+L=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-batched-bench}
+NS=${BENCH_NS:-1 8 32}
+R=${BENCH_ROUNDS:-3}
+NEW=${BENCH_NEW:-64}
+T=${BENCH_THREADS:-2}
+[ $# -ge 1 ] || { echo "usage: LLAMA_BENCH=... $0 FILE.gguf..." >&2; exit 2; }
+
+echo "| file | N | quorum prefill | llama.cpp prefill | ratio | quorum decode | llama.cpp decode | ratio |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for f in "$@"; do
+	for n in $NS; do
+		for i in $(seq "$R"); do
+			# quorum: prompt tokens from its header, then N's row
+			"$Q" bench --model "$f" --prompt-tokens 200 --new "$NEW" \
+				--ns "$n" --modes batched --threads "$T" \
+				--kv-type f16 2>&1 |
+				awk '/^prompt /{p=$2} /batched/{print "q", p/$4, $5}'
+			"$L" -m "$f" -c 16384 -b 2048 -ub 512 -npp 200 \
+				-ntg "$NEW" -npl "$n" -pps -kvu -t "$T" -tb "$T" 2>&1 |
+				awk -F'|' '/^\| +200 /{print "l", $7+0, $9+0}'
+		done | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
+			{ if ($2 > pp[$1]) pp[$1] = $2; if ($3 > tg[$1]) tg[$1] = $3 }
+			END {
+				if (!pp["q"] || !pp["l"]) { print "| " f " | " n " | failed |"; exit 1 }
+				printf "| %s | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n",
+				       f, n, pp["q"], pp["l"], pp["q"] / pp["l"],
+				       tg["q"], tg["l"], tg["q"] / tg["l"]
+			}'
+	done
+done
