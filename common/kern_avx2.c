@@ -1941,13 +1941,37 @@ INLINE int kg_min_steps(int g, int kind)
 	return kind == QK_Q6_K ? g : g > 1 ? g / 2 : 1;
 }
 
+/* Sub-block sb (32 codes, in the groups' order) of unit u of a Q4_K or
+ * Q6_K row (Q6_K: codes + 32). */
+INLINE __m256i kg_chunk(const uint8_t *row, int u, int sb, const int kind)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+
+	if (kind == QK_Q4_K) {
+		const ggml_block_q4_K *b = (const ggml_block_q4_K *)row + u;
+		__m256i q = _mm256_loadu_si256((const __m256i *)(b->qs +
+								 32 * (sb / 2)));
+		return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(
+			4 * (sb & 1))), m4);
+	}
+	/* Q6_K: half h = sb / 4, chunk k = sb % 4 of q6k_codes */
+	const ggml_block_q6_K *b = (const ggml_block_q6_K *)row + u;
+	int h = sb / 4, k = sb % 4;
+	__m256i l = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h +
+							 32 * (k & 1)));
+	__m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+	__m256i lo = _mm256_and_si256(_mm256_srl_epi16(l, _mm_cvtsi32_si128(
+		4 * (k >> 1))), m4);
+	__m256i hi = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(
+		2 * k)), _mm256_set1_epi8(0x03));
+	return q6g_order(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+}
+
 /* The group of g units from u0 of a Q4_K or Q6_K row (kind) into v. */
 static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 			  __m256i *v)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	int f0 = u0 % 8;
-	__m256i cod[8][8]; /* unit i, sub-block b: codes (Q6_K: + 32) */
 	/* unit i, int32 per sub-block: Q4_K its scale twice; Q6_K its two
 	 * groups' scales. mn: Q4_K its mins in pairs (with g = 1: each
 	 * alone, the other word 0); Q6_K -32 times its scales */
@@ -1966,28 +1990,17 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 			mn16 = _mm256_and_si256(mn16, _mm256_set1_epi32(0xffff));
 			mn[i] = g == 1 ? mn16 : _mm256_permute4x64_epi64(
 				_mm256_packus_epi32(mn16, mn16), 0x08);
-			for (int j = 0; j < 4; j++) {
-				__m256i q = _mm256_loadu_si256(
-					(const __m256i *)(b + 16 + 32 * j));
-				cod[i][2 * j] = _mm256_and_si256(q, m4);
-				cod[i][2 * j + 1] = _mm256_and_si256(
-					_mm256_srli_epi16(q, 4), m4);
-			}
 		} else {
 			const ggml_block_q6_K *b = (const ggml_block_q6_K *)row +
 						   u0 + i;
 			q6k_scales(b, &sc[i], &mn[i], &d[f0 + i]);
-			for (int h = 0; h < 2; h++) {
-				q6k_codes(b, h, cod[i] + 4 * h);
-				for (int k = 0; k < 4; k++)
-					cod[i][4 * h + k] = q6g_order(cod[i][4 * h + k]);
-			}
 		}
 	}
 	for (int c = 0; c < g; c++) {
 		__m256i r[8];
+		#pragma GCC unroll 8
 		for (int L = 0; L < 8; L++)
-			r[L] = cod[L % g][L / g * g + c];
+			r[L] = kg_chunk(row, u0 + L % g, L / g * g + c, kind);
 		tr8x8(r);
 		for (int s = 0; s < 8; s++)
 			_mm256_store_si256(v + 9 * c + s, r[s]);
