@@ -843,7 +843,7 @@ void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a)
  * are paid once per tile. Weight rows go in blocks: a block stays in
  * cache while every tile of rows passes over it. With many tiles
  * (KG_USE), Q4_K and Q6_K blocks of rows are first decoded into another
- * form, units side by side (kg_qmatmul), and Q8_0 always goes its own
+ * form, units side by side (kg_prep, kg_block; both driven by qprep_run), and Q8_0 goes its own
  * way (q8_qmatmul).
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
@@ -931,19 +931,6 @@ INLINE void pair_u(__m256i *acc, const struct qtile *t, int k, __m256i x,
 	}
 }
 
-/* A unit of Q4_K / Q6_K decoded for the tiles: written once per block of
- * weight rows when many tiles of rows pass over it (M > 4 QT_R). */
-struct q4k_unit {
-	__m256i x[4], y[4], sc[4]; /* codes of sub-blocks 2c, 2c+1; scales */
-	__m256i mn;                /* 16 mins (one per group of 16) */
-	float d, dm;
-};
-struct q6k_unit {
-	__m256i x[4], y[4], sc[4]; /* codes + 32 of chunk pairs; scales */
-	__m256i off;               /* -32 sc[g] */
-	float d;
-};
-
 /* Q4_K's scales (both lanes: sc[0..7] as int16), mins (16, one per group
  * of 16), d and -dmin. */
 INLINE void q4k_scales(const uint8_t *blk, __m256i *sc16, __m256i *mn16,
@@ -1005,35 +992,22 @@ INLINE void qk_prefetch(const void *blk, const size_t bb)
 	_mm_prefetch(p + bb - 1, _MM_HINT_T0);
 }
 
-/* src: the block, or its q4k_unit when prep. */
-INLINE void unit_q4_K(const void *src, const int prep, const struct qtile *t,
-		      int k, __m256i *s1, __m256i *s2, float *dw, float *dmw,
+/* src: the block (read directly). */
+INLINE void unit_q4_K(const void *src, const struct qtile *t, int k,
+		      __m256i *s1, __m256i *s2, float *dw, float *dmw,
 		      const int R)
 {
-	const struct q4k_unit *pu = src;
 	__m256i acc[QT_R], sc16, mn16;
 
-	if (prep) {
-		mn16 = pu->mn;
-		*dw = pu->d;
-		*dmw = pu->dm;
-	} else {
-		qk_prefetch(src, sizeof(ggml_block_q4_K));
-		q4k_scales(src, &sc16, &mn16, dw, dmw);
-	}
+	qk_prefetch(src, sizeof(ggml_block_q4_K));
+	q4k_scales(src, &sc16, &mn16, dw, dmw);
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_setzero_si256();
 	#pragma GCC unroll 4
 	for (int c = 0; c < 4; c++) {
 		__m256i x, y, sc;
-		if (prep) {
-			x = _mm256_load_si256(&pu->x[c]);
-			y = _mm256_load_si256(&pu->y[c]);
-			sc = _mm256_load_si256(&pu->sc[c]);
-		} else {
-			q4k_chunk(src, sc16, c, &x, &y, &sc);
-		}
+		q4k_chunk(src, sc16, c, &x, &y, &sc);
 		pair_u(acc, t, k + 64 * c, x, y, sc, R);
 	}
 	#pragma GCC unroll 8
@@ -1101,19 +1075,13 @@ INLINE void q6k_half(const ggml_block_q6_K *b, __m256i sc16, int h,
 	}
 }
 
-INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
-		      int k, __m256i *s1, float *dw, const int R)
+INLINE void unit_q6_K(const void *src, const struct qtile *t, int k,
+		      __m256i *s1, float *dw, const int R)
 {
-	const struct q6k_unit *pu = src;
 	__m256i acc[QT_R], sc16, off;
 
-	if (prep) {
-		off = pu->off;
-		*dw = pu->d;
-	} else {
-		qk_prefetch(src, sizeof(ggml_block_q6_K));
-		q6k_scales(src, &sc16, &off, dw);
-	}
+	qk_prefetch(src, sizeof(ggml_block_q6_K));
+	q6k_scales(src, &sc16, &off, dw);
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_madd_epi16(off, _mm256_loadu_si256(
@@ -1121,16 +1089,7 @@ INLINE void unit_q6_K(const void *src, const int prep, const struct qtile *t,
 	#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
 		__m256i x[2], y[2], sc[2];
-		if (prep) {
-			#pragma GCC unroll 2
-			for (int p = 0; p < 2; p++) {
-				x[p] = _mm256_load_si256(&pu->x[2 * h + p]);
-				y[p] = _mm256_load_si256(&pu->y[2 * h + p]);
-				sc[p] = _mm256_load_si256(&pu->sc[2 * h + p]);
-			}
-		} else {
-			q6k_half(src, sc16, h, x, y, sc);
-		}
+		q6k_half(src, sc16, h, x, y, sc);
 		#pragma GCC unroll 2
 		for (int p = 0; p < 2; p++)
 			pair_u(acc, t, k + 128 * h + 64 * p, x[p], y[p], sc[p], R);
@@ -1193,7 +1152,7 @@ static void q8_act(int8_t *q, int K, int pad);
 /* Q8_0 with at most Q8_DIRECT_R rows reads the blocks directly. */
 #define Q8_DIRECT_R 2
 static void kg_act(quant_arow *a, int K, int kind);
-/* Q4_K's and Q6_K's units side by side (kg_qmatmul) for M rows of K:
+/* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of K:
  * from 4 tiles on; Q6_K's rows longer than one pass of 8 units (2048)
  * from 5 (measured on Zen 3: the packed rows' direct path is faster
  * below) */
@@ -1249,27 +1208,18 @@ INLINE float tree4(__m256 acc)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-/* One weight row (its blocks, or a quant_wrow for QK_GEN) against the R
- * rows of t: res[r]. */
-INLINE void qrow(const void *wrow, int K, int u_lo, int u_hi,
-		 const struct qtile *t, __m256 *facc, const int R,
-		 const int kind, const int prep)
+/* One weight row (Q5_0 blocks, or a quant_wrow for QK_GEN), units
+ * [u_lo, u_hi), against the R rows of t: facc[r]. (Packed Q4_K and Q6_K
+ * rows: qrow_direct.) */
+INLINE void qrow(const void *wrow, int u_lo, int u_hi, const struct qtile *t,
+		 __m256 *facc, const int R, const int kind)
 {
 	const quant_wrow *gw = wrow;
-	const int unit = kind == QK_GEN ? gw->unit :
-			 kind == QK_Q4_K || kind == QK_Q6_K ? QK_K : 32;
-	const size_t bb = kind == QK_Q4_K ? (prep ? sizeof(struct q4k_unit) :
-					     sizeof(ggml_block_q4_K)) :
-			  kind == QK_Q6_K ? (prep ? sizeof(struct q6k_unit) :
-					     sizeof(ggml_block_q6_K)) :
-			  kind == QK_Q5_0 ? sizeof(ggml_block_q5_0) :
-					    sizeof(ggml_block_q8_0);
-	const int min_k = kind == QK_Q4_K ||
-			  (kind == QK_GEN && gw->has_min && unit != 32);
+	const int unit = kind == QK_GEN ? gw->unit : 32;
+	const int min_k = kind == QK_GEN && gw->has_min && unit != 32;
 	const int min_32 = kind == QK_GEN && gw->has_min && unit == 32;
 	int nu = u_hi;
 
-	(void)K;
 	for (int u0 = u_lo; u0 < nu; u0 += 8) {
 		int cnt = nu - u0 < 8 ? nu - u0 : 8;
 		/* unit u0 + i of row r: s1v[r][i] */
@@ -1278,24 +1228,13 @@ INLINE void qrow(const void *wrow, int K, int u_lo, int u_hi,
 
 		for (int i = 0; i < cnt; i++) {
 			int u = u0 + i;
-			const uint8_t *blk = (const uint8_t *)wrow + (size_t)u * bb;
-			switch (kind) {
-			case QK_Q4_K:
-				unit_q4_K(blk, prep, t, u * QK_K, &s1v[0][i],
-					  &s2v[0][i], &dw[i], &dmw[i], R);
-				break;
-			case QK_Q6_K:
-				unit_q6_K(blk, prep, t, u * QK_K, &s1v[0][i],
-					  &dw[i], R);
-				break;
-			case QK_Q5_0:
-				unit_q5_0(blk, t, u * 32, &s1v[0][i], &dw[i], R);
-				break;
-			default:
+			if (kind == QK_Q5_0)
+				unit_q5_0((const uint8_t *)wrow + (size_t)u *
+						  sizeof(ggml_block_q5_0),
+					  t, u * 32, &s1v[0][i], &dw[i], R);
+			else
 				unit_gen(gw, t, u, &s1v[0][i], &s2v[0][i], &dw[i],
 					 &dmw[i], R);
-				break;
-			}
 		}
 		/* missing units: zero (stores one by one, not a memset call) */
 		#pragma GCC unroll 8
@@ -1343,10 +1282,10 @@ INLINE void qunit_direct(const uint8_t *wrow, int u0, int i, int cnt,
 
 	if (i < cnt) {
 		if (kind == QK_Q4_K)
-			unit_q4_K(wrow + (size_t)u * sizeof(ggml_block_q4_K), 0, t,
+			unit_q4_K(wrow + (size_t)u * sizeof(ggml_block_q4_K), t,
 				  u * QK_K, a1, a2, &dw[i], &dmw[i], R);
 		else
-			unit_q6_K(wrow + (size_t)u * sizeof(ggml_block_q6_K), 0, t,
+			unit_q6_K(wrow + (size_t)u * sizeof(ggml_block_q6_K), t,
 				  u * QK_K, a1, &dw[i], R);
 		return;
 	}
@@ -1426,40 +1365,16 @@ INLINE void qrow_direct(const void *wrow, int nu, const struct qtile *t,
 
 /* Units per pass of a tile over a weight row: 2048 elements, so that
  * the tile's activations (8 rows) stay in L1 with long rows (ffn_down),
- * where the weight rows are in cache (prepared or unpacked).
+ * where the weight rows are in cache (unpacked).
  * A multiple of 8: the passes split no step of the float combination,
  * whose lanes simply carry on from one pass to the next. */
 #define QT_PASS_ELEMS 2048
 
-/* Weight rows [j, j + jn) against the R rows from m0; row j + c is at
- * w + c * ws (its blocks, its prepared units, or a quant_wrow). */
-INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
-		   int j, int jn, const char *w, size_t ws, const int R,
-		   const int kind, const int prep)
+/* The results of weight rows [j, j + jn) for the R rows from m0: quant.h's
+ * tree on each one's float lanes, then the bias. */
+INLINE void qstore(const struct kern_mm *mm, int m0, int j, int jn,
+		   __m256 (*facc)[QT_R], const int R)
 {
-	int unit = quant_unit(mm->wtype), nu = mm->K / unit;
-	/* only over rows already in cache (prepared or unpacked): packed
-	 * rows stream from memory, in order */
-	int pass = prep || kind == QK_GEN ? QT_PASS_ELEMS / unit : nu;
-	__m256 facc[QT_JB][QT_R];
-
-	for (int u_lo = 0; u_lo < nu; u_lo += pass) {
-		int u_hi = nu - u_lo < pass ? nu : u_lo + pass;
-		for (int c = 0; c < jn; c++) {
-			__m256 f[QT_R];
-			#pragma GCC unroll 8
-			for (int r = 0; r < R; r++)
-				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
-			if (!prep && (kind == QK_Q4_K || kind == QK_Q6_K))
-				qrow_direct(w + (size_t)c * ws, nu, t, f, R, kind);
-			else
-				qrow(w + (size_t)c * ws, mm->K, u_lo, u_hi, t, f, R,
-				     kind, prep);
-			#pragma GCC unroll 8
-			for (int r = 0; r < R; r++)
-				facc[c][r] = f[r];
-		}
-	}
 	for (int c = 0; c < jn; c++)
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
@@ -1469,30 +1384,64 @@ INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
 		}
 }
 
+/* Weight rows [j, j + jn) against the R rows from m0; row j + c is at
+ * w + c * ws (its blocks, or a quant_wrow). */
+INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
+		   int j, int jn, const char *w, size_t ws, const int R,
+		   const int kind)
+{
+	int unit = quant_unit(mm->wtype), nu = mm->K / unit;
+	/* only over rows already in cache (unpacked): packed rows stream
+	 * from memory, in order */
+	int pass = kind == QK_GEN ? QT_PASS_ELEMS / unit : nu;
+	__m256 facc[QT_JB][QT_R];
+
+	for (int u_lo = 0; u_lo < nu; u_lo += pass) {
+		int u_hi = nu - u_lo < pass ? nu : u_lo + pass;
+		for (int c = 0; c < jn; c++) {
+			__m256 f[QT_R];
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
+			if (kind == QK_Q4_K || kind == QK_Q6_K)
+				qrow_direct(w + (size_t)c * ws, nu, t, f, R, kind);
+			else
+				qrow(w + (size_t)c * ws, u_lo, u_hi, t, f, R, kind);
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++)
+				facc[c][r] = f[r];
+		}
+	}
+	qstore(mm, m0, j, jn, facc, R);
+}
+
+/* A block of weight rows against a tile of R rows, as name(mm, t, R, m0,
+ * j, jn, w, ws): fn(mm, t, m0, j, jn, w, ws, R, kind) with R a constant
+ * in each case. */
 typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
 			  int R, int m0, int j, int jn, const char *w,
 			  size_t ws);
 
-#define QBLOCK_KIND(name, kind, prep)                                         \
-	static void name(const struct kern_mm *mm, const struct qtile *t,     \
-			 int R, int m0, int j, int jn, const char *w,         \
-			 size_t ws)                                           \
-	{                                                                     \
-		switch (R) {                                                  \
-		case 1: qblock(mm, t, m0, j, jn, w, ws, 1, kind, prep); break; \
-		case 2: qblock(mm, t, m0, j, jn, w, ws, 2, kind, prep); break; \
-		case 3: qblock(mm, t, m0, j, jn, w, ws, 3, kind, prep); break; \
-		case 4: qblock(mm, t, m0, j, jn, w, ws, 4, kind, prep); break; \
-		case 5: qblock(mm, t, m0, j, jn, w, ws, 5, kind, prep); break; \
-		case 6: qblock(mm, t, m0, j, jn, w, ws, 6, kind, prep); break; \
-		case 7: qblock(mm, t, m0, j, jn, w, ws, 7, kind, prep); break; \
-		default: qblock(mm, t, m0, j, jn, w, ws, QT_R, kind, prep);   \
-		}                                                             \
+#define QBLOCK_FN(name, fn, kind)                                            \
+	static void name(const struct kern_mm *mm, const struct qtile *t,    \
+			 int R, int m0, int j, int jn, const char *w,        \
+			 size_t ws)                                          \
+	{                                                                    \
+		switch (R) {                                                 \
+		case 1: fn(mm, t, m0, j, jn, w, ws, 1, kind); break;         \
+		case 2: fn(mm, t, m0, j, jn, w, ws, 2, kind); break;         \
+		case 3: fn(mm, t, m0, j, jn, w, ws, 3, kind); break;         \
+		case 4: fn(mm, t, m0, j, jn, w, ws, 4, kind); break;         \
+		case 5: fn(mm, t, m0, j, jn, w, ws, 5, kind); break;         \
+		case 6: fn(mm, t, m0, j, jn, w, ws, 6, kind); break;         \
+		case 7: fn(mm, t, m0, j, jn, w, ws, 7, kind); break;         \
+		default: fn(mm, t, m0, j, jn, w, ws, QT_R, kind);            \
+		}                                                            \
 	}
-QBLOCK_KIND(qblock_q4_K, QK_Q4_K, 0)
-QBLOCK_KIND(qblock_q6_K, QK_Q6_K, 0)
-QBLOCK_KIND(qblock_q5_0, QK_Q5_0, 0)
-QBLOCK_KIND(qblock_gen, QK_GEN, 0)
+QBLOCK_FN(qblock_q4_K, qblock, QK_Q4_K)
+QBLOCK_FN(qblock_q6_K, qblock, QK_Q6_K)
+QBLOCK_FN(qblock_q5_0, qblock, QK_Q5_0)
+QBLOCK_FN(qblock_gen, qblock, QK_GEN)
 
 _Static_assert(QT_R == 8, "qblock's cases");
 
@@ -1808,12 +1757,13 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 }
 
 INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
-		      int j, int jn, const struct q8g *w, int ng, const int R,
+		      int j, int jn, const char *w, size_t ws, const int R,
 		      const int prep)
 {
 	for (int c = 0; c < jn; c++) {
 		float res[QT_R];
-		q8g_row(mm, w + (size_t)c * ng, j + c, t, res, R, prep);
+		q8g_row(mm, (const struct q8g *)(w + (size_t)c * ws), j + c, t,
+			res, R, prep);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
@@ -1822,29 +1772,29 @@ INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 }
 
 
+/* qblock_fn for Q8_0: w NULL, the blocks read directly (R <= 2). */
 static void q8g_block_r(const struct kern_mm *mm, const struct qtile *t,
-			int R, int m0, int j, int jn, const struct q8g *w,
-			int ng)
+			int R, int m0, int j, int jn, const char *w, size_t ws)
 {
 	switch (R) {
 	case 1:
 		if (w)
-			q8g_block(mm, t, m0, j, jn, w, ng, 1, 1);
+			q8g_block(mm, t, m0, j, jn, w, ws, 1, 1);
 		else
-			q8g_block(mm, t, m0, j, jn, w, ng, 1, 0);
+			q8g_block(mm, t, m0, j, jn, w, ws, 1, 0);
 		break;
 	case 2:
 		if (w)
-			q8g_block(mm, t, m0, j, jn, w, ng, 2, 1);
+			q8g_block(mm, t, m0, j, jn, w, ws, 2, 1);
 		else
-			q8g_block(mm, t, m0, j, jn, w, ng, 2, 0);
+			q8g_block(mm, t, m0, j, jn, w, ws, 2, 0);
 		break;
-	case 3: q8g_block(mm, t, m0, j, jn, w, ng, 3, 1); break;
-	case 4: q8g_block(mm, t, m0, j, jn, w, ng, 4, 1); break;
-	case 5: q8g_block(mm, t, m0, j, jn, w, ng, 5, 1); break;
-	case 6: q8g_block(mm, t, m0, j, jn, w, ng, 6, 1); break;
-	case 7: q8g_block(mm, t, m0, j, jn, w, ng, 7, 1); break;
-	default: q8g_block(mm, t, m0, j, jn, w, ng, QT_R, 1);
+	case 3: q8g_block(mm, t, m0, j, jn, w, ws, 3, 1); break;
+	case 4: q8g_block(mm, t, m0, j, jn, w, ws, 4, 1); break;
+	case 5: q8g_block(mm, t, m0, j, jn, w, ws, 5, 1); break;
+	case 6: q8g_block(mm, t, m0, j, jn, w, ws, 6, 1); break;
+	case 7: q8g_block(mm, t, m0, j, jn, w, ws, 7, 1); break;
+	default: q8g_block(mm, t, m0, j, jn, w, ws, QT_R, 1);
 	}
 }
 
@@ -2199,45 +2149,22 @@ INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 		}
 		vo += vn;
 	}
-	for (int c = 0; c < jn; c++)
-		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++) {
-			float res = tree4(facc[c][r]);
-			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
-				mm->bias ? res + mm->bias[j + c] : res;
-		}
+	qstore(mm, m0, j, jn, facc, R);
 }
 
-typedef void (*kg_block_fn)(const struct kern_mm *mm, const struct qtile *t,
-			    int R, int m0, int j, int jn, const char *w,
-			    size_t ws);
 
-#define KG_BLOCK_KIND(name, kind)                                            \
-	static void name(const struct kern_mm *mm, const struct qtile *t,    \
-			 int R, int m0, int j, int jn, const char *w,        \
-			 size_t ws)                                          \
-	{                                                                    \
-		switch (R) {                                                 \
-		case 1: kg_block(mm, t, m0, j, jn, w, ws, 1, kind); break;   \
-		case 2: kg_block(mm, t, m0, j, jn, w, ws, 2, kind); break;   \
-		case 3: kg_block(mm, t, m0, j, jn, w, ws, 3, kind); break;   \
-		case 4: kg_block(mm, t, m0, j, jn, w, ws, 4, kind); break;   \
-		case 5: kg_block(mm, t, m0, j, jn, w, ws, 5, kind); break;   \
-		case 6: kg_block(mm, t, m0, j, jn, w, ws, 6, kind); break;   \
-		case 7: kg_block(mm, t, m0, j, jn, w, ws, 7, kind); break;   \
-		default: kg_block(mm, t, m0, j, jn, w, ws, QT_R, kind);      \
-		}                                                            \
-	}
-KG_BLOCK_KIND(kg_block_q4_K, QK_Q4_K)
-KG_BLOCK_KIND(kg_block_q6_K, QK_Q6_K)
+QBLOCK_FN(kg_block_q4_K, kg_block, QK_Q4_K)
+QBLOCK_FN(kg_block_q6_K, kg_block, QK_Q6_K)
 
-static void kg_qmatmul(const struct kern_mm *mm, int j0, int j1)
+/* Columns [j0, j1) in blocks of prepared weight rows of ws bytes (as
+ * many as fit QT_PREP_BYTES, at most QT_JB): prep writes each row of a
+ * block once, then every tile of rows passes over the block (blockf). */
+static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
+		      void (*prep)(const struct kern_mm *mm, const uint8_t *row,
+				   char *dst),
+		      qblock_fn blockf)
 {
-	const int q4 = mm->wtype == GGML_TYPE_Q4_K;
-	int nu = mm->K / QK_K;
-	size_t ws = kg_row_bytes(nu);
-	int jb = (int)(QT_PREP_BYTES / ws);
-	kg_block_fn blockf = q4 ? kg_block_q4_K : kg_block_q6_K;
+	int unit = quant_unit(mm->wtype), jb = (int)(QT_PREP_BYTES / ws);
 	char *buf;
 
 	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
@@ -2247,49 +2174,42 @@ static void kg_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb;
 		for (int c = 0; c < jn; c++)
-			kg_prep((const uint8_t *)mm->W + (size_t)(j + c) *
-				mm->row_bytes, nu, q4 ? QK_Q4_K : QK_Q6_K,
-				(__m256i *)(buf + (size_t)c * ws));
+			prep(mm, (const uint8_t *)mm->W + (size_t)(j + c) *
+				 mm->row_bytes, buf + (size_t)c * ws);
 		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
 			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
 			struct qtile t;
-			qtile_bind(mm, m0, R, QK_K, &t);
+			qtile_bind(mm, m0, R, unit, &t);
 			blockf(mm, &t, R, m0, j, jn, buf, ws);
 		}
 	}
 	free(buf);
 }
 
+static void kg_prep_row(const struct kern_mm *mm, const uint8_t *row,
+			char *dst)
+{
+	kg_prep(row, mm->K / QK_K, mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K :
+		QK_Q6_K, (__m256i *)dst);
+}
+
+static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
+			 char *dst)
+{
+	q8g_prep(row, mm->K / 32, (struct q8g *)dst);
+}
+
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int nu = mm->K / 32, ng = q8g_count(nu);
-	size_t ws = (size_t)ng * sizeof(struct q8g);
-	int jb = (int)(QT_PREP_BYTES / ws);
-	struct q8g *buf;
+	size_t ws = (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g);
 
 	if (mm->M <= Q8_DIRECT_R) {
 		struct qtile t;
 		qtile_bind(mm, 0, mm->M, 32, &t);
-		q8g_block_r(mm, &t, mm->M, 0, j0, j1 - j0, NULL, ng);
+		q8g_block_r(mm, &t, mm->M, 0, j0, j1 - j0, NULL, ws);
 		return;
 	}
-	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
-	buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
-	if (!buf)
-		abort(); /* a block of prepared rows per task */
-	for (int j = j0; j < j1; j += jb) {
-		int jn = j1 - j < jb ? j1 - j : jb;
-		for (int c = 0; c < jn; c++)
-			q8g_prep((const uint8_t *)mm->W + (size_t)(j + c) *
-				 mm->row_bytes, nu, buf + (size_t)c * ng);
-		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
-			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
-			struct qtile t;
-			qtile_bind(mm, m0, R, 32, &t);
-			q8g_block_r(mm, &t, R, m0, j, jn, buf, ng);
-		}
-	}
-	free(buf);
+	qprep_run(mm, j0, j1, ws, q8g_prep_row, q8g_block_r);
 }
 
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
@@ -2305,7 +2225,9 @@ void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		return;
 	}
 	if (KG_USE(mm->wtype, mm->M, mm->K)) {
-		kg_qmatmul(mm, j0, j1);
+		qprep_run(mm, j0, j1, kg_row_bytes(K / QK_K), kg_prep_row,
+			  mm->wtype == GGML_TYPE_Q4_K ? kg_block_q4_K :
+							kg_block_q6_K);
 		return;
 	}
 	switch (mm->wtype) {
