@@ -842,9 +842,9 @@ void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a)
  * the same chunk of every row of the tile, so decoding and weight bytes
  * are paid once per tile. Weight rows go in blocks: a block stays in
  * cache while every tile of rows passes over it. With many tiles
- * (KG_USE), Q4_K and Q6_K blocks of rows are first decoded into another
- * form, units side by side (kg_prep, kg_block; both driven by qprep_run), and Q8_0 goes its own
- * way (q8_qmatmul).
+ * (KG_USE) Q4_K and Q6_K blocks of rows are first rewritten with their
+ * units side by side (kg_prep, kg_block), and Q8_0 always lays its
+ * units side by side (q8g_*); qprep_run drives both.
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
  * reference's:
@@ -861,11 +861,12 @@ void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a)
  *    signed codes and the sign trick, sc per 16.
  * No maddubs pair saturates int16: |qa| <= 127, unsigned codes are
  * <= 63, |q| <= 128; no int16 sum of two Q4_K pairs overflows (<= 7620).
- * Per unit each row's partial vector is kept; every 8 units a tree turns
- * 8 of them into the lanes S1[u0..u0+7] and the float combination runs
- * in quant.h's lanes acc[u % 8]. Lanes of missing units (nu % 8) get a
- * zero factor and S1 = 0: fma(+0, +0, acc) = acc exactly, as acc, from
- * +0 by fmas, is never -0.
+ * Rows read directly (qrow, qrow_direct) keep each unit's partial
+ * vector per row; every 8 units a tree (or pairwise hadds) turns them
+ * into the lanes S1[u0..u0+7] and the float combination runs in quant.h's
+ * lanes acc[u % 8]. Lanes of missing units (nu % 8) get a zero factor
+ * and S1 = 0: fma(+0, +0, acc) = acc exactly, as acc, from +0 by fmas,
+ * is never -0.
  */
 #define QT_R 8   /* activation rows per tile */
 #define QT_JB 32 /* weight rows per block */
@@ -1772,30 +1773,17 @@ INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 }
 
 
-/* qblock_fn for Q8_0: w NULL, the blocks read directly (R <= 2). */
-static void q8g_block_r(const struct kern_mm *mm, const struct qtile *t,
-			int R, int m0, int j, int jn, const char *w, size_t ws)
+/* Q8_0's blocks of prepared rows against a tile (prep = 1), and the
+ * blocks read directly by one or two rows. */
+QBLOCK_FN(q8g_block_prep, q8g_block, 1)
+
+static void q8g_block_direct(const struct kern_mm *mm, const struct qtile *t,
+			     int R, int j, int jn)
 {
-	switch (R) {
-	case 1:
-		if (w)
-			q8g_block(mm, t, m0, j, jn, w, ws, 1, 1);
-		else
-			q8g_block(mm, t, m0, j, jn, w, ws, 1, 0);
-		break;
-	case 2:
-		if (w)
-			q8g_block(mm, t, m0, j, jn, w, ws, 2, 1);
-		else
-			q8g_block(mm, t, m0, j, jn, w, ws, 2, 0);
-		break;
-	case 3: q8g_block(mm, t, m0, j, jn, w, ws, 3, 1); break;
-	case 4: q8g_block(mm, t, m0, j, jn, w, ws, 4, 1); break;
-	case 5: q8g_block(mm, t, m0, j, jn, w, ws, 5, 1); break;
-	case 6: q8g_block(mm, t, m0, j, jn, w, ws, 6, 1); break;
-	case 7: q8g_block(mm, t, m0, j, jn, w, ws, 7, 1); break;
-	default: q8g_block(mm, t, m0, j, jn, w, ws, QT_R, 1);
-	}
+	if (R == 1)
+		q8g_block(mm, t, 0, j, jn, NULL, 0, 1, 0);
+	else
+		q8g_block(mm, t, 0, j, jn, NULL, 0, 2, 0);
 }
 
 /* Bytes of prepared rows per block: the block stays in L2 while the
@@ -2201,15 +2189,14 @@ static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
 
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	size_t ws = (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g);
-
 	if (mm->M <= Q8_DIRECT_R) {
 		struct qtile t;
 		qtile_bind(mm, 0, mm->M, 32, &t);
-		q8g_block_r(mm, &t, mm->M, 0, j0, j1 - j0, NULL, ws);
+		q8g_block_direct(mm, &t, mm->M, j0, j1 - j0);
 		return;
 	}
-	qprep_run(mm, j0, j1, ws, q8g_prep_row, q8g_block_r);
+	qprep_run(mm, j0, j1, (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g),
+		  q8g_prep_row, q8g_block_prep);
 }
 
 void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1)
