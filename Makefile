@@ -18,10 +18,15 @@ B       := build
 # SIMD translation units: compiled for their ISA, chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+# kern_int_avx2.c is built a second time with vpdpbusd (AVX-512 VNNI), and
+# for the tests a third time on AVX2 with vpdpbusd emulated
+VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni -DKERN_INT_VNNI=1
+VNNI_EMU_FLAGS := $(AVX2_FLAGS) -DKERN_INT_VNNI=2
 
 COMMON_SRC := $(sort $(wildcard common/*.c))
 PROTO_GEN  := $(B)/proto/quorum.pb-c.c $(B)/proto/quorum.pb-c.h
-COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/proto/quorum.pb-c.o
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/common/kern_int_vnni.o \
+	      $(B)/proto/quorum.pb-c.o
 COORD_SRC  := $(sort $(wildcard coordinator/*.c))
 COORD_OBJ  := $(COORD_SRC:%.c=$(B)/obj/%.o)
 WORKER_SRC := $(sort $(wildcard worker/*.c))
@@ -51,6 +56,10 @@ $(B)/tests/%.o $(B)/bench/%.o: | $(PROTO_GEN)
 
 $(B)/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
+
+$(B)/common/kern_int_vnni.o: common/kern_int_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_FLAGS) -c $< -o $@
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,7 +96,14 @@ $(B)/worker: $(WORKER_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(WORKER_OBJ) $(LIB) $(LDLIBS)
 
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS) -lcmocka
+
+# the tests that include tests/isautil.h also run the VNNI kernels' code
+# with vpdpbusd emulated
+$(B)/tests/kern_int_emu.o: common/kern_int_avx2.c | $(PROTO_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
+$(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
 
 # the scheduler in-process: the coordinator's objects but its main
 SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ))
@@ -216,7 +232,7 @@ bench-merge: deps all $(BENCH_MODEL)
 clean:
 	rm -rf $(B)
 
--include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+-include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d) $(B)/tests/kern_int_emu.d
 
 # ---- fuzzing and sanitizer builds (issue 6) --------------------------------
 #   make fuzz        each libFuzzer target for FUZZ_SECONDS (default 60);
@@ -235,7 +251,8 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
 		-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
-FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/proto/quorum.pb-c.o
+FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/common/kern_int_vnni.o \
+		$(FB)/proto/quorum.pb-c.o
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
 ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
@@ -248,11 +265,15 @@ $(FB)/proto/quorum.pb-c.c $(FB)/proto/quorum.pb-c.h &: proto/quorum.proto
 $(FUZZ_OBJ) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
 
 # The SIMD kernels go without UBSan here: clang spends minutes (8 for
-# kern_avx2.c's integer tiles) instrumenting their intrinsics, and the
+# kern_int_avx2.c's integer tiles) instrumenting their intrinsics, and the
 # fuzz targets hardly reach them; test-asan runs them under ASan+UBSan
 # (gcc), checked bit for bit against the scalar reference.
 $(FB)/%_avx2.o: FUZZ_ISA = $(AVX2_FLAGS) -fno-sanitize=undefined
 $(FB)/%_avx512.o: FUZZ_ISA = $(AVX512_FLAGS) -fno-sanitize=undefined
+$(FB)/common/kern_int_vnni.o: common/kern_int_avx2.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) $(VNNI_FLAGS) \
+		-fno-sanitize=undefined -c $< -o $@
 
 $(FB)/%.o: %.c
 	@mkdir -p $(dir $@)

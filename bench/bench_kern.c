@@ -58,15 +58,16 @@ int main(int argc, char **argv)
 	static const int Ms[] = {1, 4, 16, 32, 64};
 	static const int threads[] = {1, 2};
 	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
-	int n_types = 2, isas[3], n_isas = 0;
+	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0) {
 			n_types = 1;
 			continue;
 		}
-		for (int k = 0; k <= KERN_ISA_AVX512; k++)
-			if (strcmp(argv[i], kern_isa_name(k)) == 0)
+		for (int k = 0; k <= KERN_ISA_LAST; k++)
+			if (strcmp(argv[i], kern_isa_name(k)) == 0 &&
+			    n_isas <= KERN_ISA_LAST)
 				isas[n_isas++] = k;
 	}
 	if (n_isas == 0)

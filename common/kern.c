@@ -328,11 +328,16 @@ const struct kern_ops kern_ops_scalar = {
 
 /* ---- dispatch --------------------------------------------------------- */
 
-static const struct kern_ops *const isa_ops[] = {
-	[KERN_ISA_SCALAR] = &kern_ops_scalar,
-	[KERN_ISA_AVX2] = &kern_ops_avx2,
-	[KERN_ISA_AVX512] = &kern_ops_avx512,
-};
+#define OWN_OPS                                                            \
+	{                                                                  \
+		[KERN_ISA_SCALAR] = &kern_ops_scalar,                      \
+		[KERN_ISA_AVX2] = &kern_ops_avx2,                          \
+		[KERN_ISA_AVX512] = &kern_ops_avx512,                      \
+		[KERN_ISA_AVX512VNNI] = &kern_ops_avx512vnni,              \
+	}
+static const struct kern_ops *const own_ops[] = OWN_OPS;
+/* own_ops, or a test's emulation (kern_impl_install) */
+static const struct kern_ops *isa_ops[] = OWN_OPS;
 
 static _Atomic int cur_isa = -1;
 
@@ -344,6 +349,14 @@ static int has_f16c(void)
 	unsigned a, b, c, d;
 
 	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+/* The same for AVX512_VNNI (leaf 7, ecx bit 11). */
+static int has_vnni(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
 }
 #endif
 
@@ -357,6 +370,8 @@ int kern_isa_detect(void)
 		     __builtin_cpu_supports("avx512bw") &&
 		     __builtin_cpu_supports("avx512vl") &&
 		     __builtin_cpu_supports("avx512dq");
+	if (avx512 && has_vnni())
+		return KERN_ISA_AVX512VNNI;
 	return avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 :
 						   KERN_ISA_SCALAR;
 #else
@@ -374,7 +389,7 @@ int kern_isa(void)
 	if (env) {
 		/* A request the CPU cannot honour falls back to the best it
 		 * has: a cluster-wide setting must not crash older hosts. */
-		for (int i = KERN_ISA_SCALAR; i <= KERN_ISA_AVX512; i++)
+		for (int i = KERN_ISA_SCALAR; i <= KERN_ISA_LAST; i++)
 			if (strcmp(env, kern_isa_name(i)) == 0 && i < isa)
 				isa = i;
 	}
@@ -384,7 +399,7 @@ int kern_isa(void)
 
 int kern_set_isa(int isa)
 {
-	if (isa < KERN_ISA_SCALAR || isa > KERN_ISA_AVX512)
+	if (isa < KERN_ISA_SCALAR || isa > KERN_ISA_LAST)
 		return qerr_fail(QERR_ARG, "kern_set_isa: bad isa %d", isa);
 	if (isa > kern_isa_detect())
 		return qerr_fail(QERR_UNSUPPORTED,
@@ -392,6 +407,12 @@ int kern_set_isa(int isa)
 				 kern_isa_name(isa));
 	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
 	return QERR_OK;
+}
+
+void kern_impl_install(int isa, const struct kern_ops *o)
+{
+	isa_ops[isa] = o ? o : own_ops[isa];
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
 }
 
 const char *kern_isa_name(int isa)
@@ -403,6 +424,8 @@ const char *kern_isa_name(int isa)
 		return "avx2";
 	case KERN_ISA_AVX512:
 		return "avx512";
+	case KERN_ISA_AVX512VNNI:
+		return "avx512vnni";
 	}
 	return "unknown";
 }

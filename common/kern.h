@@ -32,12 +32,14 @@ enum kern_isa {
 	KERN_ISA_SCALAR = 0,
 	KERN_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
 	KERN_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+	KERN_ISA_AVX512VNNI = 3, /* the same + VNNI (vpdpbusd) */
+	KERN_ISA_LAST = KERN_ISA_AVX512VNNI,
 };
 
 /* Best ISA of this CPU. */
 int kern_isa_detect(void);
 /* ISA in use (defaults to detect, overridden by env QUORUM_ISA=scalar|avx2|
- * avx512 at first use). */
+ * avx512|avx512vnni at first use). */
 int kern_isa(void);
 /* Forces an ISA (tests, benchmarks); QERR_UNSUPPORTED if the CPU lacks it. */
 int kern_set_isa(int isa);

@@ -593,19 +593,31 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 		out[i] = kern_f32_to_f16(x[i]);
 }
 
+/* the float kernels of both AVX-512 tables */
+#define KERN_AVX512_FLOAT                                                   \
+	.dot = v_dot,                                                       \
+	.dot_f16 = v_dot_f16,                                               \
+	.matmul = v_matmul,                                                 \
+	.rmsnorm = v_rmsnorm,                                               \
+	.silu_mul = v_silu_mul,                                             \
+	.softmax = v_softmax,                                               \
+	.axpy = v_axpy,                                                     \
+	.axpy_f16 = v_axpy_f16,                                             \
+	.row_f32 = v_row_f32,                                               \
+	.f32_to_f16_row = v_f32_to_f16_row,
+
 const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer matmul (an AVX-512 CPU has AVX2) */
 	.qmatmul = kern_avx2_qmatmul,
 	.qact = kern_avx2_qact,
 	.act_row = kern_avx2_act_row,
-	.dot = v_dot,
-	.dot_f16 = v_dot_f16,
-	.matmul = v_matmul,
-	.rmsnorm = v_rmsnorm,
-	.silu_mul = v_silu_mul,
-	.softmax = v_softmax,
-	.axpy = v_axpy,
-	.axpy_f16 = v_axpy_f16,
-	.row_f32 = v_row_f32,
-	.f32_to_f16_row = v_f32_to_f16_row,
+	KERN_AVX512_FLOAT
+};
+
+/* The same with vpdpbusd in the integer matmul. */
+const struct kern_ops kern_ops_avx512vnni = {
+	.qmatmul = kern_vnni_qmatmul,
+	.qact = kern_vnni_qact,
+	.act_row = kern_vnni_act_row,
+	KERN_AVX512_FLOAT
 };

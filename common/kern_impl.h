@@ -71,14 +71,26 @@ struct kern_ops {
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 };
 
-/* kern_avx2.c's integer matmul, shared with the AVX-512 table. */
-void kern_avx2_qmatmul(const struct kern_mm *mm, int j0, int j1);
-void kern_avx2_qact(uint32_t wtype, quant_arow *a, int K, int M);
-void kern_avx2_act_row(const float *x, int n, int unit, quant_arow *a);
+/* kern_int_avx2.c's integer matmul: built for AVX2 (kern_avx2_*, the
+ * AVX2 and AVX-512 tables), for AVX-512 VNNI (kern_vnni_*), and, in the
+ * tests only, for AVX2 with vpdpbusd emulated (kern_vnni_emu_*). */
+#define KERN_INT_FNS(p)                                                     \
+	void p##qmatmul(const struct kern_mm *mm, int j0, int j1);          \
+	void p##qact(uint32_t wtype, quant_arow *a, int K, int M);         \
+	void p##act_row(const float *x, int n, int unit, quant_arow *a);
+KERN_INT_FNS(kern_avx2_)
+KERN_INT_FNS(kern_vnni_)
+KERN_INT_FNS(kern_vnni_emu_)
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_avx512vnni;
+
+/* Tests only: runs the kernels of ops as ISA isa from now on, whatever
+ * this CPU has (an emulation of a set it lacks); NULL restores isa's
+ * own table. */
+void kern_impl_install(int isa, const struct kern_ops *ops);
 
 /* Columns per matmul task unit: backends may assume a task range starts
  * at a multiple of this. */

@@ -467,7 +467,7 @@ static void isa_invariance(void **state)
 	for (size_t k = 0; k < sizeof(ps) / sizeof(ps[0]); k++) {
 		assert_int_equal(kern_set_isa(KERN_ISA_SCALAR), QERR_OK);
 		gen(s, &ps[k], 9, 1, ref, L);
-		for (int isa = KERN_ISA_AVX2; isa <= KERN_ISA_AVX512; isa++) {
+		for (int isa = KERN_ISA_AVX2; isa <= KERN_ISA_LAST; isa++) {
 			if (kern_set_isa(isa) != QERR_OK)
 				continue;
 			gen(s, &ps[k], 9, 1, got, L);
@@ -599,7 +599,7 @@ static void logprob(void **state)
 			prev = b;
 		}
 		/* the same bits on every ISA */
-		for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_AVX512; isa++) {
+		for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_LAST; isa++) {
 			if (kern_set_isa(isa) != QERR_OK)
 				continue;
 			samp_rng_seed(&r2, 4, 2);
