@@ -335,6 +335,9 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
  *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
  *  - Q8_0: units side by side (struct q8g below), signed codes,
  *    maddubs(|q|, qa * sign(q)) (the sign trick).
+ * A step with unit weights (Q8_0, Q5_0, 32-element types: madd with 1)
+ * is dp4, one vpdpbusd in the VNNI build; so are Q4_K's steps side by
+ * side (kg_group).
  *  - every other type: quant_wrow (unpacked once per block of rows),
  *    signed codes and the sign trick, sc per 16.
  * No maddubs pair saturates int16: |qa| <= 127, unsigned codes are
@@ -1524,7 +1527,29 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		const __m256i *w = v + 9 * c;
 		size_t o = (size_t)QK_K * (u0 + c);
 		__m256i sc = _mm256_load_si256(w + 8);
-		if (kind == QK_Q4_K) {
+		if (kind == QK_Q4_K && KERN_INT_VNNI) {
+			/* the 8 steps' sums in int32 (dp4), then the
+			 * scale (in both words of sc) by one multiply */
+			__m256i p[QT_R], sc32 = _mm256_srli_epi32(sc, 16);
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				__m256i ws = _mm256_load_si256(w + s);
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					p[r] = dp4(s ? p[r] : _mm256_setzero_si256(),
+						   ws, _mm256_loadu_si256(
+							(const __m256i *)(t->q[r] +
+									  o + 32 * s)));
+					IN_REG(p[r]);
+				}
+			}
+			#pragma GCC unroll 8
+			for (int r = 0; r < R; r++) {
+				acc[r] = _mm256_add_epi32(acc[r],
+					_mm256_mullo_epi32(p[r], sc32));
+				IN_REG(acc[r]);
+			}
+		} else if (kind == QK_Q4_K) {
 			__m256i p[QT_R];
 			#pragma GCC unroll 8
 			for (int s = 0; s < 8; s++) {
