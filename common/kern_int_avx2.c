@@ -1514,6 +1514,29 @@ static void kg_act(quant_arow *a, int K, int kind)
 }
 
 /* The group of g units from u0 (prepared at v) against the R rows of t. */
+/* Q4_K's steps side by side: p plus the step's byte products w * a;
+ * AVX2 adds the maddubs sums in int16, the VNNI build in int32 (dp4). */
+INLINE __m256i q4g_step(__m256i p, __m256i w, __m256i a)
+{
+#if KERN_INT_VNNI
+	return dp4(p, w, a);
+#else
+	return _mm256_add_epi16(p, _mm256_maddubs_epi16(w, a));
+#endif
+}
+
+/* ... then acc plus p times the round's scales sc (in both words): one
+ * madd, or in the VNNI build one int32 multiply */
+INLINE __m256i q4g_scale(__m256i acc, __m256i p, __m256i sc)
+{
+#if KERN_INT_VNNI
+	return _mm256_add_epi32(acc, _mm256_mullo_epi32(
+		p, _mm256_srli_epi32(sc, 16)));
+#else
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+#endif
+}
+
 INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		     __m256 *facc, const int R, const int kind)
 {
@@ -1527,46 +1550,22 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		const __m256i *w = v + 9 * c;
 		size_t o = (size_t)QK_K * (u0 + c);
 		__m256i sc = _mm256_load_si256(w + 8);
-		if (kind == QK_Q4_K && KERN_INT_VNNI) {
-			/* the 8 steps' sums in int32 (dp4), then the
-			 * scale (in both words of sc) by one multiply */
-			__m256i p[QT_R], sc32 = _mm256_srli_epi32(sc, 16);
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) {
-				__m256i ws = _mm256_load_si256(w + s);
-				#pragma GCC unroll 8
-				for (int r = 0; r < R; r++) {
-					p[r] = dp4(s ? p[r] : _mm256_setzero_si256(),
-						   ws, _mm256_loadu_si256(
-							(const __m256i *)(t->q[r] +
-									  o + 32 * s)));
-					IN_REG(p[r]);
-				}
-			}
-			#pragma GCC unroll 8
-			for (int r = 0; r < R; r++) {
-				acc[r] = _mm256_add_epi32(acc[r],
-					_mm256_mullo_epi32(p[r], sc32));
-				IN_REG(acc[r]);
-			}
-		} else if (kind == QK_Q4_K) {
+		if (kind == QK_Q4_K) {
 			__m256i p[QT_R];
 			#pragma GCC unroll 8
 			for (int s = 0; s < 8; s++) {
 				__m256i ws = _mm256_load_si256(w + s);
 				#pragma GCC unroll 8
 				for (int r = 0; r < R; r++) {
-					__m256i m = _mm256_maddubs_epi16(ws,
-						_mm256_loadu_si256((const __m256i *)
+					p[r] = q4g_step(s ? p[r] : _mm256_setzero_si256(),
+						ws, _mm256_loadu_si256((const __m256i *)
 							(t->q[r] + o + 32 * s)));
-					p[r] = s ? _mm256_add_epi16(p[r], m) : m;
 					IN_REG(p[r]);
 				}
 			}
 			#pragma GCC unroll 8
 			for (int r = 0; r < R; r++) {
-				acc[r] = _mm256_add_epi32(acc[r],
-					_mm256_madd_epi16(p[r], sc));
+				acc[r] = q4g_scale(acc[r], p[r], sc);
 				IN_REG(acc[r]);
 			}
 		} else {
