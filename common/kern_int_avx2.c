@@ -1655,6 +1655,21 @@ INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 QBLOCK_FN(kg_block_q4_K, kg_block, QK_Q4_K)
 QBLOCK_FN(kg_block_q6_K, kg_block, QK_Q6_K)
 
+/* Every tile of rows against the jn weight rows from j (w, ws bytes
+ * apart). */
+static void qtiles(const struct kern_mm *mm, int j, int jn, const char *w,
+		   size_t ws, qblock_fn blockf)
+{
+	int unit = quant_unit(mm->wtype);
+
+	for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
+		int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
+		struct qtile t;
+		qtile_bind(mm, m0, R, unit, &t);
+		blockf(mm, &t, R, m0, j, jn, w, ws);
+	}
+}
+
 /* Columns [j0, j1) in blocks of prepared weight rows of ws bytes (as
  * many as fit QT_PREP_BYTES, at most QT_JB): prep writes each row of a
  * block once, then every tile of rows passes over the block (blockf). */
@@ -1663,7 +1678,7 @@ static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 				   char *dst),
 		      qblock_fn blockf)
 {
-	int unit = quant_unit(mm->wtype), jb = (int)(QT_PREP_BYTES / ws);
+	int jb = (int)(QT_PREP_BYTES / ws);
 	char *buf;
 
 	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
@@ -1675,12 +1690,7 @@ static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 		for (int c = 0; c < jn; c++)
 			prep(mm, (const uint8_t *)mm->W + (size_t)(j + c) *
 				 mm->row_bytes, buf + (size_t)c * ws);
-		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
-			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
-			struct qtile t;
-			qtile_bind(mm, m0, R, unit, &t);
-			blockf(mm, &t, R, m0, j, jn, buf, ws);
-		}
+		qtiles(mm, j, jn, buf, ws, blockf);
 	}
 	free(buf);
 }
@@ -1712,7 +1722,7 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 {
-	int K = mm->K, unit = quant_unit(mm->wtype);
+	int K = mm->K;
 	qblock_fn blockf;
 	quant_wrow wr[QT_JB];
 	char *buf = NULL;
@@ -1755,12 +1765,7 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 			w = (const char *)wr;
 			wstride = sizeof(quant_wrow);
 		}
-		for (int m0 = 0; m0 < mm->M; m0 += QT_R) {
-			int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
-			struct qtile t;
-			qtile_bind(mm, m0, R, unit, &t);
-			blockf(mm, &t, R, m0, j, jn, w, wstride);
-		}
+		qtiles(mm, j, jn, w, wstride, blockf);
 	}
 	free(buf);
 }
