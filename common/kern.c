@@ -469,18 +469,33 @@ void kern_set_activations(int mode)
 				       KERN_ACT_INT, memory_order_relaxed);
 }
 
+/* One matrix of a kern_matmul_n job: its kern_mm (xq may be shared with
+ * other matrices of the same type) and its path. */
+struct mm_mat {
+	struct kern_mm mm;
+	int quant; /* 0: ops->matmul; 1: ops->qmatmul; 2: dequantize + dot */
+};
+
+/* Tasks of a job: at most this many (the last takes what is left). */
+#define MM_MAX_TASKS 96
+
 struct mm_job {
 	const struct kern_ops *ops;
-	struct kern_mm mm;
-	int n_units; /* KERN_MM_COLS-column units */
-	int quant;   /* 0: ops->matmul; 1: ops->qmatmul; 2: dequantize + dot */
+	int n_mats;
+	struct mm_mat mat[KERN_MM_MAX];
+	/* The matrices' KERN_MM_COLS-column units in one sequence: matrix i
+	 * holds units [ubase[i], ubase[i + 1]). Task t computes the units
+	 * [bound[t], bound[t + 1]). */
+	int ubase[KERN_MM_MAX + 1];
+	int bound[MM_MAX_TASKS + 1];
+	int n_tasks;
 };
 
 /* Quantized weights with f32 activations, columns [j0, j1): each weight
  * row is dequantized once and used for all M rows. */
-static void dequant_cols(const struct mm_job *job, int j0, int j1)
+static void dequant_cols(const struct kern_ops *o, const struct kern_mm *mm,
+			 int j0, int j1)
 {
-	const struct kern_mm *mm = &job->mm;
 	int K = mm->K;
 	float *buf = malloc((size_t)K * sizeof(float));
 
@@ -490,8 +505,8 @@ static void dequant_cols(const struct mm_job *job, int j0, int j1)
 		quant_dequant_row(mm->wtype, (const char *)mm->W +
 				  (size_t)j * mm->row_bytes, buf, K);
 		for (int m = 0; m < mm->M; m++)
-			s_store(mm, m, j, job->ops->dot(
-				mm->x + (size_t)m * mm->ldx, buf, K));
+			s_store(mm, m, j, o->dot(mm->x + (size_t)m * mm->ldx, buf,
+						 K));
 	}
 	free(buf);
 }
@@ -499,18 +514,90 @@ static void dequant_cols(const struct mm_job *job, int j0, int j1)
 static void mm_task(void *ctx, int t, int n_tasks)
 {
 	const struct mm_job *job = ctx;
-	int u0 = (int)((int64_t)job->n_units * t / n_tasks);
-	int u1 = (int)((int64_t)job->n_units * (t + 1) / n_tasks);
-	int j0 = u0 * KERN_MM_COLS;
-	int j1 = u1 * KERN_MM_COLS < job->mm.N ? u1 * KERN_MM_COLS : job->mm.N;
-	if (j0 >= j1)
-		return;
-	if (job->quant == 1)
-		job->ops->qmatmul(&job->mm, j0, j1);
-	else if (job->quant == 2)
-		dequant_cols(job, j0, j1);
-	else
-		job->ops->matmul(&job->mm, j0, j1);
+	int g0 = job->bound[t], g1 = job->bound[t + 1];
+
+	(void)n_tasks;
+	for (int i = 0; i < job->n_mats; i++) {
+		const struct mm_mat *mt = &job->mat[i];
+		int u0 = g0 > job->ubase[i] ? g0 : job->ubase[i];
+		int u1 = g1 < job->ubase[i + 1] ? g1 : job->ubase[i + 1];
+		int j0 = (u0 - job->ubase[i]) * KERN_MM_COLS;
+		int j1 = (u1 - job->ubase[i]) * KERN_MM_COLS;
+
+		if (j1 > mt->mm.N)
+			j1 = mt->mm.N;
+		if (j0 >= j1)
+			continue;
+		if (mt->quant == 1)
+			job->ops->qmatmul(&mt->mm, j0, j1);
+		else if (mt->quant == 2)
+			dequant_cols(job->ops, &mt->mm, j0, j1);
+		else
+			job->ops->matmul(&mt->mm, j0, j1);
+	}
+}
+
+/* Cost of unit u of the job's sequence: the bytes of its weight rows
+ * (decode streams them; with many rows the work is still proportional,
+ * as every matrix of a job has the same K). cost0[i]: cost before
+ * matrix i. */
+static int64_t unit_cost(const struct mm_job *job, const int64_t *cost0, int u)
+{
+	int i = 0;
+
+	while (u >= job->ubase[i + 1] && i + 1 < job->n_mats)
+		i++;
+	return cost0[i] + (int64_t)(u - job->ubase[i]) *
+	       (int64_t)job->mat[i].mm.row_bytes;
+}
+
+/* The first unit at or after cost c. */
+static int unit_at(const struct mm_job *job, const int64_t *cost0, int64_t c)
+{
+	for (int i = 0; i < job->n_mats; i++) {
+		int64_t rb = (int64_t)job->mat[i].mm.row_bytes;
+		if (c <= cost0[i + 1] || i + 1 == job->n_mats) {
+			int64_t d = c - cost0[i];
+			int64_t u = d <= 0 ? 0 : (d + rb - 1) / rb;
+			return job->ubase[i] + (int)u;
+		}
+	}
+	return job->ubase[job->n_mats];
+}
+
+/*
+ * The tasks of a job on nt threads, guided: each task takes 1 / (2 nt)
+ * of the work left (at least one unit), so the first tasks are large
+ * and the last ones small. Tasks are claimed in order, so the threads
+ * finish within about one small task of each other instead of one
+ * nt-th of the matmul / 4 (the tail a memory-bound decode waits out at
+ * every matmul). Which thread computes a column never changes its bits.
+ */
+static void mm_split(struct mm_job *job, int nt)
+{
+	int total = job->ubase[job->n_mats], u = 0, t = 0;
+	int64_t cost0[KERN_MM_MAX + 1];
+
+	cost0[0] = 0;
+	for (int i = 0; i < job->n_mats; i++)
+		cost0[i + 1] = cost0[i] + (int64_t)(job->ubase[i + 1] -
+			       job->ubase[i]) * (int64_t)job->mat[i].mm.row_bytes;
+	job->bound[0] = 0;
+	while (u < total) {
+		int next = total;
+		if (nt > 1 && t + 1 < MM_MAX_TASKS) {
+			int64_t c = unit_cost(job, cost0, u);
+			next = unit_at(job, cost0, c + (cost0[job->n_mats] - c) /
+						   (2 * nt));
+			if (next <= u)
+				next = u + 1;
+			if (next > total)
+				next = total;
+		}
+		job->bound[++t] = next;
+		u = next;
+	}
+	job->n_tasks = t;
 }
 
 /* Quantizing the activation rows [M t / n, M (t + 1) / n). */
@@ -540,56 +627,86 @@ static void act_task(void *ctx, int t, int n_tasks)
 	}
 }
 
+/* x's M rows quantized for weights of wtype (each row on its own:
+ * batch-invariant; rows over the threads). */
+static char *quantize_act(tpool *tp, const struct kern_ops *o, uint32_t wtype,
+			  int K, const float *x, int ldx, int M,
+			  size_t *xq_bytes)
+{
+	int nt = tp ? tpool_size(tp) : 1;
+	struct act_job aj = {.ops = o, .x = x, .ldx = ldx, .K = K,
+			     .unit = quant_unit(wtype), .M = M, .wtype = wtype};
+
+	aj.xq_bytes = *xq_bytes = quant_arow_bytes(K, aj.unit);
+	aj.xq = malloc(aj.xq_bytes * (size_t)M);
+	if (!aj.xq)
+		abort();
+	if (nt > 1 && (int64_t)M * K >= 16384)
+		tpool_run(tp, act_task, &aj, M < nt ? M : nt);
+	else
+		act_task(&aj, 0, 1);
+	return aj.xq;
+}
+
+void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
+		   const float *x, int ldx, int M)
+{
+	/* Programmer errors: shapes come from a validated model. */
+	assert(K > 0 && M >= 0 && n_mats >= 1 && n_mats <= KERN_MM_MAX);
+	if (M == 0)
+		return;
+	int act_int = kern_activations() == KERN_ACT_INT;
+	int nt = tp ? tpool_size(tp) : 1;
+	char *xq[KERN_MM_MAX] = {0};
+	int64_t work = 0;
+	struct mm_job job = {.ops = ops(), .n_mats = n_mats};
+
+	for (int i = 0; i < n_mats; i++) {
+		const struct kern_mat *w = &mats[i];
+		uint32_t wt = w->wtype;
+		struct mm_mat *mt = &job.mat[i];
+
+		assert(w->N >= 0 && row_bytes(wt, K) != 0);
+		mt->quant = !quant_is_quant(wt) ? 0 : act_int ? 1 :
+			    wt == GGML_TYPE_Q8_0 ? 0 : 2;
+		mt->mm = (struct kern_mm){.W = w->W, .wtype = wt, .K = K,
+			.N = w->N, .row_bytes = row_bytes(wt, K),
+			.bias = w->bias, .x = x, .ldx = ldx, .M = M, .y = w->y,
+			.ldy = w->ldy};
+		if (mt->quant == 1 && w->N > 0) {
+			/* one quantized copy of x per weight type */
+			for (int p = 0; p < i && !mt->mm.xq; p++)
+				if (job.mat[p].quant == 1 &&
+				    job.mat[p].mm.wtype == wt && job.mat[p].mm.xq) {
+					mt->mm.xq = job.mat[p].mm.xq;
+					mt->mm.xq_bytes = job.mat[p].mm.xq_bytes;
+				}
+			if (!mt->mm.xq)
+				mt->mm.xq = xq[i] = quantize_act(tp, job.ops, wt,
+					K, x, ldx, M, &mt->mm.xq_bytes);
+		}
+		job.ubase[i + 1] = job.ubase[i] +
+				   (w->N + KERN_MM_COLS - 1) / KERN_MM_COLS;
+		work += (int64_t)M * w->N * K;
+	}
+	/* tiny matmuls stay on one thread */
+	mm_split(&job, work < 32768 ? 1 : nt);
+	if (job.n_tasks == 1)
+		mm_task(&job, 0, 1);
+	else if (job.n_tasks > 1)
+		tpool_run(tp, mm_task, &job, job.n_tasks);
+	for (int i = 0; i < n_mats; i++)
+		free(xq[i]);
+}
+
 void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		 const float *bias, const float *x, int ldx, int M, float *y,
 		 int ldy)
 {
-	/* Programmer errors: shapes come from a validated model. */
-	assert(K > 0 && N >= 0 && M >= 0);
-	assert(row_bytes(wtype, K) != 0);
-	if (M == 0 || N == 0)
-		return;
-	int act_int = kern_activations() == KERN_ACT_INT;
-	int quant = !quant_is_quant(wtype) ? 0 : act_int ? 1 :
-		    wtype == GGML_TYPE_Q8_0 ? 0 : 2;
-	char *xq = NULL;
-	size_t xq_bytes = 0;
-	int nt = tp ? tpool_size(tp) : 1;
-	if (quant == 1) {
-		/* each row on its own (batch-invariant), rows over threads */
-		struct act_job aj = {.ops = ops(), .x = x, .ldx = ldx, .K = K,
-				     .unit = quant_unit(wtype), .M = M,
-				     .wtype = wtype};
-		aj.xq_bytes = xq_bytes = quant_arow_bytes(K, aj.unit);
-		aj.xq = xq = malloc(xq_bytes * (size_t)M);
-		if (!xq)
-			abort();
-		if (nt > 1 && (int64_t)M * K >= 16384)
-			tpool_run(tp, act_task, &aj, M < nt ? M : nt);
-		else
-			act_task(&aj, 0, 1);
-	}
-	struct mm_job job = {
-		.quant = quant,
-		.ops = ops(),
-		.mm = {.W = W, .wtype = wtype, .K = K, .N = N,
-		       .row_bytes = row_bytes(wtype, K), .bias = bias, .x = x,
-		       .ldx = ldx, .M = M, .y = y, .ldy = ldy, .xq = xq,
-		       .xq_bytes = xq_bytes},
-		.n_units = (N + KERN_MM_COLS - 1) / KERN_MM_COLS,
-	};
-	/* A few tasks per thread balance uneven progress (tasks are claimed
-	 * dynamically); tiny matmuls stay on one thread. */
-	int n_tasks = nt == 1 ? 1 : nt * 4;
-	if ((int64_t)M * N * K < 32768)
-		n_tasks = 1;
-	if (n_tasks > job.n_units)
-		n_tasks = job.n_units;
-	if (n_tasks == 1)
-		mm_task(&job, 0, 1);
-	else
-		tpool_run(tp, mm_task, &job, n_tasks);
-	free(xq);
+	struct kern_mat w = {.W = W, .wtype = wtype, .N = N, .bias = bias,
+			     .y = y, .ldy = ldy};
+
+	kern_matmul_n(tp, &w, 1, K, x, ldx, M);
 }
 
 void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out)

@@ -74,6 +74,24 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		 const float *bias, const float *x, int ldx, int M, float *y,
 		 int ldy);
 
+/*
+ * The same x through several matrices of K columns (q, k and v; gate and
+ * up) in one job of the pool: x is quantized once per weight type, the
+ * matrices' columns are split over the threads as one sequence. Each
+ * y is the same bits as kern_matmul gives it.
+ */
+#define KERN_MM_MAX 4
+struct kern_mat {
+	const void *W;
+	uint32_t wtype;
+	int N;
+	const float *bias; /* NULL: none */
+	float *y;
+	int ldy;
+};
+void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
+		   const float *x, int ldx, int M);
+
 /* Row r (K elements) of W converted to f32 (embedding lookup). */
 void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out);
 

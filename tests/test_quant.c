@@ -496,6 +496,93 @@ static void test_int_tiles(void **state)
 	tpool_free(&tp);
 }
 
+/* kern_matmul_n: matrices of several types (two sharing a type, so one
+ * quantized x), one with a bias, fused in one job, give each matrix the
+ * bits kern_matmul gives it alone, for 1..37 rows, with and without a
+ * pool, on every ISA; the columns of the job's tasks straddle the
+ * matrices' boundaries. */
+#define MN_M 37
+static void test_matmul_n(void **state)
+{
+	static const uint32_t mt[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+				      GGML_TYPE_Q4_K, GGML_TYPE_Q8_0,
+				      GGML_TYPE_F32};
+	static const int mn[] = {300, 37, 129, 100, 20};
+	const int K = 512;
+	tpool *tp;
+	(void)state;
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (int set = 0; set < 2; set++) {
+		/* set 0: Q4_K, Q6_K, Q4_K, Q8_0; set 1: Q6_K, Q4_K, Q8_0, F32 */
+		const uint32_t *ts = mt + set;
+		const int *ns = mn + set;
+		uint8_t *W[KERN_MM_MAX];
+		float *y0[KERN_MM_MAX], *y1[KERN_MM_MAX];
+		float *x = xmalloc(sizeof(float) * (size_t)K * MN_M);
+		float *wf = xmalloc(sizeof(float) * (size_t)K);
+		float *bias = xmalloc(sizeof(float) * 300);
+		struct kern_mat km[KERN_MM_MAX];
+
+		for (int i = 0; i < 300; i++)
+			bias[i] = rndn();
+		for (int i = 0; i < K * MN_M; i++)
+			x[i] = rndn() * (i % 7 == 0 ? 4.0f : 1.0f);
+		for (int i = 0; i < KERN_MM_MAX; i++) {
+			size_t rb = ggml_row_bytes(ts[i], (uint64_t)K);
+			W[i] = xmalloc(rb * (size_t)ns[i]);
+			y0[i] = xmalloc(sizeof(float) * (size_t)ns[i] * MN_M);
+			y1[i] = xmalloc(sizeof(float) * (size_t)ns[i] * MN_M);
+			for (int j = 0; j < ns[i]; j++) {
+				for (int k = 0; k < K; k++)
+					wf[k] = rndn() * 0.1f;
+				if (ts[i] == GGML_TYPE_F32)
+					memcpy(W[i] + rb * j, wf, rb);
+				else
+					quant_quantize_row(ts[i], wf, W[i] + rb * j, K);
+			}
+			km[i] = (struct kern_mat){.W = W[i], .wtype = ts[i],
+				.N = ns[i], .bias = i == 1 ? bias : NULL,
+				.y = y1[i], .ldy = ns[i]};
+		}
+		for (int isa = KERN_ISA_SCALAR; isa <= iu_last_isa(); isa++) {
+			if (!iu_use_isa(isa))
+				continue;
+			for (int M = 1; M <= MN_M; M++) {
+				for (int i = 0; i < KERN_MM_MAX; i++)
+					kern_matmul(NULL, W[i], ts[i], K, ns[i],
+						    km[i].bias, x, K, M, y0[i],
+						    ns[i]);
+				for (int th = 0; th < 2; th++) {
+					for (int i = 0; i < KERN_MM_MAX; i++)
+						memset(y1[i], 0xff, sizeof(float) *
+						       (size_t)ns[i] * M);
+					kern_matmul_n(th ? tp : NULL, km,
+						      KERN_MM_MAX, K, x, K, M);
+					for (int i = 0; i < KERN_MM_MAX; i++)
+						if (memcmp(y0[i], y1[i], sizeof(float) *
+							   (size_t)ns[i] * M))
+							fail_msg("set %d %s M=%d %d "
+								 "threads: matrix %d (%s) "
+								 "differs", set,
+								 iu_isa_label(isa), M,
+								 th + 1, i,
+								 ggml_type_name(ts[i]));
+				}
+			}
+		}
+		kern_set_isa(kern_isa_detect());
+		for (int i = 0; i < KERN_MM_MAX; i++) {
+			free(W[i]);
+			free(y0[i]);
+			free(y1[i]);
+		}
+		free(x);
+		free(wf);
+		free(bias);
+	}
+	tpool_free(&tp);
+}
+
 /* The SIMD quantizer of activation rows gives quant_act_row's bytes:
  * random rows, ties of the largest magnitude with either sign first,
  * halves that round to even, zero units, NaN and Inf, f16 overflow of
@@ -817,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),
+		cmocka_unit_test(test_matmul_n),
 		cmocka_unit_test(test_act_q8_1),
 		cmocka_unit_test(test_act_simd),
 		cmocka_unit_test(test_int_nan),
