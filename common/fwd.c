@@ -151,6 +151,21 @@ static void matmul(fwd *f, const model_mat *w, const float *bias,
 		    w->n);
 }
 
+/* x (M rows of w[0]->k) through the n matrices w[i] (same k) into y[i],
+ * in one job of the pool. */
+static void matmul_n(fwd *f, const model_mat *const *w,
+		     const float *const *bias, float *const *y, int n,
+		     const float *x, int M)
+{
+	struct kern_mat km[KERN_MM_MAX];
+
+	for (int i = 0; i < n; i++)
+		km[i] = (struct kern_mat){.W = w[i]->data, .wtype = w[i]->type,
+					  .N = w[i]->n, .bias = bias[i],
+					  .y = y[i], .ldy = w[i]->n};
+	kern_matmul_n(f->tp, km, n, w[0]->k, x, w[0]->k, M);
+}
+
 static void rope_tables(fwd *f, int M)
 {
 	size_t half = (size_t)f->m->cfg.head_dim / 2;
@@ -340,9 +355,9 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
 			     c->eps, f->xb + (size_t)r * c->dim);
-	matmul(f, &L->wq, L->bq, f->xb, M, f->q);
-	matmul(f, &L->wk, L->bk, f->xb, M, f->k);
-	matmul(f, &L->wv, L->bv, f->xb, M, f->v);
+	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
+		 (const float *const[]){L->bq, L->bk, L->bv},
+		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
 	for (int r = 0; r < M; r++) {
 		float *q = f->q + r * q_dim, *k = f->k + (size_t)r * c->kv_dim;
 
@@ -364,8 +379,9 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
 			     c->eps, f->xb + (size_t)r * c->dim);
-	matmul(f, &L->w_gate, NULL, f->xb, M, f->hb);
-	matmul(f, &L->w_up, NULL, f->xb, M, f->hb2);
+	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
+		 (const float *const[]){NULL, NULL},
+		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
 	if (c->act == MODEL_ACT_GELU_TANH)
 		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
 	else
