@@ -7,8 +7,9 @@
 #include "kern.h"
 #include "qerr.h"
 
-/* Attention tasks per thread: (row, head) pairs are split into this many
- * chunks per thread for load balance; each chunk owns a score buffer. */
+/* Attention tasks per thread: (row, KV head) items are split into this
+ * many chunks per thread for load balance; each chunk owns a score buffer
+ * for the query heads of one KV head. */
 #define FWD_ATT_TASKS_PER_THREAD 4
 
 struct fwd {
@@ -30,7 +31,7 @@ struct fwd {
 	int *row_seq;       /* (R) sequence index of each row */
 	int *row_pos;       /* (R) position of each row */
 	int n_att_tasks;
-	float *scores;      /* (n_att_tasks, scores_cap) */
+	float *scores;      /* (n_att_tasks, heads per KV head, scores_cap) */
 	size_t scores_cap;
 	float att_scale;
 };
@@ -239,13 +240,17 @@ typedef struct {
 	const kv_pool *pool;
 	kv_seq *const *seqs;
 	int layer, M;
+	int n_split; /* slices of each KV head's query heads */
 } att_job;
 
-/* One (row, head): scores over positions lo..pos in order (lo = 0, or
- * pos - window + 1 on a sliding-window layer), softmax, then the weighted
- * sum of V in position order. A window may start inside a shared prefix
- * block: it is read like any other. */
-static void attend(const att_job *j, int r, int h, float *s)
+/* One row's query heads h0..h0+nh-1, all of KV head kvh: for each, scores
+ * over positions lo..pos in order (lo = 0, or pos - window + 1 on a
+ * sliding-window layer), softmax, then the weighted sum of V in position
+ * order. The heads share every key and value row, so the kernels convert
+ * each row once for all of them. A window may start inside a shared
+ * prefix block: it is read like any other. */
+static void attend(const att_job *j, int r, int kvh, int h0, int nh,
+		   float *s)
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
@@ -254,66 +259,70 @@ static void attend(const att_job *j, int r, int h, float *s)
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
 			 ? n - c->swa_window : 0;
-	int kvh = h / (c->n_heads / c->n_kv_heads);
+	uint32_t kt = p->dtype == KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
 	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->q_dim;
 	size_t head_off = (size_t)kvh * hd * es, row = (size_t)c->kv_dim * es;
-	const float *q = f->q + r * q_dim + (size_t)h * hd;
-	float *out = f->att + r * q_dim + (size_t)h * hd;
+	int lds = (int)f->scores_cap;
+	const float *q = f->q + r * q_dim + (size_t)h0 * hd;
+	float *out = f->att + r * q_dim + (size_t)h0 * hd;
 
-	/* s[t - lo] holds the score of position t */
+	/* s[i * lds + t - lo] holds head h0 + i's score of position t */
 	/* walk the page table block by block: one lookup per block */
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
 		const char *kb = (const char *)kv_k(j->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
+		int r0 = t0 < lo ? lo - t0 : 0;
 
-		for (int r = t0 < lo ? lo - t0 : 0; r < rows; r++) {
-			const char *kp = kb + (size_t)r * row;
-
-			s[t0 + r - lo] = (p->dtype == KV_F16
-					     ? kern_dot_f16(q, (const uint16_t *)kp,
-							    hd)
-					     : kern_dot(q, (const float *)kp, hd)) *
-				    f->att_scale;
-		}
+		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
+				(size_t)c->kv_dim, kt, rows - r0, hd,
+				f->att_scale, s + t0 + r0 - lo, lds);
 	}
-	kern_softmax(s, n - lo);
-	memset(out, 0, (size_t)hd * sizeof(float));
+	for (int i = 0; i < nh; i++)
+		kern_softmax(s + (size_t)i * lds, n - lo);
+	memset(out, 0, (size_t)nh * hd * sizeof(float));
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
 		const char *vb = (const char *)kv_v(j->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
+		int r0 = t0 < lo ? lo - t0 : 0;
 
-		for (int r = t0 < lo ? lo - t0 : 0; r < rows; r++) {
-			const char *vp = vb + (size_t)r * row;
-
-			if (p->dtype == KV_F16)
-				kern_axpy_f16(out, s[t0 + r - lo],
-					      (const uint16_t *)vp, hd);
-			else
-				kern_axpy(out, s[t0 + r - lo],
-					  (const float *)vp, hd);
-		}
+		kern_att_values(out, hd, nh, s + t0 + r0 - lo, lds,
+				vb + (size_t)r0 * row, (size_t)c->kv_dim, kt,
+				rows - r0, hd);
 	}
 }
 
+/* Work items: (row, KV head, slice of its query heads), so that a small
+ * batch still has an item per task; the bits do not depend on the slices
+ * (every score and output element has its own fixed sequence). */
 static void att_task(void *ctx, int task, int n_tasks)
 {
 	const att_job *j = ctx;
-	int nh = j->f->m->cfg.n_heads, total = j->M * nh;
+	const model_config *c = &j->f->m->cfg;
+	int group = c->n_heads / c->n_kv_heads, ns = j->n_split;
+	int per = (group + ns - 1) / ns;
+	int total = j->M * c->n_kv_heads * ns;
 	int lo = (int)((long)total * task / n_tasks);
 	int hi = (int)((long)total * (task + 1) / n_tasks);
-	float *s = j->f->scores + (size_t)task * j->f->scores_cap;
+	float *s = j->f->scores + (size_t)task * group * j->f->scores_cap;
 
-	for (int i = lo; i < hi; i++)
-		attend(j, i / nh, i % nh, s);
+	for (int i = lo; i < hi; i++) {
+		int r = i / (c->n_kv_heads * ns), kvh = i / ns % c->n_kv_heads;
+		int h0 = kvh * group + i % ns * per;
+		int nh = group - i % ns * per < per ? group - i % ns * per : per;
+
+		if (nh > 0)
+			attend(j, r, kvh, h0, nh, s);
+	}
 }
 
 static int ensure_scores(fwd *f, int M)
 {
-	size_t need = 0;
+	const model_config *c = &f->m->cfg;
+	size_t need = 0, group = (size_t)(c->n_heads / c->n_kv_heads);
 	float *ns;
 
 	for (int r = 0; r < M; r++)
@@ -322,7 +331,7 @@ static int ensure_scores(fwd *f, int M)
 	if (need <= f->scores_cap)
 		return 0;
 	need = need < 256 ? 256 : need * 2;
-	ns = realloc(f->scores, need * f->n_att_tasks * sizeof(float));
+	ns = realloc(f->scores, need * group * f->n_att_tasks * sizeof(float));
 	if (!ns)
 		return qerr_fail(QERR_NOMEM, "fwd: out of memory for attention "
 				 "scores");
@@ -350,7 +359,7 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	const model_layer *L = &f->m->layers[l];
 	size_t q_dim = (size_t)c->q_dim;
 	int hd = c->head_dim, kind = L->swa ? 1 : 0;
-	att_job aj = {f, pool, seqs, l, M};
+	att_job aj = {f, pool, seqs, l, M, 1};
 
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
@@ -373,6 +382,12 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 		rope_row(f, k, c->n_kv_heads, r, kind);
 	}
 	store_kv(f, pool, seqs, l, M);
+	/* split the query heads of a KV head only while there are fewer
+	 * items than threads (decode of a few sequences on many threads) */
+	while (M * c->n_kv_heads * aj.n_split <
+		       f->n_att_tasks / FWD_ATT_TASKS_PER_THREAD &&
+	       aj.n_split < c->n_heads / c->n_kv_heads)
+		aj.n_split++;
 	tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
 	matmul(f, &L->wo, NULL, f->att, M, f->xb);
 	residual(f, L->post_attn_norm, f->xb, M);

@@ -275,6 +275,43 @@ static void s_axpy_f16(float *y, float a, const uint16_t *x, int n)
 		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
 }
 
+/* The definition: one kern_dot_f16 (kern_dot) per (query, key) and one
+ * kern_axpy_f16 (kern_axpy) per (query, value) in position order. */
+static void s_att_scores(const float *q, int ldq, int nq, const void *k,
+			 size_t ldk, uint32_t kt, int nt, int n, float scale,
+			 float *s, int lds)
+{
+	for (int i = 0; i < nq; i++)
+		for (int t = 0; t < nt; t++) {
+			const float *qi = q + (size_t)i * ldq;
+			float d = kt == GGML_TYPE_F16
+				? s_dot_f16(qi, (const uint16_t *)k +
+					    (size_t)t * ldk, n)
+				: s_dot(qi, (const float *)k + (size_t)t * ldk,
+					n);
+
+			s[(size_t)i * lds + t] = d * scale;
+		}
+}
+
+static void s_att_values(float *out, int ldo, int nq, const float *s,
+			 int lds, const void *v, size_t ldv, uint32_t kt,
+			 int nt, int n)
+{
+	for (int i = 0; i < nq; i++)
+		for (int t = 0; t < nt; t++) {
+			float *y = out + (size_t)i * ldo;
+			float a = s[(size_t)i * lds + t];
+
+			if (kt == GGML_TYPE_F16)
+				s_axpy_f16(y, a, (const uint16_t *)v +
+					   (size_t)t * ldv, n);
+			else
+				s_axpy(y, a, (const float *)v +
+				       (size_t)t * ldv, n);
+		}
+}
+
 static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -322,6 +359,8 @@ const struct kern_ops kern_ops_scalar = {
 	.softmax = s_softmax,
 	.axpy = s_axpy,
 	.axpy_f16 = s_axpy_f16,
+	.att_scores = s_att_scores,
+	.att_values = s_att_values,
 	.row_f32 = s_row_f32,
 	.f32_to_f16_row = s_f32_to_f16_row,
 };
@@ -774,6 +813,23 @@ void kern_axpy(float *y, float a, const float *x, int n)
 void kern_axpy_f16(float *y, float a, const uint16_t *x, int n)
 {
 	ops()->axpy_f16(y, a, x, n);
+}
+
+void kern_att_scores(const float *q, int ldq, int nq, const void *k,
+		     size_t ldk, uint32_t kt, int nt, int n, float scale,
+		     float *s, int lds)
+{
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	if (nq > 0 && nt > 0)
+		ops()->att_scores(q, ldq, nq, k, ldk, kt, nt, n, scale, s, lds);
+}
+
+void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
+		     const void *v, size_t ldv, uint32_t kt, int nt, int n)
+{
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	if (nq > 0 && nt > 0)
+		ops()->att_values(out, ldo, nq, s, lds, v, ldv, kt, nt, n);
 }
 
 void kern_f32_to_f16_row(const float *x, uint16_t *out, int n)

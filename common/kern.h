@@ -24,6 +24,7 @@
 #ifndef QUORUM_KERN_H
 #define QUORUM_KERN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tpool.h"
@@ -116,6 +117,24 @@ void kern_softmax(float *x, int n);
 /* y[i] = fmaf(a, x[i], y[i]). */
 void kern_axpy(float *y, float a, const float *x, int n);
 void kern_axpy_f16(float *y, float a, const uint16_t *x, int n);
+
+/*
+ * Attention of nq query vectors that share one run of keys and values (the
+ * query heads of one KV head under grouped-query attention): each key or
+ * value row is converted once and used for all nq. Rows have n elements of
+ * type kt (GGML_TYPE_F16 or GGML_TYPE_F32, the KV cache's), row t at
+ * element offset t * ldk (ldv) of k (v).
+ *   kern_att_scores: s[i*lds + t] = dot(q + i*ldq, row t, n) * scale for
+ *     i < nq, t < nt; the dot is kern_dot_f16's (kern_dot's) bits.
+ *   kern_att_values: for e < n, i < nq and t = 0, 1, .., nt-1 in order,
+ *     out[i*ldo + e] = fmaf(s[i*lds + t], row t [e], out[i*ldo + e]):
+ *     the bits of nt kern_axpy_f16 (kern_axpy) calls in position order.
+ */
+void kern_att_scores(const float *q, int ldq, int nq, const void *k,
+		     size_t ldk, uint32_t kt, int nt, int n, float scale,
+		     float *s, int lds);
+void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
+		     const void *v, size_t ldv, uint32_t kt, int nt, int n);
 
 /* Exact conversions (f32 -> f16 rounds to nearest even). */
 float kern_f16_to_f32(uint16_t h);

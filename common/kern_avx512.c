@@ -603,6 +603,10 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 	.softmax = v_softmax,                                               \
 	.axpy = v_axpy,                                                     \
 	.axpy_f16 = v_axpy_f16,                                             \
+	/* the AVX2 attention kernels (no zmm form yet: the machines that  \
+	 * test these bits have no AVX-512) */                               \
+	.att_scores = kern_avx2_att_scores,                                 \
+	.att_values = kern_avx2_att_values,                                 \
 	.row_f32 = v_row_f32,                                               \
 	.f32_to_f16_row = v_f32_to_f16_row,
 

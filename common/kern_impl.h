@@ -67,6 +67,12 @@ struct kern_ops {
 	void (*softmax)(float *x, int n);
 	void (*axpy)(float *y, float a, const float *x, int n);
 	void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+	void (*att_scores)(const float *q, int ldq, int nq, const void *k,
+			   size_t ldk, uint32_t kt, int nt, int n, float scale,
+			   float *s, int lds);
+	void (*att_values)(float *out, int ldo, int nq, const float *s,
+			   int lds, const void *v, size_t ldv, uint32_t kt,
+			   int nt, int n);
 	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 };
@@ -81,6 +87,14 @@ struct kern_ops {
 KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)
+
+/* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
+void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
+			  size_t ldk, uint32_t kt, int nt, int n, float scale,
+			  float *s, int lds);
+void kern_avx2_att_values(float *out, int ldo, int nq, const float *s,
+			  int lds, const void *v, size_t ldv, uint32_t kt,
+			  int nt, int n);
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;

@@ -827,6 +827,128 @@ static void test_matmul_invariance(void **state)
 		tpool_free(&pools[t]);
 }
 
+/* ---- attention kernels ---------------------------------------------------- */
+
+/* kern_att_scores / kern_att_values against their definition, one
+ * kern_dot_f16 (kern_dot) per score and one kern_axpy_f16 (kern_axpy) per
+ * value in order, computed on the scalar ISA: bit for bit on every ISA, for
+ * head sizes with and without partial 16- and 8-lane chunks (and one wider
+ * than the AVX2 key buffer), 1..8 query heads, short and long key runs,
+ * strided rows, an infinite key element; entries outside the outputs stay
+ * untouched. */
+static void test_att_kernels(void **state)
+{
+	(void)state;
+	static const int hds[] = {8, 10, 16, 24, 40, 64, 72, 80, 96, 128, 136,
+				  200, 256, 520};
+	static const int nts[] = {1, 7, 8, 9, 16, 21};
+	const float scale = 0.125f, sentinel = -12345.0f;
+	int checked = 0;
+
+	print_isas();
+	for (int kti = 0; kti < 2; kti++)
+	for (size_t hi = 0; hi < sizeof(hds) / sizeof(*hds); hi++)
+	for (int G = 1; G <= 8; G++)
+	for (size_t ni = 0; ni < sizeof(nts) / sizeof(*nts); ni++) {
+		uint32_t kt = kti ? GGML_TYPE_F32 : GGML_TYPE_F16;
+		int hd = hds[hi], nt = nts[ni];
+		int ldq = hd + 3, ldo = hd + 1, lds = nt + 2;
+		size_t ldk = (size_t)hd * 2 + 5, es = kti ? 4 : 2;
+		float *q = make_vec((size_t)G * ldq, 1.0f);
+		char *k = xmalloc(ldk * nt * es), *v = xmalloc(ldk * nt * es);
+		float *o0 = make_vec((size_t)G * ldo, 1.0f);
+		float *sw = make_vec((size_t)G * lds, 0.5f);
+		float *sref = xmalloc((size_t)G * lds * 4);
+		float *sgot = xmalloc((size_t)G * lds * 4);
+		float *oref = xmalloc((size_t)G * ldo * 4);
+		float *ogot = xmalloc((size_t)G * ldo * 4);
+
+		for (size_t e = 0; e < ldk * nt; e++) {
+			float a = 2.0f * rndf(), b = 2.0f * rndf();
+			if (kti) {
+				((float *)k)[e] = a;
+				((float *)v)[e] = b;
+			} else {
+				((uint16_t *)k)[e] = kern_f32_to_f16(a);
+				((uint16_t *)v)[e] = kern_f32_to_f16(b);
+			}
+		}
+		if (nt > 7 && G > 4) { /* an inf: the sums of row 2 are inf/NaN */
+			if (kti)
+				((float *)k)[2 * ldk + 3] = INFINITY;
+			else
+				((uint16_t *)k)[2 * ldk + 3] = 0x7c00;
+		}
+		for (int i = 0; i < G * lds; i++)
+			sref[i] = sentinel;
+		memcpy(oref, o0, (size_t)G * ldo * 4);
+		use_isa(KERN_ISA_SCALAR);
+		for (int i = 0; i < G; i++)
+			for (int t = 0; t < nt; t++) {
+				const float *qi = q + (size_t)i * ldq;
+				float d = kti ? kern_dot(qi, (const float *)k +
+							 t * ldk, hd)
+					      : kern_dot_f16(qi, (const uint16_t *)k +
+							     t * ldk, hd);
+				sref[i * lds + t] = d * scale;
+			}
+		for (int i = 0; i < G; i++)
+			for (int t = 0; t < nt; t++) {
+				float *y = oref + (size_t)i * ldo;
+				float a = sw[i * lds + t];
+				if (kti)
+					kern_axpy(y, a, (const float *)v + t * ldk,
+						  hd);
+				else
+					kern_axpy_f16(y, a, (const uint16_t *)v +
+						      t * ldk, hd);
+			}
+		for (int isa = 0; isa < n_isas(); isa++) {
+			use_isa(isa);
+			for (int i = 0; i < G * lds; i++)
+				sgot[i] = sentinel;
+			memcpy(ogot, o0, (size_t)G * ldo * 4);
+			kern_att_scores(q, ldq, G, k, ldk, kt, nt, hd, scale,
+					sgot, lds);
+			kern_att_values(ogot, ldo, G, sw, lds, v, ldk, kt, nt,
+					hd);
+			for (int i = 0; i < G * lds; i++)
+				if (f2u(sgot[i]) != f2u(sref[i])) {
+					print_error("att_scores %s %s hd %d G %d "
+						    "nt %d: [%d][%d] %a vs %a\n",
+						    kern_isa_name(isa),
+						    kti ? "f32" : "f16", hd, G,
+						    nt, i / lds, i % lds,
+						    sgot[i], sref[i]);
+					fail();
+				}
+			for (int i = 0; i < G * ldo; i++)
+				if (f2u(ogot[i]) != f2u(oref[i])) {
+					print_error("att_values %s %s hd %d G %d "
+						    "nt %d: [%d][%d] %a vs %a\n",
+						    kern_isa_name(isa),
+						    kti ? "f32" : "f16", hd, G,
+						    nt, i / ldo, i % ldo,
+						    ogot[i], oref[i]);
+					fail();
+				}
+			checked++;
+		}
+		free(q);
+		free(k);
+		free(v);
+		free(o0);
+		free(sw);
+		free(sref);
+		free(sgot);
+		free(oref);
+		free(ogot);
+	}
+	use_isa(kern_isa_detect());
+	printf("[ INFO     ] attention kernels: %d cases bit-identical\n",
+	       checked);
+}
+
 /* ---- dispatch ------------------------------------------------------------- */
 
 static void test_isa_select(void **state)
@@ -943,6 +1065,7 @@ int main(void)
 		cmocka_unit_test(test_tanh_gelu),
 		cmocka_unit_test(test_exp_cross_isa),
 		cmocka_unit_test(test_vector_kernels),
+		cmocka_unit_test(test_att_kernels),
 		cmocka_unit_test(test_matmul_accuracy),
 		cmocka_unit_test(test_matmul_invariance),
 		cmocka_unit_test(test_tpool),
