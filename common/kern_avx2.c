@@ -635,6 +635,7 @@ void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
 {
 	float buf[ATT_KB * ATT_HD_MAX];
 	__m256 sc = _mm256_set1_ps(scale);
+	int ld = (n + 7) & ~7; /* converted rows packed, 32-byte steps */
 
 	if (n > ATT_HD_MAX) {
 		for (int i = 0; i < nq; i++)
@@ -653,7 +654,7 @@ void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
 		/* a short tile repeats its first row; those sums are dropped */
 		for (int j = 0; j < ATT_KB; j++)
 			kr[j] = j < kb ? att_row(k, ldk, kt, t0 + j, n,
-						 buf + j * ATT_HD_MAX)
+						 buf + j * ld)
 				       : kr[0];
 		for (int i = 0; i < nq; i++) {
 			const float *qi = q + (size_t)i * ldq;
