@@ -31,6 +31,8 @@ struct gguf_file {
 	gguf_tensor *tensors;
 	uint64_t alignment;
 	uint64_t data_off;
+	void *copy;       /* gguf_copy_tensors: the data section's copy */
+	size_t copy_len;
 };
 
 /* ---- parsing cursor -------------------------------------------------- */
@@ -252,6 +254,8 @@ static void gguf_free_parts(gguf_file *g)
 	free(g->tensors);
 	if (g->map)
 		munmap((void *)g->map, g->size);
+	if (g->copy)
+		munmap(g->copy, g->copy_len);
 	free(g->path);
 	free(g);
 }
@@ -419,6 +423,47 @@ int gguf_open(const char *path, gguf_file **out)
 		return rc;
 	}
 	*out = g;
+	return QERR_OK;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+int gguf_copy_tensors(gguf_file *g)
+{
+	size_t n = (size_t)(g->size - g->data_off), len, span;
+	char *b, *a;
+
+	if (g->copy || n == 0)
+		return QERR_OK;
+	len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	span = len + HUGE_PAGE; /* room to start on a 2 MiB boundary */
+	b = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b == MAP_FAILED)
+		return qerr_fail(QERR_NOMEM, "%s: no memory for a copy of "
+				 "%zu bytes of tensors", g->path, n);
+	a = (char *)(((uintptr_t)b + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (a > b)
+		munmap(b, (size_t)(a - b));
+	if (b + span > a + len)
+		munmap(a + len, (size_t)(b + span - (a + len)));
+	/* a hint: without transparent huge pages the copy still works */
+	madvise(a, len, MADV_HUGEPAGE);
+	memcpy(a, g->map + g->data_off, n);
+	mprotect(a, len, PROT_READ);
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		g->tensors[i].data = a + g->tensors[i].offset;
+	/* the file's pages of the data section leave this mapping (the page
+	 * cache keeps them for other processes) */
+	{
+		uintptr_t lo = ((uintptr_t)g->map + g->data_off + 4095) &
+			       ~(uintptr_t)4095;
+		uintptr_t hi = ((uintptr_t)g->map + g->size) & ~(uintptr_t)4095;
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
+	g->copy = a;
+	g->copy_len = len;
 	return QERR_OK;
 }
 

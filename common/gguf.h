@@ -103,6 +103,13 @@ typedef struct gguf_file gguf_file;
  * naming the file and the problem (see qerr_detail()). */
 int gguf_open(const char *path, gguf_file **out);
 void gguf_close(gguf_file **g);
+/* Moves the tensors' bytes from the file's mapping to a private copy in
+ * anonymous memory, 2 MiB aligned and advised for transparent huge pages
+ * (page-cache pages are usually 4 KiB: a decode step streams every
+ * weight once, and the page walks of 4 KiB pages cost it time). The
+ * tensors' data pointers move to the copy; nothing else changes. On
+ * failure (QERR_NOMEM) the tensors stay in the mapping. */
+int gguf_copy_tensors(gguf_file *g);
 
 const char *gguf_path(const gguf_file *g);
 uint64_t gguf_file_size(const gguf_file *g);

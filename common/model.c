@@ -485,14 +485,42 @@ fail:
 	return rc;
 }
 
+/* MemAvailable of /proc/meminfo in bytes (0 if unknown). */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/* Weights of at least this many bytes are copied (auto). */
+#define MODEL_COPY_MIN ((uint64_t)64 << 20)
+
 int model_load(const char *path, model **out)
 {
 	gguf_file *g;
 	int rc = gguf_open(path, &g);
+	const char *w = getenv("QUORUM_WEIGHTS");
+	uint64_t size;
 
 	*out = NULL;
 	if (rc)
 		return rc;
+	/* QUORUM_WEIGHTS=copy | map | auto (default): copy when the file
+	 * is big enough to gain and half the available memory holds it
+	 * (processes loading one file share its mapping, not copies) */
+	size = gguf_file_size(g);
+	if (w && !strcmp(w, "copy") ? 1 : w && !strcmp(w, "map") ? 0 :
+	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size)
+		(void)gguf_copy_tensors(g); /* else the mapping serves */
 	rc = model_from_gguf(g, out);
 	if (rc)
 		gguf_close(&g);

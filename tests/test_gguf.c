@@ -200,6 +200,67 @@ static void test_roundtrip(void **state)
 	assert_null(m);
 }
 
+/* gguf_copy_tensors: every tensor's bytes move to a private copy that
+ * starts on a 2 MiB boundary (the data section's first tensor), equal to
+ * the file's; the metadata still reads; a second call changes nothing.
+ * model_load with QUORUM_WEIGHTS=copy and =map gives the same weights. */
+static void test_copy_tensors(void **state)
+{
+	gguf_file *g;
+	gguf_str s;
+	uint64_t n;
+	unsigned char **saved;
+	const void **before;
+	model *mc, *mm;
+
+	(void)state;
+	build(path, OK);
+	assert_int_equal(gguf_open(path, &g), 0);
+	n = gguf_n_tensors(g);
+	saved = calloc(n, sizeof(*saved));
+	before = calloc(n, sizeof(*before));
+	assert_non_null(saved);
+	assert_non_null(before);
+	for (uint64_t i = 0; i < n; i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+		saved[i] = malloc(t->nbytes);
+		assert_non_null(saved[i]);
+		memcpy(saved[i], t->data, t->nbytes);
+		before[i] = t->data;
+	}
+	assert_int_equal(gguf_copy_tensors(g), 0);
+	for (uint64_t i = 0; i < n; i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+		assert_ptr_not_equal(t->data, before[i]);
+		assert_int_equal(((uintptr_t)t->data - t->offset) % (2u << 20), 0);
+		assert_memory_equal(t->data, saved[i], t->nbytes);
+		before[i] = t->data;
+	}
+	assert_int_equal(gguf_copy_tensors(g), 0);
+	for (uint64_t i = 0; i < n; i++)
+		assert_ptr_equal(gguf_tensor_at(g, i)->data, before[i]);
+	assert_int_equal(gguf_get_str(g, "general.architecture", &s), 0);
+	assert_true(gguf_str_eq(s, "qwen2"));
+	gguf_close(&g);
+	for (uint64_t i = 0; i < n; i++)
+		free(saved[i]);
+	free(saved);
+	free(before);
+
+	setenv("QUORUM_WEIGHTS", "copy", 1);
+	assert_int_equal(model_load(path, &mc), 0);
+	setenv("QUORUM_WEIGHTS", "map", 1);
+	assert_int_equal(model_load(path, &mm), 0);
+	unsetenv("QUORUM_WEIGHTS");
+	assert_ptr_not_equal(mc->layers[0].wq.data, mm->layers[0].wq.data);
+	assert_memory_equal(mc->layers[0].wq.data, mm->layers[0].wq.data,
+			    gguf_find_tensor(mm->gguf, "blk.0.attn_q.weight")->nbytes);
+	assert_memory_equal(mc->tok_embd.data, mm->tok_embd.data,
+			    gguf_find_tensor(mm->gguf, "token_embd.weight")->nbytes);
+	model_free(&mc);
+	model_free(&mm);
+}
+
 /* Found by fuzz/mkseeds under UBSan: saving a writer with no metadata
  * copied its empty (NULL) buffer with memcpy. An empty file is valid. */
 static void test_empty_file(void **state)
@@ -437,6 +498,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_empty_file),
+		cmocka_unit_test(test_copy_tensors),
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_truncations),
