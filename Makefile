@@ -60,6 +60,8 @@ $(B)/tests/%.o $(B)/bench/%.o: | $(PROTO_GEN)
 $(B)/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
+# the integer kernels under ASan only in a sanitizer build (see VNNI_FLAGS)
+$(B)/common/kern_int_avx2.o: CFLAGS += -fno-sanitize=undefined
 $(B)/common/kern_int_vnni.o: common/kern_int_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_FLAGS) -c $< -o $@
