@@ -912,26 +912,13 @@ static void test_att_kernels(void **state)
 					sgot, lds);
 			kern_att_values(ogot, ldo, G, sw, lds, v, ldk, kt, nt,
 					hd);
-			for (int i = 0; i < G * lds; i++)
-				if (f2u(sgot[i]) != f2u(sref[i])) {
-					print_error("att_scores %s %s hd %d G %d "
-						    "nt %d: [%d][%d] %a vs %a\n",
-						    kern_isa_name(isa),
-						    kti ? "f32" : "f16", hd, G,
-						    nt, i / lds, i % lds,
-						    sgot[i], sref[i]);
-					fail();
-				}
-			for (int i = 0; i < G * ldo; i++)
-				if (f2u(ogot[i]) != f2u(oref[i])) {
-					print_error("att_values %s %s hd %d G %d "
-						    "nt %d: [%d][%d] %a vs %a\n",
-						    kern_isa_name(isa),
-						    kti ? "f32" : "f16", hd, G,
-						    nt, i / ldo, i % ldo,
-						    ogot[i], oref[i]);
-					fail();
-				}
+			char what[96];
+			snprintf(what, sizeof(what), "att_scores %s hd %d G %d nt %d",
+				 kti ? "f32" : "f16", hd, G, nt);
+			assert_bits_equal(sref, sgot, (size_t)G * lds, what, isa);
+			snprintf(what, sizeof(what), "att_values %s hd %d G %d nt %d",
+				 kti ? "f32" : "f16", hd, G, nt);
+			assert_bits_equal(oref, ogot, (size_t)G * ldo, what, isa);
 			checked++;
 		}
 		free(q);
