@@ -10,10 +10,15 @@
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
-CPPFLAGS += -Icommon -I$(B)
+# project headers by path, never found for a <system> include: the
+# library's as "wing/name.h" (common/), the programs' and tests' others
+# from the root ("coordinator/scheduler.h"), generated ones in $(B)
+CPPFLAGS += -iquote common -iquote . -iquote $(B)
 LDLIBS  = -lzmq -lprotobuf-c -lyaml -ljansson -lpcre2-8 -lm -lpthread
 
 B       := build
+# the x86 SIMD kernels (each chosen at run time by CPU detection)
+KERN_X86 := common/kernels/x86
 
 # SIMD translation units: compiled for their ISA, chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -26,16 +31,16 @@ VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni -DKERN_INT_VNNI=1 \
 		-fno-sanitize=undefined
 VNNI_EMU_FLAGS := $(AVX2_FLAGS) -DKERN_INT_VNNI=2 -fno-sanitize=undefined
 
-COMMON_SRC := $(sort $(wildcard common/*.c))
+COMMON_SRC := $(sort $(wildcard common/*.c common/*/*.c common/*/*/*.c))
 PROTO_GEN  := $(B)/proto/quorum.pb-c.c $(B)/proto/quorum.pb-c.h
-COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/common/kern_int_vnni.o \
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/$(KERN_X86)/kern_int_vnni.o \
 	      $(B)/proto/quorum.pb-c.o
 COORD_SRC  := $(sort $(wildcard coordinator/*.c))
 COORD_OBJ  := $(COORD_SRC:%.c=$(B)/obj/%.o)
 WORKER_SRC := $(sort $(wildcard worker/*.c))
 WORKER_OBJ := $(WORKER_SRC:%.c=$(B)/obj/%.o)
 PROGS      := $(B)/quorum $(if $(COORD_SRC),$(B)/coordinator) $(if $(WORKER_SRC),$(B)/worker)
-TOOLS_SRC  := $(sort $(wildcard tools/*.c))
+TOOLS_SRC  := $(sort $(wildcard tools/*.c tools/*/*.c))
 TOOLS_OBJ  := $(TOOLS_SRC:%.c=$(B)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(B)/tests/%)
@@ -61,8 +66,8 @@ $(B)/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
 # the integer kernels under ASan only in a sanitizer build (see VNNI_FLAGS)
-$(B)/common/kern_int_avx2.o: CFLAGS += -fno-sanitize=undefined
-$(B)/common/kern_int_vnni.o: common/kern_int_avx2.c
+$(B)/$(KERN_X86)/kern_int_avx2.o: CFLAGS += -fno-sanitize=undefined
+$(B)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_FLAGS) -c $< -o $@
 
@@ -87,12 +92,12 @@ $(B)/quorum: $(TOOLS_OBJ) $(LIB)
 
 # The status page of `quorum serve`, embedded as a C string (no build
 # step beyond this; awk is in every base system).
-$(B)/gwpage.h: tools/gwpage.html
+$(B)/gateway_page.h: tools/gateway/page.html
 	@mkdir -p $(B)
 	awk 'BEGIN { print "static const char gwpage_html[] =" } \
 	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "\"" $$0 "\\n\"" } \
 	     END { print ";" }' $< > $@
-$(B)/tools/cmd_serve.o: $(B)/gwpage.h
+$(B)/tools/gateway/serve.o: $(B)/gateway_page.h
 
 $(B)/coordinator: $(COORD_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(COORD_OBJ) $(LIB) $(LDLIBS)
@@ -105,14 +110,13 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 
 # the tests that include tests/isautil.h also run the VNNI kernels' code
 # with vpdpbusd emulated
-$(B)/tests/kern_int_emu.o: common/kern_int_avx2.c | $(PROTO_GEN)
+$(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
 $(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
 
 # the scheduler in-process: the coordinator's objects but its main
 SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ))
-$(B)/tests/test_sched.o: CPPFLAGS += -Icoordinator
 $(B)/tests/test_sched: $(B)/tests/test_sched.o $(SCHED_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS) -lcmocka
 
@@ -120,7 +124,6 @@ $(B)/bench/%: $(B)/bench/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # the scheduler against simulated workers (issue 13)
-$(B)/bench/sched_sim.o: CPPFLAGS += -Icoordinator
 $(B)/bench/sched_sim: $(B)/bench/sched_sim.o $(SCHED_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS)
 
@@ -249,6 +252,7 @@ clean:
 # The fuzz targets (fuzz/fuzz_*.c) are built with clang against the library
 # sources compiled once more with ASan+UBSan and coverage, in build-fuzz/.
 FUZZ_CC      ?= clang-14
+FUZZ_INC     := -iquote common -iquote . -iquote $(FB)
 FB           := build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := gguf wire cfg tok
@@ -256,7 +260,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
 		-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
-FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/common/kern_int_vnni.o \
+FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/$(KERN_X86)/kern_int_vnni.o \
 		$(FB)/proto/quorum.pb-c.o
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
 ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -275,20 +279,20 @@ $(FUZZ_OBJ) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
 # (gcc), checked bit for bit against the scalar reference.
 $(FB)/%_avx2.o: FUZZ_ISA = $(AVX2_FLAGS) -fno-sanitize=undefined
 $(FB)/%_avx512.o: FUZZ_ISA = $(AVX512_FLAGS) -fno-sanitize=undefined
-$(FB)/common/kern_int_vnni.o: common/kern_int_avx2.c
+$(FB)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -c $< -o $@
 
 $(FB)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) $(FUZZ_ISA) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(FUZZ_ISA) -c $< -o $@
 
 $(FB)/proto/quorum.pb-c.o: $(FB)/proto/quorum.pb-c.c
-	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FB)/fuzz_%.o: fuzz/fuzz_%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FB)/fuzz_%: $(FB)/fuzz_%.o $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
@@ -324,7 +328,7 @@ test-asan:
 
 # Rewrites the generated seeds of fuzz/corpus/ (the cfg seeds are files).
 $(FB)/mkseeds: fuzz/mkseeds.c $(FUZZ_OBJ)
-	$(FUZZ_CC) -Icommon -I$(FB) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $^ $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $^ $(LDLIBS)
 fuzz-seeds: $(FB)/mkseeds
 	mkdir -p fuzz/corpus/gguf fuzz/corpus/wire fuzz/corpus/tok
 	$(FB)/mkseeds

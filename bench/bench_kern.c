@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "kern.h"
-#include "tpool.h"
+#include "format/gguf.h"
+#include "kernels/kern.h"
+#include "kernels/tpool.h"
 
 static double now_s(void)
 {

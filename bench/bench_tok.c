@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "hfvocab.h"
+#include "format/gguf.h"
+#include "text/hfvocab.h"
 #include "qerr.h"
-#include "tok.h"
+#include "text/tok.h"
 
 static double now_s(void)
 {

@@ -30,13 +30,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "kv.h"
-#include "prompt.h"
+#include "engine/kv.h"
+#include "text/prompt.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
-#include "sched.h"
-#include "tok.h"
-#include "wire.h"
+#include "coordinator/scheduler.h"
+#include "text/tok.h"
+#include "net/wire.h"
 
 /* A fake pool's size: block ids wrap inside it (the coordinator
  * refuses ids outside a worker's pool). */

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prompt.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "sc.h"
-#include "vote.h"
+#include "sc/sc.h"
+#include "sc/vote.h"
 
 static void job_free(job *j)
 {

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prompt.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "sc.h"
-#include "vote.h"
+#include "sc/sc.h"
+#include "sc/vote.h"
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
 {

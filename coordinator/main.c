@@ -9,16 +9,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cfg.h"
-#include "curve.h"
-#include "gguf.h"
-#include "model.h"
+#include "net/cfg.h"
+#include "net/curve.h"
+#include "format/gguf.h"
+#include "engine/model.h"
 #include "proc.h"
-#include "prompt.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "sched.h"
-#include "tok.h"
-#include "wire.h"
+#include "coordinator/scheduler.h"
+#include "text/tok.h"
+#include "net/wire.h"
 
 static volatile sig_atomic_t stop_flag;
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv.h"
+#include "engine/kv.h"
 #include "qerr.h"
 
 int members_find(const sched *s, const wire_msg *m)

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "qerr.h"
-#include "wire.h"
+#include "net/wire.h"
 
 extern char **environ;
 

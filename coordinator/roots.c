@@ -50,11 +50,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv.h"
-#include "pfx.h"
-#include "prompt.h"
+#include "engine/kv.h"
+#include "sc/pfx.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "vote.h"
+#include "sc/vote.h"
 
 /* Load units one saved block of prefill is worth (placement rule). */
 #define ROOTS_BLOCK_WORTH 2

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfx.h"
+#include "sc/pfx.h"
 #include "qerr.h"
 
 /* ---- I/O ------------------------------------------------------------- */

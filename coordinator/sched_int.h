@@ -1,6 +1,6 @@
 /*
  * sched_int — the scheduler's shared state and the calls between its
- * parts (internal to coordinator/; sched.h is the public face).
+ * parts (internal to coordinator/; scheduler.h is the public face).
  *
  * The parts, one file each:
  *   sched.c     lifecycle, timers, the worker-message switch, I/O hooks
@@ -21,9 +21,9 @@
 #include <stdint.h>
 
 #include "proto/quorum.pb-c.h"
-#include "sc.h"
-#include "sched.h"
-#include "stop.h"
+#include "sc/sc.h"
+#include "coordinator/scheduler.h"
+#include "sc/stop.h"
 
 #define MAX_WORKERS 1024
 #define ID_MAX WIRE_WORKER_ID_MAX

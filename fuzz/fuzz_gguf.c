@@ -19,10 +19,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "model.h"
+#include "format/gguf.h"
+#include "engine/model.h"
 #include "qerr.h"
-#include "tok.h"
+#include "text/tok.h"
 
 static int fd = -1;
 static char path[64];

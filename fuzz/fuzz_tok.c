@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "hfvocab.h"
+#include "format/gguf.h"
+#include "text/hfvocab.h"
 #include "qerr.h"
-#include "tok.h"
+#include "text/tok.h"
 
 #define NV 3
 static tok *voc[NV];              /* gpt-2, llama-spm, qwen2 */

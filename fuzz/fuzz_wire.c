@@ -29,7 +29,7 @@
 
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
-#include "wire.h"
+#include "net/wire.h"
 
 #define CAP 64
 

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "model.h"
+#include "format/gguf.h"
+#include "engine/model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
-#include "quant.h"
-#include "tok.h"
+#include "format/quant.h"
+#include "text/tok.h"
 
 #define DIR "fuzz/corpus/"
 

@@ -28,7 +28,7 @@
 
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
-#include "wire.h"
+#include "net/wire.h"
 
 extern char **environ;
 

@@ -9,8 +9,8 @@
 #ifndef QUORUM_TEST_ISAUTIL_H
 #define QUORUM_TEST_ISAUTIL_H
 
-#include "kern.h"
-#include "kern_impl.h"
+#include "kernels/kern.h"
+#include "kernels/kern_impl.h"
 
 /* The highest level iu_use_isa may run. */
 static inline int iu_last_isa(void)

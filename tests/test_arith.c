@@ -13,11 +13,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 /* Recorded with the model (models/README.md, "Regression pin"):
  * `quorum eval-set --model models/arith.gguf --file train/data/test.jsonl

@@ -16,13 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "model.h"
-#include "prompt.h"
+#include "engine/model.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "sc.h"
-#include "stop.h"
+#include "sc/sc.h"
+#include "sc/stop.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 #define NQ 4
 #define MAXS 8

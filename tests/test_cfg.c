@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cfg.h"
+#include "net/cfg.h"
 #include "qerr.h"
 
 #define EXAMPLE "config/cluster.yaml"

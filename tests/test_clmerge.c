@@ -18,10 +18,10 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
-#include "tok.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 #define N_REQ 20
 #define CANCEL_REQ 7

@@ -14,10 +14,10 @@
 #include <jansson.h>
 
 #include "clusterutil.h"
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
-#include "tok.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 #define N_Q 4
 #define N_BUDGET 16

@@ -18,11 +18,11 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
-#include "tok.h"
+#include "engine/mkmodel.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 #define N_SAMPLES 8
 #define MAX_NEW 24

@@ -37,10 +37,10 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
-#include "tok.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 #define SEED 4321
 #define LONG_N 8

@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "fwd.h"
-#include "kern.h"
-#include "kv.h"
-#include "model.h"
-#include "quant.h"
+#include "engine/fwd.h"
+#include "kernels/kern.h"
+#include "engine/kv.h"
+#include "engine/model.h"
+#include "format/quant.h"
 #include "isautil.h"
 #include "testutil.h"
 

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "model.h"
+#include "format/gguf.h"
+#include "engine/model.h"
 #include "qerr.h"
 #include "testutil.h"
 

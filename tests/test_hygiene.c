@@ -31,9 +31,9 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "kv.h"
+#include "engine/kv.h"
 #include "poolutil.h"
-#include "shm.h"
+#include "engine/shm.h"
 
 #define RUN_MS 10000 /* a bad-input run must end well before this */
 

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "kern.h"
+#include "format/gguf.h"
+#include "kernels/kern.h"
 #include "qerr.h"
-#include "quant.h"
-#include "tpool.h"
+#include "format/quant.h"
+#include "kernels/tpool.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfx.h"
+#include "sc/pfx.h"
 
 #define B 4 /* tokens per block in the tables: one character a token */
 

@@ -17,12 +17,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "kern.h"
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
+#include "kernels/kern.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 static char path[512];
 static model *m;

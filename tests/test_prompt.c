@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "prompt.h"
+#include "text/prompt.h"
 #include "qerr.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 /* ---- recognition -------------------------------------------------------- */
 

@@ -17,13 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "kern.h"
-#include "kern_impl.h"
-#include "model.h"
+#include "format/gguf.h"
+#include "kernels/kern.h"
+#include "kernels/kern_impl.h"
+#include "engine/model.h"
 #include "qerr.h"
-#include "quant.h"
-#include "tpool.h"
+#include "format/quant.h"
+#include "kernels/tpool.h"
 #include "isautil.h"
 #include "testutil.h"
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kern.h"
+#include "kernels/kern.h"
 #include "qerr.h"
-#include "samp.h"
+#include "engine/samp.h"
 
 #define NINF (-INFINITY)
 

@@ -48,10 +48,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "kv.h"
-#include "pfx.h"
-#include "prompt.h"
-#include "sched_int.h"
+#include "engine/kv.h"
+#include "sc/pfx.h"
+#include "text/prompt.h"
+#include "coordinator/sched_int.h"
 #include "testutil.h"
 
 /* ---- the world the scheduler sees ------------------------------------- */

@@ -16,12 +16,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "model.h"
-#include "prompt.h"
-#include "sc.h"
-#include "stop.h"
+#include "engine/model.h"
+#include "text/prompt.h"
+#include "sc/sc.h"
+#include "sc/stop.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 #define N_PROBLEMS 10
 #define N_REF 16

@@ -1,5 +1,5 @@
 /*
- * CurveZMQ on the cluster (common/curve.h): the key file format, `quorum
+ * CurveZMQ on the cluster (common/net/curve.h): the key file format, `quorum
  * keygen`, and a real coordinator + local worker on loopback with curve
  * on: an allowed client is served the right answer; a plaintext client, a
  * client with an unknown key and raw bytes get nothing; a rogue worker
@@ -29,14 +29,14 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "curve.h"
-#include "model.h"
-#include "prompt.h"
+#include "net/curve.h"
+#include "engine/model.h"
+#include "text/prompt.h"
 #include "proto/quorum.pb-c.h"
-#include "sc.h"
+#include "sc/sc.h"
 #include "testutil.h"
-#include "tok.h"
-#include "wire.h"
+#include "text/tok.h"
+#include "net/wire.h"
 
 extern char **environ;
 

@@ -28,10 +28,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "kv.h"
+#include "engine/kv.h"
 #include "poolutil.h"
 #include "qerr.h"
-#include "shm.h"
+#include "engine/shm.h"
 
 static char base[64]; /* "quorum-tshm<pid>", no slash */
 

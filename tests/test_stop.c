@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "qerr.h"
-#include "stop.h"
-#include "vote.h"
+#include "sc/stop.h"
+#include "sc/vote.h"
 
 /* Answers are one character each; '.' = no answer. */
 struct scase {

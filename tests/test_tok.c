@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "hfvocab.h"
+#include "format/gguf.h"
+#include "text/hfvocab.h"
 #include "qerr.h"
-#include "tok.h"
+#include "text/tok.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "qerr.h"
-#include "vote.h"
+#include "sc/vote.h"
 
 /* ---- extraction --------------------------------------------------------- */
 

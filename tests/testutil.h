@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "mkmodel.h"
+#include "format/gguf.h"
+#include "engine/mkmodel.h"
 #include "qerr.h"
 
 static inline const char *tu_root(void)

@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "curve.h"
+#include "net/curve.h"
 #include "qerr.h"
-#include "vote.h"
+#include "sc/vote.h"
 
 struct client {
 	void *ctx;

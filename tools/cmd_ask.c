@@ -11,10 +11,10 @@
 #include "cli.h"
 #include "client.h"
 #include "qerr.h"
-#include "sc.h"
-#include "stop.h"
+#include "sc/sc.h"
+#include "sc/stop.h"
 #include "qset.h"
-#include "vote.h"
+#include "sc/vote.h"
 
 #define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
 #define ASK_MAX_CONCURRENCY 1024

@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "kern.h"
-#include "model.h"
-#include "prompt.h"
+#include "kernels/kern.h"
+#include "engine/model.h"
+#include "text/prompt.h"
 #include "qerr.h"
-#include "sc.h"
-#include "tok.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 #define BENCH_MAX_NS 16
 

@@ -6,12 +6,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "fwd.h"
-#include "kern.h"
-#include "kv.h"
-#include "model.h"
+#include "engine/fwd.h"
+#include "kernels/kern.h"
+#include "engine/kv.h"
+#include "engine/model.h"
 #include "qerr.h"
-#include "tpool.h"
+#include "kernels/tpool.h"
 
 static void help(void)
 {

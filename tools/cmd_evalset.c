@@ -10,13 +10,13 @@
 
 #include "cli.h"
 #include "client.h"
-#include "model.h"
-#include "prompt.h"
+#include "engine/model.h"
+#include "text/prompt.h"
 #include "qerr.h"
 #include "qset.h"
-#include "sc.h"
-#include "tok.h"
-#include "vote.h"
+#include "sc/sc.h"
+#include "text/tok.h"
+#include "sc/vote.h"
 
 #define EVS_MAX_NS 16
 #define EVS_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"

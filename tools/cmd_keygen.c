@@ -1,9 +1,9 @@
-/* quorum keygen — a CURVE key pair for the cluster (see common/curve.h). */
+/* quorum keygen — a CURVE key pair for the cluster (see common/net/curve.h). */
 #include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
-#include "curve.h"
+#include "net/curve.h"
 #include "qerr.h"
 
 static void help(void)

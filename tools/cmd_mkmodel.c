@@ -1,13 +1,13 @@
-/* quorum mkmodel — synthesize a GGUF model (see common/mkmodel.h). */
+/* quorum mkmodel — synthesize a GGUF model (see common/engine/mkmodel.h). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
-#include "mkmodel.h"
+#include "format/gguf.h"
+#include "engine/mkmodel.h"
 #include "qerr.h"
-#include "quant.h"
+#include "format/quant.h"
 
 static void help(void)
 {

@@ -1,13 +1,13 @@
 /* quorum quantize — re-quantize an F32/F16/BF16 GGUF with llama.cpp's
- * per-tensor recipes (common/quant.h). */
+ * per-tensor recipes (common/format/quant.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "qerr.h"
-#include "quant.h"
+#include "format/quant.h"
 
 static void help(void)
 {

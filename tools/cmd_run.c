@@ -1,4 +1,4 @@
-/* quorum run — self-consistency in one process (see common/sc.h). */
+/* quorum run — self-consistency in one process (see common/sc/sc.h). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -8,14 +8,14 @@
 
 #include "cli.h"
 #include "client.h"
-#include "kern.h"
-#include "model.h"
-#include "prompt.h"
+#include "kernels/kern.h"
+#include "engine/model.h"
+#include "text/prompt.h"
 #include "qset.h"
 #include "qerr.h"
 #include "qset.h"
-#include "sc.h"
-#include "tok.h"
+#include "sc/sc.h"
+#include "text/tok.h"
 
 static void help(void)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "qerr.h"
-#include "tok.h"
+#include "text/tok.h"
 
 static void help_tokenize(void)
 {

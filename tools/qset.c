@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vote.h"
+#include "sc/vote.h"
 
 /* Canonical form of an answer for comparison: the vote_extract form of
  * "\boxed{TEXT}" (a number canonicalized, anything else trimmed byte for

@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "prompt.h"
+#include "text/prompt.h"
 
 typedef struct qset_item {
 	long line;            /* 1-based line in the input */

@@ -27,7 +27,7 @@ import bpe  # noqa: E402
 import gguf_writer  # noqa: E402
 import problems  # noqa: E402
 
-# quorum's default system prompt (common/prompt.h PROMPT_DEFAULT_SYSTEM):
+# quorum's default system prompt (common/text/prompt.h PROMPT_DEFAULT_SYSTEM):
 # most training examples carry it, so `quorum run` works without --system.
 DEFAULT_SYSTEM = ("You are a careful problem solver. Reason step by step, "
                   "then give the final answer on the last line as "

@@ -7,9 +7,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "cfg.h"
+#include "net/cfg.h"
 #include "qerr.h"
-#include "wire.h"
+#include "net/wire.h"
 #include "wk.h"
 
 static volatile sig_atomic_t stop_flag;

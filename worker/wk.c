@@ -9,13 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kv.h"
-#include "model.h"
+#include "engine/kv.h"
+#include "engine/model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
-#include "sc.h"
-#include "tok.h"
-#include "wire.h"
+#include "sc/sc.h"
+#include "text/tok.h"
+#include "net/wire.h"
 
 #define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536

@@ -36,8 +36,8 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "cfg.h"
-#include "curve.h"
+#include "net/cfg.h"
+#include "net/curve.h"
 
 #define WK_ID_MAX 64
 #define WK_HOST_MAX 128

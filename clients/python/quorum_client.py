@@ -56,7 +56,7 @@ _Z85 = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def load_key(path, secret=False):
     """The Z85 key (bytes) of a key file as `quorum keygen` writes it
-    (common/curve.h): '#' comment lines, blank lines, one line of 40 Z85
+    (common/net/curve.h): '#' comment lines, blank lines, one line of 40 Z85
     characters. Raises ValueError for anything else (a secret key file
     where a public one is expected, or the reverse, included)."""
     with open(path, "rb") as f:

@@ -1,0 +1,495 @@
+#include "engine/fwd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "qerr.h"
+
+/* Attention tasks per thread: (row, KV head) items are split into this
+ * many chunks per thread for load balance; each chunk owns a score buffer
+ * for the query heads of one KV head. */
+#define FWD_ATT_TASKS_PER_THREAD 4
+
+struct fwd {
+	const model *m;
+	tpool *tp;
+	int R;              /* max rows per call */
+	float *x;           /* (R, dim) residual stream */
+	float *xb;          /* (R, dim) normed input / gathered last rows */
+	float *q;           /* (R, q_dim) */
+	float *k, *v;       /* (R, kv_dim) */
+	float *att;         /* (R, q_dim) attention output */
+	float *hb, *hb2;    /* (R, ffn_dim) */
+	float *rcos, *rsin; /* (n_rope, R, head_dim/2) rotary of each row's
+			     * position, per rotary kind */
+	double *inv_freq;   /* (n_rope, head_dim/2) scale * base^(-2i/hd) /
+			     * factor[i] */
+	int n_rope;         /* 1, or 2 with sliding-window layers: kind 0
+			     * global, kind 1 local (rope_base_swa) */
+	int *row_seq;       /* (R) sequence index of each row */
+	int *row_pos;       /* (R) position of each row */
+	int n_att_tasks;
+	float *scores;      /* (n_att_tasks, heads per KV head, scores_cap) */
+	size_t scores_cap;
+	float att_scale;
+};
+
+static void *xcalloc(size_t n, size_t sz, int *bad)
+{
+	void *p = calloc(n ? n : 1, sz);
+
+	if (!p)
+		*bad = 1;
+	return p;
+}
+
+int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
+{
+	const model_config *c = &m->cfg;
+	size_t R = (size_t)max_rows, q_dim = (size_t)c->q_dim;
+	int bad = 0, half = c->head_dim / 2, n_rope = c->swa_window ? 2 : 1;
+	fwd *f;
+
+	*out = NULL;
+	if (max_rows < 1 || max_rows > 65536)
+		return qerr_fail(QERR_RANGE, "fwd: max_rows %d out of range",
+				 max_rows);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory");
+	f->m = m;
+	f->tp = tp;
+	f->R = max_rows;
+	f->x = xcalloc(R * c->dim, sizeof(float), &bad);
+	f->xb = xcalloc(R * c->dim, sizeof(float), &bad);
+	f->q = xcalloc(R * q_dim, sizeof(float), &bad);
+	f->k = xcalloc(R * c->kv_dim, sizeof(float), &bad);
+	f->v = xcalloc(R * c->kv_dim, sizeof(float), &bad);
+	f->att = xcalloc(R * q_dim, sizeof(float), &bad);
+	f->hb = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
+	f->hb2 = xcalloc(R * c->ffn_dim, sizeof(float), &bad);
+	f->n_rope = n_rope;
+	f->rcos = xcalloc(n_rope * R * half, sizeof(float), &bad);
+	f->rsin = xcalloc(n_rope * R * half, sizeof(float), &bad);
+	f->inv_freq = xcalloc((size_t)n_rope * half, sizeof(double), &bad);
+	f->row_seq = xcalloc(R, sizeof(int), &bad);
+	f->row_pos = xcalloc(R, sizeof(int), &bad);
+	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
+	if (bad) {
+		fwd_free(&f);
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory for %d rows",
+				 max_rows);
+	}
+	/* Rotary frequencies in double (libm's double pow/cos/sin round
+	 * correctly in practice, so the floats derived from them agree
+	 * across hosts). Llama 3's rope_freqs divide each pair's frequency;
+	 * linear scaling multiplies the global layers' frequencies. */
+	for (int k = 0; k < n_rope; k++)
+		for (int i = 0; i < half; i++) {
+			double base = k ? c->rope_base_swa : c->rope_base;
+			double v = pow(base, -2.0 * i / (double)c->head_dim);
+
+			if (m->rope_freqs)
+				v /= (double)m->rope_freqs[i];
+			if (!k && c->rope_scale != 1.0f)
+				v *= (double)c->rope_scale;
+			f->inv_freq[(size_t)k * half + i] = v;
+		}
+	f->att_scale = c->att_scale;
+	*out = f;
+	return 0;
+}
+
+void fwd_free(fwd **fp)
+{
+	fwd *f;
+
+	if (!fp || !*fp)
+		return;
+	f = *fp;
+	free(f->x);
+	free(f->xb);
+	free(f->q);
+	free(f->k);
+	free(f->v);
+	free(f->att);
+	free(f->hb);
+	free(f->hb2);
+	free(f->rcos);
+	free(f->rsin);
+	free(f->inv_freq);
+	free(f->row_seq);
+	free(f->row_pos);
+	free(f->scores);
+	free(f);
+	*fp = NULL;
+}
+
+int fwd_max_rows(const fwd *f)
+{
+	return f->R;
+}
+
+int fwd_check_pool(const model *m, const kv_pool *pool)
+{
+	const kv_params *p = kv_pool_params(pool);
+
+	if (p->n_layers != m->cfg.n_layers || p->kv_dim != m->cfg.kv_dim)
+		return qerr_fail(QERR_ARG, "KV pool is for %d layers x %d, the "
+				 "model has %d x %d", p->n_layers, p->kv_dim,
+				 m->cfg.n_layers, m->cfg.kv_dim);
+	return 0;
+}
+
+/* ---- pieces ---------------------------------------------------------- */
+
+static void matmul(fwd *f, const model_mat *w, const float *bias,
+		   const float *x, int M, float *y)
+{
+	kern_matmul(f->tp, w->data, w->type, w->k, w->n, bias, x, w->k, M, y,
+		    w->n);
+}
+
+/* x (M rows of w[0]->k) through the n matrices w[i] (same k) into y[i],
+ * in one job of the pool. */
+static void matmul_n(fwd *f, const model_mat *const *w,
+		     const float *const *bias, float *const *y, int n,
+		     const float *x, int M)
+{
+	struct kern_mat km[KERN_MM_MAX];
+
+	for (int i = 0; i < n; i++)
+		km[i] = (struct kern_mat){.W = w[i]->data, .wtype = w[i]->type,
+					  .N = w[i]->n, .bias = bias[i],
+					  .y = y[i], .ldy = w[i]->n};
+	kern_matmul_n(f->tp, km, n, w[0]->k, x, w[0]->k, M);
+}
+
+static void rope_tables(fwd *f, int M)
+{
+	size_t half = (size_t)f->m->cfg.head_dim / 2;
+
+	for (int k = 0; k < f->n_rope; k++)
+		for (int r = 0; r < M; r++)
+			for (size_t i = 0; i < half; i++) {
+				size_t o = ((size_t)k * f->R + r) * half + i;
+				double th = (double)f->row_pos[r] *
+					    f->inv_freq[k * half + i];
+
+				f->rcos[o] = (float)cos(th);
+				f->rsin[o] = (float)sin(th);
+			}
+}
+
+/* Rotates n_heads heads of head_dim in vec (one row) with the rotary of
+ * kind (0 global, 1 sliding-window layers). */
+static void rope_row(const fwd *f, float *vec, int n_heads, int r, int kind)
+{
+	const model_config *c = &f->m->cfg;
+	int hd = c->head_dim, half = hd / 2;
+	size_t o = ((size_t)kind * f->R + r) * half;
+	const float *cs = f->rcos + o;
+	const float *sn = f->rsin + o;
+
+	for (int h = 0; h < n_heads; h++) {
+		float *v = vec + (size_t)h * hd;
+
+		for (int i = 0; i < half; i++) {
+			int a = c->rope_mode == MODEL_ROPE_NEOX ? i : 2 * i;
+			int b = c->rope_mode == MODEL_ROPE_NEOX ? i + half
+								: 2 * i + 1;
+			float x0 = v[a], x1 = v[b];
+
+			v[a] = x0 * cs[i] - x1 * sn[i];
+			v[b] = x0 * sn[i] + x1 * cs[i];
+		}
+	}
+}
+
+static void store_kv(const fwd *f, kv_pool *pool, kv_seq *const *seqs,
+		     int layer, int M)
+{
+	const kv_params *p = kv_pool_params(pool);
+	int kvd = f->m->cfg.kv_dim, B = p->block_tokens;
+	size_t es = kv_elem_size(p->dtype);
+
+	for (int r = 0; r < M; r++) {
+		const kv_seq *s = seqs[f->row_seq[r]];
+		uint32_t pos = (uint32_t)f->row_pos[r];
+		uint32_t blk = s->blocks[pos / B];
+		size_t off = (size_t)(pos % B) * kvd * es;
+		char *kd = (char *)kv_k(pool, blk, layer) + off;
+		char *vd = (char *)kv_v(pool, blk, layer) + off;
+		const float *ks = f->k + (size_t)r * kvd;
+		const float *vs = f->v + (size_t)r * kvd;
+
+		if (p->dtype == KV_F16) {
+			kern_f32_to_f16_row(ks, (uint16_t *)kd, kvd);
+			kern_f32_to_f16_row(vs, (uint16_t *)vd, kvd);
+		} else {
+			memcpy(kd, ks, (size_t)kvd * sizeof(float));
+			memcpy(vd, vs, (size_t)kvd * sizeof(float));
+		}
+	}
+}
+
+typedef struct {
+	fwd *f;
+	const kv_pool *pool;
+	kv_seq *const *seqs;
+	int layer, M;
+	int n_split; /* slices of each KV head's query heads */
+} att_job;
+
+/* One row's query heads h0..h0+nh-1, all of KV head kvh: for each, scores
+ * over positions lo..pos in order (lo = 0, or pos - window + 1 on a
+ * sliding-window layer), softmax, then the weighted sum of V in position
+ * order. The heads share every key and value row, so the kernels convert
+ * each row once for all of them. A window may start inside a shared
+ * prefix block: it is read like any other. */
+static void attend(const att_job *j, int r, int kvh, int h0, int nh,
+		   float *s)
+{
+	const fwd *f = j->f;
+	const model_config *c = &f->m->cfg;
+	const kv_params *p = kv_pool_params(j->pool);
+	const kv_seq *seq = j->seqs[f->row_seq[r]];
+	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
+	int lo = f->m->layers[j->layer].swa && n > c->swa_window
+			 ? n - c->swa_window : 0;
+	uint32_t kt = p->dtype == KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->q_dim;
+	size_t head_off = (size_t)kvh * hd * es, row = (size_t)c->kv_dim * es;
+	int lds = (int)f->scores_cap;
+	const float *q = f->q + r * q_dim + (size_t)h0 * hd;
+	float *out = f->att + r * q_dim + (size_t)h0 * hd;
+
+	/* s[i * lds + t - lo] holds head h0 + i's score of position t */
+	/* walk the page table block by block: one lookup per block */
+	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
+		uint32_t blk = seq->blocks[t0 / B];
+		const char *kb = (const char *)kv_k(j->pool, blk, j->layer) +
+				 head_off;
+		int rows = n - t0 < B ? n - t0 : B;
+		int r0 = t0 < lo ? lo - t0 : 0;
+
+		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
+				(size_t)c->kv_dim, kt, rows - r0, hd,
+				f->att_scale, s + t0 + r0 - lo, lds);
+	}
+	for (int i = 0; i < nh; i++)
+		kern_softmax(s + (size_t)i * lds, n - lo);
+	memset(out, 0, (size_t)nh * hd * sizeof(float));
+	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
+		uint32_t blk = seq->blocks[t0 / B];
+		const char *vb = (const char *)kv_v(j->pool, blk, j->layer) +
+				 head_off;
+		int rows = n - t0 < B ? n - t0 : B;
+		int r0 = t0 < lo ? lo - t0 : 0;
+
+		kern_att_values(out, hd, nh, s + t0 + r0 - lo, lds,
+				vb + (size_t)r0 * row, (size_t)c->kv_dim, kt,
+				rows - r0, hd);
+	}
+}
+
+/* Work items: (row, KV head, slice of its query heads), so that a small
+ * batch still has an item per task; the bits do not depend on the slices
+ * (every score and output element has its own fixed sequence). */
+static void att_task(void *ctx, int task, int n_tasks)
+{
+	const att_job *j = ctx;
+	const model_config *c = &j->f->m->cfg;
+	int group = c->n_heads / c->n_kv_heads, ns = j->n_split;
+	int per = (group + ns - 1) / ns;
+	int total = j->M * c->n_kv_heads * ns;
+	int lo = (int)((long)total * task / n_tasks);
+	int hi = (int)((long)total * (task + 1) / n_tasks);
+	float *s = j->f->scores + (size_t)task * group * j->f->scores_cap;
+
+	for (int i = lo; i < hi; i++) {
+		int r = i / (c->n_kv_heads * ns), kvh = i / ns % c->n_kv_heads;
+		int h0 = kvh * group + i % ns * per;
+		int nh = group - i % ns * per < per ? group - i % ns * per : per;
+
+		if (nh > 0)
+			attend(j, r, kvh, h0, nh, s);
+	}
+}
+
+static int ensure_scores(fwd *f, int M)
+{
+	const model_config *c = &f->m->cfg;
+	size_t need = 0, group = (size_t)(c->n_heads / c->n_kv_heads);
+	float *ns;
+
+	for (int r = 0; r < M; r++)
+		if ((size_t)f->row_pos[r] + 1 > need)
+			need = (size_t)f->row_pos[r] + 1;
+	if (need <= f->scores_cap)
+		return 0;
+	need = need < 256 ? 256 : need * 2;
+	ns = realloc(f->scores, need * group * f->n_att_tasks * sizeof(float));
+	if (!ns)
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory for attention "
+				 "scores");
+	f->scores = ns;
+	f->scores_cap = need;
+	return 0;
+}
+
+/* x[r] += RMSNorm(y[r]) * w for the M rows (post_norms), else x += y. */
+static void residual(fwd *f, const float *w, float *y, int M)
+{
+	const model_config *c = &f->m->cfg;
+
+	if (w)
+		for (int r = 0; r < M; r++)
+			kern_rmsnorm(y + (size_t)r * c->dim, w, c->dim, c->eps,
+				     y + (size_t)r * c->dim);
+	for (size_t i = 0; i < (size_t)M * c->dim; i++)
+		f->x[i] += y[i];
+}
+
+static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
+{
+	const model_config *c = &f->m->cfg;
+	const model_layer *L = &f->m->layers[l];
+	size_t q_dim = (size_t)c->q_dim;
+	int hd = c->head_dim, kind = L->swa ? 1 : 0;
+	att_job aj = {f, pool, seqs, l, M, 1};
+
+	for (int r = 0; r < M; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
+		 (const float *const[]){L->bq, L->bk, L->bv},
+		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
+	for (int r = 0; r < M; r++) {
+		float *q = f->q + r * q_dim, *k = f->k + (size_t)r * c->kv_dim;
+
+		if (L->q_norm) {
+			for (int h = 0; h < c->n_heads; h++)
+				kern_rmsnorm(q + (size_t)h * hd, L->q_norm, hd,
+					     c->eps, q + (size_t)h * hd);
+			for (int h = 0; h < c->n_kv_heads; h++)
+				kern_rmsnorm(k + (size_t)h * hd, L->k_norm, hd,
+					     c->eps, k + (size_t)h * hd);
+		}
+		rope_row(f, q, c->n_heads, r, kind);
+		rope_row(f, k, c->n_kv_heads, r, kind);
+	}
+	store_kv(f, pool, seqs, l, M);
+	/* split the query heads of a KV head only while there are fewer
+	 * items than threads (decode of a few sequences on many threads) */
+	while (M * c->n_kv_heads * aj.n_split <
+		       f->n_att_tasks / FWD_ATT_TASKS_PER_THREAD &&
+	       aj.n_split < c->n_heads / c->n_kv_heads)
+		aj.n_split++;
+	tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
+	matmul(f, &L->wo, NULL, f->att, M, f->xb);
+	residual(f, L->post_attn_norm, f->xb, M);
+	for (int r = 0; r < M; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
+		 (const float *const[]){NULL, NULL},
+		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
+	if (c->act == MODEL_ACT_GELU_TANH)
+		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	else
+		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
+	residual(f, L->post_ffn_norm, f->xb, M);
+}
+
+/* ---- entry points ---------------------------------------------------- */
+
+int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
+	      int n_seq, const int32_t *tokens, float *logits, int all_rows)
+{
+	const model_config *c = &f->m->cfg;
+	int M = 0, rc, n_out = 0;
+
+	if (n_seq < 1)
+		return qerr_fail(QERR_ARG, "fwd: no sequences");
+	if ((rc = fwd_check_pool(f->m, pool)))
+		return rc;
+	for (int i = 0; i < n_seq; i++) {
+		if (n_new[i] < 1 || n_new[i] > f->R - M)
+			return qerr_fail(QERR_RANGE, "fwd: %d new tokens for "
+					 "sequence %d exceed the batch of %d "
+					 "rows", n_new[i], i, f->R);
+		if ((int64_t)seqs[i]->n_tokens + n_new[i] > c->ctx_len)
+			return qerr_fail(QERR_TOOLONG, "fwd: %u + %d tokens "
+					 "exceed the context of %d",
+					 seqs[i]->n_tokens, n_new[i],
+					 c->ctx_len);
+		for (int t = 0; t < n_new[i]; t++) {
+			f->row_seq[M] = i;
+			f->row_pos[M] = (int)seqs[i]->n_tokens + t;
+			M++;
+		}
+	}
+	for (int r = 0; r < M; r++)
+		if (tokens[r] < 0 || tokens[r] >= c->vocab)
+			return qerr_fail(QERR_RANGE, "fwd: token id %d is "
+					 "outside the vocabulary (0..%d)",
+					 tokens[r], c->vocab - 1);
+	if ((rc = ensure_scores(f, M)))
+		return rc;
+	for (int i = 0; i < n_seq; i++)
+		if ((rc = kv_seq_reserve(pool, seqs[i], (uint32_t)n_new[i])))
+			return rc;
+	for (int r = 0; r < M; r++)
+		kern_row_f32(f->m->tok_embd.data, f->m->tok_embd.type, c->dim,
+			     tokens[r], f->x + (size_t)r * c->dim);
+	if (c->embd_scale != 1.0f)
+		for (size_t i = 0; i < (size_t)M * c->dim; i++)
+			f->x[i] *= c->embd_scale;
+	rope_tables(f, M);
+	for (int l = 0; l < c->n_layers; l++)
+		layer(f, pool, seqs, l, M);
+	for (int i = 0; i < n_seq; i++)
+		kv_seq_commit(seqs[i], (uint32_t)n_new[i]);
+	if (!logits)
+		return 0;
+	/* gather the rows that need logits into xb, normed */
+	for (int r = 0; r < M; r++) {
+		int last = r + 1 == M || f->row_seq[r + 1] != f->row_seq[r];
+
+		if (!all_rows && !last)
+			continue;
+		kern_rmsnorm(f->x + (size_t)r * c->dim, f->m->output_norm,
+			     c->dim, c->eps, f->xb + (size_t)n_out * c->dim);
+		n_out++;
+	}
+	matmul(f, &f->m->output, NULL, f->xb, n_out, logits);
+	if (c->logit_softcap > 0.0f)
+		for (size_t i = 0; i < (size_t)n_out * c->vocab; i++)
+			logits[i] = c->logit_softcap *
+				    kern_tanhf(logits[i] / c->logit_softcap);
+	return 0;
+}
+
+int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,
+		int n, float *logits)
+{
+	int rc;
+
+	if (n < 1)
+		return qerr_fail(QERR_ARG, "fwd: empty prompt");
+	for (int done = 0; done < n;) {
+		int chunk = n - done < f->R ? n - done : f->R;
+		int last = done + chunk == n;
+
+		rc = fwd_batch(f, pool, &seq, &chunk, 1, tokens + done,
+			       last ? logits : NULL, 0);
+		if (rc)
+			return rc;
+		done += chunk;
+	}
+	return 0;
+}

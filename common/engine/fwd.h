@@ -1,0 +1,59 @@
+/*
+ * fwd — the transformer forward pass over a paged KV cache.
+ *
+ * One call advances any number of sequences: sequence i appends n_new[i]
+ * tokens (a prefill chunk, or 1 token in decode), all rows of all
+ * sequences forming one M-row batch so every weight matrix is read once
+ * per call. Each row's result is bit-identical however the rows are
+ * batched or chunked and whatever the thread count: matmuls reduce in the
+ * kernels' canonical order, attention of a row reads only its own
+ * sequence's K/V in position order, and K/V written by a row are the same
+ * bits whichever batch wrote them.
+ *
+ * Per layer: RMSNorm -> Q,K,V (+bias) -> per-head Q/K RMSNorm (qwen3,
+ * gemma3) -> rotary -> K,V into the pool -> causal GQA attention (only the
+ * last swa_window positions on sliding-window layers; all blocks stay in
+ * the cache) -> output projection -> [RMSNorm, gemma3] -> residual ->
+ * RMSNorm -> gated MLP (SiLU; GELU-tanh for gemma3) -> [RMSNorm] ->
+ * residual. Embeddings are scaled by embd_scale first. Then the final
+ * RMSNorm and the logits (soft-capped when the model says so) of the
+ * last row of each sequence (or of every row).
+ */
+#ifndef QUORUM_FWD_H
+#define QUORUM_FWD_H
+
+#include <stdint.h>
+
+#include "engine/kv.h"
+#include "engine/model.h"
+#include "kernels/tpool.h"
+
+typedef struct fwd fwd;
+
+/* max_rows: rows per call (prefill chunk size; >= the decode batch). The
+ * pool (tp, may be NULL) is borrowed. */
+int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out);
+void fwd_free(fwd **f);
+int fwd_max_rows(const fwd *f);
+
+/*
+ * Appends tokens to n_seq sequences in one batch. seqs[i] gets n_new[i]
+ * tokens (taken in order from tokens[]); sum(n_new) <= max_rows. Positions
+ * continue from each sequence's n_tokens. Reserves KV (copy-on-write of a
+ * shared tail block) for all sequences first: on QERR_FULL nothing changed.
+ * logits: when not NULL, receives the vocab-sized logits of the last row of
+ * each sequence, (n_seq, vocab) — or of every row, (sum n_new, vocab), when
+ * all_rows is set.
+ */
+int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
+	      int n_seq, const int32_t *tokens, float *logits, int all_rows);
+
+/* Prefill of n tokens in chunks of max_rows; logits (vocab) of the last
+ * token when not NULL. */
+int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,
+		int n, float *logits);
+
+/* Checks a pool matches the model (layers, kv_dim). */
+int fwd_check_pool(const model *m, const kv_pool *pool);
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * kv — the paged KV cache: a pool of fixed-size blocks in one shared
+ * memory region, and per-sequence page tables that share blocks by
+ * reference count (prefix sharing for self-consistency sampling).
+ *
+ * implements: pool (alloc/free of blocks, O(1)), refcounted sharing,
+ *             copy-on-write of a shared, partly filled tail block,
+ *             read-only attachment of another process's pool.
+ *
+ * Region layout (native byte order; readers validate every field):
+ *   1. kv_shm_header at offset 0: shm_header {magic KV_MAGIC, version
+ *      KV_VERSION, size = whole region}, then the pool parameters, the
+ *      block stride, the offset of block 0 and the creator (shm_owner).
+ *   2. Blocks at data_offset (4096) + id * block_stride, id in
+ *      [0, n_blocks). block_stride = block_bytes rounded up to 64.
+ *   3. Inside a block, for each layer l in [0, n_layers):
+ *        K rows [block_tokens][kv_dim] then V rows [block_tokens][kv_dim],
+ *      elements of dtype (KV_F32: float, KV_F16: IEEE half bits).
+ * Only ids and offsets live in the region. Refcounts, the free list and
+ * the page tables live in the owner's process memory: other processes map
+ * the region read-only (kv_pool_attach_ro) and only read rows.
+ *
+ * Sequences. A kv_seq is a page table: token t lives in blocks[t / B] at
+ * row t % B (B = block_tokens). Its first n_tokens rows are committed
+ * (written and immutable while shared); rows after that, up to
+ * n_blocks * B, are reserved by kv_seq_reserve and belong to this sequence
+ * alone. The write protocol for n new tokens is
+ *     kv_seq_reserve(p, s, n);   write rows n_tokens .. n_tokens+n-1;
+ *     kv_seq_commit(s, n);
+ * kv_seq_fork shares the committed blocks only, so blocks past the last
+ * committed one are always private (refcount 1). A block holding committed
+ * rows may be shared; its rows >= a holder's n_tokens are scratch for
+ * whoever holds the last reference, and kv_seq_reserve gives each writer a
+ * private tail ("make unique": copy when refcount > 1, else write in
+ * place). Full blocks are never copied. Reserve, write and commit in one
+ * step: a copy-on-write copies committed rows only, so a fork of s between
+ * its write and its commit would lose s's uncommitted rows.
+ *
+ * Threads. A pool and its sequences are used by one thread (the decode
+ * loop) — no locking. Several threads may read rows through kv_k/kv_v
+ * concurrently as long as nobody calls a mutating function meanwhile.
+ *
+ * Ownership. kv_pool_new/kv_pool_attach_ro return a pool owned by the
+ * caller, released with kv_pool_free (which NULLs the pointer). A kv_seq
+ * is an embedded value (kv_seq_init/kv_seq_free); its blocks belong to the
+ * pool it was used with and must be freed before the pool.
+ */
+#ifndef QUORUM_KV_H
+#define QUORUM_KV_H
+
+#include "engine/shm.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum kv_dtype { KV_F32 = 0, KV_F16 = 1 };
+
+#define KV_MAGIC 0x504b5651u /* "QVKP" little-endian */
+#define KV_VERSION 2u /* 2: owner at 64 */
+#define KV_DATA_OFFSET 4096u
+#define KV_BLOCK_ALIGN 64u
+#define KV_DEFAULT_BLOCK_TOKENS 16
+#define KV_NO_BLOCK UINT32_MAX /* never a valid block id */
+
+/*
+ * Linked pools. A page-table entry is a block reference: the low 24 bits
+ * are a block id, the high 8 bits a slot. Slot 0 is the pool itself; slot
+ * k >= 1 is a read-only pool linked with kv_pool_link() (another worker's
+ * pool on this host, mapped PROT_READ). kv_k/kv_v resolve references, so
+ * the forward pass reads a fork's shared prefix straight from the pool
+ * that holds it. Linked blocks are never refcounted or freed here (their
+ * owner keeps them alive until released); appending to a sequence whose
+ * partly-filled tail is linked copies that one block into this pool
+ * (copy-on-write), full linked blocks are never copied.
+ */
+#define KV_MAX_SLOTS 256
+#define KV_BLOCK_MASK 0x00ffffffu
+#define KV_REF(slot, block) (((uint32_t)(slot) << 24) | (uint32_t)(block))
+#define KV_REF_SLOT(ref) ((uint32_t)(ref) >> 24)
+#define KV_REF_BLOCK(ref) ((uint32_t)(ref) & KV_BLOCK_MASK)
+
+typedef struct {
+	int n_layers;
+	int kv_dim;       /* n_kv_heads * head_dim */
+	int block_tokens; /* B, tokens per block; default 16 */
+	uint32_t n_blocks;
+	int dtype; /* enum kv_dtype */
+} kv_params;
+
+/* The region's header (offsets fixed: readers in other processes and
+ * tools rely on them). */
+typedef struct {
+	shm_header h;          /*  0: magic, version, size */
+	uint32_t n_layers;     /* 16 */
+	uint32_t kv_dim;       /* 20 */
+	uint32_t block_tokens; /* 24 */
+	uint32_t n_blocks;     /* 28 */
+	uint32_t dtype;        /* 32 */
+	uint32_t reserved;     /* 36: 0 */
+	uint64_t block_bytes;  /* 40: payload of one block */
+	uint64_t block_stride; /* 48: distance between blocks */
+	uint64_t data_offset;  /* 56: offset of block 0 */
+	shm_owner owner;       /* 64: creator (pid, start time); not checked
+				* by readers, used to find stale regions */
+} kv_shm_header;
+
+typedef struct {
+	uint64_t allocs;    /* blocks taken from the free list, COW included */
+	uint64_t frees;     /* blocks returned to the free list */
+	uint64_t cow;       /* blocks copied by copy-on-write */
+	uint64_t cow_bytes; /* bytes memcpy'd by copy-on-write */
+	uint64_t forks;     /* kv_seq_fork calls that succeeded */
+	uint32_t in_use;    /* blocks with refcount > 0 now */
+	uint32_t peak;      /* max of in_use over the pool's life */
+} kv_stats;
+
+typedef struct kv_pool kv_pool;
+
+/* Elements' byte size of a dtype, 0 for an unknown one. */
+size_t kv_elem_size(int dtype);
+
+/* Checks params and computes the region size (header + blocks).
+ * QERR_ARG: NULL, unknown dtype. QERR_RANGE: a dimension < 1, n_blocks 0
+ * or over 2^24 (block references carry 24 bits), or a size that overflows
+ * uint64/size_t/off_t. */
+int kv_params_check(const kv_params *p, uint64_t *region_bytes);
+
+/* Creates a pool: one memfd region (see shm_create) holding all
+ * n_blocks blocks, all free. Block contents start zeroed.
+ * Errors: as kv_params_check, QERR_NOMEM, QERR_IO. */
+int kv_pool_new(const kv_params *p, kv_pool **out);
+
+/* Maps another pool's region read-only by its fd (borrowed; the pool
+ * keeps a dup). The header is validated against the fd's size and
+ * recomputed from its params: QERR_FORMAT if anything disagrees,
+ * QERR_UNSUPPORTED for another version. kv_k/kv_v/kv_pool_params work;
+ * every mutating call returns QERR_ARG (kv_seq_free only releases the
+ * table). Rows are those the owner writes, at the time they are read. */
+int kv_pool_attach_ro(int fd, kv_pool **out);
+
+void kv_pool_free(kv_pool **p);
+
+/* As kv_pool_new over a POSIX shm object `name` ("/..."; created with
+ * O_EXCL, mode 0600) so other processes can map it by name. kv_pool_free
+ * unlinks the name. */
+int kv_pool_new_named(const kv_params *p, const char *name, kv_pool **out);
+/* Maps a named pool read-only (validated like kv_pool_attach_ro). */
+int kv_pool_attach_name_ro(const char *name, kv_pool **out);
+/* The creator recorded in the first len bytes of a region (a stale-region
+ * sweep reads them without mapping, see shm_sweep_stale): QERR_OK with
+ * *out set for a KV_MAGIC region of this KV_VERSION; QERR_FORMAT for a
+ * short or foreign header, QERR_UNSUPPORTED for another version (whose
+ * owner is unknown). */
+int kv_region_owner(const void *head, size_t len, shm_owner *out);
+/* An shm_stale_fn: 1 when head is a KV region of this version whose
+ * creator no longer runs (shm_owner_alive), else 0. name, arg unused. */
+int kv_region_stale(const char *name, const void *head, size_t len,
+		    void *arg);
+/* The shm name of a named pool, else NULL. */
+const char *kv_pool_name(const kv_pool *p);
+
+/* Names of cluster workers' pools, the one contract between worker and
+ * coordinator:  "/quorum-<cluster>@<id>@<12 lowercase hex digits>".
+ * '@' occurs neither in cluster names ([A-Za-z0-9_-]) nor in worker ids
+ * ([A-Za-z0-9_.-]), so (cluster, id) pairs never share a prefix. */
+#define KV_POOL_NAME_SEP '@'
+#define KV_POOL_RND_BYTES 6
+/* Writes the name of id's pool with random suffix rnd; QERR_RANGE when it
+ * does not fit cap. */
+int kv_pool_name_make(char *buf, size_t cap, const char *cluster,
+		      const char *id, const unsigned char *rnd);
+/* "/quorum-<cluster>@" (id NULL) or "/quorum-<cluster>@<id>@"; QERR_RANGE
+ * when it does not fit. */
+int kv_pool_name_prefix(char *buf, size_t cap, const char *cluster,
+			const char *id);
+/* 1 when name is exactly a pool name of cluster (of worker id, unless
+ * id is NULL), else 0. */
+int kv_pool_name_ok(const char *name, const char *cluster, const char *id);
+
+/* Links a read-only pool (borrowed; same layers, kv_dim, block size and
+ * dtype) into slot 1..255 of p. QERR_ARG on a mismatch. */
+int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign);
+void kv_pool_unlink(kv_pool *p, int slot);
+
+
+const kv_params *kv_pool_params(const kv_pool *p);
+int kv_pool_readonly(const kv_pool *p);
+/* Blocks on the free list (0 for a read-only pool). */
+uint32_t kv_pool_free_blocks(const kv_pool *p);
+/* References to block (0 if free, out of range or read-only pool). */
+uint32_t kv_block_refcount(const kv_pool *p, uint32_t block);
+void kv_pool_stats(const kv_pool *p, kv_stats *out);
+
+/* The region's fd (valid while the pool lives; O_CLOEXEC) and size, to
+ * hand to another process (SCM_RIGHTS, /proc/PID/fd/N) that calls
+ * kv_pool_attach_ro. The fd is sealed: it can only be mapped read-only. */
+int kv_pool_fd(const kv_pool *p);
+uint64_t kv_pool_bytes(const kv_pool *p);
+
+/* Start of layer's K (or V) rows [block_tokens][kv_dim] in block.
+ * block < n_blocks and 0 <= layer < n_layers (asserted). Writable only for
+ * the owner, and only for rows the caller has reserved. */
+void *kv_k(const kv_pool *p, uint32_t block, int layer);
+void *kv_v(const kv_pool *p, uint32_t block, int layer);
+
+typedef struct {
+	uint32_t *blocks; /* [cap]; first n_blocks are block ids */
+	uint32_t n_blocks, cap;
+	uint32_t n_tokens; /* committed tokens */
+} kv_seq;
+
+/* Row of token t (t < n_blocks * B) of sequence s in layer. */
+void *kv_seq_k_row(const kv_pool *p, const kv_seq *s, int layer, uint32_t t);
+void *kv_seq_v_row(const kv_pool *p, const kv_seq *s, int layer, uint32_t t);
+
+/* Empty sequence, no allocation. */
+void kv_seq_init(kv_seq *s);
+
+/* dst := a new sequence sharing src's committed blocks (refcount + 1
+ * each); n_tokens copied, no KV bytes copied, O(blocks). dst is
+ * overwritten: it must hold no blocks (initialized or freed). src's
+ * reserved, uncommitted blocks are not shared.
+ * Errors: QERR_ARG (read-only pool, dst == src, NULL), QERR_NOMEM; dst is
+ * left empty and refcounts unchanged on error. */
+int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst);
+
+/* As kv_seq_fork, sharing only src's first n_tokens (<= its committed
+ * tokens; QERR_RANGE otherwise) committed rows: the blocks holding them
+ * (refcount + 1 each); dst->n_tokens = n_tokens. When n_tokens ends
+ * mid-block, that block is shared and its rows from n_tokens on are
+ * src's: dst's first reserve copies the block (copy-on-write), so dst
+ * never sees them. A prompt sharing a cached one's prefix starts so. */
+int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
+		       kv_seq *dst);
+
+/* Makes rows n_tokens .. n_tokens+n_new-1 writable by s alone: if n_new > 0
+ * and the tail block (committed rows n_tokens % B > 0) is shared, copies its
+ * committed rows of every layer into a fresh block and drops the shared
+ * reference; then appends fresh blocks until n_blocks*B >= n_tokens+n_new.
+ * Already-reserved rows count: reserving twice does not allocate twice.
+ * Reserved rows hold unspecified data until written.
+ * All-or-nothing: QERR_FULL ("KV pool exhausted: need X blocks, Y free"),
+ * QERR_NOMEM, QERR_RANGE (token count overflows) or QERR_ARG (read-only
+ * pool) leave s and the pool exactly as they were. */
+int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new);
+
+/* Rows s may hold without another reserve: n_blocks * B. */
+uint32_t kv_seq_capacity(const kv_pool *p, const kv_seq *s);
+
+/* n_tokens += n after the caller wrote those rows; n must not exceed the
+ * reserved rows, n_tokens + n <= kv_seq_capacity (not checked here: the
+ * sequence does not know B). */
+void kv_seq_commit(kv_seq *s, uint32_t n);
+
+/* Drops s's references (a block returns to the free list at 0), frees the
+ * table, leaves s empty. */
+void kv_seq_free(kv_pool *p, kv_seq *s);
+/* Builds s as a view of n_blocks blocks (ids in the pool at `slot`) holding
+ * n_tokens committed tokens: e.g. another worker's root prefix. A view of
+ * a linked pool owns only its table; fork it, never append to it. */
+int kv_seq_view(kv_seq *s, int slot, const uint32_t *blocks,
+		uint32_t n_blocks, uint32_t n_tokens, uint32_t block_tokens);
+
+#endif

@@ -1,0 +1,544 @@
+#include "engine/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "qerr.h"
+#include "format/quant.h"
+
+#define MODEL_MAX_DIM 65536
+#define MODEL_MAX_LAYERS 1024
+#define MODEL_MAX_VOCAB (1 << 22)
+#define MODEL_MAX_CTX (1 << 24)
+
+const char *model_arch_name(int arch)
+{
+	switch (arch) {
+	case MODEL_QWEN2: return "qwen2";
+	case MODEL_LLAMA: return "llama";
+	case MODEL_QWEN3: return "qwen3";
+	case MODEL_GEMMA3: return "gemma3";
+	default: return "unknown";
+	}
+}
+
+typedef struct {
+	model *m;
+	const char *path;
+	char arch[32];
+} loader;
+
+static int get_hp(loader *L, const char *suffix, int lo, int hi, int *out)
+{
+	char key[128];
+	uint32_t v;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.%s", L->arch, suffix);
+	rc = gguf_get_u32(L->m->gguf, key, &v);
+	if (rc)
+		return rc;
+	if ((int64_t)v < lo || (int64_t)v > hi)
+		return qerr_fail(QERR_RANGE, "%s: %s = %u is out of range "
+				 "[%d, %d]", L->path, key, v, lo, hi);
+	*out = (int)v;
+	return 0;
+}
+
+/* An optional hyper-parameter: *out keeps its default when absent. */
+static int opt_hp(loader *L, const char *suffix, int lo, int hi, int *out)
+{
+	int rc = get_hp(L, suffix, lo, hi, out);
+
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+		return 0;
+	}
+	return rc;
+}
+
+static int opt_f32(loader *L, const char *suffix, float *out)
+{
+	char key[128];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.%s", L->arch, suffix);
+	rc = gguf_get_f32(L->m->gguf, key, out);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+		return 0;
+	}
+	return rc;
+}
+
+static int find(loader *L, const char *name, int optional,
+		const gguf_tensor **out)
+{
+	const gguf_tensor *t = gguf_find_tensor(L->m->gguf, name);
+
+	*out = t;
+	if (!t)
+		return optional ? 0 : qerr_fail(QERR_MISSING, "%s: missing "
+						"tensor '%s'", L->path, name);
+	if (!quant_weight_ok(t->type))
+		return qerr_fail(QERR_UNSUPPORTED, "%s: %s: weight type %s (%u) "
+				 "is not supported (supported: %s)", L->path,
+				 name, ggml_type_name(t->type), t->type,
+				 quant_supported_list());
+	/* the reader leaves a row that is not whole blocks unsized */
+	if (!t->data)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has rows of "
+				 "%llu elements, not whole %s blocks", L->path,
+				 name, (unsigned long long)t->ne[0],
+				 ggml_type_name(t->type));
+	return 0;
+}
+
+static int get_mat(loader *L, const char *name, int k, int n, int optional,
+		   model_mat *out)
+{
+	const gguf_tensor *t;
+	int rc = find(L, name, optional, &t);
+
+	if (rc || !t)
+		return rc;
+	if (t->n_dims != 2 || t->ne[0] != (uint64_t)k ||
+	    t->ne[1] != (uint64_t)n)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has shape "
+				 "[%llu, %llu], want [%d, %d]", L->path, name,
+				 (unsigned long long)t->ne[0],
+				 (unsigned long long)t->ne[1], k, n);
+	int64_t blk, bad = quant_check(t->type, t->data, k, n, &blk);
+	if (bad >= 0)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' row %lld block "
+				 "%lld: a %s scale is NaN or infinite", L->path,
+				 name, (long long)bad, (long long)blk,
+				 ggml_type_name(t->type));
+	out->data = t->data;
+	out->type = t->type;
+	out->k = k;
+	out->n = n;
+	return 0;
+}
+
+/* 1-D tensor of n elements, converted to an owned f32 array. */
+static int get_vec(loader *L, const char *name, int n, int optional,
+		   const float **out)
+{
+	const gguf_tensor *t;
+	model *m = L->m;
+	float *v, **no;
+	int rc = find(L, name, optional, &t);
+
+	*out = NULL;
+	if (rc || !t)
+		return rc;
+	if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %llu "
+				 "elements in %u dims, want %d", L->path, name,
+				 (unsigned long long)t->ne[0], t->n_dims, n);
+	v = malloc((size_t)n * sizeof(float));
+	no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof(*no));
+	if (!v || !no) {
+		free(v);
+		if (no)
+			m->owned = no;
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
+	}
+	m->owned = no;
+	m->owned[m->n_owned++] = v;
+	kern_row_f32(t->data, t->type, n, 0, v);
+	*out = v;
+	return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Identifies the file's contents cheaply: its size, all metadata, and
+ * every tensor's name and first 4 KiB. */
+uint64_t model_fingerprint_gguf(const gguf_file *g)
+{
+	uint64_t size = gguf_file_size(g), h = 0xcbf29ce484222325ull;
+
+	h = fnv1a(h, (const uint8_t *)&size, sizeof(size));
+	for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
+		const gguf_kv *kv = gguf_kv_at(g, i);
+
+		h = fnv1a(h, (const uint8_t *)kv->key.ptr, kv->key.len);
+		if (kv->type == GGUF_STRING)
+			h = fnv1a(h, (const uint8_t *)kv->v.s.ptr, kv->v.s.len);
+		else if (kv->type != GGUF_ARRAY)
+			h = fnv1a(h, (const uint8_t *)&kv->v.u,
+				  sizeof(kv->v.u));
+		else
+			h = fnv1a(h, (const uint8_t *)&kv->arr_n,
+				  sizeof(kv->arr_n));
+	}
+	for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+		uint64_t head = t->nbytes < 4096 ? t->nbytes : 4096;
+
+		h = fnv1a(h, (const uint8_t *)t->name.ptr, t->name.len);
+		if (t->data)
+			h = fnv1a(h, t->data, head);
+	}
+	return h;
+}
+
+static int load_layers(loader *L)
+{
+	model *m = L->m;
+	model_config *c = &m->cfg;
+	int q_dim = c->q_dim, rc = 0;
+	char nm[96];
+
+	m->layers = calloc((size_t)c->n_layers, sizeof(model_layer));
+	if (!m->layers)
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
+	for (int i = 0; i < c->n_layers && !rc; i++) {
+		model_layer *l = &m->layers[i];
+		int bias = c->arch == MODEL_QWEN2, qkn = c->qk_norm;
+		int post = c->post_norms;
+
+		l->swa = c->swa_window > 0 &&
+			 i % c->swa_pattern != c->swa_pattern - 1;
+#define T(field) (snprintf(nm, sizeof(nm), "blk.%d.%s", i, field), nm)
+		if ((rc = get_vec(L, T("attn_norm.weight"), c->dim, 0,
+				  &l->attn_norm)) ||
+		    (rc = get_mat(L, T("attn_q.weight"), c->dim, q_dim, 0,
+				  &l->wq)) ||
+		    (rc = get_mat(L, T("attn_k.weight"), c->dim, c->kv_dim, 0,
+				  &l->wk)) ||
+		    (rc = get_mat(L, T("attn_v.weight"), c->dim, c->kv_dim, 0,
+				  &l->wv)) ||
+		    (rc = get_mat(L, T("attn_output.weight"), q_dim, c->dim, 0,
+				  &l->wo)) ||
+		    (rc = get_vec(L, T("attn_q.bias"), q_dim, !bias, &l->bq)) ||
+		    (rc = get_vec(L, T("attn_k.bias"), c->kv_dim, !bias,
+				  &l->bk)) ||
+		    (rc = get_vec(L, T("attn_v.bias"), c->kv_dim, !bias,
+				  &l->bv)) ||
+		    (qkn && (rc = get_vec(L, T("attn_q_norm.weight"),
+					  c->head_dim, 0, &l->q_norm))) ||
+		    (qkn && (rc = get_vec(L, T("attn_k_norm.weight"),
+					  c->head_dim, 0, &l->k_norm))) ||
+		    (post && (rc = get_vec(L, T("post_attention_norm.weight"),
+					   c->dim, 0, &l->post_attn_norm))) ||
+		    (rc = get_vec(L, T("ffn_norm.weight"), c->dim, 0,
+				  &l->ffn_norm)) ||
+		    (rc = get_mat(L, T("ffn_gate.weight"), c->dim, c->ffn_dim,
+				  0, &l->w_gate)) ||
+		    (rc = get_mat(L, T("ffn_up.weight"), c->dim, c->ffn_dim, 0,
+				  &l->w_up)) ||
+		    (rc = get_mat(L, T("ffn_down.weight"), c->ffn_dim, c->dim,
+				  0, &l->w_down)) ||
+		    (post && (rc = get_vec(L, T("post_ffw_norm.weight"),
+					   c->dim, 0, &l->post_ffn_norm))))
+			break;
+#undef T
+	}
+	return rc;
+}
+
+static const struct {
+	const char *name;
+	int arch, rope_mode, qk_norm, post_norms, act;
+} arch_table[] = {
+	{"qwen2", MODEL_QWEN2, MODEL_ROPE_NEOX, 0, 0, MODEL_ACT_SILU},
+	{"qwen3", MODEL_QWEN3, MODEL_ROPE_NEOX, 1, 0, MODEL_ACT_SILU},
+	{"llama", MODEL_LLAMA, MODEL_ROPE_NORM, 0, 0, MODEL_ACT_SILU},
+	{"gemma3", MODEL_GEMMA3, MODEL_ROPE_NEOX, 1, 1, MODEL_ACT_GELU_TANH},
+};
+
+/* Rotary scaling: none, or linear (a frequency scale); the rest (yarn,
+ * longrope, ...) would silently change the logits, so they are refused. */
+static int load_rope_scaling(loader *L)
+{
+	model_config *c = &L->m->cfg;
+	float factor = 0.0f;
+	gguf_str type;
+	char key[128];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", L->arch);
+	rc = gguf_get_str(L->m->gguf, key, &type);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+	} else if (rc) {
+		return rc;
+	} else if (!gguf_str_eq(type, "none") && !gguf_str_eq(type, "linear")) {
+		return qerr_fail(QERR_UNSUPPORTED, "%s: %s = '%.*s' is not "
+				 "supported (none, linear)", L->path, key,
+				 (int)(type.len > 32 ? 32 : type.len),
+				 type.ptr);
+	} else if (gguf_str_eq(type, "none")) {
+		return 0;
+	}
+	if ((rc = opt_f32(L, "rope.scaling.factor", &factor)))
+		return rc;
+	if (factor == 0.0f && (rc = opt_f32(L, "rope.scale_linear", &factor)))
+		return rc;
+	if (factor != 0.0f && !(factor >= 1e-3f && factor <= 1e6f))
+		return qerr_fail(QERR_RANGE, "%s: rope scaling factor %g out "
+				 "of range", L->path, factor);
+	c->rope_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+	return 0;
+}
+
+/* Sliding-window attention (gemma3): window, pattern, local rope base. */
+static int load_swa(loader *L)
+{
+	model_config *c = &L->m->cfg;
+	int rc;
+
+	c->rope_base_swa = 10000.0f;
+	c->swa_pattern = 6;
+	if (c->arch != MODEL_GEMMA3)
+		return 0;
+	if ((rc = opt_hp(L, "attention.sliding_window", 0, MODEL_MAX_CTX,
+			 &c->swa_window)) ||
+	    (rc = opt_hp(L, "attention.sliding_window_pattern", 1,
+			 MODEL_MAX_LAYERS, &c->swa_pattern)) ||
+	    (rc = opt_f32(L, "rope.freq_base_swa", &c->rope_base_swa)) ||
+	    (rc = opt_f32(L, "final_logit_softcapping", &c->logit_softcap)))
+		return rc;
+	if (!(c->rope_base_swa > 1.0f && c->rope_base_swa < 1e12f) ||
+	    !(c->logit_softcap >= 0.0f && c->logit_softcap < 1e6f))
+		return qerr_fail(QERR_RANGE, "%s: rope.freq_base_swa %g or "
+				 "final_logit_softcapping %g out of range",
+				 L->path, c->rope_base_swa, c->logit_softcap);
+	return 0;
+}
+
+static int load_config(loader *L)
+{
+	model *m = L->m;
+	model_config *c = &m->cfg;
+	const gguf_kv *toks;
+	gguf_str arch;
+	char key[128];
+	int rc, n_rot, v_len, found = 0;
+
+	if ((rc = gguf_get_str(m->gguf, "general.architecture", &arch)))
+		return rc;
+	for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]);
+	     i++)
+		if (gguf_str_eq(arch, arch_table[i].name)) {
+			c->arch = arch_table[i].arch;
+			c->rope_mode = arch_table[i].rope_mode;
+			c->qk_norm = arch_table[i].qk_norm;
+			c->post_norms = arch_table[i].post_norms;
+			c->act = arch_table[i].act;
+			found = 1;
+		}
+	if (!found)
+		return qerr_fail(QERR_UNSUPPORTED, "%s: unsupported "
+				 "architecture '%.*s' (supported: "
+				 MODEL_ARCH_LIST ")", L->path,
+				 (int)(arch.len > 64 ? 64 : arch.len),
+				 arch.ptr);
+	snprintf(L->arch, sizeof(L->arch), "%s", model_arch_name(c->arch));
+	if ((rc = get_hp(L, "embedding_length", 1, MODEL_MAX_DIM, &c->dim)) ||
+	    (rc = get_hp(L, "block_count", 1, MODEL_MAX_LAYERS,
+			 &c->n_layers)) ||
+	    (rc = get_hp(L, "attention.head_count", 1, MODEL_MAX_DIM,
+			 &c->n_heads)) ||
+	    (rc = get_hp(L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
+	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)))
+		return rc;
+	c->n_kv_heads = c->n_heads;
+	if ((rc = opt_hp(L, "attention.head_count_kv", 1, MODEL_MAX_DIM,
+			 &c->n_kv_heads)))
+		return rc;
+	if (c->n_heads % c->n_kv_heads)
+		return qerr_fail(QERR_FORMAT, "%s: head_count_kv %d does not "
+				 "divide head_count %d", L->path,
+				 c->n_kv_heads, c->n_heads);
+	c->head_dim = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
+	if ((rc = opt_hp(L, "attention.key_length", 1, MODEL_MAX_DIM,
+			 &c->head_dim)))
+		return rc;
+	if (!c->head_dim)
+		return qerr_fail(QERR_FORMAT, "%s: head_count %d does not "
+				 "divide embedding_length %d and there is no "
+				 "attention.key_length", L->path, c->n_heads,
+				 c->dim);
+	v_len = c->head_dim;
+	n_rot = c->head_dim;
+	if ((rc = opt_hp(L, "attention.value_length", 1, MODEL_MAX_DIM,
+			 &v_len)) ||
+	    (rc = opt_hp(L, "rope.dimension_count", 1, MODEL_MAX_DIM, &n_rot)))
+		return rc;
+	if (v_len != c->head_dim || n_rot != c->head_dim)
+		return qerr_fail(QERR_UNSUPPORTED, "%s: key length %d, value "
+				 "length %d and rotary dimensions %d differ "
+				 "(not supported)", L->path, c->head_dim, v_len,
+				 n_rot);
+	if (c->head_dim % 2)
+		return qerr_fail(QERR_FORMAT, "%s: head dimension %d is odd",
+				 L->path, c->head_dim);
+	if ((int64_t)c->n_heads * c->head_dim > MODEL_MAX_DIM)
+		return qerr_fail(QERR_RANGE, "%s: %d heads of %d are too wide",
+				 L->path, c->n_heads, c->head_dim);
+	c->q_dim = c->n_heads * c->head_dim;
+	c->kv_dim = c->n_kv_heads * c->head_dim;
+	snprintf(key, sizeof(key), "%s.rope.freq_base", L->arch);
+	rc = gguf_get_f32(m->gguf, key, &c->rope_base);
+	if (rc == QERR_MISSING) {
+		qerr_clear();
+		c->rope_base = 10000.0f;
+	} else if (rc) {
+		return rc;
+	}
+	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon",
+		 L->arch);
+	if ((rc = gguf_get_f32(m->gguf, key, &c->eps)))
+		return rc;
+	if (!(c->eps > 0.0f && c->eps < 1.0f) ||
+	    !(c->rope_base > 1.0f && c->rope_base < 1e12f))
+		return qerr_fail(QERR_RANGE, "%s: rms epsilon %g or rope base "
+				 "%g out of range", L->path, c->eps,
+				 c->rope_base);
+	c->rope_scale = 1.0f;
+	if ((rc = load_rope_scaling(L)) || (rc = load_swa(L)))
+		return rc;
+	c->embd_scale = c->arch == MODEL_GEMMA3 ? sqrtf((float)c->dim) : 1.0f;
+	/* llama.cpp: Gemma 3 27B (62 layers) scales by dim / heads */
+	c->att_scale = (float)(1.0 / sqrt((double)(
+		c->arch == MODEL_GEMMA3 && c->n_layers == 62
+			? c->dim / c->n_heads : c->head_dim)));
+	if ((rc = gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", GGUF_STRING,
+			       &toks)))
+		return rc;
+	if (toks->arr_n < 1 || toks->arr_n > MODEL_MAX_VOCAB)
+		return qerr_fail(QERR_RANGE, "%s: vocabulary of %llu tokens",
+				 L->path, (unsigned long long)toks->arr_n);
+	c->vocab = (int)toks->arr_n;
+	return 0;
+}
+
+int model_from_gguf(gguf_file *g, model **out)
+{
+	loader L = {0};
+	model *m;
+	int rc;
+
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	m->gguf = g;
+	L.m = m;
+	L.path = gguf_path(g);
+	if ((rc = load_config(&L)))
+		goto fail;
+	rc = get_mat(&L, "token_embd.weight", m->cfg.dim, m->cfg.vocab, 0,
+		     &m->tok_embd);
+	if (rc) {
+		const gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
+		if (t && t->n_dims == 2 && t->ne[0] == (uint64_t)m->cfg.dim &&
+		    t->ne[1] != (uint64_t)m->cfg.vocab)
+			rc = qerr_fail(QERR_FORMAT, "%s: the tokenizer has %d "
+				       "tokens but token_embd.weight has %llu "
+				       "rows", L.path, m->cfg.vocab,
+				       (unsigned long long)t->ne[1]);
+		goto fail;
+	}
+	if ((rc = get_vec(&L, "output_norm.weight", m->cfg.dim, 0,
+			  &m->output_norm)) ||
+	    (rc = get_mat(&L, "output.weight", m->cfg.dim, m->cfg.vocab, 1,
+			  &m->output)))
+		goto fail;
+	if (!m->output.data) {
+		m->output = m->tok_embd;
+		m->tied_output = 1;
+	}
+	if (m->cfg.arch == MODEL_LLAMA &&
+	    (rc = get_vec(&L, "rope_freqs.weight", m->cfg.head_dim / 2, 1,
+			  &m->rope_freqs)))
+		goto fail;
+	for (int i = 0; m->rope_freqs && i < m->cfg.head_dim / 2; i++)
+		if (!(m->rope_freqs[i] >= 1e-6f && m->rope_freqs[i] <= 1e6f)) {
+			rc = qerr_fail(QERR_RANGE, "%s: rope_freqs.weight[%d] "
+				       "= %g out of range", L.path, i,
+				       m->rope_freqs[i]);
+			goto fail;
+		}
+	if ((rc = load_layers(&L)))
+		goto fail;
+	m->fingerprint = model_fingerprint_gguf(g);
+	*out = m;
+	return 0;
+fail:
+	m->gguf = NULL; /* caller keeps g on failure */
+	model_free(&m);
+	return rc;
+}
+
+/* MemAvailable of /proc/meminfo in bytes (0 if unknown). */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/* Weights of at least this many bytes are copied (auto). */
+#define MODEL_COPY_MIN ((uint64_t)64 << 20)
+
+int model_load(const char *path, model **out)
+{
+	gguf_file *g;
+	int rc = gguf_open(path, &g);
+	const char *w = getenv("QUORUM_WEIGHTS");
+	uint64_t size;
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	/* QUORUM_WEIGHTS=copy | map | auto (default): copy when the file
+	 * is big enough to gain and half the available memory holds it
+	 * (processes loading one file share its mapping, not copies) */
+	size = gguf_file_size(g);
+	if (w && !strcmp(w, "copy") ? 1 : w && !strcmp(w, "map") ? 0 :
+	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size)
+		(void)gguf_copy_tensors(g); /* else the mapping serves */
+	rc = model_from_gguf(g, out);
+	if (rc)
+		gguf_close(&g);
+	return rc;
+}
+
+void model_free(model **mp)
+{
+	model *m;
+
+	if (!mp || !*mp)
+		return;
+	m = *mp;
+	for (int i = 0; i < m->n_owned; i++)
+		free(m->owned[i]);
+	free(m->owned);
+	free(m->layers);
+	gguf_close(&m->gguf);
+	free(m);
+	*mp = NULL;
+}

@@ -1,0 +1,126 @@
+/*
+ * model — a transformer loaded from a GGUF file: hyper-parameters and
+ * weights (pointers into the read-only mapping; nothing is copied except
+ * small 1-D tensors converted to f32).
+ *
+ * Architectures, as llama.cpp runs them (GGUF keys and tensor names as its
+ * converter writes them). Common to all: pre-norm RMSNorm blocks, GQA with
+ * any ratio of query to KV heads, head_dim from attention.key_length (else
+ * dim / heads), output.weight optional (tied to token_embd.weight).
+ *   qwen2   Q/K/V biases; NEOX rotary (pairs (i, i + d/2)).
+ *   qwen3   no biases; per-head RMSNorm of Q and K (attn_q_norm,
+ *           attn_k_norm, head_dim long) before the rotary; NEOX rotary.
+ *   llama   rotary on adjacent pairs (2i, 2i+1), as the converter permutes
+ *           Q/K; optional rope_freqs.weight (Llama 3.x): each pair's
+ *           frequency divided by its factor. Mistral runs as llama.
+ *   gemma3  embeddings scaled by sqrt(dim); RMSNorm before and after both
+ *           attention and FFN; per-head Q/K norms; GELU (tanh) gated FFN;
+ *           NEOX rotary; sliding-window attention (attention.sliding_window
+ *           tokens) on every layer but each sliding_window_pattern-th
+ *           (default 6), those local layers rotating with rope.freq_base_swa
+ *           (default 10000); optional final logit soft-capping.
+ * Linear rope scaling (rope.scaling.type linear, rope.scaling.factor) is
+ * applied to the global layers; other scaling types are refused.
+ * Weight types: F32, F16, BF16 and the quantized types of quant.h, mixed
+ * freely per tensor.
+ *
+ * Matrices follow GGUF: ne[0] = K (inputs) is contiguous, ne[1] = N rows
+ * (outputs), so y = W x is N dot products of length K.
+ */
+#ifndef QUORUM_MODEL_H
+#define QUORUM_MODEL_H
+
+#include <stdint.h>
+
+#include "format/gguf.h"
+
+enum model_arch {
+	MODEL_QWEN2 = 0,
+	MODEL_LLAMA = 1,
+	MODEL_QWEN3 = 2,
+	MODEL_GEMMA3 = 3,
+	MODEL_N_ARCH
+};
+enum model_rope { MODEL_ROPE_NORM = 0, MODEL_ROPE_NEOX = 1 };
+enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
+
+/* The architecture names model_load accepts, for messages. */
+#define MODEL_ARCH_LIST "qwen2, qwen3, llama, gemma3"
+
+typedef struct {
+	int arch;          /* enum model_arch */
+	int dim;           /* embedding length */
+	int n_layers;
+	int n_heads;
+	int n_kv_heads;
+	int head_dim;      /* attention.key_length, else dim / n_heads */
+	int q_dim;         /* n_heads * head_dim */
+	int kv_dim;        /* n_kv_heads * head_dim */
+	int ffn_dim;
+	int vocab;
+	int ctx_len;       /* trained context length */
+	float rope_base;
+	float eps;         /* RMSNorm epsilon */
+	int rope_mode;     /* enum model_rope */
+	float rope_scale;  /* linear rope scaling of global layers: 1/factor */
+	float rope_base_swa; /* rotary base of sliding-window layers */
+	int swa_window;    /* 0: none; else a row at p sees p-W+1 .. p on the
+			    * sliding-window layers */
+	int swa_pattern;   /* layer l is global iff l % pattern == pattern-1 */
+	int qk_norm;       /* per-head RMSNorm of Q and K before the rotary */
+	int post_norms;    /* RMSNorm after attention and after the FFN */
+	int act;           /* enum model_act, of the gated FFN */
+	float embd_scale;  /* token embeddings multiplied by this (1: none) */
+	float att_scale;   /* scores = q.k * att_scale */
+	float logit_softcap; /* 0: none; else c * tanh(logit / c) */
+} model_config;
+
+typedef struct {
+	const void *data;  /* into the mapping */
+	uint32_t type;     /* GGML_TYPE_* */
+	int k;             /* ne[0]: row length (inputs) */
+	int n;             /* ne[1]: rows (outputs) */
+} model_mat;
+
+typedef struct {
+	const float *attn_norm;          /* (dim) */
+	model_mat wq, wk, wv, wo;        /* (dim->q_dim) (dim->kv) (dim->kv) (q_dim->dim) */
+	const float *bq, *bk, *bv;       /* (q_dim) (kv) (kv); NULL for llama */
+	const float *ffn_norm;           /* (dim) */
+	model_mat w_gate, w_up, w_down;  /* (dim->ffn) (dim->ffn) (ffn->dim) */
+	const float *q_norm, *k_norm;    /* (head_dim); NULL without qk_norm */
+	const float *post_attn_norm;     /* (dim); NULL without post_norms */
+	const float *post_ffn_norm;      /* (dim); NULL without post_norms */
+	int swa;                         /* sliding-window layer */
+} model_layer;
+
+typedef struct model {
+	model_config cfg;
+	gguf_file *gguf;
+	model_mat tok_embd;              /* (vocab rows of dim) */
+	const float *output_norm;        /* (dim) */
+	model_mat output;                /* (vocab rows of dim); tied => tok_embd */
+	int tied_output;
+	const float *rope_freqs;         /* (head_dim/2) divisors, or NULL */
+	model_layer *layers;             /* (n_layers) */
+	float **owned;                   /* f32 copies of 1-D tensors */
+	int n_owned;
+	uint64_t fingerprint;            /* hash of the file's header+metadata+size */
+} model;
+
+/* Opens and validates a model file. Errors name the file and the tensor or
+ * key at fault (qerr_detail()). */
+int model_load(const char *path, model **out);
+void model_free(model **m);
+
+/* Validates the hyper-parameters and tensors of an open GGUF; on success
+ * takes ownership of g. */
+int model_from_gguf(gguf_file *g, model **out);
+
+const char *model_arch_name(int arch);
+
+/* The fingerprint model_load gives a model of file g (the coordinator
+ * hashes its own model file, so no worker sets the cluster's). */
+uint64_t model_fingerprint_gguf(const gguf_file *g);
+
+#endif

@@ -1,0 +1,503 @@
+#include "engine/samp.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/kern.h"
+#include "qerr.h"
+
+/* Weights are floor(p * 2^SAMP_QBITS); n_vocab <= 2^SAMP_VOCAB_BITS keeps
+ * every sum below 2^63. */
+#define SAMP_QBITS 40
+#define SAMP_VOCAB_BITS 23
+
+/* Top-p buckets: y = (l - m) / T in [-inf, 0] goes to bucket
+ * floor(-y * SAMP_BUCKET_SCALE), the last bucket taking everything below.
+ * y is monotone in the logit, so each bucket is a contiguous run of rank
+ * order and "buckets < B" is a rank-order prefix. */
+#define SAMP_NBUCKET 256
+#define SAMP_BUCKET_SCALE 4.0f
+
+struct cand {
+	float l; /* logit */
+	int id;  /* token id */
+};
+
+struct samp {
+	int n;          /* vocabulary size */
+	struct cand *c; /* (n) candidates: heap / rank-sorted / one bucket */
+	float *w;       /* (n) scaled logits, then softmax, by list position */
+	uint8_t *bk;    /* (n) top-p bucket of each token id */
+};
+
+/* ---- RNG ---------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *z)
+{
+	uint64_t x;
+
+	*z += 0x9e3779b97f4a7c15ull;
+	x = *z;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+void samp_rng_seed(samp_rng *r, uint64_t seed0, uint64_t index)
+{
+	uint64_t z = seed0 + 7919ull * index;
+
+	for (int k = 0; k < 4; k++)
+		r->s[k] = splitmix64(&z);
+}
+
+uint64_t samp_rng_next(samp_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t out = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return out;
+}
+
+double samp_rng_uniform(samp_rng *r)
+{
+	return (double)(samp_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* ---- params, object ----------------------------------------------------- */
+
+int samp_params_check(const samp_params *p)
+{
+	if (!p)
+		return qerr_fail(QERR_ARG, "samp: params is NULL");
+	if (!isfinite(p->temperature) || p->temperature < 0.0f)
+		return qerr_fail(QERR_RANGE,
+				 "samp: temperature %g must be finite and >= 0",
+				 (double)p->temperature);
+	if (p->top_k < 0)
+		return qerr_fail(QERR_RANGE,
+				 "samp: top_k %d must be >= 0 (0 = off)",
+				 p->top_k);
+	if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+		return qerr_fail(QERR_RANGE,
+				 "samp: top_p %g must be in (0, 1] (1 = off)",
+				 (double)p->top_p);
+	return QERR_OK;
+}
+
+int samp_new(int n_vocab, samp **out)
+{
+	samp *s;
+
+	if (!out)
+		return qerr_fail(QERR_ARG, "samp_new: out is NULL");
+	*out = NULL;
+	if (n_vocab < 1 || n_vocab > (1 << SAMP_VOCAB_BITS))
+		return qerr_fail(QERR_RANGE,
+				 "samp_new: vocabulary size %d not in [1, 2^%d]",
+				 n_vocab, SAMP_VOCAB_BITS);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto fail;
+	s->n = n_vocab;
+	s->c = malloc((size_t)n_vocab * sizeof(*s->c));
+	s->w = malloc((size_t)n_vocab * sizeof(*s->w));
+	s->bk = malloc((size_t)n_vocab);
+	if (!s->c || !s->w || !s->bk)
+		goto fail;
+	*out = s;
+	return QERR_OK;
+fail:
+	samp_free(&s);
+	return qerr_fail(QERR_NOMEM, "samp_new: scratch for %d tokens",
+			 n_vocab);
+}
+
+void samp_free(samp **p)
+{
+	if (!p || !*p)
+		return;
+	free((*p)->c);
+	free((*p)->w);
+	free((*p)->bk);
+	free(*p);
+	*p = NULL;
+}
+
+int samp_vocab(const samp *s)
+{
+	return s->n;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Rank order: logit descending, then id ascending. A total order (ids are
+ * unique), so any correct sort gives the same permutation. */
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct cand *a = pa, *b = pb;
+
+	if (a->l != b->l)
+		return a->l > b->l ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+/* a ranks after b */
+static inline int cand_worse(struct cand a, struct cand b)
+{
+	return a.l < b.l || (a.l == b.l && a.id > b.id);
+}
+
+/* Min-heap on rank (root = the worst kept candidate). */
+static void heap_down(struct cand *h, int n, int i)
+{
+	struct cand v = h[i];
+
+	for (;;) {
+		int c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && cand_worse(h[c + 1], h[c]))
+			c++;
+		if (!cand_worse(h[c], v))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = v;
+}
+
+
+static inline uint64_t qweight(float p)
+{
+	return (uint64_t)(p * (float)(1ull << SAMP_QBITS)); /* exact, floor */
+}
+
+static inline int bucket_of(float y)
+{
+	float ny = -y * SAMP_BUCKET_SCALE; /* >= 0 since y <= 0 */
+
+	return ny < (float)(SAMP_NBUCKET - 1) ? (int)ny : SAMP_NBUCKET - 1;
+}
+
+/* ceil(top_p * Z), within [1, Z]. */
+static uint64_t top_p_target(float top_p, uint64_t z)
+{
+	double t = ceil((double)top_p * (double)z);
+	uint64_t P = t >= (double)z ? z : (uint64_t)t;
+
+	return P ? P : 1;
+}
+
+static uint64_t draw_r(samp_rng *rng, uint64_t s)
+{
+	uint64_t r = (uint64_t)(samp_rng_uniform(rng) * (double)s);
+
+	return r < s ? r : s - 1;
+}
+
+/* a ranks before-or-at b */
+static inline int at_or_before(float l, int id, struct cand b)
+{
+	return l > b.l || (l == b.l && id <= b.id);
+}
+
+/*
+ * Weighted selection: the candidate c* of c[0, n) (any order) such that
+ * the rank-order prefix ending at c* is the shortest whose weight sum
+ * (weights q(w[id])) is >= need. *mass gets that prefix's sum. Requires
+ * 0 < need <= total weight. Quickselect with exact integer masses, so the
+ * answer is unique and independent of the pivots; a sort of the remaining
+ * range bounds the worst case.
+ */
+static struct cand wselect(struct cand *c, int n, const float *w,
+			   uint64_t need, uint64_t *mass)
+{
+	uint64_t base = 0; /* mass of the members ranked before c[lo] */
+	int lo = 0, hi = n;
+
+	for (int iter = 0; hi - lo > 32 && iter < 64; iter++) {
+		int mid = lo + (hi - lo) / 2, a = lo, b = mid, e = hi - 1, pv;
+		struct cand pivot, t;
+		uint64_t ml = 0;
+
+		/* median of three by rank */
+		if (cand_worse(c[a], c[b])) { int x = a; a = b; b = x; }
+		if (cand_worse(c[b], c[e])) { int x = b; b = e; e = x; }
+		if (cand_worse(c[a], c[b])) { int x = a; a = b; b = x; }
+		pv = b;
+		t = c[pv]; c[pv] = c[hi - 1]; c[hi - 1] = t;
+		pivot = c[hi - 1];
+		pv = lo;
+		for (int j = lo; j < hi - 1; j++) {
+			if (cand_worse(pivot, c[j])) {
+				t = c[j]; c[j] = c[pv]; c[pv] = t;
+				ml += qweight(w[c[pv].id]);
+				pv++;
+			}
+		}
+		t = c[pv]; c[pv] = c[hi - 1]; c[hi - 1] = t;
+		if (base + ml >= need) {
+			hi = pv;
+		} else if (base + ml + qweight(w[c[pv].id]) >= need) {
+			*mass = base + ml + qweight(w[c[pv].id]);
+			return c[pv];
+		} else {
+			base += ml + qweight(w[c[pv].id]);
+			lo = pv + 1;
+		}
+	}
+	qsort(c + lo, (size_t)(hi - lo), sizeof(*c), cand_cmp);
+	for (int j = lo; j < hi; j++) {
+		base += qweight(w[c[j].id]);
+		if (base >= need || j == hi - 1) {
+			*mass = base;
+			return c[j];
+		}
+	}
+	*mass = base; /* unreachable when 0 < need <= total */
+	return c[lo];
+}
+
+/* Validates logits; returns the argmax (ties to the lowest id), or -1 with
+ * the qerr detail set. The max is exact in any order; the index is then
+ * the first logit equal to it (-0 == +0, as in every comparison here). */
+static int scan_max(const float *l, int n)
+{
+	float mx[8], best = -INFINITY;
+	int bad = 0, i = 0;
+
+	for (int j = 0; j < 8; j++)
+		mx[j] = -INFINITY;
+	for (; i + 8 <= n; i += 8) {
+		for (int j = 0; j < 8; j++) {
+			float v = l[i + j];
+
+			bad |= !(v < INFINITY); /* NaN or +inf */
+			mx[j] = v > mx[j] ? v : mx[j];
+		}
+	}
+	for (; i < n; i++) {
+		bad |= !(l[i] < INFINITY);
+		mx[0] = l[i] > mx[0] ? l[i] : mx[0];
+	}
+	if (bad) {
+		for (i = 0; l[i] < INFINITY; i++)
+			;
+		qerr_fail(QERR_RANGE, "samp: logit %d is %s", i,
+			  isnan(l[i]) ? "NaN" : "+inf");
+		return -1;
+	}
+	for (int j = 0; j < 8; j++)
+		best = mx[j] > best ? mx[j] : best;
+	if (best == -INFINITY) {
+		qerr_fail(QERR_RANGE, "samp: all %d logits are -inf", n);
+		return -1;
+	}
+	for (i = 0; l[i] != best; i++)
+		;
+	return i;
+}
+
+/* ---- pipelines ---------------------------------------------------------- */
+
+/* top-k, then temperature, then top-p over the k candidates (rank order). */
+static int sample_top_k(samp *s, const samp_params *p, const float *l,
+			samp_rng *rng, uint64_t *wq, uint64_t *wz)
+{
+	struct cand *c = s->c;
+	float *w = s->w;
+	int k = p->top_k, n = s->n;
+	uint64_t z = 0, r, acc;
+
+	for (int i = 0; i < k; i++)
+		c[i] = (struct cand){l[i], i};
+	for (int i = k / 2 - 1; i >= 0; i--)
+		heap_down(c, k, i);
+	/* Ids grow along the scan, so a later equal logit ranks after the
+	 * root: only a strictly larger logit enters. */
+	for (int i = k; i < n; i++) {
+		if (l[i] > c[0].l) {
+			c[0] = (struct cand){l[i], i};
+			heap_down(c, k, 0);
+		}
+	}
+	qsort(c, (size_t)k, sizeof(*c), cand_cmp);
+
+	for (int j = 0; j < k; j++)
+		w[j] = (c[j].l - c[0].l) / p->temperature;
+	kern_softmax(w, k);
+	for (int j = 0; j < k; j++)
+		z += qweight(w[j]);
+	*wz = z;
+	if (p->top_p < 1.0f) {
+		uint64_t P = top_p_target(p->top_p, z);
+
+		acc = 0;
+		for (int j = 0; j < k; j++) {
+			acc += qweight(w[j]);
+			if (acc >= P) {
+				k = j + 1;
+				break;
+			}
+		}
+		z = acc;
+	}
+	r = draw_r(rng, z);
+	acc = 0;
+	for (int j = 0; j < k; j++) {
+		acc += qweight(w[j]);
+		if (r < acc) {
+			*wq = qweight(w[j]);
+			return c[j].id;
+		}
+	}
+	*wq = qweight(w[k - 1]);
+	return c[k - 1].id; /* unreachable: r < z */
+}
+
+/* temperature, then (optionally) top-p over the whole vocabulary; list
+ * order is token id order and w is indexed by token id. */
+static int sample_full(samp *s, const samp_params *p, const float *l,
+		       float m, samp_rng *rng, uint64_t *wq, uint64_t *wz)
+{
+	float *w = s->w, t = p->temperature;
+	uint8_t *bk = s->bk;
+	int n = s->n, use_p = p->top_p < 1.0f;
+	uint64_t z = 0, r, acc = 0;
+
+	for (int i = 0; i < n; i++)
+		w[i] = (l[i] - m) / t;
+	if (use_p)
+		for (int i = 0; i < n; i++)
+			bk[i] = (uint8_t)bucket_of(w[i]);
+	kern_softmax(w, n);
+
+	if (!use_p) {
+		for (int i = 0; i < n; i++)
+			z += qweight(w[i]);
+		*wz = z;
+		r = draw_r(rng, z);
+		for (int i = 0; i < n; i++) {
+			acc += qweight(w[i]);
+			if (r < acc) {
+				*wq = qweight(w[i]);
+				return i;
+			}
+		}
+		*wq = qweight(w[n - 1]);
+		return n - 1; /* unreachable: r < z */
+	}
+
+	uint64_t bmass[SAMP_NBUCKET] = {0}, below = 0, need, kept;
+	int b, k = 0;
+	struct cand cut;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t q = qweight(w[i]);
+
+		z += q;
+		bmass[bk[i]] += q;
+	}
+	*wz = z;
+	need = top_p_target(p->top_p, z);
+	for (b = 0; b < SAMP_NBUCKET - 1; b++) {
+		if (below + bmass[b] >= need)
+			break;
+		below += bmass[b];
+	}
+	for (int i = 0; i < n; i++)
+		if (bk[i] == b)
+			s->c[k++] = (struct cand){l[i], i};
+	cut = wselect(s->c, k, w, need - below, &kept);
+	r = draw_r(rng, below + kept);
+	for (int i = 0; i < n; i++) {
+		if (at_or_before(l[i], i, cut)) {
+			acc += qweight(w[i]);
+			if (r < acc) {
+				*wq = qweight(w[i]);
+				return i;
+			}
+		}
+	}
+	*wq = qweight(w[cut.id]);
+	return cut.id; /* unreachable: r < below + kept */
+}
+
+/* ln(x) for x >= 1: x = m 2^e with m in [sqrt(1/2), sqrt(2)), then
+ * ln m = 2 atanh(u), u = (m - 1) / (m + 1), |u| < 0.172, by its odd series
+ * to u^25 (error < 1e-19 relative to the result's magnitude). IEEE double
+ * + - * / only, in a fixed order: the same bits on every host. */
+static double ln_u64(uint64_t x)
+{
+	static const double ln2 = 0x1.62e42fefa39efp-1;
+	double m, u, u2, t;
+	int e = 63 - __builtin_clzll(x);
+
+	m = (double)x / (double)(1ull << e); /* in [1, 2); exact scaling */
+	if (m > 0x1.6a09e667f3bcdp+0) {       /* sqrt(2) */
+		m /= 2;
+		e++;
+	}
+	u = (m - 1) / (m + 1);
+	u2 = u * u;
+	t = 1.0 / 25;
+	for (int k = 23; k >= 1; k -= 2)
+		t = 1.0 / k + u2 * t;
+	return (double)e * ln2 + 2 * u * t;
+}
+
+double samp_logprob_of(uint64_t q, uint64_t z)
+{
+	return q && z ? ln_u64(q) - ln_u64(z) : 0.0;
+}
+
+int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
+		   samp_rng *rng, int *token, double *logprob)
+{
+	uint64_t wq = 1, wz = 1;
+	int rc, am;
+
+	if (!s || !p || !logits || !token)
+		return qerr_fail(QERR_ARG, "samp_sample: NULL argument");
+	rc = samp_params_check(p);
+	if (rc)
+		return rc;
+	if (p->temperature > 0.0f && !rng)
+		return qerr_fail(QERR_ARG, "samp_sample: rng is NULL");
+	am = scan_max(logits, s->n);
+	if (am < 0)
+		return QERR_RANGE;
+	if (p->temperature == 0.0f) {
+		*token = am;
+	} else if (p->top_k == 1) {
+		(void)samp_rng_next(rng); /* one draw per call when T > 0 */
+		*token = am;
+	} else if (p->top_k > 0 && p->top_k < s->n) {
+		*token = sample_top_k(s, p, logits, rng, &wq, &wz);
+	} else {
+		*token = sample_full(s, p, logits, logits[am], rng, &wq, &wz);
+	}
+	if (logprob)
+		*logprob = samp_logprob_of(wq, wz);
+	return QERR_OK;
+}
+
+int samp_sample(samp *s, const samp_params *p, const float *logits,
+		samp_rng *rng, int *token)
+{
+	return samp_sample_lp(s, p, logits, rng, token, NULL);
+}

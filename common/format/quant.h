@@ -1,0 +1,196 @@
+/*
+ * quant — ggml's quantized weight formats: block layouts (exactly as
+ * ggml-common.h defines them), dequantization, quantizers, and the
+ * integer form the dot-product kernels consume.
+ *
+ * Weight types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of 32) and
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256).
+ *
+ * The integer dot product (see kern.h for where it is used). Every type is
+ * written, per "unit" of U elements (U = 32 for the 32-element types, 256
+ * for the K-quants), as
+ *     w[k] = d[u] * sc[g] * q[k]  +  dm[u] * mn[g]        (g = k / 16)
+ * with small integers q (int8), sc and mn (per group of 16) and float
+ * scales d, dm (dm = 0 and mn = 0 for types without a minimum). An
+ * activation row is quantized per unit to a[k] = da[u] * qa[k] (qa int8,
+ * as llama.cpp does: quant_act_row), with bsum[g] = sum of qa over g.
+ * Then, exactly in integers,
+ *     S1[u] = sum_g sc[g] * sum_{k in g} q[k] * qa[k]
+ *     S2[u] = sum_g mn[g] * bsum[g]
+ * and the ONLY float rounding is the canonical combination:
+ *     acc[0..7] = +0.0f
+ *     for u in order:  l = u % 8
+ *         acc[l] = fmaf(d[u] * da[u], (float)S1[u], acc[l])
+ *         if the type has a minimum and U = 256 (Q2_K, Q4_K, Q5_K):
+ *             acc[l] = fmaf(dm[u] * da[u], (float)S2[u], acc[l])
+ *         if the type has a minimum and U = 32 (Q4_1, Q5_1):
+ *             acc[l] = fmaf(dm[u], sa[u], acc[l])
+ * where sa[u] is the activation block's sum as ggml's Q8_1 block carries
+ * it: f16(da * S2) (see quant_act_row), so these types track llama.cpp.
+ *     for h in 4, 2, 1: acc[l] = acc[l] + acc[l + h], l < h
+ *     result = acc[0]
+ * Integer sums are exact whatever order a kernel uses, so scalar and SIMD
+ * code give the same bits by construction; a row's activations are
+ * quantized on their own, so a result never depends on the batch.
+ */
+#ifndef QUORUM_QUANT_H
+#define QUORUM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+
+#define QK_K 256
+
+typedef struct { uint16_t d; uint8_t qs[16]; } ggml_block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[16]; } ggml_block_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_1;
+typedef struct { uint16_t d; uint8_t qs[16]; } ggml_block_iq4_nl;
+typedef struct {
+	uint8_t scales[QK_K / 16]; /* low 4 bits scale, high 4 bits min */
+	uint8_t qs[QK_K / 4];
+	uint16_t d, dmin;
+} ggml_block_q2_K;
+typedef struct {
+	uint8_t hmask[QK_K / 8];
+	uint8_t qs[QK_K / 4];
+	uint8_t scales[12];        /* 16 x 6 bits, biased by 32 */
+	uint16_t d;
+} ggml_block_q3_K;
+typedef struct {
+	uint16_t d, dmin;
+	uint8_t scales[12];        /* 8 scales + 8 mins, 6 bits each */
+	uint8_t qs[QK_K / 2];
+} ggml_block_q4_K;
+typedef struct {
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qh[QK_K / 8];
+	uint8_t qs[QK_K / 2];
+} ggml_block_q5_K;
+typedef struct {
+	uint8_t ql[QK_K / 2];
+	uint8_t qh[QK_K / 4];
+	int8_t scales[QK_K / 16];
+	uint16_t d;
+} ggml_block_q6_K;
+typedef struct {
+	uint16_t d;
+	uint16_t scales_h;
+	uint8_t scales_l[QK_K / 64];
+	uint8_t qs[QK_K / 2];
+} ggml_block_iq4_xs;
+
+/* IQ4_NL / IQ4_XS code book. */
+extern const int8_t quant_iq4nl_values[16];
+
+/* 1 when type is a quantized weight type we can load. */
+int quant_is_quant(uint32_t type);
+/* 1 for every weight type a model may use (F32/F16/BF16 and the above). */
+int quant_weight_ok(uint32_t type);
+/* "F32, F16, BF16, Q4_0, ..." */
+const char *quant_supported_list(void);
+/* Elements per block (1 for float types), bytes per block; 0 if unknown. */
+int quant_block_elems(uint32_t type);
+int quant_block_bytes(uint32_t type);
+/* Unit of the integer dot product: 32 or QK_K (0 for float types). */
+int quant_unit(uint32_t type);
+/* Type from a name such as "q4_k" / "Q4_K" (case-insensitive); -1 if none
+ * of the weight types. */
+int quant_type_from_name(const char *name);
+
+/* Row of n elements (n % block == 0) to f32. Float types too. */
+void quant_dequant_row(uint32_t type, const void *row, float *out, int n);
+
+/* Quantizes n floats (n % block == 0) into blocks of type (any weight
+ * type, float ones included). Deterministic. */
+void quant_quantize_row(uint32_t type, const float *x, void *out, int n);
+
+/* Checks the float scales of nrows rows of n elements: returns -1 when all
+ * are finite, else the index of the first bad row (and *block its block). */
+int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,
+		    int64_t *block);
+
+/* ---- file types ------------------------------------------------------ */
+
+/* llama.cpp's per-tensor mixes. */
+enum { QUANT_MIX_NONE, QUANT_MIX_Q2_K, QUANT_MIX_Q3_K_M, QUANT_MIX_Q4_K_M,
+       QUANT_MIX_Q5_K_M, QUANT_MIX_IQ4 };
+
+typedef struct {
+	const char *name;   /* "Q4_K_M", "Q8_0", ... */
+	uint32_t base;      /* the type of most matrices */
+	int mix;            /* QUANT_MIX_* */
+	uint32_t llama_ftype; /* general.file_type */
+} quant_ftype;
+
+/* By name (case-insensitive), NULL if unknown; the list of names. */
+const quant_ftype *quant_ftype_find(const char *name);
+const char *quant_ftype_list(void);
+
+/*
+ * Type of one tensor of a file of type ft. 1-D tensors and non-weights
+ * stay F32. With recipe = 0 every matrix gets the base type; with
+ * recipe = 1 llama.cpp's choices apply: output (and a tied token_embd) as
+ * Q6_K (Q8_0 when the row is not whole 256-blocks), and the mix's
+ * attn_v / ffn_down / attn_output upgrades by layer. Either way a type
+ * whose block does not divide the row falls back as llama.cpp does
+ * (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0,
+ * IQ4_XS -> IQ4_NL).
+ */
+uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
+			   const char *name, int n_dims, uint64_t ne0,
+			   int n_layers, int n_gqa, int tied);
+
+/* ---- integer form --------------------------------------------------- */
+
+/* One weight row in integer form (see above); buffers sized for n. For
+ * unit 32, sc and mn are 1 by definition: SIMD kernels may leave them
+ * unwritten and unread. */
+typedef struct {
+	int8_t *q;     /* n */
+	int16_t *sc;   /* n / 16 */
+	int16_t *mn;   /* n / 16 (only when has_min) */
+	float *d;      /* n / unit */
+	float *dm;     /* n / unit (only when has_min) */
+	int unit, has_min;
+} quant_wrow;
+
+/* One activation row quantized per unit. */
+typedef struct {
+	int8_t *q;     /* n */
+	int16_t *bsum; /* n / 16 */
+	float *d;      /* n / unit */
+	float *s;      /* n / unit: unit 32, Q8_1's f16 block sum (sa) */
+} quant_arow;
+
+/* Bytes for a quant_wrow / quant_arow of n elements (64-byte aligned
+ * parts), and binding one onto such a buffer. */
+size_t quant_wrow_bytes(int n);
+void quant_wrow_bind(quant_wrow *w, void *buf, int n);
+size_t quant_arow_bytes(int n, int unit);
+void quant_arow_bind(quant_arow *a, void *buf, int n, int unit);
+
+/* Row of type to integer form (the reference; kernels may unpack faster
+ * but must produce the same integers). */
+void quant_unpack_row(uint32_t type, const void *row, quant_wrow *w, int n);
+
+/* Only sc, mn, d, dm (and unit, has_min) of quant_unpack_row: for kernels
+ * that unpack q themselves. */
+void quant_unpack_scales(uint32_t type, const void *row, quant_wrow *w,
+			 int n);
+
+/* Activation row to its quantized form (per unit of the weight type). */
+void quant_act_row(const float *x, int n, int unit, quant_arow *a);
+
+/* S1 per unit of the reference (scalar) kernel. */
+void quant_s1_ref(const int8_t *q, const int16_t *sc, const int8_t *qa,
+		  int n, int unit, int32_t *s1);
+
+/* The reference dot product: S1, S2 and the canonical combination; its
+ * bits define every kernel's. */
+float quant_dot_ref(const quant_wrow *w, const quant_arow *a, int n);
+
+#endif

@@ -1,0 +1,838 @@
+/*
+ * kern — dispatch, CPU detection and the scalar reference definitions.
+ *
+ * The scalar functions here ARE the definition of every kernel's bits; the
+ * SIMD files reproduce them operation for operation. This file must be
+ * compiled without -ffast-math and with -ffp-contract=off (the default of
+ * -std=c11): every fma is an explicit fmaf(), nothing else may be fused.
+ */
+#include "kernels/kern.h"
+
+#include <assert.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/gguf.h"
+#include "kernels/kern_impl.h"
+#include "qerr.h"
+#include "format/quant.h"
+
+/* ---- conversions ------------------------------------------------------ */
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+float kern_f16_to_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+
+	if (e == 0x1f) /* inf, NaN (quieted, as F16C does) */
+		return u2f(s | 0x7f800000 | (m << 13) | (m ? 0x400000 : 0));
+	if (e == 0) {
+		if (m == 0)
+			return u2f(s);
+		e = 113; /* subnormal: normalize */
+		while (!(m & 0x400)) {
+			m <<= 1;
+			e--;
+		}
+		return u2f(s | (e << 23) | ((m & 0x3ff) << 13));
+	}
+	return u2f(s | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t kern_f32_to_f16(float f)
+{
+	uint32_t u = f2u(f);
+	uint16_t s = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffff;
+
+	if (a > 0x7f800000) /* NaN: keep the top payload bits, quiet it */
+		return s | 0x7e00 | ((a >> 13) & 0x3ff);
+	if (a >= 0x477ff000) /* >= 65520 rounds to inf */
+		return s | 0x7c00;
+	if (a >= 0x38800000) { /* normal half */
+		uint32_t r = a + 0xfff + ((a >> 13) & 1);
+		return s | (uint16_t)((r - 0x38000000) >> 13);
+	}
+	if (a <= 0x33000000) /* <= 2^-25: rounds to zero (tie to even) */
+		return s;
+	uint32_t mm = (a & 0x7fffff) | 0x800000;
+	int shift = 126 - (int)(a >> 23);
+	uint32_t q = mm >> shift, rem = mm & ((1u << shift) - 1);
+	uint32_t half = 1u << (shift - 1);
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	return s | (uint16_t)q;
+}
+
+float kern_bf16_to_f32(uint16_t h)
+{
+	return u2f((uint32_t)h << 16);
+}
+
+uint16_t kern_f32_to_bf16(float f)
+{
+	uint32_t u = f2u(f);
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((u >> 16) | 0x40);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* ---- exp -------------------------------------------------------------- */
+
+float kern_expf(float x)
+{
+	if (x != x)
+		return x + x;
+	if (x < KERN_EXP_LO)
+		x = KERN_EXP_LO;
+	if (x > KERN_EXP_HI)
+		x = KERN_EXP_HI;
+	float n = rintf(x * KERN_LOG2E);
+	float r = fmaf(n, -KERN_LN2_HI, x);
+	r = fmaf(n, -KERN_LN2_LO, r);
+	float p = KERN_EXP_C7;
+	p = fmaf(p, r, KERN_EXP_C6);
+	p = fmaf(p, r, KERN_EXP_C5);
+	p = fmaf(p, r, KERN_EXP_C4);
+	p = fmaf(p, r, KERN_EXP_C3);
+	p = fmaf(p, r, KERN_EXP_C2);
+	p = fmaf(p, r, 1.0f);
+	p = fmaf(p, r, 1.0f);
+	int ni = (int)n;
+	int n1 = (ni + 256) / 2 - 128; /* floor(ni / 2) */
+	int n2 = ni - n1;
+	float s1 = u2f((uint32_t)(n1 + 127) << 23);
+	float s2 = u2f((uint32_t)(n2 + 127) << 23);
+	return (p * s1) * s2;
+}
+
+/* ---- scalar reference kernels ----------------------------------------- */
+
+static float tree16(float *acc)
+{
+	for (int h = 8; h >= 1; h >>= 1)
+		for (int l = 0; l < h; l++)
+			acc[l] = acc[l] + acc[l + h];
+	return acc[0];
+}
+
+static float s_dot(const float *a, const float *b, int n)
+{
+	float acc[16] = {0};
+	for (int k = 0; k < n; k += 16)
+		for (int l = 0; l < 16 && k + l < n; l++)
+			acc[l] = fmaf(a[k + l], b[k + l], acc[l]);
+	return tree16(acc);
+}
+
+static float s_dot_f16(const float *a, const uint16_t *b, int n)
+{
+	float acc[16] = {0};
+	for (int k = 0; k < n; k += 16)
+		for (int l = 0; l < 16 && k + l < n; l++)
+			acc[l] = fmaf(a[k + l], kern_f16_to_f32(b[k + l]),
+				      acc[l]);
+	return tree16(acc);
+}
+
+static void s_row_f32(const void *row, uint32_t wtype, int K, float *out)
+{
+	switch (wtype) {
+	case GGML_TYPE_F32:
+		memcpy(out, row, (size_t)K * sizeof(float));
+		break;
+	case GGML_TYPE_F16: {
+		const uint16_t *h = row;
+		for (int k = 0; k < K; k++)
+			out[k] = kern_f16_to_f32(h[k]);
+		break;
+	}
+	case GGML_TYPE_BF16: {
+		const uint16_t *h = row;
+		for (int k = 0; k < K; k++)
+			out[k] = kern_bf16_to_f32(h[k]);
+		break;
+	}
+	case GGML_TYPE_Q8_0: {
+		const ggml_block_q8_0 *b = row;
+		for (int i = 0; i < K / GGML_QK8_0; i++) {
+			float d = kern_f16_to_f32(b[i].d);
+			for (int l = 0; l < GGML_QK8_0; l++)
+				out[i * GGML_QK8_0 + l] = d * (float)b[i].qs[l];
+		}
+		break;
+	}
+	default:
+		abort(); /* kern_matmul validated the type */
+	}
+}
+
+/* Reference matmul: converts 16 weights at a time and runs the canonical
+ * reduction; slow but obviously right. */
+static void s_matmul(const struct kern_mm *mm, int j0, int j1)
+{
+	float w[16];
+	for (int j = j0; j < j1; j++) {
+		const char *row = (const char *)mm->W + (size_t)j * mm->row_bytes;
+		for (int m = 0; m < mm->M; m++) {
+			const float *x = mm->x + (size_t)m * mm->ldx;
+			float acc[16] = {0};
+			for (int k = 0; k < mm->K; k += 16) {
+				int len = mm->K - k < 16 ? mm->K - k : 16;
+				switch (mm->wtype) {
+				case GGML_TYPE_F32:
+					memcpy(w, (const float *)row + k,
+					       (size_t)len * sizeof(float));
+					break;
+				case GGML_TYPE_F16:
+					for (int l = 0; l < len; l++)
+						w[l] = kern_f16_to_f32(
+							((const uint16_t *)row)[k + l]);
+					break;
+				case GGML_TYPE_BF16:
+					for (int l = 0; l < len; l++)
+						w[l] = kern_bf16_to_f32(
+							((const uint16_t *)row)[k + l]);
+					break;
+				default: {
+					const ggml_block_q8_0 *b =
+						(const ggml_block_q8_0 *)row + k / 32;
+					float d = kern_f16_to_f32(b->d);
+					for (int l = 0; l < 16; l++)
+						w[l] = d * (float)b->qs[k % 32 + l];
+				}
+				}
+				for (int l = 0; l < len; l++)
+					acc[l] = fmaf(x[k + l], w[l], acc[l]);
+			}
+			float r = tree16(acc);
+			if (mm->bias)
+				r = r + mm->bias[j];
+			mm->y[(size_t)m * mm->ldy + j] = r;
+		}
+	}
+}
+
+static void s_rmsnorm(const float *x, const float *w, int n, float eps,
+		      float *out)
+{
+	float s = 1.0f / sqrtf(s_dot(x, x, n) / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = (x[i] * s) * w[i];
+}
+
+static void s_silu_mul(float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float v = g[i];
+		g[i] = (v / (1.0f + kern_expf(-v))) * u[i];
+	}
+}
+
+static void s_softmax(float *x, int n)
+{
+	float mx = x[0];
+	for (int i = 1; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	float acc[16] = {0};
+	for (int i = 0; i < n; i++) {
+		x[i] = kern_expf(x[i] - mx);
+		acc[i % 16] = acc[i % 16] + x[i];
+	}
+	float sum = tree16(acc);
+	for (int i = 0; i < n; i++)
+		x[i] = x[i] / sum;
+}
+
+static void s_axpy(float *y, float a, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
+static void s_axpy_f16(float *y, float a, const uint16_t *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
+}
+
+/* The definition: one kern_dot_f16 (kern_dot) per (query, key) and one
+ * kern_axpy_f16 (kern_axpy) per (query, value) in position order. */
+static void s_att_scores(const float *q, int ldq, int nq, const void *k,
+			 size_t ldk, uint32_t kt, int nt, int n, float scale,
+			 float *s, int lds)
+{
+	for (int i = 0; i < nq; i++)
+		for (int t = 0; t < nt; t++) {
+			const float *qi = q + (size_t)i * ldq;
+			float d = kt == GGML_TYPE_F16
+				? s_dot_f16(qi, (const uint16_t *)k +
+					    (size_t)t * ldk, n)
+				: s_dot(qi, (const float *)k + (size_t)t * ldk,
+					n);
+
+			s[(size_t)i * lds + t] = d * scale;
+		}
+}
+
+static void s_att_values(float *out, int ldo, int nq, const float *s,
+			 int lds, const void *v, size_t ldv, uint32_t kt,
+			 int nt, int n)
+{
+	for (int i = 0; i < nq; i++)
+		for (int t = 0; t < nt; t++) {
+			float *y = out + (size_t)i * ldo;
+			float a = s[(size_t)i * lds + t];
+
+			if (kt == GGML_TYPE_F16)
+				s_axpy_f16(y, a, (const uint16_t *)v +
+					   (size_t)t * ldv, n);
+			else
+				s_axpy(y, a, (const float *)v +
+				       (size_t)t * ldv, n);
+		}
+}
+
+static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = kern_f32_to_f16(x[i]);
+}
+
+static void s_store(const struct kern_mm *mm, int m, int j, float r)
+{
+	if (mm->bias)
+		r = r + mm->bias[j];
+	mm->y[(size_t)m * mm->ldy + j] = r;
+}
+
+/* The reference integer matmul: each weight row unpacked once by
+ * quant_unpack_row, then quant_dot_ref with every activation row. */
+static void s_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	int K = mm->K, unit = quant_unit(mm->wtype);
+	void *buf = malloc(quant_wrow_bytes(K));
+	quant_wrow w;
+	quant_arow a;
+
+	if (!buf)
+		abort(); /* a few KiB per task */
+	quant_wrow_bind(&w, buf, K);
+	for (int j = j0; j < j1; j++) {
+		quant_unpack_row(mm->wtype, (const char *)mm->W +
+				 (size_t)j * mm->row_bytes, &w, K);
+		for (int m = 0; m < mm->M; m++) {
+			quant_arow_bind(&a, (void *)(mm->xq + (size_t)m *
+						     mm->xq_bytes), K, unit);
+			s_store(mm, m, j, quant_dot_ref(&w, &a, K));
+		}
+	}
+	free(buf);
+}
+
+const struct kern_ops kern_ops_scalar = {
+	.qmatmul = s_qmatmul,
+	.dot = s_dot,
+	.dot_f16 = s_dot_f16,
+	.matmul = s_matmul,
+	.rmsnorm = s_rmsnorm,
+	.silu_mul = s_silu_mul,
+	.softmax = s_softmax,
+	.axpy = s_axpy,
+	.axpy_f16 = s_axpy_f16,
+	.att_scores = s_att_scores,
+	.att_values = s_att_values,
+	.row_f32 = s_row_f32,
+	.f32_to_f16_row = s_f32_to_f16_row,
+};
+
+/* ---- dispatch --------------------------------------------------------- */
+
+#define OWN_OPS                                                            \
+	{                                                                  \
+		[KERN_ISA_SCALAR] = &kern_ops_scalar,                      \
+		[KERN_ISA_AVX2] = &kern_ops_avx2,                          \
+		[KERN_ISA_AVX512] = &kern_ops_avx512,                      \
+		[KERN_ISA_AVX512VNNI] = &kern_ops_avx512vnni,              \
+	}
+static const struct kern_ops *const own_ops[] = OWN_OPS;
+/* own_ops, or a test's emulation (kern_impl_install) */
+static const struct kern_ops *isa_ops[] = OWN_OPS;
+
+static _Atomic int cur_isa = -1;
+
+#if defined(__x86_64__) || defined(__i386__)
+/* cpuid, not __builtin_cpu_supports("f16c"): clang 14 does not know that
+ * name, and the fuzz build compiles this file with clang. */
+static int has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+/* The same for AVX512_VNNI (leaf 7, ecx bit 11). */
+static int has_vnni(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+#endif
+
+int kern_isa_detect(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	int avx2 = __builtin_cpu_supports("avx2") &&
+		   __builtin_cpu_supports("fma") && has_f16c();
+	int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+		     __builtin_cpu_supports("avx512bw") &&
+		     __builtin_cpu_supports("avx512vl") &&
+		     __builtin_cpu_supports("avx512dq");
+	if (avx512 && has_vnni())
+		return KERN_ISA_AVX512VNNI;
+	return avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 :
+						   KERN_ISA_SCALAR;
+#else
+	return KERN_ISA_SCALAR;
+#endif
+}
+
+int kern_isa(void)
+{
+	int isa = atomic_load_explicit(&cur_isa, memory_order_relaxed);
+	if (isa >= 0)
+		return isa;
+	isa = kern_isa_detect();
+	const char *env = getenv("QUORUM_ISA");
+	if (env) {
+		/* A request the CPU cannot honour falls back to the best it
+		 * has: a cluster-wide setting must not crash older hosts. */
+		for (int i = KERN_ISA_SCALAR; i <= KERN_ISA_LAST; i++)
+			if (strcmp(env, kern_isa_name(i)) == 0 && i < isa)
+				isa = i;
+	}
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
+	return isa;
+}
+
+int kern_set_isa(int isa)
+{
+	if (isa < KERN_ISA_SCALAR || isa > KERN_ISA_LAST)
+		return qerr_fail(QERR_ARG, "kern_set_isa: bad isa %d", isa);
+	if (isa > kern_isa_detect())
+		return qerr_fail(QERR_UNSUPPORTED,
+				 "kern_set_isa: this CPU lacks %s",
+				 kern_isa_name(isa));
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
+	return QERR_OK;
+}
+
+void kern_impl_install(int isa, const struct kern_ops *o)
+{
+	isa_ops[isa] = o ? o : own_ops[isa];
+	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
+}
+
+const char *kern_isa_name(int isa)
+{
+	switch (isa) {
+	case KERN_ISA_SCALAR:
+		return "scalar";
+	case KERN_ISA_AVX2:
+		return "avx2";
+	case KERN_ISA_AVX512:
+		return "avx512";
+	case KERN_ISA_AVX512VNNI:
+		return "avx512vnni";
+	}
+	return "unknown";
+}
+
+static inline const struct kern_ops *ops(void)
+{
+	return isa_ops[kern_isa()];
+}
+
+float kern_dot(const float *a, const float *b, int n)
+{
+	return ops()->dot(a, b, n);
+}
+
+float kern_dot_f16(const float *a, const uint16_t *b, int n)
+{
+	return ops()->dot_f16(a, b, n);
+}
+
+static size_t row_bytes(uint32_t wtype, int K)
+{
+	return (size_t)ggml_row_bytes(wtype, (uint64_t)K);
+}
+
+static _Atomic int cur_act = -1;
+
+int kern_activations(void)
+{
+	int a = atomic_load_explicit(&cur_act, memory_order_relaxed);
+	if (a >= 0)
+		return a;
+	const char *env = getenv("QUORUM_ACTIVATIONS");
+	a = env && !strcmp(env, "f32") ? KERN_ACT_F32 : KERN_ACT_INT;
+	atomic_store_explicit(&cur_act, a, memory_order_relaxed);
+	return a;
+}
+
+void kern_set_activations(int mode)
+{
+	atomic_store_explicit(&cur_act, mode == KERN_ACT_F32 ? KERN_ACT_F32 :
+				       KERN_ACT_INT, memory_order_relaxed);
+}
+
+/* One matrix of a kern_matmul_n job: its kern_mm (xq may be shared with
+ * other matrices of the same type) and its path. */
+struct mm_mat {
+	struct kern_mm mm;
+	int quant; /* 0: ops->matmul; 1: ops->qmatmul; 2: dequantize + dot */
+};
+
+/* Tasks of a job: at most this many (the last takes what is left). */
+#define MM_MAX_TASKS 96
+
+struct mm_job {
+	const struct kern_ops *ops;
+	int n_mats;
+	struct mm_mat mat[KERN_MM_MAX];
+	/* The matrices' KERN_MM_COLS-column units in one sequence: matrix i
+	 * holds units [ubase[i], ubase[i + 1]). Task t computes the units
+	 * [bound[t], bound[t + 1]). */
+	int ubase[KERN_MM_MAX + 1];
+	int bound[MM_MAX_TASKS + 1];
+	int n_tasks;
+};
+
+/* Quantized weights with f32 activations, columns [j0, j1): each weight
+ * row is dequantized once and used for all M rows. */
+static void dequant_cols(const struct kern_ops *o, const struct kern_mm *mm,
+			 int j0, int j1)
+{
+	int K = mm->K;
+	float *buf = malloc((size_t)K * sizeof(float));
+
+	if (!buf)
+		abort(); /* a few KiB per task */
+	for (int j = j0; j < j1; j++) {
+		quant_dequant_row(mm->wtype, (const char *)mm->W +
+				  (size_t)j * mm->row_bytes, buf, K);
+		for (int m = 0; m < mm->M; m++)
+			s_store(mm, m, j, o->dot(mm->x + (size_t)m * mm->ldx, buf,
+						 K));
+	}
+	free(buf);
+}
+
+static void mm_task(void *ctx, int t, int n_tasks)
+{
+	const struct mm_job *job = ctx;
+	int g0 = job->bound[t], g1 = job->bound[t + 1];
+
+	(void)n_tasks;
+	for (int i = 0; i < job->n_mats; i++) {
+		const struct mm_mat *mt = &job->mat[i];
+		int u0 = g0 > job->ubase[i] ? g0 : job->ubase[i];
+		int u1 = g1 < job->ubase[i + 1] ? g1 : job->ubase[i + 1];
+		int j0 = (u0 - job->ubase[i]) * KERN_MM_COLS;
+		int j1 = (u1 - job->ubase[i]) * KERN_MM_COLS;
+
+		if (j1 > mt->mm.N)
+			j1 = mt->mm.N;
+		if (j0 >= j1)
+			continue;
+		if (mt->quant == 1)
+			job->ops->qmatmul(&mt->mm, j0, j1);
+		else if (mt->quant == 2)
+			dequant_cols(job->ops, &mt->mm, j0, j1);
+		else
+			job->ops->matmul(&mt->mm, j0, j1);
+	}
+}
+
+/* Cost of unit u of the job's sequence: the bytes of its weight rows
+ * (decode streams them; with many rows the work is still proportional,
+ * as every matrix of a job has the same K). cost0[i]: cost before
+ * matrix i. */
+static int64_t unit_cost(const struct mm_job *job, const int64_t *cost0, int u)
+{
+	int i = 0;
+
+	while (u >= job->ubase[i + 1] && i + 1 < job->n_mats)
+		i++;
+	return cost0[i] + (int64_t)(u - job->ubase[i]) *
+	       (int64_t)job->mat[i].mm.row_bytes;
+}
+
+/* The first unit at or after cost c. */
+static int unit_at(const struct mm_job *job, const int64_t *cost0, int64_t c)
+{
+	for (int i = 0; i < job->n_mats; i++) {
+		int64_t rb = (int64_t)job->mat[i].mm.row_bytes;
+		if (c <= cost0[i + 1] || i + 1 == job->n_mats) {
+			int64_t d = c - cost0[i];
+			int64_t u = d <= 0 ? 0 : (d + rb - 1) / rb;
+			return job->ubase[i] + (int)u;
+		}
+	}
+	return job->ubase[job->n_mats];
+}
+
+/*
+ * The tasks of a job on nt threads, guided: each task takes 1 / (2 nt)
+ * of the work left (at least one unit), so the first tasks are large
+ * and the last ones small. Tasks are claimed in order, so the threads
+ * finish within about one small task of each other instead of one
+ * nt-th of the matmul / 4 (the tail a memory-bound decode waits out at
+ * every matmul). Which thread computes a column never changes its bits.
+ */
+static void mm_split(struct mm_job *job, int nt)
+{
+	int total = job->ubase[job->n_mats], u = 0, t = 0;
+	int64_t cost0[KERN_MM_MAX + 1];
+
+	cost0[0] = 0;
+	for (int i = 0; i < job->n_mats; i++)
+		cost0[i + 1] = cost0[i] + (int64_t)(job->ubase[i + 1] -
+			       job->ubase[i]) * (int64_t)job->mat[i].mm.row_bytes;
+	job->bound[0] = 0;
+	while (u < total) {
+		int next = total;
+		if (nt > 1 && t + 1 < MM_MAX_TASKS) {
+			int64_t c = unit_cost(job, cost0, u);
+			next = unit_at(job, cost0, c + (cost0[job->n_mats] - c) /
+						   (2 * nt));
+			if (next <= u)
+				next = u + 1;
+			if (next > total)
+				next = total;
+		}
+		job->bound[++t] = next;
+		u = next;
+	}
+	job->n_tasks = t;
+}
+
+/* Quantizing the activation rows [M t / n, M (t + 1) / n). */
+struct act_job {
+	const struct kern_ops *ops;
+	const float *x;
+	int ldx, K, unit, M;
+	uint32_t wtype;
+	char *xq;
+	size_t xq_bytes;
+};
+
+static void act_task(void *ctx, int t, int n_tasks)
+{
+	const struct act_job *aj = ctx;
+	int m0 = (int)((int64_t)aj->M * t / n_tasks);
+	int m1 = (int)((int64_t)aj->M * (t + 1) / n_tasks);
+
+	for (int m = m0; m < m1; m++) {
+		quant_arow a;
+		quant_arow_bind(&a, aj->xq + (size_t)m * aj->xq_bytes, aj->K,
+				aj->unit);
+		(aj->ops->act_row ? aj->ops->act_row : quant_act_row)(
+			aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
+		if (aj->ops->qact)
+			aj->ops->qact(aj->wtype, &a, aj->K, aj->M);
+	}
+}
+
+/* x's M rows quantized for weights of wtype (each row on its own:
+ * batch-invariant; rows over the threads). */
+static char *quantize_act(tpool *tp, const struct kern_ops *o, uint32_t wtype,
+			  int K, const float *x, int ldx, int M,
+			  size_t *xq_bytes)
+{
+	int nt = tp ? tpool_size(tp) : 1;
+	struct act_job aj = {.ops = o, .x = x, .ldx = ldx, .K = K,
+			     .unit = quant_unit(wtype), .M = M, .wtype = wtype};
+
+	aj.xq_bytes = *xq_bytes = quant_arow_bytes(K, aj.unit);
+	aj.xq = malloc(aj.xq_bytes * (size_t)M);
+	if (!aj.xq)
+		abort();
+	if (nt > 1 && (int64_t)M * K >= 16384)
+		tpool_run(tp, act_task, &aj, M < nt ? M : nt);
+	else
+		act_task(&aj, 0, 1);
+	return aj.xq;
+}
+
+void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
+		   const float *x, int ldx, int M)
+{
+	/* Programmer errors: shapes come from a validated model. */
+	assert(K > 0 && M >= 0 && n_mats >= 1 && n_mats <= KERN_MM_MAX);
+	if (M == 0)
+		return;
+	int act_int = kern_activations() == KERN_ACT_INT;
+	int nt = tp ? tpool_size(tp) : 1;
+	char *xq[KERN_MM_MAX] = {0};
+	int64_t work = 0;
+	struct mm_job job = {.ops = ops(), .n_mats = n_mats};
+
+	for (int i = 0; i < n_mats; i++) {
+		const struct kern_mat *w = &mats[i];
+		uint32_t wt = w->wtype;
+		struct mm_mat *mt = &job.mat[i];
+
+		assert(w->N >= 0 && row_bytes(wt, K) != 0);
+		mt->quant = !quant_is_quant(wt) ? 0 : act_int ? 1 :
+			    wt == GGML_TYPE_Q8_0 ? 0 : 2;
+		mt->mm = (struct kern_mm){.W = w->W, .wtype = wt, .K = K,
+			.N = w->N, .row_bytes = row_bytes(wt, K),
+			.bias = w->bias, .x = x, .ldx = ldx, .M = M, .y = w->y,
+			.ldy = w->ldy};
+		if (mt->quant == 1 && w->N > 0) {
+			/* one quantized copy of x per weight type */
+			for (int p = 0; p < i && !mt->mm.xq; p++)
+				if (job.mat[p].quant == 1 &&
+				    job.mat[p].mm.wtype == wt && job.mat[p].mm.xq) {
+					mt->mm.xq = job.mat[p].mm.xq;
+					mt->mm.xq_bytes = job.mat[p].mm.xq_bytes;
+				}
+			if (!mt->mm.xq)
+				mt->mm.xq = xq[i] = quantize_act(tp, job.ops, wt,
+					K, x, ldx, M, &mt->mm.xq_bytes);
+		}
+		job.ubase[i + 1] = job.ubase[i] +
+				   (w->N + KERN_MM_COLS - 1) / KERN_MM_COLS;
+		work += (int64_t)M * w->N * K;
+	}
+	/* tiny matmuls stay on one thread */
+	mm_split(&job, work < 32768 ? 1 : nt);
+	if (job.n_tasks == 1)
+		mm_task(&job, 0, 1);
+	else if (job.n_tasks > 1)
+		tpool_run(tp, mm_task, &job, job.n_tasks);
+	for (int i = 0; i < n_mats; i++)
+		free(xq[i]);
+}
+
+void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+		 const float *bias, const float *x, int ldx, int M, float *y,
+		 int ldy)
+{
+	struct kern_mat w = {.W = W, .wtype = wtype, .N = N, .bias = bias,
+			     .y = y, .ldy = ldy};
+
+	kern_matmul_n(tp, &w, 1, K, x, ldx, M);
+}
+
+void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out)
+{
+	size_t rb = row_bytes(wtype, K);
+	assert(rb != 0);
+	if (quant_is_quant(wtype) && wtype != GGML_TYPE_Q8_0)
+		quant_dequant_row(wtype, (const char *)W + (size_t)r * rb, out,
+				  K);
+	else
+		ops()->row_f32((const char *)W + (size_t)r * rb, wtype, K, out);
+}
+
+void kern_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
+{
+	ops()->rmsnorm(x, w, n, eps, out);
+}
+
+void kern_silu_mul(float *g, const float *u, int n)
+{
+	ops()->silu_mul(g, u, n);
+}
+
+float kern_tanhf(float x)
+{
+	float a = fabsf(x), t;
+
+	if (x != x)
+		return x + x;
+	if (a < 0.0625f) {
+		/* odd Taylor series: no cancellation near 0 */
+		float a2 = a * a;
+
+		t = a + a * a2 * (-1.0f / 3.0f + a2 * (2.0f / 15.0f +
+			a2 * (-17.0f / 315.0f)));
+	} else if (a > 10.0f) {
+		t = 1.0f;
+	} else {
+		t = 1.0f - 2.0f / (kern_expf(2.0f * a) + 1.0f);
+	}
+	return copysignf(t, x);
+}
+
+void kern_gelu_mul(float *g, const float *u, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float v = g[i];
+		float t = kern_tanhf(0.7978845608f * v *
+				     (1.0f + 0.044715f * v * v));
+
+		g[i] = (0.5f * v * (1.0f + t)) * u[i];
+	}
+}
+
+void kern_softmax(float *x, int n)
+{
+	ops()->softmax(x, n);
+}
+
+void kern_axpy(float *y, float a, const float *x, int n)
+{
+	ops()->axpy(y, a, x, n);
+}
+
+void kern_axpy_f16(float *y, float a, const uint16_t *x, int n)
+{
+	ops()->axpy_f16(y, a, x, n);
+}
+
+void kern_att_scores(const float *q, int ldq, int nq, const void *k,
+		     size_t ldk, uint32_t kt, int nt, int n, float scale,
+		     float *s, int lds)
+{
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	if (nq > 0 && nt > 0)
+		ops()->att_scores(q, ldq, nq, k, ldk, kt, nt, n, scale, s, lds);
+}
+
+void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
+		     const void *v, size_t ldv, uint32_t kt, int nt, int n)
+{
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	if (nq > 0 && nt > 0)
+		ops()->att_values(out, ldo, nq, s, lds, v, ldv, kt, nt, n);
+}
+
+void kern_f32_to_f16_row(const float *x, uint16_t *out, int n)
+{
+	ops()->f32_to_f16_row(x, out, n);
+}

@@ -1,0 +1,146 @@
+/*
+ * kern — batch-invariant numeric kernels (SIMD with a portable fallback).
+ *
+ * The contract: every output element is computed by ONE fixed sequence of
+ * IEEE-754 single-precision operations that depends on neither the batch
+ * size M, the thread count, nor the instruction set. Results are therefore
+ * bit-identical across scalar, AVX2 and AVX-512 code paths and across hosts.
+ *
+ * The canonical reduction (kern_dot and every matmul element):
+ *   16 lanes acc[0..15] = +0.0f
+ *   for k = 0, 16, 32, ...:  acc[l] = fmaf(a[k+l], b[k+l], acc[l])
+ *       (a final partial chunk updates only lanes l < n-k)
+ *   then a fixed tree: for h in 8,4,2,1: acc[l] = acc[l] + acc[l+h], l < h
+ *   result = acc[0]
+ * AVX-512 holds the 16 lanes in one register, AVX2 in two, the fallback in
+ * an array with fmaf(); all three perform the same operations.
+ * Weights of type F16, BF16 and Q8_0 are converted to f32 exactly before the
+ * fma (a Q8_0 weight d*q is exact in f32), so the fused kernels match.
+ * Quantized weights with integer activations follow quant.h instead.
+ *
+ * kern_expf is our own exp (libm's differs between versions and hosts):
+ * the same polynomial with the same fmas in scalar and SIMD forms.
+ */
+#ifndef QUORUM_KERN_H
+#define QUORUM_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/tpool.h"
+
+enum kern_isa {
+	KERN_ISA_SCALAR = 0,
+	KERN_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+	KERN_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+	KERN_ISA_AVX512VNNI = 3, /* the same + VNNI (vpdpbusd) */
+	KERN_ISA_LAST = KERN_ISA_AVX512VNNI,
+};
+
+/* Best ISA of this CPU. */
+int kern_isa_detect(void);
+/* ISA in use (defaults to detect, overridden by env QUORUM_ISA=scalar|avx2|
+ * avx512|avx512vnni at first use). */
+int kern_isa(void);
+/* Forces an ISA (tests, benchmarks); QERR_UNSUPPORTED if the CPU lacks it. */
+int kern_set_isa(int isa);
+const char *kern_isa_name(int isa);
+
+/* Canonical dot product (see above). */
+float kern_dot(const float *a, const float *b, int n);
+/* Same, with b in IEEE half precision. */
+float kern_dot_f16(const float *a, const uint16_t *b, int n);
+
+/*
+ * Activations of matmuls with quantized weights:
+ *   KERN_ACT_INT (default): each activation row is quantized on its own to
+ *     8 bits per unit of the weight type and multiplied in integers; the
+ *     one float rounding is quant.h's canonical per-unit combination.
+ *   KERN_ACT_F32: the weight row is dequantized to f32 (quant.c, the same
+ *     operations on every ISA) and the canonical f32 reduction runs.
+ * Default from env QUORUM_ACTIVATIONS=int|f32 at first use.
+ */
+enum kern_act { KERN_ACT_INT = 0, KERN_ACT_F32 = 1 };
+int kern_activations(void);
+void kern_set_activations(int mode);
+
+/*
+ * y[m*ldy + j] = dot(x[m*ldx ...], W row j) (+ bias[j] when bias != NULL,
+ * added after the dot) for j in [0, N), m in [0, M).
+ * W: N rows of K elements of wtype (F32/F16/BF16 or a quantized type of
+ * quant.h; K a multiple of its block). Work is split over j only; tp may
+ * be NULL. Every element is the same bits whatever M, tp and the ISA.
+ */
+void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+		 const float *bias, const float *x, int ldx, int M, float *y,
+		 int ldy);
+
+/*
+ * The same x through several matrices of K columns (q, k and v; gate and
+ * up) in one job of the pool: x is quantized once per weight type, the
+ * matrices' columns are split over the threads as one sequence. Each
+ * y is the same bits as kern_matmul gives it.
+ */
+#define KERN_MM_MAX 4
+struct kern_mat {
+	const void *W;
+	uint32_t wtype;
+	int N;
+	const float *bias; /* NULL: none */
+	float *y;
+	int ldy;
+};
+void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
+		   const float *x, int ldx, int M);
+
+/* Row r (K elements) of W converted to f32 (embedding lookup). */
+void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out);
+
+/* out[i] = (x[i] * s) * w[i], s = 1 / sqrtf(sum_sq(x)/n + eps), sum_sq by
+ * the canonical reduction of x with itself. out may alias x. */
+void kern_rmsnorm(const float *x, const float *w, int n, float eps,
+		  float *out);
+
+float kern_expf(float x);
+/* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + kern_expf(-v)). */
+void kern_silu_mul(float *g, const float *u, int n);
+/* Our tanh (from kern_expf; an odd series for |x| < 1/16), and
+ * g[i] = gelu(g[i]) * u[i] with the tanh form of GELU:
+ * gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) v (1 + 0.044715 v^2))).
+ * Portable code only: the same operations on every ISA. */
+float kern_tanhf(float x);
+void kern_gelu_mul(float *g, const float *u, int n);
+/* In place: x[i] = kern_expf(x[i] - max) / sum, sum of the exps by the
+ * canonical 16-lane reduction with + instead of fma (acc[i % 16] += e[i]
+ * in index order, then the fixed tree). Returns nothing; n >= 1. */
+void kern_softmax(float *x, int n);
+/* y[i] = fmaf(a, x[i], y[i]). */
+void kern_axpy(float *y, float a, const float *x, int n);
+void kern_axpy_f16(float *y, float a, const uint16_t *x, int n);
+
+/*
+ * Attention of nq query vectors that share one run of keys and values (the
+ * query heads of one KV head under grouped-query attention): each key or
+ * value row is converted once and used for all nq. Rows have n elements of
+ * type kt (GGML_TYPE_F16 or GGML_TYPE_F32, the KV cache's), row t at
+ * element offset t * ldk (ldv) of k (v).
+ *   kern_att_scores: s[i*lds + t] = dot(q + i*ldq, row t, n) * scale for
+ *     i < nq, t < nt; the dot is kern_dot_f16's (kern_dot's) bits.
+ *   kern_att_values: for e < n, i < nq and t = 0, 1, .., nt-1 in order,
+ *     out[i*ldo + e] = fmaf(s[i*lds + t], row t [e], out[i*ldo + e]):
+ *     the bits of nt kern_axpy_f16 (kern_axpy) calls in position order.
+ */
+void kern_att_scores(const float *q, int ldq, int nq, const void *k,
+		     size_t ldk, uint32_t kt, int nt, int n, float scale,
+		     float *s, int lds);
+void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
+		     const void *v, size_t ldv, uint32_t kt, int nt, int n);
+
+/* Exact conversions (f32 -> f16 rounds to nearest even). */
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+float kern_bf16_to_f32(uint16_t h);
+uint16_t kern_f32_to_bf16(float f);
+void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * kern_impl — internal to kern*.c: the per-ISA operation table and the
+ * constants that every code path must share bit for bit.
+ *
+ * implements: dispatch seam between kern.c (scalar reference, dispatch)
+ * and kern_avx2.c / kern_avx512.c.
+ */
+#ifndef QUORUM_KERN_IMPL_H
+#define QUORUM_KERN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/quant.h"
+
+/* kern_expf: x is clamped to [EXP_LO, EXP_HI] (exp(EXP_LO) rounds to 0,
+ * exp(EXP_HI) overflows), n = rint(x * log2e), r = x - n*ln2 (two fmas,
+ * Cody-Waite), p(r) = Taylor polynomial of degree 7 by Horner with fmas,
+ * result = (p * 2^n1) * 2^n2 with n1 = floor(n/2), n2 = n - n1 (the first
+ * product is exact, the second rounds once, also into the subnormals). */
+#define KERN_EXP_LO (-104.0f)
+#define KERN_EXP_HI 89.0f
+#define KERN_LOG2E 0x1.715476p+0f
+#define KERN_LN2_HI 0x1.62e430p-1f
+#define KERN_LN2_LO (-0x1.05c610p-29f)
+#define KERN_EXP_C7 (1.0f / 5040.0f)
+#define KERN_EXP_C6 (1.0f / 720.0f)
+#define KERN_EXP_C5 (1.0f / 120.0f)
+#define KERN_EXP_C4 (1.0f / 24.0f)
+#define KERN_EXP_C3 (1.0f / 6.0f)
+#define KERN_EXP_C2 0.5f
+
+/* One kern_matmul call; a backend computes columns [j0, j1) for all M. */
+struct kern_mm {
+	const void *W;
+	uint32_t wtype;
+	int K, N;
+	size_t row_bytes; /* bytes of one row of W */
+	const float *bias;
+	const float *x;
+	int ldx, M;
+	float *y;
+	int ldy;
+	/* integer path (qmatmul): the M activation rows, each quantized on
+	 * its own (quant_act_row) into a quant_arow of xq_bytes */
+	const char *xq;
+	size_t xq_bytes;
+};
+
+struct kern_ops {
+	/* quantized W times the integer activations mm->xq, columns
+	 * [j0, j1) for all M rows: quant.h's S1/S2 and combination */
+	void (*qmatmul)(const struct kern_mm *mm, int j0, int j1);
+	/* optional: lays out the codes a->q and the sums a->bsum of an
+	 * activation row of K for this qmatmul of M rows (the layout may
+	 * depend on M; d and s untouched; the integer sums the kernel
+	 * forms from them are unchanged) */
+	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M);
+	/* optional: quant_act_row, the same bits (faster) */
+	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
+	float (*dot)(const float *a, const float *b, int n);
+	float (*dot_f16)(const float *a, const uint16_t *b, int n);
+	void (*matmul)(const struct kern_mm *mm, int j0, int j1);
+	void (*rmsnorm)(const float *x, const float *w, int n, float eps,
+			float *out);
+	void (*silu_mul)(float *g, const float *u, int n);
+	void (*softmax)(float *x, int n);
+	void (*axpy)(float *y, float a, const float *x, int n);
+	void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+	void (*att_scores)(const float *q, int ldq, int nq, const void *k,
+			   size_t ldk, uint32_t kt, int nt, int n, float scale,
+			   float *s, int lds);
+	void (*att_values)(float *out, int ldo, int nq, const float *s,
+			   int lds, const void *v, size_t ldv, uint32_t kt,
+			   int nt, int n);
+	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
+	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
+};
+
+/* kern_int_avx2.c's integer matmul: built for AVX2 (kern_avx2_*, the
+ * AVX2 and AVX-512 tables), for AVX-512 VNNI (kern_vnni_*), and, in the
+ * tests only, for AVX2 with vpdpbusd emulated (kern_vnni_emu_*). */
+#define KERN_INT_FNS(p)                                                     \
+	void p##qmatmul(const struct kern_mm *mm, int j0, int j1);          \
+	void p##qact(uint32_t wtype, quant_arow *a, int K, int M);         \
+	void p##act_row(const float *x, int n, int unit, quant_arow *a);
+KERN_INT_FNS(kern_avx2_)
+KERN_INT_FNS(kern_vnni_)
+KERN_INT_FNS(kern_vnni_emu_)
+
+/* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
+void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
+			  size_t ldk, uint32_t kt, int nt, int n, float scale,
+			  float *s, int lds);
+void kern_avx2_att_values(float *out, int ldo, int nq, const float *s,
+			  int lds, const void *v, size_t ldv, uint32_t kt,
+			  int nt, int n);
+
+extern const struct kern_ops kern_ops_scalar;
+extern const struct kern_ops kern_ops_avx2;
+extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_avx512vnni;
+
+/* Tests only: runs the kernels of ops as ISA isa from now on, whatever
+ * this CPU has (an emulation of a set it lacks); NULL restores isa's
+ * own table. */
+void kern_impl_install(int isa, const struct kern_ops *ops);
+
+/* Columns per matmul task unit: backends may assume a task range starts
+ * at a multiple of this. */
+#define KERN_MM_COLS 16
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * sched — the coordinator's state: workers, requests, prefix roots, and
+ * the decisions between them (placement, sample split, votes).
+ *
+ * implements: the issue-5 flow on top of two ROUTER sockets it borrows:
+ *   client Ask -> validate (typed error replies) -> bounded queue
+ *   -> root: the LRU prefix cache (hash of the prompt tokens) or a Prefill
+ *      on the least loaded worker -> PrefixReady
+ *   -> the N sample indices split over the workers' free decode slots, one
+ *      DecodeJob per worker. A worker on the root holder's host label maps
+ *      the holder's pool; a worker on another host label decodes from a
+ *      copy imported once per (root, host): ExportRoot to the holder,
+ *      RootData forwarded as import_root to one worker there, in chunks
+ *      of whole blocks that fit one message, one in flight per copy.
+ *   -> SampleResult per sample -> all N in -> vote_tally -> ClientReply
+ *   -> the root is released, or kept in the prefix cache (evictions are
+ *      Released).
+ * Workers are tracked Paranoid-Pirate style (heartbeats both ways, expiry
+ * after liveness x interval; a send to a closed connection fails at once
+ * under ZMQ_ROUTER_MANDATORY); a worker that expires or fails is removed
+ * and the unfinished sample indices of its jobs are dispatched again —
+ * the bytes of sample i depend only on (prompt, params, seed, i), so a
+ * re-dispatch never changes a reply. A root whose holder is lost is
+ * prefilled again elsewhere; same-host workers get ForgetPool for the
+ * lost worker's pool. Every message names (request, attempt); one that
+ * matches no live job is dropped.
+ *
+ * Failure budget: a request fails with WORKER_LOST when one of its
+ * samples was being decoded by MAX_SAMPLE_LOSSES (3) workers that were
+ * lost, or after MAX_FAILURES failed jobs/prefills. With no worker alive
+ * for longer than liveness x interval + reconnect_min_ms (since the start
+ * or since the last one went) asks and queued requests get NO_CAPACITY;
+ * past limits.queue_depth requests, BUSY. An Ask repeating the request id
+ * of one in flight from the same client connection is that request (one
+ * reply). Replies to clients that are gone are counted (status
+ * replies_unroutable); their requests end at their deadline, which
+ * cancels the workers' jobs.
+ *
+ * Every accepted client request gets exactly one reply (answer, typed
+ * error, timeout, or CANCELLED at shutdown).
+ *
+ * Threads: single-threaded, driven by the coordinator's zmq_poll loop.
+ * The parts (membership, roots, client front, dispatch) are listed in
+ * sched_int.h; all I/O and time go through sched_opts.io, so tests drive
+ * the scheduler in-process (tests/test_sched.c).
+ */
+#ifndef QUORUM_SCHED_H
+#define QUORUM_SCHED_H
+
+#include <stdint.h>
+
+#include "net/cfg.h"
+#include "text/tok.h"
+#include "net/wire.h"
+
+typedef struct sched sched;
+
+/* How the scheduler reaches the world. Left zero: wire_send on the two
+ * ROUTERs below and wire_now_ms. Tests and the simulator plug in their
+ * own (fake workers, a clock they move). */
+typedef struct {
+	/* Sends m to the peer id on the worker (to_worker) or client
+	 * ROUTER; nonzero when the peer is gone. */
+	int (*send)(void *arg, int to_worker, const unsigned char *id,
+		    size_t id_len, const ProtobufCMessage *m);
+	int64_t (*now_ms)(void *arg); /* monotonic milliseconds */
+	void *arg;
+} sched_io;
+
+typedef struct {
+	const cfg *c;        /* borrowed, outlives the sched */
+	const tok *t;        /* borrowed: prompts are tokenized here */
+	int prompt_family;   /* enum prompt_family, resolved at start */
+	int ctx_len;         /* the model's context length */
+	void *clients;       /* ROUTER bound to the client endpoint */
+	void *workers;       /* ROUTER bound to the worker endpoint */
+	/* the model's fingerprint (model_fingerprint_file of the
+	 * coordinator's own model.path): workers must match it */
+	uint64_t fingerprint;
+	int has_fingerprint;
+	/* CURVE on: the allowlists (borrowed), for the worker ids each
+	 * worker key may register; NULL when CURVE is off */
+	const curve_zap *zap;
+	sched_io io;
+} sched_opts;
+
+int sched_new(const sched_opts *o, sched **out);
+void sched_free(sched **s);
+
+/* One message read from the client / worker ROUTER (rc is wire_recv's:
+ * a malformed message of a client still gets an error reply). */
+void sched_on_client(sched *s, int rc, const wire_msg *m);
+void sched_on_worker(sched *s, int rc, const wire_msg *m);
+
+/* Timers: heartbeats due, expired workers, request deadlines, queued
+ * work. Call after every poll. */
+void sched_tick(sched *s);
+/* Milliseconds until the next timer (for zmq_poll), >= 0. */
+long sched_timeout_ms(const sched *s);
+
+/* Replies CANCELLED to every request in flight (coordinator exiting). */
+void sched_shutdown(sched *s);
+
+/* Workers registered now. */
+int sched_n_workers(const sched *s);
+
+#endif

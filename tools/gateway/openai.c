@@ -1,0 +1,771 @@
+/* gwapi — see gwapi.h. */
+#include "openai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/client.h"
+#include "sc/sc.h"
+#include "sc/stop.h"
+
+/* The largest max_tokens taken (the coordinator checks the context). */
+#define GWAPI_MAX_TOKENS (1 << 20)
+
+static int bad(char *msg, size_t cap, const char **param, const char *p,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int bad(char *msg, size_t cap, const char **param, const char *p,
+	       const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, cap, fmt, ap);
+	va_end(ap);
+	*param = p;
+	return -1;
+}
+
+void gwapi_req_free(gwapi_req *r)
+{
+	free(r->question);
+	free(r->system);
+	for (size_t i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	free(r->sp.stop);
+	free(r->sp.vote);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Appends s[0, n) to a growing buffer (with sep before it when not
+ * empty). 0 ok, -1 out of memory. */
+static int append(char **buf, size_t *len, const char *sep, const char *s,
+		  size_t n)
+{
+	size_t sl = *buf && sep ? strlen(sep) : 0;
+	char *b = realloc(*buf, *len + sl + n + 1);
+
+	if (!b)
+		return -1;
+	memcpy(b + *len, sep ? sep : "", sl);
+	memcpy(b + *len + sl, s, n);
+	*len += sl + n;
+	b[*len] = '\0';
+	*buf = b;
+	return 0;
+}
+
+/* The text of a message's content: a string, or text parts. */
+static int content_text(json_t *c, size_t i, char **out, size_t *len,
+			char *msg, size_t cap, const char **param)
+{
+	size_t k;
+	json_t *part;
+
+	*out = NULL;
+	*len = 0;
+	if (json_is_string(c))
+		return append(out, len, NULL, json_string_value(c),
+			      json_string_length(c)) ? bad(msg, cap, param,
+			      "messages", "out of memory") : 0;
+	if (!json_is_array(c))
+		return bad(msg, cap, param, "messages",
+			   "messages[%zu].content must be a string or an array "
+			   "of text parts", i);
+	json_array_foreach(c, k, part) {
+		json_t *t = json_object_get(part, "type"),
+		       *x = json_object_get(part, "text");
+
+		if (!json_is_object(part) || !json_is_string(t) ||
+		    strcmp(json_string_value(t), "text") || !json_is_string(x)) {
+			free(*out);
+			*out = NULL;
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu].content[%zu]: only parts "
+				   "{\"type\": \"text\", \"text\": \"...\"} are "
+				   "supported", i, k);
+		}
+		if (append(out, len, NULL, json_string_value(x),
+			   json_string_length(x))) {
+			free(*out);
+			*out = NULL;
+			return bad(msg, cap, param, "messages", "out of memory");
+		}
+	}
+	return 0;
+}
+
+static int parse_messages(json_t *m, gwapi_req *r, char *msg, size_t cap,
+			  const char **param)
+{
+	size_t i, n_user = 0;
+	json_t *e;
+
+	if (!m)
+		return bad(msg, cap, param, "messages",
+			   "'messages' is required");
+	if (!json_is_array(m) || json_array_size(m) == 0)
+		return bad(msg, cap, param, "messages",
+			   "'messages' must be a non-empty array");
+	json_array_foreach(m, i, e) {
+		json_t *role = json_object_get(e, "role");
+		const char *rs;
+		char *text;
+		size_t len;
+
+		if (!json_is_object(e))
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu] must be an object", i);
+		if (!json_is_string(role))
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu].role must be a string", i);
+		rs = json_string_value(role);
+		if (strcmp(rs, "system") && strcmp(rs, "developer") &&
+		    strcmp(rs, "user") && strcmp(rs, "assistant") &&
+		    strcmp(rs, "tool") && strcmp(rs, "function"))
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu].role: unknown role '%.40s' "
+				   "(expected system, developer, user or "
+				   "assistant)", i, rs);
+		if (!strcmp(rs, "assistant") || !strcmp(rs, "tool") ||
+		    !strcmp(rs, "function"))
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu]: multi-turn conversations "
+				   "are not supported (quorum answers one "
+				   "question: system messages and one user "
+				   "message)", i);
+		if (content_text(json_object_get(e, "content"), i, &text, &len,
+				 msg, cap, param))
+			return -1;
+		if (!strcmp(rs, "user")) {
+			if (n_user++) {
+				free(text);
+				return bad(msg, cap, param, "messages",
+					   "messages[%zu]: more than one user "
+					   "message (quorum answers one "
+					   "question)", i);
+			}
+			r->question = text;
+			r->qlen = len;
+			continue;
+		}
+		if (n_user) {
+			free(text);
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu]: the user message must be "
+				   "the last one", i);
+		}
+		if (append(&r->system, &r->slen, "\n\n", text ? text : "", len)) {
+			free(text);
+			return bad(msg, cap, param, "messages", "out of memory");
+		}
+		free(text);
+	}
+	if (!n_user)
+		return bad(msg, cap, param, "messages",
+			   "'messages' has no user message");
+	return 0;
+}
+
+static int parse_prompt(json_t *p, gwapi_req *r, char *msg, size_t cap,
+			const char **param)
+{
+	if (json_is_array(p) && json_array_size(p) == 1)
+		p = json_array_get(p, 0);
+	else if (json_is_array(p))
+		return bad(msg, cap, param, "prompt",
+			   "'prompt' must be a string or an array of exactly "
+			   "one string (one question per request)");
+	if (!p)
+		return bad(msg, cap, param, "prompt", "'prompt' is required");
+	if (!json_is_string(p))
+		return bad(msg, cap, param, "prompt",
+			   "'prompt' must be a string");
+	r->question = strndup(json_string_value(p), json_string_length(p));
+	r->qlen = json_string_length(p);
+	if (!r->question)
+		return bad(msg, cap, param, "prompt", "out of memory");
+	return 0;
+}
+
+/* A JSON number that is an integer (1 and 1.0 both). */
+static int get_int(json_t *v, long long *out)
+{
+	double d;
+
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return 1;
+	}
+	if (!json_is_real(v))
+		return 0;
+	d = json_real_value(v);
+	if (d != floor(d) || fabs(d) > 9e15)
+		return 0;
+	*out = (long long)d;
+	return 1;
+}
+
+static int present(json_t *v)
+{
+	return v && !json_is_null(v);
+}
+
+int gwapi_parse(int chat, const char *body, size_t len, int max_n,
+		gwapi_req *r, char *msg, size_t cap, const char **param)
+{
+	json_error_t je;
+	json_t *o, *v;
+	long long iv;
+	int rc = -1;
+	const char *mt;
+
+	memset(r, 0, sizeof(*r));
+	quorum__sampling_params__init(&r->sp);
+	r->chat = chat;
+	r->think = -1;
+	*param = NULL;
+	o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!o)
+		return bad(msg, cap, param, NULL,
+			   "the body is not valid JSON: %s (line %d, column "
+			   "%d)", je.text, je.line, je.column);
+	if (!json_is_object(o)) {
+		bad(msg, cap, param, NULL, "the body must be a JSON object");
+		goto out;
+	}
+	if (chat ? parse_messages(json_object_get(o, "messages"), r, msg, cap,
+				  param)
+		 : parse_prompt(json_object_get(o, "prompt"), r, msg, cap,
+				param))
+		goto out;
+	if (!r->qlen) {
+		bad(msg, cap, param, chat ? "messages" : "prompt",
+		    "the question is empty");
+		goto out;
+	}
+	if (present(v = json_object_get(o, "n"))) {
+		if (!get_int(v, &iv)) {
+			bad(msg, cap, param, "n", "'n' must be an integer");
+			goto out;
+		}
+		if (iv < 1 || iv > max_n) {
+			bad(msg, cap, param, "n",
+			    "'n' must be in 1..%d (limits.max_n), got %lld",
+			    max_n, iv);
+			goto out;
+		}
+		r->sp.has_n = 1;
+		r->sp.n = (uint32_t)iv;
+	}
+	if (present(v = json_object_get(o, "temperature"))) {
+		if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
+		    json_number_value(v) < 0) {
+			bad(msg, cap, param, "temperature",
+			    "'temperature' must be a number >= 0");
+			goto out;
+		}
+		r->sp.has_temperature = 1;
+		r->sp.temperature = (float)json_number_value(v);
+	}
+	if (present(v = json_object_get(o, "top_p"))) {
+		double d = json_is_number(v) ? json_number_value(v) : -1;
+
+		if (!(d > 0 && d <= 1)) {
+			bad(msg, cap, param, "top_p",
+			    "'top_p' must be a number in (0, 1]");
+			goto out;
+		}
+		r->sp.has_top_p = 1;
+		r->sp.top_p = (float)d;
+	}
+	if (present(v = json_object_get(o, "top_k"))) {
+		if (!get_int(v, &iv) || iv < 0 || iv > (1 << 24)) {
+			bad(msg, cap, param, "top_k",
+			    "'top_k' must be an integer in 0..16777216 "
+			    "(0 = off)");
+			goto out;
+		}
+		r->sp.has_top_k = 1;
+		r->sp.top_k = (int32_t)iv;
+	}
+	mt = present(json_object_get(o, "max_completion_tokens"))
+		     ? "max_completion_tokens" : "max_tokens";
+	if (present(v = json_object_get(o, mt))) {
+		if (!get_int(v, &iv) || iv < 1 || iv > GWAPI_MAX_TOKENS) {
+			bad(msg, cap, param, mt,
+			    "'%s' must be an integer in 1..%d", mt,
+			    GWAPI_MAX_TOKENS);
+			goto out;
+		}
+		r->sp.has_max_new_tokens = 1;
+		r->sp.max_new_tokens = (uint32_t)iv;
+	}
+	if (present(v = json_object_get(o, "seed"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0) {
+			bad(msg, cap, param, "seed",
+			    "'seed' must be an integer >= 0");
+			goto out;
+		}
+		r->sp.has_seed = 1;
+		r->sp.seed = (uint64_t)json_integer_value(v);
+	}
+	if (present(v = json_object_get(o, "ignore_eos"))) {
+		if (!json_is_boolean(v)) {
+			bad(msg, cap, param, "ignore_eos",
+			    "'ignore_eos' must be a boolean");
+			goto out;
+		}
+		r->sp.has_ignore_eos = 1;
+		r->sp.ignore_eos = json_is_true(v);
+	}
+	/* extensions: quorum's early stopping and confidence vote */
+	if (present(v = json_object_get(o, "early_stop"))) {
+		stop_rule sr;
+
+		if (!json_is_string(v) || stop_parse(json_string_value(v), &sr)) {
+			bad(msg, cap, param, "early_stop",
+			    "'early_stop' must be none, exact, beta[:T] or "
+			    "window[:W]");
+			goto out;
+		}
+		if (!(r->sp.stop = strdup(json_string_value(v)))) {
+			bad(msg, cap, param, "early_stop", "out of memory");
+			goto out;
+		}
+	} else if (!(r->sp.stop = strdup("none"))) {
+		/* OpenAI's n: n choices, whatever the cluster's default */
+		bad(msg, cap, param, "early_stop", "out of memory");
+		goto out;
+	}
+	if (present(v = json_object_get(o, "vote"))) {
+		if (!json_is_string(v) || sc_vote_parse(json_string_value(v)) < 0) {
+			bad(msg, cap, param, "vote",
+			    "'vote' must be majority or confidence");
+			goto out;
+		}
+		if (!(r->sp.vote = strdup(json_string_value(v)))) {
+			bad(msg, cap, param, "vote", "out of memory");
+			goto out;
+		}
+	}
+	if (present(v = json_object_get(o, "stream"))) {
+		if (!json_is_boolean(v)) {
+			bad(msg, cap, param, "stream",
+			    "'stream' must be a boolean");
+			goto out;
+		}
+		r->stream = json_is_true(v);
+	}
+	v = json_object_get(o, "think");
+	if (!present(v))
+		v = json_object_get(json_object_get(o, "chat_template_kwargs"),
+				    "enable_thinking");
+	if (present(v)) {
+		if (!json_is_boolean(v)) {
+			bad(msg, cap, param, "think",
+			    "'think' (chat_template_kwargs.enable_thinking) "
+			    "must be a boolean");
+			goto out;
+		}
+		r->think = json_is_true(v);
+	}
+	if (present(v = json_object_get(o, "stop"))) {
+		size_t i;
+		json_t *s;
+
+		if (json_is_string(v)) {
+			s = v;
+			v = json_array();
+			json_array_append(v, s);
+		} else {
+			json_incref(v);
+		}
+		if (!json_is_array(v) || json_array_size(v) > GWAPI_MAX_STOP) {
+			json_decref(v);
+			bad(msg, cap, param, "stop",
+			    "'stop' must be a string or an array of up to %d "
+			    "strings", GWAPI_MAX_STOP);
+			goto out;
+		}
+		json_array_foreach(v, i, s) {
+			if (!json_is_string(s) || !json_string_length(s) ||
+			    json_string_length(s) > SC_STOP_STR_LEN ||
+			    memchr(json_string_value(s), 0,
+				   json_string_length(s))) {
+				json_decref(v);
+				bad(msg, cap, param, "stop",
+				    "'stop' entries must be strings of 1..%d "
+				    "bytes without NUL characters",
+				    SC_STOP_STR_LEN);
+				goto out;
+			}
+			if (!(r->stop[r->n_stop] = strndup(
+				      json_string_value(s),
+				      json_string_length(s)))) {
+				json_decref(v);
+				bad(msg, cap, param, "stop", "out of memory");
+				goto out;
+			}
+			/* the workers end a sample there (sc.h) */
+			r->stop_bin[r->n_stop].data =
+				(uint8_t *)r->stop[r->n_stop];
+			r->stop_bin[r->n_stop].len = json_string_length(s);
+			r->n_stop++;
+		}
+		json_decref(v);
+	}
+	/* the chosen tokens' log-probabilities: chat's logprobs: true,
+	 * completions' logprobs: 0; no alternatives (top_logprobs) */
+	if (present(v = json_object_get(o, "logprobs"))) {
+		if (chat ? !json_is_boolean(v)
+			 : !(json_is_integer(v) && json_integer_value(v) == 0)) {
+			bad(msg, cap, param, "logprobs", chat
+			    ? "'logprobs' must be a boolean"
+			    : "'logprobs' must be 0: the chosen tokens' "
+			      "log-probabilities (quorum gives no alternatives)");
+			goto out;
+		}
+		r->logprobs = !chat || json_is_true(v);
+	}
+	if (present(v = json_object_get(o, "top_logprobs")) &&
+	    !(json_is_integer(v) && json_integer_value(v) == 0)) {
+		bad(msg, cap, param, "top_logprobs",
+		    "'top_logprobs' must be 0 (quorum gives no alternatives)");
+		goto out;
+	}
+	if (r->logprobs && r->stream) {
+		bad(msg, cap, param, "logprobs",
+		    "'logprobs' is not supported with 'stream'");
+		goto out;
+	}
+	if (r->logprobs)
+		r->sp.has_logprobs = r->sp.logprobs = 1;
+	if (present(v = json_object_get(o, "tools")) &&
+	    !(json_is_array(v) && !json_array_size(v))) {
+		bad(msg, cap, param, "tools", "'tools' is not supported by "
+		    "quorum");
+		goto out;
+	}
+	{
+		static const char *const pen[] = {"presence_penalty",
+						  "frequency_penalty"};
+
+		for (size_t i = 0; i < 2; i++)
+			if (present(v = json_object_get(o, pen[i])) &&
+			    (!json_is_number(v) || json_number_value(v) != 0)) {
+				bad(msg, cap, param, pen[i],
+				    "'%s' is not supported by quorum (only 0)",
+				    pen[i]);
+				goto out;
+			}
+	}
+	rc = 0;
+out:
+	json_decref(o);
+	if (rc)
+		gwapi_req_free(r);
+	return rc;
+}
+
+json_t *gwapi_error(const char *message, const char *type, const char *param,
+		    const char *code)
+{
+	return json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message",
+			 client_text(message, strlen(message)), "type", type,
+			 "param", param ? json_string(param) : json_null(),
+			 "code", code ? json_string(code) : json_null());
+}
+
+void gwapi_result_fini(gwapi_result *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (x->text)
+			free(x->text[i]);
+		if (x->answer)
+			free(x->answer[i]);
+		if (x->logprobs)
+			json_decref(x->logprobs[i]);
+	}
+	free(x->logprobs);
+	free(x->text);
+	free(x->len);
+	free(x->answer);
+	free(x->finish);
+	free(x->tokens);
+	free(x->index);
+	json_decref(x->votes);
+	json_decref(x->winner);
+	memset(x, 0, sizeof(*x));
+}
+
+/* A choice's "logprobs" in OpenAI's shape (chat: {content: [{token,
+ * logprob, bytes, top_logprobs}]}; completions: {tokens, token_logprobs,
+ * text_offset, top_logprobs}) from the tokens that start inside the
+ * returned text (len bytes): the end token and any a stop string cut are
+ * not part of it. */
+static json_t *choice_logprobs(int chat, const char *text, size_t len,
+			       const Quorum__Sample *s)
+{
+	json_t *toks = json_array(), *lps = json_array(), *offs = json_array();
+	size_t n = s->n_token_logprobs == s->n_token_offsets
+			   ? s->n_token_logprobs : 0;
+
+	for (size_t i = 0; toks && lps && offs && i < n; i++) {
+		size_t b = s->token_offsets[i], e;
+
+		if (b >= len)
+			continue;
+		e = i + 1 < n && s->token_offsets[i + 1] < len
+			    ? s->token_offsets[i + 1] : len;
+		if (e < b)
+			e = b;
+		if (chat) {
+			json_t *by = json_array();
+
+			for (size_t k = b; by && k < e; k++)
+				json_array_append_new(by, json_integer(
+					(unsigned char)text[k]));
+			json_array_append_new(toks, json_pack(
+				"{s:o, s:f, s:o, s:[]}", "token",
+				client_text(text + b, e - b), "logprob",
+				s->token_logprobs[i], "bytes",
+				by ? by : json_null(), "top_logprobs"));
+		} else {
+			json_array_append_new(toks,
+					      client_text(text + b, e - b));
+			json_array_append_new(lps,
+					      json_real(s->token_logprobs[i]));
+			json_array_append_new(offs, json_integer((json_int_t)b));
+		}
+	}
+	if (!toks || !lps || !offs) {
+		json_decref(toks);
+		json_decref(lps);
+		json_decref(offs);
+		return NULL;
+	}
+	if (chat) {
+		json_decref(lps);
+		json_decref(offs);
+		return json_pack("{s:o, s:n}", "content", toks, "refusal");
+	}
+	return json_pack("{s:o, s:o, s:o, s:n}", "tokens", toks,
+			 "token_logprobs", lps, "text_offset", offs,
+			 "top_logprobs");
+}
+
+int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
+		      gwapi_result *x)
+{
+	size_t n = a->n_samples;
+
+	memset(x, 0, sizeof(*x));
+	x->n = n;
+	x->text = calloc(n + 1, sizeof(*x->text));
+	x->len = calloc(n + 1, sizeof(*x->len));
+	x->answer = calloc(n + 1, sizeof(*x->answer));
+	x->finish = calloc(n + 1, sizeof(*x->finish));
+	x->tokens = calloc(n + 1, sizeof(*x->tokens));
+	x->index = calloc(n + 1, sizeof(*x->index));
+	if (!x->text || !x->len || !x->answer || !x->finish || !x->tokens ||
+	    !x->index)
+		goto nomem;
+	if (r->logprobs && !(x->logprobs = calloc(n + 1, sizeof(*x->logprobs))))
+		goto nomem;
+	/* the workers ended every sample at its stop string (the text
+	 * before it, finish "stop"), extracted its answer, and the
+	 * coordinator voted: the reply is taken as it is */
+	for (size_t i = 0; i < n; i++) {
+		const Quorum__Sample *s = a->samples[i];
+		size_t len = s->text.len;
+
+		if (!(x->text[i] = malloc(len + 1)))
+			goto nomem;
+		memcpy(x->text[i], s->text.data, len);
+		x->text[i][len] = '\0';
+		x->len[i] = len;
+		x->tokens[i] = s->tokens;
+		x->index[i] = s->index;
+		if (x->logprobs &&
+		    !(x->logprobs[i] = choice_logprobs(r->chat, x->text[i], len,
+						       s)))
+			goto nomem;
+		x->finish[i] = s->finish && !strcmp(s->finish, "length")
+				       ? "length" : "stop";
+		if (s->has_answer && s->answer.len) {
+			if (!(x->answer[i] = strndup((const char *)s->answer.data,
+						     s->answer.len)))
+				goto nomem;
+			x->voters++;
+		}
+	}
+	if (!(x->votes = json_array()))
+		goto nomem;
+	for (size_t i = 0; i < a->n_votes; i++) {
+		const Quorum__Vote *v = a->votes[i];
+		json_t *e = json_pack(
+			"{s:o, s:I, s:I}", "answer",
+			client_text((const char *)v->answer.data, v->answer.len),
+			"count", (json_int_t)v->count,
+			"first_index", (json_int_t)v->first_index);
+
+		if (e && v->has_weight) /* as quorum ask --json prints it */
+			json_object_set_new(e, "weight", json_real(v->weight));
+		if (!e || json_array_append_new(x->votes, e))
+			goto nomem;
+		if (a->has_answer && v->answer.len == a->answer.len &&
+		    !memcmp(v->answer.data, a->answer.data, a->answer.len))
+			x->win_count = v->count;
+	}
+	x->winner = a->has_answer
+			    ? client_text((const char *)a->answer.data,
+					  a->answer.len)
+			    : json_null();
+	if (!x->winner)
+		goto nomem;
+	return 0;
+nomem:
+	gwapi_result_fini(x);
+	return -1;
+}
+
+json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a)
+{
+	json_t *q = json_object(), *tmp = json_object(), *ans = json_array();
+
+	for (size_t i = 0; i < x->n; i++)
+		json_array_append_new(ans, x->answer[i]
+			? client_text(x->answer[i], strlen(x->answer[i]))
+			: json_null());
+	client_answer_json(tmp, a);
+	json_object_set(q, "answer", x->winner);
+	json_object_set(q, "votes", x->votes);
+	json_object_set_new(q, "agreement",
+			    json_real(x->n ? (double)x->win_count / x->n : 0));
+	json_object_set_new(q, "samples", json_integer((json_int_t)x->n));
+	json_object_set_new(q, "voters", json_integer((json_int_t)x->voters));
+	json_object_set_new(q, "answers", ans);
+	json_object_set(q, "prefix", json_object_get(tmp, "prefix"));
+	json_object_set(q, "timings", json_object_get(tmp, "timings"));
+	/* early stopping's report (absent: the request ran all N) */
+	if (json_object_get(tmp, "stop"))
+		json_object_set(q, "early_stop", json_object_get(tmp, "stop"));
+	/* per sample, in choice order: mean log-probability of its tokens
+	 * and DeepConf group confidence (null when not reported) */
+	{
+		json_t *ml = json_array(), *gc = json_array();
+
+		for (size_t i = 0; i < a->n_samples; i++) {
+			const Quorum__Sample *s = a->samples[i];
+
+			json_array_append_new(ml, s->has_mean_logprob
+				? json_real(s->mean_logprob) : json_null());
+			json_array_append_new(gc, s->has_group_confidence
+				? json_real(s->group_confidence) : json_null());
+		}
+		json_object_set_new(q, "mean_logprob", ml);
+		json_object_set_new(q, "group_confidence", gc);
+	}
+	json_decref(tmp);
+	return q;
+}
+
+static json_t *usage(const gwapi_result *x, const Quorum__Answer *a)
+{
+	uint64_t p = a->prefix && a->prefix->has_prompt_tokens
+			     ? a->prefix->prompt_tokens : 0,
+		 c = 0;
+
+	for (size_t i = 0; i < x->n; i++)
+		c += x->tokens[i];
+	/* OpenAI's place for prompt tokens served from a cache */
+	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
+			 (json_int_t)p, "completion_tokens", (json_int_t)c,
+			 "total_tokens", (json_int_t)(p + c),
+			 "prompt_tokens_details", "cached_tokens",
+			 (json_int_t)(a->prefix ? a->prefix->prompt_tokens_reused
+						: 0));
+}
+
+json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
+		       const Quorum__Answer *a, const char *id, long created,
+		       const char *model)
+{
+	json_t *o = json_object(), *ch = json_array();
+
+	for (size_t i = 0; i < x->n; i++) {
+		json_t *c = json_object(),
+		       *t = client_text(x->text[i], x->len[i]);
+
+		json_object_set_new(c, "index", json_integer(x->index[i]));
+		if (r->chat)
+			json_object_set_new(c, "message", json_pack(
+				"{s:s, s:o}", "role", "assistant", "content", t));
+		else
+			json_object_set_new(c, "text", t);
+		json_object_set(c, "logprobs", x->logprobs && x->logprobs[i]
+					       ? x->logprobs[i] : json_null());
+		json_object_set_new(c, "finish_reason",
+				    json_string(x->finish[i]));
+		json_array_append_new(ch, c);
+	}
+	json_object_set_new(o, "id", json_string(id));
+	json_object_set_new(o, "object", json_string(
+		r->chat ? "chat.completion" : "text_completion"));
+	json_object_set_new(o, "created", json_integer(created));
+	json_object_set_new(o, "model", json_string(model));
+	json_object_set_new(o, "choices", ch);
+	json_object_set_new(o, "usage", usage(x, a));
+	json_object_set_new(o, "quorum", gwapi_quorum(x, a));
+	return o;
+}
+
+static json_t *chunk_head(const gwapi_req *r, const char *id, long created,
+			  const char *model)
+{
+	return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object",
+			 r->chat ? "chat.completion.chunk" : "text_completion",
+			 "created", (json_int_t)created, "model", model);
+}
+
+json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
+		    const char *model, uint32_t index, const char *text,
+		    size_t len, int role, const char *finish)
+{
+	json_t *o = chunk_head(r, id, created, model), *c = json_object();
+
+	json_object_set_new(c, "index", json_integer(index));
+	if (r->chat) {
+		json_t *d = json_object();
+
+		if (role)
+			json_object_set_new(d, "role", json_string("assistant"));
+		if (text)
+			json_object_set_new(d, "content", client_text(text, len));
+		json_object_set_new(c, "delta", d);
+	} else {
+		json_object_set_new(c, "text", text ? client_text(text, len)
+						    : json_string(""));
+	}
+	json_object_set_new(c, "logprobs", json_null());
+	json_object_set_new(c, "finish_reason",
+			    finish ? json_string(finish) : json_null());
+	json_object_set_new(o, "choices", json_pack("[o]", c));
+	return o;
+}
+
+json_t *gwapi_chunk_final(const gwapi_req *r, const gwapi_result *x,
+			  const Quorum__Answer *a, const char *id,
+			  long created, const char *model)
+{
+	json_t *o = chunk_head(r, id, created, model);
+
+	json_object_set_new(o, "choices", json_array());
+	json_object_set_new(o, "usage", usage(x, a));
+	json_object_set_new(o, "quorum", gwapi_quorum(x, a));
+	return o;
+}
