@@ -37,6 +37,7 @@
 #include "coordinator/scheduler.h"
 #include "text/tok.h"
 #include "net/wire.h"
+#include "net/poolname.h"
 
 /* A fake pool's size: block ids wrap inside it (the coordinator
  * refuses ids outside a worker's pool). */
@@ -526,14 +527,14 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 		return -1;
 	for (int i = 0; i < nw; i++) {
 		sim_worker *w = &workers[i];
-		unsigned char rnd[KV_POOL_RND_BYTES] = {0};
+		unsigned char rnd[POOLNAME_RND_BYTES] = {0};
 
 		snprintf(w->ident, sizeof(w->ident), "w%d", i);
 		snprintf(w->id, sizeof(w->id), "sim%d", i);
 		snprintf(w->host, sizeof(w->host), "h%d", i % hosts);
 		rnd[0] = (unsigned char)i;
 		rnd[1] = (unsigned char)(i >> 8);
-		if (kv_pool_name_make(w->pool, sizeof(w->pool), "sim", w->id,
+		if (poolname_make(w->pool, sizeof(w->pool), "sim", w->id,
 				      rnd))
 			return -1;
 		w_register(s, w);

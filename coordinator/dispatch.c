@@ -9,7 +9,7 @@
 
 #include "text/prompt.h"
 #include "qerr.h"
-#include "sc/sc.h"
+#include "sc/params.h"
 #include "sc/vote.h"
 
 static void job_free(job *j)
@@ -476,7 +476,7 @@ static void advance(sched *s, req *r)
 			a[x->answer.len] = '\0';
 		}
 		d = stop_push_w(&r->ss, a, r->vote != SC_VOTE_CONFIDENCE ? 1
-					   : sc_conf_weight(x->has_group_confidence
+					   : vote_conf_weight(x->has_group_confidence
 							    ? x->group_confidence
 							    : 0.0));
 		if (d < 0)

@@ -9,7 +9,7 @@
 
 #include "text/prompt.h"
 #include "qerr.h"
-#include "sc/sc.h"
+#include "sc/params.h"
 #include "sc/vote.h"
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
@@ -58,7 +58,7 @@ void front_finish(sched *s, req *r)
 		Quorum__Sample *x = r->res[i]->sample->sample;
 
 		smp[i] = x;
-		wts[i] = sc_conf_weight(x->has_group_confidence
+		wts[i] = vote_conf_weight(x->has_group_confidence
 						? x->group_confidence : 0.0);
 		sr.tokens_reported += x->tokens + !strcmp(x->finish, "stop");
 		if (x->has_answer && x->answer.len) {

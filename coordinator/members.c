@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kv.h"
 #include "qerr.h"
+#include "net/poolname.h"
 
 int members_find(const sched *s, const wire_msg *m)
 {
@@ -156,9 +156,9 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		       "allows this CURVE key");
 		return;
 	}
-	/* the pool is named after the id (kv_pool_name_ok) and unique */
+	/* the pool is named after the id (poolname_ok) and unique */
 	if (!g->pool_name || strlen(g->pool_name) >= POOL_MAX ||
-	    !kv_pool_name_ok(g->pool_name, s->c->cluster.name,
+	    !poolname_ok(g->pool_name, s->c->cluster.name,
 			     wm->worker_id)) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		       "pool name is not /quorum-<cluster>@<id>@<12 hex>");

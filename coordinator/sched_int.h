@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "proto/quorum.pb-c.h"
-#include "sc/sc.h"
+#include "sc/params.h"
 #include "coordinator/scheduler.h"
 #include "sc/stop.h"
 

@@ -53,6 +53,7 @@
 #include "text/prompt.h"
 #include "coordinator/sched_int.h"
 #include "testutil.h"
+#include "net/poolname.h"
 
 /* ---- the world the scheduler sees ------------------------------------- */
 
@@ -248,7 +249,7 @@ static void to_sched(sched *s, const fw *w, Quorum__WorkerMsg *m)
 static void fw_init(fw *w, const char *ident, const char *id,
 		    const char *host, uint32_t blocks, uint32_t slots)
 {
-	unsigned char rnd[KV_POOL_RND_BYTES] = {1, 2, 3, 4, 5, 6};
+	unsigned char rnd[POOLNAME_RND_BYTES] = {1, 2, 3, 4, 5, 6};
 
 	memset(w, 0, sizeof(*w));
 	w->ident = ident;
@@ -258,7 +259,7 @@ static void fw_init(fw *w, const char *ident, const char *id,
 	w->slots = slots;
 	w->fp = FW_FP;
 	rnd[5] = (unsigned char)id[strlen(id) - 1];
-	assert_int_equal(kv_pool_name_make(w->pool, sizeof(w->pool), "t", id,
+	assert_int_equal(poolname_make(w->pool, sizeof(w->pool), "t", id,
 					   rnd), 0);
 }
 
@@ -1329,14 +1330,14 @@ static void identity(void **state)
 	fw_register(s, &other);
 	assert_true(rejected("O"));
 	/* the separator keeps (cluster, id) pairs apart */
-	assert_int_equal(kv_pool_name_make(pool, sizeof(pool), "a", "b-c",
+	assert_int_equal(poolname_make(pool, sizeof(pool), "a", "b-c",
 					   (const unsigned char *)"123456"),
 			 0);
-	assert_true(kv_pool_name_ok(pool, "a", "b-c"));
-	assert_false(kv_pool_name_ok(pool, "a-b", NULL));
-	assert_false(kv_pool_name_ok(pool, "a", "b"));
-	assert_false(kv_pool_name_ok("/quorum-a@b@12345", "a", NULL));
-	assert_false(kv_pool_name_ok("/quorum-a@b/c@0123456789ab", "a", NULL));
+	assert_true(poolname_ok(pool, "a", "b-c"));
+	assert_false(poolname_ok(pool, "a-b", NULL));
+	assert_false(poolname_ok(pool, "a", "b"));
+	assert_false(poolname_ok("/quorum-a@b@12345", "a", NULL));
+	assert_false(poolname_ok("/quorum-a@b/c@0123456789ab", "a", NULL));
 	/* the same key may come back (a restart) */
 	fw_init(&thief, "G2", "good", "h", 64, 4);
 	snprintf(thief.key, sizeof(thief.key), "KEY-GOOD");

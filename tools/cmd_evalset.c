@@ -303,7 +303,7 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 				   s->answer.len);
 		o->ntok[s->index] = s->tokens;
 		o->ended[s->index] = s->finish && !strcmp(s->finish, "stop");
-		o->weight[s->index] = sc_conf_weight(s->has_group_confidence
+		o->weight[s->index] = vote_conf_weight(s->has_group_confidence
 						     ? s->group_confidence : 0.0);
 		o->tokens += s->tokens;
 		o->generated += s->tokens + o->ended[s->index];

@@ -16,6 +16,7 @@
 #include "sc/sc.h"
 #include "text/tok.h"
 #include "net/wire.h"
+#include "net/poolname.h"
 
 #define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536
@@ -529,13 +530,13 @@ static void cancel_jobs(wk *w, int all, uint64_t rid, uint32_t attempt,
 }
 
 /* A root reference is usable when it names our pool or a pool of this
- * cluster (another worker on this host, kv_pool_name_ok); anything else
+ * cluster (another worker on this host, poolname_ok); anything else
  * is refused so a coordinator bug cannot make us map arbitrary shm
  * objects. */
 static int pool_name_ok(const wk *w, const char *name)
 {
 	return name && (!strcmp(name, w->pool_name) ||
-			kv_pool_name_ok(name, w->c->cluster.name, NULL));
+			poolname_ok(name, w->c->cluster.name, NULL));
 }
 
 /* A job is cancelled by a Cancel of its request naming no attempt or its
@@ -1009,7 +1010,7 @@ static int serve(wk *w)
 }
 
 /* shm_sweep_stale's judge: exactly a pool name of this worker
- * (kv_pool_name_ok: so worker "w1" never touches worker "w1-x"'s pools,
+ * (poolname_ok: so worker "w1" never touches worker "w1-x"'s pools,
  * nor cluster "a" those of cluster "a-b"), a KV region of this version,
  * its creator dead. */
 static int stale_pool(const char *name, const void *head, size_t len,
@@ -1017,7 +1018,7 @@ static int stale_pool(const char *name, const void *head, size_t len,
 {
 	const wk_opts *o = arg;
 
-	if (!kv_pool_name_ok(name, o->c->cluster.name, o->id))
+	if (!poolname_ok(name, o->c->cluster.name, o->id))
 		return 0;
 	return kv_region_stale(name, head, len, NULL);
 }
@@ -1029,7 +1030,7 @@ static void sweep_stale(const wk_opts *o)
 	char prefix[160];
 	int n = 0;
 
-	if (kv_pool_name_prefix(prefix, sizeof(prefix), o->c->cluster.name,
+	if (poolname_prefix(prefix, sizeof(prefix), o->c->cluster.name,
 				o->id))
 		return;
 	if (shm_sweep_stale(prefix, KV_MAGIC, sizeof(kv_shm_header),
@@ -1045,7 +1046,7 @@ int wk_run(const wk_opts *o)
 {
 	wk w = {0};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	unsigned char rnd[KV_POOL_RND_BYTES];
+	unsigned char rnd[POOLNAME_RND_BYTES];
 	int rc;
 
 	w.o = o;
@@ -1053,7 +1054,7 @@ int wk_run(const wk_opts *o)
 	w.backoff_ms = o->c->heartbeat.reconnect_min_ms;
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return qerr_fail(QERR_IO, "getrandom: %s", strerror(errno));
-	if ((rc = kv_pool_name_make(w.pool_name, sizeof(w.pool_name),
+	if ((rc = poolname_make(w.pool_name, sizeof(w.pool_name),
 				    o->c->cluster.name, o->id, rnd)))
 		return rc;
 	ep.pool_name = w.pool_name;

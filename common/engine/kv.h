@@ -159,24 +159,6 @@ int kv_region_stale(const char *name, const void *head, size_t len,
 /* The shm name of a named pool, else NULL. */
 const char *kv_pool_name(const kv_pool *p);
 
-/* Names of cluster workers' pools, the one contract between worker and
- * coordinator:  "/quorum-<cluster>@<id>@<12 lowercase hex digits>".
- * '@' occurs neither in cluster names ([A-Za-z0-9_-]) nor in worker ids
- * ([A-Za-z0-9_.-]), so (cluster, id) pairs never share a prefix. */
-#define KV_POOL_NAME_SEP '@'
-#define KV_POOL_RND_BYTES 6
-/* Writes the name of id's pool with random suffix rnd; QERR_RANGE when it
- * does not fit cap. */
-int kv_pool_name_make(char *buf, size_t cap, const char *cluster,
-		      const char *id, const unsigned char *rnd);
-/* "/quorum-<cluster>@" (id NULL) or "/quorum-<cluster>@<id>@"; QERR_RANGE
- * when it does not fit. */
-int kv_pool_name_prefix(char *buf, size_t cap, const char *cluster,
-			const char *id);
-/* 1 when name is exactly a pool name of cluster (of worker id, unless
- * id is NULL), else 0. */
-int kv_pool_name_ok(const char *name, const char *cluster, const char *id);
-
 /* Links a read-only pool (borrowed; same layers, kv_dim, block size and
  * dtype) into slot 1..255 of p. QERR_ARG on a mismatch. */
 int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign);

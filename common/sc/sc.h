@@ -29,16 +29,10 @@
 #include "engine/samp.h"
 #include "sc/stop.h"
 #include "text/tok.h"
+#include "sc/params.h"
 #include "sc/vote.h"
 
-enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
-enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1,
-		 SC_FINISH_FILTERED = 2 };
-enum sc_vote { SC_VOTE_MAJORITY = 0, SC_VOTE_CONFIDENCE = 1 };
 
-/* Tokens per confidence window when sc_params.conf_window is 0. */
-#define SC_CONF_WINDOW_DEFAULT 16
-#define SC_CONF_WINDOW_MAX 4096
 
 typedef struct {
 	const char *pool_name;/* NULL: anonymous pool sized per request; else
@@ -62,49 +56,7 @@ typedef struct {
 
 #define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256, 0})
 
-/* Stop strings (OpenAI's "stop"): a sample ends at the first occurrence
- * of any of them in its text, which is cut before it (finish "stop").
- * Each is 1..SC_STOP_STR_LEN bytes without NUL; at most SC_STOP_STR_MAX. */
-#define SC_STOP_STR_MAX 4
-#define SC_STOP_STR_LEN 64
 
-typedef struct {
-	int n;
-	uint8_t len[SC_STOP_STR_MAX];
-	char s[SC_STOP_STR_MAX][SC_STOP_STR_LEN];
-} sc_stop_strs;
-
-/* Adds a stop string of len bytes; QERR_RANGE (with a detail naming what
- * is wrong) when there are SC_STOP_STR_MAX already, or it is empty, over
- * SC_STOP_STR_LEN bytes or holds a NUL. */
-int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
-
-typedef struct {
-	samp_params sp;
-	uint64_t seed;
-	int n;                /* samples: the budget N */
-	int max_new;          /* new tokens per sample */
-	int mode;             /* enum sc_mode */
-	int ignore_eos;
-	stop_rule stop;       /* early stopping (zero: none; see stop.h) */
-	int vote;             /* enum sc_vote (zero: majority) */
-	int conf_window;      /* tokens per group-confidence window (0:
-			       * SC_CONF_WINDOW_DEFAULT) */
-	/* DeepConf's online filter (sc_run only; 0: off): once samples
-	 * 0..filter_warmup-1 (the warm-up) have finished, the threshold is
-	 * the filter_pct-th percentile (nearest rank below) of their group
-	 * confidences; a later sample is cut — finish "filtered", no answer,
-	 * its text ends there — as soon as a full window's mean falls below
-	 * it (a sample shorter than a window: when its mean is below it at
-	 * its end). Samples past the warm-up start only once the threshold
-	 * is known, so whether a sample is cut, and where, depends on its
-	 * own tokens and the warm-up alone. */
-	int filter_warmup;
-	double filter_pct;    /* in [0, 100] */
-	sc_stop_strs stop_strs; /* none when n is 0 */
-	int logprobs;         /* record every drawn token's log-probability
-			       * (sc_sample.token_lp) */
-} sc_params;
 
 typedef struct {
 	int index;
@@ -190,7 +142,6 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 		  sc_engine **out);
 void sc_engine_free(sc_engine **e);
 
-int sc_params_check(const sc_params *p);
 /* Runs the samples of one prompt: all N, or with p->stop a prefix 0..k-1
  * of them decided in index order (stop.h). In batched mode at most
  * stop_min_prefix(rule, N) forks are in flight (N for none): samples start
@@ -203,12 +154,6 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out);
 void sc_result_fini(sc_result *r);
 
-/* A sample's weight in a confidence vote from its group confidence:
- * exp(g) (kern_expf, float) in units of 2^-32, in [0, STOP_WEIGHT_ONE]
- * — the same bits wherever it is computed (the coordinator does). */
-uint64_t sc_conf_weight(double group_conf);
-int sc_vote_parse(const char *s);      /* -1 when unknown */
-const char *sc_vote_name(int vote);
 
 /* Drops every prompt sc_run's prefix cache holds (their blocks return to
  * the pool), and the number it holds. */
@@ -461,8 +406,6 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
  * again. QERR_MISSING when it is not linked. */
 int sc_unlink_pool(sc_engine *e, const char *pool_name);
 
-const char *sc_mode_name(int mode);
-int sc_mode_parse(const char *s);      /* -1 when unknown */
 const char *sc_finish_name(int finish);
 
 #endif

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kern.h"
 #include "qerr.h"
+#include "sc/stop.h"
 
 typedef unsigned char uchar;
 
@@ -393,4 +395,14 @@ void vote_result_fini(vote_result *r)
 		return;
 	free(r->entries); /* strings live in the same block */
 	*r = (vote_result){NULL, 0, 0, VOTE_NONE};
+}
+
+uint64_t vote_conf_weight(double g)
+{
+	uint64_t w;
+
+	if (!(g <= 0)) /* NaN or positive: log-probabilities never are */
+		g = 0;
+	w = (uint64_t)(kern_expf((float)g) * 0x1p32f);
+	return w > STOP_WEIGHT_ONE ? STOP_WEIGHT_ONE : w;
 }

@@ -124,4 +124,10 @@ int vote_tally_weighted(const char *const *answers, const uint64_t *weights,
 /* Frees what vote_tally allocated and zeroes *r (winner = VOTE_NONE). */
 void vote_result_fini(vote_result *r);
 
+/* A sample's weight in a confidence vote from its group confidence:
+ * exp(g) (the deterministic kern_expf, in float) in units of 2^-32, in
+ * [0, STOP_WEIGHT_ONE] — the same bits wherever it is computed (workers
+ * and the coordinator). */
+uint64_t vote_conf_weight(double group_conf);
+
 #endif
