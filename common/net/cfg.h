@@ -202,7 +202,7 @@ typedef struct cfg_prefix_cache {
 	int share_across_clients;
 } cfg_prefix_cache;
 
-/* The HTTP gateway (`quorum serve`, README: HTTP API). */
+/* The HTTP gateway (`quorum serve`, docs/http.md). */
 #define CFG_LISTEN_MAX 63
 typedef struct cfg_http {
 	/* "127.0.0.1:8080"; HOST:PORT with HOST an IPv4 address or a
