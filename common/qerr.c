@@ -1,3 +1,8 @@
+/*
+ * qerr — the name of every error code and the thread-local detail buffer
+ * a failing call leaves its one-line explanation in (see qerr.h).
+ * Called from everywhere.
+ */
 #include "qerr.h"
 
 #include <stdarg.h>

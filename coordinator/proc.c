@@ -1,3 +1,8 @@
+/*
+ * proc — the coordinator's local worker processes (see proc.h): spawning
+ * them with posix_spawn, reaping and restarting with backoff from the
+ * poll loop, and stopping them at shutdown. Called by coordinator/main.c.
+ */
 #include "proc.h"
 
 #include <errno.h>

@@ -1,3 +1,7 @@
+/*
+ * cli — helpers shared by the quorum subcommands (see cli.h): strict
+ * number parsing of option values and the usage-error message.
+ */
 #include "cli.h"
 
 #include <errno.h>

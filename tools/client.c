@@ -1,4 +1,9 @@
-/* client — see client.h. */
+/*
+ * client — the ZeroMQ client of a coordinator (see client.h): one DEALER
+ * (CurveZMQ when keys are given), Ask with a request id and resend on
+ * timeout, the reply's parts and final answer. Callers: `quorum ask`,
+ * `quorum status`, `quorum eval-set --endpoint`, the gateway's link.
+ */
 #include "client.h"
 
 #include <errno.h>

@@ -1,3 +1,8 @@
+/*
+ * qset — question sets for `quorum ask --file` and `quorum eval-set`
+ * (see qset.h): the JSON-lines reader, the expected-answer comparison and
+ * the progress bar.
+ */
 #include "qset.h"
 
 #include <errno.h>

@@ -1,3 +1,10 @@
+/*
+ * wk — the worker's serving loop (see wk.h for the commands it answers):
+ * one engine and one merged decode batch, the coordinator's messages
+ * dispatched in one zmq_poll loop between decode rounds, heartbeats and
+ * reconnects, its pool named and stale pools of its host swept. Called by
+ * worker/main.c.
+ */
 #include "wk.h"
 
 #include <errno.h>

@@ -1,3 +1,12 @@
+/*
+ * fwd — the forward pass (see fwd.h for the batching contract): one call
+ * runs every layer over the M rows of all sequences it advances — norms,
+ * fused q/k/v and gate/up matmuls through kern_matmul_n, rotary, the
+ * paged attention (attend: one row and one KV head at a time, the query
+ * heads of that KV head sharing each key and value row, block by block in
+ * position order), the output head. Owns the run-time scratch (fwd_new);
+ * callers: sc/ (engine, batch), tools/cmd_eval.c, tests.
+ */
 #include "engine/fwd.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * kv — the paged KV cache (see kv.h for the region layout): the block
+ * pool with its free list and reference counts in one shared-memory
+ * region, sequences' page tables, fork (share every block) and the
+ * copy-on-write of a shared partly filled tail block, read-only links to
+ * other workers' pools on this host. Owns the pool's region through shm;
+ * callers: engine/fwd.c (rows), sc/ (sequences, roots), worker/, tests.
+ */
 #include "engine/kv.h"
 
 #include "qerr.h"

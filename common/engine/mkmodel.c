@@ -1,3 +1,10 @@
+/*
+ * mkmodel — writes synthesized GGUF models (see mkmodel.h): the shape
+ * table, each tensor's seeded pseudo-random values, quantized per
+ * llama.cpp's per-tensor recipes, and the tokenizer's keys copied from a
+ * tokenizer.json (hfvocab) or another GGUF. Callers: `quorum mkmodel`,
+ * tests, benchmarks.
+ */
 #include "engine/mkmodel.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * model — loads a transformer from a GGUF file (see model.h): reads and
+ * checks the hyper-parameters of each architecture, binds every tensor by
+ * name with its shape and weight type (a missing or misshaped one is an
+ * error naming it), converts the small 1-D tensors to f32, optionally
+ * copies the weights into huge pages, and computes the model fingerprint
+ * workers and the coordinator compare. Callers: sc/, worker/, tools/.
+ */
 #include "engine/model.h"
 
 #include <math.h>

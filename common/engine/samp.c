@@ -1,3 +1,10 @@
+/*
+ * samp — the token sampler (see samp.h for the reproducibility contract):
+ * the seeded per-sample RNG, and one draw over a vocabulary — greedy, or
+ * temperature softmax with top-k and top-p cut in exact integer masses.
+ * Owns nothing beyond the caller's scratch; callers: sc/ (one draw per
+ * sample per round), tests.
+ */
 #include "engine/samp.h"
 
 #include <math.h>

@@ -1,3 +1,9 @@
+/*
+ * shm — the one module that calls memfd_create, shm_open, mmap and
+ * munmap (see shm.h): creating owner regions, attaching read-only by fd
+ * or name with the header checked, and sweeping named regions whose
+ * creator is gone. Callers: engine/kv.c, worker/ (sweep), tests.
+ */
 #include "engine/shm.h"
 
 #include "qerr.h"

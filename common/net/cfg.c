@@ -1,3 +1,10 @@
+/*
+ * cfg — reads cluster.yaml into struct cfg (see cfg.h for the rules):
+ * libyaml's events into a small node tree with positions, then a table of
+ * known keys per section, each value parsed and range-checked, every
+ * error reported as file:line:column. Callers: coordinator/, worker/,
+ * `quorum serve`, tests and the cfg fuzzer.
+ */
 #include "net/cfg.h"
 
 #include <arpa/inet.h>

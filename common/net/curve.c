@@ -1,4 +1,9 @@
-/* curve — see curve.h. */
+/*
+ * curve — CurveZMQ for the cluster (see curve.h): key files (read,
+ * write, Z85 checks), the allowlists of client and worker keys, and the
+ * ZAP handler thread that authenticates every connection against them.
+ * Callers: coordinator/, worker/, tools/ (clients, keygen), the gateway.
+ */
 #include "net/curve.h"
 
 #include <errno.h>

@@ -1,4 +1,7 @@
-/* poolname — see poolname.h. */
+/*
+ * poolname — builds and checks the names of workers' KV pools (see
+ * poolname.h for the format). Callers: worker/, coordinator/.
+ */
 #include "net/poolname.h"
 
 #include <stdio.h>

@@ -1,3 +1,10 @@
+/*
+ * wire — the cluster's transport (see wire.h): ZeroMQ socket set-up with
+ * the message limits, one packed protobuf message per frame (a ROUTER's
+ * identity frame first), whole-message receive with a frame cap, the
+ * protocol version check and the names of the Status codes. Callers:
+ * coordinator/, worker/, tools/ (clients), the gateway, tests.
+ */
 #include "net/wire.h"
 
 #include <errno.h>

@@ -1,3 +1,9 @@
+/*
+ * pfx — the prefix index (see pfx.h): a hash table of chain hashes of
+ * full token blocks, each entry naming an owner and its depth, looked up
+ * block by block and verified against the tokens. Callers: sc/ (the
+ * in-process prefix cache), coordinator/roots.c (the cluster's).
+ */
 #include "sc/pfx.h"
 
 #include <stdlib.h>

@@ -1,3 +1,10 @@
+/*
+ * stop — the early-stopping rules (see stop.h): parsing and naming them,
+ * the incremental decision over answers pushed in index order (exact
+ * counts, the Beta posterior, a run of agreeing samples), and the
+ * smallest prefix each rule can decide at. Callers: sc/ (sc_run), the
+ * coordinator (each request's decision), tools/, tests.
+ */
 #include "sc/stop.h"
 
 #include <stdio.h>

@@ -1,3 +1,10 @@
+/*
+ * vote — answer extraction and the tally (see vote.h for the rules): the
+ * scanner for \boxed{...} and numbers in canonical form, the think-block
+ * handling, the majority and confidence-weighted tallies, and a sample's
+ * confidence weight. Callers: sc/, the coordinator, tools/ (scoring),
+ * tests.
+ */
 #include "sc/vote.h"
 
 #include <stdlib.h>

@@ -1,3 +1,9 @@
+/*
+ * prompt — renders a question (with a system prompt and few-shot turns)
+ * in the model's chat template and tokenizes it (see prompt.h for the
+ * families and how they are recognised). Callers: sc users in tools/,
+ * the coordinator (it builds every prompt), tests.
+ */
 #include "text/prompt.h"
 
 #include <stdio.h>
