@@ -1,0 +1,26 @@
+/*
+ * auth — the gateway's API keys: the key file (http.api_keys_file) read
+ * once at start by cmd_serve, and the Bearer check on_request makes of
+ * the POST endpoints, /v1/models and /v1/quorum/status.
+ *
+ * The file: a regular file of mode 0600 (no group/other bits), one key
+ * per line (printable ASCII without spaces, at most 256 bytes), '#'
+ * comments and blank lines skipped, at least one key. No key file: every
+ * request passes.
+ */
+#ifndef QUORUM_GW_AUTH_H
+#define QUORUM_GW_AUTH_H
+
+#include <microhttpd.h>
+
+/* Reads the keys of path. 0, or -1 with the reason on stderr. */
+int auth_load(const char *path);
+/* 1 when the request's "Authorization: Bearer KEY" names a key, or no
+ * keys were loaded. Every key is compared in full (no early exit). */
+int auth_ok(struct MHD_Connection *mc);
+/* 1 when keys were loaded (requests need one). */
+int auth_required(void);
+/* Forgets the keys. */
+void auth_free(void);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * completions — POST /v1/chat/completions and /v1/completions: the body
+ * parsed (openai.h), admission under http.max_in_flight, the Ask
+ * submitted over the link, and the answer as one JSON response or, when
+ * asked, handed to sse.c as a stream. A failure gets the HTTP code of
+ * its reply status; no reply within limits.request_timeout_ms plus 5 s:
+ * 504. Called by serve.c's routing once the body is in.
+ */
+#ifndef QUORUM_GW_COMPLETIONS_H
+#define QUORUM_GW_COMPLETIONS_H
+
+#include <microhttpd.h>
+
+#include "gateway.h"
+
+enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * gateway — the state the parts of `quorum serve` share (internal to
+ * tools/gateway/; cmd_serve is the one entry point from outside).
+ *
+ * The parts, one file each:
+ *   serve.c        cmd_serve: options, the link, the daemon, routing
+ *   http.c         the reply layer: routes, request bodies, JSON and
+ *                  OpenAI-style error replies, reply status -> HTTP code
+ *   auth.c         API keys
+ *   completions.c  POST /v1/chat/completions and /v1/completions
+ *   sse.c          streamed completions (Server-Sent Events)
+ *   metrics.c      the bookkeeping (in flight, counters, latency, the
+ *                  recent requests) and what reports it: /metrics and
+ *                  the status page's JSON
+ *   cluster.c      the coordinator's status: /health, /v1/models
+ *   openai.c       the OpenAI JSON (no I/O)
+ *   link.c         the ZeroMQ link to the coordinator
+ *
+ * Threads: libmicrohttpd runs one thread per connection; a gwconn
+ * belongs to its connection's thread (a stream's reader runs there too;
+ * the stream may outlive the gwconn, sse.h). gw is filled by cmd_serve
+ * before the daemon starts and only read while it runs; what changes
+ * while serving is metrics.c's, under its lock, and the link's (link.h).
+ */
+#ifndef QUORUM_GATEWAY_H
+#define QUORUM_GATEWAY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "net/cfg.h"
+#include "link.h"
+
+typedef struct sse_stream sse_stream;
+
+/* The gateway: set up once by cmd_serve (serve.c), read-only after. */
+typedef struct gwstate {
+	cfg *c;
+	gwlink *l;
+	const char *endpoint;   /* the coordinator's client endpoint */
+	char model_id[128];     /* the model file's name, less .gguf */
+	time_t started;
+} gwstate;
+
+extern gwstate gw;
+
+/* One HTTP request, from its first callback to on_done (serve.c), which
+ * frees it. */
+typedef struct gwconn {
+	int ep;                 /* HTTP_EP_* (http.h) */
+	int64_t t0;
+	char *body;
+	size_t len;
+	int too_big;
+	int code;               /* the HTTP status sent */
+	int counted;            /* in flight (metrics_enter) */
+	json_t *rec;            /* the status page's record of it */
+	sse_stream *st;
+} gwconn;
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * http — the gateway's HTTP layer (http.h): routing, request bodies and
+ * replies. Owns the endpoint table; holds no state of its own.
+ */
+#include "http.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "openai.h"
+
+const char *const http_ep_name[HTTP_N_EP] = {
+	"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
+	"/metrics", "/", "/v1/quorum/status", "other"};
+
+int http_route(const char *url, const char *method, int *post)
+{
+	static const struct { const char *url; int ep, post; } r[] = {
+		{"/v1/chat/completions", HTTP_EP_CHAT, 1},
+		{"/v1/completions", HTTP_EP_COMPL, 1},
+		{"/v1/models", HTTP_EP_MODELS, 0},
+		{"/health", HTTP_EP_HEALTH, 0},
+		{"/metrics", HTTP_EP_METRICS, 0},
+		{"/", HTTP_EP_PAGE, 0},
+		{"/v1/quorum/status", HTTP_EP_STATUS, 0},
+	};
+
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+		if (!strcmp(url, r[i].url)) {
+			*post = r[i].post;
+			return (*post ? !strcmp(method, "POST")
+				      : !strcmp(method, "GET") ||
+					!strcmp(method, "HEAD"))
+				       ? r[i].ep : -1 - r[i].ep;
+		}
+	return HTTP_EP_OTHER;
+}
+
+enum MHD_Result http_take_body(gwconn *cn, const char *upload,
+			       size_t *upload_size)
+{
+	if (!cn->too_big &&
+	    cn->len + *upload_size <= (size_t)gw.c->http.max_body_bytes) {
+		char *b = realloc(cn->body, cn->len + *upload_size + 1);
+
+		if (!b)
+			return MHD_NO;
+		memcpy(b + cn->len, upload, *upload_size);
+		cn->len += *upload_size;
+		b[cn->len] = '\0';
+		cn->body = b;
+	} else {
+		cn->too_big = 1;
+		free(cn->body);
+		cn->body = NULL;
+		cn->len = 0;
+	}
+	*upload_size = 0;
+	return MHD_YES;
+}
+
+enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
+			       int code, const char *type, const char *body,
+			       size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ok;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (code == 401)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+	ok = MHD_queue_response(mc, (unsigned)code, r);
+	MHD_destroy_response(r);
+	cn->code = code;
+	return ok;
+}
+
+enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
+			       int code, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	enum MHD_Result ok;
+
+	json_decref(o);
+	static const char oom[] = "{\"error\":{\"message\":\"out of memory\","
+				  "\"type\":\"server_error\",\"param\":null,"
+				  "\"code\":null}}";
+
+	if (!s)
+		return http_send_body(mc, cn, 500, "application/json", oom,
+				      sizeof(oom) - 1);
+	ok = http_send_body(mc, cn, code, "application/json", s, strlen(s));
+	free(s);
+	return ok;
+}
+
+enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
+			      int code, const char *msg, const char *param,
+			      const char *ecode)
+{
+	const char *type = code == 401 ? "authentication_error"
+			   : code == 429 ? "rate_limit_error"
+			   : code >= 500 ? "server_error"
+					 : "invalid_request_error";
+
+	if (cn->rec) {
+		json_object_set_new(cn->rec, "status", json_string(
+			ecode ? ecode : "error"));
+		json_object_set_new(cn->rec, "error", json_string(msg));
+	}
+	return http_send_json(mc, cn, code,
+			      gwapi_error(msg, type, param, ecode));
+}
+
+int http_status_code(int st, const char **ecode)
+{
+	static const struct { int st, http; const char *code; } map[] = {
+		{QUORUM__STATUS__STATUS_BAD_REQUEST, 400, "BAD_REQUEST"},
+		{QUORUM__STATUS__STATUS_TOO_LONG, 413, "TOO_LONG"},
+		{QUORUM__STATUS__STATUS_BUSY, 429, "BUSY"},
+		{QUORUM__STATUS__STATUS_NO_CAPACITY, 503, "NO_CAPACITY"},
+		{QUORUM__STATUS__STATUS_WORKER_LOST, 503, "WORKER_LOST"},
+		{QUORUM__STATUS__STATUS_INTERNAL, 500, "INTERNAL"},
+		{QUORUM__STATUS__STATUS_VERSION_MISMATCH, 502,
+		 "VERSION_MISMATCH"},
+		{QUORUM__STATUS__STATUS_TIMEOUT, 504, "TIMEOUT"},
+		{QUORUM__STATUS__STATUS_CANCELLED, 503, "CANCELLED"},
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].st == st) {
+			*ecode = map[i].code;
+			return map[i].http;
+		}
+	*ecode = "INTERNAL";
+	return 500;
+}

@@ -1,0 +1,55 @@
+/*
+ * http — the gateway's HTTP layer over libmicrohttpd: the endpoint table
+ * and its routing, a request body taken in up to http.max_body_bytes,
+ * and the replies (a body, JSON, an OpenAI-style error) with the status
+ * recorded on the connection. Called by every part that answers a
+ * request (serve.c routes; cluster.c, metrics.c, completions.c and
+ * sse.c reply).
+ *
+ * Every reply sets cn->code, the status on_done counts; an error reply
+ * also marks the request's status-page record.
+ */
+#ifndef QUORUM_GW_HTTP_H
+#define QUORUM_GW_HTTP_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "gateway.h"
+
+enum { HTTP_EP_CHAT, HTTP_EP_COMPL, HTTP_EP_MODELS, HTTP_EP_HEALTH,
+       HTTP_EP_METRICS, HTTP_EP_PAGE, HTTP_EP_STATUS, HTTP_EP_OTHER,
+       HTTP_N_EP };
+/* The endpoints' URLs (HTTP_EP_OTHER: "other"), as /metrics labels
+ * them. */
+extern const char *const http_ep_name[HTTP_N_EP];
+
+/* The endpoint of url: HTTP_EP_*, HTTP_EP_OTHER when unknown, or
+ * -1 - HTTP_EP_* when the method is not the endpoint's. *post: the
+ * endpoint takes POST (else GET or HEAD). */
+int http_route(const char *url, const char *method, int *post);
+
+/* Appends an upload chunk to cn's body (*upload_size set to 0). A body
+ * over http.max_body_bytes is dropped and cn->too_big set; MHD_NO only
+ * when out of memory. */
+enum MHD_Result http_take_body(gwconn *cn, const char *upload,
+			       size_t *upload_size);
+
+/* Queues a response of len bytes of body (copied). */
+enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
+			       int code, const char *type, const char *body,
+			       size_t len);
+/* Queues o as compact JSON and frees it; NULL (out of memory): a 500. */
+enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
+			       int code, json_t *o);
+/* An OpenAI-style error; its type follows from code. param, ecode:
+ * NULL for none. */
+enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
+			      int code, const char *msg, const char *param,
+			      const char *ecode);
+
+/* HTTP code and error code of a reply status. */
+int http_status_code(int st, const char **ecode);
+
+#endif

@@ -1,0 +1,332 @@
+/*
+ * sse — streamed completions as Server-Sent Events (sse.h). Owns the
+ * stream: its call, the text received and sent per choice, the bytes
+ * not yet taken by libmicrohttpd; freed with its response.
+ */
+#include "sse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "tools/client.h"
+#include "http.h"
+#include "metrics.h"
+#include "net/wire.h"
+
+#define GW_KEEPALIVE_MS 1000    /* SSE comment while a stream waits: a
+				 * client that left is noticed (and its
+				 * request cancelled) when it fails */
+
+/* A streamed completion: the state of the SSE producer. */
+struct sse_stream {
+	gwcall *call;
+	gwapi_req req;
+	char id[40];
+	long created;
+	int64_t deadline;
+	char *out;               /* bytes ready to send */
+	size_t out_len, out_off;
+	int done;                /* [DONE] is in out */
+	size_t n;                /* choices */
+	char **acc;              /* per choice: text received */
+	size_t *acc_len, *sent;  /* ... and how much of it was sent */
+	int *finished;           /* finish chunk sent */
+	int *started;            /* first chunk sent */
+	Quorum__ClientReply *first; /* taken before the response started */
+	gwconn *cn;
+};
+
+static void sse_put(sse_stream *st, const char *s, size_t n)
+{
+	char *b = realloc(st->out, st->out_len + n + 1);
+
+	if (!b)
+		return; /* the client sees a truncated stream */
+	memcpy(b + st->out_len, s, n);
+	st->out_len += n;
+	b[st->out_len] = '\0';
+	st->out = b;
+}
+
+static void sse_json(sse_stream *st, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(o);
+	if (!s)
+		return;
+	sse_put(st, "data: ", 6);
+	sse_put(st, s, strlen(s));
+	sse_put(st, "\n\n", 2);
+	free(s);
+}
+
+static void sse_done(sse_stream *st)
+{
+	sse_put(st, "data: [DONE]\n\n", 14);
+	st->done = 1;
+}
+
+/* Bytes of s[0, n) that end on a UTF-8 character boundary. */
+static size_t utf8_whole(const char *s, size_t n)
+{
+	size_t k = n, back = 0;
+
+	while (k > 0 && back < 4 && ((unsigned char)s[k - 1] & 0xc0) == 0x80) {
+		k--;
+		back++;
+	}
+	if (k > 0 && (unsigned char)s[k - 1] >= 0xc0) {
+		unsigned c = (unsigned char)s[k - 1];
+		size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+
+		if (back + 1 < need)
+			return k - 1;
+	}
+	return n;
+}
+
+/* Sends what can be sent of choice i: its text so far, holding back a
+ * split UTF-8 character until done (the workers stream only text no
+ * stop string can cut any more). */
+static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
+			     const char *finish)
+{
+	size_t len = st->acc_len[i],
+	       upto = done ? len : utf8_whole(st->acc[i], len);
+
+	if (st->finished[i])
+		return;
+	if (upto > st->sent[i] || (done && !st->started[i])) {
+		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+					 gw.model_id, i,
+					 st->acc[i] ? st->acc[i] + st->sent[i]
+						    : "",
+					 upto - st->sent[i], !st->started[i],
+					 NULL));
+		st->started[i] = 1;
+		st->sent[i] = upto;
+	}
+	if (done) {
+		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+					 gw.model_id, i, NULL, 0, 0,
+					 finish ? finish : "stop"));
+		st->finished[i] = 1;
+	}
+}
+
+static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
+{
+	uint32_t i = p->index;
+	char *b;
+
+	if (i >= st->n || st->finished[i])
+		return;
+	if (p->text.len) {
+		if (!(b = realloc(st->acc[i], st->acc_len[i] + p->text.len + 1)))
+			return;
+		memcpy(b + st->acc_len[i], p->text.data, p->text.len);
+		st->acc_len[i] += p->text.len;
+		b[st->acc_len[i]] = '\0';
+		st->acc[i] = b;
+	}
+	sse_flush_choice(st, i, p->done != NULL,
+			 p->done && p->done->finish &&
+				 !strcmp(p->done->finish, "length")
+			 ? "length" : "stop");
+}
+
+static void sse_final(sse_stream *st, Quorum__ClientReply *r)
+{
+	gwconn *cn = st->cn;
+	gwapi_result x;
+
+	if (!r || r->status != QUORUM__STATUS__STATUS_OK ||
+	    r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER) {
+		const char *ecode = "TIMEOUT";
+		int code = r ? http_status_code(r->status, &ecode) : 504;
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", !r
+			 ? "no reply from the coordinator in time"
+			 : r->error ? r->error : client_status_name(r->status));
+		sse_json(st, gwapi_error(msg, code >= 500 ? "server_error"
+					 : "invalid_request_error", NULL, ecode));
+		if (cn->rec)
+			json_object_set_new(cn->rec, "status",
+					    json_string(ecode));
+		cn->code = code; /* counted as the failure it is */
+		sse_done(st);
+		return;
+	}
+	/* choices the coordinator did not stream: whole, in index order */
+	for (size_t i = 0; i < r->answer->n_samples; i++) {
+		const Quorum__Sample *s = r->answer->samples[i];
+		uint32_t k = s->index;
+
+		if (k >= st->n || st->finished[k])
+			continue;
+		if (!st->sent[k] && !st->acc_len[k]) {
+			st->acc[k] = malloc(s->text.len + 1);
+			if (st->acc[k]) {
+				memcpy(st->acc[k], s->text.data, s->text.len);
+				st->acc[k][s->text.len] = '\0';
+				st->acc_len[k] = s->text.len;
+			}
+		}
+		sse_flush_choice(st, k, 1, s->finish && !strcmp(s->finish,
+				 "length") ? "length" : "stop");
+	}
+	/* choices early stopping cancelled after some of their text went
+	 * out: closed (they are not in the answer or the vote) */
+	for (uint32_t k = 0; k < st->n; k++)
+		if (st->started[k] && !st->finished[k]) {
+			sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+						 gw.model_id, k, NULL, 0, 0,
+						 "cancelled"));
+			st->finished[k] = 1;
+		}
+	if (!gwapi_result_make(&st->req, r->answer, &x)) {
+		metrics_count_answer(r->answer);
+		if (cn->rec)
+			metrics_record_answer(cn->rec, &x);
+		sse_json(st, gwapi_chunk_final(&st->req, &x, r->answer, st->id,
+					       st->created, gw.model_id));
+		gwapi_result_fini(&x);
+	}
+	sse_done(st);
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	sse_stream *st = cls;
+	size_t n;
+
+	(void)pos;
+	while (st->out_off == st->out_len) {
+		Quorum__ClientReply *r;
+
+		if (st->done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		st->out_len = st->out_off = 0;
+		if (st->first) {
+			r = st->first;
+			st->first = NULL;
+		} else {
+			int64_t now = wire_now_ms(),
+				wake = now + GW_KEEPALIVE_MS < st->deadline
+					       ? now + GW_KEEPALIVE_MS
+					       : st->deadline;
+
+			r = st->call ? gwcall_next(st->call, wake) : NULL;
+			if (!r && st->call && wire_now_ms() < st->deadline &&
+			    !gwlink_aborted(gw.l)) {
+				sse_put(st, ": keep-alive\n\n", 14);
+				continue;
+			}
+		}
+		if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_PARTIAL)
+			sse_part(st, r->partial);
+		else if (r && !gwlink_final(r))
+			; /* StreamStart: the response has begun already */
+		else
+			sse_final(st, r);
+		if (r)
+			quorum__client_reply__free_unpacked(r, NULL);
+	}
+	n = st->out_len - st->out_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, st->out + st->out_off, n);
+	st->out_off += n;
+	return (ssize_t)n;
+}
+
+/* The stream's response is gone (sent, or the client went away): a
+ * request not finished is cancelled by gwcall_release. */
+static void sse_free(void *cls)
+{
+	sse_stream *st = cls;
+
+	if (st->cn)
+		st->cn->st = NULL;
+	if (st->first)
+		quorum__client_reply__free_unpacked(st->first, NULL);
+	gwcall_release(st->call);
+	for (size_t i = 0; st->acc && i < st->n; i++)
+		free(st->acc[i]);
+	free(st->acc);
+	free(st->acc_len);
+	free(st->sent);
+	free(st->finished);
+	free(st->started);
+	free(st->out);
+	gwapi_req_free(&st->req);
+	free(st);
+}
+
+enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
+			    gwcall *call, gwapi_req *r, const char *id,
+			    int64_t deadline, Quorum__ClientReply *first)
+{
+	sse_stream *st = calloc(1, sizeof(*st));
+	struct MHD_Response *resp;
+	enum MHD_Result ok;
+
+	if (!st) {
+		quorum__client_reply__free_unpacked(first, NULL);
+		gwcall_release(call);
+		gwapi_req_free(r);
+		return http_send_err(mc, cn, 500, "out of memory", NULL,
+				     NULL);
+	}
+	st->call = call;
+	st->req = *r;
+	memcpy(st->id, id, sizeof(st->id));
+	st->created = (long)time(NULL);
+	st->deadline = deadline;
+	st->first = first;
+	st->cn = cn;
+	st->n = r->sp.has_n ? r->sp.n : (size_t)gw.c->sampling.n;
+	st->acc = calloc(st->n, sizeof(*st->acc));
+	st->acc_len = calloc(st->n, sizeof(*st->acc_len));
+	st->sent = calloc(st->n, sizeof(*st->sent));
+	st->finished = calloc(st->n, sizeof(*st->finished));
+	st->started = calloc(st->n, sizeof(*st->started));
+	resp = st->acc && st->acc_len && st->sent && st->finished &&
+	       st->started ? MHD_create_response_from_callback(
+			MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free)
+		       : NULL;
+	if (!resp) {
+		sse_free(st);
+		return http_send_err(mc, cn, 500, "out of memory", NULL,
+				     NULL);
+	}
+	cn->st = st;
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	ok = MHD_queue_response(mc, 200, resp);
+	MHD_destroy_response(resp);
+	cn->code = 200;
+	return ok;
+}
+
+void sse_detach(gwconn *cn, enum MHD_RequestTerminationCode toe)
+{
+	/* a stream that did not reach [DONE]: the client went away
+	 * (its request is cancelled when the response is freed) */
+	if (!cn->st->done || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		cn->code = 499;
+		if (cn->rec)
+			json_object_set_new(cn->rec, "status",
+					    json_string("client_closed"));
+		/* cancelled now: the response itself may be freed
+		 * only when the daemon next cleans up */
+		gwcall_release(cn->st->call);
+		cn->st->call = NULL;
+	}
+	cn->st->cn = NULL; /* freed with its response, maybe later */
+}
