@@ -120,6 +120,15 @@ SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ))
 $(B)/tests/test_sched: $(B)/tests/test_sched.o $(SCHED_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS) -lcmocka
 
+# the table test of the sampling settings: the CLI's flag parser, the
+# gateway's request parser and the scheduler, in-process
+PARAMS_OBJ := $(B)/tools/sampflags.o $(B)/tools/cli.o \
+	      $(B)/tools/gateway/openai.o $(B)/tools/client.o
+$(B)/tests/test_params: $(B)/tests/test_params.o $(PARAMS_OBJ) $(SCHED_OBJ) \
+			$(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(PARAMS_OBJ) $(SCHED_OBJ) $(LIB) $(LDLIBS) \
+		-lcmocka
+
 $(B)/bench/%: $(B)/bench/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

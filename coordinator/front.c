@@ -2,7 +2,6 @@
  * replies and cluster status (sched_int.h). */
 #include "sched_int.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,13 +278,27 @@ static int shots_ok(const Quorum__Ask *a)
 	return total <= WIRE_QUESTION_MAX;
 }
 
+/* The message of the setting check that failed (sc/params' qerr detail),
+ * kept until the refusal is sent. */
+static char field_err[256];
+
+static int bad_field(const char **err)
+{
+	snprintf(field_err, sizeof(field_err), "%s", qerr_detail());
+	*err = field_err;
+	return QUORUM__STATUS__STATUS_BAD_REQUEST;
+}
+
 /* The cheap checks of an Ask (no tokenizing): every field within its
- * cap; fills r's params. Returns a Status and sets *err. */
+ * cap; fills r's params. The sampling settings are checked by sc/params,
+ * with the messages of every entry point; then this cluster's policy
+ * (limits.max_n, the model's context). Returns a Status and sets *err. */
 static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 			const char **err)
 {
 	const cfg_sampling *d = &s->c->sampling;
 	const Quorum__SamplingParams *p = a->params;
+	sc_params tmp = SC_PARAMS_DEFAULTS;
 
 	r->n = p && p->has_n ? p->n : (uint32_t)d->n;
 	r->seed = p && p->has_seed ? p->seed : d->seed;
@@ -299,25 +312,23 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	r->stop = d->stop;
 	*err = NULL;
 	r->vote = SC_VOTE_MAJORITY;
-	if (p && p->vote && (r->vote = sc_vote_parse(p->vote)) < 0) {
-		*err = "unknown vote (majority, confidence)";
-		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	if (p && p->vote) {
+		if (sc_setting_parse(SC_S_VOTE, p->vote, &tmp))
+			return bad_field(err);
+		r->vote = tmp.vote;
 	}
-	if (p && p->stop && stop_parse(p->stop, &r->stop)) {
-		*err = "unknown or bad stop rule (none, exact, beta[:T] with T "
-		       "in (0.5, 1), window[:W] with W in 1..65536)";
-		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	if (p && p->stop) {
+		if (sc_setting_parse(SC_S_STOP, p->stop, &tmp))
+			return bad_field(err);
+		r->stop = tmp.stop;
 	}
 	r->logprobs = p && p->has_logprobs && p->logprobs;
 	memset(&r->stop_strs, 0, sizeof(r->stop_strs));
 	for (size_t i = 0; p && i < p->n_stop_strings; i++)
 		if (sc_stop_strs_add(&r->stop_strs,
 				     (const char *)p->stop_strings[i].data,
-				     p->stop_strings[i].len)) {
-			*err = "bad stop strings (at most 4, each 1..64 bytes "
-			       "without NUL)";
-			return QUORUM__STATUS__STATUS_BAD_REQUEST;
-		}
+				     p->stop_strings[i].len))
+			return bad_field(err);
 	if (!a->question.len)
 		*err = "the question is empty";
 	else if (a->question.len > WIRE_QUESTION_MAX)
@@ -332,18 +343,17 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	else if (!shots_ok(a))
 		*err = "a few-shot example is empty, over 1 MiB in all, or "
 		       "holds a NUL byte";
-	else if (r->n < 1 || r->n > (uint32_t)s->c->limits.max_n)
-		*err = "n out of range (1 .. limits.max_n)";
-	else if (!isfinite(r->temperature) || r->temperature < 0)
-		*err = "temperature must be finite and >= 0";
-	else if (!(r->top_p > 0 && r->top_p <= 1))
-		*err = "top_p must be in (0, 1]";
-	else if (r->top_k < 0)
-		*err = "top_k must be >= 0";
-	else if (r->max_new < 1 || r->max_new > (uint32_t)s->o.ctx_len)
-		*err = "max_new_tokens out of range";
-	return *err ? QUORUM__STATUS__STATUS_BAD_REQUEST
-		    : QUORUM__STATUS__STATUS_OK;
+	if (*err)
+		return QUORUM__STATUS__STATUS_BAD_REQUEST;
+	if (sc_check_int(SC_S_N, r->n) ||
+	    sc_check_real(SC_S_TEMPERATURE, r->temperature) ||
+	    sc_check_real(SC_S_TOP_P, r->top_p) ||
+	    sc_check_int(SC_S_TOP_K, r->top_k) ||
+	    sc_check_int(SC_S_MAX_NEW_TOKENS, r->max_new) ||
+	    sc_n_limit(r->n, s->c->limits.max_n) ||
+	    sc_max_new_limit(r->max_new, s->o.ctx_len))
+		return bad_field(err);
+	return QUORUM__STATUS__STATUS_OK;
 }
 
 /* The prompt's tokens into r, and the length checks. */

@@ -384,7 +384,8 @@ static void handle(fake *f, const unsigned char *id, size_t id_len,
 		else if (!strncmp(qs, "bad", 3))
 			r = make_status(q->request_id,
 					QUORUM__STATUS__STATUS_BAD_REQUEST,
-					"n is over limits.max_n (64)");
+					"n = 65: over this cluster's "
+					"limits.max_n (64)");
 		else if (!strncmp(qs, "drop", 4) && !dup)
 			r = NULL;
 		else
@@ -506,12 +507,16 @@ static void test_usage_errors(void **state)
 	} cases[] = {
 		{"ask", "give exactly one question"},
 		{"ask a b", "give exactly one question"},
-		{"ask -n 0 q", "bad value for -n"},
-		{"ask -n x q", "bad value for -n"},
-		{"ask --top-p 2 q", "bad value for --top-p"},
+		{"ask -n 0 q", "quorum ask: n = 0: must be an integer in "
+		 "1..65536"},
+		{"ask -n x q", "quorum ask: n = x: must be an integer in "
+		 "1..65536"},
+		{"ask --top-p 2 q", "quorum ask: top_p = 2: must be a number in "
+		 "(0, 1]"},
 		{"ask --timeout 0 q", "bad value for --timeout"},
 		{"ask --retries -1 q", "bad value for --retries"},
-		{"ask --seed -3 q", "bad value for --seed"},
+		{"ask --seed -3 q", "quorum ask: seed = -3: must be an integer "
+		 "in 0..18446744073709551615"},
 		{"ask --concurrency 4 q", "go with --file"},
 		{"ask --out x.jsonl q", "go with --file"},
 		{"ask --file x.jsonl q", "not both"},
@@ -524,27 +529,40 @@ static void test_usage_errors(void **state)
 		{"eval-set --file x.jsonl", "exactly one of --model and --endpoint"},
 		{"eval-set --file x.jsonl --model m --endpoint tcp://h:1",
 		 "exactly one of --model and --endpoint"},
-		{"eval-set --file x.jsonl --model m -n 1,0", "bad value for -n"},
+		{"eval-set --file x.jsonl --model m -n 1,0",
+		 "quorum eval-set: n = 0: must be an integer in 1..65536"},
 		{"eval-set --file x.jsonl --model m -n ,", "at least one count"},
 		{"eval-set --file x.jsonl --model m extra", "unexpected argument"},
 		{"eval-set --file x.jsonl --model m --stop median",
-		 "unknown stop rule 'median'"},
+		 "quorum eval-set: stop = median: %s"},
 		{"eval-set --file x.jsonl --model m --stop window:0",
-		 "window: 0 must be in 1..65536"},
+		 "quorum eval-set: stop = window:0: %s"},
 		{"eval-set --file x.jsonl --model m --prefix --stop exact",
 		 "needs --stop none"},
-		{"run --model m --stop beta:1 q", "threshold 1 must be in (0.5, 1)"},
-		{"ask --stop median q", "unknown stop rule 'median'"},
+		{"run --model m --stop beta:1 q", "quorum run: stop = beta:1: %s"},
+		{"ask --stop median q", "quorum ask: stop = median: %s"},
+		{"run --model m --top-k -1 q", "quorum run: top_k = -1: must be "
+		 "an integer in 0..16777216"},
+		{"eval-set --file x.jsonl --model m --top-k 16777217",
+		 "quorum eval-set: top_k = 16777217: must be an integer in "
+		 "0..16777216"},
+		{"ask --top-k 16777217 q", "quorum ask: top_k = 16777217: must "
+		 "be an integer in 0..16777216"},
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		run_out r = run("%s", cases[i].args);
+		char want[256];
 
+		/* %s: the stop rule's requirement */
+		snprintf(want, sizeof(want), cases[i].msg,
+			 "must be none, exact, beta[:T] with T in (0.5, 1) or "
+			 "window[:W] with W in 1..65536");
 		if (r.rc != 2)
 			fail_msg("'%s': exit %d, want 2; stderr: %s",
 				 cases[i].args, r.rc, r.err);
-		assert_has(r.err, cases[i].msg);
+		assert_has(r.err, want);
 		run_free(&r);
 	}
 }
@@ -736,12 +754,14 @@ static void test_error_statuses(void **state)
 	run_free(&r);
 	r = run("ask --endpoint %s bad", f->endpoint);
 	assert_int_equal(r.rc, 1);
-	assert_has(r.err, "quorum ask: STATUS_BAD_REQUEST: n is over");
+	assert_has(r.err, "quorum ask: STATUS_BAD_REQUEST: n = 65: over "
+		   "this cluster's limits.max_n (64)");
 	run_free(&r);
 	r = run("ask --json --endpoint %s bad", f->endpoint);
 	assert_int_equal(r.rc, 1);
 	assert_has(r.out, "\"status\": \"STATUS_BAD_REQUEST\"");
-	assert_has(r.out, "\"error\": \"n is over limits.max_n (64)\"");
+	assert_has(r.out, "\"error\": \"n = 65: over this cluster's "
+		   "limits.max_n (64)\"");
 	run_free(&r);
 }
 

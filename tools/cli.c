@@ -71,25 +71,3 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	fprintf(stderr, "\nTry 'quorum %s --help'.\n", cmd);
 	return 2;
 }
-
-int cli_conf_filter(const char *cmd, const char *s, int *warm, double *pct)
-{
-	char *end;
-	long w = strtol(s, &end, 10);
-	double p = 10.0;
-
-	if (end == s || w < 1 || w > 65536 || (*end && *end != ':'))
-		return cli_usage_error(cmd, "--conf-filter takes W[:P] (warm-up "
-				       "W in 1..65536), not '%s'", s);
-	if (*end == ':') {
-		const char *ps = end + 1;
-
-		p = strtod(ps, &end);
-		if (end == ps || *end || !(p >= 0 && p <= 100))
-			return cli_usage_error(cmd, "--conf-filter: percentile "
-					       "'%s' must be in 0..100", ps);
-	}
-	*warm = (int)w;
-	*pct = p;
-	return 0;
-}

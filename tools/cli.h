@@ -31,10 +31,8 @@ int cli_long(const char *cmd, const char *opt, const char *s, long min,
 int cli_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 int cli_float(const char *cmd, const char *opt, const char *s, double min,
 	      double max, float *out);
-/* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2. */
-/* "W[:P]" of --conf-filter: warm-up W in 1..65536, percentile P in
- * [0, 100] (default 10). 0, or 2 after printing a usage error. */
-int cli_conf_filter(const char *cmd, const char *s, int *warm, double *pct);
+/* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2.
+ * (The sampling flags are sampflags.h's.) */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

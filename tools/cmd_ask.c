@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sampflags.h"
 #include "client.h"
 #include "qerr.h"
 #include "sc/sc.h"
@@ -23,7 +24,7 @@
 /* Client-side outcome when no reply came (not a protocol status). */
 #define ASK_NO_REPLY "NO_REPLY"
 
-static void help(void)
+static void help(const sampflags *f)
 {
 	printf("usage: quorum ask [options] \"question\"\n"
 	       "       quorum ask --file questions.jsonl [options]\n\n"
@@ -42,26 +43,9 @@ static void help(void)
 	       "to stderr; a progress bar is drawn when stderr is a terminal.\n\n"
 	       "options:\n"
 	       "  --endpoint E          coordinator client endpoint\n"
-	       "                        (default " ASK_DEFAULT_ENDPOINT ")\n"
-	       "  -n N                  samples (default: the cluster's)\n"
-	       "  --seed S              seed; sample i uses (S, i)\n"
-	       "  --temperature T       0 = greedy\n"
-	       "  --top-k K             0 = off\n"
-	       "  --top-p P             1 = off\n"
-	       "  --max-new-tokens K    per sample\n"
-	       "  --ignore-eos          never stop early (benchmarking)\n"
-	       "  --stop-string S       end a sample at the first S, its text\n"
-	       "                        cut before it (up to 4; 1..64 bytes)\n"
-	       "  --logprobs            every token's log-probability (--json:\n"
-	       "                        samples[].logprobs)\n"
-	       "  --stop RULE           early stopping: none | exact | beta[:T] |\n"
-	       "                        window[:W] (default: the cluster's\n"
-	       "                        sampling.stop, exact unless set);\n"
-	       "                        the reply holds the\n"
-	       "                        samples it decided over\n"
-	       "  --vote V              majority (default) | confidence: each\n"
-	       "                        sample weighs exp(its group confidence)\n"
-	       "  --system TEXT         system prompt (default: the cluster's)\n"
+	       "                        (default " ASK_DEFAULT_ENDPOINT ")\n");
+	sampflags_help(f);
+	printf("  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
 	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
@@ -609,20 +593,43 @@ cleanup:
 	return rc;
 }
 
+/* The Ask's params: the flags given (the cluster's defaults for the
+ * rest); the stop strings point into f. */
+static void ask_params(ask_opts *o, const sampflags *f)
+{
+	const sc_params *p = &f->p;
+
+	o->sp.has_n = !!(f->given & SF_BIT(SC_S_N));
+	o->sp.n = (uint32_t)p->n;
+	o->sp.has_seed = !!(f->given & SF_BIT(SC_S_SEED));
+	o->sp.seed = p->seed;
+	o->sp.has_temperature = !!(f->given & SF_BIT(SC_S_TEMPERATURE));
+	o->sp.temperature = p->sp.temperature;
+	o->sp.has_top_k = !!(f->given & SF_BIT(SC_S_TOP_K));
+	o->sp.top_k = p->sp.top_k;
+	o->sp.has_top_p = !!(f->given & SF_BIT(SC_S_TOP_P));
+	o->sp.top_p = p->sp.top_p;
+	o->sp.has_max_new_tokens = !!(f->given &
+				      SF_BIT(SC_S_MAX_NEW_TOKENS));
+	o->sp.max_new_tokens = (uint32_t)p->max_new;
+	o->sp.has_ignore_eos = o->sp.ignore_eos = p->ignore_eos;
+	o->sp.has_logprobs = o->sp.logprobs = p->logprobs;
+	o->sp.stop = (char *)f->stop_arg;
+	o->sp.vote = f->given & SF_BIT(SC_S_VOTE)
+			     ? (char *)sc_vote_name(p->vote) : NULL;
+	for (int i = 0; i < p->stop_strs.n; i++) {
+		o->strs[i].data = (uint8_t *)p->stop_strs.s[i];
+		o->strs[i].len = p->stop_strs.len[i];
+	}
+	o->n_strs = (size_t)p->stop_strs.n;
+	o->sp.stop_strings = o->n_strs ? o->strs : NULL;
+	o->sp.n_stop_strings = o->n_strs;
+}
+
 int cmd_ask(int argc, char **argv)
 {
-	static const struct option opts[] = {
+	static const struct option own[] = {
 		{"endpoint", required_argument, 0, 'e'},
-		{"seed", required_argument, 0, 'S'},
-		{"temperature", required_argument, 0, 'T'},
-		{"top-k", required_argument, 0, 'k'},
-		{"top-p", required_argument, 0, 'p'},
-		{"max-new-tokens", required_argument, 0, 'x'},
-		{"ignore-eos", no_argument, 0, 'E'},
-		{"stop-string", required_argument, 0, 'Q'},
-		{"logprobs", no_argument, 0, 'L'},
-		{"stop", required_argument, 0, 'R'},
-		{"vote", required_argument, 0, 'V'},
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
 		{"no-prefix-cache", no_argument, 0, 'P'},
@@ -640,7 +647,9 @@ int cmd_ask(int argc, char **argv)
 	};
 	ask_opts o = {.endpoint = ASK_DEFAULT_ENDPOINT, .timeout_ms = 60000,
 		      .retries = 2, .concurrency = 8, .think = -1};
-	int c, rc, conc_given = 0;
+	struct option opts[48];
+	sampflags sf;
+	int c, rc, conc_given = 0, k;
 	long v;
 	float f;
 	char *stdin_buf = NULL;
@@ -650,8 +659,18 @@ int cmd_ask(int argc, char **argv)
 	Quorum__Shot *msgs = NULL;
 
 	quorum__sampling_params__init(&o.sp);
+	sampflags_init(&sf, "ask", SF_ASK);
+	sf.cluster_defaults = 1;
+	k = (int)sampflags_options(&sf, opts, 0, sizeof(opts) / sizeof(opts[0])
+				   - sizeof(own) / sizeof(own[0]));
+	memcpy(opts + k, own, sizeof(own));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		if ((k = sampflags_opt(&sf, c, optarg)) != -1) {
+			if (k)
+				return 2;
+			continue;
+		}
 		switch (c) {
 		case 'e': o.endpoint = optarg; break;
 		case 's': o.system = optarg; break;
@@ -667,80 +686,8 @@ int cmd_ask(int argc, char **argv)
 		case 'F': shots_file = optarg; break;
 		case 'K': o.server_key = optarg; break;
 		case 'C': o.client_key = optarg; break;
-		case 'E':
-			o.sp.has_ignore_eos = 1;
-			o.sp.ignore_eos = 1;
-			break;
-		case 'V':
-			if (strcmp(optarg, "majority") &&
-			    strcmp(optarg, "confidence"))
-				return cli_usage_error("ask", "unknown vote '%s' "
-						       "(majority, confidence)",
-						       optarg);
-			o.sp.vote = optarg;
-			break;
-		case 'R': {
-			stop_rule sr;
-
-			if (stop_parse(optarg, &sr))
-				return cli_usage_error("ask", "%s", qerr_detail());
-			o.sp.stop = optarg;
-			break;
-		}
-		case 'L':
-			o.sp.has_logprobs = 1;
-			o.sp.logprobs = 1;
-			break;
-		case 'Q':
-			if (o.n_strs == SC_STOP_STR_MAX || !*optarg ||
-			    strlen(optarg) > SC_STOP_STR_LEN)
-				return cli_usage_error("ask", "--stop-string: at "
-						       "most %d, each 1..%d "
-						       "bytes", SC_STOP_STR_MAX,
-						       SC_STOP_STR_LEN);
-			o.strs[o.n_strs].data = (uint8_t *)optarg;
-			o.strs[o.n_strs++].len = strlen(optarg);
-			o.sp.stop_strings = o.strs;
-			o.sp.n_stop_strings = o.n_strs;
-			break;
 		case 'f': o.file = optarg; break;
 		case 'o': o.out = optarg; break;
-		case 'n':
-			if (cli_long("ask", "-n", optarg, 1, 65536, &v))
-				return 2;
-			o.sp.has_n = 1;
-			o.sp.n = (uint32_t)v;
-			break;
-		case 'S':
-			if (cli_u64("ask", "--seed", optarg, &o.sp.seed))
-				return 2;
-			o.sp.has_seed = 1;
-			break;
-		case 'T':
-			if (cli_float("ask", "--temperature", optarg, 0, 1e6,
-				      &o.sp.temperature))
-				return 2;
-			o.sp.has_temperature = 1;
-			break;
-		case 'k':
-			if (cli_long("ask", "--top-k", optarg, 0, 1 << 24, &v))
-				return 2;
-			o.sp.has_top_k = 1;
-			o.sp.top_k = (int32_t)v;
-			break;
-		case 'p':
-			if (cli_float("ask", "--top-p", optarg, 1e-9, 1,
-				      &o.sp.top_p))
-				return 2;
-			o.sp.has_top_p = 1;
-			break;
-		case 'x':
-			if (cli_long("ask", "--max-new-tokens", optarg, 1,
-				     1 << 20, &v))
-				return 2;
-			o.sp.has_max_new_tokens = 1;
-			o.sp.max_new_tokens = (uint32_t)v;
-			break;
 		case 't':
 			if (cli_float("ask", "--timeout", optarg, 0.001, 86400,
 				      &f))
@@ -759,10 +706,11 @@ int cmd_ask(int argc, char **argv)
 			o.concurrency = (int)v;
 			conc_given = 1;
 			break;
-		case 'h': help(); return 0;
+		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("ask", "bad option");
 		}
 	}
+	ask_params(&o, &sf);
 	if (!*o.endpoint)
 		return cli_usage_error("ask", "--endpoint is empty");
 	if (shots_file) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "sampflags.h"
 #include "client.h"
 #include "engine/model.h"
 #include "text/prompt.h"
@@ -21,7 +22,7 @@
 #define EVS_MAX_NS 16
 #define EVS_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
 
-static void help(void)
+static void help(const sampflags *f)
 {
 	printf("usage: quorum eval-set --model M.gguf --file SET.jsonl [options]\n"
 	       "       quorum eval-set --endpoint E --file SET.jsonl [options]\n\n"
@@ -50,25 +51,9 @@ static void help(void)
 	       "                        depend on N (wall times are then shared;\n"
 	       "                        needs --stop none, its default; the\n"
 	       "                        filter cuts a sample whatever N is)\n"
-	       "  --stop RULE           early stopping: none | exact (default\n"
-	       "                        in-process; a cluster's own default\n"
-	       "                        otherwise) | beta[:T] | window[:W], as\n"
-	       "                        `quorum run`; the single-sample columns\n"
-	       "                        count the samples each request reported\n"
-	       "  --vote V              majority (default) | confidence\n"
-	       "                        (as `quorum run`)\n"
-	       "  --conf-window W       tokens per confidence window (default 16)\n"
-	       "  --conf-filter W[:P]   in-process: DeepConf's online filter, as\n"
-	       "                        `quorum run`\n"
-	       "  --limit K             only the first K problems\n"
-	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
-	       "  --temperature T       0 = greedy (default 0.7)\n"
-	       "  --top-k K             0 = off (default 40)\n"
-	       "  --top-p P             1 = off (default 0.95)\n"
-	       "  --max-new-tokens K    per sample (default 256)\n"
-	       "  --ignore-eos          never stop at end-of-generation: every\n"
-	       "                        sample runs --max-new-tokens (benchmarks)\n"
-	       "  --system TEXT         system prompt (default: quorum's)\n"
+	       "  --limit K             only the first K problems\n");
+	sampflags_help(f);
+	printf("  --system TEXT         system prompt (default: quorum's)\n"
 	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
 	       "                        of the chat before every problem\n"
@@ -416,8 +401,8 @@ static double pct(size_t a, size_t b)
 static int parse_ns(const char *s, int *ns, int *k)
 {
 	char *dup = strdup(s), *save = NULL, *tok;
+	sc_params p = SC_PARAMS_DEFAULTS;
 	int rc = 0;
-	long v;
 
 	*k = 0;
 	if (!dup)
@@ -428,10 +413,11 @@ static int parse_ns(const char *s, int *ns, int *k)
 			cli_usage_error("eval-set", "at most %d sample counts",
 					EVS_MAX_NS);
 			rc = -1;
-		} else if (cli_long("eval-set", "-n", tok, 1, 4096, &v)) {
+		} else if (sc_setting_parse(SC_S_N, tok, &p)) {
+			cli_usage_error("eval-set", "%s", qerr_detail());
 			rc = -1;
 		} else {
-			ns[(*k)++] = (int)v;
+			ns[(*k)++] = p.n;
 		}
 	}
 	free(dup);
@@ -535,7 +521,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 
 int cmd_evalset(int argc, char **argv)
 {
-	static const struct option opts[] = {
+	static const struct option own[] = {
 		{"model", required_argument, 0, 'm'},
 		{"endpoint", required_argument, 0, 'e'},
 		{"server-key", required_argument, 0, 'K'},
@@ -543,17 +529,7 @@ int cmd_evalset(int argc, char **argv)
 		{"timeout", required_argument, 0, 'W'},
 		{"file", required_argument, 0, 'f'},
 		{"prefix", no_argument, 0, 'P'},
-		{"stop", required_argument, 0, 'R'},
-		{"vote", required_argument, 0, 'V'},
-		{"conf-window", required_argument, 0, 'w'},
-		{"conf-filter", required_argument, 0, 'F'},
 		{"limit", required_argument, 0, 'l'},
-		{"seed", required_argument, 0, 'S'},
-		{"temperature", required_argument, 0, 'T'},
-		{"top-k", required_argument, 0, 'k'},
-		{"top-p", required_argument, 0, 'p'},
-		{"max-new-tokens", required_argument, 0, 'x'},
-		{"ignore-eos", no_argument, 0, 'E'},
 		{"system", required_argument, 0, 's'},
 		{"shots", required_argument, 0, 'G'},
 		{"no-prefix-cache", no_argument, 0, 'N'},
@@ -564,12 +540,12 @@ int cmd_evalset(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
-	evs v = {.ep = SC_ENGINE_DEFAULTS, .timeout_ms = 300000,
-		 .p = {.sp = {0.7f, 40, 0.95f}, .n = 1, .max_new = 256,
-		       .mode = SC_BATCHED}};
-	const char *stop_arg = NULL;
+	evs v = {.ep = SC_ENGINE_DEFAULTS, .timeout_ms = 300000};
+	struct option opts[48];
+	sampflags sf;
+	const char *stop_arg;
 	int ns[EVS_MAX_NS] = {1, 3, 8, 16, 32}, k = 5, json = 0, prefix = 0;
-	int c, rc = 1, tty = isatty(2);
+	int c, rc = 1, tty = isatty(2), sk;
 	const char *file = NULL, *outpath = NULL, *shots_file = NULL;
 	long lv, limit = -1;
 	qset_item *items = NULL;
@@ -578,8 +554,20 @@ int cmd_evalset(int argc, char **argv)
 	FILE *out = NULL;
 	json_t **per = NULL;
 
+	sampflags_init(&sf, "eval-set", SF_EVALSET);
+	sf.stop_default = "exact in-process, the cluster's with --endpoint, "
+			  "none with --prefix";
+	sk = (int)sampflags_options(&sf, opts, 0, sizeof(opts) /
+				    sizeof(opts[0]) - sizeof(own) /
+				    sizeof(own[0]));
+	memcpy(opts + sk, own, sizeof(own));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		if ((sk = sampflags_opt(&sf, c, optarg)) != -1) {
+			if (sk)
+				return 2;
+			continue;
+		}
 		switch (c) {
 		case 'm': v.mpath = optarg; break;
 		case 'e': v.endpoint = optarg; break;
@@ -587,43 +575,14 @@ int cmd_evalset(int argc, char **argv)
 		case 'C': v.client_key = optarg; break;
 		case 'f': file = optarg; break;
 		case 'P': prefix = 1; break;
-		case 'R':
-			if (stop_parse(optarg, &v.p.stop))
-				return cli_usage_error("eval-set", "%s",
-						       qerr_detail());
-			stop_arg = optarg;
-			break;
 		case 's': v.system = optarg; break;
 		case 'G': shots_file = optarg; break;
 		case 'N': v.no_cache = 1; break;
-		case 'E': v.p.ignore_eos = 1; break;
 		case 'o': outpath = optarg; break;
 		case 'J': json = 1; break;
 		case 'n':
 			if (parse_ns(optarg, ns, &k))
 				return 2;
-			break;
-		case 'V':
-			if (!strcmp(optarg, "majority"))
-				v.p.vote = SC_VOTE_MAJORITY;
-			else if (!strcmp(optarg, "confidence"))
-				v.p.vote = SC_VOTE_CONFIDENCE;
-			else
-				return cli_usage_error("eval-set", "unknown vote "
-						       "'%s' (majority, "
-						       "confidence)", optarg);
-			break;
-		case 'F':
-			if (cli_conf_filter("eval-set", optarg,
-					    &v.p.filter_warmup,
-					    &v.p.filter_pct))
-				return 2;
-			break;
-		case 'w':
-			if (cli_long("eval-set", "--conf-window", optarg, 1,
-				     SC_CONF_WINDOW_MAX, &lv))
-				return 2;
-			v.p.conf_window = (int)lv;
 			break;
 		case 'W':
 			if (cli_long("eval-set", "--timeout", optarg, 1, 86400,
@@ -635,32 +594,6 @@ int cmd_evalset(int argc, char **argv)
 			if (cli_long("eval-set", "--limit", optarg, 1,
 				     1L << 30, &limit))
 				return 2;
-			break;
-		case 'S':
-			if (cli_u64("eval-set", "--seed", optarg, &v.p.seed))
-				return 2;
-			break;
-		case 'T':
-			if (cli_float("eval-set", "--temperature", optarg, 0, 1e6,
-				      &v.p.sp.temperature))
-				return 2;
-			break;
-		case 'k':
-			if (cli_long("eval-set", "--top-k", optarg, 0, 1 << 24,
-				     &lv))
-				return 2;
-			v.p.sp.top_k = (int)lv;
-			break;
-		case 'p':
-			if (cli_float("eval-set", "--top-p", optarg, 1e-9, 1,
-				      &v.p.sp.top_p))
-				return 2;
-			break;
-		case 'x':
-			if (cli_long("eval-set", "--max-new-tokens", optarg, 1,
-				     1 << 20, &lv))
-				return 2;
-			v.p.max_new = (int)lv;
 			break;
 		case 'j':
 			if (cli_long("eval-set", "--threads", optarg, 1, 256,
@@ -678,10 +611,13 @@ int cmd_evalset(int argc, char **argv)
 						       "type '%s' (f32, f16)",
 						       optarg);
 			break;
-		case 'h': help(); return 0;
+		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("eval-set", "bad option");
 		}
 	}
+	v.p = sf.p;
+	v.p.n = 1;
+	stop_arg = sf.stop_arg;
 	if (optind != argc)
 		return cli_usage_error("eval-set", "unexpected argument '%s'",
 				       argv[optind]);

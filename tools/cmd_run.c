@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "sampflags.h"
 #include "client.h"
 #include "kernels/kern.h"
 #include "engine/model.h"
@@ -17,7 +18,7 @@
 #include "sc/sc.h"
 #include "text/tok.h"
 
-static void help(void)
+static void help(const sampflags *f)
 {
 	printf("usage: quorum run --model M.gguf [options] \"question\"\n"
 	       "       quorum run --model M.gguf [options] --file Q.jsonl\n\n"
@@ -36,30 +37,9 @@ static void help(void)
 	       "are reported on stderr and skipped; a summary goes to stderr.\n"
 	       "Exit status 1 when any line failed.\n\n"
 	       "options:\n"
-	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3)\n"
-	       "  -n N                  samples (default 8)\n"
-	       "  --seed S              seed; sample i uses (S, i) (default 0)\n"
-	       "  --temperature T       0 = greedy (default 0.7)\n"
-	       "  --top-k K             0 = off (default 40)\n"
-	       "  --top-p P             1 = off (default 0.95)\n"
-	       "  --max-new-tokens K    per sample (default 256)\n"
-	       "  --mode M              reset | paged | batched (default batched)\n"
-	       "  --stop RULE           early stopping, decided over samples in\n"
-	       "                        index order: none | exact (default: stop\n"
-	       "                        when the leader cannot be overtaken; same\n"
-	       "                        answer as all N) | beta[:T] (Beta\n"
-	       "                        posterior >= T, default 0.95) |\n"
-	       "                        window[:W] (W in a row agree, default 4)\n"
-	       "  --vote V              majority (default) | confidence: each\n"
-	       "                        sample weighs exp(its lowest group\n"
-	       "                        confidence)\n"
-	       "  --conf-window W       tokens per group-confidence window\n"
-	       "                        (default 16)\n"
-	       "  --conf-filter W[:P]   DeepConf's online filter: after samples\n"
-	       "                        0..W-1, cut a later sample once a window's\n"
-	       "                        mean log-probability falls below the\n"
-	       "                        P-th percentile (default 10) of theirs\n"
-	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
+	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3)\n");
+	sampflags_help(f);
+	printf("  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
 	       "                        of the chat before the question\n"
 	       "  --system TEXT         system prompt (default: step by step,\n"
@@ -77,11 +57,6 @@ static void help(void)
 	       "                        8-bit activations (default) or exact\n"
 	       "                        f32 ones (slower; for checking)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
-	       "  --ignore-eos          never stop early (benchmarking)\n"
-	       "  --stop-string S       end a sample at the first S, its text\n"
-	       "                        cut before it (up to 4; 1..64 bytes)\n"
-	       "  --logprobs            every token's log-probability (--json:\n"
-	       "                        samples[].logprobs)\n"
 	       "  --json                one JSON object (fields in README)\n"
 	       "  --file FILE           questions, one JSON object a line ('-':\n"
 	       "                        stdin); batched mode\n"
@@ -524,18 +499,8 @@ static int load_inputs(const char *shots_file, prompt_shot **shots,
 
 int cmd_run(int argc, char **argv)
 {
-	static const struct option opts[] = {
+	static const struct option own[] = {
 		{"model", required_argument, 0, 'm'},
-		{"seed", required_argument, 0, 'S'},
-		{"temperature", required_argument, 0, 'T'},
-		{"top-k", required_argument, 0, 'k'},
-		{"top-p", required_argument, 0, 'p'},
-		{"max-new-tokens", required_argument, 0, 'x'},
-		{"mode", required_argument, 0, 'M'},
-		{"stop", required_argument, 0, 'P'},
-		{"vote", required_argument, 0, 'V'},
-		{"conf-window", required_argument, 0, 'W'},
-		{"conf-filter", required_argument, 0, 'F'},
 		{"system", required_argument, 0, 's'},
 		{"shots", required_argument, 0, 'f'},
 		{"template", required_argument, 0, 't'},
@@ -544,9 +509,6 @@ int cmd_run(int argc, char **argv)
 		{"kv-type", required_argument, 0, 'K'},
 		{"activations", required_argument, 0, 'A'},
 		{"block-tokens", required_argument, 0, 'B'},
-		{"ignore-eos", no_argument, 0, 'E'},
-		{"stop-string", required_argument, 0, 'Q'},
-		{"logprobs", no_argument, 0, 'L'},
 		{"json", no_argument, 0, 'J'},
 		{"file", required_argument, 0, 'G'},
 		{"max-live", required_argument, 0, 'X'},
@@ -554,8 +516,9 @@ int cmd_run(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
-	sc_params p = {.sp = {0.7f, 40, 0.95f}, .n = 8, .max_new = 256,
-		       .mode = SC_BATCHED, .stop = STOP_RULE_DEFAULT};
+	struct option opts[48];
+	sampflags sf;
+	sc_params p;
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	const char *mpath = NULL, *system = NULL, *tmpl = NULL, *file = NULL;
 	const char *shots_file = NULL;
@@ -563,7 +526,7 @@ int cmd_run(int argc, char **argv)
 	size_t n_shots = 0;
 	char *question = NULL, *stdin_buf = NULL;
 	int max_live = 64, prefill_tokens = 256;
-	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT;
+	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT, k;
 	prompt_style ps;
 	long v;
 	model *m = NULL;
@@ -573,8 +536,17 @@ int cmd_run(int argc, char **argv)
 	size_t n_ids = 0;
 	sc_result r = {0};
 
+	sampflags_init(&sf, "run", SF_RUN);
+	k = (int)sampflags_options(&sf, opts, 0, sizeof(opts) / sizeof(opts[0])
+				   - sizeof(own) / sizeof(own[0]));
+	memcpy(opts + k, own, sizeof(own));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		if ((k = sampflags_opt(&sf, c, optarg)) != -1) {
+			if (k)
+				return 2;
+			continue;
+		}
 		switch (c) {
 		case 'm': mpath = optarg; break;
 		case 's': system = optarg; break;
@@ -597,14 +569,6 @@ int cmd_run(int argc, char **argv)
 						       "or off, not '%s'",
 						       optarg);
 			break;
-		case 'E': p.ignore_eos = 1; break;
-		case 'L': p.logprobs = 1; break;
-		case 'Q':
-			if (sc_stop_strs_add(&p.stop_strs, optarg,
-					     strlen(optarg)))
-				return cli_usage_error("run", "--stop-string: %s",
-						       qerr_detail());
-			break;
 		case 'J': json = 1; break;
 		case 'X':
 			if (cli_long("run", "--max-live", optarg, 1, 65536, &v))
@@ -616,68 +580,6 @@ int cmd_run(int argc, char **argv)
 				     4096, &v))
 				return 2;
 			prefill_tokens = (int)v;
-			break;
-		case 'n':
-			if (cli_long("run", "-n", optarg, 1, 65536, &v))
-				return 2;
-			p.n = (int)v;
-			break;
-		case 'S':
-			if (cli_u64("run", "--seed", optarg, &p.seed))
-				return 2;
-			break;
-		case 'T':
-			if (cli_float("run", "--temperature", optarg, 0, 1e6,
-				      &p.sp.temperature))
-				return 2;
-			break;
-		case 'k':
-			if (cli_long("run", "--top-k", optarg, 0, 1 << 24, &v))
-				return 2;
-			p.sp.top_k = (int)v;
-			break;
-		case 'p':
-			if (cli_float("run", "--top-p", optarg, 1e-9, 1,
-				      &p.sp.top_p))
-				return 2;
-			break;
-		case 'x':
-			if (cli_long("run", "--max-new-tokens", optarg, 1,
-				     1 << 20, &v))
-				return 2;
-			p.max_new = (int)v;
-			break;
-		case 'M':
-			if ((p.mode = sc_mode_parse(optarg)) < 0)
-				return cli_usage_error("run", "unknown mode '%s' "
-						       "(reset, paged, batched)",
-						       optarg);
-			break;
-		case 'P':
-			if (stop_parse(optarg, &p.stop))
-				return cli_usage_error("run", "%s",
-						       qerr_detail());
-			break;
-		case 'V':
-			if (!strcmp(optarg, "majority"))
-				p.vote = SC_VOTE_MAJORITY;
-			else if (!strcmp(optarg, "confidence"))
-				p.vote = SC_VOTE_CONFIDENCE;
-			else
-				return cli_usage_error("run", "unknown vote '%s' "
-						       "(majority, confidence)",
-						       optarg);
-			break;
-		case 'F':
-			if (cli_conf_filter("run", optarg, &p.filter_warmup,
-					    &p.filter_pct))
-				return 2;
-			break;
-		case 'W':
-			if (cli_long("run", "--conf-window", optarg, 1,
-				     SC_CONF_WINDOW_MAX, &v))
-				return 2;
-			p.conf_window = (int)v;
 			break;
 		case 'j':
 			if (cli_long("run", "--threads", optarg, 1, 256, &v))
@@ -706,10 +608,11 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "unknown KV type "
 						       "'%s' (f32, f16)", optarg);
 			break;
-		case 'h': help(); return 0;
+		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("run", "bad option");
 		}
 	}
+	p = sf.p;
 	if (!mpath)
 		return cli_usage_error("run", "--model is required");
 	if (file && optind != argc)

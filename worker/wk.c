@@ -566,6 +566,7 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 	sc_params p = {0};
 	wk_job *x = NULL;
 	const char *bad = NULL;
+	char why[300];
 
 	if (!rr || !sp || !sp->has_n || !sp->has_seed ||
 	    !sp->has_temperature || !sp->has_top_k || !sp->has_top_p ||
@@ -612,8 +613,12 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 					     (const char *)sp->stop_strings[i].data,
 					     sp->stop_strings[i].len))
 				bad = "bad stop strings";
-		if (!bad && (p.max_new < 1 || sc_params_check(&p)))
-			bad = "bad sampling params";
+		/* the limits and message of every entry point (sc/params) */
+		if (!bad && sc_params_check(&p)) {
+			snprintf(why, sizeof(why), "bad sampling params: %s",
+				 qerr_detail());
+			bad = why;
+		}
 	}
 	if (bad) {
 		send_job_done(w, j->request_id, j->attempt,

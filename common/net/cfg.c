@@ -22,6 +22,7 @@
 
 #include "text/prompt.h"
 #include "qerr.h"
+#include "sc/params.h"
 #include "net/wire.h"
 
 /* ---- the node tree (layer 1) -------------------------------------------- */
@@ -356,13 +357,14 @@ enum ftype {
 	F_INT,      /* int in [min, max] */
 	F_I64,      /* int64_t in [min, max] */
 	F_U64,      /* uint64_t, any */
-	F_FLOAT,    /* float in [fmin, fmax] (fmin exclusive with F_XMIN) */
+	F_SC,       /* a sampling setting (sc/params: its limits and
+		     * message), its id in min: int, float or uint64_t */
 	F_DTYPE,    /* cfg_dtype */
 	F_KEYS,     /* cfg_key * + size_t count right after it */
 	F_LISTEN,   /* char[CFG_LISTEN_MAX + 1]: HOST:PORT */
 };
 
-enum { F_REQ = 1, F_XMIN = 2 };
+enum { F_REQ = 1 };
 
 typedef struct field {
 	const char *sect;
@@ -370,57 +372,54 @@ typedef struct field {
 	enum ftype t;
 	size_t off;
 	int64_t min, max;
-	double fmin, fmax;
 	int flags;
 } field;
 
 #define OFF(m) offsetof(cfg, m)
-#define FI(s, k, lo, hi) {#s, #k, F_INT, OFF(s.k), lo, hi, 0, 0, 0}
+#define FI(s, k, lo, hi) {#s, #k, F_INT, OFF(s.k), lo, hi, 0}
+#define FS(k, id) {"sampling", #k, F_SC, OFF(sampling.k), id, 0, 0}
 
 static const field fields[] = {
-	{"model", "path", F_PATH, OFF(model.path), 0, 0, 0, 0, F_REQ},
-	{"cluster", "name", F_NAME, OFF(cluster.name), 0, 0, 0, 0, F_REQ},
+	{"model", "path", F_PATH, OFF(model.path), 0, 0, F_REQ},
+	{"cluster", "name", F_NAME, OFF(cluster.name), 0, 0, F_REQ},
 	{"coordinator", "client_endpoint", F_ENDPOINT,
-	 OFF(coordinator.client_endpoint), 0, 0, 0, 0, 0},
+	 OFF(coordinator.client_endpoint), 0, 0, 0},
 	{"coordinator", "worker_endpoint", F_ENDPOINT,
-	 OFF(coordinator.worker_endpoint), 0, 0, 0, 0, 0},
-	{"security", "curve", F_BOOL, OFF(security.curve), 0, 0, 0, 0, 0},
+	 OFF(coordinator.worker_endpoint), 0, 0, 0},
+	{"security", "curve", F_BOOL, OFF(security.curve), 0, 0, 0},
 	{"security", "server_public_key_file", F_PATH,
-	 OFF(security.server_public_key_file), 0, 0, 0, 0, 0},
+	 OFF(security.server_public_key_file), 0, 0, 0},
 	{"security", "server_secret_key_file", F_PATH,
-	 OFF(security.server_secret_key_file), 0, 0, 0, 0, 0},
+	 OFF(security.server_secret_key_file), 0, 0, 0},
 	/* F_KEYS: min is the offset of the entry count */
 	{"security", "client_keys", F_KEYS, OFF(security.client_keys),
-	 OFF(security.n_client_keys), 0, 0, 0, 0},
+	 OFF(security.n_client_keys), 0, 0},
 	{"security", "worker_keys", F_KEYS, OFF(security.worker_keys),
-	 OFF(security.n_worker_keys), 0, 0, 0, 0},
+	 OFF(security.n_worker_keys), 0, 0},
 	{"security", "worker_public_key_file", F_PATH,
-	 OFF(security.worker_public_key_file), 0, 0, 0, 0, 0},
+	 OFF(security.worker_public_key_file), 0, 0, 0},
 	{"security", "worker_secret_key_file", F_PATH,
-	 OFF(security.worker_secret_key_file), 0, 0, 0, 0, 0},
+	 OFF(security.worker_secret_key_file), 0, 0, 0},
 	FI(kv, block_tokens, 1, 4096),
 	FI(kv, blocks, 1, INT_MAX),
-	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0, 0, 0},
-	FI(sampling, n, 1, INT_MAX),
-	{"sampling", "temperature", F_FLOAT, OFF(sampling.temperature), 0, 0,
-	 0.0, HUGE_VAL, 0},
-	FI(sampling, top_k, 0, INT_MAX),
-	{"sampling", "top_p", F_FLOAT, OFF(sampling.top_p), 0, 0, 0.0, 1.0,
-	 F_XMIN},
-	FI(sampling, max_new_tokens, 1, INT_MAX),
-	{"sampling", "seed", F_U64, OFF(sampling.seed), 0, 0, 0, 0, 0},
-	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0, 0, 0},
-	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0, 0, 0},
-	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0, 0,
-	 0},
-	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0, 0, 0},
+	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0},
+	FS(n, SC_S_N),
+	FS(temperature, SC_S_TEMPERATURE),
+	FS(top_k, SC_S_TOP_K),
+	FS(top_p, SC_S_TOP_P),
+	FS(max_new_tokens, SC_S_MAX_NEW_TOKENS),
+	FS(seed, SC_S_SEED),
+	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0},
+	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
+	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
+	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
 	FI(limits, max_n, 1, INT_MAX),
 	FI(limits, max_prompt_tokens, 1, INT_MAX),
 	FI(limits, queue_depth, 1, INT_MAX),
 	FI(limits, request_timeout_ms, 1, INT_MAX),
 	FI(limits, copy_step_timeout_ms, 1, INT_MAX),
 	{"limits", "max_message_bytes", F_I64, OFF(limits.max_message_bytes),
-	 1024, (int64_t)1 << 30, 0, 0, 0},
+	 1024, (int64_t)1 << 30, 0},
 	FI(heartbeat, interval_ms, 1, INT_MAX),
 	FI(heartbeat, liveness, 1, INT_MAX),
 	FI(heartbeat, reconnect_min_ms, 1, INT_MAX),
@@ -429,17 +428,15 @@ static const field fields[] = {
 	FI(workers, threads, 1, 1024),
 	FI(workers, slots, 1, 4096),
 	FI(workers, prefill_tokens, 1, 4096),
-	{"workers", "merge", F_BOOL, OFF(workers.merge), 0, 0, 0, 0, 0},
+	{"workers", "merge", F_BOOL, OFF(workers.merge), 0, 0, 0},
 	FI(prefix_cache, entries, 0, 1 << 20),
 	{"prefix_cache", "share_across_clients", F_BOOL,
-	 OFF(prefix_cache.share_across_clients), 0, 0, 0, 0, 0},
-	{"http", "listen", F_LISTEN, OFF(http.listen), 0, 0, 0, 0, 0},
-	{"http", "api_keys_file", F_PATH, OFF(http.api_keys_file), 0, 0, 0, 0,
-	 0},
-	{"http", "client_key_file", F_PATH, OFF(http.client_key_file), 0, 0, 0,
-	 0, 0},
+	 OFF(prefix_cache.share_across_clients), 0, 0, 0},
+	{"http", "listen", F_LISTEN, OFF(http.listen), 0, 0, 0},
+	{"http", "api_keys_file", F_PATH, OFF(http.api_keys_file), 0, 0, 0},
+	{"http", "client_key_file", F_PATH, OFF(http.client_key_file), 0, 0, 0},
 	{"http", "max_body_bytes", F_I64, OFF(http.max_body_bytes), 1024,
-	 (int64_t)256 << 20, 0, 0, 0},
+	 (int64_t)256 << 20, 0},
 	FI(http, max_connections, 1, 65536),
 	FI(http, max_in_flight, 1, 65536),
 };
@@ -633,39 +630,49 @@ static int want_u64(ctx *x, const field *f, const node *v, uint64_t *out)
 			    "%s.%s: integer '%s' overflows (max %llu)", f->sect,
 			    f->key, show(v, g, sizeof(g)),
 			    (unsigned long long)UINT64_MAX);
+	if (neg && *out && f->t == F_SC) {
+		sc_check_fail((int)f->min, show(v, g, sizeof(g)));
+		return nerr(x, v, QERR_RANGE, "%s.%s", f->sect, qerr_detail());
+	}
 	if (neg && *out)
 		return nerr(x, v, QERR_RANGE, "%s.%s: must be >= 0, got '%s'",
 			    f->sect, f->key, show(v, g, sizeof(g)));
 	return QERR_OK;
 }
 
-static int want_float(ctx *x, const field *f, const node *v, float *out)
+/* A sampling setting: typed as YAML here, its limits and message are
+ * sc/params' (the CLI's, the gateway's, the coordinator's): "t.yaml:5:10:
+ * sampling.top_k = -1: must be an integer in 0..16777216". */
+static int want_sc(ctx *x, const field *f, const node *v, void *out)
 {
+	const sc_setting *st = sc_setting_get((int)f->min);
 	char g[120];
+	int64_t i64;
 	double d;
-	float fl;
+	int rc;
 
-	if (v->kind != N_SCALAR || !v->plain || is_null(v) ||
-	    !full_float(v, &d))
-		return nerr(x, v, QERR_FORMAT, "%s.%s: expected a number, %s",
-			    f->sect, f->key, got(v, g, sizeof(g)));
-	fl = (float)d;
-	if (!isfinite(d) || !isfinite(fl) ||
-	    (f->flags & F_XMIN ? !(d > f->fmin && fl > (float)f->fmin)
-			       : !(d >= f->fmin)) ||
-	    d > f->fmax) {
-		if (f->fmax == HUGE_VAL)
-			return nerr(x, v, QERR_RANGE,
-				    "%s.%s: must be a finite number >= %g, "
-				    "got '%s'", f->sect, f->key, f->fmin,
-				    show(v, g, sizeof(g)));
-		return nerr(x, v, QERR_RANGE,
-			    "%s.%s: must be in %s%g, %g], got '%s'", f->sect,
-			    f->key, f->flags & F_XMIN ? "(" : "[", f->fmin,
-			    f->fmax, show(v, g, sizeof(g)));
+	switch (st->kind) {
+	case SC_K_U64:
+		return want_u64(x, f, v, (uint64_t *)out);
+	case SC_K_INT:
+		if ((rc = want_int(x, f, v, INT64_MIN, INT64_MAX, &i64)))
+			return rc;
+		if (sc_check_int((int)f->min, i64))
+			break;
+		*(int *)out = (int)i64;
+		return QERR_OK;
+	default:
+		if (v->kind != N_SCALAR || !v->plain || is_null(v) ||
+		    !full_float(v, &d))
+			return nerr(x, v, QERR_FORMAT,
+				    "%s.%s: expected a number, %s", f->sect,
+				    f->key, got(v, g, sizeof(g)));
+		if (sc_check_real((int)f->min, d))
+			break;
+		*(float *)out = (float)d;
+		return QERR_OK;
 	}
-	*out = fl;
-	return QERR_OK;
+	return nerr(x, v, QERR_RANGE, "%s.%s", f->sect, qerr_detail());
 }
 
 static int want_bool(ctx *x, const field *f, const node *v, bool *out)
@@ -1034,8 +1041,8 @@ static int set_field(ctx *x, const field *f, const node *v)
 		return want_int(x, f, v, f->min, f->max, (int64_t *)base);
 	case F_U64:
 		return want_u64(x, f, v, (uint64_t *)base);
-	case F_FLOAT:
-		return want_float(x, f, v, (float *)base);
+	case F_SC:
+		return want_sc(x, f, v, base);
 	case F_DTYPE:
 		rc = want_str(x, f, v, false, &s);
 		if (rc)
@@ -1153,24 +1160,26 @@ static int cross_checks(ctx *x)
 	const cfg *c = x->c;
 	const cfg_security *s = &c->security;
 
-	if (c->sampling.n > c->limits.max_n) {
+	if (sc_n_limit(c->sampling.n, c->limits.max_n)) {
 		const node *n = at(x, "sampling", "n");
 
 		if (n == x->root)
 			n = at(x, "limits", "max_n");
-		return nerr(x, n, QERR_RANGE,
-			    "sampling.n (%d) exceeds limits.max_n (%d)",
-			    c->sampling.n, c->limits.max_n);
+		return nerr(x, n, QERR_RANGE, "sampling.%s", qerr_detail());
 	}
 	if (c->prompt.template_name &&
 	    prompt_family_from_name(c->prompt.template_name) < 0)
 		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,
 			    "prompt.template: unknown template '%.64s' (known: "
 			    PROMPT_FAMILY_LIST ")", c->prompt.template_name);
-	if (c->sampling.stop_name &&
-	    stop_parse(c->sampling.stop_name, &x->c->sampling.stop))
-		return nerr(x, at(x, "sampling", "stop"), QERR_FORMAT,
-			    "sampling.stop: %s", qerr_detail());
+	if (c->sampling.stop_name) {
+		sc_params tmp = SC_PARAMS_DEFAULTS;
+
+		if (sc_setting_parse(SC_S_STOP, c->sampling.stop_name, &tmp))
+			return nerr(x, at(x, "sampling", "stop"), QERR_FORMAT,
+				    "sampling.%s", qerr_detail());
+		x->c->sampling.stop = tmp.stop;
+	}
 	if (c->prompt.think_name) {
 		if (!strcmp(c->prompt.think_name, "on"))
 			x->c->prompt.think = PROMPT_THINK_ON;
@@ -1293,11 +1302,11 @@ void cfg_defaults(cfg *c)
 	c->kv.block_tokens = 16;
 	c->kv.blocks = 4096;
 	c->kv.dtype = CFG_DTYPE_F16;
-	c->sampling.n = 8;
-	c->sampling.temperature = 0.7f;
-	c->sampling.top_k = 40;
-	c->sampling.top_p = 0.95f;
-	c->sampling.max_new_tokens = 256;
+	c->sampling.n = SC_DEFAULT_N;
+	c->sampling.temperature = SC_DEFAULT_TEMPERATURE;
+	c->sampling.top_k = SC_DEFAULT_TOP_K;
+	c->sampling.top_p = SC_DEFAULT_TOP_P;
+	c->sampling.max_new_tokens = SC_DEFAULT_MAX_NEW;
 	c->sampling.seed = 0;
 	c->sampling.stop = STOP_RULE_DEFAULT;
 	c->prompt.think = PROMPT_THINK_DEFAULT;

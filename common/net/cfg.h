@@ -141,12 +141,14 @@ typedef struct cfg_kv {
 	cfg_dtype dtype;     /* f16; "f32" or "f16" */
 } cfg_kv;
 
+/* The defaults and limits of these are sc/params' (SC_PARAMS_DEFAULTS,
+ * sc_setting_get), and so are the messages refusing them. */
 typedef struct cfg_sampling {
-	int n;               /* 8; 1..INT_MAX and <= limits.max_n */
+	int n;               /* 8; 1..65536 and <= limits.max_n */
 	float temperature;   /* 0.7; >= 0, finite; 0 = greedy */
-	int top_k;           /* 40; >= 0; 0 = off */
+	int top_k;           /* 40; 0..16777216; 0 = off */
 	float top_p;         /* 0.95; in (0, 1] */
-	int max_new_tokens;  /* 256; >= 1 */
+	int max_new_tokens;  /* 256; 1..1048576 */
 	uint64_t seed;       /* 0; 0..2^64-1 */
 	char *stop_name;     /* "stop:" as written; NULL = the default */
 	stop_rule stop;      /* from it (stop.h); exact by default */

@@ -1,11 +1,227 @@
 /*
- * params — the checks and names of sc_params (see params.h).
+ * params — the settings table, checks and names of sc_params (see
+ * params.h): the one place their limits and messages are written.
  */
 #include "sc/params.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qerr.h"
+
+static const sc_setting settings[SC_S_COUNT_] = {
+	[SC_S_N] = {"n", SC_K_INT, 1, SC_N_MAX, 0, NULL},
+	[SC_S_SEED] = {"seed", SC_K_U64, 0, 0, 0,
+		       "an integer in 0..18446744073709551615"},
+	[SC_S_TEMPERATURE] = {"temperature", SC_K_REAL, 0, HUGE_VAL, 0, NULL},
+	[SC_S_TOP_K] = {"top_k", SC_K_INT, 0, SC_TOP_K_MAX, 0, NULL},
+	[SC_S_TOP_P] = {"top_p", SC_K_REAL, 0, 1, 1, NULL},
+	[SC_S_MAX_NEW_TOKENS] = {"max_new_tokens", SC_K_INT, 1, SC_MAX_NEW_MAX,
+				 0, NULL},
+	[SC_S_IGNORE_EOS] = {"ignore_eos", SC_K_BOOL, 0, 0, 0,
+			     "true or false"},
+	[SC_S_STOP] = {"stop", SC_K_TEXT, 0, 0, 0,
+		       "none, exact, beta[:T] with T in (0.5, 1) or "
+		       "window[:W] with W in 1..65536"},
+	[SC_S_VOTE] = {"vote", SC_K_TEXT, 0, 0, 0, "majority or confidence"},
+	[SC_S_STOP_STRINGS] = {"stop_strings", SC_K_STRS, 0, 0, 0,
+			       "at most 4 strings of 1..64 bytes without NUL"},
+	[SC_S_LOGPROBS] = {"logprobs", SC_K_BOOL, 0, 0, 0, "true or false"},
+	[SC_S_MODE] = {"mode", SC_K_TEXT, 0, 0, 0, "reset, paged or batched"},
+	[SC_S_CONF_WINDOW] = {"conf_window", SC_K_INT, 1, SC_CONF_WINDOW_MAX,
+			      0, NULL},
+	[SC_S_CONF_FILTER] = {"conf_filter", SC_K_TEXT, 0, 0, 0,
+			      "W[:P] with warm-up W in 1..65536 and "
+			      "percentile P in [0, 100]"},
+};
+
+const sc_setting *sc_setting_get(int id)
+{
+	return id >= 0 && id < SC_S_COUNT_ ? &settings[id] : NULL;
+}
+
+/* What a value of setting x must be, in words. */
+static const char *must(const sc_setting *x, char *buf, size_t cap)
+{
+	if (x->must)
+		return x->must;
+	if (x->kind == SC_K_INT)
+		snprintf(buf, cap, "an integer in %.0f..%.0f", x->min, x->max);
+	else if (x->max == HUGE_VAL)
+		snprintf(buf, cap, "a finite number >= %g", x->min);
+	else
+		snprintf(buf, cap, "a number in %s%g, %g]",
+			 x->min_open ? "(" : "[", x->min, x->max);
+	return buf;
+}
+
+int sc_check_fail(int id, const char *shown)
+{
+	const sc_setting *x = sc_setting_get(id);
+	char b[64];
+
+	if (!x)
+		return qerr_fail(QERR_ARG, "unknown setting %d", id);
+	if (!shown)
+		return qerr_fail(QERR_RANGE, "%s: must be %s", x->name,
+				 must(x, b, sizeof(b)));
+	return qerr_fail(QERR_RANGE, "%s = %.80s: must be %s", x->name, shown,
+			 must(x, b, sizeof(b)));
+}
+
+int sc_check_int(int id, long long v)
+{
+	const sc_setting *x = sc_setting_get(id);
+	char shown[32];
+
+	if (!x || (x->kind != SC_K_INT && x->kind != SC_K_U64))
+		return qerr_fail(QERR_ARG, "setting %d is not an integer", id);
+	if (x->kind == SC_K_U64 ? v >= 0
+				: (double)v >= x->min && (double)v <= x->max)
+		return 0;
+	snprintf(shown, sizeof(shown), "%lld", v);
+	return sc_check_fail(id, shown);
+}
+
+int sc_check_real(int id, double v)
+{
+	const sc_setting *x = sc_setting_get(id);
+	char shown[40];
+
+	if (!x || x->kind != SC_K_REAL)
+		return qerr_fail(QERR_ARG, "setting %d is not a number", id);
+	/* kept as a float: finite there too */
+	if (isfinite(v) && isfinite((float)v) &&
+	    (x->min_open ? v > x->min && (float)v > (float)x->min
+			 : v >= x->min) &&
+	    v <= x->max)
+		return 0;
+	snprintf(shown, sizeof(shown), "%g", v);
+	return sc_check_fail(id, shown);
+}
+
+/* "W[:P]" of conf_filter */
+static int parse_filter(const char *s, int *warm, double *pct)
+{
+	char *end;
+	long w;
+	double p = 10.0;
+
+	errno = 0;
+	w = strtol(s, &end, 10);
+	if (end == s || errno || w < 1 || w > SC_N_MAX ||
+	    (*end && *end != ':'))
+		return sc_check_fail(SC_S_CONF_FILTER, s);
+	if (*end == ':') {
+		const char *ps = end + 1;
+
+		p = strtod(ps, &end);
+		if (end == ps || *end || !(p >= 0 && p <= 100))
+			return sc_check_fail(SC_S_CONF_FILTER, s);
+	}
+	*warm = (int)w;
+	*pct = p;
+	return 0;
+}
+
+int sc_setting_parse(int id, const char *s, sc_params *p)
+{
+	const sc_setting *x = sc_setting_get(id);
+	char *end;
+	long long iv = 0;
+	unsigned long long uv;
+	double d;
+	int rc, m;
+
+	if (!x || !s || !p)
+		return qerr_fail(QERR_ARG, "sc_setting_parse: bad argument");
+	switch (x->kind) {
+	case SC_K_INT:
+		errno = 0;
+		iv = strtoll(s, &end, 10);
+		if (errno || end == s || *end)
+			return sc_check_fail(id, s);
+		if ((rc = sc_check_int(id, iv)))
+			return rc;
+		break;
+	case SC_K_U64:
+		errno = 0;
+		uv = strtoull(s, &end, 10);
+		if (errno || end == s || *end || strchr(s, '-'))
+			return sc_check_fail(id, s);
+		p->seed = uv;
+		return 0;
+	case SC_K_REAL:
+		errno = 0;
+		d = strtod(s, &end);
+		if (end == s || *end)
+			return sc_check_fail(id, s);
+		if ((rc = sc_check_real(id, d)))
+			return rc;
+		if (id == SC_S_TEMPERATURE)
+			p->sp.temperature = (float)d;
+		else
+			p->sp.top_p = (float)d;
+		return 0;
+	case SC_K_BOOL:
+		if (!strcmp(s, "true"))
+			iv = 1;
+		else if (strcmp(s, "false"))
+			return sc_check_fail(id, s);
+		if (id == SC_S_IGNORE_EOS)
+			p->ignore_eos = (int)iv;
+		else
+			p->logprobs = (int)iv;
+		return 0;
+	case SC_K_STRS:
+		return sc_stop_strs_add(&p->stop_strs, s, strlen(s));
+	default:
+		break;
+	}
+	switch (id) {
+	case SC_S_N: p->n = (int)iv; return 0;
+	case SC_S_TOP_K: p->sp.top_k = (int)iv; return 0;
+	case SC_S_MAX_NEW_TOKENS: p->max_new = (int)iv; return 0;
+	case SC_S_CONF_WINDOW: p->conf_window = (int)iv; return 0;
+	case SC_S_STOP:
+		if (stop_parse(s, &p->stop))
+			return sc_check_fail(id, s);
+		return 0;
+	case SC_S_VOTE:
+		if ((m = sc_vote_parse(s)) < 0)
+			return sc_check_fail(id, s);
+		p->vote = m;
+		return 0;
+	case SC_S_MODE:
+		if ((m = sc_mode_parse(s)) < 0)
+			return sc_check_fail(id, s);
+		p->mode = m;
+		return 0;
+	case SC_S_CONF_FILTER:
+		return parse_filter(s, &p->filter_warmup, &p->filter_pct);
+	default:
+		return qerr_fail(QERR_ARG, "sc_setting_parse: setting %d", id);
+	}
+}
+
+int sc_n_limit(long long n, int max_n)
+{
+	if (n <= max_n)
+		return 0;
+	return qerr_fail(QERR_RANGE, "n = %lld: over this cluster's "
+			 "limits.max_n (%d)", n, max_n);
+}
+
+int sc_max_new_limit(long long max_new, int ctx_len)
+{
+	if (max_new <= ctx_len)
+		return 0;
+	return qerr_fail(QERR_RANGE, "max_new_tokens = %lld: over the model's "
+			 "context (%d tokens)", max_new, ctx_len);
+}
 
 const char *sc_mode_name(int mode)
 {
@@ -41,12 +257,9 @@ const char *sc_vote_name(int vote)
 
 int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len)
 {
-	if (q->n < 0 || q->n >= SC_STOP_STR_MAX)
-		return qerr_fail(QERR_RANGE, "at most %d stop strings",
-				 SC_STOP_STR_MAX);
-	if (len < 1 || len > SC_STOP_STR_LEN || memchr(s, 0, len))
-		return qerr_fail(QERR_RANGE, "a stop string must be 1..%d "
-				 "bytes without NUL", SC_STOP_STR_LEN);
+	if (q->n < 0 || q->n >= SC_STOP_STR_MAX || len < 1 ||
+	    len > SC_STOP_STR_LEN || memchr(s, 0, len))
+		return sc_check_fail(SC_S_STOP_STRINGS, NULL);
 	memcpy(q->s[q->n], s, len);
 	q->len[q->n++] = (uint8_t)len;
 	return 0;
@@ -54,36 +267,49 @@ int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len)
 
 int sc_params_check(const sc_params *p)
 {
-	int rc = samp_params_check(&p->sp);
+	char b[STOP_NAME_MAX + 40];
+	int rc;
 
-	if (rc)
+	if (!p)
+		return qerr_fail(QERR_ARG, "sc_params is NULL");
+	if ((rc = sc_check_int(SC_S_N, p->n)) ||
+	    (rc = sc_check_real(SC_S_TEMPERATURE, p->sp.temperature)) ||
+	    (rc = sc_check_int(SC_S_TOP_K, p->sp.top_k)) ||
+	    (rc = sc_check_real(SC_S_TOP_P, p->sp.top_p)) ||
+	    (rc = sc_check_int(SC_S_MAX_NEW_TOKENS, p->max_new)))
 		return rc;
 	if (p->stop_strs.n < 0 || p->stop_strs.n > SC_STOP_STR_MAX)
-		return qerr_fail(QERR_RANGE, "%d stop strings (at most %d)",
-				 p->stop_strs.n, SC_STOP_STR_MAX);
+		return sc_check_fail(SC_S_STOP_STRINGS, NULL);
 	for (int i = 0; i < p->stop_strs.n; i++)
 		if (p->stop_strs.len[i] < 1 ||
 		    p->stop_strs.len[i] > SC_STOP_STR_LEN ||
 		    memchr(p->stop_strs.s[i], 0, p->stop_strs.len[i]))
-			return qerr_fail(QERR_RANGE, "stop string %d: 1..%d "
-					 "bytes without NUL", i,
-					 SC_STOP_STR_LEN);
-	if (p->n < 1 || p->n > 65536)
-		return qerr_fail(QERR_RANGE, "n = %d must be in 1..65536", p->n);
-	if (p->max_new < 1 || p->max_new > 1 << 20)
-		return qerr_fail(QERR_RANGE, "max_new_tokens = %d must be in "
-				 "1..1048576", p->max_new);
-	if (p->mode < SC_RESET || p->mode > SC_BATCHED)
-		return qerr_fail(QERR_RANGE, "unknown mode %d", p->mode);
-	if (p->vote != SC_VOTE_MAJORITY && p->vote != SC_VOTE_CONFIDENCE)
-		return qerr_fail(QERR_RANGE, "unknown vote %d", p->vote);
-	if (p->filter_warmup < 0 || p->filter_warmup > 65536 ||
-	    !(p->filter_pct >= 0 && p->filter_pct <= 100))
-		return qerr_fail(QERR_RANGE, "confidence filter: warm-up %d "
-				 "must be in 0..65536, percentile %g in "
-				 "0..100", p->filter_warmup, p->filter_pct);
-	if (p->conf_window < 0 || p->conf_window > SC_CONF_WINDOW_MAX)
-		return qerr_fail(QERR_RANGE, "confidence window %d must be in "
-				 "1..%d", p->conf_window, SC_CONF_WINDOW_MAX);
-	return stop_rule_check(&p->stop);
+			return sc_check_fail(SC_S_STOP_STRINGS, NULL);
+	if (p->mode < SC_RESET || p->mode > SC_BATCHED) {
+		snprintf(b, sizeof(b), "%d", p->mode);
+		return sc_check_fail(SC_S_MODE, b);
+	}
+	if (p->vote != SC_VOTE_MAJORITY && p->vote != SC_VOTE_CONFIDENCE) {
+		snprintf(b, sizeof(b), "%d", p->vote);
+		return sc_check_fail(SC_S_VOTE, b);
+	}
+	if (p->filter_warmup < 0 || p->filter_warmup > SC_N_MAX ||
+	    !(p->filter_pct >= 0 && p->filter_pct <= 100)) {
+		snprintf(b, sizeof(b), "%d:%g", p->filter_warmup,
+			 p->filter_pct);
+		return sc_check_fail(SC_S_CONF_FILTER, b);
+	}
+	if (p->conf_window && (rc = sc_check_int(SC_S_CONF_WINDOW,
+						 p->conf_window)))
+		return rc;
+	if (stop_rule_check(&p->stop)) {
+		if (p->stop.kind == STOP_BETA)
+			snprintf(b, sizeof(b), "beta:%g", p->stop.threshold);
+		else if (p->stop.kind == STOP_WINDOW)
+			snprintf(b, sizeof(b), "window:%d", p->stop.window);
+		else
+			snprintf(b, sizeof(b), "%d", p->stop.kind);
+		return sc_check_fail(SC_S_STOP, b);
+	}
+	return 0;
 }

@@ -1,13 +1,22 @@
 /*
  * params — the settings of one self-consistency request (sc_params): their
- * names, defaults and limits, and the one check every entry point runs
- * (the CLI, the HTTP gateway, the coordinator and the engine), so the
- * same value is accepted or refused the same way, with the same message,
- * wherever it comes in.
+ * names, defaults and limits, and the checks every entry point runs (the
+ * CLI's flags, the HTTP gateway's JSON, the coordinator's Ask, the cluster
+ * config's sampling: section, the engine), so the same value is accepted
+ * or refused the same way, with the same message, wherever it comes in.
  *
  * Owns: sc_params and its parts (stop strings, the run mode and vote
- * names). Callers: tools/ (flags), tools/gateway (JSON), coordinator/
- * (Ask messages), sc/ (sc_run, sc_decode, sc_batch_decode).
+ * names); the settings table (sc_setting: the name users see, kind,
+ * limits); the defaults (SC_PARAMS_DEFAULTS); the one message per
+ * setting, "NAME = VALUE: must be WHAT" (e.g. "top_k = -1: must be an
+ * integer in 0..16777216"), left by every check as its qerr detail with
+ * QERR_RANGE. Policy bounds a deployment adds on top of the contract
+ * (limits.max_n, the model's context) are separate checks with their own
+ * messages (sc_n_limit, sc_max_new_limit).
+ *
+ * Callers: tools/sampflags (the CLI's flags), tools/gateway/openai (JSON),
+ * coordinator/front (Ask messages), net/cfg (sampling: section), worker/
+ * (DecodeJob), sc/ (sc_run, sc_decode, sc_batch_decode).
  */
 #ifndef QUORUM_SC_PARAMS_H
 #define QUORUM_SC_PARAMS_H
@@ -26,6 +35,12 @@ enum sc_vote { SC_VOTE_MAJORITY = 0, SC_VOTE_CONFIDENCE = 1 };
 /* Tokens per confidence window when sc_params.conf_window is 0. */
 #define SC_CONF_WINDOW_DEFAULT 16
 #define SC_CONF_WINDOW_MAX 4096
+/* The largest N and max_new_tokens the engine takes (the contract; a
+ * cluster may allow less: limits.max_n, its model's context). */
+#define SC_N_MAX 65536
+#define SC_MAX_NEW_MAX (1 << 20)
+/* top_k: 0 (off) .. 2^24 (at least every vocabulary: off too) */
+#define SC_TOP_K_MAX (1 << 24)
 
 /* Stop strings (OpenAI's "stop"): a sample ends at the first occurrence
  * of any of them in its text, which is cut before it (finish "stop").
@@ -39,9 +54,9 @@ typedef struct {
 	char s[SC_STOP_STR_MAX][SC_STOP_STR_LEN];
 } sc_stop_strs;
 
-/* Adds a stop string of len bytes; QERR_RANGE (with a detail naming what
- * is wrong) when there are SC_STOP_STR_MAX already, or it is empty, over
- * SC_STOP_STR_LEN bytes or holds a NUL. */
+/* Adds a stop string of len bytes; QERR_RANGE (with the message of
+ * setting stop_strings) when there are SC_STOP_STR_MAX already, or it is
+ * empty, over SC_STOP_STR_LEN bytes or holds a NUL. */
 int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
 
 typedef struct {
@@ -71,8 +86,77 @@ typedef struct {
 			       * (sc_sample.token_lp) */
 } sc_params;
 
-/* 0 when every field is in range; else QERR_RANGE with a detail naming
- * the setting and its limits. */
+/* The defaults of every entry point that has its own (quorum run,
+ * eval-set, the cluster config's sampling: section): N 8, temperature
+ * 0.7, top_k 40, top_p 0.95, 256 new tokens, seed 0, batched, early
+ * stopping exact, majority vote. */
+#define SC_DEFAULT_N 8
+#define SC_DEFAULT_TEMPERATURE 0.7f
+#define SC_DEFAULT_TOP_K 40
+#define SC_DEFAULT_TOP_P 0.95f
+#define SC_DEFAULT_MAX_NEW 256
+#define SC_PARAMS_DEFAULTS ((sc_params){ \
+	.sp = {SC_DEFAULT_TEMPERATURE, SC_DEFAULT_TOP_K, SC_DEFAULT_TOP_P}, \
+	.n = SC_DEFAULT_N, .max_new = SC_DEFAULT_MAX_NEW, .mode = SC_BATCHED, \
+	.stop = STOP_RULE_DEFAULT})
+
+/* ---- the settings ------------------------------------------------------ */
+
+/* Every setting, by the name of its SamplingParams field (proto/) where
+ * it has one. */
+enum sc_setting_id {
+	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
+	SC_S_MAX_NEW_TOKENS, SC_S_IGNORE_EOS, SC_S_STOP, SC_S_VOTE,
+	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
+	SC_S_CONF_FILTER, SC_S_COUNT_
+};
+
+enum sc_kind {
+	SC_K_INT,   /* an integer in [min, max] */
+	SC_K_U64,   /* an unsigned 64-bit integer */
+	SC_K_REAL,  /* a number in [min, max] ((min, max] with min_open;
+		     * max HUGE_VAL: finite); also finite as a float */
+	SC_K_BOOL,  /* true or false (a flag on the command line) */
+	SC_K_TEXT,  /* a word or rule (stop, vote, mode, conf_filter) */
+	SC_K_STRS,  /* stop strings */
+};
+
+typedef struct sc_setting {
+	const char *name;  /* as users see it: "top_k" */
+	int kind;          /* enum sc_kind */
+	double min, max;   /* SC_K_INT, SC_K_REAL */
+	int min_open;      /* SC_K_REAL: min excluded */
+	const char *must;  /* what a value must be, as the messages say it */
+} sc_setting;
+
+/* The setting id (0..SC_S_COUNT_-1); NULL for another id. */
+const sc_setting *sc_setting_get(int id);
+
+/* Per-setting checks, for values that arrive one at a time (a flag, a
+ * JSON field). Each returns 0, or QERR_RANGE with the setting's one
+ * message as qerr detail: "NAME = VALUE: must be WHAT". */
+int sc_check_int(int id, long long v);     /* SC_K_INT, SC_K_U64 (>= 0) */
+int sc_check_real(int id, double v);       /* SC_K_REAL */
+/* The message for a value of the wrong type or form, shown as given
+ * (e.g. "abc", "\"4\""; NULL: "NAME: must be WHAT", as stop_strings
+ * says it); always QERR_RANGE. */
+int sc_check_fail(int id, const char *shown);
+
+/* A setting's value as text (a flag's argument, a config scalar): the
+ * whole string must be the value (integers in decimal). Sets it in *p;
+ * 0, or QERR_RANGE with the setting's message (p unchanged). */
+int sc_setting_parse(int id, const char *s, sc_params *p);
+
+/* Policy bounds on top of the contract, checked after it, each with its
+ * own message: N at most the cluster's limits.max_n; max_new_tokens at
+ * most the model's context. 0 or QERR_RANGE. */
+int sc_n_limit(long long n, int max_n);
+int sc_max_new_limit(long long max_new, int ctx_len);
+
+/* Every field, with the same checks and messages as above (the engine's
+ * and the workers' guard). 0, or QERR_RANGE. conf_window 0 means the
+ * default (SC_CONF_WINDOW_DEFAULT) and filter_warmup 0 no filter: the
+ * struct's "unset", not values a user gives. */
 int sc_params_check(const sc_params *p);
 
 const char *sc_mode_name(int mode);

@@ -8,11 +8,9 @@
 #include <string.h>
 
 #include "tools/client.h"
-#include "sc/sc.h"
+#include "qerr.h"
+#include "sc/params.h"
 #include "sc/stop.h"
-
-/* The largest max_tokens taken (the coordinator checks the context). */
-#define GWAPI_MAX_TOKENS (1 << 20)
 
 static int bad(char *msg, size_t cap, const char **param, const char *p,
 	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -214,6 +212,26 @@ static int present(json_t *v)
 	return v && !json_is_null(v);
 }
 
+/* A sampling setting refused by sc/params (its qerr detail: the message
+ * every entry point gives), as the 400 of field p. */
+static int bad_setting(char *msg, size_t cap, const char **param,
+		       const char *p)
+{
+	return bad(msg, cap, param, p, "%s", qerr_detail());
+}
+
+/* Setting id's message for a JSON value of the wrong type, v shown as
+ * JSON; as the 400 of field p. */
+static int bad_type(char *msg, size_t cap, const char **param,
+		    const char *p, int id, json_t *v)
+{
+	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+
+	sc_check_fail(id, s ? s : "?");
+	free(s);
+	return bad_setting(msg, cap, param, p);
+}
+
 int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		gwapi_req *r, char *msg, size_t cap, const char **param)
 {
@@ -249,44 +267,51 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	}
 	if (present(v = json_object_get(o, "n"))) {
 		if (!get_int(v, &iv)) {
-			bad(msg, cap, param, "n", "'n' must be an integer");
+			bad_type(msg, cap, param, "n", SC_S_N, v);
 			goto out;
 		}
-		if (iv < 1 || iv > max_n) {
-			bad(msg, cap, param, "n",
-			    "'n' must be in 1..%d (limits.max_n), got %lld",
-			    max_n, iv);
+		/* the contract, then the cluster's limits.max_n */
+		if (sc_check_int(SC_S_N, iv) || sc_n_limit(iv, max_n)) {
+			bad_setting(msg, cap, param, "n");
 			goto out;
 		}
 		r->sp.has_n = 1;
 		r->sp.n = (uint32_t)iv;
 	}
 	if (present(v = json_object_get(o, "temperature"))) {
-		if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
-		    json_number_value(v) < 0) {
-			bad(msg, cap, param, "temperature",
-			    "'temperature' must be a number >= 0");
+		if (!json_is_number(v)) {
+			bad_type(msg, cap, param, "temperature",
+				 SC_S_TEMPERATURE, v);
+			goto out;
+		}
+		if (sc_check_real(SC_S_TEMPERATURE, json_number_value(v))) {
+			bad_setting(msg, cap, param, "temperature");
 			goto out;
 		}
 		r->sp.has_temperature = 1;
 		r->sp.temperature = (float)json_number_value(v);
 	}
 	if (present(v = json_object_get(o, "top_p"))) {
-		double d = json_is_number(v) ? json_number_value(v) : -1;
+		double d = json_number_value(v);
 
-		if (!(d > 0 && d <= 1)) {
-			bad(msg, cap, param, "top_p",
-			    "'top_p' must be a number in (0, 1]");
+		if (!json_is_number(v)) {
+			bad_type(msg, cap, param, "top_p", SC_S_TOP_P, v);
+			goto out;
+		}
+		if (sc_check_real(SC_S_TOP_P, d)) {
+			bad_setting(msg, cap, param, "top_p");
 			goto out;
 		}
 		r->sp.has_top_p = 1;
 		r->sp.top_p = (float)d;
 	}
 	if (present(v = json_object_get(o, "top_k"))) {
-		if (!get_int(v, &iv) || iv < 0 || iv > (1 << 24)) {
-			bad(msg, cap, param, "top_k",
-			    "'top_k' must be an integer in 0..16777216 "
-			    "(0 = off)");
+		if (!get_int(v, &iv)) {
+			bad_type(msg, cap, param, "top_k", SC_S_TOP_K, v);
+			goto out;
+		}
+		if (sc_check_int(SC_S_TOP_K, iv)) {
+			bad_setting(msg, cap, param, "top_k");
 			goto out;
 		}
 		r->sp.has_top_k = 1;
@@ -295,19 +320,25 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	mt = present(json_object_get(o, "max_completion_tokens"))
 		     ? "max_completion_tokens" : "max_tokens";
 	if (present(v = json_object_get(o, mt))) {
-		if (!get_int(v, &iv) || iv < 1 || iv > GWAPI_MAX_TOKENS) {
-			bad(msg, cap, param, mt,
-			    "'%s' must be an integer in 1..%d", mt,
-			    GWAPI_MAX_TOKENS);
+		/* the model's context: checked by the coordinator */
+		if (!get_int(v, &iv)) {
+			bad_type(msg, cap, param, mt, SC_S_MAX_NEW_TOKENS, v);
+			goto out;
+		}
+		if (sc_check_int(SC_S_MAX_NEW_TOKENS, iv)) {
+			bad_setting(msg, cap, param, mt);
 			goto out;
 		}
 		r->sp.has_max_new_tokens = 1;
 		r->sp.max_new_tokens = (uint32_t)iv;
 	}
 	if (present(v = json_object_get(o, "seed"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0) {
-			bad(msg, cap, param, "seed",
-			    "'seed' must be an integer >= 0");
+		if (!json_is_integer(v)) {
+			bad_type(msg, cap, param, "seed", SC_S_SEED, v);
+			goto out;
+		}
+		if (sc_check_int(SC_S_SEED, json_integer_value(v))) {
+			bad_setting(msg, cap, param, "seed");
 			goto out;
 		}
 		r->sp.has_seed = 1;
@@ -315,8 +346,8 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	}
 	if (present(v = json_object_get(o, "ignore_eos"))) {
 		if (!json_is_boolean(v)) {
-			bad(msg, cap, param, "ignore_eos",
-			    "'ignore_eos' must be a boolean");
+			bad_type(msg, cap, param, "ignore_eos",
+				 SC_S_IGNORE_EOS, v);
 			goto out;
 		}
 		r->sp.has_ignore_eos = 1;
@@ -324,12 +355,14 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	}
 	/* extensions: quorum's early stopping and confidence vote */
 	if (present(v = json_object_get(o, "early_stop"))) {
-		stop_rule sr;
+		sc_params tmp = SC_PARAMS_DEFAULTS;
 
-		if (!json_is_string(v) || stop_parse(json_string_value(v), &sr)) {
-			bad(msg, cap, param, "early_stop",
-			    "'early_stop' must be none, exact, beta[:T] or "
-			    "window[:W]");
+		if (!json_is_string(v)) {
+			bad_type(msg, cap, param, "early_stop", SC_S_STOP, v);
+			goto out;
+		}
+		if (sc_setting_parse(SC_S_STOP, json_string_value(v), &tmp)) {
+			bad_setting(msg, cap, param, "early_stop");
 			goto out;
 		}
 		if (!(r->sp.stop = strdup(json_string_value(v)))) {
@@ -342,9 +375,14 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		goto out;
 	}
 	if (present(v = json_object_get(o, "vote"))) {
-		if (!json_is_string(v) || sc_vote_parse(json_string_value(v)) < 0) {
-			bad(msg, cap, param, "vote",
-			    "'vote' must be majority or confidence");
+		sc_params tmp = SC_PARAMS_DEFAULTS;
+
+		if (!json_is_string(v)) {
+			bad_type(msg, cap, param, "vote", SC_S_VOTE, v);
+			goto out;
+		}
+		if (sc_setting_parse(SC_S_VOTE, json_string_value(v), &tmp)) {
+			bad_setting(msg, cap, param, "vote");
 			goto out;
 		}
 		if (!(r->sp.vote = strdup(json_string_value(v)))) {
@@ -386,21 +424,19 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		if (!json_is_array(v) || json_array_size(v) > GWAPI_MAX_STOP) {
 			json_decref(v);
-			bad(msg, cap, param, "stop",
-			    "'stop' must be a string or an array of up to %d "
-			    "strings", GWAPI_MAX_STOP);
+			sc_check_fail(SC_S_STOP_STRINGS, NULL);
+			bad_setting(msg, cap, param, "stop");
 			goto out;
 		}
 		json_array_foreach(v, i, s) {
-			if (!json_is_string(s) || !json_string_length(s) ||
-			    json_string_length(s) > SC_STOP_STR_LEN ||
-			    memchr(json_string_value(s), 0,
-				   json_string_length(s))) {
+			sc_stop_strs chk = {0};
+
+			if (!json_is_string(s) ||
+			    sc_stop_strs_add(&chk, json_string_value(s),
+					     json_string_length(s))) {
 				json_decref(v);
-				bad(msg, cap, param, "stop",
-				    "'stop' entries must be strings of 1..%d "
-				    "bytes without NUL characters",
-				    SC_STOP_STR_LEN);
+				sc_check_fail(SC_S_STOP_STRINGS, NULL);
+				bad_setting(msg, cap, param, "stop");
 				goto out;
 			}
 			if (!(r->stop[r->n_stop] = strndup(
@@ -421,12 +457,16 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 	/* the chosen tokens' log-probabilities: chat's logprobs: true,
 	 * completions' logprobs: 0; no alternatives (top_logprobs) */
 	if (present(v = json_object_get(o, "logprobs"))) {
-		if (chat ? !json_is_boolean(v)
-			 : !(json_is_integer(v) && json_integer_value(v) == 0)) {
-			bad(msg, cap, param, "logprobs", chat
-			    ? "'logprobs' must be a boolean"
-			    : "'logprobs' must be 0: the chosen tokens' "
-			      "log-probabilities (quorum gives no alternatives)");
+		if (chat && !json_is_boolean(v)) {
+			bad_type(msg, cap, param, "logprobs", SC_S_LOGPROBS, v);
+			goto out;
+		}
+		/* OpenAI's completions: the number of alternatives */
+		if (!chat && !(json_is_integer(v) &&
+			       json_integer_value(v) == 0)) {
+			bad(msg, cap, param, "logprobs", "'logprobs' must be 0: "
+			    "the chosen tokens' log-probabilities (quorum gives "
+			    "no alternatives)");
 			goto out;
 		}
 		r->logprobs = !chat || json_is_true(v);

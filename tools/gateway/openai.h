@@ -5,7 +5,10 @@
  *
  * Request bodies are UNTRUSTED: a malformed body, a known field of the
  * wrong type or out of range, an unknown role — a 400 naming the field
- * (`param`). Unknown fields are ignored, as OpenAI does.
+ * (`param`). Unknown fields are ignored, as OpenAI does. The sampling
+ * settings are checked by sc/params, and refused with its message (the
+ * CLI's, the coordinator's): "top_k = -1: must be an integer in
+ * 0..16777216"; a JSON value of the wrong type is shown as JSON.
  *
  * Mapping (README: HTTP API):
  *   messages      chat: system/developer messages (joined with a blank
@@ -44,8 +47,9 @@
 #include <stdint.h>
 
 #include "proto/quorum.pb-c.h"
+#include "sc/params.h"
 
-#define GWAPI_MAX_STOP 4
+#define GWAPI_MAX_STOP SC_STOP_STR_MAX
 
 typedef struct gwapi_req {
 	int chat;                  /* 1: chat.completion, 0: text_completion */
@@ -65,8 +69,9 @@ typedef struct gwapi_req {
 } gwapi_req;
 
 /* Parses a request body. 0 ok (free r with gwapi_req_free); else -1 with
- * msg (a sentence) and *param (the field, or NULL) set. max_n: requests
- * asking for more samples are refused here. */
+ * msg (a sentence) and *param (the field, or NULL) set. max_n (the
+ * cluster's limits.max_n): requests asking for more samples are refused
+ * here (sc_n_limit). */
 int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		gwapi_req *r, char *msg, size_t cap, const char **param);
 void gwapi_req_free(gwapi_req *r);

@@ -1,0 +1,669 @@
+/*
+ * test_params — one contract for the sampling settings (issue 23): every
+ * entry point accepts or refuses a value the same way, with the same
+ * message, the one sc/params words.
+ *
+ * The table: per setting, bad values (and good ones at the limits) given
+ *   - to the CLI's shared flag parser (tools/sampflags, as `quorum run`,
+ *     `ask` and `eval-set` parse them; stderr captured),
+ *   - to the gateway's request parser (gwapi_parse, in-process),
+ *   - to the coordinator (an Ask through sched_on_client, in-process: a
+ *     valid one is refused only for want of workers),
+ *   - to the engine's check (sc_params_check),
+ *   - to the cluster config's sampling: section (cfg_parse),
+ * where the value can be written at all (a float field never holds
+ * 1e39, a uint32 no -1). Then the policy bounds a cluster adds
+ * (limits.max_n, the model's context), and a wrong type.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+
+#include "coordinator/sched_int.h"
+#include "net/cfg.h"
+#include "sc/params.h"
+#include "testutil.h"
+#include "text/prompt.h"
+#include "text/tok.h"
+#include "tools/gateway/openai.h"
+#include "tools/sampflags.h"
+
+enum { E_CLI = 1, E_GW = 2, E_CO = 4, E_ENG = 8, E_CFG = 16 };
+
+/* How each entry point names a setting (NULL: not taken there). */
+static const struct {
+	const char *json;  /* the gateway's field */
+	int quote;         /* a JSON string */
+	const char *yaml;  /* sampling.KEY of the config */
+} names[SC_S_COUNT_] = {
+	[SC_S_N] = {"n", 0, "n"},
+	[SC_S_SEED] = {"seed", 0, "seed"},
+	[SC_S_TEMPERATURE] = {"temperature", 0, "temperature"},
+	[SC_S_TOP_K] = {"top_k", 0, "top_k"},
+	[SC_S_TOP_P] = {"top_p", 0, "top_p"},
+	[SC_S_MAX_NEW_TOKENS] = {"max_tokens", 0, "max_new_tokens"},
+	[SC_S_STOP] = {"early_stop", 1, "stop"},
+	[SC_S_VOTE] = {"vote", 1, NULL},
+	[SC_S_STOP_STRINGS] = {"stop", 1, NULL},
+	[SC_S_MODE] = {NULL, 0, NULL},
+	[SC_S_CONF_WINDOW] = {NULL, 0, NULL},
+	[SC_S_CONF_FILTER] = {NULL, 0, NULL},
+};
+
+/* 65 bytes; + 1: 64 */
+#define LONG65 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" \
+	       "xxxxxxx"
+
+static const struct row {
+	int id;
+	const char *value; /* as text: a flag's argument, a JSON literal */
+	const char *msg;   /* NULL: accepted */
+} rows[] = {
+	{SC_S_N, "0", "n = 0: must be an integer in 1..65536"},
+	{SC_S_N, "-1", "n = -1: must be an integer in 1..65536"},
+	{SC_S_N, "65537", "n = 65537: must be an integer in 1..65536"},
+	{SC_S_N, "1", NULL},
+	{SC_S_N, "65536", NULL},
+	{SC_S_SEED, "-3", "seed = -3: must be an integer in "
+	 "0..18446744073709551615"},
+	{SC_S_SEED, "0", NULL},
+	{SC_S_SEED, "9223372036854775807", NULL},
+	{SC_S_TEMPERATURE, "-1", "temperature = -1: must be a finite number "
+	 ">= 0"},
+	{SC_S_TEMPERATURE, "-0.1", "temperature = -0.1: must be a finite "
+	 "number >= 0"},
+	{SC_S_TEMPERATURE, "1e39", "temperature = 1e+39: must be a finite "
+	 "number >= 0"},
+	{SC_S_TEMPERATURE, "0", NULL},
+	{SC_S_TEMPERATURE, "1000000", NULL},
+	{SC_S_TOP_K, "-1", "top_k = -1: must be an integer in 0..16777216"},
+	{SC_S_TOP_K, "16777217", "top_k = 16777217: must be an integer in "
+	 "0..16777216"},
+	{SC_S_TOP_K, "0", NULL},
+	{SC_S_TOP_K, "16777216", NULL},
+	{SC_S_TOP_P, "0", "top_p = 0: must be a number in (0, 1]"},
+	{SC_S_TOP_P, "1.01", "top_p = 1.01: must be a number in (0, 1]"},
+	{SC_S_TOP_P, "-0.5", "top_p = -0.5: must be a number in (0, 1]"},
+	{SC_S_TOP_P, "1e-50", "top_p = 1e-50: must be a number in (0, 1]"},
+	{SC_S_TOP_P, "1e-10", NULL},
+	{SC_S_TOP_P, "1", NULL},
+	{SC_S_MAX_NEW_TOKENS, "0", "max_new_tokens = 0: must be an integer "
+	 "in 1..1048576"},
+	{SC_S_MAX_NEW_TOKENS, "1048577", "max_new_tokens = 1048577: must be "
+	 "an integer in 1..1048576"},
+	{SC_S_MAX_NEW_TOKENS, "1", NULL},
+	{SC_S_MAX_NEW_TOKENS, "1048576", NULL},
+	{SC_S_STOP, "median", "stop = median: must be none, exact, beta[:T] "
+	 "with T in (0.5, 1) or window[:W] with W in 1..65536"},
+	{SC_S_STOP, "window:0", "stop = window:0: must be none, exact, "
+	 "beta[:T] with T in (0.5, 1) or window[:W] with W in 1..65536"},
+	{SC_S_STOP, "beta:1", "stop = beta:1: must be none, exact, beta[:T] "
+	 "with T in (0.5, 1) or window[:W] with W in 1..65536"},
+	{SC_S_STOP, "exact:3", "stop = exact:3: must be none, exact, "
+	 "beta[:T] with T in (0.5, 1) or window[:W] with W in 1..65536"},
+	{SC_S_STOP, "window:65536", NULL},
+	{SC_S_STOP, "beta:0.9", NULL},
+	{SC_S_STOP, "none", NULL},
+	{SC_S_VOTE, "plurality", "vote = plurality: must be majority or "
+	 "confidence"},
+	{SC_S_VOTE, "confidence", NULL},
+	{SC_S_STOP_STRINGS, "", "stop_strings: must be at most 4 strings of "
+	 "1..64 bytes without NUL"},
+	{SC_S_STOP_STRINGS, LONG65, "stop_strings: must be at most 4 strings "
+	 "of 1..64 bytes without NUL"},
+	{SC_S_STOP_STRINGS, LONG65 + 1, NULL},
+	{SC_S_MODE, "turbo", "mode = turbo: must be reset, paged or batched"},
+	{SC_S_MODE, "paged", NULL},
+	{SC_S_CONF_WINDOW, "0", "conf_window = 0: must be an integer in "
+	 "1..4096"},
+	{SC_S_CONF_WINDOW, "4097", "conf_window = 4097: must be an integer "
+	 "in 1..4096"},
+	{SC_S_CONF_WINDOW, "4096", NULL},
+	{SC_S_CONF_FILTER, "0", "conf_filter = 0: must be W[:P] with warm-up "
+	 "W in 1..65536 and percentile P in [0, 100]"},
+	{SC_S_CONF_FILTER, "4:101", "conf_filter = 4:101: must be W[:P] with "
+	 "warm-up W in 1..65536 and percentile P in [0, 100]"},
+	{SC_S_CONF_FILTER, "4:50", NULL},
+};
+
+/* ---- text into typed values ---------------------------------------------- */
+
+static int as_ll(const char *s, long long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	return !errno && end != s && !*end;
+}
+
+/* d, when a float holds it as the messages show it (%g) */
+static int as_float(const char *s, float *f)
+{
+	char a[40], b[40], *end;
+	double d = strtod(s, &end);
+
+	if (end == s || *end)
+		return 0;
+	*f = (float)d;
+	snprintf(a, sizeof(a), "%g", d);
+	snprintf(b, sizeof(b), "%g", (double)*f);
+	return !strcmp(a, b);
+}
+
+/* ---- the CLI ------------------------------------------------------------- */
+
+/* sampflags_opt as `quorum run` calls it: the first line of its stderr
+ * (or "" when it took the value). */
+static void cli(int id, const char *value, char *out, size_t cap)
+{
+	sampflags f;
+	FILE *tmp = tmpfile();
+	int saved = dup(2), rc;
+	size_t n;
+
+	assert_non_null(tmp);
+	sampflags_init(&f, "run", SF_RUN);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	rc = sampflags_opt(&f, id == SC_S_N ? 'n' : SF_CODE(id), value);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, cap - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	out[strcspn(out, "\n")] = '\0';
+	assert_int_equal(rc, *out ? 2 : 0);
+}
+
+/* ---- the gateway --------------------------------------------------------- */
+
+/* gwapi_parse of a completion with field = value: 0, or -1 with msg */
+static int gw(const char *field, const char *json, int max_n, char *msg,
+	      size_t cap, const char **param)
+{
+	char body[512];
+	gwapi_req r;
+	int rc;
+
+	snprintf(body, sizeof(body), "{\"prompt\":\"q\",\"%s\":%s}", field,
+		 json);
+	rc = gwapi_parse(0, body, strlen(body), max_n, &r, msg, cap, param);
+	if (!rc)
+		gwapi_req_free(&r);
+	return rc;
+}
+
+/* ---- the coordinator ----------------------------------------------------- */
+
+static uint8_t *reply_buf;
+static size_t reply_len;
+static int64_t clock_ms;
+static tok *vocab;
+
+static int io_send(void *arg, int to_worker, const unsigned char *id,
+		   size_t id_len, const ProtobufCMessage *m)
+{
+	(void)arg;
+	(void)id;
+	(void)id_len;
+	if (to_worker)
+		return 0;
+	free(reply_buf);
+	reply_len = protobuf_c_message_get_packed_size(m);
+	reply_buf = malloc(reply_len + 1);
+	protobuf_c_message_pack(m, reply_buf);
+	return 0;
+}
+
+static int64_t io_now(void *arg)
+{
+	(void)arg;
+	return clock_ms;
+}
+
+static sched *new_sched(cfg **c, int max_n, int ctx_len)
+{
+	char text[512];
+	sched_opts o = {0};
+	sched *s = NULL;
+
+	snprintf(text, sizeof(text), "model: {path: /nonexistent.gguf}\n"
+		 "cluster: {name: t}\nsampling: {n: 1}\n"
+		 "limits: {max_n: %d}\n", max_n);
+	if (cfg_parse("t.yaml", text, strlen(text), c))
+		fail_msg("config: %s", qerr_detail());
+	o.c = *c;
+	o.t = vocab;
+	o.prompt_family = PROMPT_PLAIN;
+	o.ctx_len = ctx_len;
+	o.io.send = io_send;
+	o.io.now_ms = io_now;
+	clock_ms = 1000000;
+	assert_int_equal(sched_new(&o, &s), 0);
+	/* past the grace for workers: a valid Ask is refused NO_CAPACITY */
+	clock_ms += 3600 * 1000;
+	return s;
+}
+
+/* An Ask with p through the scheduler: its reply's error, "" when the
+ * fields passed (refused only as no worker is registered). */
+static void co(sched *s, const Quorum__SamplingParams *p, char *out,
+	       size_t cap)
+{
+	static uint64_t rid;
+	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__Ask a = QUORUM__ASK__INIT;
+	Quorum__ClientReply *r;
+	wire_msg in = {0};
+	uint8_t *b;
+	size_t n;
+
+	a.question.data = (uint8_t *)"What is 2 + 2?";
+	a.question.len = strlen("What is 2 + 2?");
+	a.params = (Quorum__SamplingParams *)p;
+	q.version = WIRE_VERSION;
+	q.request_id = ++rid;
+	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
+	q.ask = &a;
+	n = quorum__client_request__get_packed_size(&q);
+	b = malloc(n + 1);
+	quorum__client_request__pack(&q, b);
+	in.id_len = 2;
+	memcpy(in.id, "cl", 2);
+	in.data = b;
+	in.len = n;
+	free(reply_buf);
+	reply_buf = NULL;
+	sched_on_client(s, 0, &in);
+	free(b);
+	assert_non_null(reply_buf);
+	r = quorum__client_reply__unpack(NULL, reply_len, reply_buf);
+	assert_non_null(r);
+	assert_int_equal(r->request_id, rid);
+	if (r->status == QUORUM__STATUS__STATUS_NO_CAPACITY &&
+	    !strcmp(r->error, "no worker is registered")) {
+		*out = '\0';
+	} else {
+		if (r->status != QUORUM__STATUS__STATUS_BAD_REQUEST)
+			fail_msg("status %s: %s", wire_status_name(r->status),
+				 r->error ? r->error : "");
+		snprintf(out, cap, "%s", r->error ? r->error : "");
+	}
+	quorum__client_reply__free_unpacked(r, NULL);
+}
+
+/* The Ask's params with setting id = value; 0 when the field's type
+ * cannot hold it. */
+static int co_params(int id, const char *value, Quorum__SamplingParams *p,
+		     ProtobufCBinaryData *bin)
+{
+	long long v;
+
+	quorum__sampling_params__init(p);
+	switch (id) {
+	case SC_S_N:
+		if (!as_ll(value, &v) || v < 0 || v > UINT32_MAX)
+			return 0;
+		p->has_n = 1;
+		p->n = (uint32_t)v;
+		return 1;
+	case SC_S_SEED:
+		if (!as_ll(value, &v) || v < 0)
+			return 0;
+		p->has_seed = 1;
+		p->seed = (uint64_t)v;
+		return 1;
+	case SC_S_TEMPERATURE:
+		p->has_temperature = 1;
+		return as_float(value, &p->temperature);
+	case SC_S_TOP_P:
+		p->has_top_p = 1;
+		return as_float(value, &p->top_p);
+	case SC_S_TOP_K:
+		if (!as_ll(value, &v) || v < INT32_MIN || v > INT32_MAX)
+			return 0;
+		p->has_top_k = 1;
+		p->top_k = (int32_t)v;
+		return 1;
+	case SC_S_MAX_NEW_TOKENS:
+		if (!as_ll(value, &v) || v < 0 || v > UINT32_MAX)
+			return 0;
+		p->has_max_new_tokens = 1;
+		p->max_new_tokens = (uint32_t)v;
+		return 1;
+	case SC_S_STOP:
+		p->stop = (char *)value;
+		return 1;
+	case SC_S_VOTE:
+		p->vote = (char *)value;
+		return 1;
+	case SC_S_STOP_STRINGS:
+		bin->data = (uint8_t *)value;
+		bin->len = strlen(value);
+		p->stop_strings = bin;
+		p->n_stop_strings = 1;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- the engine ---------------------------------------------------------- */
+
+/* sc_params_check of the defaults with setting id = value: "" or the
+ * message; 0 when the struct's field cannot hold it. */
+static int eng(int id, const char *value, char *out, size_t cap)
+{
+	sc_params p = SC_PARAMS_DEFAULTS;
+	long long v;
+
+	switch (id) {
+	case SC_S_N:
+	case SC_S_TOP_K:
+	case SC_S_MAX_NEW_TOKENS:
+	case SC_S_CONF_WINDOW:
+		if (!as_ll(value, &v) || v < INT_MIN || v > INT_MAX ||
+		    (id == SC_S_CONF_WINDOW && v == 0)) /* 0: the default */
+			return 0;
+		*(id == SC_S_N ? &p.n : id == SC_S_TOP_K ? &p.sp.top_k
+			: id == SC_S_MAX_NEW_TOKENS ? &p.max_new
+						    : &p.conf_window) = (int)v;
+		break;
+	case SC_S_TEMPERATURE:
+		if (!as_float(value, &p.sp.temperature))
+			return 0;
+		break;
+	case SC_S_TOP_P:
+		if (!as_float(value, &p.sp.top_p))
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	if (sc_params_check(&p)) {
+		snprintf(out, cap, "%s", qerr_detail());
+		return 1;
+	}
+	*out = '\0';
+	return 1;
+}
+
+/* ---- the config ---------------------------------------------------------- */
+
+/* cfg_parse with sampling.KEY: value: "" or the message after
+ * "t.yaml:L:C: sampling."; 0 when the config cannot hold the value. */
+static int conf(const char *key, const char *value, int max_n, char *out,
+		size_t cap)
+{
+	char text[512];
+	const char *d, *m;
+	cfg *c = NULL;
+	long long v;
+
+	if (!strcmp(key, "seed") && !as_ll(value, &v))
+		return 0;
+	if ((!strcmp(key, "n") || !strcmp(key, "top_k") ||
+	     !strcmp(key, "max_new_tokens")) && !as_ll(value, &v))
+		return 0;
+	snprintf(text, sizeof(text), "model: {path: m.gguf}\ncluster: {name: "
+		 "c}\nlimits: {max_n: %d}\nsampling:\n  %s%s: %s\n", max_n,
+		 strcmp(key, "n") ? "n: 1\n  " : "", key, value);
+	if (!cfg_parse("t.yaml", text, strlen(text), &c)) {
+		cfg_free(&c);
+		*out = '\0';
+		return 1;
+	}
+	d = qerr_detail();
+	if (strncmp(d, "t.yaml:", 7) || !(m = strstr(d, ": sampling.")))
+		fail_msg("config message '%s'", d);
+	snprintf(out, cap, "%s", m + strlen(": sampling."));
+	return 1;
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static void check(const char *where, const struct row *r, const char *got)
+{
+	if (r->msg ? strcmp(got, r->msg) : *got != '\0')
+		fail_msg("%s: %s = '%s': got '%s', want %s%s%s", where,
+			 sc_setting_get(r->id)->name, r->value, got,
+			 r->msg ? "'" : "", r->msg ? r->msg : "accepted",
+			 r->msg ? "'" : "");
+}
+
+static void table(void **state)
+{
+	cfg *c = NULL;
+	sched *s = new_sched(&c, SC_N_MAX, SC_MAX_NEW_MAX);
+	int seen[5] = {0};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *r = &rows[i];
+		Quorum__SamplingParams p;
+		ProtobufCBinaryData bin;
+		char got[512], json[256], want[600];
+		const char *param;
+
+		/* the CLI: the first line of the usage error */
+		cli(r->id, r->value, got, sizeof(got));
+		snprintf(want, sizeof(want), "quorum run: ");
+		if (*got && strncmp(got, want, strlen(want)))
+			fail_msg("cli: '%s'", got);
+		check("cli", r, *got ? got + strlen(want) : got);
+		seen[0]++;
+		if (names[r->id].json) {
+			snprintf(json, sizeof(json), names[r->id].quote
+				 ? "\"%s\"" : "%s", r->value);
+			if (gw(names[r->id].json, json, SC_N_MAX, got,
+			       sizeof(got), &param)) {
+				assert_string_equal(param, names[r->id].json);
+			} else {
+				*got = '\0';
+			}
+			check("gateway", r, got);
+			seen[1]++;
+		}
+		if (co_params(r->id, r->value, &p, &bin)) {
+			co(s, &p, got, sizeof(got));
+			check("coordinator", r, got);
+			seen[2]++;
+		}
+		if (eng(r->id, r->value, got, sizeof(got))) {
+			check("engine", r, got);
+			seen[3]++;
+		}
+		if (names[r->id].yaml &&
+		    conf(names[r->id].yaml, r->value, SC_N_MAX, got,
+			 sizeof(got))) {
+			/* "t.yaml:L:C: sampling." + the message */
+			check("config", r, got);
+			seen[4]++;
+		}
+	}
+	/* every entry point was asked */
+	for (int i = 0; i < 5; i++)
+		assert_true(seen[i] > 10);
+	sched_free(&s);
+	cfg_free(&c);
+}
+
+/* The policy bounds of a cluster, on top of the contract: the same
+ * message from the gateway, the coordinator and the config. */
+static void policy(void **state)
+{
+	static const char over_n[] = "n = 17: over this cluster's "
+				     "limits.max_n (16)";
+	cfg *c = NULL;
+	sched *s = new_sched(&c, 16, 4096);
+	Quorum__SamplingParams p;
+	ProtobufCBinaryData bin;
+	char got[512];
+	const char *param;
+
+	(void)state;
+	assert_int_equal(gw("n", "17", 16, got, sizeof(got), &param), -1);
+	assert_string_equal(got, over_n);
+	assert_string_equal(param, "n");
+	assert_int_equal(gw("n", "16", 16, got, sizeof(got), &param), 0);
+	/* the contract comes first */
+	assert_int_equal(gw("n", "0", 16, got, sizeof(got), &param), -1);
+	assert_string_equal(got, "n = 0: must be an integer in 1..65536");
+	co_params(SC_S_N, "17", &p, &bin);
+	co(s, &p, got, sizeof(got));
+	assert_string_equal(got, over_n);
+	co_params(SC_S_N, "16", &p, &bin);
+	co(s, &p, got, sizeof(got));
+	assert_string_equal(got, "");
+	assert_int_equal(conf("n", "17", 16, got, sizeof(got)), 1);
+	assert_string_equal(got, over_n + 0);
+	/* the model's context (the coordinator's; 4096 here) */
+	co_params(SC_S_MAX_NEW_TOKENS, "4097", &p, &bin);
+	co(s, &p, got, sizeof(got));
+	assert_string_equal(got, "max_new_tokens = 4097: over the model's "
+			    "context (4096 tokens)");
+	co_params(SC_S_MAX_NEW_TOKENS, "4096", &p, &bin);
+	co(s, &p, got, sizeof(got));
+	assert_string_equal(got, "");
+	sched_free(&s);
+	cfg_free(&c);
+}
+
+/* A value of the wrong form: the setting's message, the value shown as
+ * given (text on the command line, JSON in the gateway). */
+static void wrong_type(void **state)
+{
+	char got[512];
+	const char *param;
+
+	(void)state;
+	cli(SC_S_TOP_K, "abc", got, sizeof(got));
+	assert_string_equal(got, "quorum run: top_k = abc: must be an "
+			    "integer in 0..16777216");
+	assert_int_equal(gw("top_k", "\"abc\"", 64, got, sizeof(got), &param),
+			 -1);
+	assert_string_equal(got, "top_k = \"abc\": must be an integer in "
+			    "0..16777216");
+	cli(SC_S_N, "2.5", got, sizeof(got));
+	assert_string_equal(got, "quorum run: n = 2.5: must be an integer in "
+			    "1..65536");
+	assert_int_equal(gw("n", "2.5", 64, got, sizeof(got), &param), -1);
+	assert_string_equal(got, "n = 2.5: must be an integer in 1..65536");
+	/* decimal only, as the config and the gateway read it */
+	cli(SC_S_SEED, "0x10", got, sizeof(got));
+	assert_string_equal(got, "quorum run: seed = 0x10: must be an integer "
+			    "in 0..18446744073709551615");
+	assert_int_equal(gw("ignore_eos", "1", 64, got, sizeof(got), &param),
+			 -1);
+	assert_string_equal(got, "ignore_eos = 1: must be true or false");
+	/* five stop strings */
+	assert_int_equal(gw("stop", "[\"a\",\"b\",\"c\",\"d\",\"e\"]", 64, got,
+			    sizeof(got), &param), -1);
+	assert_string_equal(got, "stop_strings: must be at most 4 strings of "
+			    "1..64 bytes without NUL");
+	{
+		sampflags f;
+		const char *five[] = {"a", "b", "c", "d", "e"};
+		int saved = dup(2), null = open("/dev/null", O_WRONLY);
+
+		sampflags_init(&f, "ask", SF_ASK);
+		fflush(stderr);
+		dup2(null, 2);
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(sampflags_opt(&f, SF_CODE(
+				SC_S_STOP_STRINGS), five[i]), 0);
+		assert_int_equal(sampflags_opt(&f, SF_CODE(SC_S_STOP_STRINGS),
+					       five[4]), 2);
+		dup2(saved, 2);
+		close(saved);
+		close(null);
+		assert_string_equal(qerr_detail(), "stop_strings: must be at "
+				    "most 4 strings of 1..64 bytes without "
+				    "NUL");
+		/* a flag ask does not take */
+		assert_int_equal(sampflags_opt(&f, SF_CODE(SC_S_MODE), "reset"),
+				 -1);
+	}
+}
+
+/* The defaults: SC_PARAMS_DEFAULTS, the CLI's and the config's. */
+static void defaults(void **state)
+{
+	const sc_params d = SC_PARAMS_DEFAULTS;
+	sampflags f;
+	cfg *c = NULL;
+	const char *text = "model: {path: m.gguf}\ncluster: {name: c}\n";
+
+	(void)state;
+	assert_int_equal(d.n, 8);
+	assert_true(d.sp.temperature == 0.7f);
+	assert_int_equal(d.sp.top_k, 40);
+	assert_true(d.sp.top_p == 0.95f);
+	assert_int_equal(d.max_new, 256);
+	assert_true(d.seed == 0);
+	assert_int_equal(d.mode, SC_BATCHED);
+	assert_int_equal(d.stop.kind, STOP_EXACT);
+	assert_int_equal(d.vote, SC_VOTE_MAJORITY);
+	assert_int_equal(sc_params_check(&d), 0);
+	sampflags_init(&f, "run", SF_RUN);
+	assert_int_equal(f.p.n, d.n);
+	assert_true(f.p.sp.temperature == d.sp.temperature);
+	assert_int_equal(f.p.sp.top_k, d.sp.top_k);
+	assert_true(f.p.sp.top_p == d.sp.top_p);
+	assert_int_equal(f.p.max_new, d.max_new);
+	assert_int_equal(f.p.stop.kind, d.stop.kind);
+	assert_int_equal(cfg_parse("t.yaml", text, strlen(text), &c), 0);
+	assert_int_equal(c->sampling.n, d.n);
+	assert_true(c->sampling.temperature == d.sp.temperature);
+	assert_int_equal(c->sampling.top_k, d.sp.top_k);
+	assert_true(c->sampling.top_p == d.sp.top_p);
+	assert_int_equal(c->sampling.max_new_tokens, d.max_new);
+	assert_true(c->sampling.seed == d.seed);
+	cfg_free(&c);
+}
+
+static int group_setup(void **state)
+{
+	gguf_file *g = NULL;
+
+	(void)state;
+	if (gguf_open(tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf"),
+		      &g) ||
+	    tok_load(g, &vocab)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		gguf_close(&g);
+		return -1;
+	}
+	gguf_close(&g);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	tok_free(&vocab);
+	free(reply_buf);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(table),
+		cmocka_unit_test(policy),
+		cmocka_unit_test(wrong_type),
+		cmocka_unit_test(defaults),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

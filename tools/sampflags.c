@@ -1,0 +1,177 @@
+/*
+ * sampflags — the CLI's sampling flags (see sampflags.h).
+ */
+#include "sampflags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qerr.h"
+
+/* By setting: the flag, its argument in the help, and what it does (the
+ * default is added from SC_PARAMS_DEFAULTS, or "the cluster's"). */
+static const struct {
+	const char *flag, *arg, *what;
+} flags[SC_S_COUNT_] = {
+	[SC_S_N] = {"n", "N", "samples"},
+	[SC_S_SEED] = {"seed", "S", "seed; sample i uses (S, i)"},
+	[SC_S_TEMPERATURE] = {"temperature", "T", "0 = greedy"},
+	[SC_S_TOP_K] = {"top-k", "K", "0 = off"},
+	[SC_S_TOP_P] = {"top-p", "P", "1 = off"},
+	[SC_S_MAX_NEW_TOKENS] = {"max-new-tokens", "K", "per sample"},
+	[SC_S_IGNORE_EOS] = {"ignore-eos", NULL, "never stop at an end "
+			     "token: every sample runs --max-new-tokens "
+			     "(benchmarking)"},
+	[SC_S_STOP] = {"stop", "RULE", "early stopping, decided over "
+		       "samples in index order: none | exact (stop once the "
+		       "leader cannot be overtaken: the answer of all N) | "
+		       "beta[:T] (Beta posterior >= T, default 0.95) | "
+		       "window[:W] (W in a row agree, default 4)"},
+	[SC_S_VOTE] = {"vote", "V", "majority (default) | confidence: each "
+		       "sample weighs exp(its lowest group confidence)"},
+	[SC_S_STOP_STRINGS] = {"stop-string", "S", "end a sample at the "
+			       "first S, its text cut before it (up to 4; "
+			       "1..64 bytes)"},
+	[SC_S_LOGPROBS] = {"logprobs", NULL, "every token's log-probability "
+			   "(--json: samples[].logprobs)"},
+	[SC_S_MODE] = {"mode", "M", "reset | paged | batched"},
+	[SC_S_CONF_WINDOW] = {"conf-window", "W", "tokens per "
+			      "group-confidence window"},
+	[SC_S_CONF_FILTER] = {"conf-filter", "W[:P]", "DeepConf's online "
+			      "filter: after samples 0..W-1, cut a later "
+			      "sample once a window's mean log-probability "
+			      "falls below the P-th percentile (default 10) "
+			      "of theirs"},
+};
+
+/* The order of the help (and of the long options). */
+static const int order[SC_S_COUNT_] = {
+	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
+	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_STOP, SC_S_VOTE,
+	SC_S_CONF_WINDOW, SC_S_CONF_FILTER, SC_S_IGNORE_EOS,
+	SC_S_STOP_STRINGS, SC_S_LOGPROBS,
+};
+
+void sampflags_init(sampflags *f, const char *cmd, unsigned take)
+{
+	memset(f, 0, sizeof(*f));
+	f->cmd = cmd;
+	f->take = take;
+	f->p = SC_PARAMS_DEFAULTS;
+}
+
+size_t sampflags_options(const sampflags *f, struct option *opts, size_t k,
+			 size_t cap)
+{
+	for (int i = 0; i < SC_S_COUNT_ && k < cap; i++) {
+		int id = order[i];
+
+		if ((f->take & SF_BIT(id)) && id != SC_S_N)
+			opts[k++] = (struct option){
+				flags[id].flag, flags[id].arg
+						? required_argument
+						: no_argument, 0, SF_CODE(id)};
+	}
+	return k;
+}
+
+int sampflags_opt(sampflags *f, int c, const char *arg)
+{
+	int id = c == 'n' ? SC_S_N : c - SF_CODE(0);
+
+	if (id < 0 || id >= SC_S_COUNT_ || !(f->take & SF_BIT(id)))
+		return -1;
+	if (sc_setting_parse(id, flags[id].arg ? arg : "true", &f->p))
+		return cli_usage_error(f->cmd, "%s", qerr_detail());
+	if (id == SC_S_STOP)
+		f->stop_arg = arg;
+	f->given |= SF_BIT(id);
+	return 0;
+}
+
+/* "  --flag ARG   " and text wrapped at 78 columns under column 25. */
+static void line(const char *flag, const char *arg, const char *text)
+{
+	char head[64];
+	size_t col = 24;
+
+	snprintf(head, sizeof(head), "%s%s%s%s", strlen(flag) > 1 ? "--" : "-",
+		 flag, arg ? " " : "", arg ? arg : "");
+	printf("  %-20s  ", head);
+	while (*text) {
+		size_t w = strcspn(text, " ");
+
+		if (col > 24 && col + 1 + w > 78) {
+			printf("\n%24s", "");
+			col = 24;
+		} else if (col > 24) {
+			putchar(' ');
+			col++;
+		}
+		printf("%.*s", (int)w, text);
+		col += w;
+		text += w;
+		text += *text == ' ';
+	}
+	putchar('\n');
+}
+
+void sampflags_help(const sampflags *f)
+{
+	const sc_params d = SC_PARAMS_DEFAULTS;
+
+	for (int i = 0; i < SC_S_COUNT_; i++) {
+		int id = order[i];
+		char text[512], def[96] = "";
+
+		if (!(f->take & SF_BIT(id)))
+			continue;
+		switch (id) {
+		case SC_S_N:
+			snprintf(def, sizeof(def), "%d", d.n);
+			break;
+		case SC_S_SEED:
+			snprintf(def, sizeof(def), "%llu",
+				 (unsigned long long)d.seed);
+			break;
+		case SC_S_TEMPERATURE:
+			snprintf(def, sizeof(def), "%g", d.sp.temperature);
+			break;
+		case SC_S_TOP_K:
+			snprintf(def, sizeof(def), "%d", d.sp.top_k);
+			break;
+		case SC_S_TOP_P:
+			snprintf(def, sizeof(def), "%g", d.sp.top_p);
+			break;
+		case SC_S_MAX_NEW_TOKENS:
+			snprintf(def, sizeof(def), "%d", d.max_new);
+			break;
+		case SC_S_MODE:
+			snprintf(def, sizeof(def), "%s", sc_mode_name(d.mode));
+			break;
+		case SC_S_CONF_WINDOW:
+			snprintf(def, sizeof(def), "%d",
+				 SC_CONF_WINDOW_DEFAULT);
+			break;
+		case SC_S_STOP:
+			snprintf(def, sizeof(def), "%s", f->stop_default
+				 ? f->stop_default : f->cluster_defaults
+				 ? "the cluster's sampling.stop, exact unless "
+				   "set" : "exact");
+			break;
+		}
+		if (!*def)
+			snprintf(text, sizeof(text), "%s", flags[id].what);
+		else if (id == SC_S_STOP)
+			snprintf(text, sizeof(text), "%s; default: %s",
+				 flags[id].what, def);
+		else if (f->cluster_defaults)
+			snprintf(text, sizeof(text), "%s (default: the "
+				 "cluster's)", flags[id].what);
+		else
+			snprintf(text, sizeof(text), "%s (default %s)",
+				 flags[id].what, def);
+		line(flags[id].flag, flags[id].arg, text);
+	}
+}

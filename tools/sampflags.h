@@ -1,0 +1,69 @@
+/*
+ * sampflags — the sampling flags of the CLI, parsed in one place for
+ * `quorum run`, `quorum ask` and `quorum eval-set`: the same flag names,
+ * help lines, defaults (SC_PARAMS_DEFAULTS) and, through sc/params, the
+ * same limits and messages as the gateway, the coordinator and the engine.
+ *
+ * Owns: the flag names of the settings (--top-k for top_k, ...), their
+ * getopt long options and help lines. A command says which flags it
+ * takes, appends sampflags_options() to its own, hands every getopt
+ * result to sampflags_opt() first and prints sampflags_help() in its
+ * --help. Callers: tools/cmd_run.c, cmd_ask.c, cmd_evalset.c, and
+ * tests/test_params.c (the table test).
+ */
+#ifndef QUORUM_SAMPFLAGS_H
+#define QUORUM_SAMPFLAGS_H
+
+#include <getopt.h>
+#include <stddef.h>
+
+#include "sc/params.h"
+
+/* One bit per setting (enum sc_setting_id) */
+#define SF_BIT(id) (1u << (id))
+/* getopt's value of a sampling flag (-n is 'n') */
+#define SF_CODE(id) (0x1000 + (id))
+
+/* the flags of each command */
+#define SF_RUN (SF_BIT(SC_S_N) | SF_BIT(SC_S_SEED) | \
+		SF_BIT(SC_S_TEMPERATURE) | SF_BIT(SC_S_TOP_K) | \
+		SF_BIT(SC_S_TOP_P) | SF_BIT(SC_S_MAX_NEW_TOKENS) | \
+		SF_BIT(SC_S_MODE) | SF_BIT(SC_S_STOP) | SF_BIT(SC_S_VOTE) | \
+		SF_BIT(SC_S_CONF_WINDOW) | SF_BIT(SC_S_CONF_FILTER) | \
+		SF_BIT(SC_S_IGNORE_EOS) | SF_BIT(SC_S_STOP_STRINGS) | \
+		SF_BIT(SC_S_LOGPROBS))
+/* a cluster: no engine settings (mode, confidence windows) */
+#define SF_ASK (SF_RUN & ~(SF_BIT(SC_S_MODE) | SF_BIT(SC_S_CONF_WINDOW) | \
+			   SF_BIT(SC_S_CONF_FILTER)))
+/* -n is a list there (each count checked as n) */
+#define SF_EVALSET (SF_RUN & ~(SF_BIT(SC_S_N) | SF_BIT(SC_S_MODE) | \
+			       SF_BIT(SC_S_STOP_STRINGS) | \
+			       SF_BIT(SC_S_LOGPROBS)))
+
+typedef struct sampflags {
+	const char *cmd;       /* "run": the messages' "quorum run: " */
+	unsigned take;         /* SF_BIT()s of the flags taken */
+	int cluster_defaults;  /* help: a setting not given is the
+				* cluster's (ask), not SC_PARAMS_DEFAULTS */
+	const char *stop_default; /* help: --stop's default, in words */
+	sc_params p;           /* SC_PARAMS_DEFAULTS, then the flags */
+	unsigned given;        /* SF_BIT()s of the flags given */
+	const char *stop_arg;  /* --stop as given; NULL: not given */
+} sampflags;
+
+void sampflags_init(sampflags *f, const char *cmd, unsigned take);
+
+/* Appends the long options of f->take to opts[k..] (at most cap in all);
+ * returns the new count (no terminator added). */
+size_t sampflags_options(const sampflags *f, struct option *opts, size_t k,
+			 size_t cap);
+
+/* getopt's result c and optarg: -1 when c is none of f's flags; 0 when
+ * it was taken; 2 after printing the setting's message as a usage error
+ * ("quorum CMD: top_k = -1: must be an integer in 0..16777216"). */
+int sampflags_opt(sampflags *f, int c, const char *arg);
+
+/* The help lines of f's flags ("  --top-k K   0 = off (default 40)"). */
+void sampflags_help(const sampflags *f);
+
+#endif
