@@ -13,6 +13,8 @@
  * through sc_int.h. It draws samples with sample.c and takes roots, views
  * and pool state from engine.c.
  */
+#include "sc/batch.h"
+
 #include "sc/sc_int.h"
 
 #include <stdlib.h>

@@ -14,6 +14,8 @@
  * through sc_int.h: batch.c (roots, views, the prefix cache when a job
  * ends), run.c (pool growth, the prefix cache). It calls none of them.
  */
+#include "sc/engine.h"
+
 #include "sc/sc_int.h"
 
 #include <stdlib.h>

@@ -13,6 +13,8 @@
  * (the decode loop), sample.c (the stopper) and engine.c (pool, prefix
  * cache) through sc_int.h.
  */
+#include "sc/run.h"
+
 #include "sc/sc_int.h"
 
 #include <stdio.h>

@@ -14,6 +14,8 @@
  * samples finish) and run.c (the paged and reset modes' stopper), through
  * sc_int.h; sc_sample_fini and sc_finish_name are public.
  */
+#include "sc/sample.h"
+
 #include "sc/sc_int.h"
 
 #include <math.h>

@@ -1,7 +1,8 @@
 /*
  * sc_int — the self-consistency engine's shared state and the calls
  * between its parts. INTERNAL to common/sc/: nothing outside sc/ includes
- * it (the public API is in the parts' headers).
+ * it; the public API is in the parts' headers: engine.h, sample.h,
+ * batch.h, run.h.
  *
  * The parts, one file each, lowest first (each calls only those above):
  *   engine.c  struct sc_engine: the pool, roots, linked pools, sc_run's
@@ -26,8 +27,11 @@
 #include "engine/kv.h"
 #include "engine/samp.h"
 #include "kernels/tpool.h"
+#include "sc/batch.h"
+#include "sc/engine.h"
+#include "sc/params.h"
 #include "sc/pfx.h"
-#include "sc/sc.h"
+#include "sc/sample.h"
 #include "sc/stop.h"
 
 /* A root kept across calls (sc_root_*). */

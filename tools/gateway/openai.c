@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tools/client.h"
-#include "sc/sc.h"
+#include "sc/params.h"
 #include "sc/stop.h"
 
 /* The largest max_tokens taken (the coordinator checks the context). */
@@ -410,7 +410,7 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 				bad(msg, cap, param, "stop", "out of memory");
 				goto out;
 			}
-			/* the workers end a sample there (sc.h) */
+			/* the workers end a sample there (sc/params.h) */
 			r->stop_bin[r->n_stop].data =
 				(uint8_t *)r->stop[r->n_stop];
 			r->stop_bin[r->n_stop].len = json_string_length(s);
