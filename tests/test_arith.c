@@ -15,7 +15,9 @@
 
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
 #include "testutil.h"
 #include "text/tok.h"
 

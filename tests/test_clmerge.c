@@ -20,7 +20,10 @@
 #include "clusterutil.h"
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "text/tok.h"
 
 #define N_REQ 20

@@ -21,7 +21,10 @@
 #include "engine/mkmodel.h"
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "text/tok.h"
 
 #define N_SAMPLES 8

@@ -39,7 +39,11 @@
 #include "clusterutil.h"
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/batch.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "text/tok.h"
 
 #define SEED 4321

@@ -12,7 +12,11 @@
 #include "kernels/kern.h"
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/batch.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "testutil.h"
 #include "text/tok.h"
 

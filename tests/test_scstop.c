@@ -18,7 +18,10 @@
 
 #include "engine/model.h"
 #include "text/prompt.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "sc/stop.h"
 #include "testutil.h"
 #include "text/tok.h"

@@ -12,7 +12,7 @@
 #include "sampflags.h"
 #include "client.h"
 #include "qerr.h"
-#include "sc/sc.h"
+#include "sc/params.h"
 #include "sc/stop.h"
 #include "qset.h"
 #include "sc/vote.h"

@@ -9,7 +9,9 @@
 #include "engine/model.h"
 #include "text/prompt.h"
 #include "qerr.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
 #include "text/tok.h"
 
 #define BENCH_MAX_NS 16

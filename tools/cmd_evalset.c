@@ -15,7 +15,9 @@
 #include "text/prompt.h"
 #include "qerr.h"
 #include "qset.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
 #include "text/tok.h"
 #include "sc/vote.h"
 

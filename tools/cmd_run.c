@@ -1,4 +1,4 @@
-/* quorum run — self-consistency in one process (see common/sc/sc.h). */
+/* quorum run — self-consistency in one process (see common/sc/run.h). */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,7 +15,10 @@
 #include "qset.h"
 #include "qerr.h"
 #include "qset.h"
-#include "sc/sc.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "sc/sample.h"
 #include "text/tok.h"
 
 static void help(const sampflags *f)

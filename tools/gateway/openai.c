@@ -446,7 +446,7 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 				bad(msg, cap, param, "stop", "out of memory");
 				goto out;
 			}
-			/* the workers end a sample there (sc.h) */
+			/* the workers end a sample there (sc/params.h) */
 			r->stop_bin[r->n_stop].data =
 				(uint8_t *)r->stop[r->n_stop];
 			r->stop_bin[r->n_stop].len = json_string_length(s);

@@ -1,0 +1,300 @@
+/*
+ * sample — one sample: drawing its tokens and keeping its books.
+ *
+ * Owns: a fork's step (sc_step_sample: end-of-generation masking, the
+ * draw, the text, per-token log-probabilities, the stop-string cut, the
+ * settled length), its confidence (the sums DeepConf's group confidence
+ * and the vote weight come from), its end (answer extraction), the online
+ * confidence filter (the warm-up's threshold and the cut), and sc_run's
+ * early stopping over finished samples in index order (sc_stopper: feeds
+ * stop.h's decision, arms the filter). stop.c stays the rules alone,
+ * shared with the coordinator; this is the engine's side of them.
+ *
+ * Callers: batch.c (every round's draw, a sample's end, the stopper as
+ * samples finish) and run.c (the paged and reset modes' stopper), through
+ * sc_int.h; sc_sample_fini and sc_finish_name are public.
+ */
+#include "sc/sample.h"
+
+#include "sc/sc_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qerr.h"
+
+const char *sc_finish_name(int finish)
+{
+	return finish == SC_FINISH_STOP ? "stop"
+	       : finish == SC_FINISH_FILTERED ? "filtered" : "length";
+}
+
+/* The longest stop string, in bytes (0: none). */
+static size_t stop_strs_longest(const sc_stop_strs *q)
+{
+	size_t m = 0;
+
+	for (int i = 0; i < q->n; i++)
+		if (q->len[i] > m)
+			m = q->len[i];
+	return m;
+}
+
+static int append_text(fork_state *f, const char *piece, size_t n)
+{
+	sc_sample *s = f->out;
+
+	if (s->len + n + 1 > f->text_cap) {
+		size_t nc = (s->len + n + 1) * 2;
+		char *nt = realloc(s->text, nc);
+
+		if (!nt)
+			return qerr_fail(QERR_NOMEM, "out of memory for text");
+		s->text = nt;
+		f->text_cap = nc;
+	}
+	memcpy(s->text + s->len, piece, n);
+	s->len += n;
+	s->text[s->len] = '\0';
+	return 0;
+}
+
+/* Records a drawn token's log-probability (rounded as conf_add sums it)
+ * and where its piece will start in the text. */
+static int token_lp_add(sc_sample *s, double lp)
+{
+	int n = s->n_token_lp;
+
+	if (!(n & (n - 1))) { /* 0, 1, 2, 4, ...: grow to the next power */
+		size_t cap = n ? 2 * (size_t)n : 1;
+		double *a = realloc(s->token_lp, cap * sizeof(*a));
+		uint32_t *b;
+
+		if (!a)
+			return qerr_fail(QERR_NOMEM, "out of memory for "
+					 "log-probabilities");
+		s->token_lp = a;
+		if (!(b = realloc(s->token_off, cap * sizeof(*b))))
+			return qerr_fail(QERR_NOMEM, "out of memory for "
+					 "log-probabilities");
+		s->token_off = b;
+	}
+	s->token_lp[n] = (double)(int64_t)(lp * 0x1p32) / 0x1p32;
+	s->token_off[n] = s->len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->len;
+	s->n_token_lp = n + 1;
+	return 0;
+}
+
+/* After s's text grew by its last added bytes: cuts it before the first
+ * stop string that now occurs (none did before, so a new one ends in the
+ * added bytes); 1 when it did. */
+static int stop_strs_cut(const sc_stop_strs *q, sc_sample *s, size_t added)
+{
+	size_t longest = stop_strs_longest(q), from, cut = SIZE_MAX;
+
+	from = s->len - added;
+	from = from > longest - 1 ? from - (longest - 1) : 0;
+	for (int i = 0; i < q->n; i++) {
+		const char *hit = memmem(s->text + from, s->len - from,
+					 q->s[i], q->len[i]);
+
+		if (hit && (size_t)(hit - s->text) < cut)
+			cut = (size_t)(hit - s->text);
+	}
+	if (cut == SIZE_MAX)
+		return 0;
+	s->len = cut;
+	s->text[cut] = '\0';
+	for (int i = 0; i < s->n_token_lp; i++)
+		if (s->token_off[i] > cut)
+			s->token_off[i] = (uint32_t)cut;
+	return 1;
+}
+
+int sc_conf_window(const sc_params *p)
+{
+	return p->conf_window > 0 ? p->conf_window : SC_CONF_WINDOW_DEFAULT;
+}
+
+/* Records one drawn token's log-probability (ring allocated at start). */
+static void conf_add(fork_state *f, int w, double lp)
+{
+	int64_t x = (int64_t)(lp * 0x1p32); /* toward 0: exact scaling */
+	int slot = f->n_drawn % w;
+
+	f->lp_sum += x;
+	f->win_sum += x - (f->n_drawn >= w ? f->ring[slot] : 0);
+	f->ring[slot] = x;
+	f->n_drawn++;
+	if (f->n_drawn >= w && f->win_sum < f->win_min)
+		f->win_min = f->win_sum;
+}
+
+/* The sample's confidence fields from its fork's sums. */
+static void conf_finish(const fork_state *f, int w, sc_sample *s)
+{
+	int n = f->n_drawn;
+	double g;
+
+	s->mean_logprob = n ? (double)f->lp_sum / 0x1p32 / n : 0.0;
+	g = n >= w ? (double)f->win_min / 0x1p32 / w : s->mean_logprob;
+	s->group_conf = g;
+	s->weight = vote_conf_weight(g);
+}
+
+/* Draws the next token of f and records it; marks f done on a stop. */
+int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
+{
+	const float *lg = f->logits;
+	const char *piece;
+	size_t plen;
+	int tokid, rc;
+	double lp;
+
+	if (p->ignore_eos) {
+		memcpy(e->masked, lg, (size_t)e->m->cfg.vocab * sizeof(float));
+		for (int i = 0; i < e->n_eog; i++)
+			e->masked[e->eog[i]] = -INFINITY;
+		lg = e->masked;
+	}
+	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
+				 &lp)))
+		return rc;
+	conf_add(f, sc_conf_window(p), lp);
+	if (p->logprobs && (rc = token_lp_add(f->out, lp)))
+		return rc;
+	if (tok_is_eog(e->t, tokid)) {
+		f->out->finish = SC_FINISH_STOP;
+		f->done = 1;
+		return 0;
+	}
+	piece = tok_piece(e->t, tokid, 0, &plen);
+	if ((rc = append_text(f, piece ? piece : "", plen)))
+		return rc;
+	f->out->n_tokens++;
+	if (p->stop_strs.n && stop_strs_cut(&p->stop_strs, f->out, plen)) {
+		f->out->finish = SC_FINISH_STOP;
+		f->done = 1;
+	} else if (f->out->n_tokens >= p->max_new) {
+		f->out->finish = SC_FINISH_LENGTH;
+		f->done = 1;
+	}
+	/* what a stop string could still cut: its length less one */
+	if (f->done)
+		f->out->settled = f->out->len;
+	else {
+		size_t hold = p->stop_strs.n
+				      ? stop_strs_longest(&p->stop_strs) - 1
+				      : 0;
+
+		f->out->settled = f->out->len > hold ? f->out->len - hold : 0;
+	}
+	f->next = tokid;
+	return 0;
+}
+
+/* Marks a finished sample: extracts its answer and reports it. A sample
+ * the filter cut has none. */
+int sc_sample_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
+{
+	sc_sample *s = f->out;
+
+	conf_finish(f, w, s);
+	if (!s->text && !(s->text = calloc(1, 1)))
+		return qerr_fail(QERR_NOMEM, "out of memory for text");
+	s->settled = s->len;
+	s->has_answer = s->finish != SC_FINISH_FILTERED &&
+			vote_extract(s->text, s->len, s->answer,
+				     sizeof(s->answer));
+	return cb ? cb(ctx, s) : 0;
+}
+
+void sc_sample_fini(sc_sample *s)
+{
+	free(s->text);
+	free(s->token_lp);
+	free(s->token_off);
+	s->text = NULL;
+	s->token_lp = NULL;
+	s->token_off = NULL;
+	s->n_token_lp = 0;
+}
+
+/* ---- the online confidence filter -------------------------------------- */
+
+/* The filter's verdict on f after a drawn token: cut it (finish
+ * "filtered") when past the warm-up its full-window mean fell below the
+ * threshold, or, shorter than a window, it ended with its mean below. */
+void sc_filter_check(const sc_filter *flt, fork_state *f, int w)
+{
+	double g;
+
+	if (!flt || !flt->armed || f->index < flt->warm)
+		return;
+	if (f->n_drawn >= w)
+		g = (double)f->win_min / 0x1p32 / w;
+	else if (f->done)
+		g = (double)f->lp_sum / 0x1p32 / f->n_drawn;
+	else
+		return;
+	if (g < flt->thr) {
+		f->out->finish = SC_FINISH_FILTERED;
+		f->done = 1;
+	}
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Arms the filter once samples 0..warm-1 (out, in sample order) are in:
+ * the pct-th percentile of their group confidences, nearest rank below. */
+int sc_filter_arm(sc_filter *flt, const sc_sample *out, int prefix)
+{
+	double *v;
+	int k;
+
+	if (!flt->warm || flt->armed || prefix < flt->warm)
+		return 0;
+	if (!(v = malloc((size_t)flt->warm * sizeof(*v))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	for (int i = 0; i < flt->warm; i++)
+		v[i] = out[i].group_conf;
+	qsort(v, (size_t)flt->warm, sizeof(*v), dbl_cmp);
+	k = (int)(flt->pct / 100.0 * (double)(flt->warm - 1));
+	flt->thr = v[k < 0 ? 0 : k >= flt->warm ? flt->warm - 1 : k];
+	flt->armed = 1;
+	free(v);
+	return 0;
+}
+
+/* ---- sc_run's early stopping (sc_stopper) ------------------------------ */
+
+/* Pushes one finished sample to the decision (its weight when the vote
+ * is weighted); 0 or an error. */
+int sc_stopper_push(sc_stopper *st, const sc_sample *x)
+{
+	int d = stop_push_w(&st->ss, x->has_answer ? x->answer : NULL,
+			    st->ss.unit == 1 ? 1 : x->weight);
+
+	if (d < 0)
+		return -d;
+	st->prefix++;
+	st->decided = d;
+	return 0;
+}
+
+/* Pushes the finished samples that extend the prefix; 0 or an error. */
+int sc_stopper_advance(sc_stopper *st, const sc_sample *out, int n,
+		       const int *done)
+{
+	int rc = 0;
+
+	while (!rc && !st->decided && st->prefix < n && done[st->prefix])
+		rc = sc_stopper_push(st, &out[st->prefix]);
+	return rc ? rc : sc_filter_arm(&st->flt, out, st->prefix);
+}
