@@ -33,7 +33,8 @@ every difference podman needs is made here, and only here:
       [--nodes a,b]
 
 It also checks every document of BASE_DIR and of the overlays (required
-fields, see schema_check) and exits 1 on any finding.
+fields, see schema_check) and that the base's image tag is the file
+VERSION (the tag `make image` gives), and exits 1 on any finding.
 """
 import argparse
 import base64
@@ -171,7 +172,14 @@ def main():
     ap.add_argument("--nodes", default="node-a,node-b")
     a = ap.parse_args()
 
-    _, docs, errs = load_dir(a.base)
+    kz, docs, errs = load_dir(a.base)
+    # the image tag the manifests name is the version make image tags
+    vf = os.path.join(a.base, "..", "..", "..", "VERSION")
+    version = open(vf).read().strip() if os.path.exists(vf) else None
+    for im in kz.get("images", []):
+        if version and im.get("newTag") != version:
+            errs.append("%s/kustomization.yaml: image tag %s, VERSION is %s"
+                        % (a.base, im.get("newTag"), version))
     ov = os.path.join(a.base, "..", "overlays")
     for o in sorted(os.listdir(ov)) if os.path.isdir(ov) else []:
         errs += load_dir(os.path.join(ov, o), patch=True)[2]
