@@ -34,7 +34,7 @@ done
 # the units: the ones in deploy/, with the packaged paths
 for u in quorum-coordinator.service quorum-worker@.service; do
 	sed -e 's|/usr/local/bin/|/usr/bin/|g' \
-	    -e 's|file:///usr/local/share/doc/quorum/README.md|file:///usr/share/doc/quorum/README.md|' \
+	    -e 's|file:///usr/local/share/doc/quorum/README.md|file:///usr/share/doc/quorum/README.md.gz|' \
 	    -e '/^#   install /d' "deploy/$u" >"$R/lib/systemd/system/$u"
 	chmod 0644 "$R/lib/systemd/system/$u"
 done
