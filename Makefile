@@ -99,6 +99,20 @@ $(B)/gateway_page.h: tools/gateway/page.html
 	     END { print ";" }' $< > $@
 $(B)/tools/gateway/serve.o: $(B)/gateway_page.h
 
+# `quorum --version`: the version (one place: the file VERSION) and the
+# git commit the build is from ("unknown" outside a git checkout, or
+# QUORUM_GIT=... from the caller). version.h is rewritten only when it
+# changes, so an unchanged tree relinks nothing.
+QUORUM_VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+QUORUM_GIT ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+.PHONY: FORCE
+$(B)/version.h: FORCE
+	@mkdir -p $(B)
+	@printf '#define QUORUM_VERSION "%s"\n#define QUORUM_GIT "%s"\n' \
+		'$(QUORUM_VERSION)' '$(QUORUM_GIT)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+$(B)/tools/quorum.o: $(B)/version.h
+
 $(B)/coordinator: $(COORD_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(COORD_OBJ) $(LIB) $(LDLIBS)
 
@@ -248,6 +262,31 @@ bench-merge: deps all $(BENCH_MODEL)
 
 clean:
 	rm -rf $(B)
+
+# ---- deployment: container image, Kubernetes, Debian package (issue 25) ----
+#   make image     the OCI image (FROM scratch: programs, their libraries,
+#                  the model; deploy/image/build.sh), tagged $(IMAGE_TAG)
+#   make test-k8s  plays deploy/k8s/base under podman and asks it (tests/k8s_e2e.sh)
+#   make deb       $(B)/deb/quorum_<version>_amd64.deb (deploy/debian/build.sh)
+#   make test-deb  installs it in a clean Debian 12 container, runs it, purges it
+# podman runs with deploy/containers/containers.conf (runc, no default ulimits).
+IMAGE_TAG    ?= localhost/quorum:$(QUORUM_VERSION)
+QUORUM_SOURCE ?= $(shell git remote get-url origin 2>/dev/null || echo unknown)
+DEPLOY_ENV   := CONTAINERS_CONF=$(CURDIR)/deploy/containers/containers.conf \
+		QUORUM_VERSION='$(QUORUM_VERSION)' QUORUM_GIT='$(QUORUM_GIT)' \
+		QUORUM_SOURCE='$(QUORUM_SOURCE)'
+DEB          := $(B)/deb/quorum_$(QUORUM_VERSION)_amd64.deb
+.PHONY: deploy-deps image test-k8s deb test-deb
+deploy-deps:
+	sh tools/deps.sh deploy
+image: deps deploy-deps all
+	$(DEPLOY_ENV) sh deploy/image/build.sh $(B) $(IMAGE_TAG)
+test-k8s: image
+	$(DEPLOY_ENV) timeout 900 sh tests/k8s_e2e.sh $(B) $(IMAGE_TAG)
+deb: deps deploy-deps all
+	$(DEPLOY_ENV) sh deploy/debian/build.sh $(B)
+test-deb: deb
+	$(DEPLOY_ENV) timeout 900 sh tests/deb_install.sh $(B) $(DEB)
 
 -include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d) $(B)/tests/kern_int_emu.d
 

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages quorum builds and tests with, when missing
-# (with the argument `train`: those the training scripts need).
+# (with the argument `train`: those the training scripts need; with
+# `deploy`: those `make image`, `make deb` and their tests need).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
@@ -11,6 +12,15 @@ clang-14 libclang-rt-14-dev strace chromium"
 # (Debian's PyTorch, with OpenBLAS: the reference BLAS is ~10x slower)
 if [ "${1:-}" = train ]; then
 	PKGS="python3-torch python3-numpy libopenblas0-pthread python3-matplotlib"
+fi
+# `deps.sh deploy`: the container image, the Kubernetes test under
+# podman (runc: crun fails on these machines' cgroups; catatonit: the
+# pods' infra containers), the Debian package
+# (dpkg-shlibdeps from dpkg-dev computes its Depends:, lintian checks it)
+# and the clean Debian rootfs its install test runs in (mmdebstrap)
+if [ "${1:-}" = deploy ]; then
+	PKGS="podman runc catatonit busybox-static mmdebstrap dpkg-dev lintian
+python3-yaml binutils"
 fi
 missing=""
 for p in $PKGS; do

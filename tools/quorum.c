@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "version.h" /* generated: QUORUM_VERSION, QUORUM_GIT */
 
 static const struct {
 	const char *name;
@@ -30,7 +31,8 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "\n'quorum COMMAND --help' describes a command.\n");
+	fprintf(f, "\n'quorum COMMAND --help' describes a command;\n"
+		   "'quorum --version' prints the version and git commit.\n");
 }
 
 int main(int argc, char **argv)
@@ -42,6 +44,11 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
 	    !strcmp(argv[1], "help")) {
 		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") ||
+	    !strcmp(argv[1], "version")) {
+		printf("quorum %s (git %s)\n", QUORUM_VERSION, QUORUM_GIT);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

@@ -1,0 +1,261 @@
+#!/bin/sh
+# k8s_e2e — the Kubernetes manifests (deploy/k8s/base), played for real
+# with `podman kube play` from the image `make image` built: a coordinator
+# pod, two worker pods of two worker processes each (different node names:
+# one KV copy between them, shared memory inside each), a gateway pod.
+# tests/k8s_podman.py makes podman's adjustments (no Services or DNS:
+# host network and loopback ports; the StatefulSet as two Pods; the
+# downward API resolved; probes dropped) and checks the manifests' and
+# the overlays' required fields; `kubectl kustomize` renders the base and
+# both overlays when kubectl is installed. Then:
+#   1. a question through the gateway and through `quorum ask`: the
+#      samples, their answers and the vote equal `quorum run`'s in one
+#      process, byte for byte;
+#   2. one worker pod deleted while a request runs: the same reply;
+#   3. `podman kube down`: no container, pod, volume or shared-memory
+#      segment of the test left.
+# Podman that cannot run here is a failure, never a skip.
+#
+#   sh tests/k8s_e2e.sh BUILD_DIR IMAGE_TAG
+#   env: CONTAINERS_CONF (the Makefile points it at deploy/containers/),
+#        K8S_KEEP=1 keeps the logs
+set -u
+B=${1:-build}
+IMAGE=${2:-localhost/quorum:latest}
+PY=/usr/bin/python3
+Q=$B/quorum
+PODMAN=${PODMAN:-podman}
+t_start=$(date +%s)
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   - $1 ($(($(date +%s) - t_start)) s)"; }
+bad() { failed=$((failed + 1)); echo "FAIL - $1 ($(($(date +%s) - t_start)) s)"; }
+die() { bad "$1"; echo "k8s_e2e: $passed passed, $failed failed"; exit 1; }
+
+command -v "$PODMAN" >/dev/null || die "podman is not installed (make deploy-deps)"
+[ -x "$Q" ] || die "$Q is not built"
+"$PODMAN" image exists "$IMAGE" || die "image $IMAGE missing (make image)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-k8s.XXXXXX")
+name="k8s$$"
+vol="quorum-model"
+played=""
+bg=""
+free_port() {
+	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+cport=$(free_port); wport=$(free_port); hport=$(free_port)
+EP=tcp://127.0.0.1:$cport
+URL=http://127.0.0.1:$hport
+
+cm_names() { # the ConfigMaps of the played manifests
+	$PY -c 'import sys, yaml; print(" ".join(d["metadata"]["name"] for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "ConfigMap"))' \
+		"$tmp/play.yaml" 2>/dev/null
+}
+cleanup() {
+	trap - EXIT INT TERM
+	[ -n "$bg" ] && kill "$bg" 2>/dev/null
+	if [ -n "$played" ]; then
+		y=$tmp/play.yaml; [ -f "$tmp/down.yaml" ] && y=$tmp/down.yaml
+		timeout 120 "$PODMAN" kube down "$y" >/dev/null 2>&1
+		for p in quorum-coordinator-pod-0 quorum-gateway-pod-0 quorum-worker-0 quorum-worker-1; do
+			"$PODMAN" pod exists "$p" 2>/dev/null &&
+				timeout 60 "$PODMAN" pod rm -f -t 5 "$p" >/dev/null 2>&1
+		done
+	fi
+	for v in "$vol" $(cm_names) quorum-worker-0-shm quorum-worker-1-shm; do
+		"$PODMAN" volume exists "$v" 2>/dev/null &&
+			"$PODMAN" volume rm -f "$v" >/dev/null 2>&1
+	done
+	if [ "$failed" -ne 0 ] || [ -n "${K8S_KEEP:-}" ]; then
+		echo "k8s_e2e: outputs kept in $tmp" >&2
+		for l in "$tmp"/*.log; do
+			[ -f "$l" ] && { echo "== $l" >&2; tail -n 15 "$l" >&2; }
+		done
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# what the test owns must not be there before it starts
+for p in quorum-coordinator-pod-0 quorum-gateway-pod-0 quorum-worker-0 quorum-worker-1; do
+	"$PODMAN" pod exists "$p" 2>/dev/null && die "a pod $p is already there"
+done
+"$PODMAN" volume exists "$vol" 2>/dev/null && die "a volume $vol is already there"
+"$PODMAN" ps -a --format '{{.Names}}' >"$tmp/ctr-before"
+"$PODMAN" volume ls --format '{{.Name}}' >"$tmp/vol-before"
+
+# ---- the manifests, offline ------------------------------------------------------
+if $PY tests/k8s_podman.py deploy/k8s/base "$tmp/play.yaml" --image "$IMAGE" \
+	--name "$name" --client-port "$cport" --worker-port "$wport" \
+	--http-port "$hport" --secrets-dir "$tmp/secrets" 2>"$tmp/render.log"; then
+	ok "manifests: required fields (base, overlays), rendered for podman"
+else
+	die "manifests: $(cat "$tmp/render.log")"
+fi
+if command -v kubectl >/dev/null; then
+	r=0
+	for k in base overlays/curve overlays/large; do
+		kubectl kustomize "deploy/k8s/$k" >"$tmp/kustomize-$(basename "$k").yaml" \
+			2>"$tmp/kustomize.log" || r=1
+	done
+	[ $r -eq 0 ] && ok "kubectl kustomize renders base, curve, large" ||
+		bad "kubectl kustomize: $(cat "$tmp/kustomize.log")"
+else
+	echo "note: kubectl not installed: the overlays were checked field by field only"
+fi
+
+# ---- the model volume (the PersistentVolumeClaim quorum-model) --------------------
+"$PODMAN" volume create "$vol" >/dev/null || die "podman volume create"
+timeout 120 "$PODMAN" run --rm --network none -u 0 -v "$vol:/dst" "$IMAGE" \
+	cp /usr/share/quorum/models/arith.gguf /dst/model.gguf \
+	>"$tmp/fill.log" 2>&1 || die "filling the model volume: $(tail -n 3 "$tmp/fill.log")"
+
+# ---- play -----------------------------------------------------------------------
+played=1
+if timeout 300 "$PODMAN" kube play "$tmp/play.yaml" >"$tmp/play.log" 2>&1; then
+	ok "podman kube play: coordinator, 2 worker pods x 2 workers, gateway"
+else
+	die "podman kube play: $(tail -n 5 "$tmp/play.log")"
+fi
+# readiness: what the probes would wait on — the coordinator lists the 4
+# workers (the workers' readiness), /health answers 200 (the gateway's)
+i=0; nw=0
+while [ $i -lt 480 ]; do
+	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
+		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+	[ "${nw:-0}" -ge 4 ] && break
+	sleep 0.25; i=$((i + 1))
+done
+[ "${nw:-0}" -ge 4 ] || die "4 workers registered within 120 s (got ${nw:-none})"
+"$Q" status --endpoint "$EP" >"$tmp/status.txt" 2>&1
+hosts=$(awk '$1 ~ /^quorum-worker-/ {print $2}' "$tmp/status.txt" | sort -u | tr '\n' ' ')
+[ "$hosts" = "node-a node-b " ] && ok "4 workers registered, host labels from the node names: $hosts" ||
+	bad "host labels: '$hosts'"
+i=0
+until $PY -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+	"$URL/health" 2>/dev/null; do
+	i=$((i + 1)); [ $i -lt 240 ] || die "gateway /health 200 within 60 s"
+	sleep 0.25
+done
+ok "gateway /health 200"
+
+# ---- the same bytes as one process ------------------------------------------------
+cat >"$tmp/proj.py" <<'EOF'
+# The deterministic content of a reply — each sample's index, text,
+# answer and finish, the majority and the votes — from `quorum run/ask
+# --json` or a chat completion, as canonical JSON.
+import json, sys
+r = json.load(open(sys.argv[1], encoding="utf-8"))
+if "choices" in r:
+    q = r["quorum"]
+    samples = [{"index": c["index"], "text": c["message"]["content"],
+                "answer": q["answers"][k], "finish": c["finish_reason"]}
+               for k, c in enumerate(r["choices"])]
+    out = {"answer": q["answer"], "votes": q["votes"], "samples": samples}
+else:
+    samples = [{"index": s["index"], "text": s["text"],
+                "answer": s.get("answer"), "finish": s["finish"]}
+               for s in r["samples"]]
+    out = {"answer": r["answer"], "votes": r["votes"], "samples": samples}
+sys.stdout.write(json.dumps(out, sort_keys=True, separators=(",", ":")))
+EOF
+post() { # post OUT JSON-BODY: the chat completion with the API key
+	$PY - "$URL/v1/chat/completions" "$2" >"$1" 2>"$1.log" <<'EOF'
+import sys, urllib.request
+req = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(),
+    headers={"Content-Type": "application/json",
+             "Authorization": "Bearer example-change-me"})
+with urllib.request.urlopen(req, timeout=300) as r:
+    sys.stdout.write(r.read().decode())
+EOF
+}
+same() { # same CASE A B: projections equal byte for byte
+	if $PY "$tmp/proj.py" "$2" >"$2.p" 2>>"$tmp/proj.log" &&
+	   $PY "$tmp/proj.py" "$3" >"$3.p" 2>>"$tmp/proj.log" &&
+	   [ -s "$2.p" ] && cmp -s "$2.p" "$3.p"; then
+		ok "$1 ($(wc -c <"$2.p") bytes of samples, answer $(sed -n 's/.*"answer":\("[^"]*"\|null\),"samples".*/\1/p' "$2.p"))"
+	else
+		bad "$1: $2.p and $3.p differ"
+	fi
+}
+QN="Mia has 45 stickers. She gives 12 to her brother and then buys 3 packs of 8. How many stickers does she have now?"
+MODEL=models/arith.gguf
+timeout 300 "$Q" run --model "$MODEL" --json -n 8 --max-new-tokens 64 --seed 11 \
+	--stop none "$QN" >"$tmp/run.json" 2>"$tmp/run.log" || bad "quorum run"
+post "$tmp/http.json" "{\"model\":\"x\",\"n\":8,\"max_tokens\":64,\"seed\":11,\"messages\":[{\"role\":\"user\",\"content\":\"$QN\"}]}" ||
+	bad "POST /v1/chat/completions: $(tail -n 2 "$tmp/http.json.log")"
+same "gateway reply = quorum run" "$tmp/run.json" "$tmp/http.json"
+timeout 300 "$Q" ask --endpoint "$EP" --timeout 120 --json -n 8 \
+	--max-new-tokens 64 --seed 11 --stop none "$QN" >"$tmp/ask.json" 2>"$tmp/ask.log" ||
+	bad "quorum ask"
+same "quorum ask reply = quorum run" "$tmp/run.json" "$tmp/ask.json"
+
+# ---- a worker pod deleted mid-request -------------------------------------------------
+Q2="A farmer has 17 sheep and buys 23 more. Then he sells 9 of them. How many sheep are there?"
+timeout 300 "$Q" run --model "$MODEL" --json -n 16 --max-new-tokens 96 --seed 5 \
+	--temperature 1 --stop none "$Q2" >"$tmp/run2.json" 2>"$tmp/run2.log" || bad "quorum run (2)"
+post "$tmp/http2.json" "{\"model\":\"x\",\"n\":16,\"max_tokens\":96,\"seed\":5,\"temperature\":1,\"messages\":[{\"role\":\"user\",\"content\":\"$Q2\"}]}" &
+bg=$!
+# in flight: some worker holds busy slots; then its pod goes
+i=0; busy=0
+while [ $i -lt 400 ]; do
+	busy=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
+		awk '$1 ~ /^quorum-worker-1-/ && $5 > 0 {n++} END {print n + 0}')
+	[ "$busy" -gt 0 ] && break
+	kill -0 "$bg" 2>/dev/null || break
+	sleep 0.05; i=$((i + 1))
+done
+if [ "$busy" -gt 0 ]; then
+	# a pod's deletion in Kubernetes takes its emptyDir with it
+	timeout 60 "$PODMAN" pod rm -f -t 0 quorum-worker-1 >"$tmp/rm.log" 2>&1 &&
+		"$PODMAN" volume rm -f quorum-worker-1-shm >>"$tmp/rm.log" 2>&1 &&
+		ok "worker pod quorum-worker-1 deleted while it decoded samples" ||
+		bad "podman pod rm: $(tail -n 2 "$tmp/rm.log")"
+else
+	bad "the request never reached quorum-worker-1's workers"
+fi
+wait "$bg" || bad "POST during the deletion: $(tail -n 2 "$tmp/http2.json.log")"
+bg=""
+same "reply after losing a worker pod = quorum run" "$tmp/run2.json" "$tmp/http2.json"
+nw=$("$Q" status --endpoint "$EP" --timeout 2 2>/dev/null |
+	sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+[ "${nw:-0}" -eq 2 ] && ok "the coordinator dropped the pod's 2 workers" ||
+	bad "workers after the deletion: ${nw:-none}, want 2"
+
+# ---- down: nothing left ---------------------------------------------------------------
+t0=$(date +%s)
+# the deleted pod is gone already (podman's kube down stops at a pod it
+# cannot find): down the rest of the same manifests
+$PY -c 'import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1]))
+        if d["metadata"]["name"] != "quorum-worker-1"]
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)' \
+	"$tmp/play.yaml" "$tmp/down.yaml"
+timeout 120 "$PODMAN" kube down "$tmp/down.yaml" >"$tmp/down.log" 2>&1 ||
+	bad "podman kube down: $(tail -n 3 "$tmp/down.log")"
+played=""
+"$PODMAN" volume rm -f "$vol" >/dev/null 2>&1 || bad "podman volume rm $vol"
+# podman 4.3 keeps the volume it made of a ConfigMap after kube down
+# (Kubernetes has no such volume): those, and only those, go here
+for cm in $(cm_names); do
+	"$PODMAN" volume exists "$cm" 2>/dev/null &&
+		"$PODMAN" volume rm -f "$cm" >/dev/null 2>&1 &&
+		echo "note: removed podman's ConfigMap volume $cm (kept by podman 4.3's kube down)"
+done
+left=""
+for p in quorum-coordinator-pod-0 quorum-gateway-pod-0 quorum-worker-0 quorum-worker-1; do
+	"$PODMAN" pod exists "$p" 2>/dev/null && left="$left pod:$p"
+done
+"$PODMAN" ps -a --format '{{.Names}}' >"$tmp/ctr-after"
+"$PODMAN" volume ls --format '{{.Name}}' >"$tmp/vol-after"
+for c in $(comm -13 "$tmp/ctr-before" "$tmp/ctr-after" 2>/dev/null); do left="$left container:$c"; done
+for v in $(comm -13 "$tmp/vol-before" "$tmp/vol-after" 2>/dev/null); do left="$left volume:$v"; done
+for f in /dev/shm/*"$name"*; do [ -e "$f" ] && left="$left shm:$f"; done
+[ -z "$left" ] && ok "kube down in $(($(date +%s) - t0)) s: no pod, container, volume or shm segment left" ||
+	bad "left after kube down:$left"
+
+echo "k8s_e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
