@@ -1,9 +1,12 @@
 /*
- * kern_impl — internal to kern*.c: the per-ISA operation table and the
- * constants that every code path must share bit for bit.
+ * kern_impl — the kernels' internal header: the per-ISA operation table
+ * (struct kern_ops), one matmul call's arguments (struct kern_mm), and the
+ * names each ISA's files export into the tables. Not for use outside
+ * kernels/ (and the kernel tests, which install emulated tables).
  *
- * implements: dispatch seam between kern.c (scalar reference, dispatch)
- * and kern_avx2.c / kern_avx512.c.
+ * implements: the dispatch seam between kern.c (scalar reference and
+ * dispatch) and x86/: kern_avx2.c, kern_avx512.c (float kernels and
+ * tables), kern_int_avx2.c (integer matmul, once per ISA).
  */
 #ifndef QUORUM_KERN_IMPL_H
 #define QUORUM_KERN_IMPL_H
@@ -12,23 +15,6 @@
 #include <stdint.h>
 
 #include "format/quant.h"
-
-/* kern_expf: x is clamped to [EXP_LO, EXP_HI] (exp(EXP_LO) rounds to 0,
- * exp(EXP_HI) overflows), n = rint(x * log2e), r = x - n*ln2 (two fmas,
- * Cody-Waite), p(r) = Taylor polynomial of degree 7 by Horner with fmas,
- * result = (p * 2^n1) * 2^n2 with n1 = floor(n/2), n2 = n - n1 (the first
- * product is exact, the second rounds once, also into the subnormals). */
-#define KERN_EXP_LO (-104.0f)
-#define KERN_EXP_HI 89.0f
-#define KERN_LOG2E 0x1.715476p+0f
-#define KERN_LN2_HI 0x1.62e430p-1f
-#define KERN_LN2_LO (-0x1.05c610p-29f)
-#define KERN_EXP_C7 (1.0f / 5040.0f)
-#define KERN_EXP_C6 (1.0f / 720.0f)
-#define KERN_EXP_C5 (1.0f / 120.0f)
-#define KERN_EXP_C4 (1.0f / 24.0f)
-#define KERN_EXP_C3 (1.0f / 6.0f)
-#define KERN_EXP_C2 0.5f
 
 /* One kern_matmul call; a backend computes columns [j0, j1) for all M. */
 struct kern_mm {

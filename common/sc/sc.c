@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "engine/fwd.h"
-#include "kernels/kern.h"
+#include "kernels/mathf.h"
 #include "sc/pfx.h"
 #include "qerr.h"
 #include "kernels/tpool.h"
@@ -456,7 +456,7 @@ uint64_t sc_conf_weight(double g)
 
 	if (!(g <= 0)) /* NaN or positive: log-probabilities never are */
 		g = 0;
-	w = (uint64_t)(kern_expf((float)g) * 0x1p32f);
+	w = (uint64_t)(mathf_exp((float)g) * 0x1p32f);
 	return w > STOP_WEIGHT_ONE ? STOP_WEIGHT_ONE : w;
 }
 

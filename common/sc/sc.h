@@ -128,7 +128,7 @@ typedef struct {
 				* all when shorter) */
 	uint64_t weight;       /* its weight in a confidence vote:
 				* exp(group_conf) in units of 2^-32
-				* (kern_expf), in [0, STOP_WEIGHT_ONE] */
+				* (mathf_exp), in [0, STOP_WEIGHT_ONE] */
 	/* With sc_params.logprobs, per drawn token i < n_token_lp (the
 	 * end token included): token_lp[i], its log-probability as summed
 	 * into mean_logprob, and token_off[i], the byte of text where its
@@ -204,7 +204,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 void sc_result_fini(sc_result *r);
 
 /* A sample's weight in a confidence vote from its group confidence:
- * exp(g) (kern_expf, float) in units of 2^-32, in [0, STOP_WEIGHT_ONE]
+ * exp(g) (mathf_exp, float) in units of 2^-32, in [0, STOP_WEIGHT_ONE]
  * — the same bits wherever it is computed (the coordinator does). */
 uint64_t sc_conf_weight(double group_conf);
 int sc_vote_parse(const char *s);      /* -1 when unknown */

@@ -12,9 +12,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "format/gguf.h"
+#include "format/ggml.h"
+#include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
+#include "kernels/mathf.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define PF_ROWS 16
@@ -45,8 +47,8 @@ INLINE float wscalar(const void *row, uint32_t wt, int k)
 	if (wt == GGML_TYPE_F32)
 		return ((const float *)row)[k];
 	if (wt == GGML_TYPE_F16)
-		return kern_f16_to_f32(((const uint16_t *)row)[k]);
-	return kern_bf16_to_f32(((const uint16_t *)row)[k]);
+		return half_f16_to_f32(((const uint16_t *)row)[k]);
+	return half_bf16_to_f32(((const uint16_t *)row)[k]);
 }
 
 INLINE float finish(float *acc, const float *x, const void *row, uint32_t wt,
@@ -94,18 +96,18 @@ INLINE __m256 wload(const void *row, uint32_t wt, int k)
 
 INLINE __m256 exp8(__m256 x)
 {
-	__m256 xc = _mm256_max_ps(x, _mm256_set1_ps(KERN_EXP_LO));
-	xc = _mm256_min_ps(xc, _mm256_set1_ps(KERN_EXP_HI));
-	__m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(KERN_LOG2E)),
+	__m256 xc = _mm256_max_ps(x, _mm256_set1_ps(MATHF_EXP_LO));
+	xc = _mm256_min_ps(xc, _mm256_set1_ps(MATHF_EXP_HI));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(MATHF_LOG2E)),
 				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN_LN2_HI), xc);
-	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN_LN2_LO), r);
-	__m256 p = _mm256_set1_ps(KERN_EXP_C7);
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_C6));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_C5));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_C4));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_C3));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_C2));
+	__m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-MATHF_LN2_HI), xc);
+	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-MATHF_LN2_LO), r);
+	__m256 p = _mm256_set1_ps(MATHF_EXP_C7);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MATHF_EXP_C6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MATHF_EXP_C5));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MATHF_EXP_C4));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MATHF_EXP_C3));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(MATHF_EXP_C2));
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
 	__m256i ni = _mm256_cvtps_epi32(n);
@@ -468,7 +470,7 @@ static void v_silu_mul(float *g, const float *u, int n)
 	}
 	for (; i < n; i++) {
 		float v = g[i];
-		g[i] = (v / (1.0f + kern_expf(-v))) * u[i];
+		g[i] = (v / (1.0f + mathf_exp(-v))) * u[i];
 	}
 }
 
@@ -502,7 +504,7 @@ static void v_softmax(float *x, int n)
 	_mm256_storeu_ps(acc, lo);
 	_mm256_storeu_ps(acc + 8, hi);
 	for (int l = 0; i + l < n; l++) {
-		x[i + l] = kern_expf(x[i + l] - mx);
+		x[i + l] = mathf_exp(x[i + l] - mx);
 		acc[l] = acc[l] + x[i + l];
 	}
 	float s = tree16(acc);
@@ -532,7 +534,7 @@ static void v_axpy_f16(float *y, float a, const uint16_t *x, int n)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, wload(x, GGML_TYPE_F16, i),
 							_mm256_loadu_ps(y + i)));
 	for (; i < n; i++)
-		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
+		y[i] = fmaf(a, half_f16_to_f32(x[i]), y[i]);
 }
 
 /* ---- attention: query heads that share one KV head --------------------- */
@@ -625,7 +627,7 @@ INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 	for (; e + 8 <= n; e += 8)
 		_mm256_storeu_ps(buf + e, wload(h, GGML_TYPE_F16, e));
 	for (; e < n; e++)
-		buf[e] = kern_f16_to_f32(h[e]);
+		buf[e] = half_f16_to_f32(h[e]);
 	return buf;
 }
 
@@ -812,7 +814,7 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 						 _MM_FROUND_TO_NEAREST_INT |
 							 _MM_FROUND_NO_EXC));
 	for (; i < n; i++)
-		out[i] = kern_f32_to_f16(x[i]);
+		out[i] = half_f32_to_f16(x[i]);
 }
 
 const struct kern_ops kern_ops_avx2 = {

@@ -10,9 +10,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "format/gguf.h"
+#include "format/ggml.h"
+#include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
+#include "kernels/mathf.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define PF_ROWS 16
@@ -44,8 +46,8 @@ INLINE float wscalar(const void *row, uint32_t wt, int k)
 	if (wt == GGML_TYPE_F32)
 		return ((const float *)row)[k];
 	if (wt == GGML_TYPE_F16)
-		return kern_f16_to_f32(((const uint16_t *)row)[k]);
-	return kern_bf16_to_f32(((const uint16_t *)row)[k]);
+		return half_f16_to_f32(((const uint16_t *)row)[k]);
+	return half_bf16_to_f32(((const uint16_t *)row)[k]);
 }
 
 /* Lanes of a partial last chunk [kfull, K), then the tree. */
@@ -93,19 +95,19 @@ INLINE __m512 wload(const void *row, uint32_t wt, int k)
 
 INLINE __m512 exp16(__m512 x)
 {
-	__m512 xc = _mm512_max_ps(x, _mm512_set1_ps(KERN_EXP_LO));
-	xc = _mm512_min_ps(xc, _mm512_set1_ps(KERN_EXP_HI));
+	__m512 xc = _mm512_max_ps(x, _mm512_set1_ps(MATHF_EXP_LO));
+	xc = _mm512_min_ps(xc, _mm512_set1_ps(MATHF_EXP_HI));
 	__m512 n = _mm512_roundscale_ps(
-		_mm512_mul_ps(xc, _mm512_set1_ps(KERN_LOG2E)),
+		_mm512_mul_ps(xc, _mm512_set1_ps(MATHF_LOG2E)),
 		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN_LN2_HI), xc);
-	r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KERN_LN2_LO), r);
-	__m512 p = _mm512_set1_ps(KERN_EXP_C7);
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_C6));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_C5));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_C4));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_C3));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_C2));
+	__m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-MATHF_LN2_HI), xc);
+	r = _mm512_fmadd_ps(n, _mm512_set1_ps(-MATHF_LN2_LO), r);
+	__m512 p = _mm512_set1_ps(MATHF_EXP_C7);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MATHF_EXP_C6));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MATHF_EXP_C5));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MATHF_EXP_C4));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MATHF_EXP_C3));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(MATHF_EXP_C2));
 	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
 	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
 	__m512i ni = _mm512_cvtps_epi32(n);
@@ -489,7 +491,7 @@ static void v_silu_mul(float *g, const float *u, int n)
 	}
 	for (; i < n; i++) {
 		float v = g[i];
-		g[i] = (v / (1.0f + kern_expf(-v))) * u[i];
+		g[i] = (v / (1.0f + mathf_exp(-v))) * u[i];
 	}
 }
 
@@ -520,7 +522,7 @@ static void v_softmax(float *x, int n)
 	float acc[16];
 	_mm512_storeu_ps(acc, sum);
 	for (int l = 0; i + l < n; l++) {
-		x[i + l] = kern_expf(x[i + l] - mx);
+		x[i + l] = mathf_exp(x[i + l] - mx);
 		acc[l] = acc[l] + x[i + l];
 	}
 	float s = tree16(acc);
@@ -550,7 +552,7 @@ static void v_axpy_f16(float *y, float a, const uint16_t *x, int n)
 		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, wload(x, GGML_TYPE_F16, i),
 							_mm512_loadu_ps(y + i)));
 	for (; i < n; i++)
-		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
+		y[i] = fmaf(a, half_f16_to_f32(x[i]), y[i]);
 }
 
 static void v_row_f32(const void *row, uint32_t wt, int K, float *out)
@@ -590,7 +592,7 @@ static void v_f32_to_f16_row(const float *x, uint16_t *out, int n)
 						    _MM_FROUND_TO_NEAREST_INT |
 							    _MM_FROUND_NO_EXC));
 	for (; i < n; i++)
-		out[i] = kern_f32_to_f16(x[i]);
+		out[i] = half_f32_to_f16(x[i]);
 }
 
 /* the float kernels of both AVX-512 tables */
