@@ -5,8 +5,9 @@
  * kernels/ (and the kernel tests, which install emulated tables).
  *
  * implements: the dispatch seam between kern.c (scalar reference and
- * dispatch) and x86/: kern_avx2.c, kern_avx512.c (float kernels and
- * tables), kern_int_avx2.c (integer matmul, once per ISA).
+ * dispatch) and x86/: kern_float.c (float kernels, once per width),
+ * kern_int_avx2.c (integer matmul, once per ISA), kern_avx2.c
+ * (attention, the AVX2 table), kern_avx512.c (the AVX-512 tables).
  */
 #ifndef QUORUM_KERN_IMPL_H
 #define QUORUM_KERN_IMPL_H
@@ -73,6 +74,28 @@ struct kern_ops {
 KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)
+
+/* kern_float.c's float kernels, built at 8 lanes (kern_avx2_*, AVX2) and
+ * at 16 (kern_avx512_*, AVX-512), and their entries of an ops table. */
+#define KERN_FLOAT_FNS(p)                                                   \
+	float p##dot(const float *a, const float *b, int n);                \
+	float p##dot_f16(const float *a, const uint16_t *b, int n);         \
+	void p##matmul(const struct kern_mm *mm, int j0, int j1);           \
+	void p##rmsnorm(const float *x, const float *w, int n, float eps,   \
+			float *out);                                        \
+	void p##silu_mul(float *g, const float *u, int n);                  \
+	void p##softmax(float *x, int n);                                   \
+	void p##axpy(float *y, float a, const float *x, int n);             \
+	void p##axpy_f16(float *y, float a, const uint16_t *x, int n);      \
+	void p##row_f32(const void *row, uint32_t wtype, int K, float *out); \
+	void p##f32_to_f16_row(const float *x, uint16_t *out, int n);
+KERN_FLOAT_FNS(kern_avx2_)
+KERN_FLOAT_FNS(kern_avx512_)
+#define KERN_FLOAT_OPS(p)                                                   \
+	.dot = p##dot, .dot_f16 = p##dot_f16, .matmul = p##matmul,          \
+	.rmsnorm = p##rmsnorm, .silu_mul = p##silu_mul,                     \
+	.softmax = p##softmax, .axpy = p##axpy, .axpy_f16 = p##axpy_f16,    \
+	.row_f32 = p##row_f32, .f32_to_f16_row = p##f32_to_f16_row,
 
 /* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
 void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,

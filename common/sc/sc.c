@@ -1,3 +1,9 @@
+/*
+ * sc — self-consistency in one process (see sc.h): prefill once, fork N
+ * samples, decode them in batched lockstep, extract answers, vote. Called
+ * by the CLI, the worker and the coordinator. The confidence weight
+ * exp(g) is mathf_exp (kernels/mathf.h), the same bits on every host.
+ */
 #include "sc/sc.h"
 
 #include <math.h>

@@ -9,6 +9,10 @@
  * two builds give the same bits. Tests build it a third time for AVX2
  * with vpdpbusd emulated by widening products (KERN_INT_VNNI = 2), which
  * checks the VNNI build's code paths on a CPU without VNNI.
+ *
+ * Its kern_avx2_* / kern_vnni_* functions (kern_impl.h's KERN_INT_FNS)
+ * fill the integer entries of the ops tables in kern_avx2.c and
+ * kern_avx512.c; f16 scales go through format/half.h.
  */
 #include <float.h>
 #include <immintrin.h>
