@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,13 @@ const int8_t quant_iq4nl_values[16] = {
 	1, 13, 25, 38, 53, 69, 89, 113,
 };
 
-/* Per quantized type: dot-product unit, byte offsets of the f16 scale and
+/* The float weight types, in the order quant_supported_list names them. */
+static const uint32_t floats[] = {GGML_TYPE_F32, GGML_TYPE_F16,
+				  GGML_TYPE_BF16};
+#define N_FLOATS (int)(sizeof(floats) / sizeof(floats[0]))
+
+/* Per quantized type (in the order quant_supported_list names them):
+ * dot-product unit, byte offsets of the f16 scale and
  * of the f16 minimum (-1: none); names and block sizes are ggml.h's. */
 static const struct qtype {
 	uint32_t type;
@@ -31,12 +38,12 @@ static const struct qtype {
 	{GGML_TYPE_Q5_0, 32, 0, -1},
 	{GGML_TYPE_Q5_1, 32, 0, 2},
 	{GGML_TYPE_Q8_0, 32, 0, -1},
-	{GGML_TYPE_IQ4_NL, 32, 0, -1},
 	{GGML_TYPE_Q2_K, QK_K, 80, 82},
 	{GGML_TYPE_Q3_K, QK_K, 108, -1},
 	{GGML_TYPE_Q4_K, QK_K, 0, 2},
 	{GGML_TYPE_Q5_K, QK_K, 0, 2},
 	{GGML_TYPE_Q6_K, QK_K, 208, -1},
+	{GGML_TYPE_IQ4_NL, 32, 0, -1},
 	{GGML_TYPE_IQ4_XS, QK_K, 0, -1},
 };
 #define N_QTYPES (int)(sizeof(qtypes) / sizeof(qtypes[0]))
@@ -59,10 +66,25 @@ int quant_weight_ok(uint32_t type)
 	return ggml_block_bytes(type) != 0;
 }
 
+static char supported[128];
+static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
+
+/* "F32, F16, BF16, Q4_0, ...": the names of ggml.h's table. */
+static void supported_fill(void)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < N_FLOATS + N_QTYPES; i++)
+		n += (size_t)snprintf(supported + n, sizeof(supported) - n,
+				      "%s%s", i ? ", " : "",
+				      ggml_type_name(i < N_FLOATS ? floats[i] :
+						     qtypes[i - N_FLOATS].type));
+}
+
 const char *quant_supported_list(void)
 {
-	return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
-	       "Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+	pthread_once(&supported_once, supported_fill);
+	return supported;
 }
 
 int quant_unit(uint32_t type)
@@ -74,8 +96,6 @@ int quant_unit(uint32_t type)
 
 int quant_type_from_name(const char *name)
 {
-	static const uint32_t ftypes[] = {GGML_TYPE_F32, GGML_TYPE_F16,
-					  GGML_TYPE_BF16};
 	char up[16];
 	size_t i;
 
@@ -84,9 +104,9 @@ int quant_type_from_name(const char *name)
 	if (name[i])
 		return -1;
 	up[i] = 0;
-	for (i = 0; i < 3; i++)
-		if (!strcmp(up, ggml_type_name(ftypes[i])))
-			return (int)ftypes[i];
+	for (i = 0; i < N_FLOATS; i++)
+		if (!strcmp(up, ggml_type_name(floats[i])))
+			return (int)floats[i];
 	for (int t = 0; t < N_QTYPES; t++)
 		if (!strcmp(up, ggml_type_name(qtypes[t].type)))
 			return (int)qtypes[t].type;
