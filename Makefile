@@ -31,10 +31,17 @@ VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni -DKERN_INT_VNNI=1 \
 		-fno-sanitize=undefined
 VNNI_EMU_FLAGS := $(AVX2_FLAGS) -DKERN_INT_VNNI=2 -fno-sanitize=undefined
 
-COMMON_SRC := $(sort $(wildcard common/*.c common/*/*.c common/*/*/*.c))
+# kern_float.c, the float kernels written once against kern_vec.h's width
+# mappings, is built once per vector width: kern_float_avx2.o (8 lanes)
+# and kern_float_avx512.o (16), each with its ISA's flags
+KERN_FLOAT := $(KERN_X86)/kern_float.c
+KERN_FLOAT_OBJ := $(KERN_X86)/kern_float_avx2.o $(KERN_X86)/kern_float_avx512.o
+
+COMMON_SRC := $(filter-out $(KERN_FLOAT), \
+		$(sort $(wildcard common/*.c common/*/*.c common/*/*/*.c)))
 PROTO_GEN  := $(B)/proto/quorum.pb-c.c $(B)/proto/quorum.pb-c.h
 COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/$(KERN_X86)/kern_int_vnni.o \
-	      $(B)/proto/quorum.pb-c.o
+	      $(KERN_FLOAT_OBJ:%=$(B)/%) $(B)/proto/quorum.pb-c.o
 COORD_SRC  := $(sort $(wildcard coordinator/*.c))
 COORD_OBJ  := $(COORD_SRC:%.c=$(B)/obj/%.o)
 WORKER_SRC := $(sort $(wildcard worker/*.c))
@@ -74,6 +81,13 @@ $(B)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# (the ISA flags come from the %_avx2.o / %_avx512.o rules above)
+%/kern_float_avx2.o: KERN_VEC_W = 8
+%/kern_float_avx512.o: KERN_VEC_W = 16
+$(KERN_FLOAT_OBJ:%=$(B)/%): $(B)/$(KERN_X86)/kern_float_%.o: $(KERN_FLOAT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DKERN_VEC_W=$(KERN_VEC_W) -c $< -o $@
 
 # the programs $(B)/coordinator and $(B)/worker are files: objects go aside
 $(B)/obj/%.o: %.c
@@ -309,7 +323,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
 		-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
 FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/$(KERN_X86)/kern_int_vnni.o \
-		$(FB)/proto/quorum.pb-c.o
+		$(KERN_FLOAT_OBJ:%=$(FB)/%) $(FB)/proto/quorum.pb-c.o
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
 ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
@@ -334,6 +348,11 @@ $(FB)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
 $(FB)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(FUZZ_ISA) -c $< -o $@
+
+$(KERN_FLOAT_OBJ:%=$(FB)/%): $(FB)/$(KERN_X86)/kern_float_%.o: $(KERN_FLOAT)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(FUZZ_ISA) \
+		-DKERN_VEC_W=$(KERN_VEC_W) -c $< -o $@
 
 $(FB)/proto/quorum.pb-c.o: $(FB)/proto/quorum.pb-c.c
 	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) -c $< -o $@

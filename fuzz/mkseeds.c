@@ -61,8 +61,8 @@ static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 	if (idx < seed_n && quant_is_quant(seed_t[idx].type)) {
 		uint32_t t = seed_t[idx].type;
 		uint64_t k = seed_t[idx].ne0;
-		uint64_t rb = k / (uint64_t)quant_block_elems(t) *
-			      (uint64_t)quant_block_bytes(t);
+		uint64_t rb = k / (uint64_t)ggml_block_elems(t) *
+			      (uint64_t)ggml_block_bytes(t);
 		float *row = malloc(k * sizeof(float));
 
 		if (!row)

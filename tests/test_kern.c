@@ -16,7 +16,9 @@
 #include <time.h>
 
 #include "format/gguf.h"
+#include "format/half.h"
 #include "kernels/kern.h"
+#include "kernels/mathf.h"
 #include "qerr.h"
 #include "format/quant.h"
 #include "kernels/tpool.h"
@@ -122,14 +124,14 @@ static void *make_weights(uint32_t wt, int K, int N)
 				((float *)row)[k] = v;
 				break;
 			case GGML_TYPE_F16:
-				((uint16_t *)row)[k] = kern_f32_to_f16(v);
+				((uint16_t *)row)[k] = half_f32_to_f16(v);
 				break;
 			case GGML_TYPE_BF16:
-				((uint16_t *)row)[k] = kern_f32_to_bf16(v);
+				((uint16_t *)row)[k] = half_f32_to_bf16(v);
 				break;
 			default: {
 				ggml_block_q8_0 *b = (ggml_block_q8_0 *)row + k;
-				b->d = kern_f32_to_f16(0.001f + 0.02f * fabsf(v));
+				b->d = half_f32_to_f16(0.001f + 0.02f * fabsf(v));
 				for (int l = 0; l < 32; l++)
 					b->qs[l] = (int8_t)(rnd32() % 256 - 128);
 			}
@@ -165,18 +167,18 @@ static void test_f16_decode(void **state)
 	float *ref = xmalloc(65536 * 4), *got = xmalloc(65536 * 4);
 	for (int i = 0; i < 65536; i++) {
 		h[i] = (uint16_t)i;
-		ref[i] = kern_f16_to_f32(h[i]);
+		ref[i] = half_f16_to_f32(h[i]);
 		int e = (i >> 10) & 0x1f;
 		if (e != 0x1f) {
 			assert_true((double)ref[i] == f16_value(h[i]));
 			assert_int_equal(f2u(ref[i]) >> 31, (unsigned)i >> 15);
 			/* round trip of every finite half, subnormals too */
-			assert_int_equal(kern_f32_to_f16(ref[i]), i);
+			assert_int_equal(half_f32_to_f16(ref[i]), i);
 		} else if (i & 0x3ff) {
 			assert_true(isnan(ref[i]));
 		} else {
 			assert_true(isinf(ref[i]));
-			assert_int_equal(kern_f32_to_f16(ref[i]), i);
+			assert_int_equal(half_f32_to_f16(ref[i]), i);
 		}
 	}
 	print_isas();
@@ -241,7 +243,7 @@ static void test_f16_encode(void **state)
 	uint16_t *ref = xmalloc(n * 2), *got = xmalloc(n * 2);
 	size_t checked = 0;
 	for (size_t i = 0; i < n; i++) {
-		ref[i] = kern_f32_to_f16(f[i]);
+		ref[i] = half_f32_to_f16(f[i]);
 		if (isnan(f[i])) {
 			assert_true((ref[i] & 0x7c00) == 0x7c00 && (ref[i] & 0x3ff));
 			continue;
@@ -281,10 +283,10 @@ static void test_bf16(void **state)
 {
 	(void)state;
 	for (uint32_t h = 0; h < 65536; h++) {
-		float f = kern_bf16_to_f32((uint16_t)h);
+		float f = half_bf16_to_f32((uint16_t)h);
 		assert_int_equal(f2u(f), h << 16);
 		if (!isnan(f))
-			assert_int_equal(kern_f32_to_bf16(f), h);
+			assert_int_equal(half_f32_to_bf16(f), h);
 	}
 	struct {
 		uint32_t in;
@@ -298,7 +300,7 @@ static void test_bf16(void **state)
 		{0x80000001, 0x8000},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++)
-		assert_int_equal(kern_f32_to_bf16(u2f(cases[i].in)), cases[i].out);
+		assert_int_equal(half_f32_to_bf16(u2f(cases[i].in)), cases[i].out);
 }
 
 /* ---- exp ------------------------------------------------------------------ */
@@ -327,7 +329,7 @@ static void test_expf_accuracy(void **state)
 			if (x < -104.0f)
 				continue;
 			double e = exp((double)x);
-			float got = kern_expf(x);
+			float got = mathf_exp(x);
 			double err = ulp_err(got, e);
 			if (e >= 0x1p-126) {
 				if (err > maxn) {
@@ -339,7 +341,7 @@ static void test_expf_accuracy(void **state)
 			}
 		}
 	}
-	printf("[ INFO     ] kern_expf max error: %.3f ulp normal (at %a), "
+	printf("[ INFO     ] mathf_exp max error: %.3f ulp normal (at %a), "
 	       "%.3f subnormal ulp\n", maxn, worst, maxs);
 	assert_true(maxn <= 2.0);
 	assert_true(maxs <= 1.0);
@@ -405,7 +407,7 @@ static void test_expf_special(void **state)
 		{"smallest", -103.2789f, 0x1p-149f},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		float got = kern_expf(cases[i].x);
+		float got = mathf_exp(cases[i].x);
 		if (isnan(cases[i].want)) {
 			assert_true(isnan(got));
 			continue;
@@ -422,7 +424,7 @@ static void test_expf_special(void **state)
 	/* results are >= 0 and monotone on a fine grid */
 	float prev = 0;
 	for (float x = -110.0f; x < 90.0f; x += 0.001f) {
-		float e = kern_expf(x);
+		float e = mathf_exp(x);
 		assert_true(e >= prev);
 		prev = e;
 	}
@@ -520,7 +522,7 @@ static double ref_err(const struct vcase *c, const float *a, const float *b,
 	case F_DOT_F16: {
 		double s = 0, mag = 0;
 		for (int i = 0; i < n; i++) {
-			double w = c->fn == F_DOT ? b[i] : kern_f16_to_f32(h[i]);
+			double w = c->fn == F_DOT ? b[i] : half_f16_to_f32(h[i]);
 			s += (double)a[i] * w;
 			mag += fabs((double)a[i] * w);
 		}
@@ -564,7 +566,7 @@ static double ref_err(const struct vcase *c, const float *a, const float *b,
 		for (int i = 0; i < n; i++) {
 			double r = c->fn == F_AXPY ?
 					   (double)0.37f * a[i] + b[i] :
-					   (double)-1.7f * kern_f16_to_f32(h[i]) + b[i];
+					   (double)-1.7f * half_f16_to_f32(h[i]) + b[i];
 			double e = fabs(out[i] - r) / (fabs(r) + 1e-30);
 			maxe = e > maxe ? e : maxe;
 		}
@@ -599,7 +601,7 @@ static void test_vector_kernels(void **state)
 		float *b = make_vec((size_t)n, 2.0f);
 		uint16_t *h = xmalloc((size_t)n * 2);
 		for (int i = 0; i < n; i++)
-			h[i] = kern_f32_to_f16(rndf());
+			h[i] = half_f32_to_f16(rndf());
 		void *q8 = make_weights(GGML_TYPE_Q8_0, (n + 31) / 32 * 32, 2);
 		float *ref = xmalloc((size_t)n * 4), *got = xmalloc((size_t)n * 4);
 		int nout = c->fn == F_DOT || c->fn == F_DOT_F16 ? 1 : n;
@@ -869,8 +871,8 @@ static void test_att_kernels(void **state)
 				((float *)k)[e] = a;
 				((float *)v)[e] = b;
 			} else {
-				((uint16_t *)k)[e] = kern_f32_to_f16(a);
-				((uint16_t *)v)[e] = kern_f32_to_f16(b);
+				((uint16_t *)k)[e] = half_f32_to_f16(a);
+				((uint16_t *)v)[e] = half_f32_to_f16(b);
 			}
 		}
 		if (nt > 7 && G > 4) { /* an inf: the sums of row 2 are inf/NaN */

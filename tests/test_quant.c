@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
 #include "engine/model.h"
@@ -66,7 +67,7 @@ static float h16(const uint8_t *p)
 {
 	uint16_t h;
 	memcpy(&h, p, 2);
-	return kern_f16_to_f32(h);
+	return half_f16_to_f32(h);
 }
 
 static void k4_scale_min(int j, const uint8_t *q, int *d, int *m)
@@ -169,7 +170,7 @@ static float ref_elem(uint32_t t, const uint8_t *b, int e)
 /* Random bytes with finite f16 scales at the type's scale fields. */
 static void rand_block(uint32_t t, uint8_t *b)
 {
-	int nb = quant_block_bytes(t);
+	int nb = ggml_block_bytes(t);
 	int off[2] = {-1, -1};
 	for (int i = 0; i < nb; i++)
 		b[i] = (uint8_t)rnd32();
@@ -196,7 +197,7 @@ static void test_dequant_blocks(void **state)
 	(void)state;
 	for (int ti = 0; ti < N_TYPES; ti++) {
 		uint32_t t = types[ti];
-		int be = quant_block_elems(t), bb = quant_block_bytes(t);
+		int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
 		uint8_t *blk = xmalloc((size_t)bb * 8);
 		float *out = xmalloc(sizeof(float) * (size_t)be * 8);
 
@@ -823,7 +824,7 @@ static void corrupt_scales(const char *path, const model *m, uint32_t t)
 {
 	const char *nm = "blk.0.attn_k.weight";
 	const gguf_tensor *te = gguf_find_tensor(m->gguf, nm);
-	int d, mo, bb = quant_block_bytes(t), nb = 256 / quant_block_elems(t);
+	int d, mo, bb = ggml_block_bytes(t), nb = 256 / ggml_block_elems(t);
 	int blk = nb - 1;
 	uint16_t inf16 = 0x7c00, nan16 = 0xfe00;
 	char want[64];

@@ -1,3 +1,8 @@
+/*
+ * gguf — the GGUF v3 reader (mmap, every length, count and offset
+ * checked against the file size) and writer (see gguf.h for the layout).
+ * Tensor sizes come from ggml.h's type table.
+ */
 #include "format/gguf.h"
 
 #include <errno.h>
@@ -10,7 +15,6 @@
 #include <unistd.h>
 
 #include "qerr.h"
-#include "format/quant.h"
 
 /* Caps on untrusted counts: generous for real models, small enough that a
  * corrupt header cannot make us allocate absurd amounts. */
@@ -188,34 +192,6 @@ static int read_kv(cursor *c, gguf_kv *kv)
 	for (uint64_t i = 0; i < kv->arr_n && !c->err; i++)
 		kv->arr_str[i] = cur_str(c, "string array element");
 	return c->err;
-}
-
-uint64_t ggml_row_bytes(uint32_t type, uint64_t n)
-{
-	uint64_t be = (uint64_t)quant_block_elems(type);
-	uint64_t bb = (uint64_t)quant_block_bytes(type);
-
-	if (!quant_weight_ok(type) || n % be)
-		return 0;
-	return n / be <= UINT64_MAX / bb ? n / be * bb : 0;
-}
-
-const char *ggml_type_name(uint32_t type)
-{
-	static const char *const names[] = {
-		[0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1",
-		[6] = "Q5_0", [7] = "Q5_1", [8] = "Q8_0", [9] = "Q8_1",
-		[10] = "Q2_K", [11] = "Q3_K", [12] = "Q4_K", [13] = "Q5_K",
-		[14] = "Q6_K", [15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS",
-		[18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
-		[21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8",
-		[25] = "I16", [26] = "I32", [27] = "I64", [28] = "F64",
-		[29] = "IQ1_M", [30] = "BF16", [34] = "TQ1_0", [35] = "TQ2_0",
-		[39] = "MXFP4", [40] = "NVFP4", [41] = "Q1_0", [42] = "Q2_0",
-	};
-	if (type < sizeof(names) / sizeof(names[0]) && names[type])
-		return names[type];
-	return "unknown";
 }
 
 const char *gguf_vtype_name(uint32_t t)

@@ -17,12 +17,19 @@
  * share the page cache) and validates everything against the file size:
  * every length, count and offset. All strings and tensor data returned
  * point into the mapping and live until gguf_close().
+ *
+ * Owns the file format only (header, key/values, tensor infos, the
+ * writer); the tensor types, their names and sizes are ggml.h's table.
+ * Users: the model loader (engine/model.c), the tokenizers (text/), the
+ * quantize and mkmodel tools, the coordinator (model metadata).
  */
 #ifndef QUORUM_GGUF_H
 #define QUORUM_GGUF_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "format/ggml.h" /* the tensor types */
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_VERSION 3
@@ -34,36 +41,6 @@ enum gguf_vtype {
 	GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_UINT64 = 10, GGUF_INT64 = 11,
 	GGUF_FLOAT64 = 12, GGUF_VTYPE_COUNT_
 };
-
-/* ggml tensor types (ggml.h numbering); quant.h says which ones weights
- * may use and defines their blocks. */
-enum ggml_type {
-	GGML_TYPE_F32 = 0,
-	GGML_TYPE_F16 = 1,
-	GGML_TYPE_Q4_0 = 2,
-	GGML_TYPE_Q4_1 = 3,
-	GGML_TYPE_Q5_0 = 6,
-	GGML_TYPE_Q5_1 = 7,
-	GGML_TYPE_Q8_0 = 8,
-	GGML_TYPE_Q8_1 = 9,
-	GGML_TYPE_Q2_K = 10,
-	GGML_TYPE_Q3_K = 11,
-	GGML_TYPE_Q4_K = 12,
-	GGML_TYPE_Q5_K = 13,
-	GGML_TYPE_Q6_K = 14,
-	GGML_TYPE_Q8_K = 15,
-	GGML_TYPE_IQ2_XXS = 16,
-	GGML_TYPE_IQ4_NL = 20,
-	GGML_TYPE_IQ4_XS = 23,
-	GGML_TYPE_BF16 = 30,
-	GGML_TYPE_TQ1_0 = 34,
-};
-
-#define GGML_QK8_0 32 /* Q8_0 block: f16 scale d + 32 x int8; w = d * q */
-typedef struct {
-	uint16_t d;
-	int8_t qs[GGML_QK8_0];
-} ggml_block_q8_0;
 
 /* A string inside the mapping: NOT NUL-terminated. */
 typedef struct {
@@ -136,10 +113,6 @@ int gguf_get_arr(const gguf_file *g, const char *key, uint32_t elem_type,
 /* 1 when s equals the NUL-terminated c. */
 int gguf_str_eq(gguf_str s, const char *c);
 
-/* Bytes of n elements of a weight type in a row (n % block size == 0), or
- * 0 for types we cannot use / bad n. */
-uint64_t ggml_row_bytes(uint32_t type, uint64_t n);
-const char *ggml_type_name(uint32_t type);
 const char *gguf_vtype_name(uint32_t type);
 
 /* ---- writer ---------------------------------------------------------- */

@@ -10,50 +10,43 @@
 #include <ctype.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/kern.h"
+#include "format/half.h"
 
 const int8_t quant_iq4nl_values[16] = {
 	-127, -104, -83, -65, -49, -35, -22, -10,
 	1, 13, 25, 38, 53, 69, 89, 113,
 };
 
-/* Per type: block elements and bytes, dot-product unit, byte offsets of
- * the f16 scale and of the f16 minimum (-1: none). */
+/* The float weight types, in the order quant_supported_list names them. */
+static const uint32_t floats[] = {GGML_TYPE_F32, GGML_TYPE_F16,
+				  GGML_TYPE_BF16};
+#define N_FLOATS (int)(sizeof(floats) / sizeof(floats[0]))
+
+/* Per quantized type (in the order quant_supported_list names them):
+ * dot-product unit, byte offsets of the f16 scale and
+ * of the f16 minimum (-1: none); names and block sizes are ggml.h's. */
 static const struct qtype {
 	uint32_t type;
-	const char *name;
-	int blck, bytes, unit, d_off, m_off;
+	int unit, d_off, m_off;
 } qtypes[] = {
-	{GGML_TYPE_Q4_0, "Q4_0", 32, 18, 32, 0, -1},
-	{GGML_TYPE_Q4_1, "Q4_1", 32, 20, 32, 0, 2},
-	{GGML_TYPE_Q5_0, "Q5_0", 32, 22, 32, 0, -1},
-	{GGML_TYPE_Q5_1, "Q5_1", 32, 24, 32, 0, 2},
-	{GGML_TYPE_Q8_0, "Q8_0", 32, 34, 32, 0, -1},
-	{GGML_TYPE_IQ4_NL, "IQ4_NL", 32, 18, 32, 0, -1},
-	{GGML_TYPE_Q2_K, "Q2_K", QK_K, 84, QK_K, 80, 82},
-	{GGML_TYPE_Q3_K, "Q3_K", QK_K, 110, QK_K, 108, -1},
-	{GGML_TYPE_Q4_K, "Q4_K", QK_K, 144, QK_K, 0, 2},
-	{GGML_TYPE_Q5_K, "Q5_K", QK_K, 176, QK_K, 0, 2},
-	{GGML_TYPE_Q6_K, "Q6_K", QK_K, 210, QK_K, 208, -1},
-	{GGML_TYPE_IQ4_XS, "IQ4_XS", QK_K, 136, QK_K, 0, -1},
+	{GGML_TYPE_Q4_0, 32, 0, -1},
+	{GGML_TYPE_Q4_1, 32, 0, 2},
+	{GGML_TYPE_Q5_0, 32, 0, -1},
+	{GGML_TYPE_Q5_1, 32, 0, 2},
+	{GGML_TYPE_Q8_0, 32, 0, -1},
+	{GGML_TYPE_Q2_K, QK_K, 80, 82},
+	{GGML_TYPE_Q3_K, QK_K, 108, -1},
+	{GGML_TYPE_Q4_K, QK_K, 0, 2},
+	{GGML_TYPE_Q5_K, QK_K, 0, 2},
+	{GGML_TYPE_Q6_K, QK_K, 208, -1},
+	{GGML_TYPE_IQ4_NL, 32, 0, -1},
+	{GGML_TYPE_IQ4_XS, QK_K, 0, -1},
 };
 #define N_QTYPES (int)(sizeof(qtypes) / sizeof(qtypes[0]))
-
-_Static_assert(sizeof(ggml_block_q4_0) == 18, "q4_0");
-_Static_assert(sizeof(ggml_block_q4_1) == 20, "q4_1");
-_Static_assert(sizeof(ggml_block_q5_0) == 22, "q5_0");
-_Static_assert(sizeof(ggml_block_q5_1) == 24, "q5_1");
-_Static_assert(sizeof(ggml_block_q8_0) == 34, "q8_0");
-_Static_assert(sizeof(ggml_block_iq4_nl) == 18, "iq4_nl");
-_Static_assert(sizeof(ggml_block_q2_K) == 84, "q2_K");
-_Static_assert(sizeof(ggml_block_q3_K) == 110, "q3_K");
-_Static_assert(sizeof(ggml_block_q4_K) == 144, "q4_K");
-_Static_assert(sizeof(ggml_block_q5_K) == 176, "q5_K");
-_Static_assert(sizeof(ggml_block_q6_K) == 210, "q6_K");
-_Static_assert(sizeof(ggml_block_iq4_xs) == 136, "iq4_xs");
 
 static const struct qtype *qt(uint32_t type)
 {
@@ -70,38 +63,28 @@ int quant_is_quant(uint32_t type)
 
 int quant_weight_ok(uint32_t type)
 {
-	return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 ||
-	       type == GGML_TYPE_BF16 || quant_is_quant(type);
+	return ggml_block_bytes(type) != 0;
+}
+
+static char supported[128];
+static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
+
+/* "F32, F16, BF16, Q4_0, ...": the names of ggml.h's table. */
+static void supported_fill(void)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < N_FLOATS + N_QTYPES; i++)
+		n += (size_t)snprintf(supported + n, sizeof(supported) - n,
+				      "%s%s", i ? ", " : "",
+				      ggml_type_name(i < N_FLOATS ? floats[i] :
+						     qtypes[i - N_FLOATS].type));
 }
 
 const char *quant_supported_list(void)
 {
-	return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
-	       "Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
-}
-
-int quant_block_elems(uint32_t type)
-{
-	const struct qtype *t = qt(type);
-
-	if (t)
-		return t->blck;
-	return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 ||
-	       type == GGML_TYPE_BF16;
-}
-
-int quant_block_bytes(uint32_t type)
-{
-	const struct qtype *t = qt(type);
-
-	if (t)
-		return t->bytes;
-	switch (type) {
-	case GGML_TYPE_F32: return 4;
-	case GGML_TYPE_F16:
-	case GGML_TYPE_BF16: return 2;
-	}
-	return 0;
+	pthread_once(&supported_once, supported_fill);
+	return supported;
 }
 
 int quant_unit(uint32_t type)
@@ -113,8 +96,6 @@ int quant_unit(uint32_t type)
 
 int quant_type_from_name(const char *name)
 {
-	static const uint32_t ftypes[] = {GGML_TYPE_F32, GGML_TYPE_F16,
-					  GGML_TYPE_BF16};
 	char up[16];
 	size_t i;
 
@@ -123,18 +104,18 @@ int quant_type_from_name(const char *name)
 	if (name[i])
 		return -1;
 	up[i] = 0;
-	for (i = 0; i < 3; i++)
-		if (!strcmp(up, ggml_type_name(ftypes[i])))
-			return (int)ftypes[i];
+	for (i = 0; i < N_FLOATS; i++)
+		if (!strcmp(up, ggml_type_name(floats[i])))
+			return (int)floats[i];
 	for (int t = 0; t < N_QTYPES; t++)
-		if (!strcmp(up, qtypes[t].name))
+		if (!strcmp(up, ggml_type_name(qtypes[t].type)))
 			return (int)qtypes[t].type;
 	return -1;
 }
 
 static float h2f(uint16_t h)
 {
-	return kern_f16_to_f32(h);
+	return half_f16_to_f32(h);
 }
 
 /* ---- scales of the K-quants ------------------------------------------- */
@@ -209,15 +190,16 @@ static void unpack(uint32_t type, const void *row, quant_wrow *w, int n,
 		   int with_q)
 {
 	const struct qtype *t = qt(type);
-	int nb = n / t->blck;
+	int blck = ggml_block_elems(type), bytes = ggml_block_bytes(type);
+	int nb = n / blck;
 
 	w->unit = t->unit;
 	w->has_min = t->m_off >= 0;
 	for (int b = 0; b < nb; b++) {
-		int8_t *q = w->q + (size_t)b * t->blck;
-		int16_t *sc = w->sc + (size_t)b * t->blck / 16;
-		int16_t *mn = w->mn + (size_t)b * t->blck / 16;
-		const uint8_t *blk = (const uint8_t *)row + (size_t)b * t->bytes;
+		int8_t *q = w->q + (size_t)b * blck;
+		int16_t *sc = w->sc + (size_t)b * blck / 16;
+		int16_t *mn = w->mn + (size_t)b * blck / 16;
+		const uint8_t *blk = (const uint8_t *)row + (size_t)b * bytes;
 		uint16_t hd, hm = 0;
 
 		memcpy(&hd, blk + t->d_off, 2);
@@ -374,22 +356,23 @@ void quant_dequant_row(uint32_t type, const void *row, float *out, int n)
 		return;
 	case GGML_TYPE_BF16:
 		for (int k = 0; k < n; k++)
-			out[k] = kern_bf16_to_f32(((const uint16_t *)row)[k]);
+			out[k] = half_bf16_to_f32(((const uint16_t *)row)[k]);
 		return;
 	}
 	/* One block at a time through the integer form: w = (d * sc) * q
 	 * (+ dm * mn), the order of ggml's own dequantization. */
-	const struct qtype *t = qt(type);
 	int8_t q[QK_K];
 	int16_t sc[QK_K / 16], mn[QK_K / 16];
 	float d, dm = 0.0f;
 	quant_wrow w = {q, sc, mn, &d, &dm, 0, 0};
 
-	for (int b = 0; b < n / t->blck; b++) {
-		float *o = out + (size_t)b * t->blck;
-		quant_unpack_row(type, (const uint8_t *)row + (size_t)b * t->bytes,
-				 &w, t->blck);
-		for (int g = 0; g < t->blck / 16; g++) {
+	int blck = ggml_block_elems(type), bytes = ggml_block_bytes(type);
+
+	for (int b = 0; b < n / blck; b++) {
+		float *o = out + (size_t)b * blck;
+		quant_unpack_row(type, (const uint8_t *)row + (size_t)b * bytes,
+				 &w, blck);
+		for (int g = 0; g < blck / 16; g++) {
 			float ds = d * (float)sc[g];
 			float ms = w.has_min ? dm * (float)mn[g] : 0.0f;
 			for (int l = 0; l < 16; l++) {
@@ -405,13 +388,14 @@ int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,
 {
 	const struct qtype *t = qt(type);
 	const uint8_t *p = data;
-	int nb;
+	int nb, bytes;
 
 	if (!t)
 		return -1;
-	nb = n / t->blck;
+	nb = n / ggml_block_elems(type);
+	bytes = ggml_block_bytes(type);
 	for (int64_t r = 0; r < nrows; r++)
-		for (int b = 0; b < nb; b++, p += t->bytes) {
+		for (int b = 0; b < nb; b++, p += bytes) {
 			uint16_t d, m = 0;
 			memcpy(&d, p + t->d_off, 2);
 			if (t->m_off >= 0)
@@ -504,7 +488,7 @@ void quant_act_row(const float *x, int n, int unit, quant_arow *a)
 				q[k] = 0;
 		} else if (unit == 32) {
 			float d = amax / 127.0f, id = 127.0f / amax, sh, sd;
-			float dh = kern_f16_to_f32(kern_f32_to_f16(d));
+			float dh = half_f16_to_f32(half_f32_to_f16(d));
 			int sum = 0;
 			a->d[u] = dh <= FLT_MAX ? dh : d;
 			for (int k = 0; k < unit; k++) {
@@ -513,7 +497,7 @@ void quant_act_row(const float *x, int n, int unit, quant_arow *a)
 			}
 			/* Q8_1's block sum: d (before rounding) * sum, in f16 */
 			sd = d * (float)sum;
-			sh = kern_f16_to_f32(kern_f32_to_f16(sd));
+			sh = half_f16_to_f32(half_f32_to_f16(sd));
 			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
 		} else {
 			float is = -127.0f / mx;
@@ -611,7 +595,7 @@ static uint16_t sym_block(const float *x, int z, int top, uint8_t *code)
 {
 	float mx = absmax_signed(x, 32);
 	float d = mx / (float)-z, id;
-	uint16_t hd = kern_f32_to_f16(d);
+	uint16_t hd = half_f32_to_f16(d);
 
 	d = h2f(hd);
 	id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -630,8 +614,8 @@ static void asym_block(const float *x, int top, uint16_t *hd, uint16_t *hm,
 		mn = x[i] < mn ? x[i] : mn;
 		mx = x[i] > mx ? x[i] : mx;
 	}
-	*hd = kern_f32_to_f16((mx - mn) / (float)top);
-	*hm = kern_f32_to_f16(mn);
+	*hd = half_f32_to_f16((mx - mn) / (float)top);
+	*hm = half_f32_to_f16(mn);
 	d = h2f(*hd);
 	m = h2f(*hm);
 	id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -709,8 +693,8 @@ static void kmin_fit(const float *x, int sub, int top, int smax, uint8_t *code,
 		ms = s[j] > ms ? s[j] : ms;
 		mm = m[j] > mm ? m[j] : mm;
 	}
-	*hd = kern_f32_to_f16(ms / (float)smax);
-	*hdm = kern_f32_to_f16(mm / (float)smax);
+	*hd = half_f32_to_f16(ms / (float)smax);
+	*hdm = half_f32_to_f16(mm / (float)smax);
 	d = h2f(*hd);
 	dmin = h2f(*hdm);
 	for (int j = 0; j < ns; j++) {
@@ -739,7 +723,7 @@ static void ksym_fit(const float *x, int lo, int hi, int smax, int *q,
 		if (fabsf(s[g]) > fabsf(big))
 			big = s[g];
 	}
-	*hd = kern_f32_to_f16(big / (float)(-smax - 1));
+	*hd = half_f32_to_f16(big / (float)(-smax - 1));
 	d = h2f(*hd);
 	for (int g = 0; g < 16; g++) {
 		float ed, id;
@@ -797,7 +781,7 @@ static void quant_block(uint32_t type, const float *x, uint8_t *blk)
 	case GGML_TYPE_Q8_0: {
 		ggml_block_q8_0 *b = (void *)blk;
 		float amax = fabsf(absmax_signed(x, 32)), d, id;
-		b->d = kern_f32_to_f16(amax / 127.0f);
+		b->d = half_f32_to_f16(amax / 127.0f);
 		d = h2f(b->d);
 		id = d != 0.0f ? 1.0f / d : 0.0f;
 		for (int i = 0; i < 32; i++)
@@ -806,7 +790,7 @@ static void quant_block(uint32_t type, const float *x, uint8_t *blk)
 	}
 	case GGML_TYPE_IQ4_NL: {
 		ggml_block_iq4_nl *b = (void *)blk;
-		b->d = kern_f32_to_f16(iq4_fit(x, code));
+		b->d = half_f32_to_f16(iq4_fit(x, code));
 		for (int j = 0; j < 16; j++)
 			b->qs[j] = (uint8_t)(code[j] | code[j + 16] << 4);
 		break;
@@ -882,7 +866,7 @@ static void quant_block(uint32_t type, const float *x, uint8_t *blk)
 			if (fabsf(s[ib]) > fabsf(big))
 				big = s[ib];
 		}
-		b->d = kern_f32_to_f16(big / -32.0f);
+		b->d = half_f32_to_f16(big / -32.0f);
 		d = h2f(b->d);
 		b->scales_h = 0;
 		memset(b->scales_l, 0, sizeof(b->scales_l));
@@ -911,17 +895,18 @@ void quant_quantize_row(uint32_t type, const float *x, void *out, int n)
 		return;
 	case GGML_TYPE_F16:
 		for (int k = 0; k < n; k++)
-			((uint16_t *)out)[k] = kern_f32_to_f16(x[k]);
+			((uint16_t *)out)[k] = half_f32_to_f16(x[k]);
 		return;
 	case GGML_TYPE_BF16:
 		for (int k = 0; k < n; k++)
-			((uint16_t *)out)[k] = kern_f32_to_bf16(x[k]);
+			((uint16_t *)out)[k] = half_f32_to_bf16(x[k]);
 		return;
 	}
-	const struct qtype *t = qt(type);
-	for (int b = 0; b < n / t->blck; b++)
-		quant_block(type, x + (size_t)b * t->blck,
-			    (uint8_t *)out + (size_t)b * t->bytes);
+	int blck = ggml_block_elems(type), bytes = ggml_block_bytes(type);
+
+	for (int b = 0; b < n / blck; b++)
+		quant_block(type, x + (size_t)b * blck,
+			    (uint8_t *)out + (size_t)b * bytes);
 }
 
 /* ---- file types and per-tensor recipes ---------------------------------- */
@@ -986,7 +971,7 @@ static int ends_with(const char *s, const char *suf)
  * quantizer does (and to F16 when even that does not fit). */
 static uint32_t fallback(uint32_t t, uint64_t ne0)
 {
-	if (ne0 % (uint64_t)quant_block_elems(t) == 0)
+	if (ne0 % (uint64_t)ggml_block_elems(t) == 0)
 		return t;
 	switch (t) {
 	case GGML_TYPE_IQ4_XS: t = GGML_TYPE_IQ4_NL; break;
@@ -996,7 +981,7 @@ static uint32_t fallback(uint32_t t, uint64_t ne0)
 	case GGML_TYPE_Q5_K: t = GGML_TYPE_Q5_1; break;
 	case GGML_TYPE_Q6_K: t = GGML_TYPE_Q8_0; break;
 	}
-	return ne0 % (uint64_t)quant_block_elems(t) ? GGML_TYPE_F16 : t;
+	return ne0 % (uint64_t)ggml_block_elems(t) ? GGML_TYPE_F16 : t;
 }
 
 uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,

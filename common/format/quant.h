@@ -4,7 +4,10 @@
  * integer form the dot-product kernels consume.
  *
  * Weight types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of 32) and
- * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256).
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256); their
+ * blocks, names and sizes are ggml.h's table, their f16 scales are
+ * converted by half.h. Users: the model loader and mkmodel (engine/),
+ * the kernels (integer form), the quantize tool and the tests.
  *
  * The integer dot product (see kern.h for where it is used). Every type is
  * written, per "unit" of U elements (U = 32 for the 32-element types, 256
@@ -39,49 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format/gguf.h"
-
-#define QK_K 256
-
-typedef struct { uint16_t d; uint8_t qs[16]; } ggml_block_q4_0;
-typedef struct { uint16_t d, m; uint8_t qs[16]; } ggml_block_q4_1;
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_0;
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_1;
-typedef struct { uint16_t d; uint8_t qs[16]; } ggml_block_iq4_nl;
-typedef struct {
-	uint8_t scales[QK_K / 16]; /* low 4 bits scale, high 4 bits min */
-	uint8_t qs[QK_K / 4];
-	uint16_t d, dmin;
-} ggml_block_q2_K;
-typedef struct {
-	uint8_t hmask[QK_K / 8];
-	uint8_t qs[QK_K / 4];
-	uint8_t scales[12];        /* 16 x 6 bits, biased by 32 */
-	uint16_t d;
-} ggml_block_q3_K;
-typedef struct {
-	uint16_t d, dmin;
-	uint8_t scales[12];        /* 8 scales + 8 mins, 6 bits each */
-	uint8_t qs[QK_K / 2];
-} ggml_block_q4_K;
-typedef struct {
-	uint16_t d, dmin;
-	uint8_t scales[12];
-	uint8_t qh[QK_K / 8];
-	uint8_t qs[QK_K / 2];
-} ggml_block_q5_K;
-typedef struct {
-	uint8_t ql[QK_K / 2];
-	uint8_t qh[QK_K / 4];
-	int8_t scales[QK_K / 16];
-	uint16_t d;
-} ggml_block_q6_K;
-typedef struct {
-	uint16_t d;
-	uint16_t scales_h;
-	uint8_t scales_l[QK_K / 64];
-	uint8_t qs[QK_K / 2];
-} ggml_block_iq4_xs;
+#include "format/ggml.h" /* types and blocks */
 
 /* IQ4_NL / IQ4_XS code book. */
 extern const int8_t quant_iq4nl_values[16];
@@ -92,9 +53,6 @@ int quant_is_quant(uint32_t type);
 int quant_weight_ok(uint32_t type);
 /* "F32, F16, BF16, Q4_0, ..." */
 const char *quant_supported_list(void);
-/* Elements per block (1 for float types), bytes per block; 0 if unknown. */
-int quant_block_elems(uint32_t type);
-int quant_block_bytes(uint32_t type);
 /* Unit of the integer dot product: 32 or QK_K (0 for float types). */
 int quant_unit(uint32_t type);
 /* Type from a name such as "q4_k" / "Q4_K" (case-insensitive); -1 if none

@@ -1,5 +1,6 @@
 /*
- * kern — dispatch, CPU detection and the scalar reference definitions.
+ * kern — dispatch, CPU detection and the scalar reference definitions
+ * (the public functions of kern.h; the per-ISA tables are in x86/).
  *
  * The scalar functions here ARE the definition of every kernel's bits; the
  * SIMD files reproduce them operation for operation. This file must be
@@ -17,113 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/gguf.h"
-#include "kernels/kern_impl.h"
-#include "qerr.h"
+#include "format/ggml.h"
+#include "format/half.h"
 #include "format/quant.h"
-
-/* ---- conversions ------------------------------------------------------ */
-
-static inline uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-float kern_f16_to_f32(uint16_t h)
-{
-	uint32_t s = (uint32_t)(h & 0x8000) << 16;
-	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-
-	if (e == 0x1f) /* inf, NaN (quieted, as F16C does) */
-		return u2f(s | 0x7f800000 | (m << 13) | (m ? 0x400000 : 0));
-	if (e == 0) {
-		if (m == 0)
-			return u2f(s);
-		e = 113; /* subnormal: normalize */
-		while (!(m & 0x400)) {
-			m <<= 1;
-			e--;
-		}
-		return u2f(s | (e << 23) | ((m & 0x3ff) << 13));
-	}
-	return u2f(s | ((e + 112) << 23) | (m << 13));
-}
-
-uint16_t kern_f32_to_f16(float f)
-{
-	uint32_t u = f2u(f);
-	uint16_t s = (uint16_t)((u >> 16) & 0x8000);
-	uint32_t a = u & 0x7fffffff;
-
-	if (a > 0x7f800000) /* NaN: keep the top payload bits, quiet it */
-		return s | 0x7e00 | ((a >> 13) & 0x3ff);
-	if (a >= 0x477ff000) /* >= 65520 rounds to inf */
-		return s | 0x7c00;
-	if (a >= 0x38800000) { /* normal half */
-		uint32_t r = a + 0xfff + ((a >> 13) & 1);
-		return s | (uint16_t)((r - 0x38000000) >> 13);
-	}
-	if (a <= 0x33000000) /* <= 2^-25: rounds to zero (tie to even) */
-		return s;
-	uint32_t mm = (a & 0x7fffff) | 0x800000;
-	int shift = 126 - (int)(a >> 23);
-	uint32_t q = mm >> shift, rem = mm & ((1u << shift) - 1);
-	uint32_t half = 1u << (shift - 1);
-	if (rem > half || (rem == half && (q & 1)))
-		q++;
-	return s | (uint16_t)q;
-}
-
-float kern_bf16_to_f32(uint16_t h)
-{
-	return u2f((uint32_t)h << 16);
-}
-
-uint16_t kern_f32_to_bf16(float f)
-{
-	uint32_t u = f2u(f);
-	if ((u & 0x7fffffff) > 0x7f800000)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-/* ---- exp -------------------------------------------------------------- */
-
-float kern_expf(float x)
-{
-	if (x != x)
-		return x + x;
-	if (x < KERN_EXP_LO)
-		x = KERN_EXP_LO;
-	if (x > KERN_EXP_HI)
-		x = KERN_EXP_HI;
-	float n = rintf(x * KERN_LOG2E);
-	float r = fmaf(n, -KERN_LN2_HI, x);
-	r = fmaf(n, -KERN_LN2_LO, r);
-	float p = KERN_EXP_C7;
-	p = fmaf(p, r, KERN_EXP_C6);
-	p = fmaf(p, r, KERN_EXP_C5);
-	p = fmaf(p, r, KERN_EXP_C4);
-	p = fmaf(p, r, KERN_EXP_C3);
-	p = fmaf(p, r, KERN_EXP_C2);
-	p = fmaf(p, r, 1.0f);
-	p = fmaf(p, r, 1.0f);
-	int ni = (int)n;
-	int n1 = (ni + 256) / 2 - 128; /* floor(ni / 2) */
-	int n2 = ni - n1;
-	float s1 = u2f((uint32_t)(n1 + 127) << 23);
-	float s2 = u2f((uint32_t)(n2 + 127) << 23);
-	return (p * s1) * s2;
-}
+#include "kernels/kern_impl.h"
+#include "kernels/mathf.h"
+#include "qerr.h"
 
 /* ---- scalar reference kernels ----------------------------------------- */
 
@@ -149,7 +49,7 @@ static float s_dot_f16(const float *a, const uint16_t *b, int n)
 	float acc[16] = {0};
 	for (int k = 0; k < n; k += 16)
 		for (int l = 0; l < 16 && k + l < n; l++)
-			acc[l] = fmaf(a[k + l], kern_f16_to_f32(b[k + l]),
+			acc[l] = fmaf(a[k + l], half_f16_to_f32(b[k + l]),
 				      acc[l]);
 	return tree16(acc);
 }
@@ -163,19 +63,19 @@ static void s_row_f32(const void *row, uint32_t wtype, int K, float *out)
 	case GGML_TYPE_F16: {
 		const uint16_t *h = row;
 		for (int k = 0; k < K; k++)
-			out[k] = kern_f16_to_f32(h[k]);
+			out[k] = half_f16_to_f32(h[k]);
 		break;
 	}
 	case GGML_TYPE_BF16: {
 		const uint16_t *h = row;
 		for (int k = 0; k < K; k++)
-			out[k] = kern_bf16_to_f32(h[k]);
+			out[k] = half_bf16_to_f32(h[k]);
 		break;
 	}
 	case GGML_TYPE_Q8_0: {
 		const ggml_block_q8_0 *b = row;
 		for (int i = 0; i < K / GGML_QK8_0; i++) {
-			float d = kern_f16_to_f32(b[i].d);
+			float d = half_f16_to_f32(b[i].d);
 			for (int l = 0; l < GGML_QK8_0; l++)
 				out[i * GGML_QK8_0 + l] = d * (float)b[i].qs[l];
 		}
@@ -205,18 +105,18 @@ static void s_matmul(const struct kern_mm *mm, int j0, int j1)
 					break;
 				case GGML_TYPE_F16:
 					for (int l = 0; l < len; l++)
-						w[l] = kern_f16_to_f32(
+						w[l] = half_f16_to_f32(
 							((const uint16_t *)row)[k + l]);
 					break;
 				case GGML_TYPE_BF16:
 					for (int l = 0; l < len; l++)
-						w[l] = kern_bf16_to_f32(
+						w[l] = half_bf16_to_f32(
 							((const uint16_t *)row)[k + l]);
 					break;
 				default: {
 					const ggml_block_q8_0 *b =
 						(const ggml_block_q8_0 *)row + k / 32;
-					float d = kern_f16_to_f32(b->d);
+					float d = half_f16_to_f32(b->d);
 					for (int l = 0; l < 16; l++)
 						w[l] = d * (float)b->qs[k % 32 + l];
 				}
@@ -244,7 +144,7 @@ static void s_silu_mul(float *g, const float *u, int n)
 {
 	for (int i = 0; i < n; i++) {
 		float v = g[i];
-		g[i] = (v / (1.0f + kern_expf(-v))) * u[i];
+		g[i] = (v / (1.0f + mathf_exp(-v))) * u[i];
 	}
 }
 
@@ -255,7 +155,7 @@ static void s_softmax(float *x, int n)
 		mx = x[i] > mx ? x[i] : mx;
 	float acc[16] = {0};
 	for (int i = 0; i < n; i++) {
-		x[i] = kern_expf(x[i] - mx);
+		x[i] = mathf_exp(x[i] - mx);
 		acc[i % 16] = acc[i % 16] + x[i];
 	}
 	float sum = tree16(acc);
@@ -272,7 +172,7 @@ static void s_axpy(float *y, float a, const float *x, int n)
 static void s_axpy_f16(float *y, float a, const uint16_t *x, int n)
 {
 	for (int i = 0; i < n; i++)
-		y[i] = fmaf(a, kern_f16_to_f32(x[i]), y[i]);
+		y[i] = fmaf(a, half_f16_to_f32(x[i]), y[i]);
 }
 
 /* The definition: one kern_dot_f16 (kern_dot) per (query, key) and one
@@ -315,7 +215,7 @@ static void s_att_values(float *out, int ldo, int nq, const float *s,
 static void s_f32_to_f16_row(const float *x, uint16_t *out, int n)
 {
 	for (int i = 0; i < n; i++)
-		out[i] = kern_f32_to_f16(x[i]);
+		out[i] = half_f32_to_f16(x[i]);
 }
 
 static void s_store(const struct kern_mm *mm, int m, int j, float r)
@@ -784,7 +684,7 @@ float kern_tanhf(float x)
 	} else if (a > 10.0f) {
 		t = 1.0f;
 	} else {
-		t = 1.0f - 2.0f / (kern_expf(2.0f * a) + 1.0f);
+		t = 1.0f - 2.0f / (mathf_exp(2.0f * a) + 1.0f);
 	}
 	return copysignf(t, x);
 }

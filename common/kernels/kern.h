@@ -1,5 +1,8 @@
 /*
  * kern — batch-invariant numeric kernels (SIMD with a portable fallback).
+ * Owns the dispatch to the CPU's instruction set and the kernels' bits.
+ * Callers: the engine (fwd.c, model.c, mkmodel.c, samp.c), the CLI's
+ * run/eval/bench commands, bench_kern and the tests.
  *
  * The contract: every output element is computed by ONE fixed sequence of
  * IEEE-754 single-precision operations that depends on neither the batch
@@ -18,8 +21,8 @@
  * fma (a Q8_0 weight d*q is exact in f32), so the fused kernels match.
  * Quantized weights with integer activations follow quant.h instead.
  *
- * kern_expf is our own exp (libm's differs between versions and hosts):
- * the same polynomial with the same fmas in scalar and SIMD forms.
+ * The exp of softmax and SiLU is mathf_exp (kernels/mathf.h), in scalar
+ * and SIMD forms; the f16/bf16 conversions are format/half.h's.
  */
 #ifndef QUORUM_KERN_H
 #define QUORUM_KERN_H
@@ -101,16 +104,15 @@ void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out);
 void kern_rmsnorm(const float *x, const float *w, int n, float eps,
 		  float *out);
 
-float kern_expf(float x);
-/* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + kern_expf(-v)). */
+/* g[i] = silu(g[i]) * u[i], silu(v) = v / (1 + mathf_exp(-v)). */
 void kern_silu_mul(float *g, const float *u, int n);
-/* Our tanh (from kern_expf; an odd series for |x| < 1/16), and
+/* Our tanh (from mathf_exp; an odd series for |x| < 1/16), and
  * g[i] = gelu(g[i]) * u[i] with the tanh form of GELU:
  * gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) v (1 + 0.044715 v^2))).
  * Portable code only: the same operations on every ISA. */
 float kern_tanhf(float x);
 void kern_gelu_mul(float *g, const float *u, int n);
-/* In place: x[i] = kern_expf(x[i] - max) / sum, sum of the exps by the
+/* In place: x[i] = mathf_exp(x[i] - max) / sum, sum of the exps by the
  * canonical 16-lane reduction with + instead of fma (acc[i % 16] += e[i]
  * in index order, then the fixed tree). Returns nothing; n >= 1. */
 void kern_softmax(float *x, int n);
@@ -136,11 +138,7 @@ void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
 		     const void *v, size_t ldv, uint32_t kt, int nt, int n);
 
-/* Exact conversions (f32 -> f16 rounds to nearest even). */
-float kern_f16_to_f32(uint16_t h);
-uint16_t kern_f32_to_f16(float f);
-float kern_bf16_to_f32(uint16_t h);
-uint16_t kern_f32_to_bf16(float f);
+/* out[i] = half_f32_to_f16(x[i]) (format/half.h), vectorized. */
 void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);
 
 #endif

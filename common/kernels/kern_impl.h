@@ -1,9 +1,13 @@
 /*
- * kern_impl — internal to kern*.c: the per-ISA operation table and the
- * constants that every code path must share bit for bit.
+ * kern_impl — the kernels' internal header: the per-ISA operation table
+ * (struct kern_ops), one matmul call's arguments (struct kern_mm), and the
+ * names each ISA's files export into the tables. Not for use outside
+ * kernels/ (and the kernel tests, which install emulated tables).
  *
- * implements: dispatch seam between kern.c (scalar reference, dispatch)
- * and kern_avx2.c / kern_avx512.c.
+ * implements: the dispatch seam between kern.c (scalar reference and
+ * dispatch) and x86/: kern_float.c (float kernels, once per width),
+ * kern_int_avx2.c (integer matmul, once per ISA), kern_avx2.c
+ * (attention, the AVX2 table), kern_avx512.c (the AVX-512 tables).
  */
 #ifndef QUORUM_KERN_IMPL_H
 #define QUORUM_KERN_IMPL_H
@@ -12,23 +16,6 @@
 #include <stdint.h>
 
 #include "format/quant.h"
-
-/* kern_expf: x is clamped to [EXP_LO, EXP_HI] (exp(EXP_LO) rounds to 0,
- * exp(EXP_HI) overflows), n = rint(x * log2e), r = x - n*ln2 (two fmas,
- * Cody-Waite), p(r) = Taylor polynomial of degree 7 by Horner with fmas,
- * result = (p * 2^n1) * 2^n2 with n1 = floor(n/2), n2 = n - n1 (the first
- * product is exact, the second rounds once, also into the subnormals). */
-#define KERN_EXP_LO (-104.0f)
-#define KERN_EXP_HI 89.0f
-#define KERN_LOG2E 0x1.715476p+0f
-#define KERN_LN2_HI 0x1.62e430p-1f
-#define KERN_LN2_LO (-0x1.05c610p-29f)
-#define KERN_EXP_C7 (1.0f / 5040.0f)
-#define KERN_EXP_C6 (1.0f / 720.0f)
-#define KERN_EXP_C5 (1.0f / 120.0f)
-#define KERN_EXP_C4 (1.0f / 24.0f)
-#define KERN_EXP_C3 (1.0f / 6.0f)
-#define KERN_EXP_C2 0.5f
 
 /* One kern_matmul call; a backend computes columns [j0, j1) for all M. */
 struct kern_mm {
@@ -87,6 +74,28 @@ struct kern_ops {
 KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)
+
+/* kern_float.c's float kernels, built at 8 lanes (kern_avx2_*, AVX2) and
+ * at 16 (kern_avx512_*, AVX-512), and their entries of an ops table. */
+#define KERN_FLOAT_FNS(p)                                                   \
+	float p##dot(const float *a, const float *b, int n);                \
+	float p##dot_f16(const float *a, const uint16_t *b, int n);         \
+	void p##matmul(const struct kern_mm *mm, int j0, int j1);           \
+	void p##rmsnorm(const float *x, const float *w, int n, float eps,   \
+			float *out);                                        \
+	void p##silu_mul(float *g, const float *u, int n);                  \
+	void p##softmax(float *x, int n);                                   \
+	void p##axpy(float *y, float a, const float *x, int n);             \
+	void p##axpy_f16(float *y, float a, const uint16_t *x, int n);      \
+	void p##row_f32(const void *row, uint32_t wtype, int K, float *out); \
+	void p##f32_to_f16_row(const float *x, uint16_t *out, int n);
+KERN_FLOAT_FNS(kern_avx2_)
+KERN_FLOAT_FNS(kern_avx512_)
+#define KERN_FLOAT_OPS(p)                                                   \
+	.dot = p##dot, .dot_f16 = p##dot_f16, .matmul = p##matmul,          \
+	.rmsnorm = p##rmsnorm, .silu_mul = p##silu_mul,                     \
+	.softmax = p##softmax, .axpy = p##axpy, .axpy_f16 = p##axpy_f16,    \
+	.row_f32 = p##row_f32, .f32_to_f16_row = p##f32_to_f16_row,
 
 /* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
 void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,

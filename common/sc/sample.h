@@ -46,7 +46,7 @@ typedef struct {
 				* all when shorter) */
 	uint64_t weight;       /* its weight in a confidence vote:
 				* exp(group_conf) in units of 2^-32
-				* (kern_expf), in [0, STOP_WEIGHT_ONE] */
+				* (mathf_exp), in [0, STOP_WEIGHT_ONE] */
 	/* With sc_params.logprobs, per drawn token i < n_token_lp (the
 	 * end token included): token_lp[i], its log-probability as summed
 	 * into mean_logprob, and token_off[i], the byte of text where its

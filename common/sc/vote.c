@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kern.h"
+#include "kernels/mathf.h"
 #include "qerr.h"
 #include "sc/stop.h"
 
@@ -410,6 +410,6 @@ uint64_t vote_conf_weight(double g)
 
 	if (!(g <= 0)) /* NaN or positive: log-probabilities never are */
 		g = 0;
-	w = (uint64_t)(kern_expf((float)g) * 0x1p32f);
+	w = (uint64_t)(mathf_exp((float)g) * 0x1p32f);
 	return w > STOP_WEIGHT_ONE ? STOP_WEIGHT_ONE : w;
 }

@@ -125,7 +125,7 @@ int vote_tally_weighted(const char *const *answers, const uint64_t *weights,
 void vote_result_fini(vote_result *r);
 
 /* A sample's weight in a confidence vote from its group confidence:
- * exp(g) (the deterministic kern_expf, in float) in units of 2^-32, in
+ * exp(g) (the deterministic mathf_exp, in float) in units of 2^-32, in
  * [0, STOP_WEIGHT_ONE] — the same bits wherever it is computed (workers
  * and the coordinator). */
 uint64_t vote_conf_weight(double group_conf);

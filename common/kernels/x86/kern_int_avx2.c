@@ -9,13 +9,18 @@
  * two builds give the same bits. Tests build it a third time for AVX2
  * with vpdpbusd emulated by widening products (KERN_INT_VNNI = 2), which
  * checks the VNNI build's code paths on a CPU without VNNI.
+ *
+ * Its kern_avx2_* / kern_vnni_* functions (kern_impl.h's KERN_INT_FNS)
+ * fill the integer entries of the ops tables in kern_avx2.c and
+ * kern_avx512.c; f16 scales go through format/half.h.
  */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#include "format/gguf.h"
+#include "format/ggml.h"
+#include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
 
@@ -103,7 +108,7 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 	}
 	if (nb == n / 32) {
 		/* unit 32: sc (and mn) are 1 by definition, unread here */
-		size_t bb = (size_t)quant_block_bytes(wt);
+		size_t bb = (size_t)ggml_block_bytes(wt);
 		w->unit = 32;
 		w->has_min = 0;
 		for (int b = 0; b < nb; b++) {
@@ -299,10 +304,10 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 		if (unit == 32) {
 			/* quant_act_row's scales, the same operations */
 			float d = amax / 127.0f, sd, sh;
-			float dh = kern_f16_to_f32(kern_f32_to_f16(d));
+			float dh = half_f16_to_f32(half_f32_to_f16(d));
 			a->d[u] = dh <= FLT_MAX ? dh : d;
 			sd = d * (float)sum;
-			sh = kern_f16_to_f32(kern_f32_to_f16(sd));
+			sh = half_f16_to_f32(half_f32_to_f16(sd));
 			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
 		} else {
 			a->d[u] = 1.0f / f;
