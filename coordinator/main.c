@@ -12,7 +12,6 @@
 #include "net/cfg.h"
 #include "net/curve.h"
 #include "format/gguf.h"
-#include "engine/model.h"
 #include "proc.h"
 #include "text/prompt.h"
 #include "qerr.h"
@@ -68,7 +67,7 @@ static int load_vocab(const char *path, tok **t, int *ctx_len,
 		return rc ? rc : qerr_fail(QERR_FORMAT, "%s: no %s", path, key);
 	}
 	*ctx_len = (int)ctx;
-	*fp = model_fingerprint_gguf(g);
+	*fp = gguf_fingerprint(g);
 	gguf_close(&g);
 	return QERR_OK;
 }

@@ -163,46 +163,6 @@ static int get_vec(loader *L, const char *name, int n, int optional,
 	return 0;
 }
 
-static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-/* Identifies the file's contents cheaply: its size, all metadata, and
- * every tensor's name and first 4 KiB. */
-uint64_t model_fingerprint_gguf(const gguf_file *g)
-{
-	uint64_t size = gguf_file_size(g), h = 0xcbf29ce484222325ull;
-
-	h = fnv1a(h, (const uint8_t *)&size, sizeof(size));
-	for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
-		const gguf_kv *kv = gguf_kv_at(g, i);
-
-		h = fnv1a(h, (const uint8_t *)kv->key.ptr, kv->key.len);
-		if (kv->type == GGUF_STRING)
-			h = fnv1a(h, (const uint8_t *)kv->v.s.ptr, kv->v.s.len);
-		else if (kv->type != GGUF_ARRAY)
-			h = fnv1a(h, (const uint8_t *)&kv->v.u,
-				  sizeof(kv->v.u));
-		else
-			h = fnv1a(h, (const uint8_t *)&kv->arr_n,
-				  sizeof(kv->arr_n));
-	}
-	for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-		const gguf_tensor *t = gguf_tensor_at(g, i);
-		uint64_t head = t->nbytes < 4096 ? t->nbytes : 4096;
-
-		h = fnv1a(h, (const uint8_t *)t->name.ptr, t->name.len);
-		if (t->data)
-			h = fnv1a(h, t->data, head);
-	}
-	return h;
-}
-
 static int load_layers(loader *L)
 {
 	model *m = L->m;
@@ -484,7 +444,7 @@ int model_from_gguf(gguf_file *g, model **out)
 		}
 	if ((rc = load_layers(&L)))
 		goto fail;
-	m->fingerprint = model_fingerprint_gguf(g);
+	m->fingerprint = gguf_fingerprint(g);
 	*out = m;
 	return 0;
 fail:

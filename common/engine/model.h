@@ -119,8 +119,4 @@ int model_from_gguf(gguf_file *g, model **out);
 
 const char *model_arch_name(int arch);
 
-/* The fingerprint model_load gives a model of file g (the coordinator
- * hashes its own model file, so no worker sets the cluster's). */
-uint64_t model_fingerprint_gguf(const gguf_file *g);
-
 #endif

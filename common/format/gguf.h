@@ -147,4 +147,10 @@ int gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type,
 int gguf_writer_save(gguf_writer *w, const char *path, gguf_fill_fn fill,
 		     void *ctx);
 
+/* A model file's fingerprint: a hash of its size, every metadata key and
+ * value, and each tensor's name and first 4 KiB. model_load gives a model
+ * this fingerprint; workers register with it and the coordinator, which
+ * hashes its own copy of the file, refuses a worker whose model differs. */
+uint64_t gguf_fingerprint(const gguf_file *g);
+
 #endif
