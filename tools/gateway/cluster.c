@@ -5,6 +5,9 @@
 #include "cluster.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "openai.h"
 
 #include "http.h"
 
@@ -24,7 +27,28 @@ Quorum__ClientReply *cluster_status(void)
 		quorum__client_reply__free_unpacked(r, NULL);
 		r = NULL;
 	}
+	if (r && r->cluster->has_model_fingerprint)
+		gwapi_set_fingerprint(r->cluster->model_fingerprint);
 	return r;
+}
+
+int cluster_model_known(const char *name)
+{
+	const char *a = gw.c->http.model_aliases;
+	size_t n = strlen(name);
+
+	if (!strcmp(name, gw.model_id))
+		return 1;
+	while (a && *a) {
+		size_t k;
+
+		a += strspn(a, ", \t");
+		k = strcspn(a, ", \t");
+		if (k && k == n && !memcmp(a, name, n))
+			return 1;
+		a += k;
+	}
+	return 0;
 }
 
 enum MHD_Result cluster_health(struct MHD_Connection *mc, gwconn *cn)
@@ -47,19 +71,31 @@ enum MHD_Result cluster_models(struct MHD_Connection *mc, gwconn *cn)
 	char fp[24];
 	json_t *m;
 
+	if (cn->model_arg && !cluster_model_known(cn->model_arg)) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "The model '%.100s' does not exist",
+			 cn->model_arg);
+		return http_send_err(mc, cn, 404, msg, "model",
+				     "model_not_found");
+	}
+
 	if (s && s->has_model_fingerprint)
 		snprintf(fp, sizeof(fp), "%016llx",
 			 (unsigned long long)s->model_fingerprint);
-	m = json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:s, s:o, s:o}}", "id",
-		      gw.model_id, "object", "model", "created",
-		      (json_int_t)gw.started, "owned_by", "quorum", "quorum",
-		      "cluster", gw.c->cluster.name, "path", gw.c->model.path,
+	/* not the model's path: a file system's layout is nobody's business */
+	m = json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:o, s:o}}", "id",
+		      cn->model_arg ? cn->model_arg : gw.model_id, "object",
+		      "model", "created", (json_int_t)gw.started, "owned_by",
+		      "quorum", "quorum", "cluster", gw.c->cluster.name,
 		      "fingerprint", s && s->has_model_fingerprint
 				     ? json_string(fp) : json_null(),
 		      "workers", s ? json_integer((json_int_t)s->n_workers)
 				   : json_null());
 	if (r)
 		quorum__client_reply__free_unpacked(r, NULL);
+	if (cn->model_arg)
+		return http_send_json(mc, cn, 200, m);
 	return http_send_json(mc, cn, 200, json_pack("{s:s, s:[o]}", "object",
 						     "list", "data", m));
 }

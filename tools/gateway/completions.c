@@ -11,13 +11,30 @@
 #include <time.h>
 
 #include "tools/client.h"
+#include "cluster.h"
 #include "http.h"
+#include "jscan.h"
 #include "metrics.h"
 #include "openai.h"
 #include "sse.h"
 #include "net/wire.h"
 
 #define GW_GRACE_MS 5000        /* past the request timeout: 504 */
+
+/* system_fingerprint: the first completion asks the coordinator for it
+ * (it has just answered: fast) unless /health or /v1/models did. */
+static void learn_fingerprint(void)
+{
+	json_t *f = gwapi_fingerprint();
+
+	if (json_is_null(f)) {
+		Quorum__ClientReply *st = cluster_status();
+
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+	}
+	json_decref(f);
+}
 
 static int64_t reply_deadline(void)
 {
@@ -51,7 +68,7 @@ static gwcall *submit(gwapi_req *r)
 	sp.n_stop_strings = r->n_stop;
 	sp.stop_strings = r->n_stop ? r->stop_bin : NULL;
 	ask.params = &sp;
-	if (r->stream) {
+	if (r->live) {
 		ask.has_stream = 1;
 		ask.stream = 1;
 	}
@@ -76,11 +93,11 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "no reply from the coordinator at "
 			 "%s within %d ms", gw.endpoint,
 			 gw.c->limits.request_timeout_ms + GW_GRACE_MS);
-		return http_send_err(mc, cn, 504, msg, NULL, "TIMEOUT");
+		return http_send_err(mc, cn, 504, msg, NULL, "timeout");
 	}
 	if (r->status == QUORUM__STATUS__STATUS_OK) {
 		code = 500;
-		ecode = "INTERNAL";
+		ecode = "server_error";
 		snprintf(msg, sizeof(msg), "malformed reply: OK without an "
 			 "answer");
 	} else {
@@ -88,7 +105,10 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "%s", r->error && *r->error
 			 ? r->error : client_status_name(r->status));
 	}
-	return http_send_err(mc, cn, code, msg, NULL, ecode);
+	return http_send_err(mc, cn, code, msg,
+			     code == 400 && !strcmp(ecode,
+						    "context_length_exceeded")
+				     ? "messages" : NULL, ecode);
 }
 
 enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
@@ -105,18 +125,61 @@ enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
 		snprintf(msg, sizeof(msg), "the body is larger than "
 			 "http.max_body_bytes (%lld bytes)",
 			 (long long)gw.c->http.max_body_bytes);
-		return http_send_err(mc, cn, 413, msg, NULL, "TOO_LONG");
+		return http_send_err(mc, cn, 413, msg, NULL,
+				     "request_too_large");
+	}
+	{
+		size_t nv, depth;
+
+		switch (jscan_check(cn->body ? cn->body : "", cn->len,
+				    (size_t)gw.c->http.max_json_values,
+				    (size_t)gw.c->http.max_json_depth, &nv,
+				    &depth)) {
+		case JSCAN_VALUES:
+			snprintf(msg, sizeof(msg), "the body holds more than "
+				 "http.max_json_values (%d) JSON values",
+				 gw.c->http.max_json_values);
+			return http_send_err(mc, cn, 413, msg, NULL,
+					     "request_too_large");
+		case JSCAN_DEPTH:
+			snprintf(msg, sizeof(msg), "the body's JSON nests "
+				 "deeper than http.max_json_depth (%d)",
+				 gw.c->http.max_json_depth);
+			return http_send_err(mc, cn, 400, msg, NULL,
+					     "invalid_request_error");
+		}
 	}
 	if (gwapi_parse(cn->ep == HTTP_EP_CHAT, cn->body ? cn->body : "",
 			cn->len, gw.c->limits.max_n, &r, msg, sizeof(msg),
 			&param))
-		return http_send_err(mc, cn, 400, msg, param, "BAD_REQUEST");
+		return http_send_err(mc, cn, 400, msg, param,
+				     "invalid_request_error");
+	if (r.model && !cluster_model_known(r.model)) {
+		snprintf(msg, sizeof(msg), "The model '%.100s' does not exist "
+			 "(this gateway serves '%s')", r.model, gw.model_id);
+		gwapi_req_free(&r);
+		return http_send_err(mc, cn, 404, msg, "model",
+				     "model_not_found");
+	}
+	if (gwapi_settle(&r, (uint32_t)gw.c->http.samples, msg, sizeof(msg),
+			 &param)) {
+		gwapi_req_free(&r);
+		return http_send_err(mc, cn, 400, msg, param,
+				     "invalid_request_error");
+	}
+	/* a stream of every sample as it comes when every sample is a
+	 * choice or the request asks; else the choices once voted */
+	r.live = r.stream &&
+		 (r.stream_samples ||
+		  r.choices >= (r.sp.has_n ? r.sp.n
+					   : (uint32_t)gw.c->sampling.n));
 	if (metrics_enter()) {
 		gwapi_req_free(&r);
 		snprintf(msg, sizeof(msg), "the gateway is serving "
 			 "http.max_in_flight (%d) requests; try again later",
 			 gw.c->http.max_in_flight);
-		return http_send_err(mc, cn, 429, msg, NULL, "BUSY");
+		return http_send_err(mc, cn, 429, msg, NULL,
+				     "rate_limit_exceeded");
 	}
 	cn->counted = 1;
 	if (!(call = submit(&r))) {
@@ -138,6 +201,7 @@ enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
 		gwapi_req_free(&r);
 		return ok;
 	}
+	learn_fingerprint();
 	if (r.stream)
 		return sse_respond(mc, cn, call, &r, id, end, rep);
 	while (!gwlink_final(rep)) { /* partials (not asked for): skip */

@@ -58,6 +58,8 @@ typedef struct gwconn {
 	int counted;            /* in flight (metrics_enter) */
 	json_t *rec;            /* the status page's record of it */
 	sse_stream *st;
+	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
+	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
 } gwconn;
 
 #endif

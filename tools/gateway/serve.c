@@ -15,6 +15,7 @@
  */
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -22,8 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "net/cfg.h"
 #include "tools/cli.h"
@@ -40,6 +43,42 @@
 
 gwstate gw;
 static volatile sig_atomic_t stop_flag;
+static uint64_t rid_next;       /* request ids: a counter from a random
+				 * start (set by cmd_serve) */
+
+/* Counts the request's Content-Length headers and whether they differ. */
+struct cl_count {
+	int n;
+	const char *first;
+	int differ;
+};
+
+static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind,
+				const char *key, const char *value)
+{
+	struct cl_count *c = cls;
+
+	(void)kind;
+	if (strcasecmp(key, "Content-Length"))
+		return MHD_YES;
+	if (c->n++ && strcmp(c->first, value ? value : ""))
+		c->differ = 1;
+	if (c->n == 1)
+		c->first = value ? value : "";
+	return MHD_YES;
+}
+
+/* 1 when the Content-Type is application/json (parameters such as
+ * charset allowed). */
+static int body_is_json(struct MHD_Connection *mc)
+{
+	const char *t = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						    "Content-Type");
+	size_t n = strlen("application/json");
+
+	return t && !strncasecmp(t, "application/json", n) &&
+	       (t[n] == '\0' || t[n] == ';' || t[n] == ' ');
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				  const char *url, const char *method,
@@ -59,6 +98,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 			return MHD_NO;
 		*con_cls = cn;
 		cn->t0 = wire_now_ms();
+		snprintf(cn->rid, sizeof(cn->rid), "req_%016llx",
+			 (unsigned long long)__atomic_fetch_add(
+				 &rid_next, 1, __ATOMIC_RELAXED));
 		ep = http_route(url, method, &post);
 		cn->ep = ep < 0 ? -1 - ep : ep;
 		if (ep < 0) {
@@ -67,20 +109,42 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 			snprintf(msg, sizeof(msg), "%s needs %s",
 				 http_ep_name[cn->ep], post ? "POST" : "GET");
 			return http_send_err(mc, cn, 405, msg, NULL,
-					     "METHOD_NOT_ALLOWED");
+					     "method_not_allowed");
 		}
 		if (ep == HTTP_EP_OTHER)
 			return http_send_err(mc, cn, 404, "unknown URL (see "
 					     "/v1/chat/completions, "
 					     "/v1/completions, /v1/models, "
 					     "/health, /metrics, /)",
-					     NULL, "NOT_FOUND");
+					     NULL, "unknown_url");
+		if (ep == HTTP_EP_MODELS && strcmp(url, "/v1/models") &&
+		    !(cn->model_arg = strdup(url + 11)))
+			return MHD_NO;
 		if ((post || ep == HTTP_EP_MODELS || ep == HTTP_EP_STATUS) &&
 		    !auth_ok(mc))
 			return http_send_err(mc, cn, 401,
 					     "missing or wrong API key (send "
 					     "'Authorization: Bearer KEY')",
-					     NULL, "UNAUTHORIZED");
+					     NULL, "invalid_api_key");
+		if (post) {
+			struct cl_count c = {0};
+
+			MHD_get_connection_values(mc, MHD_HEADER_KIND,
+						  count_cl, &c);
+			if (c.differ)
+				return http_send_err(
+					mc, cn, 400, "conflicting "
+					"Content-Length headers", NULL,
+					"invalid_request_error");
+			/* no simple cross-site request (a form, text/plain)
+			 * reaches a completion */
+			if (!body_is_json(mc))
+				return http_send_err(
+					mc, cn, 415, "the body must be JSON, "
+					"sent with 'Content-Type: "
+					"application/json'", NULL,
+					"unsupported_media_type");
+		}
 		cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
 						 "Content-Length");
 		if (post && cl && strtoull(cl, NULL, 10) >
@@ -91,7 +155,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				 "larger than http.max_body_bytes (%lld bytes)",
 				 cl, (long long)gw.c->http.max_body_bytes);
 			return http_send_err(mc, cn, 413, msg, NULL,
-					     "TOO_LONG");
+					     "request_too_large");
 		}
 		return MHD_YES;
 	}
@@ -136,7 +200,16 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 	metrics_record_push(cn);
 	if (cn->counted)
 		metrics_leave();
+	if (cn->len >= 65536) {
+		/* a large body's pages go back to the system: glibc keeps
+		 * freed heap (and raises its mmap threshold after a large
+		 * free), which 16 hostile bodies at once would pin */
+		free(cn->body);
+		cn->body = NULL;
+		malloc_trim(0);
+	}
 	free(cn->body);
+	free(cn->model_arg);
 	free(cn);
 	*con_cls = NULL;
 }
@@ -271,6 +344,7 @@ int cmd_serve(int argc, char **argv)
 	gw.endpoint = endpoint ? endpoint : gw.c->coordinator.client_endpoint;
 	model_name(gw.c->model.path, gw.model_id, sizeof(gw.model_id));
 	gw.started = time(NULL);
+	rid_next = ((uint64_t)gw.started << 24) ^ ((uint64_t)getpid() << 8);
 	if (gw.c->http.api_keys_file && auth_load(gw.c->http.api_keys_file))
 		goto out;
 	if (gw.c->security.curve && !gw.c->http.client_key_file) {

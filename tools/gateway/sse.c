@@ -33,7 +33,8 @@ struct sse_stream {
 	size_t n;                /* choices */
 	char **acc;              /* per choice: text received */
 	size_t *acc_len, *sent;  /* ... and how much of it was sent */
-	int *finished;           /* finish chunk sent */
+	int *finished;           /* all text sent */
+	const char **fin;        /* its finish_reason, sent once voted */
 	int *started;            /* first chunk sent */
 	Quorum__ClientReply *first; /* taken before the response started */
 	gwconn *cn;
@@ -111,10 +112,51 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 		st->sent[i] = upto;
 	}
 	if (done) {
-		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
-					 gw.model_id, i, NULL, 0, 0,
-					 finish ? finish : "stop"));
+		st->fin[i] = finish ? finish : "stop";
 		st->finished[i] = 1;
+	}
+}
+
+/* The finish chunks of the choices in fin (index order), once the vote
+ * is settled; the last carries the quorum object q (taken). */
+static void sse_finish_all(sse_stream *st, json_t *q)
+{
+	size_t last = st->n;
+
+	for (size_t k = 0; k < st->n; k++)
+		if (st->fin[k])
+			last = k;
+	for (size_t k = 0; k < st->n; k++) {
+		json_t *c;
+
+		if (!st->fin[k])
+			continue;
+		c = gwapi_chunk(&st->req, st->id, st->created, gw.model_id,
+				(uint32_t)k, NULL, 0, 0, st->fin[k]);
+		if (k == last && q && c) {
+			json_object_set_new(c, "quorum", q);
+			q = NULL;
+		}
+		sse_json(st, c);
+	}
+	json_decref(q);
+}
+
+/* Not live: the choices of x, whole, once the vote is settled. */
+static void sse_voted(sse_stream *st, const gwapi_result *x)
+{
+	int all = x->n_chosen == x->n;
+
+	for (size_t k = 0; k < x->n_chosen && k < st->n; k++) {
+		size_t i = x->chosen[k];
+		uint32_t c = all ? x->index[i] : (uint32_t)k;
+
+		if (c >= st->n)
+			continue;
+		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+					 gw.model_id, c, x->text[i], x->len[i],
+					 1, NULL));
+		st->fin[c] = x->finish[i];
 	}
 }
 
@@ -154,16 +196,18 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 			 ? "no reply from the coordinator in time"
 			 : r->error ? r->error : client_status_name(r->status));
 		sse_json(st, gwapi_error(msg, code >= 500 ? "server_error"
+					 : code == 429 ? "rate_limit_error"
 					 : "invalid_request_error", NULL, ecode));
-		if (cn->rec)
+		if (cn && cn->rec)
 			json_object_set_new(cn->rec, "status",
 					    json_string(ecode));
-		cn->code = code; /* counted as the failure it is */
+		if (cn)
+			cn->code = code; /* counted as the failure it is */
 		sse_done(st);
 		return;
 	}
 	/* choices the coordinator did not stream: whole, in index order */
-	for (size_t i = 0; i < r->answer->n_samples; i++) {
+	for (size_t i = 0; st->req.live && i < r->answer->n_samples; i++) {
 		const Quorum__Sample *s = r->answer->samples[i];
 		uint32_t k = s->index;
 
@@ -184,18 +228,23 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 	 * out: closed (they are not in the answer or the vote) */
 	for (uint32_t k = 0; k < st->n; k++)
 		if (st->started[k] && !st->finished[k]) {
-			sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
-						 gw.model_id, k, NULL, 0, 0,
-						 "cancelled"));
+			st->fin[k] = "cancelled";
 			st->finished[k] = 1;
 		}
 	if (!gwapi_result_make(&st->req, r->answer, &x)) {
 		metrics_count_answer(r->answer);
-		if (cn->rec)
+		if (cn && cn->rec)
 			metrics_record_answer(cn->rec, &x);
-		sse_json(st, gwapi_chunk_final(&st->req, &x, r->answer, st->id,
-					       st->created, gw.model_id));
+		if (!st->req.live)
+			sse_voted(st, &x);
+		sse_finish_all(st, gwapi_quorum(&x, r->answer));
+		if (st->req.include_usage)
+			sse_json(st, gwapi_chunk_usage(&st->req, &x, r->answer,
+						       st->id, st->created,
+						       gw.model_id));
 		gwapi_result_fini(&x);
+	} else {
+		sse_finish_all(st, NULL);
 	}
 	sse_done(st);
 }
@@ -262,6 +311,7 @@ static void sse_free(void *cls)
 	free(st->acc_len);
 	free(st->sent);
 	free(st->finished);
+	free(st->fin);
 	free(st->started);
 	free(st->out);
 	gwapi_req_free(&st->req);
@@ -296,8 +346,9 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->sent = calloc(st->n, sizeof(*st->sent));
 	st->finished = calloc(st->n, sizeof(*st->finished));
 	st->started = calloc(st->n, sizeof(*st->started));
+	st->fin = calloc(st->n, sizeof(*st->fin));
 	resp = st->acc && st->acc_len && st->sent && st->finished &&
-	       st->started ? MHD_create_response_from_callback(
+	       st->started && st->fin ? MHD_create_response_from_callback(
 			MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free)
 		       : NULL;
 	if (!resp) {
@@ -306,11 +357,12 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 				     NULL);
 	}
 	cn->st = st;
+	cn->code = 200;
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	http_common_headers(resp, cn);
 	ok = MHD_queue_response(mc, 200, resp);
 	MHD_destroy_response(resp);
-	cn->code = 200;
 	return ok;
 }
 
