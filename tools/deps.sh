@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages quorum builds and tests with, when missing
-# (with the argument `train`: those the training scripts need).
+# (with the argument `train`: those the training scripts need; `sdk`:
+# Node and npm for `make test-sdk`).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
@@ -11,6 +12,12 @@ clang-14 libclang-rt-14-dev strace chromium"
 # (Debian's PyTorch, with OpenBLAS: the reference BLAS is ~10x slower)
 if [ "${1:-}" = train ]; then
 	PKGS="python3-torch python3-numpy libopenblas0-pthread python3-matplotlib"
+fi
+# `deps.sh sdk`: Node.js and npm (`make test-sdk` runs the official
+# openai npm package); a node and npm already on PATH will do
+if [ "${1:-}" = sdk ]; then
+	command -v node >/dev/null && command -v npm >/dev/null && exit 0
+	PKGS="nodejs npm"
 fi
 missing=""
 for p in $PKGS; do
