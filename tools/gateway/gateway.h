@@ -34,6 +34,7 @@
 #include "link.h"
 
 typedef struct sse_stream sse_stream;
+typedef struct gwjob gwjob;
 
 /* The gateway: set up once by cmd_serve (serve.c), read-only after. */
 typedef struct gwstate {
@@ -58,6 +59,8 @@ typedef struct gwconn {
 	int counted;            /* in flight (metrics_enter) */
 	json_t *rec;            /* the status page's record of it */
 	sse_stream *st;
+	gwjob *job;             /* a completion's (completions.c) */
+	int http11;             /* an HTTP/1.1 request */
 	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
 	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
 } gwconn;

@@ -2,8 +2,11 @@
  * quorum serve — the HTTP gateway: an OpenAI-compatible API in front of a
  * running cluster, plus /health, /metrics (Prometheus) and a live status
  * page. It is a normal ZeroMQ client of the coordinator (link.h); the
- * JSON is openai.h's. libmicrohttpd, one thread per connection: a
- * handler blocks on its reply (bounded by the request timeout).
+ * JSON is openai.h's. libmicrohttpd event-driven (epoll) with a pool of
+ * http.threads threads: no handler blocks — a request waiting for the
+ * coordinator is suspended and parked (pending.h), a stream waiting for
+ * its next part too; per-IP connection cap; connection deadlines for the
+ * headers and the body (conns.h).
  *
  * Every accepted HTTP request gets exactly one response: an answer, an
  * OpenAI-style error with its HTTP code, or (streams) an error event.
@@ -34,8 +37,10 @@
 #include "auth.h"
 #include "cluster.h"
 #include "completions.h"
+#include "conns.h"
 #include "http.h"
 #include "metrics.h"
+#include "pending.h"
 #include "sse.h"
 #include "gateway_page.h"
 #include "qerr.h"
@@ -89,7 +94,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 	int post = 0;
 
 	(void)cls;
-	(void)version;
 	if (!cn) {
 		const char *cl;
 		int ep;
@@ -98,6 +102,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 			return MHD_NO;
 		*con_cls = cn;
 		cn->t0 = wire_now_ms();
+		conns_headers_in(mc);
+		cn->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
 		snprintf(cn->rid, sizeof(cn->rid), "req_%016llx",
 			 (unsigned long long)__atomic_fetch_add(
 				 &rid_next, 1, __ATOMIC_RELAXED));
@@ -163,6 +169,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		return MHD_YES; /* answered already: the rest is discarded */
 	if (*upload_size)
 		return http_take_body(cn, upload, upload_size);
+	conns_body_in(mc);
 	switch (cn->ep) {
 	case HTTP_EP_CHAT:
 	case HTTP_EP_COMPL:
@@ -188,11 +195,12 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 	gwconn *cn = *con_cls;
 
 	(void)cls;
-	(void)mc;
+	conns_request_done(mc);
 	if (!cn)
 		return;
 	if (cn->st)
 		sse_detach(cn, toe);
+	completions_free(cn);
 	if (cn->code)
 		metrics_count_code(cn->ep, cn->code);
 	if (cn->ep == HTTP_EP_CHAT || cn->ep == HTTP_EP_COMPL)
@@ -368,16 +376,29 @@ int cmd_serve(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
+	if (pending_start() || conns_start(gw.c->http.header_timeout_ms,
+					   gw.c->http.body_timeout_ms)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		fprintf(stderr, "quorum serve: cannot start a thread\n");
+		goto out;
+	}
+	/* event-driven: a pool of threads, none held by a waiting request
+	 * (suspended); the idle timeout is a backstop behind conns.h's
+	 * deadlines */
 	d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			MHD_USE_ERROR_LOG |
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
 			(sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, on_request, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw.c->http.threads,
 		MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)gw.c->http.max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)gw.c->http.max_connections_per_ip,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, conns_notify, NULL,
 		MHD_OPTION_END);
 	if (!d) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -419,10 +440,15 @@ int cmd_serve(int argc, char **argv)
 	rc = 0;
 out:
 	if (d) {
-		/* waiting handlers give up now (503), then the threads end */
+		/* waiting handlers give up now (503), every parked one is
+		 * resumed, then the threads end */
 		gwlink_abort(gw.l);
+		pending_stop();
+		conns_stop();
 		MHD_stop_daemon(d);
 	}
+	pending_stop();
+	conns_stop();
 	gwlink_free(&gw.l);
 	auth_free();
 	metrics_fini();

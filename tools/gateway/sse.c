@@ -14,6 +14,7 @@
 #include "tools/client.h"
 #include "http.h"
 #include "metrics.h"
+#include "pending.h"
 #include "net/wire.h"
 
 #define GW_KEEPALIVE_MS 1000    /* SSE comment while a stream waits: a
@@ -38,6 +39,8 @@ struct sse_stream {
 	int *started;            /* first chunk sent */
 	Quorum__ClientReply *first; /* taken before the response started */
 	gwconn *cn;
+	pending p;               /* parked while no reply is there */
+	int parked;              /* resumed: p.why tells why */
 };
 
 static void sse_put(sse_stream *st, const char *s, size_t n)
@@ -256,7 +259,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	while (st->out_off == st->out_len) {
-		Quorum__ClientReply *r;
+		Quorum__ClientReply *r = NULL;
 
 		if (st->done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
@@ -264,18 +267,29 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (st->first) {
 			r = st->first;
 			st->first = NULL;
-		} else {
-			int64_t now = wire_now_ms(),
-				wake = now + GW_KEEPALIVE_MS < st->deadline
-					       ? now + GW_KEEPALIVE_MS
-					       : st->deadline;
-
-			r = st->call ? gwcall_next(st->call, wake) : NULL;
+		} else if (st->parked) {
+			st->parked = 0;
+			if (st->p.why == PENDING_GONE)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			r = st->p.rep;
+			st->p.rep = NULL;
 			if (!r && st->call && wire_now_ms() < st->deadline &&
 			    !gwlink_aborted(gw.l)) {
 				sse_put(st, ": keep-alive\n\n", 14);
 				continue;
 			}
+		} else if (st->call && !(r = gwcall_next(st->call, 0)) &&
+			   !gwlink_aborted(gw.l)) {
+			/* nothing yet: parked (no thread waits) until a
+			 * reply, a keep-alive is due, or the client left */
+			int64_t wake = wire_now_ms() + GW_KEEPALIVE_MS;
+
+			st->p.call = st->call;
+			st->p.deadline = wake < st->deadline ? wake
+							     : st->deadline;
+			st->parked = 1;
+			pending_park(&st->p);
+			return 0;
 		}
 		if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_PARTIAL)
 			sse_part(st, r->partial);
@@ -304,6 +318,8 @@ static void sse_free(void *cls)
 		st->cn->st = NULL;
 	if (st->first)
 		quorum__client_reply__free_unpacked(st->first, NULL);
+	if (st->p.rep)
+		quorum__client_reply__free_unpacked(st->p.rep, NULL);
 	gwcall_release(st->call);
 	for (size_t i = 0; st->acc && i < st->n; i++)
 		free(st->acc[i]);
@@ -340,6 +356,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->deadline = deadline;
 	st->first = first;
 	st->cn = cn;
+	pending_watch(&st->p, mc, cn->http11);
 	st->n = r->sp.has_n ? r->sp.n : (size_t)gw.c->sampling.n;
 	st->acc = calloc(st->n, sizeof(*st->acc));
 	st->acc_len = calloc(st->n, sizeof(*st->acc_len));
