@@ -116,8 +116,9 @@ static void read_resp(int s, hresp *r)
 	free(b);
 }
 
-/* One request (HTTP/1.0: the server closes after the response). key
- * NULL: no Authorization header. */
+/* One request (HTTP/1.0: the server closes after the response; the
+ * socket stays open both ways until then: a client that half-closes is
+ * taken as gone). key NULL: no Authorization header. */
 static hresp http(const char *method, const char *path, const char *key,
 		  const char *body, size_t blen)
 {
@@ -134,9 +135,8 @@ static hresp http(const char *method, const char *path, const char *key,
 		     "Content-Type: application/json\r\nContent-Length: %zu"
 		     "\r\n\r\n", method, path, key ? "Authorization: Bearer " : "",
 		     key ? key : "", key ? "\r\n" : "", body ? blen : 0);
-	if (!send_all(s, head, (size_t)n) &&
-	    (!body || !send_all(s, body, blen)))
-		shutdown(s, SHUT_WR);
+	if (!send_all(s, head, (size_t)n) && body)
+		send_all(s, body, blen);
 	read_resp(s, &r);
 	close(s);
 	return r;
@@ -254,8 +254,11 @@ static int group_setup(void **state)
 	/* the gateway's section, in the same file */
 	if (!(f = fopen(cl.config, "a")))
 		return -1;
+	/* model "x": the name the requests here give; 50 load clients
+	 * from one address */
 	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 65536\n"
-		"  max_in_flight: 128\n", keys);
+		"  max_in_flight: 128\n  model_aliases: x\n"
+		"  max_connections_per_ip: 128\n", keys);
 	fclose(f);
 	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
 	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
@@ -419,6 +422,9 @@ typedef struct {
 	int pieces[SSE_MAX];       /* non-empty text deltas */
 	int chunks, done;
 	json_t *last;              /* the last data chunk */
+	json_t *quorum;            /* the quorum object (once, on the last
+				    * finish chunk) */
+	int empty;                 /* chunks without a choice */
 } sse_got;
 
 /* Parses body (modified) as OpenAI chunks of object kind: one finish per
@@ -446,6 +452,12 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 				    "object")), kind);
 		ch = json_object_get(o, "choices");
 		g->chunks++;
+		g->empty += !json_array_size(ch);
+		if (json_object_get(o, "quorum")) {
+			assert_null(g->quorum);
+			assert_true(json_array_size(ch) == 1);
+			g->quorum = json_incref(json_object_get(o, "quorum"));
+		}
 		for (size_t i = 0; i < json_array_size(ch); i++) {
 			json_t *c = json_array_get(ch, i);
 			json_int_t k = json_integer_value(json_object_get(c,
@@ -479,6 +491,7 @@ static void sse_got_free(sse_got *g)
 	for (int k = 0; k < SSE_MAX; k++)
 		free(g->text[k]);
 	json_decref(g->last);
+	json_decref(g->quorum);
 }
 
 /* The extensions early_stop and vote: the samples, vote (with weights)
@@ -557,12 +570,10 @@ static void test_early_stop(void **state)
 		}
 		printf("  streamed early stop: %zu of 12 reported, %d "
 		       "cancelled after streaming text\n", k, n_cancelled);
-		assert_json_eq(json_object_get(json_object_get(g.last,
-				"quorum"), "votes"),
+		assert_json_eq(json_object_get(g.quorum, "votes"),
 			       json_object_get(ref, "votes"),
 			       "streamed weighted votes");
-		assert_json_eq(json_object_get(json_object_get(g.last,
-				"quorum"), "early_stop"),
+		assert_json_eq(json_object_get(g.quorum, "early_stop"),
 			       json_object_get(ref, "stop"),
 			       "streamed stop reports");
 		sse_got_free(&g);
@@ -801,12 +812,27 @@ static void test_stream(void **state)
 		assert_string_equal(g.text[k], json_string_value(json_object_get(
 			json_object_get(c, "message"), "content")));
 	}
-	assert_json_eq(json_object_get(json_object_get(g.last, "quorum"),
-				       "votes"),
+	assert_json_eq(json_object_get(g.quorum, "votes"),
 		       json_object_get(json_object_get(po, "quorum"), "votes"),
 		       "streamed votes");
+	/* no chunk without a choice unless include_usage asks (OpenAI's
+	 * loop reads chunk.choices[0]) */
+	assert_int_equal(g.empty, 0);
+	assert_null(json_object_get(g.last, "usage"));
+	sse_got_free(&g);
+	hresp_free(&st);
+	snprintf(body, sizeof(body), b, ",\"stream\":true,\"stream_options\":"
+		 "{\"include_usage\":true}");
+	st = post("/v1/chat/completions", body);
+	assert_int_equal(st.code, 200);
+	sse_parse(st.body, "chat.completion.chunk", &g);
+	/* the usage chunk last: no choices, every sample's tokens */
+	assert_int_equal(g.empty, 1);
 	assert_int_equal(json_array_size(json_object_get(g.last, "choices")), 0);
-	assert_non_null(json_object_get(g.last, "usage"));
+	assert_json_eq(json_object_get(json_object_get(g.last, "usage"),
+				       "completion_tokens"),
+		       json_object_get(json_object_get(po, "usage"),
+				       "completion_tokens"), "streamed usage");
 	sse_got_free(&g);
 	json_decref(po);
 	hresp_free(&plain);
@@ -1040,8 +1066,25 @@ static const struct bad_case {
 	 "temperature = -1: must be a finite number >= 0"},
 	{"top_p_zero", "/v1/completions", "{\"prompt\":\"q\",\"top_p\":0}",
 	 400, "top_p", "top_p = 0: must be a number in (0, 1]"},
-	{"seed_negative", "/v1/completions", "{\"prompt\":\"q\",\"seed\":-3}",
-	 400, "seed", "seed = -3: must be an integer in 0..18446744073709551615"},
+	/* the HTTP API's range (OpenAI's); a negative seed is taken */
+	{"temperature_over_2", "/v1/completions",
+	 "{\"prompt\":\"q\",\"temperature\":2.5}", 400, "temperature",
+	 "temperature = 2.5: must be a number in [0, 2]"},
+	{"n_over_samples", "/v1/completions",
+	 "{\"prompt\":\"q\",\"n\":4,\"samples\":2}", 400, "n",
+	 "n = 4: must be at most the samples (2)"},
+	{"samples_zero", "/v1/completions",
+	 "{\"prompt\":\"q\",\"quorum\":{\"samples\":0}}", 400, "samples",
+	 "n = 0: must be an integer in 1..65536"},
+	{"stream_options_alone", "/v1/completions",
+	 "{\"prompt\":\"q\",\"stream_options\":{\"include_usage\":true}}",
+	 400, "stream_options", "only allowed with 'stream': true"},
+	{"model_unknown", "/v1/completions",
+	 "{\"prompt\":\"q\",\"model\":\"gpt-4o\"}", 404, "model",
+	 "The model 'gpt-4o' does not exist"},
+	{"json_deep", "/v1/completions",
+	 "{\"prompt\":\"q\",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]"
+	 "]]]]]]]]]]]]]]]]]]]]}", 400, NULL, "deeper than http.max_json_depth"},
 	{"stop_too_many", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
 	 "stop", "stop_strings: must be at most 4 strings of 1..64 bytes "
@@ -1067,8 +1110,8 @@ static const struct bad_case {
 	 "prompt", "one question per request"},
 	{"empty_prompt", "/v1/completions", "{\"prompt\":\"\"}", 400,
 	 "prompt", "empty"},
-	{"prompt_too_long", "/v1/completions", NULL /* built below */, 413,
-	 NULL, "max_prompt_tokens"},
+	{"prompt_too_long", "/v1/completions", NULL /* built below */, 400,
+	 "prompt", "max_prompt_tokens"},
 	{"think_type", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"chat_template_kwargs\":{\"enable_thinking\":1}}", 400, "think",
@@ -1150,6 +1193,53 @@ static void test_bad_input(void **state)
 	r = get("/v1/nothing");
 	check_error(&r, 404, NULL, "unknown URL", "not_found");
 	hresp_free(&r);
+	/* the body's headers: JSON only (no cross-site simple request: a
+	 * form or text/plain), one Content-Length */
+	{
+		static const struct { const char *name, *head; int code;
+				      const char *msg, *ecode; } raw[] = {
+			{"text_plain", "Content-Type: text/plain\r\n"
+			 "Content-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"form", "Content-Type: application/x-www-form-"
+			 "urlencoded\r\nContent-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"no_type", "Content-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"two_lengths", "Content-Type: application/json\r\n"
+			 "Content-Length: 13\r\nContent-Length: 14\r\n",
+			 400, "conflicting Content-Length",
+			 "invalid_request_error"},
+		};
+
+		for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+			char head[512];
+			int s = connect_port(gw_port), n;
+			json_t *o;
+
+			assert_true(s >= 0);
+			n = snprintf(head, sizeof(head), "POST /v1/completions "
+				     "HTTP/1.0\r\nAuthorization: Bearer %s\r\n"
+				     "%s\r\n{\"prompt\":\"q\"}", KEY,
+				     raw[i].head);
+			assert_int_equal(send_all(s, head, (size_t)n), 0);
+			shutdown(s, SHUT_WR);
+			read_resp(s, &r);
+			close(s);
+			check_error(&r, raw[i].code, NULL, raw[i].msg,
+				    raw[i].name);
+			o = body_json(&r);
+			assert_string_equal(json_string_value(json_object_get(
+				json_object_get(o, "error"), "code")),
+				raw[i].ecode);
+			assert_non_null(strstr(r.head, "x-request-id: req_"));
+			json_decref(o);
+			hresp_free(&r);
+		}
+	}
 	/* still serving */
 	r = http("GET", "/health", NULL, NULL, 0);
 	assert_int_equal(r.code, 200);
@@ -1201,7 +1291,8 @@ static void test_cancel_on_disconnect(void **state)
 	s = connect_port(gw_port);
 	assert_true(s >= 0);
 	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.0\r\n"
-		     "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n"
+		     "Authorization: Bearer %s\r\nContent-Type: application/json"
+		     "\r\nContent-Length: %zu\r\n\r\n"
 		     "%s", KEY, strlen(b), b);
 	assert_int_equal(send_all(s, head, (size_t)n), 0);
 	/* the headers (then keep-alive comments) come once it is accepted */
@@ -1362,7 +1453,7 @@ static void test_python_example(void **state)
 	/* a refused request: its error line and exit status 1 */
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/clients/python/"
 		 "http_example.py --base-url http://127.0.0.1:%d/v1 --key bad "
-		 "'x' 2>&1 | grep -q 'HTTP 401 UNAUTHORIZED'", tu_root(),
+		 "'x' 2>&1 | grep -q 'HTTP 401 invalid_api_key'", tu_root(),
 		 gw_port);
 	assert_int_equal(system(cmd), 0);
 }

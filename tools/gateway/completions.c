@@ -125,7 +125,9 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 	return http_send_err(mc, cn, code, msg,
 			     code == 400 && !strcmp(ecode,
 						    "context_length_exceeded")
-				     ? "messages" : NULL, ecode);
+				     ? (cn->ep == HTTP_EP_CHAT ? "messages"
+							       : "prompt")
+				     : NULL, ecode);
 }
 
 void completions_free(gwconn *cn)
@@ -242,7 +244,7 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	make_id(&j->r, gwcall_id(j->call), j->id, sizeof(j->id));
 	cn->rec = metrics_record_new(&j->r, j->id, j->r.stream);
 	j->end = reply_deadline();
-	pending_watch(&j->p, mc, cn->http11);
+	pending_watch(&j->p, mc);
 	return park(j, j->call, wire_now_ms() + GW_PROBE_MS);
 }
 

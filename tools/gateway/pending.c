@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 
 #include "gateway.h"
@@ -20,14 +19,13 @@ static size_t n_parked;
 static int stopping, started;
 static pthread_t th;
 
-void pending_watch(pending *p, struct MHD_Connection *mc, int http11)
+void pending_watch(pending *p, struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 	p->mc = mc;
 	p->fd = ci ? ci->connect_fd : -1;
-	p->eof_is_hangup = http11;
 }
 
 void pending_park(pending *p)
@@ -59,13 +57,13 @@ static void settle(pending **link, pending *p, int why, pending **done)
 }
 
 /* 1 when the client of fd left (see pending.h). */
-static int gone(const struct pollfd *f, int eof_is_hangup)
+static int gone(const struct pollfd *f)
 {
 	char c;
 
 	if (f->revents & (POLLHUP | POLLERR | POLLNVAL))
 		return 1;
-	if (!(f->revents & POLLRDHUP) || !eof_is_hangup)
+	if (!(f->revents & POLLRDHUP))
 		return 0;
 	/* pipelined bytes may come before the end of file */
 	return recv(f->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
@@ -131,7 +129,7 @@ static void *run(void *arg)
 			continue;
 		pthread_mutex_lock(&mu);
 		for (size_t i = 0; i < n; i++) {
-			if (!gone(&fds[i], who[i]->eof_is_hangup))
+			if (!gone(&fds[i]))
 				continue;
 			/* still parked? (a reply may have resumed it) */
 			for (link = &parked; (p = *link); link = &p->next)

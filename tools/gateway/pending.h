@@ -11,8 +11,10 @@
  * The link (link.h) has no readiness callback, so the thread checks the
  * parked calls every PENDING_TICK_MS (a poll(2) on the parked sockets is
  * its sleep: a hang-up wakes it at once); a reply waits at most that
- * long. A hang-up: the socket's error or hang-up, or (HTTP/1.1 only: an
- * HTTP/1.0 client may half-close after its body) its end of file.
+ * long. A hang-up: the socket's error, hang-up or end of file — a client
+ * that half-closes its socket after its request is taken as gone (as
+ * nginx takes it: 499), and libmicrohttpd itself ends such a request
+ * once it reads that end of file.
  */
 #ifndef QUORUM_GW_PENDING_H
 #define QUORUM_GW_PENDING_H
@@ -33,7 +35,6 @@ typedef struct pending {
 	gwcall *call;
 	int64_t deadline;        /* wire_now_ms() clock */
 	int fd;                  /* the client's socket; -1: not watched */
-	int eof_is_hangup;       /* HTTP/1.1 */
 	int why;                 /* PENDING_*: why it was resumed */
 	Quorum__ClientReply *rep; /* PENDING_REPLY: taken by the handler */
 } pending;
@@ -48,8 +49,7 @@ void pending_stop(void);
  * access handler or content reader only, then return (MHD_YES or 0). */
 void pending_park(pending *p);
 
-/* Watches mc's socket while p is parked; http11: the request is
- * HTTP/1.1 (its end of file means the client left). */
-void pending_watch(pending *p, struct MHD_Connection *mc, int http11);
+/* Watches mc's socket while p is parked. */
+void pending_watch(pending *p, struct MHD_Connection *mc);
 
 #endif

@@ -356,7 +356,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->deadline = deadline;
 	st->first = first;
 	st->cn = cn;
-	pending_watch(&st->p, mc, cn->http11);
+	pending_watch(&st->p, mc);
 	st->n = r->sp.has_n ? r->sp.n : (size_t)gw.c->sampling.n;
 	st->acc = calloc(st->n, sizeof(*st->acc));
 	st->acc_len = calloc(st->n, sizeof(*st->acc_len));
