@@ -244,9 +244,9 @@ typedef struct cfg_http {
 	int body_timeout_ms;     /* 30000 */
 	int max_connections_per_ip; /* 32; 1..65536 */
 	int threads;             /* 4; 1..256: the daemon's thread pool */
-	/* Keys (one per line, as api_keys_file; each also a valid API key)
-	 * that see every request on the status page; NULL: none. Others see
-	 * their own requests only. */
+	/* Admin keys (a file as api_keys_file, which must be set too; each
+	 * also an API key) that see every request on the status page; NULL:
+	 * none. Other keys see their own requests only. */
 	char *admin_keys_file;
 	/* false: a gateway without API keys shows no questions or answers
 	 * on its status page (anyone could read them); true: all. */

@@ -60,7 +60,7 @@ typedef struct gwconn {
 	json_t *rec;            /* the status page's record of it */
 	sse_stream *st;
 	gwjob *job;             /* a completion's (completions.c) */
-	int http11;             /* an HTTP/1.1 request */
+	int key;                /* auth_key's: who asked (auth.h) */
 	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
 	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
 } gwconn;

@@ -94,6 +94,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 	int post = 0;
 
 	(void)cls;
+	(void)version;
 	if (!cn) {
 		const char *cl;
 		int ep;
@@ -101,9 +102,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		if (!(cn = calloc(1, sizeof(*cn))))
 			return MHD_NO;
 		*con_cls = cn;
+		cn->key = AUTH_NONE;
 		cn->t0 = wire_now_ms();
 		conns_headers_in(mc);
-		cn->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
 		snprintf(cn->rid, sizeof(cn->rid), "req_%016llx",
 			 (unsigned long long)__atomic_fetch_add(
 				 &rid_next, 1, __ATOMIC_RELAXED));
@@ -126,12 +127,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		if (ep == HTTP_EP_MODELS && strcmp(url, "/v1/models") &&
 		    !(cn->model_arg = strdup(url + 11)))
 			return MHD_NO;
+		cn->key = auth_key(mc);
 		if ((post || ep == HTTP_EP_MODELS || ep == HTTP_EP_STATUS) &&
-		    !auth_ok(mc))
+		    cn->key == AUTH_NONE)
 			return http_send_err(mc, cn, 401,
 					     "missing or wrong API key (send "
 					     "'Authorization: Bearer KEY')",
 					     NULL, "invalid_api_key");
+		cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						 "Content-Length");
+		if (post && cl && strtoull(cl, NULL, 10) >
+				  (unsigned long long)gw.c->http.max_body_bytes) {
+			char msg[160];
+
+			snprintf(msg, sizeof(msg), "the body (%s bytes) is "
+				 "larger than http.max_body_bytes (%lld bytes)",
+				 cl, (long long)gw.c->http.max_body_bytes);
+			return http_send_err(mc, cn, 413, msg, NULL,
+					     "request_too_large");
+		}
 		if (post) {
 			struct cl_count c = {0};
 
@@ -150,18 +164,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 					"sent with 'Content-Type: "
 					"application/json'", NULL,
 					"unsupported_media_type");
-		}
-		cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-						 "Content-Length");
-		if (post && cl && strtoull(cl, NULL, 10) >
-				  (unsigned long long)gw.c->http.max_body_bytes) {
-			char msg[160];
-
-			snprintf(msg, sizeof(msg), "the body (%s bytes) is "
-				 "larger than http.max_body_bytes (%lld bytes)",
-				 cl, (long long)gw.c->http.max_body_bytes);
-			return http_send_err(mc, cn, 413, msg, NULL,
-					     "request_too_large");
 		}
 		return MHD_YES;
 	}
@@ -353,6 +355,15 @@ int cmd_serve(int argc, char **argv)
 	model_name(gw.c->model.path, gw.model_id, sizeof(gw.model_id));
 	gw.started = time(NULL);
 	rid_next = ((uint64_t)gw.started << 24) ^ ((uint64_t)getpid() << 8);
+	if (gw.c->http.admin_keys_file && !gw.c->http.api_keys_file) {
+		fprintf(stderr, "quorum serve: %s: http.admin_keys_file needs "
+			"http.api_keys_file (without keys nobody is told "
+			"apart)\n", config);
+		goto out;
+	}
+	if (gw.c->http.admin_keys_file &&
+	    auth_load_admin(gw.c->http.admin_keys_file))
+		goto out;
 	if (gw.c->http.api_keys_file && auth_load(gw.c->http.api_keys_file))
 		goto out;
 	if (gw.c->security.curve && !gw.c->http.client_key_file) {
