@@ -11,8 +11,12 @@
  * bad-input table (each its code, message and param; the gateway keeps
  * serving); API keys; a client leaving mid-stream cancels its request at
  * the coordinator; 50 concurrent clients x 10 requests each answered
- * once, no connection left open; the status page's HTML and JSON, and
- * its DOM rendered by headless Chromium.
+ * once, no connection left open; abuse, each with its bound: 256
+ * slow-header connections beside good requests, 16 concurrent hostile
+ * 1 MB bodies (the gateway's peak RSS), a plain request's client
+ * hanging up (cancelled), a coordinator that is not there (503 within
+ * seconds); the status page's HTML and JSON, and its DOM rendered by
+ * headless Chromium.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -30,6 +34,9 @@
 #include "clusterutil.h"
 
 #define MAX_N 16
+#define HEADER_TIMEOUT_MS 3000
+#define SLOW_CONNS 256
+#define HOSTILE_BODIES 16
 #define LOAD_CLIENTS 50
 #define LOAD_REQUESTS 10 /* 2 with QUORUM_TEST_QUICK: the sanitizer run
 			  * keeps the 50-way concurrency, not the volume */
@@ -256,9 +263,13 @@ static int group_setup(void **state)
 		return -1;
 	/* model "x": the name the requests here give; 50 load clients
 	 * from one address */
-	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 65536\n"
+	/* the default body cap (1 MiB): test_hostile_bodies' bodies are
+	 * read in full and refused by the JSON pre-scan; a 3 s header
+	 * deadline for test_slow_headers */
+	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 1048576\n"
 		"  max_in_flight: 128\n  model_aliases: x\n"
-		"  max_connections_per_ip: 128\n", keys);
+		"  max_connections_per_ip: 128\n  header_timeout_ms: %d\n",
+		keys, HEADER_TIMEOUT_MS);
 	fclose(f);
 	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
 	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
@@ -1166,7 +1177,7 @@ static void test_bad_input(void **state)
 	}
 	free(body);
 	free(longq);
-	/* over http.max_body_bytes (64 KiB): refused from the headers,
+	/* over http.max_body_bytes (1 MiB): refused from the headers,
 	 * before any of the body is sent */
 	{
 		char head[256];
@@ -1458,6 +1469,297 @@ static void test_python_example(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* ---- abuse ------------------------------------------------------------- */
+
+/* A process's /proc status field in kB (VmRSS, VmHWM), -1 if unknown. */
+static long proc_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)) &&
+		    line[strlen(field)] == ':')
+			v = strtol(line + strlen(field) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+static volatile int slow_stop;
+
+/* Keeps the slow connections trickling: one header line each every
+ * 500 ms (never the blank line that ends the headers). */
+static void *slow_trickle(void *arg)
+{
+	int *socks = arg;
+
+	while (!slow_stop) {
+		for (int i = 0; i < SLOW_CONNS; i++)
+			if (socks[i] >= 0)
+				send(socks[i], "X-Slow: 1\r\n", 11,
+				     MSG_NOSIGNAL | MSG_DONTWAIT);
+		usleep(500000);
+	}
+	return NULL;
+}
+
+/* 256 connections from another address (127.0.0.2) send their headers
+ * one line every 500 ms: good requests (from 127.0.0.1) are still
+ * answered within a few seconds, and every slow connection is closed by
+ * the header deadline (or refused by the per-IP cap). */
+static void test_slow_headers(void **state)
+{
+	static const char slow_head[] = "POST /v1/chat/completions HTTP/1.1"
+					"\r\nHost: x\r\n";
+	int socks[SLOW_CONNS], open_n = 0, closed = 0;
+	pthread_t th;
+	int64_t t0, end;
+
+	(void)state;
+	for (int i = 0; i < SLOW_CONNS; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET}, me = a;
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		me.sin_addr.s_addr = htonl(0x7f000002);
+		a.sin_port = htons((uint16_t)gw_port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socks[i] = -1;
+		if (s < 0)
+			continue;
+		if (bind(s, (struct sockaddr *)&me, sizeof(me)) ||
+		    connect(s, (struct sockaddr *)&a, sizeof(a)) ||
+		    send(s, slow_head, strlen(slow_head), MSG_NOSIGNAL) !=
+			    (ssize_t)strlen(slow_head)) {
+			close(s);
+			continue;
+		}
+		socks[i] = s;
+		open_n++;
+	}
+	assert_true(open_n > 0);
+	slow_stop = 0;
+	assert_int_equal(pthread_create(&th, NULL, slow_trickle, socks), 0);
+	t0 = wire_now_ms();
+	for (int k = 0; k < 4; k++) {
+		int64_t a = wire_now_ms();
+		hresp r = post("/v1/completions", "{\"prompt\":\"Slow?\","
+			       "\"n\":2,\"max_tokens\":3}");
+
+		assert_int_equal(r.code, 200);
+		if (wire_now_ms() - a > 5000)
+			fail_msg("a good request took %lld ms beside %d slow "
+				 "connections", (long long)(wire_now_ms() - a),
+				 open_n);
+		hresp_free(&r);
+	}
+	printf("  4 good requests beside %d slow connections: %lld ms\n",
+	       open_n, (long long)(wire_now_ms() - t0));
+	/* every slow one closed: by the deadline, or refused at once */
+	end = wire_now_ms() + HEADER_TIMEOUT_MS + 5000;
+	while (closed < SLOW_CONNS && wire_now_ms() < end) {
+		closed = 0;
+		for (int i = 0; i < SLOW_CONNS; i++) {
+			char c[512];
+			ssize_t k;
+
+			if (socks[i] < 0) {
+				closed++;
+				continue;
+			}
+			/* (a reply, e.g. a 4xx, is read through to its end) */
+			while ((k = recv(socks[i], c, sizeof(c),
+					 MSG_DONTWAIT)) > 0)
+				;
+			if (k == 0 || (k < 0 && errno != EAGAIN &&
+				       errno != EWOULDBLOCK)) {
+				close(socks[i]);
+				socks[i] = -1;
+				closed++;
+			}
+		}
+		usleep(100000);
+	}
+	slow_stop = 1;
+	pthread_join(th, NULL);
+	printf("  slow connections closed %lld ms after they began\n",
+	       (long long)(wire_now_ms() - t0));
+	for (int i = 0; i < SLOW_CONNS; i++)
+		if (socks[i] >= 0)
+			close(socks[i]);
+	assert_int_equal(closed, SLOW_CONNS);
+}
+
+static size_t hostile_len;
+static char *hostile;
+static int hostile_code[HOSTILE_BODIES];
+
+static void *hostile_client(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	hresp r = http("POST", "/v1/chat/completions", KEY, hostile,
+		       hostile_len);
+
+	hostile_code[i] = r.code;
+	hresp_free(&r);
+	return NULL;
+}
+
+/* 16 concurrent 1 MB bodies of {"junk":[{},{},...]}: each refused by
+ * the JSON pre-scan (413) before jansson builds anything; the gateway's
+ * peak RSS stays under 200 MB and its RSS returns near its idle size. */
+static void test_hostile_bodies(void **state)
+{
+	pthread_t th[HOSTILE_BODIES];
+	long rss0 = proc_kb(gw_pid, "VmRSS"), rss1, hwm;
+	size_t n = 0;
+
+	(void)state;
+	assert_true(rss0 > 0);
+	hostile = malloc(1048576);
+	n += (size_t)sprintf(hostile, "{\"junk\":[{}");
+	while (n + 8 < 1048576 - 4)
+		n += (size_t)sprintf(hostile + n, ",{}");
+	n += (size_t)sprintf(hostile + n, "]}");
+	hostile_len = n;
+	for (int i = 0; i < HOSTILE_BODIES; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, hostile_client,
+						(void *)(intptr_t)i), 0);
+	for (int i = 0; i < HOSTILE_BODIES; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(hostile_code[i], 413);
+	}
+	free(hostile);
+	rss1 = proc_kb(gw_pid, "VmRSS");
+	hwm = proc_kb(gw_pid, "VmHWM");
+	printf("  16 hostile 1 MB bodies: RSS %ld -> %ld kB, peak %ld kB\n",
+	       rss0, rss1, hwm);
+	assert_true(hwm > 0 && hwm < 200 * 1024);
+	assert_true(rss1 < rss0 + 32 * 1024);
+}
+
+/* A client that hangs up on a plain (not streamed) request: its request
+ * is cancelled at the coordinator (counted failed, not served). */
+static void test_cancel_plain(void **state)
+{
+	const char *b = "{\"prompt\":\"Go on forever.\",\"n\":2,"
+			"\"max_tokens\":1500,\"ignore_eos\":true}";
+	char head[512];
+	void *zs = cu_client(&cl);
+	Quorum__ClientReply *st = cu_status(zs);
+	uint64_t served0, failed0;
+	int64_t end = wire_now_ms() + CU_WAIT_MS;
+	int s, n;
+
+	(void)state;
+	assert_non_null(st);
+	served0 = st->cluster->requests_served;
+	failed0 = st->cluster->requests_failed;
+	quorum__client_reply__free_unpacked(st, NULL);
+	s = connect_port(gw_port);
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
+		     strlen(b), b);
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	/* in flight at the coordinator, then the client leaves */
+	for (;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->in_flight > 0)
+			break;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request never started");
+		usleep(20000);
+	}
+	quorum__client_reply__free_unpacked(st, NULL);
+	close(s);
+	for (;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->requests_failed > failed0 &&
+		    st->cluster->in_flight == 0)
+			break;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request was not cancelled");
+		usleep(50000);
+	}
+	assert_int_equal(st->cluster->requests_served, served0);
+	quorum__client_reply__free_unpacked(st, NULL);
+	zmq_close(zs);
+}
+
+/* A gateway whose coordinator does not answer: a plain and a streamed
+ * request each get 503 (with Retry-After) within a few seconds, as
+ * /health says 503. */
+static void test_coordinator_down(void **state)
+{
+	char listen_at[64], ep[64], log[PATH_MAX + 32];
+	char *argv[] = {cu_bin("quorum"), "serve", "--config", cl.config,
+			"--listen", listen_at, "--endpoint", ep, NULL};
+	posix_spawn_file_actions_t fa;
+	int saved = gw_port, port = free_port(), up = 0;
+	pid_t pid;
+	int64_t end = wire_now_ms() + CU_WAIT_MS;
+
+	(void)state;
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", port);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
+	snprintf(log, sizeof(log), "%s/gateway-down.log", cu_tmpdir);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, log,
+					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ),
+			 0);
+	posix_spawn_file_actions_destroy(&fa);
+	while (!up && wire_now_ms() < end) {
+		int s = connect_port(port);
+
+		if (s >= 0) {
+			close(s);
+			up = 1;
+		} else {
+			usleep(20000);
+		}
+	}
+	assert_true(up);
+	gw_port = port;
+	for (int stream = 0; stream < 2; stream++) {
+		int64_t t0 = wire_now_ms();
+		hresp r = post("/v1/chat/completions", stream
+			? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+			  "\"stream\":true}"
+			: "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+		int64_t ms = wire_now_ms() - t0;
+
+		printf("  coordinator down: %s request answered %d in %lld "
+		       "ms\n", stream ? "streamed" : "plain", r.code,
+		       (long long)ms);
+		assert_int_equal(r.code, 503);
+		assert_non_null(strstr(r.head, "Retry-After: "));
+		assert_non_null(strstr(r.body, "service_unavailable"));
+		/* ~2 s; the bound leaves room for a loaded machine */
+		assert_true(ms < 8000);
+		hresp_free(&r);
+	}
+	{
+		hresp r = http("GET", "/health", NULL, NULL, 0);
+
+		assert_int_equal(r.code, 503);
+		hresp_free(&r);
+	}
+	gw_port = saved;
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
 /* ---- the status page ---------------------------------------------------- */
 
 static void test_status_page(void **state)
@@ -1552,6 +1854,10 @@ int main(void)
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_cancel_on_disconnect),
 		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_slow_headers),
+		cmocka_unit_test(test_hostile_bodies),
+		cmocka_unit_test(test_cancel_plain),
+		cmocka_unit_test(test_coordinator_down),
 		cmocka_unit_test(test_python_example),
 		cmocka_unit_test(test_status_page),
 	};

@@ -29,7 +29,7 @@ int auth_key(struct MHD_Connection *mc)
 		return AUTH_NO_KEYS;
 	h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7))
-		return 0;
+		return AUTH_NONE;
 	h += 7;
 	while (*h == ' ')
 		h++;
