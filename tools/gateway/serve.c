@@ -205,6 +205,15 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 	completions_free(cn);
 	if (cn->code)
 		metrics_count_code(cn->ep, cn->code);
+	/* the log: every completion and every error, by request id (the
+	 * client's x-request-id); probes that succeed are not logged */
+	if (cn->code >= 400 || cn->ep == HTTP_EP_CHAT ||
+	    cn->ep == HTTP_EP_COMPL)
+		fprintf(stderr, "quorum serve: %s %s %d %lld ms%s\n", cn->rid,
+			http_ep_name[cn->ep], cn->code,
+			(long long)(wire_now_ms() - cn->t0),
+			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
+				? "" : " (ended early)");
 	if (cn->ep == HTTP_EP_CHAT || cn->ep == HTTP_EP_COMPL)
 		metrics_observe(cn->t0);
 	metrics_record_push(cn);
@@ -239,13 +248,21 @@ static void help(void)
 	       "  POST /v1/chat/completions, /v1/completions  (stream: true\n"
 	       "       gives Server-Sent Events)\n"
 	       "  GET  /v1/models     the model and its fingerprint\n"
+	       "  GET  /v1/models/ID  the model by its id or an alias\n"
 	       "  GET  /health        200 when a worker is registered, else 503\n"
 	       "  GET  /metrics       Prometheus text format\n"
 	       "  GET  /              the live status page\n"
 	       "  GET  /v1/quorum/status  the page's JSON\n\n"
+	       "A request without n gets one choice: a chain that reached the\n"
+	       "majority answer over http.samples samples (0: sampling.n; the\n"
+	       "request's \"samples\" overrides it); n = how many choices.\n"
+	       "Errors carry OpenAI's codes; every response x-request-id.\n\n"
 	       "Settings come from the config's http: section (listen,\n"
-	       "api_keys_file, client_key_file, max_body_bytes,\n"
-	       "max_connections, max_in_flight) and limits/sampling/security.\n"
+	       "api_keys_file, admin_keys_file, show_questions,\n"
+	       "client_key_file, max_body_bytes, max_json_values,\n"
+	       "max_json_depth, max_connections, max_connections_per_ip,\n"
+	       "header_timeout_ms, body_timeout_ms, threads, max_in_flight,\n"
+	       "samples, model_aliases) and limits/sampling/security.\n"
 	       "TLS is left to a reverse proxy.\n\n"
 	       "options:\n"
 	       "  --config FILE    cluster configuration (required)\n"
