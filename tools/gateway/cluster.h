@@ -16,8 +16,16 @@
 #include "gateway.h"
 
 /* The coordinator's ClusterStatus (an OK reply with its cluster body;
- * the caller frees it), or NULL (not reachable in time). */
+ * the caller frees it), or NULL (not reachable in time). Blocks up to
+ * 2 s: for a handler, cluster_status_wait. */
 Quorum__ClientReply *cluster_status(void);
+/* The same for the handler of cn without holding a thread: 0 when the
+ * request was parked (return MHD_YES: the handler is called again once
+ * the reply came or 2 s passed), 1 with *out (the reply or NULL). */
+int cluster_status_wait(struct MHD_Connection *mc, gwconn *cn,
+			Quorum__ClientReply **out);
+/* Frees cn's status query (serve.c's on_done). */
+void cluster_free(gwconn *cn);
 
 enum MHD_Result cluster_health(struct MHD_Connection *mc, gwconn *cn);
 /* GET /v1/models, or /v1/models/{cn->model_arg} */

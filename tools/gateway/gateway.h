@@ -41,6 +41,7 @@
 
 typedef struct sse_stream sse_stream;
 typedef struct gwjob gwjob;
+typedef struct gwstatus gwstatus;
 
 /* The gateway: set up once by cmd_serve (serve.c), read-only after. */
 typedef struct gwstate {
@@ -66,6 +67,7 @@ typedef struct gwconn {
 	json_t *rec;            /* the status page's record of it */
 	sse_stream *st;
 	gwjob *job;             /* a completion's (completions.c) */
+	gwstatus *sq;           /* a status query's (cluster.c) */
 	int key;                /* auth_key's: who asked (auth.h) */
 	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
 	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */

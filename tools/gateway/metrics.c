@@ -233,14 +233,17 @@ static const struct {
 
 enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn)
 {
-	Quorum__ClientReply *r = cluster_status();
-	const Quorum__ClusterStatus *s = r ? r->cluster : NULL;
+	Quorum__ClientReply *r;
+	const Quorum__ClusterStatus *s;
 	sbuf b = {0};
 	char l1[256];
 	enum MHD_Result ok;
 	uint64_t cum = 0;
 	counters g;
 
+	if (!cluster_status_wait(mc, cn, &r))
+		return MHD_YES;
+	s = r ? r->cluster : NULL;
 	pthread_mutex_lock(&M.mu);
 	memcpy(g.by_code, M.by_code, sizeof(g.by_code));
 	memcpy(g.hist, M.hist, sizeof(g.hist));
@@ -357,9 +360,14 @@ enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn)
 
 enum MHD_Result metrics_status(struct MHD_Connection *mc, gwconn *cn)
 {
-	Quorum__ClientReply *r = cluster_status();
-	json_t *o = json_object(), *rec = json_array(), *cl = json_object();
+	Quorum__ClientReply *r;
+	json_t *o, *rec, *cl;
 
+	if (!cluster_status_wait(mc, cn, &r))
+		return MHD_YES;
+	o = json_object();
+	rec = json_array();
+	cl = json_object();
 	if (r)
 		client_cluster_json(cl, r->cluster);
 	pthread_mutex_lock(&M.mu);

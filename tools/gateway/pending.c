@@ -14,6 +14,7 @@
 #include "net/wire.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER; /* something parked */
 static pending *parked;
 static size_t n_parked;
 static int stopping, started;
@@ -42,7 +43,8 @@ void pending_park(pending *p)
 	}
 	p->next = parked;
 	parked = p;
-	n_parked++;
+	if (!n_parked++)
+		pthread_cond_signal(&cv);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -83,6 +85,9 @@ static void *run(void *arg)
 		int stop;
 
 		pthread_mutex_lock(&mu);
+		while (!n_parked && !stopping) /* idle: no ticking */
+			pthread_cond_wait(&cv, &mu);
+		now = wire_now_ms();
 		stop = stopping;
 		for (link = &parked; (p = *link);) {
 			Quorum__ClientReply *r =
@@ -164,6 +169,7 @@ void pending_stop(void)
 		return;
 	pthread_mutex_lock(&mu);
 	stopping = 1;
+	pthread_cond_signal(&cv);
 	pthread_mutex_unlock(&mu);
 	pthread_join(th, NULL);
 	started = 0;

@@ -9,9 +9,9 @@
  * waiting for its next part).
  *
  * The link (link.h) has no readiness callback, so the thread checks the
- * parked calls every PENDING_TICK_MS (a poll(2) on the parked sockets is
- * its sleep: a hang-up wakes it at once); a reply waits at most that
- * long. A hang-up: the socket's error, hang-up or end of file — a client
+ * parked calls every PENDING_TICK_MS while any is parked (a poll(2) on
+ * the parked sockets is its sleep: a hang-up wakes it at once; with none
+ * parked it sleeps until one is); a reply waits at most that long. A hang-up: the socket's error, hang-up or end of file — a client
  * that half-closes its socket after its request is taken as gone (as
  * nginx takes it: 499), and libmicrohttpd itself ends such a request
  * once it reads that end of file.

@@ -203,6 +203,7 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 	if (cn->st)
 		sse_detach(cn, toe);
 	completions_free(cn);
+	cluster_free(cn);
 	if (cn->code)
 		metrics_count_code(cn->ep, cn->code);
 	/* the log: every completion and every error, by request id (the
