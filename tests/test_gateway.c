@@ -15,8 +15,9 @@
  * slow-header connections beside good requests, 16 concurrent hostile
  * 1 MB bodies (the gateway's peak RSS), a plain request's client
  * hanging up (cancelled), a coordinator that is not there (503 within
- * seconds); the status page's HTML and JSON, and its DOM rendered by
- * headless Chromium.
+ * seconds); privacy (a key sees its own requests on the status page, an
+ * admin key all, a keyless gateway no questions); the status page's HTML
+ * and JSON, and its DOM rendered by headless Chromium.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -47,6 +48,7 @@ static pid_t gw_pid;
 static int gw_port;
 static char gw_log[PATH_MAX + 32];
 static const char *KEY = "sk-test-0123456789";
+static const char *ADMIN_KEY = "sk-admin-0123456789";
 
 /* ---- HTTP over a socket ------------------------------------------------- */
 
@@ -227,7 +229,7 @@ static int gw_start(void)
 static int group_setup(void **state)
 {
 	cu_cfg k;
-	char keys[PATH_MAX + 16];
+	char keys[PATH_MAX + 16], admin[PATH_MAX + 16];
 	FILE *f;
 
 	(void)state;
@@ -258,6 +260,12 @@ static int group_setup(void **state)
 	fprintf(f, "# test keys\n%s\n\nsk-other-key\n", KEY);
 	fclose(f);
 	chmod(keys, 0600);
+	snprintf(admin, sizeof(admin), "%s/admin-keys", cu_tmpdir);
+	if (!(f = fopen(admin, "w")))
+		return -1;
+	fprintf(f, "%s\n", ADMIN_KEY);
+	fclose(f);
+	chmod(admin, 0600);
 	/* the gateway's section, in the same file */
 	if (!(f = fopen(cl.config, "a")))
 		return -1;
@@ -268,8 +276,8 @@ static int group_setup(void **state)
 	 * deadline for test_slow_headers */
 	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 1048576\n"
 		"  max_in_flight: 128\n  model_aliases: x\n"
-		"  max_connections_per_ip: 128\n  header_timeout_ms: %d\n",
-		keys, HEADER_TIMEOUT_MS);
+		"  max_connections_per_ip: 128\n  header_timeout_ms: %d\n"
+		"  admin_keys_file: %s\n", keys, HEADER_TIMEOUT_MS, admin);
 	fclose(f);
 	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
 	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
@@ -1698,38 +1706,62 @@ static void test_cancel_plain(void **state)
 /* A gateway whose coordinator does not answer: a plain and a streamed
  * request each get 503 (with Retry-After) within a few seconds, as
  * /health says 503. */
-static void test_coordinator_down(void **state)
+/* Starts another gateway (config; endpoint NULL: the config's) on a free
+ * port; its pid, or 0. */
+static pid_t spawn_gateway(const char *config, const char *endpoint,
+			   const char *logname, int *port)
 {
-	char listen_at[64], ep[64], log[PATH_MAX + 32];
-	char *argv[] = {cu_bin("quorum"), "serve", "--config", cl.config,
-			"--listen", listen_at, "--endpoint", ep, NULL};
+	char listen_at[64], log[PATH_MAX + 32];
+	char *argv[] = {cu_bin("quorum"), "serve", "--config", (char *)config,
+			"--listen", listen_at, endpoint ? "--endpoint" : NULL,
+			(char *)endpoint, NULL};
 	posix_spawn_file_actions_t fa;
-	int saved = gw_port, port = free_port(), up = 0;
 	pid_t pid;
 	int64_t end = wire_now_ms() + CU_WAIT_MS;
 
-	(void)state;
-	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", port);
-	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
-	snprintf(log, sizeof(log), "%s/gateway-down.log", cu_tmpdir);
+	*port = free_port();
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", *port);
+	snprintf(log, sizeof(log), "%s/%s", cu_tmpdir, logname);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, log,
 					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ),
-			 0);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ))
+		pid = 0;
 	posix_spawn_file_actions_destroy(&fa);
-	while (!up && wire_now_ms() < end) {
-		int s = connect_port(port);
+	while (pid > 0 && wire_now_ms() < end) {
+		int s = connect_port(*port);
 
 		if (s >= 0) {
 			close(s);
-			up = 1;
-		} else {
-			usleep(20000);
+			return pid;
 		}
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return 0;
+		usleep(20000);
 	}
-	assert_true(up);
+	return 0;
+}
+
+static void stop_gateway(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
+/* A gateway whose coordinator does not answer: a plain and a streamed
+ * request each get 503 (with Retry-After) within a few seconds, as
+ * /health says 503. */
+static void test_coordinator_down(void **state)
+{
+	char ep[64];
+	int saved = gw_port, port;
+	pid_t pid;
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
+	pid = spawn_gateway(cl.config, ep, "gateway-down.log", &port);
+	assert_true(pid > 0);
 	gw_port = port;
 	for (int stream = 0; stream < 2; stream++) {
 		int64_t t0 = wire_now_ms();
@@ -1756,8 +1788,79 @@ static void test_coordinator_down(void **state)
 		hresp_free(&r);
 	}
 	gw_port = saved;
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
+	stop_gateway(pid);
+}
+
+/* The status page's JSON as key sees it (NULL: no key). */
+static char *status_as(const char *key)
+{
+	hresp r = http("GET", "/v1/quorum/status", key, NULL, 0);
+	char *b;
+
+	assert_int_equal(r.code, 200);
+	b = r.body;
+	r.body = NULL;
+	hresp_free(&r);
+	return b;
+}
+
+/* Privacy: a key sees its own requests on the status page, an admin key
+ * every request; a gateway without keys shows none of the questions
+ * (http.show_questions false). */
+static void test_privacy(void **state)
+{
+	const char *mine = "{\"prompt\":\"Mine only 17?\",\"max_tokens\":2}",
+		   *other = "{\"prompt\":\"Other one 23?\",\"max_tokens\":2}";
+	char *b, conf[PATH_MAX + 32], line[512];
+	FILE *in, *out;
+	hresp r;
+	int saved = gw_port, port;
+	pid_t pid;
+
+	(void)state;
+	r = http("POST", "/v1/completions", KEY, mine, strlen(mine));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	r = http("POST", "/v1/completions", "sk-other-key", other,
+		 strlen(other));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	b = status_as(KEY);
+	assert_non_null(strstr(b, "Mine only 17?"));
+	assert_null(strstr(b, "Other one 23?"));
+	free(b);
+	b = status_as("sk-other-key");
+	assert_null(strstr(b, "Mine only 17?"));
+	assert_non_null(strstr(b, "Other one 23?"));
+	free(b);
+	b = status_as(ADMIN_KEY);
+	assert_non_null(strstr(b, "Mine only 17?"));
+	assert_non_null(strstr(b, "Other one 23?"));
+	free(b);
+	/* the same cluster behind a gateway without keys */
+	snprintf(conf, sizeof(conf), "%s/keyless.yaml", cu_tmpdir);
+	in = fopen(cl.config, "r");
+	out = fopen(conf, "w");
+	assert_non_null(in);
+	assert_non_null(out);
+	while (fgets(line, sizeof(line), in) && strcmp(line, "http:\n"))
+		fputs(line, out);
+	fputs("http:\n  model_aliases: x\n", out);
+	fclose(in);
+	fclose(out);
+	pid = spawn_gateway(conf, NULL, "gateway-keyless.log", &port);
+	assert_true(pid > 0);
+	gw_port = port;
+	r = http("POST", "/v1/completions", NULL, mine, strlen(mine));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	b = status_as(NULL);
+	assert_non_null(strstr(b, "\"recent\":[{"));
+	assert_null(strstr(b, "Mine only 17?"));
+	assert_null(strstr(b, "\"question\""));
+	free(b);
+	gw_port = saved;
+	stop_gateway(pid);
 }
 
 /* ---- the status page ---------------------------------------------------- */
@@ -1858,6 +1961,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_bodies),
 		cmocka_unit_test(test_cancel_plain),
 		cmocka_unit_test(test_coordinator_down),
+		cmocka_unit_test(test_privacy),
 		cmocka_unit_test(test_python_example),
 		cmocka_unit_test(test_status_page),
 	};
