@@ -12,8 +12,9 @@
  * serving); API keys; a client leaving mid-stream cancels its request at
  * the coordinator; 50 concurrent clients x 10 requests each answered
  * once, no connection left open; abuse, each with its bound: 256
- * slow-header connections beside good requests, 16 concurrent hostile
- * 1 MB bodies (the gateway's peak RSS), a plain request's client
+ * slow-header connections beside good requests, a slow body, 16
+ * concurrent hostile 1 MB bodies (the gateway's peak RSS), a plain
+ * request's client
  * hanging up (cancelled), a coordinator that is not there (503 within
  * seconds); privacy (a key sees its own requests on the status page, an
  * admin key all, a keyless gateway no questions); the status page's HTML
@@ -36,6 +37,7 @@
 
 #define MAX_N 16
 #define HEADER_TIMEOUT_MS 3000
+#define BODY_TIMEOUT_MS 3000
 #define SLOW_CONNS 256
 #define HOSTILE_BODIES 16
 #define LOAD_CLIENTS 50
@@ -272,12 +274,13 @@ static int group_setup(void **state)
 	/* model "x": the name the requests here give; 50 load clients
 	 * from one address */
 	/* the default body cap (1 MiB): test_hostile_bodies' bodies are
-	 * read in full and refused by the JSON pre-scan; a 3 s header
-	 * deadline for test_slow_headers */
+	 * read in full and refused by the JSON pre-scan; 3 s header and
+	 * body deadlines for test_slow_headers and test_slow_body */
 	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 1048576\n"
 		"  max_in_flight: 128\n  model_aliases: x\n"
 		"  max_connections_per_ip: 128\n  header_timeout_ms: %d\n"
-		"  admin_keys_file: %s\n", keys, HEADER_TIMEOUT_MS, admin);
+		"  body_timeout_ms: %d\n  admin_keys_file: %s\n", keys,
+		HEADER_TIMEOUT_MS, BODY_TIMEOUT_MS, admin);
 	fclose(f);
 	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
 	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
@@ -1601,6 +1604,40 @@ static void test_slow_headers(void **state)
 	assert_int_equal(closed, SLOW_CONNS);
 }
 
+/* A body sent one byte every 200 ms: the connection is closed by the
+ * body deadline, well before the body would be complete. */
+static void test_slow_body(void **state)
+{
+	char head[512];
+	int s = connect_port(gw_port), n, gone = 0;
+	int64_t t0 = wire_now_ms(), end = t0 + BODY_TIMEOUT_MS + 5000;
+
+	(void)state;
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: 1000\r\n\r\n{", KEY);
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	while (!gone && wire_now_ms() < end) {
+		char c[512];
+		ssize_t k;
+
+		if (send(s, " ", 1, MSG_NOSIGNAL) != 1)
+			gone = 1;
+		while ((k = recv(s, c, sizeof(c), MSG_DONTWAIT)) > 0)
+			;
+		if (k == 0 || (k < 0 && errno != EAGAIN &&
+			       errno != EWOULDBLOCK))
+			gone = 1;
+		usleep(200000);
+	}
+	close(s);
+	printf("  a slow body: closed after %lld ms\n",
+	       (long long)(wire_now_ms() - t0));
+	assert_true(gone);
+	assert_true(wire_now_ms() - t0 >= BODY_TIMEOUT_MS - 100);
+}
+
 static size_t hostile_len;
 static char *hostile;
 static int hostile_code[HOSTILE_BODIES];
@@ -1958,6 +1995,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_on_disconnect),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_slow_headers),
+		cmocka_unit_test(test_slow_body),
 		cmocka_unit_test(test_hostile_bodies),
 		cmocka_unit_test(test_cancel_plain),
 		cmocka_unit_test(test_coordinator_down),
