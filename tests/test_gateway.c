@@ -14,9 +14,8 @@
  * once, no connection left open; abuse, each with its bound: 256
  * slow-header connections beside good requests, a slow body, 16
  * concurrent hostile 1 MB bodies (the gateway's peak RSS), a plain
- * request's client
- * hanging up (cancelled), a coordinator that is not there (503 within
- * seconds); privacy (a key sees its own requests on the status page, an
+ * request's client hanging up (cancelled), a coordinator that is not
+ * there (503 within seconds); privacy (a key sees its own requests on the status page, an
  * admin key all, a keyless gateway no questions); the status page's HTML
  * and JSON, and its DOM rendered by headless Chromium.
  */
