@@ -173,6 +173,14 @@ test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh $(TEST_RUN)
 
+# The gateway as the official openai npm package sees it (Node from
+# Debian; the package pinned by tests/sdk/package-lock.json).
+test-sdk: all
+	sh tools/deps.sh sdk
+	cd tests/sdk && npm ci --no-audit --no-fund
+	sh tests/sdk/run.sh $(B)
+.PHONY: test-sdk
+
 QWEN_TOK   := data/tokenizers/qwen2/tokenizer.json
 # The main job's model: quorum-arith, trained for this repository
 # (models/README.md); the synthesized models are for shapes and speed.

@@ -194,6 +194,8 @@ workers:
   threads: 1
 http:
   listen: 127.0.0.1:$hport
+  # the requests below name model "x"
+  model_aliases: x
 EOF
 timeout -s TERM 900 "$B/coordinator" --config "$tmp/cluster.yaml" \
 	>"$tmp/coordinator.log" 2>&1 &

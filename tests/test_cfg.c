@@ -298,7 +298,18 @@ static const struct ecase ecases[] = {
 	  "4:19", "http.max_body_bytes"),
 	E("http_unknown", BASE "http:\n  port: 80\n", QERR_FORMAT, "4:3",
 	  "unknown key 'port' in 'http' (expected: listen, api_keys_file, "
-	  "client_key_file, max_body_bytes, max_connections, max_in_flight)"),
+	  "client_key_file, max_body_bytes, max_connections, max_in_flight, "
+	  "max_json_values, max_json_depth, samples, model_aliases, "
+	  "header_timeout_ms, body_timeout_ms, max_connections_per_ip, "
+	  "threads, admin_keys_file, show_questions)"),
+	E("http_json_depth_small", BASE "http:\n  max_json_depth: 1\n",
+	  QERR_RANGE, "4:19", "http.max_json_depth"),
+	E("http_header_timeout_small", BASE "http:\n  header_timeout_ms: 5\n",
+	  QERR_RANGE, "4:22", "http.header_timeout_ms"),
+	E("http_threads_big", BASE "http:\n  threads: 1000\n",
+	  QERR_RANGE, "4:12", "http.threads"),
+	E("http_show_questions", BASE "http:\n  show_questions: 2\n",
+	  QERR_FORMAT, "4:19", "http.show_questions"),
 	/* strings with a shape */
 	E("name_space", "model: {path: m}\ncluster: {name: 'a b'}\n",
 	  QERR_FORMAT, "2:17",
@@ -715,13 +726,29 @@ static int v_http_v6(const cfg *c)
 static int v_http_default(const cfg *c)
 {
 	return !strcmp(c->http.listen, "127.0.0.1:8080") &&
-	       c->http.max_body_bytes == 1 << 20 && !c->http.api_keys_file;
+	       c->http.max_body_bytes == 1 << 20 && !c->http.api_keys_file &&
+	       c->http.max_json_values == 4096 &&
+	       c->http.max_json_depth == 32 && c->http.samples == 0 &&
+	       !c->http.model_aliases && c->http.header_timeout_ms == 10000 &&
+	       c->http.body_timeout_ms == 30000 &&
+	       c->http.max_connections_per_ip == 32 && c->http.threads == 4 &&
+	       !c->http.admin_keys_file && !c->http.show_questions;
+}
+static int v_http_front(const cfg *c)
+{
+	return c->http.samples == 5 && c->http.model_aliases &&
+	       !strcmp(c->http.model_aliases, "gpt-4o, x") &&
+	       c->http.header_timeout_ms == 2000 && c->http.threads == 2 &&
+	       c->http.show_questions && c->http.max_json_values == 100;
 }
 
 static const struct vcase vcases[] = {
 	{"http_v6", "http: {listen: '[::1]:0', max_in_flight: 3, "
 	 "api_keys_file: keys/api}\n", v_http_v6},
 	{"http_default", "http:\n", v_http_default},
+	{"http_front", "http: {samples: 5, model_aliases: 'gpt-4o, x', "
+	 "header_timeout_ms: 2000, threads: 2, show_questions: true, "
+	 "max_json_values: 100}\n", v_http_front},
 	{"bool_no", "security: {curve: no}\n", v_bool_no},
 	{"bool_false_caps", "security: {curve: FALSE}\n", v_bool_false_caps},
 	{"null_section", "kv:\n", v_null_section},

@@ -11,8 +11,13 @@
  * bad-input table (each its code, message and param; the gateway keeps
  * serving); API keys; a client leaving mid-stream cancels its request at
  * the coordinator; 50 concurrent clients x 10 requests each answered
- * once, no connection left open; the status page's HTML and JSON, and
- * its DOM rendered by headless Chromium.
+ * once, no connection left open; abuse, each with its bound: 256
+ * slow-header connections beside good requests, a slow body, 16
+ * concurrent hostile 1 MB bodies (the gateway's peak RSS), a plain
+ * request's client hanging up (cancelled), a coordinator that is not
+ * there (503 within seconds); privacy (a key sees its own requests on the status page, an
+ * admin key all, a keyless gateway no questions); the status page's HTML
+ * and JSON, and its DOM rendered by headless Chromium.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -30,6 +35,10 @@
 #include "clusterutil.h"
 
 #define MAX_N 16
+#define HEADER_TIMEOUT_MS 3000
+#define BODY_TIMEOUT_MS 3000
+#define SLOW_CONNS 256
+#define HOSTILE_BODIES 16
 #define LOAD_CLIENTS 50
 #define LOAD_REQUESTS 10 /* 2 with QUORUM_TEST_QUICK: the sanitizer run
 			  * keeps the 50-way concurrency, not the volume */
@@ -40,6 +49,7 @@ static pid_t gw_pid;
 static int gw_port;
 static char gw_log[PATH_MAX + 32];
 static const char *KEY = "sk-test-0123456789";
+static const char *ADMIN_KEY = "sk-admin-0123456789";
 
 /* ---- HTTP over a socket ------------------------------------------------- */
 
@@ -116,8 +126,9 @@ static void read_resp(int s, hresp *r)
 	free(b);
 }
 
-/* One request (HTTP/1.0: the server closes after the response). key
- * NULL: no Authorization header. */
+/* One request (HTTP/1.0: the server closes after the response; the
+ * socket stays open both ways until then: a client that half-closes is
+ * taken as gone). key NULL: no Authorization header. */
 static hresp http(const char *method, const char *path, const char *key,
 		  const char *body, size_t blen)
 {
@@ -134,9 +145,8 @@ static hresp http(const char *method, const char *path, const char *key,
 		     "Content-Type: application/json\r\nContent-Length: %zu"
 		     "\r\n\r\n", method, path, key ? "Authorization: Bearer " : "",
 		     key ? key : "", key ? "\r\n" : "", body ? blen : 0);
-	if (!send_all(s, head, (size_t)n) &&
-	    (!body || !send_all(s, body, blen)))
-		shutdown(s, SHUT_WR);
+	if (!send_all(s, head, (size_t)n) && body)
+		send_all(s, body, blen);
 	read_resp(s, &r);
 	close(s);
 	return r;
@@ -220,7 +230,7 @@ static int gw_start(void)
 static int group_setup(void **state)
 {
 	cu_cfg k;
-	char keys[PATH_MAX + 16];
+	char keys[PATH_MAX + 16], admin[PATH_MAX + 16];
 	FILE *f;
 
 	(void)state;
@@ -251,11 +261,25 @@ static int group_setup(void **state)
 	fprintf(f, "# test keys\n%s\n\nsk-other-key\n", KEY);
 	fclose(f);
 	chmod(keys, 0600);
+	snprintf(admin, sizeof(admin), "%s/admin-keys", cu_tmpdir);
+	if (!(f = fopen(admin, "w")))
+		return -1;
+	fprintf(f, "%s\n", ADMIN_KEY);
+	fclose(f);
+	chmod(admin, 0600);
 	/* the gateway's section, in the same file */
 	if (!(f = fopen(cl.config, "a")))
 		return -1;
-	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 65536\n"
-		"  max_in_flight: 128\n", keys);
+	/* model "x": the name the requests here give; 50 load clients
+	 * from one address */
+	/* the default body cap (1 MiB): test_hostile_bodies' bodies are
+	 * read in full and refused by the JSON pre-scan; 3 s header and
+	 * body deadlines for test_slow_headers and test_slow_body */
+	fprintf(f, "http:\n  api_keys_file: %s\n  max_body_bytes: 1048576\n"
+		"  max_in_flight: 128\n  model_aliases: x\n"
+		"  max_connections_per_ip: 128\n  header_timeout_ms: %d\n"
+		"  body_timeout_ms: %d\n  admin_keys_file: %s\n", keys,
+		HEADER_TIMEOUT_MS, BODY_TIMEOUT_MS, admin);
 	fclose(f);
 	if (cu_worker(&cl, "w0", "h0") <= 0 || cu_worker(&cl, "w1", "h0") <= 0 ||
 	    cu_wait_workers(&cl, 2, CU_WAIT_MS) < 0) {
@@ -419,6 +443,9 @@ typedef struct {
 	int pieces[SSE_MAX];       /* non-empty text deltas */
 	int chunks, done;
 	json_t *last;              /* the last data chunk */
+	json_t *quorum;            /* the quorum object (once, on the last
+				    * finish chunk) */
+	int empty;                 /* chunks without a choice */
 } sse_got;
 
 /* Parses body (modified) as OpenAI chunks of object kind: one finish per
@@ -446,6 +473,12 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 				    "object")), kind);
 		ch = json_object_get(o, "choices");
 		g->chunks++;
+		g->empty += !json_array_size(ch);
+		if (json_object_get(o, "quorum")) {
+			assert_null(g->quorum);
+			assert_true(json_array_size(ch) == 1);
+			g->quorum = json_incref(json_object_get(o, "quorum"));
+		}
 		for (size_t i = 0; i < json_array_size(ch); i++) {
 			json_t *c = json_array_get(ch, i);
 			json_int_t k = json_integer_value(json_object_get(c,
@@ -479,6 +512,7 @@ static void sse_got_free(sse_got *g)
 	for (int k = 0; k < SSE_MAX; k++)
 		free(g->text[k]);
 	json_decref(g->last);
+	json_decref(g->quorum);
 }
 
 /* The extensions early_stop and vote: the samples, vote (with weights)
@@ -557,12 +591,10 @@ static void test_early_stop(void **state)
 		}
 		printf("  streamed early stop: %zu of 12 reported, %d "
 		       "cancelled after streaming text\n", k, n_cancelled);
-		assert_json_eq(json_object_get(json_object_get(g.last,
-				"quorum"), "votes"),
+		assert_json_eq(json_object_get(g.quorum, "votes"),
 			       json_object_get(ref, "votes"),
 			       "streamed weighted votes");
-		assert_json_eq(json_object_get(json_object_get(g.last,
-				"quorum"), "early_stop"),
+		assert_json_eq(json_object_get(g.quorum, "early_stop"),
 			       json_object_get(ref, "stop"),
 			       "streamed stop reports");
 		sse_got_free(&g);
@@ -801,12 +833,27 @@ static void test_stream(void **state)
 		assert_string_equal(g.text[k], json_string_value(json_object_get(
 			json_object_get(c, "message"), "content")));
 	}
-	assert_json_eq(json_object_get(json_object_get(g.last, "quorum"),
-				       "votes"),
+	assert_json_eq(json_object_get(g.quorum, "votes"),
 		       json_object_get(json_object_get(po, "quorum"), "votes"),
 		       "streamed votes");
+	/* no chunk without a choice unless include_usage asks (OpenAI's
+	 * loop reads chunk.choices[0]) */
+	assert_int_equal(g.empty, 0);
+	assert_null(json_object_get(g.last, "usage"));
+	sse_got_free(&g);
+	hresp_free(&st);
+	snprintf(body, sizeof(body), b, ",\"stream\":true,\"stream_options\":"
+		 "{\"include_usage\":true}");
+	st = post("/v1/chat/completions", body);
+	assert_int_equal(st.code, 200);
+	sse_parse(st.body, "chat.completion.chunk", &g);
+	/* the usage chunk last: no choices, every sample's tokens */
+	assert_int_equal(g.empty, 1);
 	assert_int_equal(json_array_size(json_object_get(g.last, "choices")), 0);
-	assert_non_null(json_object_get(g.last, "usage"));
+	assert_json_eq(json_object_get(json_object_get(g.last, "usage"),
+				       "completion_tokens"),
+		       json_object_get(json_object_get(po, "usage"),
+				       "completion_tokens"), "streamed usage");
 	sse_got_free(&g);
 	json_decref(po);
 	hresp_free(&plain);
@@ -1040,8 +1087,25 @@ static const struct bad_case {
 	 "temperature = -1: must be a finite number >= 0"},
 	{"top_p_zero", "/v1/completions", "{\"prompt\":\"q\",\"top_p\":0}",
 	 400, "top_p", "top_p = 0: must be a number in (0, 1]"},
-	{"seed_negative", "/v1/completions", "{\"prompt\":\"q\",\"seed\":-3}",
-	 400, "seed", "seed = -3: must be an integer in 0..18446744073709551615"},
+	/* the HTTP API's range (OpenAI's); a negative seed is taken */
+	{"temperature_over_2", "/v1/completions",
+	 "{\"prompt\":\"q\",\"temperature\":2.5}", 400, "temperature",
+	 "temperature = 2.5: must be a number in [0, 2]"},
+	{"n_over_samples", "/v1/completions",
+	 "{\"prompt\":\"q\",\"n\":4,\"samples\":2}", 400, "n",
+	 "n = 4: must be at most the samples (2)"},
+	{"samples_zero", "/v1/completions",
+	 "{\"prompt\":\"q\",\"quorum\":{\"samples\":0}}", 400, "samples",
+	 "n = 0: must be an integer in 1..65536"},
+	{"stream_options_alone", "/v1/completions",
+	 "{\"prompt\":\"q\",\"stream_options\":{\"include_usage\":true}}",
+	 400, "stream_options", "only allowed with 'stream': true"},
+	{"model_unknown", "/v1/completions",
+	 "{\"prompt\":\"q\",\"model\":\"gpt-4o\"}", 404, "model",
+	 "The model 'gpt-4o' does not exist"},
+	{"json_deep", "/v1/completions",
+	 "{\"prompt\":\"q\",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]"
+	 "]]]]]]]]]]]]]]]]]]]]}", 400, NULL, "deeper than http.max_json_depth"},
 	{"stop_too_many", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
 	 "stop", "stop_strings: must be at most 4 strings of 1..64 bytes "
@@ -1067,8 +1131,8 @@ static const struct bad_case {
 	 "prompt", "one question per request"},
 	{"empty_prompt", "/v1/completions", "{\"prompt\":\"\"}", 400,
 	 "prompt", "empty"},
-	{"prompt_too_long", "/v1/completions", NULL /* built below */, 413,
-	 NULL, "max_prompt_tokens"},
+	{"prompt_too_long", "/v1/completions", NULL /* built below */, 400,
+	 "prompt", "max_prompt_tokens"},
 	{"think_type", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"chat_template_kwargs\":{\"enable_thinking\":1}}", 400, "think",
@@ -1123,7 +1187,7 @@ static void test_bad_input(void **state)
 	}
 	free(body);
 	free(longq);
-	/* over http.max_body_bytes (64 KiB): refused from the headers,
+	/* over http.max_body_bytes (1 MiB): refused from the headers,
 	 * before any of the body is sent */
 	{
 		char head[256];
@@ -1150,6 +1214,53 @@ static void test_bad_input(void **state)
 	r = get("/v1/nothing");
 	check_error(&r, 404, NULL, "unknown URL", "not_found");
 	hresp_free(&r);
+	/* the body's headers: JSON only (no cross-site simple request: a
+	 * form or text/plain), one Content-Length */
+	{
+		static const struct { const char *name, *head; int code;
+				      const char *msg, *ecode; } raw[] = {
+			{"text_plain", "Content-Type: text/plain\r\n"
+			 "Content-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"form", "Content-Type: application/x-www-form-"
+			 "urlencoded\r\nContent-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"no_type", "Content-Length: 13\r\n", 415,
+			 "Content-Type: application/json",
+			 "unsupported_media_type"},
+			{"two_lengths", "Content-Type: application/json\r\n"
+			 "Content-Length: 13\r\nContent-Length: 14\r\n",
+			 400, "conflicting Content-Length",
+			 "invalid_request_error"},
+		};
+
+		for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+			char head[512];
+			int s = connect_port(gw_port), n;
+			json_t *o;
+
+			assert_true(s >= 0);
+			n = snprintf(head, sizeof(head), "POST /v1/completions "
+				     "HTTP/1.0\r\nAuthorization: Bearer %s\r\n"
+				     "%s\r\n{\"prompt\":\"q\"}", KEY,
+				     raw[i].head);
+			assert_int_equal(send_all(s, head, (size_t)n), 0);
+			shutdown(s, SHUT_WR);
+			read_resp(s, &r);
+			close(s);
+			check_error(&r, raw[i].code, NULL, raw[i].msg,
+				    raw[i].name);
+			o = body_json(&r);
+			assert_string_equal(json_string_value(json_object_get(
+				json_object_get(o, "error"), "code")),
+				raw[i].ecode);
+			assert_non_null(strstr(r.head, "x-request-id: req_"));
+			json_decref(o);
+			hresp_free(&r);
+		}
+	}
 	/* still serving */
 	r = http("GET", "/health", NULL, NULL, 0);
 	assert_int_equal(r.code, 200);
@@ -1201,7 +1312,8 @@ static void test_cancel_on_disconnect(void **state)
 	s = connect_port(gw_port);
 	assert_true(s >= 0);
 	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.0\r\n"
-		     "Authorization: Bearer %s\r\nContent-Length: %zu\r\n\r\n"
+		     "Authorization: Bearer %s\r\nContent-Type: application/json"
+		     "\r\nContent-Length: %zu\r\n\r\n"
 		     "%s", KEY, strlen(b), b);
 	assert_int_equal(send_all(s, head, (size_t)n), 0);
 	/* the headers (then keep-alive comments) come once it is accepted */
@@ -1362,9 +1474,429 @@ static void test_python_example(void **state)
 	/* a refused request: its error line and exit status 1 */
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/clients/python/"
 		 "http_example.py --base-url http://127.0.0.1:%d/v1 --key bad "
-		 "'x' 2>&1 | grep -q 'HTTP 401 UNAUTHORIZED'", tu_root(),
+		 "'x' 2>&1 | grep -q 'HTTP 401 invalid_api_key'", tu_root(),
 		 gw_port);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* ---- abuse ------------------------------------------------------------- */
+
+/* A process's /proc status field in kB (VmRSS, VmHWM), -1 if unknown. */
+static long proc_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)) &&
+		    line[strlen(field)] == ':')
+			v = strtol(line + strlen(field) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+static volatile int slow_stop;
+
+/* Keeps the slow connections trickling: one header line each every
+ * 500 ms (never the blank line that ends the headers). */
+static void *slow_trickle(void *arg)
+{
+	int *socks = arg;
+
+	while (!slow_stop) {
+		for (int i = 0; i < SLOW_CONNS; i++)
+			if (socks[i] >= 0)
+				send(socks[i], "X-Slow: 1\r\n", 11,
+				     MSG_NOSIGNAL | MSG_DONTWAIT);
+		usleep(500000);
+	}
+	return NULL;
+}
+
+/* 256 connections from another address (127.0.0.2) send their headers
+ * one line every 500 ms: good requests (from 127.0.0.1) are still
+ * answered within a few seconds, and every slow connection is closed by
+ * the header deadline (or refused by the per-IP cap). */
+static void test_slow_headers(void **state)
+{
+	static const char slow_head[] = "POST /v1/chat/completions HTTP/1.1"
+					"\r\nHost: x\r\n";
+	int socks[SLOW_CONNS], open_n = 0, closed = 0;
+	pthread_t th;
+	int64_t t0, end;
+
+	(void)state;
+	for (int i = 0; i < SLOW_CONNS; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET}, me = a;
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		me.sin_addr.s_addr = htonl(0x7f000002);
+		a.sin_port = htons((uint16_t)gw_port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socks[i] = -1;
+		if (s < 0)
+			continue;
+		if (bind(s, (struct sockaddr *)&me, sizeof(me)) ||
+		    connect(s, (struct sockaddr *)&a, sizeof(a)) ||
+		    send(s, slow_head, strlen(slow_head), MSG_NOSIGNAL) !=
+			    (ssize_t)strlen(slow_head)) {
+			close(s);
+			continue;
+		}
+		socks[i] = s;
+		open_n++;
+	}
+	assert_true(open_n > 0);
+	slow_stop = 0;
+	assert_int_equal(pthread_create(&th, NULL, slow_trickle, socks), 0);
+	t0 = wire_now_ms();
+	for (int k = 0; k < 4; k++) {
+		int64_t a = wire_now_ms();
+		hresp r = post("/v1/completions", "{\"prompt\":\"Slow?\","
+			       "\"n\":2,\"max_tokens\":3}");
+
+		assert_int_equal(r.code, 200);
+		if (wire_now_ms() - a > 5000)
+			fail_msg("a good request took %lld ms beside %d slow "
+				 "connections", (long long)(wire_now_ms() - a),
+				 open_n);
+		hresp_free(&r);
+	}
+	printf("  4 good requests beside %d slow connections: %lld ms\n",
+	       open_n, (long long)(wire_now_ms() - t0));
+	/* every slow one closed: by the deadline, or refused at once */
+	end = wire_now_ms() + HEADER_TIMEOUT_MS + 5000;
+	while (closed < SLOW_CONNS && wire_now_ms() < end) {
+		closed = 0;
+		for (int i = 0; i < SLOW_CONNS; i++) {
+			char c[512];
+			ssize_t k;
+
+			if (socks[i] < 0) {
+				closed++;
+				continue;
+			}
+			/* (a reply, e.g. a 4xx, is read through to its end) */
+			while ((k = recv(socks[i], c, sizeof(c),
+					 MSG_DONTWAIT)) > 0)
+				;
+			if (k == 0 || (k < 0 && errno != EAGAIN &&
+				       errno != EWOULDBLOCK)) {
+				close(socks[i]);
+				socks[i] = -1;
+				closed++;
+			}
+		}
+		usleep(100000);
+	}
+	slow_stop = 1;
+	pthread_join(th, NULL);
+	printf("  slow connections closed %lld ms after they began\n",
+	       (long long)(wire_now_ms() - t0));
+	for (int i = 0; i < SLOW_CONNS; i++)
+		if (socks[i] >= 0)
+			close(socks[i]);
+	assert_int_equal(closed, SLOW_CONNS);
+}
+
+/* A body sent one byte every 200 ms: the connection is closed by the
+ * body deadline, well before the body would be complete. */
+static void test_slow_body(void **state)
+{
+	char head[512];
+	int s = connect_port(gw_port), n, gone = 0;
+	int64_t t0 = wire_now_ms(), end = t0 + BODY_TIMEOUT_MS + 5000;
+
+	(void)state;
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: 1000\r\n\r\n{", KEY);
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	while (!gone && wire_now_ms() < end) {
+		char c[512];
+		ssize_t k;
+
+		if (send(s, " ", 1, MSG_NOSIGNAL) != 1)
+			gone = 1;
+		while ((k = recv(s, c, sizeof(c), MSG_DONTWAIT)) > 0)
+			;
+		if (k == 0 || (k < 0 && errno != EAGAIN &&
+			       errno != EWOULDBLOCK))
+			gone = 1;
+		usleep(200000);
+	}
+	close(s);
+	printf("  a slow body: closed after %lld ms\n",
+	       (long long)(wire_now_ms() - t0));
+	assert_true(gone);
+	assert_true(wire_now_ms() - t0 >= BODY_TIMEOUT_MS - 100);
+}
+
+static size_t hostile_len;
+static char *hostile;
+static int hostile_code[HOSTILE_BODIES];
+
+static void *hostile_client(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	hresp r = http("POST", "/v1/chat/completions", KEY, hostile,
+		       hostile_len);
+
+	hostile_code[i] = r.code;
+	hresp_free(&r);
+	return NULL;
+}
+
+/* 16 concurrent 1 MB bodies of {"junk":[{},{},...]}: each refused by
+ * the JSON pre-scan (413) before jansson builds anything; the gateway's
+ * peak RSS stays under 200 MB and its RSS returns near its idle size. */
+static void test_hostile_bodies(void **state)
+{
+	pthread_t th[HOSTILE_BODIES];
+	long rss0 = proc_kb(gw_pid, "VmRSS"), rss1, hwm;
+	size_t n = 0;
+
+	(void)state;
+	assert_true(rss0 > 0);
+	hostile = malloc(1048576);
+	n += (size_t)sprintf(hostile, "{\"junk\":[{}");
+	while (n + 8 < 1048576 - 4)
+		n += (size_t)sprintf(hostile + n, ",{}");
+	n += (size_t)sprintf(hostile + n, "]}");
+	hostile_len = n;
+	for (int i = 0; i < HOSTILE_BODIES; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, hostile_client,
+						(void *)(intptr_t)i), 0);
+	for (int i = 0; i < HOSTILE_BODIES; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(hostile_code[i], 413);
+	}
+	free(hostile);
+	rss1 = proc_kb(gw_pid, "VmRSS");
+	hwm = proc_kb(gw_pid, "VmHWM");
+	printf("  16 hostile 1 MB bodies: RSS %ld -> %ld kB, peak %ld kB\n",
+	       rss0, rss1, hwm);
+	assert_true(hwm > 0 && hwm < 200 * 1024);
+	assert_true(rss1 < rss0 + 32 * 1024);
+}
+
+/* A client that hangs up on a plain (not streamed) request: its request
+ * is cancelled at the coordinator (counted failed, not served). */
+static void test_cancel_plain(void **state)
+{
+	const char *b = "{\"prompt\":\"Go on forever.\",\"n\":2,"
+			"\"max_tokens\":1500,\"ignore_eos\":true}";
+	char head[512];
+	void *zs = cu_client(&cl);
+	Quorum__ClientReply *st = cu_status(zs);
+	uint64_t served0, failed0;
+	int64_t end = wire_now_ms() + CU_WAIT_MS;
+	int s, n;
+
+	(void)state;
+	assert_non_null(st);
+	served0 = st->cluster->requests_served;
+	failed0 = st->cluster->requests_failed;
+	quorum__client_reply__free_unpacked(st, NULL);
+	s = connect_port(gw_port);
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
+		     strlen(b), b);
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	/* in flight at the coordinator, then the client leaves */
+	for (;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->in_flight > 0)
+			break;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request never started");
+		usleep(20000);
+	}
+	quorum__client_reply__free_unpacked(st, NULL);
+	close(s);
+	for (;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->requests_failed > failed0 &&
+		    st->cluster->in_flight == 0)
+			break;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request was not cancelled");
+		usleep(50000);
+	}
+	assert_int_equal(st->cluster->requests_served, served0);
+	quorum__client_reply__free_unpacked(st, NULL);
+	zmq_close(zs);
+}
+
+/* A gateway whose coordinator does not answer: a plain and a streamed
+ * request each get 503 (with Retry-After) within a few seconds, as
+ * /health says 503. */
+/* Starts another gateway (config; endpoint NULL: the config's) on a free
+ * port; its pid, or 0. */
+static pid_t spawn_gateway(const char *config, const char *endpoint,
+			   const char *logname, int *port)
+{
+	char listen_at[64], log[PATH_MAX + 32];
+	char *argv[] = {cu_bin("quorum"), "serve", "--config", (char *)config,
+			"--listen", listen_at, endpoint ? "--endpoint" : NULL,
+			(char *)endpoint, NULL};
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int64_t end = wire_now_ms() + CU_WAIT_MS;
+
+	*port = free_port();
+	snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", *port);
+	snprintf(log, sizeof(log), "%s/%s", cu_tmpdir, logname);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, log,
+					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ))
+		pid = 0;
+	posix_spawn_file_actions_destroy(&fa);
+	while (pid > 0 && wire_now_ms() < end) {
+		int s = connect_port(*port);
+
+		if (s >= 0) {
+			close(s);
+			return pid;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return 0;
+		usleep(20000);
+	}
+	return 0;
+}
+
+static void stop_gateway(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
+/* A gateway whose coordinator does not answer: a plain and a streamed
+ * request each get 503 (with Retry-After) within a few seconds, as
+ * /health says 503. */
+static void test_coordinator_down(void **state)
+{
+	char ep[64];
+	int saved = gw_port, port;
+	pid_t pid;
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
+	pid = spawn_gateway(cl.config, ep, "gateway-down.log", &port);
+	assert_true(pid > 0);
+	gw_port = port;
+	for (int stream = 0; stream < 2; stream++) {
+		int64_t t0 = wire_now_ms();
+		hresp r = post("/v1/chat/completions", stream
+			? "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+			  "\"stream\":true}"
+			: "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+		int64_t ms = wire_now_ms() - t0;
+
+		printf("  coordinator down: %s request answered %d in %lld "
+		       "ms\n", stream ? "streamed" : "plain", r.code,
+		       (long long)ms);
+		assert_int_equal(r.code, 503);
+		assert_non_null(strstr(r.head, "Retry-After: "));
+		assert_non_null(strstr(r.body, "service_unavailable"));
+		/* ~2 s; the bound leaves room for a loaded machine */
+		assert_true(ms < 8000);
+		hresp_free(&r);
+	}
+	{
+		hresp r = http("GET", "/health", NULL, NULL, 0);
+
+		assert_int_equal(r.code, 503);
+		hresp_free(&r);
+	}
+	gw_port = saved;
+	stop_gateway(pid);
+}
+
+/* The status page's JSON as key sees it (NULL: no key). */
+static char *status_as(const char *key)
+{
+	hresp r = http("GET", "/v1/quorum/status", key, NULL, 0);
+	char *b;
+
+	assert_int_equal(r.code, 200);
+	b = r.body;
+	r.body = NULL;
+	hresp_free(&r);
+	return b;
+}
+
+/* Privacy: a key sees its own requests on the status page, an admin key
+ * every request; a gateway without keys shows none of the questions
+ * (http.show_questions false). */
+static void test_privacy(void **state)
+{
+	const char *mine = "{\"prompt\":\"Mine only 17?\",\"max_tokens\":2}",
+		   *other = "{\"prompt\":\"Other one 23?\",\"max_tokens\":2}";
+	char *b, conf[PATH_MAX + 32], line[512];
+	FILE *in, *out;
+	hresp r;
+	int saved = gw_port, port;
+	pid_t pid;
+
+	(void)state;
+	r = http("POST", "/v1/completions", KEY, mine, strlen(mine));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	r = http("POST", "/v1/completions", "sk-other-key", other,
+		 strlen(other));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	b = status_as(KEY);
+	assert_non_null(strstr(b, "Mine only 17?"));
+	assert_null(strstr(b, "Other one 23?"));
+	free(b);
+	b = status_as("sk-other-key");
+	assert_null(strstr(b, "Mine only 17?"));
+	assert_non_null(strstr(b, "Other one 23?"));
+	free(b);
+	b = status_as(ADMIN_KEY);
+	assert_non_null(strstr(b, "Mine only 17?"));
+	assert_non_null(strstr(b, "Other one 23?"));
+	free(b);
+	/* the same cluster behind a gateway without keys */
+	snprintf(conf, sizeof(conf), "%s/keyless.yaml", cu_tmpdir);
+	in = fopen(cl.config, "r");
+	out = fopen(conf, "w");
+	assert_non_null(in);
+	assert_non_null(out);
+	while (fgets(line, sizeof(line), in) && strcmp(line, "http:\n"))
+		fputs(line, out);
+	fputs("http:\n  model_aliases: x\n", out);
+	fclose(in);
+	fclose(out);
+	pid = spawn_gateway(conf, NULL, "gateway-keyless.log", &port);
+	assert_true(pid > 0);
+	gw_port = port;
+	r = http("POST", "/v1/completions", NULL, mine, strlen(mine));
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	b = status_as(NULL);
+	assert_non_null(strstr(b, "\"recent\":[{"));
+	assert_null(strstr(b, "Mine only 17?"));
+	assert_null(strstr(b, "\"question\""));
+	free(b);
+	gw_port = saved;
+	stop_gateway(pid);
 }
 
 /* ---- the status page ---------------------------------------------------- */
@@ -1461,6 +1993,12 @@ int main(void)
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_cancel_on_disconnect),
 		cmocka_unit_test(test_load),
+		cmocka_unit_test(test_slow_headers),
+		cmocka_unit_test(test_slow_body),
+		cmocka_unit_test(test_hostile_bodies),
+		cmocka_unit_test(test_cancel_plain),
+		cmocka_unit_test(test_coordinator_down),
+		cmocka_unit_test(test_privacy),
 		cmocka_unit_test(test_python_example),
 		cmocka_unit_test(test_status_page),
 	};

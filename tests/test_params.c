@@ -13,7 +13,9 @@
  *   - to the cluster config's sampling: section (cfg_parse),
  * where the value can be written at all (a float field never holds
  * 1e39, a uint32 no -1). Then the policy bounds a cluster adds
- * (limits.max_n, the model's context), and a wrong type.
+ * (limits.max_n, the model's context), the HTTP API's own (OpenAI's
+ * ranges: temperature 0..2, any int64 seed; such rows are checked
+ * there, not against the gateway in the table), and a wrong type.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -432,6 +434,15 @@ static int conf(const char *key, const char *value, int max_n, char *out,
 
 /* ---- the table ----------------------------------------------------------- */
 
+/* 1 when the HTTP API's own range decides the row at the gateway (see
+ * policy): a negative seed (taken), a temperature over 2 (refused). */
+static int gw_policy(const struct row *r)
+{
+	return (r->id == SC_S_SEED && r->value[0] == '-') ||
+	       (r->id == SC_S_TEMPERATURE && strtod(r->value, NULL) >
+						     GWAPI_TEMPERATURE_MAX);
+}
+
 static void check(const char *where, const struct row *r, const char *got)
 {
 	if (r->msg ? strcmp(got, r->msg) : *got != '\0')
@@ -462,7 +473,7 @@ static void table(void **state)
 			fail_msg("cli: '%s'", got);
 		check("cli", r, *got ? got + strlen(want) : got);
 		seen[0]++;
-		if (names[r->id].json) {
+		if (names[r->id].json && !gw_policy(r)) {
 			snprintf(json, sizeof(json), names[r->id].quote
 				 ? "\"%s\"" : "%s", r->value);
 			if (gw(names[r->id].json, json, SC_N_MAX, got,
@@ -535,6 +546,26 @@ static void policy(void **state)
 	co_params(SC_S_MAX_NEW_TOKENS, "4096", &p, &bin);
 	co(s, &p, got, sizeof(got));
 	assert_string_equal(got, "");
+	/* the HTTP API: OpenAI's ranges, in sc/params' words */
+	assert_int_equal(gw("temperature", "1000000", 16, got, sizeof(got),
+			    &param), -1);
+	assert_string_equal(got, "temperature = 1e+06: must be a number in "
+			    "[0, 2] (the HTTP API's range)");
+	assert_string_equal(param, "temperature");
+	assert_int_equal(gw("temperature", "2", 16, got, sizeof(got), &param),
+			 0);
+	{
+		static const char body[] = "{\"prompt\":\"q\",\"seed\":-1}";
+		gwapi_req r;
+
+		/* any int64: its two's complement, the same every time */
+		assert_int_equal(gwapi_parse(0, body, strlen(body), 16, &r, got,
+					     sizeof(got), &param), 0);
+		assert_true(r.sp.has_seed && r.sp.seed == UINT64_MAX);
+		gwapi_req_free(&r);
+	}
+	assert_int_equal(gw("seed", "-9223372036854775808", 16, got,
+			    sizeof(got), &param), 0);
 	sched_free(&s);
 	cfg_free(&c);
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages quorum builds and tests with, when missing
-# (with the argument `train`: those the training scripts need; with
-# `deploy`: those `make image`, `make deb` and their tests need).
+# (with the argument `train`: those the training scripts need; `deploy`:
+# those `make image`, `make deb` and their tests need; `sdk`: Node and npm
+# for `make test-sdk`).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
@@ -21,6 +22,12 @@ fi
 if [ "${1:-}" = deploy ]; then
 	PKGS="podman runc catatonit busybox-static mmdebstrap dpkg-dev lintian
 python3-yaml binutils"
+fi
+# `deps.sh sdk`: Node.js and npm (`make test-sdk` runs the official
+# openai npm package); a node and npm already on PATH will do
+if [ "${1:-}" = sdk ]; then
+	command -v node >/dev/null && command -v npm >/dev/null && exit 0
+	PKGS="nodejs npm"
 fi
 missing=""
 for p in $PKGS; do

@@ -31,9 +31,9 @@ def post(url, body, key, timeout):
 
 
 def read_stream(resp):
-    """Reassembles an SSE stream: (texts by index, finish by index, last
-    chunk). Raises ValueError on an error event or a stream without
-    [DONE]."""
+    """Reassembles an SSE stream: (texts by index, finish by index, the
+    chunk with the quorum object: the last finish). Raises ValueError on
+    an error event or a stream without [DONE]."""
     texts, finish, last = {}, {}, None
     for raw in resp:
         line = raw.decode("utf-8").rstrip("\n")
@@ -50,7 +50,8 @@ def read_stream(resp):
             texts[i] = texts.get(i, "") + (c["delta"].get("content") or "")
             if c["finish_reason"]:
                 finish[i] = c["finish_reason"]
-        last = chunk
+        if "quorum" in chunk:
+            last = chunk
     raise ValueError("the stream ended without [DONE]")
 
 
@@ -66,7 +67,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args()
 
-    body = {"model": "quorum", "n": a.n,
+    body = {"n": a.n,
             "messages": [{"role": "user", "content": a.question}]}
     if a.seed is not None:
         body["seed"] = a.seed

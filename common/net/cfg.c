@@ -439,6 +439,16 @@ static const field fields[] = {
 	 (int64_t)256 << 20, 0},
 	FI(http, max_connections, 1, 65536),
 	FI(http, max_in_flight, 1, 65536),
+	FI(http, max_json_values, 16, 1 << 20),
+	FI(http, max_json_depth, 2, 1024),
+	FI(http, samples, 0, 65536),
+	{"http", "model_aliases", F_STR, OFF(http.model_aliases), 0, 0, 0},
+	FI(http, header_timeout_ms, 100, 3600000),
+	FI(http, body_timeout_ms, 100, 3600000),
+	FI(http, max_connections_per_ip, 1, 65536),
+	FI(http, threads, 1, 256),
+	{"http", "admin_keys_file", F_PATH, OFF(http.admin_keys_file), 0, 0, 0},
+	{"http", "show_questions", F_BOOL, OFF(http.show_questions), 0, 0, 0},
 };
 
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -1330,6 +1340,12 @@ void cfg_defaults(cfg *c)
 	c->http.max_body_bytes = (int64_t)1 << 20;
 	c->http.max_connections = 256;
 	c->http.max_in_flight = 128;
+	c->http.max_json_values = 4096;
+	c->http.max_json_depth = 32;
+	c->http.header_timeout_ms = 10000;
+	c->http.body_timeout_ms = 30000;
+	c->http.max_connections_per_ip = 32;
+	c->http.threads = 4;
 }
 
 static void keys_free(cfg_key *k, size_t n)
@@ -1366,6 +1382,8 @@ void cfg_free(cfg **pc)
 	free(c->sampling.stop_name);
 	free(c->http.api_keys_file);
 	free(c->http.client_key_file);
+	free(c->http.model_aliases);
+	free(c->http.admin_keys_file);
 	free(c);
 	*pc = NULL;
 }
@@ -1668,4 +1686,16 @@ void cfg_dump(const cfg *c, FILE *f)
 	fprintf(f, "\n  max_body_bytes: %lld\n  max_connections: %d\n"
 		"  max_in_flight: %d\n", (long long)c->http.max_body_bytes,
 		c->http.max_connections, c->http.max_in_flight);
+	fprintf(f, "  max_json_values: %d\n  max_json_depth: %d\n"
+		"  samples: %d\n  model_aliases: ", c->http.max_json_values,
+		c->http.max_json_depth, c->http.samples);
+	dump_str(f, c->http.model_aliases);
+	fprintf(f, "\n  header_timeout_ms: %d\n  body_timeout_ms: %d\n"
+		"  max_connections_per_ip: %d\n  threads: %d\n"
+		"  admin_keys_file: ", c->http.header_timeout_ms,
+		c->http.body_timeout_ms, c->http.max_connections_per_ip,
+		c->http.threads);
+	dump_str(f, c->http.admin_keys_file);
+	fprintf(f, "\n  show_questions: %s\n",
+		c->http.show_questions ? "true" : "false");
 }

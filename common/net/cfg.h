@@ -225,6 +225,32 @@ typedef struct cfg_http {
 	int max_connections;     /* 256; 1..65536 HTTP connections at once */
 	int max_in_flight;       /* 128; 1..65536 completions at once; more
 				  * get 429 */
+	/* The JSON of a body, pre-scanned before it is parsed: more values
+	 * (objects, arrays, strings, numbers, literals) get 413, deeper
+	 * nesting 400. */
+	int max_json_values;     /* 4096; 16..1048576 */
+	int max_json_depth;      /* 32; 2..1024 */
+	/* Samples voted over for a request without n (and without the
+	 * "samples" extension); 0: sampling.n. 0..65536 */
+	int samples;
+	/* Model names taken as the served one besides its id (the file's
+	 * name less .gguf): names separated by commas or spaces; NULL:
+	 * none (another name gets 404 model_not_found). */
+	char *model_aliases;
+	/* Connection deadlines, from the connection's accept: the request
+	 * line and headers complete, then the body; a connection past one
+	 * is closed (slow clients). ms, 100..3600000. */
+	int header_timeout_ms;   /* 10000 */
+	int body_timeout_ms;     /* 30000 */
+	int max_connections_per_ip; /* 32; 1..65536 */
+	int threads;             /* 4; 1..256: the daemon's thread pool */
+	/* Admin keys (a file as api_keys_file, which must be set too; each
+	 * also an API key) that see every request on the status page; NULL:
+	 * none. Other keys see their own requests only. */
+	char *admin_keys_file;
+	/* false: a gateway without API keys shows no questions or answers
+	 * on its status page (anyone could read them); true: all. */
+	bool show_questions;
 } cfg_http;
 
 typedef struct cfg {

@@ -17,19 +17,19 @@
 #define GW_KEY_MAX 256
 
 static char **keys;
-static size_t n_keys;
+static size_t n_keys, n_admin; /* the admin keys: keys[0, n_admin) */
 
-int auth_ok(struct MHD_Connection *mc)
+int auth_key(struct MHD_Connection *mc)
 {
 	const char *h;
 	size_t hl;
-	int ok = 0;
+	int ok = 0, which = AUTH_NONE;
 
 	if (!keys)
-		return 1;
+		return AUTH_NO_KEYS;
 	h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7))
-		return 0;
+		return AUTH_NONE;
 	h += 7;
 	while (*h == ' ')
 		h++;
@@ -42,9 +42,21 @@ int auth_ok(struct MHD_Connection *mc)
 		/* every key compared in full: no early exit on a mismatch */
 		for (size_t j = 0; j < kl; j++)
 			d |= (unsigned char)(k[j] ^ (j < hl ? h[j] : 0));
+		if (!d && !ok)
+			which = (int)i;
 		ok |= !d;
 	}
-	return ok;
+	return which;
+}
+
+int auth_ok(struct MHD_Connection *mc)
+{
+	return auth_key(mc) != AUTH_NONE;
+}
+
+int auth_admin(int key)
+{
+	return key >= 0 && (size_t)key < n_admin;
 }
 
 /* Reads the API key file: mode 0600 (no group/other bits), one key per
@@ -71,7 +83,7 @@ int auth_load(const char *path)
 		return -1;
 	}
 	if (!(f = fdopen(fd, "r")) ||
-	    !(keys = calloc(GW_MAX_KEYS, sizeof(*keys)))) {
+	    (!keys && !(keys = calloc(GW_MAX_KEYS, sizeof(*keys))))) {
 		fprintf(stderr, "quorum serve: %s: cannot read\n", path);
 		if (f)
 			fclose(f);
@@ -132,5 +144,17 @@ void auth_free(void)
 		free(keys[i]);
 	free(keys);
 	keys = NULL;
-	n_keys = 0;
+	n_keys = n_admin = 0;
+}
+
+int auth_load_admin(const char *path)
+{
+	if (n_keys) {
+		fprintf(stderr, "quorum serve: admin keys are read first\n");
+		return -1;
+	}
+	if (auth_load(path))
+		return -1;
+	n_admin = n_keys;
+	return 0;
 }

@@ -7,6 +7,10 @@
  * per line (printable ASCII without spaces, at most 256 bytes), '#'
  * comments and blank lines skipped, at least one key. No key file: every
  * request passes.
+ *
+ * Admin keys (http.admin_keys_file, same format, read first) are API
+ * keys too, and see every request on the status page; another key sees
+ * its own requests only (metrics.c filters by the key's number).
  */
 #ifndef QUORUM_GW_AUTH_H
 #define QUORUM_GW_AUTH_H
@@ -15,9 +19,18 @@
 
 /* Reads the keys of path. 0, or -1 with the reason on stderr. */
 int auth_load(const char *path);
-/* 1 when the request's "Authorization: Bearer KEY" names a key, or no
- * keys were loaded. Every key is compared in full (no early exit). */
+enum { AUTH_NONE = -1, AUTH_NO_KEYS = -2 };
+
+/* The number (>= 0) of the key the request's "Authorization: Bearer KEY"
+ * names, AUTH_NO_KEYS when no keys were loaded, else AUTH_NONE. Every
+ * key is compared in full (no early exit). */
+int auth_key(struct MHD_Connection *mc);
+/* auth_key(mc) != AUTH_NONE */
 int auth_ok(struct MHD_Connection *mc);
+/* 1 when key (auth_key's) is an admin key. */
+int auth_admin(int key);
+/* Reads the admin keys of path (before auth_load). 0 or -1 (stderr). */
+int auth_load_admin(const char *path);
 /* 1 when keys were loaded (requests need one). */
 int auth_required(void);
 /* Forgets the keys. */

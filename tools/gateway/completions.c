@@ -1,7 +1,11 @@
 /*
- * completions — the completion endpoints (completions.h). Holds no state
- * beyond the request: a handler blocks on its call's replies, bounded by
- * the request timeout.
+ * completions — the completion endpoints (completions.h). Owns a
+ * request's job (its parsed request, its call, its parked wait): the
+ * handler submits the Ask, parks the connection (pending.h) and is
+ * called again when a reply, the deadline or a hang-up came; no thread
+ * waits. A call with no reply after GW_PROBE_MS has the coordinator
+ * probed (a status query, GW_PROBE_MS more): no answer, 503 at once
+ * rather than the request timeout.
  */
 #include "completions.h"
 
@@ -11,13 +15,43 @@
 #include <time.h>
 
 #include "tools/client.h"
+#include "cluster.h"
 #include "http.h"
+#include "jscan.h"
 #include "metrics.h"
 #include "openai.h"
+#include "pending.h"
 #include "sse.h"
 #include "net/wire.h"
 
 #define GW_GRACE_MS 5000        /* past the request timeout: 504 */
+#define GW_PROBE_MS 1000
+
+/* A completion between its submission and its response. */
+struct gwjob {
+	gwapi_req r;
+	gwcall *call;
+	gwcall *probe;           /* the status query while probing */
+	int probed;
+	char id[40];
+	int64_t end;             /* the reply deadline */
+	pending p;
+};
+
+/* system_fingerprint: the first completion asks the coordinator for it
+ * (it has just answered: fast) unless /health or /v1/models did. */
+static void learn_fingerprint(void)
+{
+	json_t *f = gwapi_fingerprint();
+
+	if (json_is_null(f)) {
+		Quorum__ClientReply *st = cluster_status();
+
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+	}
+	json_decref(f);
+}
 
 static int64_t reply_deadline(void)
 {
@@ -51,7 +85,7 @@ static gwcall *submit(gwapi_req *r)
 	sp.n_stop_strings = r->n_stop;
 	sp.stop_strings = r->n_stop ? r->stop_bin : NULL;
 	ask.params = &sp;
-	if (r->stream) {
+	if (r->live) {
 		ask.has_stream = 1;
 		ask.stream = 1;
 	}
@@ -76,11 +110,11 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "no reply from the coordinator at "
 			 "%s within %d ms", gw.endpoint,
 			 gw.c->limits.request_timeout_ms + GW_GRACE_MS);
-		return http_send_err(mc, cn, 504, msg, NULL, "TIMEOUT");
+		return http_send_err(mc, cn, 504, msg, NULL, "timeout");
 	}
 	if (r->status == QUORUM__STATUS__STATUS_OK) {
 		code = 500;
-		ecode = "INTERNAL";
+		ecode = "server_error";
 		snprintf(msg, sizeof(msg), "malformed reply: OK without an "
 			 "answer");
 	} else {
@@ -88,89 +122,232 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "%s", r->error && *r->error
 			 ? r->error : client_status_name(r->status));
 	}
-	return http_send_err(mc, cn, code, msg, NULL, ecode);
+	return http_send_err(mc, cn, code, msg,
+			     code == 400 && !strcmp(ecode,
+						    "context_length_exceeded")
+				     ? (cn->ep == HTTP_EP_CHAT ? "messages"
+							       : "prompt")
+				     : NULL, ecode);
 }
 
-enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
+void completions_free(gwconn *cn)
+{
+	gwjob *j = cn->job;
+
+	if (!j)
+		return;
+	gwcall_release(j->probe);
+	gwcall_release(j->call); /* not answered: cancelled */
+	if (j->p.rep)
+		quorum__client_reply__free_unpacked(j->p.rep, NULL);
+	gwapi_req_free(&j->r);
+	free(j);
+	cn->job = NULL;
+}
+
+/* Parks the job on call until its reply or deadline. */
+static enum MHD_Result park(gwjob *j, gwcall *call, int64_t deadline)
+{
+	j->p.call = call;
+	j->p.deadline = deadline < j->end ? deadline : j->end;
+	pending_park(&j->p);
+	return MHD_YES;
+}
+
+static gwcall *submit_probe(void)
+{
+	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__StatusQuery q = QUORUM__STATUS_QUERY__INIT;
+
+	req.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
+	req.status = &q;
+	return gwlink_submit(gw.l, &req);
+}
+
+/* Validates, admits and submits the request, then parks it. */
+static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 {
 	gwapi_req r;
-	char msg[512], id[40];
+	char msg[512];
 	const char *param;
-	gwcall *call;
-	Quorum__ClientReply *rep = NULL;
-	int64_t end;
-	enum MHD_Result ok;
+	gwjob *j;
 
 	if (cn->too_big) {
 		snprintf(msg, sizeof(msg), "the body is larger than "
 			 "http.max_body_bytes (%lld bytes)",
 			 (long long)gw.c->http.max_body_bytes);
-		return http_send_err(mc, cn, 413, msg, NULL, "TOO_LONG");
+		return http_send_err(mc, cn, 413, msg, NULL,
+				     "request_too_large");
+	}
+	{
+		size_t nv, depth;
+
+		switch (jscan_check(cn->body ? cn->body : "", cn->len,
+				    (size_t)gw.c->http.max_json_values,
+				    (size_t)gw.c->http.max_json_depth, &nv,
+				    &depth)) {
+		case JSCAN_VALUES:
+			snprintf(msg, sizeof(msg), "the body holds more than "
+				 "http.max_json_values (%d) JSON values",
+				 gw.c->http.max_json_values);
+			return http_send_err(mc, cn, 413, msg, NULL,
+					     "request_too_large");
+		case JSCAN_DEPTH:
+			snprintf(msg, sizeof(msg), "the body's JSON nests "
+				 "deeper than http.max_json_depth (%d)",
+				 gw.c->http.max_json_depth);
+			return http_send_err(mc, cn, 400, msg, NULL,
+					     "invalid_request_error");
+		}
 	}
 	if (gwapi_parse(cn->ep == HTTP_EP_CHAT, cn->body ? cn->body : "",
 			cn->len, gw.c->limits.max_n, &r, msg, sizeof(msg),
 			&param))
-		return http_send_err(mc, cn, 400, msg, param, "BAD_REQUEST");
+		return http_send_err(mc, cn, 400, msg, param,
+				     "invalid_request_error");
+	if (r.model && !cluster_model_known(r.model)) {
+		snprintf(msg, sizeof(msg), "The model '%.100s' does not exist "
+			 "(this gateway serves '%s')", r.model, gw.model_id);
+		gwapi_req_free(&r);
+		return http_send_err(mc, cn, 404, msg, "model",
+				     "model_not_found");
+	}
+	if (gwapi_settle(&r, (uint32_t)gw.c->http.samples, msg, sizeof(msg),
+			 &param)) {
+		gwapi_req_free(&r);
+		return http_send_err(mc, cn, 400, msg, param,
+				     "invalid_request_error");
+	}
+	/* a stream of every sample as it comes when every sample is a
+	 * choice or the request asks; else the choices once voted */
+	r.live = r.stream &&
+		 (r.stream_samples ||
+		  r.choices >= (r.sp.has_n ? r.sp.n
+					   : (uint32_t)gw.c->sampling.n));
 	if (metrics_enter()) {
 		gwapi_req_free(&r);
 		snprintf(msg, sizeof(msg), "the gateway is serving "
 			 "http.max_in_flight (%d) requests; try again later",
 			 gw.c->http.max_in_flight);
-		return http_send_err(mc, cn, 429, msg, NULL, "BUSY");
+		return http_send_err(mc, cn, 429, msg, NULL,
+				     "rate_limit_exceeded");
 	}
 	cn->counted = 1;
-	if (!(call = submit(&r))) {
+	if (!(j = calloc(1, sizeof(*j)))) {
 		gwapi_req_free(&r);
 		return http_send_err(mc, cn, 500, "out of memory", NULL, NULL);
 	}
-	make_id(&r, gwcall_id(call), id, sizeof(id));
-	cn->rec = metrics_record_new(&r, id, r.stream);
-	end = reply_deadline();
-	/* the first reply: a failure still gets its HTTP code */
-	rep = gwcall_next(call, end);
+	j->r = r;
+	cn->job = j;
+	if (!(j->call = submit(&j->r)))
+		return http_send_err(mc, cn, 500, "out of memory", NULL, NULL);
+	make_id(&j->r, gwcall_id(j->call), j->id, sizeof(j->id));
+	cn->rec = metrics_record_new(&j->r, j->id, j->r.stream);
+	j->end = reply_deadline();
+	pending_watch(&j->p, mc);
+	return park(j, j->call, wire_now_ms() + GW_PROBE_MS);
+}
+
+/* The client left while its request waited: cancelled (by the release
+ * in completions_free), the connection closed. */
+static enum MHD_Result hung_up(gwconn *cn)
+{
+	cn->code = 499;
+	if (cn->rec)
+		json_object_set_new(cn->rec, "status",
+				    json_string("client_closed"));
+	return MHD_NO;
+}
+
+/* The wait of a probe ended. */
+static enum MHD_Result probe_done(struct MHD_Connection *mc, gwconn *cn)
+{
+	gwjob *j = cn->job;
+	char msg[256];
+
+	gwcall_release(j->probe);
+	j->probe = NULL;
+	if (j->p.why == PENDING_GONE)
+		return hung_up(cn);
+	if (j->p.why == PENDING_REPLY) {
+		quorum__client_reply__free_unpacked(j->p.rep, NULL);
+		j->p.rep = NULL;
+		return park(j, j->call, j->end); /* it is up: wait */
+	}
+	snprintf(msg, sizeof(msg), "the coordinator at %s does not answer "
+		 "(see /health); try again later", gw.endpoint);
+	return http_send_err(mc, cn, 503, msg, NULL, "service_unavailable");
+}
+
+enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
+{
+	gwjob *j = cn->job;
+	Quorum__ClientReply *rep;
+	enum MHD_Result ok;
+
+	if (!j)
+		return start(mc, cn);
+	if (j->probe)
+		return probe_done(mc, cn);
+	if (j->p.why == PENDING_GONE)
+		return hung_up(cn);
+	rep = j->p.rep;
+	j->p.rep = NULL;
+	if (!rep && j->p.why == PENDING_DEADLINE && !j->probed &&
+	    !gwlink_aborted(gw.l) && wire_now_ms() < j->end) {
+		/* no reply yet: is the coordinator there at all? */
+		j->probed = 1;
+		if (!(j->probe = submit_probe()))
+			return park(j, j->call, j->end);
+		return park(j, j->probe, wire_now_ms() + GW_PROBE_MS);
+	}
+	if (!rep && j->p.why == PENDING_DEADLINE && j->probed &&
+	    !gwlink_aborted(gw.l) && wire_now_ms() < j->end)
+		return park(j, j->call, j->end);
 	if (!rep || (gwlink_final(rep) &&
 		     (rep->status != QUORUM__STATUS__STATUS_OK ||
 		      rep->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER))) {
-		ok = reply_failed(mc, cn, rep);
+		if (!rep && gwlink_aborted(gw.l))
+			ok = http_send_err(mc, cn, 503, "the gateway is "
+					   "stopping", NULL,
+					   "service_unavailable");
+		else
+			ok = reply_failed(mc, cn, rep);
 		if (rep)
 			quorum__client_reply__free_unpacked(rep, NULL);
-		gwcall_release(call);
-		gwapi_req_free(&r);
 		return ok;
 	}
-	if (r.stream)
-		return sse_respond(mc, cn, call, &r, id, end, rep);
-	while (!gwlink_final(rep)) { /* partials (not asked for): skip */
-		quorum__client_reply__free_unpacked(rep, NULL);
-		if (!(rep = gwcall_next(call, end)) ||
-		    (gwlink_final(rep) &&
-		     (rep->status != QUORUM__STATUS__STATUS_OK ||
-		      rep->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER))) {
-			ok = reply_failed(mc, cn, rep);
-			if (rep)
-				quorum__client_reply__free_unpacked(rep, NULL);
-			gwcall_release(call);
-			gwapi_req_free(&r);
-			return ok;
-		}
+	if (j->r.stream) {
+		gwcall *call = j->call;
+
+		learn_fingerprint();
+		j->call = NULL; /* the stream's now, and the request too */
+		ok = sse_respond(mc, cn, call, &j->r, j->id, j->end, rep);
+		memset(&j->r, 0, sizeof(j->r));
+		return ok;
 	}
-	gwcall_release(call);
+	if (!gwlink_final(rep)) { /* partials (not asked for): skip */
+		quorum__client_reply__free_unpacked(rep, NULL);
+		return park(j, j->call, j->end);
+	}
+	gwcall_release(j->call);
+	j->call = NULL;
+	learn_fingerprint();
 	{
 		gwapi_result x;
 
-		if (gwapi_result_make(&r, rep->answer, &x)) {
+		if (gwapi_result_make(&j->r, rep->answer, &x)) {
 			ok = http_send_err(mc, cn, 500, "out of memory", NULL,
 					   NULL);
 		} else {
 			metrics_count_answer(rep->answer);
 			metrics_record_answer(cn->rec, &x);
 			ok = http_send_json(mc, cn, 200, gwapi_response(
-				&r, &x, rep->answer, id, (long)time(NULL),
-				gw.model_id));
+				&j->r, &x, rep->answer, j->id,
+				(long)time(NULL), gw.model_id));
 			gwapi_result_fini(&x);
 		}
 	}
 	quorum__client_reply__free_unpacked(rep, NULL);
-	gwapi_req_free(&r);
 	return ok;
 }

@@ -9,6 +9,9 @@
  *   auth.c         API keys
  *   completions.c  POST /v1/chat/completions and /v1/completions
  *   sse.c          streamed completions (Server-Sent Events)
+ *   pending.c      requests parked while they wait for the coordinator
+ *   conns.c        connection records and their deadlines
+ *   jscan.c        the JSON pre-scan of a body
  *   metrics.c      the bookkeeping (in flight, counters, latency, the
  *                  recent requests) and what reports it: /metrics and
  *                  the status page's JSON
@@ -16,11 +19,14 @@
  *   openai.c       the OpenAI JSON (no I/O)
  *   link.c         the ZeroMQ link to the coordinator
  *
- * Threads: libmicrohttpd runs one thread per connection; a gwconn
- * belongs to its connection's thread (a stream's reader runs there too;
- * the stream may outlive the gwconn, sse.h). gw is filled by cmd_serve
- * before the daemon starts and only read while it runs; what changes
- * while serving is metrics.c's, under its lock, and the link's (link.h).
+ * Threads: libmicrohttpd runs event-driven on a pool of http.threads
+ * threads; a connection is served by one of them at a time, so a gwconn
+ * is touched by one thread at a time (its handler, its stream's reader,
+ * or, while parked, by nobody: pending.c only resumes it; the stream may
+ * outlive the gwconn, sse.h). gw is filled by cmd_serve before the
+ * daemon starts and only read while it runs; what changes while serving
+ * is metrics.c's, pending.c's and conns.c's, each under its lock, and
+ * the link's (link.h).
  */
 #ifndef QUORUM_GATEWAY_H
 #define QUORUM_GATEWAY_H
@@ -34,6 +40,8 @@
 #include "link.h"
 
 typedef struct sse_stream sse_stream;
+typedef struct gwjob gwjob;
+typedef struct gwstatus gwstatus;
 
 /* The gateway: set up once by cmd_serve (serve.c), read-only after. */
 typedef struct gwstate {
@@ -58,6 +66,11 @@ typedef struct gwconn {
 	int counted;            /* in flight (metrics_enter) */
 	json_t *rec;            /* the status page's record of it */
 	sse_stream *st;
+	gwjob *job;             /* a completion's (completions.c) */
+	gwstatus *sq;           /* a status query's (cluster.c) */
+	int key;                /* auth_key's: who asked (auth.h) */
+	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
+	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
 } gwconn;
 
 #endif

@@ -25,6 +25,13 @@ int http_route(const char *url, const char *method, int *post)
 		{"/v1/quorum/status", HTTP_EP_STATUS, 0},
 	};
 
+	/* GET /v1/models/{id}: counted with /v1/models */
+	if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+		*post = 0;
+		return !strcmp(method, "GET") || !strcmp(method, "HEAD")
+			       ? HTTP_EP_MODELS : -1 - HTTP_EP_MODELS;
+	}
+
 	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
 		if (!strcmp(url, r[i].url)) {
 			*post = r[i].post;
@@ -59,6 +66,15 @@ enum MHD_Result http_take_body(gwconn *cn, const char *upload,
 	return MHD_YES;
 }
 
+void http_common_headers(struct MHD_Response *r, const gwconn *cn)
+{
+	if (cn->rid[0])
+		MHD_add_response_header(r, "x-request-id", cn->rid);
+	if (cn->code == 429 || cn->code == 503)
+		MHD_add_response_header(r, "Retry-After",
+					cn->code == 429 ? "1" : "2");
+}
+
 enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 			       int code, const char *type, const char *body,
 			       size_t len)
@@ -69,13 +85,14 @@ enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 
 	if (!r)
 		return MHD_NO;
+	cn->code = code;
 	MHD_add_response_header(r, "Content-Type", type);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	if (code == 401)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+	http_common_headers(r, cn);
 	ok = MHD_queue_response(mc, (unsigned)code, r);
 	MHD_destroy_response(r);
-	cn->code = code;
 	return ok;
 }
 
@@ -107,6 +124,9 @@ enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 			   : code >= 500 ? "server_error"
 					 : "invalid_request_error";
 
+	if (!ecode && code < 500)
+		ecode = "invalid_request_error";
+
 	if (cn->rec) {
 		json_object_set_new(cn->rec, "status", json_string(
 			ecode ? ecode : "error"));
@@ -119,16 +139,20 @@ enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 int http_status_code(int st, const char **ecode)
 {
 	static const struct { int st, http; const char *code; } map[] = {
-		{QUORUM__STATUS__STATUS_BAD_REQUEST, 400, "BAD_REQUEST"},
-		{QUORUM__STATUS__STATUS_TOO_LONG, 413, "TOO_LONG"},
-		{QUORUM__STATUS__STATUS_BUSY, 429, "BUSY"},
-		{QUORUM__STATUS__STATUS_NO_CAPACITY, 503, "NO_CAPACITY"},
-		{QUORUM__STATUS__STATUS_WORKER_LOST, 503, "WORKER_LOST"},
-		{QUORUM__STATUS__STATUS_INTERNAL, 500, "INTERNAL"},
+		{QUORUM__STATUS__STATUS_BAD_REQUEST, 400,
+		 "invalid_request_error"},
+		/* the prompt (and max_tokens) over the model's context:
+		 * OpenAI's 400 */
+		{QUORUM__STATUS__STATUS_TOO_LONG, 400,
+		 "context_length_exceeded"},
+		{QUORUM__STATUS__STATUS_BUSY, 429, "rate_limit_exceeded"},
+		{QUORUM__STATUS__STATUS_NO_CAPACITY, 503, "no_capacity"},
+		{QUORUM__STATUS__STATUS_WORKER_LOST, 503, "worker_lost"},
+		{QUORUM__STATUS__STATUS_INTERNAL, 500, "server_error"},
 		{QUORUM__STATUS__STATUS_VERSION_MISMATCH, 502,
-		 "VERSION_MISMATCH"},
-		{QUORUM__STATUS__STATUS_TIMEOUT, 504, "TIMEOUT"},
-		{QUORUM__STATUS__STATUS_CANCELLED, 503, "CANCELLED"},
+		 "version_mismatch"},
+		{QUORUM__STATUS__STATUS_TIMEOUT, 504, "timeout"},
+		{QUORUM__STATUS__STATUS_CANCELLED, 503, "cancelled"},
 	};
 
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
@@ -136,6 +160,6 @@ int http_status_code(int st, const char **ecode)
 			*ecode = map[i].code;
 			return map[i].http;
 		}
-	*ecode = "INTERNAL";
+	*ecode = "server_error";
 	return 500;
 }

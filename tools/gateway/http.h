@@ -36,6 +36,10 @@ int http_route(const char *url, const char *method, int *post);
 enum MHD_Result http_take_body(gwconn *cn, const char *upload,
 			       size_t *upload_size);
 
+/* The headers of every response: x-request-id, and Retry-After on a
+ * 429 (1 s) or 503 (2 s); cn->code set first. */
+void http_common_headers(struct MHD_Response *r, const gwconn *cn);
+
 /* Queues a response of len bytes of body (copied). */
 enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 			       int code, const char *type, const char *body,
@@ -43,13 +47,15 @@ enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 /* Queues o as compact JSON and frees it; NULL (out of memory): a 500. */
 enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
 			       int code, json_t *o);
-/* An OpenAI-style error; its type follows from code. param, ecode:
- * NULL for none. */
+/* An OpenAI-style error; its type follows from code. param: NULL for
+ * none; ecode: OpenAI's code (NULL: invalid_request_error below 500,
+ * null from 500). */
 enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 			      int code, const char *msg, const char *param,
 			      const char *ecode);
 
-/* HTTP code and error code of a reply status. */
+/* HTTP code and error code (OpenAI's where it has one, else ours in
+ * its style: lowercase) of a reply status. */
 int http_status_code(int st, const char **ecode);
 
 #endif

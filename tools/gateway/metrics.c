@@ -16,6 +16,7 @@
 
 #include "tools/client.h"
 #include "cluster.h"
+#include "auth.h"
 #include "http.h"
 #include "net/wire.h"
 
@@ -34,6 +35,7 @@ typedef struct counters {
 	uint64_t hist[N_BUCKETS + 1], lat_count;
 	double lat_sum;
 	json_t *recent[GW_RECENT]; /* ring, newest at recent_next - 1 */
+	int recent_key[GW_RECENT]; /* whose (auth_key's number) */
 	size_t recent_next;
 } counters;
 
@@ -117,6 +119,7 @@ void metrics_record_push(gwconn *cn)
 			    json_integer(wire_now_ms() - cn->t0));
 	pthread_mutex_lock(&M.mu);
 	json_decref(M.recent[M.recent_next % GW_RECENT]);
+	M.recent_key[M.recent_next % GW_RECENT] = cn->key;
 	M.recent[M.recent_next++ % GW_RECENT] = cn->rec;
 	pthread_mutex_unlock(&M.mu);
 	cn->rec = NULL;
@@ -230,14 +233,17 @@ static const struct {
 
 enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn)
 {
-	Quorum__ClientReply *r = cluster_status();
-	const Quorum__ClusterStatus *s = r ? r->cluster : NULL;
+	Quorum__ClientReply *r;
+	const Quorum__ClusterStatus *s;
 	sbuf b = {0};
 	char l1[256];
 	enum MHD_Result ok;
 	uint64_t cum = 0;
 	counters g;
 
+	if (!cluster_status_wait(mc, cn, &r))
+		return MHD_YES;
+	s = r ? r->cluster : NULL;
 	pthread_mutex_lock(&M.mu);
 	memcpy(g.by_code, M.by_code, sizeof(g.by_code));
 	memcpy(g.hist, M.hist, sizeof(g.hist));
@@ -354,15 +360,35 @@ enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn)
 
 enum MHD_Result metrics_status(struct MHD_Connection *mc, gwconn *cn)
 {
-	Quorum__ClientReply *r = cluster_status();
-	json_t *o = json_object(), *rec = json_array(), *cl = json_object();
+	Quorum__ClientReply *r;
+	json_t *o, *rec, *cl;
 
+	if (!cluster_status_wait(mc, cn, &r))
+		return MHD_YES;
+	o = json_object();
+	rec = json_array();
+	cl = json_object();
 	if (r)
 		client_cluster_json(cl, r->cluster);
 	pthread_mutex_lock(&M.mu);
-	for (size_t k = 0; k < GW_RECENT && k < M.recent_next; k++)
-		json_array_append(rec, M.recent[(M.recent_next - 1 - k) %
-						GW_RECENT]);
+	for (size_t k = 0; k < GW_RECENT && k < M.recent_next; k++) {
+		size_t i = (M.recent_next - 1 - k) % GW_RECENT;
+
+		/* a key sees its own requests, an admin key all; keyless:
+		 * all, without what was asked unless show_questions */
+		if (cn->key == AUTH_NO_KEYS && !gw.c->http.show_questions) {
+			json_t *c = json_deep_copy(M.recent[i]);
+
+			json_object_del(c, "question");
+			json_object_del(c, "answer");
+			json_object_del(c, "votes");
+			json_object_del(c, "error");
+			json_array_append_new(rec, c);
+		} else if (cn->key == AUTH_NO_KEYS || auth_admin(cn->key) ||
+			   M.recent_key[i] == cn->key) {
+			json_array_append(rec, M.recent[i]);
+		}
+	}
 	json_object_set_new(o, "gateway", json_pack(
 		"{s:s, s:s, s:i, s:I, s:I}", "model", gw.model_id, "endpoint",
 		gw.endpoint, "in_flight", M.in_flight, "answered",

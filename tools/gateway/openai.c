@@ -31,6 +31,7 @@ void gwapi_req_free(gwapi_req *r)
 {
 	free(r->question);
 	free(r->system);
+	free(r->model);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->sp.stop);
@@ -265,6 +266,18 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		    "the question is empty");
 		goto out;
 	}
+	r->choices = 1;
+	if (present(v = json_object_get(o, "model"))) {
+		if (!json_is_string(v)) {
+			bad(msg, cap, param, "model",
+			    "'model' must be a string");
+			goto out;
+		}
+		if (!(r->model = strdup(json_string_value(v)))) {
+			bad(msg, cap, param, "model", "out of memory");
+			goto out;
+		}
+	}
 	if (present(v = json_object_get(o, "n"))) {
 		if (!get_int(v, &iv)) {
 			bad_type(msg, cap, param, "n", SC_S_N, v);
@@ -277,6 +290,52 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->sp.has_n = 1;
 		r->sp.n = (uint32_t)iv;
+		r->choices = (size_t)iv;
+	}
+	{
+		json_t *ext = json_object_get(o, "quorum");
+
+		if (present(ext) && !json_is_object(ext)) {
+			bad(msg, cap, param, "quorum",
+			    "'quorum' must be an object");
+			goto out;
+		}
+		v = json_object_get(o, "samples");
+		if (!present(v))
+			v = json_object_get(ext, "samples");
+		if (present(v)) {
+			if (!get_int(v, &iv)) {
+				bad_type(msg, cap, param, "samples", SC_S_N, v);
+				goto out;
+			}
+			if (sc_check_int(SC_S_N, iv) || sc_n_limit(iv, max_n)) {
+				bad_setting(msg, cap, param, "samples");
+				goto out;
+			}
+			r->samples = (uint32_t)iv;
+		}
+		v = json_object_get(o, "stream_samples");
+		if (!present(v))
+			v = json_object_get(ext, "stream_samples");
+		if (present(v)) {
+			if (!json_is_boolean(v)) {
+				bad(msg, cap, param, "stream_samples",
+				    "'stream_samples' must be a boolean");
+				goto out;
+			}
+			r->stream_samples = json_is_true(v);
+		}
+	}
+	if (present(v = json_object_get(o, "stream_options"))) {
+		json_t *u = json_object_get(v, "include_usage");
+
+		if (!json_is_object(v) || (present(u) && !json_is_boolean(u))) {
+			bad(msg, cap, param, "stream_options",
+			    "'stream_options' must be an object with a boolean "
+			    "'include_usage'");
+			goto out;
+		}
+		r->include_usage = json_is_true(u);
 	}
 	if (present(v = json_object_get(o, "temperature"))) {
 		if (!json_is_number(v)) {
@@ -286,6 +345,15 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		if (sc_check_real(SC_S_TEMPERATURE, json_number_value(v))) {
 			bad_setting(msg, cap, param, "temperature");
+			goto out;
+		}
+		/* the HTTP API's policy: OpenAI's range (the CLI keeps
+		 * sc/params' own), said as sc/params says a range */
+		if (json_number_value(v) > GWAPI_TEMPERATURE_MAX) {
+			bad(msg, cap, param, "temperature",
+			    "temperature = %g: must be a number in [0, %g] "
+			    "(the HTTP API's range)", json_number_value(v),
+			    GWAPI_TEMPERATURE_MAX);
 			goto out;
 		}
 		r->sp.has_temperature = 1;
@@ -337,10 +405,8 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 			bad_type(msg, cap, param, "seed", SC_S_SEED, v);
 			goto out;
 		}
-		if (sc_check_int(SC_S_SEED, json_integer_value(v))) {
-			bad_setting(msg, cap, param, "seed");
-			goto out;
-		}
+		/* OpenAI takes any int64: a negative seed is its two's
+		 * complement (-1 = 2^64 - 1), the same seed every time */
 		r->sp.has_seed = 1;
 		r->sp.seed = (uint64_t)json_integer_value(v);
 	}
@@ -477,6 +543,11 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		    "'top_logprobs' must be 0 (quorum gives no alternatives)");
 		goto out;
 	}
+	if (r->include_usage && !r->stream) {
+		bad(msg, cap, param, "stream_options",
+		    "'stream_options' is only allowed with 'stream': true");
+		goto out;
+	}
 	if (r->logprobs && r->stream) {
 		bad(msg, cap, param, "logprobs",
 		    "'logprobs' is not supported with 'stream'");
@@ -511,6 +582,22 @@ out:
 	return rc;
 }
 
+int gwapi_settle(gwapi_req *r, uint32_t def, char *msg, size_t cap,
+		 const char **param)
+{
+	uint32_t k = r->samples ? r->samples : r->sp.has_n ? r->sp.n : def;
+
+	if (k) {
+		r->sp.has_n = 1;
+		r->sp.n = k;
+	}
+	if (k && r->choices > k)
+		return bad(msg, cap, param, "n",
+			   "n = %zu: must be at most the samples (%u)",
+			   r->choices, k);
+	return 0;
+}
+
 json_t *gwapi_error(const char *message, const char *type, const char *param,
 		    const char *code)
 {
@@ -537,6 +624,7 @@ void gwapi_result_fini(gwapi_result *x)
 	free(x->finish);
 	free(x->tokens);
 	free(x->index);
+	free(x->chosen);
 	json_decref(x->votes);
 	json_decref(x->winner);
 	memset(x, 0, sizeof(*x));
@@ -667,6 +755,35 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 			    : json_null();
 	if (!x->winner)
 		goto nomem;
+	/* the choices: majority chains first, then the rest */
+	x->n_chosen = r->choices && r->choices < n ? r->choices : n;
+	if (!(x->chosen = calloc(n + 1, sizeof(*x->chosen))))
+		goto nomem;
+	{
+		size_t k = 0;
+		char *pick = calloc(n + 1, 1);
+
+		if (!pick)
+			goto nomem;
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; i < n && k < x->n_chosen; i++) {
+				int maj = a->has_answer && x->answer[i] &&
+					  strlen(x->answer[i]) ==
+						  a->answer.len &&
+					  !memcmp(x->answer[i], a->answer.data,
+						  a->answer.len);
+
+				if (!pick[i] && (pass || maj)) {
+					pick[i] = 1;
+					k++;
+				}
+			}
+		k = 0;
+		for (size_t i = 0; i < n; i++) /* in sample-index order */
+			if (pick[i])
+				x->chosen[k++] = i;
+		free(pick);
+	}
 	return 0;
 nomem:
 	gwapi_result_fini(x);
@@ -689,6 +806,14 @@ json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a)
 	json_object_set_new(q, "samples", json_integer((json_int_t)x->n));
 	json_object_set_new(q, "voters", json_integer((json_int_t)x->voters));
 	json_object_set_new(q, "answers", ans);
+	if (x->n_chosen < x->n) {
+		json_t *cs = json_array();
+
+		for (size_t k = 0; k < x->n_chosen; k++)
+			json_array_append_new(cs, json_integer(
+				x->index[x->chosen[k]]));
+		json_object_set_new(q, "choice_samples", cs);
+	}
 	json_object_set(q, "prefix", json_object_get(tmp, "prefix"));
 	json_object_set(q, "timings", json_object_get(tmp, "timings"));
 	/* early stopping's report (absent: the request ran all N) */
@@ -737,11 +862,14 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 {
 	json_t *o = json_object(), *ch = json_array();
 
-	for (size_t i = 0; i < x->n; i++) {
+	for (size_t k = 0; k < x->n_chosen; k++) {
+		size_t i = x->chosen[k];
 		json_t *c = json_object(),
 		       *t = client_text(x->text[i], x->len[i]);
 
-		json_object_set_new(c, "index", json_integer(x->index[i]));
+		/* every sample: its index, as streamed; else the position */
+		json_object_set_new(c, "index", json_integer(
+			x->n_chosen == x->n ? x->index[i] : k));
 		if (r->chat)
 			json_object_set_new(c, "message", json_pack(
 				"{s:s, s:o}", "role", "assistant", "content", t));
@@ -758,18 +886,42 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 		r->chat ? "chat.completion" : "text_completion"));
 	json_object_set_new(o, "created", json_integer(created));
 	json_object_set_new(o, "model", json_string(model));
+	json_object_set_new(o, "system_fingerprint", gwapi_fingerprint());
 	json_object_set_new(o, "choices", ch);
 	json_object_set_new(o, "usage", usage(x, a));
 	json_object_set_new(o, "quorum", gwapi_quorum(x, a));
 	return o;
 }
 
+/* The model's fingerprint as system_fingerprint: "fp_" and 16 hex
+ * digits, null until the coordinator has reported it. */
+static uint64_t fp_value;
+static int fp_known;
+
+void gwapi_set_fingerprint(uint64_t fp)
+{
+	__atomic_store_n(&fp_value, fp, __ATOMIC_RELAXED);
+	__atomic_store_n(&fp_known, 1, __ATOMIC_RELEASE);
+}
+
+json_t *gwapi_fingerprint(void)
+{
+	char b[24];
+
+	if (!__atomic_load_n(&fp_known, __ATOMIC_ACQUIRE))
+		return json_null();
+	snprintf(b, sizeof(b), "fp_%016llx", (unsigned long long)
+		 __atomic_load_n(&fp_value, __ATOMIC_RELAXED));
+	return json_string(b);
+}
+
 static json_t *chunk_head(const gwapi_req *r, const char *id, long created,
 			  const char *model)
 {
-	return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object",
+	return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", id, "object",
 			 r->chat ? "chat.completion.chunk" : "text_completion",
-			 "created", (json_int_t)created, "model", model);
+			 "created", (json_int_t)created, "model", model,
+			 "system_fingerprint", gwapi_fingerprint());
 }
 
 json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
@@ -798,7 +950,7 @@ json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
 	return o;
 }
 
-json_t *gwapi_chunk_final(const gwapi_req *r, const gwapi_result *x,
+json_t *gwapi_chunk_usage(const gwapi_req *r, const gwapi_result *x,
 			  const Quorum__Answer *a, const char *id,
 			  long created, const char *model)
 {
@@ -806,6 +958,5 @@ json_t *gwapi_chunk_final(const gwapi_req *r, const gwapi_result *x,
 
 	json_object_set_new(o, "choices", json_array());
 	json_object_set_new(o, "usage", usage(x, a));
-	json_object_set_new(o, "quorum", gwapi_quorum(x, a));
 	return o;
 }

@@ -34,10 +34,25 @@
  *                 `quorum ask --think`; absent: the cluster's prompt.think.
  *   logprobs, tools, penalties other than 0: refused (not supported).
  *
- * Responses: choices[] in sample-index order, usage, and a "quorum"
+ *   samples       (extension; or "quorum": {"samples": K}) samples voted
+ *                 over; default n, else http.samples (else sampling.n).
+ *   stream_samples (extension; or "quorum": {"stream_samples": true})
+ *                 stream every sample live under its index.
+ *   model         the served model's id or an alias (checked by
+ *                 completions.c); absent: the served model.
+ *   seed          any int64; a negative one is taken as its two's
+ *                 complement uint64 (-1 = 18446744073709551615).
+ *   temperature   0..2 here (OpenAI's range), on top of sc/params'.
+ *
+ * Responses: choices (n, default 1): of the samples, the chains that
+ * reached the majority answer first, then the others, each group by
+ * sample index; the picked ones in sample-index order, each choice's
+ * "index" its position. usage counts every sample's tokens. The "quorum"
  * object: answer (the majority), votes [{answer, count, first_index}],
- * agreement (winning count / n), samples (n), voters, answers (per
- * choice, null when none), prefix statistics, timings.
+ * agreement (winning count / samples), samples, voters, answers (per
+ * sample, null when none), choice_samples (the sample index of each
+ * choice; only when the choices are not every sample), prefix
+ * statistics, timings.
  */
 #ifndef QUORUM_GWAPI_H
 #define QUORUM_GWAPI_H
@@ -59,6 +74,13 @@ typedef struct gwapi_req {
 	size_t slen;
 	Quorum__SamplingParams sp; /* has_* set for what was given */
 	int stream;
+	char *model;               /* owned; NULL: not given */
+	size_t choices;            /* n: choices returned (1 without n) */
+	uint32_t samples;          /* the "samples" extension; 0: not given */
+	int stream_samples;        /* extension: stream every sample live */
+	int include_usage;         /* stream_options.include_usage */
+	int live;                  /* a stream of every sample as it comes
+				    * (completions.c decides) */
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	int logprobs;              /* the chosen tokens' log-probabilities */
 	char *stop[GWAPI_MAX_STOP];
@@ -74,6 +96,14 @@ typedef struct gwapi_req {
  * here (sc_n_limit). */
 int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		gwapi_req *r, char *msg, size_t cap, const char **param);
+/* The samples of a parsed request: the "samples" extension, else n when
+ * given, else def (http.samples; 0: the cluster's sampling.n, sp.n left
+ * unset). -1 with msg when n exceeds the samples. */
+int gwapi_settle(gwapi_req *r, uint32_t def, char *msg, size_t cap,
+		 const char **param);
+
+/* The HTTP API's bound on temperature (OpenAI's), above sc/params'. */
+#define GWAPI_TEMPERATURE_MAX 2.0
 void gwapi_req_free(gwapi_req *r);
 
 /* {"error": {"message", "type", "param", "code"}} */
@@ -92,11 +122,17 @@ typedef struct gwapi_result {
 	uint32_t *tokens;
 	uint32_t *index;
 	json_t **logprobs;  /* (n) a choice's "logprobs"; NULL: not asked */
+	size_t n_chosen;    /* the choices: positions into the samples */
+	size_t *chosen;     /* (n_chosen) majority chains first, then the
+			     * rest, each group by index; kept in index
+			     * order */
 	json_t *votes;      /* [{answer, count, first_index}] */
 	json_t *winner;     /* string or null */
 	size_t win_count, voters;
 } gwapi_result;
 
+/* Copies the answer's samples and picks r->choices of them (all when
+ * fewer). */
 int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 		      gwapi_result *out);
 void gwapi_result_fini(gwapi_result *x);
@@ -109,13 +145,19 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 		       const Quorum__Answer *a, const char *id, long created,
 		       const char *model);
 
+/* system_fingerprint: the model's fingerprint as "fp_" + 16 hex digits
+ * once set (cluster.c sets it from the coordinator's status), else
+ * null. */
+void gwapi_set_fingerprint(uint64_t fp);
+json_t *gwapi_fingerprint(void);
+
 /* A stream chunk: choice index with a text delta (finish NULL), or its
  * finish (text NULL); role: the first chunk of a chat choice. */
 json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
 		    const char *model, uint32_t index, const char *text,
 		    size_t len, int role, const char *finish);
-/* The last chunk: no choices, usage and the quorum object. */
-json_t *gwapi_chunk_final(const gwapi_req *r, const gwapi_result *x,
+/* The usage chunk (stream_options.include_usage): no choices, usage. */
+json_t *gwapi_chunk_usage(const gwapi_req *r, const gwapi_result *x,
 			  const Quorum__Answer *a, const char *id,
 			  long created, const char *model);
 

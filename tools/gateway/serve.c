@@ -2,8 +2,11 @@
  * quorum serve — the HTTP gateway: an OpenAI-compatible API in front of a
  * running cluster, plus /health, /metrics (Prometheus) and a live status
  * page. It is a normal ZeroMQ client of the coordinator (link.h); the
- * JSON is openai.h's. libmicrohttpd, one thread per connection: a
- * handler blocks on its reply (bounded by the request timeout).
+ * JSON is openai.h's. libmicrohttpd event-driven (epoll) with a pool of
+ * http.threads threads: no handler blocks — a request waiting for the
+ * coordinator is suspended and parked (pending.h), a stream waiting for
+ * its next part too; per-IP connection cap; connection deadlines for the
+ * headers and the body (conns.h).
  *
  * Every accepted HTTP request gets exactly one response: an answer, an
  * OpenAI-style error with its HTTP code, or (streams) an error event.
@@ -15,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -22,8 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "net/cfg.h"
 #include "tools/cli.h"
@@ -31,8 +37,10 @@
 #include "auth.h"
 #include "cluster.h"
 #include "completions.h"
+#include "conns.h"
 #include "http.h"
 #include "metrics.h"
+#include "pending.h"
 #include "sse.h"
 #include "gateway_page.h"
 #include "qerr.h"
@@ -40,6 +48,42 @@
 
 gwstate gw;
 static volatile sig_atomic_t stop_flag;
+static uint64_t rid_next;       /* request ids: a counter from a random
+				 * start (set by cmd_serve) */
+
+/* Counts the request's Content-Length headers and whether they differ. */
+struct cl_count {
+	int n;
+	const char *first;
+	int differ;
+};
+
+static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind,
+				const char *key, const char *value)
+{
+	struct cl_count *c = cls;
+
+	(void)kind;
+	if (strcasecmp(key, "Content-Length"))
+		return MHD_YES;
+	if (c->n++ && strcmp(c->first, value ? value : ""))
+		c->differ = 1;
+	if (c->n == 1)
+		c->first = value ? value : "";
+	return MHD_YES;
+}
+
+/* 1 when the Content-Type is application/json (parameters such as
+ * charset allowed). */
+static int body_is_json(struct MHD_Connection *mc)
+{
+	const char *t = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						    "Content-Type");
+	size_t n = strlen("application/json");
+
+	return t && !strncasecmp(t, "application/json", n) &&
+	       (t[n] == '\0' || t[n] == ';' || t[n] == ' ');
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				  const char *url, const char *method,
@@ -58,7 +102,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		if (!(cn = calloc(1, sizeof(*cn))))
 			return MHD_NO;
 		*con_cls = cn;
+		cn->key = AUTH_NONE;
 		cn->t0 = wire_now_ms();
+		conns_headers_in(mc);
+		snprintf(cn->rid, sizeof(cn->rid), "req_%016llx",
+			 (unsigned long long)__atomic_fetch_add(
+				 &rid_next, 1, __ATOMIC_RELAXED));
 		ep = http_route(url, method, &post);
 		cn->ep = ep < 0 ? -1 - ep : ep;
 		if (ep < 0) {
@@ -67,20 +116,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 			snprintf(msg, sizeof(msg), "%s needs %s",
 				 http_ep_name[cn->ep], post ? "POST" : "GET");
 			return http_send_err(mc, cn, 405, msg, NULL,
-					     "METHOD_NOT_ALLOWED");
+					     "method_not_allowed");
 		}
 		if (ep == HTTP_EP_OTHER)
 			return http_send_err(mc, cn, 404, "unknown URL (see "
 					     "/v1/chat/completions, "
 					     "/v1/completions, /v1/models, "
 					     "/health, /metrics, /)",
-					     NULL, "NOT_FOUND");
+					     NULL, "unknown_url");
+		if (ep == HTTP_EP_MODELS && strcmp(url, "/v1/models") &&
+		    !(cn->model_arg = strdup(url + 11)))
+			return MHD_NO;
+		cn->key = auth_key(mc);
 		if ((post || ep == HTTP_EP_MODELS || ep == HTTP_EP_STATUS) &&
-		    !auth_ok(mc))
+		    cn->key == AUTH_NONE)
 			return http_send_err(mc, cn, 401,
 					     "missing or wrong API key (send "
 					     "'Authorization: Bearer KEY')",
-					     NULL, "UNAUTHORIZED");
+					     NULL, "invalid_api_key");
 		cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
 						 "Content-Length");
 		if (post && cl && strtoull(cl, NULL, 10) >
@@ -91,7 +144,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				 "larger than http.max_body_bytes (%lld bytes)",
 				 cl, (long long)gw.c->http.max_body_bytes);
 			return http_send_err(mc, cn, 413, msg, NULL,
-					     "TOO_LONG");
+					     "request_too_large");
+		}
+		if (post) {
+			struct cl_count c = {0};
+
+			MHD_get_connection_values(mc, MHD_HEADER_KIND,
+						  count_cl, &c);
+			if (c.differ)
+				return http_send_err(
+					mc, cn, 400, "conflicting "
+					"Content-Length headers", NULL,
+					"invalid_request_error");
+			/* no simple cross-site request (a form, text/plain)
+			 * reaches a completion */
+			if (!body_is_json(mc))
+				return http_send_err(
+					mc, cn, 415, "the body must be JSON, "
+					"sent with 'Content-Type: "
+					"application/json'", NULL,
+					"unsupported_media_type");
 		}
 		return MHD_YES;
 	}
@@ -99,6 +171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		return MHD_YES; /* answered already: the rest is discarded */
 	if (*upload_size)
 		return http_take_body(cn, upload, upload_size);
+	conns_body_in(mc);
 	switch (cn->ep) {
 	case HTTP_EP_CHAT:
 	case HTTP_EP_COMPL:
@@ -124,19 +197,39 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 	gwconn *cn = *con_cls;
 
 	(void)cls;
-	(void)mc;
+	conns_request_done(mc);
 	if (!cn)
 		return;
 	if (cn->st)
 		sse_detach(cn, toe);
+	completions_free(cn);
+	cluster_free(cn);
 	if (cn->code)
 		metrics_count_code(cn->ep, cn->code);
+	/* the log: every completion and every error, by request id (the
+	 * client's x-request-id); probes that succeed are not logged */
+	if (cn->code >= 400 || cn->ep == HTTP_EP_CHAT ||
+	    cn->ep == HTTP_EP_COMPL)
+		fprintf(stderr, "quorum serve: %s %s %d %lld ms%s\n", cn->rid,
+			http_ep_name[cn->ep], cn->code,
+			(long long)(wire_now_ms() - cn->t0),
+			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
+				? "" : " (ended early)");
 	if (cn->ep == HTTP_EP_CHAT || cn->ep == HTTP_EP_COMPL)
 		metrics_observe(cn->t0);
 	metrics_record_push(cn);
 	if (cn->counted)
 		metrics_leave();
+	if (cn->len >= 65536) {
+		/* a large body's pages go back to the system: glibc keeps
+		 * freed heap (and raises its mmap threshold after a large
+		 * free), which 16 hostile bodies at once would pin */
+		free(cn->body);
+		cn->body = NULL;
+		malloc_trim(0);
+	}
 	free(cn->body);
+	free(cn->model_arg);
 	free(cn);
 	*con_cls = NULL;
 }
@@ -156,13 +249,21 @@ static void help(void)
 	       "  POST /v1/chat/completions, /v1/completions  (stream: true\n"
 	       "       gives Server-Sent Events)\n"
 	       "  GET  /v1/models     the model and its fingerprint\n"
+	       "  GET  /v1/models/ID  the model by its id or an alias\n"
 	       "  GET  /health        200 when a worker is registered, else 503\n"
 	       "  GET  /metrics       Prometheus text format\n"
 	       "  GET  /              the live status page\n"
 	       "  GET  /v1/quorum/status  the page's JSON\n\n"
+	       "A request without n gets one choice: a chain that reached the\n"
+	       "majority answer over http.samples samples (0: sampling.n; the\n"
+	       "request's \"samples\" overrides it); n = how many choices.\n"
+	       "Errors carry OpenAI's codes; every response x-request-id.\n\n"
 	       "Settings come from the config's http: section (listen,\n"
-	       "api_keys_file, client_key_file, max_body_bytes,\n"
-	       "max_connections, max_in_flight) and limits/sampling/security.\n"
+	       "api_keys_file, admin_keys_file, show_questions,\n"
+	       "client_key_file, max_body_bytes, max_json_values,\n"
+	       "max_json_depth, max_connections, max_connections_per_ip,\n"
+	       "header_timeout_ms, body_timeout_ms, threads, max_in_flight,\n"
+	       "samples, model_aliases) and limits/sampling/security.\n"
 	       "TLS is left to a reverse proxy.\n\n"
 	       "options:\n"
 	       "  --config FILE    cluster configuration (required)\n"
@@ -271,6 +372,16 @@ int cmd_serve(int argc, char **argv)
 	gw.endpoint = endpoint ? endpoint : gw.c->coordinator.client_endpoint;
 	model_name(gw.c->model.path, gw.model_id, sizeof(gw.model_id));
 	gw.started = time(NULL);
+	rid_next = ((uint64_t)gw.started << 24) ^ ((uint64_t)getpid() << 8);
+	if (gw.c->http.admin_keys_file && !gw.c->http.api_keys_file) {
+		fprintf(stderr, "quorum serve: %s: http.admin_keys_file needs "
+			"http.api_keys_file (without keys nobody is told "
+			"apart)\n", config);
+		goto out;
+	}
+	if (gw.c->http.admin_keys_file &&
+	    auth_load_admin(gw.c->http.admin_keys_file))
+		goto out;
 	if (gw.c->http.api_keys_file && auth_load(gw.c->http.api_keys_file))
 		goto out;
 	if (gw.c->security.curve && !gw.c->http.client_key_file) {
@@ -294,16 +405,29 @@ int cmd_serve(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
+	if (pending_start() || conns_start(gw.c->http.header_timeout_ms,
+					   gw.c->http.body_timeout_ms)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		fprintf(stderr, "quorum serve: cannot start a thread\n");
+		goto out;
+	}
+	/* event-driven: a pool of threads, none held by a waiting request
+	 * (suspended); the idle timeout is a backstop behind conns.h's
+	 * deadlines */
 	d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			MHD_USE_ERROR_LOG |
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
 			(sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, on_request, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw.c->http.threads,
 		MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)gw.c->http.max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)gw.c->http.max_connections_per_ip,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, conns_notify, NULL,
 		MHD_OPTION_END);
 	if (!d) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -345,10 +469,15 @@ int cmd_serve(int argc, char **argv)
 	rc = 0;
 out:
 	if (d) {
-		/* waiting handlers give up now (503), then the threads end */
+		/* waiting handlers give up now (503), every parked one is
+		 * resumed, then the threads end */
 		gwlink_abort(gw.l);
+		pending_stop();
+		conns_stop();
 		MHD_stop_daemon(d);
 	}
+	pending_stop();
+	conns_stop();
 	gwlink_free(&gw.l);
 	auth_free();
 	metrics_fini();

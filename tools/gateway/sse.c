@@ -14,6 +14,7 @@
 #include "tools/client.h"
 #include "http.h"
 #include "metrics.h"
+#include "pending.h"
 #include "net/wire.h"
 
 #define GW_KEEPALIVE_MS 1000    /* SSE comment while a stream waits: a
@@ -33,10 +34,13 @@ struct sse_stream {
 	size_t n;                /* choices */
 	char **acc;              /* per choice: text received */
 	size_t *acc_len, *sent;  /* ... and how much of it was sent */
-	int *finished;           /* finish chunk sent */
+	int *finished;           /* all text sent */
+	const char **fin;        /* its finish_reason, sent once voted */
 	int *started;            /* first chunk sent */
 	Quorum__ClientReply *first; /* taken before the response started */
 	gwconn *cn;
+	pending p;               /* parked while no reply is there */
+	int parked;              /* resumed: p.why tells why */
 };
 
 static void sse_put(sse_stream *st, const char *s, size_t n)
@@ -111,10 +115,51 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 		st->sent[i] = upto;
 	}
 	if (done) {
-		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
-					 gw.model_id, i, NULL, 0, 0,
-					 finish ? finish : "stop"));
+		st->fin[i] = finish ? finish : "stop";
 		st->finished[i] = 1;
+	}
+}
+
+/* The finish chunks of the choices in fin (index order), once the vote
+ * is settled; the last carries the quorum object q (taken). */
+static void sse_finish_all(sse_stream *st, json_t *q)
+{
+	size_t last = st->n;
+
+	for (size_t k = 0; k < st->n; k++)
+		if (st->fin[k])
+			last = k;
+	for (size_t k = 0; k < st->n; k++) {
+		json_t *c;
+
+		if (!st->fin[k])
+			continue;
+		c = gwapi_chunk(&st->req, st->id, st->created, gw.model_id,
+				(uint32_t)k, NULL, 0, 0, st->fin[k]);
+		if (k == last && q && c) {
+			json_object_set_new(c, "quorum", q);
+			q = NULL;
+		}
+		sse_json(st, c);
+	}
+	json_decref(q);
+}
+
+/* Not live: the choices of x, whole, once the vote is settled. */
+static void sse_voted(sse_stream *st, const gwapi_result *x)
+{
+	int all = x->n_chosen == x->n;
+
+	for (size_t k = 0; k < x->n_chosen && k < st->n; k++) {
+		size_t i = x->chosen[k];
+		uint32_t c = all ? x->index[i] : (uint32_t)k;
+
+		if (c >= st->n)
+			continue;
+		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+					 gw.model_id, c, x->text[i], x->len[i],
+					 1, NULL));
+		st->fin[c] = x->finish[i];
 	}
 }
 
@@ -154,16 +199,18 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 			 ? "no reply from the coordinator in time"
 			 : r->error ? r->error : client_status_name(r->status));
 		sse_json(st, gwapi_error(msg, code >= 500 ? "server_error"
+					 : code == 429 ? "rate_limit_error"
 					 : "invalid_request_error", NULL, ecode));
-		if (cn->rec)
+		if (cn && cn->rec)
 			json_object_set_new(cn->rec, "status",
 					    json_string(ecode));
-		cn->code = code; /* counted as the failure it is */
+		if (cn)
+			cn->code = code; /* counted as the failure it is */
 		sse_done(st);
 		return;
 	}
 	/* choices the coordinator did not stream: whole, in index order */
-	for (size_t i = 0; i < r->answer->n_samples; i++) {
+	for (size_t i = 0; st->req.live && i < r->answer->n_samples; i++) {
 		const Quorum__Sample *s = r->answer->samples[i];
 		uint32_t k = s->index;
 
@@ -184,18 +231,23 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 	 * out: closed (they are not in the answer or the vote) */
 	for (uint32_t k = 0; k < st->n; k++)
 		if (st->started[k] && !st->finished[k]) {
-			sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
-						 gw.model_id, k, NULL, 0, 0,
-						 "cancelled"));
+			st->fin[k] = "cancelled";
 			st->finished[k] = 1;
 		}
 	if (!gwapi_result_make(&st->req, r->answer, &x)) {
 		metrics_count_answer(r->answer);
-		if (cn->rec)
+		if (cn && cn->rec)
 			metrics_record_answer(cn->rec, &x);
-		sse_json(st, gwapi_chunk_final(&st->req, &x, r->answer, st->id,
-					       st->created, gw.model_id));
+		if (!st->req.live)
+			sse_voted(st, &x);
+		sse_finish_all(st, gwapi_quorum(&x, r->answer));
+		if (st->req.include_usage)
+			sse_json(st, gwapi_chunk_usage(&st->req, &x, r->answer,
+						       st->id, st->created,
+						       gw.model_id));
 		gwapi_result_fini(&x);
+	} else {
+		sse_finish_all(st, NULL);
 	}
 	sse_done(st);
 }
@@ -207,7 +259,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 	(void)pos;
 	while (st->out_off == st->out_len) {
-		Quorum__ClientReply *r;
+		Quorum__ClientReply *r = NULL;
 
 		if (st->done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
@@ -215,18 +267,29 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (st->first) {
 			r = st->first;
 			st->first = NULL;
-		} else {
-			int64_t now = wire_now_ms(),
-				wake = now + GW_KEEPALIVE_MS < st->deadline
-					       ? now + GW_KEEPALIVE_MS
-					       : st->deadline;
-
-			r = st->call ? gwcall_next(st->call, wake) : NULL;
+		} else if (st->parked) {
+			st->parked = 0;
+			if (st->p.why == PENDING_GONE)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			r = st->p.rep;
+			st->p.rep = NULL;
 			if (!r && st->call && wire_now_ms() < st->deadline &&
 			    !gwlink_aborted(gw.l)) {
 				sse_put(st, ": keep-alive\n\n", 14);
 				continue;
 			}
+		} else if (st->call && !(r = gwcall_next(st->call, 0)) &&
+			   !gwlink_aborted(gw.l)) {
+			/* nothing yet: parked (no thread waits) until a
+			 * reply, a keep-alive is due, or the client left */
+			int64_t wake = wire_now_ms() + GW_KEEPALIVE_MS;
+
+			st->p.call = st->call;
+			st->p.deadline = wake < st->deadline ? wake
+							     : st->deadline;
+			st->parked = 1;
+			pending_park(&st->p);
+			return 0;
 		}
 		if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_PARTIAL)
 			sse_part(st, r->partial);
@@ -255,6 +318,8 @@ static void sse_free(void *cls)
 		st->cn->st = NULL;
 	if (st->first)
 		quorum__client_reply__free_unpacked(st->first, NULL);
+	if (st->p.rep)
+		quorum__client_reply__free_unpacked(st->p.rep, NULL);
 	gwcall_release(st->call);
 	for (size_t i = 0; st->acc && i < st->n; i++)
 		free(st->acc[i]);
@@ -262,6 +327,7 @@ static void sse_free(void *cls)
 	free(st->acc_len);
 	free(st->sent);
 	free(st->finished);
+	free(st->fin);
 	free(st->started);
 	free(st->out);
 	gwapi_req_free(&st->req);
@@ -290,14 +356,16 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->deadline = deadline;
 	st->first = first;
 	st->cn = cn;
+	pending_watch(&st->p, mc);
 	st->n = r->sp.has_n ? r->sp.n : (size_t)gw.c->sampling.n;
 	st->acc = calloc(st->n, sizeof(*st->acc));
 	st->acc_len = calloc(st->n, sizeof(*st->acc_len));
 	st->sent = calloc(st->n, sizeof(*st->sent));
 	st->finished = calloc(st->n, sizeof(*st->finished));
 	st->started = calloc(st->n, sizeof(*st->started));
+	st->fin = calloc(st->n, sizeof(*st->fin));
 	resp = st->acc && st->acc_len && st->sent && st->finished &&
-	       st->started ? MHD_create_response_from_callback(
+	       st->started && st->fin ? MHD_create_response_from_callback(
 			MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free)
 		       : NULL;
 	if (!resp) {
@@ -306,11 +374,12 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 				     NULL);
 	}
 	cn->st = st;
+	cn->code = 200;
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	http_common_headers(resp, cn);
 	ok = MHD_queue_response(mc, 200, resp);
 	MHD_destroy_response(resp);
-	cn->code = 200;
 	return ok;
 }
 

@@ -1,9 +1,14 @@
 /*
- * sse — a streamed completion (`"stream": true`) as Server-Sent Events:
- * one chunk per choice's text as the coordinator streams it (a UTF-8
- * character split across parts is held back), a finish chunk per
- * choice, the final chunk with usage and the quorum object, then
- * "data: [DONE]". A failure after the response began is an error event;
+ * sse — a streamed completion (`"stream": true`) as Server-Sent Events.
+ * Live (every sample is a choice, or "stream_samples"): one chunk per
+ * sample's text as the coordinator streams it, under its sample index (a
+ * UTF-8 character split across parts is held back). Otherwise (fewer
+ * choices than samples, e.g. no n: the one voted choice): the choices
+ * whole once the vote is settled — a chain cannot be known to reach the
+ * majority before then. Either way the finish chunks come once voted,
+ * the last with the quorum object; with stream_options.include_usage a
+ * chunk with no choices and usage; then "data: [DONE]". Every chunk
+ * but that one has one choice (`chunk.choices[0]` never throws). A failure after the response began is an error event;
  * while waiting, a keep-alive comment every second notices a client that
  * left. Called by completions.c (sse_respond) and serve.c's on_done
  * (sse_detach); libmicrohttpd pulls the bytes on the connection's

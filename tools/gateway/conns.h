@@ -1,0 +1,41 @@
+/*
+ * conns — the gateway's connections and their deadlines: a record per
+ * connection (libmicrohttpd's notify-connection callback makes and frees
+ * it), and one thread that closes a connection whose request line and
+ * headers have not all arrived http.header_timeout_ms after its accept
+ * (or after its previous request ended: an idle keep-alive connection
+ * counts as waiting for headers), or whose body has not arrived
+ * http.body_timeout_ms after its headers. libmicrohttpd's own
+ * connection timeout is an idle timeout: a client sending a byte now and
+ * then would hold its slot forever. Called by serve.c (the callbacks,
+ * start and stop).
+ *
+ * Closing: shutdown(2) of the socket from the sweeper, under the lock
+ * the close notification takes, so the socket is still the
+ * connection's; the daemon then sees it end and cleans it up.
+ */
+#ifndef QUORUM_GW_CONNS_H
+#define QUORUM_GW_CONNS_H
+
+#include <microhttpd.h>
+#include <stdint.h>
+
+#define CONNS_TICK_MS 100
+
+/* MHD_OPTION_NOTIFY_CONNECTION's callback. */
+void conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context,
+		  enum MHD_ConnectionNotificationCode code);
+/* A request's headers are in (its body deadline starts). */
+void conns_headers_in(struct MHD_Connection *mc);
+/* Its body is in (no deadline until the request ends). */
+void conns_body_in(struct MHD_Connection *mc);
+/* The request ended (the connection waits for the next one's headers). */
+void conns_request_done(struct MHD_Connection *mc);
+
+/* Starts / stops the sweeper. 0 or -1. */
+int conns_start(int header_timeout_ms, int body_timeout_ms);
+void conns_stop(void);
+/* Connections closed for a deadline so far. */
+uint64_t conns_dropped(void);
+
+#endif
