@@ -76,6 +76,13 @@ typedef struct {
 	int frames;                  /* frames received (identity included) */
 	char user[48];               /* ZAP User-Id (the peer's CURVE public
 				      * key in Z85) or "" */
+	char peer[64];               /* ZeroMQ's Peer-Address: the peer's IP
+				      * (tcp), ":uid:gid:pid" (ipc), or "" */
+	/* QERR_FORMAT for a payload over max_bytes: its size, and its first
+	 * bytes (enough for a ClientRequest's version and request id) */
+	size_t too_big;
+	uint8_t head[24];
+	size_t head_len;
 	zmq_msg_t frame;             /* holds the payload */
 	int has_frame;
 } wire_msg;
