@@ -18,6 +18,9 @@ int auth_load(const char *path);
 /* 1 when the request's "Authorization: Bearer KEY" names a key, or no
  * keys were loaded. Every key is compared in full (no early exit). */
 int auth_ok(struct MHD_Connection *mc);
+/* The request's Bearer key when keys were loaded (call it after auth_ok
+ * passed: then it is one of them), else NULL. Borrowed from mc. */
+const char *auth_bearer(struct MHD_Connection *mc);
 /* 1 when keys were loaded (requests need one). */
 int auth_required(void);
 /* Forgets the keys. */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "tools/client.h"
+#include "auth.h"
 #include "http.h"
 #include "metrics.h"
 #include "openai.h"
@@ -30,11 +31,19 @@ static void make_id(const gwapi_req *r, uint64_t rid, char *id, size_t cap)
 		 (unsigned long long)rid);
 }
 
-static gwcall *submit(gwapi_req *r)
+static gwcall *submit(gwapi_req *r, struct MHD_Connection *mc)
 {
 	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask ask = QUORUM__ASK__INIT;
 	Quorum__SamplingParams sp = r->sp;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char who[GWLINK_WHO_MAX];
+
+	/* the caller is a client of its own at the coordinator (link.h) */
+	ask.on_behalf_of = (char *)gwlink_who(gw.l, gw.c, auth_bearer(mc),
+					      ci ? ci->client_addr : NULL,
+					      who, sizeof(who));
 
 	ask.question.data = (uint8_t *)r->question;
 	ask.question.len = r->qlen;
@@ -119,7 +128,7 @@ enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
 		return http_send_err(mc, cn, 429, msg, NULL, "BUSY");
 	}
 	cn->counted = 1;
-	if (!(call = submit(&r))) {
+	if (!(call = submit(&r, mc))) {
 		gwapi_req_free(&r);
 		return http_send_err(mc, cn, 500, "out of memory", NULL, NULL);
 	}
