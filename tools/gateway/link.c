@@ -279,6 +279,13 @@ static void on_disconnect(gwlink *l)
 
 		if (c->final_in)
 			continue;
+		if (c->resend_at) {
+			/* drained, its resend waiting for the hint: the
+			 * coordinator is gone now, so at once (it waits in
+			 * the socket for the successor) */
+			c->resend_at = wire_now_ms();
+			continue;
+		}
 		if (c->again && !c->retried && !c->n_in &&
 		    (m = copy_msg(c->again))) {
 			c->retried = 1;
