@@ -247,6 +247,28 @@ int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
 				return rc;
 			if (!r)
 				break; /* this attempt ran out */
+			if (r->request_id == req->request_id &&
+			    r->status == QUORUM__STATUS__STATUS_CANCELLED &&
+			    r->has_retry_after_ms && attempt < retries) {
+				/* a draining coordinator: its successor gets
+				 * the same request after the hint */
+				uint32_t ms = r->retry_after_ms < 5000
+						      ? r->retry_after_ms
+						      : 5000;
+
+				quorum__client_reply__free_unpacked(r, NULL);
+				rc = client_recv(c, (int)ms, &r);
+				if (rc)
+					return rc;
+				if (r && r->request_id == req->request_id) {
+					*out = r; /* late but ours */
+					return QERR_OK;
+				}
+				if (r)
+					quorum__client_reply__free_unpacked(r,
+									    NULL);
+				break;
+			}
 			if (r->request_id == req->request_id) {
 				*out = r;
 				return QERR_OK;

@@ -73,9 +73,11 @@ int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out);
 size_t client_dropped(const client *c);
 
 /* Sends req and waits up to timeout_ms per attempt for the reply with its
- * request id, resending the same request up to `retries` more times.
- * QERR_OK with *out the reply, or QERR_OK with *out NULL after the last
- * attempt ran out; QERR_IO on a socket error. */
+ * request id, resending the same request up to `retries` more times —
+ * also after a CANCELLED reply with retry_after_ms (a draining
+ * coordinator: the request goes to its successor after that delay, at
+ * most 5 s). QERR_OK with *out the reply, or QERR_OK with *out NULL after
+ * the last attempt ran out; QERR_IO on a socket error. */
 int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
 		int retries, Quorum__ClientReply **out);
 

@@ -539,11 +539,19 @@ static int ask_file(const ask_opts *o)
 
 			if (s->id != r->request_id || s->send_at)
 				continue;
-			if (r->status == QUORUM__STATUS__STATUS_BUSY &&
+			if ((r->status == QUORUM__STATUS__STATUS_BUSY ||
+			     (r->status == QUORUM__STATUS__STATUS_CANCELLED &&
+			      r->has_retry_after_ms)) &&
 			    s->busy_retries < o->retries) {
-				/* refused, not queued: a fresh id later */
+				/* refused, not queued (or cancelled by a
+				 * draining coordinator): a fresh id later,
+				 * after the coordinator's hint when given */
 				s->send_at = now_ms() +
-					     (ASK_BUSY_BACKOFF_MS << s->busy_retries++);
+					     (r->has_retry_after_ms
+						      ? (int64_t)r->retry_after_ms
+						      : (ASK_BUSY_BACKOFF_MS
+							 << s->busy_retries));
+				s->busy_retries++;
 				s->id = client_request_id();
 				s->attempts = 0;
 				break;
