@@ -15,7 +15,10 @@
  * answer with an error.
  *
  * Frame size: bound sockets get ZMQ_MAXMSGSIZE (libzmq drops the peer's
- * connection on a larger frame); a payload is also checked on receive.
+ * connection on a larger frame); a payload is also checked on receive:
+ * over wire_recv's max_bytes it is QERR_FORMAT with its size and first
+ * bytes kept (wire_msg.too_big, head), so a server whose socket cap is
+ * larger than its limit can answer it with an error.
  * Payloads are UNTRUSTED: unpack them with the generated *__unpack and
  * free them with *__free_unpacked.
  */
