@@ -530,6 +530,16 @@ static int ask_file(const ask_opts *o)
 		now = now_ms();
 		if (client_recv(c, wake > now ? (int)(wake - now) : 0, &r))
 			goto io_fail;
+		if (!r && client_lost(c)) {
+			/* the coordinator went away: what was waiting for
+			 * a reply goes again at once, the same ids (it waits
+			 * in the socket for the successor) */
+			for (size_t i = 0; i < n_slots; i++)
+				if (!slots[i].send_at &&
+				    slots[i].attempts <= o->retries)
+					slots[i].send_at = now_ms();
+			continue;
+		}
 		if (!r)
 			continue;
 		replies++;
