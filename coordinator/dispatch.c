@@ -51,6 +51,7 @@ void dispatch_req_free(sched *s, req *r)
 	for (req *x = s->reqs; x; x = x->next)
 		s->reqs_tail = x;
 	s->n_reqs--;
+	front_charge(s, r);
 	while (r->jobs) {
 		job *j = r->jobs;
 
@@ -87,7 +88,14 @@ void dispatch_req_release(req *r)
 
 void dispatch_req_fail(sched *s, req *r, int status, const char *err)
 {
-	front_reply_error(s, r->cid, r->cid_len, r->client_rid, status, err);
+	dispatch_req_fail_retry(s, r, status, err, 0);
+}
+
+void dispatch_req_fail_retry(sched *s, req *r, int status, const char *err,
+			     uint32_t retry_ms)
+{
+	front_reply_retry(s, r->cid, r->cid_len, r->client_rid, status, err,
+			  retry_ms);
 	s->failed++;
 	dispatch_req_free(s, r);
 }
@@ -412,8 +420,7 @@ void dispatch_pump(sched *s)
 				continue;
 			for (req *x = s->reqs; x; x = x->next)
 				on += x->state != Q_QUEUED &&
-				      x->cid_len == r->cid_len &&
-				      !memcmp(x->cid, r->cid, r->cid_len);
+				      front_same_client(x, r);
 			if (!pick || on < pick_on) {
 				pick = r;
 				pick_on = on;

@@ -21,15 +21,161 @@ static uint64_t hash_tokens(const int32_t *t, size_t n)
 	return h;
 }
 
-void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,
-			uint64_t rid, int status, const char *err)
+void front_reply_retry(sched *s, const unsigned char *cid, size_t cid_len,
+		       uint64_t rid, int status, const char *err,
+		       uint32_t retry_ms)
 {
 	Quorum__ClientReply r = QUORUM__CLIENT_REPLY__INIT;
 
 	r.request_id = rid;
 	r.status = status;
 	r.error = (char *)err;
+	r.has_retry_after_ms = retry_ms > 0;
+	r.retry_after_ms = retry_ms;
 	sched_send_client(s, cid, cid_len, &r);
+}
+
+void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,
+			uint64_t rid, int status, const char *err)
+{
+	front_reply_retry(s, cid, cid_len, rid, status, err, 0);
+}
+
+/* ---- clients: identity, share, tokens per minute ---------------------
+ *
+ * A client is a connection (its routing id), or the user a trusted
+ * gateway names in Ask.on_behalf_of: each API key of a gateway is then a
+ * client of its own. The identity is untrusted input from the gateway
+ * too: 1..WHO_NAME_MAX bytes of [A-Za-z0-9:._-]. */
+
+int front_same_client(const req *a, const req *b)
+{
+	return a->who_len == b->who_len &&
+	       !memcmp(a->who, b->who, a->who_len);
+}
+
+static int who_ok(const char *w)
+{
+	size_t n = strlen(w);
+
+	if (n < 1 || n > WHO_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = w[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == ':' || c == '.' ||
+		      c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* A peer address (ZeroMQ's Peer-Address) on this machine: IPv4 loopback,
+ * ::1, an IPv4-mapped loopback, ipc:// (":uid:gid:pid" or "") or inproc
+ * (""). */
+static int peer_local(const char *p)
+{
+	unsigned a, b, c;
+	char tail;
+
+	if (!p[0] || !strcmp(p, "::1") || !strncmp(p, "127.", 4) ||
+	    !strncmp(p, "::ffff:127.", 11))
+		return 1;
+	return sscanf(p, ":%u:%u:%u%c", &a, &b, &c, &tail) == 3;
+}
+
+/* The connection m came on may speak for its users (module comment of
+ * scheduler.h: the trust model). */
+static int trusted_gateway(const sched *s, const wire_msg *m)
+{
+	if (s->zap) {
+		for (size_t i = 0; i < s->o.n_gateway_keys; i++)
+			if (m->user[0] && !strcmp(m->user, s->o.gateway_keys[i]))
+				return 1;
+		return 0;
+	}
+	return s->c->security.loopback_gateway && peer_local(m->peer);
+}
+
+/* r's client: the gateway's user when the connection may name one, else
+ * the connection. Returns NULL or the refusal. */
+static const char *set_who(const sched *s, const wire_msg *m,
+			   const Quorum__Ask *a, req *r)
+{
+	if (a->on_behalf_of) {
+		if (!trusted_gateway(s, m))
+			return "on_behalf_of is taken only from a gateway "
+			       "(security.gateway_keys, "
+			       "security.loopback_gateway)";
+		if (!who_ok(a->on_behalf_of))
+			return "on_behalf_of: 1..64 characters of "
+			       "[A-Za-z0-9:._-] expected";
+		r->who[0] = 'g';
+		r->who_len = 1 + strlen(a->on_behalf_of);
+		memcpy(r->who + 1, a->on_behalf_of, r->who_len - 1);
+		return NULL;
+	}
+	r->who[0] = 'c';
+	memcpy(r->who + 1, m->id, m->id_len);
+	r->who_len = 1 + m->id_len;
+	return NULL;
+}
+
+/* The bucket of who, refilled to now; NULL when it has none (full). */
+static bucket *bucket_of(sched *s, const unsigned char *who, size_t len)
+{
+	double cap = (double)s->c->limits.tokens_per_minute;
+	int64_t now = sched_now(s);
+
+	for (bucket **pp = &s->buckets; *pp;) {
+		bucket *b = *pp;
+
+		b->level += (double)(now - b->at) * cap / 60000.0;
+		b->at = now;
+		if (b->level >= cap) {
+			/* paid off: forgotten */
+			*pp = b->next;
+			free(b);
+			s->n_buckets--;
+			continue;
+		}
+		if (b->who_len == len && !memcmp(b->who, who, len))
+			return b;
+		pp = &b->next;
+	}
+	return NULL;
+}
+
+void front_charge(sched *s, const req *r)
+{
+	bucket *b;
+
+	if (s->c->limits.tokens_per_minute <= 0 || !r->gen_tokens)
+		return;
+	if (!(b = bucket_of(s, r->who, r->who_len))) {
+		if (s->n_buckets >= BUCKETS_MAX || !(b = calloc(1, sizeof(*b))))
+			return; /* not tracked: the limit errs on the open side */
+		memcpy(b->who, r->who, r->who_len);
+		b->who_len = r->who_len;
+		b->level = (double)s->c->limits.tokens_per_minute;
+		b->at = sched_now(s);
+		b->next = s->buckets;
+		s->buckets = b;
+		s->n_buckets++;
+	}
+	b->level -= (double)r->gen_tokens;
+}
+
+void front_buckets_free(sched *s)
+{
+	while (s->buckets) {
+		bucket *b = s->buckets;
+
+		s->buckets = b->next;
+		free(b);
+	}
+	s->n_buckets = 0;
 }
 
 void front_finish(sched *s, req *r)
@@ -416,47 +562,90 @@ static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 	return QUORUM__STATUS__STATUS_OK;
 }
 
-/* The queue's door: BUSY when it is full, or when this client holds its
- * share already — limits.queue_depth / (clients with requests, this one
- * included, + 1), at least 1 — so a newcomer always finds room. */
-static const char *over_share(const sched *s, const wire_msg *m)
+/* The queue's door for a request of r's client. The queue is work
+ * conserving: one client may fill it while nobody else waits. When it is
+ * full, a client holding less than its fair share — limits.queue_depth /
+ * (clients with requests, itself included) — displaces the newest request
+ * still queued (not started) of the client holding the most, if that one
+ * holds more than its share (*victim: it gets BUSY with a retry hint);
+ * else BUSY. Then the per-client caps: limits.per_client_in_flight and
+ * limits.tokens_per_minute. Returns the refusal (NULL: admitted) and sets
+ * *retry_ms. */
+static const char *admit(sched *s, const req *r, req **victim,
+			 uint32_t *retry_ms)
 {
-	int mine = 0, clients = 1;
+	int mine = 0, clients = 1, most = 0;
+	const req *top = NULL; /* a request of the client holding the most */
 
-	if (s->n_reqs >= s->c->limits.queue_depth)
-		return "queue full";
+	*victim = NULL;
+	*retry_ms = RETRY_MS;
 	for (const req *x = s->reqs; x; x = x->next) {
-		int first = 1;
+		int first = 1, held = 0;
 
-		if (x->cid_len == m->id_len && !memcmp(x->cid, m->id, m->id_len)) {
+		if (front_same_client(x, r)) {
 			mine++;
 			continue;
 		}
 		for (const req *y = s->reqs; y != x; y = y->next)
-			if (y->cid_len == x->cid_len &&
-			    !memcmp(y->cid, x->cid, x->cid_len)) {
+			if (front_same_client(x, y)) {
 				first = 0;
 				break;
 			}
-		clients += first;
+		if (!first)
+			continue;
+		clients++;
+		for (const req *y = x; y; y = y->next)
+			held += front_same_client(x, y);
+		if (held > most) {
+			most = held;
+			top = x;
+		}
 	}
+	if (s->c->limits.per_client_in_flight > 0 &&
+	    mine >= s->c->limits.per_client_in_flight)
+		return "over limits.per_client_in_flight for this client";
+	if (s->c->limits.tokens_per_minute > 0) {
+		bucket *b = bucket_of(s, r->who, r->who_len);
+
+		if (b && b->level <= 0) {
+			double rate = (double)s->c->limits.tokens_per_minute /
+				      60000.0;
+			double ms = (1.0 - b->level) / rate + 1.0;
+
+			*retry_ms = ms > 3600000.0 ? 3600000u : (uint32_t)ms;
+			return "over limits.tokens_per_minute for this client";
+		}
+	}
+	if (s->n_reqs < s->c->limits.queue_depth)
+		return NULL;
 	{
-		int share = s->c->limits.queue_depth / (clients + 1);
+		int share = s->c->limits.queue_depth / clients;
 
 		if (share < 1)
 			share = 1;
-		return mine >= share ? "over this client's share of the queue"
-				     : NULL;
+		if (top && mine < share && most > share) {
+			req *last = NULL;
+
+			for (req *y = s->reqs; y; y = y->next)
+				if (y->state == Q_QUEUED &&
+				    front_same_client(y, top))
+					last = y;
+			if (last) {
+				*victim = last;
+				return NULL;
+			}
+		}
 	}
+	return "queue full";
 }
 
 static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 {
-	req *r;
+	req *r, *victim = NULL;
 	const char *err;
 	int st;
 	int64_t dl;
-	uint32_t largest;
+	uint32_t largest, retry_ms = 0;
 
 	for (req *x = s->reqs; x; x = x->next)
 		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
@@ -464,10 +653,21 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 			/* a client's resend of a request in flight: the same
 			 * request, answered once */
 			return;
+	if (s->draining) {
+		front_reply_retry(s, m->id, m->id_len, cr->request_id,
+				  QUORUM__STATUS__STATUS_CANCELLED,
+				  "coordinator shutting down; retry",
+				  DRAIN_RETRY_MS);
+		return;
+	}
 	if (!(r = calloc(1, sizeof(*r)))) {
 		front_reply_error(s, m->id, m->id_len, cr->request_id,
 			    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
+	}
+	if ((err = set_who(s, m, cr->ask, r))) {
+		st = QUORUM__STATUS__STATUS_BAD_REQUEST;
+		goto refuse;
 	}
 	/* cheap checks first: nothing is tokenized for a request that
 	 * cannot be queued */
@@ -479,7 +679,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		err = "no worker is registered";
 		goto refuse;
 	}
-	if ((err = over_share(s, m))) {
+	if ((err = admit(s, r, &victim, &retry_ms))) {
 		st = QUORUM__STATUS__STATUS_BUSY;
 		goto refuse;
 	}
@@ -505,6 +705,14 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		st = QUORUM__STATUS__STATUS_INTERNAL;
 		err = "out of memory";
 		goto refuse;
+	}
+	if (victim) {
+		/* its place goes to r (admit) */
+		s->displaced++;
+		dispatch_req_fail_retry(s, victim, QUORUM__STATUS__STATUS_BUSY,
+					"displaced from the full queue by "
+					"another client's request",
+					RETRY_MS);
 	}
 	r->rid = ++s->next_id;
 	r->width = (uint32_t)stop_min_prefix(&r->stop, (int)r->n);
@@ -542,7 +750,8 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	dispatch_pump(s);
 	return;
 refuse:
-	front_reply_error(s, m->id, m->id_len, cr->request_id, st, err);
+	front_reply_retry(s, m->id, m->id_len, cr->request_id, st, err,
+			  st == QUORUM__STATUS__STATUS_BUSY ? retry_ms : 0);
 	dispatch_req_release(r);
 }
 
@@ -559,12 +768,56 @@ static void on_cancel(sched *s, const wire_msg *m, uint64_t client_rid)
 		}
 }
 
+/* The request_id of a ClientRequest from its first bytes (protobuf-c
+ * packs fields in number order: version = 1, request_id = 2, then the
+ * body): 0 when they do not hold it. Untrusted bytes: every read is
+ * bounded by len. */
+static uint64_t peek_request_id(const uint8_t *b, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		uint64_t tag = 0, v = 0;
+		int sh = 0;
+
+		do {
+			if (i >= len || sh > 63)
+				return 0;
+			tag |= (uint64_t)(b[i] & 0x7f) << sh;
+			sh += 7;
+		} while (b[i++] & 0x80);
+		if ((tag & 7) != 0)
+			return 0; /* not a varint: past the header */
+		sh = 0;
+		do {
+			if (i >= len || sh > 63)
+				return 0;
+			v |= (uint64_t)(b[i] & 0x7f) << sh;
+			sh += 7;
+		} while (b[i++] & 0x80);
+		if (tag >> 3 == 2)
+			return v;
+	}
+	return 0;
+}
+
 void sched_on_client(sched *s, int rc, const wire_msg *m)
 {
 	Quorum__ClientRequest *cr;
 
 	if (!m->id_len)
 		return;
+	if (rc && m->too_big) {
+		char e[128];
+
+		snprintf(e, sizeof(e), "a message of %zu bytes is over "
+			 "limits.max_message_bytes (%lld)", m->too_big,
+			 (long long)s->c->limits.max_message_bytes);
+		front_reply_error(s, m->id, m->id_len,
+				  peek_request_id(m->head, m->head_len),
+				  QUORUM__STATUS__STATUS_TOO_LONG, e);
+		return;
+	}
 	if (rc) {
 		front_reply_error(s, m->id, m->id_len, 0,
 			    QUORUM__STATUS__STATUS_BAD_REQUEST,

@@ -20,6 +20,14 @@
 #include "net/wire.h"
 
 static volatile sig_atomic_t stop_flag;
+static int64_t s_max_bytes; /* limits.max_message_bytes */
+
+/* After the drain replies: asks still arriving are read and answered
+ * CANCELLED (retry hint) until the clients are quiet this long, at most
+ * DRAIN_READ_MAX_MS; then the client socket closes (its peers see the
+ * disconnect and go to the successor). */
+#define DRAIN_QUIET_MS 100
+#define DRAIN_READ_MAX_MS 1000
 
 static void on_signal(int sig)
 {
@@ -124,6 +132,53 @@ static int load_security(const cfg *c, curve_sock *ck, curve_sock *wk,
 	return QERR_OK;
 }
 
+/* The client ROUTER's frame cap: frames up to it are read (those over
+ * limits.max_message_bytes get a TOO_LONG reply, wire_recv's too_big);
+ * only larger ones drop the connection, in libzmq (ZMQ_MAXMSGSIZE). */
+static int64_t client_hard_cap(const cfg *c)
+{
+	return c->limits.max_message_bytes * 2;
+}
+
+/* CURVE on: security.gateway_keys as Z85 (files read), each on the
+ * client allowlist too (a gateway connects as a client). */
+static int load_gateway_keys(const cfg *c, const curve_zap *zap,
+			     char (**out)[CURVE_Z85_LEN + 1])
+{
+	const cfg_security *sec = &c->security;
+	char (*k)[CURVE_Z85_LEN + 1];
+	int rc;
+
+	*out = NULL;
+	if (!sec->n_gateway_keys)
+		return QERR_OK;
+	if (!(k = calloc(sec->n_gateway_keys, sizeof(*k))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	for (size_t i = 0; i < sec->n_gateway_keys; i++) {
+		uint8_t key[CURVE_KEY_BYTES];
+		const cfg_key *g = &sec->gateway_keys[i];
+
+		if (g->path) {
+			if ((rc = curve_key_load(g->path, CURVE_PUBLIC, k[i]))) {
+				free(k);
+				return rc;
+			}
+		} else {
+			snprintf(k[i], sizeof(k[i]), "%s", g->z85);
+		}
+		if (!zmq_z85_decode(key, k[i]) ||
+		    !curve_zap_allowed(zap, CURVE_DOMAIN_CLIENTS, key)) {
+			rc = qerr_fail(QERR_RANGE, "security.gateway_keys: "
+				       "%s is not on security.client_keys",
+				       k[i]);
+			free(k);
+			return rc;
+		}
+	}
+	*out = k;
+	return QERR_OK;
+}
+
 static void drain(sched *s, void *sock, int clients)
 {
 	/* bounded: neither side can starve the other or the timers; client
@@ -133,7 +188,8 @@ static void drain(sched *s, void *sock, int clients)
 		if (clients && k && sched_timeout_ms(s) == 0)
 			return;
 		wire_msg m;
-		int rc = wire_recv(sock, 1, 1, 0, &m);
+		int rc = wire_recv(sock, 1, 1,
+				   clients ? (size_t)s_max_bytes : 0, &m);
 
 		if (rc == QERR_FULL || rc == QERR_IO)
 			return;
@@ -166,6 +222,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	curve_sock ck, wk; /* CURVE options of the two ROUTERs */
 	curve_zap *zap = NULL;  /* non-NULL when security.curve is on */
+	char (*gw_keys)[CURVE_Z85_LEN + 1] = NULL;
 
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -192,7 +249,8 @@ int main(int argc, char **argv)
 	memset(&ck, 0, sizeof(ck));
 	memset(&wk, 0, sizeof(wk));
 	/* before anything is bound or spawned: no allowlist, no start */
-	if (c->security.curve && load_security(c, &ck, &wk, &zap)) {
+	if (c->security.curve && (load_security(c, &ck, &wk, &zap) ||
+				  load_gateway_keys(c, zap, &gw_keys))) {
 		fprintf(stderr, "coordinator: security: %s; not starting\n",
 			qerr_detail());
 		goto out;
@@ -218,7 +276,7 @@ int main(int argc, char **argv)
 	/* the ZAP handler is bound before the CURVE servers (RFC 27) */
 	if (!(zctx = zmq_ctx_new()) || (zap && curve_zap_bind(zap, zctx)) ||
 	    wire_bind_curve(zctx, ZMQ_ROUTER, c->coordinator.client_endpoint,
-			    c->limits.max_message_bytes, zap ? &ck : NULL,
+			    client_hard_cap(c), zap ? &ck : NULL,
 			    &clients) ||
 	    wire_bind_curve(zctx, ZMQ_ROUTER, c->coordinator.worker_endpoint,
 			    c->limits.max_message_bytes, zap ? &wk : NULL,
@@ -233,6 +291,9 @@ int main(int argc, char **argv)
 	so.ctx_len = ctx_len;
 	so.has_fingerprint = 1;
 	so.zap = zap;
+	so.gateway_keys = (const char (*)[CURVE_Z85_LEN + 1])gw_keys;
+	so.n_gateway_keys = gw_keys ? c->security.n_gateway_keys : 0;
+	s_max_bytes = c->limits.max_message_bytes;
 	so.clients = clients;
 	so.workers = workers;
 	if (sched_new(&so, &s) ||
@@ -268,14 +329,33 @@ int main(int argc, char **argv)
 			drain(s, clients, 1);
 		proc_tick(ps);
 	}
-	fprintf(stderr, "coordinator: shutting down\n");
+	fprintf(stderr, "coordinator: draining\n");
+	/* every request read gets its answer: CANCELLED with a retry hint
+	 * (the successor computes the same bytes); asks still coming in get
+	 * the same until the clients are quiet; then the socket closes —
+	 * before the local workers are stopped, so that clients see the
+	 * disconnect (and reconnect to a successor) at once */
 	sched_shutdown(s);
 	{
-		/* the CANCELLED replies just queued reach their clients
-		 * before the socket goes (LINGER was 0) */
+		int64_t t0 = wire_now_ms(), quiet = t0;
 		int linger = 2000;
 
+		while (wire_now_ms() - quiet < DRAIN_QUIET_MS &&
+		       wire_now_ms() - t0 < DRAIN_READ_MAX_MS) {
+			zmq_pollitem_t it = {clients, 0, ZMQ_POLLIN, 0};
+
+			if (zmq_poll(&it, 1, DRAIN_QUIET_MS / 4) > 0 &&
+			    (it.revents & ZMQ_POLLIN)) {
+				drain(s, clients, 1);
+				quiet = wire_now_ms();
+			}
+		}
+		/* the replies queued reach their clients before the socket
+		 * goes (LINGER was 0) */
 		zmq_setsockopt(clients, ZMQ_LINGER, &linger, sizeof(linger));
+		wire_close(&clients);
+		fprintf(stderr, "coordinator: client socket closed after "
+			"%lld ms of drain\n", (long long)(wire_now_ms() - t0));
 	}
 	proc_stop_all(ps, 5000);
 	rc = stop_flag ? 0 : 1;
@@ -285,6 +365,7 @@ out:
 	wire_close(&clients);
 	wire_close(&workers);
 	curve_zap_free(&zap);
+	free(gw_keys);
 	curve_sock_wipe(&ck);
 	curve_sock_wipe(&wk);
 	if (zctx)

@@ -180,9 +180,12 @@ long sched_timeout_ms(const sched *s)
 
 void sched_shutdown(sched *s)
 {
+	s->draining = 1;
 	while (s->reqs)
-		dispatch_req_fail(s, s->reqs, QUORUM__STATUS__STATUS_CANCELLED,
-				  "coordinator shutting down");
+		dispatch_req_fail_retry(s, s->reqs,
+					QUORUM__STATUS__STATUS_CANCELLED,
+					"coordinator shutting down; retry",
+					DRAIN_RETRY_MS);
 }
 
 int sched_new(const sched_opts *o, sched **out)
@@ -219,6 +222,7 @@ void sched_free(sched **sp)
 	/* the workers' roots go with them (local ones are stopped by now,
 	 * remote ones release everything when they re-register) */
 	roots_free_all(s);
+	front_buckets_free(s);
 	pfx_free(&s->index);
 	while (s->zombies) {
 		zombie *z = s->zombies;

@@ -35,6 +35,13 @@
  * (never charged to MAX_FAILURES) */
 #define MAX_CAPACITY_WAITS 64
 #define KEY_MAX 48        /* a CURVE public key in Z85 (40) + NUL */
+/* A client's identity: 'c' + its connection's routing id, or 'g' + the
+ * user a trusted gateway asks for (Ask.on_behalf_of, <= WHO_NAME_MAX). */
+#define WHO_NAME_MAX 64
+#define WHO_MAX (WIRE_ID_MAX + 1)
+#define BUCKETS_MAX 4096  /* clients with a tokens-per-minute debt */
+#define RETRY_MS 1000     /* retry hint of a full queue or a share */
+#define DRAIN_RETRY_MS 500 /* retry hint of a draining coordinator */
 
 enum { J_WAIT_ROOT = 0, J_SENT };
 enum { E_PREFILL = 0, E_READY, E_DEAD };
@@ -149,12 +156,27 @@ typedef struct job {
 	int tried;
 } job;
 
+/* A client's tokens-per-minute bucket (limits.tokens_per_minute): level
+ * refills at limit / 60000 per ms up to limit; a request that ends takes
+ * its generated tokens (the level may go below 0: the client's asks get
+ * BUSY until it is back above 0). Only clients under the limit have one
+ * (at most BUCKETS_MAX; a full bucket is dropped). */
+typedef struct bucket {
+	struct bucket *next;
+	unsigned char who[WHO_MAX];
+	size_t who_len;
+	double level;
+	int64_t at;             /* level as of then */
+} bucket;
+
 typedef struct req {
 	struct req *next;
 	uint64_t rid;           /* ours: names jobs on the wire */
 	uint64_t client_rid;
 	unsigned char cid[WIRE_ID_MAX];
 	size_t cid_len;
+	unsigned char who[WHO_MAX]; /* its client (fair share, limits) */
+	size_t who_len;
 	int state;              /* Q_* */
 	int32_t *tokens;
 	size_t n_tokens;
@@ -228,6 +250,10 @@ struct sched {
 	double decode_s;
 	int64_t t_started;      /* sched_new */
 	int64_t no_worker_since;/* 0: some worker is alive */
+	bucket *buckets;        /* (n_buckets) tokens-per-minute debts */
+	int n_buckets;
+	int draining;           /* sched_shutdown: asks get CANCELLED */
+	uint64_t displaced;     /* queued requests given up for a newcomer */
 };
 
 /* ---- sched.c: I/O and shared arithmetic ---- */
@@ -303,6 +329,15 @@ uint32_t roots_largest_pool(const sched *s);
 /* ---- front.c ---- */
 void front_reply_error(sched *s, const unsigned char *cid, size_t cid_len,
 		       uint64_t rid, int status, const char *err);
+/* As front_reply_error, with ClientReply.retry_after_ms (0: none). */
+void front_reply_retry(sched *s, const unsigned char *cid, size_t cid_len,
+		       uint64_t rid, int status, const char *err,
+		       uint32_t retry_ms);
+/* 1 when a and b are requests of the same client (fair share). */
+int front_same_client(const req *a, const req *b);
+/* r ends: its client's tokens-per-minute bucket takes its tokens. */
+void front_charge(sched *s, const req *r);
+void front_buckets_free(sched *s);
 /* All samples of r are in: vote, reply, free r. */
 void front_finish(sched *s, req *r);
 
@@ -312,6 +347,9 @@ void dispatch_req_free(sched *s, req *r);
 /* Frees r's memory only (a request never queued, or after unlinking). */
 void dispatch_req_release(req *r);
 void dispatch_req_fail(sched *s, req *r, int status, const char *err);
+/* As dispatch_req_fail, the reply with retry_after_ms. */
+void dispatch_req_fail_retry(sched *s, req *r, int status, const char *err,
+			     uint32_t retry_ms);
 req *dispatch_req_by_rid(const sched *s, uint64_t rid);
 /* Worker wi is gone: its jobs' unfinished indices go back to pending. */
 void dispatch_forget_worker(sched *s, int wi);

@@ -36,8 +36,26 @@
  * replies_unroutable); their requests end at their deadline, which
  * cancels the workers' jobs.
  *
+ * Clients and fairness: a client is a connection, or — when a gateway
+ * asks on behalf of its users (Ask.on_behalf_of: "key:<hash of an API
+ * key>", "ip:<address>") — that user. Trust: the field is taken only
+ * from a connection trusted as a gateway: with CURVE on, one whose
+ * client key is on security.gateway_keys; with CURVE off (no peer is
+ * authenticated at all), a loopback or ipc:// connection while
+ * security.loopback_gateway is true — any local process may then name a
+ * user, and so spend that user's share or tokens, but no more than it
+ * could already take by opening connections. Any other connection
+ * naming a user gets BAD_REQUEST (never silently ignored: a
+ * misconfigured gateway would make all its users one client). The
+ * queue is work conserving (one client may fill it); when it is full, a
+ * client under its fair share (queue_depth / clients with requests)
+ * displaces the newest still-queued request of the client holding the
+ * most (BUSY with retry_after_ms); limits.per_client_in_flight and
+ * limits.tokens_per_minute cap each client (BUSY with retry_after_ms).
+ *
  * Every accepted client request gets exactly one reply (answer, typed
- * error, timeout, or CANCELLED at shutdown).
+ * error, timeout, or CANCELLED with retry_after_ms at shutdown: asks
+ * read while draining get that too).
  *
  * Threads: single-threaded, driven by the coordinator's zmq_poll loop.
  * The parts (membership, roots, client front, dispatch) are listed in
@@ -81,6 +99,10 @@ typedef struct {
 	/* CURVE on: the allowlists (borrowed), for the worker ids each
 	 * worker key may register; NULL when CURVE is off */
 	const curve_zap *zap;
+	/* CURVE on: the client keys (Z85, borrowed) trusted as gateways
+	 * (security.gateway_keys, resolved) */
+	const char (*gateway_keys)[CURVE_Z85_LEN + 1];
+	size_t n_gateway_keys;
 	sched_io io;
 } sched_opts;
 
@@ -98,7 +120,8 @@ void sched_tick(sched *s);
 /* Milliseconds until the next timer (for zmq_poll), >= 0. */
 long sched_timeout_ms(const sched *s);
 
-/* Replies CANCELLED to every request in flight (coordinator exiting). */
+/* Drains: replies CANCELLED with retry_after_ms to every request in
+ * flight, and to every ask from now on (coordinator exiting). */
 void sched_shutdown(sched *s);
 
 /* Workers registered now. */

@@ -20,7 +20,8 @@
  *                            request id in flight is answered once
  *   orphans_exit             local workers exit with a killed coordinator
  *   no_capacity_and_busy     workers that cannot load the model: fast
- *                            NO_CAPACITY; a full queue: BUSY
+ *                            NO_CAPACITY; a full queue: BUSY (one
+ *                            client alone fills it)
  *   client_gone              a client that disconnects: its jobs are
  *                            cancelled at the deadline, the unroutable
  *                            reply is counted
@@ -798,9 +799,9 @@ static void no_capacity_and_busy(void **state)
 	fprintf(stderr, "# queue_depth 2, 8 asks at once: %d OK, %d BUSY\n",
 		ok, busy);
 	assert_int_equal(ok + busy, 8);
-	/* one client holds at most queue_depth / (clients + 1) = 1 (the
-	 * fairness rule in README: a newcomer always finds room) */
-	assert_int_equal(ok, 1);
+	/* the queue is work conserving: alone, a client fills it (a
+	 * newcomer would displace its newest queued request: test_sched) */
+	assert_true(ok >= 2);
 	assert_null(cu_recv(s, 300));
 	zmq_close(s);
 }

@@ -21,9 +21,23 @@
  *   identity            fingerprint from the coordinator's model, pool
  *                       names tied to ids, ids tied to CURVE keys
  *   worker_validation   results out of a job's bounds are dropped
- *   fairness            per-client share of the queue, cheap checks
- *                       before tokenizing, field caps
- *   shutdown            CANCELLED to every request in flight
+ *   fairness            the queue is work conserving; when full, a
+ *                       newcomer displaces the biggest holder's newest
+ *                       queued request; cheap checks before tokenizing,
+ *                       field caps
+ *   gateway_users       a gateway's users (Ask.on_behalf_of) are clients
+ *                       of their own: 60 + 4 requests all admitted and
+ *                       answered, over the queue BUSY with a retry hint,
+ *                       the light user displaces the heavy one; the
+ *                       identity refused from an untrusted connection
+ *                       (a LAN peer, CURVE key not a gateway's) and when
+ *                       malformed
+ *   client_limits       limits.per_client_in_flight and
+ *                       limits.tokens_per_minute per user: BUSY with
+ *                       retry_after_ms, admitted again after it
+ *   shutdown            CANCELLED with a retry hint to every request in
+ *                       flight and to asks read while draining
+ *   oversized           a frame over the limit: TOO_LONG to its request
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
  *                       identical prompts, bypass, CURVE client keys,
@@ -424,6 +438,8 @@ static void fw_decode(sched *s, fw *w, const Quorum__DecodeJob *d,
 			to_sched(s, w, &sm);
 		}
 		done.status = QUORUM__STATUS__STATUS_OK;
+		done.has_generated_tokens = 1;
+		done.generated_tokens = (uint64_t)d->n_indices; /* 1 each */
 	}
 	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
 	m.job_done = &done;
@@ -622,6 +638,11 @@ typedef struct {
 	uint32_t n, max_new, deadline_ms;
 } ask_o;
 
+/* Set by a case for the asks that follow: Ask.on_behalf_of (NULL none)
+ * and the connection's peer address ("" local). */
+static const char *ask_obo;
+static const char *ask_peer = "";
+
 /* An Ask from client connection cid with CURVE key user ("" none);
  * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
 static void c_ask_k(sched *s, const char *cid, const char *user,
@@ -664,6 +685,7 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 		a.has_prefix_cache = 1;
 		a.prefix_cache = 0;
 	}
+	a.on_behalf_of = (char *)ask_obo;
 	q.version = WIRE_VERSION;
 	q.request_id = rid;
 	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -674,6 +696,7 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	in.id_len = strlen(cid);
 	memcpy(in.id, cid, in.id_len);
 	snprintf(in.user, sizeof(in.user), "%s", user);
+	snprintf(in.peer, sizeof(in.peer), "%s", ask_peer);
 	in.data = b;
 	in.len = n;
 	sched_on_client(s, 0, &in);
@@ -690,6 +713,25 @@ static void c_ask_strs(sched *s, const char *cid, uint64_t rid,
 static void c_ask(sched *s, const char *cid, uint64_t rid, const ask_o *o)
 {
 	c_ask_strs(s, cid, rid, o, NULL, 0);
+}
+
+/* The status of the next reply to cid, for rid; *retry its
+ * retry_after_ms (0: none). */
+static int reply_retry(const char *cid, uint64_t rid, uint32_t *retry)
+{
+	Quorum__ClientReply *r = c_next(cid);
+	int st;
+
+	assert_non_null(r);
+	if (r->request_id != rid)
+		fail_msg("%s: reply to %llu (%s: %s), want %llu", cid,
+			 (unsigned long long)r->request_id,
+			 wire_status_name(r->status), r->error ? r->error : "",
+			 (unsigned long long)rid);
+	st = r->status;
+	*retry = r->has_retry_after_ms ? r->retry_after_ms : 0;
+	quorum__client_reply__free_unpacked(r, NULL);
+	return st;
 }
 
 static int reply_status(const char *cid, uint64_t rid)
@@ -1467,27 +1509,33 @@ static void fairness(void **state)
 {
 	sched *s = new_sched("limits:\n  queue_depth: 4\n"
 			     "  max_prompt_tokens: 64\n", FW_FP);
-	fw a;
 	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
 	ask_o longp = {long_q(3), NULL, 1, 4, 0};
 	static char sys[WIRE_SYSTEM_MAX + 2];
+	uint32_t retry;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
-	a.hold = 1;
-	fw_register(s, &a);
-	/* alone, a client holds at most 4 / (1 + 1) = 2 */
-	c_ask(s, "greedy", 1, &o);
-	c_ask(s, "greedy", 2, &o);
-	c_ask(s, "greedy", 3, &o);
-	assert_int_equal(reply_status("greedy", 3), QUORUM__STATUS__STATUS_BUSY);
-	/* over its share, the cheap refusal comes before tokenizing: BUSY,
-	 * not TOO_LONG */
-	c_ask(s, "greedy", 4, &longp);
-	assert_int_equal(reply_status("greedy", 4), QUORUM__STATUS__STATUS_BUSY);
-	/* another client still gets in */
+	/* no worker yet (within the grace): everything queues. Alone, a
+	 * client may fill the queue */
+	for (uint64_t i = 1; i <= 4; i++)
+		c_ask(s, "greedy", i, &o);
+	assert_null(c_next("greedy"));
+	c_ask(s, "greedy", 5, &o);
+	assert_int_equal(reply_retry("greedy", 5, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry > 0);
+	/* full, the cheap refusal comes before tokenizing: BUSY, not
+	 * TOO_LONG */
+	c_ask(s, "greedy", 6, &longp);
+	assert_int_equal(reply_status("greedy", 6), QUORUM__STATUS__STATUS_BUSY);
+	/* another client still gets in: greedy's newest queued request
+	 * makes room (BUSY with a retry hint) */
 	c_ask(s, "polite", 1, &o);
 	assert_null(c_next("polite"));
+	assert_int_equal(reply_retry("greedy", 4, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry > 0);
+	assert_int_equal(s->n_reqs, 4);
 	/* field caps */
 	memset(sys, 'x', sizeof(sys) - 1);
 	o.system = sys;
@@ -1510,14 +1558,158 @@ static void fairness(void **state)
 		assert_int_equal(reply_status("polite", 4),
 				 QUORUM__STATUS__STATUS_BAD_REQUEST);
 	}
+	/* a refused newcomer displaces nobody */
 	c_ask(s, "third", 1, &longp);
 	assert_int_equal(reply_status("third", 1),
 			 QUORUM__STATUS__STATUS_TOO_LONG);
-	for (int i = 0; i < a.n_held; i++)
-		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	assert_null(c_next("greedy"));
+	assert_int_equal(s->n_reqs, 4);
+	free_sched(&s);
+}
+
+static void pools_free(sched *s, fw **ws, int n);
+
+/* n asks of gateway connection gw on behalf of user, ids from *rid. */
+static void gw_asks(sched *s, const char *user, int n, uint64_t *rid,
+		    const ask_o *o)
+{
+	ask_obo = user;
+	for (int i = 0; i < n; i++)
+		c_ask(s, "gw", (*rid)++, o);
+	ask_obo = NULL;
+}
+
+static void gateway_users(void **state)
+{
+	sched *s = new_sched("limits:\n  queue_depth: 64\n", FW_FP);
+	fw a;
+	fw *ws[1] = {&a};
+	ask_o o = {"What is 2 + 2?", NULL, 4, 4, 0};
+	uint64_t rid = 1;
+	uint32_t retry;
+	int ok = 0;
+	static const char dummy_zap;
+	static const char gwkey[1][CURVE_Z85_LEN + 1] = {
+		"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"};
+
+	(void)state;
+	/* one gateway connection, two users: 60 requests of n = 4 and 4:
+	 * none refused while the queue has room */
+	gw_asks(s, "key:0123456789abcdef", 60, &rid, &o);
+	gw_asks(s, "key:fedcba9876543210", 4, &rid, &o);
+	assert_null(c_next("gw"));
+	assert_int_equal(s->n_reqs, 64);
+	/* the heavy user over the full queue: BUSY with a retry hint */
+	gw_asks(s, "key:0123456789abcdef", 1, &rid, &o);
+	assert_int_equal(reply_retry("gw", 65, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry > 0);
+	/* the light one still gets in: the heavy one's newest queued
+	 * request (60) makes room */
+	gw_asks(s, "key:fedcba9876543210", 1, &rid, &o);
+	assert_int_equal(reply_retry("gw", 60, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry > 0);
+	assert_null(c_next("gw"));
+	/* every admitted request is answered */
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	serve_all(s, ws, 1);
+	for (Quorum__ClientReply *r; (r = c_next("gw"));) {
+		assert_int_equal(r->status, QUORUM__STATUS__STATUS_OK);
+		assert_true(r->request_id <= 64 || r->request_id == 66);
+		assert_true(r->request_id != 60);
+		ok++;
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
+	assert_int_equal(ok, 64);
+	assert_int_equal(s->n_reqs, 0);
+	/* an ordinary client (not loopback, CURVE off) naming a user */
+	ask_peer = "10.1.2.3";
+	gw_asks(s, "key:0123456789abcdef", 1, &rid, &o);
+	ask_peer = "";
+	assert_int_equal(reply_status("gw", 67),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	/* ipc:// and IPv6 loopback peers are local */
+	ask_peer = ":1000:1000:4242";
+	gw_asks(s, "ip:127.0.0.1", 1, &rid, &o);
+	ask_peer = "::1";
+	gw_asks(s, "ip:::1", 1, &rid, &o);
+	ask_peer = "";
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("gw", 68), QUORUM__STATUS__STATUS_OK);
+	assert_int_equal(reply_status("gw", 69), QUORUM__STATUS__STATUS_OK);
+	/* malformed identities */
+	gw_asks(s, "key:has space", 1, &rid, &o);
+	assert_int_equal(reply_status("gw", 70),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	gw_asks(s, "", 1, &rid, &o);
+	assert_int_equal(reply_status("gw", 71),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	{
+		char big[WHO_NAME_MAX + 2];
+
+		memset(big, 'k', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		gw_asks(s, big, 1, &rid, &o);
+		assert_int_equal(reply_status("gw", 72),
+				 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	}
+	/* CURVE on: only a gateway key may name a user, loopback or not */
+	s->zap = (const curve_zap *)&dummy_zap; /* only "on" is read */
+	s->o.gateway_keys = gwkey;
+	s->o.n_gateway_keys = 1;
+	ask_obo = "key:0123456789abcdef";
+	c_ask_k(s, "c9", "KEY-OTHER", rid++, &o, 0, NULL, 0);
+	assert_int_equal(reply_status("c9", 73),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	c_ask_k(s, "g2", gwkey[0], rid++, &o, 0, NULL, 0);
+	ask_obo = NULL;
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("g2", 74), QUORUM__STATUS__STATUS_OK);
+	s->zap = NULL;
 	fw_serve(s, &a);
-	for (int i = 0; i < a.n_held; i++)
-		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	pools_free(s, ws, 1);
+	free_sched(&s);
+}
+
+static void client_limits(void **state)
+{
+	sched *s = new_sched("limits:\n  per_client_in_flight: 2\n"
+			     "  tokens_per_minute: 8\n", FW_FP);
+	fw a;
+	fw *ws[1] = {&a};
+	ask_o o = {"What is 2 + 2?", NULL, 4, 4, 0};
+	uint64_t rid = 1;
+	uint32_t retry;
+
+	(void)state;
+	/* two in flight per user; a third BUSY, another user admitted */
+	gw_asks(s, "key:aaaa", 3, &rid, &o);
+	assert_int_equal(reply_retry("gw", 3, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry > 0);
+	gw_asks(s, "key:bbbb", 1, &rid, &o);
+	assert_null(c_next("gw"));
+	fw_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	serve_all(s, ws, 1);
+	for (int i = 0; i < 3; i++)
+		assert_non_null(c_next("gw"));
+	/* aaaa generated 2 x 4 tokens: its minute's 8 are spent; its next
+	 * ask is BUSY until a token is back (60000 / 8 ms), bbbb's is not */
+	gw_asks(s, "key:aaaa", 1, &rid, &o);
+	assert_int_equal(reply_retry("gw", 5, &retry),
+			 QUORUM__STATUS__STATUS_BUSY);
+	assert_true(retry >= 7500 && retry <= 7502);
+	gw_asks(s, "key:bbbb", 1, &rid, &o);
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("gw", 6), QUORUM__STATUS__STATUS_OK);
+	advance(s, retry, ws, 1);
+	gw_asks(s, "key:aaaa", 1, &rid, &o);
+	serve_all(s, ws, 1);
+	assert_int_equal(reply_status("gw", 7), QUORUM__STATUS__STATUS_OK);
+	pools_free(s, ws, 1);
 	free_sched(&s);
 }
 
@@ -1947,6 +2139,7 @@ static void shutdown_cancels(void **state)
 	sched *s = new_sched(NULL, FW_FP);
 	fw a;
 	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	uint32_t retry;
 
 	(void)state;
 	fw_init(&a, "A", "wa", "h", 64, 4);
@@ -1956,12 +2149,52 @@ static void shutdown_cancels(void **state)
 	c_ask(s, "c2", 2, &o);
 	fw_serve(s, &a);
 	sched_shutdown(s);
-	assert_int_equal(reply_status("c1", 1),
+	/* with a retry hint: the successor computes the same bytes */
+	assert_int_equal(reply_retry("c1", 1, &retry),
 			 QUORUM__STATUS__STATUS_CANCELLED);
+	assert_true(retry > 0);
 	assert_int_equal(reply_status("c2", 2),
 			 QUORUM__STATUS__STATUS_CANCELLED);
+	/* an ask read while draining: the same answer, at once */
+	c_ask(s, "c3", 3, &o);
+	assert_int_equal(reply_retry("c3", 3, &retry),
+			 QUORUM__STATUS__STATUS_CANCELLED);
+	assert_true(retry > 0);
+	assert_null(s->reqs);
 	for (int i = 0; i < a.n_held; i++)
 		quorum__coord_msg__free_unpacked(a.held[i], NULL);
+	free_sched(&s);
+}
+
+/* A frame over limits.max_message_bytes (wire_recv's too_big, its first
+ * bytes kept): TOO_LONG to the request id read from them. */
+static void oversized(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
+	Quorum__StatusQuery sq = QUORUM__STATUS_QUERY__INIT;
+	wire_msg in = {0};
+	uint8_t b[64];
+	size_t n;
+
+	(void)state;
+	q.version = WIRE_VERSION;
+	q.request_id = 0x123456789abcull;
+	q.body_case = QUORUM__CLIENT_REQUEST__BODY_STATUS;
+	q.status = &sq;
+	n = quorum__client_request__pack(&q, b);
+	in.id_len = 2;
+	memcpy(in.id, "c1", 2);
+	in.too_big = (size_t)40 << 20;
+	in.head_len = n < sizeof(in.head) ? n : sizeof(in.head);
+	memcpy(in.head, b, in.head_len);
+	sched_on_client(s, QERR_FORMAT, &in);
+	assert_int_equal(reply_status("c1", 0x123456789abcull),
+			 QUORUM__STATUS__STATUS_TOO_LONG);
+	/* first bytes that are not a request's header: id 0 */
+	memset(in.head, 0xff, sizeof(in.head));
+	sched_on_client(s, QERR_FORMAT, &in);
+	assert_int_equal(reply_status("c1", 0), QUORUM__STATUS__STATUS_TOO_LONG);
 	free_sched(&s);
 }
 
@@ -2014,9 +2247,12 @@ int main(void)
 		cmocka_unit_test_setup(worker_validation, case_setup),
 		cmocka_unit_test_setup(bad_blocks, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
+		cmocka_unit_test_setup(gateway_users, case_setup),
+		cmocka_unit_test_setup(client_limits, case_setup),
 		cmocka_unit_test_setup(fair_start, case_setup),
 		cmocka_unit_test_setup(slot_share, case_setup),
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
+		cmocka_unit_test_setup(oversized, case_setup),
 		cmocka_unit_test_setup(chunked_copy, case_setup),
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
 		cmocka_unit_test_setup(chunked_worker_lost, case_setup),

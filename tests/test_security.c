@@ -1,7 +1,8 @@
 /*
  * CurveZMQ on the cluster (common/net/curve.h): the key file format, `quorum
  * keygen`, and a real coordinator + local worker on loopback with curve
- * on: an allowed client is served the right answer; a plaintext client, a
+ * on: an allowed client is served the right answer (a gateway key may
+ * name its users, another client may not); a plaintext client, a
  * client with an unknown key and raw bytes get nothing; a rogue worker
  * never registers; configs without an allowlist or with bad key files are
  * refused at start with nothing bound and no shared memory created.
@@ -372,7 +373,15 @@ static Quorum__ClientReply *status(void *s, int ms)
 	return call(s, &q, ms);
 }
 
+/* An ask on behalf of user obo (NULL: none). */
+static Quorum__ClientReply *ask_for(void *s, const char *obo, int ms);
+
 static Quorum__ClientReply *ask(void *s, int ms)
+{
+	return ask_for(s, NULL, ms);
+}
+
+static Quorum__ClientReply *ask_for(void *s, const char *obo, int ms)
 {
 	Quorum__ClientRequest q = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask a = QUORUM__ASK__INIT;
@@ -389,6 +398,7 @@ static Quorum__ClientReply *ask(void *s, int ms)
 	a.question.data = (uint8_t *)QUESTION;
 	a.question.len = strlen(QUESTION);
 	a.params = &p;
+	a.on_behalf_of = (char *)obo;
 	q.version = WIRE_VERSION;
 	q.request_id = 1234;
 	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -468,7 +478,8 @@ static int group_setup(void **state)
 	tok_free(&t);
 	model_free(&m);
 	if (keygen("server") || keygen("worker") || keygen("alice") ||
-	    keygen("mallory") || keygen("rogue") || keygen("guest")) {
+	    keygen("mallory") || keygen("rogue") || keygen("guest") ||
+	    keygen("gateway")) {
 		fprintf(stderr, "setup: keygen failed: %s\n",
 			slurp(tpath("keygen.err")));
 		return -1;
@@ -645,6 +656,9 @@ static const struct rcase {
 	{"allowlist_holds_a_secret",
 	 GOOD_SERVER "  client_keys: [alice.key]\n  worker_keys: [worker.pub]\n",
 	 "alice.key: this is a secret key file", 0},
+	{"gateway_not_a_client",
+	 GOOD_SERVER GOOD_LISTS "  gateway_keys: [gateway.pub]\n",
+	 "is not on security.client_keys", 0},
 	{"local_worker_not_allowed",
 	 GOOD_SERVER GOOD_WORKER
 	 "  client_keys: [alice.pub]\n  worker_keys: [rogue.pub]\n",
@@ -774,7 +788,8 @@ static void curve_cluster(void **state)
 		port = pick_port();
 		cfgp = write_config("curve.yaml", port, 1,
 				    GOOD_SERVER GOOD_WORKER
-				    "  client_keys: [alice.pub]\n"
+				    "  client_keys: [alice.pub, gateway.pub]\n"
+				    "  gateway_keys: [gateway.pub]\n"
 				    "  worker_keys:\n"
 				    "    - worker.pub\n"
 				    "    - {key: guest.pub, ids: [guest-1]}\n");
@@ -799,6 +814,21 @@ static void curve_cluster(void **state)
 	/* an allowed client is served, with the right answer */
 	s = dealer(port, "alice.key", NULL);
 	r = ask(s, WAIT_MS);
+	check_answer(r);
+	quorum__client_reply__free_unpacked(r, NULL);
+	zmq_close(s);
+
+	/* naming a user: only from the gateway key (loopback or not), the
+	 * same bytes */
+	s = dealer(port, "alice.key", NULL);
+	r = ask_for(s, "key:0123456789abcdef", WAIT_MS);
+	assert_non_null(r);
+	assert_int_equal(r->status, QUORUM__STATUS__STATUS_BAD_REQUEST);
+	assert_non_null(strstr(r->error, "gateway"));
+	quorum__client_reply__free_unpacked(r, NULL);
+	zmq_close(s);
+	s = dealer(port, "gateway.key", NULL);
+	r = ask_for(s, "key:0123456789abcdef", WAIT_MS);
 	check_answer(r);
 	quorum__client_reply__free_unpacked(r, NULL);
 	zmq_close(s);

@@ -21,6 +21,8 @@
 struct client {
 	void *ctx;
 	void *sock;      /* DEALER */
+	void *mon;       /* PAIR: the DEALER's disconnect events */
+	int lost;        /* a disconnect seen since client_lost */
 	char *endpoint;  /* owned */
 	size_t dropped;  /* invalid messages seen */
 };
@@ -83,6 +85,18 @@ int client_open_curve(const char *endpoint, const char *server_key_file,
 		client_free(&c);
 		return QERR_ARG;
 	}
+	{
+		char ep[64];
+
+		/* a dropped connection (a coordinator that stopped) ends
+		 * the wait of client_recv at once */
+		snprintf(ep, sizeof(ep), "inproc://client-mon-%p", (void *)c);
+		if (zmq_socket_monitor(c->sock, ep, ZMQ_EVENT_DISCONNECTED) ||
+		    !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) ||
+		    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero)) ||
+		    zmq_connect(c->mon, ep))
+			goto fail;
+	}
 	*out = c;
 	return QERR_OK;
 fail:
@@ -97,8 +111,12 @@ void client_free(client **c)
 {
 	if (!c || !*c)
 		return;
-	if ((*c)->sock)
+	if ((*c)->mon)
+		zmq_close((*c)->mon);
+	if ((*c)->sock) {
+		zmq_socket_monitor((*c)->sock, NULL, 0);
 		zmq_close((*c)->sock);
+	}
 	if ((*c)->ctx)
 		zmq_ctx_term((*c)->ctx);
 	free((*c)->endpoint);
@@ -114,6 +132,47 @@ const char *client_endpoint(const client *c)
 size_t client_dropped(const client *c)
 {
 	return c->dropped;
+}
+
+int client_lost(client *c)
+{
+	int l = c->lost;
+
+	c->lost = 0;
+	return l;
+}
+
+/* Reads the monitor's events: 1 when the connection dropped. */
+static int read_monitor(client *c)
+{
+	int dropped = 0;
+
+	for (;;) {
+		zmq_msg_t m;
+		int more = 0;
+		uint16_t ev = 0;
+		size_t more_sz = sizeof(more);
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return dropped;
+		}
+		if (zmq_msg_size(&m) >= 2)
+			memcpy(&ev, zmq_msg_data(&m), 2);
+		dropped |= ev == ZMQ_EVENT_DISCONNECTED;
+		for (;;) {
+			zmq_getsockopt(c->mon, ZMQ_RCVMORE, &more, &more_sz);
+			zmq_msg_close(&m);
+			if (!more)
+				break;
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, c->mon, 0) < 0) {
+				zmq_msg_close(&m);
+				break;
+			}
+		}
+	}
 }
 
 uint64_t client_request_id(void)
@@ -211,7 +270,8 @@ int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out)
 
 	*out = NULL;
 	for (;;) {
-		zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+		zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0},
+					{c->mon, 0, ZMQ_POLLIN, 0}};
 		int64_t left = end - now_ms();
 		int rc = recv_one(c, out);
 
@@ -221,9 +281,15 @@ int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out)
 			return QERR_OK;
 		if (rc > 0)
 			continue; /* dropped one; look again */
+		if (c->mon && read_monitor(c)) {
+			/* replies sent before the drop were read above */
+			c->lost = 1;
+			return QERR_OK;
+		}
 		if (left <= 0)
 			return QERR_OK;
-		if (zmq_poll(&it, 1, (long)left) < 0 && errno != EINTR)
+		if (zmq_poll(it, c->mon ? 2 : 1, (long)left) < 0 &&
+		    errno != EINTR)
 			return qerr_fail(QERR_IO, "poll: %s",
 					 zmq_strerror(errno));
 	}
@@ -247,6 +313,28 @@ int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
 				return rc;
 			if (!r)
 				break; /* this attempt ran out */
+			if (r->request_id == req->request_id &&
+			    r->status == QUORUM__STATUS__STATUS_CANCELLED &&
+			    r->has_retry_after_ms && attempt < retries) {
+				/* a draining coordinator: its successor gets
+				 * the same request after the hint */
+				uint32_t ms = r->retry_after_ms < 5000
+						      ? r->retry_after_ms
+						      : 5000;
+
+				quorum__client_reply__free_unpacked(r, NULL);
+				rc = client_recv(c, (int)ms, &r);
+				if (rc)
+					return rc;
+				if (r && r->request_id == req->request_id) {
+					*out = r; /* late but ours */
+					return QERR_OK;
+				}
+				if (r)
+					quorum__client_reply__free_unpacked(r,
+									    NULL);
+				break;
+			}
 			if (r->request_id == req->request_id) {
 				*out = r;
 				return QERR_OK;

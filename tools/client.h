@@ -72,10 +72,21 @@ int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out);
 /* Messages dropped so far as invalid. */
 size_t client_dropped(const client *c);
 
+/* 1 when the connection dropped (the coordinator stopped or restarted)
+ * since the last call; clears it. client_recv returns at once (no
+ * reply) when it sees a drop: a request without its reply then was lost
+ * with the connection and is worth sending again at once (it waits in
+ * the socket until a coordinator is back). */
+int client_lost(client *c);
+
 /* Sends req and waits up to timeout_ms per attempt for the reply with its
- * request id, resending the same request up to `retries` more times.
- * QERR_OK with *out the reply, or QERR_OK with *out NULL after the last
- * attempt ran out; QERR_IO on a socket error. */
+ * request id, resending the same request up to `retries` more times (an
+ * attempt also ends when the connection drops: the resend goes to the
+ * coordinator's successor) —
+ * also after a CANCELLED reply with retry_after_ms (a draining
+ * coordinator: the request goes to its successor after that delay, at
+ * most 5 s). QERR_OK with *out the reply, or QERR_OK with *out NULL after
+ * the last attempt ran out; QERR_IO on a socket error. */
 int client_call(client *c, Quorum__ClientRequest *req, int timeout_ms,
 		int retries, Quorum__ClientReply **out);
 

@@ -530,6 +530,16 @@ static int ask_file(const ask_opts *o)
 		now = now_ms();
 		if (client_recv(c, wake > now ? (int)(wake - now) : 0, &r))
 			goto io_fail;
+		if (!r && client_lost(c)) {
+			/* the coordinator went away: what was waiting for
+			 * a reply goes again at once, the same ids (it waits
+			 * in the socket for the successor) */
+			for (size_t i = 0; i < n_slots; i++)
+				if (!slots[i].send_at &&
+				    slots[i].attempts <= o->retries)
+					slots[i].send_at = now_ms();
+			continue;
+		}
 		if (!r)
 			continue;
 		replies++;
@@ -539,11 +549,19 @@ static int ask_file(const ask_opts *o)
 
 			if (s->id != r->request_id || s->send_at)
 				continue;
-			if (r->status == QUORUM__STATUS__STATUS_BUSY &&
+			if ((r->status == QUORUM__STATUS__STATUS_BUSY ||
+			     (r->status == QUORUM__STATUS__STATUS_CANCELLED &&
+			      r->has_retry_after_ms)) &&
 			    s->busy_retries < o->retries) {
-				/* refused, not queued: a fresh id later */
+				/* refused, not queued (or cancelled by a
+				 * draining coordinator): a fresh id later,
+				 * after the coordinator's hint when given */
 				s->send_at = now_ms() +
-					     (ASK_BUSY_BACKOFF_MS << s->busy_retries++);
+					     (r->has_retry_after_ms
+						      ? (int64_t)r->retry_after_ms
+						      : (ASK_BUSY_BACKOFF_MS
+							 << s->busy_retries));
+				s->busy_retries++;
 				s->id = client_request_id();
 				s->attempts = 0;
 				break;

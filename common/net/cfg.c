@@ -396,6 +396,10 @@ static const field fields[] = {
 	 OFF(security.n_client_keys), 0, 0},
 	{"security", "worker_keys", F_KEYS, OFF(security.worker_keys),
 	 OFF(security.n_worker_keys), 0, 0},
+	{"security", "gateway_keys", F_KEYS, OFF(security.gateway_keys),
+	 OFF(security.n_gateway_keys), 0, 0},
+	{"security", "loopback_gateway", F_BOOL,
+	 OFF(security.loopback_gateway), 0, 0, 0},
 	{"security", "worker_public_key_file", F_PATH,
 	 OFF(security.worker_public_key_file), 0, 0, 0},
 	{"security", "worker_secret_key_file", F_PATH,
@@ -420,6 +424,9 @@ static const field fields[] = {
 	FI(limits, copy_step_timeout_ms, 1, INT_MAX),
 	{"limits", "max_message_bytes", F_I64, OFF(limits.max_message_bytes),
 	 1024, (int64_t)1 << 30, 0},
+	FI(limits, per_client_in_flight, 0, INT_MAX),
+	{"limits", "tokens_per_minute", F_I64, OFF(limits.tokens_per_minute),
+	 0, (int64_t)1 << 40, 0},
 	FI(heartbeat, interval_ms, 1, INT_MAX),
 	FI(heartbeat, liveness, 1, INT_MAX),
 	FI(heartbeat, reconnect_min_ms, 1, INT_MAX),
@@ -1309,6 +1316,7 @@ void cfg_defaults(cfg *c)
 	memset(c, 0, sizeof(*c));
 	strcpy(c->coordinator.client_endpoint, "tcp://127.0.0.1:7700");
 	strcpy(c->coordinator.worker_endpoint, "tcp://127.0.0.1:7701");
+	c->security.loopback_gateway = true;
 	c->kv.block_tokens = 16;
 	c->kv.blocks = 4096;
 	c->kv.dtype = CFG_DTYPE_F16;
@@ -1375,6 +1383,7 @@ void cfg_free(cfg **pc)
 	free(c->security.worker_secret_key_file);
 	/* paths of entries past n_*_keys were never set (calloc'ed) */
 	keys_free(c->security.client_keys, c->security.n_client_keys);
+	keys_free(c->security.gateway_keys, c->security.n_gateway_keys);
 	keys_free(c->security.worker_keys, c->security.n_worker_keys);
 	free(c->prompt.system);
 	free(c->prompt.template_name);
@@ -1635,6 +1644,9 @@ void cfg_dump(const cfg *c, FILE *f)
 	fputc('\n', f);
 	dump_keys(f, "client_keys", s->client_keys, s->n_client_keys);
 	dump_keys(f, "worker_keys", s->worker_keys, s->n_worker_keys);
+	dump_keys(f, "gateway_keys", s->gateway_keys, s->n_gateway_keys);
+	fprintf(f, "  loopback_gateway: %s\n",
+		s->loopback_gateway ? "true" : "false");
 	fputs("  worker_public_key_file: ", f);
 	dump_str(f, s->worker_public_key_file);
 	fputs("\n  worker_secret_key_file: ", f);
@@ -1660,11 +1672,14 @@ void cfg_dump(const cfg *c, FILE *f)
 	fprintf(f,
 		"\nlimits:\n  max_n: %d\n  max_prompt_tokens: %d\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"
-		"  copy_step_timeout_ms: %d\n  max_message_bytes: %lld\n",
+		"  copy_step_timeout_ms: %d\n  max_message_bytes: %lld\n"
+		"  per_client_in_flight: %d\n  tokens_per_minute: %lld\n",
 		c->limits.max_n, c->limits.max_prompt_tokens,
 		c->limits.queue_depth, c->limits.request_timeout_ms,
 		c->limits.copy_step_timeout_ms,
-		(long long)c->limits.max_message_bytes);
+		(long long)c->limits.max_message_bytes,
+		c->limits.per_client_in_flight,
+		(long long)c->limits.tokens_per_minute);
 	fprintf(f,
 		"heartbeat:\n  interval_ms: %d\n  liveness: %d\n"
 		"  reconnect_min_ms: %d\n  reconnect_max_ms: %d\n",

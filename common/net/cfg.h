@@ -133,6 +133,15 @@ typedef struct cfg_security {
 	 * REQUIRED when curve is true and workers.local > 0. */
 	char *worker_public_key_file; /* NULL; resolved path */
 	char *worker_secret_key_file; /* NULL; resolved path */
+	/* Gateways (quorum serve) that may ask on behalf of their users
+	 * (Ask.on_behalf_of): with curve on, the connections whose client
+	 * key is one of these (each must also be on client_keys); empty:
+	 * none. */
+	cfg_key *gateway_keys;        /* (n_gateway_keys) NULL when empty */
+	size_t n_gateway_keys;
+	/* With curve off: a loopback (127.0.0.0/8, ::1) or ipc:// client
+	 * connection may ask on behalf of its users (true). */
+	bool loopback_gateway;
 } cfg_security;
 
 typedef struct cfg_kv {
@@ -175,6 +184,12 @@ typedef struct cfg_limits {
 				   * sent to the importer) unanswered this
 				   * long fails the copy */
 	int64_t max_message_bytes; /* 16 MiB; 1 KiB..1 GiB */
+	/* Per client (a connection, or a gateway's user: Ask.on_behalf_of):
+	 * requests held at most (0: only the fair share of queue_depth), and
+	 * tokens generated per minute (0: no limit; a token bucket of this
+	 * size refilled continuously; over it, BUSY with retry_after_ms). */
+	int per_client_in_flight;  /* 0; 0..INT_MAX */
+	int64_t tokens_per_minute; /* 0; 0..2^40 */
 } cfg_limits;
 
 typedef struct cfg_heartbeat {

@@ -152,6 +152,9 @@ int wire_recv(void *sock, int router, int dontwait, size_t max_bytes,
 	out->frames = 0;
 	out->has_frame = 0;
 	out->user[0] = '\0';
+	out->peer[0] = '\0';
+	out->too_big = 0;
+	out->head_len = 0;
 	while (more) {
 		zmq_msg_t f;
 		int first = out->frames == 0;
@@ -199,10 +202,16 @@ int wire_recv(void *sock, int router, int dontwait, size_t max_bytes,
 
 		if (u && strlen(u) < sizeof(out->user))
 			strcpy(out->user, u);
+		u = zmq_msg_gets(&out->frame, "Peer-Address");
+		if (u && strlen(u) < sizeof(out->peer))
+			strcpy(out->peer, u);
 	}
 	if (max_bytes && out->len > max_bytes) {
 		size_t n = out->len;
 
+		out->too_big = n;
+		out->head_len = n < sizeof(out->head) ? n : sizeof(out->head);
+		memcpy(out->head, out->data, out->head_len);
 		wire_msg_close(out);
 		return qerr_fail(QERR_FORMAT, "frame of %zu bytes refused", n);
 	}

@@ -15,7 +15,10 @@
  * answer with an error.
  *
  * Frame size: bound sockets get ZMQ_MAXMSGSIZE (libzmq drops the peer's
- * connection on a larger frame); a payload is also checked on receive.
+ * connection on a larger frame); a payload is also checked on receive:
+ * over wire_recv's max_bytes it is QERR_FORMAT with its size and first
+ * bytes kept (wire_msg.too_big, head), so a server whose socket cap is
+ * larger than its limit can answer it with an error.
  * Payloads are UNTRUSTED: unpack them with the generated *__unpack and
  * free them with *__free_unpacked.
  */
@@ -76,6 +79,13 @@ typedef struct {
 	int frames;                  /* frames received (identity included) */
 	char user[48];               /* ZAP User-Id (the peer's CURVE public
 				      * key in Z85) or "" */
+	char peer[64];               /* ZeroMQ's Peer-Address: the peer's IP
+				      * (tcp), ":uid:gid:pid" (ipc), or "" */
+	/* QERR_FORMAT for a payload over max_bytes: its size, and its first
+	 * bytes (enough for a ClientRequest's version and request id) */
+	size_t too_big;
+	uint8_t head[24];
+	size_t head_len;
 	zmq_msg_t frame;             /* holds the payload */
 	int has_frame;
 } wire_msg;

@@ -59,6 +59,20 @@ int auth_admin(int key)
 	return key >= 0 && (size_t)key < n_admin;
 }
 
+const char *auth_bearer(struct MHD_Connection *mc)
+{
+	const char *h;
+
+	if (!keys)
+		return NULL;
+	h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7))
+		return NULL;
+	for (h += 7; *h == ' '; h++)
+		;
+	return h;
+}
+
 /* Reads the API key file: mode 0600 (no group/other bits), one key per
  * line, '#' comments. */
 int auth_load(const char *path)

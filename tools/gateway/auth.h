@@ -31,6 +31,9 @@ int auth_ok(struct MHD_Connection *mc);
 int auth_admin(int key);
 /* Reads the admin keys of path (before auth_load). 0 or -1 (stderr). */
 int auth_load_admin(const char *path);
+/* The request's Bearer key when keys were loaded (call it after auth_ok
+ * passed: then it is one of them), else NULL. Borrowed from mc. */
+const char *auth_bearer(struct MHD_Connection *mc);
 /* 1 when keys were loaded (requests need one). */
 int auth_required(void);
 /* Forgets the keys. */

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "tools/client.h"
+#include "auth.h"
 #include "cluster.h"
 #include "http.h"
 #include "jscan.h"
@@ -64,11 +65,19 @@ static void make_id(const gwapi_req *r, uint64_t rid, char *id, size_t cap)
 		 (unsigned long long)rid);
 }
 
-static gwcall *submit(gwapi_req *r)
+static gwcall *submit(gwapi_req *r, struct MHD_Connection *mc)
 {
 	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask ask = QUORUM__ASK__INIT;
 	Quorum__SamplingParams sp = r->sp;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char who[GWLINK_WHO_MAX];
+
+	/* the caller is a client of its own at the coordinator (link.h) */
+	ask.on_behalf_of = (char *)gwlink_who(gw.l, gw.c, auth_bearer(mc),
+					      ci ? ci->client_addr : NULL,
+					      who, sizeof(who));
 
 	ask.question.data = (uint8_t *)r->question;
 	ask.question.len = r->qlen;
@@ -119,6 +128,8 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 			 "answer");
 	} else {
 		code = http_status_code(r->status, &ecode);
+		if (r->has_retry_after_ms)
+			cn->retry_after_ms = r->retry_after_ms;
 		snprintf(msg, sizeof(msg), "%s", r->error && *r->error
 			 ? r->error : client_status_name(r->status));
 	}
@@ -239,7 +250,7 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	}
 	j->r = r;
 	cn->job = j;
-	if (!(j->call = submit(&j->r)))
+	if (!(j->call = submit(&j->r, mc)))
 		return http_send_err(mc, cn, 500, "out of memory", NULL, NULL);
 	make_id(&j->r, gwcall_id(j->call), j->id, sizeof(j->id));
 	cn->rec = metrics_record_new(&j->r, j->id, j->r.stream);

@@ -71,6 +71,8 @@ typedef struct gwconn {
 	int key;                /* auth_key's: who asked (auth.h) */
 	char rid[24];           /* x-request-id: "req_" + 16 hex digits */
 	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
+	uint32_t retry_after_ms;/* the coordinator's retry hint (0: none):
+				 * Retry-After of a 429 or 503 */
 } gwconn;
 
 #endif

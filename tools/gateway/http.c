@@ -4,6 +4,7 @@
  */
 #include "http.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,9 +71,16 @@ void http_common_headers(struct MHD_Response *r, const gwconn *cn)
 {
 	if (cn->rid[0])
 		MHD_add_response_header(r, "x-request-id", cn->rid);
-	if (cn->code == 429 || cn->code == 503)
-		MHD_add_response_header(r, "Retry-After",
-					cn->code == 429 ? "1" : "2");
+	if (cn->code == 429 || cn->code == 503) {
+		char secs[16];
+
+		/* whole seconds, rounded up: the coordinator's hint when it
+		 * gave one, else 1 s (busy) or 2 s (unavailable) */
+		snprintf(secs, sizeof(secs), "%u",
+			 cn->retry_after_ms ? (cn->retry_after_ms + 999) / 1000
+			 : cn->code == 429 ? 1u : 2u);
+		MHD_add_response_header(r, "Retry-After", secs);
+	}
 }
 
 enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,

@@ -15,6 +15,21 @@
  * connection up) stay queued and are retried; the caller's deadline
  * bounds the wait.
  *
+ * Restarts: an Ask answered CANCELLED with retry_after_ms (a draining
+ * coordinator) before any other reply of it is sent again once, after
+ * that delay, with the same request id (the bytes of an answer depend on
+ * the request only). When the connection drops (a socket monitor sees
+ * it), every Ask without a reply yet is sent again once at once (it
+ * waits in the socket until the successor binds); every other call still
+ * open gets a final CANCELLED (retry_after_ms set) at once instead of
+ * its deadline.
+ *
+ * Users: gwlink_who names the end user of a request (Ask.on_behalf_of)
+ * when the coordinator trusts this link as a gateway (security.
+ * gateway_keys holds its CURVE key, or CURVE off, security.
+ * loopback_gateway and a loopback/ipc endpoint), so each API key (a
+ * keyless gateway: each client address) is a client of its own there.
+ *
  * Thread safety: every function may be called from any thread, except
  * that one call is waited on by one thread at a time.
  */
@@ -22,8 +37,12 @@
 #define QUORUM_GWLINK_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include "net/cfg.h"
 #include "proto/quorum.pb-c.h"
+
+#define GWLINK_WHO_MAX 72 /* "key:" + 16 hex, "ip:" + an address, NUL */
 
 typedef struct gwlink gwlink;
 typedef struct gwcall gwcall;
@@ -57,6 +76,17 @@ int gwlink_aborted(gwlink *l);
 
 /* Replies dropped: unknown request id or malformed. */
 uint64_t gwlink_dropped(gwlink *l);
+/* Asks sent again (drain replies, a dropped connection). */
+uint64_t gwlink_resent(gwlink *l);
+
+/* The user a request is made for, into buf (cap >= GWLINK_WHO_MAX):
+ * "key:" + the first 16 hex digits of SHA-256(api_key) when the gateway
+ * has API keys (api_key: the caller's, already accepted), else "ip:" +
+ * the caller's address (addr; NULL: none). Returns buf, or NULL when the
+ * coordinator does not trust this link as a gateway (c's security
+ * section) or there is no identity: send no on_behalf_of then. */
+const char *gwlink_who(gwlink *l, const cfg *c, const char *api_key,
+		       const struct sockaddr *addr, char *buf, size_t cap);
 
 /* One call: submit, the final reply (NULL on timeout), release. */
 Quorum__ClientReply *gwlink_call(gwlink *l, Quorum__ClientRequest *req,
