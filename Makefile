@@ -143,8 +143,10 @@ $(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
 $(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
 
-# the scheduler in-process: the coordinator's objects but its main
-SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ))
+# the scheduler in-process: the coordinator's objects but its main, and
+# the fake workers of tests/fakeworker.c (test_sched and sched_sim)
+SCHED_OBJ := $(filter-out $(B)/obj/coordinator/main.o,$(COORD_OBJ)) \
+	     $(B)/tests/fakeworker.o
 $(B)/tests/test_sched: $(B)/tests/test_sched.o $(SCHED_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(SCHED_OBJ) $(LIB) $(LDLIBS) -lcmocka
 
@@ -310,7 +312,8 @@ deb: deps deploy-deps all
 test-deb: deb
 	$(DEPLOY_ENV) timeout 900 sh tests/deb_install.sh $(B) $(DEB)
 
--include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d) $(B)/tests/kern_int_emu.d
+-include $(COMMON_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(WORKER_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d) $(B)/tests/kern_int_emu.d \
+	$(B)/tests/fakeworker.d
 
 # ---- fuzzing and sanitizer builds (issue 6) --------------------------------
 #   make fuzz        each libFuzzer target for FUZZ_SECONDS (default 60);

@@ -1,7 +1,8 @@
 /*
  * sched_sim — the coordinator's scheduler (coordinator/sched*.c, the code
  * the coordinator runs) against simulated workers: no model, no sockets.
- * Fake workers answer every Prefill and DecodeJob at once, so what is
+ * Fake workers (tests/fakeworker.c, the harness test_sched uses too)
+ * answer every Prefill and DecodeJob at once, so what is
  * measured is the scheduler's own work: tokenizing prompts, placement,
  * splitting samples over slots, the prefix cache, collecting results,
  * voting and replying.
@@ -38,6 +39,7 @@
 #include "text/tok.h"
 #include "net/wire.h"
 #include "net/poolname.h"
+#include "tests/fakeworker.h"
 
 /* A fake pool's size: block ids wrap inside it (the coordinator
  * refuses ids outside a worker's pool). */
@@ -81,29 +83,16 @@ static double sched_cpu; /* CPU seconds spent inside the scheduler */
 		sched_cpu += cpu_s() - t0_;                                \
 	} while (0)
 
-/* ---- fake workers ----------------------------------------------------- */
-
-typedef struct msgbuf {
-	uint8_t *buf;
-	size_t len;
-	struct msgbuf *next;
-} msgbuf;
+/* ---- fake workers (tests/fakeworker.c) -------------------------------- */
 
 typedef struct {
 	char ident[16], id[16], host[16];
-	char pool[128];
-	uint32_t next_root;
-	uint32_t *root_tokens; /* by root id: its prompt tokens */
-	uint32_t cap_roots;
-	uint32_t next_block;   /* block ids handed out (distinct per root) */
-	msgbuf *head, *tail;  /* the scheduler's messages, in order */
-} sim_worker;
+} sim_names;
 
-static sim_worker *workers;
+static fw *workers;
+static sim_names *names; /* the workers' strings, by index */
 static int n_workers;
 static const tok *vocab;
-static uint8_t *logits;   /* a root's last logits: zeros */
-static size_t logits_len;
 
 /* ---- clients ---------------------------------------------------------- */
 
@@ -115,7 +104,6 @@ typedef struct {
 static sim_req *reqs;     /* by request id - 1 */
 static double *lat;       /* latencies of the replies, in order */
 static int n_lat, n_done, n_bad;
-static uint64_t n_results;
 
 static int io_send(void *arg, int to_worker, const unsigned char *id,
 		   size_t id_len, const ProtobufCMessage *m)
@@ -123,7 +111,6 @@ static int io_send(void *arg, int to_worker, const unsigned char *id,
 	(void)arg;
 	if (to_worker) {
 		int w;
-		msgbuf *b;
 
 		/* idents are "w<index>" */
 		if (id_len < 2 || id[0] != 'w')
@@ -131,22 +118,7 @@ static int io_send(void *arg, int to_worker, const unsigned char *id,
 		w = atoi((const char *)id + 1);
 		if (w < 0 || w >= n_workers)
 			return -1;
-		if (!(b = malloc(sizeof(*b))))
-			return -1;
-		b->len = protobuf_c_message_get_packed_size(m);
-		b->buf = malloc(b->len + 1);
-		if (!b->buf) {
-			free(b);
-			return -1;
-		}
-		protobuf_c_message_pack(m, b->buf);
-		b->next = NULL;
-		if (workers[w].tail)
-			workers[w].tail->next = b;
-		else
-			workers[w].head = b;
-		workers[w].tail = b;
-		return 0;
+		return fw_post(&workers[w], m);
 	}
 	/* a client reply: the ClientReply's request id and status */
 	{
@@ -164,242 +136,41 @@ static int io_send(void *arg, int to_worker, const unsigned char *id,
 	return 0;
 }
 
-static void to_sched(sched *s, const sim_worker *w, Quorum__WorkerMsg *m)
+/* fw_env.deliver: the scheduler's time on a worker message, counted */
+static void sim_deliver(void *arg, sched *s, wire_msg *in)
 {
-	wire_msg in = {0};
-	size_t n;
-	uint8_t *b;
-
-	m->version = WIRE_VERSION;
-	m->worker_id = (char *)w->id;
-	n = quorum__worker_msg__get_packed_size(m);
-	b = malloc(n + 1);
-	if (!b)
-		return;
-	quorum__worker_msg__pack(m, b);
-	in.id_len = strlen(w->ident);
-	memcpy(in.id, w->ident, in.id_len);
-	in.data = b;
-	in.len = n;
-	TIMED(sched_on_worker(s, 0, &in));
-	free(b);
+	(void)arg;
+	TIMED(sched_on_worker(s, 0, in));
 }
 
-/* A new root of n tokens on w: its id (0: out of memory). */
-static uint32_t w_new_root(sim_worker *w, uint32_t n)
+/* fw_env.sample: every sample a 64-token chain of ~150 bytes ending in
+ * an answer; answers split 3:1 so the vote has work to do */
+static void sim_sample(void *arg, const fw *w, uint32_t i, const char *mark,
+		       fw_sample *out)
 {
-	if (w->next_root + 1 >= w->cap_roots) {
-		uint32_t cap = w->cap_roots ? 2 * w->cap_roots : 64;
-		uint32_t *t = realloc(w->root_tokens, cap * sizeof(*t));
-
-		if (!t)
-			return 0;
-		w->root_tokens = t;
-		w->cap_roots = cap;
-	}
-	w->root_tokens[++w->next_root] = n;
-	return w->next_root;
+	(void)arg;
+	(void)w;
+	(void)mark;
+	snprintf(out->answer, sizeof(out->answer), "%u", i % 4 ? 42u : 41u);
+	snprintf(out->text, sizeof(out->text),
+		 "Step 1: 45 - 12 = 33. Step 2: 3 * 8 = 24. "
+		 "Step 3: 33 + 24 = 57, then a detour through "
+		 "sample %u's own reasoning. The answer is %s.", i,
+		 out->answer);
+	out->tokens = 64;
+	out->has_logprobs = 1;
+	out->mean_logprob = -0.25;
+	out->group_confidence = -0.5;
 }
 
-static void w_register(sched *s, sim_worker *w)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__Register r = QUORUM__REGISTER__INIT;
-
-	r.host = w->host;
-	r.pid = 100;
-	r.slots = 32;
-	r.pool_name = w->pool;
-	r.model_fingerprint = SIM_FP;
-	r.has_pool_blocks = r.has_block_tokens = r.has_kv_dtype = 1;
-	r.has_vocab = 1;
-	r.pool_blocks = SIM_POOL_BLOCKS;
-	r.block_tokens = 16;
-	r.kv_dtype = 1; /* f16, as the config */
-	r.vocab = (uint32_t)tok_vocab_size(vocab);
-	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
-	m.register_ = &r;
-	to_sched(s, w, &m);
-}
-
-static void w_heartbeat(sched *s, sim_worker *w)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__Heartbeat hb = QUORUM__HEARTBEAT__INIT;
-
-	m.body_case = QUORUM__WORKER_MSG__BODY_HEARTBEAT;
-	m.heartbeat = &hb;
-	to_sched(s, w, &m);
-}
-
-static void w_prefill(sched *s, sim_worker *w, const Quorum__Prefill *p)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
-	uint32_t nb = (uint32_t)((p->n_tokens + 15) / 16);
-	uint32_t *blocks = calloc(nb ? nb : 1, sizeof(*blocks));
-
-	if (!blocks)
-		return;
-	/* distinct ids per root (the coordinator counts distinct blocks);
-	 * a prefill from a cached prefix reports the tokens it forked */
-	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = w->next_block++ % SIM_POOL_BLOCKS;
-	r.has_reused_tokens = p->has_base_root_id;
-	r.reused_tokens = p->base_tokens;
-	r.request_id = p->request_id;
-	r.attempt = p->attempt;
-	r.root_id = w_new_root(w, (uint32_t)p->n_tokens);
-	r.n_tokens = (uint32_t)p->n_tokens;
-	r.n_blocks = nb;
-	r.blocks = blocks;
-	r.logits.data = logits;
-	r.logits.len = logits_len;
-	r.pool_name = w->pool;
-	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
-	m.prefix_ready = &r;
-	to_sched(s, w, &m);
-	free(blocks);
-}
-
-/* Every sample: a 64-token chain of ~150 bytes ending in an answer. */
-static void w_decode(sched *s, sim_worker *w, const Quorum__DecodeJob *d)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__JobDone done = QUORUM__JOB_DONE__INIT;
-
-	for (size_t k = 0; k < d->n_indices; k++) {
-		Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
-		Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
-		Quorum__Sample x = QUORUM__SAMPLE__INIT;
-		char text[192], ans[16];
-		int len;
-
-		/* answers split 3:1 so the vote has work to do */
-		snprintf(ans, sizeof(ans), "%u", d->indices[k] % 4 ? 42u : 41u);
-		len = snprintf(text, sizeof(text),
-			       "Step 1: 45 - 12 = 33. Step 2: 3 * 8 = 24. "
-			       "Step 3: 33 + 24 = 57, then a detour through "
-			       "sample %u's own reasoning. The answer is %s.",
-			       d->indices[k], ans);
-		x.index = d->indices[k];
-		x.has_answer = 1;
-		x.answer.data = (uint8_t *)ans;
-		x.answer.len = strlen(ans);
-		x.tokens = 64;
-		x.finish = "stop";
-		x.text.data = (uint8_t *)text;
-		x.text.len = (size_t)len;
-		x.worker = w->id;
-		x.has_mean_logprob = x.has_group_confidence = 1;
-		x.mean_logprob = -0.25;
-		x.group_confidence = -0.5;
-		r.request_id = d->request_id;
-		r.attempt = d->attempt;
-		r.sample = &x;
-		sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
-		sm.sample = &r;
-		to_sched(s, w, &sm);
-		n_results++;
-	}
-	done.request_id = d->request_id;
-	done.attempt = d->attempt;
-	done.status = QUORUM__STATUS__STATUS_OK;
-	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
-	m.job_done = &done;
-	to_sched(s, w, &m);
-}
-
-/* A copy of a root for another host: what the holder would export. */
-static void w_export(sched *s, sim_worker *w, const Quorum__ExportRoot *x)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__RootData d = QUORUM__ROOT_DATA__INIT;
-	/* 16 bytes a token: the prompts here fit one message (the root
-	 * whole, as when chunk_bytes is not exceeded) */
-	static uint8_t kv[16 * 8192];
-	uint32_t from = x->has_from_tokens ? x->from_tokens : 0;
-
-	d.request_id = x->request_id;
-	d.attempt = x->attempt;
-	d.n_tokens = x->root_id <= w->next_root ? w->root_tokens[x->root_id]
-						 : 0;
-	/* a delta when the other host holds a root sharing a prefix */
-	d.has_from_tokens = x->has_from_tokens;
-	d.from_tokens = x->from_tokens;
-	d.kv.data = kv;
-	d.kv.len = d.n_tokens > from && d.n_tokens - from <= 8192
-			   ? 16 * (size_t)(d.n_tokens - from) : 0;
-	d.logits.data = logits;
-	d.logits.len = logits_len;
-	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
-	m.root_data = &d;
-	to_sched(s, w, &m);
-}
-
-/* The copy arrived: this worker holds it as a root of its own. */
-static void w_import(sched *s, sim_worker *w, const Quorum__RootData *x)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__ImportedRoot r = QUORUM__IMPORTED_ROOT__INIT;
-	uint32_t nb = (x->n_tokens + 15) / 16;
-	uint32_t *blocks = calloc(nb ? nb : 1, sizeof(*blocks));
-
-	if (!blocks)
-		return;
-	for (uint32_t i = 0; i < nb; i++)
-		blocks[i] = w->next_block++ % SIM_POOL_BLOCKS;
-	r.request_id = x->request_id;
-	r.attempt = x->attempt;
-	r.root_id = w_new_root(w, x->n_tokens);
-	r.n_tokens = x->n_tokens;
-	r.n_blocks = nb;
-	r.blocks = blocks;
-	r.pool_name = w->pool;
-	m.body_case = QUORUM__WORKER_MSG__BODY_IMPORTED;
-	m.imported = &r;
-	to_sched(s, w, &m);
-	free(blocks);
-}
-
-/* Answers what the scheduler sent w; the messages handled. */
-static int w_serve(sched *s, sim_worker *w)
-{
-	int n = 0;
-
-	while (w->head) {
-		msgbuf *b = w->head;
-		Quorum__CoordMsg *m;
-
-		w->head = b->next;
-		if (!w->head)
-			w->tail = NULL;
-		m = quorum__coord_msg__unpack(NULL, b->len, b->buf);
-		free(b->buf);
-		free(b);
-		n++;
-		if (!m)
-			continue;
-		switch (m->body_case) {
-		case QUORUM__COORD_MSG__BODY_PREFILL:
-			w_prefill(s, w, m->prefill);
-			break;
-		case QUORUM__COORD_MSG__BODY_DECODE:
-			w_decode(s, w, m->decode);
-			break;
-		case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
-			w_export(s, w, m->export_root);
-			break;
-		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
-			w_import(s, w, m->import_root);
-			break;
-		default: /* heartbeats, releases, imports, cancels */
-			break;
-		}
-		quorum__coord_msg__free_unpacked(m, NULL);
-	}
-	return n;
-}
+/* 16 bytes a token: the prompts here fit one message (the root whole, as
+ * when chunk_bytes is not exceeded) */
+static fw_env env = {
+	.block_tokens = 16,
+	.token_bytes = 16,
+	.deliver = sim_deliver,
+	.sample = sim_sample,
+};
 
 /* ---- the run ---------------------------------------------------------- */
 
@@ -518,29 +289,34 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 	}
 	n_workers = nw;
 	workers = calloc((size_t)nw, sizeof(*workers));
+	names = calloc((size_t)nw, sizeof(*names));
 	reqs = calloc((size_t)requests, sizeof(*reqs));
 	lat = calloc((size_t)requests, sizeof(*lat));
 	n_lat = n_done = n_bad = 0;
-	n_results = 0;
+	env.vocab = vocab;
+	env.results = 0;
 	sched_cpu = 0;
-	if (!workers || !reqs || !lat)
+	if (!workers || !names || !reqs || !lat)
 		return -1;
 	for (int i = 0; i < nw; i++) {
-		sim_worker *w = &workers[i];
+		fw *w = &workers[i];
+		sim_names *nm = &names[i];
 		unsigned char rnd[POOLNAME_RND_BYTES] = {0};
 
-		snprintf(w->ident, sizeof(w->ident), "w%d", i);
-		snprintf(w->id, sizeof(w->id), "sim%d", i);
-		snprintf(w->host, sizeof(w->host), "h%d", i % hosts);
+		snprintf(nm->ident, sizeof(nm->ident), "w%d", i);
+		snprintf(nm->id, sizeof(nm->id), "sim%d", i);
+		snprintf(nm->host, sizeof(nm->host), "h%d", i % hosts);
 		rnd[0] = (unsigned char)i;
 		rnd[1] = (unsigned char)(i >> 8);
-		if (poolname_make(w->pool, sizeof(w->pool), "sim", w->id,
-				      rnd))
+		if (fw_init(&env, w, nm->ident, nm->id, nm->host, "sim", rnd,
+			    SIM_POOL_BLOCKS, 32))
 			return -1;
-		w_register(s, w);
+		w->fp = SIM_FP;
+		w->kv_dtype = 1; /* f16, as the config */
+		fw_register(s, w);
 	}
 	for (int i = 0; i < nw; i++)
-		w_serve(s, &workers[i]);
+		fw_serve(s, &workers[i]);
 	if (sched_n_workers(s) != nw) {
 		fprintf(stderr, "sched_sim: %d of %d workers registered\n",
 			sched_n_workers(s), nw);
@@ -563,17 +339,17 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 			inflight++;
 		}
 		for (int i = 0; i < nw; i++)
-			w_serve(s, &workers[i]);
+			fw_serve(s, &workers[i]);
 		TIMED(sched_tick(s));
 		if (now_s() >= next_hb) {
 			for (int i = 0; i < nw; i++)
-				w_heartbeat(s, &workers[i]);
+				fw_heartbeat(s, &workers[i]);
 			next_hb += hb_ms / 2000.0;
 		}
 		/* no sample result nor reply for 10 s: not a timer it
 		 * waits on (the longest is a heartbeat interval): stuck */
-		if (n_results != last_results || n_done != last_done) {
-			last_results = n_results;
+		if (env.results != last_results || n_done != last_done) {
+			last_results = env.results;
 			last_done = n_done;
 			last_move = now_s();
 		} else if (now_s() - last_move > 10) {
@@ -583,24 +359,16 @@ static int run(int nw, int requests, int n, int conc, int distinct,
 		}
 	}
 	out->wall_s = now_s() - t0;
-	out->results_per_s = sched_cpu > 0 ? (double)n_results / sched_cpu : 0;
+	out->results_per_s = sched_cpu > 0 ? (double)env.results / sched_cpu : 0;
 	out->p50_ms = pct(lat, n_lat, 50) * 1e3;
 	out->p99_ms = pct(lat, n_lat, 99) * 1e3;
 	out->rss_kb = peak_rss_kb();
 	out->done = n_done;
 	out->bad = n_bad;
 	sched_free(&s);
-	for (int i = 0; i < nw; i++)
-		while (workers[i].head) {
-			msgbuf *b = workers[i].head;
-
-			workers[i].head = b->next;
-			free(b->buf);
-			free(b);
-		}
-	for (int i = 0; i < nw; i++)
-		free(workers[i].root_tokens);
+	fw_env_reset(&env);
 	free(workers);
+	free(names);
 	free(reqs);
 	free(lat);
 	cfg_free(&c);
@@ -656,8 +424,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	vocab = t;
-	logits_len = (size_t)tok_vocab_size(t) * sizeof(float);
-	logits = calloc(1, logits_len);
 	printf("| workers | hosts | requests x N | concurrency | results/s "
 	       "(scheduler CPU) | p50 / p99 ms | wall s | peak RSS |\n"
 	       "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -694,7 +460,6 @@ int main(int argc, char **argv)
 			break;
 		p++;
 	}
-	free(logits);
 	tok_free(&t);
 	gguf_close(&g);
 	return 0;

@@ -847,7 +847,7 @@ static void quantized_q4_k_m(void **state)
 	o.arch = "qwen2";
 	o.shape = "small";
 	o.ftype = quant_ftype_find("Q4_K_M");
-	o.tokenizer = tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf");
+	o.tokenizer = tu_chat_tokenizer();
 	o.seed = 21;
 	o.out = path;
 	assert_non_null(o.ftype);

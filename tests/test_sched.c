@@ -68,6 +68,7 @@
 #include "coordinator/sched_int.h"
 #include "testutil.h"
 #include "net/poolname.h"
+#include "tests/fakeworker.h"
 
 /* ---- the world the scheduler sees ------------------------------------- */
 
@@ -169,6 +170,53 @@ static Quorum__ClientReply *c_next(const char *cid)
 	return NULL;
 }
 
+/* fw_env.next: the next message to w, from the queue above */
+static Quorum__CoordMsg *w_next_fw(void *arg, fw *w)
+{
+	(void)arg;
+	return w->ident ? w_next(w->ident) : NULL;
+}
+
+/* ---- fake workers (tests/fakeworker.c) ------------------------------- */
+
+#define FW_FP 0xfeedull
+/* The fake engine's K/V bytes per token (the coordinator never knows
+ * it: the holder sizes each chunk, the importer checks it). */
+#define FW_TOKEN_BYTES 1024
+
+static void fw_failed(void *arg, const char *what, const char *file,
+		      int line)
+{
+	(void)arg;
+	fail_msg("fake worker: %s (%s:%d)", what, file, line);
+}
+
+static fw_env world = {
+	.block_tokens = 16,
+	.token_bytes = FW_TOKEN_BYTES,
+	.next = w_next_fw,
+	.fail = fw_failed,
+};
+
+static uint32_t nblocks(uint64_t tokens)
+{
+	return (uint32_t)((tokens + 15) / 16);
+}
+
+/* A worker of cluster "t" with a pool of blocks (its name's random part
+ * from its id's last character) and slots decode slots. */
+static void worker_init(fw *w, const char *ident, const char *id,
+			const char *host, uint32_t blocks, uint32_t slots)
+{
+	unsigned char rnd[POOLNAME_RND_BYTES] = {1, 2, 3, 4, 5, 6};
+
+	world.vocab = vocab;
+	rnd[5] = (unsigned char)id[strlen(id) - 1];
+	assert_int_equal(fw_init(&world, w, ident, id, host, "t", rnd,
+				 blocks, slots), 0);
+	w->fp = FW_FP;
+}
+
 static sched *new_sched(const char *yaml_extra, uint64_t fingerprint)
 {
 	char text[2048];
@@ -200,426 +248,9 @@ static sched *new_sched(const char *yaml_extra, uint64_t fingerprint)
 static void free_sched(sched **s)
 {
 	sched_free(s);
+	fw_env_reset(&world);
 	out_clear();
 	cfg_free(&conf);
-}
-
-/* ---- fake workers ------------------------------------------------------ */
-
-#define FW_FP 0xfeedull
-
-typedef struct {
-	const char *ident;   /* its connection (routing id) */
-	const char *id, *host;
-	char pool[128];
-	char key[48];        /* ZAP User-Id it connects with */
-	uint32_t blocks;     /* pool size it registers */
-	uint32_t real;       /* blocks it really has (0: = blocks) */
-	uint32_t used;       /* blocks referenced (ref > 0) */
-	uint32_t slots;
-	uint32_t next_root;
-	/* its pool as the engine keeps it: refcounted blocks, roots forked
-	 * from a base share the base's first blocks */
-	uint16_t ref[1024];
-	struct { uint32_t id, nb, n_tokens; uint32_t blk[160]; } roots[256];
-	int based;           /* prefills from a base root */
-	uint32_t reused;     /* tokens those took from their bases */
-	int n_roots;
-	int hold;            /* DecodeJobs are kept, not served */
-	Quorum__CoordMsg *held[16];
-	int n_held;
-	int releases, cancels, prefills, decodes;
-	/* root copies: exports served, chunks of them short of the root's
-	 * end, imports; bad_chunk: the holder garbles its bad_chunk-th
-	 * chunk (bad_how: 1 off a block boundary, 2 past the root's end,
-	 * 3 starting elsewhere, 4 partial with logits) */
-	int exports, partials, imports, bad_chunk, bad_how;
-	/* mute_copies: ExportRoot and ImportRoot are swallowed unanswered
-	 * (muted counts them) while heartbeats and decodes go on */
-	int mute_copies, muted;
-	uint64_t fp;
-} fw;
-
-static void to_sched(sched *s, const fw *w, Quorum__WorkerMsg *m)
-{
-	wire_msg in = {0};
-	size_t n;
-	uint8_t *b;
-
-	m->version = WIRE_VERSION;
-	m->worker_id = (char *)w->id;
-	n = quorum__worker_msg__get_packed_size(m);
-	b = malloc(n + 1);
-	quorum__worker_msg__pack(m, b);
-	in.id_len = strlen(w->ident);
-	memcpy(in.id, w->ident, in.id_len);
-	snprintf(in.user, sizeof(in.user), "%s", w->key);
-	in.data = b;
-	in.len = n;
-	sched_on_worker(s, 0, &in);
-	free(b);
-}
-
-static void fw_init(fw *w, const char *ident, const char *id,
-		    const char *host, uint32_t blocks, uint32_t slots)
-{
-	unsigned char rnd[POOLNAME_RND_BYTES] = {1, 2, 3, 4, 5, 6};
-
-	memset(w, 0, sizeof(*w));
-	w->ident = ident;
-	w->id = id;
-	w->host = host;
-	w->blocks = blocks;
-	w->slots = slots;
-	w->fp = FW_FP;
-	rnd[5] = (unsigned char)id[strlen(id) - 1];
-	assert_int_equal(poolname_make(w->pool, sizeof(w->pool), "t", id,
-					   rnd), 0);
-}
-
-static void fw_register(sched *s, fw *w)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__Register r = QUORUM__REGISTER__INIT;
-
-	r.host = (char *)w->host;
-	r.pid = 100;
-	r.slots = w->slots;
-	r.pool_name = w->pool;
-	r.model_fingerprint = w->fp;
-	r.has_pool_blocks = r.has_block_tokens = r.has_kv_dtype = 1;
-	r.has_vocab = 1;
-	r.pool_blocks = w->blocks;
-	r.block_tokens = 16;
-	r.kv_dtype = 0;
-	r.vocab = (uint32_t)tok_vocab_size(vocab);
-	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
-	m.register_ = &r;
-	/* a re-registering worker released everything it held */
-	w->used = 0;
-	w->n_roots = 0;
-	memset(w->ref, 0, sizeof(w->ref));
-	to_sched(s, w, &m);
-}
-
-static void fw_heartbeat(sched *s, fw *w)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__Heartbeat hb = QUORUM__HEARTBEAT__INIT;
-
-	m.body_case = QUORUM__WORKER_MSG__BODY_HEARTBEAT;
-	m.heartbeat = &hb;
-	to_sched(s, w, &m);
-}
-
-static uint32_t nblocks(uint64_t tokens)
-{
-	return (uint32_t)((tokens + 15) / 16);
-}
-
-static void fw_error(sched *s, fw *w, uint64_t rid, uint32_t attempt,
-		     int status)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__WorkerError e = QUORUM__WORKER_ERROR__INIT;
-
-	e.has_request_id = e.has_attempt = 1;
-	e.request_id = rid;
-	e.attempt = attempt;
-	e.status = status;
-	e.error = "KV pool exhausted";
-	m.body_case = QUORUM__WORKER_MSG__BODY_ERROR;
-	m.error = &e;
-	to_sched(s, w, &m);
-}
-
-static void fw_prefill(sched *s, fw *w, const Quorum__Prefill *p)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__PrefixReady r = QUORUM__PREFIX_READY__INIT;
-	uint32_t nb = nblocks(p->n_tokens), cap = w->real ? w->real : w->blocks;
-	uint32_t *blocks = calloc(nb, sizeof(*blocks)), keep = 0, got = 0;
-	size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
-	uint8_t *logits = calloc(1, ll);
-	int bi = -1;
-
-	w->prefills++;
-	assert_true(nb <= 160 && cap <= 1024);
-	if (p->has_base_root_id) {
-		/* the coordinator only names a root of ours, block-aligned,
-		 * leaving at least one token */
-		for (int i = 0; i < w->n_roots; i++)
-			if (w->roots[i].id == p->base_root_id)
-				bi = i;
-		assert_true(bi >= 0 && p->has_base_tokens);
-		assert_true(p->base_tokens % 16 == 0 && p->base_tokens > 0 &&
-			    p->base_tokens < p->n_tokens &&
-			    p->base_tokens <= w->roots[bi].n_tokens);
-		keep = p->base_tokens / 16;
-		for (uint32_t i = 0; i < keep; i++)
-			blocks[i] = w->roots[bi].blk[i];
-		w->based++;
-		w->reused += p->base_tokens;
-		r.has_reused_tokens = 1;
-		r.reused_tokens = p->base_tokens;
-	}
-	for (uint32_t b = 0; b < cap && keep + got < nb; b++)
-		if (!w->ref[b])
-			blocks[keep + got++] = b;
-	if (keep + got < nb) {
-		fw_error(s, w, p->request_id, p->attempt,
-			 QUORUM__STATUS__STATUS_NO_CAPACITY);
-		free(blocks);
-		free(logits);
-		return;
-	}
-	for (uint32_t i = 0; i < nb; i++)
-		w->used += !w->ref[blocks[i]]++;
-	w->roots[w->n_roots].id = ++w->next_root;
-	w->roots[w->n_roots].n_tokens = (uint32_t)p->n_tokens;
-	memcpy(w->roots[w->n_roots].blk, blocks, nb * sizeof(*blocks));
-	w->roots[w->n_roots++].nb = nb;
-	r.request_id = p->request_id;
-	r.attempt = p->attempt;
-	r.root_id = w->next_root;
-	r.n_tokens = (uint32_t)p->n_tokens;
-	r.n_blocks = nb;
-	r.blocks = blocks;
-	r.logits.data = logits;
-	r.logits.len = ll;
-	r.pool_name = w->pool;
-	m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
-	m.prefix_ready = &r;
-	to_sched(s, w, &m);
-	free(blocks);
-	free(logits);
-}
-
-/* Sample i's text: "s<i>" (stale marks a job reading a reused pool). */
-static void fw_decode(sched *s, fw *w, const Quorum__DecodeJob *d,
-		      const char *mark)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__JobDone done = QUORUM__JOB_DONE__INIT;
-	uint32_t tail = nblocks(d->root->n_tokens % 16 +
-				d->params->max_new_tokens);
-	uint32_t need = (uint32_t)d->n_indices * tail;
-	uint32_t cap = w->real ? w->real : w->blocks;
-
-	w->decodes++;
-	done.request_id = d->request_id;
-	done.attempt = d->attempt;
-	if (w->used + need > cap) {
-		done.status = QUORUM__STATUS__STATUS_NO_CAPACITY;
-		done.error = "KV pool exhausted";
-	} else {
-		for (size_t k = 0; k < d->n_indices; k++) {
-			Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
-			Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
-			Quorum__Sample x = QUORUM__SAMPLE__INIT;
-			char text[64];
-
-			snprintf(text, sizeof(text), "%s%u", mark ? mark : "s",
-				 d->indices[k]);
-			x.index = d->indices[k];
-			x.has_answer = 1;
-			x.answer.data = (uint8_t *)"42";
-			x.answer.len = 2;
-			x.tokens = 1;
-			x.finish = "stop";
-			x.text.data = (uint8_t *)text;
-			x.text.len = strlen(text);
-			x.worker = (char *)w->id;
-			r.request_id = d->request_id;
-			r.attempt = d->attempt;
-			r.sample = &x;
-			sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
-			sm.sample = &r;
-			to_sched(s, w, &sm);
-		}
-		done.status = QUORUM__STATUS__STATUS_OK;
-		done.has_generated_tokens = 1;
-		done.generated_tokens = (uint64_t)d->n_indices; /* 1 each */
-	}
-	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
-	m.job_done = &done;
-	to_sched(s, w, &m);
-}
-
-static void fw_release(fw *w, uint32_t root)
-{
-	w->releases++;
-	for (int i = 0; i < w->n_roots; i++)
-		if (w->roots[i].id == root) {
-			for (uint32_t b = 0; b < w->roots[i].nb; b++)
-				w->used -= !--w->ref[w->roots[i].blk[b]];
-			w->roots[i] = w->roots[--w->n_roots];
-			return;
-		}
-}
-
-/* The fake engine's K/V bytes per token (the coordinator never knows
- * it: the holder sizes each chunk, the importer checks it). */
-#define FW_TOKEN_BYTES 1024
-
-static int fw_root(const fw *w, uint32_t id)
-{
-	for (int i = 0; i < w->n_roots; i++)
-		if (w->roots[i].id == id)
-			return i;
-	return -1;
-}
-
-/* A chunk of a root for another host, sized as a worker does (whole
- * blocks within ExportRoot.chunk_bytes, all the rest when it fits). */
-static void fw_export(sched *s, fw *w, const Quorum__ExportRoot *x)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__RootData d = QUORUM__ROOT_DATA__INIT;
-	uint32_t from = x->has_from_tokens ? x->from_tokens : 0, n, to;
-	size_t ll = (size_t)tok_vocab_size(vocab) * sizeof(float);
-	int ri = fw_root(w, x->root_id);
-	uint8_t *kv, *logits;
-
-	w->exports++;
-	assert_true(ri >= 0);
-	n = w->roots[ri].n_tokens;
-	assert_true(from < n && from % 16 == 0);
-	to = n;
-	if (x->has_chunk_bytes &&
-	    (uint64_t)(n - from) * FW_TOKEN_BYTES > x->chunk_bytes) {
-		to = (uint32_t)((from + x->chunk_bytes / FW_TOKEN_BYTES) / 16 *
-				16);
-		assert_true(to > from);
-	}
-	d.request_id = x->request_id;
-	d.attempt = x->attempt;
-	d.n_tokens = to;
-	d.has_from_tokens = x->has_from_tokens;
-	d.from_tokens = x->from_tokens;
-	d.has_partial = d.partial = to < n;
-	w->partials += to < n;
-	if (w->exports == w->bad_chunk) {
-		if (w->bad_how == 1)
-			d.n_tokens = to + 1;
-		else if (w->bad_how == 2)
-			d.n_tokens = n + 16;
-		else if (w->bad_how == 3) {
-			d.has_from_tokens = 1;
-			d.from_tokens = from + 16;
-		} else
-			d.has_partial = d.partial = 1;
-	}
-	kv = calloc(1, (size_t)(d.n_tokens - from) * FW_TOKEN_BYTES + 1);
-	logits = calloc(1, ll);
-	d.kv.data = kv;
-	d.kv.len = (size_t)(d.n_tokens - from) * FW_TOKEN_BYTES;
-	if (!d.partial || (w->exports == w->bad_chunk && w->bad_how == 4)) {
-		d.logits.data = logits;
-		d.logits.len = ll;
-	}
-	m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
-	m.root_data = &d;
-	to_sched(s, w, &m);
-	free(kv);
-	free(logits);
-}
-
-/* A chunk from another host: a root of its tokens, the first from_tokens
- * shared with the base root named (the partial root of the chunks before
- * it, or a delta's base). */
-static void fw_import(sched *s, fw *w, const Quorum__RootData *d)
-{
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__ImportedRoot r = QUORUM__IMPORTED_ROOT__INIT;
-	uint32_t from = d->has_from_tokens ? d->from_tokens : 0;
-	uint32_t nb = nblocks(d->n_tokens), keep = from / 16, got = 0;
-	uint32_t cap = w->real ? w->real : w->blocks, blocks[160];
-	int partial = d->has_partial && d->partial;
-
-	w->imports++;
-	assert_true(nb <= 160 && from < d->n_tokens);
-	assert_int_equal(d->kv.len, (size_t)(d->n_tokens - from) *
-					    FW_TOKEN_BYTES);
-	assert_int_equal(d->logits.len,
-			 partial ? 0 : (size_t)tok_vocab_size(vocab) * 4);
-	if (from) {
-		int bi = fw_root(w, d->base_root_id);
-
-		assert_true(d->has_base_root_id && bi >= 0 && from % 16 == 0 &&
-			    w->roots[bi].n_tokens >= from);
-		memcpy(blocks, w->roots[bi].blk, keep * sizeof(*blocks));
-	}
-	for (uint32_t b = 0; b < cap && keep + got < nb; b++)
-		if (!w->ref[b])
-			blocks[keep + got++] = b;
-	if (keep + got < nb) {
-		fw_error(s, w, d->request_id, d->attempt,
-			 QUORUM__STATUS__STATUS_NO_CAPACITY);
-		return;
-	}
-	for (uint32_t i = 0; i < nb; i++)
-		w->used += !w->ref[blocks[i]]++;
-	w->roots[w->n_roots].id = ++w->next_root;
-	w->roots[w->n_roots].n_tokens = d->n_tokens;
-	memcpy(w->roots[w->n_roots].blk, blocks, nb * sizeof(*blocks));
-	w->roots[w->n_roots++].nb = nb;
-	r.request_id = d->request_id;
-	r.attempt = d->attempt;
-	r.root_id = w->next_root;
-	r.n_tokens = d->n_tokens;
-	r.n_blocks = nb;
-	r.blocks = blocks;
-	r.pool_name = w->pool;
-	m.body_case = QUORUM__WORKER_MSG__BODY_IMPORTED;
-	m.imported = &r;
-	to_sched(s, w, &m);
-}
-
-/* Serves what the scheduler sent w; returns messages handled. */
-static int fw_serve(sched *s, fw *w)
-{
-	Quorum__CoordMsg *m;
-	int n = 0;
-
-	while ((m = w_next(w->ident))) {
-		n++;
-		switch (m->body_case) {
-		case QUORUM__COORD_MSG__BODY_PREFILL:
-			fw_prefill(s, w, m->prefill);
-			break;
-		case QUORUM__COORD_MSG__BODY_DECODE:
-			if (w->hold) {
-				assert_true(w->n_held < 16);
-				w->held[w->n_held++] = m;
-				continue;
-			}
-			fw_decode(s, w, m->decode, NULL);
-			break;
-		case QUORUM__COORD_MSG__BODY_RELEASE:
-			fw_release(w, m->release->root_id);
-			break;
-		case QUORUM__COORD_MSG__BODY_CANCEL:
-			w->cancels++;
-			break;
-		case QUORUM__COORD_MSG__BODY_EXPORT_ROOT:
-			if (w->mute_copies)
-				w->muted++;
-			else
-				fw_export(s, w, m->export_root);
-			break;
-		case QUORUM__COORD_MSG__BODY_IMPORT_ROOT:
-			if (w->mute_copies)
-				w->muted++;
-			else
-				fw_import(s, w, m->import_root);
-			break;
-		default:
-			break;
-		}
-		quorum__coord_msg__free_unpacked(m, NULL);
-	}
-	return n;
 }
 
 static void serve_all(sched *s, fw **ws, int n)
@@ -789,8 +420,8 @@ static void split(void **state)
 	int got[2] = {0, 0};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
-	fw_init(&b, "B", "wb", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&b, "B", "wb", "h", 64, 4);
 	a.hold = b.hold = 1;
 	fw_register(s, &a);
 	fw_register(s, &b);
@@ -833,7 +464,7 @@ static void duplicate_rid(void **state)
 	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 0};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	c_ask(s, "c1", 7, &o);
 	c_ask(s, "c1", 7, &o); /* a resend */
@@ -853,7 +484,7 @@ static void deadline(void **state)
 	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 500};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	a.hold = 1;
 	fw_register(s, &a);
 	c_ask(s, "c1", 1, &o);
@@ -888,7 +519,7 @@ static void retry_budget(void **state)
 
 	(void)state;
 	for (int i = 0; i < 4; i++) {
-		fw_init(&w[i], idents[i], ids[i], "h", 64, 4);
+		worker_init(&w[i], idents[i], ids[i], "h", 64, 4);
 		w[i].hold = 1;
 		fw_register(s, &w[i]);
 	}
@@ -942,7 +573,7 @@ static void kv_wedge(void **state)
 	fw a, *ws[1] = {&a};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 32);
+	worker_init(&a, "A", "wa", "h", 64, 32);
 	fw_register(s, &a);
 	/* eight long prompts sharing their first blocks (the system prompt
 	 * and "Case "): 12 blocks each, 10 of them their own */
@@ -1020,8 +651,8 @@ static void prefix_reuse(void **state)
 	uint64_t before;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 8);
-	fw_init(&b, "B", "wb", "h", 64, 8);
+	worker_init(&a, "A", "wa", "h", 64, 8);
+	worker_init(&b, "B", "wb", "h", 64, 8);
 	fw_register(s, &a);
 	fw_register(s, &b);
 	/* cold: everything prefilled */
@@ -1185,7 +816,7 @@ static void shots(void **state)
 	size_t n;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	c_ask_shots(s, "c1", 1, "What is 3 + 4?", 2, 0);
 	m = w_next("A");
@@ -1217,7 +848,7 @@ static void never_fits(void **state)
 	ask_o o = {long_q(0), NULL, 1, 900, 0};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	/* ~12 blocks of prompt + a 57-block tail > 64: refused at once */
 	c_ask(s, "c1", 1, &o);
@@ -1234,7 +865,7 @@ static void capacity_uncharged(void **state)
 
 	(void)state;
 	/* it says 64 blocks; 20 are really free (memory pressure) */
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	a.real = 20;
 	fw_register(s, &a);
 	for (int k = 0; k < 5; k++) {
@@ -1271,8 +902,8 @@ static void stale_pool(void **state)
 	uint32_t old_attempt;
 
 	(void)state;
-	fw_init(&h, "H", "holder", "h", 64, 1);
-	fw_init(&p, "P", "peer", "h", 64, 1);
+	worker_init(&h, "H", "holder", "h", 64, 1);
+	worker_init(&p, "P", "peer", "h", 64, 1);
 	fw_register(s, &h);
 	fw_register(s, &p);
 	c_ask(s, "c1", 1, &o);
@@ -1351,23 +982,23 @@ static void identity(void **state)
 	(void)state;
 	/* the first to register does not set the fingerprint: the
 	 * coordinator's model does */
-	fw_init(&bad, "X", "bad", "h", 64, 4);
+	worker_init(&bad, "X", "bad", "h", 64, 4);
 	bad.fp = 0xbad;
 	fw_register(s, &bad);
 	assert_true(rejected("X"));
-	fw_init(&good, "G", "good", "h", 64, 4);
+	worker_init(&good, "G", "good", "h", 64, 4);
 	snprintf(good.key, sizeof(good.key), "KEY-GOOD");
 	fw_register(s, &good);
 	assert_false(rejected("G"));
 	assert_int_equal(sched_n_workers(s), 1);
 	/* another key cannot take the id over */
-	fw_init(&thief, "T", "good", "h", 64, 4);
+	worker_init(&thief, "T", "good", "h", 64, 4);
 	snprintf(thief.key, sizeof(thief.key), "KEY-THIEF");
 	fw_register(s, &thief);
 	assert_true(rejected("T"));
 	assert_int_equal(sched_n_workers(s), 1);
 	/* nor claim its pool under another id */
-	fw_init(&other, "O", "other", "h", 64, 4);
+	worker_init(&other, "O", "other", "h", 64, 4);
 	snprintf(other.pool, sizeof(other.pool), "%s", good.pool);
 	fw_register(s, &other);
 	assert_true(rejected("O"));
@@ -1381,7 +1012,7 @@ static void identity(void **state)
 	assert_false(poolname_ok("/quorum-a@b@12345", "a", NULL));
 	assert_false(poolname_ok("/quorum-a@b/c@0123456789ab", "a", NULL));
 	/* the same key may come back (a restart) */
-	fw_init(&thief, "G2", "good", "h", 64, 4);
+	worker_init(&thief, "G2", "good", "h", 64, 4);
 	snprintf(thief.key, sizeof(thief.key), "KEY-GOOD");
 	snprintf(thief.pool, sizeof(thief.pool), "%s", good.pool);
 	fw_register(s, &thief);
@@ -1398,7 +1029,7 @@ static void worker_validation(void **state)
 	Quorum__CoordMsg *m, *d = NULL;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	c_ask(s, "c1", 1, &o);
 	while ((m = w_next("A"))) {
@@ -1427,19 +1058,19 @@ static void worker_validation(void **state)
 		sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
 		sm.sample = &r;
 		x.index = 5; /* not the job's */
-		to_sched(s, &a, &sm);
+		fw_send(s, &a, &sm);
 		x.index = 0;
 		x.tokens = 5; /* more than max_new_tokens */
-		to_sched(s, &a, &sm);
+		fw_send(s, &a, &sm);
 		x.tokens = 1;
 		memset(big, 'x', sizeof(big));
 		x.text.data = (uint8_t *)big; /* over 4 x 256 + 1024 bytes */
 		x.text.len = sizeof(big);
-		to_sched(s, &a, &sm);
+		fw_send(s, &a, &sm);
 		x.text.data = (uint8_t *)"ok";
 		x.text.len = 2;
 		x.finish = "maybe";
-		to_sched(s, &a, &sm);
+		fw_send(s, &a, &sm);
 		assert_null(c_next("c1"));
 	}
 	fw_decode(s, &a, d->decode, NULL);
@@ -1459,7 +1090,7 @@ static void bad_blocks(void **state)
 	static const uint32_t bad[2] = {64, KV_REF(1, 0)};
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	for (int k = 0; k < 2; k++) {
 		Quorum__CoordMsg *m;
@@ -1489,7 +1120,7 @@ static void bad_blocks(void **state)
 		r.logits.len = ll;
 		wm.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
 		wm.prefix_ready = &r;
-		to_sched(s, &a, &wm);
+		fw_send(s, &a, &wm);
 		free(logits);
 		quorum__coord_msg__free_unpacked(m, NULL);
 		/* released at once, and the prompt prefilled again */
@@ -1612,7 +1243,7 @@ static void gateway_users(void **state)
 	assert_true(retry > 0);
 	assert_null(c_next("gw"));
 	/* every admitted request is answered */
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	serve_all(s, ws, 1);
 	for (Quorum__ClientReply *r; (r = c_next("gw"));) {
@@ -1691,7 +1322,7 @@ static void client_limits(void **state)
 	assert_true(retry > 0);
 	gw_asks(s, "key:bbbb", 1, &rid, &o);
 	assert_null(c_next("gw"));
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	serve_all(s, ws, 1);
 	for (int i = 0; i < 3; i++)
@@ -1728,7 +1359,7 @@ static void fair_start(void **state)
 	c_ask(s, "x", 2, &o[1]);
 	c_ask(s, "x", 3, &o[2]);
 	c_ask(s, "y", 1, &o[3]);
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	a.hold = 1;
 	/* one worker, two requests under way: one of each client */
 	fw_register(s, &a);
@@ -1759,7 +1390,7 @@ static void slot_share(void **state)
 	int got_x = 0, got_y = 0;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 8);
+	worker_init(&a, "A", "wa", "h", 64, 8);
 	a.hold = 1;
 	fw_register(s, &a);
 	c_ask(s, "x", 1, &big);
@@ -1886,8 +1517,8 @@ static void pools_free(sched *s, fw **ws, int n)
  * registered: the two hosts of the copy cases. */
 static void two_hosts(sched *s, fw *a, fw *b)
 {
-	fw_init(a, "A", "wa", "h1", 64, 4);
-	fw_init(b, "B", "wb", "h2", 64, 4);
+	worker_init(a, "A", "wa", "h1", 64, 4);
+	worker_init(b, "B", "wb", "h2", 64, 4);
 	fw_register(s, a);
 	fw_register(s, b);
 }
@@ -1982,9 +1613,9 @@ static void chunked_worker_lost(void **state)
 	uint64_t bytes;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h1", 64, 4);
-	fw_init(&b, "B", "wb", "h2", 64, 4);
-	fw_init(&c, "C", "wc", "h2", 64, 4);
+	worker_init(&a, "A", "wa", "h1", 64, 4);
+	worker_init(&b, "B", "wb", "h2", 64, 4);
+	worker_init(&c, "C", "wc", "h2", 64, 4);
 	for (int i = 0; i < 3; i++)
 		fw_register(s, ws[i]);
 	/* the importer: the h2 worker the first chunk goes to */
@@ -2015,9 +1646,9 @@ static void chunked_worker_lost(void **state)
 
 	/* the holder lost while a chunk is at the importer */
 	s = new_sched_chunks(NULL);
-	fw_init(&a, "A", "wa", "h1", 64, 4);
-	fw_init(&b, "B", "wb", "h1", 64, 4);
-	fw_init(&c, "C", "wc", "h2", 64, 4);
+	worker_init(&a, "A", "wa", "h1", 64, 4);
+	worker_init(&b, "B", "wb", "h1", 64, 4);
+	worker_init(&c, "C", "wc", "h2", 64, 4);
 	for (int i = 0; i < 3; i++)
 		fw_register(s, ws[i]);
 	c_ask(s, "c1", 2, &o);
@@ -2142,7 +1773,7 @@ static void shutdown_cancels(void **state)
 	uint32_t retry;
 
 	(void)state;
-	fw_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&a, "A", "wa", "h", 64, 4);
 	a.hold = 1;
 	fw_register(s, &a);
 	c_ask(s, "c1", 1, &o);
@@ -2220,6 +1851,7 @@ static int case_setup(void **state)
 {
 	(void)state;
 	out_clear();
+	fw_env_forget(&world);
 	return 0;
 }
 
