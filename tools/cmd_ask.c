@@ -432,6 +432,7 @@ static int ask_file(const ask_opts *o)
 	if (n && !(items = calloc(n, sizeof(*items)))) {
 		fprintf(stderr, "quorum ask: out of memory\n");
 		qset_free(qs, n);
+		free(qs);
 		return 1;
 	}
 	for (size_t i = 0; i < n; i++)

@@ -424,6 +424,7 @@ out:
 	free(qs);
 	free(fr.map);
 	qset_free(items, n);
+	free(items);
 	return rc;
 }
 

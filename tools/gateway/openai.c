@@ -713,7 +713,8 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 
 		if (!(x->text[i] = malloc(len + 1)))
 			goto nomem;
-		memcpy(x->text[i], s->text.data, len);
+		if (len) /* an empty text may have no data */
+			memcpy(x->text[i], s->text.data, len);
 		x->text[i][len] = '\0';
 		x->len[i] = len;
 		x->tokens[i] = s->tokens;

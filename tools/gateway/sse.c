@@ -219,7 +219,9 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 		if (!st->sent[k] && !st->acc_len[k]) {
 			st->acc[k] = malloc(s->text.len + 1);
 			if (st->acc[k]) {
-				memcpy(st->acc[k], s->text.data, s->text.len);
+				if (s->text.len)
+					memcpy(st->acc[k], s->text.data,
+					       s->text.len);
 				st->acc[k][s->text.len] = '\0';
 				st->acc_len[k] = s->text.len;
 			}
