@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "net/curve.h"
+#include "net/wire.h"
 #include "qerr.h"
 #include "sc/vote.h"
 
@@ -85,17 +86,13 @@ int client_open_curve(const char *endpoint, const char *server_key_file,
 		client_free(&c);
 		return QERR_ARG;
 	}
-	{
-		char ep[64];
-
-		/* a dropped connection (a coordinator that stopped) ends
-		 * the wait of client_recv at once */
-		snprintf(ep, sizeof(ep), "inproc://client-mon-%p", (void *)c);
-		if (zmq_socket_monitor(c->sock, ep, ZMQ_EVENT_DISCONNECTED) ||
-		    !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) ||
-		    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero)) ||
-		    zmq_connect(c->mon, ep))
-			goto fail;
+	/* a dropped connection (a coordinator that stopped) ends the wait
+	 * of client_recv at once */
+	if (wire_monitor_open(c->ctx, c->sock, &c->mon)) {
+		if (server_key_file)
+			curve_sock_wipe(&k);
+		client_free(&c);
+		return QERR_IO;
 	}
 	*out = c;
 	return QERR_OK;
@@ -111,10 +108,8 @@ void client_free(client **c)
 {
 	if (!c || !*c)
 		return;
-	if ((*c)->mon)
-		zmq_close((*c)->mon);
+	wire_monitor_close((*c)->sock, &(*c)->mon);
 	if ((*c)->sock) {
-		zmq_socket_monitor((*c)->sock, NULL, 0);
 		zmq_close((*c)->sock);
 	}
 	if ((*c)->ctx)
@@ -140,39 +135,6 @@ int client_lost(client *c)
 
 	c->lost = 0;
 	return l;
-}
-
-/* Reads the monitor's events: 1 when the connection dropped. */
-static int read_monitor(client *c)
-{
-	int dropped = 0;
-
-	for (;;) {
-		zmq_msg_t m;
-		int more = 0;
-		uint16_t ev = 0;
-		size_t more_sz = sizeof(more);
-
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return dropped;
-		}
-		if (zmq_msg_size(&m) >= 2)
-			memcpy(&ev, zmq_msg_data(&m), 2);
-		dropped |= ev == ZMQ_EVENT_DISCONNECTED;
-		for (;;) {
-			zmq_getsockopt(c->mon, ZMQ_RCVMORE, &more, &more_sz);
-			zmq_msg_close(&m);
-			if (!more)
-				break;
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, c->mon, 0) < 0) {
-				zmq_msg_close(&m);
-				break;
-			}
-		}
-	}
 }
 
 uint64_t client_request_id(void)
@@ -281,7 +243,7 @@ int client_recv(client *c, int timeout_ms, Quorum__ClientReply **out)
 			return QERR_OK;
 		if (rc > 0)
 			continue; /* dropped one; look again */
-		if (c->mon && read_monitor(c)) {
+		if (c->mon && wire_monitor_dropped(c->mon)) {
 			/* replies sent before the drop were read above */
 			c->lost = 1;
 			return QERR_OK;

@@ -94,6 +94,70 @@ void wire_close(void **sock)
 	}
 }
 
+int wire_monitor_open(void *ctx, void *sock, void **mon)
+{
+	char ep[64];
+	int zero = 0;
+
+	/* an inproc name of this socket's own */
+	snprintf(ep, sizeof(ep), "inproc://wire-mon-%p", sock);
+	*mon = NULL;
+	if (zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED) ||
+	    !(*mon = zmq_socket(ctx, ZMQ_PAIR)) ||
+	    zmq_setsockopt(*mon, ZMQ_LINGER, &zero, sizeof(zero)) ||
+	    zmq_connect(*mon, ep)) {
+		int rc = qerr_fail(QERR_IO, "zmq monitor: %s",
+				   zmq_strerror(zmq_errno()));
+
+		wire_monitor_close(sock, mon);
+		return rc;
+	}
+	return QERR_OK;
+}
+
+int wire_monitor_dropped(void *mon)
+{
+	int dropped = 0;
+
+	for (;;) {
+		zmq_msg_t m;
+		int more = 0;
+		uint16_t ev = 0;
+		size_t more_sz = sizeof(more);
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return dropped;
+		}
+		/* an event is [16-bit event, 32-bit value][endpoint] */
+		if (zmq_msg_size(&m) >= 2)
+			memcpy(&ev, zmq_msg_data(&m), 2);
+		dropped |= ev == ZMQ_EVENT_DISCONNECTED;
+		for (;;) {
+			zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &more_sz);
+			zmq_msg_close(&m);
+			if (!more)
+				break;
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, mon, 0) < 0) {
+				zmq_msg_close(&m);
+				break;
+			}
+		}
+	}
+}
+
+void wire_monitor_close(void *sock, void **mon)
+{
+	if (mon && *mon) {
+		zmq_close(*mon);
+		*mon = NULL;
+	}
+	if (sock)
+		zmq_socket_monitor(sock, NULL, 0);
+}
+
 static void free_buf(void *data, void *hint)
 {
 	(void)hint;

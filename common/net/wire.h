@@ -108,6 +108,16 @@ int wire_connect_curve(void *ctx, int type, const char *endpoint,
 		       int64_t max_bytes, const curve_sock *k, void **out);
 void wire_close(void **sock);
 
+/* Watches sock's connection for drops (a peer that stopped): a PAIR
+ * socket of ctx receiving sock's ZMQ_EVENT_DISCONNECTED events, for a
+ * zmq_poll beside sock. QERR_IO (with the detail) on failure. Not thread
+ * safe: the thread that owns sock owns the monitor. */
+int wire_monitor_open(void *ctx, void *sock, void **mon);
+/* Reads every event waiting on mon; 1 when one was a disconnect. */
+int wire_monitor_dropped(void *mon);
+/* Stops watching sock and closes *mon (NULL ok); before sock closes. */
+void wire_monitor_close(void *sock, void **mon);
+
 /* Packs m and sends it; with id (id_len > 0) an identity frame first.
  * Non-blocking on ROUTER sockets (ZMQ_DONTWAIT): QERR_IO when the peer is
  * gone (EHOSTUNREACH) or its queue is full. */

@@ -299,39 +299,6 @@ static void on_disconnect(gwlink *l)
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* Reads the monitor's events: 1 when the connection dropped. */
-static int read_monitor(gwlink *l)
-{
-	int dropped = 0;
-
-	for (;;) {
-		zmq_msg_t m;
-		int more = 0;
-		uint16_t ev = 0;
-		size_t more_sz = sizeof(more);
-
-		zmq_msg_init(&m);
-		if (zmq_msg_recv(&m, l->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&m);
-			return dropped;
-		}
-		if (zmq_msg_size(&m) >= 2)
-			memcpy(&ev, zmq_msg_data(&m), 2);
-		dropped |= ev == ZMQ_EVENT_DISCONNECTED;
-		for (;;) {
-			zmq_getsockopt(l->mon, ZMQ_RCVMORE, &more, &more_sz);
-			zmq_msg_close(&m);
-			if (!more)
-				break;
-			zmq_msg_init(&m);
-			if (zmq_msg_recv(&m, l->mon, 0) < 0) {
-				zmq_msg_close(&m);
-				break;
-			}
-		}
-	}
-}
-
 /* Queues the resends that are due; returns ms to the next one (-1). */
 static long resends_due(gwlink *l)
 {
@@ -383,7 +350,7 @@ static void *run(void *arg)
 		/* replies first: those sent before a drop are delivered,
 		 * not resent */
 		drain_in(l);
-		if (l->mon && (it[2].revents & ZMQ_POLLIN) && read_monitor(l))
+		if (l->mon && (it[2].revents & ZMQ_POLLIN) && wire_monitor_dropped(l->mon))
 			on_disconnect(l);
 		pending = drain_out(l);
 	}
@@ -429,19 +396,8 @@ int gwlink_open(const char *endpoint, const char *server_key_file,
 	kp = NULL;
 	if (rc)
 		goto fail;
-	{
-		char ep[64];
-
-		/* an inproc name of this link's own */
-		snprintf(ep, sizeof(ep), "inproc://gwlink-mon-%p", (void *)l);
-		if (zmq_socket_monitor(l->sock, ep, ZMQ_EVENT_DISCONNECTED) ||
-		    !(l->mon = zmq_socket(l->ctx, ZMQ_PAIR)) ||
-		    zmq_connect(l->mon, ep)) {
-			rc = qerr_fail(QERR_IO, "gateway link monitor: %s",
-				       zmq_strerror(zmq_errno()));
-			goto fail;
-		}
-	}
+	if ((rc = wire_monitor_open(l->ctx, l->sock, &l->mon)))
+		goto fail;
 	if (pthread_create(&l->th, NULL, run, l)) {
 		rc = qerr_fail(QERR_IO, "gateway link: cannot start a thread");
 		goto fail;
@@ -482,16 +438,8 @@ void gwlink_free(gwlink **lp)
 	/* calls still registered belong to their threads; detach them */
 	for (gwcall *c = l->calls; c; c = c->next)
 		c->l = NULL;
-	if (l->mon) {
-		int zero = 0;
-
-		zmq_setsockopt(l->mon, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_close(l->mon);
-	}
-	if (l->sock) {
-		zmq_socket_monitor(l->sock, NULL, 0);
-		wire_close(&l->sock);
-	}
+	wire_monitor_close(l->sock, &l->mon);
+	wire_close(&l->sock);
 	if (l->ctx)
 		zmq_ctx_term(l->ctx);
 	if (l->efd >= 0)
