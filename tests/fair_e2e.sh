@@ -14,74 +14,13 @@
 # Exit status: 0 every check passed, 1 a check failed, 77 skipped because
 # a binary is not built (not a pass).
 set -u
-B=${1:-${B:-build}}
-ROOT=${QUORUM_ROOT:-.}
-Q=$B/quorum
-PY=/usr/bin/python3
+E2E=fair_e2e
+. "$(dirname "$0")/e2elib.sh"
 T_READY=90      # seconds for the worker to register
 T_REQ=90        # one request's bound (s)
 NEW=16          # tokens per request (ignore_eos: exactly these)
 TPM=1100        # limits.tokens_per_minute: the 60 (at most 17 tokens each) and a little
-
-for b in "$Q" "$B/coordinator" "$B/worker"; do
-	if [ ! -x "$b" ]; then
-		echo "fair_e2e: SKIP: $b is not built (make B=$B)"
-		exit 77
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-fair.XXXXXX")
-name="fair$$"
-coord=""
-gw=""
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL - $1"; }
-check() { # check NAME COMMAND...: passes when COMMAND exits 0
-	n=$1; shift
-	if "$@"; then ok "$n"; else bad "$n"; fi
-}
-
-stop_pid() { # stop_pid PID: TERM, 10 s, KILL
-	[ -n "$1" ] || return 0
-	if kill -0 "$1" 2>/dev/null; then
-		kill -TERM "$1" 2>/dev/null
-		i=0
-		while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -KILL "$1" 2>/dev/null
-	fi
-	wait "$1" 2>/dev/null
-}
-
-cleanup() {
-	trap - EXIT INT TERM
-	stop_pid "$gw"
-	stop_pid "$coord"
-	for f in /dev/shm/*"$name"*; do
-		[ -e "$f" ] || continue
-		echo "fair_e2e: shared memory left behind: $f" >&2
-		rm -f "$f"
-	done
-	if [ "$failed" -ne 0 ] || [ -n "${E2E_KEEP:-}" ]; then
-		echo "fair_e2e: logs in $tmp" >&2
-		for l in "$tmp/coordinator.log" "$tmp/serve.log"; do
-			[ -f "$l" ] && { echo "== $l" >&2; tail -n 15 "$l" >&2; }
-		done
-	else
-		rm -rf "$tmp"
-	fi
-	echo "fair_e2e: $passed passed, $failed failed"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+e2e_init fair
 
 model=$tmp/tiny.gguf
 timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
@@ -121,30 +60,21 @@ workers:
 http:
   listen: 127.0.0.1:$hport
   api_keys_file: $tmp/keys
+  # the 64 clients of this test all come from 127.0.0.1
+  max_connections_per_ip: 128
 EOF
 
 timeout -s TERM 600 "$B/coordinator" --config "$tmp/cluster.yaml" \
 	>"$tmp/coordinator.log" 2>&1 &
 coord=$!
-i=0
-nw=0
-while [ $i -lt $((T_READY * 10)) ]; do
-	kill -0 "$coord" 2>/dev/null || break
-	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
-		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-	[ "${nw:-0}" -ge 1 ] && break
-	sleep 0.1; i=$((i + 1))
-done
-[ "${nw:-0}" -ge 1 ] || { bad "coordinator ready"; exit 1; }
+e2e_track "$coord"
+e2e_wait_workers "$EP" 1 "$T_READY" "$coord" || { bad "coordinator ready"; exit 1; }
 timeout -s TERM 600 "$Q" serve --config "$tmp/cluster.yaml" \
 	>"$tmp/serve.log" 2>&1 &
 gw=$!
-i=0
-while [ $i -lt 600 ] && ! grep -q "listening on" "$tmp/serve.log"; do
-	kill -0 "$gw" 2>/dev/null || break
-	sleep 0.1; i=$((i + 1))
-done
-grep -q "listening on" "$tmp/serve.log" || { bad "gateway started"; exit 1; }
+e2e_track "$gw"
+e2e_wait_log "$tmp/serve.log" "listening on" 60 "$gw" ||
+	{ bad "gateway started"; exit 1; }
 ok "cluster and gateway ready"
 URL=http://127.0.0.1:$hport/v1/chat/completions
 MODEL=$(curl -s --max-time 10 -H "Authorization: Bearer $HEAVY" \
@@ -205,4 +135,4 @@ fi
 post "$LIGHT" "$tmp/l9" 9
 check "the light key is still served" [ "$(cat "$tmp/l9.code")" = 200 ]
 
-[ "$failed" -eq 0 ]
+e2e_finish

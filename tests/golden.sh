@@ -17,56 +17,10 @@
 #
 # Exit status: 0 all match, 1 a mismatch or a failed step, 77 not built.
 set -u
-B=${1:-${B:-build}}
-ROOT=${QUORUM_ROOT:-.}
-Q=$B/quorum
-PY=/usr/bin/python3
+E2E=golden
+. "$(dirname "$0")/e2elib.sh"
 PINS=$ROOT/tests/golden.sha256
-
-for b in "$Q" "$B/coordinator" "$B/worker"; do
-	if [ ! -x "$b" ]; then
-		echo "golden: SKIP: $b is not built"
-		exit 77
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-golden.XXXXXX")
-name="gold$$"
-coord=""
-gw=""
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL - $1"; }
-
-stop_pid() { # stop_pid PID: TERM, wait up to 10 s, then KILL
-	[ -n "$1" ] || return 0
-	kill -TERM "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.1; i=$((i + 1))
-	done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
-cleanup() {
-	trap - EXIT INT TERM
-	stop_pid "$gw"
-	stop_pid "$coord"
-	for f in /dev/shm/*"$name"*; do
-		[ -e "$f" ] && rm -f "$f"
-	done
-	if [ "$failed" -ne 0 ] || [ -n "${GOLDEN_KEEP:-}" ]; then
-		echo "golden: outputs kept in $tmp" >&2
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] && { echo "== $l" >&2; tail -n 20 "$l" >&2; }
-		done
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+e2e_init gold
 
 # The deterministic part of a reply: run/ask JSON objects, a chat
 # completion, or an SSE stream (its data: lines, in order).
@@ -171,9 +125,6 @@ else
 fi
 
 # ---- a local cluster and the gateway ----------------------------------------
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 cport=$(free_port); wport=$(free_port); hport=$(free_port)
 EP=tcp://127.0.0.1:$cport
 amodel=$(cd "$(dirname "$ARITH")" && pwd)/$(basename "$ARITH")
@@ -200,15 +151,8 @@ EOF
 timeout -s TERM 900 "$B/coordinator" --config "$tmp/cluster.yaml" \
 	>"$tmp/coordinator.log" 2>&1 &
 coord=$!
-i=0; nw=0
-while [ $i -lt 360 ]; do
-	kill -0 "$coord" 2>/dev/null || break
-	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
-		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-	[ "${nw:-0}" -ge 2 ] && break
-	sleep 0.25; i=$((i + 1))
-done
-if [ "${nw:-0}" -ge 2 ]; then
+e2e_track "$coord"
+if e2e_wait_workers "$EP" 2 90 "$coord"; then
 	ask_case() { # ask_case CASE ARGS...
 		c=$1; shift
 		if timeout 300 "$Q" ask --endpoint "$EP" --timeout 120 --json \
@@ -226,11 +170,8 @@ if [ "${nw:-0}" -ge 2 ]; then
 	timeout -s TERM 600 "$Q" serve --config "$tmp/cluster.yaml" \
 		>"$tmp/serve.log" 2>&1 &
 	gw=$!
-	i=0
-	while [ $i -lt 240 ] && ! grep -q "listening on" "$tmp/serve.log"; do
-		kill -0 "$gw" 2>/dev/null || break
-		sleep 0.25; i=$((i + 1))
-	done
+	e2e_track "$gw"
+	e2e_wait_log "$tmp/serve.log" "listening on" 60 "$gw"
 	post() { # post CASE JSON-BODY
 		$PY - "http://127.0.0.1:$hport/v1/chat/completions" "$2" \
 			>"$tmp/$1.json" 2>"$tmp/$1.log" <<'EOF'
@@ -250,7 +191,7 @@ EOF
 		bad "quorum serve did not start"
 	fi
 else
-	bad "cluster ready (workers: ${nw:-none})"
+	bad "cluster ready: 2 workers within 90 s"
 fi
 
 # ---- compare -----------------------------------------------------------------
@@ -267,5 +208,4 @@ done <"$tmp/got"
 while read -r c h; do
 	grep -q "^$c " "$tmp/got" || bad "$c: pinned but not produced"
 done <"$PINS"
-echo "golden: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_finish

@@ -16,77 +16,13 @@
 # Exit status: 0 every check passed, 1 a check failed, 77 skipped because
 # a binary is not built (not a pass).
 set -u
-B=${1:-${B:-build}}
-ROOT=${QUORUM_ROOT:-.}
-Q=$B/quorum
-PY=/usr/bin/python3
+E2E=restart_e2e
+. "$(dirname "$0")/e2elib.sh"
 T_READY=90      # seconds for a coordinator's worker to register
 T_CLIENT=40     # a client's own timeout (s): ask --timeout, curl
 T_BOUND=20      # every request answered within this (s)
 N_REQ=10        # requests of each kind in the stream
-
-for b in "$Q" "$B/coordinator" "$B/worker"; do
-	if [ ! -x "$b" ]; then
-		echo "restart_e2e: SKIP: $b is not built (make B=$B)"
-		exit 77
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-rst.XXXXXX")
-name="rst$$"
-coord=""
-gw=""
-gen=""
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL - $1"; }
-check() { # check NAME COMMAND...: passes when COMMAND exits 0
-	n=$1; shift
-	if "$@"; then ok "$n"; else bad "$n"; fi
-}
-
-stop_pid() { # stop_pid PID: TERM, 10 s, KILL
-	[ -n "$1" ] || return 0
-	if kill -0 "$1" 2>/dev/null; then
-		kill -TERM "$1" 2>/dev/null
-		i=0
-		while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -KILL "$1" 2>/dev/null
-	fi
-	wait "$1" 2>/dev/null
-}
-
-cleanup() {
-	trap - EXIT INT TERM
-	stop_pid "$gen"
-	stop_pid "$gw"
-	stop_pid "$coord"
-	for f in /dev/shm/*"$name"*; do
-		[ -e "$f" ] || continue
-		echo "restart_e2e: shared memory left behind: $f" >&2
-		rm -f "$f"
-	done
-	if [ "$failed" -ne 0 ] || [ -n "${E2E_KEEP:-}" ]; then
-		echo "restart_e2e: logs in $tmp" >&2
-		for l in "$tmp"/coordinator*.log "$tmp/serve.log"; do
-			[ -f "$l" ] && { echo "== $l" >&2; tail -n 15 "$l" >&2; }
-		done
-	else
-		rm -rf "$tmp"
-	fi
-	echo "restart_e2e: $passed passed, $failed failed"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+e2e_init rst
 
 # ---- the model and the config ---------------------------------------------
 model=$tmp/tiny.gguf
@@ -131,16 +67,8 @@ start_coord() {
 	timeout -s TERM 600 "$B/coordinator" --config "$tmp/cluster.yaml" \
 		>"$1" 2>&1 &
 	coord=$!
-	i=0
-	while [ $i -lt $((T_READY * 10)) ]; do
-		kill -0 "$coord" 2>/dev/null || return 1
-		nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 \
-			2>/dev/null |
-			sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-		[ "${nw:-0}" -ge 1 ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	return 1
+	e2e_track "$coord"
+	e2e_wait_workers "$EP" 1 "$T_READY" "$coord"
 }
 
 start_coord "$tmp/coordinator1.log" || { bad "coordinator 1 ready"; exit 1; }
@@ -148,12 +76,9 @@ ok "coordinator 1 ready"
 timeout -s TERM 600 "$Q" serve --config "$tmp/cluster.yaml" \
 	--endpoint "$EP" >"$tmp/serve.log" 2>&1 &
 gw=$!
-i=0
-while [ $i -lt 600 ] && ! grep -q "listening on" "$tmp/serve.log"; do
-	kill -0 "$gw" 2>/dev/null || break
-	sleep 0.1; i=$((i + 1))
-done
-grep -q "listening on" "$tmp/serve.log" || { bad "gateway started"; exit 1; }
+e2e_track "$gw"
+e2e_wait_log "$tmp/serve.log" "listening on" 60 "$gw" ||
+	{ bad "gateway started"; exit 1; }
 ok "gateway started"
 URL=http://127.0.0.1:$hport/v1/chat/completions
 MODEL=$(curl -s --max-time 10 "http://127.0.0.1:$hport/v1/models" |
@@ -215,6 +140,7 @@ check "reference replies (ask and HTTP) before the restart" [ $refs_ok -eq 1 ]
 	wait
 ) &
 gen=$!
+e2e_track "$gen"
 sleep 0.6
 t_stop=$(now_ms)
 kill -TERM "$coord"
@@ -305,4 +231,4 @@ sys.exit(0 if d["status"] == "STATUS_TOO_LONG" and "max_message_bytes" in (d["er
 check "the coordinator still serves after it" sh -c \
 	"timeout 30 '$Q' status --endpoint '$EP' --timeout 5 --retries 0 >/dev/null"
 
-[ "$failed" -eq 0 ]
+e2e_finish

@@ -8,7 +8,7 @@ set -eu
 PKGS="build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 libyaml-dev libcmocka-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
 python3-zmq python3-protobuf protobuf-compiler iproute2
-clang-14 libclang-rt-14-dev strace chromium"
+clang-14 libclang-rt-14-dev strace chromium curl"
 # `deps.sh train`: what `make train` / `make eval-arith` need instead
 # (Debian's PyTorch, with OpenBLAS: the reference BLAS is ~10x slower)
 if [ "${1:-}" = train ]; then
