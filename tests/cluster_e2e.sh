@@ -11,74 +11,11 @@
 # Exit status: 0 every check passed, 1 a check failed, 77 skipped because
 # build/coordinator or build/worker is not built (not a pass).
 set -u
-B=${1:-${B:-build}}
-ROOT=${QUORUM_ROOT:-.}
-Q=$B/quorum
-PY=/usr/bin/python3
+E2E=cluster_e2e
+. "$(dirname "$0")/e2elib.sh"
 T_ASK=180       # seconds, bound of one client command
 T_READY=90      # seconds for the workers to register
-
-for b in "$Q" "$B/coordinator" "$B/worker"; do
-	if [ ! -x "$b" ]; then
-		echo "cluster_e2e: SKIP: $b is not built (make B=$B)"
-		exit 77
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-e2e.XXXXXX")
-name="e2e$$"
-coord=""
-wpids=""
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   - $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL - $1"; }
-check() { # check NAME COMMAND...: passes when COMMAND exits 0
-	n=$1; shift
-	if "$@"; then ok "$n"; else bad "$n"; fi
-}
-
-cleanup() {
-	trap - EXIT INT TERM
-	if [ -n "$coord" ] && kill -0 "$coord" 2>/dev/null; then
-		kill -TERM "$coord" 2>/dev/null
-		i=0
-		while kill -0 "$coord" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -KILL "$coord" 2>/dev/null
-	fi
-	[ -n "$coord" ] && wait "$coord" 2>/dev/null
-	# workers the coordinator started and left behind: only these pids,
-	# and only if they still are our worker processes
-	for p in $wpids; do
-		if grep -q "worker" "/proc/$p/cmdline" 2>/dev/null; then
-			echo "cluster_e2e: worker $p outlived the coordinator" >&2
-			kill -TERM "$p" 2>/dev/null
-			sleep 0.5
-			kill -KILL "$p" 2>/dev/null
-		fi
-	done
-	for f in /dev/shm/*"$name"*; do
-		[ -e "$f" ] || continue
-		echo "cluster_e2e: shared memory left behind: $f" >&2
-		rm -f "$f"
-	done
-	if [ "$failed" -ne 0 ] || [ -n "${E2E_KEEP:-}" ]; then
-		echo "cluster_e2e: logs in $tmp" >&2
-		[ -f "$tmp/coordinator.log" ] &&
-			tail -n 30 "$tmp/coordinator.log" >&2
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+e2e_init e2e
 
 # ---- the model and the config ---------------------------------------------
 # the shipped model's 809-token vocabulary and ChatML template: the same
@@ -122,25 +59,13 @@ EOF
 timeout -s TERM 900 "$B/coordinator" --config "$tmp/cluster.yaml" \
 	>"$tmp/coordinator.log" 2>&1 &
 coord=$!
-i=0
-nw=0
-while [ $i -lt $((T_READY * 4)) ]; do
-	if ! kill -0 "$coord" 2>/dev/null; then
-		bad "coordinator started (it exited)"
-		exit 1
-	fi
-	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
-		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-	[ "${nw:-0}" -ge 2 ] && break
-	sleep 0.25; i=$((i + 1))
-done
-if [ "${nw:-0}" -lt 2 ]; then
-	bad "cluster ready within ${T_READY}s (workers: ${nw:-none})"
+e2e_track "$coord"
+if ! e2e_wait_workers "$EP" 2 "$T_READY" "$coord"; then
+	bad "cluster ready within ${T_READY}s (2 workers)"
 	exit 1
 fi
 ok "cluster ready: 2 workers registered"
-timeout 10 "$Q" status --endpoint "$EP" --json >"$tmp/status0.json" 2>&1
-wpids=$($PY -c 'import json,sys; print(" ".join(str(w["pid"]) for w in json.load(open(sys.argv[1]))["workers"] if w["pid"]))' "$tmp/status0.json" 2>/dev/null)
+e2e_note_workers "$EP"
 
 # ---- ask --json --------------------------------------------------------------
 QUESTION="A farmer has 17 sheep and buys 23 more. How many sheep are there?"
@@ -284,5 +209,4 @@ else
 	echo "skip - python client (apt-get install python3-zmq python3-protobuf protobuf-compiler)"
 fi
 
-echo "cluster_e2e: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+e2e_finish

@@ -22,6 +22,7 @@ PY=/usr/bin/python3
 passed=0
 failed=0
 e2e_pids=""
+e2e_wpids=""
 e2e_done=""
 
 ok() { passed=$((passed + 1)); echo "ok   - $1"; }
@@ -48,6 +49,14 @@ e2e_init() {
 
 e2e_track() { e2e_pids="$1 $e2e_pids"; }
 
+# e2e_note_workers EP: the pids of the workers registered at EP; any of
+# them still running once the test's own processes are stopped outlived
+# its coordinator: reported and killed at exit.
+e2e_note_workers() {
+	e2e_wpids=$(timeout 10 "$Q" status --endpoint "$1" --json 2>/dev/null |
+		$PY -c 'import json,sys; print(" ".join(str(w["pid"]) for w in json.load(sys.stdin)["workers"] if w["pid"]))' 2>/dev/null)
+}
+
 e2e_stop() { # e2e_stop PID: TERM, up to 10 s, then KILL
 	[ -n "$1" ] || return 0
 	if kill -0 "$1" 2>/dev/null; then
@@ -64,6 +73,13 @@ e2e_stop() { # e2e_stop PID: TERM, up to 10 s, then KILL
 e2e_cleanup() {
 	trap - EXIT INT TERM
 	for p in $e2e_pids; do e2e_stop "$p"; done
+	for p in $e2e_wpids; do
+		grep -q "worker" "/proc/$p/cmdline" 2>/dev/null || continue
+		echo "$E2E: worker $p outlived the coordinator" >&2
+		kill -TERM "$p" 2>/dev/null
+		sleep 0.5
+		kill -KILL "$p" 2>/dev/null
+	done
 	for f in /dev/shm/*"$name"*; do
 		[ -e "$f" ] || continue
 		echo "$E2E: shared memory left behind: $f" >&2
