@@ -372,7 +372,7 @@ static void test_many_answers(void **state)
 	stop_fini(&s);
 }
 
-/* ---- waves ---------------------------------------------------------------- */
+/* ---- waves --------------------------------------------------------------- */
 
 struct wcase {
 	const char *rule;
