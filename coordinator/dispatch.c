@@ -174,14 +174,16 @@ static uint64_t root_extra(const sched *s, const req *r, const char *host)
 }
 
 /* Samples of r that may be assigned now: pending ones, at most r->width
- * in flight (early stopping: the lowest pending indices first), none once
+ * in flight (early stopping: the lowest pending indices first), in waves
+ * (sampling.stop_waves) only those below the rule's horizon, none once
  * the request is decided. *flying: its samples assigned now. */
-static uint32_t assignable(const req *r, uint32_t *flying)
+static uint32_t assignable(const sched *s, const req *r, uint32_t *flying)
 {
 	uint32_t pending = 0, fl = 0;
+	uint32_t h = (uint32_t)stop_horizon(&r->ss, s->c->sampling.stop_waves);
 
 	for (uint32_t i = 0; i < r->n; i++) {
-		pending += r->st[i] == S_PENDING;
+		pending += r->st[i] == S_PENDING && i < h;
 		fl += r->st[i] == S_ASSIGNED;
 	}
 	*flying = fl;
@@ -201,7 +203,7 @@ static void split(sched *s, req *r, uint32_t cap)
 	int elig[MAX_WORKERS], ne = 0;
 	uint64_t room[MAX_WORKERS], extra[MAX_WORKERS], all[MAX_WORKERS];
 	uint32_t next = 0, tail = sched_tail_blocks(s, r), flying;
-	uint32_t pending = assignable(r, &flying);
+	uint32_t pending = assignable(s, r, &flying);
 
 	if (pending > cap)
 		pending = cap;
@@ -322,7 +324,7 @@ static void share_slots(sched *s)
 	for (req *r = s->reqs; r && nr < MAXR; r = r->next) {
 		if (r->state != Q_DECODE || r->n_done == r->n || r->decided)
 			continue;
-		want[nr] = assignable(r, &fly[nr]);
+		want[nr] = assignable(s, r, &fly[nr]);
 		if (!want[nr])
 			continue;
 		give[nr] = 0;
@@ -370,7 +372,7 @@ static void share_slots(sched *s)
 				split(s, rs[k], UINT32_MAX);
 		}
 		for (int k = 0; k < nr; k++)
-			assignable(rs[k], &fly[k]); /* split never frees r */
+			assignable(s, rs[k], &fly[k]); /* split never frees r */
 		free_slots = 0;
 		for (int i = 0; i < s->n_workers; i++)
 			if (members_usable(s, i) &&
@@ -403,7 +405,7 @@ void dispatch_pump(sched *s)
 		uint32_t fl;
 
 		if (r->state != Q_QUEUED)
-			unclaimed -= assignable(r, &fl);
+			unclaimed -= assignable(s, r, &fl);
 	}
 	/* queued requests start fairly: the next is one of the client with
 	 * the fewest requests under way (first come first among equals) */
@@ -436,7 +438,7 @@ void dispatch_pump(sched *s)
 			uint32_t fl;
 
 			active++;
-			unclaimed -= assignable(pick, &fl);
+			unclaimed -= assignable(s, pick, &fl);
 		}
 	}
 	for (req *r = s->reqs, *nx; r; r = nx) {

@@ -61,6 +61,7 @@ typedef struct {
 	 * in-process references of all N (test_clstop covers the rules and
 	 * the default) */
 	const char *stop;
+	int stop_waves;       /* sampling.stop_waves; 0: not written */
 	int max_prompt_tokens; /* limits.max_prompt_tokens */
 } cu_cfg;
 
@@ -69,7 +70,7 @@ static inline cu_cfg cu_cfg_defaults(const char *model)
 	/* heartbeats every 200 ms, liveness 25 (5 s): a process starved of
 	 * CPU on a loaded machine is not taken for dead */
 	cu_cfg c = {model, 0, 32, 1, 200, 25, 200, 1000, 64, 120000, 4, 16,
-		    16777216, "f32", 512, "none", 200};
+		    16777216, "f32", 512, "none", 0, 200};
 	return c;
 }
 
@@ -195,8 +196,12 @@ static inline void cu_write_config(cu_cluster *c, const cu_cfg *k)
 		k->max_message_bytes, k->hb_interval_ms, k->liveness,
 		k->reconnect_min_ms, k->reconnect_max_ms, k->local, k->threads,
 		k->slots, k->cache_entries);
+	if (k->stop || k->stop_waves)
+		fputs("sampling:\n", f);
 	if (k->stop)
-		fprintf(f, "sampling:\n  stop: %s\n", k->stop);
+		fprintf(f, "  stop: %s\n", k->stop);
+	if (k->stop_waves)
+		fprintf(f, "  stop_waves: %d\n", k->stop_waves);
 	fclose(f);
 }
 

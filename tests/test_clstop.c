@@ -4,7 +4,9 @@
  * and where the rule fired — is the in-process sc_run's with the same
  * rule, with 1 worker and with 3; exact gives the answer of none; the
  * coordinator cancels what it no longer needs (started < N or cancelled
- * work reported) and `status` counts the tokens saved.
+ * work reported) and `status` counts the tokens saved; in waves
+ * (sampling.stop_waves) the replies are the same, and with waves of the
+ * fewest nothing is cancelled.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -192,7 +194,9 @@ static void check_reply(const Quorum__ClientReply *r, const sc_result *x,
 	assert_true(st->tokens_generated >= st->tokens_reported);
 }
 
-static void run_rules(int workers)
+/* waves: sampling.stop_waves (the replies stay the in-process ones of no
+ * waves; with waves of the fewest nothing is cancelled) */
+static void run_rules(int workers, int waves)
 {
 	void *s;
 	int fired = 0;
@@ -204,6 +208,7 @@ static void run_rules(int workers)
 		k.local = workers;
 		k.threads = 1;
 		k.stop = NULL; /* sampling.stop left to its default */
+		k.stop_waves = waves;
 		if (cu_start(&cl, &k))
 			fail_msg("coordinator does not start");
 	}
@@ -224,6 +229,15 @@ static void run_rules(int workers)
 			snprintf(what, sizeof(what), "%d workers, %s, q %d",
 				 workers, rules[r], q);
 			check_reply(rep, &ref[r][q], what);
+			if (waves == 1 &&
+			    (rep->answer->stop->cancelled ||
+			     rep->answer->stop->started !=
+				     rep->answer->stop->reported))
+				fail_msg("%s, waves 1: %u started, %u cancelled, "
+					 "%u reported", what,
+					 rep->answer->stop->started,
+					 rep->answer->stop->cancelled,
+					 rep->answer->stop->reported);
 			fired += rep->answer->stop->stopped_early;
 			quorum__client_reply__free_unpacked(rep, NULL);
 			rid++;
@@ -259,13 +273,25 @@ static void run_rules(int workers)
 static void one_worker(void **state)
 {
 	(void)state;
-	run_rules(1);
+	run_rules(1, 0);
+}
+
+static void one_worker_waves(void **state)
+{
+	(void)state;
+	run_rules(1, 1);
+}
+
+static void three_workers_waves(void **state)
+{
+	(void)state;
+	run_rules(3, 2);
 }
 
 static void three_workers(void **state)
 {
 	(void)state;
-	run_rules(3);
+	run_rules(3, 0);
 }
 
 /* busy of worker id in a status reply (-1: not listed). */
@@ -361,6 +387,8 @@ int main(void)
 		cmocka_unit_test(exact_is_none),
 		cmocka_unit_test_teardown(one_worker, test_teardown),
 		cmocka_unit_test_teardown(three_workers, test_teardown),
+		cmocka_unit_test_teardown(one_worker_waves, test_teardown),
+		cmocka_unit_test_teardown(three_workers_waves, test_teardown),
 		cmocka_unit_test_teardown(worker_killed, test_teardown),
 	};
 

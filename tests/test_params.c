@@ -57,6 +57,7 @@ static const struct {
 	[SC_S_MODE] = {NULL, 0, NULL},
 	[SC_S_CONF_WINDOW] = {NULL, 0, NULL},
 	[SC_S_CONF_FILTER] = {NULL, 0, NULL},
+	[SC_S_STOP_WAVES] = {NULL, 0, "stop_waves"},
 };
 
 /* 65 bytes; + 1: 64 */
@@ -72,6 +73,10 @@ static const struct row {
 	{SC_S_N, "-1", "n = -1: must be an integer in 1..65536"},
 	{SC_S_N, "65537", "n = 65537: must be an integer in 1..65536"},
 	{SC_S_N, "1", NULL},
+	{SC_S_STOP_WAVES, "-1", "stop_waves = -1: must be an integer in 0..64"},
+	{SC_S_STOP_WAVES, "65", "stop_waves = 65: must be an integer in 0..64"},
+	{SC_S_STOP_WAVES, "0", NULL},
+	{SC_S_STOP_WAVES, "64", NULL},
 	{SC_S_N, "65536", NULL},
 	{SC_S_SEED, "-3", "seed = -3: must be an integer in "
 	 "0..18446744073709551615"},

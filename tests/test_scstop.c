@@ -7,7 +7,9 @@
  *   answers (stop.h, in index order) says, with the same bytes in every
  *   mode, batch size and thread count;
  * - forks not needed are cancelled or never started, and the KV pool is
- *   fully free after every request (anonymous and fixed pools).
+ *   fully free after every request (anonymous and fixed pools);
+ * - in waves (stop_waves) the reply is the same bytes, with no sample
+ *   cancelled under waves of the fewest.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -418,6 +420,105 @@ static void test_conf_filter(void **state)
 	assert_true(tok_f < tok_n);
 }
 
+/* The same two replies: samples, vote, where the rule fired. */
+static void assert_same_reply(const sc_result *a, const sc_result *b,
+			      const char *what)
+{
+	if (a->n != b->n)
+		fail_msg("%s: %d samples, %d without waves", what, a->n, b->n);
+	assert_prefix_of(a, b, what);
+	if (strcmp(winner(a), winner(b)) ||
+	    a->vote.n_entries != b->vote.n_entries)
+		fail_msg("%s: the vote differs", what);
+	for (size_t i = 0; i < a->vote.n_entries; i++)
+		if (strcmp(a->vote.entries[i].answer,
+			   b->vote.entries[i].answer) ||
+		    a->vote.entries[i].count != b->vote.entries[i].count ||
+		    a->vote.entries[i].first_index !=
+			    b->vote.entries[i].first_index ||
+		    a->vote.entries[i].weight != b->vote.entries[i].weight)
+			fail_msg("%s: vote entry %zu differs", what, i);
+	assert_int_equal(a->stop.fired, b->stop.fired);
+	assert_int_equal(a->stop.reported, b->stop.reported);
+}
+
+/* Waves (sc_params.stop_waves): every rule, N, vote, batch and thread
+ * count gives the reply of no waves byte for byte; with waves of the
+ * fewest (1) no sample is cancelled or started past the reply, and the
+ * tokens never exceed those without waves. */
+static void test_waves_same_reply(void **state)
+{
+	static const char *rules[] = {"none", "exact", "beta", "beta:0.8",
+				      "window:2"};
+	static const int ns[] = {5, 16, 32};
+	static const struct { int max_batch, threads, pool; } cf[] = {
+		{64, 2, 0}, {3, 1, 512},
+	};
+	uint64_t tok[4] = {0};
+	int runs = 0;
+
+	(void)state;
+	for (int q = 0; q < (tu_quick() ? 2 : 4); q++)
+	for (size_t ci = 0; ci < sizeof(cf) / sizeof(cf[0]); ci++) {
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_engine *e;
+
+		ep.max_batch = cf[ci].max_batch;
+		ep.n_threads = cf[ci].threads;
+		ep.pool_blocks = cf[ci].pool;
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		for (size_t ri = 0; ri < sizeof(rules) / sizeof(rules[0]); ri++)
+		for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+		for (int vote = 0; vote < 2; vote++) {
+			sc_params p0 = params(ns[ni], 3, 1.0f, rules[ri]);
+			sc_result r0;
+
+			if (tu_quick() && (ri + ni + (size_t)vote) % 2 != ci)
+				continue;
+			p0.vote = vote;
+			run(e, q, &p0, &r0);
+			for (int w = 1; w <= 3; w++) {
+				sc_params pw = p0;
+				sc_result rw;
+				char what[128];
+
+				pw.stop_waves = w;
+				run(e, q, &pw, &rw);
+				snprintf(what, sizeof(what), "q %d %s N %d vote "
+					 "%d batch %d waves %d", q, rules[ri],
+					 ns[ni], vote, ep.max_batch, w);
+				assert_same_reply(&rw, &r0, what);
+				if (w == 1) {
+					if (rw.stop.cancelled ||
+					    rw.stop.started != rw.n)
+						fail_msg("%s: %d started, %d "
+							 "cancelled for %d "
+							 "reported", what,
+							 rw.stop.started,
+							 rw.stop.cancelled,
+							 rw.n);
+					assert_true(rw.stats.gen_tokens <=
+						    r0.stats.gen_tokens);
+				}
+				if (cf[ci].pool)
+					assert_int_equal(sc_engine_kv_free(e),
+							 cf[ci].pool);
+				tok[w] += rw.stats.gen_tokens;
+				sc_result_fini(&rw);
+			}
+			tok[0] += r0.stats.gen_tokens;
+			runs++;
+			sc_result_fini(&r0);
+		}
+		sc_engine_free(&e);
+	}
+	printf("  %d requests: tokens %llu without waves, %llu / %llu / %llu "
+	       "with waves of 1 / 2 / 3\n", runs, (unsigned long long)tok[0],
+	       (unsigned long long)tok[1], (unsigned long long)tok[2],
+	       (unsigned long long)tok[3]);
+	assert_true(tok[1] < tok[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +526,7 @@ int main(void)
 		cmocka_unit_test(test_rules_deterministic),
 		cmocka_unit_test(test_confidence_vote),
 		cmocka_unit_test(test_conf_filter),
+		cmocka_unit_test(test_waves_same_reply),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

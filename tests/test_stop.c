@@ -1,6 +1,7 @@
 /* stop: the early-stopping rules on constructed answer sequences (a table
  * of named cases), exact's guarantee checked exhaustively on small N, the
- * Beta posterior against exact fractions, parsing. */
+ * Beta posterior against exact fractions, parsing; the wave sizes (a table,
+ * and exhaustively: no smaller wave could decide). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -371,6 +372,176 @@ static void test_many_answers(void **state)
 	stop_fini(&s);
 }
 
+/* ---- waves --------------------------------------------------------------- */
+
+struct wcase {
+	const char *rule;
+	int n;
+	const char *seen; /* the answers pushed so far */
+	int wave;         /* stop_wave after them */
+};
+
+static const struct wcase wcases[] = {
+	/* exact: the leader (or a new answer) takes every next sample */
+	{"exact", 16, "", 8},
+	{"exact", 15, "", 8},
+	{"exact", 4, "..", 1},     /* ..A of 4: an unseen answer ties, loses */
+	{"exact", 16, "AAAAAB", 3}, /* 8 vs 1 + 7: a tie A wins by index */
+	{"exact", 8, "AB", 3},
+	{"exact", 8, "BAA", 3},    /* BAAAA ties 4 vs 1 + 3 and B came first */
+	{"exact", 6, "ABC", 2},    /* ABCAA: a = 3, r = 1, 3 > 1 + 1 */
+	/* beta:0.95: P(4, 0) = 31/32 is the first over 0.95 */
+	{"beta:0.95", 16, "", 4},
+	{"beta:0.95", 16, "AAA", 1},
+	{"beta:0.95", 16, "AB", 5}, /* P(6, 1) = 1 - 9/256 */
+	{"beta:0.95", 16, "BAB", 4}, /* B: 6 vs 1 */
+	{"beta:0.95", 4, "AB", 2},  /* never fires: the budget decides */
+	{"beta:0.95", 16, "...", 4},
+	/* window:4: continue the last answer's run */
+	{"window:4", 16, "", 4},
+	{"window:4", 16, "AA", 2},
+	{"window:4", 16, "AAB", 3},
+	{"window:4", 16, "AA.", 4},
+	{"window:4", 5, "AB", 3},
+	{"window:1", 16, ".", 1},
+	/* none: the rest */
+	{"none", 16, "AAA", 13},
+};
+
+/* s after pushing seen; 1 if it decided. */
+static int push_all(stop_state *s, const char *rule, int n, int weighted,
+		    const char *seen)
+{
+	stop_rule r;
+	int d = 0;
+
+	assert_int_equal(stop_parse(rule, &r), QERR_OK);
+	assert_int_equal(weighted ? stop_init_weighted(s, &r, n)
+				  : stop_init(s, &r, n), QERR_OK);
+	for (const char *c = seen; *c; c++) {
+		char a[2] = {*c == '.' ? 0 : *c, 0};
+		/* weighted: C weighs a half, the others a full unit */
+		uint64_t w = *c == 'C' ? STOP_WEIGHT_ONE / 2 : STOP_WEIGHT_ONE;
+
+		if (!d)
+			d = weighted ? stop_push_w(s, a, w) : stop_push(s, a);
+		assert_true(d >= 0);
+	}
+	return d;
+}
+
+static void test_wave_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(wcases) / sizeof(wcases[0]); i++) {
+		const struct wcase *c = &wcases[i];
+		stop_state s;
+		int w;
+
+		assert_int_equal(push_all(&s, c->rule, c->n, 0, c->seen), 0);
+		w = stop_wave(&s);
+		if (w != c->wave)
+			fail_msg("%s n %d after '%s': wave %d, expected %d",
+				 c->rule, c->n, c->seen, w, c->wave);
+		/* the horizon: k + mult x wave, at most n; n without waves */
+		assert_int_equal(stop_horizon(&s, 0), c->n);
+		assert_int_equal(stop_horizon(&s, 1), s.k + w);
+		assert_int_equal(stop_horizon(&s, 64), c->n);
+		stop_fini(&s);
+	}
+	{
+		stop_state s;
+
+		assert_int_equal(push_all(&s, "exact", 4, 0, "AA"), 1);
+		assert_int_equal(s.fired, 1);
+		assert_int_equal(stop_wave(&s), 0);
+		assert_int_equal(stop_horizon(&s, 1), 2);
+		stop_fini(&s);
+	}
+}
+
+/* The first push (1-based) of tail after seen that decides; 0: none. */
+static int decides_at(const char *rule, int n, int weighted, const char *seen,
+		      const char *tail)
+{
+	stop_state s;
+	int at = 0;
+
+	assert_int_equal(push_all(&s, rule, n, weighted, seen), 0);
+	for (int i = 0; tail[i] && !at; i++) {
+		char a[2] = {tail[i] == '.' ? 0 : tail[i], 0};
+		int d = weighted ? stop_push_w(&s, a, STOP_WEIGHT_ONE)
+				 : stop_push(&s, a);
+
+		assert_true(d >= 0);
+		if (d)
+			at = i + 1;
+	}
+	stop_fini(&s);
+	return at;
+}
+
+/*
+ * Every undecided prefix over {A, B, C, none} for n = 1..6, every rule:
+ * no completion over {A, B, C, D, none} (D unseen; full weights) decides
+ * before the wave is complete — so no smaller wave could have fired —
+ * and for a majority vote some completion decides exactly at it.
+ */
+static void test_wave_exhaustive(void **state)
+{
+	static const char *const rules[] = {"none", "exact", "beta:0.95",
+					    "beta:0.7", "window:2",
+					    "window:3"};
+	static const char alpha[] = "ABC.", more[] = "ABCD.";
+
+	(void)state;
+	for (int weighted = 0; weighted < 2; weighted++)
+	for (size_t ri = 0; ri < sizeof(rules) / sizeof(rules[0]); ri++)
+	for (int n = 1; n <= 6; n++)
+	for (int k = 0; k < n; k++) {
+		long total = 1;
+
+		for (int i = 0; i < k; i++)
+			total *= 4;
+		for (long code = 0; code < total; code++) {
+			char seen[8] = {0}, tail[8] = {0};
+			stop_state s;
+			long c = code, m = 1;
+			int w, exact_hit = 0;
+
+			for (int i = 0; i < k; i++, c /= 4)
+				seen[i] = alpha[c % 4];
+			if (push_all(&s, rules[ri], n, weighted, seen)) {
+				stop_fini(&s);
+				continue; /* decided at k or before */
+			}
+			w = stop_wave(&s);
+			stop_fini(&s);
+			assert_true(w >= 1 && w <= n - k);
+			for (int i = 0; i < w; i++)
+				m *= 5;
+			for (long cc = 0; cc < m; cc++) {
+				long x = cc;
+				int at;
+
+				for (int i = 0; i < w; i++, x /= 5)
+					tail[i] = more[x % 5];
+				at = decides_at(rules[ri], n, weighted, seen, tail);
+				if (at && at < w)
+					fail_msg("%s n %d weighted %d after '%s': "
+						 "'%s' decides at %d < wave %d",
+						 rules[ri], n, weighted, seen,
+						 tail, at, w);
+				exact_hit |= at == w;
+			}
+			if (!weighted && !exact_hit)
+				fail_msg("%s n %d after '%s': no completion "
+					 "decides at the wave %d", rules[ri], n,
+					 seen, w);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +551,8 @@ int main(void)
 		cmocka_unit_test(test_beta_posterior),
 		cmocka_unit_test(test_min_prefix_and_names),
 		cmocka_unit_test(test_many_answers),
+		cmocka_unit_test(test_wave_table),
+		cmocka_unit_test(test_wave_exhaustive),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

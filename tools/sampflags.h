@@ -31,10 +31,12 @@
 		SF_BIT(SC_S_MODE) | SF_BIT(SC_S_STOP) | SF_BIT(SC_S_VOTE) | \
 		SF_BIT(SC_S_CONF_WINDOW) | SF_BIT(SC_S_CONF_FILTER) | \
 		SF_BIT(SC_S_IGNORE_EOS) | SF_BIT(SC_S_STOP_STRINGS) | \
-		SF_BIT(SC_S_LOGPROBS))
-/* a cluster: no engine settings (mode, confidence windows) */
+		SF_BIT(SC_S_LOGPROBS) | SF_BIT(SC_S_STOP_WAVES))
+/* a cluster: no engine settings (mode, confidence windows; the waves are
+ * the cluster's sampling.stop_waves) */
 #define SF_ASK (SF_RUN & ~(SF_BIT(SC_S_MODE) | SF_BIT(SC_S_CONF_WINDOW) | \
-			   SF_BIT(SC_S_CONF_FILTER)))
+			   SF_BIT(SC_S_CONF_FILTER) | \
+			   SF_BIT(SC_S_STOP_WAVES)))
 /* -n is a list there (each count checked as n) */
 #define SF_EVALSET (SF_RUN & ~(SF_BIT(SC_S_N) | SF_BIT(SC_S_MODE) | \
 			       SF_BIT(SC_S_STOP_STRINGS) | \

@@ -414,6 +414,7 @@ static const field fields[] = {
 	FS(max_new_tokens, SC_S_MAX_NEW_TOKENS),
 	FS(seed, SC_S_SEED),
 	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0},
+	FS(stop_waves, SC_S_STOP_WAVES),
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
 	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
@@ -1662,7 +1663,7 @@ void cfg_dump(const cfg *c, FILE *f)
 		c->sampling.max_new_tokens,
 		(unsigned long long)c->sampling.seed);
 	dump_str(f, c->sampling.stop_name);
-	fputc('\n', f);
+	fprintf(f, "\n  stop_waves: %d\n", c->sampling.stop_waves);
 	fputs("prompt:\n  system: ", f);
 	dump_str(f, c->prompt.system);
 	fputs("\n  template: ", f);

@@ -161,6 +161,8 @@ typedef struct cfg_sampling {
 	uint64_t seed;       /* 0; 0..2^64-1 */
 	char *stop_name;     /* "stop:" as written; NULL = the default */
 	stop_rule stop;      /* from it (stop.h); exact by default */
+	int stop_waves;      /* 0; 0..64: sc_params.stop_waves for every
+			      * request (the coordinator's dispatch) */
 } cfg_sampling;
 
 typedef struct cfg_prompt {

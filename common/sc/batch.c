@@ -313,6 +313,8 @@ static int job_wants(const sc_job *j)
 {
 	return !j->rc && !j->prefilling && j->n_started < j->n &&
 	       j->n_act < j->width && !(j->st && j->st->decided) &&
+	       /* in waves: only samples the rule may still need */
+	       !(j->st && j->fs[j->n_started].index >= j->st->horizon) &&
 	       /* past the warm-up only with the threshold known */
 	       !(j->flt && j->flt->warm && !j->flt->armed &&
 		 j->fs[j->n_started].index >= j->flt->warm);

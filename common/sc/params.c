@@ -36,6 +36,8 @@ static const sc_setting settings[SC_S_COUNT_] = {
 	[SC_S_CONF_FILTER] = {"conf_filter", SC_K_TEXT, 0, 0, 0,
 			      "W[:P] with warm-up W in 1..65536 and "
 			      "percentile P in [0, 100]"},
+	[SC_S_STOP_WAVES] = {"stop_waves", SC_K_INT, 0, STOP_WAVES_MAX, 0,
+			     NULL},
 };
 
 const sc_setting *sc_setting_get(int id)
@@ -186,6 +188,7 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 	case SC_S_TOP_K: p->sp.top_k = (int)iv; return 0;
 	case SC_S_MAX_NEW_TOKENS: p->max_new = (int)iv; return 0;
 	case SC_S_CONF_WINDOW: p->conf_window = (int)iv; return 0;
+	case SC_S_STOP_WAVES: p->stop_waves = (int)iv; return 0;
 	case SC_S_STOP:
 		if (stop_parse(s, &p->stop))
 			return sc_check_fail(id, s);
@@ -301,6 +304,8 @@ int sc_params_check(const sc_params *p)
 	}
 	if (p->conf_window && (rc = sc_check_int(SC_S_CONF_WINDOW,
 						 p->conf_window)))
+		return rc;
+	if ((rc = sc_check_int(SC_S_STOP_WAVES, p->stop_waves)))
 		return rc;
 	if (stop_rule_check(&p->stop)) {
 		if (p->stop.kind == STOP_BETA)

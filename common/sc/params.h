@@ -84,6 +84,13 @@ typedef struct {
 	sc_stop_strs stop_strs; /* none when n is 0 */
 	int logprobs;         /* record every drawn token's log-probability
 			       * (sc_sample.token_lp) */
+	/* Early stopping in waves (stop.h stop_horizon; batched mode): 0
+	 * keeps stop_min_prefix(stop, n) samples in flight; m >= 1 starts
+	 * only samples below prefix + m x the fewest that could let the
+	 * rule decide (1: no token is spent on a sample the reply does not
+	 * report). The reply is the same bytes for every value: only
+	 * started / cancelled / tokens generated and the latency change. */
+	int stop_waves;
 } sc_params;
 
 /* The defaults of every entry point that has its own (quorum run,
@@ -108,7 +115,7 @@ enum sc_setting_id {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
 	SC_S_MAX_NEW_TOKENS, SC_S_IGNORE_EOS, SC_S_STOP, SC_S_VOTE,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
-	SC_S_CONF_FILTER, SC_S_COUNT_
+	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_COUNT_
 };
 
 enum sc_kind {

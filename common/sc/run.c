@@ -208,6 +208,8 @@ static int run_begin(sc_engine *e, const sc_question *qs, run_q *q)
 			  ? stop_init_weighted(&q->stp.ss, &p->stop, p->n)
 			  : stop_init(&q->stp.ss, &p->stop, p->n)))
 		return rc;
+	q->stp.waves = p->stop_waves;
+	q->stp.horizon = stop_horizon(&q->stp.ss, p->stop_waves);
 	if (!(q->res.samples = calloc((size_t)p->n, sizeof(sc_sample))))
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	q->res.n = p->n;

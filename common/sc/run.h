@@ -69,8 +69,10 @@ typedef struct {
  * stop_min_prefix(rule, N) forks are in flight (N for none): samples start
  * in index order as others finish; when the rule fires the forks in
  * flight are cancelled and their KV blocks freed at once, and samples not
- * started never are. The reported samples, their bytes and the vote do
- * not depend on the mode, batch or threads. On error nothing leaks and
+ * started never are; with p->stop_waves only samples below the stopper's
+ * horizon start (stop_horizon: waves of the fewest that could decide).
+ * The reported samples, their bytes and the vote do not depend on the
+ * mode, batch, threads or waves. On error nothing leaks and
  * the KV pool is back to free. */
 int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out);

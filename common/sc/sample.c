@@ -285,6 +285,7 @@ int sc_stopper_push(sc_stopper *st, const sc_sample *x)
 		return -d;
 	st->prefix++;
 	st->decided = d;
+	st->horizon = stop_horizon(&st->ss, st->waves);
 	return 0;
 }
 

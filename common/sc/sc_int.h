@@ -112,6 +112,8 @@ typedef struct {
 	sc_filter flt;
 	stop_state ss;
 	int width;           /* forks in flight at most */
+	int waves;           /* sc_params.stop_waves */
+	int horizon;         /* samples 0..horizon-1 may start (stop.h) */
 	int prefix;          /* samples pushed */
 	int decided;         /* the request is decided at prefix */
 	int started, finished;

@@ -325,3 +325,123 @@ const char *stop_leader(const stop_state *s)
 {
 	return s->leader < 0 ? "" : s->e[s->leader].answer;
 }
+
+/* ---- waves -------------------------------------------------------------- */
+
+/* Exact: could the leader (or a new answer, when none) be safe at prefix
+ * k + m with every one of the m samples giving it a full unit? */
+static int exact_after(const stop_state *s, int m)
+{
+	uint64_t r = (uint64_t)(s->n - s->k - m) * s->unit;
+	uint64_t a = (uint64_t)m * s->unit;
+	const stop_entry *l, *c;
+
+	if (r == 0)
+		return 1;
+	if (s->leader < 0)
+		return a >= r; /* a new answer, alone */
+	l = &s->e[s->leader];
+	a += l->mass;
+	if (a < r)
+		return 0;
+	if (s->second < 0)
+		return 1;
+	c = &s->e[s->second];
+	return a > c->mass + r || (a == c->mass + r && l->first < c->first);
+}
+
+/* Beta: after m samples agreeing on entry x (-1: an answer not seen yet,
+ * first index k), does the leader's count beat the runner-up's with the
+ * posterior at the threshold? The new leader and runner-up are among x,
+ * the leader and the runner-up (every other entry ranks below those). */
+static int beta_after(const stop_state *s, int32_t x, int m)
+{
+	uint64_t mass[3], add = (uint64_t)m * s->unit;
+	uint32_t cnt[3], first[3];
+	int32_t who[3] = {x, s->leader, s->second};
+	int nc = 0, top = -1, sec = -1;
+
+	for (int i = 0; i < 3; i++) {
+		int dup = 0;
+
+		for (int j = 0; j < nc; j++)
+			dup |= who[i] >= 0 && who[j] == who[i];
+		if (dup || (i > 0 && who[i] < 0))
+			continue;
+		if (who[i] < 0) {
+			mass[nc] = add;
+			cnt[nc] = (uint32_t)m;
+			first[nc] = (uint32_t)s->k;
+		} else {
+			const stop_entry *e = &s->e[who[i]];
+
+			mass[nc] = e->mass + (i == 0 ? add : 0);
+			cnt[nc] = e->count + (i == 0 ? (uint32_t)m : 0);
+			first[nc] = e->first;
+		}
+		who[nc++] = who[i];
+	}
+	for (int i = 0; i < nc; i++) {
+		if (top < 0 || mass[i] > mass[top] ||
+		    (mass[i] == mass[top] && first[i] < first[top])) {
+			sec = top;
+			top = i;
+		} else if (sec < 0 || mass[i] > mass[sec] ||
+			   (mass[i] == mass[sec] && first[i] < first[sec])) {
+			sec = i;
+		}
+	}
+	{
+		uint32_t a = cnt[top], b = sec < 0 ? 0 : cnt[sec];
+
+		return a > b && stop_beta_posterior(a, b) >= s->rule.threshold;
+	}
+}
+
+int stop_wave(const stop_state *s)
+{
+	int r = s->n - s->k;
+
+	if (s->fired || r <= 0)
+		return 0;
+	switch (s->rule.kind) {
+	case STOP_EXACT:
+		for (int m = 1; m < r; m++)
+			if (exact_after(s, m))
+				return m;
+		return r;
+	case STOP_BETA:
+		for (int m = 1; m < r; m++) {
+			/* a majority vote: agreeing with the leader is the
+			 * fastest; weighted, any answer may take the lead */
+			if (beta_after(s, s->leader, m))
+				return m;
+			if (s->unit == 1)
+				continue;
+			for (uint32_t x = 0; x < s->n_e; x++)
+				if ((int32_t)x != s->leader &&
+				    beta_after(s, (int32_t)x, m))
+					return m;
+			if (beta_after(s, -1, m))
+				return m;
+		}
+		return r;
+	case STOP_WINDOW: {
+		int m = s->rule.window - (s->last >= 0 ? s->run : 0);
+
+		return m < r ? m : r;
+	}
+	default:
+		return r;
+	}
+}
+
+int stop_horizon(const stop_state *s, int mult)
+{
+	int64_t h;
+
+	if (mult <= 0)
+		return s->n;
+	h = (int64_t)s->k + (int64_t)mult * stop_wave(s);
+	return h < s->n ? (int)h : s->n;
+}

@@ -81,6 +81,9 @@ double stop_beta_posterior(uint32_t a, uint32_t b);
  * answers equal); n for none. */
 int stop_min_prefix(const stop_rule *r, int n);
 
+/* The largest stop-waves multiplier (sc_params.stop_waves). */
+#define STOP_WAVES_MAX 64
+
 /* A weighted vote's unit: a sample's weight is in [0, STOP_WEIGHT_ONE]
  * (fixed point, 2^-32), so sums are exact integers. */
 #define STOP_WEIGHT_ONE (1ull << 32)
@@ -138,5 +141,34 @@ uint32_t stop_second_count(const stop_state *s);
 /* The leader's answer ("" when none): vote_tally's winner over the
  * pushed answers. */
 const char *stop_leader(const stop_state *s);
+
+/*
+ * WAVES. stop_wave: the fewest further samples (indices k..k+m-1) after
+ * which the rule could decide: the least m in 1..n-k such that some
+ * answers of those m samples make the rule fire at prefix k + m (k + m
+ * == n always decides); 0 once decided (fired, or k == n). Pure: reads s.
+ *   exact   all m to the leader (a new answer when none): the leader's
+ *           mass grows by m units, the outstanding shrink by m — the
+ *           fastest way to a safe lead, so m is exact (weighted too).
+ *   beta    all m agreeing (with the leader, the runner-up or any other
+ *           answer, new ones included): the fewest after which the
+ *           leader's count beats the runner-up's and the posterior
+ *           reaches the threshold. Exact for a majority vote (adding to
+ *           the leader dominates); weighted: the fewest over agreeing
+ *           completions.
+ *   window  W - the current run of the last answer (W after a sample
+ *           without one).
+ *   none    n - k.
+ * Since no completion shorter than the wave can decide, every sample of
+ * a wave is reported: starting only samples below the horizon wastes no
+ * token, and the horizon never moves back as the prefix grows.
+ *
+ * stop_horizon: the samples 0..h-1 a request may have started under
+ * waves of mult (1..STOP_WAVES_MAX) times the fewest: k + mult * wave,
+ * at most n; n for mult 0 (no waves: the caller's width alone) and k
+ * once decided.
+ */
+int stop_wave(const stop_state *s);
+int stop_horizon(const stop_state *s, int mult);
 
 #endif
