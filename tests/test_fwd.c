@@ -124,6 +124,56 @@ static void ref_rope(const model *m, int l, double *v, int pos)
 	}
 }
 
+/* Mixture of experts in double: softmax of the router, the k largest
+ * (ties to the lower id), weights renormalised, the experts' SwiGLU FFNs
+ * summed. */
+static void ref_moe(const model *m, const model_layer *L, const double *x,
+		    double *out)
+{
+	const model_config *c = &m->cfg;
+	int E = c->n_expert, k = c->n_expert_used, F = c->expert_ffn;
+	double *p = calloc(E, sizeof(double)), mx = -INFINITY, sum = 0;
+	double *g = calloc(F, sizeof(double)), *u = calloc(F, sizeof(double));
+	double *o = calloc(c->dim, sizeof(double)), wsum = 0;
+	int *sel = calloc(k, sizeof(int));
+
+	ref_matvec(&L->router, NULL, x, p);
+	for (int e = 0; e < E; e++)
+		mx = fmax(mx, p[e]);
+	for (int e = 0; e < E; e++)
+		sum += (p[e] = exp(p[e] - mx));
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+
+		for (int e = 0; e < E; e++) {
+			int taken = 0;
+
+			for (int i = 0; i < j; i++)
+				taken |= sel[i] == e;
+			if (!taken && (best < 0 || p[e] > p[best]))
+				best = e;
+		}
+		sel[j] = best;
+		wsum += p[best] / sum;
+	}
+	memset(out, 0, (size_t)c->dim * sizeof(double));
+	for (int j = 0; j < k; j++) {
+		model_mat gm = model_expert(&L->w_gate, sel[j]);
+		model_mat um = model_expert(&L->w_up, sel[j]);
+		model_mat dm = model_expert(&L->w_down, sel[j]);
+		double w = p[sel[j]] / sum / wsum;
+
+		ref_matvec(&gm, NULL, x, g);
+		ref_matvec(&um, NULL, x, u);
+		for (int i = 0; i < F; i++)
+			g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+		ref_matvec(&dm, NULL, g, o);
+		for (int i = 0; i < c->dim; i++)
+			out[i] += w * o[i];
+	}
+	free(p); free(g); free(u); free(o); free(sel);
+}
+
 /* Logits (n, vocab) of every position of toks. */
 static void ref_forward(const model *m, const int32_t *toks, int n,
 			float *logits)
@@ -131,7 +181,7 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 	const model_config *c = &m->cfg;
 	int D = c->dim, hd = c->head_dim, kvd = c->kv_dim, F = c->ffn_dim;
 	int QD = c->n_heads * hd, gemma = is_arch(m, "gemma3");
-	int qkn = gemma || is_arch(m, "qwen3");
+	int qkn = gemma || is_arch(m, "qwen3") || is_arch(m, "qwen3moe");
 	double *x = calloc((size_t)n * D, sizeof(double));
 	double *K = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
 	double *V = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
@@ -201,6 +251,12 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 			for (int i = 0; i < D; i++)
 				xp[i] += o[i];
 			ref_rmsnorm(xp, L->ffn_norm, D, c->eps, xb);
+			if (is_arch(m, "qwen3moe")) {
+				ref_moe(m, L, xb, o);
+				for (int i = 0; i < D; i++)
+					xp[i] += o[i];
+				continue;
+			}
 			ref_matvec(&L->w_gate, NULL, xb, g);
 			ref_matvec(&L->w_up, NULL, xb, u);
 			for (int i = 0; i < F; i++)
@@ -252,6 +308,12 @@ static const model_case cases[] = {
 	{"qwen2", GGML_TYPE_Q4_K, "small"}, {"llama", GGML_TYPE_Q5_K, "small"},
 	{"qwen2", GGML_TYPE_Q6_K, "small"}, {"llama", GGML_TYPE_IQ4_XS, "small"},
 	{"qwen3", GGML_TYPE_Q4_K, "tiny-qwen3"},
+	/* mixtures of experts: 3-D expert tensors, an f32 router */
+	{"qwen3moe", GGML_TYPE_F32, "tiny-qwen3moe"},
+	{"qwen3moe", GGML_TYPE_Q8_0, "tiny-qwen3moe"},
+	{"qwen3moe", GGML_TYPE_BF16, "tiny-qwen3moe"},
+	{"qwen3moe", GGML_TYPE_Q4_K, "small-qwen3moe"},
+	{"qwen3moe", GGML_TYPE_Q6_K, "small-qwen3moe"},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
@@ -334,7 +396,7 @@ static void test_reference(void **state)
 		float *a = malloc(nv * sizeof(float));
 		float *r = malloc(nv * sizeof(float));
 		double maxd = 0, maxr = 0;
-		int top_same = 1;
+		int top_same = 1, n_far;
 
 		int quant = quant_is_quant(cases[i].wtype);
 		ref_forward(m, prompt, N_PROMPT, r);
@@ -347,17 +409,26 @@ static void test_reference(void **state)
 		maxd = maxr = 0;
 		top_same = 1;
 		for (int p = 0; p < N_PROMPT; p++) {
+			const float *rp = r + (size_t)p * m->cfg.vocab;
+
+			for (int v = 0; v < m->cfg.vocab; v++)
+				maxr = fmax(maxr, fabs((double)rp[v]));
+		}
+		n_far = 0;
+		for (int p = 0; p < N_PROMPT; p++) {
 			const float *ap = a + (size_t)p * m->cfg.vocab;
 			const float *rp = r + (size_t)p * m->cfg.vocab;
 			int ta = 0, tr = 0;
+			double pd = 0;
 
 			for (int v = 0; v < m->cfg.vocab; v++) {
-				maxd = fmax(maxd, fabs((double)ap[v] - rp[v]));
-				maxr = fmax(maxr, fabs((double)rp[v]));
+				pd = fmax(pd, fabs((double)ap[v] - rp[v]));
 				ta = ap[v] > ap[ta] ? v : ta;
 				tr = rp[v] > rp[tr] ? v : tr;
 			}
 			top_same &= ta == tr;
+			n_far += pd / maxr > 5e-2;
+			maxd = fmax(maxd, pd);
 		}
 		printf("  %-6s %-11s %-6s %s activations: max |logit - ref| = "
 		       "%.3g, relative to max |ref| %.3g: %.3g\n", cases[i].arch,
@@ -367,7 +438,23 @@ static void test_reference(void **state)
 		assert_true(maxr > 0.5);  /* logits are not degenerate */
 		/* f32 activations: only f32 rounding; integer activations:
 		 * 8-bit activations, the worst of 32 x 50257 logits: a few 1e-2 */
-		assert_true(maxd / maxr <= (act == KERN_ACT_F32 ? 1e-4 : 5e-2));
+		if (act == KERN_ACT_F32 || !m->cfg.n_expert) {
+			assert_true(maxd / maxr <=
+				    (act == KERN_ACT_F32 ? 1e-4 : 5e-2));
+		} else {
+			/* a mixture of experts amplifies the 8-bit error:
+			 * the router (f32) sees a residual stream already off
+			 * by ~1e-2, its softmax weights move by a few percent
+			 * and near-equal experts swap ranks or drop out of
+			 * the top k (seen: 3 of 64 (row, layer) expert sets
+			 * change on small-qwen3moe Q4_K). Most positions
+			 * stay within the dense bound; the f32 run above
+			 * checks the MoE arithmetic itself to 1e-4. */
+			printf("  %d of %d positions beyond 5e-2\n", n_far,
+			       N_PROMPT);
+			assert_true(maxd / maxr <= 0.25);
+			assert_true(n_far <= N_PROMPT / 4);
+		}
 		if (act == KERN_ACT_F32)
 			assert_true(top_same);
 		}
@@ -518,6 +605,165 @@ static void test_invariance_batch(void **state)
 	}
 }
 
+/* Router: softmax, rank order, ties to the lower id, NaN defined. */
+static void test_moe_route(void **state)
+{
+	float eq[8] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+	float mid[5] = {1.0f, 3.0f, 3.0f, 0.0f, 3.0f};
+	float nan1[4] = {0.0f, NAN, 1.0f, 2.0f};
+	float inf1[4] = {0.0f, INFINITY, 1.0f, -INFINITY};
+	float ord[6] = {0.1f, 2.0f, -1.0f, 1.5f, 3.0f, 0.2f};
+	int sel[4];
+	float w[4];
+
+	(void)state;
+	fwd_moe_route(eq, 8, 3, 1, sel, w);
+	assert_int_equal(sel[0], 0);
+	assert_int_equal(sel[1], 1);
+	assert_int_equal(sel[2], 2);
+	assert_true(w[0] == w[1] && w[1] == w[2]);
+	assert_true(fabsf(w[0] - 1.0f / 3) < 1e-6f);
+	fwd_moe_route(mid, 5, 2, 1, sel, w);
+	assert_int_equal(sel[0], 1);
+	assert_int_equal(sel[1], 2);
+	/* one NaN logit makes every probability NaN: the first k ids, NaN
+	 * weights (a defined result; the forward pass gives NaN logits) */
+	fwd_moe_route(nan1, 4, 2, 1, sel, w);
+	assert_int_equal(sel[0], 0);
+	assert_int_equal(sel[1], 1);
+	assert_true(isnan(w[0]) && isnan(w[1]));
+	fwd_moe_route(inf1, 4, 2, 1, sel, w);
+	assert_int_equal(sel[0], 0); /* +inf - +inf: NaN everywhere */
+	fwd_moe_route(ord, 6, 4, 0, sel, w);
+	assert_int_equal(sel[0], 4);
+	assert_int_equal(sel[1], 1);
+	assert_int_equal(sel[2], 3);
+	assert_int_equal(sel[3], 5);
+	assert_true(w[0] > w[1] && w[1] > w[2] && w[2] > w[3]);
+	assert_true(w[0] + w[1] + w[2] + w[3] < 1.0f);
+	fwd_moe_route(ord + 0, 6, 4, 1, sel, w); /* probs: softmax again */
+	assert_true(fabsf(w[0] + w[1] + w[2] + w[3] - 1.0f) < 1e-6f);
+}
+
+/* The batched MoE FFN equals, bit for bit, each row on its own through
+ * its top-k experts' FFNs in rank order (M = 1 matmuls, products summed
+ * one rounding at a time), whatever the batch, threads and ISA. */
+static void test_moe_reference(void **state)
+{
+	int best = kern_isa_detect(), n_moe = 0;
+
+	(void)state;
+	for (int i = 0; i < N_CASES; i++) {
+		const model *m = models[i];
+		const model_config *c = &m->cfg;
+		int D = c->dim, E = c->n_expert, k = c->n_expert_used;
+		int F = c->expert_ffn, M = 37;
+		float *x, *y, *y2, *ref, *lg, *g, *u, *o, *w;
+		int *sel, *hit;
+
+		if (!c->n_expert)
+			continue;
+		n_moe++;
+		x = malloc((size_t)M * D * sizeof(float));
+		y = malloc((size_t)M * D * sizeof(float));
+		y2 = malloc((size_t)M * D * sizeof(float));
+		ref = malloc((size_t)M * D * sizeof(float));
+		lg = malloc((size_t)E * sizeof(float));
+		g = malloc((size_t)F * sizeof(float));
+		u = malloc((size_t)F * sizeof(float));
+		o = malloc((size_t)D * sizeof(float));
+		w = malloc((size_t)k * sizeof(float));
+		sel = malloc((size_t)k * sizeof(int));
+		hit = calloc((size_t)E, sizeof(int));
+		for (size_t j = 0; j < (size_t)M * D; j++)
+			x[j] = (float)sin(0.37 * j + i) * 1.3f;
+		for (int l = 0; l < c->n_layers; l++) {
+			const model_layer *L = &m->layers[l];
+
+			for (int r = 0; r < M; r++) {
+				float *rr = ref + (size_t)r * D;
+
+				kern_matmul(NULL, L->router.data,
+					    L->router.type, D, E, NULL,
+					    x + (size_t)r * D, D, 1,
+					    lg, E);
+				fwd_moe_route(lg, E, k, 1, sel, w);
+				for (int j = 0; j < k; j++) {
+					model_mat gm = model_expert(&L->w_gate,
+								    sel[j]);
+					model_mat um = model_expert(&L->w_up,
+								    sel[j]);
+					model_mat dm = model_expert(&L->w_down,
+								    sel[j]);
+
+					hit[sel[j]]++;
+					kern_matmul(NULL, gm.data, gm.type, D,
+						    F, NULL, x + (size_t)r * D,
+						    D, 1, g, F);
+					kern_matmul(NULL, um.data, um.type, D,
+						    F, NULL, x + (size_t)r * D,
+						    D, 1, u, F);
+					kern_silu_mul(g, u, F);
+					kern_matmul(NULL, dm.data, dm.type, F,
+						    D, NULL, g, F, 1, o, D);
+					for (int e = 0; e < D; e++) {
+						float t = o[e] * w[j];
+
+						rr[e] = j ? rr[e] + t : t;
+					}
+				}
+			}
+			for (int isa = 0; isa <= iu_last_isa(); isa++) {
+				tpool *tp = NULL;
+				fwd *f = NULL;
+				char what[128];
+
+				if (isa == best)
+					assert_int_equal(kern_set_isa(best), 0);
+				else if (!iu_use_isa(isa))
+					continue;
+				assert_int_equal(tpool_new(1 + isa % 3, &tp),
+						 0);
+				assert_int_equal(fwd_new(m, 64, tp, &f), 0);
+				assert_int_equal(fwd_moe_ffn(f, l, x, M, y), 0);
+				snprintf(what, sizeof(what), "%s %s layer %d "
+					 "%s: batch of %d vs rows alone",
+					 cases[i].shape,
+					 ggml_type_name(cases[i].wtype), l,
+					 kern_isa_name(isa), M);
+				assert_same_bits(ref, y, (size_t)M * D, what);
+				/* another composition: rows 5..16 only */
+				assert_int_equal(fwd_moe_ffn(f, l, x + 5 * D,
+							     12, y2), 0);
+				assert_same_bits(ref + 5 * D, y2, 12 * D, what);
+				fwd_free(&f);
+				tpool_free(&tp);
+			}
+			kern_set_isa(best);
+		}
+		/* the batch routed rows to more than one expert */
+		{
+			int used = 0;
+
+			for (int e = 0; e < E; e++)
+				used += hit[e] > 0;
+			assert_true(used >= 2);
+		}
+		free(x); free(y); free(y2); free(ref); free(lg); free(g);
+		free(u); free(o); free(w); free(sel); free(hit);
+	}
+	assert_true(n_moe >= 3);
+	/* a dense layer has no experts */
+	{
+		fwd *f = NULL;
+		float x[128] = {0}, y[128];
+
+		assert_int_equal(fwd_new(models[0], 4, NULL, &f), 0);
+		assert_int_equal(fwd_moe_ffn(f, 0, x, 1, y), QERR_ARG);
+		fwd_free(&f);
+	}
+}
+
 static void test_bad_tokens(void **state)
 {
 	const model *m = models[0];
@@ -553,6 +799,8 @@ int main(void)
 		cmocka_unit_test(test_invariance_batch),
 		cmocka_unit_test(test_invariance_isa),
 		cmocka_unit_test(test_bad_tokens),
+		cmocka_unit_test(test_moe_route),
+		cmocka_unit_test(test_moe_reference),
 	};
 
 	return cmocka_run_group_tests_name("fwd", tests, setup, teardown);

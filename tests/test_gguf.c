@@ -3,6 +3,7 @@
  * bad file gives one clear error (never a crash).
  */
 #include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -353,6 +354,147 @@ static void test_model_flaws(void **state)
 	}
 }
 
+/* ---- a mixture of experts (qwen3moe) and its flaws ------------------- */
+
+enum moe_flaw {
+	MOE_OK = 0,
+	MOE_NO_EXPERT,    /* ffn_up_exps of layer 0 missing */
+	MOE_USED_GT,      /* expert_used_count 5 > expert_count 4 */
+	MOE_NO_COUNT,     /* expert_count missing */
+	MOE_BAD_SHAPE,    /* ffn_down_exps with 3 experts */
+	MOE_FLAT,         /* ffn_gate_exps 2-D */
+	MOE_NAN_ROUTER,   /* a NaN in ffn_gate_inp */
+};
+#define ME 4
+#define MF 16
+
+static int fill_moe(void *ctx, int idx, void *dst, uint64_t nbytes)
+{
+	const int *nan_idx = ctx;
+
+	memset(dst, 0, nbytes);
+	if (idx == *nan_idx)
+		((float *)dst)[37] = NAN; /* expert 1, element 5 */
+	return 0;
+}
+
+static void build_moe(const char *p, enum moe_flaw fl)
+{
+	gguf_writer *w;
+	const char *toks[NV] = {"a", "b", "c", "d", "e", "f", "g", "h", "i",
+				"j"};
+	int32_t tt[NV];
+	static const struct {
+		const char *name;
+		int n_dims;
+		uint64_t ne[3];
+	} t[] = {
+		{"token_embd.weight", 2, {D, NV, 1}},
+		{"output_norm.weight", 1, {D, 1, 1}},
+		{"blk.0.attn_norm.weight", 1, {D, 1, 1}},
+		{"blk.0.attn_q.weight", 2, {D, D, 1}},
+		{"blk.0.attn_k.weight", 2, {D, D / 2, 1}},
+		{"blk.0.attn_v.weight", 2, {D, D / 2, 1}},
+		{"blk.0.attn_q_norm.weight", 1, {D / 2, 1, 1}},
+		{"blk.0.attn_k_norm.weight", 1, {D / 2, 1, 1}},
+		{"blk.0.attn_output.weight", 2, {D, D, 1}},
+		{"blk.0.ffn_norm.weight", 1, {D, 1, 1}},
+		{"blk.0.ffn_gate_inp.weight", 2, {D, ME, 1}},
+		{"blk.0.ffn_gate_exps.weight", 3, {D, MF, ME}},
+		{"blk.0.ffn_up_exps.weight", 3, {D, MF, ME}},
+		{"blk.0.ffn_down_exps.weight", 3, {MF, D, ME}},
+	};
+	int nan_idx = -1, n = 0;
+
+	for (int i = 0; i < NV; i++)
+		tt[i] = 1;
+	assert_int_equal(gguf_writer_new(&w), 0);
+	gguf_w_str(w, "general.architecture", "qwen3moe");
+	gguf_w_u32(w, "qwen3moe.context_length", 64);
+	gguf_w_u32(w, "qwen3moe.embedding_length", D);
+	gguf_w_u32(w, "qwen3moe.block_count", 1);
+	gguf_w_u32(w, "qwen3moe.attention.head_count", 2);
+	gguf_w_u32(w, "qwen3moe.attention.head_count_kv", 1);
+	if (fl != MOE_NO_COUNT)
+		gguf_w_u32(w, "qwen3moe.expert_count", ME);
+	gguf_w_u32(w, "qwen3moe.expert_used_count", fl == MOE_USED_GT ? 5 : 2);
+	gguf_w_u32(w, "qwen3moe.expert_feed_forward_length", MF);
+	gguf_w_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
+	gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, tt, NV);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t ne[3] = {t[i].ne[0], t[i].ne[1], t[i].ne[2]};
+		int nd = t[i].n_dims;
+
+		if (fl == MOE_NO_EXPERT && strstr(t[i].name, "ffn_up_exps"))
+			continue;
+		if (fl == MOE_BAD_SHAPE && strstr(t[i].name, "down_exps"))
+			ne[2] = 3;
+		if (fl == MOE_FLAT && strstr(t[i].name, "gate_exps")) {
+			ne[1] *= ne[2];
+			nd = 2;
+		}
+		if (fl == MOE_NAN_ROUTER && strstr(t[i].name, "gate_inp"))
+			nan_idx = n;
+		assert_int_equal(gguf_w_tensor(w, t[i].name, GGML_TYPE_F32,
+					       (uint32_t)nd, ne), 0);
+		n++;
+	}
+	assert_int_equal(gguf_writer_save(w, p, fill_moe, &nan_idx), 0);
+	gguf_writer_free(&w);
+}
+
+static void test_moe_flaws(void **state)
+{
+	static const struct {
+		enum moe_flaw fl;
+		int code;
+		const char *needle;
+	} cases[] = {
+		{MOE_NO_EXPERT, QERR_MISSING, "blk.0.ffn_up_exps.weight"},
+		{MOE_USED_GT, QERR_RANGE, "qwen3moe.expert_used_count = 5 "
+					  "exceeds qwen3moe.expert_count = 4"},
+		{MOE_NO_COUNT, QERR_MISSING, "qwen3moe.expert_count"},
+		{MOE_BAD_SHAPE, QERR_FORMAT, "'blk.0.ffn_down_exps.weight' has "
+					     "3 dims [16, 32, 3], want 3 "
+					     "[16, 32, 4]"},
+		{MOE_FLAT, QERR_FORMAT, "'blk.0.ffn_gate_exps.weight' has 2 "
+					"dims"},
+		{MOE_NAN_ROUTER, QERR_FORMAT,
+		 "'blk.0.ffn_gate_inp.weight' (router) row 1 element 5 is nan"},
+	};
+	model *m;
+
+	(void)state;
+	build_moe(path, MOE_OK);
+	assert_int_equal(model_load(path, &m), 0);
+	assert_int_equal(m->cfg.arch, MODEL_QWEN3MOE);
+	assert_int_equal(m->cfg.n_expert, ME);
+	assert_int_equal(m->cfg.n_expert_used, 2);
+	assert_int_equal(m->cfg.expert_ffn, MF);
+	assert_true(m->cfg.qk_norm);
+	assert_non_null(m->layers[0].router.data);
+	assert_int_equal(m->layers[0].w_down.k, MF);
+	assert_int_equal(m->layers[0].w_down.n, D);
+	assert_int_equal(m->layers[0].w_down.stride, (size_t)MF * D * 4);
+	model_free(&m);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		m = (model *)1;
+		build_moe(path, cases[i].fl);
+		rc = model_load(path, &m);
+		if (rc != cases[i].code || !strstr(qerr_detail(),
+						   cases[i].needle))
+			fail_msg("moe case %zu: rc %d (%s), want %d with '%s'",
+				 i, rc, qerr_detail(), cases[i].code,
+				 cases[i].needle);
+		assert_null(m);
+		assert_non_null(strstr(qerr_detail(), path));
+	}
+}
+
 static void write_bytes(const char *p, const void *d, size_t n)
 {
 	FILE *f = fopen(p, "wb");
@@ -501,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_copy_tensors),
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
+		cmocka_unit_test(test_moe_flaws),
 		cmocka_unit_test(test_truncations),
 		cmocka_unit_test(test_corrupt_headers),
 		cmocka_unit_test(test_qerr_strings),

@@ -162,15 +162,16 @@ static void test_repeat_and_pool_free(void **state)
 
 /* The same contract on every architecture, each on its tiny shape: the
  * gemma3 window (8 tokens) is much shorter than the prompt, so forks'
- * windows reach back into the shared prefix blocks. */
+ * windows reach back into the shared prefix blocks; qwen3moe's forks and
+ * prefill rows share each round's expert groups. */
 static void test_archs_modes_identical(void **state)
 {
 	static const char *const shapes[] = {"tiny-qwen3", "tiny-llama3",
-					     "tiny-gemma3"};
+					     "tiny-gemma3", "tiny-qwen3moe"};
 	static const int blocks[] = {1, 16};
 
 	(void)state;
-	for (size_t si = 0; si < 3; si++) {
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
 		const mkmodel_shape *sh = mkmodel_find_shape(shapes[si]);
 		char ap[512];
 		model *am;

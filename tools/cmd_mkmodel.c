@@ -19,14 +19,20 @@ static void help(void)
 	       "options:\n"
 	       "  --tokenizer FILE  HF tokenizer.json, or a GGUF with a vocabulary\n"
 	       "  -o, --out FILE    output path\n"
-	       "  --arch A          qwen2 | qwen3 | llama | gemma3 (default: the\n"
-	       "                    shape's)\n"
+	       "  --arch A          qwen2 | qwen3 | llama | gemma3 | qwen3moe\n"
+	       "                    (default: the shape's)\n"
+	       "  --layers N        override the shape's layer count\n"
 	       "  --shape S         model shape (default tiny):\n");
-	for (const mkmodel_shape *s = mkmodel_shapes(); s->name; s++)
+	for (const mkmodel_shape *s = mkmodel_shapes(); s->name; s++) {
 		printf("                      %-13s %s, dim %d, %d layers, "
-		       "%d/%d heads, ffn %d%s\n", s->name, s->arch, s->dim,
+		       "%d/%d heads, ffn %d%s", s->name, s->arch, s->dim,
 		       s->n_layers, s->n_heads, s->n_kv_heads, s->ffn_dim,
 		       s->vocab ? ", vocab padded" : "");
+		if (s->n_expert)
+			printf(", %d experts (%d used) of ffn %d",
+			       s->n_expert, s->n_expert_used, s->expert_ffn);
+		printf("\n");
+	}
 	printf("  --type T          weight type (default f32): %s.\n"
 	       "                    A plain type is used for every matrix (rows\n"
 	       "                    its block does not divide fall back as in\n"
@@ -61,6 +67,7 @@ int cmd_mkmodel(int argc, char **argv)
 		{"type", required_argument, 0, 'T'},
 		{"pre", required_argument, 0, 'p'},
 		{"seed", required_argument, 0, 'S'},
+		{"layers", required_argument, 0, 'L'},
 		{"vocab-only", no_argument, 0, 'v'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
@@ -88,6 +95,18 @@ int cmd_mkmodel(int argc, char **argv)
 			if (cli_u64("mkmodel", "--seed", optarg, &o.seed))
 				return 2;
 			break;
+		case 'L': {
+			uint64_t n;
+
+			if (cli_u64("mkmodel", "--layers", optarg, &n))
+				return 2;
+			if (n < 1 || n > 1024)
+				return cli_usage_error("mkmodel", "--layers %s "
+						       "out of range [1, 1024]",
+						       optarg);
+			o.n_layers = (int)n;
+			break;
+		}
 		case 'h': help(); return 0;
 		default: return cli_usage_error("mkmodel", "bad option");
 		}

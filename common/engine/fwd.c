@@ -43,6 +43,14 @@ struct fwd {
 	float *scores;      /* (n_att_tasks, heads per KV head, scores_cap) */
 	size_t scores_cap;
 	float att_scale;
+	/* mixture of experts (n_expert > 0), for R rows of n_used slots */
+	float *rl;          /* (R, n_expert) router logits, then probs */
+	int *sel;           /* (R, n_used) chosen experts, rank order */
+	float *selw;        /* (R, n_used) their weights */
+	int *exp_off;       /* (n_expert + 1) first gathered slot of each */
+	int *slot_pos;      /* (R * n_used) gathered position of each slot */
+	float *xg, *yg;     /* (R * n_used, dim) gathered inputs, outputs */
+	float *hg, *hg2;    /* (R * n_used, expert_ffn) */
 };
 
 static void *xcalloc(size_t n, size_t sz, int *bad)
@@ -86,6 +94,19 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	f->row_seq = xcalloc(R, sizeof(int), &bad);
 	f->row_pos = xcalloc(R, sizeof(int), &bad);
 	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
+	if (c->n_expert) {
+		size_t S = R * c->n_expert_used;
+
+		f->rl = xcalloc(R * c->n_expert, sizeof(float), &bad);
+		f->sel = xcalloc(S, sizeof(int), &bad);
+		f->selw = xcalloc(S, sizeof(float), &bad);
+		f->exp_off = xcalloc(c->n_expert + 1, sizeof(int), &bad);
+		f->slot_pos = xcalloc(S, sizeof(int), &bad);
+		f->xg = xcalloc(S * c->dim, sizeof(float), &bad);
+		f->yg = xcalloc(S * c->dim, sizeof(float), &bad);
+		f->hg = xcalloc(S * c->expert_ffn, sizeof(float), &bad);
+		f->hg2 = xcalloc(S * c->expert_ffn, sizeof(float), &bad);
+	}
 	if (bad) {
 		fwd_free(&f);
 		return qerr_fail(QERR_NOMEM, "fwd: out of memory for %d rows",
@@ -132,6 +153,15 @@ void fwd_free(fwd **fp)
 	free(f->row_seq);
 	free(f->row_pos);
 	free(f->scores);
+	free(f->rl);
+	free(f->sel);
+	free(f->selw);
+	free(f->exp_off);
+	free(f->slot_pos);
+	free(f->xg);
+	free(f->yg);
+	free(f->hg);
+	free(f->hg2);
 	free(f);
 	*fp = NULL;
 }
@@ -362,6 +392,146 @@ static void residual(fwd *f, const float *w, float *y, int M)
 		f->x[i] += y[i];
 }
 
+/* The gated MLP of the M normed rows in xb, result into xb. */
+static void dense_ffn(fwd *f, const model_layer *L, int M)
+{
+	const model_config *c = &f->m->cfg;
+
+	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
+		 (const float *const[]){NULL, NULL},
+		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
+	if (c->act == MODEL_ACT_GELU_TANH)
+		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	else
+		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
+}
+
+/* a ranks above b: a number above NaN, else the larger */
+static int prob_above(float a, float b)
+{
+	return !isnan(a) && (isnan(b) || a > b);
+}
+
+void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
+		   float *w)
+{
+	kern_softmax(logits, n);
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+
+		/* ascending ids, replaced only by a strictly higher rank:
+		 * ties go to the lower id */
+		for (int e = 0; e < n; e++) {
+			int taken = 0;
+
+			for (int i = 0; i < j; i++)
+				taken |= sel[i] == e;
+			if (!taken && (best < 0 ||
+				       prob_above(logits[e], logits[best])))
+				best = e;
+		}
+		sel[j] = best;
+		w[j] = logits[best];
+	}
+	if (norm) {
+		double sum = 0;
+		float s;
+
+		for (int j = 0; j < k; j++)
+			sum += (double)w[j];
+		s = (float)sum;
+		if (s < 6.103515625e-5f)
+			s = 6.103515625e-5f;
+		for (int j = 0; j < k; j++)
+			w[j] = w[j] / s;
+	}
+}
+
+/* Mixture of experts over the M normed rows in xb, result into xb. Each
+ * row is routed to n_used experts; the slots (row, rank) are gathered
+ * expert by expert (rows in order), so each expert's matrices are read
+ * once per call, and every matmul row is the bits it has alone. A row's
+ * output is then sum_j (expert_j(x) * w_j) in rank order, one rounding
+ * per product and per addition. */
+static void moe_ffn(fwd *f, const model_layer *L, int M)
+{
+	const model_config *c = &f->m->cfg;
+	int E = c->n_expert, k = c->n_expert_used, D = c->dim;
+	int F = c->expert_ffn;
+
+	matmul(f, &L->router, NULL, f->xb, M, f->rl);
+	memset(f->exp_off, 0, (size_t)(E + 1) * sizeof(int));
+	for (int r = 0; r < M; r++) {
+		fwd_moe_route(f->rl + (size_t)r * E, E, k, c->expert_norm_w,
+			      f->sel + (size_t)r * k, f->selw + (size_t)r * k);
+		for (int j = 0; j < k; j++)
+			f->exp_off[f->sel[(size_t)r * k + j] + 1]++;
+	}
+	for (int e = 0; e < E; e++)
+		f->exp_off[e + 1] += f->exp_off[e];
+	/* exp_off[e] runs ahead while placing, then is restored */
+	for (int r = 0; r < M; r++)
+		for (int j = 0; j < k; j++) {
+			int e = f->sel[(size_t)r * k + j], p = f->exp_off[e]++;
+
+			f->slot_pos[(size_t)r * k + j] = p;
+			memcpy(f->xg + (size_t)p * D, f->xb + (size_t)r * D,
+			       (size_t)D * sizeof(float));
+		}
+	for (int e = E; e > 0; e--)
+		f->exp_off[e] = f->exp_off[e - 1];
+	f->exp_off[0] = 0;
+	for (int e = 0; e < E; e++) {
+		int p = f->exp_off[e], n = f->exp_off[e + 1] - p;
+		model_mat g, u, d;
+
+		if (!n)
+			continue;
+		g = model_expert(&L->w_gate, e);
+		u = model_expert(&L->w_up, e);
+		d = model_expert(&L->w_down, e);
+		matmul_n(f, (const model_mat *const[]){&g, &u},
+			 (const float *const[]){NULL, NULL},
+			 (float *const[]){f->hg + (size_t)p * F,
+					  f->hg2 + (size_t)p * F},
+			 2, f->xg + (size_t)p * D, n);
+		kern_silu_mul(f->hg + (size_t)p * F, f->hg2 + (size_t)p * F,
+			      n * F);
+		matmul(f, &d, NULL, f->hg + (size_t)p * F, n,
+		       f->yg + (size_t)p * D);
+	}
+	for (int r = 0; r < M; r++) {
+		float *out = f->xb + (size_t)r * D;
+
+		for (int j = 0; j < k; j++) {
+			const float *y = f->yg +
+				(size_t)f->slot_pos[(size_t)r * k + j] * D;
+			float w = f->selw[(size_t)r * k + j];
+
+			for (int i = 0; i < D; i++) {
+				float t = y[i] * w;
+
+				out[i] = j ? out[i] + t : t;
+			}
+		}
+	}
+}
+
+int fwd_moe_ffn(fwd *f, int l, const float *x, int M, float *y)
+{
+	const model_config *c = &f->m->cfg;
+
+	if (l < 0 || l >= c->n_layers || !f->m->layers[l].router.data ||
+	    M < 1 || M > f->R)
+		return qerr_fail(QERR_ARG, "fwd: no MoE layer %d for %d rows",
+				 l, M);
+	memcpy(f->xb, x, (size_t)M * c->dim * sizeof(float));
+	moe_ffn(f, &f->m->layers[l], M);
+	memcpy(y, f->xb, (size_t)M * c->dim * sizeof(float));
+	return 0;
+}
+
 static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 {
 	const model_config *c = &f->m->cfg;
@@ -403,14 +573,10 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
 			     c->eps, f->xb + (size_t)r * c->dim);
-	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
-		 (const float *const[]){NULL, NULL},
-		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
-	if (c->act == MODEL_ACT_GELU_TANH)
-		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	if (L->router.data)
+		moe_ffn(f, L, M);
 	else
-		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
-	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
+		dense_ffn(f, L, M);
 	residual(f, L->post_ffn_norm, f->xb, M);
 }
 

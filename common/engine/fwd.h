@@ -15,7 +15,10 @@
  * last swa_window positions on sliding-window layers; all blocks stay in
  * the cache) -> output projection -> [RMSNorm, gemma3] -> residual ->
  * RMSNorm -> gated MLP (SiLU; GELU-tanh for gemma3) -> [RMSNorm] ->
- * residual. Embeddings are scaled by embd_scale first. Then the final
+ * residual; with a mixture of experts (qwen3moe) the gated MLP is the
+ * router, top-k and the chosen experts' SwiGLU FFNs (fwd_moe_ffn), rows
+ * grouped by expert so each expert's matrices are read once per call.
+ * Embeddings are scaled by embd_scale first. Then the final
  * RMSNorm and the logits (soft-capped when the model says so) of the
  * last row of each sequence (or of every row).
  */
@@ -52,6 +55,21 @@ int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
  * token when not NULL. */
 int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,
 		int n, float *logits);
+
+/*
+ * Router of one row: logits (n experts) become softmax probabilities in
+ * place; sel[0..k) gets the k most probable experts in rank order (ties:
+ * the lower expert id first; a NaN ranks below every number, so NaN
+ * logits give defined, NaN, weights) and w[j] their probabilities, divided
+ * by their sum (taken in double, clamped below at 2^-14) when norm is set.
+ */
+void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
+		   float *w);
+
+/* The mixture-of-experts FFN of layer l on M (<= max_rows) normed rows x
+ * (M, dim) into y (M, dim): what fwd_batch computes there, exposed for
+ * tests. QERR_ARG if layer l has no experts. */
+int fwd_moe_ffn(fwd *f, int l, const float *x, int M, float *y);
 
 /* Checks a pool matches the model (layers, kv_dim). */
 int fwd_check_pool(const model *m, const kv_pool *pool);

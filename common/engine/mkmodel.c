@@ -18,10 +18,12 @@
 #include "qerr.h"
 #include "format/quant.h"
 
-#define SHAPE(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar)                 \
+#define SHAPE_UNTIED(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar)          \
 	.name = nm, .dim = d, .n_layers = l, .n_heads = h, .n_kv_heads = kvh, \
 	.ffn_dim = ff, .ctx_len = ctx, .vocab = voc, .rope_base = rope,      \
-	.eps = ep, .tied = 1, .arch = ar
+	.eps = ep, .arch = ar
+#define SHAPE(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar)                 \
+	SHAPE_UNTIED(nm, d, l, h, kvh, ff, ctx, voc, rope, ep, ar), .tied = 1
 
 static const mkmodel_shape shapes[] = {
 	{SHAPE("tiny", 128, 2, 4, 2, 256, 4096, 0, 10000.0f, 1e-6f, "qwen2")},
@@ -47,6 +49,19 @@ static const mkmodel_shape shapes[] = {
 	{SHAPE("tiny-gemma3", 128, 4, 4, 1, 256, 4096, 0, 1000000.0f, 1e-6f,
 	       "gemma3"), .head_dim = 40, .swa_window = 8, .swa_pattern = 3,
 	 .rope_base_swa = 10000.0f},
+	/* Qwen3-30B-A3B (HF config: 128 experts, 8 per token, expert
+	 * intermediate 768, intermediate 6144, untied output) */
+	{SHAPE_UNTIED("qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 40960, 151936,
+		      1000000.0f, 1e-6f, "qwen3moe"), .head_dim = 128,
+	 .n_expert = 128, .n_expert_used = 8, .expert_ffn = 768},
+	/* MoE test shapes: tiny (rows fall back from K-quants), small (rows
+	 * of 256 for K-quants) */
+	{SHAPE("tiny-qwen3moe", 128, 2, 4, 2, 256, 4096, 0, 1000000.0f,
+	       1e-6f, "qwen3moe"), .head_dim = 48, .n_expert = 8,
+	 .n_expert_used = 2, .expert_ffn = 64},
+	{SHAPE("small-qwen3moe", 256, 2, 4, 2, 1024, 4096, 0, 1000000.0f,
+	       1e-6f, "qwen3moe"), .head_dim = 64, .n_expert = 16,
+	 .n_expert_used = 4, .expert_ffn = 256},
 	{0},
 };
 
@@ -90,7 +105,7 @@ typedef struct {
 	char name[64];
 	uint32_t type;
 	uint32_t n_dims;
-	uint64_t ne[2];
+	uint64_t ne[3];         /* ne[2]: experts of a 3-D tensor, else 1 */
 	float center, half_width;
 	int64_t boost_row;      /* this row is scaled by boost (-1: none) */
 	float boost;
@@ -124,10 +139,22 @@ static int add(plan *p, const char *name, uint32_t type, uint32_t n_dims,
 	s->n_dims = n_dims;
 	s->ne[0] = ne0;
 	s->ne[1] = ne1;
+	s->ne[2] = 1;
 	s->center = center;
 	s->half_width = std * 1.7320508f; /* uniform: std = a / sqrt(3) */
 	s->boost_row = -1;
 	return 0;
+}
+
+/* A 3-D expert tensor: E matrices of ne1 rows of ne0, centered. */
+static int add3(plan *p, const char *name, uint32_t type, uint64_t ne0,
+		uint64_t ne1, uint64_t E, float std)
+{
+	int rc = add(p, name, type, 3, ne0, ne1, 0.0f, std);
+
+	if (!rc)
+		p->t[p->n - 1].ne[2] = E;
+	return rc;
 }
 
 static void gen_row(uint64_t *st, const spec *s, float *row, uint64_t n)
@@ -144,7 +171,7 @@ static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 {
 	plan *p = ctx;
 	const spec *s = &p->t[idx];
-	uint64_t st = p->seed ^ name_hash(s->name), rows = s->ne[1];
+	uint64_t st = p->seed ^ name_hash(s->name), rows = s->ne[1] * s->ne[2];
 	uint64_t k = s->ne[0];
 	float *row = malloc(k * sizeof(float));
 	uint8_t *d = dst;
@@ -187,7 +214,8 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 	int hd = shape_head_dim(sh), q = sh->n_heads * hd;
 	int kv = sh->n_kv_heads * hd;
 	int qwen2 = !strcmp(arch, "qwen2"), gemma3 = !strcmp(arch, "gemma3");
-	int qk_norm = gemma3 || !strcmp(arch, "qwen3");
+	int moe = !strcmp(arch, "qwen3moe");
+	int qk_norm = gemma3 || moe || !strcmp(arch, "qwen3");
 	float s_in = 1.0f / sqrtf((float)sh->dim);
 	float s_ffn = 1.0f / sqrtf((float)sh->ffn_dim);
 	float s_res = 1.0f / sqrtf(2.0f * (float)sh->n_layers);
@@ -240,12 +268,27 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 				  sh->dim, 1, s_res, 0.05f * s_res);
 		rc |= add(p, N("ffn_norm.weight"), wt, 1, sh->dim, 1, 1.0f,
 			  0.05f);
+		if (moe) {
+			int E = sh->n_expert, F = sh->expert_ffn;
+
+			/* router logits with a spread of ~1 */
+			rc |= add(p, N("ffn_gate_inp.weight"), wt, 2, sh->dim,
+				  E, 0.0f, s_in);
+			rc |= add3(p, N("ffn_gate_exps.weight"), wt, sh->dim,
+				   F, E, s_in);
+			rc |= add3(p, N("ffn_up_exps.weight"), wt, sh->dim, F,
+				   E, s_in);
+			rc |= add3(p, N("ffn_down_exps.weight"), wt, F,
+				   sh->dim, E,
+				   s_res / sqrtf((float)F));
+		} else {
 		rc |= add(p, N("ffn_gate.weight"), wt, 2, sh->dim, sh->ffn_dim,
 			  0.0f, s_in);
 		rc |= add(p, N("ffn_up.weight"), wt, 2, sh->dim, sh->ffn_dim,
 			  0.0f, s_in);
 		rc |= add(p, N("ffn_down.weight"), wt, 2, sh->ffn_dim, sh->dim,
 			  0.0f, s_ffn * s_res);
+		}
 		if (gemma3)
 			rc |= add(p, N("post_ffw_norm.weight"), wt, 1, sh->dim,
 				  1, s_res, 0.05f * s_res);
@@ -278,6 +321,13 @@ static int write_hparams(gguf_writer *w, const mkmodel_shape *sh,
 		gguf_w_u32(w, K("attention.key_length"), (uint32_t)sh->head_dim);
 		gguf_w_u32(w, K("attention.value_length"),
 			   (uint32_t)sh->head_dim);
+	}
+	if (!strcmp(arch, "qwen3moe")) {
+		gguf_w_u32(w, K("expert_count"), (uint32_t)sh->n_expert);
+		gguf_w_u32(w, K("expert_used_count"),
+			   (uint32_t)sh->n_expert_used);
+		gguf_w_u32(w, K("expert_feed_forward_length"),
+			   (uint32_t)sh->expert_ffn);
 	}
 	gguf_w_f32(w, K("rope.freq_base"), sh->rope_base);
 	if (!strcmp(arch, "gemma3") && sh->swa_window) {
@@ -322,6 +372,7 @@ static int write_vocab(gguf_writer *w, const mkmodel_opts *o, int pad_to,
 int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 {
 	const mkmodel_shape *sh = mkmodel_find_shape(o->shape ? o->shape : "");
+	mkmodel_shape shl;
 	const char *arch;
 	gguf_writer *w = NULL;
 	plan p = {0};
@@ -333,9 +384,23 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 				 o->shape ? o->shape : "");
 	arch = o->arch ? o->arch : sh->arch;
 	if (strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
-	    strcmp(arch, "llama") && strcmp(arch, "gemma3"))
+	    strcmp(arch, "llama") && strcmp(arch, "gemma3") &&
+	    strcmp(arch, "qwen3moe"))
 		return qerr_fail(QERR_ARG, "mkmodel: unknown architecture '%s' "
-				 "(qwen2, qwen3, llama, gemma3)", arch);
+				 "(qwen2, qwen3, llama, gemma3, qwen3moe)",
+				 arch);
+	if (!strcmp(arch, "qwen3moe") != (sh->n_expert > 0))
+		return qerr_fail(QERR_ARG, "mkmodel: architecture %s does not "
+				 "fit shape %s (%s)", arch, sh->name,
+				 sh->n_expert ? "experts: qwen3moe" :
+				 "no experts");
+	if (o->n_layers < 0 || o->n_layers > 1024)
+		return qerr_fail(QERR_ARG, "mkmodel: %d layers", o->n_layers);
+	if (o->n_layers > 0) {
+		shl = *sh;
+		shl.n_layers = o->n_layers;
+		sh = &shl;
+	}
 	const quant_ftype *ft = o->ftype ? o->ftype :
 				quant_weight_ok(o->wtype) ?
 				quant_ftype_find(ggml_type_name(o->wtype)) : NULL;
@@ -364,7 +429,8 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 			rc = gguf_w_tensor(w, p.t[i].name, p.t[i].type,
 					   p.t[i].n_dims, p.t[i].ne);
 			info->bytes += ggml_row_bytes(p.t[i].type, p.t[i].ne[0]) *
-				       (p.t[i].n_dims == 2 ? p.t[i].ne[1] : 1);
+				       (p.t[i].n_dims >= 2 ? p.t[i].ne[1] *
+							     p.t[i].ne[2] : 1);
 		}
 		if (rc)
 			goto out;

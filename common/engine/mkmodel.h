@@ -29,11 +29,16 @@ typedef struct {
 	int swa_window;       /* gemma3: attention.sliding_window (0: none) */
 	int swa_pattern;      /* gemma3: sliding_window_pattern */
 	float rope_base_swa;  /* gemma3: rope.freq_base_swa */
+	int n_expert;         /* qwen3moe: expert_count (0: dense) */
+	int n_expert_used;    /* qwen3moe: expert_used_count */
+	int expert_ffn;       /* qwen3moe: expert_feed_forward_length */
 } mkmodel_shape;
 
 typedef struct {
-	const char *arch;       /* "qwen2" | "qwen3" | "llama" | "gemma3";
+	const char *arch;       /* "qwen2" | "qwen3" | "llama" | "gemma3" |
+				 * "qwen3moe" (shapes with experts only);
 				 * NULL: the shape's */
+	int n_layers;           /* > 0: overrides the shape's layer count */
 	const char *shape;      /* see mkmodel_shapes() */
 	uint32_t wtype;         /* type of every matrix (quant.h weight types;
 				 * rows its block does not divide fall back) */

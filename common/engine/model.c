@@ -21,6 +21,7 @@
 #define MODEL_MAX_LAYERS 1024
 #define MODEL_MAX_VOCAB (1 << 22)
 #define MODEL_MAX_CTX (1 << 24)
+#define MODEL_MAX_EXPERTS 1024
 
 const char *model_arch_name(int arch)
 {
@@ -29,6 +30,7 @@ const char *model_arch_name(int arch)
 	case MODEL_LLAMA: return "llama";
 	case MODEL_QWEN3: return "qwen3";
 	case MODEL_GEMMA3: return "gemma3";
+	case MODEL_QWEN3MOE: return "qwen3moe";
 	default: return "unknown";
 	}
 }
@@ -132,6 +134,100 @@ static int get_mat(loader *L, const char *name, int k, int n, int optional,
 	return 0;
 }
 
+/* 3-D expert tensor: n_exp matrices of n rows of k, expert-major. */
+static int get_exps(loader *L, const char *name, int k, int n, int n_exp,
+		    model_mat *out)
+{
+	const gguf_tensor *t;
+	int rc = find(L, name, 0, &t);
+
+	if (rc)
+		return rc;
+	if (t->n_dims != 3 || t->ne[0] != (uint64_t)k ||
+	    t->ne[1] != (uint64_t)n || t->ne[2] != (uint64_t)n_exp)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %u dims "
+				 "[%llu, %llu, %llu], want 3 [%d, %d, %d]",
+				 L->path, name, t->n_dims,
+				 (unsigned long long)t->ne[0],
+				 (unsigned long long)t->ne[1],
+				 (unsigned long long)(t->n_dims > 2 ? t->ne[2]
+								    : 1),
+				 k, n, n_exp);
+	int64_t blk, bad = quant_check(t->type, t->data, k,
+				       (int64_t)n * n_exp, &blk);
+	if (bad >= 0)
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' expert %lld row "
+				 "%lld block %lld: a %s scale is NaN or "
+				 "infinite", L->path, name,
+				 (long long)(bad / n), (long long)(bad % n),
+				 (long long)blk, ggml_type_name(t->type));
+	out->data = t->data;
+	out->type = t->type;
+	out->k = k;
+	out->n = n;
+	out->stride = (size_t)ggml_row_bytes(t->type, (uint64_t)k) * n;
+	return 0;
+}
+
+/* The router of a MoE layer: every weight finite, so that a bad file is
+ * refused at load rather than routing on NaN. */
+static int get_router(loader *L, const char *name, model_mat *out)
+{
+	model_config *c = &L->m->cfg;
+	float *row;
+	int rc = get_mat(L, name, c->dim, c->n_expert, 0, out);
+
+	if (rc)
+		return rc;
+	row = malloc((size_t)c->dim * sizeof(float));
+	if (!row)
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", L->path);
+	for (int e = 0; e < c->n_expert && !rc; e++) {
+		kern_row_f32(out->data, out->type, c->dim, e, row);
+		for (int i = 0; i < c->dim; i++)
+			if (!isfinite(row[i])) {
+				rc = qerr_fail(QERR_FORMAT, "%s: tensor '%s' "
+					       "(router) row %d element %d is "
+					       "%g", L->path, name, e, i,
+					       row[i]);
+				break;
+			}
+	}
+	free(row);
+	return rc;
+}
+
+/* The feed-forward part of layer i: a gated MLP, or a mixture of
+ * experts. */
+static int load_ffn(loader *L, int i, model_layer *l)
+{
+	model_config *c = &L->m->cfg;
+	char nm[96];
+	int rc;
+
+#define T(field) (snprintf(nm, sizeof(nm), "blk.%d.%s", i, field), nm)
+	if (!c->n_expert) {
+		if ((rc = get_mat(L, T("ffn_gate.weight"), c->dim, c->ffn_dim,
+				  0, &l->w_gate)) ||
+		    (rc = get_mat(L, T("ffn_up.weight"), c->dim, c->ffn_dim, 0,
+				  &l->w_up)) ||
+		    (rc = get_mat(L, T("ffn_down.weight"), c->ffn_dim, c->dim,
+				  0, &l->w_down)))
+			return rc;
+		return 0;
+	}
+	if ((rc = get_router(L, T("ffn_gate_inp.weight"), &l->router)) ||
+	    (rc = get_exps(L, T("ffn_gate_exps.weight"), c->dim,
+			   c->expert_ffn, c->n_expert, &l->w_gate)) ||
+	    (rc = get_exps(L, T("ffn_up_exps.weight"), c->dim, c->expert_ffn,
+			   c->n_expert, &l->w_up)) ||
+	    (rc = get_exps(L, T("ffn_down_exps.weight"), c->expert_ffn,
+			   c->dim, c->n_expert, &l->w_down)))
+		return rc;
+#undef T
+	return 0;
+}
+
 /* 1-D tensor of n elements, converted to an owned f32 array. */
 static int get_vec(loader *L, const char *name, int n, int optional,
 		   const float **out)
@@ -204,12 +300,7 @@ static int load_layers(loader *L)
 					   c->dim, 0, &l->post_attn_norm))) ||
 		    (rc = get_vec(L, T("ffn_norm.weight"), c->dim, 0,
 				  &l->ffn_norm)) ||
-		    (rc = get_mat(L, T("ffn_gate.weight"), c->dim, c->ffn_dim,
-				  0, &l->w_gate)) ||
-		    (rc = get_mat(L, T("ffn_up.weight"), c->dim, c->ffn_dim, 0,
-				  &l->w_up)) ||
-		    (rc = get_mat(L, T("ffn_down.weight"), c->ffn_dim, c->dim,
-				  0, &l->w_down)) ||
+		    (rc = load_ffn(L, i, l)) ||
 		    (post && (rc = get_vec(L, T("post_ffw_norm.weight"),
 					   c->dim, 0, &l->post_ffn_norm))))
 			break;
@@ -226,7 +317,43 @@ static const struct {
 	{"qwen3", MODEL_QWEN3, MODEL_ROPE_NEOX, 1, 0, MODEL_ACT_SILU},
 	{"llama", MODEL_LLAMA, MODEL_ROPE_NORM, 0, 0, MODEL_ACT_SILU},
 	{"gemma3", MODEL_GEMMA3, MODEL_ROPE_NEOX, 1, 1, MODEL_ACT_GELU_TANH},
+	{"qwen3moe", MODEL_QWEN3MOE, MODEL_ROPE_NEOX, 1, 0, MODEL_ACT_SILU},
 };
+
+/* Mixture of experts (qwen3moe): expert_count, expert_used_count (at most
+ * expert_count), expert_feed_forward_length (else, as llama.cpp,
+ * feed_forward_length / expert_used_count). feed_forward_length is
+ * optional here. */
+static int load_moe(loader *L)
+{
+	model_config *c = &L->m->cfg;
+	int rc;
+
+	if (c->arch != MODEL_QWEN3MOE)
+		return 0;
+	if ((rc = get_hp(L, "expert_count", 1, MODEL_MAX_EXPERTS,
+			 &c->n_expert)) ||
+	    (rc = get_hp(L, "expert_used_count", 1, MODEL_MAX_EXPERTS,
+			 &c->n_expert_used)))
+		return rc;
+	if (c->n_expert_used > c->n_expert)
+		return qerr_fail(QERR_RANGE, "%s: %s.expert_used_count = %d "
+				 "exceeds %s.expert_count = %d", L->path,
+				 L->arch, c->n_expert_used, L->arch,
+				 c->n_expert);
+	c->expert_ffn = c->ffn_dim / c->n_expert_used;
+	if ((rc = opt_hp(L, "expert_feed_forward_length", 1, 1 << 20,
+			 &c->expert_ffn)))
+		return rc;
+	if (c->expert_ffn < 1)
+		return qerr_fail(QERR_MISSING, "%s: missing key "
+				 "%s.expert_feed_forward_length", L->path,
+				 L->arch);
+	if (!c->ffn_dim)
+		c->ffn_dim = c->expert_ffn;
+	c->expert_norm_w = 1;
+	return 0;
+}
 
 /* Rotary scaling: none, or linear (a frequency scale); the rest (yarn,
  * longrope, ...) would silently change the logits, so they are refused. */
@@ -321,8 +448,10 @@ static int load_config(loader *L)
 			 &c->n_layers)) ||
 	    (rc = get_hp(L, "attention.head_count", 1, MODEL_MAX_DIM,
 			 &c->n_heads)) ||
-	    (rc = get_hp(L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
-	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)))
+	    (rc = (c->arch == MODEL_QWEN3MOE ? opt_hp : get_hp)(
+			 L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
+	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)) ||
+	    (rc = load_moe(L)))
 		return rc;
 	c->n_kv_heads = c->n_heads;
 	if ((rc = opt_hp(L, "attention.head_count_kv", 1, MODEL_MAX_DIM,

@@ -19,6 +19,17 @@
  *           tokens) on every layer but each sliding_window_pattern-th
  *           (default 6), those local layers rotating with rope.freq_base_swa
  *           (default 10000); optional final logit soft-capping.
+ *   qwen3moe  qwen3's attention; the FFN is a mixture of experts: a router
+ *           ffn_gate_inp (dim -> expert_count), softmax, the
+ *           expert_used_count most probable experts (ties: the lower
+ *           expert id first; a NaN probability ranks below every number),
+ *           their probabilities renormalised to sum 1 (the sum clamped
+ *           below at 2^-14, as llama.cpp), and each chosen expert's SwiGLU
+ *           FFN (ffn_gate_exps, ffn_up_exps: expert_count x
+ *           expert_feed_forward_length x dim; ffn_down_exps: expert_count
+ *           x dim x expert_feed_forward_length) scaled by its weight and
+ *           summed in rank order. The router must be finite (checked at
+ *           load: a NaN or infinite router weight is an error naming it).
  * Linear rope scaling (rope.scaling.type linear, rope.scaling.factor) is
  * applied to the global layers; other scaling types are refused.
  * Weight types: F32, F16, BF16 and the quantized types of quant.h, mixed
@@ -30,6 +41,7 @@
 #ifndef QUORUM_MODEL_H
 #define QUORUM_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "format/gguf.h"
@@ -39,13 +51,14 @@ enum model_arch {
 	MODEL_LLAMA = 1,
 	MODEL_QWEN3 = 2,
 	MODEL_GEMMA3 = 3,
+	MODEL_QWEN3MOE = 4,
 	MODEL_N_ARCH
 };
 enum model_rope { MODEL_ROPE_NORM = 0, MODEL_ROPE_NEOX = 1 };
 enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
 
 /* The architecture names model_load accepts, for messages. */
-#define MODEL_ARCH_LIST "qwen2, qwen3, llama, gemma3"
+#define MODEL_ARCH_LIST "qwen2, qwen3, llama, gemma3, qwen3moe"
 
 typedef struct {
 	int arch;          /* enum model_arch */
@@ -73,6 +86,10 @@ typedef struct {
 	float embd_scale;  /* token embeddings multiplied by this (1: none) */
 	float att_scale;   /* scores = q.k * att_scale */
 	float logit_softcap; /* 0: none; else c * tanh(logit / c) */
+	int n_expert;      /* 0: dense FFN; else experts per MoE layer */
+	int n_expert_used; /* experts each row is routed to */
+	int expert_ffn;    /* expert_feed_forward_length */
+	int expert_norm_w; /* renormalise the chosen experts' weights */
 } model_config;
 
 typedef struct {
@@ -80,14 +97,31 @@ typedef struct {
 	uint32_t type;     /* GGML_TYPE_* */
 	int k;             /* ne[0]: row length (inputs) */
 	int n;             /* ne[1]: rows (outputs) */
+	size_t stride;     /* 3-D expert tensors: bytes from one expert's
+			    * matrix to the next (0: a 2-D matrix) */
 } model_mat;
+
+/* Expert e's matrix of a 3-D expert tensor. */
+static inline model_mat model_expert(const model_mat *w, int e)
+{
+	model_mat m = *w;
+
+	m.data = (const char *)w->data + (size_t)e * w->stride;
+	m.stride = 0;
+	return m;
+}
 
 typedef struct {
 	const float *attn_norm;          /* (dim) */
 	model_mat wq, wk, wv, wo;        /* (dim->q_dim) (dim->kv) (dim->kv) (q_dim->dim) */
 	const float *bq, *bk, *bv;       /* (q_dim) (kv) (kv); NULL for llama */
 	const float *ffn_norm;           /* (dim) */
-	model_mat w_gate, w_up, w_down;  /* (dim->ffn) (dim->ffn) (ffn->dim) */
+	model_mat w_gate, w_up, w_down;  /* (dim->ffn) (dim->ffn) (ffn->dim);
+					  * MoE: expert 0's (dim->expert_ffn)
+					  * (expert_ffn->dim), see
+					  * model_expert() */
+	model_mat router;                /* MoE: (dim->n_expert); data NULL
+					  * for a dense FFN */
 	const float *q_norm, *k_norm;    /* (head_dim); NULL without qk_norm */
 	const float *post_attn_norm;     /* (dim); NULL without post_norms */
 	const float *post_ffn_norm;      /* (dim); NULL without post_norms */

@@ -991,7 +991,9 @@ uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 	uint32_t t = ft->base;
 	int layer = -1, mix = recipe ? ft->mix : QUANT_MIX_NONE;
 
-	if (n_dims < 2 || !ends_with(name, ".weight"))
+	/* llama.cpp keeps a mixture of experts' router in f32 */
+	if (n_dims < 2 || !ends_with(name, ".weight") ||
+	    ends_with(name, ".ffn_gate_inp.weight"))
 		return GGML_TYPE_F32;
 	if (!quant_is_quant(t))
 		return t;
@@ -1013,7 +1015,8 @@ uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 		else if ((mix == QUANT_MIX_Q4_K_M || mix == QUANT_MIX_Q5_K_M) &&
 			 more_bits(layer, n_layers))
 			t = GGML_TYPE_Q6_K;
-	} else if (layer >= 0 && ends_with(name, ".ffn_down.weight")) {
+	} else if (layer >= 0 && (ends_with(name, ".ffn_down.weight") ||
+				  ends_with(name, ".ffn_down_exps.weight"))) {
 		if (mix == QUANT_MIX_Q2_K)
 			t = GGML_TYPE_Q3_K;
 		else if (mix == QUANT_MIX_Q3_K_M)

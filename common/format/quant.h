@@ -89,9 +89,12 @@ const quant_ftype *quant_ftype_find(const char *name);
 const char *quant_ftype_list(void);
 
 /*
- * Type of one tensor of a file of type ft. 1-D tensors and non-weights
- * stay F32. With recipe = 0 every matrix gets the base type; with
- * recipe = 1 llama.cpp's choices apply: output (and a tied token_embd) as
+ * Type of one tensor of a file of type ft. 1-D tensors, non-weights and a
+ * mixture of experts' router (ffn_gate_inp) stay F32; 3-D expert tensors
+ * are typed like the dense ones (ffn_down_exps as ffn_down; llama.cpp's
+ * extra rules for exactly 8 experts are not applied). With recipe = 0
+ * every matrix gets the base type; with recipe = 1 llama.cpp's choices
+ * apply: output (and a tied token_embd) as
  * Q6_K (Q8_0 when the row is not whole 256-blocks), and the mix's
  * attn_v / ffn_down / attn_output upgrades by layer. Either way a type
  * whose block does not divide the row falls back as llama.cpp does
