@@ -4,7 +4,9 @@
  * fused q/k/v and gate/up matmuls through kern_matmul_n, rotary, the
  * paged attention (attend: one row and one KV head at a time, the query
  * heads of that KV head sharing each key and value row, block by block in
- * position order), the output head. Owns the run-time scratch (fwd_new);
+ * position order — the definition; att_shared: the same per row, with a
+ * block that decode rows share read once for all of them), the output
+ * head. Owns the run-time scratch (fwd_new);
  * callers: sc/ (engine, batch), tools/cmd_eval.c, tests.
  */
 #include "engine/fwd.h"
