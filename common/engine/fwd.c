@@ -123,8 +123,8 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 			f->inv_freq[(size_t)k * half + i] = v;
 		}
 	f->att_scale = c->att_scale;
-	f->shared_on = !(getenv("QUORUM_SHARED_ATTN") &&
-			 !strcmp(getenv("QUORUM_SHARED_ATTN"), "0"));
+	f->shared_on = getenv("QUORUM_SHARED_ATTN") &&
+		       !strcmp(getenv("QUORUM_SHARED_ATTN"), "1");
 	*out = f;
 	return 0;
 }
@@ -620,10 +620,10 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	}
 	store_kv(f, pool, seqs, l, M);
 	if (f->sh_active) {
-		/* chunks of sorted rows: enough (chunk, KV head) tasks for
-		 * the threads, each chunk reading a shared block once */
-		int th = f->n_att_tasks / FWD_ATT_TASKS_PER_THREAD;
-		int C = (th + c->n_kv_heads - 1) / c->n_kv_heads;
+		/* chunks of sorted rows: (chunk, KV head) tasks enough to
+		 * balance the threads as attend's do, each chunk reading a
+		 * shared block once */
+		int C = (f->n_att_tasks + c->n_kv_heads - 1) / c->n_kv_heads;
 
 		aj.n_split = C < M ? C : M;
 		tpool_run(f->tp, att_shared_task, &aj,

@@ -37,8 +37,9 @@ void fwd_free(fwd **f);
 int fwd_max_rows(const fwd *f);
 
 /*
- * Shared-prefix attention (on by default; off when the environment has
- * QUORUM_SHARED_ATTN=0 at fwd_new). In a decode batch (one new row per
+ * Shared-prefix attention (off by default; on when the environment has
+ * QUORUM_SHARED_ATTN=1 at fwd_new: on a 2-core AMD EPYC it has not been
+ * faster yet, see docs/performance.md). In a decode batch (one new row per
  * sequence), rows whose page tables hold the same block at the same index
  * (forks of one root, roots sharing a cached prefix) read that block's
  * keys and values once per layer for all of them. Off, every row walks
