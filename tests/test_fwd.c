@@ -764,6 +764,152 @@ static void test_moe_reference(void **state)
 	}
 }
 
+/* Shared-prefix attention: decode rounds of forks of two roots sharing a
+ * cached prefix (B forked from A's first 9 tokens) plus an unrelated
+ * sequence, forks joining on staggered steps so rows sharing blocks sit at
+ * different positions (and, on gemma3's 8-token windows, start their
+ * windows at different rows). Returns every step's logits of every
+ * sequence; *shared counts the calls that took the shared path. */
+#define SP_STEPS 12
+static float *shared_run(const model *m, int on, int threads, int dtype,
+			 int block, int na, int nb, long *shared)
+{
+	int V = m->cfg.vocab, ns = na + nb + 1;
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 1024, dtype};
+	kv_pool *pool;
+	fwd *f;
+	tpool *tp;
+	kv_seq a, b, *s = calloc((size_t)ns, sizeof(kv_seq));
+	kv_seq **sp = calloc((size_t)ns, sizeof(kv_seq *));
+	int *nn = calloc((size_t)ns, sizeof(int));
+	int32_t *toks = calloc((size_t)ns, sizeof(int32_t));
+	float *lg = malloc((size_t)ns * V * sizeof(float));
+	float *all = calloc((size_t)SP_STEPS * ns * V, sizeof(float));
+
+	assert_int_equal(tpool_new(threads, &tp), 0);
+	assert_int_equal(kv_pool_new(&kp, &pool), 0);
+	assert_int_equal(fwd_new(m, 64, tp, &f), 0);
+	fwd_set_shared_attn(f, on);
+	kv_seq_init(&a);
+	kv_seq_init(&b);
+	assert_int_equal(fwd_prefill(f, pool, &a, prompt, 21, NULL), 0);
+	assert_int_equal(kv_seq_fork_prefix(pool, &a, 9, &b), 0);
+	assert_int_equal(fwd_prefill(f, pool, &b, prompt + 22, 8, NULL), 0);
+	for (int j = 0; j < ns; j++) {
+		kv_seq_init(&s[j]);
+		if (j < na)
+			assert_int_equal(kv_seq_fork(pool, &a, &s[j]), 0);
+		else if (j < na + nb)
+			assert_int_equal(kv_seq_fork(pool, &b, &s[j]), 0);
+		else
+			assert_int_equal(fwd_prefill(f, pool, &s[j], prompt + 3,
+						     5, NULL), 0);
+	}
+	for (int st = 0; st < SP_STEPS; st++) {
+		int n = 0;
+
+		/* fork j joins at step j % 3 */
+		for (int j = 0; j < ns; j++)
+			if (st >= j % 3) {
+				sp[n] = &s[j];
+				nn[n] = 1;
+				toks[n] = (int32_t)((37 * j + 11 * st + 5) %
+						    V);
+				n++;
+			}
+		assert_int_equal(fwd_batch(f, pool, sp, nn, n, toks, lg, 0),
+				 0);
+		for (int i = 0, j = 0; j < ns; j++)
+			if (st >= j % 3)
+				memcpy(all + ((size_t)st * ns + j) * V,
+				       lg + (size_t)i++ * V,
+				       (size_t)V * sizeof(float));
+	}
+	*shared = fwd_shared_calls(f);
+	for (int j = 0; j < ns; j++)
+		kv_seq_free(pool, &s[j]);
+	kv_seq_free(pool, &a);
+	kv_seq_free(pool, &b);
+	assert_int_equal(kv_pool_free_blocks(pool), 1024);
+	fwd_free(&f);
+	kv_pool_free(&pool);
+	tpool_free(&tp);
+	free(s);
+	free(sp);
+	free(nn);
+	free(toks);
+	free(lg);
+	return all;
+}
+
+/* Shared-prefix attention computes the per-row path's bits: across N,
+ * batch composition, threads, block sizes, KV types and every ISA. */
+static void test_shared_prefix(void **state)
+{
+	/* qwen2 f32, qwen2 q8_0, llama3 (4 query heads per KV head),
+	 * gemma3 (sliding windows, head_dim 40) */
+	static const int pick[] = {0, 4, 7, 8};
+	static const struct { int na, nb; } mix[] = {
+		{1, 0}, {2, 0}, {7, 3}, {32, 2},
+	};
+	int best = kern_isa_detect(), compared = 0;
+
+	(void)state;
+	for (size_t pi = 0; pi < sizeof(pick) / sizeof(pick[0]); pi++) {
+		const model *m = models[pick[pi]];
+		size_t V = (size_t)m->cfg.vocab;
+
+		for (size_t x = 0; x < sizeof(mix) / sizeof(mix[0]); x++)
+			for (int dt = KV_F32; dt <= KV_F16; dt++)
+				for (int isa = 0; isa <= iu_last_isa(); isa++) {
+					int bl = (x + dt) % 2 ? 4 : 16;
+					int ns = mix[x].na + mix[x].nb + 1;
+					size_t n = (size_t)SP_STEPS * ns * V;
+					long c0, c1, c2;
+					float *off, *on1, *on2;
+
+					if (!iu_use_isa(isa))
+						continue;
+					/* quick (sanitizer builds): a
+					 * diagonal, every model, mix, dtype
+					 * and ISA still taken */
+					if (tu_quick() &&
+					    (int)((pi + x + (size_t)dt) %
+						  (size_t)(iu_last_isa() + 1)) !=
+						    isa)
+						continue;
+					off = shared_run(m, 0, 2, dt, bl,
+							 mix[x].na, mix[x].nb,
+							 &c0);
+					on1 = shared_run(m, 1, 1, dt, bl,
+							 mix[x].na, mix[x].nb,
+							 &c1);
+					on2 = shared_run(m, 1, 2, dt, bl,
+							 mix[x].na, mix[x].nb,
+							 &c2);
+					assert_int_equal(c0, 0);
+					/* a lone fork of A still shares
+					 * blocks with B's forks, except
+					 * {1, 0}: A's fork and the unrelated
+					 * row share nothing */
+					if (ns > 2)
+						assert_true(c1 > 0 && c2 == c1);
+					assert_same_bits(off, on1, n,
+							 iu_isa_label(isa));
+					assert_same_bits(off, on2, n,
+							 iu_isa_label(isa));
+					compared++;
+					free(off);
+					free(on1);
+					free(on2);
+				}
+	}
+	kern_set_isa(best);
+	assert_true(compared > 0);
+	printf("  shared-prefix attention: %d configurations bit-identical "
+	       "to the per-row path\n", compared);
+}
+
 static void test_bad_tokens(void **state)
 {
 	const model *m = models[0];
@@ -798,6 +944,7 @@ int main(void)
 		cmocka_unit_test(test_invariance_chunks_threads),
 		cmocka_unit_test(test_invariance_batch),
 		cmocka_unit_test(test_invariance_isa),
+		cmocka_unit_test(test_shared_prefix),
 		cmocka_unit_test(test_bad_tokens),
 		cmocka_unit_test(test_moe_route),
 		cmocka_unit_test(test_moe_reference),

@@ -4,7 +4,9 @@
  * fused q/k/v and gate/up matmuls through kern_matmul_n, rotary, the
  * paged attention (attend: one row and one KV head at a time, the query
  * heads of that KV head sharing each key and value row, block by block in
- * position order), the output head. Owns the run-time scratch (fwd_new);
+ * position order — the definition; att_shared: the same per row, with a
+ * block that decode rows share read once for all of them), the output
+ * head. Owns the run-time scratch (fwd_new);
  * callers: sc/ (engine, batch), tools/cmd_eval.c, tests.
  */
 #include "engine/fwd.h"
@@ -51,6 +53,17 @@ struct fwd {
 	int *slot_pos;      /* (R * n_used) gathered position of each slot */
 	float *xg, *yg;     /* (R * n_used, dim) gathered inputs, outputs */
 	float *hg, *hg2;    /* (R * n_used, expert_ffn) */
+	/* shared-prefix attention (att_shared): rows in block-table order */
+	int shared_on;      /* 0: every row walks its own blocks (attend) */
+	int *ord;           /* (R) rows sorted by their page tables */
+	float *sh_q, *sh_o; /* (n_kv_heads, R, heads per KV head, head_dim)
+			     * queries gathered / outputs, in ord order */
+	float *sh_s;        /* (n_kv_heads, R, heads per KV head, sh_cap)
+			     * scores by absolute position */
+	size_t sh_cap;      /* positions per sh_s row */
+	size_t sh_rows;     /* floats sh_s holds */
+	int sh_active;      /* this call takes the shared path */
+	long sh_calls;      /* calls that took it */
 };
 
 static void *xcalloc(size_t n, size_t sz, int *bad)
@@ -93,6 +106,9 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	f->inv_freq = xcalloc((size_t)n_rope * half, sizeof(double), &bad);
 	f->row_seq = xcalloc(R, sizeof(int), &bad);
 	f->row_pos = xcalloc(R, sizeof(int), &bad);
+	f->ord = xcalloc(R, sizeof(int), &bad);
+	f->sh_q = xcalloc(R * q_dim, sizeof(float), &bad);
+	f->sh_o = xcalloc(R * q_dim, sizeof(float), &bad);
 	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
 	if (c->n_expert) {
 		size_t S = R * c->n_expert_used;
@@ -128,6 +144,8 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 			f->inv_freq[(size_t)k * half + i] = v;
 		}
 	f->att_scale = c->att_scale;
+	f->shared_on = getenv("QUORUM_SHARED_ATTN") &&
+		       !strcmp(getenv("QUORUM_SHARED_ATTN"), "1");
 	*out = f;
 	return 0;
 }
@@ -162,6 +180,10 @@ void fwd_free(fwd **fp)
 	free(f->yg);
 	free(f->hg);
 	free(f->hg2);
+	free(f->ord);
+	free(f->sh_q);
+	free(f->sh_o);
+	free(f->sh_s);
 	free(f);
 	*fp = NULL;
 }
@@ -169,6 +191,16 @@ void fwd_free(fwd **fp)
 int fwd_max_rows(const fwd *f)
 {
 	return f->R;
+}
+
+void fwd_set_shared_attn(fwd *f, int on)
+{
+	f->shared_on = on != 0;
+}
+
+long fwd_shared_calls(const fwd *f)
+{
+	return f->sh_calls;
 }
 
 int fwd_check_pool(const model *m, const kv_pool *pool)
@@ -379,6 +411,202 @@ static int ensure_scores(fwd *f, int M)
 	return 0;
 }
 
+/* ---- shared-prefix attention ----------------------------------------
+ * Forks of one root (and roots sharing a cached prefix) hold the same
+ * blocks at the same indices. With the rows sorted by page table, rows
+ * sharing a block are neighbours in f->ord: for each block index and each
+ * run of neighbours holding the same block over the same rows of it, one
+ * kern_att_scores / kern_att_values call serves all their query heads, so
+ * the block's keys and values are read (and converted) once for the run.
+ * Each row keeps attend's arithmetic: scores are per (query, key) dots,
+ * the softmax is one kern_softmax over the row's positions lo..pos, and
+ * each output element accumulates over the row's positions in order
+ * (blocks in index order, rows of a block in order); the kernels'
+ * per-element results do not depend on how many queries share a call. */
+
+/* Page tables in order: by block id, index by index, shorter first. */
+static int table_cmp(const kv_seq *a, const kv_seq *b)
+{
+	uint32_t n = a->n_blocks < b->n_blocks ? a->n_blocks : b->n_blocks;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (a->blocks[i] != b->blocks[i])
+			return a->blocks[i] < b->blocks[i] ? -1 : 1;
+	return (a->n_blocks > b->n_blocks) - (a->n_blocks < b->n_blocks);
+}
+
+/* Sorts the rows by page table into f->ord (after kv_seq_reserve, so a
+ * block two rows share is one neither writes) and sizes the scratch.
+ * Returns 1 when the shared path applies: a decode batch (one new row per
+ * sequence) where two rows share their first block. */
+static int plan_shared(fwd *f, kv_seq *const *seqs, const int *n_new,
+		       int n_seq, int M, int *rc)
+{
+	const model_config *c = &f->m->cfg;
+	size_t cap = 0, need;
+	int share = 0;
+
+	*rc = 0;
+	if (!f->shared_on || M < 2)
+		return 0;
+	for (int i = 0; i < n_seq; i++)
+		if (n_new[i] != 1)
+			return 0;
+	for (int r = 0; r < M; r++) {
+		int p = r;
+
+		while (p > 0 && table_cmp(seqs[f->row_seq[f->ord[p - 1]]],
+					  seqs[f->row_seq[r]]) > 0) {
+			f->ord[p] = f->ord[p - 1];
+			p--;
+		}
+		f->ord[p] = r;
+	}
+	for (int p = 1; p < M && !share; p++) {
+		const kv_seq *a = seqs[f->row_seq[f->ord[p - 1]]];
+		const kv_seq *b = seqs[f->row_seq[f->ord[p]]];
+
+		share = a->n_blocks && b->n_blocks &&
+			a->blocks[0] == b->blocks[0];
+	}
+	if (!share)
+		return 0;
+	for (int r = 0; r < M; r++)
+		if ((size_t)f->row_pos[r] + 1 > cap)
+			cap = (size_t)f->row_pos[r] + 1;
+	cap = (cap + 15) & ~(size_t)15;
+	need = (size_t)M * c->n_heads * cap;
+	if (need > f->sh_rows) {
+		float *ns;
+
+		need += need / 2;
+		ns = realloc(f->sh_s, need * sizeof(float));
+		if (!ns) {
+			*rc = qerr_fail(QERR_NOMEM, "fwd: out of memory for "
+					"shared attention scores");
+			return 0;
+		}
+		f->sh_s = ns;
+		f->sh_rows = need;
+	}
+	f->sh_cap = cap;
+	return 1;
+}
+
+/* Sorted row p's span of block b: the block and its rows r0..r0+nt-1 that
+ * lie in the row's positions lo..pos (attend's walk); 0 when none do. */
+static int sh_span(const att_job *j, int p, int b, uint32_t *blk, int *r0,
+		   int *nt)
+{
+	const fwd *f = j->f;
+	const model_config *c = &f->m->cfg;
+	int r = f->ord[p], B = kv_pool_params(j->pool)->block_tokens;
+	int n = f->row_pos[r] + 1, t0 = b * B;
+	int lo = f->m->layers[j->layer].swa && n > c->swa_window
+			 ? n - c->swa_window : 0;
+
+	if (t0 >= n || t0 + B <= lo)
+		return 0;
+	*blk = j->seqs[f->row_seq[r]]->blocks[b];
+	*r0 = t0 < lo ? lo - t0 : 0;
+	*nt = (n - t0 < B ? n - t0 : B) - *r0;
+	return 1;
+}
+
+/* Sorted rows p0..p1-1, KV head kvh: attend's three steps, each block
+ * read once per run of rows sharing it. */
+static void att_shared(const att_job *j, int kvh, int p0, int p1)
+{
+	const fwd *f = j->f;
+	const model_config *c = &f->m->cfg;
+	const kv_params *pp = kv_pool_params(j->pool);
+	int G = c->n_heads / c->n_kv_heads, hd = c->head_dim, M = j->M;
+	int B = pp->block_tokens, nb = 0;
+	uint32_t kt = pp->dtype == KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+	size_t es = kv_elem_size(pp->dtype), q_dim = (size_t)c->q_dim;
+	size_t head_off = (size_t)kvh * hd * es, rowb = (size_t)c->kv_dim * es;
+	size_t gq = (size_t)G * hd, cap = f->sh_cap;
+	float *Q = f->sh_q + (size_t)kvh * M * gq;
+	float *O = f->sh_o + (size_t)kvh * M * gq;
+	float *S = f->sh_s + (size_t)kvh * M * G * cap;
+
+	/* S[(p * G + i) * cap + t]: head i of sorted row p, position t */
+	for (int p = p0; p < p1; p++) {
+		int r = f->ord[p], n = f->row_pos[r] + 1;
+
+		memcpy(Q + p * gq, f->q + r * q_dim + kvh * gq,
+		       gq * sizeof(float));
+		memset(O + p * gq, 0, gq * sizeof(float));
+		if ((n + B - 1) / B > nb)
+			nb = (n + B - 1) / B;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (int b = 0; b < nb; b++)
+			for (int p = p0; p < p1;) {
+				uint32_t blk, blk2;
+				int r0, nt, r02, nt2, q = p + 1;
+				const char *base;
+
+				if (!sh_span(j, p, b, &blk, &r0, &nt)) {
+					p++;
+					continue;
+				}
+				while (q < p1 && sh_span(j, q, b, &blk2, &r02,
+							 &nt2) &&
+				       blk2 == blk && r02 == r0 && nt2 == nt)
+					q++;
+				base = (const char *)(pass ? kv_v(j->pool, blk,
+								  j->layer)
+							   : kv_k(j->pool, blk,
+								  j->layer)) +
+				       head_off + (size_t)r0 * rowb;
+				if (!pass)
+					kern_att_scores(Q + p * gq, hd,
+							(q - p) * G, base,
+							(size_t)c->kv_dim, kt,
+							nt, hd, f->att_scale,
+							S + p * G * cap +
+								b * B + r0,
+							(int)cap);
+				else
+					kern_att_values(O + p * gq, hd,
+							(q - p) * G,
+							S + p * G * cap +
+								b * B + r0,
+							(int)cap, base,
+							(size_t)c->kv_dim, kt,
+							nt, hd);
+				p = q;
+			}
+		if (pass)
+			break;
+		for (int p = p0; p < p1; p++) {
+			int n = f->row_pos[f->ord[p]] + 1;
+			int lo = f->m->layers[j->layer].swa &&
+					 n > c->swa_window
+					 ? n - c->swa_window : 0;
+
+			for (int i = 0; i < G; i++)
+				kern_softmax(S + ((size_t)p * G + i) * cap + lo,
+					     n - lo);
+		}
+	}
+	for (int p = p0; p < p1; p++)
+		memcpy(f->att + f->ord[p] * q_dim + kvh * gq, O + p * gq,
+		       gq * sizeof(float));
+}
+
+/* Task = (chunk of sorted rows, KV head); j->n_split is the chunk count. */
+static void att_shared_task(void *ctx, int task, int n_tasks)
+{
+	const att_job *j = ctx;
+	int nkv = j->f->m->cfg.n_kv_heads, C = j->n_split;
+
+	(void)n_tasks;
+	att_shared(j, task % nkv, (int)((long)j->M * (task / nkv) / C),
+		   (int)((long)j->M * (task / nkv + 1) / C));
+}
+
 /* x[r] += RMSNorm(y[r]) * w for the M rows (post_norms), else x += y. */
 static void residual(fwd *f, const float *w, float *y, int M)
 {
@@ -561,13 +789,25 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 		rope_row(f, k, c->n_kv_heads, r, kind);
 	}
 	store_kv(f, pool, seqs, l, M);
-	/* split the query heads of a KV head only while there are fewer
-	 * items than threads (decode of a few sequences on many threads) */
-	while (M * c->n_kv_heads * aj.n_split <
-		       f->n_att_tasks / FWD_ATT_TASKS_PER_THREAD &&
-	       aj.n_split < c->n_heads / c->n_kv_heads)
-		aj.n_split++;
-	tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
+	if (f->sh_active) {
+		/* chunks of sorted rows: (chunk, KV head) tasks enough to
+		 * balance the threads as attend's do, each chunk reading a
+		 * shared block once */
+		int C = (f->n_att_tasks + c->n_kv_heads - 1) / c->n_kv_heads;
+
+		aj.n_split = C < M ? C : M;
+		tpool_run(f->tp, att_shared_task, &aj,
+			  aj.n_split * c->n_kv_heads);
+	} else {
+		/* split the query heads of a KV head only while there are
+		 * fewer items than threads (decode of a few sequences on
+		 * many threads) */
+		while (M * c->n_kv_heads * aj.n_split <
+			       f->n_att_tasks / FWD_ATT_TASKS_PER_THREAD &&
+		       aj.n_split < c->n_heads / c->n_kv_heads)
+			aj.n_split++;
+		tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
+	}
 	matmul(f, &L->wo, NULL, f->att, M, f->xb);
 	residual(f, L->post_attn_norm, f->xb, M);
 	for (int r = 0; r < M; r++)
@@ -618,6 +858,10 @@ int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
 	for (int i = 0; i < n_seq; i++)
 		if ((rc = kv_seq_reserve(pool, seqs[i], (uint32_t)n_new[i])))
 			return rc;
+	f->sh_active = plan_shared(f, seqs, n_new, n_seq, M, &rc);
+	if (rc)
+		return rc;
+	f->sh_calls += f->sh_active;
 	for (int r = 0; r < M; r++)
 		kern_row_f32(f->m->tok_embd.data, f->m->tok_embd.type, c->dim,
 			     tokens[r], f->x + (size_t)r * c->dim);

@@ -40,6 +40,21 @@ void fwd_free(fwd **f);
 int fwd_max_rows(const fwd *f);
 
 /*
+ * Shared-prefix attention (off by default; on when the environment has
+ * QUORUM_SHARED_ATTN=1 at fwd_new: on a 2-core AMD EPYC it has not been
+ * faster yet, see docs/performance.md). In a decode batch (one new row per
+ * sequence), rows whose page tables hold the same block at the same index
+ * (forks of one root, roots sharing a cached prefix) read that block's
+ * keys and values once per layer for all of them. Off, every row walks
+ * its own blocks (the definition). The bits are the same either way: each
+ * row's scores are the same dots, its softmax the same call, its value
+ * sums run over its positions in the same order.
+ */
+void fwd_set_shared_attn(fwd *f, int on);
+/* fwd_batch calls so far that read shared blocks once for several rows. */
+long fwd_shared_calls(const fwd *f);
+
+/*
  * Appends tokens to n_seq sequences in one batch. seqs[i] gets n_new[i]
  * tokens (taken in order from tokens[]); sum(n_new) <= max_rows. Positions
  * continue from each sequence's n_tokens. Reserves KV (copy-on-write of a
