@@ -24,8 +24,9 @@ for t in "$@"; do
 		f=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' | tail -n 1)
 		[ "$f" = 0 ] && f="" ;;
 	*)
-		p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
-		f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1) ;;
+		# a binary may run several groups: their counts add up
+		p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' | awk '{s += $1} END {if (NR) print s}')
+		f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' | awk '{s += $1} END {if (NR) print s}') ;;
 	esac
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 	# exit 77: the script could not run here (e.g. not root); never a pass

@@ -29,7 +29,10 @@
 #define MAX_NEW 256
 #define SEED 5
 
-/* The questions the cases take (QUORUM_TEST_QUICK: 2). */
+/* The questions the cases take (QUORUM_TEST_QUICK: 2, and each cluster
+ * asks half of the (rule, question) pairs, 1 worker the other half from 3
+ * workers: every pair and every rule still meets a cluster, every rule
+ * both worker counts). */
 static int n_q(void)
 {
 	return tu_quick() ? 2 : N_Q;
@@ -223,6 +226,8 @@ static void run_rules(int workers, int waves)
 			Quorum__ClientReply *rep;
 			char what[96];
 
+			if (tu_quick() && (r + q + (workers > 1)) % 2)
+				continue; /* the other worker count's half */
 			o.vote = r == CONF_RULE ? "confidence" : NULL;
 			assert_int_equal(cu_ask_send(s, rid, &o), 0);
 			rep = cu_recv_live(&cl, s, CU_WAIT_MS);
@@ -249,6 +254,8 @@ static void run_rules(int workers, int waves)
 		Quorum__ClientReply *rep;
 		char what[96];
 
+		if (tu_quick() && q != (workers > 1))
+			continue;
 		assert_int_equal(cu_ask_send(s, rid++, &o), 0);
 		rep = cu_recv_live(&cl, s, CU_WAIT_MS);
 		snprintf(what, sizeof(what), "%d workers, default rule, q %d",

@@ -310,6 +310,9 @@ static void test_confidence_vote(void **state)
 			sc_params pm = params(ns[ni], 3, 1.2f, "none");
 			sc_result rn, rx, rm;
 
+			/* quick: each problem one N, each N one problem */
+			if (tu_quick() && ni != (size_t)q % 3)
+				continue;
 			pn.vote = px.vote = SC_VOTE_CONFIDENCE;
 			run(e, q, &pn, &rn);
 			run(e, q, &px, &rx);
@@ -397,6 +400,10 @@ static void test_conf_filter(void **state)
 			sc_params p = pf;
 			sc_result r;
 
+			/* quick: the other configurations shared out over
+			 * the problems, each one taken */
+			if (tu_quick() && (ci - 1) % 2 != (size_t)q)
+				continue;
 			ep = SC_ENGINE_DEFAULTS;
 			ep.max_batch = cf[ci].max_batch;
 			ep.n_threads = cf[ci].threads;
