@@ -1702,8 +1702,16 @@ static void test_hostile_bodies(void **state)
 	hwm = proc_kb(gw_pid, "VmHWM");
 	printf("  16 hostile 1 MB bodies: RSS %ld -> %ld kB, peak %ld kB\n",
 	       rss0, rss1, hwm);
+#if defined(__SANITIZE_ADDRESS__)
+	/* AddressSanitizer keeps freed memory in quarantine (256 MB by
+	 * default) and adds its own: the bound is the real allocator's,
+	 * asserted in the plain build; here every body was still refused */
+	(void)hwm;
+	(void)rss1;
+#else
 	assert_true(hwm > 0 && hwm < 200 * 1024);
 	assert_true(rss1 < rss0 + 32 * 1024);
+#endif
 }
 
 /* A client that hangs up on a plain (not streamed) request: its request
