@@ -181,11 +181,17 @@ same() { # same CASE A B: projections equal byte for byte
 		bad "$1: $2.p and $3.p differ"
 	fi
 }
+# the gateway serves the model under its own id (/v1/models); another
+# name would be answered 404 model_not_found
+MID=$(curl -s --max-time 10 -H "Authorization: Bearer example-change-me" \
+	"$URL/v1/models" |
+	$PY -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])' 2>/dev/null)
+[ -n "$MID" ] || bad "GET /v1/models: no model id"
 QN="Mia has 45 stickers. She gives 12 to her brother and then buys 3 packs of 8. How many stickers does she have now?"
 MODEL=models/arith.gguf
 timeout 300 "$Q" run --model "$MODEL" --json -n 8 --max-new-tokens 64 --seed 11 \
 	--stop none "$QN" >"$tmp/run.json" 2>"$tmp/run.log" || bad "quorum run"
-post "$tmp/http.json" "{\"model\":\"x\",\"n\":8,\"max_tokens\":64,\"seed\":11,\"messages\":[{\"role\":\"user\",\"content\":\"$QN\"}]}" ||
+post "$tmp/http.json" "{\"model\":\"$MID\",\"n\":8,\"max_tokens\":64,\"seed\":11,\"messages\":[{\"role\":\"user\",\"content\":\"$QN\"}]}" ||
 	bad "POST /v1/chat/completions: $(tail -n 2 "$tmp/http.json.log")"
 same "gateway reply = quorum run" "$tmp/run.json" "$tmp/http.json"
 timeout 300 "$Q" ask --endpoint "$EP" --timeout 120 --json -n 8 \
@@ -195,9 +201,11 @@ same "quorum ask reply = quorum run" "$tmp/run.json" "$tmp/ask.json"
 
 # ---- a worker pod deleted mid-request -------------------------------------------------
 Q2="A farmer has 17 sheep and buys 23 more. Then he sells 9 of them. How many sheep are there?"
-timeout 300 "$Q" run --model "$MODEL" --json -n 16 --max-new-tokens 96 --seed 5 \
+# every sample runs to max_tokens (ignore_eos): long enough to be seen in
+# flight on a loaded machine
+timeout 300 "$Q" run --model "$MODEL" --json -n 32 --max-new-tokens 400 --seed 5 --ignore-eos \
 	--temperature 1 --stop none "$Q2" >"$tmp/run2.json" 2>"$tmp/run2.log" || bad "quorum run (2)"
-post "$tmp/http2.json" "{\"model\":\"x\",\"n\":16,\"max_tokens\":96,\"seed\":5,\"temperature\":1,\"messages\":[{\"role\":\"user\",\"content\":\"$Q2\"}]}" &
+post "$tmp/http2.json" "{\"model\":\"$MID\",\"n\":32,\"max_tokens\":400,\"ignore_eos\":true,\"seed\":5,\"temperature\":1,\"messages\":[{\"role\":\"user\",\"content\":\"$Q2\"}]}" &
 bg=$!
 # in flight: some worker holds busy slots; then its pod goes
 i=0; busy=0
@@ -220,8 +228,15 @@ fi
 wait "$bg" || bad "POST during the deletion: $(tail -n 2 "$tmp/http2.json.log")"
 bg=""
 same "reply after losing a worker pod = quorum run" "$tmp/run2.json" "$tmp/http2.json"
-nw=$("$Q" status --endpoint "$EP" --timeout 2 2>/dev/null |
-	sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+# the coordinator drops a lost worker when its heartbeats stop (liveness
+# x interval): wait for that, bounded
+i=0
+while [ $i -lt 120 ]; do
+	nw=$("$Q" status --endpoint "$EP" --timeout 2 2>/dev/null |
+		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+	[ "${nw:-0}" -eq 2 ] && break
+	sleep 0.25; i=$((i + 1))
+done
 [ "${nw:-0}" -eq 2 ] && ok "the coordinator dropped the pod's 2 workers" ||
 	bad "workers after the deletion: ${nw:-none}, want 2"
 
