@@ -325,8 +325,8 @@ test-deb: deb
 # The fuzz targets (fuzz/fuzz_*.c) are built with clang against the library
 # sources compiled once more with ASan+UBSan and coverage, in build-fuzz/.
 FUZZ_CC      ?= clang-14
-FUZZ_INC     := -iquote common -iquote . -iquote $(FB)
 FB           := build-fuzz
+FUZZ_INC     := -iquote common -iquote . -iquote $(FB)
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := gguf wire cfg tok
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
