@@ -1325,8 +1325,12 @@ static void client_limits(void **state)
 	worker_init(&a, "A", "wa", "h", 64, 4);
 	fw_register(s, &a);
 	serve_all(s, ws, 1);
-	for (int i = 0; i < 3; i++)
-		assert_non_null(c_next("gw"));
+	for (int i = 0; i < 3; i++) {
+		Quorum__ClientReply *r = c_next("gw");
+
+		assert_non_null(r);
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
 	/* aaaa generated 2 x 4 tokens: its minute's 8 are spent; its next
 	 * ask is BUSY until a token is back (60000 / 8 ms), bbbb's is not */
 	gw_asks(s, "key:aaaa", 1, &rid, &o);
