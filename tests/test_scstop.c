@@ -462,6 +462,7 @@ static void test_waves_same_reply(void **state)
 		{64, 2, 0}, {3, 1, 512},
 	};
 	uint64_t tok[4] = {0};
+	uint64_t base1 = 0;   /* no waves' tokens where waves of 1 ran */
 	int runs = 0;
 
 	(void)state;
@@ -489,6 +490,11 @@ static void test_waves_same_reply(void **state)
 				sc_result rw;
 				char what[128];
 
+				/* quick (sanitizer builds): one wave size
+				 * per combination, each size still taken */
+				if (tu_quick() &&
+				    w != 1 + (int)((ri + ni + (size_t)q) % 3))
+					continue;
 				pw.stop_waves = w;
 				run(e, q, &pw, &rw);
 				snprintf(what, sizeof(what), "q %d %s N %d vote "
@@ -496,6 +502,7 @@ static void test_waves_same_reply(void **state)
 					 ns[ni], vote, ep.max_batch, w);
 				assert_same_reply(&rw, &r0, what);
 				if (w == 1) {
+					base1 += r0.stats.gen_tokens;
 					if (rw.stop.cancelled ||
 					    rw.stop.started != rw.n)
 						fail_msg("%s: %d started, %d "
@@ -523,7 +530,7 @@ static void test_waves_same_reply(void **state)
 	       "with waves of 1 / 2 / 3\n", runs, (unsigned long long)tok[0],
 	       (unsigned long long)tok[1], (unsigned long long)tok[2],
 	       (unsigned long long)tok[3]);
-	assert_true(tok[1] < tok[0]);
+	assert_true(tok[1] < base1);
 }
 
 int main(void)
