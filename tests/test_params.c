@@ -6,7 +6,7 @@
  * The table: per setting, bad values (and good ones at the limits) given
  *   - to the CLI's shared flag parser (tools/sampflags, as `quorum run`,
  *     `ask` and `eval-set` parse them; stderr captured),
- *   - to the gateway's request parser (gwapi_parse, in-process),
+ *   - to the gateway's request parser (openai_parse, in-process),
  *   - to the coordinator (an Ask through sched_on_client, in-process: a
  *     valid one is refused only for want of workers),
  *   - to the engine's check (sc_params_check),
@@ -194,19 +194,19 @@ static void cli(int id, const char *value, char *out, size_t cap)
 
 /* ---- the gateway --------------------------------------------------------- */
 
-/* gwapi_parse of a completion with field = value: 0, or -1 with msg */
+/* openai_parse of a completion with field = value: 0, or -1 with msg */
 static int gw(const char *field, const char *json, int max_n, char *msg,
 	      size_t cap, const char **param)
 {
 	char body[512];
-	gwapi_req r;
+	openai_req r;
 	int rc;
 
 	snprintf(body, sizeof(body), "{\"prompt\":\"q\",\"%s\":%s}", field,
 		 json);
-	rc = gwapi_parse(0, body, strlen(body), max_n, &r, msg, cap, param);
+	rc = openai_parse(0, body, strlen(body), max_n, &r, msg, cap, param);
 	if (!rc)
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 	return rc;
 }
 
@@ -445,7 +445,7 @@ static int gw_policy(const struct row *r)
 {
 	return (r->id == SC_S_SEED && r->value[0] == '-') ||
 	       (r->id == SC_S_TEMPERATURE && strtod(r->value, NULL) >
-						     GWAPI_TEMPERATURE_MAX);
+						     OPENAI_TEMPERATURE_MAX);
 }
 
 static void check(const char *where, const struct row *r, const char *got)
@@ -561,13 +561,13 @@ static void policy(void **state)
 			 0);
 	{
 		static const char body[] = "{\"prompt\":\"q\",\"seed\":-1}";
-		gwapi_req r;
+		openai_req r;
 
 		/* any int64: its two's complement, the same every time */
-		assert_int_equal(gwapi_parse(0, body, strlen(body), 16, &r, got,
+		assert_int_equal(openai_parse(0, body, strlen(body), 16, &r, got,
 					     sizeof(got), &param), 0);
 		assert_true(r.sp.has_seed && r.sp.seed == UINT64_MAX);
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 	}
 	assert_int_equal(gw("seed", "-9223372036854775808", 16, got,
 			    sizeof(got), &param), 0);

@@ -26,7 +26,7 @@ static Quorum__ClientReply *status_ok(Quorum__ClientReply *r)
 		r = NULL;
 	}
 	if (r && r->cluster->has_model_fingerprint)
-		gwapi_set_fingerprint(r->cluster->model_fingerprint);
+		openai_set_fingerprint(r->cluster->model_fingerprint);
 	return r;
 }
 

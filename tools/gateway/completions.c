@@ -30,7 +30,7 @@
 
 /* A completion between its submission and its response. */
 struct gwjob {
-	gwapi_req r;
+	openai_req r;
 	gwcall *call;
 	gwcall *probe;           /* the status query while probing */
 	int probed;
@@ -43,7 +43,7 @@ struct gwjob {
  * (it has just answered: fast) unless /health or /v1/models did. */
 static void learn_fingerprint(void)
 {
-	json_t *f = gwapi_fingerprint();
+	json_t *f = openai_fingerprint();
 
 	if (json_is_null(f)) {
 		Quorum__ClientReply *st = cluster_status();
@@ -59,13 +59,13 @@ static int64_t reply_deadline(void)
 	return wire_now_ms() + gw.c->limits.request_timeout_ms + GW_GRACE_MS;
 }
 
-static void make_id(const gwapi_req *r, uint64_t rid, char *id, size_t cap)
+static void make_id(const openai_req *r, uint64_t rid, char *id, size_t cap)
 {
 	snprintf(id, cap, "%s-%016llx", r->chat ? "chatcmpl" : "cmpl",
 		 (unsigned long long)rid);
 }
 
-static gwcall *submit(gwapi_req *r, struct MHD_Connection *mc)
+static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 {
 	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask ask = QUORUM__ASK__INIT;
@@ -74,7 +74,7 @@ static gwcall *submit(gwapi_req *r, struct MHD_Connection *mc)
 		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char who[GWLINK_WHO_MAX];
 
-	/* the caller is a client of its own at the coordinator (link.h) */
+	/* the caller is a client of its own at the coordinator (gwlink.h) */
 	ask.on_behalf_of = (char *)gwlink_who(gw.l, gw.c, auth_bearer(mc),
 					      ci ? ci->client_addr : NULL,
 					      who, sizeof(who));
@@ -151,7 +151,7 @@ void completions_free(gwconn *cn)
 	gwcall_release(j->call); /* not answered: cancelled */
 	if (j->p.rep)
 		quorum__client_reply__free_unpacked(j->p.rep, NULL);
-	gwapi_req_free(&j->r);
+	openai_req_free(&j->r);
 	free(j);
 	cn->job = NULL;
 }
@@ -178,7 +178,7 @@ static gwcall *submit_probe(void)
 /* Validates, admits and submits the request, then parks it. */
 static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 {
-	gwapi_req r;
+	openai_req r;
 	char msg[512];
 	const char *param;
 	gwjob *j;
@@ -211,7 +211,7 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 					     "invalid_request_error");
 		}
 	}
-	if (gwapi_parse(cn->ep == HTTP_EP_CHAT, cn->body ? cn->body : "",
+	if (openai_parse(cn->ep == HTTP_EP_CHAT, cn->body ? cn->body : "",
 			cn->len, gw.c->limits.max_n, &r, msg, sizeof(msg),
 			&param))
 		return http_send_err(mc, cn, 400, msg, param,
@@ -219,13 +219,13 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	if (r.model && !cluster_model_known(r.model)) {
 		snprintf(msg, sizeof(msg), "The model '%.100s' does not exist "
 			 "(this gateway serves '%s')", r.model, gw.model_id);
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 		return http_send_err(mc, cn, 404, msg, "model",
 				     "model_not_found");
 	}
-	if (gwapi_settle(&r, (uint32_t)gw.c->http.samples, msg, sizeof(msg),
+	if (openai_settle(&r, (uint32_t)gw.c->http.samples, msg, sizeof(msg),
 			 &param)) {
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 		return http_send_err(mc, cn, 400, msg, param,
 				     "invalid_request_error");
 	}
@@ -236,7 +236,7 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 		  r.choices >= (r.sp.has_n ? r.sp.n
 					   : (uint32_t)gw.c->sampling.n));
 	if (metrics_enter()) {
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 		snprintf(msg, sizeof(msg), "the gateway is serving "
 			 "http.max_in_flight (%d) requests; try again later",
 			 gw.c->http.max_in_flight);
@@ -245,7 +245,7 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	}
 	cn->counted = 1;
 	if (!(j = calloc(1, sizeof(*j)))) {
-		gwapi_req_free(&r);
+		openai_req_free(&r);
 		return http_send_err(mc, cn, 500, "out of memory", NULL, NULL);
 	}
 	j->r = r;
@@ -345,18 +345,18 @@ enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
 	j->call = NULL;
 	learn_fingerprint();
 	{
-		gwapi_result x;
+		openai_result x;
 
-		if (gwapi_result_make(&j->r, rep->answer, &x)) {
+		if (openai_result_make(&j->r, rep->answer, &x)) {
 			ok = http_send_err(mc, cn, 500, "out of memory", NULL,
 					   NULL);
 		} else {
 			metrics_count_answer(rep->answer);
 			metrics_record_answer(cn->rec, &x);
-			ok = http_send_json(mc, cn, 200, gwapi_response(
+			ok = http_send_json(mc, cn, 200, openai_response(
 				&j->r, &x, rep->answer, j->id,
 				(long)time(NULL), gw.model_id));
-			gwapi_result_fini(&x);
+			openai_result_fini(&x);
 		}
 	}
 	quorum__client_reply__free_unpacked(rep, NULL);

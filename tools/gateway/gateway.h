@@ -26,7 +26,7 @@
  * outlive the gwconn, sse.h). gw is filled by cmd_serve before the
  * daemon starts and only read while it runs; what changes while serving
  * is metrics.c's, pending.c's and conns.c's, each under its lock, and
- * the link's (link.h).
+ * the link's (gwlink.h).
  */
 #ifndef QUORUM_GATEWAY_H
 #define QUORUM_GATEWAY_H
@@ -37,7 +37,7 @@
 #include <time.h>
 
 #include "net/cfg.h"
-#include "link.h"
+#include "gwlink.h"
 
 typedef struct sse_stream sse_stream;
 typedef struct gwjob gwjob;

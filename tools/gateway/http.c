@@ -141,7 +141,7 @@ enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 		json_object_set_new(cn->rec, "error", json_string(msg));
 	}
 	return http_send_json(mc, cn, code,
-			      gwapi_error(msg, type, param, ecode));
+			      openai_error(msg, type, param, ecode));
 }
 
 int http_status_code(int st, const char **ecode)

@@ -99,7 +99,7 @@ void metrics_count_answer(const Quorum__Answer *a)
 }
 
 /* A record for the status page (kept when the request ends). */
-json_t *metrics_record_new(const gwapi_req *r, const char *id, int stream)
+json_t *metrics_record_new(const openai_req *r, const char *id, int stream)
 {
 	size_t ql = r->qlen > GW_QUESTION_SHOWN ? GW_QUESTION_SHOWN : r->qlen;
 
@@ -125,7 +125,7 @@ void metrics_record_push(gwconn *cn)
 	cn->rec = NULL;
 }
 
-void metrics_record_answer(json_t *rec, const gwapi_result *x)
+void metrics_record_answer(json_t *rec, const openai_result *x)
 {
 	json_t *v = json_array();
 

@@ -35,10 +35,10 @@ void metrics_count_answer(const Quorum__Answer *a);
 /* A status-page record of a request (its "status" "running"), kept as
  * cn->rec; metrics_record_push keeps it among the recent requests (the
  * record then belongs there; cn->rec is set to NULL). */
-json_t *metrics_record_new(const gwapi_req *r, const char *id, int stream);
+json_t *metrics_record_new(const openai_req *r, const char *id, int stream);
 void metrics_record_push(gwconn *cn);
 /* Sets the record's answer, votes, voters and agreement. */
-void metrics_record_answer(json_t *rec, const gwapi_result *x);
+void metrics_record_answer(json_t *rec, const openai_result *x);
 
 /* GET /metrics */
 enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn);

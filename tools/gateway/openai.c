@@ -1,4 +1,8 @@
-/* gwapi — see gwapi.h. */
+/*
+ * openai — the OpenAI-compatible JSON of the gateway (see openai.h):
+ * parsing and checking a completion request into an Ask, and writing
+ * replies, stream chunks and errors in the schema the SDKs expect.
+ */
 #include "openai.h"
 
 #include <math.h>
@@ -27,7 +31,7 @@ static int bad(char *msg, size_t cap, const char **param, const char *p,
 	return -1;
 }
 
-void gwapi_req_free(gwapi_req *r)
+void openai_req_free(openai_req *r)
 {
 	free(r->question);
 	free(r->system);
@@ -97,7 +101,7 @@ static int content_text(json_t *c, size_t i, char **out, size_t *len,
 	return 0;
 }
 
-static int parse_messages(json_t *m, gwapi_req *r, char *msg, size_t cap,
+static int parse_messages(json_t *m, openai_req *r, char *msg, size_t cap,
 			  const char **param)
 {
 	size_t i, n_user = 0;
@@ -169,7 +173,7 @@ static int parse_messages(json_t *m, gwapi_req *r, char *msg, size_t cap,
 	return 0;
 }
 
-static int parse_prompt(json_t *p, gwapi_req *r, char *msg, size_t cap,
+static int parse_prompt(json_t *p, openai_req *r, char *msg, size_t cap,
 			const char **param)
 {
 	if (json_is_array(p) && json_array_size(p) == 1)
@@ -233,8 +237,8 @@ static int bad_type(char *msg, size_t cap, const char **param,
 	return bad_setting(msg, cap, param, p);
 }
 
-int gwapi_parse(int chat, const char *body, size_t len, int max_n,
-		gwapi_req *r, char *msg, size_t cap, const char **param)
+int openai_parse(int chat, const char *body, size_t len, int max_n,
+		openai_req *r, char *msg, size_t cap, const char **param)
 {
 	json_error_t je;
 	json_t *o, *v;
@@ -349,11 +353,11 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		/* the HTTP API's policy: OpenAI's range (the CLI keeps
 		 * sc/params' own), said as sc/params says a range */
-		if (json_number_value(v) > GWAPI_TEMPERATURE_MAX) {
+		if (json_number_value(v) > OPENAI_TEMPERATURE_MAX) {
 			bad(msg, cap, param, "temperature",
 			    "temperature = %g: must be a number in [0, %g] "
 			    "(the HTTP API's range)", json_number_value(v),
-			    GWAPI_TEMPERATURE_MAX);
+			    OPENAI_TEMPERATURE_MAX);
 			goto out;
 		}
 		r->sp.has_temperature = 1;
@@ -488,7 +492,7 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 		} else {
 			json_incref(v);
 		}
-		if (!json_is_array(v) || json_array_size(v) > GWAPI_MAX_STOP) {
+		if (!json_is_array(v) || json_array_size(v) > OPENAI_MAX_STOP) {
 			json_decref(v);
 			sc_check_fail(SC_S_STOP_STRINGS, NULL);
 			bad_setting(msg, cap, param, "stop");
@@ -578,11 +582,11 @@ int gwapi_parse(int chat, const char *body, size_t len, int max_n,
 out:
 	json_decref(o);
 	if (rc)
-		gwapi_req_free(r);
+		openai_req_free(r);
 	return rc;
 }
 
-int gwapi_settle(gwapi_req *r, uint32_t def, char *msg, size_t cap,
+int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 		 const char **param)
 {
 	uint32_t k = r->samples ? r->samples : r->sp.has_n ? r->sp.n : def;
@@ -598,7 +602,7 @@ int gwapi_settle(gwapi_req *r, uint32_t def, char *msg, size_t cap,
 	return 0;
 }
 
-json_t *gwapi_error(const char *message, const char *type, const char *param,
+json_t *openai_error(const char *message, const char *type, const char *param,
 		    const char *code)
 {
 	return json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message",
@@ -607,7 +611,7 @@ json_t *gwapi_error(const char *message, const char *type, const char *param,
 			 "code", code ? json_string(code) : json_null());
 }
 
-void gwapi_result_fini(gwapi_result *x)
+void openai_result_fini(openai_result *x)
 {
 	for (size_t i = 0; i < x->n; i++) {
 		if (x->text)
@@ -686,8 +690,8 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			 "top_logprobs");
 }
 
-int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
-		      gwapi_result *x)
+int openai_result_make(const openai_req *r, const Quorum__Answer *a,
+		      openai_result *x)
 {
 	size_t n = a->n_samples;
 
@@ -787,11 +791,11 @@ int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
 	}
 	return 0;
 nomem:
-	gwapi_result_fini(x);
+	openai_result_fini(x);
 	return -1;
 }
 
-json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a)
+json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 {
 	json_t *q = json_object(), *tmp = json_object(), *ans = json_array();
 
@@ -840,7 +844,7 @@ json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a)
 	return q;
 }
 
-static json_t *usage(const gwapi_result *x, const Quorum__Answer *a)
+static json_t *usage(const openai_result *x, const Quorum__Answer *a)
 {
 	uint64_t p = a->prefix && a->prefix->has_prompt_tokens
 			     ? a->prefix->prompt_tokens : 0,
@@ -857,7 +861,7 @@ static json_t *usage(const gwapi_result *x, const Quorum__Answer *a)
 						: 0));
 }
 
-json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
+json_t *openai_response(const openai_req *r, const openai_result *x,
 		       const Quorum__Answer *a, const char *id, long created,
 		       const char *model)
 {
@@ -887,10 +891,10 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 		r->chat ? "chat.completion" : "text_completion"));
 	json_object_set_new(o, "created", json_integer(created));
 	json_object_set_new(o, "model", json_string(model));
-	json_object_set_new(o, "system_fingerprint", gwapi_fingerprint());
+	json_object_set_new(o, "system_fingerprint", openai_fingerprint());
 	json_object_set_new(o, "choices", ch);
 	json_object_set_new(o, "usage", usage(x, a));
-	json_object_set_new(o, "quorum", gwapi_quorum(x, a));
+	json_object_set_new(o, "quorum", openai_quorum(x, a));
 	return o;
 }
 
@@ -899,13 +903,13 @@ json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
 static uint64_t fp_value;
 static int fp_known;
 
-void gwapi_set_fingerprint(uint64_t fp)
+void openai_set_fingerprint(uint64_t fp)
 {
 	__atomic_store_n(&fp_value, fp, __ATOMIC_RELAXED);
 	__atomic_store_n(&fp_known, 1, __ATOMIC_RELEASE);
 }
 
-json_t *gwapi_fingerprint(void)
+json_t *openai_fingerprint(void)
 {
 	char b[24];
 
@@ -916,16 +920,16 @@ json_t *gwapi_fingerprint(void)
 	return json_string(b);
 }
 
-static json_t *chunk_head(const gwapi_req *r, const char *id, long created,
+static json_t *chunk_head(const openai_req *r, const char *id, long created,
 			  const char *model)
 {
 	return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", id, "object",
 			 r->chat ? "chat.completion.chunk" : "text_completion",
 			 "created", (json_int_t)created, "model", model,
-			 "system_fingerprint", gwapi_fingerprint());
+			 "system_fingerprint", openai_fingerprint());
 }
 
-json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
+json_t *openai_chunk(const openai_req *r, const char *id, long created,
 		    const char *model, uint32_t index, const char *text,
 		    size_t len, int role, const char *finish)
 {
@@ -951,7 +955,7 @@ json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
 	return o;
 }
 
-json_t *gwapi_chunk_usage(const gwapi_req *r, const gwapi_result *x,
+json_t *openai_chunk_usage(const openai_req *r, const openai_result *x,
 			  const Quorum__Answer *a, const char *id,
 			  long created, const char *model)
 {

@@ -1,5 +1,5 @@
 /*
- * gwapi — the OpenAI-compatible JSON of the HTTP gateway: requests of
+ * openai — the OpenAI-compatible JSON of the HTTP gateway: requests of
  * /v1/chat/completions and /v1/completions into an Ask, Answers into
  * responses and stream chunks, errors in OpenAI's shape. No I/O.
  *
@@ -28,7 +28,7 @@
  *                 vote is taken over the cut texts. Decoding itself is
  *                 not cut short, so the kept bytes are those of the
  *                 uncut sample.
- *   stream        Server-Sent Events (gwapi_chunk).
+ *   stream        Server-Sent Events (openai_chunk).
  *   think         (extension; or chat_template_kwargs.enable_thinking as
  *                 vLLM takes it) thinking on/off for qwen3 templates, as
  *                 `quorum ask --think`; absent: the cluster's prompt.think.
@@ -64,9 +64,9 @@
 #include "proto/quorum.pb-c.h"
 #include "sc/params.h"
 
-#define GWAPI_MAX_STOP SC_STOP_STR_MAX
+#define OPENAI_MAX_STOP SC_STOP_STR_MAX
 
-typedef struct gwapi_req {
+typedef struct openai_req {
 	int chat;                  /* 1: chat.completion, 0: text_completion */
 	char *question;            /* owned, NUL-terminated */
 	size_t qlen;
@@ -83,37 +83,37 @@ typedef struct gwapi_req {
 				    * (completions.c decides) */
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	int logprobs;              /* the chosen tokens' log-probabilities */
-	char *stop[GWAPI_MAX_STOP];
+	char *stop[OPENAI_MAX_STOP];
 	size_t n_stop;
 	/* stop as the Ask's params.stop_strings (the workers end a sample
 	 * there); sp points here only while the Ask is packed */
-	ProtobufCBinaryData stop_bin[GWAPI_MAX_STOP];
-} gwapi_req;
+	ProtobufCBinaryData stop_bin[OPENAI_MAX_STOP];
+} openai_req;
 
-/* Parses a request body. 0 ok (free r with gwapi_req_free); else -1 with
+/* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the
  * cluster's limits.max_n): requests asking for more samples are refused
  * here (sc_n_limit). */
-int gwapi_parse(int chat, const char *body, size_t len, int max_n,
-		gwapi_req *r, char *msg, size_t cap, const char **param);
+int openai_parse(int chat, const char *body, size_t len, int max_n,
+		openai_req *r, char *msg, size_t cap, const char **param);
 /* The samples of a parsed request: the "samples" extension, else n when
  * given, else def (http.samples; 0: the cluster's sampling.n, sp.n left
  * unset). -1 with msg when n exceeds the samples. */
-int gwapi_settle(gwapi_req *r, uint32_t def, char *msg, size_t cap,
+int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 		 const char **param);
 
 /* The HTTP API's bound on temperature (OpenAI's), above sc/params'. */
-#define GWAPI_TEMPERATURE_MAX 2.0
-void gwapi_req_free(gwapi_req *r);
+#define OPENAI_TEMPERATURE_MAX 2.0
+void openai_req_free(openai_req *r);
 
 /* {"error": {"message", "type", "param", "code"}} */
-json_t *gwapi_error(const char *message, const char *type, const char *param,
+json_t *openai_error(const char *message, const char *type, const char *param,
 		    const char *code);
 
 /* A finished request's choices and vote, as the coordinator sent them
  * (the workers end samples at the request's stop strings). Owns its
  * copies. */
-typedef struct gwapi_result {
+typedef struct openai_result {
 	size_t n;
 	char **text;        /* (n) NUL-terminated; may hold NULs: see len */
 	size_t *len;
@@ -129,35 +129,35 @@ typedef struct gwapi_result {
 	json_t *votes;      /* [{answer, count, first_index}] */
 	json_t *winner;     /* string or null */
 	size_t win_count, voters;
-} gwapi_result;
+} openai_result;
 
 /* Copies the answer's samples and picks r->choices of them (all when
  * fewer). */
-int gwapi_result_make(const gwapi_req *r, const Quorum__Answer *a,
-		      gwapi_result *out);
-void gwapi_result_fini(gwapi_result *x);
+int openai_result_make(const openai_req *r, const Quorum__Answer *a,
+		      openai_result *out);
+void openai_result_fini(openai_result *x);
 
 /* The "quorum" object of a finished request. */
-json_t *gwapi_quorum(const gwapi_result *x, const Quorum__Answer *a);
+json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a);
 
 /* The whole (non-streamed) response. id e.g. "chatcmpl-…". */
-json_t *gwapi_response(const gwapi_req *r, const gwapi_result *x,
+json_t *openai_response(const openai_req *r, const openai_result *x,
 		       const Quorum__Answer *a, const char *id, long created,
 		       const char *model);
 
 /* system_fingerprint: the model's fingerprint as "fp_" + 16 hex digits
  * once set (cluster.c sets it from the coordinator's status), else
  * null. */
-void gwapi_set_fingerprint(uint64_t fp);
-json_t *gwapi_fingerprint(void);
+void openai_set_fingerprint(uint64_t fp);
+json_t *openai_fingerprint(void);
 
 /* A stream chunk: choice index with a text delta (finish NULL), or its
  * finish (text NULL); role: the first chunk of a chat choice. */
-json_t *gwapi_chunk(const gwapi_req *r, const char *id, long created,
+json_t *openai_chunk(const openai_req *r, const char *id, long created,
 		    const char *model, uint32_t index, const char *text,
 		    size_t len, int role, const char *finish);
 /* The usage chunk (stream_options.include_usage): no choices, usage. */
-json_t *gwapi_chunk_usage(const gwapi_req *r, const gwapi_result *x,
+json_t *openai_chunk_usage(const openai_req *r, const openai_result *x,
 			  const Quorum__Answer *a, const char *id,
 			  long created, const char *model);
 

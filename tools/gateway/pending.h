@@ -8,7 +8,7 @@
  * why. Called by completions.c (a reply awaited) and sse.c (a stream
  * waiting for its next part).
  *
- * The link (link.h) has no readiness callback, so the thread checks the
+ * The link (gwlink.h) has no readiness callback, so the thread checks the
  * parked calls every PENDING_TICK_MS while any is parked (a poll(2) on
  * the parked sockets is its sleep: a hang-up wakes it at once; with none
  * parked it sleeps until one is); a reply waits at most that long. A hang-up: the socket's error, hang-up or end of file — a client
@@ -22,7 +22,7 @@
 #include <microhttpd.h>
 #include <stdint.h>
 
-#include "link.h"
+#include "gwlink.h"
 
 #define PENDING_TICK_MS 2
 

@@ -1,7 +1,7 @@
 /*
  * quorum serve — the HTTP gateway: an OpenAI-compatible API in front of a
  * running cluster, plus /health, /metrics (Prometheus) and a live status
- * page. It is a normal ZeroMQ client of the coordinator (link.h); the
+ * page. It is a normal ZeroMQ client of the coordinator (gwlink.h); the
  * JSON is openai.h's. libmicrohttpd event-driven (epoll) with a pool of
  * http.threads threads: no handler blocks — a request waiting for the
  * coordinator is suspended and parked (pending.h), a stream waiting for

@@ -24,7 +24,7 @@
 /* A streamed completion: the state of the SSE producer. */
 struct sse_stream {
 	gwcall *call;
-	gwapi_req req;
+	openai_req req;
 	char id[40];
 	long created;
 	int64_t deadline;
@@ -105,7 +105,7 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 	if (st->finished[i])
 		return;
 	if (upto > st->sent[i] || (done && !st->started[i])) {
-		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+		sse_json(st, openai_chunk(&st->req, st->id, st->created,
 					 gw.model_id, i,
 					 st->acc[i] ? st->acc[i] + st->sent[i]
 						    : "",
@@ -134,7 +134,7 @@ static void sse_finish_all(sse_stream *st, json_t *q)
 
 		if (!st->fin[k])
 			continue;
-		c = gwapi_chunk(&st->req, st->id, st->created, gw.model_id,
+		c = openai_chunk(&st->req, st->id, st->created, gw.model_id,
 				(uint32_t)k, NULL, 0, 0, st->fin[k]);
 		if (k == last && q && c) {
 			json_object_set_new(c, "quorum", q);
@@ -146,7 +146,7 @@ static void sse_finish_all(sse_stream *st, json_t *q)
 }
 
 /* Not live: the choices of x, whole, once the vote is settled. */
-static void sse_voted(sse_stream *st, const gwapi_result *x)
+static void sse_voted(sse_stream *st, const openai_result *x)
 {
 	int all = x->n_chosen == x->n;
 
@@ -156,7 +156,7 @@ static void sse_voted(sse_stream *st, const gwapi_result *x)
 
 		if (c >= st->n)
 			continue;
-		sse_json(st, gwapi_chunk(&st->req, st->id, st->created,
+		sse_json(st, openai_chunk(&st->req, st->id, st->created,
 					 gw.model_id, c, x->text[i], x->len[i],
 					 1, NULL));
 		st->fin[c] = x->finish[i];
@@ -187,7 +187,7 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 {
 	gwconn *cn = st->cn;
-	gwapi_result x;
+	openai_result x;
 
 	if (!r || r->status != QUORUM__STATUS__STATUS_OK ||
 	    r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER) {
@@ -198,7 +198,7 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 		snprintf(msg, sizeof(msg), "%s", !r
 			 ? "no reply from the coordinator in time"
 			 : r->error ? r->error : client_status_name(r->status));
-		sse_json(st, gwapi_error(msg, code >= 500 ? "server_error"
+		sse_json(st, openai_error(msg, code >= 500 ? "server_error"
 					 : code == 429 ? "rate_limit_error"
 					 : "invalid_request_error", NULL, ecode));
 		if (cn && cn->rec)
@@ -236,18 +236,18 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 			st->fin[k] = "cancelled";
 			st->finished[k] = 1;
 		}
-	if (!gwapi_result_make(&st->req, r->answer, &x)) {
+	if (!openai_result_make(&st->req, r->answer, &x)) {
 		metrics_count_answer(r->answer);
 		if (cn && cn->rec)
 			metrics_record_answer(cn->rec, &x);
 		if (!st->req.live)
 			sse_voted(st, &x);
-		sse_finish_all(st, gwapi_quorum(&x, r->answer));
+		sse_finish_all(st, openai_quorum(&x, r->answer));
 		if (st->req.include_usage)
-			sse_json(st, gwapi_chunk_usage(&st->req, &x, r->answer,
+			sse_json(st, openai_chunk_usage(&st->req, &x, r->answer,
 						       st->id, st->created,
 						       gw.model_id));
-		gwapi_result_fini(&x);
+		openai_result_fini(&x);
 	} else {
 		sse_finish_all(st, NULL);
 	}
@@ -332,12 +332,12 @@ static void sse_free(void *cls)
 	free(st->fin);
 	free(st->started);
 	free(st->out);
-	gwapi_req_free(&st->req);
+	openai_req_free(&st->req);
 	free(st);
 }
 
 enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
-			    gwcall *call, gwapi_req *r, const char *id,
+			    gwcall *call, openai_req *r, const char *id,
 			    int64_t deadline, Quorum__ClientReply *first)
 {
 	sse_stream *st = calloc(1, sizeof(*st));
@@ -347,7 +347,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	if (!st) {
 		quorum__client_reply__free_unpacked(first, NULL);
 		gwcall_release(call);
-		gwapi_req_free(r);
+		openai_req_free(r);
 		return http_send_err(mc, cn, 500, "out of memory", NULL,
 				     NULL);
 	}

@@ -28,7 +28,7 @@
  * whatever it returns (out of memory: a 500 error). id: the response
  * id, as made for the call. */
 enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
-			    gwcall *call, gwapi_req *r, const char *id,
+			    gwcall *call, openai_req *r, const char *id,
 			    int64_t deadline, Quorum__ClientReply *first);
 
 /* The request of cn (cn->st set) ended: a stream that did not reach

@@ -1,8 +1,8 @@
-/* gwlink — the gateway's link to the coordinator (link.h): one DEALER
+/* gwlink — the gateway's link to the coordinator (gwlink.h): one DEALER
  * owned by the link thread, calls handed between HTTP threads and it,
  * resends across coordinator restarts, and the users' identities.
  * Callers: the gateway's serve.c (open/free) and its endpoints. */
-#include "link.h"
+#include "gwlink.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
