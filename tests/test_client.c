@@ -24,6 +24,7 @@
 
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
+#include "tools/client.h"
 
 /* ---- running the CLI --------------------------------------------------- */
 
@@ -1100,9 +1101,45 @@ static void test_python_client(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* ---- the text a client reads ----------------------------------------- */
+
+/* client_text turns each byte of a broken UTF-8 sequence into U+FFFD, and
+ * client_text_index maps a byte offset onto that text's code points (the
+ * gateway's completions `text_offset`): checked against the converted
+ * string itself, on whole, split and broken characters. */
+static void test_text_index(void **state)
+{
+	/* "a", "é" (2 bytes), "€" (3), a stray continuation byte, "😀" (4),
+	 * a truncated "€" at the end */
+	static const char s[] = "a\xc3\xa9\xe2\x82\xac\x80\xf0\x9f\x98\x80\xe2\x82";
+	size_t n = sizeof(s) - 1;
+	/* the character (code point index) each byte belongs to */
+	static const size_t at[] = {0, 1, 1, 2, 2, 2, 3, 4, 4, 4, 4, 5, 6};
+	json_t *t = client_text(s, n);
+
+	(void)state;
+	assert_non_null(t);
+	/* 5 characters, then U+FFFD for the stray byte and for each of the
+	 * truncated sequence's 2 bytes */
+	assert_string_equal(json_string_value(t),
+			    "a\xc3\xa9\xe2\x82\xac\xef\xbf\xbd\xf0\x9f\x98\x80"
+			    "\xef\xbf\xbd\xef\xbf\xbd");
+	json_decref(t);
+	for (size_t b = 0; b < n; b++)
+		assert_int_equal(client_text_index(s, n, b), at[b]);
+	assert_int_equal(client_text_index(s, n, n), 7);
+	assert_int_equal(client_text_index(s, n, n + 5), 7);
+	assert_int_equal(client_text_index(s, 0, 0), 0);
+	/* a prefix cut inside "€": its bytes are U+FFFD there, each its own
+	 * code point */
+	assert_int_equal(client_text_index(s, 5, 4), 3);
+	assert_int_equal(client_text_index(s, 5, 5), 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_text_index),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_empty_question),

@@ -318,7 +318,8 @@ static int group_setup(void **state)
 	return gw_setup(tu_chat_tokenizer(), 21);
 }
 
-/* test_think: Qwen's tokenizer, for its qwen3 thinking template. */
+/* test_think and test_text_offset: Qwen's tokenizer, for its qwen3
+ * thinking template and its multi-byte character tokens. */
 static int think_setup(void **state)
 {
 	(void)state;
@@ -369,6 +370,75 @@ static void assert_json_eq(json_t *a, json_t *b, const char *what)
 /* logprobs: every chosen token's log-probability, in OpenAI's shapes;
  * the tokens spell the returned text, the values are those `quorum ask
  * --logprobs` reports. */
+/* Code points in s[0, n) of valid UTF-8 (what JSON text is). */
+static size_t utf8_count(const char *s, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return k;
+}
+
+/* U+FFFDs in s[0, n). */
+static size_t fffd_count(const char *s, size_t n)
+{
+	size_t k = 0;
+
+	for (const char *p = s; (p = memmem(p, n - (size_t)(p - s),
+					     "\xef\xbf\xbd", 3)); p += 3)
+		k++;
+	return k;
+}
+
+/* A completions choice's legacy logprobs: one offset and one logprob per
+ * token; a token whose text is whole (no U+FFFD of a character the
+ * tokens split) sits in the text at its offset, counted in code points,
+ * and the next token's offset follows it. Returns whether a token so
+ * checked comes after a well-formed character of more than one byte
+ * (where its offset in the sample's bytes and in code points differ). */
+static int check_text_offsets(json_t *c)
+{
+	json_t *lp = json_object_get(c, "logprobs");
+	json_t *toks = json_object_get(lp, "tokens");
+	json_t *offs = json_object_get(lp, "text_offset");
+	const char *text = json_string_value(json_object_get(c, "text"));
+	size_t n = json_array_size(toks), len, chars, at = 0;
+	int wide = 0;
+
+	assert_non_null(text);
+	len = strlen(text);
+	chars = utf8_count(text, len);
+	assert_true(n > 0);
+	assert_int_equal(n, json_array_size(json_object_get(lp,
+							    "token_logprobs")));
+	assert_int_equal(json_array_size(offs), n);
+	for (size_t k = 0; k < n; k++) {
+		const char *tk = json_string_value(json_array_get(toks, k));
+		json_int_t off = json_integer_value(json_array_get(offs, k));
+		size_t tl = strlen(tk);
+
+		assert_true(off >= 0 && (size_t)off < chars);
+		if (k == 0)
+			assert_int_equal(off, 0);
+		/* at: the byte where the text's code point `off` starts */
+		for (at = 0; at < len && (utf8_count(text, at) < (size_t)off ||
+					  ((unsigned char)text[at] & 0xc0) == 0x80);)
+			at++;
+		if (strstr(tk, "\xef\xbf\xbd") && !strstr(text + at, tk))
+			continue; /* a character split between tokens */
+		assert_true(at + tl <= len);
+		assert_memory_equal(text + at, tk, tl);
+		/* the bytes before it in the sample's own text: a U+FFFD of
+		 * the reply was one stray byte there */
+		wide |= at - 2 * fffd_count(text, at) != (size_t)off;
+		if (k + 1 < n)
+			assert_int_equal(json_integer_value(json_array_get(
+				offs, k + 1)), off + (json_int_t)utf8_count(tk, tl));
+	}
+	return wide;
+}
+
 static void test_logprobs(void **state)
 {
 	json_t *ref = ask_json_x(Q1, 2, 5, 0.9, 16, "--stop none --logprobs");
@@ -419,35 +489,13 @@ static void test_logprobs(void **state)
 	json_decref(o);
 	hresp_free(&r);
 	/* completions: logprobs 0, the legacy shape (seed 16: the test
-	 * model, whose end token is frequent, writes 4 tokens, all whole
-	 * UTF-8; text_offset counts a lone byte token as 1 where the JSON
-	 * text has U+FFFD's 3 bytes) */
+	 * model, whose end token is frequent, writes 4 whole tokens);
+	 * test_text_offset has characters of several bytes */
 	r = post("/v1/completions", "{\"prompt\":\"Count apples.\",\"n\":1,"
 		 "\"seed\":16,\"max_tokens\":12,\"logprobs\":0}");
 	assert_int_equal(r.code, 200);
 	o = body_json(&r);
-	{
-		json_t *c = json_array_get(json_object_get(o, "choices"), 0);
-		json_t *lp = json_object_get(c, "logprobs");
-		json_t *toks = json_object_get(lp, "tokens");
-		json_t *offs = json_object_get(lp, "text_offset");
-		const char *text = json_string_value(json_object_get(c, "text"));
-		size_t at = 0;
-
-		assert_true(json_array_size(toks) > 0);
-		assert_int_equal(json_array_size(toks), json_array_size(
-			json_object_get(lp, "token_logprobs")));
-		for (size_t k = 0; k < json_array_size(toks); k++) {
-			const char *tk = json_string_value(
-				json_array_get(toks, k));
-
-			assert_int_equal(json_integer_value(json_array_get(
-				offs, k)), (json_int_t)at);
-			assert_memory_equal(text + at, tk, strlen(tk));
-			at += strlen(tk);
-		}
-		assert_int_equal(at, strlen(text));
-	}
+	check_text_offsets(json_array_get(json_object_get(o, "choices"), 0));
 	json_decref(o);
 	hresp_free(&r);
 	json_decref(ref);
@@ -694,6 +742,36 @@ static void test_matches_ask(void **state)
 		hresp_free(&r);
 	}
 	json_decref(ref);
+}
+
+/* Completions' text_offset counts code points of the returned text, not
+ * the sample's bytes: over seeds until a token after a character of
+ * several bytes has been checked (Qwen's vocabulary, unlike the 809-token
+ * one of the other cases, has whole multi-byte characters as tokens). */
+static void test_text_offset(void **state)
+{
+	int seen = 0, seed;
+
+	(void)state;
+	for (seed = 1; seed <= 32 && !seen; seed++) {
+		char body[256];
+		hresp r;
+		json_t *o;
+
+		snprintf(body, sizeof(body), "{\"prompt\":\"Count apples.\","
+			 "\"n\":1,\"seed\":%d,\"max_tokens\":16,"
+			 "\"logprobs\":0}", seed);
+		r = post("/v1/completions", body);
+		assert_int_equal(r.code, 200);
+		o = body_json(&r);
+		seen = check_text_offsets(json_array_get(json_object_get(
+			o, "choices"), 0));
+		json_decref(o);
+		hresp_free(&r);
+	}
+	if (!seen)
+		fail_msg("no completion of seeds 1..32 had a token after a "
+			 "character of several bytes");
 }
 
 /* think (qwen3 templates) reaches the prompt: `quorum ask --think off`'s
@@ -2033,6 +2111,7 @@ int main(void)
 
 	const struct CMUnitTest think[] = {
 		cmocka_unit_test(test_think),
+		cmocka_unit_test(test_text_offset),
 	};
 	int failed;
 

@@ -339,6 +339,31 @@ json_t *client_logprobs(const char *text, size_t len, const double *lp,
 	return a;
 }
 
+/* The length of the well-formed UTF-8 character at s[i] (of n bytes), 0
+ * where client_text puts U+FFFD instead (one per byte): a stray or
+ * truncated sequence, an overlong form, a surrogate, past U+10FFFF. */
+static size_t utf8_char_at(const unsigned char *s, size_t i, size_t n)
+{
+	unsigned c = s[i];
+	size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
+		     : c >= 0xe0 && c <= 0xef ? 3
+		     : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	unsigned cp = len == 2 ? c & 31u : len == 3 ? c & 15u : c & 7u;
+
+	if (!len || i + len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++) {
+		if ((s[i + k] >> 6) != 2)
+			return 0;
+		cp = cp << 6 | (s[i + k] & 63u);
+	}
+	if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+		return 0;
+	if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+		return 0;
+	return len;
+}
+
 json_t *client_text(const void *p, size_t n)
 {
 	const unsigned char *s = p;
@@ -349,23 +374,9 @@ json_t *client_text(const void *p, size_t n)
 	if (!o)
 		return NULL;
 	for (size_t i = 0; i < n;) {
-		unsigned c = s[i];
-		size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
-			     : c >= 0xe0 && c <= 0xef ? 3
-			     : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-		unsigned cp = len == 2 ? c & 31u : len == 3 ? c & 15u : c & 7u;
-		int ok = len > 0 && i + len <= n;
+		size_t len = utf8_char_at(s, i, n);
 
-		for (size_t k = 1; ok && k < len; k++) {
-			ok = (s[i + k] >> 6) == 2;
-			cp = cp << 6 | (s[i + k] & 63u);
-		}
-		/* refuse overlong forms, surrogates and > U+10FFFF */
-		if (ok && len == 3)
-			ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
-		if (ok && len == 4)
-			ok = cp >= 0x10000 && cp <= 0x10ffff;
-		if (!ok) {
+		if (!len) {
 			memcpy(o + j, "\xef\xbf\xbd", 3);
 			j += 3;
 			i++;
@@ -378,6 +389,21 @@ json_t *client_text(const void *p, size_t n)
 	r = json_stringn(o, j);
 	free(o);
 	return r;
+}
+
+size_t client_text_index(const void *p, size_t n, size_t b)
+{
+	const unsigned char *s = p;
+	size_t chars = 0;
+
+	for (size_t i = 0; i < n && i < b; chars++) {
+		size_t len = utf8_char_at(s, i, n);
+
+		if (i + (len ? len : 1) > b)
+			break; /* b is inside this character */
+		i += len ? len : 1;
+	}
+	return chars;
 }
 
 static json_t *opt_bytes(int has, ProtobufCBinaryData b)

@@ -97,6 +97,12 @@ const char *client_status_name(int status);
  * NUL bytes are kept as \u0000. Never NULL unless out of memory. */
 json_t *client_text(const void *s, size_t n);
 
+/* Where byte b of s[0, n) lands in client_text(s, n), counted in Unicode
+ * code points (what Python's str indexes): the index of the character
+ * that holds byte b, so a token that begins inside a character points at
+ * that character; n (or more) gives the text's length in code points. */
+size_t client_text_index(const void *s, size_t n, size_t b);
+
 /* A sample's per-token log-probabilities as `[{token, logprob}]`: token
  * is the text from off[i] to the next token's offset (the text's end for
  * the last; "" for an end token or one a stop string cut away), as

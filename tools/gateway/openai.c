@@ -638,7 +638,8 @@ void openai_result_fini(openai_result *x)
  * logprob, bytes, top_logprobs}]}; completions: {tokens, token_logprobs,
  * text_offset, top_logprobs}) from the tokens that start inside the
  * returned text (len bytes): the end token and any a stop string cut are
- * not part of it. */
+ * not part of it. text_offset counts code points of the text as the
+ * client reads it (a stray byte is one U+FFFD there), not bytes. */
 static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			       const Quorum__Sample *s)
 {
@@ -671,7 +672,8 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 					      client_text(text + b, e - b));
 			json_array_append_new(lps,
 					      json_real(s->token_logprobs[i]));
-			json_array_append_new(offs, json_integer((json_int_t)b));
+			json_array_append_new(offs, json_integer((json_int_t)
+				client_text_index(text, len, b)));
 		}
 	}
 	if (!toks || !lps || !offs) {
