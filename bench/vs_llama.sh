@@ -14,6 +14,10 @@
 #        BENCH_ROUNDS  rounds per (file, N) (default 3)
 #        BENCH_NEW     new tokens per sample (default 64)
 #        BENCH_THREADS threads of both (default 2)
+#        BENCH_PROMPT  prompt tokens (default 200)
+#        BENCH_KV      KV cache type of both: f16 (default) or q8_0 (llama.cpp
+#                      then runs with flash attention, which its quantized V
+#                      cache needs)
 #        QUORUM        quorum binary (default build/quorum)
 # llama.cpp is not part of this project: build it yourself (CPU, f16 KV
 # here as in quorum's default). quorum bench warms up untimed first, as
@@ -27,6 +31,15 @@ NS=${BENCH_NS:-1 8 32}
 R=${BENCH_ROUNDS:-3}
 NEW=${BENCH_NEW:-64}
 T=${BENCH_THREADS:-2}
+P=${BENCH_PROMPT:-200}
+KV=${BENCH_KV:-f16}
+case "$KV" in
+f16) LKV="-ctk f16 -ctv f16" ;;
+q8_0) LKV="-ctk q8_0 -ctv q8_0 -fa on" ;;
+*) echo "BENCH_KV = $KV: must be f16 or q8_0" >&2; exit 2 ;;
+esac
+# -pps -kvu: the prompt once, then N answers
+CTX=$(( P + NEW * ${NS##* } + 512 ))
 [ $# -ge 1 ] || { echo "usage: LLAMA_BENCH=... $0 FILE.gguf..." >&2; exit 2; }
 
 echo "| file | N | quorum prefill | llama.cpp prefill | ratio | quorum decode | llama.cpp decode | ratio |"
@@ -35,13 +48,16 @@ for f in "$@"; do
 	for n in $NS; do
 		for i in $(seq "$R"); do
 			# quorum: prompt tokens from its header, then N's row
-			"$Q" bench --model "$f" --prompt-tokens 200 --new "$NEW" \
+			"$Q" bench --model "$f" --prompt-tokens "$P" --new "$NEW" \
 				--ns "$n" --modes batched --threads "$T" \
-				--kv-type f16 2>&1 |
+				--kv-type "$KV" 2>&1 |
 				awk '/^prompt /{p=$2} /batched/{print "q", p/$4, $5}'
-			"$L" -m "$f" -c 16384 -b 2048 -ub 512 -npp 200 \
-				-ntg "$NEW" -npl "$n" -pps -kvu -t "$T" -tb "$T" 2>&1 |
-				awk -F'|' '/^\| +200 /{print "l", $7+0, $9+0}'
+			# -pps: the prompt is prefilled once and shared, as
+			# quorum's forks share it
+			"$L" -m "$f" -c "$CTX" -b 2048 -ub 512 -npp "$P" \
+				-ntg "$NEW" -npl "$n" -pps -kvu -t "$T" -tb "$T" \
+				$LKV 2>&1 |
+				awk -F'|' -v p="$P" '$2+0 == p {print "l", $7+0, $9+0}'
 		done | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
 			{ if ($2 > pp[$1]) pp[$1] = $2; if ($3 > tg[$1]) tg[$1] = $3 }
 			END {
