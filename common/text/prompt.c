@@ -213,6 +213,9 @@ typedef struct {
 	int bos;
 	const char *head;                 /* always, after BOS */
 	const char *sys_open, *sys_close; /* system as its own turn */
+	const char *sys_tail;   /* after S, tokenized with it as llama.cpp
+				 * does with the whole text (no special
+				 * token between them) */
 	int fold;                         /* else folded into the first turn */
 	const char *fold_open, *fold_sep;
 	const char *user_open, *user_close;
@@ -289,6 +292,7 @@ static turns turns_of(int fam, int think)
 			 : think == PROMPT_EFFORT_HIGH ? HARMONY_HEAD("high")
 						       : HARMONY_HEAD("medium");
 		t.sys_open = "<|start|>developer<|message|># Instructions\n\n";
+		t.sys_tail = "\n\n";
 		t.sys_close = "<|end|>";
 		t.user_open = "<|start|>user<|message|>";
 		t.user_close = "<|end|><|start|>assistant";
@@ -350,6 +354,28 @@ static int user(emit_fn emit, void *ctx, int fam, const char *text)
 	return emit(ctx, 2, a, n);
 }
 
+/* User text and a template tail as one plain-text piece. */
+static int user_tail(emit_fn emit, void *ctx, int fam, const char *text,
+		     const char *tail)
+{
+	const char *a;
+	size_t n, m;
+	char *buf;
+	int rc;
+
+	if (!tail)
+		return user(emit, ctx, fam, text);
+	user_text(fam, text, &a, &n);
+	m = strlen(tail);
+	if (!(buf = malloc(n + m + 1)))
+		return qerr_fail(QERR_NOMEM, "prompt: out of memory");
+	memcpy(buf, a, n);
+	memcpy(buf + n, tail, m + 1);
+	rc = emit(ctx, 2, buf, n + m);
+	free(buf);
+	return rc;
+}
+
 static const char *sys_or_default(const char *system)
 {
 	return system ? system : PROMPT_DEFAULT_SYSTEM;
@@ -376,7 +402,7 @@ static int walk(int fam, int think, const char *system,
 		rc = lit(emit, ctx, t.head);
 	if (!rc && has_sys && !t.fold) {
 		if (!(rc = lit(emit, ctx, t.sys_open)) &&
-		    !(rc = user(emit, ctx, fam, system)))
+		    !(rc = user_tail(emit, ctx, fam, system, t.sys_tail)))
 			rc = lit(emit, ctx, t.sys_close);
 	}
 	for (size_t i = 0; !rc && i <= n_shots; i++) {

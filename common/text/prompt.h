@@ -36,7 +36,7 @@
  *   mistral-v3  BOS[INST] [S\n\n]Q[/INST]
  *   mistral-v7  BOS[[SYSTEM_PROMPT] S[/SYSTEM_PROMPT]][INST] Q[/INST]
  *   llama2-sys  BOS[INST] [<<SYS>>\nS\n<</SYS>>\n\n]Q [/INST]
- *   harmony     H[<|start|>developer<|message|># Instructions\n\nS<|end|>]
+ *   harmony     H[<|start|>developer<|message|># Instructions\n\nS\n\n<|end|>]
  *               <|start|>user<|message|>Q<|end|><|start|>assistant
  *               where H is gpt-oss's system message with the reasoning
  *               effort E (low|medium|high, default medium):
