@@ -82,7 +82,8 @@ int main(int argc, char **argv)
 	const char *root = argc > 1 ? argv[1] : getenv("QUORUM_ROOT");
 	char dir[] = "/tmp/bench_tok.XXXXXX", path[600], json[600];
 	static const char *const fam[][2] = {{"qwen2", "qwen2"},
-					     {"llama3", "llama-bpe"}};
+					     {"llama3", "llama-bpe"},
+					     {"o200k", "gpt-4o"}};
 	size_t len = 0, cap = 1 << 16;
 	char *text = malloc(cap);
 
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
 			len += l;
 		}
 	}
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
 		gguf_writer *w = NULL;
 		double t0 = now_s();
 

@@ -489,6 +489,9 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	else if (!shots_ok(a))
 		*err = "a few-shot example is empty, over 1 MiB in all, or "
 		       "holds a NUL byte";
+	if (!*err && a->reasoning_effort &&
+	    prompt_effort_from_name(a->reasoning_effort) < 0)
+		*err = "reasoning_effort must be one of " PROMPT_EFFORT_LIST;
 	if (*err)
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
 	if (sc_check_int(SC_S_N, r->n) ||
@@ -532,7 +535,10 @@ static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 			oom = 1;
 	rc = oom ? QERR_NOMEM
 		 : prompt_build_shots(s->o.t, s->o.prompt_family,
-				      a->has_think
+				      a->reasoning_effort
+				      ? prompt_effort_from_name(
+					      a->reasoning_effort)
+				      : a->has_think
 					      ? (a->think ? PROMPT_THINK_ON
 							  : PROMPT_THINK_OFF)
 					      : s->c->prompt.think,

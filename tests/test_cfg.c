@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "net/cfg.h"
+#include "text/prompt.h"
 #include "qerr.h"
 
 #define EXAMPLE "config/cluster.yaml"
@@ -220,6 +221,11 @@ static const struct ecase ecases[] = {
 	  "3:20", "prompt.template: unknown template 'vicuna' (known: chatml,"),
 	E("think_yes", BASE "prompt: {think: yes}\n", QERR_FORMAT, "3:17",
 	  "prompt.think: expected on or off, got 'yes'"),
+	E("effort_bad", BASE "prompt: {reasoning_effort: max}\n", QERR_FORMAT,
+	  "3:28", "prompt.reasoning_effort: expected low, medium, high, got "
+	  "'max'"),
+	E("effort_and_think", BASE "prompt: {think: on, reasoning_effort: "
+	  "low}\n", QERR_FORMAT, "3:39", "not together with prompt.think"),
 	E("nul_in_string", BASE "prompt: {system: \"a\\0b\"}\n", QERR_FORMAT,
 	  "3:18", "prompt.system: string contains a NUL character"),
 	E("nul_in_key", BASE "kv: {\"blocks\\0\": 1}\n", QERR_FORMAT, "3:6",
@@ -709,6 +715,10 @@ static int v_think_default(const cfg *c)
 	return !c->prompt.template_name && c->prompt.think == -1;
 }
 static int v_think_on(const cfg *c) { return c->prompt.think == 1; }
+static int v_effort_high(const cfg *c)
+{
+	return c->prompt.think == PROMPT_EFFORT_HIGH;
+}
 static int v_null_keys(const cfg *c) { return c->security.n_client_keys == 0; }
 static int v_comment_after(const cfg *c) { return c->kv.blocks == 7; }
 static int v_doc_markers(const cfg *c) { return c->kv.blocks == 9; }
@@ -763,6 +773,7 @@ static const struct vcase vcases[] = {
 	{"template_think", "prompt: {template: gemma, think: off}\n",
 	 v_template_think},
 	{"think_default", "prompt: {system: x}\n", v_think_default},
+	{"effort_high", "prompt: {reasoning_effort: high}\n", v_effort_high},
 	{"think_on", "prompt:\n  think: \"on\"\n", v_think_on},
 	{"null_keys", "security: {client_keys: ~}\n", v_null_keys},
 	{"comment_after_value", "kv:\n  blocks: 7 # seven\n", v_comment_after},

@@ -524,6 +524,10 @@ static void test_usage_errors(void **state)
 		{"ask --file x.jsonl --concurrency 0", "bad value for --concurrency"},
 		{"ask --endpoint '' q", "--endpoint is empty"},
 		{"ask --no-such-option q", "bad option"},
+		{"ask --reasoning-effort max q", "--reasoning-effort takes low, "
+		 "medium, high, not 'max'"},
+		{"run --model m --reasoning-effort '' q", "--reasoning-effort "
+		 "takes low, medium, high, not ''"},
 		{"status extra", "unexpected argument"},
 		{"status --timeout -1", "bad value for --timeout"},
 		{"eval-set --model m.gguf", "--file is required"},

@@ -326,6 +326,13 @@ static int think_setup(void **state)
 	return gw_setup(tu_data("data/tokenizers/qwen2/tokenizer.json"), 21);
 }
 
+/* test_effort: the o200k vocabulary with its harmony template (gpt-oss). */
+static int harmony_setup(void **state)
+{
+	(void)state;
+	return gw_setup(tu_data("data/tokenizers/o200k/tokenizer.json"), 21);
+}
+
 /* ---- `quorum ask` as the reference ------------------------------------ */
 
 static json_t *ask_json_x(const char *q, int n, uint64_t seed, double temp,
@@ -772,6 +779,72 @@ static void test_text_offset(void **state)
 	if (!seen)
 		fail_msg("no completion of seeds 1..32 had a token after a "
 			 "character of several bytes");
+}
+
+/* reasoning_effort (harmony templates) reaches the prompt: the texts and
+ * first log-probabilities of `quorum ask --reasoning-effort E`, through
+ * both endpoints. low and high are other prompts, so the log-probability
+ * of the first token differs (a tiny random model may still draw the
+ * same tokens). */
+static double first_logprob(json_t *ref, size_t i)
+{
+	return json_real_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(json_object_get(ref, "samples"), i),
+		"logprobs"), 0), "logprob"));
+}
+
+static void test_effort(void **state)
+{
+	static const char *const eff[] = {"low", "high"};
+	json_t *ref[2];
+	char body[512], extra[64];
+	hresp r;
+	json_t *o;
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		snprintf(extra, sizeof(extra),
+			 "--stop none --logprobs --reasoning-effort %s", eff[k]);
+		ref[k] = ask_json_x(Q1, 2, 11, 0.9, 12, extra);
+	}
+	assert_true(first_logprob(ref[0], 0) != first_logprob(ref[1], 0));
+	for (int k = 0; k < 4; k++) {
+		int chat = k < 2;
+		json_t *want = ref[k % 2];
+
+		snprintf(body, sizeof(body), "{%s\"%s\"%s,\"n\":2,\"seed\":11,"
+			 "\"temperature\":0.9,\"max_tokens\":12,\"logprobs\":%s,"
+			 "\"reasoning_effort\":\"%s\"}",
+			 chat ? "\"messages\":[{\"role\":\"user\",\"content\":"
+			      : "\"prompt\":", Q1, chat ? "}]" : "",
+			 chat ? "true" : "0", eff[k % 2]);
+		r = post(chat ? "/v1/chat/completions" : "/v1/completions",
+			 body);
+		assert_int_equal(r.code, 200);
+		o = body_json(&r);
+		for (size_t i = 0; i < 2; i++) {
+			json_t *c = json_array_get(json_object_get(o, "choices"),
+						   i);
+			json_t *lp = json_object_get(c, "logprobs");
+
+			assert_json_eq(chat ? json_object_get(json_object_get(
+						      c, "message"), "content")
+					    : json_object_get(c, "text"),
+				json_object_get(json_array_get(json_object_get(
+					want, "samples"), i), "text"),
+				"effort texts");
+			assert_true(json_real_value(chat
+				? json_object_get(json_array_get(json_object_get(
+					  lp, "content"), 0), "logprob")
+				: json_array_get(json_object_get(
+					  lp, "token_logprobs"), 0)) ==
+				first_logprob(want, i));
+		}
+		json_decref(o);
+		hresp_free(&r);
+	}
+	json_decref(ref[0]);
+	json_decref(ref[1]);
 }
 
 /* think (qwen3 templates) reaches the prompt: `quorum ask --think off`'s
@@ -1235,6 +1308,13 @@ static const struct bad_case {
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"chat_template_kwargs\":{\"enable_thinking\":1}}", 400, "think",
 	 "must be a boolean"},
+	{"effort_name", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+	 "\"reasoning_effort\":\"extreme\"}", 400, "reasoning_effort",
+	 "must be one of low, medium, high"},
+	{"effort_type", "/v1/completions",
+	 "{\"prompt\":\"q\",\"reasoning_effort\":2}", 400,
+	 "reasoning_effort", "must be one of low, medium, high"},
 	{"stream_type", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stream\":\"yes\"}", 400, "stream",
 	 "'stream' must be a boolean"},
@@ -2113,6 +2193,9 @@ int main(void)
 		cmocka_unit_test(test_think),
 		cmocka_unit_test(test_text_offset),
 	};
+	const struct CMUnitTest harmony[] = {
+		cmocka_unit_test(test_effort),
+	};
 	int failed;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -2121,6 +2204,8 @@ int main(void)
 					     gw_teardown);
 	failed += cmocka_run_group_tests_name("gateway_think", think,
 					      think_setup, gw_teardown);
+	failed += cmocka_run_group_tests_name("gateway_harmony", harmony,
+					      harmony_setup, gw_teardown);
 	zmq_ctx_shutdown(cu_zctx);
 	return failed;
 }

@@ -44,6 +44,8 @@ static void test_detect(void **state)
 		 "system_message + '\\n<</SYS>>\\n\\n' }}", PROMPT_LLAMA2_SYS, 1},
 		{"{{- '<|start_header_id|>' + message['role'] + "
 		 "'<|end_header_id|>\\n\\n' }}", PROMPT_LLAMA3, 1},
+		{"{{- \"<|start|>system<|message|>\" }}{{- \"<|channel|>final"
+		 "<|message|>\" }}", PROMPT_HARMONY, 1},
 		{"{% for m in messages %}### {{ m.role }}: {{ m.content }}"
 		 "{% endfor %}", PROMPT_PLAIN, 0},
 		{NULL, PROMPT_PLAIN, 0},
@@ -64,6 +66,17 @@ static void test_detect(void **state)
 				 f);
 	assert_int_equal(prompt_family_from_name("llama2"), PROMPT_MISTRAL);
 	assert_int_equal(prompt_family_from_name("vicuna"), -1);
+	assert_int_equal(prompt_family_from_name("gpt-oss"), PROMPT_HARMONY);
+	assert_int_equal(prompt_effort_from_name("low"), PROMPT_EFFORT_LOW);
+	assert_int_equal(prompt_effort_from_name("medium"),
+			 PROMPT_EFFORT_MEDIUM);
+	assert_int_equal(prompt_effort_from_name("high"), PROMPT_EFFORT_HIGH);
+	assert_int_equal(prompt_effort_from_name("High"), -1);
+	assert_int_equal(prompt_effort_from_name(""), -1);
+	assert_int_equal(prompt_effort_from_name(NULL), -1);
+	for (int e = PROMPT_EFFORT_LOW; e <= PROMPT_EFFORT_HIGH; e++)
+		assert_int_equal(prompt_effort_from_name(prompt_effort_name(e)),
+				 e);
 }
 
 /* ---- renderings ----------------------------------------------------------- */
@@ -154,7 +167,7 @@ static tok *vocab(const char *dir, char *path, size_t cap)
 	gguf_file *g;
 	tok *t = NULL;
 
-	snprintf(tj, sizeof(tj), "%s", tu_data(dir));
+	snprintf(tj, sizeof(tj), "%s", dir[0] == '/' ? dir : tu_data(dir));
 	snprintf(path, cap, "%s/prompt-vocab-%d.gguf", tu_tmpdir(),
 		 (int)getpid());
 	o.shape = "tiny";
@@ -180,6 +193,7 @@ static void check_tokens(const tok *t, int fam, int think, const char *sys,
 	size_t na, nb;
 	char *text;
 	int bos = fam != PROMPT_CHATML && fam != PROMPT_QWEN3 &&
+		  fam != PROMPT_HARMONY &&
 		  tok_bos(t) >= 0 && (fam != PROMPT_PLAIN || tok_add_bos(t));
 
 	assert_int_equal(prompt_build_style(t, fam, think, sys, q, &a, &na),
@@ -354,6 +368,125 @@ static void test_shots(void **state)
 	tok_free(&qw);
 }
 
+/* ---- harmony (gpt-oss) ----------------------------------------------------- */
+
+#define H_HEAD(e)                                                            \
+	"<|start|>system<|message|>You are ChatGPT, a large language model " \
+	"trained by OpenAI.\nKnowledge cutoff: 2024-06\n\nReasoning: " e     \
+	"\n\n# Valid channels: analysis, commentary, final. Channel must be " \
+	"included for every message.<|end|>"
+
+static void test_harmony(void **state)
+{
+	static const struct {
+		int think;
+		const char *system, *want;
+	} cases[] = {
+		{PROMPT_THINK_DEFAULT, SYS,
+		 H_HEAD("medium") "<|start|>developer<|message|># Instructions"
+		 "\n\n" SYS "\n\n<|end|><|start|>user<|message|>" Q "<|end|>"
+		 "<|start|>assistant"},
+		{PROMPT_EFFORT_LOW, "",
+		 H_HEAD("low") "<|start|>user<|message|>" Q "<|end|>"
+		 "<|start|>assistant"},
+		{PROMPT_EFFORT_HIGH, "",
+		 H_HEAD("high") "<|start|>user<|message|>" Q "<|end|>"
+		 "<|start|>assistant"},
+		/* on/off is no effort: the default */
+		{PROMPT_THINK_OFF, "",
+		 H_HEAD("medium") "<|start|>user<|message|>" Q "<|end|>"
+		 "<|start|>assistant"},
+	};
+	static const prompt_shot shot = {"1+1?", "\\boxed{2}"};
+	char path[1024], dir[1024], link[1100], *got, *real;
+	tok *o, *bare;
+	prompt_style st;
+	int32_t *a;
+	size_t na;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(prompt_render(PROMPT_HARMONY, cases[i].think,
+					       cases[i].system, Q, &got), 0);
+		if (strcmp(got, cases[i].want))
+			fail_msg("case %zu: got\n[%s]\nwant\n[%s]", i, got,
+				 cases[i].want);
+		free(got);
+	}
+	/* a shot's answer is a finished final-channel message */
+	assert_int_equal(prompt_render_shots(PROMPT_HARMONY, PROMPT_EFFORT_LOW,
+					     "", &shot, 1, "Q?", &got), 0);
+	assert_string_equal(got, H_HEAD("low")
+		"<|start|>user<|message|>1+1?<|end|><|start|>assistant"
+		"<|channel|>final<|message|>\\boxed{2}<|end|>"
+		"<|start|>user<|message|>Q?<|end|><|start|>assistant");
+	free(got);
+	/* an effort means nothing to other families */
+	assert_int_equal(prompt_render(PROMPT_CHATML, PROMPT_EFFORT_HIGH, "",
+				       "Q", &got), 0);
+	assert_string_equal(got, "<|im_start|>user\nQ<|im_end|>\n"
+			    "<|im_start|>assistant\n");
+	free(got);
+
+	/* o200k with our template: recognised, tokens as rendered */
+	o = vocab("data/tokenizers/o200k/tokenizer.json", path, sizeof(path));
+	assert_int_equal(prompt_family(o), PROMPT_HARMONY);
+	for (int e = PROMPT_EFFORT_LOW; e <= PROMPT_EFFORT_HIGH; e++) {
+		check_tokens(o, PROMPT_HARMONY, e, SYS, Q);
+		check_tokens(o, PROMPT_HARMONY, e, "", Q);
+	}
+	assert_int_equal(prompt_build_style(o, PROMPT_HARMONY, -1, "", "x", &a,
+					    &na), 0);
+	assert_true(na > 4);
+	assert_int_equal(a[0], tok_find(o, "<|start|>"));
+	assert_int_equal(a[na - 2], tok_find(o, "<|start|>"));
+	assert_int_equal(a[na - 1], tok_find(o, "assistant"));
+	free(a);
+	assert_int_equal(prompt_style_resolve(o, NULL, PROMPT_THINK_DEFAULT,
+					      &st), 0);
+	assert_int_equal(st.family, PROMPT_HARMONY);
+	assert_int_equal(st.think, PROMPT_EFFORT_MEDIUM);
+	assert_string_equal(st.warning, "");
+	assert_non_null(strstr(st.note, "reasoning medium"));
+	assert_int_equal(prompt_style_resolve(o, NULL, PROMPT_EFFORT_HIGH, &st),
+			 0);
+	assert_int_equal(st.think, PROMPT_EFFORT_HIGH);
+	assert_int_equal(prompt_style_resolve(o, NULL, PROMPT_THINK_ON, &st),
+			 0);
+	assert_int_equal(st.think, PROMPT_EFFORT_MEDIUM);
+	assert_non_null(strstr(st.warning, "no thinking switch"));
+	assert_int_equal(prompt_style_resolve(o, "chatml", PROMPT_EFFORT_LOW,
+					      &st), 0);
+	assert_int_equal(st.think, 0);
+	assert_non_null(strstr(st.warning, "no reasoning effort"));
+
+	/* the vocabulary alone (no tokenizer_config.json, no template) */
+	real = realpath(tu_data("data/tokenizers/o200k/tokenizer.json"), NULL);
+	assert_non_null(real);
+	snprintf(dir, sizeof(dir), "%s/harmony-bare-%d", tu_tmpdir(),
+		 (int)getpid());
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(link, sizeof(link), "%s/tokenizer.json", dir);
+	assert_int_equal(symlink(real, link), 0);
+	free(real);
+	/* an absolute path to the link (realpath would follow it back to
+	 * the directory holding tokenizer_config.json) */
+	real = realpath(dir, NULL);
+	assert_non_null(real);
+	snprintf(link, sizeof(link), "%s/tokenizer.json", real);
+	free(real);
+	bare = vocab(link, path, sizeof(path));
+	unlink(link);
+	rmdir(dir);
+	assert_null(tok_chat_template(bare));
+	assert_int_equal(prompt_style_resolve(bare, NULL, -1, &st), 0);
+	assert_int_equal(st.family, PROMPT_HARMONY);
+	assert_int_equal(st.recognised, 1);
+	assert_non_null(strstr(st.note, "vocabulary"));
+	tok_free(&bare);
+	tok_free(&o);
+}
+
 /* A model without a chat template gets plain, with a warning. */
 static void test_no_template(void **state)
 {
@@ -382,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_shots),
 		cmocka_unit_test(test_no_template),
+		cmocka_unit_test(test_harmony),
 	};
 
 	return cmocka_run_group_tests_name("prompt", tests, NULL, NULL);

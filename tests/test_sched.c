@@ -44,7 +44,8 @@
  *                       share_across_clients; a prompt waits for a long
  *                       shared prefix being prefilled; a cleared cache
  *                       frees all
- *   shots               Ask.shots rendered as prior turns; bad ones refused
+ *   shots               Ask.shots rendered as prior turns; bad ones refused,
+ *                       and a reasoning_effort not low/medium/high
  *   chunked_copy        a root larger than one message crosses hosts in
  *                       chunks, one in flight, partial roots released
  *   chunked_cancel      the request ends mid-transfer: everything freed
@@ -758,6 +759,9 @@ static void prefix_reuse(void **state)
 	free_sched(&s);
 }
 
+/* Ask.reasoning_effort of the asks c_ask_shots sends (NULL: none). */
+static const char *shots_effort;
+
 /* An Ask with n_shots few-shot examples (empty_answer: the last one's
  * answer is empty). */
 static void c_ask_shots(sched *s, const char *cid, uint64_t rid,
@@ -788,6 +792,7 @@ static void c_ask_shots(sched *s, const char *cid, uint64_t rid,
 	a.n_shots = n_shots;
 	a.shots = sp;
 	a.params = &p;
+	a.reasoning_effort = (char *)shots_effort;
 	cr.version = WIRE_VERSION;
 	cr.request_id = rid;
 	cr.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -837,6 +842,12 @@ static void shots(void **state)
 			 QUORUM__STATUS__STATUS_BAD_REQUEST);
 	c_ask_shots(s, "c1", 3, "What is 3 + 4?", 65, 0);
 	assert_int_equal(reply_status("c1", 3),
+			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	/* a reasoning effort is low, medium or high */
+	shots_effort = "max";
+	c_ask_shots(s, "c1", 4, "What is 3 + 4?", 0, 0);
+	shots_effort = NULL;
+	assert_int_equal(reply_status("c1", 4),
 			 QUORUM__STATUS__STATUS_BAD_REQUEST);
 	free_sched(&s);
 }

@@ -33,9 +33,13 @@ static const char *root_dir(void)
 static char tmpdir[64];
 
 /* one loaded vocabulary per family, built once for the whole run */
-enum { V_GPT2, V_SPM, V_QWEN2, V_LLAMA3, V_COUNT };
+enum { V_GPT2, V_SPM, V_QWEN2, V_LLAMA3, V_O200K, V_COUNT };
 static const char *const vname[V_COUNT] = {"gpt-2", "llama-spm", "qwen2",
-					   "llama-bpe"};
+					   "llama-bpe", "o200k"};
+static const char *const vdir[V_COUNT] = {NULL, NULL, "qwen2", "llama3",
+					  "o200k"};
+/* cases in ggml-vocab-NAME.gguf.inp: llama.cpp's 46, o200k's 46 + 36 */
+static const size_t vcases[V_COUNT] = {46, 46, 46, 46, 82};
 static gguf_file *vg[V_COUNT];
 static tok *vt[V_COUNT];
 static hfvocab_info vinfo[V_COUNT];
@@ -102,7 +106,7 @@ static int setup_all(void **state)
 		} else {
 			snprintf(json, sizeof(json),
 				 "%s/data/tokenizers/%s/tokenizer.json",
-				 root_dir(), v == V_QWEN2 ? "qwen2" : "llama3");
+				 root_dir(), vdir[v]);
 			snprintf(path, sizeof(path), "%s/%s.gguf", tmpdir,
 				 vname[v]);
 			rc = build_from_json(json, path, &vinfo[v]);
@@ -232,7 +236,7 @@ static void run_vectors(int v)
 		ip = sep + strlen(SEP);
 		op = eol + 1;
 	}
-	assert_int_equal(n_cases, 46);
+	assert_int_equal(n_cases, vcases[v]);
 	printf("[ INFO     ] %s: %zu/%zu vectors exact, round trip exact\n",
 	       vname[v], n_ok, n_cases);
 	free(inp);
@@ -243,6 +247,8 @@ static void test_vectors_gpt2(void **state) { (void)state; run_vectors(V_GPT2); 
 static void test_vectors_llama_spm(void **state) { (void)state; run_vectors(V_SPM); }
 static void test_vectors_qwen2(void **state) { (void)state; run_vectors(V_QWEN2); }
 static void test_vectors_llama_bpe(void **state) { (void)state; run_vectors(V_LLAMA3); }
+static void test_vectors_o200k(void **state) { (void)state; run_vectors(V_O200K); }
+
 
 static size_t enc(int v, const char *s, int parse_special, int add_special,
 		  int32_t *out, size_t cap)
@@ -257,6 +263,90 @@ static size_t enc(int v, const char *s, int parse_special, int add_special,
 		memcpy(out, ids, n * sizeof(*ids));
 	free(ids);
 	return n;
+}
+
+/* o200k as gpt-oss has it (o200k_harmony): the pre-tokenizer, the ids of
+ * the harmony tokens and the attributes llama.cpp gives them. */
+static void test_o200k_harmony(void **state)
+{
+	static const struct {
+		const char *text;
+		int32_t id;
+		int eog, rendered;   /* rendered: piece without "special" */
+	} h[] = {
+		{"<|startoftext|>", 199998, 0, 0},
+		{"<|endoftext|>", 199999, 1, 0},
+		{"<|return|>", 200002, 1, 0},
+		{"<|constrain|>", 200003, 0, 1},
+		{"<|channel|>", 200005, 0, 1},
+		{"<|start|>", 200006, 0, 1},
+		{"<|end|>", 200007, 0, 1},
+		{"<|message|>", 200008, 0, 1},
+		{"<|call|>", 200012, 1, 0},
+		{"<|endofprompt|>", 200018, 0, 0},
+	};
+	const tok *t = vt[V_O200K];
+	int32_t ids[64];
+	size_t n, len;
+
+	(void)state;
+	assert_string_equal(vinfo[V_O200K].pre, "gpt-4o");
+	assert_int_equal(vinfo[V_O200K].pre_guessed, 0);
+	assert_int_equal(vinfo[V_O200K].n_tokens, 200019);
+	assert_int_equal(vinfo[V_O200K].n_merges, 199742);
+	assert_int_equal(vinfo[V_O200K].bos, 199998);
+	assert_int_equal(vinfo[V_O200K].eos, 200002);
+	assert_int_equal(vinfo[V_O200K].pad, 199999);
+	assert_int_equal(vinfo[V_O200K].add_bos, -1);
+	assert_string_equal(tok_pre_name(t), "gpt-4o");
+	assert_false(tok_pre_fallback(t));
+	assert_false(tok_add_bos(t));
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++) {
+		const char *p;
+
+		assert_int_equal(tok_find(t, h[i].text), h[i].id);
+		assert_int_equal(!!tok_is_eog(t, h[i].id), h[i].eog);
+		p = tok_piece(t, h[i].id, 0, &len);
+		assert_int_equal(len, h[i].rendered ? strlen(h[i].text) : 0);
+		if (len)
+			assert_memory_equal(p, h[i].text, len);
+		/* every one is a single token with parse_special */
+		n = enc(V_O200K, h[i].text, 1, 0, ids, 64);
+		assert_int_equal(n, 1);
+		assert_int_equal(ids[0], h[i].id);
+	}
+	/* the message tokens are user-defined: matched in plain text too;
+	 * the control ones are not */
+	n = enc(V_O200K, "<|channel|>final<|message|>", 0, 0, ids, 64);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 200005);
+	assert_int_equal(ids[2], 200008);
+	n = enc(V_O200K, "<|return|>", 0, 0, ids, 64);
+	assert_true(n > 1);
+	for (size_t i = 0; i < n; i++)
+		assert_true(ids[i] < 199998);
+	/* the pre-tokenizer's cuts: at a lower-to-upper case change, after
+	 * three digits, before the digits of " 1234" */
+	{
+		static const char *const cuts[][4] = {
+			{"parseJSON", "parse", "JSON", NULL},
+			{"HelloWorld's", "Hello", "World's", NULL},
+			{" 1234", " ", "123", "4"},
+			{"a/b//\n", "a", "/b", "//\n"},
+		};
+
+		for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+			int32_t parts[64];
+			size_t np = 0;
+
+			for (int k = 1; k < 4 && cuts[c][k]; k++)
+				np += enc(V_O200K, cuts[c][k], 0, 0, parts + np,
+					  64 - np);
+			n = enc(V_O200K, cuts[c][0], 0, 0, ids, 64);
+			assert_int_equal(n, np);
+			assert_memory_equal(ids, parts, n * sizeof(*ids));
+		}
+	}
 }
 
 static void test_special_tokens(void **state)
@@ -872,6 +962,8 @@ int main(void)
 		cmocka_unit_test(test_vectors_llama_spm),
 		cmocka_unit_test(test_vectors_qwen2),
 		cmocka_unit_test(test_vectors_llama_bpe),
+		cmocka_unit_test(test_vectors_o200k),
+		cmocka_unit_test(test_o200k_harmony),
 		cmocka_unit_test(test_special_tokens),
 		cmocka_unit_test(test_pieces),
 		cmocka_unit_test(test_invalid_utf8),

@@ -74,6 +74,30 @@ static const struct xcase xcases[] = {
 	  "8"),
 	X("think_empty_off", "<think>\n\n</think>\n\n\\boxed{5}", "5"),
 	X("think_tag_partial", "<thin 3 </thin", "3"),
+	/* harmony transcripts (gpt-oss): the final channel only */
+	X("harmony_final", "<|channel|>analysis<|message|>2+2 is 4, not 5"
+	  "<|end|><|start|>assistant<|channel|>final<|message|>It is 4.",
+	  "4"),
+	X("harmony_final_boxed", "<|channel|>analysis<|message|>7?<|end|>"
+	  "<|start|>assistant<|channel|>final<|message|>\\boxed{8}", "8"),
+	X("harmony_no_final", "<|channel|>analysis<|message|>so x = "
+	  "\\boxed{4} and 5", NULL),
+	X("harmony_commentary_only", "<|channel|>commentary<|message|>6"
+	  "<|end|>", NULL),
+	X("harmony_final_header_cut", "<|channel|>analysis<|message|>3<|end|>"
+	  "<|start|>assistant<|channel|>final", NULL),
+	X("harmony_final_constrain", "<|channel|>final <|constrain|>text"
+	  "<|message|>12", "12"),
+	X("harmony_finalize_is_not_final", "<|channel|>finalize<|message|>9",
+	  NULL),
+	X("harmony_final_ends_at_end", "<|channel|>final<|message|>10<|end|>"
+	  "<|start|>assistant<|channel|>analysis<|message|>or 11", "10"),
+	X("harmony_last_final_wins", "<|channel|>final<|message|>1<|end|>"
+	  "<|start|>assistant<|channel|>final<|message|>2", "2"),
+	X("harmony_final_empty", "<|channel|>analysis<|message|>5<|end|>"
+	  "<|channel|>final<|message|>", NULL),
+	X("harmony_think_ignored", "<|channel|>final<|message|><think> 13",
+	  "13"),
 	X("empty", "", NULL),
 	X("dollar", "It costs $1,000.", "1000"),
 	X("percent", "rate 7.5%", "7.5"),
@@ -131,6 +155,33 @@ static void run_xcase(void **state)
 
 /* A long text: the answer is at the very end, after 1 MB of noise with
  * numbers and half-open boxes (and linear time: many unterminated boxes). */
+/* Why a sample has no answer, as people read it. */
+static void no_answer_reasons(void **state)
+{
+	static const struct {
+		const char *text, *reason;
+	} c[] = {
+		{"<|channel|>analysis<|message|>4", "no final channel"},
+		{"<|channel|>final<|message|>none", "in the final channel"},
+		{"<think>5", "thinking never ended"},
+		{"none", "no boxed answer or number"},
+	};
+	size_t a, b;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		assert_non_null(strstr(vote_no_answer_reason(c[i].text,
+							     strlen(c[i].text)),
+				       c[i].reason));
+	assert_int_equal(vote_harmony_final("x<|channel|>final<|message|>ab"
+					    "<|return|>", 40, &a, &b),
+			 VOTE_HARMONY_FINAL);
+	assert_int_equal(a, 28);
+	assert_int_equal(b, 30);
+	assert_int_equal(vote_harmony_final("plain 4", 7, &a, &b),
+			 VOTE_HARMONY_NONE);
+}
+
 static void long_text(void **state)
 {
 	size_t n = 1 << 20, i = 0;
@@ -274,7 +325,7 @@ static void extract_then_tally(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[NX + NT + 4];
+	struct CMUnitTest t[NX + NT + 5];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NX; i++)
@@ -282,6 +333,7 @@ int main(void)
 					     .test_func = run_xcase,
 					     .initial_state = (void *)&xcases[i]};
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(long_text);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(no_answer_reasons);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(bounded_output);
 	for (size_t i = 0; i < NT; i++)
 		t[n++] = (struct CMUnitTest){.name = tcases[i].name,

@@ -16,6 +16,7 @@
 #include "sc/stop.h"
 #include "qset.h"
 #include "sc/vote.h"
+#include "text/prompt.h"
 
 #define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
 #define ASK_MAX_CONCURRENCY 1024
@@ -48,6 +49,8 @@ static void help(const sampflags *f)
 	printf("  --system TEXT         system prompt (default: the cluster's)\n"
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
+	       "  --reasoning-effort E  low | medium | high: harmony (gpt-oss)\n"
+	       "                        templates' reasoning (default medium)\n"
 	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
 	       "                        of the chat before each question\n"
@@ -79,6 +82,7 @@ typedef struct ask_opts {
 	size_t n_strs;
 	const char *system;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
+	const char *effort;        /* --reasoning-effort, or NULL */
 	int no_cache;              /* Ask.prefix_cache = false */
 	Quorum__Shot **shots;      /* --shots, as sent */
 	size_t n_shots;
@@ -131,6 +135,7 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 		ask->has_think = 1;
 		ask->think = o->think;
 	}
+	ask->reasoning_effort = (char *)o->effort;
 	if (o->no_cache) {
 		ask->has_prefix_cache = 1;
 		ask->prefix_cache = 0;
@@ -651,6 +656,7 @@ int cmd_ask(int argc, char **argv)
 		{"endpoint", required_argument, 0, 'e'},
 		{"system", required_argument, 0, 's'},
 		{"think", required_argument, 0, 'H'},
+		{"reasoning-effort", required_argument, 0, 'E'},
 		{"no-prefix-cache", no_argument, 0, 'P'},
 		{"shots", required_argument, 0, 'F'},
 		{"server-key", required_argument, 0, 'K'},
@@ -699,6 +705,14 @@ int cmd_ask(int argc, char **argv)
 						       "or off, not '%s'",
 						       optarg);
 			o.think = !strcmp(optarg, "on");
+			break;
+		case 'E':
+			if (prompt_effort_from_name(optarg) < 0)
+				return cli_usage_error("ask", "--reasoning-effort "
+						       "takes %s, not '%s'",
+						       PROMPT_EFFORT_LIST,
+						       optarg);
+			o.effort = optarg;
 			break;
 		case 'J': o.json = 1; break;
 		case 'P': o.no_cache = 1; break;

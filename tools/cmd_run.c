@@ -54,6 +54,10 @@ static void help(const sampflags *f)
 	       "                        template's, on for qwen3). Answers are\n"
 	       "                        taken after </think>; a sample that\n"
 	       "                        never closes <think> has none\n"
+	       "  --reasoning-effort E  low | medium | high: harmony (gpt-oss)\n"
+	       "                        templates' reasoning (default medium).\n"
+	       "                        Answers come from the final channel; a\n"
+	       "                        sample without one has none\n"
 	       "  --threads T           threads (default 2)\n"
 	       "  --kv-type T           f16 | f32 (default f16)\n"
 	       "  --activations A       int | f32: quantized weights multiply\n"
@@ -216,7 +220,11 @@ static json_t *run_json(const model *m, const char *mpath,
 	json_object_set_new(o, "arch", json_string(model_arch_name(m->cfg.arch)));
 	json_object_set_new(o, "prompt_format",
 			    json_string(prompt_family_name(ps->family)));
-	json_object_set_new(o, "thinking", json_boolean(ps->think));
+	if (ps->family == PROMPT_HARMONY)
+		json_object_set_new(o, "reasoning_effort",
+				    json_string(prompt_effort_name(ps->think)));
+	else
+		json_object_set_new(o, "thinking", json_boolean(ps->think));
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
 	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
 	json_object_set_new(o, "stop", stop_json(r));
@@ -509,6 +517,7 @@ int cmd_run(int argc, char **argv)
 		{"shots", required_argument, 0, 'f'},
 		{"template", required_argument, 0, 't'},
 		{"think", required_argument, 0, 'H'},
+		{"reasoning-effort", required_argument, 0, 'E'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'K'},
 		{"activations", required_argument, 0, 'A'},
@@ -571,6 +580,13 @@ int cmd_run(int argc, char **argv)
 			else
 				return cli_usage_error("run", "--think takes on "
 						       "or off, not '%s'",
+						       optarg);
+			break;
+		case 'E':
+			if ((think = prompt_effort_from_name(optarg)) < 0)
+				return cli_usage_error("run", "--reasoning-effort "
+						       "takes %s, not '%s'",
+						       PROMPT_EFFORT_LIST,
 						       optarg);
 			break;
 		case 'J': json = 1; break;

@@ -418,6 +418,8 @@ static const field fields[] = {
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
 	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
+	{"prompt", "reasoning_effort", F_STR, OFF(prompt.effort_name), 0, 0,
+	 0},
 	FI(limits, max_n, 1, INT_MAX),
 	FI(limits, max_prompt_tokens, 1, INT_MAX),
 	FI(limits, queue_depth, 1, INT_MAX),
@@ -1208,6 +1210,22 @@ static int cross_checks(ctx *x)
 				    "prompt.think: expected on or off, got "
 				    "'%.64s'", c->prompt.think_name);
 	}
+	if (c->prompt.effort_name) {
+		int e = prompt_effort_from_name(c->prompt.effort_name);
+
+		if (e < 0)
+			return nerr(x, at(x, "prompt", "reasoning_effort"),
+				    QERR_FORMAT, "prompt.reasoning_effort: "
+				    "expected " PROMPT_EFFORT_LIST ", got "
+				    "'%.64s'", c->prompt.effort_name);
+		/* one template, one reasoning setting */
+		if (c->prompt.think_name)
+			return nerr(x, at(x, "prompt", "reasoning_effort"),
+				    QERR_FORMAT, "prompt.reasoning_effort: "
+				    "not together with prompt.think (one is "
+				    "qwen3's, the other harmony's)");
+		x->c->prompt.think = e;
+	}
 	if (c->heartbeat.reconnect_min_ms > c->heartbeat.reconnect_max_ms) {
 		const node *n = at(x, "heartbeat", "reconnect_max_ms");
 
@@ -1389,6 +1407,7 @@ void cfg_free(cfg **pc)
 	free(c->prompt.system);
 	free(c->prompt.template_name);
 	free(c->prompt.think_name);
+	free(c->prompt.effort_name);
 	free(c->sampling.stop_name);
 	free(c->http.api_keys_file);
 	free(c->http.client_key_file);
@@ -1670,6 +1689,8 @@ void cfg_dump(const cfg *c, FILE *f)
 	dump_str(f, c->prompt.template_name);
 	fputs("\n  think: ", f);
 	dump_str(f, c->prompt.think_name);
+	fputs("\n  reasoning_effort: ", f);
+	dump_str(f, c->prompt.effort_name);
 	fprintf(f,
 		"\nlimits:\n  max_n: %d\n  max_prompt_tokens: %d\n"
 		"  queue_depth: %d\n  request_timeout_ms: %d\n"

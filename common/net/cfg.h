@@ -172,7 +172,10 @@ typedef struct cfg_prompt {
 			      * tokenizer.chat_template, else a family
 			      * name (PROMPT_FAMILY_LIST) */
 	char *think_name;    /* "think:" as written: on | off | NULL */
-	int think;           /* from it: enum prompt_think;
+	char *effort_name;   /* "reasoning_effort:" as written: low |
+			      * medium | high | NULL (harmony templates;
+			      * not together with think:) */
+	int think;           /* from them: enum prompt_think;
 			      * PROMPT_THINK_DEFAULT (-1) when absent */
 } cfg_prompt;
 

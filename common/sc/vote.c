@@ -261,11 +261,69 @@ int vote_think_state(const char *text, size_t len, size_t *start)
 	return open < len ? VOTE_THINK_UNCLOSED : VOTE_THINK_NONE;
 }
 
+/* First occurrence of needle (n bytes) in t[from, len), or len. */
+static size_t first_of(const uchar *t, size_t len, size_t from,
+		       const char *needle, size_t n)
+{
+	const uchar *p;
+
+	if (from >= len)
+		return len;
+	p = memmem(t + from, len - from, needle, n);
+	return p ? (size_t)(p - t) : len;
+}
+
+#define H_CHANNEL "<|channel|>"
+#define H_MESSAGE "<|message|>"
+
+int vote_harmony_final(const char *text, size_t len, size_t *a, size_t *b)
+{
+	static const char *const ends[] = {"<|end|>", "<|start|>",
+					   "<|return|>", "<|call|>",
+					   H_CHANNEL};
+	const uchar *t = (const uchar *)text;
+	size_t at = first_of(t, len, 0, H_CHANNEL, 11), body = len;
+
+	if (at == len)
+		return VOTE_HARMONY_NONE;
+	/* the last complete header <|channel|>final[ ...]<|message|> */
+	for (; at < len; at = first_of(t, len, at + 11, H_CHANNEL, 11)) {
+		size_t name = at + 11, msg = first_of(t, len, name, H_MESSAGE,
+						      11), e = name;
+
+		if (msg == len)
+			break;
+		while (e < msg && t[e] != ' ' && t[e] != '<')
+			e++;
+		if (e - name == 5 && !memcmp(t + name, "final", 5))
+			body = msg + 11;
+	}
+	if (body == len)
+		return VOTE_HARMONY_NO_FINAL;
+	*a = body;
+	*b = len;
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		size_t e = first_of(t, len, body, ends[i], strlen(ends[i]));
+
+		if (e < *b)
+			*b = e;
+	}
+	return VOTE_HARMONY_FINAL;
+}
+
 const char *vote_no_answer_reason(const char *text, size_t len)
 {
-	size_t start;
+	size_t start, a, b;
 
-	if (text && vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
+	if (!text)
+		return "no boxed answer or number";
+	switch (vote_harmony_final(text, len, &a, &b)) {
+	case VOTE_HARMONY_NO_FINAL:
+		return "no final channel (harmony: no <|channel|>final)";
+	case VOTE_HARMONY_FINAL:
+		return "no boxed answer or number in the final channel";
+	}
+	if (vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
 		return "thinking never ended (no </think>)";
 	return "no boxed answer or number";
 }
@@ -280,8 +338,17 @@ bool vote_extract(const char *text, size_t len, char *out, size_t cap)
 	out[0] = '\0';
 	if (!text)
 		return false;
-	if (vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
+	switch (vote_harmony_final(text, len, &a, &b)) {
+	case VOTE_HARMONY_NO_FINAL:
 		return false;
+	case VOTE_HARMONY_FINAL:
+		start = a;
+		len = b;
+		break;
+	default:
+		if (vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
+			return false;
+	}
 	t += start;
 	len -= start;
 	if (last_box(t, len, &a, &b)) {

@@ -11,6 +11,13 @@
  *    so a close without an open counts too). A text with "<think>" and no
  *    "</think>" after it never finished thinking: NO answer, whatever
  *    numbers it holds (vote_think_state tells this case apart).
+ *    Harmony (gpt-oss). A text holding "<|channel|>" is a harmony
+ *    transcript: <|channel|>NAME[ ...]<|message|>TEXT per message. Only
+ *    the TEXT of the last message whose channel NAME is "final" counts
+ *    (up to the next <|end|>, <|start|>, <|return|>, <|call|> or
+ *    <|channel|>); the analysis and commentary channels never vote. A
+ *    transcript without a final message has NO answer (no guess from
+ *    its reasoning). Rule 0's think blocks do not apply to it.
  * 1. Box. The answer is the content of the last "\boxed{" (by position)
  *    whose brace is closed, braces balanced inside; a brace preceded by an
  *    odd number of backslashes ("\{", "\}") is literal and not counted.
@@ -82,8 +89,16 @@ enum vote_think {
  * *start = where the answer part begins (0, or after the last
  * "</think>"). */
 int vote_think_state(const char *text, size_t len, size_t *start);
+enum vote_harmony {
+	VOTE_HARMONY_NONE = 0,     /* not a harmony transcript */
+	VOTE_HARMONY_FINAL = 1,    /* [*a, *b) is the final message's text */
+	VOTE_HARMONY_NO_FINAL = 2, /* harmony without a final message */
+};
+/* The harmony rule alone (see rule 0). */
+int vote_harmony_final(const char *text, size_t len, size_t *a, size_t *b);
 /* Why a text that vote_extract found no answer in has none, for people:
- * "thinking never ended (no </think>)" or "no boxed answer or number". */
+ * "thinking never ended (no </think>)", "no final channel (harmony: ...)"
+ * or "no boxed answer or number[ in the final channel]". */
 const char *vote_no_answer_reason(const char *text, size_t len);
 
 #define VOTE_NONE ((size_t)-1)

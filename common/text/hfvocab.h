@@ -8,7 +8,8 @@
  *
  * Keys written by hfvocab_from_json, in this order:
  *   tokenizer.ggml.model       "gpt2"
- *   tokenizer.ggml.pre         "qwen2" | "llama-bpe" | "gpt-2" | "default"
+ *   tokenizer.ggml.pre         "qwen2" | "llama-bpe" | "gpt-4o" | "gpt-2" |
+ *                              "default"
  *                              (from the Split regex of the pre_tokenizer,
  *                              or the override)
  *   tokenizer.ggml.tokens      ids 0..max over model.vocab and

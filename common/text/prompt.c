@@ -20,7 +20,25 @@ static const char *const family_names[PROMPT_N_FAMILIES] = {
 	[PROMPT_MISTRAL_V3] = "mistral-v3",
 	[PROMPT_MISTRAL_V7] = "mistral-v7",
 	[PROMPT_LLAMA2_SYS] = "llama2-sys",
+	[PROMPT_HARMONY] = "harmony",
 };
+
+static const char *const effort_names[] = {"low", "medium", "high"};
+
+const char *prompt_effort_name(int think)
+{
+	if (think < PROMPT_EFFORT_LOW || think > PROMPT_EFFORT_HIGH)
+		return "medium";
+	return effort_names[think - PROMPT_EFFORT_LOW];
+}
+
+int prompt_effort_from_name(const char *name)
+{
+	for (int i = 0; name && i < 3; i++)
+		if (!strcmp(name, effort_names[i]))
+			return PROMPT_EFFORT_LOW + i;
+	return -1;
+}
 
 const char *prompt_family_name(int family)
 {
@@ -33,6 +51,8 @@ int prompt_family_from_name(const char *name)
 {
 	if (!name)
 		return -1;
+	if (!strcmp(name, "gpt-oss"))   /* llama.cpp's name for it */
+		return PROMPT_HARMONY;
 	for (int i = 0; i < PROMPT_N_FAMILIES; i++)
 		if (!strcmp(name, family_names[i]))
 			return i;
@@ -48,6 +68,8 @@ int prompt_family_thinks(int family)
 
 int prompt_think_default(int family)
 {
+	if (family == PROMPT_HARMONY)
+		return PROMPT_EFFORT_MEDIUM;   /* gpt-oss's default */
 	return family == PROMPT_QWEN3; /* Qwen3 thinks unless told not to */
 }
 
@@ -57,6 +79,8 @@ int prompt_family_of_template(const char *tmpl, int *recognised)
 #define HAS(x) (strstr(tmpl, x) != NULL)
 	if (!tmpl) {
 		known = 0;
+	} else if (HAS("<|start|>") && HAS("<|channel|>")) {
+		fam = PROMPT_HARMONY;
 	} else if (HAS("<|im_start|>")) {
 		fam = HAS("enable_thinking") || HAS("<think>") ? PROMPT_QWEN3
 							       : PROMPT_CHATML;
@@ -84,16 +108,42 @@ int prompt_family_of_template(const char *tmpl, int *recognised)
 	return fam;
 }
 
+/* gpt-oss's vocabulary: a GGUF without a (recognised) template that
+ * carries it is a harmony model. */
+static int harmony_vocab(const tok *t)
+{
+	return tok_find(t, "<|start|>") >= 0 &&
+	       tok_find(t, "<|channel|>") >= 0 &&
+	       tok_find(t, "<|message|>") >= 0;
+}
+
+static int family_of(const tok *t, int *recognised, int *by_vocab)
+{
+	int known, fam = prompt_family_of_template(tok_chat_template(t),
+						   &known);
+
+	*by_vocab = 0;
+	if (!known && harmony_vocab(t)) {
+		fam = PROMPT_HARMONY;
+		known = *by_vocab = 1;
+	}
+	if (recognised)
+		*recognised = known;
+	return fam;
+}
+
 int prompt_family(const tok *t)
 {
-	return prompt_family_of_template(tok_chat_template(t), NULL);
+	int v;
+
+	return family_of(t, NULL, &v);
 }
 
 int prompt_style_resolve(const tok *t, const char *name, int think,
 			 prompt_style *out)
 {
 	const char *tmpl = tok_chat_template(t);
-	int forced = name && *name, fam, known;
+	int forced = name && *name, fam, known, by_vocab = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (forced) {
@@ -104,11 +154,25 @@ int prompt_style_resolve(const tok *t, const char *name, int think,
 					 name);
 		known = 1;
 	} else {
-		fam = prompt_family_of_template(tmpl, &known);
+		fam = family_of(t, &known, &by_vocab);
 	}
 	out->family = fam;
 	out->recognised = known;
-	if (!prompt_family_thinks(fam)) {
+	if (fam == PROMPT_HARMONY) {
+		out->think = think >= PROMPT_EFFORT_LOW ? think
+						       : PROMPT_EFFORT_MEDIUM;
+		if (think == PROMPT_THINK_ON || think == PROMPT_THINK_OFF)
+			snprintf(out->warning, sizeof(out->warning),
+				 "template harmony has no thinking switch; "
+				 "--think has no effect (see "
+				 "--reasoning-effort)");
+	} else if (think >= PROMPT_EFFORT_LOW) {
+		out->think = prompt_think_default(fam);
+		snprintf(out->warning, sizeof(out->warning),
+			 "template %s has no reasoning effort; "
+			 "--reasoning-effort has no effect",
+			 prompt_family_name(fam));
+	} else if (!prompt_family_thinks(fam)) {
 		out->think = 0;
 		if (think == PROMPT_THINK_ON)
 			snprintf(out->warning, sizeof(out->warning),
@@ -125,12 +189,14 @@ int prompt_style_resolve(const tok *t, const char *name, int think,
 			 "%s; using the plain template",
 			 tmpl ? "tokenizer.chat_template not recognised"
 			      : "the model has no tokenizer.chat_template");
-	snprintf(out->note, sizeof(out->note), "%s (%s)%s",
+	snprintf(out->note, sizeof(out->note), "%s (%s)%s%s",
 		 prompt_family_name(fam),
-		 forced ? "forced" : known ? "tokenizer.chat_template"
-					   : "fallback",
-		 !prompt_family_thinks(fam) ? ""
-		 : out->think ? ", thinking on" : ", thinking off");
+		 forced ? "forced" : by_vocab ? "the vocabulary's harmony tokens"
+		 : known ? "tokenizer.chat_template" : "fallback",
+		 fam == PROMPT_HARMONY ? ", reasoning "
+		 : !prompt_family_thinks(fam) ? ""
+		 : out->think ? ", thinking on" : ", thinking off",
+		 fam == PROMPT_HARMONY ? prompt_effort_name(out->think) : "");
 	return 0;
 }
 
@@ -145,13 +211,25 @@ int prompt_style_resolve(const tok *t, const char *name, int think,
  * With no shot this is the single-turn rendering of the header comment. */
 typedef struct {
 	int bos;
+	const char *head;                 /* always, after BOS */
 	const char *sys_open, *sys_close; /* system as its own turn */
+	const char *sys_tail;   /* after S, tokenized with it as llama.cpp
+				 * does with the whole text (no special
+				 * token between them) */
 	int fold;                         /* else folded into the first turn */
 	const char *fold_open, *fold_sep;
 	const char *user_open, *user_close;
 	const char *asst_open, *asst_close;
 	const char *gen;
 } turns;
+
+/* gpt-oss's system message (no "Current date:" line: a prompt's bytes
+ * must not depend on the day) */
+#define HARMONY_HEAD(effort)                                                \
+	"<|start|>system<|message|>You are ChatGPT, a large language model " \
+	"trained by OpenAI.\nKnowledge cutoff: 2024-06\n\nReasoning: "       \
+	effort "\n\n# Valid channels: analysis, commentary, final. Channel " \
+	"must be included for every message.<|end|>"
 
 static turns turns_of(int fam, int think)
 {
@@ -209,6 +287,18 @@ static turns turns_of(int fam, int think)
 		t.user_close = "[/INST]";
 		t.asst_close = "</s>";
 		break;
+	case PROMPT_HARMONY:
+		t.head = think == PROMPT_EFFORT_LOW ? HARMONY_HEAD("low")
+			 : think == PROMPT_EFFORT_HIGH ? HARMONY_HEAD("high")
+						       : HARMONY_HEAD("medium");
+		t.sys_open = "<|start|>developer<|message|># Instructions\n\n";
+		t.sys_tail = "\n\n";
+		t.sys_close = "<|end|>";
+		t.user_open = "<|start|>user<|message|>";
+		t.user_close = "<|end|><|start|>assistant";
+		t.asst_open = "<|channel|>final<|message|>";
+		t.asst_close = "<|end|>";
+		break;
 	default: /* plain */
 		t.bos = 1;
 		t.sys_close = "\n\n";
@@ -264,6 +354,28 @@ static int user(emit_fn emit, void *ctx, int fam, const char *text)
 	return emit(ctx, 2, a, n);
 }
 
+/* User text and a template tail as one plain-text piece. */
+static int user_tail(emit_fn emit, void *ctx, int fam, const char *text,
+		     const char *tail)
+{
+	const char *a;
+	size_t n, m;
+	char *buf;
+	int rc;
+
+	if (!tail)
+		return user(emit, ctx, fam, text);
+	user_text(fam, text, &a, &n);
+	m = strlen(tail);
+	if (!(buf = malloc(n + m + 1)))
+		return qerr_fail(QERR_NOMEM, "prompt: out of memory");
+	memcpy(buf, a, n);
+	memcpy(buf + n, tail, m + 1);
+	rc = emit(ctx, 2, buf, n + m);
+	free(buf);
+	return rc;
+}
+
 static const char *sys_or_default(const char *system)
 {
 	return system ? system : PROMPT_DEFAULT_SYSTEM;
@@ -278,14 +390,19 @@ static int walk(int fam, int think, const char *system,
 
 	system = sys_or_default(system);
 	has_sys = system[0] != '\0';
-	if (think == PROMPT_THINK_DEFAULT)
+	/* an effort only means something to harmony, on/off only to the
+	 * families with a thinking switch */
+	if (think == PROMPT_THINK_DEFAULT ||
+	    (fam == PROMPT_HARMONY) != (think >= PROMPT_EFFORT_LOW))
 		think = prompt_think_default(fam);
 	t = turns_of(fam, think);
 	if (t.bos)
 		rc = emit(ctx, 0, NULL, 0);
+	if (!rc)
+		rc = lit(emit, ctx, t.head);
 	if (!rc && has_sys && !t.fold) {
 		if (!(rc = lit(emit, ctx, t.sys_open)) &&
-		    !(rc = user(emit, ctx, fam, system)))
+		    !(rc = user_tail(emit, ctx, fam, system, t.sys_tail)))
 			rc = lit(emit, ctx, t.sys_close);
 	}
 	for (size_t i = 0; !rc && i <= n_shots; i++) {

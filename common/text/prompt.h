@@ -3,6 +3,7 @@
  *
  * The family is recognised from the model's own tokenizer.chat_template
  * with llama.cpp's rules (first match wins):
+ *   <|start|> and <|channel|>      -> harmony (gpt-oss)
  *   contains <|im_start|>          -> qwen3 when it also mentions
  *                                     enable_thinking or <think>, else chatml
  *   starts "mistral" or has [INST] -> mistral-v7 ([SYSTEM_PROMPT]),
@@ -11,7 +12,9 @@
  *                                     llama2-sys (<<SYS>>), else mistral
  *   contains <start_of_turn>       -> gemma
  *   <|start_header_id|> and <|end_header_id|> -> llama3
- * Anything else (or no template) falls back to plain, and
+ * A vocabulary with harmony's <|start|>, <|channel|> and <|message|>
+ * tokens and no recognised template (a gpt-oss GGUF without one) is
+ * harmony. Anything else (or no template) falls back to plain, and
  * prompt_style_resolve says so (never silently ChatML). A family may be
  * forced by name (--template, prompt.template).
  *
@@ -33,10 +36,27 @@
  *   mistral-v3  BOS[INST] [S\n\n]Q[/INST]
  *   mistral-v7  BOS[[SYSTEM_PROMPT] S[/SYSTEM_PROMPT]][INST] Q[/INST]
  *   llama2-sys  BOS[INST] [<<SYS>>\nS\n<</SYS>>\n\n]Q [/INST]
+ *   harmony     H[<|start|>developer<|message|># Instructions\n\nS\n\n<|end|>]
+ *               <|start|>user<|message|>Q<|end|><|start|>assistant
+ *               where H is gpt-oss's system message with the reasoning
+ *               effort E (low|medium|high, default medium):
+ *               <|start|>system<|message|>You are ChatGPT, a large
+ *               language model trained by OpenAI.\nKnowledge cutoff:
+ *               2024-06\n\nReasoning: E\n\n# Valid channels: analysis,
+ *               commentary, final. Channel must be included for every
+ *               message.<|end|>   (gpt-oss's template without its
+ *               "Current date:" line: prompts must not depend on the day);
+ *               a shot's answer is <|channel|>final<|message|>A<|end|>.
+ *               The model answers <|channel|>analysis<|message|>...<|end|>
+ *               <|start|>assistant<|channel|>final<|message|>...<|return|>;
+ *               vote_extract takes the final channel only.
  *   plain       [BOS if the vocabulary adds one][S\n\n]Question: Q\nAnswer:
  * As llama.cpp, S and Q are trimmed of surrounding whitespace for llama3
  * and gemma. Template text is tokenized with special tokens recognised;
  * S and Q as plain text, so a user can never inject control tokens.
+ * (Harmony's <|start|>, <|channel|>, <|message|>, <|constrain|> and
+ * <|end|> are user-defined tokens, as llama.cpp makes them: those are
+ * matched in any text, S and Q too.)
  */
 #ifndef QUORUM_PROMPT_H
 #define QUORUM_PROMPT_H
@@ -57,12 +77,19 @@ enum prompt_family {
 	PROMPT_MISTRAL_V3,
 	PROMPT_MISTRAL_V7,
 	PROMPT_LLAMA2_SYS,
+	PROMPT_HARMONY,
 	PROMPT_N_FAMILIES
 };
 
-/* Thinking switch: the template's default, or forced. */
+/* The reasoning setting of a prompt (the "think" argument below): the
+ * template's default, thinking forced off/on (qwen3), or a reasoning
+ * effort (harmony). A value a family does not know gives its default. */
 enum prompt_think { PROMPT_THINK_DEFAULT = -1, PROMPT_THINK_OFF = 0,
-		    PROMPT_THINK_ON = 1 };
+		    PROMPT_THINK_ON = 1, PROMPT_EFFORT_LOW = 2,
+		    PROMPT_EFFORT_MEDIUM = 3, PROMPT_EFFORT_HIGH = 4 };
+
+/* The accepted reasoning efforts, for messages. */
+#define PROMPT_EFFORT_LIST "low, medium, high"
 
 #define PROMPT_DEFAULT_SYSTEM                                                \
 	"You are a careful problem solver. Reason step by step, then give "  \
@@ -71,7 +98,7 @@ enum prompt_think { PROMPT_THINK_DEFAULT = -1, PROMPT_THINK_OFF = 0,
 /* The template names --template and prompt.template accept. */
 #define PROMPT_FAMILY_LIST                                                   \
 	"chatml, qwen3, llama3, gemma, mistral, mistral-v1, mistral-v3, "    \
-	"mistral-v7, llama2-sys, plain"
+	"mistral-v7, llama2-sys, harmony, plain"
 
 /* The family of a chat template text (NULL: none); *recognised (may be
  * NULL) is 0 when the text is absent or unknown (the result is then
@@ -80,8 +107,13 @@ int prompt_family_of_template(const char *tmpl, int *recognised);
 /* The family of the model's tokenizer.chat_template. */
 int prompt_family(const tok *t);
 const char *prompt_family_name(int family);
-/* A family by name (also "llama2" for mistral), or -1. */
+/* A family by name (also "llama2" for mistral, "gpt-oss" for harmony),
+ * or -1. */
 int prompt_family_from_name(const char *name);
+/* "low" / "medium" / "high" <-> PROMPT_EFFORT_*; -1 for another name
+ * (NULL too); a value that is no effort is named "medium". */
+int prompt_effort_from_name(const char *name);
+const char *prompt_effort_name(int think);
 /* 1 when the family has a thinking switch (qwen3), and its default. */
 int prompt_family_thinks(int family);
 int prompt_think_default(int family);
@@ -89,7 +121,8 @@ int prompt_think_default(int family);
 /* How a model's prompts are built: resolved once per model. */
 typedef struct {
 	int family;      /* enum prompt_family */
-	int think;       /* effective thinking: 0/1 (0 for families without) */
+	int think;       /* effective thinking: 0/1 (0 for families without);
+			  * harmony: its PROMPT_EFFORT_* */
 	int recognised;  /* the template was recognised (or forced) */
 	char note[160];  /* how it was chosen, for a log line, e.g.
 			  * "qwen3 (tokenizer.chat_template), thinking on" */

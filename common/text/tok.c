@@ -29,7 +29,8 @@ enum {
 enum tok_model { M_BPE, M_SPM };
 
 /* pre-tokenizer regex sets */
-enum pre_kind { P_DEFAULT, P_GPT2, P_LLAMA3, P_QWEN2, P_STARCODER, P_FALCON };
+enum pre_kind { P_DEFAULT, P_GPT2, P_LLAMA3, P_QWEN2, P_STARCODER, P_FALCON,
+		P_GPT4O };
 
 #define MAX_RE 4
 
@@ -160,6 +161,21 @@ static const char re_llama3[] =
 static const char re_qwen2[] =
 	CONTRACT_CI "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
 	"| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|" RE_S "*[\\r\\n]+|" TAIL_SPACE;
+/* o200k (llama.cpp's "gpt-4o"): words split at case changes. llama.cpp
+ * runs tokenizer.json's regex rewritten without \p{Lu}/\p{Ll}: "upper"
+ * is any letter but a-z, "lower" any letter but A-Z (so a non-ASCII
+ * letter is both, and marks \p{M} are no letters); [^\P{L}a-z] is that
+ * class. Contractions are optional suffixes of a word; digits go in
+ * threes; punctuation runs keep trailing newlines and slashes. */
+#define UP "[^\\P{L}a-z]"
+#define LO "[^\\P{L}A-Z]"
+static const char re_gpt4o[] =
+	"[^\\r\\n\\p{L}\\p{N}]?" UP "*" LO "+(?:" CONTRACT_CI ")?"
+	"|[^\\r\\n\\p{L}\\p{N}]?" UP "+" LO "*(?:" CONTRACT_CI ")?"
+	"|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|" RE_S "*[\\r\\n]+|"
+	TAIL_SPACE;
+#undef UP
+#undef LO
 static const char re_punct[] = "[\\p{P}\\$\\+<=>\\^~\\|]+";
 static const char re_punct_falcon[] = "[\\p{P}\\$\\+<=>\\^~\\|`]+";
 static const char re_numbers[] = "\\p{N}+";
@@ -176,6 +192,7 @@ static const struct {
 	{P_QWEN2, {re_qwen2}},
 	{P_STARCODER, {re_digit, re_gpt2}},
 	{P_FALCON, {re_punct_falcon, re_gpt2, re_3digits}},
+	{P_GPT4O, {re_gpt4o}},
 };
 
 /* tokenizer.ggml.pre names (llama.cpp's) -> regex set and defaults */
@@ -210,6 +227,10 @@ static const struct {
 	{"smollm", P_STARCODER, 0, 0},
 	{"codeshell", P_STARCODER, 0, 0},
 	{"falcon", P_FALCON, 0, 0},
+	{"gpt-4o", P_GPT4O, 0, 0},
+	{"llama4", P_GPT4O, 0, 0},
+	{"kanana2", P_GPT4O, 0, 0},
+	{"talkie", P_GPT4O, 0, 0},
 };
 
 static int compile_pre(tok *t, int kind)
@@ -423,6 +444,39 @@ static const char *const fim_other_names[] = {
 	"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>",
 	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>",
 	"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", NULL};
+
+/* gpt-oss (o200k_harmony), as llama.cpp: the message-structure tokens are
+ * user-defined (always matched in text, always rendered), and with
+ * <|return|> and <|call|> ending generation, <|end|> (which closes every
+ * message, the analysis one too) is not an end of generation. */
+static void harmony_attrs(tok *t)
+{
+	static const char *const user[] = {"<|channel|>", "<|message|>",
+					   "<|start|>", "<|constrain|>"};
+	int32_t ret = lookup(t, "<|return|>", 10);
+	int32_t call = lookup(t, "<|call|>", 8);
+	int32_t end = lookup(t, "<|end|>", 7);
+	uint32_t in = 0;
+
+	for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++) {
+		int32_t id = lookup(t, user[i], strlen(user[i]));
+
+		if (id >= 0)
+			t->attr[id] = A_USER;
+	}
+	if (ret < 0 || call < 0 || end < 0)
+		return;
+	for (uint32_t i = 0; i < t->n_eog; i++)
+		in |= (t->eog[i] == ret) | (t->eog[i] == call) << 1 |
+		      (t->eog[i] == end) << 2;
+	if (in != 7)
+		return;
+	for (uint32_t i = 0, j = 0; i < t->n_eog; i++)
+		if (t->eog[i] != end)
+			t->eog[j++] = t->eog[i];
+	t->n_eog--;
+	t->attr[end] = A_USER;
+}
 
 static int hexval(uint8_t c)
 {
@@ -744,6 +798,7 @@ static int load_specials(tok *t, const gguf_file *g)
 	add_eog(t, t->eos);
 	add_eog(t, t->eot);
 	add_eog(t, t->eom);
+	harmony_attrs(t);
 	qsort(t->eog, t->n_eog, sizeof(*t->eog), cmp_i32);
 
 	/* tokens matched as a whole in text, longest first */

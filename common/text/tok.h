@@ -4,8 +4,9 @@
  *
  * implements: tokenizer.ggml.model = "gpt2"  (byte-level BPE, GPT-2 byte to
  *             unicode mapping, merges by rank, pre-tokenizer regexes chosen
- *             by tokenizer.ggml.pre: "qwen2", "llama-bpe", "gpt-2",
- *             "default" and their llama.cpp aliases);
+ *             by tokenizer.ggml.pre: "qwen2", "llama-bpe", "gpt-4o"
+ *             (o200k), "gpt-2", "default" and their llama.cpp aliases;
+ *             llama.cpp's attribute fixes for gpt-oss's harmony tokens);
  *             tokenizer.ggml.model = "llama" (SentencePiece BPE by score,
  *             "\xe2\x96\x81" for spaces, leading-space prefix, <0xNN> byte
  *             fallback).

@@ -102,6 +102,7 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 		ask.has_think = 1;
 		ask.think = r->think;
 	}
+	ask.reasoning_effort = (char *)r->effort;
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req.ask = &ask;
 	return gwlink_submit(gw.l, &req);

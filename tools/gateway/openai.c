@@ -15,6 +15,7 @@
 #include "qerr.h"
 #include "sc/params.h"
 #include "sc/stop.h"
+#include "text/prompt.h"
 
 static int bad(char *msg, size_t cap, const char **param, const char *p,
 	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -480,6 +481,17 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 			goto out;
 		}
 		r->think = json_is_true(v);
+	}
+	if (present(v = json_object_get(o, "reasoning_effort"))) {
+		int e = prompt_effort_from_name(json_string_value(v));
+
+		if (e < 0) {
+			bad(msg, cap, param, "reasoning_effort",
+			    "'reasoning_effort' must be one of "
+			    PROMPT_EFFORT_LIST);
+			goto out;
+		}
+		r->effort = prompt_effort_name(e);
 	}
 	if (present(v = json_object_get(o, "stop"))) {
 		size_t i;

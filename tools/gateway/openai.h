@@ -32,6 +32,10 @@
  *   think         (extension; or chat_template_kwargs.enable_thinking as
  *                 vLLM takes it) thinking on/off for qwen3 templates, as
  *                 `quorum ask --think`; absent: the cluster's prompt.think.
+ *   reasoning_effort "low", "medium" or "high" (OpenAI's field; harmony
+ *                 templates, i.e. gpt-oss), as `quorum ask
+ *                 --reasoning-effort`; any other value is a 400 naming the
+ *                 field; absent: the cluster's default (medium).
  *   logprobs, tools, penalties other than 0: refused (not supported).
  *
  *   samples       (extension; or "quorum": {"samples": K}) samples voted
@@ -82,6 +86,8 @@ typedef struct openai_req {
 	int live;                  /* a stream of every sample as it comes
 				    * (completions.c decides) */
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
+	const char *effort;        /* reasoning_effort, a static name; NULL:
+				    * not given */
 	int logprobs;              /* the chosen tokens' log-probabilities */
 	char *stop[OPENAI_MAX_STOP];
 	size_t n_stop;
