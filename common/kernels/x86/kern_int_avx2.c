@@ -88,6 +88,8 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	const __m256i iq4 = _mm256_broadcastsi128_si256(
 		_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+	const __m256i mxv = _mm256_broadcastsi128_si256(
+		_mm_loadu_si128((const __m128i *)quant_mxfp4_values));
 	int nb;
 
 	switch (wt) {
@@ -95,6 +97,7 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 	case GGML_TYPE_Q4_0:
 	case GGML_TYPE_Q5_0:
 	case GGML_TYPE_IQ4_NL:
+	case GGML_TYPE_MXFP4:
 		nb = n / 32;
 		break;
 	case GGML_TYPE_Q4_K:
@@ -112,16 +115,20 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 		w->unit = 32;
 		w->has_min = 0;
 		for (int b = 0; b < nb; b++) {
+			const uint8_t *blk = (const uint8_t *)row + (size_t)b * bb;
 			uint16_t h;
-			memcpy(&h, (const uint8_t *)row + (size_t)b * bb, 2);
+			if (wt == GGML_TYPE_MXFP4) {
+				w->d[b] = quant_e8m0_half(blk[0]);
+				continue;
+			}
+			memcpy(&h, blk, 2);
 			w->d[b] = _cvtsh_ss(h);
 		}
 	} else {
 		quant_unpack_scales(wt, row, w, n);
 	}
 	for (int b = 0; b < nb; b++) {
-		int8_t *q = w->q + (size_t)b * (wt >= GGML_TYPE_Q2_K &&
-						 wt != GGML_TYPE_IQ4_NL ? QK_K : 32);
+		int8_t *q = w->q + (size_t)b * (nb == n / 32 ? 32 : QK_K);
 		switch (wt) {
 		case GGML_TYPE_Q8_0: {
 			const ggml_block_q8_0 *k = (const ggml_block_q8_0 *)row + b;
@@ -139,6 +146,12 @@ static int v_unpack(uint32_t wt, const void *row, quant_wrow *w, int n)
 			const ggml_block_iq4_nl *k = (const ggml_block_iq4_nl *)row + b;
 			_mm256_storeu_si256((__m256i *)q, _mm256_shuffle_epi8(
 							  iq4, nibbles16(k->qs)));
+			break;
+		}
+		case GGML_TYPE_MXFP4: {
+			const ggml_block_mxfp4 *k = (const ggml_block_mxfp4 *)row + b;
+			_mm256_storeu_si256((__m256i *)q, _mm256_shuffle_epi8(
+							  mxv, nibbles16(k->qs)));
 			break;
 		}
 		case GGML_TYPE_Q5_0: {
