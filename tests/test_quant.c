@@ -346,6 +346,31 @@ static void test_dequant_literal(void **state)
 	}
 }
 
+/* Bytes llama.cpp's gguf-py (MXFP4.quantize_blocks, the numpy twin of
+ * ggml's quantize_row_mxfp4_ref) made from 4 blocks of
+ * x[i] = ((37 i) mod 101 - 50) / 7 * 2^s, s = -3, 0, 5, 20 per block
+ * (all f32 operations); generated once by hand, see docs/models.md. */
+static void test_mxfp4_gguf_py(void **state)
+{
+	static const uint8_t want[4 * 17] = {
+	0x7c, 0x7f, 0xec, 0x35, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14, 0x7f, 0xdb, 0x46, 0x7f, 0xc0,
+	0x7f, 0x35, 0x7f, 0xd9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14, 0x7f, 0xeb, 0x36, 0x7f, 0xc0, 0x57, 0xfe,
+	0x84, 0xd9, 0x56, 0xfe, 0xb1, 0x67, 0xfd, 0x04, 0x7f, 0xeb, 0x36, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67,
+	0x93, 0xfe, 0xb1, 0x67, 0xfd, 0x04, 0x7f, 0xec, 0x35, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14,
+	};
+	static const int sh[4] = {-3, 0, 5, 20};
+	float x[128];
+	uint8_t q[4 * 17];
+	(void)state;
+	for (int i = 0; i < 128; i++)
+		x[i] = (float)((i * 37) % 101 - 50) / 7.0f * ldexpf(1.0f, sh[i / 32]);
+	quant_quantize_row(GGML_TYPE_MXFP4, x, q, 128);
+	for (int i = 0; i < 4 * 17; i++)
+		if (q[i] != want[i])
+			fail_msg("block %d byte %d: 0x%02x, gguf-py 0x%02x", i / 17,
+				 i % 17, q[i], want[i]);
+}
+
 /* MXFP4's quantizer against one in double precision written from the
  * definition: scale 2^(floor(log2 amax) - 2), each element the nearest
  * E2M1 value (ties: the lower code, as ggml). The codes are compared
@@ -1053,6 +1078,54 @@ static void test_mkmodel_types(void **state)
 		assert_int_equal(quant_tensor_type(ft, 1, "blk.0.attn_norm.weight",
 						   1, 1536, 28, 6, 1), GGML_TYPE_F32);
 	}
+	{
+		/* MXFP4 is llama.cpp's MXFP4_MOE (file type 38) where there
+		 * are experts: experts MXFP4, other matrices Q8_0 (output and
+		 * a tied embedding too), the router F32; without experts
+		 * every matrix MXFP4; F16 where rows are not 32-blocks */
+		const quant_ftype *ft = quant_ftype_find("mxfp4");
+		assert_non_null(ft);
+		assert_ptr_equal(quant_ftype_find("MXFP4_MOE")->base, ft->base);
+		assert_int_equal(ft->llama_ftype, 38);
+		assert_int_equal(quant_ftype_recipe(ft, 0, 1), 1);
+		assert_int_equal(quant_ftype_recipe(ft, 1, 0), 0);
+		assert_int_equal(quant_ftype_recipe(quant_ftype_find("q4_0"), 0,
+						    1), 0);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_down_exps.weight",
+						   3, 768, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_gate_exps.weight",
+						   3, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.attn_q.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "output.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "token_embd.weight",
+						   2, 2048, 48, 8, 1), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_gate_inp.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_F32);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_down_exps.weight",
+						   3, 48, 48, 8, 0), GGML_TYPE_F16);
+		assert_int_equal(quant_tensor_type(ft, 0, "blk.3.attn_q.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 0, "output.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 0, "blk.0.attn_q.weight",
+						   2, 100, 48, 8, 0), GGML_TYPE_F16);
+		/* and so mkmodel writes a mixture of experts */
+		model *m = NULL;
+		assert_int_equal(tu_model(path, sizeof(path), "qwen3moe",
+					  "tiny-qwen3moe", GGML_TYPE_MXFP4,
+					  tu_chat_tokenizer(), 5), 0);
+		if (model_load(path, &m))
+			fail_msg("MXFP4 qwen3moe: %s", qerr_detail());
+		assert_int_equal(m->layers[1].w_gate.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].w_up.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].w_down.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].wq.type, GGML_TYPE_Q8_0);
+		assert_int_equal(m->layers[1].router.type, GGML_TYPE_F32);
+		model_free(&m);
+		unlink(path);
+	}
 }
 
 int main(void)
@@ -1061,6 +1134,7 @@ int main(void)
 		cmocka_unit_test(test_dequant_blocks),
 		cmocka_unit_test(test_dequant_literal),
 		cmocka_unit_test(test_mxfp4_quant),
+		cmocka_unit_test(test_mxfp4_gguf_py),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),
