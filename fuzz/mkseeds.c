@@ -234,7 +234,7 @@ static void quant32_model(gguf_writer *w)
 		{"blk.0.attn_v.bias", GGML_TYPE_F32, 1, 16, 1},
 		{"blk.0.ffn_norm.weight", GGML_TYPE_F32, 1, 32, 1},
 		{"blk.0.ffn_gate.weight", GGML_TYPE_IQ4_NL, 2, 32, 32},
-		{"blk.0.ffn_up.weight", GGML_TYPE_Q8_0, 2, 32, 32},
+		{"blk.0.ffn_up.weight", GGML_TYPE_MXFP4, 2, 32, 32},
 		{"blk.0.ffn_down.weight", GGML_TYPE_Q4_0, 2, 32, 32},
 	};
 

@@ -314,6 +314,10 @@ static const model_case cases[] = {
 	{"qwen3moe", GGML_TYPE_BF16, "tiny-qwen3moe"},
 	{"qwen3moe", GGML_TYPE_Q4_K, "small-qwen3moe"},
 	{"qwen3moe", GGML_TYPE_Q6_K, "small-qwen3moe"},
+	/* MXFP4: llama.cpp's MXFP4_MOE recipe (experts MXFP4, the rest
+	 * Q8_0) with experts, every matrix MXFP4 without */
+	{"qwen3moe", GGML_TYPE_MXFP4, "tiny-qwen3moe"},
+	{"qwen2", GGML_TYPE_MXFP4, "tiny"},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 

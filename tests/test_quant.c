@@ -32,6 +32,7 @@ static const uint32_t types[] = {
 	GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
 	GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
 	GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+	GGML_TYPE_MXFP4,
 };
 #define N_TYPES (int)(sizeof(types) / sizeof(types[0]))
 
@@ -84,6 +85,15 @@ static void k4_scale_min(int j, const uint8_t *q, int *d, int *m)
 static const int8_t kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 			      1, 13, 25, 38, 53, 69, 89, 113};
 
+/* OCP E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0
+ * is subnormal (0 or 0.5). */
+static double e2m1(int c)
+{
+	int ex = (c >> 1) & 3, man = c & 1;
+	double v = ex ? ldexp(1.0 + 0.5 * man, ex - 1) : 0.5 * man;
+	return c & 8 ? -v : v;
+}
+
 static float ref_elem(uint32_t t, const uint8_t *b, int e)
 {
 	int j = e % 16, hi = (e % 32) >= 16;
@@ -111,6 +121,12 @@ static float ref_elem(uint32_t t, const uint8_t *b, int e)
 		return (float)(int8_t)b[2 + e] * h16(b);
 	case GGML_TYPE_IQ4_NL:
 		return h16(b) * (float)kv[hi ? b[2 + j] >> 4 : b[2 + j] & 15];
+	case GGML_TYPE_MXFP4: {
+		/* ggml: the doubled value as an integer (so -0 is 0) times
+		 * half the scale, 2^(e - 128), one f32 product */
+		int c = hi ? b[1 + j] >> 4 : b[1 + j] & 15;
+		return (float)(int)(2.0 * e2m1(c)) * ldexpf(1.0f, b[0] - 128);
+	}
 	case GGML_TYPE_Q2_K: {
 		int n = e / 128, sh = 2 * ((e % 128) / 32), l = e % 32;
 		int q = (b[16 + 32 * n + l] >> sh) & 3, sc = b[e / 16];
@@ -181,6 +197,7 @@ static void rand_block(uint32_t t, uint8_t *b)
 	case GGML_TYPE_Q2_K: off[0] = 80, off[1] = 82; break;
 	case GGML_TYPE_Q3_K: off[0] = 108; break;
 	case GGML_TYPE_Q6_K: off[0] = 208; break;
+	case GGML_TYPE_MXFP4: break; /* every E8M0 byte is a scale */
 	default: off[0] = 0;
 	}
 	for (int i = 0; i < 2; i++)
@@ -276,6 +293,157 @@ static void test_dequant_literal(void **state)
 		quant_dequant_row(GGML_TYPE_IQ4_NL, &b, out, 32);
 		assert_true(out[5] == -127.0f && out[21] == 113.0f);
 	}
+	{
+		/* every code: element j low nibble j, element 16 + j high
+		 * nibble 15 - j; e = 127: scale 1, the E2M1 values */
+		static const float e2[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6,
+					     0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+		ggml_block_mxfp4 b = {127, {0}};
+		for (int j = 0; j < 16; j++)
+			b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		for (int j = 0; j < 16; j++) {
+			assert_true(out[j] == e2[j]);
+			assert_true(out[16 + j] == e2[15 - j]);
+		}
+		/* code 8 (-0 in E2M1) is +0, as ggml's integer table has it */
+		assert_false(signbit(out[8]));
+		/* e = 130: scale 8 */
+		b.e = 130;
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		assert_true(out[7] == 48.0f && out[16] == -48.0f);
+		/* e = 0 and 1: the f32 subnormals 2^-128 and 2^-127 as half
+		 * scales; e = 2: the smallest normal */
+		b.e = 0;
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		assert_true(out[1] == ldexpf(1.0f, -128)); /* 0.5 x 2^-127 */
+		assert_true(out[7] == 12.0f * ldexpf(1.0f, -128));
+		assert_true(out[30] == ldexpf(1.0f, -128)); /* code 1 */
+		assert_true(out[16] == -12.0f * ldexpf(1.0f, -128)); /* 15 */
+		b.e = 1;
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		assert_true(out[1] == ldexpf(1.0f, -127));
+		assert_true(quant_e8m0_half(2) == ldexpf(1.0f, -126));
+		/* e = 254: 2^126 x code; from 4 (doubled 4 = 2^128) on it
+		 * overflows to Inf, as ggml's f32 product does */
+		b.e = 254;
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		assert_true(out[1] == ldexpf(1.0f, 126));
+		assert_true(out[3] == 3.0f * ldexpf(1.0f, 126));
+		assert_true(isinf(out[4]) && out[4] > 0);
+		assert_true(isinf(out[16]) && out[16] < 0); /* code 15 */
+		/* e = 255 (NaN in the OCP spec): ggml reads 2^127, not NaN */
+		b.e = 255;
+		quant_dequant_row(GGML_TYPE_MXFP4, &b, out, 32);
+		assert_true(quant_e8m0_half(255) == ldexpf(1.0f, 127));
+		assert_true(out[0] == 0.0f && out[1] == ldexpf(1.0f, 127));
+		assert_true(out[9] == -ldexpf(1.0f, 127));
+		assert_true(out[30] == ldexpf(1.0f, 127)); /* code 1 */
+		assert_true(isinf(out[2]));
+		for (int e = 0; e < 256; e++)
+			assert_true(quant_e8m0_half((uint8_t)e) ==
+				    ldexpf(1.0f, e - 128));
+	}
+}
+
+/* Bytes llama.cpp's gguf-py (MXFP4.quantize_blocks, the numpy twin of
+ * ggml's quantize_row_mxfp4_ref) made from 4 blocks of
+ * x[i] = ((37 i) mod 101 - 50) / 7 * 2^s, s = -3, 0, 5, 20 per block
+ * (all f32 operations); generated once by hand, see docs/models.md. */
+static void test_mxfp4_gguf_py(void **state)
+{
+	static const uint8_t want[4 * 17] = {
+	0x7c, 0x7f, 0xec, 0x35, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14, 0x7f, 0xdb, 0x46, 0x7f, 0xc0,
+	0x7f, 0x35, 0x7f, 0xd9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14, 0x7f, 0xeb, 0x36, 0x7f, 0xc0, 0x57, 0xfe,
+	0x84, 0xd9, 0x56, 0xfe, 0xb1, 0x67, 0xfd, 0x04, 0x7f, 0xeb, 0x36, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67,
+	0x93, 0xfe, 0xb1, 0x67, 0xfd, 0x04, 0x7f, 0xec, 0x35, 0x7f, 0xc9, 0x56, 0xfe, 0xa2, 0x67, 0xed, 0x14,
+	};
+	static const int sh[4] = {-3, 0, 5, 20};
+	float x[128];
+	uint8_t q[4 * 17];
+	(void)state;
+	for (int i = 0; i < 128; i++)
+		x[i] = (float)((i * 37) % 101 - 50) / 7.0f * ldexpf(1.0f, sh[i / 32]);
+	quant_quantize_row(GGML_TYPE_MXFP4, x, q, 128);
+	for (int i = 0; i < 4 * 17; i++)
+		if (q[i] != want[i])
+			fail_msg("block %d byte %d: 0x%02x, gguf-py 0x%02x", i / 17,
+				 i % 17, q[i], want[i]);
+}
+
+/* MXFP4's quantizer against one in double precision written from the
+ * definition: scale 2^(floor(log2 amax) - 2), each element the nearest
+ * E2M1 value (ties: the lower code, as ggml). The codes are compared
+ * through their values: +0 and -0 (codes 0 and 8) are one value. */
+static void test_mxfp4_quant(void **state)
+{
+	enum { NB = 4000 };
+	static float x[NB * 32];
+	static ggml_block_mxfp4 q[NB];
+	int n_pow2 = 0;
+	(void)state;
+	for (int b = 0; b < NB; b++) {
+		/* magnitudes over a wide range; some blocks whose largest
+		 * element is an exact power of 2, some with zeros, one all
+		 * zero, some elements exactly between two values */
+		float s = ldexpf(1.0f, (int)(rnd32() % 200) - 100);
+		for (int i = 0; i < 32; i++)
+			x[b * 32 + i] = rndn() * s;
+		if (b % 7 == 0) {
+			x[b * 32 + 5] = ldexpf(1.0f, (int)(rnd32() % 60) - 30);
+			for (int i = 0; i < 32; i++)
+				if (fabsf(x[b * 32 + i]) > x[b * 32 + 5])
+					x[b * 32 + i] *= 0.25f;
+		}
+		if (b % 11 == 0)
+			for (int i = 0; i < 32; i += 3)
+				x[b * 32 + i] = 0.0f;
+		if (b == 17)
+			memset(x + b * 32, 0, 32 * sizeof(float));
+		if (b % 13 == 0) { /* amax 8: scale 2 (half 1): ties at 2.5, 5, 7 */
+			x[b * 32] = 8.0f;
+			x[b * 32 + 1] = 2.5f;
+			x[b * 32 + 2] = -5.0f;
+			x[b * 32 + 3] = 7.0f;
+		}
+	}
+	quant_quantize_row(GGML_TYPE_MXFP4, x, q, NB * 32);
+	for (int b = 0; b < NB; b++) {
+		const float *v = x + b * 32;
+		double amax = 0, d;
+		int e;
+		for (int i = 0; i < 32; i++)
+			amax = fmax(amax, fabs((double)v[i]));
+		if (amax == 0) {
+			e = 0;
+		} else {
+			int ex;
+			frexp(amax, &ex); /* amax = m 2^ex, m in [0.5, 1) */
+			e = ex - 1 - 2 + 127;
+			n_pow2 += frexp(amax, &ex) == 0.5;
+		}
+		if (q[b].e != e)
+			fail_msg("block %d: scale byte %d, want %d (amax %g)", b,
+				 q[b].e, e, amax);
+		d = ldexp(1.0, e - 128);
+		for (int i = 0; i < 32; i++) {
+			int c = i < 16 ? q[b].qs[i] & 15 : q[b].qs[i - 16] >> 4;
+			double best = INFINITY, got = fabs(2 * e2m1(c) * d - v[i]);
+			int bc = 0;
+			for (int k = 0; k < 16; k++) {
+				double err = fabs(2 * e2m1(k) * d - v[i]);
+				if (err < best) {
+					best = err;
+					bc = k;
+				}
+			}
+			if (e2m1(c) != e2m1(bc))
+				fail_msg("block %d element %d (%g): code %d (err "
+					 "%g), want %d (err %g)", b, i, v[i], c,
+					 got, bc, best);
+		}
+	}
+	assert_true(n_pow2 > NB / 10);
 }
 
 /* Quantize -> dequantize: relative RMS error per type, within a bound
@@ -289,6 +457,7 @@ static void test_roundtrip(void **state)
 		{GGML_TYPE_Q2_K, 0.40}, {GGML_TYPE_Q3_K, 0.22},
 		{GGML_TYPE_Q4_K, 0.12}, {GGML_TYPE_Q5_K, 0.06},
 		{GGML_TYPE_Q6_K, 0.035}, {GGML_TYPE_IQ4_XS, 0.10},
+		{GGML_TYPE_MXFP4, 0.14},
 	};
 	int n = 4096;
 	float *x = xmalloc(sizeof(float) * (size_t)n);
@@ -791,6 +960,14 @@ static void test_corrupt(void **state)
 		spit(path, f, n);
 		expect_load_error(path, QERR_UNSUPPORTED, an,
 				  "weight type IQ2_XXS (16) is not supported");
+		/* MXFP4 with rows of 48 (not whole 32-blocks) */
+		uint32_t mx = GGML_TYPE_MXFP4;
+		uint64_t ne0 = 48;
+		memcpy(h + strlen(an) + 4, &ne0, 8);
+		memcpy(h + strlen(an) + 4 + 16, &mx, 4);
+		spit(path, f, n);
+		expect_load_error(path, QERR_FORMAT, an,
+				  "48 elements, not whole MXFP4 blocks");
 	}
 	free(f);
 	unlink(path);
@@ -813,6 +990,7 @@ static void scale_offsets(uint32_t t, int *d, int *m)
 	case GGML_TYPE_Q5_K: *d = offsetof(ggml_block_q5_K, d);
 		*m = offsetof(ggml_block_q5_K, dmin); break;
 	case GGML_TYPE_Q6_K: *d = offsetof(ggml_block_q6_K, d); break;
+	case GGML_TYPE_MXFP4: *d = -1; break; /* E8M0: never NaN (ggml) */
 	default: *d = 0; /* Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first */
 	}
 }
@@ -833,6 +1011,8 @@ static void corrupt_scales(const char *path, const model *m, uint32_t t)
 
 	assert_non_null(te);
 	scale_offsets(t, &d, &mo);
+	if (d < 0)
+		return;
 	f = slurp(path, &n);
 	p = memmem(f, n, te->data, 256);
 	assert_non_null(p);
@@ -898,6 +1078,54 @@ static void test_mkmodel_types(void **state)
 		assert_int_equal(quant_tensor_type(ft, 1, "blk.0.attn_norm.weight",
 						   1, 1536, 28, 6, 1), GGML_TYPE_F32);
 	}
+	{
+		/* MXFP4 is llama.cpp's MXFP4_MOE (file type 38) where there
+		 * are experts: experts MXFP4, other matrices Q8_0 (output and
+		 * a tied embedding too), the router F32; without experts
+		 * every matrix MXFP4; F16 where rows are not 32-blocks */
+		const quant_ftype *ft = quant_ftype_find("mxfp4");
+		assert_non_null(ft);
+		assert_ptr_equal(quant_ftype_find("MXFP4_MOE")->base, ft->base);
+		assert_int_equal(ft->llama_ftype, 38);
+		assert_int_equal(quant_ftype_recipe(ft, 0, 1), 1);
+		assert_int_equal(quant_ftype_recipe(ft, 1, 0), 0);
+		assert_int_equal(quant_ftype_recipe(quant_ftype_find("q4_0"), 0,
+						    1), 0);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_down_exps.weight",
+						   3, 768, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_gate_exps.weight",
+						   3, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.attn_q.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "output.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "token_embd.weight",
+						   2, 2048, 48, 8, 1), GGML_TYPE_Q8_0);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_gate_inp.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_F32);
+		assert_int_equal(quant_tensor_type(ft, 1, "blk.3.ffn_down_exps.weight",
+						   3, 48, 48, 8, 0), GGML_TYPE_F16);
+		assert_int_equal(quant_tensor_type(ft, 0, "blk.3.attn_q.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 0, "output.weight",
+						   2, 2048, 48, 8, 0), GGML_TYPE_MXFP4);
+		assert_int_equal(quant_tensor_type(ft, 0, "blk.0.attn_q.weight",
+						   2, 100, 48, 8, 0), GGML_TYPE_F16);
+		/* and so mkmodel writes a mixture of experts */
+		model *m = NULL;
+		assert_int_equal(tu_model(path, sizeof(path), "qwen3moe",
+					  "tiny-qwen3moe", GGML_TYPE_MXFP4,
+					  tu_chat_tokenizer(), 5), 0);
+		if (model_load(path, &m))
+			fail_msg("MXFP4 qwen3moe: %s", qerr_detail());
+		assert_int_equal(m->layers[1].w_gate.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].w_up.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].w_down.type, GGML_TYPE_MXFP4);
+		assert_int_equal(m->layers[1].wq.type, GGML_TYPE_Q8_0);
+		assert_int_equal(m->layers[1].router.type, GGML_TYPE_F32);
+		model_free(&m);
+		unlink(path);
+	}
 }
 
 int main(void)
@@ -905,6 +1133,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dequant_blocks),
 		cmocka_unit_test(test_dequant_literal),
+		cmocka_unit_test(test_mxfp4_quant),
+		cmocka_unit_test(test_mxfp4_gguf_py),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),

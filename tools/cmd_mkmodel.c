@@ -37,7 +37,10 @@ static void help(void)
 	       "                    A plain type is used for every matrix (rows\n"
 	       "                    its block does not divide fall back as in\n"
 	       "                    llama.cpp); the *_M mixes follow llama.cpp's\n"
-	       "                    per-tensor recipe\n", quant_ftype_list());
+	       "                    per-tensor recipe; MXFP4 (MXFP4_MOE): in a\n"
+	       "                    shape with experts llama.cpp's MXFP4_MOE\n"
+	       "                    (experts MXFP4, other matrices Q8_0), else\n"
+	       "                    every matrix MXFP4\n", quant_ftype_list());
 	printf("  --pre NAME        pre-tokenizer name (default: detected from\n"
 	       "                    the tokenizer.json regex)\n"
 	       "  --seed S          weight seed (default 1)\n"

@@ -20,7 +20,13 @@ static void help(void)
 	       "IQ4 mixes upgrade attn_v / ffn_down / attn_output by layer;\n"
 	       "a type whose block does not divide a row falls back (Q4_K ->\n"
 	       "Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, IQ4_XS ->\n"
-	       "IQ4_NL). The file loads in llama.cpp.\n", quant_ftype_list());
+	       "IQ4_NL).\n"
+	       "MXFP4 (or MXFP4_MOE, llama.cpp's name) in a model with expert\n"
+	       "tensors (ffn_*_exps) is llama.cpp's MXFP4_MOE: the experts\n"
+	       "become MXFP4, every other matrix Q8_0; in a model without\n"
+	       "experts every matrix becomes MXFP4 (F16 where rows are not\n"
+	       "whole 32-blocks). The file loads in llama.cpp.\n",
+	       quant_ftype_list());
 }
 
 typedef struct {
@@ -74,7 +80,7 @@ int cmd_quantize(int argc, char **argv)
 	char arch[64];
 	uint32_t n_layers = 0, heads = 1, kv_heads = 1;
 	qctx q = {0};
-	int rc, tied, n_q = 0;
+	int rc, tied, n_q = 0, experts = 0, recipe;
 	uint64_t n_t, in_bytes = 0, out_bytes = 0;
 
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -98,6 +104,9 @@ int cmd_quantize(int argc, char **argv)
 	get_u32(g, arch, "attention.head_count_kv", &kv_heads);
 	tied = gguf_find_tensor(g, "output.weight") == NULL;
 	n_t = gguf_n_tensors(g);
+	for (uint64_t i = 0; i < n_t; i++)
+		experts |= gguf_tensor_at(g, i)->n_dims == 3;
+	recipe = quant_ftype_recipe(ft, 1, experts);
 	q.in = g;
 	q.src = calloc(n_t ? n_t : 1, sizeof(*q.src));
 	q.type = calloc(n_t ? n_t : 1, sizeof(*q.type));
@@ -129,7 +138,7 @@ int cmd_quantize(int argc, char **argv)
 				       quant_supported_list());
 			goto fail;
 		}
-		uint32_t ty = quant_tensor_type(ft, 1, name, (int)t->n_dims,
+		uint32_t ty = quant_tensor_type(ft, recipe, name, (int)t->n_dims,
 						t->ne[0], (int)n_layers,
 						kv_heads ? (int)(heads / kv_heads) : 1,
 						tied);

@@ -420,9 +420,11 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 		if ((rc = plan_tensors(&p, sh, arch, o->wtype,
 				       info->n_tokens, info->eos)))
 			goto out;
+		int recipe = quant_ftype_recipe(ft, o->ftype != NULL,
+						sh->n_expert > 0);
 		for (int i = 0; i < p.n; i++)
 			p.t[i].type = quant_tensor_type(
-				ft, o->ftype != NULL, p.t[i].name,
+				ft, recipe, p.t[i].name,
 				(int)p.t[i].n_dims, p.t[i].ne[0], sh->n_layers,
 				sh->n_heads / sh->n_kv_heads, sh->tied);
 		for (int i = 0; i < p.n && !rc; i++) {

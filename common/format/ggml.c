@@ -18,6 +18,7 @@ _Static_assert(sizeof(ggml_block_q4_K) == 144, "q4_K");
 _Static_assert(sizeof(ggml_block_q5_K) == 176, "q5_K");
 _Static_assert(sizeof(ggml_block_q6_K) == 210, "q6_K");
 _Static_assert(sizeof(ggml_block_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(ggml_block_mxfp4) == 17, "mxfp4");
 
 #define HELD(name, elems, block) {name, elems, (int)sizeof(block)}
 
@@ -56,7 +57,7 @@ static const struct ggml_type_info {
 	[GGML_TYPE_BF16] = HELD("BF16", 1, uint16_t),
 	[GGML_TYPE_TQ1_0] = {"TQ1_0", 0, 0},
 	[35] = {"TQ2_0", 0, 0},
-	[39] = {"MXFP4", 0, 0},
+	[GGML_TYPE_MXFP4] = HELD("MXFP4", 32, ggml_block_mxfp4),
 	[40] = {"NVFP4", 0, 0},
 	[41] = {"Q1_0", 0, 0},
 	[42] = {"Q2_0", 0, 0},

@@ -9,6 +9,8 @@
  * the kernels (Q8_0 blocks, row sizes), the model loader and the tools.
  * Every type has a name; only the types quorum can hold as weights
  * (F32, F16, BF16 and quant.h's quantized types) have a block size.
+ * Blocks are byte arrays in a file: sizes are not multiples of 2 or 4
+ * (MXFP4's is 17), so fields are read with memcpy or unaligned loads.
  */
 #ifndef QUORUM_GGML_H
 #define QUORUM_GGML_H
@@ -36,6 +38,7 @@ enum ggml_type {
 	GGML_TYPE_IQ4_XS = 23,
 	GGML_TYPE_BF16 = 30,
 	GGML_TYPE_TQ1_0 = 34,
+	GGML_TYPE_MXFP4 = 39,
 };
 
 /* Elements of a K-quant super-block. */
@@ -51,6 +54,9 @@ typedef struct { uint16_t d, m; uint8_t qs[16]; } ggml_block_q4_1;
 typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_0;
 typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } ggml_block_q5_1;
 typedef struct { uint16_t d; uint8_t qs[16]; } ggml_block_iq4_nl;
+/* OCP microscaling FP4: an E8M0 scale byte (2^(e - 127)), then 32 E2M1
+ * codes (4 bits: sign, 2 exponent, 1 mantissa) packed as Q4_0's nibbles */
+typedef struct { uint8_t e; uint8_t qs[16]; } ggml_block_mxfp4;
 typedef struct {
 	uint8_t scales[QK_K / 16]; /* low 4 bits scale, high 4 bits min */
 	uint8_t qs[QK_K / 4];

@@ -21,14 +21,32 @@ const int8_t quant_iq4nl_values[16] = {
 	1, 13, 25, 38, 53, 69, 89, 113,
 };
 
+/* E2M1 code c: sign c >> 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6 (doubled) */
+const int8_t quant_mxfp4_values[16] = {
+	0, 1, 2, 3, 4, 6, 8, 12,
+	0, -1, -2, -3, -4, -6, -8, -12,
+};
+
+float quant_e8m0_half(uint8_t e)
+{
+	/* 2^(e - 128): biased f32 exponent e - 1 from e = 2 on; below it
+	 * the subnormals 2^-127 and 2^-128 (mantissa bits 22 and 21) */
+	uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : 1u << (21 + e);
+	float f;
+
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
 /* The float weight types, in the order quant_supported_list names them. */
 static const uint32_t floats[] = {GGML_TYPE_F32, GGML_TYPE_F16,
 				  GGML_TYPE_BF16};
 #define N_FLOATS (int)(sizeof(floats) / sizeof(floats[0]))
 
 /* Per quantized type (in the order quant_supported_list names them):
- * dot-product unit, byte offsets of the f16 scale and
- * of the f16 minimum (-1: none); names and block sizes are ggml.h's. */
+ * dot-product unit, byte offsets of the f16 scale (-1: MXFP4's E8M0
+ * byte at offset 0) and of the f16 minimum (-1: none); names and block
+ * sizes are ggml.h's. */
 static const struct qtype {
 	uint32_t type;
 	int unit, d_off, m_off;
@@ -45,6 +63,7 @@ static const struct qtype {
 	{GGML_TYPE_Q6_K, QK_K, 208, -1},
 	{GGML_TYPE_IQ4_NL, 32, 0, -1},
 	{GGML_TYPE_IQ4_XS, QK_K, 0, -1},
+	{GGML_TYPE_MXFP4, 32, -1, -1},
 };
 #define N_QTYPES (int)(sizeof(qtypes) / sizeof(qtypes[0]))
 
@@ -66,7 +85,7 @@ int quant_weight_ok(uint32_t type)
 	return ggml_block_bytes(type) != 0;
 }
 
-static char supported[128];
+static char supported[192];
 static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
 
 /* "F32, F16, BF16, Q4_0, ...": the names of ggml.h's table. */
@@ -202,10 +221,14 @@ static void unpack(uint32_t type, const void *row, quant_wrow *w, int n,
 		const uint8_t *blk = (const uint8_t *)row + (size_t)b * bytes;
 		uint16_t hd, hm = 0;
 
-		memcpy(&hd, blk + t->d_off, 2);
+		if (t->d_off >= 0) {
+			memcpy(&hd, blk + t->d_off, 2);
+			w->d[b] = h2f(hd);
+		} else {
+			w->d[b] = quant_e8m0_half(blk[0]);
+		}
 		if (t->m_off >= 0)
 			memcpy(&hm, blk + t->m_off, 2);
-		w->d[b] = h2f(hd);
 		if (t->m_off >= 0)
 			w->dm[b] = t->unit == QK_K ? -h2f(hm) : h2f(hm);
 		if (t->unit == 32)
@@ -219,13 +242,18 @@ static void unpack(uint32_t type, const void *row, quant_wrow *w, int n,
 		switch (type) {
 		case GGML_TYPE_Q4_0:
 		case GGML_TYPE_Q4_1:
-		case GGML_TYPE_IQ4_NL: {
-			const uint8_t *qs = blk + (type == GGML_TYPE_Q4_1 ? 4 : 2);
+		case GGML_TYPE_IQ4_NL:
+		case GGML_TYPE_MXFP4: {
+			const uint8_t *qs = blk + (type == GGML_TYPE_Q4_1 ? 4 :
+						   type == GGML_TYPE_MXFP4 ? 1 : 2);
 			for (int j = 0; j < 16; j++) {
 				int lo = qs[j] & 0xf, hi = qs[j] >> 4;
 				if (type == GGML_TYPE_IQ4_NL) {
 					q[j] = quant_iq4nl_values[lo];
 					q[j + 16] = quant_iq4nl_values[hi];
+				} else if (type == GGML_TYPE_MXFP4) {
+					q[j] = quant_mxfp4_values[lo];
+					q[j + 16] = quant_mxfp4_values[hi];
 				} else {
 					int z = type == GGML_TYPE_Q4_0 ? 8 : 0;
 					q[j] = (int8_t)(lo - z);
@@ -390,7 +418,8 @@ int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,
 	const uint8_t *p = data;
 	int nb, bytes;
 
-	if (!t)
+	/* every E8M0 byte is a finite scale as ggml reads it */
+	if (!t || t->d_off < 0)
 		return -1;
 	nb = n / ggml_block_elems(type);
 	bytes = ggml_block_bytes(type);
@@ -735,6 +764,37 @@ static void ksym_fit(const float *x, int lo, int hi, int smax, int *q,
 	}
 }
 
+/* MXFP4's scale byte for a block of largest magnitude amax, as ggml's
+ * reference quantizer picks it: 2^(floor(log2 amax) - 2) maps amax into
+ * [4, 8) of the doubled codes (6 or 12 at the top). Exponents ggml would
+ * not represent (amax below 2^-125, or infinite) are clamped. */
+static uint8_t mx_scale(float amax)
+{
+	float e;
+
+	if (!(amax > 0.0f))
+		return 0;
+	e = floorf(log2f(amax)) - 2.0f + 127.0f;
+	return e < 0.0f ? 0 : e > 254.0f ? 254 : (uint8_t)e;
+}
+
+/* The code whose value d * v is nearest x (the first of equals, in
+ * code order, as ggml). */
+static int mx_nearest(float x, float d)
+{
+	int best = 0;
+	float err = fabsf((float)quant_mxfp4_values[0] * d - x);
+
+	for (int c = 1; c < 16; c++) {
+		float e = fabsf((float)quant_mxfp4_values[c] * d - x);
+		if (e < err) {
+			err = e;
+			best = c;
+		}
+	}
+	return best;
+}
+
 static void quant_block(uint32_t type, const float *x, uint8_t *blk)
 {
 	uint8_t code[QK_K];
@@ -793,6 +853,19 @@ static void quant_block(uint32_t type, const float *x, uint8_t *blk)
 		b->d = half_f32_to_f16(iq4_fit(x, code));
 		for (int j = 0; j < 16; j++)
 			b->qs[j] = (uint8_t)(code[j] | code[j + 16] << 4);
+		break;
+	}
+	case GGML_TYPE_MXFP4: {
+		ggml_block_mxfp4 *b = (void *)blk;
+		float amax = 0.0f, d;
+		for (int i = 0; i < 32; i++)
+			if (fabsf(x[i]) > amax)
+				amax = fabsf(x[i]);
+		b->e = mx_scale(amax);
+		d = quant_e8m0_half(b->e);
+		for (int j = 0; j < 16; j++)
+			b->qs[j] = (uint8_t)(mx_nearest(x[j], d) |
+					     mx_nearest(x[j + 16], d) << 4);
 		break;
 	}
 	case GGML_TYPE_Q2_K: {
@@ -930,6 +1003,9 @@ static const quant_ftype ftypes[] = {
 	{"Q6_K", GGML_TYPE_Q6_K, QUANT_MIX_NONE, 18},
 	{"IQ4_NL", GGML_TYPE_IQ4_NL, QUANT_MIX_IQ4, 25},
 	{"IQ4_XS", GGML_TYPE_IQ4_XS, QUANT_MIX_IQ4, 30},
+	/* llama.cpp's MXFP4_MOE (38) under both names: see quant.h */
+	{"MXFP4", GGML_TYPE_MXFP4, QUANT_MIX_MXFP4, 38},
+	{"MXFP4_MOE", GGML_TYPE_MXFP4, QUANT_MIX_MXFP4, 38},
 };
 
 const quant_ftype *quant_ftype_find(const char *name)
@@ -951,7 +1027,8 @@ const quant_ftype *quant_ftype_find(const char *name)
 const char *quant_ftype_list(void)
 {
 	return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
-	       "Q3_K_M, Q4_K, Q4_K_M, Q5_K, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS";
+	       "Q3_K_M, Q4_K, Q4_K_M, Q5_K, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, "
+	       "MXFP4, MXFP4_MOE";
 }
 
 /* llama.cpp's "more bits" layers: the first and last eighth, and every
@@ -984,6 +1061,11 @@ static uint32_t fallback(uint32_t t, uint64_t ne0)
 	return ne0 % (uint64_t)ggml_block_elems(t) ? GGML_TYPE_F16 : t;
 }
 
+int quant_ftype_recipe(const quant_ftype *ft, int recipe, int has_experts)
+{
+	return ft->mix == QUANT_MIX_MXFP4 ? has_experts : recipe;
+}
+
 uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 			   const char *name, int n_dims, uint64_t ne0,
 			   int n_layers, int n_gqa, int tied)
@@ -997,6 +1079,9 @@ uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 		return GGML_TYPE_F32;
 	if (!quant_is_quant(t))
 		return t;
+	if (mix == QUANT_MIX_MXFP4)
+		return fallback(n_dims == 3 ? GGML_TYPE_MXFP4 : GGML_TYPE_Q8_0,
+				ne0);
 	if (sscanf(name, "blk.%d.", &layer) != 1)
 		layer = -1;
 	if (recipe && (!strcmp(name, "output.weight") ||

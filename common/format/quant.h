@@ -3,10 +3,11 @@
  * ggml-common.h defines them), dequantization, quantizers, and the
  * integer form the dot-product kernels consume.
  *
- * Weight types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of 32) and
- * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256); their
- * blocks, names and sizes are ggml.h's table, their f16 scales are
- * converted by half.h. Users: the model loader and mkmodel (engine/),
+ * Weight types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 (blocks of
+ * 32) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256);
+ * their blocks, names and sizes are ggml.h's table, their f16 scales are
+ * converted by half.h. MXFP4's scale is an E8M0 byte instead (see
+ * quant_e8m0_half). Users: the model loader and mkmodel (engine/),
  * the kernels (integer form), the quantize tool and the tests.
  *
  * The integer dot product (see kern.h for where it is used). Every type is
@@ -46,6 +47,14 @@
 
 /* IQ4_NL / IQ4_XS code book. */
 extern const int8_t quant_iq4nl_values[16];
+/* MXFP4's 16 E2M1 codes as integers: each value doubled (0, 0.5, 1, 1.5,
+ * 2, 3, 4, 6 and their negatives become 0..12), as ggml holds them. */
+extern const int8_t quant_mxfp4_values[16];
+/* Half an E8M0 scale, 2^(e - 128), exactly (2^-128 and 2^-127 are f32
+ * subnormals); MXFP4 weight k of a block is quant_e8m0_half(e) *
+ * quant_mxfp4_values[code k]. e = 0xFF, which the OCP spec calls NaN,
+ * is 2^127 as ggml reads it. */
+float quant_e8m0_half(uint8_t e);
 
 /* 1 when type is a quantized weight type we can load. */
 int quant_is_quant(uint32_t type);
@@ -75,7 +84,7 @@ int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,
 
 /* llama.cpp's per-tensor mixes. */
 enum { QUANT_MIX_NONE, QUANT_MIX_Q2_K, QUANT_MIX_Q3_K_M, QUANT_MIX_Q4_K_M,
-       QUANT_MIX_Q5_K_M, QUANT_MIX_IQ4 };
+       QUANT_MIX_Q5_K_M, QUANT_MIX_IQ4, QUANT_MIX_MXFP4 };
 
 typedef struct {
 	const char *name;   /* "Q4_K_M", "Q8_0", ... */
@@ -99,11 +108,20 @@ const char *quant_ftype_list(void);
  * attn_v / ffn_down / attn_output upgrades by layer. Either way a type
  * whose block does not divide the row falls back as llama.cpp does
  * (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0,
- * IQ4_XS -> IQ4_NL).
+ * IQ4_XS -> IQ4_NL; MXFP4 -> F16).
+ * MXFP4 / MXFP4_MOE with recipe = 1 is llama.cpp's MXFP4_MOE: 3-D
+ * expert tensors MXFP4, every other matrix (output and token_embd too)
+ * Q8_0; with recipe = 0 every matrix is MXFP4.
  */
 uint32_t quant_tensor_type(const quant_ftype *ft, int recipe,
 			   const char *name, int n_dims, uint64_t ne0,
 			   int n_layers, int n_gqa, int tied);
+
+/* The recipe flag to pass quant_tensor_type for file type ft in a model
+ * with (has_experts = 1) or without expert tensors: MXFP4 takes llama.cpp's
+ * MXFP4_MOE recipe where there are experts and is pure (every matrix
+ * MXFP4) where there are none; other types keep recipe. */
+int quant_ftype_recipe(const quant_ftype *ft, int recipe, int has_experts);
 
 /* ---- integer form --------------------------------------------------- */
 

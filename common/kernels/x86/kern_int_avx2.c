@@ -338,6 +338,8 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
  *  - Q6_K: codes q + 32 (0..63); S1 = sum sc[g] * sum (q + 32) qa
  *    - 32 * sum sc[g] * bsum[g].
  *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
+ *  - MXFP4: blocks read directly, the codes through its table
+ *    (pshufb, -12..12), the sign trick.
  *  - Q8_0: units side by side (struct q8g below), signed codes,
  *    maddubs(|q|, qa * sign(q)) (the sign trick).
  * A step with unit weights (Q8_0, Q5_0, 32-element types: madd with 1)
@@ -357,7 +359,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 #define QT_R 8   /* activation rows per tile */
 #define QT_JB 32 /* weight rows per block */
 
-enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_GEN };
+enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_MXFP4, QK_GEN };
 
 struct qtile {
 	const int8_t *q[QT_R];
@@ -615,6 +617,26 @@ INLINE void unit_q5_0(const uint8_t *blk, const struct qtile *t, int k,
 		s1[8 * r] = acc[r];
 }
 
+/* MXFP4 read directly: the table's signed codes, the sign trick. */
+INLINE void unit_mxfp4(const uint8_t *blk, const struct qtile *t, int k,
+		       __m256i *s1, float *dw, const int R)
+{
+	const ggml_block_mxfp4 *b = (const ggml_block_mxfp4 *)blk;
+	const __m256i mxv = _mm256_broadcastsi128_si256(
+		_mm_loadu_si128((const __m128i *)quant_mxfp4_values));
+	__m256i acc[QT_R];
+
+	*dw = quant_e8m0_half(b->e);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	chunk_s(acc, t, k, _mm256_shuffle_epi8(mxv, nibbles16(b->qs)),
+		_mm256_setzero_si256(), R, 1);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		s1[8 * r] = acc[r];
+}
+
 INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 		     __m256i *s1, __m256i *s2, float *dw, float *dmw,
 		     const int R)
@@ -707,7 +729,7 @@ INLINE float tree4(__m256 acc)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-/* One weight row (Q5_0 blocks, or a quant_wrow for QK_GEN), units
+/* One weight row (Q5_0 or MXFP4 blocks, or a quant_wrow for QK_GEN), units
  * [u_lo, u_hi), against the R rows of t: facc[r]. (Packed Q4_K and Q6_K
  * rows: qrow_direct.) */
 INLINE void qrow(const void *wrow, int u_lo, int u_hi, const struct qtile *t,
@@ -731,6 +753,10 @@ INLINE void qrow(const void *wrow, int u_lo, int u_hi, const struct qtile *t,
 				unit_q5_0((const uint8_t *)wrow + (size_t)u *
 						  sizeof(ggml_block_q5_0),
 					  t, u * 32, &s1v[0][i], &dw[i], R);
+			else if (kind == QK_MXFP4)
+				unit_mxfp4((const uint8_t *)wrow + (size_t)u *
+						   sizeof(ggml_block_mxfp4),
+					   t, u * 32, &s1v[0][i], &dw[i], R);
 			else
 				unit_gen(gw, t, u, &s1v[0][i], &s2v[0][i], &dw[i],
 					 &dmw[i], R);
@@ -940,6 +966,7 @@ typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
 QBLOCK_FN(qblock_q4_K, qblock, QK_Q4_K)
 QBLOCK_FN(qblock_q6_K, qblock, QK_Q6_K)
 QBLOCK_FN(qblock_q5_0, qblock, QK_Q5_0)
+QBLOCK_FN(qblock_mxfp4, qblock, QK_MXFP4)
 QBLOCK_FN(qblock_gen, qblock, QK_GEN)
 
 _Static_assert(QT_R == 8, "qblock's cases");
@@ -1747,6 +1774,7 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 	case GGML_TYPE_Q4_K: blockf = qblock_q4_K; break;
 	case GGML_TYPE_Q6_K: blockf = qblock_q6_K; break;
 	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
+	case GGML_TYPE_MXFP4: blockf = qblock_mxfp4; break;
 	default:
 		blockf = qblock_gen;
 		ws = quant_wrow_bytes(K);
