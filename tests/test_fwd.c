@@ -1122,6 +1122,101 @@ static void test_bad_tokens(void **state)
 	kv_pool_free(&pool);
 }
 
+/* mkmodel's gpt-oss shapes: gpt-oss-20b's hyper-parameters as its
+ * converted GGUF has them (a vocabulary-only file: 21 B parameters are
+ * not for a test), and a --layers override of the tiny shape, whose
+ * layers alternate local and global and run. */
+static void test_gptoss_shapes(void **state)
+{
+	static const struct { const char *key; uint32_t v; } u32s[] = {
+		{"gpt-oss.block_count", 24},
+		{"gpt-oss.embedding_length", 2880},
+		{"gpt-oss.attention.head_count", 64},
+		{"gpt-oss.attention.head_count_kv", 8},
+		{"gpt-oss.attention.key_length", 64},
+		{"gpt-oss.expert_count", 32},
+		{"gpt-oss.expert_used_count", 4},
+		{"gpt-oss.expert_feed_forward_length", 2880},
+		{"gpt-oss.attention.sliding_window", 128},
+		{"gpt-oss.rope.scaling.original_context_length", 4096},
+		{"gpt-oss.context_length", 131072},
+	};
+	mkmodel_opts o = {0};
+	mkmodel_info info;
+	char p[512];
+	gguf_file *g;
+	gguf_str type;
+	float fv;
+	model *m;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/t-oss-shapes-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	o.shape = "gpt-oss-20b";
+	o.wtype = GGML_TYPE_F32;
+	o.tokenizer = tu_chat_tokenizer();
+	o.seed = 1;
+	o.vocab_only = 1;
+	o.out = p;
+	assert_int_equal(mkmodel_write(&o, &info), 0);
+	assert_int_equal(gguf_open(p, &g), 0);
+	for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]); i++) {
+		uint32_t v = 0;
+
+		assert_int_equal(gguf_get_u32(g, u32s[i].key, &v), 0);
+		if (v != u32s[i].v)
+			fail_msg("%s = %u, want %u", u32s[i].key, v,
+				 u32s[i].v);
+	}
+	assert_int_equal(gguf_get_f32(g, "gpt-oss.rope.freq_base", &fv), 0);
+	assert_true(fv == 150000.0f);
+	assert_int_equal(gguf_get_f32(g, "gpt-oss.rope.scaling.factor", &fv),
+			 0);
+	assert_true(fv == 32.0f);
+	assert_int_equal(gguf_get_str(g, "gpt-oss.rope.scaling.type", &type),
+			 0);
+	assert_true(gguf_str_eq(type, "yarn"));
+	assert_int_equal(gguf_get_str(g, "general.architecture", &type), 0);
+	assert_true(gguf_str_eq(type, "gpt-oss"));
+	gguf_close(&g);
+	/* --layers 5: local, global, local, global, local */
+	o.shape = "tiny-gptoss";
+	o.vocab_only = 0;
+	o.n_layers = 5;
+	assert_int_equal(mkmodel_write(&o, &info), 0);
+	assert_int_equal(model_load(p, &m), 0);
+	assert_int_equal(m->cfg.n_layers, 5);
+	for (int l = 0; l < 5; l++)
+		assert_int_equal(m->layers[l].swa, l % 2 == 0);
+	{
+		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32};
+		float *lg = malloc((size_t)m->cfg.vocab * sizeof(float));
+		kv_pool *pool;
+		fwd *f;
+		kv_seq sq;
+
+		assert_int_equal(kv_pool_new(&kp, &pool), 0);
+		assert_int_equal(fwd_new(m, 32, NULL, &f), 0);
+		kv_seq_init(&sq);
+		assert_int_equal(fwd_prefill(f, pool, &sq, prompt, N_PROMPT,
+					     lg), 0);
+		for (int v = 0; v < m->cfg.vocab; v++)
+			assert_true(isfinite(lg[v]));
+		kv_seq_free(pool, &sq);
+		fwd_free(&f);
+		kv_pool_free(&pool);
+		free(lg);
+	}
+	model_free(&m);
+	unlink(p);
+	/* the gpt-oss architecture needs the shape's experts and window */
+	o.shape = "tiny-qwen3moe";
+	o.arch = "gpt-oss";
+	o.n_layers = 0;
+	assert_int_equal(mkmodel_write(&o, &info), QERR_ARG);
+	assert_non_null(strstr(qerr_detail(), "experts, no window"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1134,6 +1229,7 @@ int main(void)
 		cmocka_unit_test(test_moe_route),
 		cmocka_unit_test(test_moe_reference),
 		cmocka_unit_test(test_gptoss_pieces),
+		cmocka_unit_test(test_gptoss_shapes),
 	};
 
 	return cmocka_run_group_tests_name("fwd", tests, setup, teardown);
