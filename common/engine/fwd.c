@@ -287,7 +287,8 @@ static void rope_tables(fwd *f, int M)
 				double th = (double)f->row_pos[r] *
 					    f->inv_freq[k * half + i];
 
-				/* mscale 1 (no YaRN): the same bits */
+				/* times 1.0f without YaRN or an attention
+				 * factor: the plain bits */
 				f->rcos[o] = (float)cos(th) * f->mscale[k];
 				f->rsin[o] = (float)sin(th) * f->mscale[k];
 			}
@@ -363,9 +364,10 @@ void fwd_att_softmax(float *s, int n, const float *sink)
 /* One row's query heads h0..h0+nh-1, all of KV head kvh: for each, scores
  * over positions lo..pos in order (lo = 0, or pos - window + 1 on a
  * sliding-window layer), softmax (with the head's sink, gpt-oss), then
- * the weighted sum of V in position order. The heads share every key and value row, so the kernels convert
- * each row once for all of them. A window may start inside a shared
- * prefix block: it is read like any other. */
+ * the weighted sum of V in position order. The heads share every key and
+ * value row, so the kernels convert each row once for all of them. A
+ * window may start inside a shared prefix block: it is read like any
+ * other. */
 static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 		   float *s)
 {

@@ -156,7 +156,8 @@ typedef struct {
 	const float *bq, *bk, *bv;       /* (q_dim) (kv) (kv); NULL for llama */
 	const float *bo;                 /* (dim) gpt-oss; else NULL */
 	const float *sinks;              /* (n_heads) gpt-oss; else NULL */
-	const float *ffn_norm;           /* (dim) */
+	const float *ffn_norm;           /* (dim) gpt-oss: the file's
+					  * post_attention_norm */
 	model_mat w_gate, w_up, w_down;  /* (dim->ffn) (dim->ffn) (ffn->dim);
 					  * MoE: expert 0's (dim->expert_ffn)
 					  * (expert_ffn->dim), see
