@@ -98,48 +98,74 @@ static int ref_swa_layer(const model *m, int l)
 {
 	const model_config *c = &m->cfg;
 
-	return is_arch(m, "gemma3") && c->swa_window > 0 &&
-	       (l + 1) % c->swa_pattern != 0;
+	return (is_arch(m, "gemma3") || is_arch(m, "gpt-oss")) &&
+	       c->swa_window > 0 && (l + 1) % c->swa_pattern != 0;
 }
 
+/* YaRN (the YaRN paper's NTK-by-parts, as ggml): pair i keeps its
+ * original angle below dimension lo, takes the interpolated one (times
+ * scale) above hi, a linear blend between; cos and sin are scaled by
+ * 1 + 0.1 ln(factor), the attention factor (1 here) times that. */
 static void ref_rope(const model *m, int l, double *v, int pos)
 {
 	const model_config *c = &m->cfg;
 	int hd = c->head_dim, half = hd / 2, local = ref_swa_layer(m, l);
 	double base = local ? c->rope_base_swa : c->rope_base;
+	/* gemma3's local layers are unscaled; gpt-oss scales both */
+	double scale = local && is_arch(m, "gemma3") ? 1.0 : c->rope_scale;
+	double lo = 0, hi = 0, ms = 1.0;
 
+	if (c->rope_yarn) {
+		double lf = hd * log(c->yarn_orig_ctx / (32 * 2 * M_PI)) /
+			    (2 * log(base));
+		double hf = hd * log(c->yarn_orig_ctx / (1 * 2 * M_PI)) /
+			    (2 * log(base));
+
+		lo = fmax(0, floor(lf));
+		hi = fmin(hd - 1, ceil(hf));
+		ms = 1 + 0.1 * log(1 / scale);
+	}
 	for (int i = 0; i < half; i++) {
 		double th = pos * pow(base, -2.0 * i / hd);
 
 		if (m->rope_freqs)
 			th /= m->rope_freqs[i];
-		if (!local)
-			th *= c->rope_scale;
+		if (c->rope_yarn) {
+			double r = (i - lo) / fmax(0.001, hi - lo);
+			double keep = 1 - fmin(1, fmax(0, r));
+
+			th = th * scale * (1 - keep) + th * keep;
+		} else if (!local) {
+			th *= scale;
+		}
 		int a = c->rope_mode == MODEL_ROPE_NEOX ? i : 2 * i;
 		int b = c->rope_mode == MODEL_ROPE_NEOX ? i + half : 2 * i + 1;
 		double x0 = v[a], x1 = v[b];
 
-		v[a] = x0 * cos(th) - x1 * sin(th);
-		v[b] = x0 * sin(th) + x1 * cos(th);
+		v[a] = (x0 * cos(th) - x1 * sin(th)) * ms;
+		v[b] = (x0 * sin(th) + x1 * cos(th)) * ms;
 	}
 }
 
 /* Mixture of experts in double: softmax of the router, the k largest
  * (ties to the lower id), weights renormalised, the experts' SwiGLU FFNs
- * summed. */
+ * summed. gpt-oss: router and experts with biases, the k largest logits
+ * weighted by their own softmax, the clamped SwiGLU. */
 static void ref_moe(const model *m, const model_layer *L, const double *x,
 		    double *out)
 {
 	const model_config *c = &m->cfg;
 	int E = c->n_expert, k = c->n_expert_used, F = c->expert_ffn;
+	int oss = is_arch(m, "gpt-oss");
 	double *p = calloc(E, sizeof(double)), mx = -INFINITY, sum = 0;
 	double *g = calloc(F, sizeof(double)), *u = calloc(F, sizeof(double));
 	double *o = calloc(c->dim, sizeof(double)), wsum = 0;
 	int *sel = calloc(k, sizeof(int));
 
-	ref_matvec(&L->router, NULL, x, p);
+	ref_matvec(&L->router, L->router_b, x, p);
 	for (int e = 0; e < E; e++)
 		mx = fmax(mx, p[e]);
+	/* gpt-oss ranks the logits themselves: the same order */
 	for (int e = 0; e < E; e++)
 		sum += (p[e] = exp(p[e] - mx));
 	for (int j = 0; j < k; j++) {
@@ -158,16 +184,27 @@ static void ref_moe(const model *m, const model_layer *L, const double *x,
 	}
 	memset(out, 0, (size_t)c->dim * sizeof(double));
 	for (int j = 0; j < k; j++) {
-		model_mat gm = model_expert(&L->w_gate, sel[j]);
-		model_mat um = model_expert(&L->w_up, sel[j]);
-		model_mat dm = model_expert(&L->w_down, sel[j]);
-		double w = p[sel[j]] / sum / wsum;
+		int e = sel[j];
+		model_mat gm = model_expert(&L->w_gate, e);
+		model_mat um = model_expert(&L->w_up, e);
+		model_mat dm = model_expert(&L->w_down, e);
+		/* softmax of the chosen k: p[e] / sum over the chosen */
+		double w = p[e] / sum / wsum;
 
-		ref_matvec(&gm, NULL, x, g);
-		ref_matvec(&um, NULL, x, u);
-		for (int i = 0; i < F; i++)
-			g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-		ref_matvec(&dm, NULL, g, o);
+		ref_matvec(&gm, oss ? L->b_gate + (size_t)e * F : NULL, x, g);
+		ref_matvec(&um, oss ? L->b_up + (size_t)e * F : NULL, x, u);
+		for (int i = 0; i < F; i++) {
+			if (oss) {
+				double a = fmin(g[i], 7.0);
+				double b = fmax(-7.0, fmin(u[i], 7.0));
+
+				g[i] = a / (1.0 + exp(-1.702 * a)) * (b + 1);
+			} else {
+				g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+			}
+		}
+		ref_matvec(&dm, oss ? L->b_down + (size_t)e * c->dim : NULL, g,
+			   o);
 		for (int i = 0; i < c->dim; i++)
 			out[i] += w * o[i];
 	}
@@ -182,6 +219,7 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 	int D = c->dim, hd = c->head_dim, kvd = c->kv_dim, F = c->ffn_dim;
 	int QD = c->n_heads * hd, gemma = is_arch(m, "gemma3");
 	int qkn = gemma || is_arch(m, "qwen3") || is_arch(m, "qwen3moe");
+	int moe = is_arch(m, "qwen3moe") || is_arch(m, "gpt-oss");
 	double *x = calloc((size_t)n * D, sizeof(double));
 	double *K = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
 	double *V = calloc((size_t)c->n_layers * n * kvd, sizeof(double));
@@ -208,7 +246,7 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 			ref_matvec(&L->wk, L->bk, xb, Kl + (size_t)p * kvd);
 			ref_matvec(&L->wv, L->bv, xb, Vl + (size_t)p * kvd);
 			/* first position a row sees: the window on local
-			 * gemma3 layers */
+			 * gemma3 and gpt-oss layers */
 			int t_lo = ref_swa_layer(m, l) && p >= c->swa_window
 					   ? p - c->swa_window + 1 : 0;
 
@@ -235,8 +273,14 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 					s[t] = d / sqrt(hd);
 					mx = fmax(mx, s[t]);
 				}
+				/* gpt-oss: the head's sink joins the
+				 * softmax, its share dropped */
+				if (L->sinks)
+					mx = fmax(mx, L->sinks[h]);
 				for (int t = t_lo; t <= p; t++)
 					sum += (s[t] = exp(s[t] - mx));
+				if (L->sinks)
+					sum += exp(L->sinks[h] - mx);
 				for (int i = 0; i < hd; i++) {
 					double a = 0;
 					for (int t = t_lo; t <= p; t++)
@@ -245,13 +289,13 @@ static void ref_forward(const model *m, const int32_t *toks, int n,
 					att[h * hd + i] = a;
 				}
 			}
-			ref_matvec(&L->wo, NULL, att, o);
+			ref_matvec(&L->wo, L->bo, att, o);
 			if (gemma)
 				ref_rmsnorm(o, L->post_attn_norm, D, c->eps, o);
 			for (int i = 0; i < D; i++)
 				xp[i] += o[i];
 			ref_rmsnorm(xp, L->ffn_norm, D, c->eps, xb);
-			if (is_arch(m, "qwen3moe")) {
+			if (moe) {
 				ref_moe(m, L, xb, o);
 				for (int i = 0; i < D; i++)
 					xp[i] += o[i];
@@ -314,11 +358,19 @@ static const model_case cases[] = {
 	{"qwen3moe", GGML_TYPE_BF16, "tiny-qwen3moe"},
 	{"qwen3moe", GGML_TYPE_Q4_K, "small-qwen3moe"},
 	{"qwen3moe", GGML_TYPE_Q6_K, "small-qwen3moe"},
+	/* gpt-oss: sinks, biases everywhere, YaRN, windows, its gating and
+	 * clamped SwiGLU */
+	{"gpt-oss", GGML_TYPE_F32, "tiny-gptoss"},
+	{"gpt-oss", GGML_TYPE_F16, "tiny-gptoss"},
+	{"gpt-oss", GGML_TYPE_Q8_0, "tiny-gptoss"},
 	/* MXFP4: llama.cpp's MXFP4_MOE recipe (experts MXFP4, the rest
 	 * Q8_0) with experts, every matrix MXFP4 without */
 	{"qwen3moe", GGML_TYPE_MXFP4, "tiny-qwen3moe"},
 	{"qwen2", GGML_TYPE_MXFP4, "tiny"},
+	{"gpt-oss", GGML_TYPE_MXFP4, "tiny-gptoss"},
 };
+/* the first gpt-oss case */
+#define GPTOSS_CASE 28
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
 
 static model *models[N_CASES];
@@ -621,32 +673,150 @@ static void test_moe_route(void **state)
 	float w[4];
 
 	(void)state;
-	fwd_moe_route(eq, 8, 3, 1, sel, w);
+	fwd_moe_route(eq, 8, 3, MODEL_GATE_SOFTMAX, 1, sel, w);
 	assert_int_equal(sel[0], 0);
 	assert_int_equal(sel[1], 1);
 	assert_int_equal(sel[2], 2);
 	assert_true(w[0] == w[1] && w[1] == w[2]);
 	assert_true(fabsf(w[0] - 1.0f / 3) < 1e-6f);
-	fwd_moe_route(mid, 5, 2, 1, sel, w);
+	fwd_moe_route(mid, 5, 2, MODEL_GATE_SOFTMAX, 1, sel, w);
 	assert_int_equal(sel[0], 1);
 	assert_int_equal(sel[1], 2);
 	/* one NaN logit makes every probability NaN: the first k ids, NaN
 	 * weights (a defined result; the forward pass gives NaN logits) */
-	fwd_moe_route(nan1, 4, 2, 1, sel, w);
+	fwd_moe_route(nan1, 4, 2, MODEL_GATE_SOFTMAX, 1, sel, w);
 	assert_int_equal(sel[0], 0);
 	assert_int_equal(sel[1], 1);
 	assert_true(isnan(w[0]) && isnan(w[1]));
-	fwd_moe_route(inf1, 4, 2, 1, sel, w);
+	fwd_moe_route(inf1, 4, 2, MODEL_GATE_SOFTMAX, 1, sel, w);
 	assert_int_equal(sel[0], 0); /* +inf - +inf: NaN everywhere */
-	fwd_moe_route(ord, 6, 4, 0, sel, w);
+	fwd_moe_route(ord, 6, 4, MODEL_GATE_SOFTMAX, 0, sel, w);
 	assert_int_equal(sel[0], 4);
 	assert_int_equal(sel[1], 1);
 	assert_int_equal(sel[2], 3);
 	assert_int_equal(sel[3], 5);
 	assert_true(w[0] > w[1] && w[1] > w[2] && w[2] > w[3]);
 	assert_true(w[0] + w[1] + w[2] + w[3] < 1.0f);
-	fwd_moe_route(ord + 0, 6, 4, 1, sel, w); /* probs: softmax again */
+	/* probs: softmax again */
+	fwd_moe_route(ord + 0, 6, 4, MODEL_GATE_SOFTMAX, 1, sel, w);
 	assert_true(fabsf(w[0] + w[1] + w[2] + w[3] - 1.0f) < 1e-6f);
+	/* gpt-oss: the top logits, weighted by their own softmax; the
+	 * logits stay as they are */
+	{
+		float lg[6] = {0.1f, 2.0f, -1.0f, 1.5f, 3.0f, 0.2f};
+		float tie[4] = {1.0f, 2.0f, 2.0f, NAN};
+
+		fwd_moe_route(lg, 6, 2, MODEL_GATE_SOFTMAX_WEIGHT, 0, sel, w);
+		assert_int_equal(sel[0], 4);
+		assert_int_equal(sel[1], 1);
+		assert_true(lg[4] == 3.0f && lg[1] == 2.0f);
+		/* e^3 / (e^3 + e^2) = 1 / (1 + e^-1) */
+		assert_true(fabs(w[0] - 1 / (1 + exp(-1.0))) < 1e-7);
+		assert_true(fabs(w[1] - 1 / (1 + exp(1.0))) < 1e-7);
+		fwd_moe_route(lg, 6, 1, MODEL_GATE_SOFTMAX_WEIGHT, 0, sel, w);
+		assert_int_equal(sel[0], 4);
+		assert_true(w[0] == 1.0f);
+		/* ties to the lower id; NaN last */
+		fwd_moe_route(tie, 4, 4, MODEL_GATE_SOFTMAX_WEIGHT, 0, sel, w);
+		assert_int_equal(sel[0], 1);
+		assert_int_equal(sel[1], 2);
+		assert_int_equal(sel[2], 0);
+		assert_int_equal(sel[3], 3);
+	}
+}
+
+/* gpt-oss's pieces on hand-checked values: the attention softmax with a
+ * sink, the clamped SwiGLU, YaRN's frequencies. */
+static void test_gptoss_pieces(void **state)
+{
+	const model *m = models[GPTOSS_CASE];
+	const model_config *c = &m->cfg;
+	int half = c->head_dim / 2;
+
+	(void)state;
+	/* sink softmax: e^(s - 3) / (e^-2 + e^-1 + e^0 + e^(0.5 - 3)) */
+	{
+		float s[4] = {1.0f, 2.0f, 3.0f, -99.0f}, sink = 0.5f;
+		double den = exp(-2.0) + exp(-1.0) + 1 + exp(-2.5);
+		float plain[4] = {1.0f, 2.0f, 3.0f, 0.5f};
+		float big[3] = {0.0f, 0.0f, 0.0f}, bsink = 10.0f;
+		float none[4] = {1.0f, 2.0f, 3.0f}, ninf = -INFINITY;
+		float ref3[3] = {1.0f, 2.0f, 3.0f};
+
+		fwd_att_softmax(s, 3, &sink);
+		for (int i = 0; i < 3; i++)
+			assert_true(fabs(s[i] - exp(i - 2.0) / den) < 1e-7);
+		/* the sink's share (5%) is dropped */
+		assert_true(fabs(s[0] + s[1] + s[2] - (1 - exp(-2.5) / den)) <
+			    1e-6);
+		/* the same bits as kern_softmax over scores and sink */
+		kern_softmax(plain, 4);
+		assert_memory_equal(s, plain, 3 * sizeof(float));
+		/* a dominant sink: attention to nothing */
+		fwd_att_softmax(big, 2, &bsink);
+		assert_true(fabs(big[0] - 1 / (2 + exp(10.0))) < 1e-9);
+		/* a -inf sink is no sink; no sink is kern_softmax */
+		fwd_att_softmax(none, 3, &ninf);
+		kern_softmax(ref3, 3);
+		assert_memory_equal(none, ref3, 3 * sizeof(float));
+		none[0] = 1.0f;
+		none[1] = 2.0f;
+		none[2] = 3.0f;
+		fwd_att_softmax(none, 3, NULL);
+		assert_memory_equal(none, ref3, 3 * sizeof(float));
+		assert_true(fabs(none[2] - 1 / (1 + exp(-1.0) + exp(-2.0))) <
+			    1e-7);
+	}
+	/* clamped SwiGLU: gate min(g, 7), up clamped to +-7, plus 1 */
+	{
+		float g[6] = {-1.0f, 0.0f, 2.0f, 10.0f, NAN, -30.0f};
+		float u[6] = {0.5f, -9.0f, 8.0f, -3.0f, 1.0f, 1.0f};
+		double want[5] = {
+			-1 / (1 + exp(1.702)) * 1.5,
+			0,
+			2 / (1 + exp(-3.404)) * 8,     /* up 8 -> 7 */
+			7 / (1 + exp(-11.914)) * -2,   /* gate 10 -> 7 */
+		};
+
+		kern_swiglu_oai(g, u, 6, MODEL_SWIGLU_OAI_ALPHA,
+				MODEL_SWIGLU_OAI_LIMIT);
+		for (int i = 0; i < 4; i++)
+			assert_true(fabs(g[i] - want[i]) <=
+				    1e-6 * fmax(1, fabs(want[i])));
+		assert_true(isnan(g[4]));
+		/* no clamp below: -30 sigmoid(-51) (up 1 + 1) */
+		assert_true(g[5] < 0 && g[5] > -1e-20f);
+	}
+	/* YaRN, tiny-gptoss: head_dim 32, base 150000, factor 32 over 4096:
+	 * the blend runs from pair 4 (4.05 floored) to 9 (8.70 ceiled) */
+	{
+		double f[64];
+		float ms;
+
+		assert_true(c->rope_yarn && c->yarn_orig_ctx == 4096);
+		assert_true(half == 16 && c->rope_base == 150000.0f);
+		for (int kind = 0; kind < 2; kind++) {
+			fwd_rope_freqs(m, kind, f, &ms);
+			/* 1 + 0.1 ln 32 */
+			assert_true(fabsf(ms - 1.34657359f) < 1e-6f);
+			for (int i = 0; i < half; i++) {
+				double orig = pow(150000.0, -i / 16.0);
+				double mix = i <= 4 ? 1 : i >= 9 ? 0 :
+					     1 - (i - 4) / 5.0;
+				double want = orig * (mix + (1 - mix) / 32);
+
+				assert_true(fabs(f[i] - want) <= 1e-15 * orig);
+			}
+			assert_true(f[0] == 1.0);
+			assert_true(fabs(f[15] - pow(150000.0, -15 / 16.0) /
+						 32) < 1e-18);
+		}
+		/* without scaling: plain frequencies, mscale 1 */
+		fwd_rope_freqs(models[0], 0, f, &ms);
+		assert_true(ms == 1.0f);
+		assert_true(f[1] == pow(models[0]->cfg.rope_base,
+					-2.0 / models[0]->cfg.head_dim));
+	}
 }
 
 /* The batched MoE FFN equals, bit for bit, each row on its own through
@@ -688,10 +858,11 @@ static void test_moe_reference(void **state)
 				float *rr = ref + (size_t)r * D;
 
 				kern_matmul(NULL, L->router.data,
-					    L->router.type, D, E, NULL,
+					    L->router.type, D, E, L->router_b,
 					    x + (size_t)r * D, D, 1,
 					    lg, E);
-				fwd_moe_route(lg, E, k, 1, sel, w);
+				fwd_moe_route(lg, E, k, c->expert_gating,
+					      c->expert_norm_w, sel, w);
 				for (int j = 0; j < k; j++) {
 					model_mat gm = model_expert(&L->w_gate,
 								    sel[j]);
@@ -700,16 +871,31 @@ static void test_moe_reference(void **state)
 					model_mat dm = model_expert(&L->w_down,
 								    sel[j]);
 
-					hit[sel[j]]++;
+					int e = sel[j];
+					const float *bg = L->b_gate ?
+						L->b_gate + (size_t)e * F : NULL;
+					const float *bu = L->b_up ?
+						L->b_up + (size_t)e * F : NULL;
+					const float *bd = L->b_down ?
+						L->b_down + (size_t)e * D : NULL;
+
+					hit[e]++;
 					kern_matmul(NULL, gm.data, gm.type, D,
-						    F, NULL, x + (size_t)r * D,
+						    F, bg, x + (size_t)r * D,
 						    D, 1, g, F);
 					kern_matmul(NULL, um.data, um.type, D,
-						    F, NULL, x + (size_t)r * D,
+						    F, bu, x + (size_t)r * D,
 						    D, 1, u, F);
-					kern_silu_mul(g, u, F);
+					if (c->expert_act ==
+					    MODEL_ACT_SWIGLU_OAI)
+						kern_swiglu_oai(
+							g, u, F,
+							MODEL_SWIGLU_OAI_ALPHA,
+							MODEL_SWIGLU_OAI_LIMIT);
+					else
+						kern_silu_mul(g, u, F);
 					kern_matmul(NULL, dm.data, dm.type, F,
-						    D, NULL, g, F, 1, o, D);
+						    D, bd, g, F, 1, o, D);
 					for (int e = 0; e < D; e++) {
 						float t = o[e] * w[j];
 
@@ -756,7 +942,7 @@ static void test_moe_reference(void **state)
 		free(x); free(y); free(y2); free(ref); free(lg); free(g);
 		free(u); free(o); free(w); free(sel); free(hit);
 	}
-	assert_true(n_moe >= 3);
+	assert_true(n_moe >= 6); /* 5 qwen3moe, 3 gpt-oss */
 	/* a dense layer has no experts */
 	{
 		fwd *f = NULL;
@@ -851,8 +1037,8 @@ static float *shared_run(const model *m, int on, int threads, int dtype,
 static void test_shared_prefix(void **state)
 {
 	/* qwen2 f32, qwen2 q8_0, llama3 (4 query heads per KV head),
-	 * gemma3 (sliding windows, head_dim 40) */
-	static const int pick[] = {0, 4, 7, 8};
+	 * gemma3 (sliding windows, head_dim 40), gpt-oss (sinks, windows) */
+	static const int pick[] = {0, 4, 7, 8, GPTOSS_CASE};
 	static const struct { int na, nb; } mix[] = {
 		{1, 0}, {2, 0}, {7, 3}, {32, 2},
 	};
@@ -941,6 +1127,101 @@ static void test_bad_tokens(void **state)
 	kv_pool_free(&pool);
 }
 
+/* mkmodel's gpt-oss shapes: gpt-oss-20b's hyper-parameters as its
+ * converted GGUF has them (a vocabulary-only file: 21 B parameters are
+ * not for a test), and a --layers override of the tiny shape, whose
+ * layers alternate local and global and run. */
+static void test_gptoss_shapes(void **state)
+{
+	static const struct { const char *key; uint32_t v; } u32s[] = {
+		{"gpt-oss.block_count", 24},
+		{"gpt-oss.embedding_length", 2880},
+		{"gpt-oss.attention.head_count", 64},
+		{"gpt-oss.attention.head_count_kv", 8},
+		{"gpt-oss.attention.key_length", 64},
+		{"gpt-oss.expert_count", 32},
+		{"gpt-oss.expert_used_count", 4},
+		{"gpt-oss.expert_feed_forward_length", 2880},
+		{"gpt-oss.attention.sliding_window", 128},
+		{"gpt-oss.rope.scaling.original_context_length", 4096},
+		{"gpt-oss.context_length", 131072},
+	};
+	mkmodel_opts o = {0};
+	mkmodel_info info;
+	char p[512];
+	gguf_file *g;
+	gguf_str type;
+	float fv;
+	model *m;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/t-oss-shapes-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	o.shape = "gpt-oss-20b";
+	o.wtype = GGML_TYPE_F32;
+	o.tokenizer = tu_chat_tokenizer();
+	o.seed = 1;
+	o.vocab_only = 1;
+	o.out = p;
+	assert_int_equal(mkmodel_write(&o, &info), 0);
+	assert_int_equal(gguf_open(p, &g), 0);
+	for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]); i++) {
+		uint32_t v = 0;
+
+		assert_int_equal(gguf_get_u32(g, u32s[i].key, &v), 0);
+		if (v != u32s[i].v)
+			fail_msg("%s = %u, want %u", u32s[i].key, v,
+				 u32s[i].v);
+	}
+	assert_int_equal(gguf_get_f32(g, "gpt-oss.rope.freq_base", &fv), 0);
+	assert_true(fv == 150000.0f);
+	assert_int_equal(gguf_get_f32(g, "gpt-oss.rope.scaling.factor", &fv),
+			 0);
+	assert_true(fv == 32.0f);
+	assert_int_equal(gguf_get_str(g, "gpt-oss.rope.scaling.type", &type),
+			 0);
+	assert_true(gguf_str_eq(type, "yarn"));
+	assert_int_equal(gguf_get_str(g, "general.architecture", &type), 0);
+	assert_true(gguf_str_eq(type, "gpt-oss"));
+	gguf_close(&g);
+	/* --layers 5: local, global, local, global, local */
+	o.shape = "tiny-gptoss";
+	o.vocab_only = 0;
+	o.n_layers = 5;
+	assert_int_equal(mkmodel_write(&o, &info), 0);
+	assert_int_equal(model_load(p, &m), 0);
+	assert_int_equal(m->cfg.n_layers, 5);
+	for (int l = 0; l < 5; l++)
+		assert_int_equal(m->layers[l].swa, l % 2 == 0);
+	{
+		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32};
+		float *lg = malloc((size_t)m->cfg.vocab * sizeof(float));
+		kv_pool *pool;
+		fwd *f;
+		kv_seq sq;
+
+		assert_int_equal(kv_pool_new(&kp, &pool), 0);
+		assert_int_equal(fwd_new(m, 32, NULL, &f), 0);
+		kv_seq_init(&sq);
+		assert_int_equal(fwd_prefill(f, pool, &sq, prompt, N_PROMPT,
+					     lg), 0);
+		for (int v = 0; v < m->cfg.vocab; v++)
+			assert_true(isfinite(lg[v]));
+		kv_seq_free(pool, &sq);
+		fwd_free(&f);
+		kv_pool_free(&pool);
+		free(lg);
+	}
+	model_free(&m);
+	unlink(p);
+	/* the gpt-oss architecture needs the shape's experts and window */
+	o.shape = "tiny-qwen3moe";
+	o.arch = "gpt-oss";
+	o.n_layers = 0;
+	assert_int_equal(mkmodel_write(&o, &info), QERR_ARG);
+	assert_non_null(strstr(qerr_detail(), "experts, no window"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -952,6 +1233,8 @@ int main(void)
 		cmocka_unit_test(test_bad_tokens),
 		cmocka_unit_test(test_moe_route),
 		cmocka_unit_test(test_moe_reference),
+		cmocka_unit_test(test_gptoss_pieces),
+		cmocka_unit_test(test_gptoss_shapes),
 	};
 
 	return cmocka_run_group_tests_name("fwd", tests, setup, teardown);

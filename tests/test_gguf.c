@@ -28,7 +28,7 @@ enum flaw {
 	BAD_SHAPE,       /* attn_k with the wrong row count */
 	HEADS_INDIVISIBLE,
 	PARTIAL_BLOCK,   /* attn_k.bias in Q8_0: 16 elements, not a block */
-	ROPE_YARN,       /* rope.scaling.type yarn: would change the logits */
+	ROPE_LONGROPE,   /* rope.scaling.type longrope: not supported */
 	KV_HEADS,        /* head_count_kv 3 does not divide head_count 2 */
 };
 
@@ -75,8 +75,8 @@ static void build(const char *path, enum flaw fl)
 	gguf_w_u32(w, "qwen2.attention.head_count",
 		   fl == HEADS_INDIVISIBLE ? 3 : 2);
 	gguf_w_u32(w, "qwen2.attention.head_count_kv", fl == KV_HEADS ? 3 : 1);
-	if (fl == ROPE_YARN)
-		gguf_w_str(w, "qwen2.rope.scaling.type", "yarn");
+	if (fl == ROPE_LONGROPE)
+		gguf_w_str(w, "qwen2.rope.scaling.type", "longrope");
 	gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
 	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
 	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
@@ -324,7 +324,8 @@ static void test_model_flaws(void **state)
 		{NO_ARCH, QERR_MISSING, "general.architecture"},
 		{BAD_ARCH, QERR_UNSUPPORTED, "gpt9"},
 		{BAD_ARCH, QERR_UNSUPPORTED, "qwen2, qwen3, llama, gemma3"},
-		{ROPE_YARN, QERR_UNSUPPORTED, "yarn"},
+		{ROPE_LONGROPE, QERR_UNSUPPORTED, "'longrope' is not supported "
+						  "(none, linear, yarn)"},
 		{KV_HEADS, QERR_FORMAT, "head_count_kv 3"},
 		{NO_BLOCKS, QERR_MISSING, "qwen2.block_count"},
 		{VOCAB_MISMATCH, QERR_FORMAT, "10 tokens"},
@@ -495,6 +496,199 @@ static void test_moe_flaws(void **state)
 	}
 }
 
+/* ---- gpt-oss and its flaws ------------------------------------------ */
+
+enum oss_flaw {
+	OSS_OK = 0,
+	OSS_NO_EXPERT,    /* ffn_down_exps.weight missing */
+	OSS_USED_GT,      /* expert_used_count 5 > expert_count 4 */
+	OSS_BAD_SHAPE,    /* ffn_gate_exps with 3 experts */
+	OSS_NAN_ROUTER,   /* a NaN in ffn_gate_inp.weight */
+	OSS_NAN_RBIAS,    /* a NaN in ffn_gate_inp.bias */
+	OSS_NO_SINKS,     /* attn_sinks.weight missing */
+	OSS_NAN_SINK,     /* a NaN sink */
+	OSS_NO_EXP_BIAS,  /* ffn_up_exps.bias missing */
+	OSS_FLAT_BIAS,    /* ffn_down_exps.bias 1-D */
+	OSS_NO_OUT_BIAS,  /* attn_output.bias missing */
+	OSS_NO_WINDOW,    /* attention.sliding_window missing */
+};
+
+struct oss_nan {
+	int idx;  /* tensor index that gets a NaN (-1: none) */
+	int elem; /* at this element */
+};
+
+static int fill_oss(void *ctx, int idx, void *dst, uint64_t nbytes)
+{
+	const struct oss_nan *nan = ctx;
+
+	memset(dst, 0, nbytes);
+	if (idx == nan->idx)
+		((float *)dst)[nan->elem] = NAN;
+	return 0;
+}
+
+static void build_oss(const char *p, enum oss_flaw fl)
+{
+	gguf_writer *w;
+	const char *toks[NV] = {"a", "b", "c", "d", "e", "f", "g", "h", "i",
+				"j"};
+	int32_t tt[NV];
+	static const struct {
+		const char *name;
+		int n_dims;
+		uint64_t ne[3];
+	} t[] = {
+		{"token_embd.weight", 2, {D, NV, 1}},
+		{"output_norm.weight", 1, {D, 1, 1}},
+		{"output.weight", 2, {D, NV, 1}},
+		{"blk.0.attn_norm.weight", 1, {D, 1, 1}},
+		{"blk.0.attn_q.weight", 2, {D, D, 1}},
+		{"blk.0.attn_q.bias", 1, {D, 1, 1}},
+		{"blk.0.attn_k.weight", 2, {D, D / 2, 1}},
+		{"blk.0.attn_k.bias", 1, {D / 2, 1, 1}},
+		{"blk.0.attn_v.weight", 2, {D, D / 2, 1}},
+		{"blk.0.attn_v.bias", 1, {D / 2, 1, 1}},
+		{"blk.0.attn_output.weight", 2, {D, D, 1}},
+		{"blk.0.attn_output.bias", 1, {D, 1, 1}},
+		{"blk.0.attn_sinks.weight", 1, {2, 1, 1}},
+		{"blk.0.post_attention_norm.weight", 1, {D, 1, 1}},
+		{"blk.0.ffn_gate_inp.weight", 2, {D, ME, 1}},
+		{"blk.0.ffn_gate_inp.bias", 1, {ME, 1, 1}},
+		{"blk.0.ffn_gate_exps.weight", 3, {D, MF, ME}},
+		{"blk.0.ffn_gate_exps.bias", 2, {MF, ME, 1}},
+		{"blk.0.ffn_up_exps.weight", 3, {D, MF, ME}},
+		{"blk.0.ffn_up_exps.bias", 2, {MF, ME, 1}},
+		{"blk.0.ffn_down_exps.weight", 3, {MF, D, ME}},
+		{"blk.0.ffn_down_exps.bias", 2, {D, ME, 1}},
+	};
+	struct oss_nan nan = {-1, 0};
+	int n = 0;
+
+	for (int i = 0; i < NV; i++)
+		tt[i] = 1;
+	assert_int_equal(gguf_writer_new(&w), 0);
+	gguf_w_str(w, "general.architecture", "gpt-oss");
+	gguf_w_u32(w, "gpt-oss.context_length", 64);
+	gguf_w_u32(w, "gpt-oss.embedding_length", D);
+	gguf_w_u32(w, "gpt-oss.block_count", 1);
+	gguf_w_u32(w, "gpt-oss.attention.head_count", 2);
+	gguf_w_u32(w, "gpt-oss.attention.head_count_kv", 1);
+	gguf_w_u32(w, "gpt-oss.expert_count", ME);
+	gguf_w_u32(w, "gpt-oss.expert_used_count", fl == OSS_USED_GT ? 5 : 2);
+	gguf_w_u32(w, "gpt-oss.expert_feed_forward_length", MF);
+	if (fl != OSS_NO_WINDOW)
+		gguf_w_u32(w, "gpt-oss.attention.sliding_window", 4);
+	gguf_w_str(w, "gpt-oss.rope.scaling.type", "yarn");
+	gguf_w_f32(w, "gpt-oss.rope.scaling.factor", 4.0f);
+	gguf_w_u32(w, "gpt-oss.rope.scaling.original_context_length", 16);
+	gguf_w_f32(w, "gpt-oss.attention.layer_norm_rms_epsilon", 1e-5f);
+	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
+	gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, tt, NV);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t ne[3] = {t[i].ne[0], t[i].ne[1], t[i].ne[2]};
+		const char *nm = t[i].name;
+		int nd = t[i].n_dims;
+
+		if ((fl == OSS_NO_EXPERT && strstr(nm, "down_exps.weight")) ||
+		    (fl == OSS_NO_SINKS && strstr(nm, "sinks")) ||
+		    (fl == OSS_NO_EXP_BIAS && strstr(nm, "up_exps.bias")) ||
+		    (fl == OSS_NO_OUT_BIAS && strstr(nm, "output.bias")))
+			continue;
+		if (fl == OSS_BAD_SHAPE && strstr(nm, "gate_exps.weight"))
+			ne[2] = 3;
+		if (fl == OSS_FLAT_BIAS && strstr(nm, "down_exps.bias")) {
+			ne[0] *= ne[1];
+			ne[1] = 1;
+			nd = 1;
+		}
+		if ((fl == OSS_NAN_ROUTER && strstr(nm, "gate_inp.weight")) ||
+		    (fl == OSS_NAN_RBIAS && strstr(nm, "gate_inp.bias")) ||
+		    (fl == OSS_NAN_SINK && strstr(nm, "sinks")))
+			nan = (struct oss_nan){n, fl == OSS_NAN_ROUTER ? 37 : 1};
+		assert_int_equal(gguf_w_tensor(w, nm, GGML_TYPE_F32,
+					       (uint32_t)nd, ne), 0);
+		n++;
+	}
+	assert_int_equal(gguf_writer_save(w, p, fill_oss, &nan), 0);
+	gguf_writer_free(&w);
+}
+
+static void test_gptoss_flaws(void **state)
+{
+	static const struct {
+		enum oss_flaw fl;
+		int code;
+		const char *needle;
+	} cases[] = {
+		{OSS_NO_EXPERT, QERR_MISSING, "'blk.0.ffn_down_exps.weight'"},
+		{OSS_USED_GT, QERR_RANGE, "gpt-oss.expert_used_count = 5 "
+					  "exceeds gpt-oss.expert_count = 4"},
+		{OSS_BAD_SHAPE, QERR_FORMAT, "'blk.0.ffn_gate_exps.weight' has "
+					     "3 dims [32, 16, 3], want 3 "
+					     "[32, 16, 4]"},
+		{OSS_NAN_ROUTER, QERR_FORMAT,
+		 "'blk.0.ffn_gate_inp.weight' (router) row 1 element 5 is nan"},
+		{OSS_NAN_RBIAS, QERR_FORMAT,
+		 "'blk.0.ffn_gate_inp.bias' element 1 is nan"},
+		{OSS_NO_SINKS, QERR_MISSING, "'blk.0.attn_sinks.weight'"},
+		{OSS_NAN_SINK, QERR_FORMAT,
+		 "'blk.0.attn_sinks.weight' element 1 is nan"},
+		{OSS_NO_EXP_BIAS, QERR_MISSING, "'blk.0.ffn_up_exps.bias'"},
+		{OSS_FLAT_BIAS, QERR_FORMAT, "'blk.0.ffn_down_exps.bias' has 1 "
+					     "dims [128, 1], want 2 [32, 4]"},
+		{OSS_NO_OUT_BIAS, QERR_MISSING, "'blk.0.attn_output.bias'"},
+		{OSS_NO_WINDOW, QERR_MISSING, "gpt-oss.attention.sliding_window"},
+	};
+	const model_config *c;
+	model *m;
+
+	(void)state;
+	build_oss(path, OSS_OK);
+	assert_int_equal(model_load(path, &m), 0);
+	c = &m->cfg;
+	assert_int_equal(c->arch, MODEL_GPTOSS);
+	assert_string_equal(model_arch_name(c->arch), "gpt-oss");
+	assert_int_equal(c->n_expert, ME);
+	assert_int_equal(c->expert_ffn, MF);
+	assert_int_equal(c->expert_gating, MODEL_GATE_SOFTMAX_WEIGHT);
+	assert_int_equal(c->expert_act, MODEL_ACT_SWIGLU_OAI);
+	assert_false(c->expert_norm_w);
+	assert_false(c->qk_norm);
+	assert_true(c->attn_sinks);
+	assert_int_equal(c->swa_window, 4);
+	assert_int_equal(c->swa_pattern, 2);
+	assert_true(m->layers[0].swa); /* layer 0 of pattern 2: local */
+	assert_true(c->rope_yarn);
+	assert_true(c->rope_scale == 0.25f && c->rope_scale_swa == 0.25f);
+	assert_int_equal(c->yarn_orig_ctx, 16);
+	assert_true(c->rope_base_swa == c->rope_base);
+	assert_non_null(m->layers[0].bo);
+	assert_non_null(m->layers[0].sinks);
+	assert_non_null(m->layers[0].router_b);
+	assert_non_null(m->layers[0].b_gate);
+	assert_non_null(m->layers[0].b_up);
+	assert_non_null(m->layers[0].b_down);
+	assert_non_null(m->layers[0].ffn_norm);
+	assert_null(m->layers[0].post_attn_norm);
+	model_free(&m);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		m = (model *)1;
+		build_oss(path, cases[i].fl);
+		rc = model_load(path, &m);
+		if (rc != cases[i].code || !strstr(qerr_detail(),
+						   cases[i].needle))
+			fail_msg("gpt-oss case %zu: rc %d (%s), want %d with "
+				 "'%s'", i, rc, qerr_detail(), cases[i].code,
+				 cases[i].needle);
+		assert_null(m);
+		assert_non_null(strstr(qerr_detail(), path));
+	}
+}
+
 static void write_bytes(const char *p, const void *d, size_t n)
 {
 	FILE *f = fopen(p, "wb");
@@ -644,6 +838,7 @@ int main(void)
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_moe_flaws),
+		cmocka_unit_test(test_gptoss_flaws),
 		cmocka_unit_test(test_truncations),
 		cmocka_unit_test(test_corrupt_headers),
 		cmocka_unit_test(test_qerr_strings),

@@ -19,8 +19,8 @@ static void help(void)
 	       "options:\n"
 	       "  --tokenizer FILE  HF tokenizer.json, or a GGUF with a vocabulary\n"
 	       "  -o, --out FILE    output path\n"
-	       "  --arch A          qwen2 | qwen3 | llama | gemma3 | qwen3moe\n"
-	       "                    (default: the shape's)\n"
+	       "  --arch A          qwen2 | qwen3 | llama | gemma3 | qwen3moe |\n"
+	       "                    gpt-oss (default: the shape's)\n"
 	       "  --layers N        override the shape's layer count\n"
 	       "  --shape S         model shape (default tiny):\n");
 	for (const mkmodel_shape *s = mkmodel_shapes(); s->name; s++) {
@@ -31,6 +31,11 @@ static void help(void)
 		if (s->n_expert)
 			printf(", %d experts (%d used) of ffn %d",
 			       s->n_expert, s->n_expert_used, s->expert_ffn);
+		if (s->swa_window)
+			printf(", window %d", s->swa_window);
+		if (s->yarn_factor > 0.0f)
+			printf(", YaRN x%g over %d", s->yarn_factor,
+			       s->yarn_orig_ctx);
 		printf("\n");
 	}
 	printf("  --type T          weight type (default f32): %s.\n"

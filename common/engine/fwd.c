@@ -36,7 +36,8 @@ struct fwd {
 	float *rcos, *rsin; /* (n_rope, R, head_dim/2) rotary of each row's
 			     * position, per rotary kind */
 	double *inv_freq;   /* (n_rope, head_dim/2) scale * base^(-2i/hd) /
-			     * factor[i] */
+			     * factor[i] (YaRN: a per-pair scale) */
+	float mscale[2];    /* per rotary kind: cos and sin times this */
 	int n_rope;         /* 1, or 2 with sliding-window layers: kind 0
 			     * global, kind 1 local (rope_base_swa) */
 	int *row_seq;       /* (R) sequence index of each row */
@@ -128,26 +129,63 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 		return qerr_fail(QERR_NOMEM, "fwd: out of memory for %d rows",
 				 max_rows);
 	}
-	/* Rotary frequencies in double (libm's double pow/cos/sin round
-	 * correctly in practice, so the floats derived from them agree
-	 * across hosts). Llama 3's rope_freqs divide each pair's frequency;
-	 * linear scaling multiplies the global layers' frequencies. */
 	for (int k = 0; k < n_rope; k++)
-		for (int i = 0; i < half; i++) {
-			double base = k ? c->rope_base_swa : c->rope_base;
-			double v = pow(base, -2.0 * i / (double)c->head_dim);
-
-			if (m->rope_freqs)
-				v /= (double)m->rope_freqs[i];
-			if (!k && c->rope_scale != 1.0f)
-				v *= (double)c->rope_scale;
-			f->inv_freq[(size_t)k * half + i] = v;
-		}
+		fwd_rope_freqs(m, k, f->inv_freq + (size_t)k * half,
+			       &f->mscale[k]);
 	f->att_scale = c->att_scale;
 	f->shared_on = getenv("QUORUM_SHARED_ATTN") &&
 		       !strcmp(getenv("QUORUM_SHARED_ATTN"), "1");
 	*out = f;
 	return 0;
+}
+
+/* YaRN's correction dimension: the pair index whose wavelength fits
+ * n_rot turns in the original context (ggml's rope_yarn_corr_dim). */
+static double yarn_corr_dim(int hd, int orig_ctx, double n_rot, double base)
+{
+	return hd * log(orig_ctx / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* In double (libm's double pow/log round correctly in practice, so the
+ * floats derived from them agree across hosts). Llama 3's rope_freqs
+ * divide each pair's frequency; linear scaling multiplies it by the
+ * kind's scale; YaRN mixes the scaled and the original frequency, the
+ * original's share ramping from 1 below pair lo to 0 above pair hi (as
+ * ggml's rope_yarn_ramp with beta_fast 32, beta_slow 1 and ext_factor
+ * 1), and scales cos and sin by attn_factor (1 + 0.1 ln(1 / scale)). */
+void fwd_rope_freqs(const model *m, int kind, double *inv_freq,
+		    float *mscale)
+{
+	const model_config *c = &m->cfg;
+	int hd = c->head_dim, half = hd / 2;
+	double base = kind ? c->rope_base_swa : c->rope_base;
+	double fs = kind ? c->rope_scale_swa : c->rope_scale, lo = 0, hi = 0;
+
+	if (c->rope_yarn) {
+		lo = floor(yarn_corr_dim(hd, c->yarn_orig_ctx, 32.0, base));
+		hi = ceil(yarn_corr_dim(hd, c->yarn_orig_ctx, 1.0, base));
+		lo = lo > 0 ? lo : 0;
+		hi = hi < hd - 1 ? hi : hd - 1;
+	}
+	for (int i = 0; i < half; i++) {
+		double v = pow(base, -2.0 * i / (double)hd);
+
+		if (m->rope_freqs)
+			v /= (double)m->rope_freqs[i];
+		if (c->rope_yarn) {
+			double y = (i - lo) / (hi - lo > 0.001 ? hi - lo
+							       : 0.001);
+			double mix = 1.0 - (y < 0 ? 0 : y > 1 ? 1 : y);
+
+			v *= fs * (1.0 - mix) + mix;
+		} else if (fs != 1.0) {
+			v *= fs;
+		}
+		inv_freq[i] = v;
+	}
+	*mscale = c->rope_yarn ? (float)((double)c->rope_attn_factor *
+					 (1.0 + 0.1 * log(1.0 / fs)))
+			       : c->rope_attn_factor;
 }
 
 void fwd_free(fwd **fp)
@@ -249,8 +287,10 @@ static void rope_tables(fwd *f, int M)
 				double th = (double)f->row_pos[r] *
 					    f->inv_freq[k * half + i];
 
-				f->rcos[o] = (float)cos(th);
-				f->rsin[o] = (float)sin(th);
+				/* times 1.0f without YaRN or an attention
+				 * factor: the plain bits */
+				f->rcos[o] = (float)cos(th) * f->mscale[k];
+				f->rsin[o] = (float)sin(th) * f->mscale[k];
 			}
 }
 
@@ -314,12 +354,20 @@ typedef struct {
 	int n_split; /* slices of each KV head's query heads */
 } att_job;
 
+void fwd_att_softmax(float *s, int n, const float *sink)
+{
+	if (sink)
+		s[n++] = *sink;
+	kern_softmax(s, n);
+}
+
 /* One row's query heads h0..h0+nh-1, all of KV head kvh: for each, scores
  * over positions lo..pos in order (lo = 0, or pos - window + 1 on a
- * sliding-window layer), softmax, then the weighted sum of V in position
- * order. The heads share every key and value row, so the kernels convert
- * each row once for all of them. A window may start inside a shared
- * prefix block: it is read like any other. */
+ * sliding-window layer), softmax (with the head's sink, gpt-oss), then
+ * the weighted sum of V in position order. The heads share every key and
+ * value row, so the kernels convert each row once for all of them. A
+ * window may start inside a shared prefix block: it is read like any
+ * other. */
 static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 		   float *s)
 {
@@ -327,6 +375,7 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	const model_config *c = &f->m->cfg;
 	const kv_params *p = kv_pool_params(j->pool);
 	const kv_seq *seq = j->seqs[f->row_seq[r]];
+	const float *sinks = f->m->layers[j->layer].sinks;
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
 			 ? n - c->swa_window : 0;
@@ -351,7 +400,8 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 				f->att_scale, s + t0 + r0 - lo, lds);
 	}
 	for (int i = 0; i < nh; i++)
-		kern_softmax(s + (size_t)i * lds, n - lo);
+		fwd_att_softmax(s + (size_t)i * lds, n - lo,
+				sinks ? sinks + h0 + i : NULL);
 	memset(out, 0, (size_t)nh * hd * sizeof(float));
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
@@ -396,9 +446,10 @@ static int ensure_scores(fwd *f, int M)
 	size_t need = 0, group = (size_t)(c->n_heads / c->n_kv_heads);
 	float *ns;
 
+	/* positions, and a sink's slot */
 	for (int r = 0; r < M; r++)
-		if ((size_t)f->row_pos[r] + 1 > need)
-			need = (size_t)f->row_pos[r] + 1;
+		if ((size_t)f->row_pos[r] + 2 > need)
+			need = (size_t)f->row_pos[r] + 2;
 	if (need <= f->scores_cap)
 		return 0;
 	need = need < 256 ? 256 : need * 2;
@@ -471,9 +522,10 @@ static int plan_shared(fwd *f, kv_seq *const *seqs, const int *n_new,
 	}
 	if (!share)
 		return 0;
+	/* positions, and a sink's slot */
 	for (int r = 0; r < M; r++)
-		if ((size_t)f->row_pos[r] + 1 > cap)
-			cap = (size_t)f->row_pos[r] + 1;
+		if ((size_t)f->row_pos[r] + 2 > cap)
+			cap = (size_t)f->row_pos[r] + 2;
 	cap = (cap + 15) & ~(size_t)15;
 	need = (size_t)M * c->n_heads * cap;
 	if (need > f->sh_rows) {
@@ -529,6 +581,7 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 	float *Q = f->sh_q + (size_t)kvh * M * gq;
 	float *O = f->sh_o + (size_t)kvh * M * gq;
 	float *S = f->sh_s + (size_t)kvh * M * G * cap;
+	const float *sinks = f->m->layers[j->layer].sinks;
 
 	/* S[(p * G + i) * cap + t]: head i of sorted row p, position t */
 	for (int p = p0; p < p1; p++) {
@@ -587,8 +640,10 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 					 ? n - c->swa_window : 0;
 
 			for (int i = 0; i < G; i++)
-				kern_softmax(S + ((size_t)p * G + i) * cap + lo,
-					     n - lo);
+				fwd_att_softmax(S + ((size_t)p * G + i) * cap +
+							lo, n - lo,
+						sinks ? sinks + kvh * G + i
+						      : NULL);
 		}
 	}
 	for (int p = p0; p < p1; p++)
@@ -641,10 +696,11 @@ static int prob_above(float a, float b)
 	return !isnan(a) && (isnan(b) || a > b);
 }
 
-void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
-		   float *w)
+void fwd_moe_route(float *logits, int n, int k, int gating, int norm,
+		   int *sel, float *w)
 {
-	kern_softmax(logits, n);
+	if (gating == MODEL_GATE_SOFTMAX)
+		kern_softmax(logits, n);
 	for (int j = 0; j < k; j++) {
 		int best = -1;
 
@@ -662,6 +718,8 @@ void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
 		sel[j] = best;
 		w[j] = logits[best];
 	}
+	if (gating == MODEL_GATE_SOFTMAX_WEIGHT)
+		kern_softmax(w, k);
 	if (norm) {
 		double sum = 0;
 		float s;
@@ -679,20 +737,22 @@ void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
 /* Mixture of experts over the M normed rows in xb, result into xb. Each
  * row is routed to n_used experts; the slots (row, rank) are gathered
  * expert by expert (rows in order), so each expert's matrices are read
- * once per call, and every matmul row is the bits it has alone. A row's
- * output is then sum_j (expert_j(x) * w_j) in rank order, one rounding
- * per product and per addition. */
+ * once per call, and every matmul row is the bits it has alone (biases,
+ * gpt-oss: added after each dot, as ggml_add_id). A row's output is then
+ * sum_j (expert_j(x) * w_j) in rank order, one rounding per product and
+ * per addition. */
 static void moe_ffn(fwd *f, const model_layer *L, int M)
 {
 	const model_config *c = &f->m->cfg;
 	int E = c->n_expert, k = c->n_expert_used, D = c->dim;
 	int F = c->expert_ffn;
 
-	matmul(f, &L->router, NULL, f->xb, M, f->rl);
+	matmul(f, &L->router, L->router_b, f->xb, M, f->rl);
 	memset(f->exp_off, 0, (size_t)(E + 1) * sizeof(int));
 	for (int r = 0; r < M; r++) {
-		fwd_moe_route(f->rl + (size_t)r * E, E, k, c->expert_norm_w,
-			      f->sel + (size_t)r * k, f->selw + (size_t)r * k);
+		fwd_moe_route(f->rl + (size_t)r * E, E, k, c->expert_gating,
+			      c->expert_norm_w, f->sel + (size_t)r * k,
+			      f->selw + (size_t)r * k);
 		for (int j = 0; j < k; j++)
 			f->exp_off[f->sel[(size_t)r * k + j] + 1]++;
 	}
@@ -720,14 +780,22 @@ static void moe_ffn(fwd *f, const model_layer *L, int M)
 		u = model_expert(&L->w_up, e);
 		d = model_expert(&L->w_down, e);
 		matmul_n(f, (const model_mat *const[]){&g, &u},
-			 (const float *const[]){NULL, NULL},
+			 (const float *const[]){
+				 L->b_gate ? L->b_gate + (size_t)e * F : NULL,
+				 L->b_up ? L->b_up + (size_t)e * F : NULL},
 			 (float *const[]){f->hg + (size_t)p * F,
 					  f->hg2 + (size_t)p * F},
 			 2, f->xg + (size_t)p * D, n);
-		kern_silu_mul(f->hg + (size_t)p * F, f->hg2 + (size_t)p * F,
-			      n * F);
-		matmul(f, &d, NULL, f->hg + (size_t)p * F, n,
-		       f->yg + (size_t)p * D);
+		if (c->expert_act == MODEL_ACT_SWIGLU_OAI)
+			kern_swiglu_oai(f->hg + (size_t)p * F,
+					f->hg2 + (size_t)p * F, n * F,
+					MODEL_SWIGLU_OAI_ALPHA,
+					MODEL_SWIGLU_OAI_LIMIT);
+		else
+			kern_silu_mul(f->hg + (size_t)p * F,
+				      f->hg2 + (size_t)p * F, n * F);
+		matmul(f, &d, L->b_down ? L->b_down + (size_t)e * D : NULL,
+		       f->hg + (size_t)p * F, n, f->yg + (size_t)p * D);
 	}
 	for (int r = 0; r < M; r++) {
 		float *out = f->xb + (size_t)r * D;
@@ -808,7 +876,7 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 			aj.n_split++;
 		tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
 	}
-	matmul(f, &L->wo, NULL, f->att, M, f->xb);
+	matmul(f, &L->wo, L->bo, f->att, M, f->xb);
 	residual(f, L->post_attn_norm, f->xb, M);
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,

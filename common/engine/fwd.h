@@ -11,13 +11,15 @@
  * bits whichever batch wrote them.
  *
  * Per layer: RMSNorm -> Q,K,V (+bias) -> per-head Q/K RMSNorm (qwen3,
- * gemma3) -> rotary -> K,V into the pool -> causal GQA attention (only the
- * last swa_window positions on sliding-window layers; all blocks stay in
- * the cache) -> output projection -> [RMSNorm, gemma3] -> residual ->
- * RMSNorm -> gated MLP (SiLU; GELU-tanh for gemma3) -> [RMSNorm] ->
- * residual; with a mixture of experts (qwen3moe) the gated MLP is the
- * router, top-k and the chosen experts' SwiGLU FFNs (fwd_moe_ffn), rows
- * grouped by expert so each expert's matrices are read once per call.
+ * gemma3) -> rotary (YaRN-scaled when the model says so) -> K,V into the
+ * pool -> causal GQA attention (only the last swa_window positions on
+ * sliding-window layers; all blocks stay in the cache; gpt-oss: each
+ * head's sink in its softmax) -> output projection (+bias) -> [RMSNorm,
+ * gemma3] -> residual -> RMSNorm -> gated MLP (SiLU; GELU-tanh for gemma3)
+ * -> [RMSNorm] -> residual; with a mixture of experts (qwen3moe, gpt-oss)
+ * the gated MLP is the router, top-k and the chosen experts' gated FFNs
+ * (fwd_moe_ffn; gpt-oss: biases and the clamped SwiGLU), rows grouped by
+ * expert so each expert's matrices are read once per call.
  * Embeddings are scaled by embd_scale first. Then the final
  * RMSNorm and the logits (soft-capped when the model says so) of the
  * last row of each sequence (or of every row).
@@ -72,14 +74,35 @@ int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,
 		int n, float *logits);
 
 /*
- * Router of one row: logits (n experts) become softmax probabilities in
- * place; sel[0..k) gets the k most probable experts in rank order (ties:
- * the lower expert id first; a NaN ranks below every number, so NaN
- * logits give defined, NaN, weights) and w[j] their probabilities, divided
- * by their sum (taken in double, clamped below at 2^-14) when norm is set.
+ * Router of one row. gating MODEL_GATE_SOFTMAX: logits (n experts) become
+ * softmax probabilities in place and w[j] gets the chosen ones';
+ * MODEL_GATE_SOFTMAX_WEIGHT (gpt-oss): logits stay, and w[0..k) is the
+ * softmax (kern_softmax) of the chosen k logits. sel[0..k) gets the k
+ * highest-ranked experts in rank order (ties: the lower expert id first;
+ * a NaN ranks below every number, so NaN logits give defined, NaN,
+ * weights). With norm, w is then divided by its sum (taken in double,
+ * clamped below at 2^-14).
  */
-void fwd_moe_route(float *logits, int n, int k, int norm, int *sel,
-		   float *w);
+void fwd_moe_route(float *logits, int n, int k, int gating, int norm,
+		   int *sel, float *w);
+
+/*
+ * One head's attention softmax over scores s[0..n): kern_softmax, or with
+ * a sink (not NULL; s then has room for n + 1) the softmax of the n
+ * scores and *sink, whose probability is dropped: s[i] = e^(s_i - m) /
+ * (sum_t e^(s_t - m) + e^(sink - m)), m the max of both (llama.cpp's
+ * soft_max with sinks). s[n] is clobbered.
+ */
+void fwd_att_softmax(float *s, int n, const float *sink);
+
+/*
+ * Rotary of kind (0 global layers, 1 sliding-window layers): the
+ * head_dim/2 angular frequencies inv_freq (position p turns pair i by
+ * p * inv_freq[i]) and the factor cos and sin are scaled by (1 without
+ * YaRN). What fwd_batch uses, exposed for tests.
+ */
+void fwd_rope_freqs(const model *m, int kind, double *inv_freq,
+		    float *mscale);
 
 /* The mixture-of-experts FFN of layer l on M (<= max_rows) normed rows x
  * (M, dim) into y (M, dim): what fwd_batch computes there, exposed for

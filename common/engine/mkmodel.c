@@ -62,6 +62,22 @@ static const mkmodel_shape shapes[] = {
 	{SHAPE("small-qwen3moe", 256, 2, 4, 2, 1024, 4096, 0, 1000000.0f,
 	       1e-6f, "qwen3moe"), .head_dim = 64, .n_expert = 16,
 	 .n_expert_used = 4, .expert_ffn = 256},
+	/* gpt-oss-20b (HF config: 24 layers, hidden 2880, 64 heads of 64,
+	 * 8 KV heads, 32 experts, 4 per token, intermediate 2880, window 128
+	 * on even layers, rope theta 150000 with YaRN factor 32 over 4096,
+	 * vocab 201088, untied output) */
+	{SHAPE_UNTIED("gpt-oss-20b", 2880, 24, 64, 8, 2880, 131072, 201088,
+		      150000.0f, 1e-5f, "gpt-oss"), .head_dim = 64,
+	 .n_expert = 32, .n_expert_used = 4, .expert_ffn = 2880,
+	 .swa_window = 128, .swa_pattern = 2, .yarn_factor = 32.0f,
+	 .yarn_orig_ctx = 4096},
+	/* its test shape: q_dim 256 != dim, GQA 4, 3 layers (local, global,
+	 * local), a window shorter than test prompts, YaRN's ramp inside
+	 * head_dim (pairs 4..9 of 16 blend) */
+	{SHAPE_UNTIED("tiny-gptoss", 128, 3, 8, 2, 64, 4096, 0, 150000.0f,
+		      1e-5f, "gpt-oss"), .head_dim = 32, .n_expert = 8,
+	 .n_expert_used = 3, .expert_ffn = 64, .swa_window = 8,
+	 .swa_pattern = 2, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096},
 	{0},
 };
 
@@ -214,8 +230,10 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 	int hd = shape_head_dim(sh), q = sh->n_heads * hd;
 	int kv = sh->n_kv_heads * hd;
 	int qwen2 = !strcmp(arch, "qwen2"), gemma3 = !strcmp(arch, "gemma3");
-	int moe = !strcmp(arch, "qwen3moe");
-	int qk_norm = gemma3 || moe || !strcmp(arch, "qwen3");
+	int oss = !strcmp(arch, "gpt-oss");
+	int moe = !strcmp(arch, "qwen3moe") || oss;
+	int qk_norm = gemma3 || !strcmp(arch, "qwen3moe") ||
+		      !strcmp(arch, "qwen3");
 	float s_in = 1.0f / sqrtf((float)sh->dim);
 	float s_ffn = 1.0f / sqrtf((float)sh->ffn_dim);
 	float s_res = 1.0f / sqrtf(2.0f * (float)sh->n_layers);
@@ -250,10 +268,17 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 		rc |= add(p, N("attn_q.weight"), wt, 2, sh->dim, q, 0.0f, s_in);
 		rc |= add(p, N("attn_k.weight"), wt, 2, sh->dim, kv, 0.0f, s_in);
 		rc |= add(p, N("attn_v.weight"), wt, 2, sh->dim, kv, 0.0f, s_in);
-		if (qwen2) {
+		if (qwen2 || oss) {
 			rc |= add(p, N("attn_q.bias"), wt, 1, q, 1, 0.0f, 0.1f);
 			rc |= add(p, N("attn_k.bias"), wt, 1, kv, 1, 0.0f, 0.1f);
 			rc |= add(p, N("attn_v.bias"), wt, 1, kv, 1, 0.0f, 0.1f);
+		}
+		if (oss) {
+			rc |= add(p, N("attn_output.bias"), wt, 1, sh->dim, 1,
+				  0.0f, 0.1f * s_res);
+			/* sinks of the order of the scores */
+			rc |= add(p, N("attn_sinks.weight"), wt, 1,
+				  sh->n_heads, 1, 0.0f, 1.0f);
 		}
 		if (qk_norm) {
 			rc |= add(p, N("attn_q_norm.weight"), wt, 1, hd, 1,
@@ -266,21 +291,38 @@ static int plan_tensors(plan *p, const mkmodel_shape *sh, const char *arch,
 		if (gemma3)
 			rc |= add(p, N("post_attention_norm.weight"), wt, 1,
 				  sh->dim, 1, s_res, 0.05f * s_res);
-		rc |= add(p, N("ffn_norm.weight"), wt, 1, sh->dim, 1, 1.0f,
-			  0.05f);
+		/* gpt-oss's FFN input norm is named post_attention */
+		rc |= add(p, N(oss ? "post_attention_norm.weight"
+				   : "ffn_norm.weight"), wt, 1, sh->dim, 1,
+			  1.0f, 0.05f);
 		if (moe) {
 			int E = sh->n_expert, F = sh->expert_ffn;
+			/* gpt-oss: gate and up spread ~3, so that the
+			 * SwiGLU's clamps at +-7 are reached (a few percent
+			 * of elements); the down projection shrinks as much
+			 * as its inputs grow */
+			float sp = oss ? 3.0f : 1.0f;
 
 			/* router logits with a spread of ~1 */
 			rc |= add(p, N("ffn_gate_inp.weight"), wt, 2, sh->dim,
 				  E, 0.0f, s_in);
 			rc |= add3(p, N("ffn_gate_exps.weight"), wt, sh->dim,
-				   F, E, s_in);
+				   F, E, sp * s_in);
 			rc |= add3(p, N("ffn_up_exps.weight"), wt, sh->dim, F,
-				   E, s_in);
+				   E, sp * s_in);
 			rc |= add3(p, N("ffn_down_exps.weight"), wt, F,
 				   sh->dim, E,
-				   s_res / sqrtf((float)F));
+				   s_res / sqrtf((float)F) / (sp * sp));
+			if (oss) {
+				rc |= add(p, N("ffn_gate_inp.bias"), wt, 1, E,
+					  1, 0.0f, 0.5f);
+				rc |= add(p, N("ffn_gate_exps.bias"), wt, 2, F,
+					  E, 0.0f, 0.5f);
+				rc |= add(p, N("ffn_up_exps.bias"), wt, 2, F, E,
+					  0.0f, 0.5f);
+				rc |= add(p, N("ffn_down_exps.bias"), wt, 2,
+					  sh->dim, E, 0.0f, 0.1f * s_res);
+			}
 		} else {
 		rc |= add(p, N("ffn_gate.weight"), wt, 2, sh->dim, sh->ffn_dim,
 			  0.0f, s_in);
@@ -322,7 +364,7 @@ static int write_hparams(gguf_writer *w, const mkmodel_shape *sh,
 		gguf_w_u32(w, K("attention.value_length"),
 			   (uint32_t)sh->head_dim);
 	}
-	if (!strcmp(arch, "qwen3moe")) {
+	if (sh->n_expert) {
 		gguf_w_u32(w, K("expert_count"), (uint32_t)sh->n_expert);
 		gguf_w_u32(w, K("expert_used_count"),
 			   (uint32_t)sh->n_expert_used);
@@ -336,6 +378,17 @@ static int write_hparams(gguf_writer *w, const mkmodel_shape *sh,
 		gguf_w_u32(w, K("attention.sliding_window_pattern"),
 			   (uint32_t)sh->swa_pattern);
 		gguf_w_f32(w, K("rope.freq_base_swa"), sh->rope_base_swa);
+	}
+	/* gpt-oss as llama.cpp's converter writes it: the window, not the
+	 * pattern (2 is the architecture's) */
+	if (!strcmp(arch, "gpt-oss"))
+		gguf_w_u32(w, K("attention.sliding_window"),
+			   (uint32_t)sh->swa_window);
+	if (sh->yarn_factor > 0.0f) {
+		gguf_w_str(w, K("rope.scaling.type"), "yarn");
+		gguf_w_f32(w, K("rope.scaling.factor"), sh->yarn_factor);
+		gguf_w_u32(w, K("rope.scaling.original_context_length"),
+			   (uint32_t)sh->yarn_orig_ctx);
 	}
 	return gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
 #undef K
@@ -385,15 +438,20 @@ int mkmodel_write(const mkmodel_opts *o, mkmodel_info *info)
 	arch = o->arch ? o->arch : sh->arch;
 	if (strcmp(arch, "qwen2") && strcmp(arch, "qwen3") &&
 	    strcmp(arch, "llama") && strcmp(arch, "gemma3") &&
-	    strcmp(arch, "qwen3moe"))
+	    strcmp(arch, "qwen3moe") && strcmp(arch, "gpt-oss"))
 		return qerr_fail(QERR_ARG, "mkmodel: unknown architecture '%s' "
-				 "(qwen2, qwen3, llama, gemma3, qwen3moe)",
-				 arch);
-	if (!strcmp(arch, "qwen3moe") != (sh->n_expert > 0))
+				 "(qwen2, qwen3, llama, gemma3, qwen3moe, "
+				 "gpt-oss)", arch);
+	if ((!strcmp(arch, "qwen3moe") || !strcmp(arch, "gpt-oss")) !=
+		    (sh->n_expert > 0) ||
+	    (!strcmp(arch, "gpt-oss") && !sh->swa_window))
 		return qerr_fail(QERR_ARG, "mkmodel: architecture %s does not "
 				 "fit shape %s (%s)", arch, sh->name,
-				 sh->n_expert ? "experts: qwen3moe" :
-				 "no experts");
+				 !sh->n_expert ? "no experts" :
+				 sh->swa_window ? "experts: qwen3moe or "
+						  "gpt-oss"
+						: "experts, no window: "
+						  "qwen3moe");
 	if (o->n_layers < 0 || o->n_layers > 1024)
 		return qerr_fail(QERR_ARG, "mkmodel: %d layers", o->n_layers);
 	if (o->n_layers > 0) {

@@ -26,18 +26,23 @@ typedef struct {
 	const char *arch;     /* default architecture for the shape */
 	int head_dim;         /* attention.key_length; 0: dim / n_heads */
 	int rope_freqs;       /* llama: write rope_freqs.weight (Llama 3.x) */
-	int swa_window;       /* gemma3: attention.sliding_window (0: none) */
+	int swa_window;       /* gemma3, gpt-oss: attention.sliding_window
+			       * (0: none) */
 	int swa_pattern;      /* gemma3: sliding_window_pattern */
 	float rope_base_swa;  /* gemma3: rope.freq_base_swa */
-	int n_expert;         /* qwen3moe: expert_count (0: dense) */
-	int n_expert_used;    /* qwen3moe: expert_used_count */
-	int expert_ffn;       /* qwen3moe: expert_feed_forward_length */
+	int n_expert;         /* qwen3moe, gpt-oss: expert_count (0: dense) */
+	int n_expert_used;    /* expert_used_count */
+	int expert_ffn;       /* expert_feed_forward_length */
+	float yarn_factor;    /* rope.scaling.type yarn, this factor (0: no
+			       * scaling) */
+	int yarn_orig_ctx;    /* rope.scaling.original_context_length */
 } mkmodel_shape;
 
 typedef struct {
 	const char *arch;       /* "qwen2" | "qwen3" | "llama" | "gemma3" |
-				 * "qwen3moe" (shapes with experts only);
-				 * NULL: the shape's */
+				 * "qwen3moe" | "gpt-oss" (the last two:
+				 * shapes with experts only); NULL: the
+				 * shape's */
 	int n_layers;           /* > 0: overrides the shape's layer count */
 	const char *shape;      /* see mkmodel_shapes() */
 	uint32_t wtype;         /* type of every matrix (quant.h weight types;

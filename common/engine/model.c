@@ -31,6 +31,7 @@ const char *model_arch_name(int arch)
 	case MODEL_QWEN3: return "qwen3";
 	case MODEL_GEMMA3: return "gemma3";
 	case MODEL_QWEN3MOE: return "qwen3moe";
+	case MODEL_GPTOSS: return "gpt-oss";
 	default: return "unknown";
 	}
 }
@@ -197,8 +198,13 @@ static int get_router(loader *L, const char *name, model_mat *out)
 	return rc;
 }
 
+static int get_vecs(loader *L, const char *name, int n, int rows,
+		    int optional, const float **out);
+static int get_finite_vec(loader *L, const char *name, int n,
+			  const float **out);
+
 /* The feed-forward part of layer i: a gated MLP, or a mixture of
- * experts. */
+ * experts (gpt-oss: with biases on the router and every expert). */
 static int load_ffn(loader *L, int i, model_layer *l)
 {
 	model_config *c = &L->m->cfg;
@@ -224,13 +230,24 @@ static int load_ffn(loader *L, int i, model_layer *l)
 	    (rc = get_exps(L, T("ffn_down_exps.weight"), c->expert_ffn,
 			   c->dim, c->n_expert, &l->w_down)))
 		return rc;
+	if (c->arch == MODEL_GPTOSS &&
+	    ((rc = get_finite_vec(L, T("ffn_gate_inp.bias"), c->n_expert,
+				  &l->router_b)) ||
+	     (rc = get_vecs(L, T("ffn_gate_exps.bias"), c->expert_ffn,
+			    c->n_expert, 0, &l->b_gate)) ||
+	     (rc = get_vecs(L, T("ffn_up_exps.bias"), c->expert_ffn,
+			    c->n_expert, 0, &l->b_up)) ||
+	     (rc = get_vecs(L, T("ffn_down_exps.bias"), c->dim, c->n_expert,
+			    0, &l->b_down))))
+		return rc;
 #undef T
 	return 0;
 }
 
-/* 1-D tensor of n elements, converted to an owned f32 array. */
-static int get_vec(loader *L, const char *name, int n, int optional,
-		   const float **out)
+/* A small tensor converted to an owned f32 array: 1-D of n elements
+ * (rows 0), or 2-D of rows rows of n (per-expert biases). */
+static int get_vecs(loader *L, const char *name, int n, int rows,
+		    int optional, const float **out)
 {
 	const gguf_tensor *t;
 	model *m = L->m;
@@ -240,11 +257,19 @@ static int get_vec(loader *L, const char *name, int n, int optional,
 	*out = NULL;
 	if (rc || !t)
 		return rc;
-	if (t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+	if (!rows && (t->n_dims != 1 || t->ne[0] != (uint64_t)n))
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %llu "
 				 "elements in %u dims, want %d", L->path, name,
 				 (unsigned long long)t->ne[0], t->n_dims, n);
-	v = malloc((size_t)n * sizeof(float));
+	if (rows && (t->n_dims != 2 || t->ne[0] != (uint64_t)n ||
+		     t->ne[1] != (uint64_t)rows))
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %u dims "
+				 "[%llu, %llu], want 2 [%d, %d]", L->path,
+				 name, t->n_dims, (unsigned long long)t->ne[0],
+				 (unsigned long long)(t->n_dims > 1 ? t->ne[1]
+								    : 1),
+				 n, rows);
+	v = malloc((size_t)n * (rows ? rows : 1) * sizeof(float));
 	no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof(*no));
 	if (!v || !no) {
 		free(v);
@@ -254,9 +279,31 @@ static int get_vec(loader *L, const char *name, int n, int optional,
 	}
 	m->owned = no;
 	m->owned[m->n_owned++] = v;
-	kern_row_f32(t->data, t->type, n, 0, v);
+	for (int r = 0; r < (rows ? rows : 1); r++)
+		kern_row_f32(t->data, t->type, n, r, v + (size_t)r * n);
 	*out = v;
 	return 0;
+}
+
+static int get_vec(loader *L, const char *name, int n, int optional,
+		   const float **out)
+{
+	return get_vecs(L, name, n, 0, optional, out);
+}
+
+/* A vector the routing or the softmax takes as it is (router bias,
+ * sinks): every element finite, else an error naming it. */
+static int get_finite_vec(loader *L, const char *name, int n,
+			  const float **out)
+{
+	int rc = get_vec(L, name, n, 0, out);
+
+	for (int i = 0; !rc && i < n; i++)
+		if (!isfinite((*out)[i]))
+			return qerr_fail(QERR_FORMAT, "%s: tensor '%s' element "
+					 "%d is %g", L->path, name, i,
+					 (*out)[i]);
+	return rc;
 }
 
 static int load_layers(loader *L)
@@ -272,7 +319,7 @@ static int load_layers(loader *L)
 	for (int i = 0; i < c->n_layers && !rc; i++) {
 		model_layer *l = &m->layers[i];
 		int bias = c->arch == MODEL_QWEN2, qkn = c->qk_norm;
-		int post = c->post_norms;
+		int post = c->post_norms, oss = c->arch == MODEL_GPTOSS;
 
 		l->swa = c->swa_window > 0 &&
 			 i % c->swa_pattern != c->swa_pattern - 1;
@@ -287,6 +334,7 @@ static int load_layers(loader *L)
 				  &l->wv)) ||
 		    (rc = get_mat(L, T("attn_output.weight"), q_dim, c->dim, 0,
 				  &l->wo)) ||
+		    /* gpt-oss: Q/K/V biases optional as in llama.cpp */
 		    (rc = get_vec(L, T("attn_q.bias"), q_dim, !bias, &l->bq)) ||
 		    (rc = get_vec(L, T("attn_k.bias"), c->kv_dim, !bias,
 				  &l->bk)) ||
@@ -296,10 +344,17 @@ static int load_layers(loader *L)
 					  c->head_dim, 0, &l->q_norm))) ||
 		    (qkn && (rc = get_vec(L, T("attn_k_norm.weight"),
 					  c->head_dim, 0, &l->k_norm))) ||
+		    (oss && (rc = get_vec(L, T("attn_output.bias"), c->dim, 0,
+					  &l->bo))) ||
+		    (c->attn_sinks &&
+		     (rc = get_finite_vec(L, T("attn_sinks.weight"),
+					  c->n_heads, &l->sinks))) ||
 		    (post && (rc = get_vec(L, T("post_attention_norm.weight"),
 					   c->dim, 0, &l->post_attn_norm))) ||
-		    (rc = get_vec(L, T("ffn_norm.weight"), c->dim, 0,
-				  &l->ffn_norm)) ||
+		    /* gpt-oss names its FFN input norm post_attention */
+		    (rc = get_vec(L, T(oss ? "post_attention_norm.weight"
+					   : "ffn_norm.weight"),
+				  c->dim, 0, &l->ffn_norm)) ||
 		    (rc = load_ffn(L, i, l)) ||
 		    (post && (rc = get_vec(L, T("post_ffw_norm.weight"),
 					   c->dim, 0, &l->post_ffn_norm))))
@@ -318,18 +373,20 @@ static const struct {
 	{"llama", MODEL_LLAMA, MODEL_ROPE_NORM, 0, 0, MODEL_ACT_SILU},
 	{"gemma3", MODEL_GEMMA3, MODEL_ROPE_NEOX, 1, 1, MODEL_ACT_GELU_TANH},
 	{"qwen3moe", MODEL_QWEN3MOE, MODEL_ROPE_NEOX, 1, 0, MODEL_ACT_SILU},
+	{"gpt-oss", MODEL_GPTOSS, MODEL_ROPE_NEOX, 0, 0, MODEL_ACT_SILU},
 };
 
-/* Mixture of experts (qwen3moe): expert_count, expert_used_count (at most
- * expert_count), expert_feed_forward_length (else, as llama.cpp,
- * feed_forward_length / expert_used_count). feed_forward_length is
- * optional here. */
+/* Mixture of experts (qwen3moe, gpt-oss): expert_count,
+ * expert_used_count (at most expert_count), expert_feed_forward_length
+ * (else, as llama.cpp, feed_forward_length / expert_used_count).
+ * feed_forward_length is optional here. The gating and the experts'
+ * activation are the architecture's. */
 static int load_moe(loader *L)
 {
 	model_config *c = &L->m->cfg;
 	int rc;
 
-	if (c->arch != MODEL_QWEN3MOE)
+	if (c->arch != MODEL_QWEN3MOE && c->arch != MODEL_GPTOSS)
 		return 0;
 	if ((rc = get_hp(L, "expert_count", 1, MODEL_MAX_EXPERTS,
 			 &c->n_expert)) ||
@@ -351,33 +408,54 @@ static int load_moe(loader *L)
 				 L->arch);
 	if (!c->ffn_dim)
 		c->ffn_dim = c->expert_ffn;
-	c->expert_norm_w = 1;
+	if (c->arch == MODEL_GPTOSS) {
+		c->expert_gating = MODEL_GATE_SOFTMAX_WEIGHT;
+		c->expert_act = MODEL_ACT_SWIGLU_OAI;
+	} else {
+		c->expert_norm_w = 1;
+	}
 	return 0;
 }
 
-/* Rotary scaling: none, or linear (a frequency scale); the rest (yarn,
- * longrope, ...) would silently change the logits, so they are refused. */
+/* YaRN's magnitude factor for a frequency scale (llama.cpp's
+ * get_mscale with mscale 1). */
+static double yarn_mscale(double factor)
+{
+	return factor <= 1.0 ? 1.0 : 0.1 * log(factor) + 1.0;
+}
+
+/* Rotary scaling: none, linear (a frequency scale) or yarn (that scale
+ * blended per pair, and a magnitude factor); the rest (longrope, ...)
+ * would silently change the logits, so they are refused. As llama.cpp:
+ * the factor is rope.scaling.factor (else rope.scale_linear), yarn's
+ * attention factor is get_mscale(factor) divided by the 1 + 0.1 ln(factor)
+ * that the rope multiplies back in, times rope.scaling.attn_factor. */
 static int load_rope_scaling(loader *L)
 {
 	model_config *c = &L->m->cfg;
-	float factor = 0.0f;
+	float factor = 0.0f, attn = 1.0f;
 	gguf_str type;
 	char key[128];
 	int rc;
 
+	c->rope_attn_factor = 1.0f;
+	c->yarn_orig_ctx = c->ctx_len;
 	snprintf(key, sizeof(key), "%s.rope.scaling.type", L->arch);
 	rc = gguf_get_str(L->m->gguf, key, &type);
 	if (rc == QERR_MISSING) {
 		qerr_clear();
 	} else if (rc) {
 		return rc;
-	} else if (!gguf_str_eq(type, "none") && !gguf_str_eq(type, "linear")) {
+	} else if (!gguf_str_eq(type, "none") && !gguf_str_eq(type, "linear") &&
+		   !gguf_str_eq(type, "yarn")) {
 		return qerr_fail(QERR_UNSUPPORTED, "%s: %s = '%.*s' is not "
-				 "supported (none, linear)", L->path, key,
-				 (int)(type.len > 32 ? 32 : type.len),
+				 "supported (none, linear, yarn)", L->path,
+				 key, (int)(type.len > 32 ? 32 : type.len),
 				 type.ptr);
 	} else if (gguf_str_eq(type, "none")) {
 		return 0;
+	} else {
+		c->rope_yarn = gguf_str_eq(type, "yarn");
 	}
 	if ((rc = opt_f32(L, "rope.scaling.factor", &factor)))
 		return rc;
@@ -387,21 +465,39 @@ static int load_rope_scaling(loader *L)
 		return qerr_fail(QERR_RANGE, "%s: rope scaling factor %g out "
 				 "of range", L->path, factor);
 	c->rope_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+	if ((rc = opt_f32(L, "rope.scaling.attn_factor", &attn)) ||
+	    (rc = opt_hp(L, "rope.scaling.original_context_length", 1,
+			 MODEL_MAX_CTX, &c->yarn_orig_ctx)))
+		return rc;
+	if (!(attn > 0.0f && attn < 1e3f))
+		return qerr_fail(QERR_RANGE, "%s: rope.scaling.attn_factor %g "
+				 "out of range", L->path, attn);
+	if (c->rope_yarn) {
+		double f = 1.0 / (double)c->rope_scale;
+
+		c->rope_attn_factor = (float)(yarn_mscale(f) /
+					      (1.0 + 0.1 * log(f)));
+	}
+	c->rope_attn_factor *= attn;
 	return 0;
 }
 
-/* Sliding-window attention (gemma3): window, pattern, local rope base. */
+/* Sliding-window attention: window, pattern, local rope base. gemma3:
+ * window optional, pattern 6, local base 10000 unscaled; gpt-oss: window
+ * required, pattern 2, local layers rotate as the global ones (base
+ * freq_base_swa if given). */
 static int load_swa(loader *L)
 {
 	model_config *c = &L->m->cfg;
-	int rc;
+	int rc, oss = c->arch == MODEL_GPTOSS;
 
-	c->rope_base_swa = 10000.0f;
-	c->swa_pattern = 6;
-	if (c->arch != MODEL_GEMMA3)
+	c->rope_base_swa = oss ? c->rope_base : 10000.0f;
+	c->rope_scale_swa = oss ? c->rope_scale : 1.0f;
+	c->swa_pattern = oss ? 2 : 6;
+	if (c->arch != MODEL_GEMMA3 && !oss)
 		return 0;
-	if ((rc = opt_hp(L, "attention.sliding_window", 0, MODEL_MAX_CTX,
-			 &c->swa_window)) ||
+	if ((rc = (oss ? get_hp : opt_hp)(L, "attention.sliding_window", oss,
+					  MODEL_MAX_CTX, &c->swa_window)) ||
 	    (rc = opt_hp(L, "attention.sliding_window_pattern", 1,
 			 MODEL_MAX_LAYERS, &c->swa_pattern)) ||
 	    (rc = opt_f32(L, "rope.freq_base_swa", &c->rope_base_swa)) ||
@@ -448,7 +544,8 @@ static int load_config(loader *L)
 			 &c->n_layers)) ||
 	    (rc = get_hp(L, "attention.head_count", 1, MODEL_MAX_DIM,
 			 &c->n_heads)) ||
-	    (rc = (c->arch == MODEL_QWEN3MOE ? opt_hp : get_hp)(
+	    (rc = (c->arch == MODEL_QWEN3MOE || c->arch == MODEL_GPTOSS
+			   ? opt_hp : get_hp)(
 			 L, "feed_forward_length", 1, 1 << 20, &c->ffn_dim)) ||
 	    (rc = get_hp(L, "context_length", 1, MODEL_MAX_CTX, &c->ctx_len)) ||
 	    (rc = load_moe(L)))
@@ -509,6 +606,7 @@ static int load_config(loader *L)
 	c->rope_scale = 1.0f;
 	if ((rc = load_rope_scaling(L)) || (rc = load_swa(L)))
 		return rc;
+	c->attn_sinks = c->arch == MODEL_GPTOSS;
 	c->embd_scale = c->arch == MODEL_GEMMA3 ? sqrtf((float)c->dim) : 1.0f;
 	/* llama.cpp: Gemma 3 27B (62 layers) scales by dim / heads */
 	c->att_scale = (float)(1.0 / sqrt((double)(

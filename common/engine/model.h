@@ -30,8 +30,25 @@
  *           x dim x expert_feed_forward_length) scaled by its weight and
  *           summed in rank order. The router must be finite (checked at
  *           load: a NaN or infinite router weight is an error naming it).
- * Linear rope scaling (rope.scaling.type linear, rope.scaling.factor) is
- * applied to the global layers; other scaling types are refused.
+ *   gpt-oss  (llama.cpp's LLM_ARCH_OPENAI_MOE) biases on Q/K/V and the
+ *           attention output; per-head learned sinks (attn_sinks.weight,
+ *           n_heads): a logit that joins each head's softmax and is then
+ *           dropped; sliding-window attention (attention.sliding_window)
+ *           on every layer but each sliding_window_pattern-th (default 2:
+ *           even layers local), both kinds rotating with rope.freq_base
+ *           (or freq_base_swa) and the same scaling; the FFN input norm is
+ *           post_attention_norm.weight; NEOX rotary. Mixture of experts:
+ *           the router (ffn_gate_inp, + bias) picks the expert_used_count
+ *           largest logits and their weights are the softmax of those k
+ *           logits (no renormalisation); experts have biases
+ *           (ffn_{gate,up}_exps.bias: expert_count x expert_ffn,
+ *           ffn_down_exps.bias: expert_count x dim) and the clamped SwiGLU
+ *           min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1).
+ * Rope scaling (rope.scaling.type): linear (rope.scaling.factor) divides
+ * the global layers' frequencies; yarn (factor, original_context_length,
+ * attn_factor) blends interpolated and original frequencies per pair as
+ * ggml's rope does (beta_fast 32, beta_slow 1) and scales cos/sin by its
+ * magnitude factor. Other types are refused.
  * Weight types: F32, F16, BF16 and the quantized types of quant.h, mixed
  * freely per tensor.
  *
@@ -52,13 +69,26 @@ enum model_arch {
 	MODEL_QWEN3 = 2,
 	MODEL_GEMMA3 = 3,
 	MODEL_QWEN3MOE = 4,
+	MODEL_GPTOSS = 5,
 	MODEL_N_ARCH
 };
 enum model_rope { MODEL_ROPE_NORM = 0, MODEL_ROPE_NEOX = 1 };
-enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
+enum model_act {
+	MODEL_ACT_SILU = 0,
+	MODEL_ACT_GELU_TANH = 1,
+	MODEL_ACT_SWIGLU_OAI = 2, /* gpt-oss experts: kern_swiglu_oai */
+};
+/* How router logits become expert weights. */
+enum model_gating {
+	MODEL_GATE_SOFTMAX = 0,        /* softmax over all experts, top k */
+	MODEL_GATE_SOFTMAX_WEIGHT = 1, /* top k logits, softmax over those */
+};
+/* gpt-oss's clamped SwiGLU (llama.cpp's constants) */
+#define MODEL_SWIGLU_OAI_ALPHA 1.702f
+#define MODEL_SWIGLU_OAI_LIMIT 7.0f
 
 /* The architecture names model_load accepts, for messages. */
-#define MODEL_ARCH_LIST "qwen2, qwen3, llama, gemma3, qwen3moe"
+#define MODEL_ARCH_LIST "qwen2, qwen3, llama, gemma3, qwen3moe, gpt-oss"
 
 typedef struct {
 	int arch;          /* enum model_arch */
@@ -75,8 +105,14 @@ typedef struct {
 	float rope_base;
 	float eps;         /* RMSNorm epsilon */
 	int rope_mode;     /* enum model_rope */
-	float rope_scale;  /* linear rope scaling of global layers: 1/factor */
+	float rope_scale;  /* rope scaling of global layers: 1/factor */
+	float rope_scale_swa; /* of sliding-window layers (gemma3: 1) */
 	float rope_base_swa; /* rotary base of sliding-window layers */
+	int rope_yarn;     /* rope_scale is YaRN's (else linear) */
+	int yarn_orig_ctx; /* rope.scaling.original_context_length */
+	float rope_attn_factor; /* cos/sin scale before YaRN's own
+				 * 1 + 0.1 ln(1/scale) (llama.cpp's
+				 * yarn_attn_factor) */
 	int swa_window;    /* 0: none; else a row at p sees p-W+1 .. p on the
 			    * sliding-window layers */
 	int swa_pattern;   /* layer l is global iff l % pattern == pattern-1 */
@@ -90,6 +126,9 @@ typedef struct {
 	int n_expert_used; /* experts each row is routed to */
 	int expert_ffn;    /* expert_feed_forward_length */
 	int expert_norm_w; /* renormalise the chosen experts' weights */
+	int expert_gating; /* enum model_gating */
+	int expert_act;    /* enum model_act of the experts' gated FFN */
+	int attn_sinks;    /* per-head attention sinks */
 } model_config;
 
 typedef struct {
@@ -115,13 +154,19 @@ typedef struct {
 	const float *attn_norm;          /* (dim) */
 	model_mat wq, wk, wv, wo;        /* (dim->q_dim) (dim->kv) (dim->kv) (q_dim->dim) */
 	const float *bq, *bk, *bv;       /* (q_dim) (kv) (kv); NULL for llama */
-	const float *ffn_norm;           /* (dim) */
+	const float *bo;                 /* (dim) gpt-oss; else NULL */
+	const float *sinks;              /* (n_heads) gpt-oss; else NULL */
+	const float *ffn_norm;           /* (dim) gpt-oss: the file's
+					  * post_attention_norm */
 	model_mat w_gate, w_up, w_down;  /* (dim->ffn) (dim->ffn) (ffn->dim);
 					  * MoE: expert 0's (dim->expert_ffn)
 					  * (expert_ffn->dim), see
 					  * model_expert() */
 	model_mat router;                /* MoE: (dim->n_expert); data NULL
 					  * for a dense FFN */
+	const float *router_b;           /* (n_expert) gpt-oss; else NULL */
+	const float *b_gate, *b_up;      /* (n_expert, expert_ffn) gpt-oss */
+	const float *b_down;             /* (n_expert, dim) gpt-oss */
 	const float *q_norm, *k_norm;    /* (head_dim); NULL without qk_norm */
 	const float *post_attn_norm;     /* (dim); NULL without post_norms */
 	const float *post_ffn_norm;      /* (dim); NULL without post_norms */

@@ -700,6 +700,17 @@ void kern_gelu_mul(float *g, const float *u, int n)
 	}
 }
 
+void kern_swiglu_oai(float *g, const float *u, int n, float alpha,
+		     float limit)
+{
+	for (int i = 0; i < n; i++) {
+		float x = limit < g[i] ? limit : g[i];
+		float y = u[i] < -limit ? -limit : limit < u[i] ? limit : u[i];
+
+		g[i] = x / (1.0f + mathf_exp(-(alpha * x))) * (y + 1.0f);
+	}
+}
+
 void kern_softmax(float *x, int n)
 {
 	ops()->softmax(x, n);

@@ -112,6 +112,12 @@ void kern_silu_mul(float *g, const float *u, int n);
  * Portable code only: the same operations on every ISA. */
 float kern_tanhf(float x);
 void kern_gelu_mul(float *g, const float *u, int n);
+/* gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: x = min(g[i], limit),
+ * y = clamp(u[i], -limit, limit), g[i] = x / (1 + mathf_exp(-(alpha * x)))
+ * * (y + 1); a NaN stays NaN (min and clamp as std::min/std::clamp).
+ * Portable code only: the same operations on every ISA. */
+void kern_swiglu_oai(float *g, const float *u, int n, float alpha,
+		     float limit);
 /* In place: x[i] = mathf_exp(x[i] - max) / sum, sum of the exps by the
  * canonical 16-lane reduction with + instead of fma (acc[i % 16] += e[i]
  * in index order, then the fixed tree). Returns nothing; n >= 1. */
