@@ -121,10 +121,16 @@ INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 
 	if (kt == GGML_TYPE_F32)
 		return (const float *)row;
+	/* the type constant in each loop: wload's switch folds away */
+	if (kt == GGML_TYPE_Q8_0) {
+		for (; e + 8 <= n; e += 8)
+			_mm256_storeu_ps(buf + e, wload(row, GGML_TYPE_Q8_0, e));
+		return buf;
+	}
 	for (; e + 8 <= n; e += 8)
-		_mm256_storeu_ps(buf + e, wload(row, kt, e));
+		_mm256_storeu_ps(buf + e, wload(row, GGML_TYPE_F16, e));
 	for (; e < n; e++)
-		buf[e] = wscalar(row, kt, e);
+		buf[e] = half_f16_to_f32(((const uint16_t *)row)[e]);
 	return buf;
 }
 
