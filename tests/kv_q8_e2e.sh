@@ -3,8 +3,9 @@
 # with 2 local workers whose pools are kv.dtype q8_0 (shared-memory pools,
 # cross-worker forks and copies of q8_0 blocks) gives the same samples,
 # byte for byte, as `quorum run --kv-type q8_0` in one process, twice (the
-# second time from the prefix cache); and a worker started with another
-# KV dtype is refused with a message naming both.
+# second time from the prefix cache); a worker started with another KV
+# dtype is refused with a message naming both; a model whose head size is
+# not a multiple of 32 gets a clear error.
 #
 #   sh tests/kv_q8_e2e.sh [BUILD_DIR]      (default build)
 #
@@ -108,5 +109,16 @@ timeout 30 "$Q" status --endpoint "$EP" --json >"$tmp/s.json" 2>&1
 check "still 2 workers registered" $PY -c '
 import json, sys
 sys.exit(0 if len(json.load(open(sys.argv[1]))["workers"]) == 2 else 1)' "$tmp/s.json"
+
+# a model whose heads are not whole 32-element blocks: a clear error
+timeout 300 "$Q" mkmodel --shape tiny-qwen3 --type f32 \
+	--tokenizer "$ROOT/models/arith.gguf" -o "$tmp/q3.gguf" >/dev/null ||
+	bad "mkmodel tiny-qwen3"
+timeout $T_ASK "$Q" run --model "$tmp/q3.gguf" --kv-type q8_0 -n 1 \
+	--max-new-tokens 2 "What is 2+2?" >/dev/null 2>"$tmp/q3.err"
+check "run --kv-type q8_0 on head_dim 48 exits 1" [ $? -eq 1 ]
+check "... naming the head size" grep -q \
+	"needs a head size that is a multiple of 32; this model's head_dim is 48" \
+	"$tmp/q3.err"
 
 e2e_finish
