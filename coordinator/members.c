@@ -188,10 +188,21 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 	}
 	if (!g->has_block_tokens ||
 	    g->block_tokens != (uint32_t)s->c->kv.block_tokens ||
-	    !g->has_kv_dtype ||
-	    g->kv_dtype != (s->c->kv.dtype == CFG_DTYPE_F16 ? 1u : 0u)) {
+	    !g->has_kv_dtype) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		       "KV block size or dtype differs from the config");
+		return;
+	}
+	/* wire values are cfg_dtype's (= the pool's enum kv_dtype) */
+	if (g->kv_dtype != (uint32_t)s->c->kv.dtype) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "KV dtype %s of the worker differs "
+			 "from the config's kv.dtype %s",
+			 g->kv_dtype <= CFG_DTYPE_Q8_0
+				 ? cfg_dtype_name((cfg_dtype)g->kv_dtype) : "?",
+			 cfg_dtype_name(s->c->kv.dtype));
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST, why);
 		return;
 	}
 	if (g->slots < 1 || g->slots > 65536) {

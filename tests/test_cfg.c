@@ -277,7 +277,11 @@ static const struct ecase ecases[] = {
 	  QERR_RANGE, "3:28", "sampling.max_new_tokens = 1048577: must be an "
 	  "integer in 1..1048576"),
 	E("dtype_unknown", BASE "kv: {dtype: bf16}\n", QERR_RANGE, "3:13",
-	  "kv.dtype: 'bf16' is not a KV dtype (expected: f32, f16)"),
+	  "kv.dtype: 'bf16' is not a KV dtype (expected: f16, f32, q8_0)"),
+	E("dtype_q4", BASE "kv: {dtype: q4}\n", QERR_RANGE, "3:13",
+	  "kv.dtype: 'q4' is not a KV dtype (expected: f16, f32, q8_0)"),
+	E("dtype_q8_0_longer", BASE "kv: {dtype: q8_0x}\n", QERR_RANGE,
+	  "3:13", "kv.dtype: 'q8_0x' is not a KV dtype"),
 	E("message_bytes_small", BASE "limits: {max_message_bytes: 100}\n",
 	  QERR_RANGE, "3:29", "must be in 1024..1073741824, got 100"),
 	E("copy_step_zero", BASE "limits: {copy_step_timeout_ms: 0}\n",
@@ -521,6 +525,15 @@ static void test_defaults(void **state)
 	assert_null(c);
 	cfg_free(&c); /* NULL is fine */
 	cfg_free(NULL);
+	/* the 8-bit KV cache */
+	{
+		const char *y = BASE "kv: {dtype: q8_0}\n";
+
+		assert_int_equal(cfg_parse("t.yaml", y, strlen(y), &c), 0);
+		assert_int_equal(c->kv.dtype, CFG_DTYPE_Q8_0);
+		assert_string_equal(cfg_dtype_name(c->kv.dtype), "q8_0");
+		cfg_free(&c);
+	}
 }
 
 static void check_example(const cfg *c)

@@ -938,6 +938,100 @@ static void test_att_kernels(void **state)
 	       checked);
 }
 
+/* The q8_0 KV cache's attention: each element is its exact f32 value
+ * d * q, used in kern_dot's and kern_axpy's operations (computed on the
+ * scalar ISA from the dequantized rows): bit for bit on every ISA, head
+ * sizes of 1..17 blocks (544 wider than the AVX2 key buffer), strided
+ * rows (ld a multiple of 32), 1..8 query heads, short and long runs, an
+ * infinite scale (inf and NaN sums); entries outside the outputs stay
+ * untouched. */
+static void test_att_kernels_q8(void **state)
+{
+	(void)state;
+	static const int hds[] = {32, 64, 96, 128, 256, 544};
+	static const int nts[] = {1, 7, 8, 9, 16, 21};
+	const float scale = 0.125f, sentinel = -12345.0f;
+
+	print_isas();
+	for (size_t hi = 0; hi < sizeof(hds) / sizeof(*hds); hi++)
+	for (int G = 1; G <= 8; G++)
+	for (size_t ni = 0; ni < sizeof(nts) / sizeof(*nts); ni++) {
+		int hd = hds[hi], nt = nts[ni];
+		int ldq = hd + 3, ldo = hd + 1, lds = nt + 2;
+		size_t ldk = (size_t)hd * 2 + 32, nb = ldk / 32 * nt;
+		float *q = make_vec((size_t)G * ldq, 1.0f);
+		ggml_block_q8_0 *k = xmalloc(nb * sizeof(*k));
+		ggml_block_q8_0 *v = xmalloc(nb * sizeof(*v));
+		float *kf = xmalloc(ldk * nt * 4), *vf = xmalloc(ldk * nt * 4);
+		float *o0 = make_vec((size_t)G * ldo, 1.0f);
+		float *sw = make_vec((size_t)G * lds, 0.5f);
+		float *sref = xmalloc((size_t)G * lds * 4);
+		float *sgot = xmalloc((size_t)G * lds * 4);
+		float *oref = xmalloc((size_t)G * ldo * 4);
+		float *ogot = xmalloc((size_t)G * ldo * 4);
+
+		for (size_t b = 0; b < nb; b++) {
+			k[b].d = half_f32_to_f16(0.01f + 0.02f * fabsf(rndf()));
+			v[b].d = half_f32_to_f16(0.01f + 0.02f * fabsf(rndf()));
+			for (int l = 0; l < 32; l++) {
+				k[b].qs[l] = (int8_t)(rnd32() % 255 - 127);
+				v[b].qs[l] = (int8_t)(rnd32() % 255 - 127);
+			}
+		}
+		if (nt > 7 && G > 4) /* row 2's first block: scale inf */
+			k[2 * ldk / 32].d = v[2 * ldk / 32].d = 0x7c00;
+		for (size_t e = 0; e < ldk * nt; e++) {
+			kf[e] = half_f16_to_f32(k[e / 32].d) *
+				(float)k[e / 32].qs[e % 32];
+			vf[e] = half_f16_to_f32(v[e / 32].d) *
+				(float)v[e / 32].qs[e % 32];
+		}
+		for (int i = 0; i < G * lds; i++)
+			sref[i] = sentinel;
+		memcpy(oref, o0, (size_t)G * ldo * 4);
+		use_isa(KERN_ISA_SCALAR);
+		for (int i = 0; i < G; i++)
+			for (int t = 0; t < nt; t++)
+				sref[i * lds + t] = kern_dot(q + (size_t)i * ldq,
+							     kf + t * ldk, hd) *
+						    scale;
+		for (int i = 0; i < G; i++)
+			for (int t = 0; t < nt; t++)
+				kern_axpy(oref + (size_t)i * ldo, sw[i * lds + t],
+					  vf + t * ldk, hd);
+		for (int isa = 0; isa < n_isas(); isa++) {
+			char what[96];
+
+			use_isa(isa);
+			for (int i = 0; i < G * lds; i++)
+				sgot[i] = sentinel;
+			memcpy(ogot, o0, (size_t)G * ldo * 4);
+			kern_att_scores(q, ldq, G, k, ldk, GGML_TYPE_Q8_0, nt, hd,
+					scale, sgot, lds);
+			kern_att_values(ogot, ldo, G, sw, lds, v, ldk,
+					GGML_TYPE_Q8_0, nt, hd);
+			snprintf(what, sizeof(what),
+				 "att_scores q8_0 hd %d G %d nt %d", hd, G, nt);
+			assert_bits_equal(sref, sgot, (size_t)G * lds, what, isa);
+			snprintf(what, sizeof(what),
+				 "att_values q8_0 hd %d G %d nt %d", hd, G, nt);
+			assert_bits_equal(oref, ogot, (size_t)G * ldo, what, isa);
+		}
+		free(q);
+		free(k);
+		free(v);
+		free(kf);
+		free(vf);
+		free(o0);
+		free(sw);
+		free(sref);
+		free(sgot);
+		free(oref);
+		free(ogot);
+	}
+	use_isa(kern_isa_detect());
+}
+
 /* ---- dispatch ------------------------------------------------------------- */
 
 static void test_isa_select(void **state)
@@ -1055,6 +1149,7 @@ int main(void)
 		cmocka_unit_test(test_exp_cross_isa),
 		cmocka_unit_test(test_vector_kernels),
 		cmocka_unit_test(test_att_kernels),
+		cmocka_unit_test(test_att_kernels_q8),
 		cmocka_unit_test(test_matmul_accuracy),
 		cmocka_unit_test(test_matmul_invariance),
 		cmocka_unit_test(test_tpool),

@@ -13,6 +13,7 @@
 #include "engine/kv.h"
 #include "qerr.h"
 #include "engine/shm.h"
+#include "format/ggml.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +39,7 @@
 #define MAX_SEQ 16
 #define N_LAYERS 3
 #define KV_DIM 5 /* odd on purpose: rows not multiples of 8 bytes */
+#define KV_DIM_Q8 64 /* q8_0: two blocks, 68 bytes, not a multiple of 8 */
 
 typedef struct {
 	kv_pool *p;
@@ -45,7 +47,8 @@ typedef struct {
 	int live[MAX_SEQ];
 	uint32_t *tag[MAX_SEQ]; /* [n_tokens]: tag of the append that wrote */
 	uint32_t next_tag;
-	size_t es;
+	size_t es; /* element bytes; 1: a q8_0 row seen as its bytes */
+	int units; /* elements (bytes) per row */
 } sim;
 
 static uint32_t val(uint32_t tag, uint32_t t, int l, int kv, int d)
@@ -64,34 +67,39 @@ static uint32_t val(uint32_t tag, uint32_t t, int l, int kv, int d)
 
 static void put(void *row, size_t es, int d, uint32_t v)
 {
-	if (es == 4) {
+	if (es == 4)
 		((uint32_t *)row)[d] = v;
-	} else {
+	else if (es == 2)
 		((uint16_t *)row)[d] = (uint16_t)v;
-	}
+	else
+		((uint8_t *)row)[d] = (uint8_t)v;
 }
 
 static uint32_t get(const void *row, size_t es, int d)
 {
 	return es == 4 ? ((const uint32_t *)row)[d]
-		       : ((const uint16_t *)row)[d];
+	       : es == 2 ? ((const uint16_t *)row)[d]
+			 : ((const uint8_t *)row)[d];
 }
 
 static uint32_t expect_val(size_t es, uint32_t v)
 {
-	return es == 4 ? v : (uint16_t)v;
+	return es == 4 ? v : es == 2 ? (uint16_t)v : (uint8_t)v;
 }
 
 static void sim_new(sim *m, int block_tokens, uint32_t n_blocks, int dtype)
 {
-	kv_params kp = {N_LAYERS, KV_DIM, block_tokens, n_blocks, dtype};
+	int kvd = dtype == KV_Q8_0 ? KV_DIM_Q8 : KV_DIM;
+	kv_params kp = {N_LAYERS, kvd, block_tokens, n_blocks, dtype};
 	int i;
 
 	memset(m, 0, sizeof(*m));
 	for (i = 0; i < MAX_SEQ; i++)
 		kv_seq_init(&m->s[i]);
 	assert_int_equal(kv_pool_new(&kp, &m->p), QERR_OK);
-	m->es = kv_elem_size(dtype);
+	/* the pool moves rows as bytes: a q8_0 row is checked byte by byte */
+	m->es = dtype == KV_Q8_0 ? 1 : kv_row_bytes(dtype, 1);
+	m->units = (int)(kv_row_bytes(dtype, kvd) / m->es);
 }
 
 /* Writes n new tokens (already reserved) of seq i with a fresh tag. */
@@ -108,7 +116,7 @@ static void sim_write(sim *m, int i, uint32_t n)
 			void *k = kv_seq_k_row(m->p, s, l, t);
 			void *v = kv_seq_v_row(m->p, s, l, t);
 
-			for (d = 0; d < KV_DIM; d++) {
+			for (d = 0; d < m->units; d++) {
 				put(k, m->es, d, val(tag, t, l, 0, d));
 				put(v, m->es, d, val(tag, t, l, 1, d));
 			}
@@ -156,7 +164,7 @@ static void sim_check(sim *m, const char *where)
 				const void *v = kv_seq_v_row(m->p, &m->s[i], l, t);
 				uint32_t tag = m->tag[i][t];
 
-				for (d = 0; d < KV_DIM; d++) {
+				for (d = 0; d < m->units; d++) {
 					uint32_t wk = expect_val(m->es, val(tag, t, l, 0, d));
 					uint32_t wv = expect_val(m->es, val(tag, t, l, 1, d));
 
@@ -402,7 +410,7 @@ static void run_scenario(const scenario *sc, int dtype)
 	sim_new(&m, sc->block_tokens, sc->n_blocks, dtype);
 	for (k = 0, o = sc->ops; o->op != OP_END; o++, k++) {
 		snprintf(where, sizeof(where), "%s [%s] op %d", sc->name,
-			 dtype == KV_F16 ? "f16" : "f32", k);
+			 kv_dtype_name(dtype), k);
 		switch (o->op) {
 		case OP_APPEND:
 			sim_append(&m, o->a, (uint32_t)o->b);
@@ -474,6 +482,7 @@ static void test_scenario(void **state)
 
 	run_scenario(sc, KV_F32);
 	run_scenario(sc, KV_F16);
+	run_scenario(sc, KV_Q8_0);
 }
 
 /* ---- parameters and layout -------------------------------------------- */
@@ -493,7 +502,9 @@ static const struct {
 	{"zero blocks", {2, 8, 16, 0, KV_F32}, QERR_RANGE},
 	{"n_blocks is the no-block id", {2, 8, 16, UINT32_MAX, KV_F32},
 	 QERR_RANGE},
-	{"dtype 2", {2, 8, 16, 4, 2}, QERR_ARG},
+	{"ok q8_0", {2, 64, 16, 4, KV_Q8_0}, QERR_OK},
+	{"q8_0 kv_dim not whole blocks", {2, 48, 16, 4, KV_Q8_0}, QERR_ARG},
+	{"dtype 3", {2, 8, 16, 4, 3}, QERR_ARG},
 	{"dtype -1", {2, 8, 16, 4, -1}, QERR_ARG},
 	{"block size overflows uint64",
 	 {INT_MAX, INT_MAX, INT_MAX, 1, KV_F32}, QERR_RANGE},
@@ -526,9 +537,18 @@ static void test_params(void **state)
 		}
 	}
 	assert_int_equal(kv_pool_new(NULL, &(kv_pool *){NULL}), QERR_ARG);
-	assert_int_equal(kv_elem_size(KV_F32), 4);
-	assert_int_equal(kv_elem_size(KV_F16), 2);
-	assert_int_equal(kv_elem_size(7), 0);
+	assert_int_equal(kv_row_bytes(KV_F32, 5), 20);
+	assert_int_equal(kv_row_bytes(KV_F16, 5), 10);
+	/* ggml's block_q8_0: f16 scale + 32 int8 */
+	assert_int_equal(kv_row_bytes(KV_Q8_0, 896), 28 * 34);
+	assert_int_equal(kv_row_bytes(KV_Q8_0, 33), 0);
+	assert_int_equal(kv_row_bytes(KV_F16, 0), 0);
+	assert_int_equal(kv_row_bytes(7, 8), 0);
+	for (int d = KV_F32; d <= KV_Q8_0; d++)
+		assert_int_equal(kv_dtype_from_name(kv_dtype_name(d)), d);
+	assert_int_equal(kv_dtype_from_name("q4"), -1);
+	assert_int_equal(kv_ggml_type(KV_Q8_0), GGML_TYPE_Q8_0);
+	assert_int_equal(kv_ggml_type(9), UINT32_MAX);
 	kv_pool_free(NULL);
 }
 
@@ -537,14 +557,17 @@ static void test_layout(void **state)
 	static const kv_params cases[] = {
 		{3, 5, 16, 7, KV_F32}, {3, 5, 16, 7, KV_F16},
 		{1, 1, 1, 3, KV_F16},  {24, 128, 16, 4, KV_F32},
+		{3, 64, 16, 7, KV_Q8_0}, {24, 128, 16, 4, KV_Q8_0},
 	};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const kv_params *c = &cases[i];
-		size_t es = kv_elem_size(c->dtype);
-		uint64_t half = (uint64_t)c->block_tokens * c->kv_dim * es;
+		uint64_t half = (uint64_t)c->block_tokens *
+				(c->dtype == KV_Q8_0 ? c->kv_dim / 32 * 34
+						     : c->kv_dim * (c->dtype ==
+								    KV_F32 ? 4 : 2));
 		uint64_t stride = (2 * half * c->n_layers + 63) / 64 * 64;
 		kv_pool *p = NULL;
 		unsigned char *b0;
@@ -691,6 +714,61 @@ static int child_write_signal(void *addr)
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+/* q8_0 rows: kv_row_put's bits (ggml's reference rounding, checked by
+ * hand: ties away from zero, d = amax / 127), and a reader that attaches
+ * the region sees the same bytes. */
+static void test_q8_rows(void **state)
+{
+	kv_params kp = {2, 64, 4, 8, KV_Q8_0};
+	kv_pool *own = NULL, *ro = NULL;
+	float x[64] = {0};
+	const uint8_t *b;
+	kv_seq s;
+
+	(void)state;
+	/* block 0: amax 127 -> d 1.0 (f16 0x3c00), q = roundf(x) */
+	x[0] = 127.0f, x[1] = 2.5f, x[2] = -2.5f, x[3] = 0.5f;
+	x[4] = -0.49f, x[5] = -127.0f, x[6] = 126.5f;
+	/* block 1: amax 254 -> d 2.0 (0x4000), q = roundf(x / 2) */
+	x[32] = 254.0f, x[33] = 3.0f, x[34] = -5.0f, x[35] = 1.0f;
+	assert_int_equal(kv_pool_new(&kp, &own), QERR_OK);
+	kv_seq_init(&s);
+	assert_int_equal(kv_seq_reserve(own, &s, 5), QERR_OK);
+	kv_row_put(KV_Q8_0, x, kv_seq_k_row(own, &s, 1, 4), 64);
+	kv_seq_commit(&s, 5);
+	b = kv_seq_k_row(own, &s, 1, 4);
+	assert_int_equal(b[0] | b[1] << 8, 0x3c00);
+	assert_int_equal((int8_t)b[2], 127);
+	assert_int_equal((int8_t)b[3], 3);
+	assert_int_equal((int8_t)b[4], -3);
+	assert_int_equal((int8_t)b[5], 1);
+	assert_int_equal((int8_t)b[6], 0);
+	assert_int_equal((int8_t)b[7], -127);
+	assert_int_equal((int8_t)b[8], 127);
+	assert_int_equal(b[34] | b[35] << 8, 0x4000);
+	assert_int_equal((int8_t)b[36], 127);
+	assert_int_equal((int8_t)b[37], 2); /* 1.5 -> 2 */
+	assert_int_equal((int8_t)b[38], -3); /* -2.5 -> -3 */
+	assert_int_equal((int8_t)b[39], 1); /* 0.5 -> 1 */
+
+	assert_int_equal(kv_pool_attach_ro(kv_pool_fd(own), &ro), QERR_OK);
+	assert_memory_equal(kv_pool_params(ro), &kp, sizeof(kp));
+	assert_memory_equal(kv_seq_k_row(ro, &s, 1, 4), b, 68);
+	/* a fork's copy-on-write tail copies whole q8_0 rows */
+	{
+		kv_seq t;
+
+		assert_int_equal(kv_seq_fork(own, &s, &t), QERR_OK);
+		assert_int_equal(kv_seq_reserve(own, &t, 1), QERR_OK);
+		assert_true(t.blocks[1] != s.blocks[1]);
+		assert_memory_equal(kv_seq_k_row(own, &t, 1, 4), b, 68);
+		kv_seq_free(own, &t);
+	}
+	kv_seq_free(own, &s);
+	kv_pool_free(&ro);
+	kv_pool_free(&own);
 }
 
 static void test_attach_ro(void **state)
@@ -1078,6 +1156,7 @@ int main(void)
 	ADD(test_fork_shares_committed_only);
 	ADD(test_stats);
 	ADD(test_attach_ro);
+	ADD(test_q8_rows);
 	ADD(test_corrupt_header);
 	ADD(test_short_files);
 	ADD(test_shm_named);

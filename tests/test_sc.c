@@ -443,8 +443,10 @@ static int on_round(void *ctx)
 /* Cluster building blocks: a root kept in one engine's named pool, its
  * samples decoded in subsets by that engine, by another engine mapping the
  * pool read-only, and by a third that imported the exported rows — every
- * sample's bytes equal the one-process run. */
-static void test_roots_and_subsets(void **state)
+ * sample's bytes equal the one-process run with the same KV dtype (f16,
+ * and the 8-bit q8_0 cache: its rows mapped, copied on write and
+ * exported as whole blocks). */
+static void roots_and_subsets(int dtype)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = params(17, SC_BATCHED);
@@ -461,7 +463,7 @@ static void test_roots_and_subsets(void **state)
 	static const int sa[] = {0, 5, 9}, sb[] = {1, 2, 3, 4, 6, 7, 8},
 			 sc[] = {10, 11, 12, 13, 14, 15, 16};
 
-	(void)state;
+	ep.kv_dtype = dtype;
 	run(&ep, &p, &ref);
 	cx.ref = &ref;
 	snprintf(name, sizeof(name), "/quorum-test-sc-%d", (int)getpid());
@@ -525,6 +527,13 @@ static void test_roots_and_subsets(void **state)
 	sc_engine_free(&b);
 	sc_engine_free(&a);
 	sc_result_fini(&ref);
+}
+
+static void test_roots_and_subsets(void **state)
+{
+	(void)state;
+	roots_and_subsets(KV_F16);
+	roots_and_subsets(KV_Q8_0);
 }
 
 int main(void)

@@ -20,6 +20,8 @@
  *                       gets no work until the peer confirms
  *   identity            fingerprint from the coordinator's model, pool
  *                       names tied to ids, ids tied to CURVE keys
+ *   kv_dtype_mismatch   a worker of another KV dtype is refused, naming
+ *                       both dtypes
  *   worker_validation   results out of a job's bounds are dropped
  *   fairness            the queue is work conserving; when full, a
  *                       newcomer displaces the biggest holder's newest
@@ -984,6 +986,49 @@ static int rejected(const char *ident)
 	return rej;
 }
 
+/* The reject's reason sent to ident (and the messages drained), or "". */
+static void reject_why(const char *ident, char *why, size_t len)
+{
+	Quorum__CoordMsg *m;
+
+	why[0] = 0;
+	while ((m = w_next(ident))) {
+		if (m->body_case == QUORUM__COORD_MSG__BODY_REJECT &&
+		    m->reject->error)
+			snprintf(why, len, "%s", m->reject->error);
+		quorum__coord_msg__free_unpacked(m, NULL);
+	}
+}
+
+/* A worker whose KV dtype is not the config's is refused, naming both
+ * (the config here: f32; Register.kv_dtype 2 is q8_0, 1 f16). */
+static void kv_dtype_mismatch(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw q8, f16, ok;
+	char why[256];
+
+	(void)state;
+	worker_init(&q8, "Q", "q8", "h", 64, 4);
+	q8.kv_dtype = 2;
+	fw_register(s, &q8);
+	reject_why("Q", why, sizeof(why));
+	assert_string_equal(why, "KV dtype q8_0 of the worker differs from "
+			    "the config's kv.dtype f32");
+	worker_init(&f16, "H", "f16", "h", 64, 4);
+	f16.kv_dtype = 1;
+	fw_register(s, &f16);
+	reject_why("H", why, sizeof(why));
+	assert_string_equal(why, "KV dtype f16 of the worker differs from "
+			    "the config's kv.dtype f32");
+	worker_init(&ok, "K", "ok", "h", 64, 4);
+	fw_register(s, &ok);
+	reject_why("K", why, sizeof(why));
+	assert_string_equal(why, "");
+	assert_int_equal(sched_n_workers(s), 1);
+	free_sched(&s);
+}
+
 static void identity(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -1889,6 +1934,7 @@ int main(void)
 		cmocka_unit_test_setup(capacity_uncharged, case_setup),
 		cmocka_unit_test_setup(stale_pool, case_setup),
 		cmocka_unit_test_setup(identity, case_setup),
+		cmocka_unit_test_setup(kv_dtype_mismatch, case_setup),
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(shots, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),

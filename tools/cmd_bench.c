@@ -33,7 +33,7 @@ static void help(void)
 	       "  --ns LIST            sample counts (default 1,3,8,16,32)\n"
 	       "  --modes LIST         modes (default reset,paged,batched)\n"
 	       "  --threads T          threads (default 2)\n"
-	       "  --kv-type T          f16 | f32 (default f16)\n"
+	       "  --kv-type T          f16 | f32 | q8_0 (default f16)\n"
 	       "  --activations A      int | f32 for quantized weights (default\n"
 	       "                       int: 8-bit activations)\n"
 	       "  -h, --help           this help\n");
@@ -157,9 +157,10 @@ int cmd_bench(int argc, char **argv)
 								   : KERN_ACT_F32);
 			break;
 		case 'K':
-			if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
-				return cli_usage_error("bench", "bad --kv-type");
-			ep.kv_dtype = strcmp(optarg, "f16") ? KV_F32 : KV_F16;
+			if ((ep.kv_dtype = kv_dtype_from_name(optarg)) < 0)
+				return cli_usage_error("bench", "unknown KV type "
+						       "'%s' (f16, f32, q8_0)",
+						       optarg);
 			break;
 		case 'h': help(); return 0;
 		default: return cli_usage_error("bench", "bad option");
@@ -184,7 +185,7 @@ int cmd_bench(int argc, char **argv)
 	       mpath, model_arch_name(m->cfg.arch), m->cfg.n_layers,
 	       m->cfg.dim, m->cfg.vocab, kern_isa_name(kern_isa()),
 	       ep.n_threads, n_ids, max_new,
-	       ep.kv_dtype == KV_F16 ? "f16" : "f32");
+	       kv_dtype_name(ep.kv_dtype));
 	/* untimed warm-up (as llama-batched-bench's): a short prefill and a
 	 * decode step, so that the first row does not also pay for touching
 	 * the weights and buffers the first time */

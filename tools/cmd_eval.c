@@ -26,6 +26,7 @@ static void help(void)
 	       "                      little-endian f32 (vocab values)\n"
 	       "  --threads T         threads (default 2)\n"
 	       "  --chunk R           prefill rows per forward call (default 512)\n"
+	       "  --kv-type T         KV cache f32 | f16 | q8_0 (default f32)\n"
 	       "  -h, --help          this help\n");
 }
 
@@ -100,13 +101,14 @@ int cmd_eval(int argc, char **argv)
 		{"dump-logits", required_argument, 0, 'd'},
 		{"threads", required_argument, 0, 'j'},
 		{"chunk", required_argument, 0, 'c'},
+		{"kv-type", required_argument, 0, 'K'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *mpath = NULL, *tokstr = NULL, *dump = NULL;
 	long top = 10, threads = 2, chunk = 512;
 	int32_t *toks = NULL;
-	int ntok = 0, c, rc = 1;
+	int ntok = 0, c, rc = 1, kvt = KV_F32;
 	model *m = NULL;
 	tpool *tp = NULL;
 	kv_pool *pool = NULL;
@@ -133,6 +135,12 @@ int cmd_eval(int argc, char **argv)
 			if (cli_long("eval", "--chunk", optarg, 1, 65536, &chunk))
 				return 2;
 			break;
+		case 'K':
+			if ((kvt = kv_dtype_from_name(optarg)) < 0)
+				return cli_usage_error("eval", "unknown KV type "
+						       "'%s' (f32, f16, q8_0)",
+						       optarg);
+			break;
 		case 'h': help(); return 0;
 		default: return cli_usage_error("eval", "bad option");
 		}
@@ -152,7 +160,7 @@ int cmd_eval(int argc, char **argv)
 	{
 		kv_params kp = {
 			.n_layers = m->cfg.n_layers, .kv_dim = m->cfg.kv_dim,
-			.block_tokens = 16, .dtype = KV_F32,
+			.block_tokens = 16, .dtype = kvt,
 			.n_blocks = (uint32_t)(ntok + 15) / 16,
 		};
 		if (tpool_new((int)threads, &tp) ||
@@ -167,9 +175,10 @@ int cmd_eval(int argc, char **argv)
 	}
 	if (fwd_prefill(f, pool, &seq, toks, ntok, lg))
 		goto fail;
-	printf("model %s: %s, %d layers, dim %d, vocab %d; %d tokens; isa %s\n",
-	       mpath, model_arch_name(m->cfg.arch), m->cfg.n_layers,
-	       m->cfg.dim, m->cfg.vocab, ntok, kern_isa_name(kern_isa()));
+	printf("model %s: %s, %d layers, dim %d, vocab %d; %d tokens; isa %s; "
+	       "KV %s\n", mpath, model_arch_name(m->cfg.arch),
+	       m->cfg.n_layers, m->cfg.dim, m->cfg.vocab, ntok,
+	       kern_isa_name(kern_isa()), kv_dtype_name(kvt));
 	print_top(lg, m->cfg.vocab, (int)top);
 	if (dump) {
 		FILE *df = fopen(dump, "wb");

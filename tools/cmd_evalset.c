@@ -64,7 +64,7 @@ static void help(const sampflags *f)
 	       "                        examples cached from earlier ones, in\n"
 	       "                        process or on the cluster: same samples)\n"
 	       "  --threads T           in-process threads (default 2)\n"
-	       "  --kv-type T           f16 | f32 (default f16)\n"
+	       "  --kv-type T           f16 | f32 | q8_0 (default f16)\n"
 	       "  --out FILE            per-problem results, JSON lines\n"
 	       "  --json                the summary as one JSON object\n"
 	       "  -h, --help            this help\n\n"
@@ -604,14 +604,10 @@ int cmd_evalset(int argc, char **argv)
 			v.ep.n_threads = (int)lv;
 			break;
 		case 'Y':
-			if (!strcmp(optarg, "f32"))
-				v.ep.kv_dtype = KV_F32;
-			else if (!strcmp(optarg, "f16"))
-				v.ep.kv_dtype = KV_F16;
-			else
+			if ((v.ep.kv_dtype = kv_dtype_from_name(optarg)) < 0)
 				return cli_usage_error("eval-set", "unknown KV "
-						       "type '%s' (f32, f16)",
-						       optarg);
+						       "type '%s' (f16, f32, "
+						       "q8_0)", optarg);
 			break;
 		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("eval-set", "bad option");

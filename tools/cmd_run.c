@@ -59,7 +59,7 @@ static void help(const sampflags *f)
 	       "                        Answers come from the final channel; a\n"
 	       "                        sample without one has none\n"
 	       "  --threads T           threads (default 2)\n"
-	       "  --kv-type T           f16 | f32 (default f16)\n"
+	       "  --kv-type T           f16 | f32 | q8_0 (default f16)\n"
 	       "  --activations A       int | f32: quantized weights multiply\n"
 	       "                        8-bit activations (default) or exact\n"
 	       "                        f32 ones (slower; for checking)\n"
@@ -620,13 +620,10 @@ int cmd_run(int argc, char **argv)
 								   : KERN_ACT_F32);
 			break;
 		case 'K':
-			if (!strcmp(optarg, "f32"))
-				ep.kv_dtype = KV_F32;
-			else if (!strcmp(optarg, "f16"))
-				ep.kv_dtype = KV_F16;
-			else
+			if ((ep.kv_dtype = kv_dtype_from_name(optarg)) < 0)
 				return cli_usage_error("run", "unknown KV type "
-						       "'%s' (f32, f16)", optarg);
+						       "'%s' (f16, f32, q8_0)",
+						       optarg);
 			break;
 		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("run", "bad option");

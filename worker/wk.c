@@ -28,6 +28,12 @@
 #include "net/wire.h"
 #include "net/poolname.h"
 
+/* the config's KV dtype is the pool's and the wire's value */
+_Static_assert((int)CFG_DTYPE_F32 == (int)KV_F32 &&
+		       (int)CFG_DTYPE_F16 == (int)KV_F16 &&
+		       (int)CFG_DTYPE_Q8_0 == (int)KV_Q8_0,
+	       "cfg_dtype = kv_dtype");
+
 #define WK_TEXT_ROUNDS 4    /* streamed jobs: new text every this many rounds */
 #define WK_MAX_INDICES 65536
 
@@ -903,7 +909,7 @@ static int connect_and_register(wk *w)
 	r.has_vocab = r.has_threads = 1;
 	r.pool_blocks = (uint32_t)w->c->kv.blocks;
 	r.block_tokens = (uint32_t)w->c->kv.block_tokens;
-	r.kv_dtype = w->c->kv.dtype == CFG_DTYPE_F16 ? KV_F16 : KV_F32;
+	r.kv_dtype = (uint32_t)w->c->kv.dtype; /* = enum kv_dtype */
 	r.vocab = (uint32_t)w->m->cfg.vocab;
 	r.threads = (uint32_t)w->o->threads;
 	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
@@ -1076,7 +1082,7 @@ int wk_run(const wk_opts *o)
 	ep.pool_blocks = (uint32_t)o->c->kv.blocks;
 	ep.n_threads = o->threads;
 	ep.block_tokens = o->c->kv.block_tokens;
-	ep.kv_dtype = o->c->kv.dtype == CFG_DTYPE_F16 ? KV_F16 : KV_F32;
+	ep.kv_dtype = (int)o->c->kv.dtype;
 	/* a merged round's prefill chunk is one forward of that many rows */
 	if (ep.prefill_chunk < o->c->workers.prefill_tokens)
 		ep.prefill_chunk = o->c->workers.prefill_tokens;

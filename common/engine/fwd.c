@@ -249,6 +249,12 @@ int fwd_check_pool(const model *m, const kv_pool *pool)
 		return qerr_fail(QERR_ARG, "KV pool is for %d layers x %d, the "
 				 "model has %d x %d", p->n_layers, p->kv_dim,
 				 m->cfg.n_layers, m->cfg.kv_dim);
+	/* a q8_0 head must be whole blocks: attention reads head slices */
+	if (!kv_row_bytes(p->dtype, m->cfg.head_dim))
+		return qerr_fail(QERR_ARG, "KV dtype %s needs a head size that "
+				 "is a multiple of %d; the model's head_dim is "
+				 "%d", kv_dtype_name(p->dtype), KV_Q8_BLOCK,
+				 m->cfg.head_dim);
 	return 0;
 }
 
@@ -324,25 +330,18 @@ static void store_kv(const fwd *f, kv_pool *pool, kv_seq *const *seqs,
 {
 	const kv_params *p = kv_pool_params(pool);
 	int kvd = f->m->cfg.kv_dim, B = p->block_tokens;
-	size_t es = kv_elem_size(p->dtype);
+	size_t rb = kv_row_bytes(p->dtype, kvd);
 
 	for (int r = 0; r < M; r++) {
 		const kv_seq *s = seqs[f->row_seq[r]];
 		uint32_t pos = (uint32_t)f->row_pos[r];
 		uint32_t blk = s->blocks[pos / B];
-		size_t off = (size_t)(pos % B) * kvd * es;
-		char *kd = (char *)kv_k(pool, blk, layer) + off;
-		char *vd = (char *)kv_v(pool, blk, layer) + off;
-		const float *ks = f->k + (size_t)r * kvd;
-		const float *vs = f->v + (size_t)r * kvd;
+		size_t off = (size_t)(pos % B) * rb;
 
-		if (p->dtype == KV_F16) {
-			kern_f32_to_f16_row(ks, (uint16_t *)kd, kvd);
-			kern_f32_to_f16_row(vs, (uint16_t *)vd, kvd);
-		} else {
-			memcpy(kd, ks, (size_t)kvd * sizeof(float));
-			memcpy(vd, vs, (size_t)kvd * sizeof(float));
-		}
+		kv_row_put(p->dtype, f->k + (size_t)r * kvd,
+			   (char *)kv_k(pool, blk, layer) + off, kvd);
+		kv_row_put(p->dtype, f->v + (size_t)r * kvd,
+			   (char *)kv_v(pool, blk, layer) + off, kvd);
 	}
 }
 
@@ -379,9 +378,11 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
 			 ? n - c->swa_window : 0;
-	uint32_t kt = p->dtype == KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-	size_t es = kv_elem_size(p->dtype), q_dim = (size_t)c->q_dim;
-	size_t head_off = (size_t)kvh * hd * es, row = (size_t)c->kv_dim * es;
+	uint32_t kt = kv_ggml_type(p->dtype);
+	size_t q_dim = (size_t)c->q_dim;
+	/* a head is whole rows of hd elements (q8_0: whole blocks) */
+	size_t head_off = kvh * kv_row_bytes(p->dtype, hd);
+	size_t row = kv_row_bytes(p->dtype, c->kv_dim);
 	int lds = (int)f->scores_cap;
 	const float *q = f->q + r * q_dim + (size_t)h0 * hd;
 	float *out = f->att + r * q_dim + (size_t)h0 * hd;
@@ -574,9 +575,10 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 	const kv_params *pp = kv_pool_params(j->pool);
 	int G = c->n_heads / c->n_kv_heads, hd = c->head_dim, M = j->M;
 	int B = pp->block_tokens, nb = 0;
-	uint32_t kt = pp->dtype == KV_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-	size_t es = kv_elem_size(pp->dtype), q_dim = (size_t)c->q_dim;
-	size_t head_off = (size_t)kvh * hd * es, rowb = (size_t)c->kv_dim * es;
+	uint32_t kt = kv_ggml_type(pp->dtype);
+	size_t q_dim = (size_t)c->q_dim;
+	size_t head_off = kvh * kv_row_bytes(pp->dtype, hd);
+	size_t rowb = kv_row_bytes(pp->dtype, c->kv_dim);
 	size_t gq = (size_t)G * hd, cap = f->sh_cap;
 	float *Q = f->sh_q + (size_t)kvh * M * gq;
 	float *O = f->sh_o + (size_t)kvh * M * gq;

@@ -109,7 +109,8 @@ void fwd_rope_freqs(const model *m, int kind, double *inv_freq,
  * tests. QERR_ARG if layer l has no experts. */
 int fwd_moe_ffn(fwd *f, int l, const float *x, int M, float *y);
 
-/* Checks a pool matches the model (layers, kv_dim). */
+/* Checks a pool matches the model (layers, kv_dim; a q8_0 pool needs
+ * head_dim % 32 == 0). QERR_ARG naming what differs. */
 int fwd_check_pool(const model *m, const kv_pool *pool);
 
 #endif

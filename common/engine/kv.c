@@ -8,6 +8,9 @@
  */
 #include "engine/kv.h"
 
+#include "format/ggml.h"
+#include "format/quant.h"
+#include "kernels/kern.h"
 #include "qerr.h"
 
 #include <assert.h>
@@ -27,8 +30,8 @@ struct kv_pool {
 	shm_region region;
 	unsigned char *data;  /* region base + data_offset */
 	uint64_t stride;      /* bytes between blocks */
-	size_t half_bytes;    /* one layer's K (or V) rows: B * kv_dim * es */
-	size_t row_bytes;     /* kv_dim * es */
+	size_t half_bytes;    /* one layer's K (or V) rows: B * row_bytes */
+	size_t row_bytes;     /* kv_row_bytes(dtype, kv_dim) */
 	int readonly;
 	char *shm_name;       /* POSIX shm name when created named */
 	kv_pool *linked[KV_MAX_SLOTS]; /* borrowed read-only pools, slot >= 1 */
@@ -39,15 +42,66 @@ struct kv_pool {
 	kv_stats stats;
 };
 
-size_t kv_elem_size(int dtype)
+_Static_assert(sizeof(ggml_block_q8_0) == 34, "block_q8_0 is ggml's");
+
+size_t kv_row_bytes(int dtype, int kv_dim)
+{
+	if (kv_dim < 1)
+		return 0;
+	switch (dtype) {
+	case KV_F32:
+		return (size_t)kv_dim * 4;
+	case KV_F16:
+		return (size_t)kv_dim * 2;
+	case KV_Q8_0:
+		if (kv_dim % KV_Q8_BLOCK)
+			return 0;
+		return (size_t)(kv_dim / KV_Q8_BLOCK) * sizeof(ggml_block_q8_0);
+	default:
+		return 0;
+	}
+}
+
+uint32_t kv_ggml_type(int dtype)
 {
 	switch (dtype) {
 	case KV_F32:
-		return 4;
+		return GGML_TYPE_F32;
 	case KV_F16:
-		return 2;
+		return GGML_TYPE_F16;
+	case KV_Q8_0:
+		return GGML_TYPE_Q8_0;
 	default:
-		return 0;
+		return UINT32_MAX;
+	}
+}
+
+static const char *const dtype_names[] = {"f32", "f16", "q8_0"};
+
+const char *kv_dtype_name(int dtype)
+{
+	return dtype >= 0 && dtype < 3 ? dtype_names[dtype] : "?";
+}
+
+int kv_dtype_from_name(const char *name)
+{
+	for (int i = 0; name && i < 3; i++)
+		if (!strcmp(name, dtype_names[i]))
+			return i;
+	return -1;
+}
+
+void kv_row_put(int dtype, const float *x, void *row, int n)
+{
+	switch (dtype) {
+	case KV_F16:
+		kern_f32_to_f16_row(x, row, n);
+		break;
+	case KV_Q8_0:
+		quant_q8_0_ref_row(x, row, n);
+		break;
+	default:
+		memcpy(row, x, (size_t)n * sizeof(float));
 	}
 }
 
@@ -59,12 +113,11 @@ typedef struct {
 static int sizes_of(const kv_params *p, kv_sizes *z)
 {
 	uint64_t b;
-	size_t es;
+	size_t rb;
 
 	if (!p)
 		return qerr_fail(QERR_ARG, "kv: NULL params");
-	es = kv_elem_size(p->dtype);
-	if (!es)
+	if (p->dtype != KV_F32 && p->dtype != KV_F16 && p->dtype != KV_Q8_0)
 		return qerr_fail(QERR_ARG, "kv: unknown dtype %d", p->dtype);
 	if (p->n_layers < 1 || p->kv_dim < 1 || p->block_tokens < 1)
 		return qerr_fail(QERR_RANGE,
@@ -74,10 +127,14 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 	if (p->n_blocks < 1 || p->n_blocks > KV_BLOCK_MASK + 1u)
 		return qerr_fail(QERR_RANGE, "kv: n_blocks %u out of range",
 				 p->n_blocks);
-	/* block = n_layers * 2 * B * kv_dim * es */
-	b = es;
-	if (__builtin_mul_overflow(b, (uint64_t)p->kv_dim, &b) ||
-	    __builtin_mul_overflow(b, (uint64_t)p->block_tokens, &b) ||
+	rb = kv_row_bytes(p->dtype, p->kv_dim);
+	if (!rb)
+		return qerr_fail(QERR_ARG, "kv: kv_dim %d is not a multiple of "
+				 "%d, as %s rows need", p->kv_dim, KV_Q8_BLOCK,
+				 kv_dtype_name(p->dtype));
+	/* block = n_layers * 2 * B * row bytes */
+	b = rb;
+	if (__builtin_mul_overflow(b, (uint64_t)p->block_tokens, &b) ||
 	    __builtin_mul_overflow(b, (uint64_t)2 * (uint64_t)p->n_layers,
 				   &b) ||
 	    b > UINT64_MAX - KV_BLOCK_ALIGN)
@@ -110,11 +167,9 @@ int kv_params_check(const kv_params *p, uint64_t *region_bytes)
 
 static void layout(kv_pool *kp, const kv_sizes *z)
 {
-	size_t es = kv_elem_size(kp->params.dtype);
-
 	kp->data = (unsigned char *)kp->region.base + KV_DATA_OFFSET;
 	kp->stride = z->stride;
-	kp->row_bytes = (size_t)kp->params.kv_dim * es;
+	kp->row_bytes = kv_row_bytes(kp->params.dtype, kp->params.kv_dim);
 	kp->half_bytes = kp->row_bytes * (size_t)kp->params.block_tokens;
 }
 

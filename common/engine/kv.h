@@ -14,8 +14,17 @@
  *   2. Blocks at data_offset (4096) + id * block_stride, id in
  *      [0, n_blocks). block_stride = block_bytes rounded up to 64.
  *   3. Inside a block, for each layer l in [0, n_layers):
- *        K rows [block_tokens][kv_dim] then V rows [block_tokens][kv_dim],
- *      elements of dtype (KV_F32: float, KV_F16: IEEE half bits).
+ *        K rows [block_tokens] then V rows [block_tokens], each row
+ *        kv_row_bytes(dtype, kv_dim) bytes of kv_dim elements:
+ *        KV_F32: float; KV_F16: IEEE half bits; KV_Q8_0: kv_dim / 32
+ *        blocks of ggml's block_q8_0 (f16 scale d, 32 int8 q; 34 bytes),
+ *        element i of a block = d * q[i] (exact in f32).
+ *      A KV_Q8_0 row is written by kv_row_put: ggml's reference rounding
+ *      (quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) with the
+ *      unrounded d, then d stored as f16), so a head of head_dim elements
+ *      is whole blocks only when head_dim % 32 == 0 (the engine checks).
+ *      Everything that sizes or copies rows or blocks (shm regions, COW,
+ *      prefix export/import, cross-host transfer) uses kv_row_bytes.
  * Only ids and offsets live in the region. Refcounts, the free list and
  * the page tables live in the owner's process memory: other processes map
  * the region read-only (kv_pool_attach_ro) and only read rows.
@@ -53,7 +62,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum kv_dtype { KV_F32 = 0, KV_F16 = 1 };
+/* Values are also the wire's (Register.kv_dtype) and cfg_dtype's. */
+enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_Q8_0 = 2 };
+#define KV_Q8_BLOCK 32 /* elements per KV_Q8_0 block */
 
 #define KV_MAGIC 0x504b5651u /* "QVKP" little-endian */
 #define KV_VERSION 2u /* 2: owner at 64 */
@@ -116,11 +127,24 @@ typedef struct {
 
 typedef struct kv_pool kv_pool;
 
-/* Elements' byte size of a dtype, 0 for an unknown one. */
-size_t kv_elem_size(int dtype);
+/* Bytes of one K (or V) row of kv_dim elements of dtype: the one size
+ * every sizing and copy of KV rows uses. 0 for an unknown dtype, kv_dim
+ * < 1, or a KV_Q8_0 kv_dim that is not a multiple of KV_Q8_BLOCK. */
+size_t kv_row_bytes(int dtype, int kv_dim);
+/* The ggml type of a dtype's elements (GGML_TYPE_F32/F16/Q8_0), the kt of
+ * kern_att_scores / kern_att_values; UINT32_MAX for an unknown dtype. */
+uint32_t kv_ggml_type(int dtype);
+/* "f32", "f16", "q8_0" ("?" for another value), and back: -1 for a name
+ * that is none of them. */
+const char *kv_dtype_name(int dtype);
+int kv_dtype_from_name(const char *name);
+/* Encodes n (kv_row_bytes-compatible) floats into a row of dtype: f32
+ * copied, f16 rounded to nearest even, q8_0 as in the layout above. */
+void kv_row_put(int dtype, const float *x, void *row, int n);
 
 /* Checks params and computes the region size (header + blocks).
- * QERR_ARG: NULL, unknown dtype. QERR_RANGE: a dimension < 1, n_blocks 0
+ * QERR_ARG: NULL, unknown dtype, a KV_Q8_0 kv_dim that is not a multiple
+ * of 32. QERR_RANGE: a dimension < 1, n_blocks 0
  * or over 2^24 (block references carry 24 bits), or a size that overflows
  * uint64/size_t/off_t. */
 int kv_params_check(const kv_params *p, uint64_t *region_bytes);

@@ -982,6 +982,34 @@ void quant_quantize_row(uint32_t type, const float *x, void *out, int n)
 			    (uint8_t *)out + (size_t)b * bytes);
 }
 
+/* roundf(v) as an int8 code; ggml casts it, in range for finite input */
+static int8_t q8_code(float v)
+{
+	v = roundf(v);
+	if (v >= 127.0f)
+		return 127;
+	if (v <= -128.0f)
+		return -128;
+	return v == v ? (int8_t)v : 0;
+}
+
+void quant_q8_0_ref_row(const float *x, void *out, int n)
+{
+	ggml_block_q8_0 *b = out;
+
+	for (int i = 0; i < n / 32; i++, x += 32) {
+		float amax = 0.0f, d, id;
+
+		for (int j = 0; j < 32; j++)
+			amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+		d = amax / 127.0f;
+		id = d != 0.0f ? 1.0f / d : 0.0f;
+		b[i].d = half_f32_to_f16(d);
+		for (int j = 0; j < 32; j++)
+			b[i].qs[j] = q8_code(x[j] * id);
+	}
+}
+
 /* ---- file types and per-tensor recipes ---------------------------------- */
 
 static const quant_ftype ftypes[] = {

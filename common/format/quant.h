@@ -75,6 +75,15 @@ void quant_dequant_row(uint32_t type, const void *row, float *out, int n);
  * type, float ones included). Deterministic. */
 void quant_quantize_row(uint32_t type, const float *x, void *out, int n);
 
+/* Q8_0 blocks of n floats (n % 32 == 0) with the bits of ggml's
+ * quantize_row_q8_0_ref: d = amax / 127 (f32), q = roundf(x * (1 / d))
+ * (ties away from zero) with that unrounded d, then d stored as f16. The
+ * 8-bit KV cache's rows (kv_row_put). quant_quantize_row's Q8_0 differs
+ * (q from the f16-rounded d, ties to even: the pinned bits of our weight
+ * files); a non-finite x gives code 0 (127 / -128 when infinite) here,
+ * where ggml's cast is undefined. */
+void quant_q8_0_ref_row(const float *x, void *out, int n);
+
 /* Checks the float scales of nrows rows of n elements: returns -1 when all
  * are finite, else the index of the first bad row (and *block its block). */
 int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,

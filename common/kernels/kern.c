@@ -175,8 +175,36 @@ static void s_axpy_f16(float *y, float a, const uint16_t *x, int n)
 		y[i] = fmaf(a, half_f16_to_f32(x[i]), y[i]);
 }
 
+/* Row t of a KV run: element offset t * ld, in bytes for type kt (a Q8_0
+ * row starts on a block: ld % 32 == 0). */
+static const void *kv_run_row(const void *base, size_t ld, uint32_t kt,
+			      int t)
+{
+	size_t e = (size_t)t * ld;
+
+	if (kt == GGML_TYPE_Q8_0)
+		return (const ggml_block_q8_0 *)base + e / GGML_QK8_0;
+	return (const char *)base + e * (kt == GGML_TYPE_F16 ? 2 : 4);
+}
+
+/* kern_dot with b a Q8_0 row: each element d * q (exact in f32). */
+static float s_dot_q8(const float *a, const ggml_block_q8_0 *b, int n)
+{
+	float acc[16] = {0};
+	for (int k = 0; k < n; k += 16)
+		for (int l = 0; l < 16 && k + l < n; l++) {
+			const ggml_block_q8_0 *blk = b + (k + l) / GGML_QK8_0;
+			float w = half_f16_to_f32(blk->d) *
+				  (float)blk->qs[(k + l) % GGML_QK8_0];
+
+			acc[l] = fmaf(a[k + l], w, acc[l]);
+		}
+	return tree16(acc);
+}
+
 /* The definition: one kern_dot_f16 (kern_dot) per (query, key) and one
- * kern_axpy_f16 (kern_axpy) per (query, value) in position order. */
+ * kern_axpy_f16 (kern_axpy) per (query, value) in position order; a Q8_0
+ * row is used as its exact f32 values d * q in the same operations. */
 static void s_att_scores(const float *q, int ldq, int nq, const void *k,
 			 size_t ldk, uint32_t kt, int nt, int n, float scale,
 			 float *s, int lds)
@@ -184,14 +212,23 @@ static void s_att_scores(const float *q, int ldq, int nq, const void *k,
 	for (int i = 0; i < nq; i++)
 		for (int t = 0; t < nt; t++) {
 			const float *qi = q + (size_t)i * ldq;
-			float d = kt == GGML_TYPE_F16
-				? s_dot_f16(qi, (const uint16_t *)k +
-					    (size_t)t * ldk, n)
-				: s_dot(qi, (const float *)k + (size_t)t * ldk,
-					n);
+			const void *row = kv_run_row(k, ldk, kt, t);
+			float d = kt == GGML_TYPE_F16 ? s_dot_f16(qi, row, n)
+				: kt == GGML_TYPE_Q8_0 ? s_dot_q8(qi, row, n)
+				: s_dot(qi, row, n);
 
 			s[(size_t)i * lds + t] = d * scale;
 		}
+}
+
+static void s_axpy_q8(float *y, float a, const ggml_block_q8_0 *x, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const ggml_block_q8_0 *b = x + i / GGML_QK8_0;
+
+		y[i] = fmaf(a, half_f16_to_f32(b->d) *
+				(float)b->qs[i % GGML_QK8_0], y[i]);
+	}
 }
 
 static void s_att_values(float *out, int ldo, int nq, const float *s,
@@ -202,13 +239,14 @@ static void s_att_values(float *out, int ldo, int nq, const float *s,
 		for (int t = 0; t < nt; t++) {
 			float *y = out + (size_t)i * ldo;
 			float a = s[(size_t)i * lds + t];
+			const void *row = kv_run_row(v, ldv, kt, t);
 
 			if (kt == GGML_TYPE_F16)
-				s_axpy_f16(y, a, (const uint16_t *)v +
-					   (size_t)t * ldv, n);
+				s_axpy_f16(y, a, row, n);
+			else if (kt == GGML_TYPE_Q8_0)
+				s_axpy_q8(y, a, row, n);
 			else
-				s_axpy(y, a, (const float *)v +
-				       (size_t)t * ldv, n);
+				s_axpy(y, a, row, n);
 		}
 }
 
@@ -730,7 +768,9 @@ void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 		     size_t ldk, uint32_t kt, int nt, int n, float scale,
 		     float *s, int lds)
 {
-	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32 ||
+	       (kt == GGML_TYPE_Q8_0 && n % GGML_QK8_0 == 0 &&
+		ldk % GGML_QK8_0 == 0));
 	if (nq > 0 && nt > 0)
 		ops()->att_scores(q, ldq, nq, k, ldk, kt, nt, n, scale, s, lds);
 }
@@ -738,7 +778,9 @@ void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
 		     const void *v, size_t ldv, uint32_t kt, int nt, int n)
 {
-	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32);
+	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32 ||
+	       (kt == GGML_TYPE_Q8_0 && n % GGML_QK8_0 == 0 &&
+		ldv % GGML_QK8_0 == 0));
 	if (nq > 0 && nt > 0)
 		ops()->att_values(out, ldo, nq, s, lds, v, ldv, kt, nt, n);
 }

@@ -130,8 +130,10 @@ void kern_axpy_f16(float *y, float a, const uint16_t *x, int n);
  * Attention of nq query vectors that share one run of keys and values (the
  * query heads of one KV head under grouped-query attention): each key or
  * value row is converted once and used for all nq. Rows have n elements of
- * type kt (GGML_TYPE_F16 or GGML_TYPE_F32, the KV cache's), row t at
- * element offset t * ldk (ldv) of k (v).
+ * type kt (GGML_TYPE_F16, GGML_TYPE_F32 or GGML_TYPE_Q8_0, the KV cache's),
+ * row t at element offset t * ldk (ldv) of k (v). For Q8_0, n and ld are
+ * multiples of 32, a row is its blocks, and each element is used as its
+ * exact f32 value d * q in the operations below.
  *   kern_att_scores: s[i*lds + t] = dot(q + i*ldq, row t, n) * scale for
  *     i < nq, t < nt; the dot is kern_dot_f16's (kern_dot's) bits.
  *   kern_att_values: for e < n, i < nq and t = 0, 1, .., nt-1 in order,

@@ -1071,10 +1071,12 @@ static int set_field(ctx *x, const field *f, const node *v)
 			*(cfg_dtype *)base = CFG_DTYPE_F32;
 		else if (!strcmp(s, "f16") && v->len == 3)
 			*(cfg_dtype *)base = CFG_DTYPE_F16;
+		else if (!strcmp(s, "q8_0") && v->len == 4)
+			*(cfg_dtype *)base = CFG_DTYPE_Q8_0;
 		else
 			return nerr(x, v, QERR_RANGE,
 				    "%s.%s: '%s' is not a KV dtype (expected: "
-				    "f32, f16)", f->sect, f->key,
+				    "f16, f32, q8_0)", f->sect, f->key,
 				    show(v, g, sizeof(g)));
 		return QERR_OK;
 	case F_KEYS:
@@ -1569,7 +1571,8 @@ fail:
 
 const char *cfg_dtype_name(cfg_dtype t)
 {
-	return t == CFG_DTYPE_F32 ? "f32" : t == CFG_DTYPE_F16 ? "f16" : "?";
+	return t == CFG_DTYPE_F32 ? "f32" : t == CFG_DTYPE_F16 ? "f16"
+	       : t == CFG_DTYPE_Q8_0 ? "q8_0" : "?";
 }
 
 /* A double-quoted YAML string, or ~ for NULL. */

@@ -86,7 +86,12 @@
 #define CFG_ENDPOINT_MAX 255     /* tcp://, ipc:// or inproc:// */
 #define CFG_Z85_KEY_LEN 40       /* a 32-byte CURVE key in Z85 */
 
-typedef enum cfg_dtype { CFG_DTYPE_F32 = 0, CFG_DTYPE_F16 = 1 } cfg_dtype;
+/* The values are enum kv_dtype's and the wire's (Register.kv_dtype). */
+typedef enum cfg_dtype {
+	CFG_DTYPE_F32 = 0,
+	CFG_DTYPE_F16 = 1,
+	CFG_DTYPE_Q8_0 = 2,
+} cfg_dtype;
 
 /* One allowlist entry: an inline key or the (resolved) path of a file
  * that holds one. Exactly one of the two is set. A worker_keys entry may
@@ -147,7 +152,8 @@ typedef struct cfg_security {
 typedef struct cfg_kv {
 	int block_tokens;    /* 16; 1..4096 tokens per KV block */
 	int blocks;          /* 4096; 1..INT_MAX blocks in a worker's pool */
-	cfg_dtype dtype;     /* f16; "f32" or "f16" */
+	cfg_dtype dtype;     /* f16; "f16", "f32" or "q8_0" (half the
+			      * bytes of f16 per block) */
 } cfg_kv;
 
 /* The defaults and limits of these are sc/params' (SC_PARAMS_DEFAULTS,

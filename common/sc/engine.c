@@ -34,8 +34,13 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 
 	*out = NULL;
 	if (p->n_threads < 1 || p->block_tokens < 1 || p->max_batch < 1 ||
-	    p->prefill_chunk < 1 || kv_elem_size(p->kv_dtype) == 0)
+	    p->prefill_chunk < 1 || kv_ggml_type(p->kv_dtype) == UINT32_MAX)
 		return qerr_fail(QERR_RANGE, "engine: bad parameters");
+	if (!kv_row_bytes(p->kv_dtype, m->cfg.head_dim))
+		return qerr_fail(QERR_ARG, "engine: a %s KV cache needs a head "
+				 "size that is a multiple of %d; this model's "
+				 "head_dim is %d", kv_dtype_name(p->kv_dtype),
+				 KV_Q8_BLOCK, m->cfg.head_dim);
 	if ((int)tok_vocab_size(t) != m->cfg.vocab)
 		return qerr_fail(QERR_ARG, "engine: tokenizer has %u tokens, "
 				 "the model %d", tok_vocab_size(t),
@@ -468,7 +473,7 @@ static size_t row_bytes(const sc_engine *e)
 {
 	const kv_params *kp = kv_pool_params(e->pool);
 
-	return (size_t)kp->kv_dim * kv_elem_size(kp->dtype);
+	return kv_row_bytes(kp->dtype, kp->kv_dim);
 }
 
 int sc_root_export(const sc_engine *e, uint32_t root_id, void **bytes,

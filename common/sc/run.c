@@ -249,8 +249,8 @@ static int run_end(sc_engine *e, run_q *q)
 		goto out;
 	{
 		const kv_params *kp = kv_pool_params(e->pool);
-		uint64_t per_token = 2ull * kp->n_layers * kp->kv_dim *
-				     kv_elem_size(kp->dtype);
+		uint64_t per_token = 2ull * kp->n_layers *
+				     kv_row_bytes(kp->dtype, kp->kv_dim);
 		uint64_t per_block = per_token * kp->block_tokens;
 
 		out->stats.kv_peak_bytes = (uint64_t)e->peak_in_use * per_block;

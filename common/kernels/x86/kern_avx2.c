@@ -99,19 +99,38 @@ INLINE __m256 hsum8(const __m256 *lo, const __m256 *hi)
 							     6, 3, 7));
 }
 
-/* Row t of the keys converted to f32 (f16: exactly, into buf). */
+/* Row t of a run of rows at element offset t * ld (kern.c's kv_run_row:
+ * a Q8_0 row starts on a block). */
+INLINE const char *run_row(const void *base, size_t ld, uint32_t kt, int t)
+{
+	size_t e = (size_t)t * ld;
+
+	if (kt == GGML_TYPE_Q8_0)
+		return (const char *)((const ggml_block_q8_0 *)base +
+				      e / GGML_QK8_0);
+	return (const char *)base + e * (kt == GGML_TYPE_F16 ? 2 : 4);
+}
+
+/* Row t of the keys converted to f32 (f16, q8_0: exactly, into buf; a
+ * q8_0 row has whole blocks, so n % 8 == 0). */
 INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 			    int n, float *buf)
 {
-	if (kt == GGML_TYPE_F32)
-		return (const float *)k + (size_t)t * ldk;
-	const uint16_t *h = (const uint16_t *)k + (size_t)t * ldk;
+	const char *row = run_row(k, ldk, kt, t);
 	int e = 0;
 
+	if (kt == GGML_TYPE_F32)
+		return (const float *)row;
+	/* the type constant in each loop: wload's switch folds away */
+	if (kt == GGML_TYPE_Q8_0) {
+		for (; e + 8 <= n; e += 8)
+			_mm256_storeu_ps(buf + e, wload(row, GGML_TYPE_Q8_0, e));
+		return buf;
+	}
 	for (; e + 8 <= n; e += 8)
-		_mm256_storeu_ps(buf + e, wload(h, GGML_TYPE_F16, e));
+		_mm256_storeu_ps(buf + e, wload(row, GGML_TYPE_F16, e));
 	for (; e < n; e++)
-		buf[e] = half_f16_to_f32(h[e]);
+		buf[e] = half_f16_to_f32(((const uint16_t *)row)[e]);
 	return buf;
 }
 
@@ -127,10 +146,8 @@ void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
 		for (int i = 0; i < nq; i++)
 			for (int t = 0; t < nt; t++)
 				s[(size_t)i * lds + t] = dot_type(
-					q + (size_t)i * ldq, (const char *)k +
-					(size_t)t * ldk * (kt == GGML_TYPE_F16
-							   ? 2 : 4), n, kt) *
-					scale;
+					q + (size_t)i * ldq,
+					run_row(k, ldk, kt, t), n, kt) * scale;
 		return;
 	}
 	for (int t0 = 0; t0 < nt; t0 += ATT_KB) {
@@ -168,7 +185,6 @@ INLINE void att_vtile(float *out, int ldo, const float *s, int lds,
 		      const int Q, const int W)
 {
 	__m256 acc[4][2];
-	size_t es = kt == GGML_TYPE_F16 ? 2 : 4;
 
 	#pragma GCC unroll 8
 	for (int i = 0; i < Q; i++)
@@ -177,7 +193,7 @@ INLINE void att_vtile(float *out, int ldo, const float *s, int lds,
 			acc[i][w] = _mm256_loadu_ps(out + (size_t)i * ldo + e +
 						    8 * w);
 	for (int t = 0; t < nt; t++) {
-		const char *row = (const char *)v + (size_t)t * ldv * es;
+		const char *row = run_row(v, ldv, kt, t);
 		__m256 x[2];
 
 		#pragma GCC unroll 8
@@ -216,9 +232,8 @@ INLINE void att_vgroup(float *out, int ldo, const float *s, int lds,
 
 			for (int t = 0; t < nt; t++)
 				y = fmaf(s[(size_t)i * lds + t],
-					 wscalar((const char *)v + (size_t)t *
-						 ldv * (kt == GGML_TYPE_F16 ? 2 : 4),
-						 kt, e), y);
+					 wscalar(run_row(v, ldv, kt, t), kt,
+						 e), y);
 			out[(size_t)i * ldo + e] = y;
 		}
 }
@@ -255,6 +270,9 @@ void kern_avx2_att_values(float *out, int ldo, int nq, const float *s,
 	if (kt == GGML_TYPE_F16)
 		att_values_type(out, ldo, nq, s, lds, v, ldv, nt, n,
 				GGML_TYPE_F16);
+	else if (kt == GGML_TYPE_Q8_0)
+		att_values_type(out, ldo, nq, s, lds, v, ldv, nt, n,
+				GGML_TYPE_Q8_0);
 	else
 		att_values_type(out, ldo, nq, s, lds, v, ldv, nt, n,
 				GGML_TYPE_F32);

@@ -165,6 +165,11 @@ INLINE float wscalar(const void *row, uint32_t wt, int k)
 		return ((const float *)row)[k];
 	if (wt == GGML_TYPE_F16)
 		return half_f16_to_f32(((const uint16_t *)row)[k]);
+	if (wt == GGML_TYPE_Q8_0) {
+		const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + k / 32;
+
+		return half_f16_to_f32(b->d) * (float)b->qs[k % 32];
+	}
 	return half_bf16_to_f32(((const uint16_t *)row)[k]);
 }
 
