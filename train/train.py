@@ -353,6 +353,9 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=5.0,
                     help="write PREFIX-ckpt.pt (and the GGUF) this often")
     ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop (with a checkpoint) after this many steps "
+                         "of this run; --resume goes on from there")
     ap.add_argument("--minutes", type=float, default=75.0,
                     help="with --steps 0: learning rate and curriculum "
                          "follow training time (summed over resumes), and "
@@ -513,6 +516,8 @@ def main():
     t0, tb, last_ck = time.time(), 0, time.time()
     bench_tok = 0
     while step < total:
+        if a.stop_after and tb == a.stop_after:
+            break
         if a.bench and tb == a.bench:
             dt = time.time() - t0
             print("bench: %d steps, %.1f s, %.0f tokens/s, %.2f steps/s" % (
