@@ -256,7 +256,8 @@ eval-arith: all train-deps
 		-n 1 --temperature 0 --json > models/arith-greedy.json
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
 		-n $(EVAL_NS) --prefix --temperature $(EVAL_TEMP) \
-		--shots train/data/shots3.jsonl --json > models/arith-eval-shots.json
+		--shots train/data/shots3.jsonl --max-new-tokens 160 --json \
+		> models/arith-eval-shots.json
 	$(B)/quorum eval-set --model $(DEMO_MODEL) \
 		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
 		--temperature $(EVAL_TEMP) --json > models/arith-hw-eval.json
@@ -266,8 +267,8 @@ eval-arith: all train-deps
 		> models/arith-hw-eval-t1.0.json
 	$(B)/quorum eval-set --model $(DEMO_MODEL) \
 		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
-		--temperature $(EVAL_TEMP) --shots train/data/shots3.jsonl --json \
-		> models/arith-hw-shots.json
+		--temperature $(EVAL_TEMP) --shots train/data/shots3.jsonl \
+		--max-new-tokens 160 --json > models/arith-hw-shots.json
 	$(B)/quorum eval-set --model $(DEMO_MODEL) \
 		--file train/data/handwritten.jsonl -n 1 --temperature 0 --json \
 		> models/arith-hw-greedy.json
