@@ -269,7 +269,8 @@ def collate(seqs):
 # ---- export ----------------------------------------------------------------
 
 def export(model, tok, path, c, meta):
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    sd = {k: v.detach().float().cpu().numpy()
+          for k, v in model.state_dict().items()}
     F16, F32 = gguf_writer.GGML_F16, gguf_writer.GGML_F32
     t = [("token_embd.weight", sd["embd.weight"], F16),
          ("output_norm.weight", sd["norm.weight"], F32)]
