@@ -216,18 +216,19 @@ demo-run: deps all
 	$(B)/quorum run --model $(DEMO_MODEL) -n 8 --max-new-tokens 64 "$(QUESTION)"
 
 # ---- the trained model (issues 11, 28; not part of the build or the tests)
-#   make train       trains quorum-arith on the CPU (PyTorch from Debian):
-#                    TRAIN_OUT.gguf and its checkpoint TRAIN_OUT-ckpt.pt;
-#                    stopped and run again, it resumes from the checkpoint
-#   make train-gpu   the same script on an NVIDIA GPU (a CUDA PyTorch), the
-#                    larger recipe of models/README.md, about ten minutes
+#   make train       trains quorum-arith's recipe (TRAIN_RECIPE) on the CPU
+#                    (PyTorch from Debian) into TRAIN_OUT.gguf, checkpointing
+#                    to TRAIN_OUT-ckpt.pt; stopped and run again, it resumes
+#   make train-gpu   the same recipe, step for step, on an NVIDIA GPU (a CUDA
+#                    build of PyTorch): about ten minutes on an H200
 #   make eval-arith  the accuracy-vs-N tables and plots of models/README.md
-TRAIN_PY    := /usr/bin/python3
-TRAIN_OUT   ?= models/arith
-TRAIN_ARGS  ?= --minutes 150
-GPU_ARGS    ?= --device cuda --minutes 10 --dim 384 --layers 8 --heads 6 \
-		--kv-heads 2 --ffn 1024 --batch 128 --lr 1.5e-3 --warmup 200 \
-		--ckpt-minutes 2
+TRAIN_PY     := /usr/bin/python3
+TRAIN_OUT    ?= models/arith
+TRAIN_RECIPE ?= --steps 4000 --dim 384 --layers 8 --heads 6 --kv-heads 2 \
+		--ffn 1024 --batch 128 --lr 1.5e-3 --warmup 200 \
+		--tok models/arith-tok.json
+TRAIN_ARGS   ?= --ckpt-minutes 10
+GPU_ARGS     ?= --device cuda --ckpt-minutes 2
 EVAL_NS     ?= 1,3,8,16,32
 EVAL_TEMP   ?= 0.7
 EVAL_SWEEP  ?= 1.0 1.3
@@ -235,12 +236,12 @@ EVAL_SWEEP  ?= 1.0 1.3
 train-deps:
 	sh tools/deps.sh train
 train: train-deps
-	$(TRAIN_PY) train/train.py --out $(TRAIN_OUT) --resume \
-		--tok models/arith-tok.json $(TRAIN_ARGS)
+	$(TRAIN_PY) train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
+		$(TRAIN_ARGS)
 	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
 train-gpu:
-	python3 train/train.py --out $(TRAIN_OUT) --resume \
-		--tok models/arith-tok.json $(GPU_ARGS)
+	python3 train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
+		$(GPU_ARGS)
 	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
 eval-arith: all train-deps
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
