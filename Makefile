@@ -219,26 +219,34 @@ demo: deps all
 demo-run: deps all
 	$(B)/quorum run --model $(DEMO_MODEL) -n 8 --max-new-tokens 64 "$(QUESTION)"
 
-# ---- the trained model (issue 11; not part of the build or the tests) -----
-#   make train       trains quorum-arith into models/ in two stages (PyTorch
-#                    from Debian; 75 + 30 minutes on 2 cores), writes
-#                    models/arith.gguf and its checksum
-#   make eval-arith  the accuracy-vs-N table and plots of models/README.md
-TRAIN_PY    := /usr/bin/python3
-TRAIN_ARGS  ?= --minutes 75
-TRAIN2_ARGS ?= --init models/arith.pt --seed 8 --lr 8e-4 --warmup 50 \
-		--level-start 1 --minutes 30
+# ---- the trained model (issues 11, 28; not part of the build or the tests)
+#   make train       trains quorum-arith's recipe (TRAIN_RECIPE) on the CPU
+#                    (PyTorch from Debian) into TRAIN_OUT.gguf, checkpointing
+#                    to TRAIN_OUT-ckpt.pt; stopped and run again, it resumes
+#   make train-gpu   the same recipe, step for step, on an NVIDIA GPU (a CUDA
+#                    build of PyTorch): about ten minutes on an H200
+#   make eval-arith  the accuracy-vs-N tables and plots of models/README.md
+TRAIN_PY     := /usr/bin/python3
+TRAIN_OUT    ?= models/arith
+TRAIN_RECIPE ?= --steps 4000 --dim 384 --layers 8 --heads 6 --kv-heads 2 \
+		--ffn 1024 --batch 128 --lr 1.5e-3 --warmup 200 \
+		--tok models/arith-tok.json
+TRAIN_ARGS   ?= --ckpt-minutes 10
+GPU_ARGS     ?= --device cuda --ckpt-minutes 2
 EVAL_NS     ?= 1,3,8,16,32
 EVAL_TEMP   ?= 0.7
 EVAL_SWEEP  ?= 1.0 1.3
-.PHONY: train train-deps eval-arith
+.PHONY: train train-gpu train-deps eval-arith
 train-deps:
 	sh tools/deps.sh train
 train: train-deps
-	rm -f models/arith-tok.json models/arith.pt
-	$(TRAIN_PY) train/train.py --out models/arith $(TRAIN_ARGS)
-	$(TRAIN_PY) train/train.py --out models/arith $(TRAIN2_ARGS)
-	sha256sum models/arith.gguf | sed 's| .*|  arith.gguf|' > models/arith.gguf.sha256
+	$(TRAIN_PY) train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
+		$(TRAIN_ARGS)
+	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
+train-gpu:
+	python3 train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
+		$(GPU_ARGS)
+	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
 eval-arith: all train-deps
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
 		-n $(EVAL_NS) --prefix --temperature $(EVAL_TEMP) --json \
@@ -251,10 +259,33 @@ eval-arith: all train-deps
 	done
 	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
 		-n 1 --temperature 0 --json > models/arith-greedy.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) --file train/data/test.jsonl \
+		-n $(EVAL_NS) --prefix --temperature $(EVAL_TEMP) \
+		--shots train/data/shots3.jsonl --max-new-tokens 160 --json \
+		> models/arith-eval-shots.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
+		--temperature $(EVAL_TEMP) --json > models/arith-hw-eval.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
+		--temperature 1.0 --top-k 0 --top-p 1 --json \
+		> models/arith-hw-eval-t1.0.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
+		--temperature $(EVAL_TEMP) --shots train/data/shots3.jsonl \
+		--max-new-tokens 160 --json > models/arith-hw-shots.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/handwritten.jsonl -n 1 --temperature 0 --json \
+		> models/arith-hw-greedy.json
 	$(TRAIN_PY) train/plot.py --train models/arith-train.csv \
 		--eval models/arith-eval.json \
 		$(foreach t,$(EVAL_SWEEP),--eval models/arith-eval-t$(t).json) \
 		--greedy models/arith-greedy.json --out models
+	$(TRAIN_PY) train/plot.py --eval models/arith-hw-eval.json \
+		--eval models/arith-hw-eval-t1.0.json \
+		--eval models/arith-hw-shots.json \
+		--greedy models/arith-hw-greedy.json --out models \
+		--name arith-accuracy-hw.png --title "hand-written set"
 
 # Benchmarks (not tests): one run, side by side.
 bench: deps all $(BENCH_MODEL)

@@ -63,3 +63,62 @@ def write(path, kv, tensors):
         f.write(head)
         for b in blobs:
             f.write(b)
+
+
+def read(path):
+    """The tensors of a GGUF file as write() lays it out (v3, F32/F16):
+    {name: np.ndarray in PyTorch layout, as float32}. For continuing
+    training from a shipped model; it reads nothing but what write()
+    writes and fails on anything else."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    magic, ver, nt, nkv = struct.unpack_from("<4sIQQ", buf, 0)
+    if magic != b"GGUF" or ver != 3:
+        raise ValueError("%s: not a GGUF v3 file" % path)
+    off = 24
+
+    def rstr(o):
+        n, = struct.unpack_from("<Q", buf, o)
+        return buf[o + 8:o + 8 + n].decode("utf-8"), o + 8 + n
+
+    size = {T_U32: 4, T_I32: 4, T_F32: 4, T_BOOL: 1}
+    align = ALIGN
+    for _ in range(nkv):
+        k, off = rstr(off)
+        t, = struct.unpack_from("<I", buf, off)
+        off += 4
+        if t == T_STR:
+            _, off = rstr(off)
+        elif t == T_ARR:
+            et, n = struct.unpack_from("<IQ", buf, off)
+            off += 12
+            for _ in range(n):
+                if et == T_STR:
+                    _, off = rstr(off)
+                else:
+                    off += size[et]
+        elif t in size:
+            if k == "general.alignment":
+                align, = struct.unpack_from("<I", buf, off)
+            off += size[t]
+        else:
+            raise ValueError("%s: metadata type %d of %s" % (path, t, k))
+    infos = []
+    for _ in range(nt):
+        name, off = rstr(off)
+        nd, = struct.unpack_from("<I", buf, off)
+        ne = struct.unpack_from("<%dQ" % nd, buf, off + 4)
+        gt, to = struct.unpack_from("<IQ", buf, off + 4 + 8 * nd)
+        off += 4 + 8 * nd + 12
+        if gt not in (GGML_F32, GGML_F16):
+            raise ValueError("%s: %s has type %d, not F32/F16" %
+                             (path, name, gt))
+        infos.append((name, tuple(reversed(ne)), gt, to))
+    base = off + (-off) % align
+    out = {}
+    for name, shape, gt, to in infos:
+        dt = np.dtype("<f2" if gt == GGML_F16 else "<f4")
+        n = int(np.prod(shape))
+        a = np.frombuffer(buf, dt, n, base + to).reshape(shape)
+        out[name] = a.astype(np.float32)
+    return out

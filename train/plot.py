@@ -42,9 +42,10 @@ def loss_plot(path, out):
     fig.savefig(os.path.join(out, "arith-loss.png"), dpi=100)
 
 
-def acc_plot(paths, greedy, out):
+def acc_plot(paths, greedy, out, name="arith-accuracy.png",
+             title="held-out set"):
     """One pair of curves (majority, single sample) per eval file, e.g.
-    one per temperature."""
+    one per temperature or with and without worked examples."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
     ns = []
@@ -58,6 +59,8 @@ def acc_plot(paths, greedy, out):
         label = "T=%g" % e["temperature"]
         if e.get("top_k") or e.get("top_p", 1) < 1:
             label += " (top-k %d, top-p %g)" % (e["top_k"], e["top_p"])
+        if e.get("shots"):
+            label += ", %d examples" % e["shots"]
         ax.plot(ns, [r["majority_accuracy"] for r in res], "o-", color=c,
                 label=label + ": majority of N")
         ax.plot(ns, [r["single_sample_accuracy"] for r in res], "s--",
@@ -69,12 +72,13 @@ def acc_plot(paths, greedy, out):
     ax.set_xticks(ns)
     ax.set_xticklabels([str(n) for n in ns])
     ax.set_xlabel("samples N")
-    ax.set_ylabel("accuracy on the held-out set (%)")
-    ax.set_title("quorum-arith, self-consistency, %d problems" % problems)
+    ax.set_ylabel("accuracy on the %s (%%)" % title)
+    ax.set_title("quorum-arith, self-consistency, %s, %d problems" % (
+        title, problems))
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "arith-accuracy.png"), dpi=100)
+    fig.savefig(os.path.join(out, name), dpi=100)
 
 
 def main():
@@ -84,11 +88,15 @@ def main():
                     help="eval-set --json output (repeatable)")
     ap.add_argument("--greedy")
     ap.add_argument("--out", default="models")
+    ap.add_argument("--name", default="arith-accuracy.png",
+                    help="file name of the accuracy plot")
+    ap.add_argument("--title", default="held-out set",
+                    help="which set the accuracy plot is of")
     a = ap.parse_args()
     if a.train:
         loss_plot(a.train, a.out)
     if a.eval:
-        acc_plot(a.eval, a.greedy, a.out)
+        acc_plot(a.eval, a.greedy, a.out, a.name, a.title)
 
 
 if __name__ == "__main__":

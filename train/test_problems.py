@@ -14,9 +14,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bpe  # noqa: E402
+import handwritten  # noqa: E402
+import phrasing  # noqa: E402
 import problems  # noqa: E402
 
 TEST = os.path.join(HERE, "data", "test.jsonl")
+HAND = os.path.join(HERE, "data", "handwritten.jsonl")
+SHOTS = os.path.join(HERE, "data", "shots3.jsonl")
 TRAIN_SEED = 7      # train.py --seed default: the training stream
 TEST_SEED = 1001    # the committed held-out set (see models/README.md)
 STEP = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)\.$")
@@ -142,6 +146,132 @@ def case_model_checksum():
     want = open(os.path.join(d, "arith.gguf.sha256")).read().split()[0]
     h = hashlib.sha256(open(os.path.join(d, "arith.gguf"), "rb").read())
     assert h.hexdigest() == want, (h.hexdigest(), want)
+
+
+def check_steps(question, solution, answer):
+    """Each step's arithmetic is exact, each operand is a number the
+    question states (digits or a word) or an earlier step's result, and
+    the last line gives the last result."""
+    said = handwritten.numbers_said(question)
+    lines = solution.split("\n")
+    assert lines[-1] == "The answer is %s." % answer, (lines[-1], answer)
+    have = set(said)
+    for ln in lines[:-1]:
+        m = STEP.match(ln)
+        assert m, ("not a step line", ln)
+        a, op, b, r = int(m[1]), m[2], int(m[3]), int(m[4])
+        assert a in have and b in have, ("operand not in question", ln,
+                                         question)
+        if op == "/":
+            assert b and a % b == 0, ln
+        assert {"+": a + b, "-": a - b, "*": a * b,
+                "/": a // b if b else None}[op] == r, ("arithmetic", ln)
+        have.add(r)
+    assert STEP.match(lines[-2])[4] == answer, solution
+
+
+def case_phrasing_answers():
+    """phrasing.py: the answer is its expression's value, the solution
+    is sound step by step, no number in a question has over 3 digits."""
+    rng = random.Random(4242)
+    for i in range(6000):
+        p = phrasing.make_excluding(rng, (i % 11) / 10, set())
+        assert str(handwritten.evaluate(p["expr"])) == p["answer"], p
+        check_steps(p["question"], p["solution"], p["answer"])
+        assert all(len(x) <= 3 for x in re.findall(r"[0-9]+",
+                                                   p["question"])), p
+
+
+def case_phrasing_variety():
+    """Many distinct phrasings: every family, number words, distractors,
+    first person, lower case; few repeats of a question's wording once
+    its numbers are masked."""
+    rng = random.Random(77)
+    ps = [phrasing.make(rng, 1.0) for _ in range(5000)]
+    fams = {p["family"] for p in ps}
+    assert fams >= {"change1", "change2", "change3", "groups", "groups2",
+                    "share", "share2", "compare", "total"}, fams
+    qs = [p["question"] for p in ps]
+    assert any(re.search(r"\b(two|five|seven|twelve)\b", q) for q in qs)
+    assert any("years old" in q or "degrees" in q for q in qs)
+    assert any(q.startswith("I ") for q in qs)
+    assert any(q == q.lower() for q in qs)
+    frames = {re.sub(r"[0-9]+", "#", q) for q in qs}
+    assert len(frames) > 3000, len(frames)
+
+
+def case_handwritten_set():
+    """handwritten.jsonl is what handwritten.txt gives (each answer
+    recomputed from its expression), 200+ distinct questions."""
+    assert handwritten.render(handwritten.load()) == open(HAND).read(), \
+        "handwritten.jsonl is stale: run train/handwritten.py"
+    rows = [json.loads(l) for l in open(HAND)]
+    assert len(rows) >= 200, len(rows)
+    assert len({r["question"] for r in rows}) == len(rows), "duplicates"
+    for r in rows:
+        assert all(len(x) <= 3 for x in re.findall(r"[0-9]+",
+                                                   r["question"])), r
+
+
+def case_handwritten_catches_mistakes():
+    """The checker rejects a wrong expression and a fraction."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write("add|17+24|A farmer has 17 sheep and buys 23 more.\n")
+        f.flush()
+        try:
+            handwritten.load(f.name)
+            raise AssertionError("24 is not in the question, yet loaded")
+        except ValueError as e:
+            assert "24" in str(e), e
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write("div|7/2|Share 7 pears between 2 kids.\n")
+        f.flush()
+        try:
+            handwritten.load(f.name)
+            raise AssertionError("7/2 loaded")
+        except ValueError as e:
+            assert "whole" in str(e), e
+
+
+def case_shots_file_wellformed():
+    rows = [json.loads(l) for l in open(SHOTS)]
+    assert len(rows) == 3, len(rows)
+    for r in rows:
+        ans = r["solution"].split("\n")[-1][len("The answer is "):-1]
+        check_steps(r["question"], r["solution"], ans)
+
+
+def case_training_never_sees_held_out():
+    """Both generators, drawn as train.py draws them (make_excluding with
+    every held-out question), never give a held-out or shot question."""
+    held = set()
+    for path in (TEST, HAND, SHOTS):
+        held |= {json.loads(l)["question"] for l in open(path)}
+    rng = random.Random(TRAIN_SEED)
+    for i in range(30000):
+        lv = (i % 11) / 10
+        assert phrasing.make_excluding(rng, lv, held)["question"] \
+            not in held
+        assert problems.make_excluding(rng, lv, held)["question"] \
+            not in held
+    # the exclusion is what keeps them apart: a generated question that
+    # equals a hand-written one would be skipped, as this one is
+    q = json.loads(open(HAND).readline())["question"]
+
+    fake = {"question": q, "solution": "1 + 1 = 2.\nThe answer is 2.",
+            "answer": "2", "family": "x", "expr": "1+1"}
+    real = phrasing.make
+    calls = []
+
+    def make(rng, level=1.0):
+        calls.append(1)
+        return fake if len(calls) == 1 else real(rng, level)
+    phrasing.make = make
+    try:
+        got = phrasing.make_excluding(random.Random(1), 1.0, held)
+    finally:
+        phrasing.make = real
+    assert got["question"] != q and len(calls) == 2, calls
 
 
 def main():

@@ -3,6 +3,15 @@ that solves the word problems of problems.py step by step, then writes it
 as a GGUF file quorum and llama.cpp load.
 
     /usr/bin/python3 train/train.py --out models/arith [--steps N | --minutes M]
+        [--resume] [--device cpu|cuda]
+
+The training stream mixes problems.py's templates with phrasing.py's
+composed phrasings, and shows zero to four worked examples before the
+question as quorum's `--shots` does. A run writes PREFIX-ckpt.pt every few
+minutes (weights, optimizer, step, random states, schedule position);
+--resume continues from it, so a long CPU run can be stopped and started
+again. --device cuda runs the same recipe on an NVIDIA GPU (bf16 autocast;
+the weights and the exported GGUF stay float32/F16 as on the CPU).
 
 The forward pass here is the one quorum runs for `qwen2` (RMSNorm, rotary
 embeddings in NEOX order, QKV bias, SwiGLU, tied output), so the exported
@@ -10,6 +19,7 @@ weights mean the same thing there. Fixed seeds; with --steps the run is
 reproducible on one machine (thread scheduling aside).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -25,6 +35,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bpe  # noqa: E402
 import gguf_writer  # noqa: E402
+import phrasing  # noqa: E402
 import problems  # noqa: E402
 
 # quorum's default system prompt (common/text/prompt.h PROMPT_DEFAULT_SYSTEM):
@@ -115,10 +126,10 @@ class Model(nn.Module):
 
     def forward(self, ids):
         B, T = ids.shape
-        pos = torch.arange(T, dtype=torch.float64)
+        pos = torch.arange(T, dtype=torch.float64, device=ids.device)
         ang = pos[:, None] * self.inv_freq[None, :]
         cos, sin = ang.cos().float(), ang.sin().float()
-        mask = torch.full((T, T), float("-inf")).triu(1)
+        mask = torch.full((T, T), float("-inf"), device=ids.device).triu(1)
         x = self.embd(ids)
         for b in self.blocks:
             x = b(x, cos, sin, mask)
@@ -137,14 +148,38 @@ class Encoder:
         self.asst_head = [self.E] + self.nl + [self.S] + \
             tok.encode("assistant\n")
 
-    def prompt(self, system, question):
-        """The tokens quorum's prompt_build makes for the ChatML family."""
-        return (self.sys_head + self.t.encode(system) + self.user_head +
+    def prompt(self, system, question, shots=()):
+        """The tokens quorum's prompt_build_shots makes for the ChatML
+        family: no system turn when the system prompt is empty, each shot
+        a user turn and an assistant turn before the question."""
+        ids = []
+        if system:
+            ids = self.sys_head + self.t.encode(system) + [self.E] + self.nl
+        for q, a in shots:
+            ids += [self.S] + self.t.encode("user\n") + self.t.encode(q) + \
+                self.asst_head + self.t.encode(a) + [self.E] + self.nl
+        return (ids + [self.S] + self.t.encode("user\n") +
                 self.t.encode(question) + self.asst_head)
 
-    def example(self, system, question, solution):
-        p = self.prompt(system, question)
-        return p, self.t.encode(solution) + [self.E]
+    def example(self, system, question, solution, shots=()):
+        """(ids, mask): mask is 1 on the tokens trained on — every
+        assistant turn's solution and its <|im_end|>, the shots' too (they
+        are the same kind of text, so a long prompt is not wasted)."""
+        ids, mask = [], []
+
+        def add(t, m):
+            ids.extend(t)
+            mask.extend([m] * len(t))
+        if system:
+            add(self.sys_head + self.t.encode(system) + [self.E] + self.nl,
+                0)
+        for q, a in list(shots) + [(question, solution)]:
+            add([self.S] + self.t.encode("user\n") + self.t.encode(q) +
+                self.asst_head, 0)
+            add(self.t.encode(a) + [self.E], 1)
+            add(self.nl, 0)
+        del ids[-1], mask[-1]
+        return ids, mask
 
 
 def pick_system(rng):
@@ -156,47 +191,77 @@ def pick_system(rng):
     return SYSTEMS[0][0]
 
 
+# How many worked examples precede the question: 0..4 with these weights.
+SHOTS = (0.55, 0.1, 0.1, 0.15, 0.1)
+
+
+def pick_shots(rng):
+    x, acc = rng.random(), 0.0
+    for k, w in enumerate(SHOTS):
+        acc += w
+        if x < acc:
+            return k
+    return 0
+
+
 class Batches:
     """Examples drawn GROUP batches at a time and sorted by length, so a
     batch pads little."""
     GROUP = 4
 
-    def __init__(self, rng, enc, n, exclude):
+    def __init__(self, rng, enc, n, exclude, mix, ctx):
         self.rng, self.enc, self.n, self.exclude = rng, enc, n, exclude
+        self.mix, self.ctx = mix, ctx
         self.queue = []
 
     def next(self, level):
         if not self.queue:
             seqs = examples(self.rng, self.enc, self.n * self.GROUP, level,
-                            self.exclude)
-            seqs.sort(key=lambda s: len(s[0]) + len(s[1]))
+                            self.exclude, self.mix, self.ctx)
+            seqs.sort(key=lambda s: len(s[0]))
             self.queue = [seqs[i:i + self.n]
                           for i in range(0, len(seqs), self.n)]
             self.rng.shuffle(self.queue)
         return collate(self.queue.pop())
 
 
-def examples(rng, enc, n, level, exclude):
+def draw(rng, level, exclude, mix):
+    """One training problem: phrasing.py's with probability mix, else
+    problems.py's; never a held-out question."""
+    lv = level if rng.random() < 0.7 else level * rng.random()
+    if rng.random() < mix:
+        return phrasing.make_excluding(rng, lv, exclude)
+    return problems.make_excluding(rng, lv, exclude)
+
+
+def examples(rng, enc, n, level, exclude, mix=0.0, ctx=1 << 30):
+    """n (ids, mask) sequences; a prompt may carry worked examples (drawn
+    like the question, at full level) before the question."""
     seqs = []
     while len(seqs) < n:
-        lv = level if rng.random() < 0.7 else level * rng.random()
-        p = problems.make_excluding(rng, lv, exclude)
-        pr, tg = enc.example(pick_system(rng), p["question"], p["solution"])
-        seqs.append((pr, tg))
+        p = draw(rng, level, exclude, mix)
+        shots = [draw(rng, 1.0, exclude, mix)
+                 for _ in range(pick_shots(rng))]
+        shots = [(s["question"], s["solution"]) for s in shots]
+        ids, mask = enc.example(pick_system(rng), p["question"],
+                                p["solution"], shots)
+        if len(ids) <= ctx:
+            seqs.append((ids, mask))
     return seqs
 
 
 def collate(seqs):
     n = len(seqs)
-    T = max(len(a) + len(b) for a, b in seqs)
+    T = max(len(s) for s, _ in seqs)
     ids = torch.zeros((n, T), dtype=torch.long)
     lab = torch.full((n, T), -100, dtype=torch.long)
     ntok = 0
-    for i, (a, b) in enumerate(seqs):
-        s = a + b
+    for i, (s, m) in enumerate(seqs):
         ids[i, :len(s)] = torch.tensor(s)
-        # position j predicts token j+1: targets are the solution tokens
-        lab[i, len(a) - 1:len(s) - 1] = torch.tensor(b)
+        # position j predicts token j+1 where token j+1 is trained on
+        t = torch.tensor(s[1:])
+        t[torch.tensor(m[1:]) == 0] = -100
+        lab[i, :len(s) - 1] = t
         ntok += len(s)
     return ids, lab, ntok
 
@@ -204,7 +269,8 @@ def collate(seqs):
 # ---- export ----------------------------------------------------------------
 
 def export(model, tok, path, c, meta):
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    sd = {k: v.detach().float().cpu().numpy()
+          for k, v in model.state_dict().items()}
     F16, F32 = gguf_writer.GGML_F16, gguf_writer.GGML_F32
     t = [("token_embd.weight", sd["embd.weight"], F16),
          ("output_norm.weight", sd["norm.weight"], F32)]
@@ -239,16 +305,62 @@ def export(model, tok, path, c, meta):
 
 # ---- main ------------------------------------------------------------------
 
+def load_gguf_weights(model, path, c):
+    """Our own GGUF's tensors (export's names) into the model: continue
+    training a shipped model."""
+    t = gguf_writer.read(path)
+    sd = {"embd.weight": t["token_embd.weight"],
+          "norm.weight": t["output_norm.weight"]}
+    names = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output",
+             "gate": "ffn_gate", "up": "ffn_up", "down": "ffn_down"}
+    for i in range(c["layers"]):
+        p = "blocks.%d." % i
+        sd[p + "attn_norm.weight"] = t["blk.%d.attn_norm.weight" % i]
+        sd[p + "ffn_norm.weight"] = t["blk.%d.ffn_norm.weight" % i]
+        for k, g in names.items():
+            sd[p + k + ".weight"] = t["blk.%d.%s.weight" % (i, g)]
+            if k in "qkv":
+                sd[p + k + ".bias"] = t["blk.%d.%s.bias" % (i, g)]
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+
+
+def held_out(paths):
+    """Every question of the held-out sets and few-shot files: training
+    never sees one."""
+    qs = set()
+    for path in paths:
+        if os.path.exists(path):
+            with open(path) as f:
+                qs |= {json.loads(l)["question"] for l in f if l.strip()}
+    return qs
+
+
+# What a checkpoint fixes: a resumed run takes these from it, not from the
+# command line, so stopping and resuming trains the same schedule.
+RECIPE = ("steps", "minutes", "batch", "lr", "dim", "layers", "heads",
+          "kv_heads", "ffn", "ctx", "seed", "level_start", "warmup", "mix",
+          "init", "init_gguf")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="models/arith",
                     help="output prefix: PREFIX.gguf, PREFIX-tok.json, "
-                         "PREFIX-train.csv, PREFIX.pt")
+                         "PREFIX-train.csv, PREFIX.pt, PREFIX-ckpt.pt")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from PREFIX-ckpt.pt when it exists (its "
+                         "recipe wins over these options), else start")
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0,
+                    help="write PREFIX-ckpt.pt (and the GGUF) this often")
     ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop (with a checkpoint) after this many steps "
+                         "of this run; --resume goes on from there")
     ap.add_argument("--minutes", type=float, default=75.0,
                     help="with --steps 0: learning rate and curriculum "
-                         "follow wall time, and training stops after this "
-                         "many minutes")
+                         "follow training time (summed over resumes), and "
+                         "training stops after this many minutes")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--dim", type=int, default=128)
@@ -256,53 +368,82 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--ffn", type=int, default=384)
+    ap.add_argument("--ctx", type=int, default=1024,
+                    help="context length written to the GGUF; no training "
+                         "sequence is longer")
+    ap.add_argument("--mix", type=float, default=0.5,
+                    help="share of phrasing.py problems (rest problems.py)")
     ap.add_argument("--merges", type=int, default=700)
+    ap.add_argument("--tok", help="use this tokenizer (a PREFIX-tok.json) "
+                    "instead of learning one")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--test", default="train/data/test.jsonl",
-                    help="held-out set: its questions never enter training")
+    ap.add_argument("--test", action="append",
+                    help="held-out sets and shot files whose questions "
+                         "never enter training (default: train/data's "
+                         "test.jsonl, handwritten.jsonl, shots3.jsonl)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--bench", type=int, default=0,
                     help="only time this many steps and exit")
     ap.add_argument("--init", help="start from these weights (a PREFIX.pt "
                     "of an earlier run): a second stage")
+    ap.add_argument("--init-gguf", help="start from a GGUF this script "
+                    "wrote (e.g. the shipped models/arith.gguf)")
     ap.add_argument("--level-start", type=float, default=0.0,
                     help="curriculum level at step 0 (1 = full range)")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--export-only", action="store_true",
                     help="write the GGUF from PREFIX.pt")
     a = ap.parse_args()
+    if a.test is None:
+        d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+        a.test = [os.path.join(d, f) for f in
+                  ("test.jsonl", "handwritten.jsonl", "shots3.jsonl")]
 
+    ckpath = a.out + "-ckpt.pt"
+    ck = None
+    if a.resume and os.path.exists(ckpath):
+        ck = torch.load(ckpath, map_location="cpu")
+        for k in RECIPE:
+            setattr(a, k, ck["recipe"][k])
+        print("resuming %s at step %d (%.1f min trained)" % (
+            ckpath, ck["step"], ck["seconds"] / 60), flush=True)
+
+    dev = torch.device(a.device)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("train.py: --device cuda, but PyTorch sees no CUDA device")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    exclude = set()
-    if os.path.exists(a.test):
-        with open(a.test) as f:
-            exclude = {json.loads(l)["question"] for l in f}
+    exclude = held_out(a.test)
 
     tokpath = a.out + "-tok.json"
     if os.path.exists(tokpath):
         tok = bpe.BPE.load(tokpath)
+    elif a.tok:
+        tok = bpe.BPE.load(a.tok)
+        tok.save(tokpath)
     else:
         trng = random.Random(a.seed + 1)
         texts = [s for s, _ in SYSTEMS] + ["system\n", "user\n",
                                            "assistant\n"]
-        for _ in range(20000):
-            p = problems.make(trng, trng.random())
+        for i in range(20000):
+            gen = phrasing if i % 2 else problems
+            p = gen.make(trng, trng.random())
             texts += [p["question"], p["solution"]]
         tok = bpe.BPE.train(texts, a.merges)
         tok.save(tokpath)
     enc = Encoder(tok)
     c = {"vocab": len(tok.tokens), "dim": a.dim, "layers": a.layers,
-         "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn, "ctx": 512}
+         "heads": a.heads, "kv_heads": a.kv_heads, "ffn": a.ffn,
+         "ctx": a.ctx}
     model = Model(c)
     nparam = sum(p.numel() for p in model.parameters())
-    print("vocab %d, parameters %d (%.2fM)" % (c["vocab"], nparam,
-                                                nparam / 1e6), flush=True)
+    print("vocab %d, parameters %d (%.2fM), device %s" % (
+        c["vocab"], nparam, nparam / 1e6, a.device), flush=True)
 
     if a.export_only:
-        ck = torch.load(a.out + ".pt")
+        ck = torch.load(a.out + ".pt", map_location="cpu")
         model.load_state_dict(ck["model"])
         export(model, tok, a.out + ".gguf", c, ck["meta"])
         print("wrote", a.out + ".gguf")
@@ -310,90 +451,127 @@ def main():
 
     step0, tokens0, secs0, stages = 0, 0, 0.0, []
     if a.init:
-        ck = torch.load(a.init)
-        model.load_state_dict(ck["model"])
-        step0, tokens0 = ck["meta"]["steps"], ck["meta"]["tokens"]
-        secs0 = ck["meta"]["seconds"]
-        stages = ck["meta"].get("stages", [ck["meta"].get("schedule")])
+        ini = torch.load(a.init, map_location="cpu")
+        model.load_state_dict(ini["model"])
+        step0, tokens0 = ini["meta"]["steps"], ini["meta"]["tokens"]
+        secs0 = ini["meta"]["seconds"]
+        stages = ini["meta"].get("stages", [ini["meta"].get("schedule")])
         print("from %s: step %d" % (a.init, step0), flush=True)
+    elif a.init_gguf:
+        load_gguf_weights(model, a.init_gguf, c)
+        stages = ["weights of %s" % os.path.basename(a.init_gguf)]
+        print("from %s" % a.init_gguf, flush=True)
+    model.to(dev)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": other, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    total = a.steps or 10 ** 9
-    warm = a.warmup
-    batches = Batches(rng, enc, a.batch, exclude)
-    t0 = time.time()
-    log = open(a.out + "-train.csv", "a" if a.init else "w")
-    if not a.init:
-        log.write("step,seconds,tokens,loss,level,lr\n")
-    stage = "seed %d, lr %g, %s, level from %g" % (
+    batches = Batches(rng, enc, a.batch, exclude, a.mix, a.ctx)
+    stage = "seed %d, lr %g, %s, level from %g, mix %g, %s" % (
         a.seed, a.lr, "steps=%d" % a.steps if a.steps else
-        "minutes=%g" % a.minutes, a.level_start)
-    tokens, ema = 0, None
-    step = 0
+        "minutes=%g" % a.minutes, a.level_start, a.mix, a.device)
+    step, tokens, ema, done = 0, 0, None, 0.0   # done: seconds trained
+    if ck:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, tokens, ema, done = ck["step"], ck["tokens"], ck["ema"], \
+            ck["seconds"]
+        step0, tokens0, secs0 = ck["step0"], ck["tokens0"], ck["secs0"]
+        stages = ck["stages"]
+        rng.setstate(ck["rng"])
+        torch.set_rng_state(ck["torch_rng"])
+        batches.queue = ck["queue"]
+        stage = ck["stage"]
+    recipe = {k: getattr(a, k) for k in RECIPE}
+
+    def meta():
+        return {"steps": step0 + step, "batch": a.batch,
+                "stages": stages + [stage], "lr": a.lr, "seed": a.seed,
+                "tokens": tokens0 + tokens,
+                "seconds": round(secs0 + done, 1), "parameters": nparam,
+                "config": c, "loss": round(ema or 0.0, 5),
+                "device": a.device}
+
+    def checkpoint():
+        sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        torch.save({"model": sd, "opt": opt.state_dict(), "step": step,
+                    "tokens": tokens, "ema": ema, "seconds": done,
+                    "step0": step0, "tokens0": tokens0, "secs0": secs0,
+                    "stages": stages, "stage": stage, "rng": rng.getstate(),
+                    "torch_rng": torch.get_rng_state(),
+                    "queue": batches.queue, "recipe": recipe},
+                   ckpath + ".tmp")
+        os.replace(ckpath + ".tmp", ckpath)
+        torch.save({"model": sd, "meta": meta()}, a.out + ".pt.tmp")
+        os.replace(a.out + ".pt.tmp", a.out + ".pt")
+        export(model, tok, a.out + ".gguf", c, meta())
+
+    total = a.steps or 10 ** 9
+    fresh = not (ck or a.init)
+    logpath = a.out + "-train.csv"
+    log = open(logpath, "w" if fresh else "a")
+    if fresh or not os.path.getsize(logpath):
+        log.write("step,seconds,tokens,loss,level,lr\n")
+    amp = a.device == "cuda"
+    t0, tb, last_ck = time.time(), 0, time.time()
+    bench_tok = 0
     while step < total:
-        if a.bench and step == a.bench:
+        if a.stop_after and tb == a.stop_after:
+            break
+        if a.bench and tb == a.bench:
             dt = time.time() - t0
-            print("bench: %d steps, %.1f s, %.0f tokens/s" % (
-                step, dt, tokens / dt))
+            print("bench: %d steps, %.1f s, %.0f tokens/s, %.2f steps/s" % (
+                tb, dt, bench_tok / dt, tb / dt))
             return
-        # progress through the schedule: by steps, or by wall time (on a
-        # shared machine the step rate is not known in advance)
+        now = done + time.time() - t0
+        # progress through the schedule: by steps, or by training time (on
+        # a shared machine the step rate is not known in advance)
         if a.steps:
             frac = step / a.steps
         else:
-            frac = (time.time() - t0) / (a.minutes * 60)
+            frac = now / (a.minutes * 60)
             if frac >= 1.0:
-                total = step
                 break
         level = min(1.0, a.level_start + frac / 0.6)
-        lr = a.lr * min(1.0, (step + 1) / warm) * \
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
         ids, lab, n = batches.next(level)
-        logits = model(ids)
-        loss = F.cross_entropy(logits.view(-1, c["vocab"]), lab.view(-1),
-                               ignore_index=-100)
+        ids, lab = ids.to(dev), lab.to(dev)
+        with (torch.autocast("cuda", dtype=torch.bfloat16) if amp else
+              contextlib.nullcontext()):
+            logits = model(ids)
+        loss = F.cross_entropy(logits.float().view(-1, c["vocab"]),
+                               lab.view(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         tokens += n
+        bench_tok += n
         step += 1
+        tb += 1
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
         if step % 25 == 0:
             log.write("%d,%.1f,%d,%.5f,%.3f,%.6f\n" % (
-                step0 + step, secs0 + time.time() - t0, tokens0 + tokens,
-                ema, level, lr))
+                step0 + step, secs0 + done + time.time() - t0,
+                tokens0 + tokens, ema, level, lr))
             log.flush()
         if step % 200 == 0:
-            print("step %d  loss %.4f  level %.2f  lr %.2e  %.0f tok/s  "
-                  "%.1f min" % (step, ema, level, lr,
-                                tokens / (time.time() - t0),
-                                (time.time() - t0) / 60), flush=True)
-        if step % 500 == 0:
-            meta = {"steps": step0 + step, "batch": a.batch,
-                    "stages": stages + [stage],
-                    "lr": a.lr, "seed": a.seed, "tokens": tokens0 + tokens,
-                    "seconds": round(secs0 + time.time() - t0, 1),
-                    "parameters": nparam, "config": c,
-                    "loss": round(ema, 5)}
-            torch.save({"model": model.state_dict(), "meta": meta},
-                       a.out + ".pt.tmp")
-            os.replace(a.out + ".pt.tmp", a.out + ".pt")
-            export(model, tok, a.out + ".gguf", c, meta)
-    meta = {"steps": step0 + step, "batch": a.batch, "lr": a.lr,
-            "seed": a.seed, "stages": stages + [stage],
-            "tokens": tokens0 + tokens,
-            "seconds": round(secs0 + time.time() - t0, 1),
-            "parameters": nparam, "config": c, "loss": round(ema, 5),
-            "schedule": "steps" if a.steps else "minutes=%g" % a.minutes}
-    torch.save({"model": model.state_dict(), "meta": meta}, a.out + ".pt")
-    export(model, tok, a.out + ".gguf", c, meta)
-    print("done: %d steps, %.1f min" % (step, (time.time() - t0) / 60))
+            print("step %d  loss %.4f  level %.2f  lr %.2e  %.1f min" % (
+                step, ema, level, lr, (done + time.time() - t0) / 60),
+                flush=True)
+        if not a.bench and time.time() - last_ck >= a.ckpt_minutes * 60:
+            done += time.time() - t0
+            checkpoint()   # its own time is not training time
+            t0 = last_ck = time.time()
+            print("checkpoint at step %d (%.1f min)" % (
+                step, done / 60), flush=True)
+    done += time.time() - t0
+    checkpoint()
+    print("done: %d steps, %.1f min" % (step, done / 60))
 
 
 if __name__ == "__main__":
