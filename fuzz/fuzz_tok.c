@@ -2,14 +2,16 @@
  * fuzz_tok — libFuzzer target: the tokenizer on arbitrary text and ids.
  *
  * Vocabularies, loaded once: GPT-2 and Llama SPM (the vocab GGUFs of
- * $QUORUM_ROOT/data/tokenizer-vectors/) and Qwen2 (its tokenizer.json
+ * $QUORUM_ROOT/data/tokenizer-vectors/), Qwen2 and o200k (gpt-oss: the
+ * gpt-4o pre-tokenizer and harmony's specials; their tokenizer.json
  * converted with hfvocab_from_json into a temp file). A vocabulary that
  * does not load aborts the run: a fuzz run never silently tests less.
  *
- * Input: byte 0 = mode: bits 0-1 vocabulary (3: decode, see below),
- * bit 2 parse_special, bit 3 add_special, bits 4-5 decode vocabulary,
- * bit 6 ids reduced modulo the vocabulary size; the rest is the text
- * (or, in decode mode, little-endian int32 ids).
+ * Input: byte 0 = mode: bits 0-1 vocabulary, bit 7 decode (else encode);
+ * bit 2 parse_special (decode: TOK_DECODE_SPECIAL), bit 3 add_special
+ * (decode: TOK_DECODE_STRIP), bit 6 (decode) ids reduced modulo the
+ * vocabulary size; the rest is the text (or, in decode mode,
+ * little-endian int32 ids).
  *
  * Properties checked beyond "no crash, no leak, no UB": every id encoded
  * is in the vocabulary; for the byte-level BPE vocabularies, valid UTF-8
@@ -28,9 +30,9 @@
 #include "qerr.h"
 #include "text/tok.h"
 
-#define NV 3
-static tok *voc[NV];              /* gpt-2, llama-spm, qwen2 */
-static const int bpe[NV] = {1, 0, 1};
+#define NV 4
+static tok *voc[NV];              /* gpt-2, llama-spm, qwen2, o200k */
+static const int bpe[NV] = {1, 0, 1, 1};
 
 static void die(const char *what)
 {
@@ -49,12 +51,33 @@ static tok *load(const char *path)
 	return t;
 }
 
+/* A tokenizer.json (under root) through hfvocab_from_json, as `quorum
+ * import` converts it. */
+static tok *load_json(const char *root, const char *rel)
+{
+	char p[1024], tmp[64];
+	gguf_writer *w;
+	tok *t;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	snprintf(tmp, sizeof(tmp), "/tmp/fuzz-tok-XXXXXX");
+	if ((fd = mkstemp(tmp)) < 0)
+		die("mkstemp");
+	close(fd);
+	if (gguf_writer_new(&w) || hfvocab_from_json(w, p, NULL, 0, NULL) ||
+	    gguf_writer_save(w, tmp, NULL, NULL))
+		die(p);
+	gguf_writer_free(&w);
+	t = load(tmp);
+	unlink(tmp);
+	return t;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *sh = getenv("QUORUM_ROOT");
-	char p[1024], tmp[64];
-	gguf_writer *w;
-	int fd;
+	char p[1024];
 
 	(void)argc;
 	(void)argv;
@@ -66,17 +89,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(p, sizeof(p),
 		 "%s/data/tokenizer-vectors/ggml-vocab-llama-spm.gguf", sh);
 	voc[1] = load(p);
-	snprintf(p, sizeof(p), "%s/data/tokenizers/qwen2/tokenizer.json", sh);
-	snprintf(tmp, sizeof(tmp), "/tmp/fuzz-tok-qwen2-XXXXXX");
-	if ((fd = mkstemp(tmp)) < 0)
-		die("mkstemp");
-	close(fd);
-	if (gguf_writer_new(&w) || hfvocab_from_json(w, p, NULL, 0, NULL) ||
-	    gguf_writer_save(w, tmp, NULL, NULL))
-		die(p);
-	gguf_writer_free(&w);
-	voc[2] = load(tmp);
-	unlink(tmp);
+	voc[2] = load_json(sh, "data/tokenizers/qwen2/tokenizer.json");
+	voc[3] = load_json(sh, "data/tokenizers/o200k/tokenizer.json");
 	return 0;
 }
 
@@ -188,16 +202,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	mode = data[0];
 	v = mode & 3;
-	if (v < NV) {
+	if (!(mode & 0x80))
 		encode(voc[v], bpe[v], data + 1, size - 1, !!(mode & 4),
 		       !!(mode & 8));
-	} else {
-		int dv = (mode >> 4 & 3) % NV;
-
-		decode(voc[dv], data + 1, size - 1,
+	else
+		decode(voc[v], data + 1, size - 1,
 		       (mode & 4 ? TOK_DECODE_SPECIAL : 0) |
 			       (mode & 8 ? TOK_DECODE_STRIP : 0),
 		       !!(mode & 0x40));
-	}
 	return 0;
 }

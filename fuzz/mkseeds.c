@@ -503,11 +503,12 @@ static void tok_seeds(void)
 		"Hello world! It's 2024, isn't it? \xc3\xa9t\xc3\xa9 "
 		"\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80  \n\n\tx";
 	static const char special[] =
-		"<|im_start|>user\nHi<|im_end|>\n<s>a</s><|endoftext|>";
+		"<|im_start|>user\nHi<|im_end|>\n<s>a</s><|endoftext|>"
+		"<|start|>assistant<|channel|>final<|message|>42<|return|>";
 	static const char invalid[] = "ok \xff\xfe \xc3( \xed\xa0\x80 end";
-	uint8_t ids[1 + 4 * 6] = {0x03 | 0x40};
+	uint8_t ids[1 + 4 * 6] = {0x80 | 0x40 | 3};
 
-	for (int v = 0; v < 3; v++) {
+	for (int v = 0; v < 4; v++) {
 		char nm[64];
 
 		snprintf(nm, sizeof(nm), "mixed_%d", v);
@@ -522,7 +523,7 @@ static void tok_seeds(void)
 	for (int i = 0; i < 6; i++)
 		ids[1 + 4 * i] = (uint8_t)(i * 37 + 1);
 	put(DIR "tok/decode_ids", ids, sizeof(ids));
-	ids[0] = 0x03 | 0x04 | 0x08 | 0x10;
+	ids[0] = 0x80 | 0x04 | 0x08 | 1;
 	ids[4] = 0xff; /* one id far out of range */
 	put(DIR "tok/decode_bad_id", ids, sizeof(ids));
 }
