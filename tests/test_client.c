@@ -25,6 +25,7 @@
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
 #include "tools/client.h"
+#include "tools/gateway/openai.h"
 
 /* ---- running the CLI --------------------------------------------------- */
 
@@ -1140,10 +1141,111 @@ static void test_text_index(void **state)
 	assert_int_equal(client_text_index(s, 5, 5), 4);
 }
 
+
+/* The gateway's chat message: reasoning_content apart from content
+ * (harmony's analysis and final channels; a <think> block), unless
+ * reasoning_format is "none"; a bad reasoning_format names the field.
+ * In-process: openai.c's parse, result and response, and a chunk. */
+static json_t *chat_reply(const char *body, const char *text)
+{
+	Quorum__Answer a = QUORUM__ANSWER__INIT;
+	Quorum__Sample smp = QUORUM__SAMPLE__INIT, *sp = &smp;
+	openai_req r;
+	openai_result x;
+	char msg[256];
+	const char *param;
+	json_t *o;
+
+	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+				      sizeof(msg), &param), 0);
+	smp.text.data = (uint8_t *)text;
+	smp.text.len = strlen(text);
+	smp.finish = "stop";
+	a.n_samples = 1;
+	a.samples = &sp;
+	assert_int_equal(openai_result_make(&r, &a, &x), 0);
+	o = openai_response(&r, &x, &a, "chatcmpl-t", 1, "m");
+	assert_non_null(o);
+	openai_result_fini(&x);
+	openai_req_free(&r);
+	return o;
+}
+
+static void test_gateway_reasoning(void **state)
+{
+	static const char harmony[] =
+		"<|channel|>analysis<|message|>17+25 is 42<|end|><|start|>"
+		"assistant<|channel|>final<|message|>\\boxed{42}<|return|>";
+	static const char think[] = "<think>\nadd them\n</think>\n\n42";
+	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]%s}";
+	char body[256], msg[256];
+	const char *param = NULL;
+	openai_req r;
+	json_t *o, *m, *d;
+
+	(void)state;
+	snprintf(body, sizeof(body), q, "");
+	o = chat_reply(body, harmony);
+	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+			    "message");
+	assert_string_equal(json_string_value(json_object_get(m, "content")),
+			    "\\boxed{42}");
+	assert_string_equal(json_string_value(json_object_get(
+		m, "reasoning_content")), "17+25 is 42");
+	json_decref(o);
+	o = chat_reply(body, think);
+	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+			    "message");
+	assert_string_equal(json_string_value(json_object_get(m, "content")),
+			    "42");
+	assert_string_equal(json_string_value(json_object_get(
+		m, "reasoning_content")), "\nadd them\n");
+	json_decref(o);
+	o = chat_reply(body, "plain 42");
+	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+			    "message");
+	assert_string_equal(json_string_value(json_object_get(m, "content")),
+			    "plain 42");
+	assert_null(json_object_get(m, "reasoning_content"));
+	json_decref(o);
+	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"none\"");
+	o = chat_reply(body, harmony);
+	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+			    "message");
+	assert_string_equal(json_string_value(json_object_get(m, "content")),
+			    harmony);
+	assert_null(json_object_get(m, "reasoning_content"));
+	json_decref(o);
+	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"deepseek\"");
+	o = chat_reply(body, think);
+	json_decref(o);
+	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"raw\"");
+	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+				      sizeof(msg), &param), -1);
+	assert_string_equal(param, "reasoning_format");
+	assert_non_null(strstr(msg, "auto, deepseek, none"));
+	/* a stream's delta: both parts, content absent when empty */
+	snprintf(body, sizeof(body), q, "");
+	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+				      sizeof(msg), &param), 0);
+	o = openai_chunk(&r, "chatcmpl-t", 1, "m", 0, NULL, 0, "why", 3, 1,
+			 NULL);
+	d = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+			    "delta");
+	assert_string_equal(json_string_value(json_object_get(
+		d, "reasoning_content")), "why");
+	assert_null(json_object_get(d, "content"));
+	assert_string_equal(json_string_value(json_object_get(d, "role")),
+			    "assistant");
+	json_decref(o);
+	openai_req_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_index),
+		cmocka_unit_test(test_gateway_reasoning),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_empty_question),

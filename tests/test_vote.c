@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "qerr.h"
+#include "sc/reasoning.h"
 #include "sc/vote.h"
 
 /* ---- extraction --------------------------------------------------------- */
@@ -320,12 +321,127 @@ static void extract_then_tally(void **state)
 	vote_result_fini(&r);
 }
 
+
+/* ---- reasoning apart from content (sc/reasoning.h) ---------------------- */
+
+struct rcase {
+	const char *name, *text, *reasoning, *content;
+};
+
+static const struct rcase rcases[] = {
+	{"plain", "The answer is 42.", "", "The answer is 42."},
+	{"plain_lt", "a <b and 3 < 4 <|end|>", "", "a <b and 3 < 4 <|end|>"},
+	{"think", "<think>\n6 times 7\n</think>\n\nIt is 42.",
+	 "\n6 times 7\n", "It is 42."},
+	{"think_unclosed", "<think>6 times", "6 times", ""},
+	{"think_partial_close", "<think>a </thin", "a </thin", ""},
+	{"think_later_is_content", "<think>r</think>c <think>x</think>",
+	 "r", "c <think>x</think>"},
+	{"think_not_first", " <think>r</think>c", "", " <think>r</think>c"},
+	{"partial_open", "<thi", "", "<thi"},
+	{"harmony",
+	 "<|channel|>analysis<|message|>6*7=42<|end|><|start|>assistant"
+	 "<|channel|>final<|message|>\\boxed{42}<|return|>",
+	 "6*7=42", "\\boxed{42}"},
+	{"harmony_no_final",
+	 "<|channel|>analysis<|message|>thinking on", "thinking on", ""},
+	{"harmony_two_analysis",
+	 "<|channel|>analysis<|message|>a<|end|><|start|>assistant"
+	 "<|channel|>commentary to=f <|constrain|>json<|message|>b<|call|>"
+	 "<|start|>assistant<|channel|>final<|message|>c",
+	 "ab", "c"},
+	{"harmony_header_restart",
+	 "<|channel|>analysis<|channel|>final<|message|>7<|end|>", "", "7"},
+	{"harmony_final_prefix_name",
+	 "<|channel|>finale<|message|>x<|end|>", "x", ""},
+	{"harmony_lt_in_body",
+	 "<|channel|>final<|message|>3 <| 4 <|en<|end|>", "", "3 <| 4 <|en"},
+};
+
+/* The two parts of text fed in pieces of `step` bytes (0: byte by byte
+ * from a rotating size), checked against the whole. */
+static void split_in(const char *text, size_t len, size_t step,
+		     reasoning_out *o)
+{
+	reasoning_split s;
+	size_t at = 0, k = 1;
+
+	reasoning_init(&s);
+	while (at < len) {
+		size_t n = step ? step : k++ % 7 + 1;
+
+		if (n > len - at)
+			n = len - at;
+		assert_int_equal(reasoning_feed(&s, text + at, n, o), 0);
+		at += n;
+	}
+	assert_int_equal(reasoning_end(&s, o), 0);
+}
+
+static void run_rcase(void **state)
+{
+	const struct rcase *c = *state;
+	size_t len = strlen(c->text);
+
+	for (size_t step = 0; step <= len; step++) {
+		reasoning_out o = {0};
+
+		split_in(c->text, len, step ? step : 0, &o);
+		assert_memory_equal(o.rn ? o.r : "", c->reasoning,
+				    strlen(c->reasoning) + 1);
+		assert_int_equal(o.rn, strlen(c->reasoning));
+		assert_int_equal(o.cn, strlen(c->content));
+		assert_memory_equal(o.cn ? o.c : "", c->content,
+				    strlen(c->content) + 1);
+		reasoning_out_free(&o);
+	}
+}
+
+/* Held back means never sent twice nor moved: after each byte the parts
+ * only grow, and a harmony text's content is the span the vote reads. */
+static void reasoning_prefix_stable(void **state)
+{
+	static const char t[] =
+		"<|channel|>analysis<|message|>Half of 84 is 42 <|en"
+		"d or not<|end|><|start|>assistant<|channel|>final<|message|>"
+		"The answer is \\boxed{42}.<|return|>";
+	size_t len = sizeof(t) - 1, a, b;
+	reasoning_split s;
+	reasoning_out o = {0}, whole = {0};
+	size_t rn = 0, cn = 0;
+
+	(void)state;
+	split_in(t, len, len, &whole);
+	reasoning_init(&s);
+	for (size_t i = 0; i < len; i++) {
+		assert_int_equal(reasoning_feed(&s, t + i, 1, &o), 0);
+		assert_true(o.rn >= rn && o.cn >= cn);
+		assert_true(o.rn <= whole.rn && o.cn <= whole.cn);
+		if (o.rn)
+			assert_memory_equal(o.r, whole.r, o.rn);
+		if (o.cn)
+			assert_memory_equal(o.c, whole.c, o.cn);
+		rn = o.rn;
+		cn = o.cn;
+	}
+	assert_int_equal(reasoning_end(&s, &o), 0);
+	assert_int_equal(vote_harmony_final(t, len, &a, &b),
+			 VOTE_HARMONY_FINAL);
+	assert_int_equal(whole.cn, b - a);
+	assert_memory_equal(whole.c, t + a, b - a);
+	reasoning_out_clear(&o);
+	assert_int_equal(o.rn + o.cn, 0);
+	reasoning_out_free(&o);
+	reasoning_out_free(&whole);
+}
+
 #define NX (sizeof(xcases) / sizeof(xcases[0]))
 #define NT (sizeof(tcases) / sizeof(tcases[0]))
+#define NR (sizeof(rcases) / sizeof(rcases[0]))
 
 int main(void)
 {
-	struct CMUnitTest t[NX + NT + 5];
+	struct CMUnitTest t[NX + NT + NR + 6];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NX; i++)
@@ -341,6 +457,11 @@ int main(void)
 					     .initial_state = (void *)&tcases[i]};
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(tally_args);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(extract_then_tally);
+	for (size_t i = 0; i < NR; i++)
+		t[n++] = (struct CMUnitTest){.name = rcases[i].name,
+					     .test_func = run_rcase,
+					     .initial_state = (void *)&rcases[i]};
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(reasoning_prefix_stable);
 	/* one group: tests/run.sh counts the last summary line per binary */
 	return _cmocka_run_group_tests("vote", t, n, NULL, NULL);
 }

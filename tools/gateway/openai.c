@@ -14,6 +14,7 @@
 #include "tools/client.h"
 #include "qerr.h"
 #include "sc/params.h"
+#include "sc/reasoning.h"
 #include "sc/stop.h"
 #include "text/prompt.h"
 
@@ -493,6 +494,18 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->effort = prompt_effort_name(e);
 	}
+	if (present(v = json_object_get(o, "reasoning_format"))) {
+		const char *f = json_string_value(v);
+
+		if (!f || (strcmp(f, "auto") && strcmp(f, "deepseek") &&
+			   strcmp(f, "none"))) {
+			bad(msg, cap, param, "reasoning_format",
+			    "'reasoning_format' must be one of auto, deepseek, "
+			    "none");
+			goto out;
+		}
+		r->reasoning_raw = !strcmp(f, "none");
+	}
 	if (present(v = json_object_get(o, "stop"))) {
 		size_t i;
 		json_t *s;
@@ -875,6 +888,34 @@ static json_t *usage(const openai_result *x, const Quorum__Answer *a)
 						: 0));
 }
 
+/* A chat choice's message: the text split into reasoning_content (when
+ * there is any) and content (sc/reasoning.h), unless the request asked
+ * for the raw text (whole, already made: t, taken). */
+static json_t *chat_message(const openai_req *r, const char *text,
+			    size_t len, json_t *t)
+{
+	reasoning_split s;
+	reasoning_out o = {0};
+	json_t *m;
+
+	if (r->reasoning_raw)
+		return json_pack("{s:s, s:o}", "role", "assistant", "content", t);
+	json_decref(t);
+	reasoning_init(&s);
+	if (reasoning_feed(&s, text ? text : "", text ? len : 0, &o) ||
+	    reasoning_end(&s, &o)) {
+		reasoning_out_free(&o);
+		return NULL; /* out of memory: the choice has no message */
+	}
+	m = json_pack("{s:s, s:o}", "role", "assistant", "content",
+		      client_text(o.cn ? o.c : "", o.cn));
+	if (m && o.rn)
+		json_object_set_new(m, "reasoning_content",
+				    client_text(o.r, o.rn));
+	reasoning_out_free(&o);
+	return m;
+}
+
 json_t *openai_response(const openai_req *r, const openai_result *x,
 		       const Quorum__Answer *a, const char *id, long created,
 		       const char *model)
@@ -890,8 +931,9 @@ json_t *openai_response(const openai_req *r, const openai_result *x,
 		json_object_set_new(c, "index", json_integer(
 			x->n_chosen == x->n ? x->index[i] : k));
 		if (r->chat)
-			json_object_set_new(c, "message", json_pack(
-				"{s:s, s:o}", "role", "assistant", "content", t));
+			json_object_set_new(c, "message",
+					    chat_message(r, x->text[i], x->len[i],
+							 t));
 		else
 			json_object_set_new(c, "text", t);
 		json_object_set(c, "logprobs", x->logprobs && x->logprobs[i]
@@ -945,7 +987,8 @@ static json_t *chunk_head(const openai_req *r, const char *id, long created,
 
 json_t *openai_chunk(const openai_req *r, const char *id, long created,
 		    const char *model, uint32_t index, const char *text,
-		    size_t len, int role, const char *finish)
+		    size_t len, const char *reasoning, size_t rlen, int role,
+		    const char *finish)
 {
 	json_t *o = chunk_head(r, id, created, model), *c = json_object();
 
@@ -955,6 +998,9 @@ json_t *openai_chunk(const openai_req *r, const char *id, long created,
 
 		if (role)
 			json_object_set_new(d, "role", json_string("assistant"));
+		if (reasoning && rlen)
+			json_object_set_new(d, "reasoning_content",
+					    client_text(reasoning, rlen));
 		if (text)
 			json_object_set_new(d, "content", client_text(text, len));
 		json_object_set_new(c, "delta", d);

@@ -36,6 +36,13 @@
  *                 templates, i.e. gpt-oss), as `quorum ask
  *                 --reasoning-effort`; any other value is a 400 naming the
  *                 field; absent: the cluster's default (medium).
+ *   reasoning_format (extension, as llama.cpp's server) "auto" (or
+ *                 "deepseek"; the default): a chat message's reasoning —
+ *                 a <think> block, harmony's analysis and commentary
+ *                 channels — goes to "reasoning_content", the answer
+ *                 (after </think>, harmony's final channel) to "content"
+ *                 (sc/reasoning.h); "none": "content" is the whole text.
+ *                 Streams split the same way, delta by delta.
  *   logprobs, tools, penalties other than 0: refused (not supported).
  *
  *   samples       (extension; or "quorum": {"samples": K}) samples voted
@@ -88,6 +95,8 @@ typedef struct openai_req {
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	const char *effort;        /* reasoning_effort, a static name; NULL:
 				    * not given */
+	int reasoning_raw;         /* reasoning_format "none": a chat
+				    * message's content is the whole text */
 	int logprobs;              /* the chosen tokens' log-probabilities */
 	char *stop[OPENAI_MAX_STOP];
 	size_t n_stop;
@@ -158,10 +167,13 @@ void openai_set_fingerprint(uint64_t fp);
 json_t *openai_fingerprint(void);
 
 /* A stream chunk: choice index with a text delta (finish NULL), or its
- * finish (text NULL); role: the first chunk of a chat choice. */
+ * finish (text NULL); role: the first chunk of a chat choice. A chat
+ * delta carries reasoning (rlen bytes; NULL or 0: none) as
+ * "reasoning_content" beside "content" (text; NULL: none). */
 json_t *openai_chunk(const openai_req *r, const char *id, long created,
 		    const char *model, uint32_t index, const char *text,
-		    size_t len, int role, const char *finish);
+		    size_t len, const char *reasoning, size_t rlen, int role,
+		    const char *finish);
 /* The usage chunk (stream_options.include_usage): no choices, usage. */
 json_t *openai_chunk_usage(const openai_req *r, const openai_result *x,
 			  const Quorum__Answer *a, const char *id,

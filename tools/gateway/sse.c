@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "pending.h"
 #include "net/wire.h"
+#include "sc/reasoning.h"
 
 #define GW_KEEPALIVE_MS 1000    /* SSE comment while a stream waits: a
 				 * client that left is noticed (and its
@@ -37,6 +38,9 @@ struct sse_stream {
 	int *finished;           /* all text sent */
 	const char **fin;        /* its finish_reason, sent once voted */
 	int *started;            /* first chunk sent */
+	reasoning_split *split;  /* per choice: reasoning apart from content
+				  * (chat, unless reasoning_format none) */
+	reasoning_out part;      /* one delta's two parts */
 	Quorum__ClientReply *first; /* taken before the response started */
 	gwconn *cn;
 	pending p;               /* parked while no reply is there */
@@ -93,6 +97,39 @@ static size_t utf8_whole(const char *s, size_t n)
 	return n;
 }
 
+/* One delta of choice i: text[0, n) received after what went before
+ * (done: the choice's last). A chat choice's text is split into
+ * reasoning_content and content as it comes (sc/reasoning.h; the split
+ * holds back a marker's possible start); the first chunk carries the
+ * role, and a choice with nothing to show still gets one at its end. */
+static void sse_delta(sse_stream *st, uint32_t i, const char *text,
+		      size_t n, int done)
+{
+	reasoning_out *o = &st->part;
+	const char *c = text, *r = NULL;
+	size_t cn = n, rn = 0;
+
+	if (st->req.chat && !st->req.reasoning_raw) {
+		reasoning_out_clear(o);
+		if (reasoning_feed(&st->split[i], text, n, o) ||
+		    (done && reasoning_end(&st->split[i], o)))
+			return; /* out of memory: the client sees a gap */
+		c = o->cn ? o->c : NULL;
+		cn = o->cn;
+		r = o->r;
+		rn = o->rn;
+	}
+	if (!cn && !rn) {
+		/* nothing new: a chunk only to open a choice that ends */
+		if (!done || st->started[i])
+			return;
+		c = "";
+	}
+	sse_json(st, openai_chunk(&st->req, st->id, st->created, gw.model_id,
+				 i, c, cn, r, rn, !st->started[i], NULL));
+	st->started[i] = 1;
+}
+
 /* Sends what can be sent of choice i: its text so far, holding back a
  * split UTF-8 character until done (the workers stream only text no
  * stop string can cut any more). */
@@ -104,16 +141,10 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 
 	if (st->finished[i])
 		return;
-	if (upto > st->sent[i] || (done && !st->started[i])) {
-		sse_json(st, openai_chunk(&st->req, st->id, st->created,
-					 gw.model_id, i,
-					 st->acc[i] ? st->acc[i] + st->sent[i]
-						    : "",
-					 upto - st->sent[i], !st->started[i],
-					 NULL));
-		st->started[i] = 1;
-		st->sent[i] = upto;
-	}
+	if (upto > st->sent[i] || done)
+		sse_delta(st, i, st->acc[i] ? st->acc[i] + st->sent[i] : "",
+			  upto - st->sent[i], done);
+	st->sent[i] = upto;
 	if (done) {
 		st->fin[i] = finish ? finish : "stop";
 		st->finished[i] = 1;
@@ -135,7 +166,7 @@ static void sse_finish_all(sse_stream *st, json_t *q)
 		if (!st->fin[k])
 			continue;
 		c = openai_chunk(&st->req, st->id, st->created, gw.model_id,
-				(uint32_t)k, NULL, 0, 0, st->fin[k]);
+				(uint32_t)k, NULL, 0, NULL, 0, 0, st->fin[k]);
 		if (k == last && q && c) {
 			json_object_set_new(c, "quorum", q);
 			q = NULL;
@@ -156,9 +187,10 @@ static void sse_voted(sse_stream *st, const openai_result *x)
 
 		if (c >= st->n)
 			continue;
-		sse_json(st, openai_chunk(&st->req, st->id, st->created,
-					 gw.model_id, c, x->text[i], x->len[i],
-					 1, NULL));
+		reasoning_init(&st->split[c]);
+		st->started[c] = 0;
+		sse_delta(st, c, x->text[i] ? x->text[i] : "",
+			  x->text[i] ? x->len[i] : 0, 1);
 		st->fin[c] = x->finish[i];
 	}
 }
@@ -331,6 +363,8 @@ static void sse_free(void *cls)
 	free(st->finished);
 	free(st->fin);
 	free(st->started);
+	free(st->split);
+	reasoning_out_free(&st->part);
 	free(st->out);
 	openai_req_free(&st->req);
 	free(st);
@@ -366,8 +400,12 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->finished = calloc(st->n, sizeof(*st->finished));
 	st->started = calloc(st->n, sizeof(*st->started));
 	st->fin = calloc(st->n, sizeof(*st->fin));
+	if ((st->split = calloc(st->n, sizeof(*st->split))))
+		for (size_t i = 0; i < st->n; i++)
+			reasoning_init(&st->split[i]);
 	resp = st->acc && st->acc_len && st->sent && st->finished &&
-	       st->started && st->fin ? MHD_create_response_from_callback(
+	       st->started && st->fin && st->split
+		       ? MHD_create_response_from_callback(
 			MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free)
 		       : NULL;
 	if (!resp) {

@@ -1,0 +1,195 @@
+/*
+ * reasoning — splits a sample's text into reasoning and content as it
+ * streams in (reasoning.h): a small state machine over vote.h's rule 0
+ * grammar, holding back only what could still be the start of a marker.
+ */
+#include "sc/reasoning.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	RS_START,    /* nothing settled: <think>, <|channel|> or plain? */
+	RS_PLAIN,    /* no reasoning: all content */
+	RS_THINK,    /* inside <think> */
+	RS_ANSWER,   /* after </think> */
+	RS_HEADER,   /* harmony: after <|channel|>, before <|message|> */
+	RS_BODY,     /* harmony: a message's text */
+	RS_BETWEEN,  /* harmony: after a message's end */
+};
+
+enum { M_THINK, M_UNTHINK, M_CHANNEL, M_MESSAGE, M_END, M_START, M_RETURN,
+       M_CALL, M_COUNT };
+static const char *const mark[M_COUNT] = {
+	"<think>", "</think>", "<|channel|>", "<|message|>", "<|end|>",
+	"<|start|>", "<|return|>", "<|call|>",
+};
+
+/* The markers each state watches for, ending with -1. */
+static const int watch[][6] = {
+	[RS_START] = {M_THINK, M_CHANNEL, -1},
+	[RS_PLAIN] = {-1},
+	[RS_THINK] = {M_UNTHINK, -1},
+	[RS_ANSWER] = {-1},
+	[RS_HEADER] = {M_MESSAGE, M_CHANNEL, -1},
+	[RS_BODY] = {M_END, M_START, M_RETURN, M_CALL, M_CHANNEL, -1},
+	[RS_BETWEEN] = {M_CHANNEL, -1},
+};
+
+void reasoning_init(reasoning_split *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->state = RS_START;
+}
+
+static int put(char **buf, size_t *len, size_t *cap, const char *p,
+	       size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t c = *cap ? *cap : 64;
+		char *b;
+
+		while (c < *len + n + 1)
+			c *= 2;
+		if (!(b = realloc(*buf, c)))
+			return -1;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+static int is_space(char b)
+{
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r';
+}
+
+/* One settled byte (not part of a marker) in the current state. */
+static int settle(reasoning_split *s, char b, reasoning_out *o)
+{
+	switch (s->state) {
+	case RS_START: /* not a marker's start: the whole text is plain */
+	case RS_PLAIN:
+		s->state = RS_PLAIN;
+		return put(&o->c, &o->cn, &o->ccap, &b, 1);
+	case RS_THINK:
+		return put(&o->r, &o->rn, &o->rcap, &b, 1);
+	case RS_ANSWER:
+		if (s->lead && is_space(b))
+			return 0;
+		s->lead = 0;
+		return put(&o->c, &o->cn, &o->ccap, &b, 1);
+	case RS_HEADER: /* the channel's name: up to a space or a '<' */
+		if (s->lead)
+			return 0;
+		if (b == ' ' || b == '<' || s->name_len + 1 >= sizeof(s->name)) {
+			s->lead = 1;
+			if (b != ' ' && b != '<')
+				s->name_len = sizeof(s->name); /* too long */
+			return 0;
+		}
+		s->name[s->name_len++] = b;
+		return 0;
+	case RS_BODY:
+		return s->final ? put(&o->c, &o->cn, &o->ccap, &b, 1)
+				: put(&o->r, &o->rn, &o->rcap, &b, 1);
+	default: /* RS_BETWEEN: markup */
+		return 0;
+	}
+}
+
+static void enter(reasoning_split *s, int m)
+{
+	switch (m) {
+	case M_THINK:
+		s->state = RS_THINK;
+		break;
+	case M_UNTHINK:
+		s->state = RS_ANSWER;
+		s->lead = 1;
+		break;
+	case M_CHANNEL:
+		s->state = RS_HEADER;
+		s->name_len = 0;
+		s->lead = 0; /* name not ended */
+		break;
+	case M_MESSAGE:
+		s->state = RS_BODY;
+		s->final = s->name_len == 5 && !memcmp(s->name, "final", 5);
+		break;
+	default: /* a message's end */
+		s->state = RS_BETWEEN;
+	}
+}
+
+/* pend against the state's markers: 2 a whole one (*m), 1 a proper
+ * prefix of one, 0 neither. */
+static int match(const reasoning_split *s, int *m)
+{
+	int pre = 0;
+
+	for (const int *w = watch[s->state]; *w >= 0; w++) {
+		size_t n = strlen(mark[*w]);
+
+		if (s->pend_len > n || memcmp(s->pend, mark[*w], s->pend_len))
+			continue;
+		if (s->pend_len == n) {
+			*m = *w;
+			return 2;
+		}
+		pre = 1;
+	}
+	return pre;
+}
+
+int reasoning_feed(reasoning_split *s, const char *text, size_t n,
+		   reasoning_out *o)
+{
+	for (size_t i = 0; i < n; i++) {
+		int m, k;
+
+		if (s->state == RS_PLAIN) /* nothing to watch for */
+			return put(&o->c, &o->cn, &o->ccap, text + i, n - i);
+		s->pend[s->pend_len++] = text[i];
+		while (s->pend_len && (k = match(s, &m)) != 1) {
+			if (k == 2) {
+				s->pend_len = 0;
+				enter(s, m);
+				break;
+			}
+			/* the first held byte starts no marker: settled */
+			if (settle(s, s->pend[0], o))
+				return -1;
+			memmove(s->pend, s->pend + 1, --s->pend_len);
+		}
+	}
+	return 0;
+}
+
+int reasoning_end(reasoning_split *s, reasoning_out *o)
+{
+	for (size_t i = 0; i < s->pend_len; i++)
+		if (settle(s, s->pend[i], o))
+			return -1;
+	s->pend_len = 0;
+	return 0;
+}
+
+void reasoning_out_clear(reasoning_out *o)
+{
+	o->rn = o->cn = 0;
+	if (o->r)
+		o->r[0] = '\0';
+	if (o->c)
+		o->c[0] = '\0';
+}
+
+void reasoning_out_free(reasoning_out *o)
+{
+	free(o->r);
+	free(o->c);
+	memset(o, 0, sizeof(*o));
+}
