@@ -1171,6 +1171,23 @@ static json_t *chat_reply(const char *body, const char *text)
 	return o;
 }
 
+/* o's first message: content, and reasoning_content (NULL: absent). */
+static void check_message(json_t *o, const char *content,
+			  const char *reasoning)
+{
+	json_t *m = json_object_get(json_array_get(json_object_get(
+		o, "choices"), 0), "message");
+
+	assert_string_equal(json_string_value(json_object_get(m, "content")),
+			    content);
+	if (reasoning)
+		assert_string_equal(json_string_value(json_object_get(
+			m, "reasoning_content")), reasoning);
+	else
+		assert_null(json_object_get(m, "reasoning_content"));
+	json_decref(o);
+}
+
 static void test_gateway_reasoning(void **state)
 {
 	static const char harmony[] =
@@ -1181,44 +1198,17 @@ static void test_gateway_reasoning(void **state)
 	char body[256], msg[256];
 	const char *param = NULL;
 	openai_req r;
-	json_t *o, *m, *d;
+	json_t *o, *d;
 
 	(void)state;
 	snprintf(body, sizeof(body), q, "");
-	o = chat_reply(body, harmony);
-	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-			    "message");
-	assert_string_equal(json_string_value(json_object_get(m, "content")),
-			    "\\boxed{42}");
-	assert_string_equal(json_string_value(json_object_get(
-		m, "reasoning_content")), "17+25 is 42");
-	json_decref(o);
-	o = chat_reply(body, think);
-	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-			    "message");
-	assert_string_equal(json_string_value(json_object_get(m, "content")),
-			    "42");
-	assert_string_equal(json_string_value(json_object_get(
-		m, "reasoning_content")), "\nadd them\n");
-	json_decref(o);
-	o = chat_reply(body, "plain 42");
-	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-			    "message");
-	assert_string_equal(json_string_value(json_object_get(m, "content")),
-			    "plain 42");
-	assert_null(json_object_get(m, "reasoning_content"));
-	json_decref(o);
+	check_message(chat_reply(body, harmony), "\\boxed{42}", "17+25 is 42");
+	check_message(chat_reply(body, think), "42", "\nadd them\n");
+	check_message(chat_reply(body, "plain 42"), "plain 42", NULL);
 	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"none\"");
-	o = chat_reply(body, harmony);
-	m = json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-			    "message");
-	assert_string_equal(json_string_value(json_object_get(m, "content")),
-			    harmony);
-	assert_null(json_object_get(m, "reasoning_content"));
-	json_decref(o);
+	check_message(chat_reply(body, harmony), harmony, NULL);
 	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"deepseek\"");
-	o = chat_reply(body, think);
-	json_decref(o);
+	check_message(chat_reply(body, think), "42", "\nadd them\n");
 	snprintf(body, sizeof(body), q, ",\"reasoning_format\":\"raw\"");
 	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
 				      sizeof(msg), &param), -1);
