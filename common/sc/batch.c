@@ -496,6 +496,8 @@ static void batch_forward(sc_batch *b)
 			}
 		}
 		sc_track_peak(e);
+		for (int k = 0; !rc && k < m; k++)
+			sc_drop_windows(e, b->seqs[k]);
 		if (b->on_forward)
 			b->on_forward(b->fctx);
 	}

@@ -96,7 +96,8 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	if (p->pool_name || p->pool_blocks) {
 		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, p->block_tokens,
 				p->pool_blocks ? p->pool_blocks : 4096,
-				p->kv_dtype};
+				p->kv_dtype,
+				p->free_windows ? fwd_kv_win_pattern(m) : 0};
 
 		rc = p->pool_name ? kv_pool_new_named(&kp, p->pool_name, &e->pool)
 				  : kv_pool_new(&kp, &e->pool);
@@ -173,7 +174,8 @@ static void cache_room(sc_engine *e, uint64_t need);
 int sc_ensure_pool_blocks(sc_engine *e, uint64_t need)
 {
 	kv_params kp = {e->m->cfg.n_layers, e->m->cfg.kv_dim,
-			e->p.block_tokens, 0, e->p.kv_dtype};
+			e->p.block_tokens, 0, e->p.kv_dtype,
+			e->p.free_windows ? fwd_kv_win_pattern(e->m) : 0};
 
 	/* cached prompts give way to this one (all of them when the pool is
 	 * made anew) */
@@ -201,6 +203,14 @@ void sc_track_peak(sc_engine *e)
 	kv_pool_stats(e->pool, &st);
 	if (st.in_use > e->peak_in_use)
 		e->peak_in_use = st.in_use;
+	if (st.held_bytes > e->peak_bytes)
+		e->peak_bytes = st.held_bytes;
+}
+
+void sc_drop_windows(sc_engine *e, kv_seq *s)
+{
+	if (e->p.free_windows && e->m->cfg.swa_window > 0)
+		(void)kv_seq_drop_window(e->pool, s, e->m->cfg.swa_window);
 }
 
 /* ---- sc_run's prefix cache --------------------------------------------- */

@@ -253,7 +253,8 @@ static int run_end(sc_engine *e, run_q *q)
 				     kv_row_bytes(kp->dtype, kp->kv_dim);
 		uint64_t per_block = per_token * kp->block_tokens;
 
-		out->stats.kv_peak_bytes = (uint64_t)e->peak_in_use * per_block;
+		/* with windows released, blocks differ in size */
+		out->stats.kv_peak_bytes = e->peak_bytes;
 		out->stats.kv_unshared_bytes =
 			(uint64_t)p->n * sc_blocks_for(e, q->n_prompt + p->max_new) *
 			per_block;
@@ -319,6 +320,7 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 	if (!rc)
 		rc = sc_batch_create(e, &bp, &b);
 	e->peak_in_use = 0;
+	e->peak_bytes = 0;
 	while (!rc && first < n) {
 		/* questions start in order while their widths fit */
 		while (next < n) {
@@ -438,6 +440,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		goto out;
 	}
 	e->peak_in_use = 0;
+	e->peak_bytes = 0;
 	kv_pool_stats(e->pool, &st0);
 	rc = run_samples(e, prompt, n_prompt, p, &q.res, root_logits, &q.stp);
 	kv_pool_stats(e->pool, &st1);

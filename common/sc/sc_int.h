@@ -56,6 +56,7 @@ struct sc_engine {
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
 	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
+	uint64_t peak_bytes; /* KV payload bytes held, this run */
 	int fixed_pool;      /* pool created once (named or sized) */
 	sc_root *roots;      /* (n_roots) kept prefills */
 	int n_roots, cap_roots;
@@ -191,6 +192,9 @@ uint32_t sc_blocks_for(const sc_engine *e, uint64_t n);
 int sc_ensure_pool_blocks(sc_engine *e, uint64_t need);
 /* Notes the pool's blocks in use in e->peak_in_use. */
 void sc_track_peak(sc_engine *e);
+/* A sample's sequence s releases the windowed layers' rows no later row
+ * reads (engine free_windows on, a sliding-window model). */
+void sc_drop_windows(sc_engine *e, kv_seq *s);
 /* The prefix cache: a root prefilled from the cached prompt sharing its
  * longest block-aligned prefix (*reused: the tokens forked); keeping a
  * prompt's complete root; a batched job j starting from a cached prompt
