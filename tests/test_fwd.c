@@ -424,7 +424,7 @@ static int kv_fits(const model *m, int dtype)
 static void run_fwd(const model *m, int chunk, int threads, int dtype,
 		    int block, float *logits)
 {
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 256, dtype, 0};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 256, dtype, 0, 0};
 	tpool *tp = NULL;
 	kv_pool *pool = NULL;
 	fwd *f = NULL;
@@ -632,7 +632,7 @@ static void test_invariance_batch(void **state)
 	for (int dt = KV_F32; dt <= KV_Q8_0; dt += KV_Q8_0 - KV_F32) {
 		const model *m = models[i];
 		int V = m->cfg.vocab;
-		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 256, dt, 0};
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 256, dt, 0, 0};
 		kv_pool *pool;
 		fwd *f;
 		tpool *tp;
@@ -991,7 +991,7 @@ static float *shared_run(const model *m, int on, int threads, int dtype,
 			 int block, int na, int nb, long *shared)
 {
 	int V = m->cfg.vocab, ns = na + nb + 1;
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 1024, dtype, 0};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 1024, dtype, 0, 0};
 	kv_pool *pool;
 	fwd *f;
 	tpool *tp;
@@ -1177,7 +1177,7 @@ static void test_kv_q8(void **state)
 	assert_true(checked > 0);
 	for (int i = 0; i < N_CASES; i++) {
 		const model *m = models[i];
-		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_Q8_0, 0};
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_Q8_0, 0, 0};
 		kv_pool *pool;
 		fwd *f;
 		kv_seq s;
@@ -1204,7 +1204,7 @@ static void test_kv_q8(void **state)
 static void test_bad_tokens(void **state)
 {
 	const model *m = models[0];
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_F32, 0};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_F32, 0, 0};
 	kv_pool *pool;
 	fwd *f;
 	kv_seq s;
@@ -1295,7 +1295,7 @@ static void test_gptoss_shapes(void **state)
 	for (int l = 0; l < 5; l++)
 		assert_int_equal(m->layers[l].swa, l % 2 == 0);
 	{
-		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32, 0};
+		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32, 0, 0};
 		float *lg = malloc((size_t)m->cfg.vocab * sizeof(float));
 		kv_pool *pool;
 		fwd *f;

@@ -95,7 +95,7 @@ static void sim_new(sim *m, int block_tokens, uint32_t n_blocks, int dtype)
 {
 	int kvd = dtype == KV_Q8_0 ? KV_DIM_Q8 : KV_DIM;
 	kv_params kp = {N_LAYERS, kvd, block_tokens, n_blocks, dtype,
-			sim_win_pattern};
+			sim_win_pattern, 0};
 	int i;
 
 	memset(m, 0, sizeof(*m));
@@ -504,32 +504,38 @@ static const struct {
 	kv_params p;
 	int want;
 } param_cases[] = {
-	{"ok f32", {2, 8, 16, 4, KV_F32, 0}, QERR_OK},
-	{"ok f16, B=1, one block", {1, 1, 1, 1, KV_F16, 0}, QERR_OK},
-	{"zero layers", {0, 8, 16, 4, KV_F32, 0}, QERR_RANGE},
-	{"negative layers", {-1, 8, 16, 4, KV_F32, 0}, QERR_RANGE},
-	{"zero kv_dim", {2, 0, 16, 4, KV_F32, 0}, QERR_RANGE},
-	{"zero block_tokens", {2, 8, 0, 4, KV_F32, 0}, QERR_RANGE},
-	{"negative block_tokens", {2, 8, -16, 4, KV_F32, 0}, QERR_RANGE},
-	{"zero blocks", {2, 8, 16, 0, KV_F32, 0}, QERR_RANGE},
-	{"n_blocks is the no-block id", {2, 8, 16, UINT32_MAX, KV_F32, 0},
+	{"ok f32", {2, 8, 16, 4, KV_F32, 0, 0}, QERR_OK},
+	{"ok f16, B=1, one block", {1, 1, 1, 1, KV_F16, 0, 0}, QERR_OK},
+	{"zero layers", {0, 8, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"negative layers", {-1, 8, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero kv_dim", {2, 0, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero block_tokens", {2, 8, 0, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"negative block_tokens", {2, 8, -16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero blocks", {2, 8, 16, 0, KV_F32, 0, 0}, QERR_RANGE},
+	{"n_blocks is the no-block id", {2, 8, 16, UINT32_MAX, KV_F32, 0, 0},
 	 QERR_RANGE},
-	{"ok q8_0", {2, 64, 16, 4, KV_Q8_0, 0}, QERR_OK},
-	{"q8_0 kv_dim not whole blocks", {2, 48, 16, 4, KV_Q8_0, 0}, QERR_ARG},
-	{"dtype 3", {2, 8, 16, 4, 3, 0}, QERR_ARG},
-	{"dtype -1", {2, 8, 16, 4, -1, 0}, QERR_ARG},
-	{"ok windows (pattern 3)", {4, 8, 16, 4, KV_F16, 3}, QERR_OK},
-	{"ok windows, every layer windowed", {2, 8, 16, 4, KV_F16, 6},
+	{"ok q8_0", {2, 64, 16, 4, KV_Q8_0, 0, 0}, QERR_OK},
+	{"q8_0 kv_dim not whole blocks", {2, 48, 16, 4, KV_Q8_0, 0, 0}, QERR_ARG},
+	{"dtype 3", {2, 8, 16, 4, 3, 0, 0}, QERR_ARG},
+	{"dtype -1", {2, 8, 16, 4, -1, 0, 0}, QERR_ARG},
+	{"ok windows (pattern 3)", {4, 8, 16, 4, KV_F16, 3, 0}, QERR_OK},
+	{"ok windows, every layer windowed", {2, 8, 16, 4, KV_F16, 6, 0},
 	 QERR_OK},
-	{"win_pattern 1 leaves no window", {2, 8, 16, 4, KV_F16, 1},
+	{"win_pattern 1 leaves no window", {2, 8, 16, 4, KV_F16, 1, 0},
 	 QERR_RANGE},
-	{"win_pattern -2", {2, 8, 16, 4, KV_F16, -2}, QERR_RANGE},
+	{"win_pattern -2", {2, 8, 16, 4, KV_F16, -2, 0}, QERR_RANGE},
+	{"ok 2 window slots for 4 blocks", {4, 8, 16, 4, KV_F16, 3, 2},
+	 QERR_OK},
+	{"5 window slots for 4 blocks", {4, 8, 16, 4, KV_F16, 3, 5},
+	 QERR_RANGE},
+	{"window slots without windows", {4, 8, 16, 4, KV_F16, 0, 2},
+	 QERR_RANGE},
 	{"block size overflows uint64",
-	 {INT_MAX, INT_MAX, INT_MAX, 1, KV_F32, 0}, QERR_RANGE},
+	 {INT_MAX, INT_MAX, INT_MAX, 1, KV_F32, 0, 0}, QERR_RANGE},
 	{"total size overflows uint64",
-	 {1 << 20, 1 << 20, 1 << 10, UINT32_MAX - 1, KV_F32, 0}, QERR_RANGE},
+	 {1 << 20, 1 << 20, 1 << 10, UINT32_MAX - 1, KV_F32, 0, 0}, QERR_RANGE},
 	{"total size overflows off_t",
-	 {1 << 16, 1 << 16, 1 << 8, 1u << 30, KV_F16, 0}, QERR_RANGE},
+	 {1 << 16, 1 << 16, 1 << 8, 1u << 30, KV_F16, 0, 0}, QERR_RANGE},
 };
 
 static void test_params(void **state)
@@ -573,9 +579,9 @@ static void test_params(void **state)
 static void test_layout(void **state)
 {
 	static const kv_params cases[] = {
-		{3, 5, 16, 7, KV_F32, 0}, {3, 5, 16, 7, KV_F16, 0},
-		{1, 1, 1, 3, KV_F16, 0},  {24, 128, 16, 4, KV_F32, 0},
-		{3, 64, 16, 7, KV_Q8_0, 0}, {24, 128, 16, 4, KV_Q8_0, 0},
+		{3, 5, 16, 7, KV_F32, 0, 0}, {3, 5, 16, 7, KV_F16, 0, 0},
+		{1, 1, 1, 3, KV_F16, 0, 0},  {24, 128, 16, 4, KV_F32, 0, 0},
+		{3, 64, 16, 7, KV_Q8_0, 0, 0}, {24, 128, 16, 4, KV_Q8_0, 0, 0},
 	};
 	size_t i;
 
@@ -621,7 +627,7 @@ static void test_layout(void **state)
 
 static void test_fork_shares_committed_only(void **state)
 {
-	kv_params kp = {1, 4, 4, 8, KV_F32, 0};
+	kv_params kp = {1, 4, 4, 8, KV_F32, 0, 0};
 	kv_pool *p = NULL;
 	kv_seq a, b, c, d;
 
@@ -662,7 +668,7 @@ static void test_fork_shares_committed_only(void **state)
 
 static void test_stats(void **state)
 {
-	kv_params kp = {2, 4, 4, 16, KV_F32, 0};
+	kv_params kp = {2, 4, 4, 16, KV_F32, 0, 0};
 	kv_pool *p = NULL;
 	kv_seq a, b;
 	kv_stats st;
@@ -739,7 +745,7 @@ static int child_write_signal(void *addr)
  * the region sees the same bytes. */
 static void test_q8_rows(void **state)
 {
-	kv_params kp = {2, 64, 4, 8, KV_Q8_0, 0};
+	kv_params kp = {2, 64, 4, 8, KV_Q8_0, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	float x[64] = {0};
 	const uint8_t *b;
@@ -791,7 +797,7 @@ static void test_q8_rows(void **state)
 
 static void test_attach_ro(void **state)
 {
-	kv_params kp = {2, 3, 4, 8, KV_F16, 0};
+	kv_params kp = {2, 3, 4, 8, KV_F16, 0, 0};
 	kv_pool *own = NULL, *ro = NULL, *ro2 = NULL;
 	kv_seq s, t;
 	char perms[5] = "";
@@ -898,11 +904,13 @@ static const struct {
 	/* the owner only serves stale-region sweeps: readers ignore it */
 	{"owner pid", 64, 4, 0, 1, 12345, QERR_OK},
 	{"owner start time", 72, 8, 1, 0, 0, QERR_OK},
+	{"win_blocks without windows", 80, 4, 0, 1, 1, QERR_FORMAT},
+	{"reserved at 84", 84, 4, 0, 1, 1, QERR_FORMAT},
 };
 
 static void test_corrupt_header(void **state)
 {
-	kv_params kp = {2, 3, 4, 8, KV_F16, 0};
+	kv_params kp = {2, 3, 4, 8, KV_F16, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	unsigned char hdr[sizeof(kv_shm_header)];
 	size_t i;
@@ -968,7 +976,7 @@ static void test_short_files(void **state)
 		{"kv header without owner", 64},
 		{"kv header, no blocks", sizeof(kv_shm_header)},
 	};
-	kv_params kp = {1, 1, 1, 1, KV_F32, 0};
+	kv_params kp = {1, 1, 1, 1, KV_F32, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	unsigned char hdr[sizeof(kv_shm_header)];
 	shm_region r = {0};
@@ -1052,7 +1060,7 @@ static void test_shm_create_fails_early(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct rlimit rl = {1 << 20, 1 << 20};
-		kv_params kp = {4, 1024, 16, 64, KV_F32, 0}; /* ~32 MiB */
+		kv_params kp = {4, 1024, 16, 64, KV_F32, 0, 0}; /* ~32 MiB */
 		kv_pool *p = NULL;
 		shm_region r;
 		int a, b;
@@ -1138,7 +1146,7 @@ static void wslots(const kv_pool *p, const kv_seq *const *s, int n)
 
 static void test_window_drop(void **state)
 {
-	kv_params kp = {WL, WD, WB, 64, KV_F32, 2};
+	kv_params kp = {WL, WD, WB, 64, KV_F32, 2, 0};
 	const int W = 6;
 	kv_pool *p, *ro;
 	kv_seq root, a, b, c;
@@ -1214,6 +1222,31 @@ static void test_window_drop(void **state)
 	assert_true(st.held_bytes == 0);
 	assert_int_equal(kv_pool_free_blocks(p), 64);
 	kv_pool_free(&p);
+	/* fewer window slots than blocks: a chain that drops runs on in 4,
+	 * one that keeps its rows runs out of slots, not blocks */
+	kp.win_blocks = 4;
+	assert_int_equal(kv_pool_new(&kp, &p), 0);
+	assert_int_equal(kv_pool_win_slots(p), 4);
+	kv_seq_init(&a);
+	kv_seq_init(&b);
+	for (int i = 0; i < 200; i++) {
+		wwrite(p, &a, 1);
+		(void)kv_seq_drop_window(p, &a, W);
+		wcheck(p, &a, W);
+	}
+	wslots(p, (const kv_seq *const[]){&a}, 1);
+	kv_seq_free(p, &a);
+	assert_int_equal(kv_seq_reserve(p, &b, 4 * WB), 0);
+	kv_seq_commit(&b, 4 * WB);
+	assert_int_equal(kv_pool_free_win_slots(p), 0);
+	assert_int_equal(kv_seq_reserve(p, &b, 1), QERR_FULL);
+	assert_string_equal(qerr_detail(), "KV pool exhausted: need 1 window "
+			    "slots, 0 free");
+	qerr_clear();
+	kv_seq_free(p, &b);
+	assert_int_equal(kv_pool_free_win_slots(p), 4);
+	kv_pool_free(&p);
+	kp.win_blocks = 0;
 	/* a pool without windows drops nothing */
 	kp.win_pattern = 0;
 	assert_int_equal(kv_pool_new(&kp, &p), 0);
@@ -1231,7 +1264,7 @@ static void test_window_drop(void **state)
  * copied; the owner's refcounts never move. */
 static void test_linked_pool(void **state)
 {
-	kv_params kp = {2, 8, 16, 64, KV_F32, 0};
+	kv_params kp = {2, 8, 16, 64, KV_F32, 0, 0};
 	char name[64];
 	kv_pool *a, *ro, *b;
 	kv_seq root, view, f[3];

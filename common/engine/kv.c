@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(kv_shm_header) == 80, "kv_shm_header layout");
+_Static_assert(sizeof(kv_shm_header) == 88, "kv_shm_header layout");
+_Static_assert(offsetof(kv_shm_header, win_blocks) == 80, "layout");
 _Static_assert(offsetof(kv_shm_header, owner) == 64, "layout");
 _Static_assert(offsetof(kv_shm_header, n_layers) == 16, "layout");
 _Static_assert(offsetof(kv_shm_header, data_offset) == 56, "layout");
@@ -48,8 +49,8 @@ struct kv_pool {
 	uint32_t n_free;
 	uint32_t *wref;       /* [n_blocks] holders seeing a block's window
 			       * part (windows only) */
-	uint32_t *wfree_ids;  /* [n_blocks] stack of free window slots */
-	uint32_t n_wfree;
+	uint32_t *wfree_ids;  /* [n_wslots] stack of free window slots */
+	uint32_t n_wfree, n_wslots;
 	kv_stats stats;
 };
 
@@ -120,6 +121,7 @@ void kv_row_put(int dtype, const float *x, void *row, int n)
 typedef struct {
 	uint64_t block_bytes, stride, total;
 	uint64_t win_bytes, wstride, win_offset, wmap_offset; /* 0: none */
+	uint32_t n_wslots; /* window slots (0: none) */
 } kv_sizes;
 
 /* Layers of each class under params p: windowed iff l % w != w - 1. */
@@ -152,6 +154,10 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 	    p->win_pattern > 65536)
 		return qerr_fail(QERR_RANGE, "kv: win_pattern %d must be 0 or "
 				 "in 2..65536", p->win_pattern);
+	if (p->win_blocks > p->n_blocks || (p->win_blocks && !p->win_pattern))
+		return qerr_fail(QERR_RANGE, "kv: %u window slots for %u "
+				 "blocks%s", p->win_blocks, p->n_blocks,
+				 p->win_pattern ? "" : " without windows");
 	rb = kv_row_bytes(p->dtype, p->kv_dim);
 	if (!rb)
 		return qerr_fail(QERR_ARG, "kv: kv_dim %d is not a multiple of "
@@ -178,11 +184,13 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 				   &z->total))
 		goto overflow;
 	z->win_offset = z->wmap_offset = 0;
+	z->n_wslots = 0;
 	if (z->win_bytes) {
 		uint64_t w, m = (uint64_t)p->n_blocks * 4;
 
+		z->n_wslots = p->win_blocks ? p->win_blocks : p->n_blocks;
 		z->win_offset = z->total;
-		if (__builtin_mul_overflow(z->wstride, (uint64_t)p->n_blocks,
+		if (__builtin_mul_overflow(z->wstride, (uint64_t)z->n_wslots,
 					   &w) ||
 		    __builtin_add_overflow(z->total, w, &z->wmap_offset) ||
 		    __builtin_add_overflow(z->wmap_offset, m, &z->total))
@@ -217,6 +225,7 @@ static void layout(kv_pool *kp, const kv_sizes *z)
 	kp->full_bytes = z->block_bytes;
 	kp->win_bytes = z->win_bytes;
 	kp->wstride = z->wstride;
+	kp->n_wslots = z->n_wslots;
 	kp->wdata = z->win_bytes ? (unsigned char *)kp->region.base +
 					   z->win_offset
 				 : NULL;
@@ -249,7 +258,7 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	kp->free_ids = malloc((size_t)p->n_blocks * sizeof(*kp->free_ids));
 	if (z.win_bytes) {
 		kp->wref = calloc(p->n_blocks, sizeof(*kp->wref));
-		kp->wfree_ids = malloc((size_t)p->n_blocks *
+		kp->wfree_ids = malloc((size_t)z.n_wslots *
 				       sizeof(*kp->wfree_ids));
 	}
 	if (!kp->ref || !kp->free_ids ||
@@ -283,6 +292,8 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	h->n_blocks = p->n_blocks;
 	h->dtype = (uint32_t)p->dtype;
 	h->win_pattern = (uint32_t)p->win_pattern;
+	h->win_blocks = p->win_blocks;
+	h->reserved = 0;
 	h->block_bytes = z.block_bytes;
 	h->block_stride = z.stride;
 	h->data_offset = KV_DATA_OFFSET;
@@ -294,11 +305,11 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 		kp->free_ids[i] = p->n_blocks - 1 - i;
 	kp->n_free = p->n_blocks;
 	if (kp->wmap) {
-		for (i = 0; i < p->n_blocks; i++) {
-			kp->wfree_ids[i] = p->n_blocks - 1 - i;
+		for (i = 0; i < p->n_blocks; i++)
 			kp->wmap[i] = KV_NO_BLOCK;
-		}
-		kp->n_wfree = p->n_blocks;
+		for (i = 0; i < z.n_wslots; i++)
+			kp->wfree_ids[i] = z.n_wslots - 1 - i;
+		kp->n_wfree = z.n_wslots;
 	}
 	*out = kp;
 	return QERR_OK;
@@ -338,6 +349,7 @@ static int header_check(const kv_shm_header *h, uint64_t mapped,
 	p.n_blocks = h->n_blocks;
 	p.dtype = (int)h->dtype;
 	p.win_pattern = (int)h->win_pattern;
+	p.win_blocks = h->win_blocks;
 	rc = sizes_of(&p, &z);
 	if (rc) {
 		char why[256]; /* qerr_fail must not format its own buffer */
@@ -346,7 +358,7 @@ static int header_check(const kv_shm_header *h, uint64_t mapped,
 		return qerr_fail(QERR_FORMAT, "kv region: bad params (%s)",
 				 why);
 	}
-	if (h->block_bytes != z.block_bytes ||
+	if (h->reserved != 0 || h->block_bytes != z.block_bytes ||
 	    h->block_stride != z.stride || h->data_offset != KV_DATA_OFFSET ||
 	    h->h.size != z.total || mapped != z.total)
 		return qerr_fail(QERR_FORMAT,
@@ -454,6 +466,7 @@ int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign)
 	if (slot < 1 || slot >= KV_MAX_SLOTS || !foreign || foreign == p)
 		return qerr_fail(QERR_ARG, "kv_pool_link: bad slot %d", slot);
 	b = &foreign->params;
+	/* window slot counts may differ: each pool maps its own blocks */
 	if (a->n_layers != b->n_layers || a->kv_dim != b->kv_dim ||
 	    a->block_tokens != b->block_tokens || a->dtype != b->dtype ||
 	    a->win_pattern != b->win_pattern)
@@ -534,6 +547,16 @@ uint32_t kv_pool_free_blocks(const kv_pool *p)
 	return p->n_free;
 }
 
+uint32_t kv_pool_free_win_slots(const kv_pool *p)
+{
+	return p->readonly ? 0 : p->n_wfree;
+}
+
+uint32_t kv_pool_win_slots(const kv_pool *p)
+{
+	return p->n_wslots;
+}
+
 uint32_t kv_block_refcount(const kv_pool *p, uint32_t block)
 {
 	if (p->readonly || block >= p->params.n_blocks)
@@ -581,7 +604,7 @@ void *kv_k(const kv_pool *p, uint32_t block, int layer)
 		if (layer % w != w - 1) {
 			uint32_t slot = p->wmap[block];
 
-			assert(slot < p->params.n_blocks); /* not released */
+			assert(slot < p->n_wslots); /* not released */
 			return p->wdata + slot * p->wstride +
 			       (size_t)(layer - layer / w) * 2 * p->half_bytes;
 		}
@@ -628,7 +651,7 @@ static uint32_t block_alloc(kv_pool *p)
 		p->stats.peak = p->stats.in_use;
 	p->stats.held_bytes += p->full_bytes;
 	if (p->wmap) {
-		/* a window slot per held block at most: never short */
+		/* kv_seq_reserve checked the slots */
 		assert(p->n_wfree > 0 && p->wref[id] == 0);
 		p->wmap[id] = p->wfree_ids[--p->n_wfree];
 		p->wref[id] = 1;
@@ -786,6 +809,9 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new)
 		return qerr_fail(QERR_FULL,
 				 "KV pool exhausted: need %u blocks, %u free",
 				 n_alloc, p->n_free);
+	if (p->wmap && n_alloc > p->n_wfree)
+		return qerr_fail(QERR_FULL, "KV pool exhausted: need %u window "
+				 "slots, %u free", n_alloc, p->n_wfree);
 	if (need_blocks > s->cap) {
 		/* Grow geometrically so decoding one token at a time is
 		 * amortized O(1). */

@@ -31,9 +31,11 @@
  *      layers' K/V (in layer order), at block_stride; then at win_offset
  *      = data_offset + n_blocks * block_stride, n_blocks window slots of
  *      the windowed layers' K/V (same per-layer shape) at win_stride
- *      (rounded to 64); then at wmap_offset = win_offset + n_blocks *
+ *      (rounded to 64); then at wmap_offset = win_offset + win_blocks *
  *      win_stride, uint32 wmap[n_blocks]: block id -> its window slot
- *      (KV_NO_BLOCK once released). win_pattern 0 (or a pattern leaving
+ *      (KV_NO_BLOCK once released). A pool may have fewer window slots
+ *      (win_blocks) than blocks: a block takes a slot when allocated,
+ *      and a reserve needing more slots than are free is QERR_FULL. win_pattern 0 (or a pattern leaving
  *      no layer windowed) is the layout of 2-3 above, byte for byte.
  * Only ids and offsets live in the region. Refcounts, the free list and
  * the page tables live in the owner's process memory: other processes map
@@ -122,6 +124,9 @@ typedef struct {
 	int dtype; /* enum kv_dtype */
 	int win_pattern; /* 0: no windowed layers; else layer l is windowed
 			  * iff l % win_pattern != win_pattern - 1 */
+	uint32_t win_blocks; /* window slots (win_pattern > 0): 0 means
+			      * n_blocks, else 1..n_blocks; fewer slots than
+			      * blocks is where released windows save memory */
 } kv_params;
 
 /* The region's header (offsets fixed: readers in other processes and
@@ -140,6 +145,8 @@ typedef struct {
 	uint64_t data_offset;  /* 56: offset of block 0 */
 	shm_owner owner;       /* 64: creator (pid, start time); not checked
 				* by readers, used to find stale regions */
+	uint32_t win_blocks;   /* 80: window slots (0 without windows) */
+	uint32_t reserved;     /* 84: 0 */
 } kv_shm_header;
 
 typedef struct {
@@ -227,6 +234,10 @@ const kv_params *kv_pool_params(const kv_pool *p);
 int kv_pool_readonly(const kv_pool *p);
 /* Blocks on the free list (0 for a read-only pool). */
 uint32_t kv_pool_free_blocks(const kv_pool *p);
+/* Window slots on their free list (0 without windows or read-only), and
+ * the pool's slot count (0 without windows). */
+uint32_t kv_pool_free_win_slots(const kv_pool *p);
+uint32_t kv_pool_win_slots(const kv_pool *p);
 /* References to block (0 if free, out of range or read-only pool). */
 uint32_t kv_block_refcount(const kv_pool *p, uint32_t block);
 void kv_pool_stats(const kv_pool *p, kv_stats *out);
@@ -282,7 +293,8 @@ int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
  * reference; then appends fresh blocks until n_blocks*B >= n_tokens+n_new.
  * Already-reserved rows count: reserving twice does not allocate twice.
  * Reserved rows hold unspecified data until written.
- * All-or-nothing: QERR_FULL ("KV pool exhausted: need X blocks, Y free"),
+ * All-or-nothing: QERR_FULL ("KV pool exhausted: need X blocks, Y free",
+ * or "... X window slots, Y free"),
  * QERR_NOMEM, QERR_RANGE (token count overflows) or QERR_ARG (read-only
  * pool) leave s and the pool exactly as they were. */
 int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new);

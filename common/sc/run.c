@@ -26,10 +26,12 @@
 /* A pool large enough for one prefix plus `forks` private tails. */
 static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 {
-	return sc_ensure_pool_blocks(e, sc_blocks_for(e, n_prompt + 1) +
-					    (uint64_t)forks *
-					    (sc_blocks_for(e, (uint64_t)max_new)
-					     + 1));
+	uint64_t root = sc_blocks_for(e, n_prompt + 1);
+	uint32_t tail = sc_blocks_for(e, (uint64_t)max_new) + 1;
+
+	return sc_ensure_pool_blocks(e, root + (uint64_t)forks * tail,
+				     root + (uint64_t)forks *
+						    sc_fork_win_slots(e, tail));
 }
 
 /* cached: from the prefix cache when it is on (not in reset mode, the
@@ -312,10 +314,14 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 			if (qs[i].p->max_new > 0 && (uint64_t)qs[i].p->max_new > mn)
 				mn = (uint64_t)qs[i].p->max_new;
 		}
-		rc = sc_ensure_pool_blocks(e, (uint64_t)qin *
-						      sc_blocks_for(e, mp + 1) +
-					      (uint64_t)bp.max_live *
-						      (sc_blocks_for(e, mn) + 1));
+		uint64_t roots = (uint64_t)qin * sc_blocks_for(e, mp + 1);
+		uint32_t tail = sc_blocks_for(e, mn) + 1;
+
+		rc = sc_ensure_pool_blocks(e, roots +
+						      (uint64_t)bp.max_live * tail,
+					   roots + (uint64_t)bp.max_live *
+							   sc_fork_win_slots(e,
+									     tail));
 	}
 	if (!rc)
 		rc = sc_batch_create(e, &bp, &b);
