@@ -3,8 +3,9 @@
  * pool with its free list and reference counts in one shared-memory
  * region, sequences' page tables, fork (share every block) and the
  * copy-on-write of a shared partly filled tail block, the window parts
- * of blocks (sliding-window layers' rows, released on their own), read-only
- * links to other workers' pools on this host. Owns the pool's region through shm;
+ * of blocks (sliding-window layers' rows, released on their own),
+ * read-only links to other workers' pools on this host. Owns the pool's
+ * region through shm;
  * callers: engine/fwd.c (rows), sc/ (sequences, roots), worker/, tests.
  */
 #include "engine/kv.h"

@@ -10,7 +10,8 @@
  * Region layout (native byte order; readers validate every field):
  *   1. kv_shm_header at offset 0: shm_header {magic KV_MAGIC, version
  *      KV_VERSION, size = whole region}, then the pool parameters, the
- *      block stride, the offset of block 0 and the creator (shm_owner).
+ *      block stride, the offset of block 0, the creator (shm_owner) and
+ *      the window slots (item 4).
  *   2. Blocks at data_offset (4096) + id * block_stride, id in
  *      [0, n_blocks). block_stride = block_bytes rounded up to 64.
  *   3. Inside a block, for each layer l in [0, n_layers):
@@ -91,9 +92,10 @@ enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_Q8_0 = 2 };
 #define KV_Q8_BLOCK 32 /* elements per KV_Q8_0 block */
 
 #define KV_MAGIC 0x504b5651u /* "QVKP" little-endian */
-#define KV_VERSION 2u /* 2: owner at 64; win_pattern at 36 (0 in
-			   * pools without windows, which an older reader
-			   * required: it refuses a windowed pool) */
+#define KV_VERSION 2u /* 2: owner at 64; win_pattern at 36 and
+			   * win_blocks at 80 are 0 in pools without windows
+			   * (an older reader required 0 at 36, so it refuses
+			   * a windowed pool) */
 #define KV_DATA_OFFSET 4096u
 #define KV_BLOCK_ALIGN 64u
 #define KV_DEFAULT_BLOCK_TOKENS 16
