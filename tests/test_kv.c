@@ -1331,6 +1331,14 @@ static void test_linked_pool(void **state)
 		assert_int_equal(kv_pool_new(&other, &c), 0);
 		assert_int_equal(kv_pool_link(b, 2, c), QERR_ARG);
 		kv_pool_free(&c);
+		/* nor pools split by windows and not */
+		other.kv_dim = kp.kv_dim;
+		other.win_pattern = 2;
+		assert_int_equal(kv_pool_new(&other, &c), 0);
+		assert_int_equal(kv_pool_link(b, 2, c), QERR_ARG);
+		assert_non_null(strstr(qerr_detail(), "window pattern 0/2"));
+		qerr_clear();
+		kv_pool_free(&c);
 	}
 	for (int i = 0; i < 3; i++)
 		kv_seq_free(b, &f[i]);

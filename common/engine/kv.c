@@ -473,9 +473,10 @@ int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign)
 	    a->win_pattern != b->win_pattern)
 		return qerr_fail(QERR_ARG, "kv_pool_link: pools differ (layers "
 				 "%d/%d, kv_dim %d/%d, block %d/%d, dtype "
-				 "%d/%d)", a->n_layers, b->n_layers, a->kv_dim,
-				 b->kv_dim, a->block_tokens, b->block_tokens,
-				 a->dtype, b->dtype);
+				 "%d/%d, window pattern %d/%d)", a->n_layers,
+				 b->n_layers, a->kv_dim, b->kv_dim,
+				 a->block_tokens, b->block_tokens, a->dtype,
+				 b->dtype, a->win_pattern, b->win_pattern);
 	p->linked[slot] = foreign;
 	return QERR_OK;
 }

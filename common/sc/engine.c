@@ -94,10 +94,12 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	    (rc = samp_new(m->cfg.vocab, &e->sampler)))
 		goto fail;
 	if (p->pool_name || p->pool_blocks) {
+		/* split by windows whether or not samples release them, so
+		 * every worker's pool on a host links with every other's
+		 * (a slot per block: the coordinator counts blocks) */
 		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, p->block_tokens,
 				p->pool_blocks ? p->pool_blocks : 4096,
-				p->kv_dtype,
-				p->free_windows ? fwd_kv_win_pattern(m) : 0, 0};
+				p->kv_dtype, fwd_kv_win_pattern(m), 0};
 
 		rc = p->pool_name ? kv_pool_new_named(&kp, p->pool_name, &e->pool)
 				  : kv_pool_new(&kp, &e->pool);
