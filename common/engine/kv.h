@@ -160,8 +160,8 @@ typedef struct {
 	uint32_t in_use;    /* blocks with refcount > 0 now */
 	uint32_t peak;      /* max of in_use over the pool's life */
 	uint32_t win_in_use; /* window slots held now (0 without windows) */
-	uint64_t win_drops; /* window parts released by kv_seq_drop_window
-			     * while their block stayed held */
+	uint64_t win_drops; /* window-part references kv_seq_drop_window
+			     * dropped (a slot frees at its last) */
 	uint64_t held_bytes; /* KV payload held now: in_use full parts +
 			      * win_in_use window parts (without windows:
 			      * in_use whole blocks) */
@@ -307,8 +307,9 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new);
  * when (i + 1) * B <= n_tokens + 1 - window. A window part returns to the
  * free list when no holder sees it; the blocks' full parts stay. Rows of
  * windowed layers in released blocks must not be read through s again
- * (the forward pass reads only the window). Returns the window parts
- * released by s (0: a pool without windows, window < 1, read-only). */
+ * (the forward pass reads only the window). Returns the window-part
+ * references s dropped (0: a pool without windows, window < 1,
+ * read-only). */
 uint32_t kv_seq_drop_window(kv_pool *p, kv_seq *s, int window);
 /* 1 when layer is one of p's windowed layers. */
 int kv_layer_windowed(const kv_pool *p, int layer);
