@@ -573,10 +573,10 @@ static void windows_freed(const char *shape, int seed)
 {
 	const mkmodel_shape *sh = mkmodel_find_shape(shape);
 	char ap[512];
-	model *am;
-	tok *at;
-	int32_t *ids;
-	size_t n_ids;
+	model *am = NULL;
+	tok *at = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
 	sc_result ref, r;
 	model *m0 = m;
 	tok *t0 = t;
