@@ -135,7 +135,7 @@ static const struct ecase ecases[] = {
 	/* keys */
 	E("unknown_key", BASE "kv:\n  blcok_tokens: 8\n", QERR_FORMAT, "4:3",
 	  "unknown key 'blcok_tokens' in 'kv' (expected: block_tokens, "
-	  "blocks, dtype)"),
+	  "blocks, dtype, free_windows)"),
 	E("unknown_top_key", BASE "kvv: {}\n", QERR_FORMAT, "3:1",
 	  "unknown key 'kvv' at top level (expected: model, cluster, "
 	  "coordinator, security, kv, sampling, prompt, limits, heartbeat, "

@@ -424,7 +424,7 @@ static int kv_fits(const model *m, int dtype)
 static void run_fwd(const model *m, int chunk, int threads, int dtype,
 		    int block, float *logits)
 {
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 256, dtype};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 256, dtype, 0, 0};
 	tpool *tp = NULL;
 	kv_pool *pool = NULL;
 	fwd *f = NULL;
@@ -632,7 +632,7 @@ static void test_invariance_batch(void **state)
 	for (int dt = KV_F32; dt <= KV_Q8_0; dt += KV_Q8_0 - KV_F32) {
 		const model *m = models[i];
 		int V = m->cfg.vocab;
-		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 256, dt};
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 256, dt, 0, 0};
 		kv_pool *pool;
 		fwd *f;
 		tpool *tp;
@@ -987,11 +987,17 @@ static void test_moe_reference(void **state)
  * windows at different rows). Returns every step's logits of every
  * sequence; *shared counts the calls that took the shared path. */
 #define SP_STEPS 12
+/* 1: the pool is split by windows and every decoding sequence releases
+ * the windowed rows no later row reads after each step (the roots keep
+ * theirs), as the engine's samples do */
+static int sp_win;
+
 static float *shared_run(const model *m, int on, int threads, int dtype,
 			 int block, int na, int nb, long *shared)
 {
 	int V = m->cfg.vocab, ns = na + nb + 1;
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 1024, dtype};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, block, 1024, dtype,
+			sp_win ? fwd_kv_win_pattern(m) : 0, 0};
 	kv_pool *pool;
 	fwd *f;
 	tpool *tp;
@@ -1035,6 +1041,9 @@ static float *shared_run(const model *m, int on, int threads, int dtype,
 			}
 		assert_int_equal(fwd_batch(f, pool, sp, nn, n, toks, lg, 0),
 				 0);
+		for (int i = 0; sp_win && i < n; i++)
+			(void)kv_seq_drop_window(pool, sp[i],
+						 m->cfg.swa_window);
 		for (int i = 0, j = 0; j < ns; j++)
 			if (st >= j % 3)
 				memcpy(all + ((size_t)st * ns + j) * V,
@@ -1042,6 +1051,9 @@ static float *shared_run(const model *m, int on, int threads, int dtype,
 				       (size_t)V * sizeof(float));
 	}
 	*shared = fwd_shared_calls(f);
+	/* A's first fork (33 tokens, window 8) released some of the prefix */
+	if (sp_win && na)
+		assert_true(s[0].w_lo > 0);
 	for (int j = 0; j < ns; j++)
 		kv_seq_free(pool, &s[j]);
 	kv_seq_free(pool, &a);
@@ -1068,7 +1080,7 @@ static void test_shared_prefix(void **state)
 	static const struct { int na, nb; } mix[] = {
 		{1, 0}, {2, 0}, {7, 3}, {32, 2},
 	};
-	int best = kern_isa_detect(), compared = 0;
+	int best = kern_isa_detect(), compared = 0, win_compared = 0;
 
 	(void)state;
 	for (size_t pi = 0; pi < sizeof(pick) / sizeof(pick[0]); pi++) {
@@ -1114,6 +1126,28 @@ static void test_shared_prefix(void **state)
 							 iu_isa_label(isa));
 					assert_same_bits(off, on2, n,
 							 iu_isa_label(isa));
+					/* windows released: the same bits on
+					 * both paths */
+					if (m->cfg.swa_window) {
+						float *w0, *w1;
+						long c3, c4;
+
+						sp_win = 1;
+						w0 = shared_run(m, 0, 2, dt, bl,
+								mix[x].na,
+								mix[x].nb, &c3);
+						w1 = shared_run(m, 1, 2, dt, bl,
+								mix[x].na,
+								mix[x].nb, &c4);
+						sp_win = 0;
+						assert_same_bits(off, w0, n,
+								 "windows released");
+						assert_same_bits(off, w1, n,
+								 "windows released, shared");
+						free(w0);
+						free(w1);
+						win_compared++;
+					}
 					compared++;
 					free(off);
 					free(on1);
@@ -1122,8 +1156,10 @@ static void test_shared_prefix(void **state)
 	}
 	kern_set_isa(best);
 	assert_true(compared > 0);
+	assert_true(win_compared > 0);
 	printf("  shared-prefix attention: %d configurations bit-identical "
-	       "to the per-row path\n", compared);
+	       "to the per-row path (%d with windows released)\n", compared,
+	       win_compared);
 }
 
 /* The 8-bit KV cache: logits stay near the f32 cache's (max |delta| over
@@ -1177,7 +1213,7 @@ static void test_kv_q8(void **state)
 	assert_true(checked > 0);
 	for (int i = 0; i < N_CASES; i++) {
 		const model *m = models[i];
-		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_Q8_0};
+		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_Q8_0, 0, 0};
 		kv_pool *pool;
 		fwd *f;
 		kv_seq s;
@@ -1204,7 +1240,7 @@ static void test_kv_q8(void **state)
 static void test_bad_tokens(void **state)
 {
 	const model *m = models[0];
-	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_F32};
+	kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, 16, 4, KV_F32, 0, 0};
 	kv_pool *pool;
 	fwd *f;
 	kv_seq s;
@@ -1295,7 +1331,7 @@ static void test_gptoss_shapes(void **state)
 	for (int l = 0; l < 5; l++)
 		assert_int_equal(m->layers[l].swa, l % 2 == 0);
 	{
-		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32};
+		kv_params kp = {5, m->cfg.kv_dim, 16, 8, KV_F32, 0, 0};
 		float *lg = malloc((size_t)m->cfg.vocab * sizeof(float));
 		kv_pool *pool;
 		fwd *f;

@@ -268,7 +268,7 @@ static int teardown(void **state)
 
 /* ---- kill -9, then a restart sweeps exactly the stale pools -------------- */
 
-static const kv_params small = {1, 4, 4, 2, KV_F32};
+static const kv_params small = {1, 4, 4, 2, KV_F32, 0, 0};
 
 static void remember(const char *name)
 {

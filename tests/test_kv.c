@@ -87,10 +87,15 @@ static uint32_t expect_val(size_t es, uint32_t v)
 	return es == 4 ? v : es == 2 ? (uint16_t)v : (uint8_t)v;
 }
 
+/* kv_params.win_pattern of the scripts' pools (2: layers 0 and 2 in
+ * window parts, layer 1 in the blocks) */
+static int sim_win_pattern;
+
 static void sim_new(sim *m, int block_tokens, uint32_t n_blocks, int dtype)
 {
 	int kvd = dtype == KV_Q8_0 ? KV_DIM_Q8 : KV_DIM;
-	kv_params kp = {N_LAYERS, kvd, block_tokens, n_blocks, dtype};
+	kv_params kp = {N_LAYERS, kvd, block_tokens, n_blocks, dtype,
+			sim_win_pattern, 0};
 	int i;
 
 	memset(m, 0, sizeof(*m));
@@ -151,6 +156,8 @@ static void sim_check(sim *m, const char *where)
 	assert_int_equal(kv_pool_free_blocks(m->p), kp->n_blocks - used);
 	kv_pool_stats(m->p, &st);
 	assert_int_equal(st.in_use, used);
+	/* nothing dropped: every held block has its window part */
+	assert_int_equal(st.win_in_use, sim_win_pattern ? used : 0);
 	assert_true(st.peak >= st.in_use);
 	assert_int_equal(st.allocs - st.frees, used);
 	free(count);
@@ -483,6 +490,11 @@ static void test_scenario(void **state)
 	run_scenario(sc, KV_F32);
 	run_scenario(sc, KV_F16);
 	run_scenario(sc, KV_Q8_0);
+	/* the same scripts on a pool split by layer class */
+	sim_win_pattern = 2;
+	run_scenario(sc, KV_F16);
+	run_scenario(sc, KV_Q8_0);
+	sim_win_pattern = 0;
 }
 
 /* ---- parameters and layout -------------------------------------------- */
@@ -492,26 +504,38 @@ static const struct {
 	kv_params p;
 	int want;
 } param_cases[] = {
-	{"ok f32", {2, 8, 16, 4, KV_F32}, QERR_OK},
-	{"ok f16, B=1, one block", {1, 1, 1, 1, KV_F16}, QERR_OK},
-	{"zero layers", {0, 8, 16, 4, KV_F32}, QERR_RANGE},
-	{"negative layers", {-1, 8, 16, 4, KV_F32}, QERR_RANGE},
-	{"zero kv_dim", {2, 0, 16, 4, KV_F32}, QERR_RANGE},
-	{"zero block_tokens", {2, 8, 0, 4, KV_F32}, QERR_RANGE},
-	{"negative block_tokens", {2, 8, -16, 4, KV_F32}, QERR_RANGE},
-	{"zero blocks", {2, 8, 16, 0, KV_F32}, QERR_RANGE},
-	{"n_blocks is the no-block id", {2, 8, 16, UINT32_MAX, KV_F32},
+	{"ok f32", {2, 8, 16, 4, KV_F32, 0, 0}, QERR_OK},
+	{"ok f16, B=1, one block", {1, 1, 1, 1, KV_F16, 0, 0}, QERR_OK},
+	{"zero layers", {0, 8, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"negative layers", {-1, 8, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero kv_dim", {2, 0, 16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero block_tokens", {2, 8, 0, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"negative block_tokens", {2, 8, -16, 4, KV_F32, 0, 0}, QERR_RANGE},
+	{"zero blocks", {2, 8, 16, 0, KV_F32, 0, 0}, QERR_RANGE},
+	{"n_blocks is the no-block id", {2, 8, 16, UINT32_MAX, KV_F32, 0, 0},
 	 QERR_RANGE},
-	{"ok q8_0", {2, 64, 16, 4, KV_Q8_0}, QERR_OK},
-	{"q8_0 kv_dim not whole blocks", {2, 48, 16, 4, KV_Q8_0}, QERR_ARG},
-	{"dtype 3", {2, 8, 16, 4, 3}, QERR_ARG},
-	{"dtype -1", {2, 8, 16, 4, -1}, QERR_ARG},
+	{"ok q8_0", {2, 64, 16, 4, KV_Q8_0, 0, 0}, QERR_OK},
+	{"q8_0 kv_dim not whole blocks", {2, 48, 16, 4, KV_Q8_0, 0, 0}, QERR_ARG},
+	{"dtype 3", {2, 8, 16, 4, 3, 0, 0}, QERR_ARG},
+	{"dtype -1", {2, 8, 16, 4, -1, 0, 0}, QERR_ARG},
+	{"ok windows (pattern 3)", {4, 8, 16, 4, KV_F16, 3, 0}, QERR_OK},
+	{"ok windows, every layer windowed", {2, 8, 16, 4, KV_F16, 6, 0},
+	 QERR_OK},
+	{"win_pattern 1 leaves no window", {2, 8, 16, 4, KV_F16, 1, 0},
+	 QERR_RANGE},
+	{"win_pattern -2", {2, 8, 16, 4, KV_F16, -2, 0}, QERR_RANGE},
+	{"ok 2 window slots for 4 blocks", {4, 8, 16, 4, KV_F16, 3, 2},
+	 QERR_OK},
+	{"5 window slots for 4 blocks", {4, 8, 16, 4, KV_F16, 3, 5},
+	 QERR_RANGE},
+	{"window slots without windows", {4, 8, 16, 4, KV_F16, 0, 2},
+	 QERR_RANGE},
 	{"block size overflows uint64",
-	 {INT_MAX, INT_MAX, INT_MAX, 1, KV_F32}, QERR_RANGE},
+	 {INT_MAX, INT_MAX, INT_MAX, 1, KV_F32, 0, 0}, QERR_RANGE},
 	{"total size overflows uint64",
-	 {1 << 20, 1 << 20, 1 << 10, UINT32_MAX - 1, KV_F32}, QERR_RANGE},
+	 {1 << 20, 1 << 20, 1 << 10, UINT32_MAX - 1, KV_F32, 0, 0}, QERR_RANGE},
 	{"total size overflows off_t",
-	 {1 << 16, 1 << 16, 1 << 8, 1u << 30, KV_F16}, QERR_RANGE},
+	 {1 << 16, 1 << 16, 1 << 8, 1u << 30, KV_F16, 0, 0}, QERR_RANGE},
 };
 
 static void test_params(void **state)
@@ -555,9 +579,9 @@ static void test_params(void **state)
 static void test_layout(void **state)
 {
 	static const kv_params cases[] = {
-		{3, 5, 16, 7, KV_F32}, {3, 5, 16, 7, KV_F16},
-		{1, 1, 1, 3, KV_F16},  {24, 128, 16, 4, KV_F32},
-		{3, 64, 16, 7, KV_Q8_0}, {24, 128, 16, 4, KV_Q8_0},
+		{3, 5, 16, 7, KV_F32, 0, 0}, {3, 5, 16, 7, KV_F16, 0, 0},
+		{1, 1, 1, 3, KV_F16, 0, 0},  {24, 128, 16, 4, KV_F32, 0, 0},
+		{3, 64, 16, 7, KV_Q8_0, 0, 0}, {24, 128, 16, 4, KV_Q8_0, 0, 0},
 	};
 	size_t i;
 
@@ -603,7 +627,7 @@ static void test_layout(void **state)
 
 static void test_fork_shares_committed_only(void **state)
 {
-	kv_params kp = {1, 4, 4, 8, KV_F32};
+	kv_params kp = {1, 4, 4, 8, KV_F32, 0, 0};
 	kv_pool *p = NULL;
 	kv_seq a, b, c, d;
 
@@ -644,7 +668,7 @@ static void test_fork_shares_committed_only(void **state)
 
 static void test_stats(void **state)
 {
-	kv_params kp = {2, 4, 4, 16, KV_F32};
+	kv_params kp = {2, 4, 4, 16, KV_F32, 0, 0};
 	kv_pool *p = NULL;
 	kv_seq a, b;
 	kv_stats st;
@@ -721,7 +745,7 @@ static int child_write_signal(void *addr)
  * the region sees the same bytes. */
 static void test_q8_rows(void **state)
 {
-	kv_params kp = {2, 64, 4, 8, KV_Q8_0};
+	kv_params kp = {2, 64, 4, 8, KV_Q8_0, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	float x[64] = {0};
 	const uint8_t *b;
@@ -773,7 +797,7 @@ static void test_q8_rows(void **state)
 
 static void test_attach_ro(void **state)
 {
-	kv_params kp = {2, 3, 4, 8, KV_F16};
+	kv_params kp = {2, 3, 4, 8, KV_F16, 0, 0};
 	kv_pool *own = NULL, *ro = NULL, *ro2 = NULL;
 	kv_seq s, t;
 	char perms[5] = "";
@@ -872,18 +896,21 @@ static const struct {
 	{"n_blocks 0", 28, 4, 0, 1, 0, QERR_FORMAT},
 	{"dtype unknown", 32, 4, 0, 1, 7, QERR_FORMAT},
 	{"dtype f32 for f16 data", 32, 4, 0, 1, KV_F32, QERR_FORMAT},
-	{"reserved", 36, 4, 0, 1, 1, QERR_FORMAT},
+	{"win_pattern 1", 36, 4, 0, 1, 1, QERR_FORMAT},
+	{"win_pattern 2 for an unsplit region", 36, 4, 0, 1, 2, QERR_FORMAT},
 	{"block_bytes", 40, 8, 2, 0, 0, QERR_FORMAT},
 	{"block_stride", 48, 8, 64, 0, 0, QERR_FORMAT},
 	{"data_offset", 56, 8, 64, 0, 0, QERR_FORMAT},
 	/* the owner only serves stale-region sweeps: readers ignore it */
 	{"owner pid", 64, 4, 0, 1, 12345, QERR_OK},
 	{"owner start time", 72, 8, 1, 0, 0, QERR_OK},
+	{"win_blocks without windows", 80, 4, 0, 1, 1, QERR_FORMAT},
+	{"reserved at 84", 84, 4, 0, 1, 1, QERR_FORMAT},
 };
 
 static void test_corrupt_header(void **state)
 {
-	kv_params kp = {2, 3, 4, 8, KV_F16};
+	kv_params kp = {2, 3, 4, 8, KV_F16, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	unsigned char hdr[sizeof(kv_shm_header)];
 	size_t i;
@@ -949,7 +976,7 @@ static void test_short_files(void **state)
 		{"kv header without owner", 64},
 		{"kv header, no blocks", sizeof(kv_shm_header)},
 	};
-	kv_params kp = {1, 1, 1, 1, KV_F32};
+	kv_params kp = {1, 1, 1, 1, KV_F32, 0, 0};
 	kv_pool *own = NULL, *ro = NULL;
 	unsigned char hdr[sizeof(kv_shm_header)];
 	shm_region r = {0};
@@ -1033,7 +1060,7 @@ static void test_shm_create_fails_early(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct rlimit rl = {1 << 20, 1 << 20};
-		kv_params kp = {4, 1024, 16, 64, KV_F32}; /* ~32 MiB */
+		kv_params kp = {4, 1024, 16, 64, KV_F32, 0, 0}; /* ~32 MiB */
 		kv_pool *p = NULL;
 		shm_region r;
 		int a, b;
@@ -1052,12 +1079,192 @@ static void test_shm_create_fails_early(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ---- sliding windows: window parts released ------------------------- */
+
+#define WL 3 /* layers: 0 and 2 windowed (pattern 2), 1 global */
+#define WD 4 /* kv_dim */
+#define WB 4 /* block tokens */
+
+static float wval(uint32_t t, int l, int kv, int d)
+{
+	return (kv ? -1.0f : 1.0f) * (100.0f * (float)t + 10.0f * l + d);
+}
+
+static void wwrite(kv_pool *p, kv_seq *s, uint32_t n)
+{
+	assert_int_equal(kv_seq_reserve(p, s, n), 0);
+	for (uint32_t t = s->n_tokens; t < s->n_tokens + n; t++)
+		for (int l = 0; l < WL; l++)
+			for (int d = 0; d < WD; d++) {
+				((float *)kv_seq_k_row(p, s, l, t))[d] =
+					wval(t, l, 0, d);
+				((float *)kv_seq_v_row(p, s, l, t))[d] =
+					wval(t, l, 1, d);
+			}
+	kv_seq_commit(s, n);
+}
+
+/* Every row s still holds reads back: all rows of the global layer, rows
+ * from the window of its next row on on the windowed ones. */
+static void wcheck(const kv_pool *p, const kv_seq *s, int window)
+{
+	for (uint32_t t = 0; t < s->n_tokens; t++)
+		for (int l = 0; l < WL; l++) {
+			if (kv_layer_windowed(p, l) &&
+			    (t / WB < s->w_lo ||
+			     (int64_t)t < (int64_t)s->n_tokens + 1 - window))
+				continue;
+			for (int d = 0; d < WD; d++)
+				if (((const float *)kv_seq_k_row(p, s, l, t))[d] !=
+					    wval(t, l, 0, d) ||
+				    ((const float *)kv_seq_v_row(p, s, l, t))[d] !=
+					    wval(t, l, 1, d))
+					fail_msg("token %u layer %d dim %d: "
+						 "wrong row", t, l, d);
+		}
+}
+
+/* Window slots the tables imply (blocks some holder still sees) and the
+ * pool's count and bytes agree. */
+static void wslots(const kv_pool *p, const kv_seq *const *s, int n)
+{
+	const kv_params *kp = kv_pool_params(p);
+	unsigned char seen[64] = {0};
+	uint32_t want = 0;
+	uint64_t part = 2ull * WB * WD * 4; /* one layer's K and V */
+	kv_stats st;
+
+	for (int i = 0; i < n; i++)
+		for (uint32_t b = s[i]->w_lo; b < s[i]->n_blocks; b++)
+			if (!seen[s[i]->blocks[b]]++)
+				want++;
+	kv_pool_stats(p, &st);
+	assert_int_equal(st.win_in_use, want);
+	assert_true(st.held_bytes == st.in_use * part + want * 2 * part);
+	assert_int_equal(kp->n_blocks, 64);
+}
+
+static void test_window_drop(void **state)
+{
+	kv_params kp = {WL, WD, WB, 64, KV_F32, 2, 0};
+	const int W = 6;
+	kv_pool *p, *ro;
+	kv_seq root, a, b, c;
+	kv_stats st;
+
+	(void)state;
+	assert_int_equal(kv_pool_new(&kp, &p), 0);
+	assert_true(!kv_layer_windowed(p, 1) && kv_layer_windowed(p, 0) &&
+		    kv_layer_windowed(p, 2));
+	kv_seq_init(&root);
+	wwrite(p, &root, 10); /* blocks of 4 + 4 + 2 rows */
+	assert_int_equal(kv_seq_fork(p, &root, &a), 0);
+	assert_int_equal(kv_seq_fork(p, &root, &b), 0);
+	/* a runs on alone, dropping after each token: its windowed rows
+	 * stay bounded, the shared prefix's stay for root and b */
+	for (int i = 0; i < 30; i++) {
+		uint32_t want_lo;
+
+		wwrite(p, &a, 1);
+		(void)kv_seq_drop_window(p, &a, W);
+		want_lo = a.n_tokens + 1 > (uint32_t)W
+				  ? (a.n_tokens + 1 - W) / WB : 0;
+		assert_int_equal(a.w_lo, want_lo);
+		wcheck(p, &a, W);
+		wcheck(p, &root, 1 << 20);
+		wslots(p, (const kv_seq *const[]){&root, &a, &b}, 3);
+	}
+	/* 40 tokens: a sees blocks 8, 9 only; root and b hold 0..2 */
+	assert_int_equal(a.n_tokens, 40);
+	assert_int_equal(a.w_lo, 8);
+	kv_pool_stats(p, &st);
+	/* root's 3, a's copied tail and blocks 3..9 */
+	assert_int_equal(st.in_use, 3 + 8);
+	assert_int_equal(st.win_in_use, 3 + 2);
+	/* dropping again changes nothing */
+	assert_int_equal(kv_seq_drop_window(p, &a, W), 0);
+	/* a whole fork shares what a still sees; a shorter prefix would
+	 * need rows a released */
+	assert_int_equal(kv_seq_fork(p, &a, &c), 0);
+	assert_int_equal(c.w_lo, 8);
+	wslots(p, (const kv_seq *const[]){&root, &a, &b, &c}, 4);
+	kv_seq_free(p, &c);
+	assert_int_equal(kv_seq_fork_prefix(p, &a, 20, &c), QERR_ARG);
+	assert_non_null(strstr(qerr_detail(), "released the window"));
+	qerr_clear();
+	/* a fork mid-block copies its shared tail, window part included */
+	wwrite(p, &a, 2); /* 42: block 10 holds 2 rows */
+	(void)kv_seq_drop_window(p, &a, W);
+	assert_int_equal(kv_seq_fork(p, &a, &c), 0);
+	wwrite(p, &c, 1);
+	assert_true(c.blocks[10] != a.blocks[10]);
+	wcheck(p, &c, W);
+	wcheck(p, &a, W);
+	wslots(p, (const kv_seq *const[]){&root, &a, &b, &c}, 4);
+	/* another process's view reads a's held rows (wmap in the region) */
+	assert_int_equal(kv_pool_attach_ro(kv_pool_fd(p), &ro), 0);
+	assert_int_equal(kv_pool_params(ro)->win_pattern, 2);
+	wcheck(ro, &a, W);
+	kv_pool_free(&ro);
+	/* root and b gone: the prefix's window slots go, its blocks stay
+	 * (a still holds their global layer's rows) */
+	kv_seq_free(p, &root);
+	kv_seq_free(p, &b);
+	wslots(p, (const kv_seq *const[]){&a, &c}, 2);
+	kv_pool_stats(p, &st);
+	assert_int_equal(st.in_use, 12);
+	wcheck(p, &a, W);
+	kv_seq_free(p, &a);
+	kv_seq_free(p, &c);
+	kv_pool_stats(p, &st);
+	assert_int_equal(st.in_use, 0);
+	assert_int_equal(st.win_in_use, 0);
+	assert_true(st.held_bytes == 0);
+	assert_int_equal(kv_pool_free_blocks(p), 64);
+	kv_pool_free(&p);
+	/* fewer window slots than blocks: a chain that drops runs on in 4,
+	 * one that keeps its rows runs out of slots, not blocks */
+	kp.win_blocks = 4;
+	assert_int_equal(kv_pool_new(&kp, &p), 0);
+	assert_int_equal(kv_pool_win_slots(p), 4);
+	kv_seq_init(&a);
+	kv_seq_init(&b);
+	for (int i = 0; i < 200; i++) {
+		wwrite(p, &a, 1);
+		(void)kv_seq_drop_window(p, &a, W);
+		wcheck(p, &a, W);
+	}
+	wslots(p, (const kv_seq *const[]){&a}, 1);
+	kv_seq_free(p, &a);
+	assert_int_equal(kv_seq_reserve(p, &b, 4 * WB), 0);
+	kv_seq_commit(&b, 4 * WB);
+	assert_int_equal(kv_pool_free_win_slots(p), 0);
+	assert_int_equal(kv_seq_reserve(p, &b, 1), QERR_FULL);
+	assert_string_equal(qerr_detail(), "KV pool exhausted: need 1 window "
+			    "slots, 0 free");
+	qerr_clear();
+	kv_seq_free(p, &b);
+	assert_int_equal(kv_pool_free_win_slots(p), 4);
+	kv_pool_free(&p);
+	kp.win_blocks = 0;
+	/* a pool without windows drops nothing */
+	kp.win_pattern = 0;
+	assert_int_equal(kv_pool_new(&kp, &p), 0);
+	kv_seq_init(&a);
+	wwrite(p, &a, 40);
+	assert_int_equal(kv_seq_drop_window(p, &a, W), 0);
+	assert_int_equal(a.w_lo, 0);
+	wcheck(p, &a, 1 << 20);
+	kv_seq_free(p, &a);
+	kv_pool_free(&p);
+}
+
 /* A fork in one pool reads another pool's prefix in place (linked slot):
  * full prefix blocks are referenced, only the partly-filled tail block is
  * copied; the owner's refcounts never move. */
 static void test_linked_pool(void **state)
 {
-	kv_params kp = {2, 8, 16, 64, KV_F32};
+	kv_params kp = {2, 8, 16, 64, KV_F32, 0, 0};
 	char name[64];
 	kv_pool *a, *ro, *b;
 	kv_seq root, view, f[3];
@@ -1124,6 +1331,14 @@ static void test_linked_pool(void **state)
 		assert_int_equal(kv_pool_new(&other, &c), 0);
 		assert_int_equal(kv_pool_link(b, 2, c), QERR_ARG);
 		kv_pool_free(&c);
+		/* nor pools split by windows and not */
+		other.kv_dim = kp.kv_dim;
+		other.win_pattern = 2;
+		assert_int_equal(kv_pool_new(&other, &c), 0);
+		assert_int_equal(kv_pool_link(b, 2, c), QERR_ARG);
+		assert_non_null(strstr(qerr_detail(), "window pattern 0/2"));
+		qerr_clear();
+		kv_pool_free(&c);
 	}
 	for (int i = 0; i < 3; i++)
 		kv_seq_free(b, &f[i]);
@@ -1151,6 +1366,7 @@ int main(void)
 		tests[n++] = t;
 	}
 #define ADD(fn) tests[n++] = (struct CMUnitTest)cmocka_unit_test(fn)
+	ADD(test_window_drop);
 	ADD(test_params);
 	ADD(test_layout);
 	ADD(test_fork_shares_committed_only);

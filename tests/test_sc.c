@@ -446,7 +446,9 @@ static int on_round(void *ctx)
  * sample's bytes equal the one-process run with the same KV dtype (f16,
  * and the 8-bit q8_0 cache: its rows mapped, copied on write and
  * exported as whole blocks). */
-static void roots_and_subsets(int dtype)
+/* windows: the reference keeps every row (free_windows 0), the engines
+ * holding, mapping and importing the root release windowed rows */
+static void roots_and_subsets(int dtype, int windows)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = params(17, SC_BATCHED);
@@ -464,7 +466,9 @@ static void roots_and_subsets(int dtype)
 			 sc[] = {10, 11, 12, 13, 14, 15, 16};
 
 	ep.kv_dtype = dtype;
+	ep.free_windows = !windows;
 	run(&ep, &p, &ref);
+	ep.free_windows = 1;
 	cx.ref = &ref;
 	snprintf(name, sizeof(name), "/quorum-test-sc-%d", (int)getpid());
 	ep.pool_name = name;
@@ -532,8 +536,160 @@ static void roots_and_subsets(int dtype)
 static void test_roots_and_subsets(void **state)
 {
 	(void)state;
-	roots_and_subsets(KV_F16);
-	roots_and_subsets(KV_Q8_0);
+	roots_and_subsets(KV_F16, 0);
+	roots_and_subsets(KV_Q8_0, 0);
+}
+
+/* ---- sliding windows: released rows never change a byte --------------
+ *
+ * Long chains (ignore_eos) on the tiny gemma3 (window 8, layers 0, 1, 3
+ * windowed) and gpt-oss (window 8, layers 0 and 2) shapes: every sample
+ * is the same with window parts released (the default) as with every row
+ * kept, across modes, N, block sizes, threads, batch widths, the prefix
+ * cache and the cluster's root paths; and the KV held is bounded by the
+ * window on the windowed layers. */
+static const struct {
+	const char *name;
+	int mode, n, block, threads, max_batch;
+} win_cases[] = {
+	{"batched N=8 block 16", SC_BATCHED, 8, 16, 2, 64},
+	{"batched N=8 block 1, 3 rows a forward", SC_BATCHED, 8, 1, 1, 3},
+	{"batched N=3 block 4", SC_BATCHED, 3, 4, 2, 64},
+	{"paged N=3 block 16", SC_PAGED, 3, 16, 1, 64},
+	{"reset N=2 block 4", SC_RESET, 2, 4, 2, 64},
+	{"batched N=1 block 16", SC_BATCHED, 1, 16, 1, 64},
+};
+
+static sc_params win_params(int n, int mode)
+{
+	sc_params p = params(n, mode);
+
+	p.max_new = tu_quick() ? 64 : 160;
+	p.ignore_eos = 1;
+	return p;
+}
+
+static void windows_freed(const char *shape, int seed)
+{
+	const mkmodel_shape *sh = mkmodel_find_shape(shape);
+	char ap[512];
+	model *am = NULL;
+	tok *at = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	sc_result ref, r;
+	model *m0 = m;
+	tok *t0 = t;
+	int32_t *p0 = prompt;
+	size_t n0 = n_prompt;
+
+	assert_non_null(sh);
+	if (tu_model(ap, sizeof(ap), sh->arch, sh->name, GGML_TYPE_Q8_0,
+		     tu_chat_tokenizer(), seed) ||
+	    model_load(ap, &am) || tok_load(am->gguf, &at) ||
+	    prompt_build(at, NULL, "What is 17 * 23?", &ids, &n_ids))
+		fail_msg("%s: %s", shape, qerr_detail());
+	assert_true(am->cfg.swa_window == 8);
+	{
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = win_params(8, SC_BATCHED);
+		sc_engine *e;
+
+		ep.free_windows = 0;
+		assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
+		assert_int_equal(sc_run(e, ids, n_ids, &p, &ref), 0);
+		sc_engine_free(&e);
+	}
+	for (size_t i = 0; i < sizeof(win_cases) / sizeof(win_cases[0]); i++) {
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = win_params(win_cases[i].n, win_cases[i].mode);
+		sc_engine *e;
+		char what[128];
+
+		if (tu_quick() && i % 2)
+			continue;
+		ep.block_tokens = win_cases[i].block;
+		ep.n_threads = win_cases[i].threads;
+		ep.max_batch = win_cases[i].max_batch;
+		assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
+		assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
+		assert_int_equal(sc_engine_kv_in_use(e), 0);
+		sc_engine_free(&e);
+		snprintf(what, sizeof(what), "%s %s", shape, win_cases[i].name);
+		assert_same_samples(&r, &ref, 0, what);
+		sc_result_fini(&r);
+	}
+	/* the prefix cache: the second run forks the cached prompt */
+	{
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = win_params(8, SC_BATCHED);
+		sc_engine *e;
+
+		ep.prefix_cache = 2;
+		assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
+		for (int k = 0; k < 2; k++) {
+			assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
+			assert_same_samples(&r, &ref, 0, "prefix cache");
+			sc_result_fini(&r);
+		}
+		sc_engine_free(&e);
+	}
+	/* KV held, N = 1: the global layers hold every row, the windowed
+	 * ones the prompt's (the root keeps them) and a few blocks past */
+	{
+		int B = 16, n_full = 0, n_win = 0;
+		uint64_t part = 2ull * B * kv_row_bytes(KV_F16, am->cfg.kv_dim);
+		uint64_t pb = (n_ids + B - 1) / B;
+		uint64_t tb = (n_ids + win_params(1, 0).max_new + B - 1) / B;
+		uint64_t peak[2];
+
+		for (int l = 0; l < am->cfg.n_layers; l++)
+			am->layers[l].swa ? n_win++ : n_full++;
+		for (int on = 0; on < 2; on++) {
+			sc_engine_params ep = SC_ENGINE_DEFAULTS;
+			sc_params p = win_params(1, SC_BATCHED);
+			sc_engine *e;
+
+			ep.free_windows = on;
+			assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
+			assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
+			sc_engine_free(&e);
+			assert_same_samples(&r, &ref, 0, "N=1 bytes");
+			peak[on] = r.stats.kv_peak_bytes;
+			sc_result_fini(&r);
+		}
+		printf("  %s: %zu prompt + %d new tokens, N = 1: KV peak %llu "
+		       "bytes kept, %llu released\n", shape, n_ids,
+		       win_params(1, 0).max_new, (unsigned long long)peak[0],
+		       (unsigned long long)peak[1]);
+		/* kept: the root's and the fork's blocks, every layer */
+		assert_true(peak[0] >= tb * (n_full + n_win) * part);
+		assert_true(peak[1] <= tb * n_full * part +
+					       (pb + 3) * n_win * part);
+		assert_true(peak[1] < peak[0]);
+	}
+	/* the cluster's paths: a root held, mapped by name, imported */
+	m = am;
+	t = at;
+	prompt = ids;
+	n_prompt = n_ids;
+	roots_and_subsets(KV_F16, 1);
+	m = m0;
+	t = t0;
+	prompt = p0;
+	n_prompt = n0;
+	sc_result_fini(&ref);
+	free(ids);
+	tok_free(&at);
+	model_free(&am);
+	unlink(ap);
+}
+
+static void test_windows_freed(void **state)
+{
+	(void)state;
+	windows_freed("tiny-gemma3", 31);
+	windows_freed("tiny-gptoss", 32);
 }
 
 int main(void)
@@ -546,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_token_logprobs),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),
+		cmocka_unit_test(test_windows_freed),
 	};
 
 	return cmocka_run_group_tests_name("sc", tests, setup, teardown);

@@ -69,7 +69,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-static const kv_params small = {1, 4, 4, 2, KV_F32};
+static const kv_params small = {1, 4, 4, 2, KV_F32, 0, 0};
 
 static void kill_reap(pid_t pid)
 {

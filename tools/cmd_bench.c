@@ -34,6 +34,10 @@ static void help(void)
 	       "  --modes LIST         modes (default reset,paged,batched)\n"
 	       "  --threads T          threads (default 2)\n"
 	       "  --kv-type T          f16 | f32 | q8_0 (default f16)\n"
+	       "  --no-free-windows    sliding-window models (gemma3, gpt-oss):\n"
+	       "                       keep the windowed layers' rows a sample's\n"
+	       "                       windows no longer reach (as kv.free_windows:\n"
+	       "                       false); same bytes, more KV held\n"
 	       "  --activations A      int | f32 for quantized weights (default\n"
 	       "                       int: 8-bit activations)\n"
 	       "  -h, --help           this help\n");
@@ -104,6 +108,7 @@ int cmd_bench(int argc, char **argv)
 		{"modes", required_argument, 0, 'M'},
 		{"threads", required_argument, 0, 'j'},
 		{"kv-type", required_argument, 0, 'K'},
+		{"no-free-windows", no_argument, 0, 'W'},
 		{"activations", required_argument, 0, 'A'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
@@ -162,6 +167,7 @@ int cmd_bench(int argc, char **argv)
 						       "'%s' (f16, f32, q8_0)",
 						       optarg);
 			break;
+		case 'W': ep.free_windows = 0; break;
 		case 'h': help(); return 0;
 		default: return cli_usage_error("bench", "bad option");
 		}

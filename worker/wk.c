@@ -1083,6 +1083,7 @@ int wk_run(const wk_opts *o)
 	ep.n_threads = o->threads;
 	ep.block_tokens = o->c->kv.block_tokens;
 	ep.kv_dtype = (int)o->c->kv.dtype;
+	ep.free_windows = o->c->kv.free_windows;
 	/* a merged round's prefill chunk is one forward of that many rows */
 	if (ep.prefill_chunk < o->c->workers.prefill_tokens)
 		ep.prefill_chunk = o->c->workers.prefill_tokens;

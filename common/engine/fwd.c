@@ -241,6 +241,16 @@ long fwd_shared_calls(const fwd *f)
 	return f->sh_calls;
 }
 
+int fwd_kv_win_pattern(const model *m)
+{
+	const model_config *c = &m->cfg;
+
+	for (int l = 0; l < c->n_layers; l++)
+		if (m->layers[l].swa)
+			return c->swa_pattern;
+	return 0;
+}
+
 int fwd_check_pool(const model *m, const kv_pool *pool)
 {
 	const kv_params *p = kv_pool_params(pool);
@@ -249,6 +259,11 @@ int fwd_check_pool(const model *m, const kv_pool *pool)
 		return qerr_fail(QERR_ARG, "KV pool is for %d layers x %d, the "
 				 "model has %d x %d", p->n_layers, p->kv_dim,
 				 m->cfg.n_layers, m->cfg.kv_dim);
+	/* a split pool must split the model's windowed layers off */
+	if (p->win_pattern && p->win_pattern != fwd_kv_win_pattern(m))
+		return qerr_fail(QERR_ARG, "KV pool splits off the layers of "
+				 "window pattern %d, the model's is %d",
+				 p->win_pattern, fwd_kv_win_pattern(m));
 	/* a q8_0 head must be whole blocks: attention reads head slices */
 	if (!kv_row_bytes(p->dtype, m->cfg.head_dim))
 		return qerr_fail(QERR_ARG, "KV dtype %s needs a head size that "

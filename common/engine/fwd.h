@@ -112,5 +112,9 @@ int fwd_moe_ffn(fwd *f, int l, const float *x, int M, float *y);
 /* Checks a pool matches the model (layers, kv_dim; a q8_0 pool needs
  * head_dim % 32 == 0). QERR_ARG naming what differs. */
 int fwd_check_pool(const model *m, const kv_pool *pool);
+/* The kv_params.win_pattern of a pool for m whose windowed layers' rows
+ * can be released (kv_seq_drop_window with cfg.swa_window): m's
+ * swa_pattern when some layer is sliding-window, else 0. */
+int fwd_kv_win_pattern(const model *m);
 
 #endif

@@ -2,8 +2,10 @@
  * kv — the paged KV cache (see kv.h for the region layout): the block
  * pool with its free list and reference counts in one shared-memory
  * region, sequences' page tables, fork (share every block) and the
- * copy-on-write of a shared partly filled tail block, read-only links to
- * other workers' pools on this host. Owns the pool's region through shm;
+ * copy-on-write of a shared partly filled tail block, the window parts
+ * of blocks (sliding-window layers' rows, released on their own),
+ * read-only links to other workers' pools on this host. Owns the pool's
+ * region through shm;
  * callers: engine/fwd.c (rows), sc/ (sequences, roots), worker/, tests.
  */
 #include "engine/kv.h"
@@ -19,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(kv_shm_header) == 80, "kv_shm_header layout");
+_Static_assert(sizeof(kv_shm_header) == 88, "kv_shm_header layout");
+_Static_assert(offsetof(kv_shm_header, win_blocks) == 80, "layout");
 _Static_assert(offsetof(kv_shm_header, owner) == 64, "layout");
 _Static_assert(offsetof(kv_shm_header, n_layers) == 16, "layout");
 _Static_assert(offsetof(kv_shm_header, data_offset) == 56, "layout");
@@ -32,6 +35,12 @@ struct kv_pool {
 	uint64_t stride;      /* bytes between blocks */
 	size_t half_bytes;    /* one layer's K (or V) rows: B * row_bytes */
 	size_t row_bytes;     /* kv_row_bytes(dtype, kv_dim) */
+	/* With windows (params.win_pattern > 0), else wdata/wmap NULL: */
+	unsigned char *wdata; /* window slot 0 */
+	uint64_t wstride;     /* bytes between window slots */
+	uint32_t *wmap;       /* [n_blocks] in the region: window slot of a
+			       * block, KV_NO_BLOCK when released */
+	uint64_t full_bytes, win_bytes; /* payload of a block's two parts */
 	int readonly;
 	char *shm_name;       /* POSIX shm name when created named */
 	kv_pool *linked[KV_MAX_SLOTS]; /* borrowed read-only pools, slot >= 1 */
@@ -39,6 +48,10 @@ struct kv_pool {
 	uint32_t *ref;        /* [n_blocks] reference counts */
 	uint32_t *free_ids;   /* [n_blocks] stack of free ids */
 	uint32_t n_free;
+	uint32_t *wref;       /* [n_blocks] holders seeing a block's window
+			       * part (windows only) */
+	uint32_t *wfree_ids;  /* [n_wslots] stack of free window slots */
+	uint32_t n_wfree, n_wslots;
 	kv_stats stats;
 };
 
@@ -108,7 +121,17 @@ void kv_row_put(int dtype, const float *x, void *row, int n)
 /* Sizes derived from params; every product checked. */
 typedef struct {
 	uint64_t block_bytes, stride, total;
+	uint64_t win_bytes, wstride, win_offset, wmap_offset; /* 0: none */
+	uint32_t n_wslots; /* window slots (0: none) */
 } kv_sizes;
+
+/* Layers of each class under params p: windowed iff l % w != w - 1. */
+static int n_windowed(const kv_params *p)
+{
+	int w = p->win_pattern;
+
+	return w > 0 ? p->n_layers - p->n_layers / w : 0;
+}
 
 static int sizes_of(const kv_params *p, kv_sizes *z)
 {
@@ -127,25 +150,54 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 	if (p->n_blocks < 1 || p->n_blocks > KV_BLOCK_MASK + 1u)
 		return qerr_fail(QERR_RANGE, "kv: n_blocks %u out of range",
 				 p->n_blocks);
+	/* 1 would leave no layer windowed: one layout per pool, so refused */
+	if (p->win_pattern < 0 || p->win_pattern == 1 ||
+	    p->win_pattern > 65536)
+		return qerr_fail(QERR_RANGE, "kv: win_pattern %d must be 0 or "
+				 "in 2..65536", p->win_pattern);
+	if (p->win_blocks > p->n_blocks || (p->win_blocks && !p->win_pattern))
+		return qerr_fail(QERR_RANGE, "kv: %u window slots for %u "
+				 "blocks%s", p->win_blocks, p->n_blocks,
+				 p->win_pattern ? "" : " without windows");
 	rb = kv_row_bytes(p->dtype, p->kv_dim);
 	if (!rb)
 		return qerr_fail(QERR_ARG, "kv: kv_dim %d is not a multiple of "
 				 "%d, as %s rows need", p->kv_dim, KV_Q8_BLOCK,
 				 kv_dtype_name(p->dtype));
-	/* block = n_layers * 2 * B * row bytes */
+	/* a part = its layers * 2 * B * row bytes (n_layers is an int and
+	 * rb * B * 2 fits 64 bits as checked, so the split cannot overflow
+	 * where the whole did not) */
 	b = rb;
 	if (__builtin_mul_overflow(b, (uint64_t)p->block_tokens, &b) ||
 	    __builtin_mul_overflow(b, (uint64_t)2 * (uint64_t)p->n_layers,
 				   &b) ||
-	    b > UINT64_MAX - KV_BLOCK_ALIGN)
+	    b > UINT64_MAX - 2 * KV_BLOCK_ALIGN)
 		goto overflow;
-	z->block_bytes = b;
-	z->stride = (b + KV_BLOCK_ALIGN - 1) / KV_BLOCK_ALIGN * KV_BLOCK_ALIGN;
+	z->win_bytes = b / (uint64_t)p->n_layers * (uint64_t)n_windowed(p);
+	z->block_bytes = b - z->win_bytes;
+	z->stride = (z->block_bytes + KV_BLOCK_ALIGN - 1) / KV_BLOCK_ALIGN *
+		    KV_BLOCK_ALIGN;
+	z->wstride = (z->win_bytes + KV_BLOCK_ALIGN - 1) / KV_BLOCK_ALIGN *
+		     KV_BLOCK_ALIGN;
 	if (__builtin_mul_overflow(z->stride, (uint64_t)p->n_blocks,
 				   &z->total) ||
 	    __builtin_add_overflow(z->total, (uint64_t)KV_DATA_OFFSET,
-				   &z->total) ||
-	    z->total > (uint64_t)INT64_MAX || z->total > (uint64_t)SIZE_MAX)
+				   &z->total))
+		goto overflow;
+	z->win_offset = z->wmap_offset = 0;
+	z->n_wslots = 0;
+	if (z->win_bytes) {
+		uint64_t w, m = (uint64_t)p->n_blocks * 4;
+
+		z->n_wslots = p->win_blocks ? p->win_blocks : p->n_blocks;
+		z->win_offset = z->total;
+		if (__builtin_mul_overflow(z->wstride, (uint64_t)z->n_wslots,
+					   &w) ||
+		    __builtin_add_overflow(z->total, w, &z->wmap_offset) ||
+		    __builtin_add_overflow(z->wmap_offset, m, &z->total))
+			goto overflow;
+	}
+	if (z->total > (uint64_t)INT64_MAX || z->total > (uint64_t)SIZE_MAX)
 		goto overflow;
 	return QERR_OK;
 overflow:
@@ -171,6 +223,17 @@ static void layout(kv_pool *kp, const kv_sizes *z)
 	kp->stride = z->stride;
 	kp->row_bytes = kv_row_bytes(kp->params.dtype, kp->params.kv_dim);
 	kp->half_bytes = kp->row_bytes * (size_t)kp->params.block_tokens;
+	kp->full_bytes = z->block_bytes;
+	kp->win_bytes = z->win_bytes;
+	kp->wstride = z->wstride;
+	kp->n_wslots = z->n_wslots;
+	kp->wdata = z->win_bytes ? (unsigned char *)kp->region.base +
+					   z->win_offset
+				 : NULL;
+	kp->wmap = z->win_bytes ? (uint32_t *)((unsigned char *)
+						       kp->region.base +
+					       z->wmap_offset)
+				: NULL;
 }
 
 static int pool_new(const kv_params *p, const char *name, kv_pool **out)
@@ -194,7 +257,13 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	kp->region.fd = -1;
 	kp->ref = calloc(p->n_blocks, sizeof(*kp->ref));
 	kp->free_ids = malloc((size_t)p->n_blocks * sizeof(*kp->free_ids));
-	if (!kp->ref || !kp->free_ids) {
+	if (z.win_bytes) {
+		kp->wref = calloc(p->n_blocks, sizeof(*kp->wref));
+		kp->wfree_ids = malloc((size_t)z.n_wslots *
+				       sizeof(*kp->wfree_ids));
+	}
+	if (!kp->ref || !kp->free_ids ||
+	    (z.win_bytes && (!kp->wref || !kp->wfree_ids))) {
 		rc = qerr_fail(QERR_NOMEM, "kv_pool_new: tables for %u blocks",
 			       p->n_blocks);
 		goto fail;
@@ -223,6 +292,8 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	h->block_tokens = (uint32_t)p->block_tokens;
 	h->n_blocks = p->n_blocks;
 	h->dtype = (uint32_t)p->dtype;
+	h->win_pattern = (uint32_t)p->win_pattern;
+	h->win_blocks = p->win_blocks;
 	h->reserved = 0;
 	h->block_bytes = z.block_bytes;
 	h->block_stride = z.stride;
@@ -234,6 +305,13 @@ static int pool_new(const kv_params *p, const char *name, kv_pool **out)
 	for (i = 0; i < p->n_blocks; i++)
 		kp->free_ids[i] = p->n_blocks - 1 - i;
 	kp->n_free = p->n_blocks;
+	if (kp->wmap) {
+		for (i = 0; i < p->n_blocks; i++)
+			kp->wmap[i] = KV_NO_BLOCK;
+		for (i = 0; i < z.n_wslots; i++)
+			kp->wfree_ids[i] = z.n_wslots - 1 - i;
+		kp->n_wfree = z.n_wslots;
+	}
 	*out = kp;
 	return QERR_OK;
 fail:
@@ -263,13 +341,16 @@ static int header_check(const kv_shm_header *h, uint64_t mapped,
 	int rc;
 
 	if (h->n_layers > INT32_MAX || h->kv_dim > INT32_MAX ||
-	    h->block_tokens > INT32_MAX || h->dtype > INT32_MAX)
+	    h->block_tokens > INT32_MAX || h->dtype > INT32_MAX ||
+	    h->win_pattern > INT32_MAX)
 		return qerr_fail(QERR_FORMAT, "kv region: parameter too large");
 	p.n_layers = (int)h->n_layers;
 	p.kv_dim = (int)h->kv_dim;
 	p.block_tokens = (int)h->block_tokens;
 	p.n_blocks = h->n_blocks;
 	p.dtype = (int)h->dtype;
+	p.win_pattern = (int)h->win_pattern;
+	p.win_blocks = h->win_blocks;
 	rc = sizes_of(&p, &z);
 	if (rc) {
 		char why[256]; /* qerr_fail must not format its own buffer */
@@ -386,13 +467,16 @@ int kv_pool_link(kv_pool *p, int slot, kv_pool *foreign)
 	if (slot < 1 || slot >= KV_MAX_SLOTS || !foreign || foreign == p)
 		return qerr_fail(QERR_ARG, "kv_pool_link: bad slot %d", slot);
 	b = &foreign->params;
+	/* window slot counts may differ: each pool maps its own blocks */
 	if (a->n_layers != b->n_layers || a->kv_dim != b->kv_dim ||
-	    a->block_tokens != b->block_tokens || a->dtype != b->dtype)
+	    a->block_tokens != b->block_tokens || a->dtype != b->dtype ||
+	    a->win_pattern != b->win_pattern)
 		return qerr_fail(QERR_ARG, "kv_pool_link: pools differ (layers "
 				 "%d/%d, kv_dim %d/%d, block %d/%d, dtype "
-				 "%d/%d)", a->n_layers, b->n_layers, a->kv_dim,
-				 b->kv_dim, a->block_tokens, b->block_tokens,
-				 a->dtype, b->dtype);
+				 "%d/%d, window pattern %d/%d)", a->n_layers,
+				 b->n_layers, a->kv_dim, b->kv_dim,
+				 a->block_tokens, b->block_tokens, a->dtype,
+				 b->dtype, a->win_pattern, b->win_pattern);
 	p->linked[slot] = foreign;
 	return QERR_OK;
 }
@@ -444,6 +528,8 @@ void kv_pool_free(kv_pool **pp)
 	free(p->shm_name);
 	free(p->ref);
 	free(p->free_ids);
+	free(p->wref);
+	free(p->wfree_ids);
 	free(p);
 	*pp = NULL;
 }
@@ -461,6 +547,16 @@ int kv_pool_readonly(const kv_pool *p)
 uint32_t kv_pool_free_blocks(const kv_pool *p)
 {
 	return p->n_free;
+}
+
+uint32_t kv_pool_free_win_slots(const kv_pool *p)
+{
+	return p->readonly ? 0 : p->n_wfree;
+}
+
+uint32_t kv_pool_win_slots(const kv_pool *p)
+{
+	return p->n_wslots;
 }
 
 uint32_t kv_block_refcount(const kv_pool *p, uint32_t block)
@@ -485,8 +581,17 @@ uint64_t kv_pool_bytes(const kv_pool *p)
 	return p->region.size;
 }
 
+int kv_layer_windowed(const kv_pool *p, int layer)
+{
+	int w = p->params.win_pattern;
+
+	return w > 0 && layer % w != w - 1;
+}
+
 void *kv_k(const kv_pool *p, uint32_t block, int layer)
 {
+	int w;
+
 	if (KV_REF_SLOT(block)) {
 		p = p->linked[KV_REF_SLOT(block)];
 		assert(p);
@@ -494,6 +599,19 @@ void *kv_k(const kv_pool *p, uint32_t block, int layer)
 	}
 	assert(block < p->params.n_blocks);
 	assert(layer >= 0 && layer < p->params.n_layers);
+	w = p->params.win_pattern;
+	if (w > 0) {
+		/* layers of a class in order: global l is the (l / w)-th
+		 * global one, windowed l has l / w globals below it */
+		if (layer % w != w - 1) {
+			uint32_t slot = p->wmap[block];
+
+			assert(slot < p->n_wslots); /* not released */
+			return p->wdata + slot * p->wstride +
+			       (size_t)(layer - layer / w) * 2 * p->half_bytes;
+		}
+		layer /= w;
+	}
 	return p->data + block * p->stride +
 	       (size_t)layer * 2 * p->half_bytes;
 }
@@ -533,17 +651,53 @@ static uint32_t block_alloc(kv_pool *p)
 	p->stats.allocs++;
 	if (++p->stats.in_use > p->stats.peak)
 		p->stats.peak = p->stats.in_use;
+	p->stats.held_bytes += p->full_bytes;
+	if (p->wmap) {
+		/* kv_seq_reserve checked the slots */
+		assert(p->n_wfree > 0 && p->wref[id] == 0);
+		p->wmap[id] = p->wfree_ids[--p->n_wfree];
+		p->wref[id] = 1;
+		p->stats.win_in_use++;
+		p->stats.held_bytes += p->win_bytes;
+	}
 	return id;
+}
+
+/* One holder of block id stops seeing its window part. */
+static void win_release(kv_pool *p, uint32_t id)
+{
+	if (!p->wmap)
+		return;
+	assert(id < p->params.n_blocks && p->wref[id] > 0);
+	if (--p->wref[id] == 0) {
+		p->wfree_ids[p->n_wfree++] = p->wmap[id];
+		p->wmap[id] = KV_NO_BLOCK;
+		p->stats.win_in_use--;
+		p->stats.held_bytes -= p->win_bytes;
+	}
 }
 
 static void block_release(kv_pool *p, uint32_t id)
 {
 	assert(id < p->params.n_blocks && p->ref[id] > 0);
 	if (--p->ref[id] == 0) {
+		/* every holder released its view of the window part first */
+		assert(!p->wmap || p->wref[id] == 0);
 		p->free_ids[p->n_free++] = id;
 		p->stats.frees++;
 		p->stats.in_use--;
+		p->stats.held_bytes -= p->full_bytes;
 	}
+}
+
+/* Releases s's references to block i (its window part if s sees it). */
+static void seq_release(kv_pool *p, const kv_seq *s, uint32_t i)
+{
+	if (KV_REF_SLOT(s->blocks[i]))
+		return; /* a linked pool's: not counted */
+	if (i >= s->w_lo)
+		win_release(p, s->blocks[i]);
+	block_release(p, s->blocks[i]);
 }
 
 void kv_seq_init(kv_seq *s)
@@ -552,6 +706,7 @@ void kv_seq_init(kv_seq *s)
 	s->n_blocks = 0;
 	s->cap = 0;
 	s->n_tokens = 0;
+	s->w_lo = 0;
 }
 
 /* Blocks that hold committed rows. */
@@ -582,6 +737,10 @@ int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
 	if (n_tokens > src->n_tokens)
 		return qerr_fail(QERR_RANGE, "kv_seq_fork: prefix of %u tokens "
 				 "of a sequence of %u", n_tokens, src->n_tokens);
+	if (src->w_lo && n_tokens < src->n_tokens)
+		return qerr_fail(QERR_ARG, "kv_seq_fork: a prefix of %u tokens "
+				 "of a sequence that released the window rows "
+				 "of its first %u blocks", n_tokens, src->w_lo);
 	n = blocks_of(p, n_tokens);
 	assert(n <= src->n_blocks);
 	if (n) {
@@ -596,10 +755,13 @@ int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
 			assert(p->ref[dst->blocks[i]] > 0 &&
 			       p->ref[dst->blocks[i]] < UINT32_MAX);
 			p->ref[dst->blocks[i]]++;
+			if (p->wmap && i >= src->w_lo)
+				p->wref[dst->blocks[i]]++;
 		}
 	}
 	dst->n_blocks = dst->cap = n;
 	dst->n_tokens = n_tokens;
+	dst->w_lo = src->w_lo < n ? src->w_lo : n;
 	p->stats.forks++;
 	return QERR_OK;
 }
@@ -649,6 +811,9 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new)
 		return qerr_fail(QERR_FULL,
 				 "KV pool exhausted: need %u blocks, %u free",
 				 n_alloc, p->n_free);
+	if (p->wmap && n_alloc > p->n_wfree)
+		return qerr_fail(QERR_FULL, "KV pool exhausted: need %u window "
+				 "slots, %u free", n_alloc, p->n_wfree);
 	if (need_blocks > s->cap) {
 		/* Grow geometrically so decoding one token at a time is
 		 * amortized O(1). */
@@ -674,8 +839,10 @@ int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new)
 		uint32_t old = s->blocks[tail], fresh = block_alloc(p);
 
 		copy_rows(p, fresh, old, tail_rows);
-		if (!KV_REF_SLOT(old))
-			block_release(p, old); /* was > 1: stays allocated */
+		/* was > 1: stays allocated; s sees the tail's window part
+		 * (drops stop before the block of the next row) */
+		assert(tail >= s->w_lo);
+		seq_release(p, s, tail);
 		s->blocks[tail] = fresh;
 		p->stats.cow++;
 	}
@@ -707,9 +874,31 @@ void kv_seq_free(kv_pool *p, kv_seq *s)
 		return;
 	if (p && !p->readonly)
 		for (i = 0; i < s->n_blocks; i++)
-			if (!KV_REF_SLOT(s->blocks[i]))
-				block_release(p, s->blocks[i]);
+			seq_release(p, s, i);
 	free(s->blocks);
 	kv_seq_init(s);
+}
+
+uint32_t kv_seq_drop_window(kv_pool *p, kv_seq *s, int window)
+{
+	uint32_t b, end, i, n = 0;
+
+	if (!p || !s || p->readonly || !p->wmap || window < 1 ||
+	    (uint64_t)s->n_tokens + 1 <= (uint64_t)window)
+		return 0;
+	b = (uint32_t)p->params.block_tokens;
+	end = (uint32_t)((uint64_t)s->n_tokens + 1 - (uint64_t)window) / b;
+	if (end > s->n_blocks)
+		end = s->n_blocks;
+	for (i = s->w_lo; i < end; i++) {
+		if (KV_REF_SLOT(s->blocks[i]))
+			continue;
+		win_release(p, s->blocks[i]);
+		p->stats.win_drops++;
+		n++;
+	}
+	if (end > s->w_lo)
+		s->w_lo = end;
+	return n;
 }
 

@@ -10,7 +10,8 @@
  * Region layout (native byte order; readers validate every field):
  *   1. kv_shm_header at offset 0: shm_header {magic KV_MAGIC, version
  *      KV_VERSION, size = whole region}, then the pool parameters, the
- *      block stride, the offset of block 0 and the creator (shm_owner).
+ *      block stride, the offset of block 0, the creator (shm_owner) and
+ *      the window slots (item 4).
  *   2. Blocks at data_offset (4096) + id * block_stride, id in
  *      [0, n_blocks). block_stride = block_bytes rounded up to 64.
  *   3. Inside a block, for each layer l in [0, n_layers):
@@ -25,6 +26,18 @@
  *      is whole blocks only when head_dim % 32 == 0 (the engine checks).
  *      Everything that sizes or copies rows or blocks (shm regions, COW,
  *      prefix export/import, cross-host transfer) uses kv_row_bytes.
+ *   4. Pools with sliding-window layers (win_pattern > 0: layer l is
+ *      windowed iff l % win_pattern != win_pattern - 1, the model's rule)
+ *      split each block by layer class: area 2 holds only the full
+ *      layers' K/V (in layer order), at block_stride; then at win_offset
+ *      = data_offset + n_blocks * block_stride, n_blocks window slots of
+ *      the windowed layers' K/V (same per-layer shape) at win_stride
+ *      (rounded to 64); then at wmap_offset = win_offset + win_blocks *
+ *      win_stride, uint32 wmap[n_blocks]: block id -> its window slot
+ *      (KV_NO_BLOCK once released). A pool may have fewer window slots
+ *      (win_blocks) than blocks: a block takes a slot when allocated,
+ *      and a reserve needing more slots than are free is QERR_FULL. win_pattern 0 (or a pattern leaving
+ *      no layer windowed) is the layout of 2-3 above, byte for byte.
  * Only ids and offsets live in the region. Refcounts, the free list and
  * the page tables live in the owner's process memory: other processes map
  * the region read-only (kv_pool_attach_ro) and only read rows.
@@ -44,6 +57,18 @@
  * place). Full blocks are never copied. Reserve, write and commit in one
  * step: a copy-on-write copies committed rows only, so a fork of s between
  * its write and its commit would lose s's uncommitted rows.
+ *
+ * Sliding windows. A block's window part (its windowed layers' rows) has
+ * its own reference count: every holder of a block sees its window part
+ * until it calls kv_seq_drop_window, which releases the window parts of
+ * the holder's blocks lying wholly before its window (a window slot
+ * returns to its free list when no holder sees it), so a long chain's
+ * windowed layers hold about window + B rows. Drops are a prefix of the
+ * table: blocks below s->w_lo are the ones s no longer sees. A fork shares
+ * only what src still sees; kv_seq_fork_prefix refuses a src that dropped
+ * anything (a shorter prefix could need rows it released). The engine
+ * drops only samples' sequences: roots, cached prompts and the rows
+ * exported to other hosts keep every layer.
  *
  * Threads. A pool and its sequences are used by one thread (the decode
  * loop) — no locking. Several threads may read rows through kv_k/kv_v
@@ -67,7 +92,10 @@ enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_Q8_0 = 2 };
 #define KV_Q8_BLOCK 32 /* elements per KV_Q8_0 block */
 
 #define KV_MAGIC 0x504b5651u /* "QVKP" little-endian */
-#define KV_VERSION 2u /* 2: owner at 64 */
+#define KV_VERSION 2u /* 2: owner at 64; win_pattern at 36 and
+			   * win_blocks at 80 are 0 in pools without windows
+			   * (an older reader required 0 at 36, so it refuses
+			   * a windowed pool) */
 #define KV_DATA_OFFSET 4096u
 #define KV_BLOCK_ALIGN 64u
 #define KV_DEFAULT_BLOCK_TOKENS 16
@@ -96,6 +124,11 @@ typedef struct {
 	int block_tokens; /* B, tokens per block; default 16 */
 	uint32_t n_blocks;
 	int dtype; /* enum kv_dtype */
+	int win_pattern; /* 0: no windowed layers; else layer l is windowed
+			  * iff l % win_pattern != win_pattern - 1 */
+	uint32_t win_blocks; /* window slots (win_pattern > 0): 0 means
+			      * n_blocks, else 1..n_blocks; fewer slots than
+			      * blocks is where released windows save memory */
 } kv_params;
 
 /* The region's header (offsets fixed: readers in other processes and
@@ -107,12 +140,15 @@ typedef struct {
 	uint32_t block_tokens; /* 24 */
 	uint32_t n_blocks;     /* 28 */
 	uint32_t dtype;        /* 32 */
-	uint32_t reserved;     /* 36: 0 */
-	uint64_t block_bytes;  /* 40: payload of one block */
+	uint32_t win_pattern;  /* 36: kv_params.win_pattern */
+	uint64_t block_bytes;  /* 40: payload of one block (its full
+				* layers' part when split by windows) */
 	uint64_t block_stride; /* 48: distance between blocks */
 	uint64_t data_offset;  /* 56: offset of block 0 */
 	shm_owner owner;       /* 64: creator (pid, start time); not checked
 				* by readers, used to find stale regions */
+	uint32_t win_blocks;   /* 80: window slots (0 without windows) */
+	uint32_t reserved;     /* 84: 0 */
 } kv_shm_header;
 
 typedef struct {
@@ -123,6 +159,12 @@ typedef struct {
 	uint64_t forks;     /* kv_seq_fork calls that succeeded */
 	uint32_t in_use;    /* blocks with refcount > 0 now */
 	uint32_t peak;      /* max of in_use over the pool's life */
+	uint32_t win_in_use; /* window slots held now (0 without windows) */
+	uint64_t win_drops; /* window-part references kv_seq_drop_window
+			     * dropped (a slot frees at its last) */
+	uint64_t held_bytes; /* KV payload held now: in_use full parts +
+			      * win_in_use window parts (without windows:
+			      * in_use whole blocks) */
 } kv_stats;
 
 typedef struct kv_pool kv_pool;
@@ -142,9 +184,10 @@ int kv_dtype_from_name(const char *name);
  * copied, f16 rounded to nearest even, q8_0 as in the layout above. */
 void kv_row_put(int dtype, const float *x, void *row, int n);
 
-/* Checks params and computes the region size (header + blocks).
+/* Checks params and computes the region size (header + blocks, + window
+ * slots and wmap with windows).
  * QERR_ARG: NULL, unknown dtype, a KV_Q8_0 kv_dim that is not a multiple
- * of 32. QERR_RANGE: a dimension < 1, n_blocks 0
+ * of 32. QERR_RANGE: a dimension < 1, win_pattern < 0, n_blocks 0
  * or over 2^24 (block references carry 24 bits), or a size that overflows
  * uint64/size_t/off_t. */
 int kv_params_check(const kv_params *p, uint64_t *region_bytes);
@@ -193,6 +236,10 @@ const kv_params *kv_pool_params(const kv_pool *p);
 int kv_pool_readonly(const kv_pool *p);
 /* Blocks on the free list (0 for a read-only pool). */
 uint32_t kv_pool_free_blocks(const kv_pool *p);
+/* Window slots on their free list (0 without windows or read-only), and
+ * the pool's slot count (0 without windows). */
+uint32_t kv_pool_free_win_slots(const kv_pool *p);
+uint32_t kv_pool_win_slots(const kv_pool *p);
 /* References to block (0 if free, out of range or read-only pool). */
 uint32_t kv_block_refcount(const kv_pool *p, uint32_t block);
 void kv_pool_stats(const kv_pool *p, kv_stats *out);
@@ -213,6 +260,8 @@ typedef struct {
 	uint32_t *blocks; /* [cap]; first n_blocks are block ids */
 	uint32_t n_blocks, cap;
 	uint32_t n_tokens; /* committed tokens */
+	uint32_t w_lo;     /* blocks [0, w_lo): window parts released by
+			    * this sequence (kv_seq_drop_window) */
 } kv_seq;
 
 /* Row of token t (t < n_blocks * B) of sequence s in layer. */
@@ -235,7 +284,8 @@ int kv_seq_fork(kv_pool *p, const kv_seq *src, kv_seq *dst);
  * (refcount + 1 each); dst->n_tokens = n_tokens. When n_tokens ends
  * mid-block, that block is shared and its rows from n_tokens on are
  * src's: dst's first reserve copies the block (copy-on-write), so dst
- * never sees them. A prompt sharing a cached one's prefix starts so. */
+ * never sees them. A prompt sharing a cached one's prefix starts so.
+ * QERR_ARG when n_tokens < src's and src dropped window parts. */
 int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
 		       kv_seq *dst);
 
@@ -245,10 +295,24 @@ int kv_seq_fork_prefix(kv_pool *p, const kv_seq *src, uint32_t n_tokens,
  * reference; then appends fresh blocks until n_blocks*B >= n_tokens+n_new.
  * Already-reserved rows count: reserving twice does not allocate twice.
  * Reserved rows hold unspecified data until written.
- * All-or-nothing: QERR_FULL ("KV pool exhausted: need X blocks, Y free"),
+ * All-or-nothing: QERR_FULL ("KV pool exhausted: need X blocks, Y free",
+ * or "... X window slots, Y free"),
  * QERR_NOMEM, QERR_RANGE (token count overflows) or QERR_ARG (read-only
  * pool) leave s and the pool exactly as they were. */
 int kv_seq_reserve(kv_pool *p, kv_seq *s, uint32_t n_new);
+
+/* Releases s's view of the window parts of its blocks that lie wholly
+ * before the window of its next row: a row at position n_tokens sees
+ * n_tokens - window + 1 .. n_tokens on windowed layers, so block i goes
+ * when (i + 1) * B <= n_tokens + 1 - window. A window part returns to the
+ * free list when no holder sees it; the blocks' full parts stay. Rows of
+ * windowed layers in released blocks must not be read through s again
+ * (the forward pass reads only the window). Returns the window-part
+ * references s dropped (0: a pool without windows, window < 1,
+ * read-only). */
+uint32_t kv_seq_drop_window(kv_pool *p, kv_seq *s, int window);
+/* 1 when layer is one of p's windowed layers. */
+int kv_layer_windowed(const kv_pool *p, int layer);
 
 /* Rows s may hold without another reserve: n_blocks * B. */
 uint32_t kv_seq_capacity(const kv_pool *p, const kv_seq *s);

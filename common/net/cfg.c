@@ -407,6 +407,7 @@ static const field fields[] = {
 	FI(kv, block_tokens, 1, 4096),
 	FI(kv, blocks, 1, INT_MAX),
 	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0},
+	{"kv", "free_windows", F_BOOL, OFF(kv.free_windows), 0, 0, 0},
 	FS(n, SC_S_N),
 	FS(temperature, SC_S_TEMPERATURE),
 	FS(top_k, SC_S_TOP_K),
@@ -1341,6 +1342,7 @@ void cfg_defaults(cfg *c)
 	c->kv.block_tokens = 16;
 	c->kv.blocks = 4096;
 	c->kv.dtype = CFG_DTYPE_F16;
+	c->kv.free_windows = true;
 	c->sampling.n = SC_DEFAULT_N;
 	c->sampling.temperature = SC_DEFAULT_TEMPERATURE;
 	c->sampling.top_k = SC_DEFAULT_TOP_K;
@@ -1675,8 +1677,10 @@ void cfg_dump(const cfg *c, FILE *f)
 	fputs("\n  worker_secret_key_file: ", f);
 	dump_str(f, s->worker_secret_key_file);
 	fputc('\n', f);
-	fprintf(f, "kv:\n  block_tokens: %d\n  blocks: %d\n  dtype: %s\n",
-		c->kv.block_tokens, c->kv.blocks, cfg_dtype_name(c->kv.dtype));
+	fprintf(f, "kv:\n  block_tokens: %d\n  blocks: %d\n  dtype: %s\n"
+		"  free_windows: %s\n", c->kv.block_tokens, c->kv.blocks,
+		cfg_dtype_name(c->kv.dtype),
+		c->kv.free_windows ? "true" : "false");
 	fprintf(f, "sampling:\n  n: %d\n  temperature: ", c->sampling.n);
 	dump_float(f, c->sampling.temperature);
 	fprintf(f, "\n  top_k: %d\n  top_p: ", c->sampling.top_k);

@@ -154,6 +154,9 @@ typedef struct cfg_kv {
 	int blocks;          /* 4096; 1..INT_MAX blocks in a worker's pool */
 	cfg_dtype dtype;     /* f16; "f16", "f32" or "q8_0" (half the
 			      * bytes of f16 per block) */
+	bool free_windows;   /* true; sliding-window models: samples
+			      * release windowed layers' rows no window
+			      * reaches (sc_engine_params.free_windows) */
 } cfg_kv;
 
 /* The defaults and limits of these are sc/params' (SC_PARAMS_DEFAULTS,

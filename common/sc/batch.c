@@ -153,6 +153,7 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 
 		j->need = sc_blocks_for(e, rt % (uint64_t)e->p.block_tokens +
 					    (uint64_t)j->p.max_new);
+		j->need_win = sc_fork_win_slots(e, j->need);
 		j->stats.blocks_mapped =
 			(uint32_t)j->n * (uint32_t)(rt / e->p.block_tokens);
 	}
@@ -308,6 +309,29 @@ static uint64_t batch_avail(const sc_batch *b)
 	return fr > owed ? fr - owed : 0;
 }
 
+/* The same for window slots (a pool split by windows): a fork's private
+ * blocks it still sees the window part of are held, need_win owed at
+ * most; UINT64_MAX for a pool without window slots. */
+static uint64_t batch_avail_win(const sc_batch *b)
+{
+	const kv_pool *p = b->e->pool;
+	uint64_t owed = 0, fr = kv_pool_free_win_slots(p);
+
+	if (!kv_pool_win_slots(p))
+		return UINT64_MAX;
+	for (int i = 0; i < b->n_act; i++) {
+		const fork_state *f = b->act[i];
+		uint32_t full = f->job->root->n_tokens /
+				(uint32_t)b->e->p.block_tokens;
+		uint32_t lo = f->seq.w_lo > full ? f->seq.w_lo : full;
+		uint32_t held = f->appended && f->seq.n_blocks > lo
+					? f->seq.n_blocks - lo : 0;
+
+		owed += held < f->job->need_win ? f->job->need_win - held : 0;
+	}
+	return fr > owed ? fr - owed : 0;
+}
+
 /* j may start another fork now (blocks aside). */
 static int job_wants(const sc_job *j)
 {
@@ -354,7 +378,7 @@ static int start_fork(sc_batch *b, sc_job *j)
  * blocks; then prefills, in arrival order, as their blocks fit. */
 static void batch_admit(sc_batch *b)
 {
-	uint64_t avail = batch_avail(b);
+	uint64_t avail = batch_avail(b), wavail = batch_avail_win(b);
 	uint32_t lead = 0;
 	int any;
 
@@ -369,7 +393,7 @@ static void batch_admit(sc_batch *b)
 				if ((pass == 0) != (j->id > b->rr) ||
 				    b->n_act >= b->max_live || !job_wants(j))
 					continue;
-				if (avail < j->need) {
+				if (avail < j->need || wavail < j->need_win) {
 					j->starved = 1;
 					continue;
 				}
@@ -378,6 +402,8 @@ static void batch_admit(sc_batch *b)
 					continue;
 				}
 				avail -= j->need;
+				if (wavail != UINT64_MAX)
+					wavail -= j->need_win;
 				any = 1;
 				if (!lead)
 					lead = j->id;
@@ -388,7 +414,8 @@ static void batch_admit(sc_batch *b)
 	for (sc_job *j = b->jobs; j; j = j->next) {
 		if (!j->prefilling || j->pf_started || j->rc)
 			continue;
-		if (avail < j->need_root) {
+		/* a root keeps every window part: a slot per block */
+		if (avail < j->need_root || wavail < j->need_root) {
 			j->starved = 1;
 			continue;
 		}
@@ -398,6 +425,8 @@ static void batch_admit(sc_batch *b)
 			continue;
 		j->pf_started = 1;
 		avail -= j->need_root;
+		if (wavail != UINT64_MAX)
+			wavail -= j->need_root;
 	}
 }
 
@@ -496,6 +525,8 @@ static void batch_forward(sc_batch *b)
 			}
 		}
 		sc_track_peak(e);
+		for (int k = 0; !rc && k < m; k++)
+			sc_drop_windows(e, b->seqs[k]);
 		if (b->on_forward)
 			b->on_forward(b->fctx);
 	}

@@ -94,9 +94,12 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	    (rc = samp_new(m->cfg.vocab, &e->sampler)))
 		goto fail;
 	if (p->pool_name || p->pool_blocks) {
+		/* split by windows whether or not samples release them, so
+		 * every worker's pool on a host links with every other's
+		 * (a slot per block: the coordinator counts blocks) */
 		kv_params kp = {m->cfg.n_layers, m->cfg.kv_dim, p->block_tokens,
 				p->pool_blocks ? p->pool_blocks : 4096,
-				p->kv_dtype};
+				p->kv_dtype, fwd_kv_win_pattern(m), 0};
 
 		rc = p->pool_name ? kv_pool_new_named(&kp, p->pool_name, &e->pool)
 				  : kv_pool_new(&kp, &e->pool);
@@ -166,31 +169,61 @@ uint32_t sc_blocks_for(const sc_engine *e, uint64_t n)
 	return (uint32_t)((n + e->p.block_tokens - 1) / e->p.block_tokens);
 }
 
-static void cache_room(sc_engine *e, uint64_t need);
+static void cache_room(sc_engine *e, uint64_t need, uint64_t win_need);
+
+static int windows_freed(const sc_engine *e)
+{
+	return e->p.free_windows && fwd_kv_win_pattern(e->m);
+}
+
+uint32_t sc_fork_win_slots(const sc_engine *e, uint32_t need)
+{
+	uint32_t B = (uint32_t)e->p.block_tokens, w;
+
+	if (!windows_freed(e))
+		return need;
+	w = ((uint32_t)e->m->cfg.swa_window + B - 1) / B + 1;
+	return w < need ? w : need;
+}
+
+/* Whether p has at least need blocks and win_need window slots. */
+static int pool_fits(const kv_pool *p, uint64_t need, uint64_t win_need)
+{
+	return kv_pool_params(p)->n_blocks >= need &&
+	       (!kv_pool_win_slots(p) || !win_need ||
+		kv_pool_win_slots(p) >= win_need);
+}
 
 /* A pool of at least need blocks (a fixed pool reports exhaustion as it
  * happens instead). */
-int sc_ensure_pool_blocks(sc_engine *e, uint64_t need)
+int sc_ensure_pool_blocks(sc_engine *e, uint64_t need, uint64_t win_need)
 {
 	kv_params kp = {e->m->cfg.n_layers, e->m->cfg.kv_dim,
-			e->p.block_tokens, 0, e->p.kv_dtype};
+			e->p.block_tokens, 0, e->p.kv_dtype,
+			e->p.free_windows ? fwd_kv_win_pattern(e->m) : 0, 0};
 
 	/* cached prompts give way to this one (all of them when the pool is
 	 * made anew) */
 	cache_room(e, e->fixed_pool || need <= KV_BLOCK_MASK ? need
-							      : UINT64_MAX);
+							      : UINT64_MAX,
+		   win_need);
 	if (e->fixed_pool)
 		return 0;
 	if (need > KV_BLOCK_MASK)
 		return qerr_fail(QERR_FULL, "KV pool of %llu blocks is too large",
 				 (unsigned long long)need);
-	if (e->pool && kv_pool_params(e->pool)->n_blocks >= need)
+	if (e->pool && pool_fits(e->pool, need, win_need))
 		return 0;
 	kv_pool_free(&e->pool);
 	/* with a prefix cache, room for cached prompts besides this one */
-	if (e->cache_ix && 2 * need <= KV_BLOCK_MASK)
+	if (e->cache_ix && 2 * need <= KV_BLOCK_MASK) {
 		need *= 2;
+		win_need *= 2;
+	}
 	kp.n_blocks = (uint32_t)need;
+	/* released windows: only the slots the worst case holds at once */
+	if (kp.win_pattern && win_need && win_need < need)
+		kp.win_blocks = (uint32_t)win_need;
 	return kv_pool_new(&kp, &e->pool);
 }
 
@@ -201,6 +234,14 @@ void sc_track_peak(sc_engine *e)
 	kv_pool_stats(e->pool, &st);
 	if (st.in_use > e->peak_in_use)
 		e->peak_in_use = st.in_use;
+	if (st.held_bytes > e->peak_bytes)
+		e->peak_bytes = st.held_bytes;
+}
+
+void sc_drop_windows(sc_engine *e, kv_seq *s)
+{
+	if (e->p.free_windows && e->m->cfg.swa_window > 0)
+		(void)kv_seq_drop_window(e->pool, s, e->m->cfg.swa_window);
 }
 
 /* ---- sc_run's prefix cache --------------------------------------------- */
@@ -242,15 +283,18 @@ int sc_engine_cache_count(const sc_engine *e)
 /* Evicts cached prompts, least recently used first, until need blocks are
  * free; with a pool too small for need, all of them (it is made anew). A
  * block shared by several cached prompts is free once the last goes. */
-static void cache_room(sc_engine *e, uint64_t need)
+static void cache_room(sc_engine *e, uint64_t need, uint64_t win_need)
 {
 	if (!e->n_cached)
 		return;
-	if (!e->pool || kv_pool_params(e->pool)->n_blocks < need) {
+	if (!e->pool || !pool_fits(e->pool, need, win_need)) {
 		sc_engine_cache_clear(e);
 		return;
 	}
-	while (e->n_cached && kv_pool_free_blocks(e->pool) < need)
+	while (e->n_cached &&
+	       (kv_pool_free_blocks(e->pool) < need ||
+		(kv_pool_win_slots(e->pool) &&
+		 kv_pool_free_win_slots(e->pool) < win_need)))
 		cache_drop(e, cache_lru(e));
 }
 

@@ -38,9 +38,18 @@ typedef struct {
 	 * recently used first, whenever a run needs their blocks; not used in
 	 * reset mode. 0 (default): off, the pool is free between runs. */
 	int prefix_cache;
+	/* Sliding-window models (gemma3, gpt-oss): the pool keeps windowed
+	 * layers' rows apart, and each sample releases those of its blocks
+	 * that no later row's window reaches (kv_seq_drop_window), so a
+	 * chain's windowed layers hold about window + block_tokens rows.
+	 * Roots and cached prompts keep every row. Same bytes either way.
+	 * 1 (default): on; 0: one class of block, as a model without
+	 * windows. */
+	int free_windows;
 } sc_engine_params;
 
-#define SC_ENGINE_DEFAULTS ((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256, 0})
+#define SC_ENGINE_DEFAULTS \
+	((sc_engine_params){NULL, 0, 2, 16, KV_F16, 64, 256, 0, 1})
 
 typedef struct sc_engine sc_engine;
 
@@ -55,7 +64,8 @@ void sc_engine_cache_clear(sc_engine *e);
 int sc_engine_cache_count(const sc_engine *e);
 
 /* KV blocks held right now (0 between requests unless the prefix cache
- * holds prompts). */
+ * holds prompts); with free_windows a block may hold only its full
+ * layers' rows (kv_stats.held_bytes counts bytes). */
 uint32_t sc_engine_kv_in_use(const sc_engine *e);
 uint32_t sc_engine_kv_free(const sc_engine *e);
 

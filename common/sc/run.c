@@ -26,10 +26,12 @@
 /* A pool large enough for one prefix plus `forks` private tails. */
 static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 {
-	return sc_ensure_pool_blocks(e, sc_blocks_for(e, n_prompt + 1) +
-					    (uint64_t)forks *
-					    (sc_blocks_for(e, (uint64_t)max_new)
-					     + 1));
+	uint64_t root = sc_blocks_for(e, n_prompt + 1);
+	uint32_t tail = sc_blocks_for(e, (uint64_t)max_new) + 1;
+
+	return sc_ensure_pool_blocks(e, root + (uint64_t)forks * tail,
+				     root + (uint64_t)forks *
+						    sc_fork_win_slots(e, tail));
 }
 
 /* cached: from the prefix cache when it is on (not in reset mode, the
@@ -253,7 +255,8 @@ static int run_end(sc_engine *e, run_q *q)
 				     kv_row_bytes(kp->dtype, kp->kv_dim);
 		uint64_t per_block = per_token * kp->block_tokens;
 
-		out->stats.kv_peak_bytes = (uint64_t)e->peak_in_use * per_block;
+		/* with windows released, blocks differ in size */
+		out->stats.kv_peak_bytes = e->peak_bytes;
 		out->stats.kv_unshared_bytes =
 			(uint64_t)p->n * sc_blocks_for(e, q->n_prompt + p->max_new) *
 			per_block;
@@ -311,14 +314,19 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 			if (qs[i].p->max_new > 0 && (uint64_t)qs[i].p->max_new > mn)
 				mn = (uint64_t)qs[i].p->max_new;
 		}
-		rc = sc_ensure_pool_blocks(e, (uint64_t)qin *
-						      sc_blocks_for(e, mp + 1) +
-					      (uint64_t)bp.max_live *
-						      (sc_blocks_for(e, mn) + 1));
+		uint64_t roots = (uint64_t)qin * sc_blocks_for(e, mp + 1);
+		uint32_t tail = sc_blocks_for(e, mn) + 1;
+
+		rc = sc_ensure_pool_blocks(e, roots +
+						      (uint64_t)bp.max_live * tail,
+					   roots + (uint64_t)bp.max_live *
+							   sc_fork_win_slots(e,
+									     tail));
 	}
 	if (!rc)
 		rc = sc_batch_create(e, &bp, &b);
 	e->peak_in_use = 0;
+	e->peak_bytes = 0;
 	while (!rc && first < n) {
 		/* questions start in order while their widths fit */
 		while (next < n) {
@@ -438,6 +446,7 @@ int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 		goto out;
 	}
 	e->peak_in_use = 0;
+	e->peak_bytes = 0;
 	kv_pool_stats(e->pool, &st0);
 	rc = run_samples(e, prompt, n_prompt, p, &q.res, root_logits, &q.stp);
 	kv_pool_stats(e->pool, &st1);

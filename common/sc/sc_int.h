@@ -56,6 +56,7 @@ struct sc_engine {
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
 	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
+	uint64_t peak_bytes; /* KV payload bytes held, this run */
 	int fixed_pool;      /* pool created once (named or sized) */
 	sc_root *roots;      /* (n_roots) kept prefills */
 	int n_roots, cap_roots;
@@ -165,6 +166,8 @@ struct sc_job {
 	int *done;              /* (n) */
 	int n_started, n_act, width;
 	uint32_t need;          /* worst-case private blocks of one fork */
+	uint32_t need_win;      /* worst-case private window slots of one
+				 * fork (sc_fork_win_slots) */
 	sc_stopper *st;
 	sc_filter *flt;
 	sc_job_cbs cb;
@@ -187,10 +190,20 @@ static inline double now_ms(void)
 
 /* Blocks for n tokens. */
 uint32_t sc_blocks_for(const sc_engine *e, uint64_t n);
-/* A pool of at least need blocks (cached prompts give way first). */
-int sc_ensure_pool_blocks(sc_engine *e, uint64_t need);
+/* A pool of at least need blocks and, for a pool split by windows,
+ * win_need window slots (0: one per block; cached prompts give way
+ * first). A fixed pool has a slot per block. */
+int sc_ensure_pool_blocks(sc_engine *e, uint64_t need, uint64_t win_need);
+/* The window slots a fork whose private blocks are at most need holds at
+ * any time: with windows released (free_windows, a sliding-window model),
+ * min(need, ceil(window / B) + 1) (the blocks from its window's first row
+ * to the row it writes); else need. */
+uint32_t sc_fork_win_slots(const sc_engine *e, uint32_t need);
 /* Notes the pool's blocks in use in e->peak_in_use. */
 void sc_track_peak(sc_engine *e);
+/* A sample's sequence s releases the windowed layers' rows no later row
+ * reads (engine free_windows on, a sliding-window model). */
+void sc_drop_windows(sc_engine *e, kv_seq *s);
 /* The prefix cache: a root prefilled from the cached prompt sharing its
  * longest block-aligned prefix (*reused: the tokens forked); keeping a
  * prompt's complete root; a batched job j starting from a cached prompt
