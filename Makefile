@@ -175,7 +175,7 @@ benchbins: $(BENCH_BIN)
 # TEST_EXCLUDE: test programs left out of this run (see test-asan)
 TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
 		tests/cluster_e2e.sh tests/restart_e2e.sh tests/fair_e2e.sh tests/netns_e2e.sh \
-		tests/kv_q8_e2e.sh)
+		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh)
 test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh $(TEST_RUN)
