@@ -178,8 +178,8 @@ static void test_archs_modes_identical(void **state)
 		char ap[512];
 		model *am;
 		tok *at;
-		int32_t *ids;
-		size_t n_ids;
+		int32_t *ids = NULL;
+		size_t n_ids = 0; /* fail_msg does not return: for clang */
 		sc_result ref;
 		int distinct = 0;
 

@@ -766,7 +766,7 @@ static void on_import(wk *w, const Quorum__RootData *x)
 	int partial = x->has_partial && x->partial;
 	float *logits = NULL;
 	sc_root_desc d;
-	uint32_t root;
+	uint32_t root = 0; /* set by the import when rc is 0 */
 	int rc;
 
 	if (partial ? x->logits.len != 0 ||
