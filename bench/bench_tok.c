@@ -34,8 +34,8 @@ static const char *const chunks[] = {
 	"The answer is 1,234,567.89 (approximately), i.e. 12.5% more than "
 	"last year's figure of 1,097,393. Don't forget: it's what we'd've "
 	"expected!\n",
-	"Grüße aus München — 東京の天気は晴れです。Привет, мир! 😀 "
-	"naïve café résumé\n",
+	("Grüße aus München — 東京の天気は晴れです。Привет, мир! 😀 "
+	 "naïve café résumé\n"),
 	"   Indented   text\twith\ttabs   and    runs of spaces.\r\n",
 };
 

@@ -125,7 +125,7 @@ static const struct row {
 	 "1..64 bytes without NUL"},
 	{SC_S_STOP_STRINGS, LONG65, "stop_strings: must be at most 4 strings "
 	 "of 1..64 bytes without NUL"},
-	{SC_S_STOP_STRINGS, LONG65 + 1, NULL},
+	{SC_S_STOP_STRINGS, &LONG65[1], NULL},
 	{SC_S_MODE, "turbo", "mode = turbo: must be reset, paged or batched"},
 	{SC_S_MODE, "paged", NULL},
 	{SC_S_CONF_WINDOW, "0", "conf_window = 0: must be an integer in "
@@ -413,7 +413,7 @@ static int conf(const char *key, const char *value, int max_n, char *out,
 		size_t cap)
 {
 	char text[512];
-	const char *d, *m;
+	const char *d, *m = NULL;
 	cfg *c = NULL;
 	long long v;
 
