@@ -669,9 +669,9 @@ static void test_int_tiles(void **state)
 /* MXFP4's kernels build the E8M0 scale in vector lanes and decode
  * codes by table: every scale byte 0..255 (2^-128 and 2^-127 subnormal,
  * 2^127 at 0xFF), every code, rows of 1, 2, 3, 7, 9, 10 and 90 units
- * (gpt-oss's 2880: 11 groups of 8 and a tail of 2), M = 1..20 (blocks
- * decoded for one tile, then prepared rows with tail groups of 4, 2, 1),
- * with a bias, on 1 or 2 threads: the scalar reference's bits. Small
+ * (gpt-oss's 2880: 11 groups of 8 and a tail of 2), M = 1..20 (one to
+ * three tiles, each decoding the blocks), with a bias, on 1 or 2
+ * threads: the scalar reference's bits. Small
  * activations keep 2^127 scales finite. */
 #define MX_M 20
 #define MX_N 19

@@ -652,11 +652,14 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 }
 
 static void q8_act(int8_t *q, int K, int pad);
-/* Q8_0 and MXFP4 with at most this many rows (one tile) read the blocks
- * directly, side by side in registers on the way; with more, each row
- * is laid out once (prepared) for all the tiles. Measured on Zen 3 at
- * K = 896..4864: Q8_0's direct tile of 3..8 rows is 1.5-2x the prepared
- * one; about even at 37 rows; prepared 1.2x ahead at 200. */
+/* Q8_0 with at most this many rows (one tile) reads the blocks directly,
+ * side by side in registers on the way; with more, each row is laid out
+ * once (prepared) for all the tiles. Measured on Zen 3 at K = 896..4864:
+ * Q8_0's direct tile of 3..8 rows is 1.5-2x the prepared one; about even
+ * at 37 rows; prepared 1.2x ahead at 200. MXFP4 always reads directly:
+ * its 17-byte blocks decode in about as few operations as the prepared
+ * 32 bytes load (K = 2880: 1.1-1.8x the prepared rows at 9..16 rows,
+ * about even at 37 and 200). */
 #define Q8_DIRECT_R QT_R
 static void kg_act(quant_arow *a, int K, int kind);
 /* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of K:
@@ -676,7 +679,7 @@ static void kg_act(quant_arow *a, int K, int kind);
 void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
 {
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
-		q8_act(a->q, K, M <= Q8_DIRECT_R);
+		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
 	if (KG_USE(wtype, M, K)) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
 		return;
@@ -1056,13 +1059,17 @@ INLINE void q8g_load(const uint8_t *row, int u0, int cnt, __m256i *w,
 	tr8x8(w);
 }
 
-/* The g steps of a group of g < 8 units (see struct q8g) whose codes
- * are at c, c + stride, ...: lane L holds the 4 g codes of its part
- * (loads within the unit). */
-static void q8g_part(const int8_t *c, size_t stride, int g, __m256i *w)
+/* A group of g < 8 units from u0 (see struct q8g): its g steps in w,
+ * the units' d at their float lanes in dw. */
+static void q8g_load_part(const uint8_t *row, int u0, int g, __m256i *w,
+			  __m256 *dw)
 {
+	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
+
+	*dw = q8_d(b - u0 % 8, kg_mask(u0, g));
+	/* lane L: the 4 g bytes of its part (loads within the block) */
 	for (int L = 0; L < 8; L++) {
-		const int8_t *p = c + stride * (size_t)(L % g) + 4 * g * (L / g);
+		const int8_t *p = b[L % g].qs + 4 * g * (L / g);
 		__m128i x;
 		if (g == 4) {
 			x = _mm_loadu_si128((const __m128i *)p);
@@ -1076,17 +1083,6 @@ static void q8g_part(const int8_t *c, size_t stride, int g, __m256i *w)
 		w[L] = _mm256_castsi128_si256(x);
 	}
 	tr8x8(w);
-}
-
-/* A group of g < 8 units from u0 (see struct q8g): its g steps in w,
- * the units' d at their float lanes in dw. */
-static void q8g_load_part(const uint8_t *row, int u0, int g, __m256i *w,
-			  __m256 *dw)
-{
-	const ggml_block_q8_0 *b = (const ggml_block_q8_0 *)row + u0;
-
-	*dw = q8_d(b - u0 % 8, kg_mask(u0, g));
-	q8g_part(b->qs, sizeof(*b), g, w);
 }
 
 /*
@@ -1110,23 +1106,23 @@ INLINE __m256i mx_table(void)
 		(const __m128i *)quant_mxfp4_values)), _mm256_set1_epi8(MX_OFF));
 }
 
-/* quant_e8m0_half of blocks b[0..cnt) in float lanes f0..f0+cnt-1, +0 in
- * the others. */
-INLINE __m256 mx_d(const ggml_block_mxfp4 *b, int f0, int cnt)
+/* quant_e8m0_half of blocks b[0..cnt) in lanes 0..cnt-1, +0 in the
+ * others. */
+INLINE __m256 mx_d(const ggml_block_mxfp4 *b, int cnt)
 {
 	const __m256i one = _mm256_set1_epi32(1);
 	uint64_t e8 = 0;
 
 	/* the scale bytes gathered in a general register */
 	for (int l = 0; l < cnt; l++)
-		e8 |= (uint64_t)b[l].e << (8 * (f0 + l));
+		e8 |= (uint64_t)b[l].e << (8 * l);
 	__m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)e8));
 	/* 2^(e - 128): f32 exponent e - 1 from e = 2 on, else the
 	 * subnormal's bit 21 + e */
 	__m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
 	__m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(1 << 21), e);
 	__m256i d = _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi32(e, one));
-	return _mm256_castsi256_ps(_mm256_and_si256(d, kg_mask(f0, cnt)));
+	return _mm256_castsi256_ps(_mm256_and_si256(d, kg_mask(0, cnt)));
 }
 
 /* Units b[0..cnt) (cnt <= 8) of an MXFP4 row side by side, as q8g_load
@@ -1162,20 +1158,7 @@ INLINE void mx_load(const ggml_block_mxfp4 *b, int cnt, __m256i tbl,
 		w[j + 4] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(
 			_mm256_srli_epi16(s[j], 4), m4));
 	}
-	*dw = mx_d(b, 0, cnt);
-}
-
-/* A group of g < 8 MXFP4 units from b (unit u0) as q8g_load_part. */
-static void mx_load_part(const ggml_block_mxfp4 *b, int u0, int g,
-			 __m256i tbl, __m256i *w, __m256 *dw)
-{
-	_Alignas(32) int8_t c[4 * 32]; /* the units' codes, in order */
-
-	for (int i = 0; i < g; i++)
-		_mm256_store_si256((__m256i *)(c + 32 * i), _mm256_shuffle_epi8(
-			tbl, nibbles16(b[i].qs)));
-	*dw = mx_d(b, u0 % 8, g);
-	q8g_part(c, 32, g, w);
+	*dw = mx_d(b, cnt);
 }
 
 /* MXFP4's S1 correction for row r of t, lanes of mask (lane l: unit
@@ -1189,21 +1172,14 @@ INLINE __m256i mx_off(const struct qtile *t, int r, int ub, __m256i mask,
 	return _mm256_madd_epi16(s, _mm256_set1_epi16(-MX_OFF));
 }
 
-/* The groups of one Q8_0 (or, mx, MXFP4) row of nu units. */
-static void q8g_prep(const uint8_t *row, int nu, struct q8g *g, int mx)
+/* The groups of one Q8_0 row of nu units. */
+static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
 {
-	const ggml_block_mxfp4 *b = (const ggml_block_mxfp4 *)row;
-	const __m256i tbl = mx_table();
-
 	for (int u0 = 0; u0 < nu; g++) {
 		int n = kg_size(nu - u0);
 		__m256i w[8];
 		__m256 dw;
-		if (mx && n == 8)
-			mx_load(b + u0, 8, tbl, w, &dw);
-		else if (mx)
-			mx_load_part(b + u0, u0, n, tbl, w, &dw);
-		else if (n == 8)
+		if (n == 8)
 			q8g_load(row, u0, 8, w, &dw);
 		else
 			q8g_load_part(row, u0, n, w, &dw);
@@ -1298,8 +1274,8 @@ INLINE void q8g_float(const struct qtile *t, int ub, __m256i mask, __m256 dw,
 	}
 }
 
-/* q8g_row's rows: Q8_0 or MXFP4 (Q8G_MX), read directly or prepared
- * (Q8G_PREP). */
+/* q8g_row's rows: Q8_0 read directly or prepared (Q8G_PREP), or MXFP4
+ * (Q8G_MX), read directly. */
 enum { Q8G_PREP = 1, Q8G_MX = 2 };
 
 /* Weight row j (its groups wg when prepared, else its blocks, side by
@@ -1368,24 +1344,19 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		q8g_float(t, u0, mask, dw, acc, facc, R);
 	}
 	for (; u0 < nu && prep; wg++) {
-		int n = kg_size(nu - u0), f0 = u0 % 8;
+		int n = kg_size(nu - u0);
 		__m256i mask = kg_mask(u0, n);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = _mm256_setzero_si256();
 		for (int s = 0; s < n; s++) {
 			__m256i w1[1] = {_mm256_load_si256(&wg->w[s])};
-			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0, mx);
+			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0, 0);
 		}
-		/* the correction after the fold: in the units' float lanes */
 		#pragma GCC unroll 8
-		for (int r = 0; r < R; r++) {
+		for (int r = 0; r < R; r++)
 			acc[r] = kg_fold(acc[r], n);
-			if (mx)
-				acc[r] = _mm256_add_epi32(acc[r], mx_off(
-					t, r, u0 - f0, mask, 1));
-		}
-		q8g_float(t, u0 - f0, mask, _mm256_load_ps(wg->d), acc,
+		q8g_float(t, u0 - u0 % 8, mask, _mm256_load_ps(wg->d), acc,
 			  facc, R);
 		u0 += n;
 	}
@@ -1410,10 +1381,9 @@ INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 }
 
 
-/* Blocks of prepared Q8_0 and MXFP4 rows against a tile, and their
- * blocks read directly by one tile. */
+/* Blocks of prepared Q8_0 rows against a tile, and Q8_0's and MXFP4's
+ * blocks read directly by a tile. */
 QBLOCK_FN(q8g_block_prep, q8g_block, Q8G_PREP)
-QBLOCK_FN(mx_block_prep, q8g_block, Q8G_PREP | Q8G_MX)
 QBLOCK_FN(mx_block_direct, q8g_block, Q8G_MX)
 
 QBLOCK_FN(q8g_block_direct, q8g_block, 0)
@@ -1847,8 +1817,7 @@ static void kg_prep_row(const struct kern_mm *mm, const uint8_t *row,
 static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
 			 char *dst)
 {
-	q8g_prep(row, mm->K / 32, (struct q8g *)dst,
-		 mm->wtype == GGML_TYPE_MXFP4);
+	q8g_prep(row, mm->K / 32, (struct q8g *)dst);
 }
 
 /* Q8_0 and MXFP4 (units side by side). */
@@ -1856,7 +1825,7 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int mx = mm->wtype == GGML_TYPE_MXFP4;
 
-	if (mm->M <= Q8_DIRECT_R) {
+	if (mm->M <= Q8_DIRECT_R || mx) {
 		/* a block of rows stays in cache while the tiles pass */
 		for (int j = j0; j < j1; j += QT_JB)
 			qtiles(mm, j, j1 - j < QT_JB ? j1 - j : QT_JB, NULL, 0,
@@ -1864,7 +1833,7 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		return;
 	}
 	qprep_run(mm, j0, j1, (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g),
-		  q8g_prep_row, mx ? mx_block_prep : q8g_block_prep);
+		  q8g_prep_row, q8g_block_prep);
 }
 
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
