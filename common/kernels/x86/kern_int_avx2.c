@@ -657,9 +657,9 @@ static void q8_act(int8_t *q, int K, int pad);
  * once (prepared) for all the tiles. Measured on Zen 3 at K = 896..4864:
  * Q8_0's direct tile of 3..8 rows is 1.5-2x the prepared one; about even
  * at 37 rows; prepared 1.2x ahead at 200. MXFP4 always reads directly:
- * its 17-byte blocks decode in about as few operations as the prepared
- * 32 bytes load (K = 2880: 1.1-1.8x the prepared rows at 9..16 rows,
- * about even at 37 and 200). */
+ * decoding its 17-byte blocks again for each tile costs no more than
+ * laying out and reading back 32-byte prepared rows (K = 2880: 1.1-1.8x
+ * the prepared rows at 9..16 rows, about even at 37 and 200). */
 #define Q8_DIRECT_R QT_R
 static void kg_act(quant_arow *a, int K, int kind);
 /* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of K:
