@@ -666,6 +666,66 @@ static void test_int_tiles(void **state)
 	tpool_free(&tp);
 }
 
+/* MXFP4's kernels build the E8M0 scale in vector lanes and decode
+ * codes by table: every scale byte 0..255 (2^-128 and 2^-127 subnormal,
+ * 2^127 at 0xFF), every code, rows of 1, 2, 3, 7, 9, 10 and 90 units
+ * (gpt-oss's 2880: 11 groups of 8 and a tail of 2), M = 1..20 (one to
+ * three tiles, each decoding the blocks), with a bias, on 1 or 2
+ * threads: the scalar reference's bits. Small
+ * activations keep 2^127 scales finite. */
+#define MX_M 20
+#define MX_N 19
+
+static void test_int_mxfp4_edges(void **state)
+{
+	static const int nus[] = {1, 2, 3, 7, 9, 10, 90};
+	tpool *tp;
+	(void)state;
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (size_t ki = 0; ki < sizeof(nus) / sizeof(nus[0]); ki++) {
+		int nu = nus[ki], K = 32 * nu;
+		ggml_block_mxfp4 *W = xmalloc(sizeof(*W) * (size_t)nu * MX_N);
+		float *x = xmalloc(sizeof(float) * (size_t)K * MX_M);
+		float *bias = xmalloc(sizeof(float) * MX_N);
+		float *y0 = xmalloc(sizeof(float) * MX_N * MX_M);
+		float *y1 = xmalloc(sizeof(float) * MX_N * MX_M);
+
+		for (int b = 0; b < nu * MX_N; b++) {
+			W[b].e = (uint8_t)(b * 97 + (int)ki);
+			for (int i = 0; i < 16; i++)
+				W[b].qs[i] = (uint8_t)rnd32();
+		}
+		for (int j = 0; j < MX_N; j++)
+			bias[j] = rndn();
+		for (int i = 0; i < K * MX_M; i++)
+			x[i] = rndn() * 1e-4f;
+		kern_set_isa(KERN_ISA_SCALAR);
+		kern_matmul(NULL, W, GGML_TYPE_MXFP4, K, MX_N, bias, x, K, MX_M,
+			    y0, MX_N);
+		for (int i = 0; i < MX_N * MX_M; i++)
+			assert_true(isfinite(y0[i])); /* bits, not NaN payloads */
+		for (int isa = KERN_ISA_SCALAR + 1; isa <= iu_last_isa(); isa++) {
+			if (!iu_use_isa(isa))
+				continue;
+			for (int M = 1; M <= MX_M; M++) {
+				memset(y1, 0xff, sizeof(float) * MX_N * MX_M);
+				kern_matmul(M % 2 ? tp : NULL, W, GGML_TYPE_MXFP4, K,
+					    MX_N, bias, x, K, M, y1, MX_N);
+				if (memcmp(y0, y1, sizeof(float) * MX_N * (size_t)M))
+					fail_msg("MXFP4 K=%d %s M=%d differs", K,
+						 iu_isa_label(isa), M);
+			}
+		}
+		kern_set_isa(kern_isa_detect());
+		free(W);
+		free(x);
+		free(bias);
+		free(y0);
+		free(y1);
+	}
+	tpool_free(&tp);
+}
+
 /* kern_matmul_n: matrices of several types (two sharing a type, so one
  * quantized x), one with a bias, fused in one job, give each matrix the
  * bits kern_matmul gives it alone, for 1..37 rows, with and without a
@@ -1138,6 +1198,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),
+		cmocka_unit_test(test_int_mxfp4_edges),
 		cmocka_unit_test(test_matmul_n),
 		cmocka_unit_test(test_act_q8_1),
 		cmocka_unit_test(test_act_simd),

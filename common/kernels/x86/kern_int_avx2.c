@@ -326,8 +326,9 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
  * are paid once per tile. Weight rows go in blocks: a block stays in
  * cache while every tile of rows passes over it. With many tiles
  * (KG_USE) Q4_K and Q6_K blocks of rows are first rewritten with their
- * units side by side (kg_prep, kg_block), and Q8_0 always lays its
- * units side by side (q8g_*); qprep_run drives both.
+ * units side by side (kg_prep, kg_block), and Q8_0 and MXFP4 always
+ * lay their units side by side (q8g_*, mx_*); qprep_run drives the
+ * prepared blocks.
  *
  * Integer sums are exact in any order, so every S1 and S2 is the
  * reference's:
@@ -338,11 +339,12 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
  *  - Q6_K: codes q + 32 (0..63); S1 = sum sc[g] * sum (q + 32) qa
  *    - 32 * sum sc[g] * bsum[g].
  *  - Q5_0: codes q + 16 (0..31); S1 = sum (q + 16) qa - 16 * sum qa.
- *  - MXFP4: blocks read directly, the codes through its table
- *    (pshufb, -12..12), the sign trick.
  *  - Q8_0: units side by side (struct q8g below), signed codes,
  *    maddubs(|q|, qa * sign(q)) (the sign trick).
- * A step with unit weights (Q8_0, Q5_0, 32-element types: madd with 1)
+ *  - MXFP4: units side by side as Q8_0's, its values + 12 (0..24,
+ *    unsigned: no sign trick) through its table (pshufb);
+ *    S1 = sum (v + 12) qa - 12 sum qa (see mx_load).
+ * A step with unit weights (Q8_0, MXFP4, Q5_0, 32-element types: madd with 1)
  * is dp4, one vpdpbusd in the VNNI build; so are Q4_K's steps side by
  * side (kg_group).
  *  - every other type: quant_wrow (unpacked once per block of rows),
@@ -359,7 +361,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 #define QT_R 8   /* activation rows per tile */
 #define QT_JB 32 /* weight rows per block */
 
-enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_MXFP4, QK_GEN };
+enum { QK_Q4_K, QK_Q6_K, QK_Q5_0, QK_GEN };
 
 struct qtile {
 	const int8_t *q[QT_R];
@@ -617,26 +619,6 @@ INLINE void unit_q5_0(const uint8_t *blk, const struct qtile *t, int k,
 		s1[8 * r] = acc[r];
 }
 
-/* MXFP4 read directly: the table's signed codes, the sign trick. */
-INLINE void unit_mxfp4(const uint8_t *blk, const struct qtile *t, int k,
-		       __m256i *s1, float *dw, const int R)
-{
-	const ggml_block_mxfp4 *b = (const ggml_block_mxfp4 *)blk;
-	const __m256i mxv = _mm256_broadcastsi128_si256(
-		_mm_loadu_si128((const __m128i *)quant_mxfp4_values));
-	__m256i acc[QT_R];
-
-	*dw = quant_e8m0_half(b->e);
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		acc[r] = _mm256_setzero_si256();
-	chunk_s(acc, t, k, _mm256_shuffle_epi8(mxv, nibbles16(b->qs)),
-		_mm256_setzero_si256(), R, 1);
-	#pragma GCC unroll 8
-	for (int r = 0; r < R; r++)
-		s1[8 * r] = acc[r];
-}
-
 INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 		     __m256i *s1, __m256i *s2, float *dw, float *dmw,
 		     const int R)
@@ -670,8 +652,15 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 }
 
 static void q8_act(int8_t *q, int K, int pad);
-/* Q8_0 with at most Q8_DIRECT_R rows reads the blocks directly. */
-#define Q8_DIRECT_R 2
+/* Q8_0 with at most this many rows (one tile) reads the blocks directly,
+ * side by side in registers on the way; with more, each row is laid out
+ * once (prepared) for all the tiles. Measured on Zen 3 at K = 896..4864:
+ * Q8_0's direct tile of 3..8 rows is 1.5-2x the prepared one; about even
+ * at 37 rows; prepared 1.2x ahead at 200. MXFP4 always reads directly:
+ * decoding its 17-byte blocks again for each tile costs no more than
+ * laying out and reading back 32-byte prepared rows (K = 2880: 1.1-1.8x
+ * the prepared rows at 9..16 rows, about even at 37 and 200). */
+#define Q8_DIRECT_R QT_R
 static void kg_act(quant_arow *a, int K, int kind);
 /* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of K:
  * from 4 tiles on; Q6_K's rows longer than one pass of 8 units (2048)
@@ -685,12 +674,12 @@ static void kg_act(quant_arow *a, int K, int kind);
  * values are unchanged). Q4_K and Q6_K: with KG_USE, units side by
  * side (kg_act, codes and bsum); else per 64 the byte pairs of elements
  * 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16 interleave them
- * (see pair_u). Q8_0: units side by side (struct q8g, q8_act). Other
- * types keep quant_act_row's order. */
+ * (see pair_u). Q8_0 and MXFP4: units side by side (struct q8g,
+ * q8_act). Other types keep quant_act_row's order. */
 void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
 {
-	if (wtype == GGML_TYPE_Q8_0)
-		q8_act(a->q, K, M <= Q8_DIRECT_R);
+	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
+		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
 	if (KG_USE(wtype, M, K)) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
 		return;
@@ -729,7 +718,7 @@ INLINE float tree4(__m256 acc)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-/* One weight row (Q5_0 or MXFP4 blocks, or a quant_wrow for QK_GEN), units
+/* One weight row (Q5_0 blocks, or a quant_wrow for QK_GEN), units
  * [u_lo, u_hi), against the R rows of t: facc[r]. (Packed Q4_K and Q6_K
  * rows: qrow_direct.) */
 INLINE void qrow(const void *wrow, int u_lo, int u_hi, const struct qtile *t,
@@ -753,10 +742,6 @@ INLINE void qrow(const void *wrow, int u_lo, int u_hi, const struct qtile *t,
 				unit_q5_0((const uint8_t *)wrow + (size_t)u *
 						  sizeof(ggml_block_q5_0),
 					  t, u * 32, &s1v[0][i], &dw[i], R);
-			else if (kind == QK_MXFP4)
-				unit_mxfp4((const uint8_t *)wrow + (size_t)u *
-						   sizeof(ggml_block_mxfp4),
-					   t, u * 32, &s1v[0][i], &dw[i], R);
 			else
 				unit_gen(gw, t, u, &s1v[0][i], &s2v[0][i], &dw[i],
 					 &dmw[i], R);
@@ -966,7 +951,6 @@ typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
 QBLOCK_FN(qblock_q4_K, qblock, QK_Q4_K)
 QBLOCK_FN(qblock_q6_K, qblock, QK_Q6_K)
 QBLOCK_FN(qblock_q5_0, qblock, QK_Q5_0)
-QBLOCK_FN(qblock_mxfp4, qblock, QK_MXFP4)
 QBLOCK_FN(qblock_gen, qblock, QK_GEN)
 
 _Static_assert(QT_R == 8, "qblock's cases");
@@ -1101,6 +1085,93 @@ static void q8g_load_part(const uint8_t *row, int u0, int g, __m256i *w,
 	tr8x8(w);
 }
 
+/*
+ * MXFP4 goes the same way, its blocks decoded in registers: int32 j of
+ * the 16 code bytes of 8 blocks, transposed (lane l: block l), holds the
+ * codes of step j (low nibbles: elements 4j..4j+3) and of step j + 4
+ * (high nibbles: elements 16 + 4j..), and one pshufb of
+ * quant_mxfp4_values turns each code into its value + MX_OFF (0..24).
+ * Unsigned codes need no sign trick (Q8_0's): with the activations' sums
+ * (bsum),
+ *     S1 = sum (v + 12) qa - 12 (bsum[2u] + bsum[2u + 1]),
+ * the same exact integer. The E8M0 scale's bits are built in the lanes:
+ * quant_e8m0_half without a call per block.
+ */
+#define MX_OFF 12
+
+/* The values + MX_OFF by code, in both lanes. */
+INLINE __m256i mx_table(void)
+{
+	return _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(
+		(const __m128i *)quant_mxfp4_values)), _mm256_set1_epi8(MX_OFF));
+}
+
+/* quant_e8m0_half of blocks b[0..cnt) in lanes 0..cnt-1, +0 in the
+ * others. */
+INLINE __m256 mx_d(const ggml_block_mxfp4 *b, int cnt)
+{
+	const __m256i one = _mm256_set1_epi32(1);
+	uint64_t e8 = 0;
+
+	/* the scale bytes gathered in a general register */
+	for (int l = 0; l < cnt; l++)
+		e8 |= (uint64_t)b[l].e << (8 * l);
+	__m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)e8));
+	/* 2^(e - 128): f32 exponent e - 1 from e = 2 on, else the
+	 * subnormal's bit 21 + e */
+	__m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+	__m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(1 << 21), e);
+	__m256i d = _mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi32(e, one));
+	return _mm256_castsi256_ps(_mm256_and_si256(d, kg_mask(0, cnt)));
+}
+
+/* Units b[0..cnt) (cnt <= 8) of an MXFP4 row side by side, as q8g_load
+ * lays out Q8_0's: w[s] lane l holds the codes (values + MX_OFF) of
+ * elements 4s..4s+3 of unit l (l >= cnt: codes of zero blocks, against
+ * zero activations); dw the scales in lanes 0..cnt-1. */
+INLINE void mx_load(const ggml_block_mxfp4 *b, int cnt, __m256i tbl,
+		    __m256i *w, __m256 *dw)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m128i q[8];
+	__m256i v[4], t[4], s[4];
+
+	#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++)
+		q[l] = l < cnt ? _mm_loadu_si128((const __m128i *)b[l].qs)
+			       : _mm_setzero_si128();
+	#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+		v[i] = _mm256_setr_m128i(q[i], q[i + 4]);
+	/* the 4 x 4 int32 transpose in each half (blocks 0-3, 4-7) */
+	t[0] = _mm256_unpacklo_epi32(v[0], v[1]);
+	t[1] = _mm256_unpackhi_epi32(v[0], v[1]);
+	t[2] = _mm256_unpacklo_epi32(v[2], v[3]);
+	t[3] = _mm256_unpackhi_epi32(v[2], v[3]);
+	s[0] = _mm256_unpacklo_epi64(t[0], t[2]);
+	s[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+	s[2] = _mm256_unpacklo_epi64(t[1], t[3]);
+	s[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+	#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		w[j] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(s[j], m4));
+		w[j + 4] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(
+			_mm256_srli_epi16(s[j], 4), m4));
+	}
+	*dw = mx_d(b, cnt);
+}
+
+/* MXFP4's S1 correction for row r of t, lanes of mask (lane l: unit
+ * ub + l): -MX_OFF (bsum[2u] + bsum[2u + 1]). */
+INLINE __m256i mx_off(const struct qtile *t, int r, int ub, __m256i mask,
+		      const int masked)
+{
+	const int16_t *b = t->bsum[r] + 2 * (size_t)ub;
+	__m256i s = masked ? _mm256_maskload_epi32((const int *)b, mask)
+			   : _mm256_loadu_si256((const __m256i *)b);
+	return _mm256_madd_epi16(s, _mm256_set1_epi16(-MX_OFF));
+}
+
 /* The groups of one Q8_0 row of nu units. */
 static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
 {
@@ -1169,21 +1240,22 @@ static void q8_act(int8_t *q, int K, int pad)
 
 /* n steps from u0 of the R rows of t: acc[r] += each lane's sum. Step
  * s's activations are at 32 u0 + st s, read whole (st = 32: a group)
- * or masked (the padded tail: st = 4 cnt). */
+ * or masked (the padded tail: st = 4 cnt). Codes w signed (the sign
+ * trick), or (uns) unsigned. */
 INLINE void q8g_steps(const struct qtile *t, const __m256i *w, int u0,
 		      const int n, int st, __m256i mask, __m256i *acc,
-		      const int R, const int masked)
+		      const int R, const int masked, const int uns)
 {
 
 	#pragma GCC unroll 8
 	for (int s = 0; s < n; s++) {
-		__m256i aw = _mm256_sign_epi8(w[s], w[s]);
+		__m256i aw = uns ? w[s] : _mm256_sign_epi8(w[s], w[s]);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			const int8_t *q = t->q[r] + 32 * u0 + st * s;
 			__m256i a = masked ? _mm256_maskload_epi32((const int *)q, mask)
 					   : _mm256_loadu_si256((const __m256i *)q);
-			acc[r] = dp4(acc[r], aw, _mm256_sign_epi8(a, w[s]));
+			acc[r] = dp4(acc[r], aw, uns ? a : _mm256_sign_epi8(a, w[s]));
 			IN_REG(acc[r]);
 		}
 	}
@@ -1202,17 +1274,25 @@ INLINE void q8g_float(const struct qtile *t, int ub, __m256i mask, __m256 dw,
 	}
 }
 
-/* Weight row j (its groups wg when prep, else its blocks, side by side
- * in registers on the way: for a tile or two of rows) against the R rows
- * of t: res[r]. The last units (fewer than 8) are groups of 4, 2, 1 when
- * prep, else one padded tail (as q8_act lays out the activations for
- * each case). */
+/* q8g_row's rows: Q8_0 read directly or prepared (Q8G_PREP), or MXFP4
+ * (Q8G_MX), read directly. */
+enum { Q8G_PREP = 1, Q8G_MX = 2 };
+
+/* Weight row j (its groups wg when prepared, else its blocks, side by
+ * side in registers on the way: for one tile of rows) against the R
+ * rows of t: res[r]. The last units (fewer than 8) are groups of 4, 2, 1
+ * when prepared, else one padded tail (as q8_act lays out the activations
+ * for each case). */
 INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		    const struct qtile *t, float *res, const int R,
-		    const int prep)
+		    const int how)
 {
+	const int prep = how & Q8G_PREP, mx = how & Q8G_MX;
 	const uint8_t *row = (const uint8_t *)mm->W + (size_t)j * mm->row_bytes;
+	const ggml_block_mxfp4 *mb = (const ggml_block_mxfp4 *)row;
+	const size_t bb = mx ? sizeof(ggml_block_mxfp4) : sizeof(ggml_block_q8_0);
 	const __m256i all = _mm256_set1_epi32(-1);
+	const __m256i tbl = mx_table();
 	int nu = mm->K / 32, u0 = 0;
 	__m256 facc[QT_R];
 	__m256i acc[QT_R];
@@ -1230,18 +1310,21 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 				wr[s] = _mm256_load_si256(&wg->w[s]);
 		} else {
 			/* the group Q8_PF groups ahead (the next rows' at the
-			 * end of this one) */
-			const char *pf = (const char *)row + sizeof(ggml_block_q8_0) *
-					 (size_t)(u0 + 8 * Q8_PF);
+			 * end of this one): its lines */
+			const char *pf = (const char *)row + bb * (size_t)(u0 + 8 * Q8_PF);
 			#pragma GCC unroll 5
 			for (int o = 0; o < 5 * 64; o += 64)
-				_mm_prefetch(pf + o, _MM_HINT_T0);
-			q8g_load(row, u0, 8, wr, &dw);
+				if (o < (int)(8 * bb))
+					_mm_prefetch(pf + o, _MM_HINT_T0);
+			if (mx)
+				mx_load(mb + u0, 8, tbl, wr, &dw);
+			else
+				q8g_load(row, u0, 8, wr, &dw);
 		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
-			acc[r] = _mm256_setzero_si256();
-		q8g_steps(t, wr, u0, 8, 32, all, acc, R, 0);
+			acc[r] = mx ? mx_off(t, r, u0, all, 0) : _mm256_setzero_si256();
+		q8g_steps(t, wr, u0, 8, 32, all, acc, R, 0, mx);
 		q8g_float(t, u0, all, dw, acc, facc, R);
 	}
 	if (u0 < nu && !prep) {
@@ -1250,11 +1333,14 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt),
 			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 		__m256 dw;
-		q8g_load(row, u0, cnt, wr, &dw);
+		if (mx)
+			mx_load(mb + u0, cnt, tbl, wr, &dw);
+		else
+			q8g_load(row, u0, cnt, wr, &dw);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
-			acc[r] = _mm256_setzero_si256();
-		q8g_steps(t, wr, u0, 8, 4 * cnt, mask, acc, R, 1);
+			acc[r] = mx ? mx_off(t, r, u0, mask, 1) : _mm256_setzero_si256();
+		q8g_steps(t, wr, u0, 8, 4 * cnt, mask, acc, R, 1, mx);
 		q8g_float(t, u0, mask, dw, acc, facc, R);
 	}
 	for (; u0 < nu && prep; wg++) {
@@ -1265,7 +1351,7 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 			acc[r] = _mm256_setzero_si256();
 		for (int s = 0; s < n; s++) {
 			__m256i w1[1] = {_mm256_load_si256(&wg->w[s])};
-			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0);
+			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0, 0);
 		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
@@ -1281,12 +1367,12 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 
 INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 		      int j, int jn, const char *w, size_t ws, const int R,
-		      const int prep)
+		      const int how)
 {
 	for (int c = 0; c < jn; c++) {
 		float res[QT_R];
 		q8g_row(mm, (const struct q8g *)(w + (size_t)c * ws), j + c, t,
-			res, R, prep);
+			res, R, how);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =
@@ -1295,18 +1381,12 @@ INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 }
 
 
-/* Q8_0's blocks of prepared rows against a tile (prep = 1), and the
- * blocks read directly by one or two rows. */
-QBLOCK_FN(q8g_block_prep, q8g_block, 1)
+/* Blocks of prepared Q8_0 rows against a tile, and Q8_0's and MXFP4's
+ * blocks read directly by a tile. */
+QBLOCK_FN(q8g_block_prep, q8g_block, Q8G_PREP)
+QBLOCK_FN(mx_block_direct, q8g_block, Q8G_MX)
 
-static void q8g_block_direct(const struct kern_mm *mm, const struct qtile *t,
-			     int R, int j, int jn)
-{
-	if (R == 1)
-		q8g_block(mm, t, 0, j, jn, NULL, 0, 1, 0);
-	else
-		q8g_block(mm, t, 0, j, jn, NULL, 0, 2, 0);
-}
+QBLOCK_FN(q8g_block_direct, q8g_block, 0)
 
 /* Bytes of prepared rows per block: the block stays in L2 while the
  * tiles pass over it. */
@@ -1740,12 +1820,16 @@ static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
 	q8g_prep(row, mm->K / 32, (struct q8g *)dst);
 }
 
+/* Q8_0 and MXFP4 (units side by side). */
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	if (mm->M <= Q8_DIRECT_R) {
-		struct qtile t;
-		qtile_bind(mm, 0, mm->M, 32, &t);
-		q8g_block_direct(mm, &t, mm->M, j0, j1 - j0);
+	int mx = mm->wtype == GGML_TYPE_MXFP4;
+
+	if (mm->M <= Q8_DIRECT_R || mx) {
+		/* a block of rows stays in cache while the tiles pass */
+		for (int j = j0; j < j1; j += QT_JB)
+			qtiles(mm, j, j1 - j < QT_JB ? j1 - j : QT_JB, NULL, 0,
+			       mx ? mx_block_direct : q8g_block_direct);
 		return;
 	}
 	qprep_run(mm, j0, j1, (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g),
@@ -1760,7 +1844,7 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 	char *buf = NULL;
 	size_t ws = 0; /* bytes per unpacked row (0: the packed rows) */
 
-	if (mm->wtype == GGML_TYPE_Q8_0) {
+	if (mm->wtype == GGML_TYPE_Q8_0 || mm->wtype == GGML_TYPE_MXFP4) {
 		q8_qmatmul(mm, j0, j1);
 		return;
 	}
@@ -1774,7 +1858,6 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 	case GGML_TYPE_Q4_K: blockf = qblock_q4_K; break;
 	case GGML_TYPE_Q6_K: blockf = qblock_q6_K; break;
 	case GGML_TYPE_Q5_0: blockf = qblock_q5_0; break;
-	case GGML_TYPE_MXFP4: blockf = qblock_mxfp4; break;
 	default:
 		blockf = qblock_gen;
 		ws = quant_wrow_bytes(K);
