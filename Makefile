@@ -74,11 +74,12 @@ $(B)/tests/%.o $(B)/bench/%.o: | $(PROTO_GEN)
 $(B)/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
-# the integer kernels under ASan only in a sanitizer build (see VNNI_FLAGS)
-$(B)/$(KERN_X86)/kern_int_avx2.o: CFLAGS += -fno-sanitize=undefined
+# the integer kernels under ASan only in a sanitizer build (see VNNI_FLAGS);
+# KERN_INT_SAN: more flags for them there (test-asan)
+$(B)/$(KERN_X86)/kern_int_avx2.o: CFLAGS += -fno-sanitize=undefined $(KERN_INT_SAN)
 $(B)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_FLAGS) $(KERN_INT_SAN) -c $< -o $@
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -142,7 +143,7 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 # with vpdpbusd emulated
 $(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) $(KERN_INT_SAN) -c $< -o $@
 $(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
 
 # test_client also checks the CLI's UTF-8 helpers in-process
@@ -450,6 +451,10 @@ fuzz-ci: fuzz-build
 # (uninstrumented; a third compile of the slowest file saved): its code
 # runs under ASan in the AVX2 build with vpdpbusd emulated
 # ($(B)/tests/kern_int_emu.o, test_quant and test_fwd), on any x86 CPU.
+# The two instrumented builds check every load and store through a call
+# to the ASan runtime, not inline: the same checks, and gcc spends far
+# less time on the integer tiles' huge functions.
+ASAN_KERN_INT := --param asan-instrumentation-with-call-threshold=0
 test-asan: $(B)/$(KERN_X86)/kern_int_vnni.o
 	@mkdir -p build-asan/tmp
 	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
@@ -457,6 +462,7 @@ test-asan: $(B)/$(KERN_X86)/kern_int_vnni.o
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
 			KERN_VNNI_OBJ=$(B)/$(KERN_X86)/kern_int_vnni.o \
+			KERN_INT_SAN="$(ASAN_KERN_INT)" \
 			TEST_EXCLUDE="build-asan/tests/test_failures \
 			tests/train_data.sh tests/netns_e2e.sh" test
 
