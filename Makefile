@@ -452,7 +452,7 @@ fuzz-ci: fuzz-build
 # ($(B)/tests/kern_int_emu.o, test_quant and test_fwd), on any x86 CPU.
 # That emulated build checks every load and store through a call to the
 # ASan runtime, not inline: the same checks, and gcc spent 161 s of CPU
-# on it where the plain AVX2 build with inline checks took 256 (the
+# on it where the AVX2 build with inline checks took 256 (the
 # tiles' huge functions); it runs only in the ISA passes of those two
 # tests. (That AVX2 build, which every model test runs, keeps the inline
 # checks.)
