@@ -1,7 +1,7 @@
 # quorum — build, test, bench.
 #   make deps    install the Debian packages it needs (as root; else prints the line)
 #   make         build build/quorum (CLI) and build/libquorum.a
-#   make test    build and run the unit tests
+#   make test    build and run the unit tests (TEST_JOBS=2 at a time)
 #   make demo    a local cluster answers a question (main job)
 #   make demo-run  the same in one process
 #   make bench   reset/paged/batched benchmark on a qwen2.5-0.5b-shaped model
@@ -40,7 +40,9 @@ KERN_FLOAT_OBJ := $(KERN_X86)/kern_float_avx2.o $(KERN_X86)/kern_float_avx512.o
 COMMON_SRC := $(filter-out $(KERN_FLOAT), \
 		$(sort $(wildcard common/*.c common/*/*.c common/*/*/*.c)))
 PROTO_GEN  := $(B)/proto/quorum.pb-c.c $(B)/proto/quorum.pb-c.h
-COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(B)/$(KERN_X86)/kern_int_vnni.o \
+# (test-asan takes the plain tree's VNNI build: see there)
+KERN_VNNI_OBJ ?= $(B)/$(KERN_X86)/kern_int_vnni.o
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o) $(KERN_VNNI_OBJ) \
 	      $(KERN_FLOAT_OBJ:%=$(B)/%) $(B)/proto/quorum.pb-c.o
 COORD_SRC  := $(sort $(wildcard coordinator/*.c))
 COORD_OBJ  := $(COORD_SRC:%.c=$(B)/obj/%.o)
@@ -137,10 +139,10 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS) -lcmocka
 
 # the tests that include tests/isautil.h also run the VNNI kernels' code
-# with vpdpbusd emulated
+# with vpdpbusd emulated (KERN_INT_SAN: more flags for it, see test-asan)
 $(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) $(KERN_INT_SAN) -c $< -o $@
 $(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
 
 # test_client also checks the CLI's UTF-8 helpers and the gateway's
@@ -172,13 +174,27 @@ $(B)/bench/sched_sim: $(B)/bench/sched_sim.o $(SCHED_OBJ) $(LIB)
 
 benchbins: $(BENCH_BIN)
 
-# TEST_EXCLUDE: test programs left out of this run (see test-asan)
-TEST_RUN := $(filter-out $(TEST_EXCLUDE),$(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
+# TEST_EXCLUDE: test programs left out of this run (see test-asan).
+# TEST_JOBS tests run at once (tests/run.sh -j; each picks its own ports
+# and temp names), the slowest first so that none is left to run alone
+# at the end; the suite is mostly one busy core at a time, so 2 share a
+# 2-core machine. TEST_JOBS=1 runs them one at a time.
+TEST_JOBS ?= 2
+TEST_SLOW := $(B)/tests/test_scstop $(B)/tests/test_fwd \
+	     $(B)/tests/test_failures $(B)/tests/test_cluster \
+	     $(B)/tests/test_clstop $(B)/tests/test_gateway \
+	     $(B)/tests/test_samp $(B)/tests/test_quant tests/train_data.sh \
+	     $(B)/tests/test_clmerge tests/netns_e2e.sh \
+	     $(B)/tests/test_security $(B)/tests/test_hygiene
+TEST_ALL := $(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
 		tests/cluster_e2e.sh tests/restart_e2e.sh tests/fair_e2e.sh tests/netns_e2e.sh \
-		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh)
+		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh
+TEST_RUN := $(filter-out $(TEST_EXCLUDE), \
+		$(foreach t,$(TEST_SLOW),$(filter $(t),$(TEST_ALL))) \
+		$(filter-out $(TEST_SLOW),$(TEST_ALL)))
 test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
-		sh tests/run.sh $(TEST_RUN)
+		sh tests/run.sh -j $(TEST_JOBS) $(TEST_RUN)
 
 # The gateway as the official openai npm package sees it (Node from
 # Debian; the package pinned by tests/sdk/package-lock.json).
@@ -369,7 +385,12 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
 		-std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -MMD -MP
-FUZZ_OBJ     := $(COMMON_SRC:%.c=$(FB)/%.o) $(FB)/$(KERN_X86)/kern_int_vnni.o \
+# The integer kernels (kern_int_avx2.c: matrix products only, which no
+# fuzz target reaches, and the slowest file to compile) are the plain
+# tree's objects, uninstrumented: two clang builds of it fewer.
+FUZZ_KERN_INT := $(B)/$(KERN_X86)/kern_int_avx2.o $(B)/$(KERN_X86)/kern_int_vnni.o
+FUZZ_OBJ     := $(filter-out $(FB)/$(KERN_X86)/kern_int_avx2.o, \
+			$(COMMON_SRC:%.c=$(FB)/%.o)) $(FUZZ_KERN_INT) \
 		$(KERN_FLOAT_OBJ:%=$(FB)/%) $(FB)/proto/quorum.pb-c.o
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
 ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -380,7 +401,7 @@ ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 $(FB)/proto/quorum.pb-c.c $(FB)/proto/quorum.pb-c.h &: proto/quorum.proto
 	@mkdir -p $(FB)
 	protoc-c --c_out=$(FB) proto/quorum.proto
-$(FUZZ_OBJ) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
+$(filter $(FB)/%,$(FUZZ_OBJ)) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
 
 # The SIMD kernels go without UBSan here: clang spends minutes (8 for
 # kern_int_avx2.c's integer tiles) instrumenting their intrinsics, and the
@@ -388,9 +409,6 @@ $(FUZZ_OBJ) $(FUZZ_BIN:=.o): | $(FB)/proto/quorum.pb-c.h
 # (gcc), checked bit for bit against the scalar reference.
 $(FB)/%_avx2.o: FUZZ_ISA = $(AVX2_FLAGS) -fno-sanitize=undefined
 $(FB)/%_avx512.o: FUZZ_ISA = $(AVX512_FLAGS) -fno-sanitize=undefined
-$(FB)/$(KERN_X86)/kern_int_vnni.o: $(KERN_X86)/kern_int_avx2.c
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_INC) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -c $< -o $@
 
 $(FB)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -429,12 +447,25 @@ fuzz-ci: fuzz-build
 # the gateway's 50-client load test send 2 requests per client, not 10
 # (all of it in tests/testutil.h's tu_quick and its callers): the
 # sanitizers see every code path, the plain run every combination.
-test-asan:
+# The AVX-512 VNNI build of the integer kernels is the plain tree's
+# (uninstrumented; a third compile of the slowest file saved): its code
+# runs under ASan in the AVX2 build with vpdpbusd emulated
+# ($(B)/tests/kern_int_emu.o, test_quant and test_fwd), on any x86 CPU.
+# That emulated build checks every load and store through a call to the
+# ASan runtime, not inline: the same checks, and gcc spent 161 s of CPU
+# on it where the AVX2 build with inline checks took 256 (the
+# tiles' huge functions); it runs only in the ISA passes of those two
+# tests. (That AVX2 build, which every model test runs, keeps the inline
+# checks.)
+ASAN_KERN_INT := --param asan-instrumentation-with-call-threshold=0
+test-asan: $(B)/$(KERN_X86)/kern_int_vnni.o
 	@mkdir -p build-asan/tmp
 	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
 	ASAN_OPTIONS=detect_leaks=1 QUORUM_TEST_QUICK=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
+			KERN_VNNI_OBJ=$(B)/$(KERN_X86)/kern_int_vnni.o \
+			KERN_INT_SAN="$(ASAN_KERN_INT)" \
 			TEST_EXCLUDE="build-asan/tests/test_failures \
 			tests/train_data.sh tests/netns_e2e.sh" test
 

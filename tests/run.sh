@@ -3,22 +3,44 @@
 # with the build directory $QUORUM_BUILD and ending with a line
 # "NAME: N passed, N failed"; exit 77 means skipped) — then prints one
 # summary line, with each test's run time in seconds.
+#
+#   sh tests/run.sh [-j JOBS] TEST...
+#
+# With -j (default 1) up to JOBS tests run at once, in the order given
+# (put the slow ones first); each one's output is printed whole when it
+# ends. The tests can share a machine: each picks free ports, and names
+# its temp files, shared memory and namespaces after its pid (the
+# cluster tests wait on events, so a busy neighbour only slows them).
+jobs=1
+if [ "${1:-}" = -j ]; then jobs=$2; shift 2; fi
+case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: -j wants a count" >&2; exit 2 ;; esac
 passed=0; failed=0; skipped=0; bad=""
-timings=""
-log=$(mktemp) || exit 1
-trap 'rm -f "$log"' EXIT
-for t in "$@"; do
-	t0=$(date +%s)
-	# output through a file, not a pipe: a process a crashed test left
-	# behind (holding its stdout) cannot make this wait forever
-	case "$t" in
-	*.sh) sh "$t" "${QUORUM_BUILD:-build}" >"$log" 2>&1; rc=$? ;;
-	*) "$t" >"$log" 2>&1; rc=$? ;;
-	esac
-	out=$(cat "$log")
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+
+# Test number $1 ($2) in the background: its output to $dir/$1.log (a
+# file, not a pipe: a process a crashed test left behind, holding its
+# stdout, cannot make this wait forever), then its exit status and run
+# time; .rc appears last, so it marks the test done.
+start() {
+	(
+		t0=$(date +%s)
+		case "$2" in
+		*.sh) sh "$2" "${QUORUM_BUILD:-build}" >"$dir/$1.log" 2>&1; rc=$? ;;
+		*) "$2" >"$dir/$1.log" 2>&1; rc=$? ;;
+		esac
+		echo $(($(date +%s) - t0)) >"$dir/$1.time"
+		echo $rc >"$dir/$1.rc.tmp"
+		mv "$dir/$1.rc.tmp" "$dir/$1.rc"
+	) &
+}
+
+# Prints test $1's output and adds its counts.
+finish() {
+	rc=$(cat "$dir/$1.rc")
+	out=$(cat "$dir/$1.log")
 	printf '%s\n' "$out"
-	timings="$timings $(basename "$t")=$(($(date +%s) - t0))s"
-	case "$t" in
+	case "$2" in
 	*.sh)
 		p=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' | tail -n 1)
 		f=$(printf '%s\n' "$out" | sed -n 's/^[a-z_0-9]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' | tail -n 1)
@@ -30,8 +52,38 @@ for t in "$@"; do
 	esac
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 	# exit 77: the script could not run here (e.g. not root); never a pass
-	if [ $rc -eq 77 ]; then skipped=$((skipped + 1)); continue; fi
-	if [ $rc -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $t"; fi
+	if [ "$rc" -eq 77 ]; then skipped=$((skipped + 1)); return; fi
+	if [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $2"; fi
+}
+
+# Reaps the tests that have ended; sets running to how many have not.
+reap() {
+	running=0; j=0
+	for u in "$@"; do
+		j=$((j + 1))
+		[ -e "$dir/$j.started" ] && [ ! -e "$dir/$j.done" ] || continue
+		if [ -e "$dir/$j.rc" ]; then
+			finish $j "$u"; : >"$dir/$j.done"
+		else
+			running=$((running + 1))
+		fi
+	done
+}
+
+i=0
+for t in "$@"; do
+	i=$((i + 1))
+	while reap "$@"; [ $running -ge $jobs ]; do sleep 0.2; done
+	: >"$dir/$i.started"
+	start $i "$t"
+done
+while reap "$@"; [ $running -gt 0 ]; do sleep 0.2; done
+wait
+
+timings=""; i=0
+for t in "$@"; do
+	i=$((i + 1))
+	timings="$timings $(basename "$t")=$(cat "$dir/$i.time")s"
 done
 echo "times:$timings"
 [ -n "$bad" ] && echo "crashed, skipped or exited non-zero:$bad"
