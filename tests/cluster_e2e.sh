@@ -26,17 +26,10 @@ timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
 	--tokenizer "$ROOT/models/arith.gguf" \
 	-o "$model" >/dev/null || { bad "mkmodel"; exit 1; }
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
-cport=$(free_port); wport=$(free_port)
-while [ "$wport" = "$cport" ]; do wport=$(free_port); done
-EP=tcp://127.0.0.1:$cport
-cat >"$tmp/cluster.yaml" <<EOF
-model:
-  path: $model
-cluster:
-  name: $name
-coordinator:
-  client_endpoint: $EP
-  worker_endpoint: tcp://127.0.0.1:$wport
+e2e_endpoints
+{
+	e2e_conf_head "$model" "$name"
+	cat <<EOF
 kv:
   block_tokens: 16
   blocks: 1024
@@ -54,6 +47,7 @@ workers:
   threads: 1
   slots: 8
 EOF
+} >"$tmp/cluster.yaml"
 
 # ---- start and wait ---------------------------------------------------------
 timeout -s TERM 900 "$B/coordinator" --config "$tmp/cluster.yaml" \

@@ -108,6 +108,28 @@ free_port() {
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# e2e_endpoints: two distinct free loopback ports, the coordinator's
+# client (cport, EP) and worker (wport) endpoints
+e2e_endpoints() {
+	cport=$(free_port); wport=$(free_port)
+	while [ "$wport" = "$cport" ]; do wport=$(free_port); done
+	EP=tcp://127.0.0.1:$cport
+}
+
+# e2e_conf_head MODEL NAME: a cluster config's model, cluster and
+# coordinator sections on e2e_endpoints' ports; the test appends the rest
+e2e_conf_head() {
+	cat <<EOF
+model:
+  path: $1
+cluster:
+  name: $2
+coordinator:
+  client_endpoint: $EP
+  worker_endpoint: tcp://127.0.0.1:$wport
+EOF
+}
+
 # e2e_wait_workers EP N SECS PID: 0 once the coordinator at EP has N
 # workers registered; 1 when PID (the coordinator) exits or SECS pass.
 e2e_wait_workers() {

@@ -33,14 +33,9 @@ HEAVY=heavy-key-$$
 LIGHT=light-key-$$
 printf '%s\n%s\n' "$HEAVY" "$LIGHT" >"$tmp/keys"
 chmod 600 "$tmp/keys"
-cat >"$tmp/cluster.yaml" <<EOF
-model:
-  path: $model
-cluster:
-  name: $name
-coordinator:
-  client_endpoint: $EP
-  worker_endpoint: tcp://127.0.0.1:$wport
+{
+	e2e_conf_head "$model" "$name"
+	cat <<EOF
 kv:
   block_tokens: 16
   blocks: 512
@@ -63,6 +58,7 @@ http:
   # the 64 clients of this test all come from 127.0.0.1
   max_connections_per_ip: 128
 EOF
+} >"$tmp/cluster.yaml"
 
 timeout -s TERM 600 "$B/coordinator" --config "$tmp/cluster.yaml" \
 	>"$tmp/coordinator.log" 2>&1 &

@@ -24,18 +24,10 @@ timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
 	--tokenizer "$ROOT/models/arith.gguf" \
 	-o "$model" >/dev/null || { bad "mkmodel"; exit 1; }
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
-cport=$(free_port); wport=$(free_port)
-while [ "$wport" = "$cport" ]; do wport=$(free_port); done
-EP=tcp://127.0.0.1:$cport
+e2e_endpoints
 conf() { # conf DTYPE LOCAL_WORKERS
+	e2e_conf_head "$model" "$name"
 	cat <<EOF
-model:
-  path: $model
-cluster:
-  name: $name
-coordinator:
-  client_endpoint: $EP
-  worker_endpoint: tcp://127.0.0.1:$wport
 kv:
   block_tokens: 16
   blocks: 512

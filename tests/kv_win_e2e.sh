@@ -47,17 +47,10 @@ cluster_case() {
 		--tokenizer "$ROOT/models/arith.gguf" \
 		-o "$model" >/dev/null || { bad "$shape: mkmodel"; return; }
 	model=$(cd "$d" && pwd)/model.gguf
-	cport=$(free_port); wport=$(free_port)
-	while [ "$wport" = "$cport" ]; do wport=$(free_port); done
-	EP=tcp://127.0.0.1:$cport
-	cat >"$d/cluster.yaml" <<EOF
-model:
-  path: $model
-cluster:
-  name: $name-$nloc
-coordinator:
-  client_endpoint: $EP
-  worker_endpoint: tcp://127.0.0.1:$wport
+	e2e_endpoints
+	{
+		e2e_conf_head "$model" "$name-$nloc"
+		cat <<EOF
 kv:
   block_tokens: 16
   blocks: 512
@@ -69,6 +62,7 @@ workers:
   threads: 1
   slots: 4
 EOF
+	} >"$d/cluster.yaml"
 	timeout -s TERM 900 "$B/coordinator" --config "$d/cluster.yaml" \
 		>"$d/coordinator.log" 2>&1 &
 	coord=$!

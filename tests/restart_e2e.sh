@@ -32,14 +32,9 @@ timeout 300 "$Q" mkmodel --shape tiny --type q8_0 \
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 cport=$(free_port); wport=$(free_port); hport=$(free_port)
 EP=tcp://127.0.0.1:$cport
-cat >"$tmp/cluster.yaml" <<EOF
-model:
-  path: $model
-cluster:
-  name: $name
-coordinator:
-  client_endpoint: $EP
-  worker_endpoint: tcp://127.0.0.1:$wport
+{
+	e2e_conf_head "$model" "$name"
+	cat <<EOF
 kv:
   block_tokens: 16
   blocks: 512
@@ -60,6 +55,7 @@ workers:
 http:
   listen: 127.0.0.1:$hport
 EOF
+} >"$tmp/cluster.yaml"
 
 # start_coord LOG: a coordinator in the background ($coord), ready when
 # its worker has registered
