@@ -1312,6 +1312,10 @@ static const struct bad_case {
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"reasoning_effort\":\"extreme\"}", 400, "reasoning_effort",
 	 "must be one of low, medium, high"},
+	{"bad_reasoning_format", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+	 "\"reasoning_format\":\"raw\"}", 400, "reasoning_format",
+	 "must be one of auto, deepseek, none"},
 	{"effort_type", "/v1/completions",
 	 "{\"prompt\":\"q\",\"reasoning_effort\":2}", 400,
 	 "reasoning_effort", "must be one of low, medium, high"},

@@ -890,17 +890,17 @@ static json_t *usage(const openai_result *x, const Quorum__Answer *a)
 
 /* A chat choice's message: the text split into reasoning_content (when
  * there is any) and content (sc/reasoning.h), unless the request asked
- * for the raw text (whole, already made: t, taken). */
+ * for the whole text. */
 static json_t *chat_message(const openai_req *r, const char *text,
-			    size_t len, json_t *t)
+			    size_t len)
 {
 	reasoning_split s;
 	reasoning_out o = {0};
 	json_t *m;
 
 	if (r->reasoning_raw)
-		return json_pack("{s:s, s:o}", "role", "assistant", "content", t);
-	json_decref(t);
+		return json_pack("{s:s, s:o}", "role", "assistant", "content",
+				 client_text(text, len));
 	reasoning_init(&s);
 	if (reasoning_feed(&s, text ? text : "", text ? len : 0, &o) ||
 	    reasoning_end(&s, &o)) {
@@ -924,18 +924,17 @@ json_t *openai_response(const openai_req *r, const openai_result *x,
 
 	for (size_t k = 0; k < x->n_chosen; k++) {
 		size_t i = x->chosen[k];
-		json_t *c = json_object(),
-		       *t = client_text(x->text[i], x->len[i]);
+		json_t *c = json_object();
 
 		/* every sample: its index, as streamed; else the position */
 		json_object_set_new(c, "index", json_integer(
 			x->n_chosen == x->n ? x->index[i] : k));
 		if (r->chat)
 			json_object_set_new(c, "message",
-					    chat_message(r, x->text[i], x->len[i],
-							 t));
+					    chat_message(r, x->text[i], x->len[i]));
 		else
-			json_object_set_new(c, "text", t);
+			json_object_set_new(c, "text",
+					    client_text(x->text[i], x->len[i]));
 		json_object_set(c, "logprobs", x->logprobs && x->logprobs[i]
 					       ? x->logprobs[i] : json_null());
 		json_object_set_new(c, "finish_reason",

@@ -187,8 +187,6 @@ static void sse_voted(sse_stream *st, const openai_result *x)
 
 		if (c >= st->n)
 			continue;
-		reasoning_init(&st->split[c]);
-		st->started[c] = 0;
 		sse_delta(st, c, x->text[i] ? x->text[i] : "",
 			  x->text[i] ? x->len[i] : 0, 1);
 		st->fin[c] = x->finish[i];
