@@ -16,11 +16,13 @@ sys.path.insert(0, HERE)
 import bpe  # noqa: E402
 import handwritten  # noqa: E402
 import phrasing  # noqa: E402
+import plain  # noqa: E402
 import problems  # noqa: E402
 
 TEST = os.path.join(HERE, "data", "test.jsonl")
 HAND = os.path.join(HERE, "data", "handwritten.jsonl")
 SHOTS = os.path.join(HERE, "data", "shots3.jsonl")
+DEV = os.path.join(HERE, "data", "dev.jsonl")
 TRAIN_SEED = 7      # train.py --seed default: the training stream
 TEST_SEED = 1001    # the committed held-out set (see models/README.md)
 STEP = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)\.$")
@@ -200,6 +202,52 @@ def case_phrasing_variety():
     assert len(frames) > 3000, len(frames)
 
 
+def case_plain_answers():
+    """plain.py: the answer is its expression's value, the solution is
+    sound step by step (operands stated in the question, in digits or
+    words, or earlier results), no number in a question has over 3
+    digits."""
+    rng = random.Random(4343)
+    for i in range(6000):
+        p = plain.make_excluding(rng, (i % 11) / 10, set())
+        assert str(handwritten.evaluate(p["expr"])) == p["answer"], p
+        check_steps(p["question"], p["solution"], p["answer"])
+        assert all(len(x) <= 3 for x in re.findall(r"[0-9]+",
+                                                   p["question"])), p
+
+
+def case_plain_variety():
+    """plain.py covers how people type: every family, bare arithmetic,
+    prefixes, lower case, number words, distractors, many wordings."""
+    rng = random.Random(78)
+    ps = [plain.make(rng, 1.0) for _ in range(5000)]
+    fams = {p["family"] for p in ps}
+    assert fams == {"add", "sub", "mul", "div", "compare", "bare",
+                    "multi"}, fams
+    qs = [p["question"] for p in ps]
+    assert any(q.startswith(("Q: ", "please help")) for q in qs)
+    assert any(q == q.lower() for q in qs)
+    assert any(re.search(r"\b(twice|half|dozen)\b", q) for q in qs)
+    assert any(re.search(r"\b(two|five|seven|twelve)\b", q) for q in qs)
+    assert any("years old" in q or "degrees" in q for q in qs)
+    frames = {re.sub(r"[0-9]+", "#", q) for q in qs}
+    assert len(frames) > 3500, len(frames)
+
+
+def case_dev_set():
+    """dev.jsonl (issue 34) is what dev.txt gives, 100+ distinct
+    questions, none of them in the held-out sets."""
+    rows = handwritten.load(os.path.join(HERE, "data", "dev.txt"))
+    assert handwritten.render(rows) == open(DEV).read(), \
+        "dev.jsonl is stale: run train/handwritten.py --set dev"
+    qs = {r[2] for r in rows}
+    assert len(qs) == len(rows) >= 100, len(rows)
+    held = set()
+    for path in (TEST, HAND, SHOTS):
+        held |= {json.loads(l)["question"] for l in open(path)}
+    assert not qs & held, qs & held
+
+
 def case_handwritten_set():
     """handwritten.jsonl is what handwritten.txt gives (each answer
     recomputed from its expression), 200+ distinct questions."""
@@ -245,15 +293,14 @@ def case_training_never_sees_held_out():
     """Both generators, drawn as train.py draws them (make_excluding with
     every held-out question), never give a held-out or shot question."""
     held = set()
-    for path in (TEST, HAND, SHOTS):
+    for path in (TEST, HAND, SHOTS, DEV):
         held |= {json.loads(l)["question"] for l in open(path)}
     rng = random.Random(TRAIN_SEED)
     for i in range(30000):
         lv = (i % 11) / 10
-        assert phrasing.make_excluding(rng, lv, held)["question"] \
-            not in held
-        assert problems.make_excluding(rng, lv, held)["question"] \
-            not in held
+        for gen in (phrasing, problems, plain):
+            assert gen.make_excluding(rng, lv, held)["question"] \
+                not in held
     # the exclusion is what keeps them apart: a generated question that
     # equals a hand-written one would be skipped, as this one is
     q = json.loads(open(HAND).readline())["question"]

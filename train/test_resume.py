@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gguf_writer  # noqa: E402
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
-        "--ffn", "64", "--batch", "4", "--steps", "6", "--warmup", "2",
+        "--ffn", "64", "--batch-tokens", "600", "--steps", "6", "--warmup", "2",
         "--threads", "1", "--ckpt-minutes", "1000",
         "--tok", os.path.join(HERE, "..", "models", "arith-tok.json")]
 

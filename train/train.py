@@ -22,20 +22,50 @@ import argparse
 import contextlib
 import json
 import math
+import multiprocessing as mp
 import os
 import random
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def tuned_environment():
+    """What PyTorch 1.13 from Debian trains fastest with on these CPUs,
+    measured (models/README.md, "A fast CPU trainer"): glibc's malloc
+    keeping freed memory instead of returning it to the kernel (every step
+    frees and re-allocates the same activations: without this a fifth of
+    the time went to page faults), and OpenBLAS's AVX-512 kernels where the
+    CPU has AVX-512 (an OPENBLAS_CORETYPE=Haswell in the environment forces
+    the AVX2 ones). Both must be set before the libraries load, so main()
+    re-executes the script once with them."""
+    env = dict(os.environ)
+    env["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_threshold=33554432:"
+                             "glibc.malloc.trim_threshold=17179869184")
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        flags = ""
+    if " avx512f " in flags and " avx512bw " in flags:
+        env["OPENBLAS_CORETYPE"] = "SkylakeX"
+    env["QUORUM_TRAIN_ENV"] = "1"
+    return env
+
+
+if __name__ == "__main__" and not os.environ.get("QUORUM_TRAIN_ENV"):
+    os.execve(sys.executable, [sys.executable] + sys.argv,
+              tuned_environment())
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bpe  # noqa: E402
 import gguf_writer  # noqa: E402
 import phrasing  # noqa: E402
+import plain  # noqa: E402
 import problems  # noqa: E402
 
 # quorum's default system prompt (common/text/prompt.h PROMPT_DEFAULT_SYSTEM):
@@ -86,19 +116,26 @@ class Block(nn.Module):
         self.down = nn.Linear(c["ffn"], d, bias=False)
 
     def forward(self, x, cos, sin, mask):
+        """mask: [G*T, T], the causal mask repeated for the G query heads
+        that share a key/value head. The query heads of one kv head are
+        stacked as one [G*T, hd] matrix, so K and V are never copied per
+        head; q is scaled before the product and the mask is added in it
+        (baddbmm): the [T, T] scores are touched by no extra pass."""
         B, T, d = x.shape
         H, KV = self.c["heads"], self.c["kv_heads"]
-        hd = d // H
+        hd, G = d // H, H // KV
         h = self.attn_norm(x)
         q = self.q(h).view(B, T, H, hd).transpose(1, 2)
         k = self.k(h).view(B, T, KV, hd).transpose(1, 2)
         v = self.v(h).view(B, T, KV, hd).transpose(1, 2)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        if KV != H:
-            k = k.repeat_interleave(H // KV, 1)
-            v = v.repeat_interleave(H // KV, 1)
-        a = (q @ k.transpose(-1, -2)) / math.sqrt(hd) + mask
-        y = (a.softmax(-1) @ v).transpose(1, 2).reshape(B, T, d)
+        q = rope(q, cos, sin) * (1.0 / math.sqrt(hd))
+        k = rope(k, cos, sin)
+        q = q.reshape(B * KV, G * T, hd)
+        k = k.reshape(B * KV, T, hd)
+        v = v.reshape(B * KV, T, hd)
+        a = torch.baddbmm(mask, q, k.transpose(1, 2)).softmax(-1)
+        y = torch.bmm(a, v).view(B, KV, G, T, hd).permute(0, 3, 1, 2, 4) \
+            .reshape(B, T, d)
         x = x + self.o(y)
         h = self.ffn_norm(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
@@ -129,7 +166,9 @@ class Model(nn.Module):
         pos = torch.arange(T, dtype=torch.float64, device=ids.device)
         ang = pos[:, None] * self.inv_freq[None, :]
         cos, sin = ang.cos().float(), ang.sin().float()
+        G = self.c["heads"] // self.c["kv_heads"]
         mask = torch.full((T, T), float("-inf"), device=ids.device).triu(1)
+        mask = mask.repeat(G, 1)
         x = self.embd(ids)
         for b in self.blocks:
             x = b(x, cos, sin, mask)
@@ -204,41 +243,48 @@ def pick_shots(rng):
     return 0
 
 
-class Batches:
-    """Examples drawn GROUP batches at a time and sorted by length, so a
-    batch pads little."""
-    GROUP = 4
+GENERATORS = {"problems": problems, "phrasing": phrasing, "plain": plain}
 
-    def __init__(self, rng, enc, n, exclude, mix, ctx):
-        self.rng, self.enc, self.n, self.exclude = rng, enc, n, exclude
-        self.mix, self.ctx = mix, ctx
-        self.queue = []
 
-    def next(self, level):
-        if not self.queue:
-            seqs = examples(self.rng, self.enc, self.n * self.GROUP, level,
-                            self.exclude, self.mix, self.ctx)
-            seqs.sort(key=lambda s: len(s[0]))
-            self.queue = [seqs[i:i + self.n]
-                          for i in range(0, len(seqs), self.n)]
-            self.rng.shuffle(self.queue)
-        return collate(self.queue.pop())
+def parse_mix(text):
+    """--mix: "plain:0.5,phrasing:0.25,problems:0.25" (shares of each
+    generator, normalised), or one number, the share of phrasing.py with
+    the rest problems.py (issue 28's form)."""
+    try:
+        x = float(text)
+        parts = [("phrasing", x), ("problems", 1.0 - x)]
+    except ValueError:
+        parts = []
+        for item in text.split(","):
+            name, _, w = item.partition(":")
+            if name.strip() not in GENERATORS:
+                raise ValueError("--mix: unknown generator %r (have %s)" % (
+                    name.strip(), ", ".join(sorted(GENERATORS))))
+            parts.append((name.strip(), float(w)))
+    tot = sum(w for _, w in parts)
+    if tot <= 0 or any(w < 0 for _, w in parts):
+        raise ValueError("--mix: shares must be >= 0 and not all 0")
+    return [(n, w / tot) for n, w in parts if w > 0]
 
 
 def draw(rng, level, exclude, mix):
-    """One training problem: phrasing.py's with probability mix, else
-    problems.py's; never a held-out question."""
+    """One training problem from a generator picked by its share of mix;
+    never a held-out question."""
     lv = level if rng.random() < 0.7 else level * rng.random()
-    if rng.random() < mix:
-        return phrasing.make_excluding(rng, lv, exclude)
-    return problems.make_excluding(rng, lv, exclude)
+    x, acc = rng.random(), 0.0
+    for name, w in mix:
+        acc += w
+        if x < acc:
+            break
+    return GENERATORS[name].make_excluding(rng, lv, exclude)
 
 
-def examples(rng, enc, n, level, exclude, mix=0.0, ctx=1 << 30):
-    """n (ids, mask) sequences; a prompt may carry worked examples (drawn
-    like the question, at full level) before the question."""
-    seqs = []
-    while len(seqs) < n:
+def examples(rng, enc, n, level, exclude, mix, ctx=1 << 30, tokens=0):
+    """(ids, mask) sequences, n of them or (with tokens) until they hold
+    that many tokens; a prompt may carry worked examples (drawn like the
+    question, at full level) before the question."""
+    seqs, held = [], 0
+    while (len(seqs) < n) if not tokens else (held < tokens):
         p = draw(rng, level, exclude, mix)
         shots = [draw(rng, 1.0, exclude, mix)
                  for _ in range(pick_shots(rng))]
@@ -247,7 +293,126 @@ def examples(rng, enc, n, level, exclude, mix=0.0, ctx=1 << 30):
                                 p["solution"], shots)
         if len(ids) <= ctx:
             seqs.append((ids, mask))
+            held += len(ids)
     return seqs
+
+
+def make_group(seed, g, level, enc, exclude, mix, ctx, budget):
+    """Group g of the stream: a function of (seed, g, level) alone, so any
+    group can be made again — a resumed run remakes its current group and
+    skips the batches it has trained on. GROUP batches' worth of examples
+    are sorted by length and cut into batches of at most `budget` tokens
+    counting padding (a batch of long sequences holds fewer of them), so
+    a batch pads little and every step costs about the same."""
+    rng = random.Random("%d:%d" % (seed, g))
+    seqs = examples(rng, enc, 0, level, exclude, mix, ctx,
+                    tokens=budget * Batches.GROUP)
+    seqs.sort(key=lambda s: len(s[0]))
+    out, cur = [], []
+    for sq in seqs:
+        if cur and (len(cur) + 1) * len(sq[0]) > budget:
+            out.append(cur)
+            cur = []
+        cur.append(sq)
+    if cur:
+        out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+def _group_worker(args, requests, results):
+    """The data stream's own process: makes the groups asked for, so the
+    Python generators never hold up a training step."""
+    torch.set_num_threads(1)
+    tok, exclude, mix, ctx, budget, seed = args
+    enc = Encoder(tok)
+    while True:
+        req = requests.get()
+        if req is None:
+            return
+        g, level = req
+        results.put((g, make_group(seed, g, level, enc, exclude, mix, ctx,
+                                   budget)))
+
+
+class Batches:
+    """The training stream as groups of batches (make_group), made AHEAD
+    groups in advance by a worker process (or in this one with
+    workers=0). state() / restore() give the position: (group, batches of
+    it used)."""
+    GROUP = 8
+    AHEAD = 2
+
+    def __init__(self, tok, exclude, mix, ctx, budget, seed, level_of,
+                 workers=1):
+        self.level_of = level_of      # group index -> curriculum level
+        self.args = (tok, exclude, mix, ctx, budget, seed)
+        self.g, self.used, self.cur = 0, 0, None
+        self.asked = {}               # group -> level asked for
+        self.proc = None
+        if workers:
+            ctxm = mp.get_context("fork")
+            self.req, self.res = ctxm.Queue(), ctxm.Queue()
+            self.proc = ctxm.Process(target=_group_worker,
+                                     args=(self.args, self.req, self.res),
+                                     daemon=True)
+            self.proc.start()
+        else:
+            self.enc = Encoder(tok)
+        self.ready = {}
+
+    def _ask(self, g):
+        if g in self.asked:
+            return
+        lv = self.level_of(g)
+        self.asked[g] = lv
+        if self.proc:
+            self.req.put((g, lv))
+
+    def _get(self, g):
+        self._ask(g)
+        if self.proc:
+            while g not in self.ready:
+                k, v = self.res.get()
+                self.ready[k] = v
+            return self.ready.pop(g)
+        tok, exclude, mix, ctx, budget, seed = self.args
+        return make_group(seed, g, self.asked[g], self.enc, exclude, mix,
+                          ctx, budget)
+
+    def next(self):
+        if self.cur is None:
+            self.cur = self._get(self.g)
+            self.level = self.asked[self.g]
+            for k in range(1, self.AHEAD + 1):
+                self._ask(self.g + k)
+        batch = self.cur[self.used]
+        self.used += 1
+        if self.used == len(self.cur):
+            self.asked.pop(self.g, None)
+            self.g, self.used, self.cur = self.g + 1, 0, None
+        return collate(batch)
+
+    def state(self):
+        return {"group": self.g, "used": self.used,
+                "level": self.asked.get(self.g)}
+
+    def restore(self, st):
+        self.g, self.used, self.cur = st["group"], 0, None
+        if st.get("level") is not None:
+            self.asked[self.g] = st["level"]
+            if self.proc:
+                self.req.put((self.g, st["level"]))
+        skip = st["used"]
+        for _ in range(skip):
+            self.next()
+
+    def close(self):
+        if self.proc:
+            self.req.put(None)
+            self.proc.join(timeout=5)
+            if self.proc.is_alive():
+                self.proc.terminate()
 
 
 def collate(seqs):
@@ -337,7 +502,7 @@ def held_out(paths):
 
 # What a checkpoint fixes: a resumed run takes these from it, not from the
 # command line, so stopping and resuming trains the same schedule.
-RECIPE = ("steps", "minutes", "batch", "lr", "dim", "layers", "heads",
+RECIPE = ("steps", "minutes", "batch_tokens", "lr", "dim", "layers", "heads",
           "kv_heads", "ffn", "ctx", "seed", "level_start", "warmup", "mix",
           "init", "init_gguf")
 
@@ -357,11 +522,17 @@ def main():
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop (with a checkpoint) after this many steps "
                          "of this run; --resume goes on from there")
+    ap.add_argument("--stop-minutes", type=float, default=0,
+                    help="stop (with a checkpoint) after this many minutes "
+                         "of this run (a pilot: the start of a longer "
+                         "schedule that --resume can go on with)")
     ap.add_argument("--minutes", type=float, default=75.0,
                     help="with --steps 0: learning rate and curriculum "
                          "follow training time (summed over resumes), and "
                          "training stops after this many minutes")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch-tokens", type=int, default=6144,
+                    help="tokens per batch counting padding (examples of "
+                         "about equal length are batched together)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=6)
@@ -371,8 +542,10 @@ def main():
     ap.add_argument("--ctx", type=int, default=1024,
                     help="context length written to the GGUF; no training "
                          "sequence is longer")
-    ap.add_argument("--mix", type=float, default=0.5,
-                    help="share of phrasing.py problems (rest problems.py)")
+    ap.add_argument("--mix", default="0.5",
+                    help="generators and their shares, e.g. "
+                         "plain:0.5,phrasing:0.25,problems:0.25; one number "
+                         "is phrasing.py's share, the rest problems.py")
     ap.add_argument("--merges", type=int, default=700)
     ap.add_argument("--tok", help="use this tokenizer (a PREFIX-tok.json) "
                     "instead of learning one")
@@ -381,7 +554,14 @@ def main():
                     help="held-out sets and shot files whose questions "
                          "never enter training (default: train/data's "
                          "test.jsonl, handwritten.jsonl, shots3.jsonl)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="PyTorch's threads (the data stream has its own "
+                         "process)")
+    ap.add_argument("--snap-minutes", type=float, default=0,
+                    help="also write PREFIX-snap/TOKENS.gguf this often "
+                         "(the learning curve's points)")
+    ap.add_argument("--data-workers", type=int, default=1, choices=(0, 1),
+                    help="1: the data stream in its own process; 0: inline")
     ap.add_argument("--bench", type=int, default=0,
                     help="only time this many steps and exit")
     ap.add_argument("--init", help="start from these weights (a PREFIX.pt "
@@ -397,7 +577,8 @@ def main():
     if a.test is None:
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
         a.test = [os.path.join(d, f) for f in
-                  ("test.jsonl", "handwritten.jsonl", "shots3.jsonl")]
+                  ("test.jsonl", "handwritten.jsonl", "dev.jsonl",
+                   "shots3.jsonl")]
 
     ckpath = a.out + "-ckpt.pt"
     ck = None
@@ -413,7 +594,10 @@ def main():
         sys.exit("train.py: --device cuda, but PyTorch sees no CUDA device")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    rng = random.Random(a.seed)
+    try:
+        mix = parse_mix(a.mix)
+    except ValueError as e:
+        sys.exit("train.py: %s" % e)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     exclude = held_out(a.test)
 
@@ -467,8 +651,19 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": other, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    batches = Batches(rng, enc, a.batch, exclude, a.mix, a.ctx)
-    stage = "seed %d, lr %g, %s, level from %g, mix %g, %s" % (
+    # the curriculum level: by the group's place in a step schedule, or
+    # (with --minutes) by the training time when the group is asked for
+    clock = {"now": lambda: 0.0}
+
+    def level_of(g):
+        if a.steps:
+            frac = g * Batches.GROUP / a.steps
+        else:
+            frac = clock["now"]() / (a.minutes * 60)
+        return min(1.0, a.level_start + frac / 0.6)
+    batches = Batches(tok, exclude, mix, a.ctx, a.batch_tokens, a.seed,
+                      level_of, a.data_workers)
+    stage = "seed %d, lr %g, %s, level from %g, mix %s, %s" % (
         a.seed, a.lr, "steps=%d" % a.steps if a.steps else
         "minutes=%g" % a.minutes, a.level_start, a.mix, a.device)
     step, tokens, ema, done = 0, 0, None, 0.0   # done: seconds trained
@@ -479,14 +674,13 @@ def main():
             ck["seconds"]
         step0, tokens0, secs0 = ck["step0"], ck["tokens0"], ck["secs0"]
         stages = ck["stages"]
-        rng.setstate(ck["rng"])
         torch.set_rng_state(ck["torch_rng"])
-        batches.queue = ck["queue"]
+        batches.restore(ck["stream"])
         stage = ck["stage"]
     recipe = {k: getattr(a, k) for k in RECIPE}
 
     def meta():
-        return {"steps": step0 + step, "batch": a.batch,
+        return {"steps": step0 + step, "batch_tokens": a.batch_tokens,
                 "stages": stages + [stage], "lr": a.lr, "seed": a.seed,
                 "tokens": tokens0 + tokens,
                 "seconds": round(secs0 + done, 1), "parameters": nparam,
@@ -498,14 +692,19 @@ def main():
         torch.save({"model": sd, "opt": opt.state_dict(), "step": step,
                     "tokens": tokens, "ema": ema, "seconds": done,
                     "step0": step0, "tokens0": tokens0, "secs0": secs0,
-                    "stages": stages, "stage": stage, "rng": rng.getstate(),
+                    "stages": stages, "stage": stage,
                     "torch_rng": torch.get_rng_state(),
-                    "queue": batches.queue, "recipe": recipe},
+                    "stream": batches.state(), "recipe": recipe},
                    ckpath + ".tmp")
         os.replace(ckpath + ".tmp", ckpath)
         torch.save({"model": sd, "meta": meta()}, a.out + ".pt.tmp")
         os.replace(a.out + ".pt.tmp", a.out + ".pt")
         export(model, tok, a.out + ".gguf", c, meta())
+
+    def snap(ntok):
+        os.makedirs(a.out + "-snap", exist_ok=True)
+        export(model, tok, os.path.join(a.out + "-snap", "%09d.gguf" % ntok),
+               c, meta())
 
     total = a.steps or 10 ** 9
     fresh = not (ck or a.init)
@@ -515,14 +714,20 @@ def main():
         log.write("step,seconds,tokens,loss,level,lr\n")
     amp = a.device == "cuda"
     t0, tb, last_ck = time.time(), 0, time.time()
+    t_start = t0
+    last_snap = t0
+    clock["now"] = lambda: done + time.time() - t0
     bench_tok = 0
     while step < total:
         if a.stop_after and tb == a.stop_after:
+            break
+        if a.stop_minutes and time.time() - t_start >= a.stop_minutes * 60:
             break
         if a.bench and tb == a.bench:
             dt = time.time() - t0
             print("bench: %d steps, %.1f s, %.0f tokens/s, %.2f steps/s" % (
                 tb, dt, bench_tok / dt, tb / dt))
+            batches.close()
             return
         now = done + time.time() - t0
         # progress through the schedule: by steps, or by training time (on
@@ -533,12 +738,12 @@ def main():
             frac = now / (a.minutes * 60)
             if frac >= 1.0:
                 break
-        level = min(1.0, a.level_start + frac / 0.6)
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, lab, n = batches.next(level)
+        ids, lab, n = batches.next()
+        level = batches.level
         ids, lab = ids.to(dev), lab.to(dev)
         with (torch.autocast("cuda", dtype=torch.bfloat16) if amp else
               contextlib.nullcontext()):
@@ -569,8 +774,12 @@ def main():
             t0 = last_ck = time.time()
             print("checkpoint at step %d (%.1f min)" % (
                 step, done / 60), flush=True)
+        if a.snap_minutes and time.time() - last_snap >= a.snap_minutes * 60:
+            snap(tokens0 + tokens)
+            last_snap = time.time()
     done += time.time() - t0
     checkpoint()
+    batches.close()
     print("done: %d steps, %.1f min" % (step, done / 60))
 
 
