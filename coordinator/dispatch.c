@@ -9,6 +9,7 @@
 
 #include "text/prompt.h"
 #include "qerr.h"
+#include "net/spwire.h"
 #include "sc/params.h"
 #include "sc/vote.h"
 
@@ -73,7 +74,7 @@ void dispatch_req_free(sched *s, req *r)
 
 void dispatch_req_release(req *r)
 {
-	for (uint32_t i = 0; r->res && i < r->n; i++)
+	for (uint32_t i = 0; r->res && i < req_n(r); i++)
 		if (r->res[i])
 			quorum__worker_msg__free_unpacked(r->res[i], NULL);
 	free(r->res);
@@ -113,8 +114,8 @@ static void try_send(sched *s, req *r, job *j)
 	Quorum__CoordMsg m = QUORUM__COORD_MSG__INIT;
 	Quorum__DecodeJob d = QUORUM__DECODE_JOB__INIT;
 	Quorum__RootRef ref = QUORUM__ROOT_REF__INIT;
-	Quorum__SamplingParams sp = QUORUM__SAMPLING_PARAMS__INIT;
-	ProtobufCBinaryData strs[SC_STOP_STR_MAX];
+	Quorum__SamplingParams sp;
+	spwire_buf spb;
 	worker *w = &s->w[j->worker];
 	int src = roots_ref_for(s, r->root, w, &ref);
 
@@ -122,23 +123,7 @@ static void try_send(sched *s, req *r, job *j)
 		roots_want_replica(s, r, r->root, w->host);
 		return;
 	}
-	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
-	sp.has_top_p = sp.has_max_new_tokens = sp.has_ignore_eos = 1;
-	sp.n = r->n;
-	sp.seed = r->seed;
-	sp.temperature = r->temperature;
-	sp.top_k = r->top_k;
-	sp.top_p = r->top_p;
-	sp.max_new_tokens = r->max_new;
-	sp.ignore_eos = r->ignore_eos;
-	for (int i = 0; i < r->stop_strs.n; i++) {
-		strs[i].data = (uint8_t *)r->stop_strs.s[i];
-		strs[i].len = r->stop_strs.len[i];
-	}
-	sp.n_stop_strings = (size_t)r->stop_strs.n;
-	sp.stop_strings = strs;
-	sp.has_logprobs = r->logprobs;
-	sp.logprobs = r->logprobs;
+	spwire_encode(&r->p, SPWIRE_JOB, &sp, &spb);
 	d.request_id = r->rid;
 	d.attempt = j->attempt;
 	d.root = &ref;
@@ -180,9 +165,9 @@ static uint64_t root_extra(const sched *s, const req *r, const char *host)
 static uint32_t assignable(const sched *s, const req *r, uint32_t *flying)
 {
 	uint32_t pending = 0, fl = 0;
-	uint32_t h = (uint32_t)stop_horizon(&r->ss, s->c->sampling.stop_waves);
+	uint32_t h = (uint32_t)stop_horizon(&r->ss, s->c->sampling.p.stop_waves);
 
-	for (uint32_t i = 0; i < r->n; i++) {
+	for (uint32_t i = 0; i < req_n(r); i++) {
 		pending += r->st[i] == S_PENDING && i < h;
 		fl += r->st[i] == S_ASSIGNED;
 	}
@@ -322,7 +307,7 @@ static void share_slots(sched *s)
 		if (members_usable(s, i) && s->w[i].busy < s->w[i].slots)
 			free_slots += s->w[i].slots - s->w[i].busy;
 	for (req *r = s->reqs; r && nr < MAXR; r = r->next) {
-		if (r->state != Q_DECODE || r->n_done == r->n || r->decided)
+		if (r->state != Q_DECODE || r->n_done == req_n(r) || r->decided)
 			continue;
 		want[nr] = assignable(s, r, &fly[nr]);
 		if (!want[nr])
@@ -445,7 +430,7 @@ void dispatch_pump(sched *s)
 		nx = r->next;
 		if (r->state != Q_DECODE)
 			continue;
-		if (r->n_done == r->n || r->decided) {
+		if (r->n_done == req_n(r) || r->decided) {
 			/* finished once every job reported its stats (a
 			 * decided request's cancelled jobs too) */
 			if (!r->jobs)
@@ -454,7 +439,7 @@ void dispatch_pump(sched *s)
 	}
 	share_slots(s);
 	for (req *r = s->reqs; r; r = r->next)
-		if (r->state == Q_DECODE && r->n_done < r->n && !r->decided)
+		if (r->state == Q_DECODE && r->n_done < req_n(r) && !r->decided)
 			send_waiting(s, r);
 }
 
@@ -474,7 +459,7 @@ static job *job_of(req *r, uint32_t attempt, int wi)
  * them; pump() then replies with samples 0..prefix-1. */
 static void advance(sched *s, req *r)
 {
-	while (!r->decided && r->prefix < r->n && r->st[r->prefix] == S_DONE) {
+	while (!r->decided && r->prefix < req_n(r) && r->st[r->prefix] == S_DONE) {
 		const Quorum__Sample *x = r->res[r->prefix]->sample->sample;
 		char a[VOTE_ANSWER_MAX];
 		int d;
@@ -484,7 +469,7 @@ static void advance(sched *s, req *r)
 			memcpy(a, x->answer.data, x->answer.len);
 			a[x->answer.len] = '\0';
 		}
-		d = stop_push_w(&r->ss, a, r->vote != SC_VOTE_CONFIDENCE ? 1
+		d = stop_push_w(&r->ss, a, r->p.vote != SC_VOTE_CONFIDENCE ? 1
 					   : vote_conf_weight(x->has_group_confidence
 							    ? x->group_confidence
 							    : 0.0));
@@ -519,10 +504,10 @@ static void advance(sched *s, req *r)
  * the text, values finite and <= 0. */
 static int token_lps_ok(const req *r, const Quorum__Sample *x)
 {
-	if (!r->logprobs)
+	if (!r->p.logprobs)
 		return !x->n_token_logprobs && !x->n_token_offsets;
 	if (x->n_token_logprobs != x->n_token_offsets ||
-	    x->n_token_logprobs > (size_t)r->max_new + 1)
+	    x->n_token_logprobs > (size_t)r->p.max_new + 1)
 		return 0;
 	for (size_t i = 0; i < x->n_token_logprobs; i++)
 		if (!(x->token_logprobs[i] <= 0) ||
@@ -551,8 +536,8 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
 	    (strcmp(x->sample->finish, "stop") &&
 	     strcmp(x->sample->finish, "length")) ||
-	    x->sample->tokens > r->max_new ||
-	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->max_new) ||
+	    x->sample->tokens > (uint32_t)r->p.max_new ||
+	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||
 	    !token_lps_ok(r, x->sample)) {

@@ -8,6 +8,7 @@
 
 #include "text/prompt.h"
 #include "qerr.h"
+#include "net/spwire.h"
 #include "sc/params.h"
 #include "sc/vote.h"
 
@@ -186,11 +187,11 @@ void front_finish(sched *s, req *r)
 	Quorum__PrefixStats px = QUORUM__PREFIX_STATS__INIT;
 	Quorum__StopReport sr = QUORUM__STOP_REPORT__INIT;
 	/* samples 0..k-1: all n, or the prefix the stop rule decided at */
-	uint32_t k = r->decided ? r->prefix : r->n, finished = 0;
-	Quorum__Sample **smp = calloc(r->n, sizeof(*smp));
-	uint64_t *wts = calloc(r->n, sizeof(*wts));
-	const char **ans = calloc(r->n, sizeof(*ans));
-	char **abuf = calloc(r->n, sizeof(*abuf));
+	uint32_t k = r->decided ? r->prefix : req_n(r), finished = 0;
+	Quorum__Sample **smp = calloc(req_n(r), sizeof(*smp));
+	uint64_t *wts = calloc(req_n(r), sizeof(*wts));
+	const char **ans = calloc(req_n(r), sizeof(*ans));
+	char **abuf = calloc(req_n(r), sizeof(*abuf));
 	Quorum__Vote *votes = NULL, **vp = NULL;
 	vote_result v = {0};
 	char rule[STOP_NAME_MAX];
@@ -214,7 +215,7 @@ void front_finish(sched *s, req *r)
 			ans[i] = abuf[i];
 		}
 	}
-	if (vote_tally_weighted(ans, r->vote == SC_VOTE_CONFIDENCE ? wts : NULL,
+	if (vote_tally_weighted(ans, r->p.vote == SC_VOTE_CONFIDENCE ? wts : NULL,
 				k, &v))
 		goto nomem;
 	votes = calloc(v.n_entries ? v.n_entries : 1, sizeof(*votes));
@@ -227,7 +228,7 @@ void front_finish(sched *s, req *r)
 		votes[i].answer.len = strlen(v.entries[i].answer);
 		votes[i].count = (uint32_t)v.entries[i].count;
 		votes[i].first_index = (uint32_t)v.entries[i].first_index;
-		if (r->vote == SC_VOTE_CONFIDENCE) {
+		if (r->p.vote == SC_VOTE_CONFIDENCE) {
 			votes[i].has_weight = 1;
 			votes[i].weight = (double)v.entries[i].weight / 0x1p32;
 		}
@@ -241,7 +242,7 @@ void front_finish(sched *s, req *r)
 	a.votes = vp;
 	a.n_samples = k;
 	a.samples = smp;
-	a.n = r->n;
+	a.n = req_n(r);
 	tm.has_queue_ms = tm.has_prefill_ms = tm.has_decode_ms = 1;
 	tm.has_total_ms = tm.has_generated_tokens = tm.has_messages = 1;
 	tm.queue_ms = (double)(r->t_start - r->t_accept);
@@ -274,30 +275,30 @@ void front_finish(sched *s, req *r)
 	s->tokens_reused += r->reused;
 	s->tokens_prefilled += r->prefilled;
 	a.prefix = &px;
-	for (uint32_t i = 0; i < r->n; i++)
+	for (uint32_t i = 0; i < req_n(r); i++)
 		finished += r->st[i] == S_DONE;
-	sr.rule = (char *)stop_name(&r->stop, rule, sizeof(rule));
+	sr.rule = (char *)stop_name(&r->p.stop, rule, sizeof(rule));
 	sr.has_stopped_early = sr.has_budget = sr.has_reported = 1;
 	sr.has_started = sr.has_finished = sr.has_cancelled = 1;
 	sr.has_tokens_generated = sr.has_tokens_reported = 1;
 	sr.has_tokens_saved_est = sr.has_leader_count = 1;
 	sr.has_second_count = 1;
 	sr.stopped_early = r->ss.fired;
-	sr.budget = r->n;
+	sr.budget = req_n(r);
 	sr.reported = k;
 	sr.started = r->started;
 	sr.finished = finished;
 	sr.cancelled = r->started - finished;
 	sr.tokens_generated = r->gen_tokens;
-	est = k ? sr.tokens_reported * r->n / k : 0;
+	est = k ? sr.tokens_reported * req_n(r) / k : 0;
 	sr.tokens_saved_est = est > r->gen_tokens ? est - r->gen_tokens : 0;
 	sr.leader_count = stop_leader_count(&r->ss);
 	sr.second_count = stop_second_count(&r->ss);
-	if (r->stop.kind == STOP_BETA) {
+	if (r->p.stop.kind == STOP_BETA) {
 		sr.has_posterior = 1;
 		sr.posterior = r->ss.posterior;
 	}
-	if (r->stop.kind == STOP_WINDOW) {
+	if (r->p.stop.kind == STOP_WINDOW) {
 		sr.has_agreeing_run = 1;
 		sr.agreeing_run = (uint32_t)r->ss.run;
 	}
@@ -318,7 +319,7 @@ nomem:
 	s->failed++;
 out:
 	vote_result_fini(&v);
-	for (uint32_t i = 0; abuf && i < r->n; i++)
+	for (uint32_t i = 0; abuf && i < req_n(r); i++)
 		free(abuf[i]);
 	free(abuf);
 	free(wts);
@@ -442,39 +443,12 @@ static int bad_field(const char **err)
 static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 			const char **err)
 {
-	const cfg_sampling *d = &s->c->sampling;
-	const Quorum__SamplingParams *p = a->params;
-	sc_params tmp = SC_PARAMS_DEFAULTS;
-
-	r->n = p && p->has_n ? p->n : (uint32_t)d->n;
-	r->seed = p && p->has_seed ? p->seed : d->seed;
-	r->temperature = p && p->has_temperature ? p->temperature
-						 : d->temperature;
-	r->top_k = p && p->has_top_k ? p->top_k : d->top_k;
-	r->top_p = p && p->has_top_p ? p->top_p : d->top_p;
-	r->max_new = p && p->has_max_new_tokens ? p->max_new_tokens
-						: (uint32_t)d->max_new_tokens;
-	r->ignore_eos = p && p->has_ignore_eos && p->ignore_eos;
-	r->stop = d->stop;
+	/* the cluster's defaults, then what the Ask gives (each checked by
+	 * sc/params, in the words of every entry point) */
+	r->p = s->c->sampling.p;
 	*err = NULL;
-	r->vote = SC_VOTE_MAJORITY;
-	if (p && p->vote) {
-		if (sc_setting_parse(SC_S_VOTE, p->vote, &tmp))
-			return bad_field(err);
-		r->vote = tmp.vote;
-	}
-	if (p && p->stop) {
-		if (sc_setting_parse(SC_S_STOP, p->stop, &tmp))
-			return bad_field(err);
-		r->stop = tmp.stop;
-	}
-	r->logprobs = p && p->has_logprobs && p->logprobs;
-	memset(&r->stop_strs, 0, sizeof(r->stop_strs));
-	for (size_t i = 0; p && i < p->n_stop_strings; i++)
-		if (sc_stop_strs_add(&r->stop_strs,
-				     (const char *)p->stop_strings[i].data,
-				     p->stop_strings[i].len))
-			return bad_field(err);
+	if (spwire_decode(a->params, &r->p, NULL))
+		return bad_field(err);
 	if (!a->question.len)
 		*err = "the question is empty";
 	else if (a->question.len > WIRE_QUESTION_MAX)
@@ -494,13 +468,8 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 		*err = "reasoning_effort must be one of " PROMPT_EFFORT_LIST;
 	if (*err)
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
-	if (sc_check_int(SC_S_N, r->n) ||
-	    sc_check_real(SC_S_TEMPERATURE, r->temperature) ||
-	    sc_check_real(SC_S_TOP_P, r->top_p) ||
-	    sc_check_int(SC_S_TOP_K, r->top_k) ||
-	    sc_check_int(SC_S_MAX_NEW_TOKENS, r->max_new) ||
-	    sc_n_limit(r->n, s->c->limits.max_n) ||
-	    sc_max_new_limit(r->max_new, s->o.ctx_len))
+	if (sc_n_limit(r->p.n, s->c->limits.max_n) ||
+	    sc_max_new_limit(r->p.max_new, s->o.ctx_len))
 		return bad_field(err);
 	return QUORUM__STATUS__STATUS_OK;
 }
@@ -560,7 +529,7 @@ static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 		*err = "prompt over limits.max_prompt_tokens";
 		return QUORUM__STATUS__STATUS_TOO_LONG;
 	}
-	if ((uint64_t)r->n_tokens + r->max_new > (uint64_t)s->o.ctx_len) {
+	if ((uint64_t)r->n_tokens + r->p.max_new > (uint64_t)s->o.ctx_len) {
 		*err = "prompt + max_new_tokens exceed the model's context";
 		return QUORUM__STATUS__STATUS_TOO_LONG;
 	}
@@ -700,14 +669,14 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		      "largest worker pool has";
 		goto refuse;
 	}
-	if (!(r->st = calloc(r->n, 1)) || !(r->lost = calloc(r->n, 1)) ||
-	    !(r->begun = calloc(r->n, 1)) ||
-	    (r->vote == SC_VOTE_CONFIDENCE
-		     ? stop_init_weighted(&r->ss, &r->stop, (int)r->n)
-		     : stop_init(&r->ss, &r->stop, (int)r->n)) ||
-	    !(r->res = calloc(r->n, sizeof(*r->res))) ||
+	if (!(r->st = calloc(req_n(r), 1)) || !(r->lost = calloc(req_n(r), 1)) ||
+	    !(r->begun = calloc(req_n(r), 1)) ||
+	    (r->p.vote == SC_VOTE_CONFIDENCE
+		     ? stop_init_weighted(&r->ss, &r->p.stop, (int)req_n(r))
+		     : stop_init(&r->ss, &r->p.stop, (int)req_n(r))) ||
+	    !(r->res = calloc(req_n(r), sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
-	     !(r->fwd = calloc(r->n, sizeof(*r->fwd))))) {
+	     !(r->fwd = calloc(req_n(r), sizeof(*r->fwd))))) {
 		st = QUORUM__STATUS__STATUS_INTERNAL;
 		err = "out of memory";
 		goto refuse;
@@ -721,7 +690,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 					RETRY_MS);
 	}
 	r->rid = ++s->next_id;
-	r->width = (uint32_t)stop_min_prefix(&r->stop, (int)r->n);
+	r->width = (uint32_t)stop_min_prefix(&r->p.stop, (int)req_n(r));
 	r->stream = cr->ask->has_stream && cr->ask->stream;
 	r->no_cache = cr->ask->has_prefix_cache && !cr->ask->prefix_cache;
 	snprintf(r->key, sizeof(r->key), "%s", m->user);

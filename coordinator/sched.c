@@ -36,7 +36,7 @@ uint32_t sched_tail_blocks(const sched *s, const req *r)
 {
 	uint64_t b = (uint64_t)s->c->kv.block_tokens;
 
-	return (uint32_t)(((uint64_t)r->n_tokens % b + r->max_new + b - 1) /
+	return (uint32_t)(((uint64_t)r->n_tokens % b + r->p.max_new + b - 1) /
 			  b);
 }
 

@@ -181,18 +181,13 @@ typedef struct req {
 	int32_t *tokens;
 	size_t n_tokens;
 	uint64_t hash;
-	uint32_t n;
-	uint64_t seed;
-	float temperature, top_p;
-	int32_t top_k;
-	uint32_t max_new;
-	int ignore_eos;
+	/* its settings (the one home of each): the cluster's sampling:
+	 * section, then the Ask's (net/spwire). The coordinator reads n,
+	 * max_new, the early-stopping rule (decided over samples in index
+	 * order), the vote and logprobs; a decode job carries what a worker
+	 * samples with (SPWIRE_JOB). */
+	sc_params p;
 	int stream;             /* Ask.stream: forward samples as they come */
-	/* early stopping (stop.h): decided over samples in index order */
-	stop_rule stop;
-	int vote;               /* enum sc_vote */
-	sc_stop_strs stop_strs; /* passed to the workers */
-	int logprobs;           /* per-token log-probabilities asked for */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
 	int decided;            /* the reply holds samples 0..prefix-1 */
@@ -338,6 +333,12 @@ int front_same_client(const req *a, const req *b);
 /* r ends: its client's tokens-per-minute bucket takes its tokens. */
 void front_charge(sched *s, const req *r);
 void front_buckets_free(sched *s);
+/* The request's sample count N (its settings' n). */
+static inline uint32_t req_n(const req *r)
+{
+	return (uint32_t)r->p.n;
+}
+
 /* All samples of r are in: vote, reply, free r. */
 void front_finish(sched *s, req *r);
 

@@ -489,14 +489,14 @@ static void test_defaults(void **state)
 	assert_int_equal(d.kv.block_tokens, 16);
 	assert_int_equal(d.kv.blocks, 4096);
 	assert_int_equal(d.kv.dtype, CFG_DTYPE_F16);
-	assert_int_equal(d.sampling.n, 8);
-	assert_true(d.sampling.temperature == 0.7f);
-	assert_int_equal(d.sampling.top_k, 40);
-	assert_true(d.sampling.top_p == 0.95f);
-	assert_int_equal(d.sampling.max_new_tokens, 256);
-	assert_true(d.sampling.seed == 0);
+	assert_int_equal(d.sampling.p.n, 8);
+	assert_true(d.sampling.p.sp.temperature == 0.7f);
+	assert_int_equal(d.sampling.p.sp.top_k, 40);
+	assert_true(d.sampling.p.sp.top_p == 0.95f);
+	assert_int_equal(d.sampling.p.max_new, 256);
+	assert_true(d.sampling.p.seed == 0);
 	/* early stopping that never changes an answer, as in one process */
-	assert_int_equal(d.sampling.stop.kind, STOP_EXACT);
+	assert_int_equal(d.sampling.p.stop.kind, STOP_EXACT);
 	assert_null(d.sampling.stop_name);
 	assert_null(d.prompt.system);
 	assert_int_equal(d.limits.max_n, 64);
@@ -559,13 +559,13 @@ static void check_example(const cfg *c)
 	assert_int_equal(c->kv.block_tokens, 16);
 	assert_int_equal(c->kv.blocks, 4096);
 	assert_int_equal(c->kv.dtype, CFG_DTYPE_F16);
-	assert_int_equal(c->sampling.n, 8);
-	assert_true(c->sampling.temperature == 0.7f);
-	assert_int_equal(c->sampling.top_k, 40);
-	assert_true(c->sampling.top_p == 0.95f);
-	assert_int_equal(c->sampling.max_new_tokens, 256);
-	assert_true(c->sampling.seed == 0);
-	assert_int_equal(c->sampling.stop.kind, STOP_EXACT);
+	assert_int_equal(c->sampling.p.n, 8);
+	assert_true(c->sampling.p.sp.temperature == 0.7f);
+	assert_int_equal(c->sampling.p.sp.top_k, 40);
+	assert_true(c->sampling.p.sp.top_p == 0.95f);
+	assert_int_equal(c->sampling.p.max_new, 256);
+	assert_true(c->sampling.p.seed == 0);
+	assert_int_equal(c->sampling.p.stop.kind, STOP_EXACT);
 	assert_null(c->prompt.system);
 	assert_int_equal(c->limits.max_n, 64);
 	assert_int_equal(c->limits.max_prompt_tokens, 4096);
@@ -679,12 +679,12 @@ static void test_values(void **state)
 	assert_int_equal(c->kv.block_tokens, 4096);
 	assert_int_equal(c->kv.blocks, 1);
 	assert_int_equal(c->kv.dtype, CFG_DTYPE_F32);
-	assert_int_equal(c->sampling.n, 64);
-	assert_true(c->sampling.temperature == 0.0f);
-	assert_int_equal(c->sampling.top_k, 0);
-	assert_true(c->sampling.top_p == 1.0f);
-	assert_int_equal(c->sampling.max_new_tokens, 1);
-	assert_true(c->sampling.seed == UINT64_MAX);
+	assert_int_equal(c->sampling.p.n, 64);
+	assert_true(c->sampling.p.sp.temperature == 0.0f);
+	assert_int_equal(c->sampling.p.sp.top_k, 0);
+	assert_true(c->sampling.p.sp.top_p == 1.0f);
+	assert_int_equal(c->sampling.p.max_new, 1);
+	assert_true(c->sampling.p.seed == UINT64_MAX);
 	assert_string_equal(c->prompt.system, "Be brief.\nBox the answer.\n");
 	assert_int_equal(c->limits.max_prompt_tokens, 1);
 	assert_int_equal(c->limits.request_timeout_ms, 2147483647);
@@ -710,9 +710,9 @@ static int v_null_section(const cfg *c) { return c->kv.blocks == 4096; }
 static int v_empty_flow(const cfg *c) { return c->kv.block_tokens == 16; }
 static int v_plus_int(const cfg *c) { return c->kv.blocks == 5; }
 static int v_zero_int(const cfg *c) { return c->prefix_cache.entries == 0; }
-static int v_int_as_float(const cfg *c) { return c->sampling.temperature == 2.0f; }
-static int v_exp_float(const cfg *c) { return c->sampling.top_p == 0.5f; }
-static int v_leading_dot(const cfg *c) { return c->sampling.top_p == 0.5f; }
+static int v_int_as_float(const cfg *c) { return c->sampling.p.sp.temperature == 2.0f; }
+static int v_exp_float(const cfg *c) { return c->sampling.p.sp.top_p == 0.5f; }
+static int v_leading_dot(const cfg *c) { return c->sampling.p.sp.top_p == 0.5f; }
 static int v_null_system(const cfg *c) { return c->prompt.system == NULL; }
 static int v_quoted_system(const cfg *c)
 {
@@ -888,9 +888,9 @@ static void test_dump_roundtrip(void **state)
 	assert_string_equal(b->security.worker_keys[0].path, "w.key");
 	assert_string_equal(b->security.worker_public_key_file, "w.pub");
 	assert_string_equal(b->security.worker_secret_key_file, "/k/w.key");
-	assert_true(b->sampling.temperature == a->sampling.temperature);
-	assert_true(b->sampling.top_p == a->sampling.top_p);
-	assert_true(b->sampling.seed == 12345678901234ull);
+	assert_true(b->sampling.p.sp.temperature == a->sampling.p.sp.temperature);
+	assert_true(b->sampling.p.sp.top_p == a->sampling.p.sp.top_p);
+	assert_true(b->sampling.p.seed == 12345678901234ull);
 	assert_non_null(strstr(buf, "temperature: 0.3\n"));
 	/* the rest is plain data: equal after swapping out the pointers */
 	free(a->model.path);

@@ -30,6 +30,7 @@
 
 #include "coordinator/sched_int.h"
 #include "net/cfg.h"
+#include "net/spwire.h"
 #include "sc/params.h"
 #include "testutil.h"
 #include "text/prompt.h"
@@ -566,7 +567,7 @@ static void policy(void **state)
 		/* any int64: its two's complement, the same every time */
 		assert_int_equal(openai_parse(0, body, strlen(body), 16, &r, got,
 					     sizeof(got), &param), 0);
-		assert_true(r.sp.has_seed && r.sp.seed == UINT64_MAX);
+		assert_true((r.given & SC_BIT(SC_S_SEED)) && r.p.seed == UINT64_MAX);
 		openai_req_free(&r);
 	}
 	assert_int_equal(gw("seed", "-9223372036854775808", 16, got,
@@ -659,13 +660,90 @@ static void defaults(void **state)
 	assert_int_equal(f.p.max_new, d.max_new);
 	assert_int_equal(f.p.stop.kind, d.stop.kind);
 	assert_int_equal(cfg_parse("t.yaml", text, strlen(text), &c), 0);
-	assert_int_equal(c->sampling.n, d.n);
-	assert_true(c->sampling.temperature == d.sp.temperature);
-	assert_int_equal(c->sampling.top_k, d.sp.top_k);
-	assert_true(c->sampling.top_p == d.sp.top_p);
-	assert_int_equal(c->sampling.max_new_tokens, d.max_new);
-	assert_true(c->sampling.seed == d.seed);
+	assert_int_equal(c->sampling.p.n, d.n);
+	assert_true(c->sampling.p.sp.temperature == d.sp.temperature);
+	assert_int_equal(c->sampling.p.sp.top_k, d.sp.top_k);
+	assert_true(c->sampling.p.sp.top_p == d.sp.top_p);
+	assert_int_equal(c->sampling.p.max_new, d.max_new);
+	assert_true(c->sampling.p.seed == d.seed);
 	cfg_free(&c);
+}
+
+/* The wire codec (net/spwire): every field of SamplingParams is a
+ * setting of the same name (a new field without one would never be
+ * read), and each setting crosses a packed message unchanged; a field a
+ * peer sends out of range is refused in sc/params' words. */
+static void wire(void **state)
+{
+	const ProtobufCMessageDescriptor *md =
+		&quorum__sampling_params__descriptor;
+	unsigned want = SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) |
+			SC_BIT(SC_S_TEMPERATURE) | SC_BIT(SC_S_TOP_K) |
+			SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS) |
+			SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP) |
+			SC_BIT(SC_S_VOTE) | SC_BIT(SC_S_STOP_STRINGS) |
+			SC_BIT(SC_S_LOGPROBS);
+	sc_params a = SC_PARAMS_DEFAULTS, b = SC_PARAMS_DEFAULTS;
+	Quorum__SamplingParams m, *u;
+	spwire_buf buf;
+	unsigned given = 0;
+	uint8_t packed[1024];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(spwire_fields(), want);
+	assert_int_equal(md->n_fields, __builtin_popcount(want));
+	/* nothing given: no field, the message can be left out */
+	assert_int_equal(spwire_encode(&a, 0, &m, &buf), 0);
+	a.n = 65536;
+	a.seed = UINT64_MAX;
+	a.sp.temperature = 1.3f;
+	a.sp.top_k = 0;
+	a.sp.top_p = 1e-10f;
+	a.max_new = 1048576;
+	a.ignore_eos = 1;
+	a.logprobs = 1;
+	a.vote = SC_VOTE_CONFIDENCE;
+	assert_int_equal(sc_setting_parse(SC_S_STOP, "beta:0.9", &a), 0);
+	assert_int_equal(sc_stop_strs_add(&a.stop_strs, "\n\n", 2), 0);
+	assert_int_equal(sc_stop_strs_add(&a.stop_strs, "x\xff", 2), 0);
+	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 11);
+	n = quorum__sampling_params__get_packed_size(&m);
+	assert_true(n < sizeof(packed));
+	quorum__sampling_params__pack(&m, packed);
+	u = quorum__sampling_params__unpack(NULL, n, packed);
+	assert_non_null(u);
+	assert_int_equal(spwire_decode(u, &b, &given), 0);
+	quorum__sampling_params__free_unpacked(u, NULL);
+	assert_int_equal(given, want);
+	assert_int_equal(b.n, a.n);
+	assert_true(b.seed == a.seed);
+	assert_true(b.sp.temperature == a.sp.temperature);
+	assert_int_equal(b.sp.top_k, a.sp.top_k);
+	assert_true(b.sp.top_p == a.sp.top_p);
+	assert_int_equal(b.max_new, a.max_new);
+	assert_int_equal(b.ignore_eos, 1);
+	assert_int_equal(b.logprobs, 1);
+	assert_int_equal(b.vote, SC_VOTE_CONFIDENCE);
+	assert_int_equal(b.stop.kind, STOP_BETA);
+	assert_true(b.stop.threshold == 0.9);
+	assert_int_equal(b.stop_strs.n, 2);
+	assert_memory_equal(b.stop_strs.s[1], "x\xff", 2);
+	/* the engine's settings never travel: b keeps its own */
+	assert_int_equal(b.mode, SC_BATCHED);
+	/* a peer's bad value: the setting's one message */
+	quorum__sampling_params__init(&m);
+	m.has_top_k = 1;
+	m.top_k = -1;
+	b = (sc_params)SC_PARAMS_DEFAULTS;
+	assert_int_equal(spwire_decode(&m, &b, &given), QERR_RANGE);
+	assert_string_equal(qerr_detail(),
+			    "top_k = -1: must be an integer in 0..16777216");
+	quorum__sampling_params__init(&m);
+	m.vote = "plurality";
+	assert_int_equal(spwire_decode(&m, &b, NULL), QERR_RANGE);
+	assert_string_equal(qerr_detail(), "vote = plurality: must be "
+			    "majority or confidence");
 }
 
 static int group_setup(void **state)
@@ -699,6 +777,7 @@ int main(void)
 		cmocka_unit_test(policy),
 		cmocka_unit_test(wrong_type),
 		cmocka_unit_test(defaults),
+		cmocka_unit_test(wire),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -426,26 +426,94 @@ static json_t *opt_int(int has, uint64_t v)
 	return has ? json_integer((json_int_t)v) : json_null();
 }
 
+json_t *client_vote_json(const char *answer, size_t len, uint64_t count,
+			 uint64_t first_index, int has_weight, double weight)
+{
+	json_t *v = json_pack("{s:o, s:I, s:I}", "answer",
+			      client_text(answer, len), "count",
+			      (json_int_t)count, "first_index",
+			      (json_int_t)first_index);
+
+	if (v && has_weight)
+		json_object_set_new(v, "weight", json_real(weight));
+	return v;
+}
+
+json_t *client_votes_json(const Quorum__Answer *a)
+{
+	json_t *votes = json_array();
+
+	for (size_t i = 0; votes && a && i < a->n_votes; i++) {
+		const Quorum__Vote *v = a->votes[i];
+		json_t *e = client_vote_json((const char *)v->answer.data,
+					     v->answer.len, v->count,
+					     v->first_index, v->has_weight,
+					     v->weight);
+
+		if (!e || json_array_append_new(votes, e)) {
+			json_decref(votes);
+			return NULL;
+		}
+	}
+	return votes;
+}
+
+/* A setting's float as the shortest decimal that reads back as the same
+ * float: 0.7, not 0.699999988079071. */
+static json_t *short_real(double d)
+{
+	char b[32];
+
+	for (int prec = 1; prec <= 9; prec++) {
+		snprintf(b, sizeof(b), "%.*g", prec, d);
+		if ((float)strtod(b, NULL) == (float)d)
+			break;
+	}
+	return json_real(strtod(b, NULL));
+}
+
+void client_params_json(json_t *o, const sc_params *p, unsigned given,
+			unsigned which)
+{
+	for (int id = 0; id < SC_S_COUNT_; id++) {
+		const sc_setting *x = sc_setting_get(id);
+		char buf[SC_VALUE_TEXT_MAX];
+		json_t *j;
+		sc_value v;
+
+		if (!(which & SC_BIT(id)))
+			continue;
+		if (!(given & SC_BIT(id))) {
+			json_object_set_new(o, x->name, json_null());
+			continue;
+		}
+		sc_setting_value(id, p, &v, buf, sizeof(buf));
+		switch (x->kind) {
+		case SC_K_INT: j = json_integer(v.i); break;
+		case SC_K_U64: j = json_integer((json_int_t)v.u); break;
+		case SC_K_REAL: j = short_real(v.d); break;
+		case SC_K_BOOL: j = json_boolean(v.i); break;
+		case SC_K_TEXT: j = json_string(v.s); break;
+		default:
+			j = json_array();
+			for (int i = 0; j && i < p->stop_strs.n; i++)
+				json_array_append_new(j, client_text(
+					p->stop_strs.s[i],
+					p->stop_strs.len[i]));
+			break;
+		}
+		json_object_set_new(o, x->name, j);
+	}
+}
+
 void client_answer_json(json_t *o, const Quorum__Answer *a)
 {
-	json_t *votes = json_array(), *smp = json_array();
+	json_t *votes = client_votes_json(a), *smp = json_array();
 	const Quorum__Timings *t = a ? a->timings : NULL;
 	const Quorum__PrefixStats *p = a ? a->prefix : NULL;
 	size_t voters = 0;
 	double dec_s;
 
-	for (size_t i = 0; a && i < a->n_votes; i++) {
-		const Quorum__Vote *v = a->votes[i];
-		json_t *jv = json_pack(
-			"{s:o, s:I, s:I}", "answer",
-			client_text(v->answer.data, v->answer.len), "count",
-			(json_int_t)v->count, "first_index",
-			(json_int_t)v->first_index);
-
-		if (jv && v->has_weight)
-			json_object_set_new(jv, "weight", json_real(v->weight));
-		json_array_append_new(votes, jv);
-	}
 	for (size_t i = 0; a && i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];
 

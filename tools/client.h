@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "proto/quorum.pb-c.h"
+#include "sc/params.h"
 
 /* Replies larger than this are refused by the socket (ZMQ_MAXMSGSIZE). */
 #define CLIENT_MAX_REPLY_BYTES (256LL << 20)
@@ -109,6 +110,27 @@ size_t client_text_index(const void *s, size_t n, size_t b);
  * client_text. n values; text of len bytes. */
 json_t *client_logprobs(const char *text, size_t len, const double *lp,
 			const uint32_t *off, size_t n);
+
+/* One entry of the vote as every JSON reply writes it (quorum run, ask,
+ * the gateway's "quorum" object): {"answer", "count", "first_index"}
+ * and, for a weighted vote, "weight". The one writer of that shape. */
+json_t *client_vote_json(const char *answer, size_t len, uint64_t count,
+			 uint64_t first_index, int has_weight, double weight);
+
+/* The vote of an Answer: its entries in order, as client_vote_json. */
+json_t *client_votes_json(const Quorum__Answer *a);
+
+/* The settings `which` (SC_BIT()s) of p into o, each under its name
+ * (sc/params' table): numbers, booleans, the rule and vote as text, the
+ * stop strings as an array; those not in `given` are null (the cluster's
+ * default). Floats are written as the shortest decimal that reads back
+ * as the same float (0.7). The one writer of settings in JSON replies. */
+#define CLIENT_ECHO_SETTINGS (SC_BIT(SC_S_SEED) | \
+			      SC_BIT(SC_S_TEMPERATURE) | \
+			      SC_BIT(SC_S_TOP_K) | SC_BIT(SC_S_TOP_P) | \
+			      SC_BIT(SC_S_MAX_NEW_TOKENS))
+void client_params_json(json_t *o, const sc_params *p, unsigned given,
+			unsigned which);
 
 /* Adds the fields of an Answer to o, named as `quorum run --json` names
  * them (answer, votes, n, voters, prompt_tokens, samples, timings) plus

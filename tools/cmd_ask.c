@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "sampflags.h"
 #include "client.h"
+#include "net/spwire.h"
 #include "qerr.h"
 #include "sc/params.h"
 #include "sc/stop.h"
@@ -77,9 +78,12 @@ static void help(const sampflags *f)
 typedef struct ask_opts {
 	const char *endpoint;
 	const char *server_key, *client_key; /* CURVE key files or NULL */
-	Quorum__SamplingParams sp; /* has_* set for what was given */
-	ProtobufCBinaryData strs[SC_STOP_STR_MAX]; /* sp's stop strings */
-	size_t n_strs;
+	/* the settings given (the cluster's defaults for the rest), as
+	 * they travel */
+	Quorum__SamplingParams sp;
+	spwire_buf spb;
+	int n_params;              /* fields set in sp */
+	const sampflags *f;        /* the flags: their values and bits */
 	const char *system;
 	int think;                 /* -1: the cluster's; 0 off; 1 on */
 	const char *effort;        /* --reasoning-effort, or NULL */
@@ -142,10 +146,7 @@ static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 	}
 	ask->n_shots = o->n_shots;
 	ask->shots = o->shots;
-	if (o->sp.has_n || o->sp.has_seed || o->sp.has_temperature ||
-	    o->sp.has_top_k || o->sp.has_top_p || o->sp.has_max_new_tokens ||
-	    o->sp.has_ignore_eos || o->sp.stop || o->sp.vote ||
-	    o->sp.n_stop_strings || o->sp.has_logprobs)
+	if (o->n_params)
 		ask->params = (Quorum__SamplingParams *)&o->sp;
 	req->body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req->ask = ask;
@@ -240,19 +241,8 @@ static void print_text(const Quorum__Answer *a)
 /* The requested sampling parameters (null: the cluster's default). */
 static void params_json(json_t *o, const ask_opts *a)
 {
-	const Quorum__SamplingParams *p = &a->sp;
-
 	json_object_set_new(o, "mode", json_string("cluster"));
-	json_object_set_new(o, "seed", p->has_seed ? json_integer(
-		(json_int_t)p->seed) : json_null());
-	json_object_set_new(o, "temperature", p->has_temperature ?
-			    json_real(p->temperature) : json_null());
-	json_object_set_new(o, "top_k", p->has_top_k ?
-			    json_integer(p->top_k) : json_null());
-	json_object_set_new(o, "top_p", p->has_top_p ?
-			    json_real(p->top_p) : json_null());
-	json_object_set_new(o, "max_new_tokens", p->has_max_new_tokens ?
-			    json_integer(p->max_new_tokens) : json_null());
+	client_params_json(o, &a->f->p, a->f->given, CLIENT_ECHO_SETTINGS);
 }
 
 static void print_json(const ask_opts *a, uint64_t id, const char *status,
@@ -618,36 +608,11 @@ cleanup:
 }
 
 /* The Ask's params: the flags given (the cluster's defaults for the
- * rest); the stop strings point into f. */
+ * rest); they point into f and o. */
 static void ask_params(ask_opts *o, const sampflags *f)
 {
-	const sc_params *p = &f->p;
-
-	o->sp.has_n = !!(f->given & SF_BIT(SC_S_N));
-	o->sp.n = (uint32_t)p->n;
-	o->sp.has_seed = !!(f->given & SF_BIT(SC_S_SEED));
-	o->sp.seed = p->seed;
-	o->sp.has_temperature = !!(f->given & SF_BIT(SC_S_TEMPERATURE));
-	o->sp.temperature = p->sp.temperature;
-	o->sp.has_top_k = !!(f->given & SF_BIT(SC_S_TOP_K));
-	o->sp.top_k = p->sp.top_k;
-	o->sp.has_top_p = !!(f->given & SF_BIT(SC_S_TOP_P));
-	o->sp.top_p = p->sp.top_p;
-	o->sp.has_max_new_tokens = !!(f->given &
-				      SF_BIT(SC_S_MAX_NEW_TOKENS));
-	o->sp.max_new_tokens = (uint32_t)p->max_new;
-	o->sp.has_ignore_eos = o->sp.ignore_eos = p->ignore_eos;
-	o->sp.has_logprobs = o->sp.logprobs = p->logprobs;
-	o->sp.stop = (char *)f->stop_arg;
-	o->sp.vote = f->given & SF_BIT(SC_S_VOTE)
-			     ? (char *)sc_vote_name(p->vote) : NULL;
-	for (int i = 0; i < p->stop_strs.n; i++) {
-		o->strs[i].data = (uint8_t *)p->stop_strs.s[i];
-		o->strs[i].len = p->stop_strs.len[i];
-	}
-	o->n_strs = (size_t)p->stop_strs.n;
-	o->sp.stop_strings = o->n_strs ? o->strs : NULL;
-	o->sp.n_stop_strings = o->n_strs;
+	o->f = f;
+	o->n_params = spwire_encode(&f->p, f->given, &o->sp, &o->spb);
 }
 
 int cmd_ask(int argc, char **argv)
@@ -683,7 +648,6 @@ int cmd_ask(int argc, char **argv)
 	prompt_shot *shots = NULL;
 	Quorum__Shot *msgs = NULL;
 
-	quorum__sampling_params__init(&o.sp);
 	sampflags_init(&sf, "ask", SF_ASK);
 	sf.cluster_defaults = 1;
 	k = (int)sampflags_options(&sf, opts, 0, sizeof(opts) / sizeof(opts[0])

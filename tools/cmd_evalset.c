@@ -13,6 +13,7 @@
 #include "client.h"
 #include "engine/model.h"
 #include "text/prompt.h"
+#include "net/spwire.h"
 #include "qerr.h"
 #include "qset.h"
 #include "sc/engine.h"
@@ -202,13 +203,19 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	Quorum__Ask ask;
 	Quorum__ClientRequest req;
 	Quorum__SamplingParams sp;
+	spwire_buf spb;
 	Quorum__ClientReply *r = NULL;
 	const Quorum__Answer *a;
+	sc_params p = v->p;
+	/* every setting the run fixes (the rule only when one is sent, the
+	 * vote only when not the cluster's majority) */
+	unsigned which = SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) |
+			 SC_BIT(SC_S_TEMPERATURE) | SC_BIT(SC_S_TOP_K) |
+			 SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS);
 	int rc;
 
 	quorum__ask__init(&ask);
 	quorum__client_request__init(&req);
-	quorum__sampling_params__init(&sp);
 	ask.question.data = (uint8_t *)q->question;
 	ask.question.len = q->qlen;
 	if (v->system) {
@@ -222,18 +229,14 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 		ask.has_prefix_cache = 1;
 		ask.prefix_cache = 0;
 	}
-	sp.has_n = sp.has_seed = sp.has_temperature = sp.has_top_k = 1;
-	sp.has_top_p = sp.has_max_new_tokens = 1;
-	sp.has_ignore_eos = v->p.ignore_eos != 0;
-	sp.ignore_eos = v->p.ignore_eos != 0;
-	sp.n = (uint32_t)n;
-	sp.seed = v->p.seed;
-	sp.temperature = v->p.sp.temperature;
-	sp.top_k = (uint32_t)v->p.sp.top_k;
-	sp.top_p = v->p.sp.top_p;
-	sp.max_new_tokens = (uint32_t)v->p.max_new;
-	sp.stop = (char *)v->stop_sent;
-	sp.vote = v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : NULL;
+	p.n = n;
+	if (p.ignore_eos)
+		which |= SC_BIT(SC_S_IGNORE_EOS);
+	if (v->stop_sent)
+		which |= SC_BIT(SC_S_STOP);
+	if (p.vote == SC_VOTE_CONFIDENCE)
+		which |= SC_BIT(SC_S_VOTE);
+	spwire_encode(&p, which, &sp, &spb);
 	ask.params = &sp;
 	req.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
 	req.ask = &ask;
@@ -387,14 +390,6 @@ static void outcome_fini(outcome *o)
 }
 
 /* A float option as the user wrote it (0.7, not 0.699999988). */
-static json_t *jfloat(float f)
-{
-	char b[32];
-
-	snprintf(b, sizeof(b), "%.7g", f);
-	return json_real(strtod(b, NULL));
-}
-
 static double pct(size_t a, size_t b)
 {
 	return b ? 100.0 * (double)a / (double)b : 0.0;
@@ -430,10 +425,15 @@ static int parse_ns(const char *s, int *ns, int *k)
 	return rc;
 }
 
+/* The settings a run fixes, echoed in its summary. */
+#define RUN_SETTINGS (SC_BIT(SC_S_SEED) | SC_BIT(SC_S_TEMPERATURE) | \
+		      SC_BIT(SC_S_TOP_K) | SC_BIT(SC_S_TOP_P) | \
+		      SC_BIT(SC_S_MAX_NEW_TOKENS) | SC_BIT(SC_S_IGNORE_EOS))
+
 static void print_summary(const evs *v, const char *file, const row *rows,
 			  int k, int json)
 {
-	char sname[STOP_NAME_MAX];
+	char sname[STOP_NAME_MAX], desc[256];
 
 	if (json) {
 		json_t *o = json_object(), *a = json_array();
@@ -460,16 +460,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 			v->mpath, strlen(v->mpath)) : json_null());
 		json_object_set_new(o, "endpoint", v->endpoint ? json_string(
 			v->endpoint) : json_null());
-		json_object_set_new(o, "seed", json_integer(
-			(json_int_t)v->p.seed));
-		json_object_set_new(o, "temperature",
-				    jfloat(v->p.sp.temperature));
-		json_object_set_new(o, "top_k", json_integer(v->p.sp.top_k));
-		json_object_set_new(o, "top_p", jfloat(v->p.sp.top_p));
-		json_object_set_new(o, "max_new_tokens",
-				    json_integer(v->p.max_new));
-		json_object_set_new(o, "ignore_eos",
-				    json_boolean(v->p.ignore_eos));
+		client_params_json(o, &v->p, RUN_SETTINGS, RUN_SETTINGS);
 		json_object_set_new(o, "stop", v->endpoint && !v->stop_sent
 				    ? json_null() : json_string(stop_name(
 					    &v->p.stop, sname, sizeof(sname))));
@@ -491,11 +482,11 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_decref(o);
 		return;
 	}
-	printf("set %s: %zu problems; %s; temperature %g, top-k %d, top-p %g, "
-	       "seed %llu, stop %s, vote %s\n", file,
+	sampflags_describe(&v->p, RUN_SETTINGS & ~SC_BIT(SC_S_IGNORE_EOS),
+			   desc, sizeof(desc));
+	printf("set %s: %zu problems; %s; %s, stop %s, vote %s\n", file,
 	       k ? rows[0].problems : 0, v->mpath ? v->mpath : v->endpoint,
-	       v->p.sp.temperature, v->p.sp.top_k, v->p.sp.top_p,
-	       (unsigned long long)v->p.seed,
+	       desc,
 	       v->endpoint && !v->stop_sent ? "(the cluster's)"
 		       : stop_name(&v->p.stop, sname, sizeof(sname)),
 	       v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority");

@@ -172,16 +172,10 @@ static json_t *run_json(const model *m, const char *mpath,
 	for (size_t i = 0; i < r->vote.n_entries; i++) {
 		const vote_entry *v = &r->vote.entries[i];
 
-		json_t *jv = json_pack(
-			"{s:o, s:I, s:I}", "answer",
-			client_text(v->answer, strlen(v->answer)), "count",
-			(json_int_t)v->count, "first_index",
-			(json_int_t)v->first_index);
-
-		if (p->vote == SC_VOTE_CONFIDENCE)
-			json_object_set_new(jv, "weight",
-					    json_real((double)v->weight / 0x1p32));
-		json_array_append_new(votes, jv);
+		json_array_append_new(votes, client_vote_json(
+			v->answer, strlen(v->answer), v->count,
+			v->first_index, p->vote == SC_VOTE_CONFIDENCE,
+			(double)v->weight / 0x1p32));
 	}
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
@@ -228,15 +222,10 @@ static json_t *run_json(const model *m, const char *mpath,
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
 	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
 	json_object_set_new(o, "stop", stop_json(r));
-	json_object_set_new(o, "vote", json_string(
-		p->vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority"));
+	client_params_json(o, p, SC_BIT(SC_S_VOTE), SC_BIT(SC_S_VOTE));
 	json_object_set_new(o, "conf_window", json_integer(
 		p->conf_window ? p->conf_window : SC_CONF_WINDOW_DEFAULT));
-	json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
-	json_object_set_new(o, "temperature", json_real(p->sp.temperature));
-	json_object_set_new(o, "top_k", json_integer(p->sp.top_k));
-	json_object_set_new(o, "top_p", json_real(p->sp.top_p));
-	json_object_set_new(o, "max_new_tokens", json_integer(p->max_new));
+	client_params_json(o, p, CLIENT_ECHO_SETTINGS, CLIENT_ECHO_SETTINGS);
 	json_object_set_new(o, "samples", smp);
 	json_object_set_new(o, "timings", json_pack(
 		"{s:f, s:f, s:i, s:I, s:f}", "prefill_ms", st->prefill_ms,

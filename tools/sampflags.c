@@ -72,7 +72,7 @@ size_t sampflags_options(const sampflags *f, struct option *opts, size_t k,
 	for (int i = 0; i < SC_S_COUNT_ && k < cap; i++) {
 		int id = order[i];
 
-		if ((f->take & SF_BIT(id)) && id != SC_S_N)
+		if ((f->take & SC_BIT(id)) && id != SC_S_N)
 			opts[k++] = (struct option){
 				flags[id].flag, flags[id].arg
 						? required_argument
@@ -85,14 +85,49 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 {
 	int id = c == 'n' ? SC_S_N : c - SF_CODE(0);
 
-	if (id < 0 || id >= SC_S_COUNT_ || !(f->take & SF_BIT(id)))
+	if (id < 0 || id >= SC_S_COUNT_ || !(f->take & SC_BIT(id)))
 		return -1;
 	if (sc_setting_parse(id, flags[id].arg ? arg : "true", &f->p))
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)
 		f->stop_arg = arg;
-	f->given |= SF_BIT(id);
+	f->given |= SC_BIT(id);
 	return 0;
+}
+
+void sampflags_describe(const sc_params *p, unsigned which, char *buf,
+			size_t cap)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < SC_S_COUNT_ && k < cap; i++) {
+		int id = order[i];
+		const sc_setting *x = sc_setting_get(id);
+		char t[SC_VALUE_TEXT_MAX];
+		sc_value v;
+		int n;
+
+		if (!(which & SC_BIT(id)))
+			continue;
+		sc_setting_value(id, p, &v, t, sizeof(t));
+		if (x->kind == SC_K_REAL)
+			n = snprintf(buf + k, cap - k, "%s%s %g", k ? ", " : "",
+				     flags[id].flag, v.d);
+		else if (x->kind == SC_K_U64)
+			n = snprintf(buf + k, cap - k, "%s%s %llu",
+				     k ? ", " : "", flags[id].flag, v.u);
+		else if (x->kind == SC_K_TEXT)
+			n = snprintf(buf + k, cap - k, "%s%s %s", k ? ", " : "",
+				     flags[id].flag, v.s);
+		else if (x->kind == SC_K_BOOL)
+			n = snprintf(buf + k, cap - k, "%s%s %s", k ? ", " : "",
+				     flags[id].flag, v.i ? "on" : "off");
+		else
+			n = snprintf(buf + k, cap - k, "%s%s %lld",
+				     k ? ", " : "", flags[id].flag, v.i);
+		k += n > 0 ? (size_t)n : 0;
+	}
 }
 
 /* "  --flag ARG   " and text wrapped at 78 columns under column 25. */
@@ -130,7 +165,7 @@ void sampflags_help(const sampflags *f)
 		int id = order[i];
 		char text[512], def[96] = "";
 
-		if (!(f->take & SF_BIT(id)))
+		if (!(f->take & SC_BIT(id)))
 			continue;
 		switch (id) {
 		case SC_S_N:

@@ -19,37 +19,35 @@
 
 #include "sc/params.h"
 
-/* One bit per setting (enum sc_setting_id) */
-#define SF_BIT(id) (1u << (id))
 /* getopt's value of a sampling flag (-n is 'n') */
 #define SF_CODE(id) (0x1000 + (id))
 
 /* the flags of each command */
-#define SF_RUN (SF_BIT(SC_S_N) | SF_BIT(SC_S_SEED) | \
-		SF_BIT(SC_S_TEMPERATURE) | SF_BIT(SC_S_TOP_K) | \
-		SF_BIT(SC_S_TOP_P) | SF_BIT(SC_S_MAX_NEW_TOKENS) | \
-		SF_BIT(SC_S_MODE) | SF_BIT(SC_S_STOP) | SF_BIT(SC_S_VOTE) | \
-		SF_BIT(SC_S_CONF_WINDOW) | SF_BIT(SC_S_CONF_FILTER) | \
-		SF_BIT(SC_S_IGNORE_EOS) | SF_BIT(SC_S_STOP_STRINGS) | \
-		SF_BIT(SC_S_LOGPROBS) | SF_BIT(SC_S_STOP_WAVES))
+#define SF_RUN (SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) | \
+		SC_BIT(SC_S_TEMPERATURE) | SC_BIT(SC_S_TOP_K) | \
+		SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS) | \
+		SC_BIT(SC_S_MODE) | SC_BIT(SC_S_STOP) | SC_BIT(SC_S_VOTE) | \
+		SC_BIT(SC_S_CONF_WINDOW) | SC_BIT(SC_S_CONF_FILTER) | \
+		SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP_STRINGS) | \
+		SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_STOP_WAVES))
 /* a cluster: no engine settings (mode, confidence windows; the waves are
  * the cluster's sampling.stop_waves) */
-#define SF_ASK (SF_RUN & ~(SF_BIT(SC_S_MODE) | SF_BIT(SC_S_CONF_WINDOW) | \
-			   SF_BIT(SC_S_CONF_FILTER) | \
-			   SF_BIT(SC_S_STOP_WAVES)))
+#define SF_ASK (SF_RUN & ~(SC_BIT(SC_S_MODE) | SC_BIT(SC_S_CONF_WINDOW) | \
+			   SC_BIT(SC_S_CONF_FILTER) | \
+			   SC_BIT(SC_S_STOP_WAVES)))
 /* -n is a list there (each count checked as n) */
-#define SF_EVALSET (SF_RUN & ~(SF_BIT(SC_S_N) | SF_BIT(SC_S_MODE) | \
-			       SF_BIT(SC_S_STOP_STRINGS) | \
-			       SF_BIT(SC_S_LOGPROBS)))
+#define SF_EVALSET (SF_RUN & ~(SC_BIT(SC_S_N) | SC_BIT(SC_S_MODE) | \
+			       SC_BIT(SC_S_STOP_STRINGS) | \
+			       SC_BIT(SC_S_LOGPROBS)))
 
 typedef struct sampflags {
 	const char *cmd;       /* "run": the messages' "quorum run: " */
-	unsigned take;         /* SF_BIT()s of the flags taken */
+	unsigned take;         /* SC_BIT()s of the flags taken */
 	int cluster_defaults;  /* help: a setting not given is the
 				* cluster's (ask), not SC_PARAMS_DEFAULTS */
 	const char *stop_default; /* help: --stop's default, in words */
 	sc_params p;           /* SC_PARAMS_DEFAULTS, then the flags */
-	unsigned given;        /* SF_BIT()s of the flags given */
+	unsigned given;        /* SC_BIT()s of the flags given */
 	const char *stop_arg;  /* --stop as given; NULL: not given */
 } sampflags;
 
@@ -67,5 +65,10 @@ int sampflags_opt(sampflags *f, int c, const char *arg);
 
 /* The help lines of f's flags ("  --top-k K   0 = off (default 40)"). */
 void sampflags_help(const sampflags *f);
+
+/* The settings `which` of p as words, in the help's order, named as the
+ * flags are: "seed 0, temperature 0.7, top-k 40, top-p 0.95". */
+void sampflags_describe(const sc_params *p, unsigned which, char *buf,
+			size_t cap);
 
 #endif

@@ -27,6 +27,7 @@
 #include "text/tok.h"
 #include "net/wire.h"
 #include "net/poolname.h"
+#include "net/spwire.h"
 
 /* the config's KV dtype is the pool's and the wire's value */
 _Static_assert((int)CFG_DTYPE_F32 == (int)KV_F32 &&
@@ -572,17 +573,30 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 {
 	const Quorum__SamplingParams *sp = j->params;
 	const Quorum__RootRef *rr = j->root;
+	/* what a job must name (the rest have their zero meaning: no stop
+	 * strings, no log-probabilities, stop at an end token) */
+	const unsigned need = SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) |
+			      SC_BIT(SC_S_TEMPERATURE) | SC_BIT(SC_S_TOP_K) |
+			      SC_BIT(SC_S_TOP_P) |
+			      SC_BIT(SC_S_MAX_NEW_TOKENS);
 	sc_params p = {0};
+	unsigned given = 0;
 	wk_job *x = NULL;
 	const char *bad = NULL;
 	char why[300];
 
-	if (!rr || !sp || !sp->has_n || !sp->has_seed ||
-	    !sp->has_temperature || !sp->has_top_k || !sp->has_top_p ||
-	    !sp->has_max_new_tokens)
-		bad = "decode job without a root or full sampling params";
-	else if (sp->n < 1 || sp->n > WK_MAX_INDICES || j->n_indices < 1 ||
-		 j->n_indices > sp->n)
+	p.mode = SC_BATCHED;
+	if (!rr || !sp)
+		bad = "decode job without a root or sampling params";
+	else if (spwire_decode(sp, &p, &given)) {
+		/* the limits and message of every entry point (sc/params) */
+		snprintf(why, sizeof(why), "bad sampling params: %s",
+			 qerr_detail());
+		bad = why;
+	} else if ((given & need) != need)
+		bad = "decode job without full sampling params";
+	else if (p.n > WK_MAX_INDICES || j->n_indices < 1 ||
+		 j->n_indices > (size_t)p.n)
 		bad = "bad sample count";
 	else if (was_cancelled(w, j->request_id, j->attempt))
 		bad = "cancelled";
@@ -602,32 +616,15 @@ static void on_decode(wk *w, const Quorum__DecodeJob *j)
 	else if (!(x->logits = logits_copy(w, &j->logits)))
 		bad = "bad logits";
 	for (size_t i = 0; !bad && i < j->n_indices; i++) {
-		if (j->indices[i] >= sp->n)
+		if (j->indices[i] >= (uint32_t)p.n)
 			bad = "sample index out of range";
 		else
 			x->idx[i] = (int)j->indices[i];
 	}
-	if (!bad) {
-		p.sp.temperature = sp->temperature;
-		p.sp.top_k = sp->top_k;
-		p.sp.top_p = sp->top_p;
-		p.seed = sp->seed;
-		p.n = (int)sp->n;
-		p.max_new = (int)sp->max_new_tokens;
-		p.mode = SC_BATCHED;
-		p.ignore_eos = sp->has_ignore_eos && sp->ignore_eos;
-		p.logprobs = sp->has_logprobs && sp->logprobs;
-		for (size_t i = 0; !bad && i < sp->n_stop_strings; i++)
-			if (sc_stop_strs_add(&p.stop_strs,
-					     (const char *)sp->stop_strings[i].data,
-					     sp->stop_strings[i].len))
-				bad = "bad stop strings";
-		/* the limits and message of every entry point (sc/params) */
-		if (!bad && sc_params_check(&p)) {
-			snprintf(why, sizeof(why), "bad sampling params: %s",
-				 qerr_detail());
-			bad = why;
-		}
+	if (!bad && sc_params_check(&p)) {
+		snprintf(why, sizeof(why), "bad sampling params: %s",
+			 qerr_detail());
+		bad = why;
 	}
 	if (bad) {
 		send_job_done(w, j->request_id, j->attempt,

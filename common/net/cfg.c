@@ -377,7 +377,7 @@ typedef struct field {
 
 #define OFF(m) offsetof(cfg, m)
 #define FI(s, k, lo, hi) {#s, #k, F_INT, OFF(s.k), lo, hi, 0}
-#define FS(k, id) {"sampling", #k, F_SC, OFF(sampling.k), id, 0, 0}
+#define FS(k, m, id) {"sampling", #k, F_SC, OFF(sampling.p.m), id, 0, 0}
 
 static const field fields[] = {
 	{"model", "path", F_PATH, OFF(model.path), 0, 0, F_REQ},
@@ -408,14 +408,14 @@ static const field fields[] = {
 	FI(kv, blocks, 1, INT_MAX),
 	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0},
 	{"kv", "free_windows", F_BOOL, OFF(kv.free_windows), 0, 0, 0},
-	FS(n, SC_S_N),
-	FS(temperature, SC_S_TEMPERATURE),
-	FS(top_k, SC_S_TOP_K),
-	FS(top_p, SC_S_TOP_P),
-	FS(max_new_tokens, SC_S_MAX_NEW_TOKENS),
-	FS(seed, SC_S_SEED),
+	FS(n, n, SC_S_N),
+	FS(temperature, sp.temperature, SC_S_TEMPERATURE),
+	FS(top_k, sp.top_k, SC_S_TOP_K),
+	FS(top_p, sp.top_p, SC_S_TOP_P),
+	FS(max_new_tokens, max_new, SC_S_MAX_NEW_TOKENS),
+	FS(seed, seed, SC_S_SEED),
 	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0},
-	FS(stop_waves, SC_S_STOP_WAVES),
+	FS(stop_waves, stop_waves, SC_S_STOP_WAVES),
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
 	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
@@ -1183,7 +1183,7 @@ static int cross_checks(ctx *x)
 	const cfg *c = x->c;
 	const cfg_security *s = &c->security;
 
-	if (sc_n_limit(c->sampling.n, c->limits.max_n)) {
+	if (sc_n_limit(c->sampling.p.n, c->limits.max_n)) {
 		const node *n = at(x, "sampling", "n");
 
 		if (n == x->root)
@@ -1201,7 +1201,7 @@ static int cross_checks(ctx *x)
 		if (sc_setting_parse(SC_S_STOP, c->sampling.stop_name, &tmp))
 			return nerr(x, at(x, "sampling", "stop"), QERR_FORMAT,
 				    "sampling.%s", qerr_detail());
-		x->c->sampling.stop = tmp.stop;
+		x->c->sampling.p.stop = tmp.stop;
 	}
 	if (c->prompt.think_name) {
 		if (!strcmp(c->prompt.think_name, "on"))
@@ -1343,13 +1343,7 @@ void cfg_defaults(cfg *c)
 	c->kv.blocks = 4096;
 	c->kv.dtype = CFG_DTYPE_F16;
 	c->kv.free_windows = true;
-	c->sampling.n = SC_DEFAULT_N;
-	c->sampling.temperature = SC_DEFAULT_TEMPERATURE;
-	c->sampling.top_k = SC_DEFAULT_TOP_K;
-	c->sampling.top_p = SC_DEFAULT_TOP_P;
-	c->sampling.max_new_tokens = SC_DEFAULT_MAX_NEW;
-	c->sampling.seed = 0;
-	c->sampling.stop = STOP_RULE_DEFAULT;
+	c->sampling.p = SC_PARAMS_DEFAULTS;
 	c->prompt.think = PROMPT_THINK_DEFAULT;
 	c->limits.max_n = 64;
 	c->limits.max_prompt_tokens = 4096;
@@ -1681,15 +1675,15 @@ void cfg_dump(const cfg *c, FILE *f)
 		"  free_windows: %s\n", c->kv.block_tokens, c->kv.blocks,
 		cfg_dtype_name(c->kv.dtype),
 		c->kv.free_windows ? "true" : "false");
-	fprintf(f, "sampling:\n  n: %d\n  temperature: ", c->sampling.n);
-	dump_float(f, c->sampling.temperature);
-	fprintf(f, "\n  top_k: %d\n  top_p: ", c->sampling.top_k);
-	dump_float(f, c->sampling.top_p);
+	fprintf(f, "sampling:\n  n: %d\n  temperature: ", c->sampling.p.n);
+	dump_float(f, c->sampling.p.sp.temperature);
+	fprintf(f, "\n  top_k: %d\n  top_p: ", c->sampling.p.sp.top_k);
+	dump_float(f, c->sampling.p.sp.top_p);
 	fprintf(f, "\n  max_new_tokens: %d\n  seed: %llu\n  stop: ",
-		c->sampling.max_new_tokens,
-		(unsigned long long)c->sampling.seed);
+		c->sampling.p.max_new,
+		(unsigned long long)c->sampling.p.seed);
 	dump_str(f, c->sampling.stop_name);
-	fprintf(f, "\n  stop_waves: %d\n", c->sampling.stop_waves);
+	fprintf(f, "\n  stop_waves: %d\n", c->sampling.p.stop_waves);
 	fputs("prompt:\n  system: ", f);
 	dump_str(f, c->prompt.system);
 	fputs("\n  template: ", f);

@@ -77,7 +77,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sc/stop.h"
+#include "sc/params.h"
 
 #define CFG_MAX_BYTES (1u << 20) /* larger files are refused unread */
 #define CFG_MAX_DEPTH 16         /* nested collections, the root is 1 */
@@ -162,16 +162,12 @@ typedef struct cfg_kv {
 /* The defaults and limits of these are sc/params' (SC_PARAMS_DEFAULTS,
  * sc_setting_get), and so are the messages refusing them. */
 typedef struct cfg_sampling {
-	int n;               /* 8; 1..65536 and <= limits.max_n */
-	float temperature;   /* 0.7; >= 0, finite; 0 = greedy */
-	int top_k;           /* 40; 0..16777216; 0 = off */
-	float top_p;         /* 0.95; in (0, 1] */
-	int max_new_tokens;  /* 256; 1..1048576 */
-	uint64_t seed;       /* 0; 0..2^64-1 */
+	/* SC_PARAMS_DEFAULTS, then the section's keys (cfg.c's table; n
+	 * also <= limits.max_n, stop from stop_name, stop_waves applied to
+	 * every request by the coordinator's dispatch). A request starts
+	 * from these. */
+	sc_params p;
 	char *stop_name;     /* "stop:" as written; NULL = the default */
-	stop_rule stop;      /* from it (stop.h); exact by default */
-	int stop_waves;      /* 0; 0..64: sc_params.stop_waves for every
-			      * request (the coordinator's dispatch) */
 } cfg_sampling;
 
 typedef struct cfg_prompt {

@@ -210,6 +210,77 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 	}
 }
 
+int sc_setting_set(int id, const sc_value *v, sc_params *p)
+{
+	const sc_setting *x = sc_setting_get(id);
+	char b[48];
+
+	if (!x || !v || !p)
+		return qerr_fail(QERR_ARG, "sc_setting_set: bad argument");
+	switch (x->kind) {
+	case SC_K_INT:
+		snprintf(b, sizeof(b), "%lld", v->i);
+		break;
+	case SC_K_U64:
+		p->seed = v->u;
+		return 0;
+	case SC_K_REAL:
+		if (sc_check_real(id, v->d))
+			return QERR_RANGE;
+		if (id == SC_S_TEMPERATURE)
+			p->sp.temperature = (float)v->d;
+		else
+			p->sp.top_p = (float)v->d;
+		return 0;
+	case SC_K_BOOL:
+		snprintf(b, sizeof(b), "%s", v->i ? "true" : "false");
+		break;
+	case SC_K_STRS:
+		return sc_stop_strs_add(&p->stop_strs, v->s, v->len);
+	default:
+		if (!v->s)
+			return sc_check_fail(id, NULL);
+		return sc_setting_parse(id, v->s, p);
+	}
+	return sc_setting_parse(id, b, p);
+}
+
+void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
+		      size_t cap)
+{
+	memset(v, 0, sizeof(*v));
+	switch (id) {
+	case SC_S_N: v->i = p->n; break;
+	case SC_S_SEED: v->u = p->seed; break;
+	case SC_S_TEMPERATURE: v->d = p->sp.temperature; break;
+	case SC_S_TOP_K: v->i = p->sp.top_k; break;
+	case SC_S_TOP_P: v->d = p->sp.top_p; break;
+	case SC_S_MAX_NEW_TOKENS: v->i = p->max_new; break;
+	case SC_S_IGNORE_EOS: v->i = !!p->ignore_eos; break;
+	case SC_S_LOGPROBS: v->i = !!p->logprobs; break;
+	case SC_S_STOP_STRINGS: v->i = p->stop_strs.n; break;
+	case SC_S_CONF_WINDOW: v->i = p->conf_window; break;
+	case SC_S_STOP_WAVES: v->i = p->stop_waves; break;
+	case SC_S_STOP:
+		v->s = stop_name(&p->stop, buf, cap);
+		break;
+	case SC_S_VOTE:
+		snprintf(buf, cap, "%s", sc_vote_name(p->vote));
+		v->s = buf;
+		break;
+	case SC_S_MODE:
+		snprintf(buf, cap, "%s", sc_mode_name(p->mode));
+		v->s = buf;
+		break;
+	case SC_S_CONF_FILTER:
+		snprintf(buf, cap, "%d:%g", p->filter_warmup, p->filter_pct);
+		v->s = buf;
+		break;
+	default:
+		break;
+	}
+}
+
 int sc_n_limit(long long n, int max_n)
 {
 	if (n <= max_n)

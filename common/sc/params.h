@@ -154,6 +154,37 @@ int sc_check_fail(int id, const char *shown);
  * 0, or QERR_RANGE with the setting's message (p unchanged). */
 int sc_setting_parse(int id, const char *s, sc_params *p);
 
+/* One bit per setting, for sets of them: the settings a caller was given,
+ * the ones a message carries. */
+#define SC_BIT(id) (1u << (id))
+#define SC_ALL_SETTINGS (SC_BIT(SC_S_COUNT_) - 1u)
+
+/* A setting's value as a typed scalar: the door of every codec that is
+ * not text (JSON, protobuf). The member of the setting's kind is used:
+ * i for SC_K_INT and SC_K_BOOL (0 or 1), u for SC_K_U64, d for SC_K_REAL,
+ * s for SC_K_TEXT (NUL-terminated), s and len for one string of
+ * SC_K_STRS. */
+typedef struct sc_value {
+	long long i;
+	unsigned long long u;
+	double d;
+	const char *s;
+	size_t len;
+} sc_value;
+
+/* Sets setting id of *p from v after the setting's check (SC_K_STRS adds
+ * one string). 0, or QERR_RANGE with the setting's message (p
+ * unchanged). */
+int sc_setting_set(int id, const sc_value *v, sc_params *p);
+
+/* Setting id of *p into *v. SC_K_TEXT: its canonical text ("beta:0.95",
+ * "confidence", "8:10") is written into buf (cap >= SC_VALUE_TEXT_MAX)
+ * and v->s points at it; SC_K_STRS: v->i is the count (the strings are
+ * p->stop_strs). */
+#define SC_VALUE_TEXT_MAX 64
+void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
+		      size_t cap);
+
 /* Policy bounds on top of the contract, checked after it, each with its
  * own message: N at most the cluster's limits.max_n; max_new_tokens at
  * most the model's context. 0 or QERR_RANGE. */

@@ -23,6 +23,7 @@
 #include "openai.h"
 #include "pending.h"
 #include "sse.h"
+#include "net/spwire.h"
 #include "net/wire.h"
 
 #define GW_GRACE_MS 5000        /* past the request timeout: 504 */
@@ -69,7 +70,8 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 {
 	Quorum__ClientRequest req = QUORUM__CLIENT_REQUEST__INIT;
 	Quorum__Ask ask = QUORUM__ASK__INIT;
-	Quorum__SamplingParams sp = r->sp;
+	Quorum__SamplingParams sp;
+	spwire_buf spb;
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char who[GWLINK_WHO_MAX];
@@ -86,13 +88,8 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 		ask.system.data = (uint8_t *)r->system;
 		ask.system.len = r->slen;
 	}
-	/* always: the rule (early_stop, else none) and the vote too */
-	for (size_t i = 0; i < r->n_stop; i++) {
-		r->stop_bin[i].data = (uint8_t *)r->stop[i];
-		r->stop_bin[i].len = strlen(r->stop[i]);
-	}
-	sp.n_stop_strings = r->n_stop;
-	sp.stop_strings = r->n_stop ? r->stop_bin : NULL;
+	/* what was given, and always the rule (early_stop, else none) */
+	spwire_encode(&r->p, r->given, &sp, &spb);
 	ask.params = &sp;
 	if (r->live) {
 		ask.has_stream = 1;
@@ -234,8 +231,8 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	 * choice or the request asks; else the choices once voted */
 	r.live = r.stream &&
 		 (r.stream_samples ||
-		  r.choices >= (r.sp.has_n ? r.sp.n
-					   : (uint32_t)gw.c->sampling.n));
+		  r.choices >= (uint32_t)(openai_given_n(&r)
+					  ? r.p.n : gw.c->sampling.p.n));
 	if (metrics_enter()) {
 		openai_req_free(&r);
 		snprintf(msg, sizeof(msg), "the gateway is serving "

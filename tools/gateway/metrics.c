@@ -106,8 +106,8 @@ json_t *metrics_record_new(const openai_req *r, const char *id, int stream)
 	return json_pack("{s:s, s:I, s:o, s:I, s:b, s:s}", "id", id, "time",
 			 (json_int_t)time(NULL), "question",
 			 client_text(r->question, ql), "n",
-			 (json_int_t)(r->sp.has_n ? r->sp.n
-						  : (uint32_t)gw.c->sampling.n),
+			 (json_int_t)(openai_given_n(r) ? (uint32_t)r->p.n
+						  : (uint32_t)gw.c->sampling.p.n),
 			 "stream", stream, "status", "running");
 }
 

@@ -38,10 +38,6 @@ void openai_req_free(openai_req *r)
 	free(r->question);
 	free(r->system);
 	free(r->model);
-	for (size_t i = 0; i < r->n_stop; i++)
-		free(r->stop[i]);
-	free(r->sp.stop);
-	free(r->sp.vote);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -239,6 +235,111 @@ static int bad_type(char *msg, size_t cap, const char **param,
 	return bad_setting(msg, cap, param, p);
 }
 
+/* The sampling settings of the HTTP API, by JSON field (OpenAI's names
+ * where OpenAI has the setting; quorum's extensions otherwise): each read
+ * by json_setting, checked and refused in sc/params' words. n is read
+ * here too (it is both the choices and, without "samples", the samples:
+ * openai_parse and openai_settle). */
+static const struct {
+	const char *key;
+	int id;
+} settings[] = {
+	{"n", SC_S_N},
+	{"temperature", SC_S_TEMPERATURE},
+	{"top_p", SC_S_TOP_P},
+	{"top_k", SC_S_TOP_K},                 /* extension (vLLM's) */
+	{"max_completion_tokens", SC_S_MAX_NEW_TOKENS},
+	{"max_tokens", SC_S_MAX_NEW_TOKENS},   /* the older name */
+	{"seed", SC_S_SEED},
+	{"ignore_eos", SC_S_IGNORE_EOS},       /* extension (vLLM's) */
+	{"early_stop", SC_S_STOP},             /* extension */
+	{"vote", SC_S_VOTE},                   /* extension */
+	{"stop", SC_S_STOP_STRINGS},
+};
+
+static int json_setting(json_t *v, int id, sc_params *p)
+{
+	const sc_setting *x = sc_setting_get(id);
+	sc_value sv = {0};
+	long long iv;
+
+	switch (x->kind) {
+	case SC_K_INT:
+		if (!get_int(v, &iv))
+			goto type;
+		sv.i = iv;
+		break;
+	case SC_K_U64:
+		/* OpenAI takes any int64: a negative seed is its two's
+		 * complement (-1 = 2^64 - 1), the same seed every time */
+		if (!json_is_integer(v))
+			goto type;
+		sv.u = (uint64_t)json_integer_value(v);
+		break;
+	case SC_K_REAL:
+		if (!json_is_number(v))
+			goto type;
+		sv.d = json_number_value(v);
+		break;
+	case SC_K_BOOL:
+		if (!json_is_boolean(v))
+			goto type;
+		sv.i = json_is_true(v);
+		break;
+	case SC_K_TEXT:
+		if (!json_is_string(v))
+			goto type;
+		sv.s = json_string_value(v);
+		break;
+	default: {
+		/* strings: one, or an array of them */
+		sc_params tmp = *p;
+		size_t i, n = json_is_array(v) ? json_array_size(v) : 1;
+
+		tmp.stop_strs.n = 0;
+		for (i = 0; i < n; i++) {
+			json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+
+			if (!json_is_string(e))
+				return sc_check_fail(id, NULL);
+			sv.s = json_string_value(e);
+			sv.len = json_string_length(e);
+			if (sc_setting_set(id, &sv, &tmp))
+				return QERR_RANGE;
+		}
+		p->stop_strs = tmp.stop_strs;
+		return 0;
+	}
+	}
+	return sc_setting_set(id, &sv, p);
+type: {
+		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+
+		sc_check_fail(id, shown ? shown : "?");
+		free(shown);
+		return QERR_RANGE;
+	}
+}
+
+/* Every field of the settings table o has, into r->p (r->given). A field
+ * and its older name (max_tokens) are one setting: the first of the table
+ * given wins. -1 with the field's 400. */
+static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
+			 const char **param)
+{
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		json_t *v = json_object_get(o, settings[i].key);
+		int id = settings[i].id;
+
+		if (!present(v) || (r->given & SC_BIT(id)))
+			continue;
+		if (json_setting(v, id, &r->p))
+			return bad_setting(msg, cap, param, settings[i].key);
+		r->given |= SC_BIT(id);
+	}
+	return 0;
+}
+
 int openai_parse(int chat, const char *body, size_t len, int max_n,
 		openai_req *r, char *msg, size_t cap, const char **param)
 {
@@ -246,10 +347,9 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 	json_t *o, *v;
 	long long iv;
 	int rc = -1;
-	const char *mt;
 
 	memset(r, 0, sizeof(*r));
-	quorum__sampling_params__init(&r->sp);
+	r->p = SC_PARAMS_DEFAULTS;
 	r->chat = chat;
 	r->think = -1;
 	*param = NULL;
@@ -285,18 +385,14 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 	}
 	if (present(v = json_object_get(o, "n"))) {
-		if (!get_int(v, &iv)) {
-			bad_type(msg, cap, param, "n", SC_S_N, v);
-			goto out;
-		}
+		sc_params tmp = SC_PARAMS_DEFAULTS;
+
 		/* the contract, then the cluster's limits.max_n */
-		if (sc_check_int(SC_S_N, iv) || sc_n_limit(iv, max_n)) {
+		if (json_setting(v, SC_S_N, &tmp) || sc_n_limit(tmp.n, max_n)) {
 			bad_setting(msg, cap, param, "n");
 			goto out;
 		}
-		r->sp.has_n = 1;
-		r->sp.n = (uint32_t)iv;
-		r->choices = (size_t)iv;
+		r->choices = (size_t)tmp.n;
 	}
 	{
 		json_t *ext = json_object_get(o, "quorum");
@@ -343,124 +439,25 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->include_usage = json_is_true(u);
 	}
-	if (present(v = json_object_get(o, "temperature"))) {
-		if (!json_is_number(v)) {
-			bad_type(msg, cap, param, "temperature",
-				 SC_S_TEMPERATURE, v);
-			goto out;
-		}
-		if (sc_check_real(SC_S_TEMPERATURE, json_number_value(v))) {
-			bad_setting(msg, cap, param, "temperature");
-			goto out;
-		}
-		/* the HTTP API's policy: OpenAI's range (the CLI keeps
-		 * sc/params' own), said as sc/params says a range */
-		if (json_number_value(v) > OPENAI_TEMPERATURE_MAX) {
-			bad(msg, cap, param, "temperature",
-			    "temperature = %g: must be a number in [0, %g] "
-			    "(the HTTP API's range)", json_number_value(v),
-			    OPENAI_TEMPERATURE_MAX);
-			goto out;
-		}
-		r->sp.has_temperature = 1;
-		r->sp.temperature = (float)json_number_value(v);
-	}
-	if (present(v = json_object_get(o, "top_p"))) {
-		double d = json_number_value(v);
-
-		if (!json_is_number(v)) {
-			bad_type(msg, cap, param, "top_p", SC_S_TOP_P, v);
-			goto out;
-		}
-		if (sc_check_real(SC_S_TOP_P, d)) {
-			bad_setting(msg, cap, param, "top_p");
-			goto out;
-		}
-		r->sp.has_top_p = 1;
-		r->sp.top_p = (float)d;
-	}
-	if (present(v = json_object_get(o, "top_k"))) {
-		if (!get_int(v, &iv)) {
-			bad_type(msg, cap, param, "top_k", SC_S_TOP_K, v);
-			goto out;
-		}
-		if (sc_check_int(SC_S_TOP_K, iv)) {
-			bad_setting(msg, cap, param, "top_k");
-			goto out;
-		}
-		r->sp.has_top_k = 1;
-		r->sp.top_k = (int32_t)iv;
-	}
-	mt = present(json_object_get(o, "max_completion_tokens"))
-		     ? "max_completion_tokens" : "max_tokens";
-	if (present(v = json_object_get(o, mt))) {
-		/* the model's context: checked by the coordinator */
-		if (!get_int(v, &iv)) {
-			bad_type(msg, cap, param, mt, SC_S_MAX_NEW_TOKENS, v);
-			goto out;
-		}
-		if (sc_check_int(SC_S_MAX_NEW_TOKENS, iv)) {
-			bad_setting(msg, cap, param, mt);
-			goto out;
-		}
-		r->sp.has_max_new_tokens = 1;
-		r->sp.max_new_tokens = (uint32_t)iv;
-	}
-	if (present(v = json_object_get(o, "seed"))) {
-		if (!json_is_integer(v)) {
-			bad_type(msg, cap, param, "seed", SC_S_SEED, v);
-			goto out;
-		}
-		/* OpenAI takes any int64: a negative seed is its two's
-		 * complement (-1 = 2^64 - 1), the same seed every time */
-		r->sp.has_seed = 1;
-		r->sp.seed = (uint64_t)json_integer_value(v);
-	}
-	if (present(v = json_object_get(o, "ignore_eos"))) {
-		if (!json_is_boolean(v)) {
-			bad_type(msg, cap, param, "ignore_eos",
-				 SC_S_IGNORE_EOS, v);
-			goto out;
-		}
-		r->sp.has_ignore_eos = 1;
-		r->sp.ignore_eos = json_is_true(v);
-	}
-	/* extensions: quorum's early stopping and confidence vote */
-	if (present(v = json_object_get(o, "early_stop"))) {
-		sc_params tmp = SC_PARAMS_DEFAULTS;
-
-		if (!json_is_string(v)) {
-			bad_type(msg, cap, param, "early_stop", SC_S_STOP, v);
-			goto out;
-		}
-		if (sc_setting_parse(SC_S_STOP, json_string_value(v), &tmp)) {
-			bad_setting(msg, cap, param, "early_stop");
-			goto out;
-		}
-		if (!(r->sp.stop = strdup(json_string_value(v)))) {
-			bad(msg, cap, param, "early_stop", "out of memory");
-			goto out;
-		}
-	} else if (!(r->sp.stop = strdup("none"))) {
-		/* OpenAI's n: n choices, whatever the cluster's default */
-		bad(msg, cap, param, "early_stop", "out of memory");
+	if (json_settings(o, r, msg, cap, param))
+		goto out;
+	/* the HTTP API's policy on top of sc/params: OpenAI's temperature
+	 * range (the CLI keeps sc/params' own), said as sc/params says a
+	 * range */
+	if ((r->given & SC_BIT(SC_S_TEMPERATURE)) &&
+	    r->p.sp.temperature > OPENAI_TEMPERATURE_MAX) {
+		bad(msg, cap, param, "temperature",
+		    "temperature = %g: must be a number in [0, %g] (the HTTP "
+		    "API's range)", json_number_value(json_object_get(
+					    o, "temperature")),
+		    OPENAI_TEMPERATURE_MAX);
 		goto out;
 	}
-	if (present(v = json_object_get(o, "vote"))) {
-		sc_params tmp = SC_PARAMS_DEFAULTS;
-
-		if (!json_is_string(v)) {
-			bad_type(msg, cap, param, "vote", SC_S_VOTE, v);
-			goto out;
-		}
-		if (sc_setting_parse(SC_S_VOTE, json_string_value(v), &tmp)) {
-			bad_setting(msg, cap, param, "vote");
-			goto out;
-		}
-		if (!(r->sp.vote = strdup(json_string_value(v)))) {
-			bad(msg, cap, param, "vote", "out of memory");
-			goto out;
-		}
+	/* OpenAI's n: n choices, whatever the cluster's early stopping */
+	if (!(r->given & SC_BIT(SC_S_STOP))) {
+		r->p.stop = (stop_rule){STOP_NONE, STOP_BETA_DEFAULT,
+					STOP_WINDOW_DEFAULT};
+		r->given |= SC_BIT(SC_S_STOP);
 	}
 	if (present(v = json_object_get(o, "stream"))) {
 		if (!json_is_boolean(v)) {
@@ -506,49 +503,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->reasoning_raw = !strcmp(f, "none");
 	}
-	if (present(v = json_object_get(o, "stop"))) {
-		size_t i;
-		json_t *s;
-
-		if (json_is_string(v)) {
-			s = v;
-			v = json_array();
-			json_array_append(v, s);
-		} else {
-			json_incref(v);
-		}
-		if (!json_is_array(v) || json_array_size(v) > OPENAI_MAX_STOP) {
-			json_decref(v);
-			sc_check_fail(SC_S_STOP_STRINGS, NULL);
-			bad_setting(msg, cap, param, "stop");
-			goto out;
-		}
-		json_array_foreach(v, i, s) {
-			sc_stop_strs chk = {0};
-
-			if (!json_is_string(s) ||
-			    sc_stop_strs_add(&chk, json_string_value(s),
-					     json_string_length(s))) {
-				json_decref(v);
-				sc_check_fail(SC_S_STOP_STRINGS, NULL);
-				bad_setting(msg, cap, param, "stop");
-				goto out;
-			}
-			if (!(r->stop[r->n_stop] = strndup(
-				      json_string_value(s),
-				      json_string_length(s)))) {
-				json_decref(v);
-				bad(msg, cap, param, "stop", "out of memory");
-				goto out;
-			}
-			/* the workers end a sample there (sc/params.h) */
-			r->stop_bin[r->n_stop].data =
-				(uint8_t *)r->stop[r->n_stop];
-			r->stop_bin[r->n_stop].len = json_string_length(s);
-			r->n_stop++;
-		}
-		json_decref(v);
-	}
 	/* the chosen tokens' log-probabilities: chat's logprobs: true,
 	 * completions' logprobs: 0; no alternatives (top_logprobs) */
 	if (present(v = json_object_get(o, "logprobs"))) {
@@ -582,8 +536,10 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		    "'logprobs' is not supported with 'stream'");
 		goto out;
 	}
-	if (r->logprobs)
-		r->sp.has_logprobs = r->sp.logprobs = 1;
+	if (r->logprobs) {
+		r->p.logprobs = 1;
+		r->given |= SC_BIT(SC_S_LOGPROBS);
+	}
 	if (present(v = json_object_get(o, "tools")) &&
 	    !(json_is_array(v) && !json_array_size(v))) {
 		bad(msg, cap, param, "tools", "'tools' is not supported by "
@@ -614,11 +570,12 @@ out:
 int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 		 const char **param)
 {
-	uint32_t k = r->samples ? r->samples : r->sp.has_n ? r->sp.n : def;
+	uint32_t k = r->samples ? r->samples
+				: openai_given_n(r) ? (uint32_t)r->p.n : def;
 
 	if (k) {
-		r->sp.has_n = 1;
-		r->sp.n = k;
+		r->given |= SC_BIT(SC_S_N);
+		r->p.n = (int)k;
 	}
 	if (k && r->choices > k)
 		return bad(msg, cap, param, "n",
@@ -763,20 +720,11 @@ int openai_result_make(const openai_req *r, const Quorum__Answer *a,
 			x->voters++;
 		}
 	}
-	if (!(x->votes = json_array()))
+	if (!(x->votes = client_votes_json(a)))
 		goto nomem;
 	for (size_t i = 0; i < a->n_votes; i++) {
 		const Quorum__Vote *v = a->votes[i];
-		json_t *e = json_pack(
-			"{s:o, s:I, s:I}", "answer",
-			client_text((const char *)v->answer.data, v->answer.len),
-			"count", (json_int_t)v->count,
-			"first_index", (json_int_t)v->first_index);
 
-		if (e && v->has_weight) /* as quorum ask --json prints it */
-			json_object_set_new(e, "weight", json_real(v->weight));
-		if (!e || json_array_append_new(x->votes, e))
-			goto nomem;
 		if (a->has_answer && v->answer.len == a->answer.len &&
 		    !memcmp(v->answer.data, a->answer.data, a->answer.len))
 			x->win_count = v->count;

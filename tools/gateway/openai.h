@@ -20,14 +20,16 @@
  *   prompt        completions: a string (or an array of one) — the
  *                 question, under the model's chat template like `quorum
  *                 ask`.
- *   n, temperature, top_p, seed, top_k (extension), max_tokens (or
- *                 max_completion_tokens), ignore_eos (extension): the
- *                 sampling parameters of `quorum ask`.
- *   stop          a string or up to 4: each returned text ends before the
- *                 first occurrence of any (finish_reason "stop"), and the
- *                 vote is taken over the cut texts. Decoding itself is
- *                 not cut short, so the kept bytes are those of the
- *                 uncut sample.
+ *   the sampling settings: the fields of openai.c's settings table
+ *                 (OpenAI's names — max_completion_tokens or max_tokens
+ *                 for max_new_tokens — and quorum's extensions: the
+ *                 vLLM-style ones, early_stop, vote), each read by the
+ *                 setting's kind and refused in sc/params' words, as
+ *                 `quorum ask` takes them.
+ *   stop          a string or up to 4: a sample ends at the first
+ *                 occurrence of any, its text cut before it
+ *                 (finish_reason "stop"); the vote is over the cut
+ *                 texts.
  *   stream        Server-Sent Events (openai_chunk).
  *   think         (extension; or chat_template_kwargs.enable_thinking as
  *                 vLLM takes it) thinking on/off for qwen3 templates, as
@@ -83,7 +85,10 @@ typedef struct openai_req {
 	size_t qlen;
 	char *system;              /* owned; NULL: the cluster's */
 	size_t slen;
-	Quorum__SamplingParams sp; /* has_* set for what was given */
+	/* the sampling settings: SC_PARAMS_DEFAULTS, then those given
+	 * (SC_BIT()s in given; the rest are the cluster's) */
+	sc_params p;
+	unsigned given;
 	int stream;
 	char *model;               /* owned; NULL: not given */
 	size_t choices;            /* n: choices returned (1 without n) */
@@ -98,12 +103,13 @@ typedef struct openai_req {
 	int reasoning_raw;         /* reasoning_format "none": a chat
 				    * message's content is the whole text */
 	int logprobs;              /* the chosen tokens' log-probabilities */
-	char *stop[OPENAI_MAX_STOP];
-	size_t n_stop;
-	/* stop as the Ask's params.stop_strings (the workers end a sample
-	 * there); sp points here only while the Ask is packed */
-	ProtobufCBinaryData stop_bin[OPENAI_MAX_STOP];
 } openai_req;
+
+/* n given by the request (else the cluster's) */
+static inline int openai_given_n(const openai_req *r)
+{
+	return !!(r->given & SC_BIT(SC_S_N));
+}
 
 /* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the

@@ -391,7 +391,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	st->first = first;
 	st->cn = cn;
 	pending_watch(&st->p, mc);
-	st->n = r->sp.has_n ? r->sp.n : (size_t)gw.c->sampling.n;
+	st->n = (size_t)(openai_given_n(r) ? r->p.n : gw.c->sampling.p.n);
 	st->acc = calloc(st->n, sizeof(*st->acc));
 	st->acc_len = calloc(st->n, sizeof(*st->acc_len));
 	st->sent = calloc(st->n, sizeof(*st->sent));
