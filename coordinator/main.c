@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "net/curve.h"
 #include "format/gguf.h"
 #include "proc.h"
@@ -145,7 +145,7 @@ static int64_t client_hard_cap(const cfg *c)
 static int load_gateway_keys(const cfg *c, const curve_zap *zap,
 			     char (**out)[CURVE_Z85_LEN + 1])
 {
-	const cfg_security *sec = &c->security;
+	const curve_security *sec = &c->security;
 	char (*k)[CURVE_Z85_LEN + 1];
 	int rc;
 
@@ -156,7 +156,7 @@ static int load_gateway_keys(const cfg *c, const curve_zap *zap,
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < sec->n_gateway_keys; i++) {
 		uint8_t key[CURVE_KEY_BYTES];
-		const cfg_key *g = &sec->gateway_keys[i];
+		const curve_key *g = &sec->gateway_keys[i];
 
 		if (g->path) {
 			if ((rc = curve_key_load(g->path, CURVE_PUBLIC, k[i]))) {

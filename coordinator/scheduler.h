@@ -67,7 +67,7 @@
 
 #include <stdint.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "text/tok.h"
 #include "net/wire.h"
 

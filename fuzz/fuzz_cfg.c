@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "qerr.h"
 
 #define NAME "fuzz.yaml"

@@ -2,7 +2,7 @@
 # layers — the house rules of the source tree, checked on the tree and the
 # built programs (README, "Layout"):
 #   1. common/'s wings include only their own and lower wings:
-#      qerr < format < kernels < text < engine < sc < net;
+#      qerr < format < kernels < text < engine < sc < net < conf;
 #   2. no include circle between folders (a folder may include itself);
 #   3. the coordinator never runs a model, so it links no engine code:
 #      none of the kernels', KV cache's, forward pass's, sampler's, model
@@ -41,7 +41,7 @@ def check(name, problems):
 
 SRC_DIRS = ("common", "coordinator", "worker", "tools")
 RANK = {"qerr": 0, "format": 1, "kernels": 2, "text": 3, "engine": 4,
-        "sc": 5, "net": 6}
+        "sc": 5, "net": 6, "conf": 7}
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 files = []

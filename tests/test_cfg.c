@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "text/prompt.h"
 #include "qerr.h"
 
@@ -906,7 +906,7 @@ static void test_dump_roundtrip(void **state)
 	a->security.worker_secret_key_file = b->security.worker_secret_key_file;
 	a->prompt.system = b->prompt.system;
 	{
-		cfg_key *ck = a->security.client_keys, *wk = a->security.worker_keys;
+		curve_key *ck = a->security.client_keys, *wk = a->security.worker_keys;
 
 		a->security.client_keys = b->security.client_keys;
 		a->security.worker_keys = b->security.worker_keys;

@@ -29,7 +29,7 @@
 #include <math.h>
 
 #include "coordinator/sched_int.h"
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "net/spwire.h"
 #include "sc/params.h"
 #include "testutil.h"

@@ -7,7 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "qerr.h"
 #include "net/wire.h"
 #include "wk.h"

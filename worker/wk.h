@@ -36,7 +36,7 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "net/curve.h"
 
 #define WK_ID_MAX 64

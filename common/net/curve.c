@@ -277,7 +277,7 @@ static int load_pair(const char *pub_file, const char *sec_file,
 	return QERR_OK;
 }
 
-int curve_sock_server(const cfg_security *s, const char *domain,
+int curve_sock_server(const curve_security *s, const char *domain,
 		      curve_sock *out)
 {
 	char pub[CURVE_Z85_LEN + 1];
@@ -353,7 +353,7 @@ int curve_sock_apply(void *sock, const curve_sock *k)
 
 typedef struct {
 	uint8_t (*keys)[CURVE_KEY_BYTES]; /* (n) */
-	const cfg_key *entries;           /* (n) borrowed: their ids */
+	const curve_key *entries;           /* (n) borrowed: their ids */
 	size_t n;
 } allowlist;
 
@@ -363,7 +363,7 @@ struct curve_zap {
 	uint64_t allowed, refused;
 };
 
-static int load_list(const char *what, const cfg_key *k, size_t n,
+static int load_list(const char *what, const curve_key *k, size_t n,
 		     allowlist *out)
 {
 	if (!n)
@@ -407,7 +407,7 @@ void curve_zap_free(curve_zap **pz)
 	*pz = NULL;
 }
 
-int curve_zap_new(const cfg_security *s, curve_zap **out)
+int curve_zap_new(const curve_security *s, curve_zap **out)
 {
 	curve_zap *z;
 	int rc;
@@ -481,7 +481,7 @@ int curve_zap_id_allowed(const curve_zap *z, const char *user,
 	    !zmq_z85_decode(key, user))
 		return 0;
 	for (size_t i = 0; i < z->workers.n; i++) {
-		const cfg_key *e = &z->workers.entries[i];
+		const curve_key *e = &z->workers.entries[i];
 
 		/* (a key may have several entries: any one allows) */
 		if (memcmp(z->workers.keys[i], key, CURVE_KEY_BYTES))

@@ -39,12 +39,11 @@
 #ifndef QUORUM_CURVE_H
 #define QUORUM_CURVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/cfg.h"
-
-#define CURVE_Z85_LEN 40      /* a key in Z85 (CFG_Z85_KEY_LEN) */
+#define CURVE_Z85_LEN 40      /* a 32-byte key in Z85 */
 #define CURVE_KEY_BYTES 32    /* a key in binary */
 #define CURVE_FILE_MAX 4096   /* larger key files are refused */
 #define CURVE_ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -54,6 +53,45 @@
 #define CURVE_SECRET_TAG "# quorum CURVE secret key"
 
 typedef enum curve_kind { CURVE_PUBLIC = 0, CURVE_SECRET = 1 } curve_kind;
+
+/* The security policy (the config's security: section, which holds one;
+ * conf/cfg.h reads it from YAML). */
+/* One allowlist entry: an inline key or the (resolved) path of a file
+ * that holds one. Exactly one of the two is set. A worker_keys entry may
+ * be written {key: K, ids: [ID, ...]}: that key may register only those
+ * worker ids; a bare key may register any id not bound to another key. */
+typedef struct curve_key {
+	char z85[CURVE_Z85_LEN + 1]; /* "" when path is set */
+	char *path;                    /* owned; NULL for an inline key */
+	char **ids;                    /* owned (n_ids); NULL: any id */
+	size_t n_ids;
+} curve_key;
+
+typedef struct curve_security {
+	bool curve;                   /* false */
+	/* When curve is true, all four below are REQUIRED (non-empty lists):
+	 * the coordinator refuses to start without an allowlist. */
+	char *server_public_key_file; /* NULL; resolved path */
+	char *server_secret_key_file; /* NULL; resolved path */
+	curve_key *client_keys;         /* (n_client_keys) NULL when empty */
+	size_t n_client_keys;
+	curve_key *worker_keys;         /* (n_worker_keys) */
+	size_t n_worker_keys;
+	/* A worker's own key pair (read by the worker, not the coordinator);
+	 * REQUIRED when curve is true and workers.local > 0. */
+	char *worker_public_key_file; /* NULL; resolved path */
+	char *worker_secret_key_file; /* NULL; resolved path */
+	/* Gateways (quorum serve) that may ask on behalf of their users
+	 * (Ask.on_behalf_of): with curve on, the connections whose client
+	 * key is one of these (each must also be on client_keys); empty:
+	 * none. */
+	curve_key *gateway_keys;        /* (n_gateway_keys) NULL when empty */
+	size_t n_gateway_keys;
+	/* With curve off: a loopback (127.0.0.0/8, ::1) or ipc:// client
+	 * connection may ask on behalf of its users (true). */
+	bool loopback_gateway;
+} curve_security;
+
 
 /* 1 when s is exactly CURVE_Z85_LEN characters of valid Z85, else 0. */
 int curve_z85_ok(const char *s);
@@ -89,7 +127,7 @@ typedef struct curve_sock {
 /* Server options from security.server_{public,secret}_key_file: checks
  * the two files hold one key pair (else clients holding the public key
  * could never connect). */
-int curve_sock_server(const cfg_security *s, const char *domain,
+int curve_sock_server(const curve_security *s, const char *domain,
 		      curve_sock *out);
 
 /* Client options: the server's public key file, and the client's own
@@ -109,7 +147,7 @@ typedef struct curve_zap curve_zap;
 /* Loads both allowlists of s (inline keys and key files; an empty list is
  * refused: no allowlist, no start). Binds nothing. s must outlive the
  * zap (the worker ids of its entries are read, not copied). */
-int curve_zap_new(const cfg_security *s, curve_zap **out);
+int curve_zap_new(const curve_security *s, curve_zap **out);
 /* Binds the ZAP REP socket at CURVE_ZAP_ENDPOINT in ctx: call it before
  * any CURVE server socket of ctx binds. */
 int curve_zap_bind(curve_zap *z, void *ctx);

@@ -15,7 +15,7 @@
  * messages (sc_n_limit, sc_max_new_limit).
  *
  * Callers: tools/sampflags (the CLI's flags), tools/gateway/openai (JSON),
- * coordinator/front (Ask messages), net/cfg (sampling: section), worker/
+ * coordinator/front (Ask messages), conf/cfg (sampling: section), worker/
  * (DecodeJob), sc/ (sc_run, sc_decode, sc_batch_decode).
  */
 #ifndef QUORUM_SC_PARAMS_H

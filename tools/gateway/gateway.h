@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "gwlink.h"
 
 typedef struct sse_stream sse_stream;

@@ -695,13 +695,13 @@ static int endpoint_local(const char *ep)
  * coordinator/scheduler.h) */
 static int judge_trust(const gwlink *l, const cfg *c)
 {
-	const cfg_security *sec = &c->security;
+	const curve_security *sec = &c->security;
 
 	if (!sec->curve)
 		return sec->loopback_gateway && endpoint_local(l->endpoint);
 	for (size_t i = 0; l->pub[0] && i < sec->n_gateway_keys; i++) {
 		char z85[CURVE_Z85_LEN + 1];
-		const cfg_key *k = &sec->gateway_keys[i];
+		const curve_key *k = &sec->gateway_keys[i];
 
 		if (k->path ? !curve_key_load(k->path, CURVE_PUBLIC, z85) &&
 				      !strcmp(z85, l->pub)

@@ -39,7 +39,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "proto/quorum.pb-c.h"
 
 #define GWLINK_WHO_MAX 72 /* "key:" + 16 hex, "ip:" + an address, NUL */

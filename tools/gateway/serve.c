@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/cfg.h"
+#include "conf/cfg.h"
 #include "tools/cli.h"
 #include "gateway.h"
 #include "auth.h"

@@ -5,7 +5,7 @@
  * error reported as file:line:column. Callers: coordinator/, worker/,
  * `quorum serve`, tests and the cfg fuzzer.
  */
-#include "net/cfg.h"
+#include "conf/cfg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -360,7 +360,7 @@ enum ftype {
 	F_SC,       /* a sampling setting (sc/params: its limits and
 		     * message), its id in min: int, float or uint64_t */
 	F_DTYPE,    /* cfg_dtype */
-	F_KEYS,     /* cfg_key * + size_t count right after it */
+	F_KEYS,     /* curve_key * + size_t count right after it */
 	F_LISTEN,   /* char[CFG_LISTEN_MAX + 1]: HOST:PORT */
 };
 
@@ -788,7 +788,7 @@ static bool z85_alpha(const char *s, size_t len, size_t *odd)
 /* Each 5-character group must encode a value < 2^32. */
 static bool z85_decodes(const char *s)
 {
-	for (int g = 0; g < CFG_Z85_KEY_LEN; g += 5) {
+	for (int g = 0; g < CURVE_Z85_LEN; g += 5) {
 		uint64_t v = 0;
 
 		for (int i = 0; i < 5; i++)
@@ -802,7 +802,7 @@ static bool z85_decodes(const char *s)
 
 /* One key (Z85 or a file path) of an allowlist entry, at index i. */
 static int want_key(ctx *x, const field *f, const node *e, size_t i,
-		    cfg_key *k)
+		    curve_key *k)
 {
 	char g[120];
 	const char *s;
@@ -819,13 +819,13 @@ static int want_key(ctx *x, const field *f, const node *e, size_t i,
 	rc = want_str(x, f, e, false, &s);
 	if (rc)
 		return rc;
-	if (z85_alpha(s, e->len, &odd) && e->len == CFG_Z85_KEY_LEN) {
+	if (z85_alpha(s, e->len, &odd) && e->len == CURVE_Z85_LEN) {
 		if (!z85_decodes(s))
 			return nerr(x, e, QERR_FORMAT,
 				    "%s.%s[%zu]: not a valid Z85 key "
 				    "(a 5-character group exceeds 2^32)",
 				    f->sect, f->key, i);
-		memcpy(k->z85, s, CFG_Z85_KEY_LEN + 1);
+		memcpy(k->z85, s, CURVE_Z85_LEN + 1);
 		return QERR_OK;
 	}
 	if (z85_alpha(s, e->len, &odd) && odd >= 2 && e->len >= 30 &&
@@ -833,14 +833,14 @@ static int want_key(ctx *x, const field *f, const node *e, size_t i,
 		return nerr(x, e, QERR_FORMAT,
 			    "%s.%s[%zu]: looks like a Z85 key but has "
 			    "%zu characters (Z85 keys have %d)",
-			    f->sect, f->key, i, e->len, CFG_Z85_KEY_LEN);
+			    f->sect, f->key, i, e->len, CURVE_Z85_LEN);
 	return resolve(x, e, s, &k->path);
 }
 
 /* A worker_keys entry written as {key: K, ids: [id, ...]}: the worker ids
  * that key may register. */
 static int want_key_ids(ctx *x, const field *f, const node *e, size_t i,
-			cfg_key *k)
+			curve_key *k)
 {
 	const node *key = NULL, *ids = NULL;
 	char g[120];
@@ -889,12 +889,12 @@ static int want_key_ids(ctx *x, const field *f, const node *e, size_t i,
 	return want_key(x, f, key, i, k);
 }
 
-static int want_keys(ctx *x, const field *f, const node *v, cfg_key **keys,
+static int want_keys(ctx *x, const field *f, const node *v, curve_key **keys,
 		     size_t *nkeys)
 {
 	bool workers = !strcmp(f->key, "worker_keys");
 	char g[120];
-	cfg_key *k;
+	curve_key *k;
 
 	if (is_null(v))
 		return QERR_OK;
@@ -1081,7 +1081,7 @@ static int set_field(ctx *x, const field *f, const node *v)
 				    show(v, g, sizeof(g)));
 		return QERR_OK;
 	case F_KEYS:
-		return want_keys(x, f, v, (cfg_key **)base,
+		return want_keys(x, f, v, (curve_key **)base,
 				 (size_t *)((char *)x->c + f->min));
 	}
 	return QERR_OK;
@@ -1181,7 +1181,7 @@ static const node *at(const ctx *x, const char *sect, const char *key)
 static int cross_checks(ctx *x)
 {
 	const cfg *c = x->c;
-	const cfg_security *s = &c->security;
+	const curve_security *s = &c->security;
 
 	if (sc_n_limit(c->sampling.p.n, c->limits.max_n)) {
 		const node *n = at(x, "sampling", "n");
@@ -1373,7 +1373,7 @@ void cfg_defaults(cfg *c)
 	c->http.threads = 4;
 }
 
-static void keys_free(cfg_key *k, size_t n)
+static void keys_free(curve_key *k, size_t n)
 {
 	if (!k)
 		return;
@@ -1619,7 +1619,7 @@ static void dump_float(FILE *f, float v)
 	fputs(buf, f);
 }
 
-static void dump_keys(FILE *f, const char *name, const cfg_key *k, size_t n)
+static void dump_keys(FILE *f, const char *name, const curve_key *k, size_t n)
 {
 	fprintf(f, "  %s:", name);
 	if (!n) {
@@ -1645,7 +1645,7 @@ static void dump_keys(FILE *f, const char *name, const cfg_key *k, size_t n)
 
 void cfg_dump(const cfg *c, FILE *f)
 {
-	const cfg_security *s = &c->security;
+	const curve_security *s = &c->security;
 
 	fputs("model:\n  path: ", f);
 	dump_str(f, c->model.path);

@@ -77,6 +77,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "net/curve.h"
 #include "sc/params.h"
 
 #define CFG_MAX_BYTES (1u << 20) /* larger files are refused unread */
@@ -84,7 +85,6 @@
 #define CFG_MAX_NODES 65536      /* YAML nodes (scalars + collections) */
 #define CFG_NAME_MAX 32          /* cluster.name: [A-Za-z0-9_-]{1,32} */
 #define CFG_ENDPOINT_MAX 255     /* tcp://, ipc:// or inproc:// */
-#define CFG_Z85_KEY_LEN 40       /* a 32-byte CURVE key in Z85 */
 
 /* The values are enum kv_dtype's and the wire's (Register.kv_dtype). */
 typedef enum cfg_dtype {
@@ -93,16 +93,6 @@ typedef enum cfg_dtype {
 	CFG_DTYPE_Q8_0 = 2,
 } cfg_dtype;
 
-/* One allowlist entry: an inline key or the (resolved) path of a file
- * that holds one. Exactly one of the two is set. A worker_keys entry may
- * be written {key: K, ids: [ID, ...]}: that key may register only those
- * worker ids; a bare key may register any id not bound to another key. */
-typedef struct cfg_key {
-	char z85[CFG_Z85_KEY_LEN + 1]; /* "" when path is set */
-	char *path;                    /* owned; NULL for an inline key */
-	char **ids;                    /* owned (n_ids); NULL: any id */
-	size_t n_ids;
-} cfg_key;
 
 /*
  * The effective configuration. Defaults (cfg_defaults) on the right;
@@ -124,30 +114,6 @@ typedef struct cfg_coordinator {
 	char worker_endpoint[CFG_ENDPOINT_MAX + 1];
 } cfg_coordinator;
 
-typedef struct cfg_security {
-	bool curve;                   /* false */
-	/* When curve is true, all four below are REQUIRED (non-empty lists):
-	 * the coordinator refuses to start without an allowlist. */
-	char *server_public_key_file; /* NULL; resolved path */
-	char *server_secret_key_file; /* NULL; resolved path */
-	cfg_key *client_keys;         /* (n_client_keys) NULL when empty */
-	size_t n_client_keys;
-	cfg_key *worker_keys;         /* (n_worker_keys) */
-	size_t n_worker_keys;
-	/* A worker's own key pair (read by the worker, not the coordinator);
-	 * REQUIRED when curve is true and workers.local > 0. */
-	char *worker_public_key_file; /* NULL; resolved path */
-	char *worker_secret_key_file; /* NULL; resolved path */
-	/* Gateways (quorum serve) that may ask on behalf of their users
-	 * (Ask.on_behalf_of): with curve on, the connections whose client
-	 * key is one of these (each must also be on client_keys); empty:
-	 * none. */
-	cfg_key *gateway_keys;        /* (n_gateway_keys) NULL when empty */
-	size_t n_gateway_keys;
-	/* With curve off: a loopback (127.0.0.0/8, ::1) or ipc:// client
-	 * connection may ask on behalf of its users (true). */
-	bool loopback_gateway;
-} cfg_security;
 
 typedef struct cfg_kv {
 	int block_tokens;    /* 16; 1..4096 tokens per KV block */
@@ -282,7 +248,7 @@ typedef struct cfg {
 	cfg_model model;
 	cfg_cluster cluster;
 	cfg_coordinator coordinator;
-	cfg_security security;
+	curve_security security;
 	cfg_kv kv;
 	cfg_sampling sampling;
 	cfg_prompt prompt;
