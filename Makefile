@@ -196,6 +196,16 @@ test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh -j $(TEST_JOBS) $(TEST_RUN)
 
+# One test alone: make test-one T=vote (tests/test_vote.c) or T=golden
+# (tests/golden.sh); what it needs is built first.
+T ?=
+TEST_ONE = $(or $(filter %/test_$(T) %/$(T).sh %/$(T),$(TEST_ALL)), \
+		$(error no test named '$(T)': T=vote, T=test_vote, T=golden...))
+test-one: deps all $(TEST_BIN)
+	@test -n "$(T)" || { echo "make test-one T=NAME" >&2; exit 2; }
+	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) sh tests/run.sh $(TEST_ONE)
+.PHONY: test-one
+
 # The gateway as the official openai npm package sees it (Node from
 # Debian; the package pinned by tests/sdk/package-lock.json).
 test-sdk: all

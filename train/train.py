@@ -33,14 +33,16 @@ def tuned_environment():
     """What PyTorch 1.13 from Debian trains fastest with on these CPUs,
     measured (models/README.md, "A fast CPU trainer"): glibc's malloc
     keeping freed memory instead of returning it to the kernel (every step
-    frees and re-allocates the same activations: without this a fifth of
-    the time went to page faults), and OpenBLAS's AVX-512 kernels where the
+    frees and re-allocates the same activations; blocks over 32 MiB, such
+    as the attention scores, would otherwise be mmap'd and unmapped each
+    time: half the time went to page faults at 4.9M parameters), and OpenBLAS's AVX-512 kernels where the
     CPU has AVX-512 (an OPENBLAS_CORETYPE=Haswell in the environment forces
     the AVX2 ones). Both must be set before the libraries load, so main()
     re-executes the script once with them."""
     env = dict(os.environ)
-    env["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_threshold=33554432:"
-                             "glibc.malloc.trim_threshold=17179869184")
+    env["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_max=0:"
+                             "glibc.malloc.trim_threshold=17179869184:"
+                             "glibc.malloc.top_pad=268435456")
     try:
         with open("/proc/cpuinfo") as f:
             flags = f.read()
