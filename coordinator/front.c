@@ -449,6 +449,9 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	*err = NULL;
 	if (spwire_decode(a->params, &r->p, NULL))
 		return bad_field(err);
+	/* choice: the options the question lists travel with the format */
+	answer_choice_options(&r->p.answer, (const char *)a->question.data,
+			      a->question.len);
 	if (!a->question.len)
 		*err = "the question is empty";
 	else if (a->question.len > WIRE_QUESTION_MAX)

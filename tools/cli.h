@@ -20,6 +20,7 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_evalset(int argc, char **argv);
+int cmd_vote(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

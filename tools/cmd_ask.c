@@ -354,8 +354,9 @@ static int64_t now_ms(void)
 
 /* Fills it->result from a reply (r NULL: no reply; status/err then say
  * why). */
-static void finish_item(item *it, const Quorum__ClientReply *r,
-			const char *status, const char *err)
+static void finish_item(const answer_format *run, item *it,
+			const Quorum__ClientReply *r, const char *status,
+			const char *err)
 {
 	const Quorum__Answer *a = NULL;
 	json_t *o = json_object(), *tmp, *id;
@@ -369,9 +370,15 @@ static void finish_item(item *it, const Quorum__ClientReply *r,
 	}
 	it->ok = a != NULL;
 	it->answered = a && a->has_answer;
-	it->correct = it->answered && it->q.expected &&
-		      qset_match(it->q.expected, (const char *)a->answer.data,
-				 a->answer.len);
+	{
+		answer_format f = it->q.has_format ? it->q.format : *run;
+
+		answer_choice_options(&f, it->q.question, it->q.qlen);
+		it->correct = it->answered && it->q.expected &&
+			      qset_match(&f, it->q.expected,
+					 (const char *)a->answer.data,
+					 a->answer.len);
+	}
 	json_object_set_new(o, "line", json_integer(it->q.line));
 	if ((id = json_object_get(it->q.obj, "id")))
 		json_object_set(o, "id", id);
@@ -399,8 +406,18 @@ static int send_slot(client *c, const ask_opts *o, item *it, slot *s)
 {
 	Quorum__Ask ask;
 	Quorum__ClientRequest req;
+	Quorum__SamplingParams sp;
+	spwire_buf b;
+	sc_params p;
 
 	ask_init(&ask, &req, o, it->q.question, it->q.qlen);
+	if (it->q.has_format) {
+		/* the line's own answer format */
+		p = o->f->p;
+		p.answer = it->q.format;
+		spwire_encode(&p, o->f->given | SC_BIT(SC_S_ANSWER), &sp, &b);
+		ask.params = &sp;
+	}
 	req.request_id = s->id;
 	s->attempts++;
 	s->send_at = 0;
@@ -485,7 +502,7 @@ static int ask_file(const ask_opts *o)
 						tty ? "\n" : "", msg);
 					dead = 1;
 				}
-				finish_item(it, NULL, ASK_NO_REPLY, msg);
+				finish_item(&o->f->p.answer, it, NULL, ASK_NO_REPLY, msg);
 				failed++;
 				done++;
 				slots[i--] = slots[--n_slots];
@@ -500,7 +517,7 @@ static int ask_file(const ask_opts *o)
 
 			snprintf(unsent, sizeof(unsent), "not sent: %s", msg);
 			while (next < n) {
-				finish_item(&items[next++], NULL, ASK_NO_REPLY,
+				finish_item(&o->f->p.answer, &items[next++], NULL, ASK_NO_REPLY,
 					    unsent);
 				failed++;
 				done++;
@@ -565,7 +582,7 @@ static int ask_file(const ask_opts *o)
 			if (r->version != QUORUM__CONSTANTS__PROTOCOL_VERSION &&
 			    r->status == QUORUM__STATUS__STATUS_OK)
 				r->status = QUORUM__STATUS__STATUS_VERSION_MISMATCH;
-			finish_item(it, r, client_status_name(r->status),
+			finish_item(&o->f->p.answer, it, r, client_status_name(r->status),
 				    r->error);
 			failed += !it->ok;
 			done++;

@@ -157,6 +157,9 @@ static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
 	int rc;
 
 	p.n = n;
+	if (q->has_format)
+		p.answer = q->format;
+	answer_choice_options(&p.answer, q->question, q->qlen);
 	if (!qs)
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	rc = prompt_build_shots(v->t, prompt_family(v->t), PROMPT_THINK_DEFAULT,
@@ -230,6 +233,10 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 		ask.prefix_cache = 0;
 	}
 	p.n = n;
+	if (q->has_format)
+		p.answer = q->format;
+	if (p.answer.kind != ANSWER_AUTO)
+		which |= SC_BIT(SC_S_ANSWER);
 	if (p.ignore_eos)
 		which |= SC_BIT(SC_S_IGNORE_EOS);
 	if (v->stop_sent)
@@ -341,11 +348,15 @@ static int prefix_of(const outcome *o, int k, int confidence, outcome *out)
 	return 0;
 }
 
-static void score(row *rw, const qset_item *q, const outcome *o,
+static void score(const answer_format *run, row *rw, const qset_item *q,
+		  const outcome *o,
 		  json_t *res)
 {
+	answer_format fq = q->has_format ? q->format : *run;
+	const answer_format *f = (answer_choice_options(&fq, q->question,
+							 q->qlen), &fq);
 	int maj = q->expected && o->has_winner &&
-		  qset_match(q->expected, o->winner, strlen(o->winner));
+		  qset_match(f, q->expected, o->winner, strlen(o->winner));
 	int ok = 0, none = 0;
 
 	rw->problems++;
@@ -355,7 +366,7 @@ static void score(row *rw, const qset_item *q, const outcome *o,
 
 		if (!*a)
 			none++;
-		else if (q->expected && qset_match(q->expected, a, strlen(a)))
+		else if (q->expected && qset_match(f, q->expected, a, strlen(a)))
 			ok++;
 	}
 	rw->samples += (size_t)o->n;
@@ -428,7 +439,8 @@ static int parse_ns(const char *s, int *ns, int *k)
 /* The settings a run fixes, echoed in its summary. */
 #define RUN_SETTINGS (SC_BIT(SC_S_SEED) | SC_BIT(SC_S_TEMPERATURE) | \
 		      SC_BIT(SC_S_TOP_K) | SC_BIT(SC_S_TOP_P) | \
-		      SC_BIT(SC_S_MAX_NEW_TOKENS) | SC_BIT(SC_S_IGNORE_EOS))
+		      SC_BIT(SC_S_MAX_NEW_TOKENS) | SC_BIT(SC_S_IGNORE_EOS) | \
+		      SC_BIT(SC_S_ANSWER))
 
 static void print_summary(const evs *v, const char *file, const row *rows,
 			  int k, int json)
@@ -717,18 +729,18 @@ int cmd_evalset(int argc, char **argv)
 
 				if (!prefix) {
 					if (i == pass)
-						score(&rows[i], &items[q], &o,
+						score(&v.p.answer, &rows[i], &items[q], &o,
 						      per ? per[q] : NULL);
 					continue;
 				}
 				if (ns[i] == n) {
-					score(&rows[i], &items[q], &o,
+					score(&v.p.answer, &rows[i], &items[q], &o,
 					      per ? per[q] : NULL);
 				} else if (!prefix_of(&o, ns[i],
 						      v.p.vote ==
 							      SC_VOTE_CONFIDENCE,
 						      &sub)) {
-					score(&rows[i], &items[q], &sub,
+					score(&v.p.answer, &rows[i], &items[q], &sub,
 					      per ? per[q] : NULL);
 					outcome_fini(&sub);
 				}

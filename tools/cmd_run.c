@@ -268,6 +268,8 @@ typedef struct {
 	int32_t *ids;
 	size_t n_ids;
 	char *err;          /* why it is not run (or failed), or NULL */
+	sc_params p;        /* the run's settings; the line's answer format,
+			     * a choice's options */
 } file_q;
 
 typedef struct {
@@ -330,14 +332,15 @@ static int on_file_result(void *ctx, int q, int rc, const char *err,
 		sc_result_fini(r);
 		return 0;
 	}
-	o = run_json(fr->m, fr->mpath, fr->ps, fr->p, r);
+	o = run_json(fr->m, fr->mpath, fr->ps, &x->p, r);
 	json_object_set_new(out, "line", json_integer(x->it->line));
 	if ((id = json_object_get(x->it->obj, "id")))
 		json_object_set(out, "id", id);
 	if (x->it->expected) {
 		/* compared as `quorum ask --file` does (qset_match) */
 		int ok = r->vote.winner != VOTE_NONE &&
-			 qset_match(x->it->expected, r->vote.entries[0].answer,
+			 qset_match(&x->p.answer, x->it->expected,
+				    r->vote.entries[0].answer,
 				    strlen(r->vote.entries[0].answer));
 
 		json_object_set_new(out, "expected",
@@ -395,7 +398,12 @@ static int run_file(const model *m, const tok *t, const char *mpath,
 			emit_error(x); /* before the results */
 			continue;
 		}
-		qs[nq] = (sc_question){x->ids, x->n_ids, p};
+		x->p = *p;
+		if (items[i].has_format)
+			x->p.answer = items[i].format;
+		answer_choice_options(&x->p.answer, items[i].question,
+				      items[i].qlen);
+		qs[nq] = (sc_question){x->ids, x->n_ids, &x->p};
 		fr.map[nq++] = (int)i;
 	}
 	rc = sc_run_many(e, qs, nq, max_live, prefill_tokens, on_file_result,
@@ -661,6 +669,7 @@ int cmd_run(int argc, char **argv)
 	if (load_inputs(shots_file, &shots, &n_shots, mpath, &m, &t, tmpl,
 			think, &ps))
 		goto out;
+	answer_choice_options(&p.answer, question, strlen(question));
 	if (prompt_build_shots(t, ps.family, ps.think, system, shots, n_shots,
 			       question, &ids, &n_ids) ||
 	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {

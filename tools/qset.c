@@ -43,10 +43,17 @@ static void canon(const char *s, size_t n, char *out, size_t cap)
 	out[n] = '\0';
 }
 
-int qset_match(const char *exp, const char *got, size_t glen)
+int qset_match(const answer_format *f, const char *exp, const char *got,
+	       size_t glen)
 {
 	char a[VOTE_ANSWER_MAX], b[VOTE_ANSWER_MAX];
 
+	if (f && f->kind != ANSWER_NUMBER) {
+		/* got is already a key of f: the expected answer keyed as a
+		 * sample that gave exactly it */
+		answer_expected_key(f, exp, strlen(exp), a, sizeof(a));
+		return strlen(a) == glen && !memcmp(a, got, glen);
+	}
 	canon(exp, strlen(exp), a, sizeof(a));
 	canon(got, glen, b, sizeof(b));
 	return !strcmp(a, b);
@@ -57,8 +64,8 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 		      const char *s, size_t n, qset_item *it)
 {
 	json_error_t err;
-	json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err), *q, *a;
-	const char *why = NULL;
+	json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &err), *q, *a, *fm;
+	const char *why = NULL, *fwhy = NULL;
 	char num[64];
 
 	memset(it, 0, sizeof(*it));
@@ -69,6 +76,7 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 	}
 	q = json_object_get(o, "question");
 	a = json_object_get(o, "answer");
+	fm = json_object_get(o, "answer_format");
 	if (!json_is_object(o))
 		why = "not a JSON object";
 	else if (!q)
@@ -82,6 +90,11 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 		why = "\"answer\" is not a string or a number";
 	else if (json_is_string(a) && json_string_length(a) == 0)
 		why = "\"answer\" is empty";
+	else if (fm && !json_is_null(fm) &&
+		 (!json_is_string(fm) ||
+		  answer_format_parse(json_string_value(fm), &it->format,
+				      &fwhy)))
+		why = fwhy ? fwhy : "\"answer_format\" is not a string";
 	if (why) {
 		fprintf(stderr, "quorum %s: %s:%ld: %s (skipped)\n", cmd,
 			fname, lineno, why);
@@ -90,6 +103,7 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 	}
 	it->line = lineno;
 	it->obj = o;
+	it->has_format = fm && !json_is_null(fm);
 	it->question = json_string_value(q);
 	it->qlen = json_string_length(q);
 	if (json_is_string(a))

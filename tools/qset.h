@@ -3,11 +3,13 @@
  * answers, shared by `quorum ask --file` and `quorum eval-set`.
  *
  * implements: reading a file (one object per line: "question" string,
- * optional expected "answer" string or number, optional "id"; blank lines
+ * optional expected "answer" string or number, optional "answer_format"
+ * (sc/answer.h; the run's --answer otherwise), optional "id"; blank lines
  * skipped; a malformed line is reported with its line number and skipped),
- * comparing an expected answer with a given one in vote_extract's
- * canonical form (42, 42.0, +42, 042 and \boxed{42} agree; so do 1,234 and
- * 1234), and the progress bar both commands draw on a terminal.
+ * comparing an expected answer with the vote's winner under the answer
+ * format (number: 42, 42.0, +42, 042 and \boxed{42} agree, so do 1,234 and
+ * 1234; math: \frac12 and 0.5; choice: "(B)" and "B"), and the progress
+ * bar both commands draw on a terminal.
  */
 #ifndef QUORUM_QSET_H
 #define QUORUM_QSET_H
@@ -15,6 +17,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "sc/answer.h"
 #include "text/prompt.h"
 
 typedef struct qset_item {
@@ -22,6 +25,8 @@ typedef struct qset_item {
 	const char *question; /* borrowed from obj */
 	size_t qlen;
 	char *expected;       /* owned; NULL: no expected answer */
+	int has_format;       /* "answer_format" given on the line */
+	answer_format format; /* ... its value */
 	json_t *obj;          /* the parsed line (owns question, id) */
 } qset_item;
 
@@ -32,8 +37,10 @@ int qset_read(const char *cmd, const char *fname, qset_item **out,
 	      size_t *n_out, size_t *n_bad);
 void qset_free(qset_item *items, size_t n);
 
-/* Whether the given answer got[0, glen) is the expected one. */
-int qset_match(const char *expected, const char *got, size_t glen);
+/* Whether the given answer got[0, glen) — a key the vote compared under
+ * format f (NULL: number) — is the expected one. */
+int qset_match(const answer_format *f, const char *expected, const char *got,
+	       size_t glen);
 
 /* A few-shot file: JSON lines {"question": Q, "solution": S} ("answer"
  * is taken when there is no "solution"), blank lines skipped, in order.

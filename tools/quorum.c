@@ -14,6 +14,7 @@ static const struct {
 	{"quantize", cmd_quantize, "re-quantize an F32/F16/BF16 GGUF (Q4_K_M, Q8_0, ...)"},
 	{"run", cmd_run, "answer a question by self-consistency (one process)"},
 	{"eval-set", cmd_evalset, "score a problem set: accuracy vs N (in-process or cluster)"},
+	{"vote", cmd_vote, "vote on samples made by any engine (JSON lines)"},
 	{"ask", cmd_ask, "ask a running cluster (coordinator) a question"},
 	{"serve", cmd_serve, "HTTP gateway: OpenAI-compatible API, metrics, status page"},
 	{"status", cmd_status, "show a running cluster: workers, queue, counters"},

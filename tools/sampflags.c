@@ -43,6 +43,10 @@ static const struct {
 			      "sample once a window's mean log-probability "
 			      "falls below the P-th percentile (default 10) "
 			      "of theirs"},
+	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
+			 "the same: auto (the answer's shape decides) | "
+			 "number | math (equal values) | choice (A-J) | "
+			 "yesno | text | regex:PATTERN (docs/commands.md)"},
 	[SC_S_STOP_WAVES] = {"stop-waves", "M", "start samples in waves of M "
 			     "x the fewest that could let --stop decide (1: "
 			     "no token on a sample the reply drops; more: "
@@ -53,7 +57,7 @@ static const struct {
 /* The order of the help (and of the long options). */
 static const int order[SC_S_COUNT_] = {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
-	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_STOP, SC_S_VOTE,
+	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_ANSWER, SC_S_STOP, SC_S_VOTE,
 	SC_S_STOP_WAVES, SC_S_CONF_WINDOW, SC_S_CONF_FILTER, SC_S_IGNORE_EOS,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS,
 };

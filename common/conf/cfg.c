@@ -416,6 +416,7 @@ static const field fields[] = {
 	FS(seed, seed, SC_S_SEED),
 	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0},
 	FS(stop_waves, stop_waves, SC_S_STOP_WAVES),
+	FS(answer, answer, SC_S_ANSWER),
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
 	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
@@ -675,6 +676,15 @@ static int want_sc(ctx *x, const field *f, const node *v, void *out)
 	switch (st->kind) {
 	case SC_K_U64:
 		return want_u64(x, f, v, (uint64_t *)out);
+	case SC_K_TEXT:
+		/* a word or rule of the sampling: section, parsed into it */
+		if (v->kind != N_SCALAR || is_null(v))
+			return nerr(x, v, QERR_FORMAT, "%s.%s: expected a "
+				    "string, %s", f->sect, f->key,
+				    got(v, g, sizeof(g)));
+		if (sc_setting_parse((int)f->min, v->s, &x->c->sampling.p))
+			break;
+		return QERR_OK;
 	case SC_K_INT:
 		if ((rc = want_int(x, f, v, INT64_MIN, INT64_MAX, &i64)))
 			return rc;
@@ -1683,7 +1693,14 @@ void cfg_dump(const cfg *c, FILE *f)
 		c->sampling.p.max_new,
 		(unsigned long long)c->sampling.p.seed);
 	dump_str(f, c->sampling.stop_name);
-	fprintf(f, "\n  stop_waves: %d\n", c->sampling.p.stop_waves);
+	fprintf(f, "\n  stop_waves: %d\n  answer: ", c->sampling.p.stop_waves);
+	{
+		char an[SC_VALUE_TEXT_MAX];
+
+		dump_str(f, answer_format_name(&c->sampling.p.answer, an,
+					       sizeof(an)));
+	}
+	fputc('\n', f);
 	fputs("prompt:\n  system: ", f);
 	dump_str(f, c->prompt.system);
 	fputs("\n  template: ", f);

@@ -38,6 +38,7 @@ static const sc_setting settings[SC_S_COUNT_] = {
 			      "percentile P in [0, 100]"},
 	[SC_S_STOP_WAVES] = {"stop_waves", SC_K_INT, 0, STOP_WAVES_MAX, 0,
 			     NULL},
+	[SC_S_ANSWER] = {"answer", SC_K_TEXT, 0, 0, 0, ANSWER_LIST},
 };
 
 const sc_setting *sc_setting_get(int id)
@@ -205,6 +206,22 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 		return 0;
 	case SC_S_CONF_FILTER:
 		return parse_filter(s, &p->filter_warmup, &p->filter_pct);
+	case SC_S_ANSWER: {
+		const char *why = NULL;
+		answer_format f;
+
+		if (answer_format_parse(s, &f, &why)) {
+			/* a pattern PCRE2 refuses, bad options: their own
+			 * words */
+			if ((!strncmp(s, "regex:", 6) ||
+			     !strncmp(s, "choice:", 7)) && why)
+				return qerr_fail(QERR_RANGE, "answer = %.80s: %s",
+						 s, why);
+			return sc_check_fail(id, s);
+		}
+		p->answer = f;
+		return 0;
+	}
 	default:
 		return qerr_fail(QERR_ARG, "sc_setting_parse: setting %d", id);
 	}
@@ -275,6 +292,9 @@ void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
 	case SC_S_CONF_FILTER:
 		snprintf(buf, cap, "%d:%g", p->filter_warmup, p->filter_pct);
 		v->s = buf;
+		break;
+	case SC_S_ANSWER:
+		v->s = answer_format_name(&p->answer, buf, cap);
 		break;
 	default:
 		break;
@@ -378,6 +398,11 @@ int sc_params_check(const sc_params *p)
 		return rc;
 	if ((rc = sc_check_int(SC_S_STOP_WAVES, p->stop_waves)))
 		return rc;
+	if (p->answer.kind < 0 || p->answer.kind >= ANSWER_KINDS_ ||
+	    (p->answer.kind == ANSWER_REGEX && !p->answer.pattern[0])) {
+		snprintf(b, sizeof(b), "%d", p->answer.kind);
+		return sc_check_fail(SC_S_ANSWER, b);
+	}
 	if (stop_rule_check(&p->stop)) {
 		if (p->stop.kind == STOP_BETA)
 			snprintf(b, sizeof(b), "beta:%g", p->stop.threshold);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "engine/samp.h"
+#include "sc/answer.h"
 #include "sc/stop.h"
 
 enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
@@ -91,6 +92,9 @@ typedef struct {
 	 * report). The reply is the same bytes for every value: only
 	 * started / cancelled / tokens generated and the latency change. */
 	int stop_waves;
+	/* What a sample's answer is and when two are the same (answer.h):
+	 * auto (zero) by default. */
+	answer_format answer;
 } sc_params;
 
 /* The defaults of every entry point that has its own (quorum run,
@@ -115,7 +119,7 @@ enum sc_setting_id {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
 	SC_S_MAX_NEW_TOKENS, SC_S_IGNORE_EOS, SC_S_STOP, SC_S_VOTE,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
-	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_COUNT_
+	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_ANSWER, SC_S_COUNT_
 };
 
 enum sc_kind {
@@ -178,10 +182,10 @@ typedef struct sc_value {
 int sc_setting_set(int id, const sc_value *v, sc_params *p);
 
 /* Setting id of *p into *v. SC_K_TEXT: its canonical text ("beta:0.95",
- * "confidence", "8:10") is written into buf (cap >= SC_VALUE_TEXT_MAX)
- * and v->s points at it; SC_K_STRS: v->i is the count (the strings are
- * p->stop_strs). */
-#define SC_VALUE_TEXT_MAX 64
+ * "confidence", "8:10", "regex:..."), is written into buf (cap >=
+ * SC_VALUE_TEXT_MAX) and v->s points at it; SC_K_STRS: v->i is the count
+ * (the strings are p->stop_strs). */
+#define SC_VALUE_TEXT_MAX (ANSWER_PATTERN_MAX + 8)
 void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
 		      size_t cap);
 

@@ -205,8 +205,9 @@ int sc_sample_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 		return qerr_fail(QERR_NOMEM, "out of memory for text");
 	s->settled = s->len;
 	s->has_answer = s->finish != SC_FINISH_FILTERED &&
-			vote_extract(s->text, s->len, s->answer,
-				     sizeof(s->answer));
+			answer_extract(f->job ? &f->job->p.answer : NULL,
+				       s->text, s->len, s->answer,
+				       sizeof(s->answer));
 	return cb ? cb(ctx, s) : 0;
 }
 

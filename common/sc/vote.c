@@ -328,6 +328,44 @@ const char *vote_no_answer_reason(const char *text, size_t len)
 	return "no boxed answer or number";
 }
 
+bool vote_answer_region(const char *text, size_t len, size_t *start,
+			size_t *end)
+{
+	size_t a, b;
+
+	*start = 0;
+	*end = len;
+	if (!text)
+		return false;
+	switch (vote_harmony_final(text, len, &a, &b)) {
+	case VOTE_HARMONY_NO_FINAL:
+		return false;
+	case VOTE_HARMONY_FINAL:
+		*start = a;
+		*end = b;
+		return true;
+	default:
+		return vote_think_state(text, len, start) !=
+		       VOTE_THINK_UNCLOSED;
+	}
+}
+
+bool vote_last_box(const char *t, size_t n, size_t *a, size_t *b)
+{
+	return last_box((const uchar *)t, n, a, b);
+}
+
+bool vote_last_number(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a, e;
+
+	if (!cap)
+		return false;
+	out[0] = '\0';
+	return last_number((const uchar *)t, n, &a, &e) &&
+	       canon_number((const uchar *)t, a, e, out, cap);
+}
+
 bool vote_extract(const char *text, size_t len, char *out, size_t cap)
 {
 	const uchar *t = (const uchar *)text;

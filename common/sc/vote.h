@@ -96,6 +96,17 @@ enum vote_harmony {
 };
 /* The harmony rule alone (see rule 0). */
 int vote_harmony_final(const char *text, size_t len, size_t *a, size_t *b);
+/* Rule 0 whole: the part of text[0, len) an answer may come from,
+ * [*start, *end); false when there can be none (thinking never ended, a
+ * harmony transcript without a final message). */
+bool vote_answer_region(const char *text, size_t len, size_t *start,
+			size_t *end);
+/* Rule 1's box: the trimmed content [*a, *b) of the last closed,
+ * non-empty \boxed{...} of t[0, n); false when there is none. */
+bool vote_last_box(const char *t, size_t n, size_t *a, size_t *b);
+/* Rules 2-3 on t[0, n): the last number, canonical, into out. */
+bool vote_last_number(const char *t, size_t n, char *out, size_t cap);
+
 /* Why a text that vote_extract found no answer in has none, for people:
  * "thinking never ended (no </think>)", "no final channel (harmony: ...)"
  * or "no boxed answer or number[ in the final channel]". */

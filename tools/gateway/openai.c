@@ -254,6 +254,7 @@ static const struct {
 	{"ignore_eos", SC_S_IGNORE_EOS},       /* extension (vLLM's) */
 	{"early_stop", SC_S_STOP},             /* extension */
 	{"vote", SC_S_VOTE},                   /* extension */
+	{"answer_format", SC_S_ANSWER},        /* extension */
 	{"stop", SC_S_STOP_STRINGS},
 };
 
@@ -687,6 +688,9 @@ int openai_result_make(const openai_req *r, const Quorum__Answer *a,
 	x->finish = calloc(n + 1, sizeof(*x->finish));
 	x->tokens = calloc(n + 1, sizeof(*x->tokens));
 	x->index = calloc(n + 1, sizeof(*x->index));
+	if (r->given & SC_BIT(SC_S_ANSWER))
+		answer_format_name(&r->p.answer, x->answer_format,
+				   sizeof(x->answer_format));
 	if (!x->text || !x->len || !x->answer || !x->finish || !x->tokens ||
 	    !x->index)
 		goto nomem;
@@ -786,6 +790,8 @@ json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 	json_object_set_new(q, "samples", json_integer((json_int_t)x->n));
 	json_object_set_new(q, "voters", json_integer((json_int_t)x->voters));
 	json_object_set_new(q, "answers", ans);
+	json_object_set_new(q, "answer_format", x->answer_format[0]
+			    ? json_string(x->answer_format) : json_null());
 	if (x->n_chosen < x->n) {
 		json_t *cs = json_array();
 

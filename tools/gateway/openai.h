@@ -150,6 +150,9 @@ typedef struct openai_result {
 	json_t *votes;      /* [{answer, count, first_index}] */
 	json_t *winner;     /* string or null */
 	size_t win_count, voters;
+	/* the answer format asked for (answer_format), "" when the
+	 * cluster's */
+	char answer_format[ANSWER_PATTERN_MAX + 16];
 } openai_result;
 
 /* Copies the answer's samples and picks r->choices of them (all when

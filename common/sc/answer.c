@@ -1,0 +1,672 @@
+/*
+ * answer — the answer formats (see answer.h): the span a final answer is
+ * read from, each format's key, expected answers keyed the same way, and
+ * option text mapped to letters. Callers: sc/sample.c (every sample),
+ * the coordinator and sc_run (answer_resolve), tools/ (scoring, `quorum
+ * vote`), the tests.
+ */
+#include "sc/answer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sc/mathkey.h"
+#include "sc/vote.h"
+
+typedef unsigned char uchar;
+
+static const char *const NAMES[ANSWER_KINDS_] = {
+	"auto", "number", "math", "choice", "yesno", "text", "regex"};
+
+static int lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+static int alnum(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_';
+}
+
+static int space(int c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+	       c == '\f';
+}
+
+/* ---- regex patterns (one compiled pattern kept per thread) ------------- */
+
+static __thread pcre2_code *re_code;
+static __thread char re_src[ANSWER_PATTERN_MAX];
+
+static pcre2_code *compile(const char *pat, const char **why)
+{
+	static __thread char msg[240];
+	int err;
+	PCRE2_SIZE off;
+	pcre2_code *c;
+
+	if (re_code && !strcmp(re_src, pat))
+		return re_code;
+	c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF,
+			  &err, &off, NULL);
+	if (!c) {
+		char e[120];
+
+		pcre2_get_error_message(err, (PCRE2_UCHAR *)e, sizeof(e));
+		snprintf(msg, sizeof(msg), "regex:%.40s: %s at offset %zu",
+			 pat, e, (size_t)off);
+		if (why)
+			*why = msg;
+		return NULL;
+	}
+	pcre2_code_free(re_code);
+	re_code = c;
+	snprintf(re_src, sizeof(re_src), "%s", pat);
+	return c;
+}
+
+int answer_format_parse(const char *s, answer_format *f, const char **why)
+{
+	const char *w = NULL;
+
+	memset(f, 0, sizeof(*f));
+	if (!s)
+		s = "";
+	if (!strncmp(s, "choice:", 7)) {
+		/* L=KEY|L=KEY: each letter A-J once, a key without '|' */
+		const char *q = s + 7;
+		size_t n = strlen(q);
+		int ok = n > 0 && n < ANSWER_PATTERN_MAX;
+
+		while (ok && *q) {
+			const char *bar = strchr(q, '|');
+			size_t k = bar ? (size_t)(bar - q) : strlen(q);
+
+			ok = k >= 3 && q[0] >= 'A' && q[0] <= 'J' && q[1] == '=';
+			q += k + (bar != NULL);
+			if (bar && !*q)
+				ok = 0;
+		}
+		if (ok) {
+			f->kind = ANSWER_CHOICE;
+			memcpy(f->pattern, s + 7, n + 1);
+			return 0;
+		}
+		w = "choice: options must be L=VALUE|L=VALUE with letters A-J";
+	} else if (!strncmp(s, "regex:", 6)) {
+		size_t n = strlen(s + 6);
+
+		if (!n || n >= ANSWER_PATTERN_MAX)
+			w = "regex: the pattern must be 1..255 bytes";
+		else if (compile(s + 6, &w)) {
+			f->kind = ANSWER_REGEX;
+			memcpy(f->pattern, s + 6, n + 1);
+			return 0;
+		}
+	} else {
+		for (int k = 0; k < ANSWER_KINDS_ - 1; k++)
+			if (!strcmp(s, NAMES[k])) {
+				f->kind = k;
+				return 0;
+			}
+	}
+	if (why)
+		*why = w ? w : "must be " ANSWER_LIST;
+	return -1;
+}
+
+const char *answer_format_name(const answer_format *f, char *buf, size_t cap)
+{
+	if (f->kind == ANSWER_REGEX)
+		snprintf(buf, cap, "regex:%s", f->pattern);
+	else if (f->kind == ANSWER_CHOICE && f->pattern[0])
+		snprintf(buf, cap, "choice:%s", f->pattern);
+	else
+		snprintf(buf, cap, "%s", f->kind >= 0 && f->kind < ANSWER_KINDS_
+					       ? NAMES[f->kind] : "?");
+	return buf;
+}
+
+/* ---- the span ----------------------------------------------------------- */
+
+/* Last case-insensitive occurrence of needle in t[0, n): its end, or 0. */
+static size_t last_ci(const char *t, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+
+	for (size_t i = n; i >= m; i--) {
+		size_t k = 0;
+
+		while (k < m && lower((uchar)t[i - m + k]) == needle[k])
+			k++;
+		if (k == m)
+			return i;
+	}
+	return 0;
+}
+
+/* [*a, *b) trimmed of whitespace (and of t's edges) */
+static void trim(const char *t, size_t *a, size_t *b)
+{
+	while (*a < *b && space((uchar)t[*a]))
+		(*a)++;
+	while (*b > *a && space((uchar)t[*b - 1]))
+		(*b)--;
+}
+
+/* The span after the last "the answer is" / "answer is" / "answer:", to
+ * the end of its line or sentence; false when there is none. */
+static bool answer_is(const char *t, size_t n, size_t *a, size_t *b)
+{
+	static const char *const cue[] = {"answer is", "answer:",
+					  "answer is:"};
+	size_t best = 0;
+
+	for (size_t i = 0; i < sizeof(cue) / sizeof(*cue); i++) {
+		size_t e = last_ci(t, n, cue[i]);
+
+		if (e > best)
+			best = e;
+	}
+	if (!best)
+		return false;
+	*a = best;
+	*b = best;
+	while (*b < n && t[*b] != '\n' &&
+	       !(t[*b] == '.' && (*b + 1 == n || space((uchar)t[*b + 1]))))
+		(*b)++;
+	trim(t, a, b);
+	/* "**B**", "$5$": the markup around it */
+	while (*b - *a >= 2 && ((t[*a] == '*' && t[*b - 1] == '*') ||
+				(t[*a] == '$' && t[*b - 1] == '$'))) {
+		(*a)++;
+		(*b)--;
+	}
+	return *b > *a;
+}
+
+/* The last non-empty line of t[0, n). */
+static bool last_line(const char *t, size_t n, size_t *a, size_t *b)
+{
+	size_t e = n;
+
+	while (e > 0) {
+		size_t s = e;
+
+		while (s > 0 && t[s - 1] != '\n')
+			s--;
+		*a = s;
+		*b = e;
+		trim(t, a, b);
+		if (*b > *a)
+			return true;
+		e = s ? s - 1 : 0;
+	}
+	return false;
+}
+
+/* ---- per format --------------------------------------------------------- */
+
+static bool put(char *out, size_t cap, const char *s, size_t n)
+{
+	if (n >= cap)
+		return false;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return n > 0;
+}
+
+/* A lone letter A-J in t[a, b), with its usual wrappings: "B", "(B)",
+ * "B)", "B.", "**B**", "\text{(B)}", "option B", "B: 15". */
+static int letter_of(const char *t, size_t a, size_t b, int text_after)
+{
+	size_t i;
+
+	trim(t, &a, &b);
+	if (b - a >= 7 && !memcmp(t + a, "\\text{", 6) && t[b - 1] == '}') {
+		a += 6;
+		b--;
+		trim(t, &a, &b);
+	}
+	if (b - a >= 7 && !strncasecmp(t + a, "option ", 7))
+		a += 7;
+	while (b > a && (t[a] == '*' || t[a] == '(' || t[a] == '[' ||
+			 t[a] == '$'))
+		a++;
+	if (a >= b || t[a] < 'A' || t[a] > 'J')
+		return 0;
+	i = a + 1;
+	if (i < b && alnum((uchar)t[i]))
+		return 0; /* a word */
+	while (i < b && strchr(")].*:$", t[i]))
+		i++;
+	/* "B" alone, or "B) 15", "B: 15" (the letter leads, marked); not
+	 * "I think" */
+	if (i < b && (i == a + 1 || !space((uchar)t[i]) || !text_after))
+		return 0;
+	return t[a];
+}
+
+/* The last standalone letter of the choice patterns in t[0, n): "(B)" or
+ * "option B". */
+static int last_letter(const char *t, size_t n)
+{
+	for (size_t i = n; i-- > 0;) {
+		if (t[i] >= 'A' && t[i] <= 'J' && i > 0 && t[i - 1] == '(' &&
+		    i + 1 < n && t[i + 1] == ')')
+			return t[i];
+		if (t[i] >= 'A' && t[i] <= 'J' && i >= 7 &&
+		    !strncasecmp(t + i - 7, "option ", 7) &&
+		    (i + 1 == n || !alnum((uchar)t[i + 1])))
+			return t[i];
+	}
+	return 0;
+}
+
+/* yes / no of t[a, b): the word alone (any case, punctuation around it),
+ * else the last of yes/no/true/false standing as a word in it. */
+static int yesno_of(const char *t, size_t a, size_t b, int last)
+{
+	static const char *const w[] = {"yes", "no", "true", "false"};
+	int found = 0;
+
+	for (size_t i = a; i < b; i++) {
+		if (i > a && alnum((uchar)t[i - 1]))
+			continue;
+		for (int k = 0; k < 4; k++) {
+			size_t m = strlen(w[k]), j = 0;
+
+			while (j < m && i + j < b && lower((uchar)t[i + j]) == w[k][j])
+				j++;
+			if (j == m && (i + m == b || !alnum((uchar)t[i + m]))) {
+				found = k == 0 || k == 2 ? 'y' : 'n';
+				if (!last)
+					return found;
+			}
+		}
+	}
+	return found;
+}
+
+/* SQuAD's normalisation of t[a, b) into out. */
+static bool norm_text(const char *t, size_t a, size_t b, char *out,
+		      size_t cap)
+{
+	char w[64];
+	size_t o = 0, wn = 0;
+
+	for (size_t i = a; i <= b; i++) {
+		int c = i < b ? lower((uchar)t[i]) : ' ';
+
+		if (alnum(c) || c >= 0x80) {
+			if (wn + 1 < sizeof(w))
+				w[wn++] = (char)c;
+			else if (o + 1 < cap)
+				out[o++] = (char)c; /* a long word: as is */
+			continue;
+		}
+		if (!strchr(" \t\n\r\v\f", c) && c != '-' && c != '/')
+			continue; /* punctuation goes */
+		if (wn && !((wn == 1 && w[0] == 'a') ||
+			    (wn == 2 && !memcmp(w, "an", 2)) ||
+			    (wn == 3 && !memcmp(w, "the", 3)))) {
+			if (o && o + 1 < cap)
+				out[o++] = ' ';
+			if (o + wn >= cap)
+				return false;
+			memcpy(out + o, w, wn);
+			o += wn;
+		}
+		wn = 0;
+	}
+	out[o] = '\0';
+	return o > 0;
+}
+
+/* The span: box, else "the answer is", else (fallback_line) the last
+ * line. */
+static bool span(const char *t, size_t n, int fallback_line, size_t *a,
+		 size_t *b, int *boxed)
+{
+	*boxed = 0;
+	if (vote_last_box(t, n, a, b)) {
+		*boxed = 1;
+		return true;
+	}
+	if (answer_is(t, n, a, b))
+		return true;
+	return fallback_line && last_line(t, n, a, b);
+}
+
+static bool key_math(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a, b;
+	int boxed;
+	char num[128];
+
+	bool parsed;
+
+	if (span(t, n, 0, &a, &b, &boxed)) {
+		/* "the answer is 42 apples" -> 42; a span with an '=' keeps
+		 * its right-hand side (mathkey) */
+		if (mathkey(t + a, b - a, out, cap, NULL))
+			return true;
+	}
+	/* a last line that is all math: "\frac{1}{2}", "x = 3/4" */
+	if (last_line(t, n, &a, &b) &&
+	    mathkey(t + a, b - a, out, cap, &parsed) && parsed)
+		return true;
+	if (!vote_last_number(t, n, num, sizeof(num)))
+		return false;
+	{
+		/* a plain fraction at the end: "so it is 3/4" */
+		size_t e = n, s0, s1;
+
+		while (e > 0 && !(t[e - 1] >= '0' && t[e - 1] <= '9'))
+			e--;
+		s1 = e;
+		while (s1 > 0 && t[s1 - 1] >= '0' && t[s1 - 1] <= '9')
+			s1--;
+		s0 = s1;
+		if (s1 > 1 && t[s1 - 1] == '/' && t[s1 - 2] >= '0' &&
+		    t[s1 - 2] <= '9') {
+			s0 = s1 - 1;
+			while (s0 > 0 && t[s0 - 1] >= '0' && t[s0 - 1] <= '9')
+				s0--;
+			if ((s0 == 0 || !alnum((uchar)t[s0 - 1])) &&
+			    mathkey(t + s0, e - s0, out, cap, NULL))
+				return true;
+		}
+	}
+	return mathkey(num, strlen(num), out, cap, NULL);
+}
+
+/* The letter of the option whose key is k in "A=12|B=15", or 0. */
+static int option_letter(const char *opts, const char *k)
+{
+	size_t kn = strlen(k);
+
+	for (const char *q = opts; *q;) {
+		const char *bar = strchr(q, '|');
+		size_t len = bar ? (size_t)(bar - q) : strlen(q);
+
+		if (len - 2 == kn && !memcmp(q + 2, k, kn))
+			return q[0];
+		q += len + (bar != NULL);
+	}
+	return 0;
+}
+
+static bool key_choice(const answer_format *f, const char *t, size_t n,
+		       char *out, size_t cap)
+{
+	size_t a, b;
+	int boxed, c;
+
+	if (span(t, n, 1, &a, &b, &boxed)) {
+		size_t x, y;
+		/* "C) 7" after "the answer is" or in a box; the last line
+		 * only when it is the letter alone */
+		int after = boxed || answer_is(t, n, &x, &y);
+
+		if ((c = letter_of(t, a, b, after))) {
+			out[0] = (char)c;
+			out[1] = '\0';
+			return cap > 1;
+		}
+		if (boxed || answer_is(t, n, &a, &b)) {
+			/* an option's text or value: its letter when the
+			 * options are known */
+			char k[256];
+
+			if (!mathkey(t + a, b - a, k, sizeof(k), NULL) ||
+			    !(c = option_letter(f->pattern, k)))
+				return false;
+			out[0] = (char)c;
+			out[1] = '\0';
+			return cap > 1;
+		}
+	}
+	if ((c = last_letter(t, n))) {
+		out[0] = (char)c;
+		out[1] = '\0';
+		return cap > 1;
+	}
+	return false;
+}
+
+static bool key_yesno(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a, b;
+	int boxed, y = 0;
+
+	if (span(t, n, 0, &a, &b, &boxed))
+		y = yesno_of(t, a, b, 0);
+	if (!y && last_line(t, n, &a, &b)) {
+		/* the final sentence of the last line */
+		size_t s = b;
+
+		while (s > a && !(t[s - 1] == '.' && s < b - 1) &&
+		       t[s - 1] != '!' && t[s - 1] != '?')
+			s--;
+		y = yesno_of(t, s, b, 1);
+		if (!y)
+			y = yesno_of(t, a, b, 1);
+	}
+	if (!y)
+		return false;
+	return put(out, cap, y == 'y' ? "yes" : "no", y == 'y' ? 3 : 2);
+}
+
+static bool key_text(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a, b;
+	int boxed;
+
+	if (!span(t, n, 1, &a, &b, &boxed))
+		return false;
+	while (b > a && t[b - 1] == '.')
+		b--;
+	return norm_text(t, a, b, out, cap);
+}
+
+static bool key_regex(const answer_format *f, const char *t, size_t n,
+		      char *out, size_t cap)
+{
+	pcre2_code *c = compile(f->pattern, NULL);
+	pcre2_match_data *md;
+	PCRE2_SIZE at = 0, ga = 0, gb = 0;
+	bool found = false;
+
+	if (!c || !(md = pcre2_match_data_create_from_pattern(c, NULL)))
+		return false;
+	while (at <= n && pcre2_match(c, (PCRE2_SPTR)t, n, at,
+				      PCRE2_NO_UTF_CHECK * 0, md, NULL) > 0) {
+		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+		uint32_t groups = pcre2_get_ovector_count(md);
+
+		found = true;
+		ga = ov[0];
+		gb = ov[1];
+		if (groups > 1 && ov[2] != PCRE2_UNSET) {
+			ga = ov[2];
+			gb = ov[3];
+		}
+		at = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
+	}
+	pcre2_match_data_free(md);
+	if (!found)
+		return false;
+	{
+		size_t a = ga, b = gb;
+
+		trim(t, &a, &b);
+		return put(out, cap, t + a, b - a);
+	}
+}
+
+static bool key_auto(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a, b;
+	int c;
+	bool parsed;
+
+	if (vote_last_box(t, n, &a, &b)) {
+		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
+			out[0] = (char)c;
+			out[1] = '\0';
+			return cap > 1;
+		}
+		if (yesno_of(t, a, b, 0) && b - a <= 6)
+			return key_yesno(t, n, out, cap);
+		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed)
+			return true;
+		/* as the number rule keeps it: byte for byte */
+		return vote_extract(t, n, out, cap);
+	}
+	if (answer_is(t, n, &a, &b)) {
+		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
+			out[0] = (char)c;
+			out[1] = '\0';
+			return cap > 1;
+		}
+		if (b - a <= 6 && yesno_of(t, a, b, 0))
+			return key_yesno(t, n, out, cap);
+	}
+	return vote_extract(t, n, out, cap);
+}
+
+bool answer_extract(const answer_format *f, const char *text, size_t len,
+		    char *out, size_t cap)
+{
+	size_t s, e;
+
+	if (!out || !cap)
+		return false;
+	out[0] = '\0';
+	if (!f || f->kind == ANSWER_NUMBER)
+		return vote_extract(text, len, out, cap);
+	if (!vote_answer_region(text, len, &s, &e))
+		return false;
+	text += s;
+	len = e - s;
+	switch (f->kind) {
+	case ANSWER_MATH: return key_math(text, len, out, cap);
+	case ANSWER_CHOICE: return key_choice(f, text, len, out, cap);
+	case ANSWER_YESNO: return key_yesno(text, len, out, cap);
+	case ANSWER_TEXT: return key_text(text, len, out, cap);
+	case ANSWER_REGEX: return key_regex(f, text, len, out, cap);
+	default: return key_auto(text, len, out, cap);
+	}
+}
+
+void answer_expected_key(const answer_format *f, const char *s, size_t len,
+			 char *out, size_t cap)
+{
+	size_t a = 0, b = len;
+	char *boxed;
+
+	if (!cap)
+		return;
+	trim(s, &a, &b);
+	/* as a sample that gave exactly it, boxed (so a number, a letter,
+	 * yes, a math expression read as the answer itself) */
+	if ((boxed = malloc(b - a + 16))) {
+		int k = f ? f->kind : ANSWER_NUMBER;
+
+		if (k == ANSWER_REGEX || k == ANSWER_TEXT) {
+			memcpy(boxed, "The answer is ", 14);
+			memcpy(boxed + 14, s + a, b - a);
+			boxed[14 + b - a] = '.';
+			if ((k == ANSWER_TEXT &&
+			     norm_text(s, a, b, out, cap)) ||
+			    (k == ANSWER_REGEX && put(out, cap, s + a, b - a))) {
+				free(boxed);
+				return;
+			}
+		} else {
+			memcpy(boxed, "\\boxed{", 7);
+			memcpy(boxed + 7, s + a, b - a);
+			boxed[7 + b - a] = '}';
+			if (answer_extract(f, boxed, b - a + 8, out, cap)) {
+				free(boxed);
+				return;
+			}
+		}
+		free(boxed);
+	}
+	if (b - a >= cap)
+		b = a + cap - 1;
+	memcpy(out, s + a, b - a);
+	out[b - a] = '\0';
+}
+
+/* The options a question lists: letter -> the key of its text. "A) 12
+ * B) 15", "(A) 12 (B) 15", "A. 12" on its own line. */
+static int options(const char *q, size_t n, char keys[10][128])
+{
+	int found = 0;
+
+	for (int L = 0; L < 10; L++)
+		keys[L][0] = '\0';
+	for (size_t i = 0; i + 1 < n; i++) {
+		int L = q[i] - 'A';
+		size_t s, e;
+
+		if (L < 0 || L > 9 || (i > 0 && alnum((uchar)q[i - 1])))
+			continue;
+		if (i > 0 && q[i - 1] == '(' && q[i + 1] == ')')
+			s = i + 2;
+		else if ((q[i + 1] == ')' || q[i + 1] == '.' ||
+			  q[i + 1] == ':') &&
+			 (i == 0 || q[i - 1] == '\n' || q[i - 1] == ' '))
+			s = i + 2;
+		else
+			continue;
+		/* to the next option or the line's end */
+		for (e = s; e < n && q[e] != '\n'; e++) {
+			int M = q[e] - 'A';
+
+			if (M > L && M <= 9 && e + 1 < n &&
+			    (q[e + 1] == ')' || q[e + 1] == '.') &&
+			    (q[e - 1] == ' ' || q[e - 1] == '('))
+				break;
+		}
+		{
+			size_t a = s, b = e;
+
+			while (b > a && (q[b - 1] == '(' || space((uchar)q[b - 1])))
+				b--;
+			trim(q, &a, &b);
+			if (b > a && mathkey(q + a, b - a, keys[L], 128, NULL))
+				found++;
+		}
+	}
+	return found;
+}
+
+void answer_choice_options(answer_format *f, const char *question,
+			   size_t qlen)
+{
+	char opt[10][128];
+	size_t o = 0;
+
+	if (!f || f->kind != ANSWER_CHOICE || f->pattern[0] || !question ||
+	    !options(question, qlen, opt))
+		return;
+	for (int L = 0; L < 10; L++) {
+		size_t k = strlen(opt[L]);
+
+		if (!k || strchr(opt[L], '|'))
+			continue;
+		if (o + k + 4 >= sizeof(f->pattern))
+			break;
+		o += (size_t)snprintf(f->pattern + o, sizeof(f->pattern) - o,
+				      "%s%c=%s", o ? "|" : "", 'A' + L, opt[L]);
+	}
+}

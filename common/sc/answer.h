@@ -1,0 +1,92 @@
+/*
+ * answer — what a sample's final answer is, per answer format: the key
+ * the vote compares (equal keys vote together) and the key of an expected
+ * answer when a set is scored. The formats, one per request (sc_params'
+ * `answer` setting; `--answer`, `sampling.answer`, `answer_format`):
+ *
+ *   number   vote.h's rules, unchanged: the last \boxed{...} (a number in
+ *            it canonical, anything else byte for byte), else the last
+ *            number. "\boxed{42.0}" and "42" vote together.
+ *   math     the answer's span (below), keyed by mathkey.h: equal values
+ *            vote together — \frac12, 1/2, 0.5 and \dfrac{2}{4}; x^2+1 and
+ *            1+x^2; \{1,2\} and \{2,1\}; (1,2) and [1,2] do not.
+ *   choice   a letter A-J: "(B)", "B)", "B.", "B", "Answer: B", "answer
+ *            is B", "\boxed{B}", "**B**", "option B", "\text{(B)}". An
+ *            answer that is an option's text or value ("the answer is 15")
+ *            is that option's letter when the options are known: the
+ *            question lists them ("A) 12  B) 15", "(A) 12 (B) 15", one per
+ *            line "A. 12"; answer_choice_options reads them where the
+ *            question is known, so they travel with the format as
+ *            "choice:A=12|B=15"), or the format names them that way.
+ *   yesno    yes, no, true, false (true is yes, false is no), any case and
+ *            punctuation, from the box, the answer's span, or the last of
+ *            them in the final sentence.
+ *   text     the box or the span after "the answer is", normalised as
+ *            SQuAD does: lower case, punctuation and the articles a, an,
+ *            the removed, whitespace collapsed.
+ *   regex:P  PCRE2 pattern P over the text (after rule 0): the last match;
+ *            its first capture group when it has one that matched, else
+ *            the whole match; trimmed.
+ *   auto     (the default) from the final answer's shape: a box whose
+ *            content parses as math is `math`; a lone option letter (boxed
+ *            or after "the answer is") is `choice`; yes/no likewise is
+ *            `yesno`; anything else is `number`. A plain number therefore
+ *            keys exactly as `number` does.
+ *
+ * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
+ * after </think>, a harmony transcript's final message): the content of
+ * the last closed \boxed{...}; else what follows the last "the answer is"
+ * / "answer is" / "answer:" (any case) up to the end of its line or
+ * sentence (". " / ".\n" / end); else, for math, the last number (the
+ * number rule); for choice, yesno and text, the last non-empty line.
+ *
+ * Keys are at most cap-1 bytes (VOTE_ANSWER_MAX); no answer is false.
+ */
+#ifndef QUORUM_ANSWER_H
+#define QUORUM_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum answer_kind {
+	ANSWER_AUTO = 0, ANSWER_NUMBER, ANSWER_MATH, ANSWER_CHOICE,
+	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_KINDS_
+};
+
+#define ANSWER_PATTERN_MAX 256
+#define ANSWER_LIST "auto, number, math, choice, yesno, text, regex:PATTERN"
+
+typedef struct answer_format {
+	int kind;                        /* enum answer_kind */
+	/* regex: the pattern; choice: the options' keys "A=12|B=15" (empty:
+	 * not known) */
+	char pattern[ANSWER_PATTERN_MAX];
+} answer_format;
+
+/* "math", "regex:(\d+) apples", "choice:A=12|B=15", ... into *f. 0, or -1
+ * (unknown name, an empty or too long pattern, a pattern PCRE2 refuses,
+ * options not of the form L=VALUE|...: *why says so). */
+int answer_format_parse(const char *s, answer_format *f, const char **why);
+
+/* The format's name as it is parsed ("regex:P" with its pattern). */
+const char *answer_format_name(const answer_format *f, char *buf,
+			       size_t cap);
+
+/* The key of a sample's text under format f into out. */
+bool answer_extract(const answer_format *f, const char *text, size_t len,
+		    char *out, size_t cap);
+
+/* The key of an expected answer (a set's "answer" field), as a sample
+ * that gave exactly it would key: "\frac{1}{2}" under math is "0.5", "B"
+ * under choice is "B", "Yes" under yesno is "yes". A string that has no
+ * key under f keys as itself, trimmed. */
+void answer_expected_key(const answer_format *f, const char *s, size_t len,
+			 char *out, size_t cap);
+
+/* choice without options named: the options question[0, qlen) lists,
+ * into f (as many as fit); nothing for another format or a question
+ * without options. */
+void answer_choice_options(answer_format *f, const char *question,
+			   size_t qlen);
+
+#endif

@@ -1,0 +1,1475 @@
+/*
+ * mathkey — math answers to keys (see mathkey.h): a cleaning pass, a
+ * lexer, a recursive-descent parser into a small node pool, evaluation
+ * over exact rationals falling back to IEEE double, and the key writer.
+ * Callers: answer.c (the `math` format), the tests and fuzz_mathkey.
+ */
+#include "sc/mathkey.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned char uchar;
+
+/* ---- cleaning ----------------------------------------------------------- */
+
+/* A growing output of at most MATHKEY_INPUT_MAX * 2 bytes. */
+typedef struct {
+	char b[MATHKEY_INPUT_MAX * 2 + 8];
+	size_t n;
+	int full;
+} sbuf;
+
+static void put(sbuf *o, const char *s, size_t n)
+{
+	if (o->n + n >= sizeof(o->b)) {
+		o->full = 1;
+		return;
+	}
+	memcpy(o->b + o->n, s, n);
+	o->n += n;
+	o->b[o->n] = '\0';
+}
+
+static int is_letter(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int is_dig(int c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* The command name at s[i] ('\\' then letters): its length (letters), 0
+ * when s[i + 1] is not a letter. */
+static size_t cmd_len(const char *s, size_t n, size_t i)
+{
+	size_t k = i + 1;
+
+	while (k < n && is_letter((uchar)s[k]))
+		k++;
+	return k - i - 1;
+}
+
+static int cmd_is(const char *s, size_t n, size_t i, const char *name)
+{
+	size_t l = strlen(name);
+
+	return cmd_len(s, n, i) == l && !memcmp(s + i + 1, name, l);
+}
+
+/* End of the balanced {...} group opening at s[i] (the index after its
+ * '}'), or 0 when it is not closed. */
+static size_t group_end(const char *s, size_t n, size_t i)
+{
+	int d = 0;
+
+	for (size_t k = i; k < n; k++) {
+		if (s[k] == '\\' && k + 1 < n) {
+			k++;
+			continue;
+		}
+		if (s[k] == '{')
+			d++;
+		else if (s[k] == '}' && --d == 0)
+			return k + 1;
+	}
+	return 0;
+}
+
+static const char *const SPACING[] = {",", ";", ":", "!", " ", "quad", "qquad",
+				      "displaystyle", "textstyle", "left",
+				      "right", "big", "Big", "bigl", "bigr",
+				      "Bigl", "Bigr", "limits"};
+static const char *const TEXTCMD[] = {"text", "mathrm", "textbf", "textrm",
+				      "mbox", "mathbf", "textit", "mathit",
+				      "operatorname"};
+
+/*
+ * The cleaning pass: Unicode signs to ASCII or commands, $ and %
+ * dropped, spacing commands and \left / \right dropped, \dfrac and \tfrac
+ * as \frac, degrees dropped, \text{..} kept only when it holds a digit.
+ * mathonly: 1 for the parse (units dropped), 0 for the fallback string.
+ */
+static void clean(const char *s, size_t n, sbuf *o)
+{
+	for (size_t i = 0; i < n && !o->full;) {
+		const uchar *u = (const uchar *)s + i;
+		size_t rest = n - i;
+
+		if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 && u[2] == 0x92) {
+			put(o, "-", 1); /* U+2212 */
+			i += 3;
+		} else if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 &&
+			   u[2] == 0x9e) {
+			put(o, "\\infty ", 7); /* U+221E */
+			i += 3;
+		} else if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 &&
+			   u[2] == 0x9a) {
+			put(o, "\\sqrt ", 6); /* U+221A */
+			i += 3;
+		} else if (rest >= 2 && u[0] == 0xc3 && u[1] == 0x97) {
+			put(o, "*", 1); /* U+00D7 */
+			i += 2;
+		} else if (rest >= 2 && u[0] == 0xc3 && u[1] == 0xb7) {
+			put(o, "/", 1); /* U+00F7 */
+			i += 2;
+		} else if (rest >= 2 && u[0] == 0xc2 && u[1] == 0xb7) {
+			put(o, "*", 1); /* U+00B7 */
+			i += 2;
+		} else if (rest >= 2 && u[0] == 0xcf && u[1] == 0x80) {
+			put(o, "\\pi ", 4); /* U+03C0 */
+			i += 2;
+		} else if (rest >= 2 && u[0] == 0xc2 && u[1] == 0xb0) {
+			i += 2; /* U+00B0 degree */
+		} else if (rest >= 3 && u[0] == '{' && u[1] == ',' &&
+			   u[2] == '}') {
+			put(o, ",", 1); /* 1{,}000 */
+			i += 3;
+		} else if (u[0] == '$' || u[0] == '%') {
+			i++;
+		} else if (u[0] == '\\' && rest >= 2 &&
+			   (u[1] == '$' || u[1] == '%')) {
+			i += 2;
+		} else if (u[0] == '^' && rest >= 6 &&
+			   !memcmp(u, "^\\circ", 6)) {
+			i += 6;
+		} else if (u[0] == '^' && rest >= 8 &&
+			   !memcmp(u, "^{\\circ}", 8)) {
+			i += 8;
+		} else if (u[0] == '\\') {
+			size_t l = cmd_len(s, n, i), k;
+			int done = 0;
+
+			if (!l && rest >= 2) {
+				/* \, \; \: \! "\ " */
+				for (k = 0; k < 5; k++)
+					if (u[1] == SPACING[k][0]) {
+						i += 2;
+						done = 1;
+						break;
+					}
+				if (!done) {
+					put(o, s + i, 2);
+					i += 2;
+				}
+				continue;
+			}
+			for (k = 5; k < sizeof(SPACING) / sizeof(*SPACING); k++)
+				if (cmd_is(s, n, i, SPACING[k])) {
+					i += 1 + l;
+					if (i < n && s[i] == '.')
+						i++; /* \left. \right. */
+					done = 1;
+					break;
+				}
+			if (done)
+				continue;
+			if (cmd_is(s, n, i, "dfrac") || cmd_is(s, n, i, "tfrac")) {
+				put(o, "\\frac", 5);
+				i += 6;
+				continue;
+			}
+			if (cmd_is(s, n, i, "circ")) {
+				i += 5;
+				continue;
+			}
+			if (cmd_is(s, n, i, "boxed")) {
+				i += 6; /* its braces stay: a group */
+				continue;
+			}
+			for (k = 0; k < sizeof(TEXTCMD) / sizeof(*TEXTCMD); k++)
+				if (cmd_is(s, n, i, TEXTCMD[k]))
+					break;
+			if (k < sizeof(TEXTCMD) / sizeof(*TEXTCMD)) {
+				size_t g = i + 1 + l, e, d;
+				int digit = 0;
+
+				while (g < n && s[g] == ' ')
+					g++;
+				if (g < n && s[g] == '{' &&
+				    (e = group_end(s, n, g))) {
+					for (d = g + 1; d + 1 < e; d++)
+						digit |= is_dig((uchar)s[d]);
+					if (digit) /* \text{5}: its content */
+						clean(s + g + 1, e - g - 2, o);
+					i = e;
+					continue;
+				}
+			}
+			put(o, s + i, 1 + l);
+			i += 1 + l;
+		} else {
+			put(o, s + i, 1);
+			i++;
+		}
+	}
+}
+
+/* ---- lexer -------------------------------------------------------------- */
+
+enum tk { T_END, T_NUM, T_VAR, T_CMD, T_OP, T_SETL, T_SETR };
+
+typedef struct {
+	int kind;
+	const char *s;  /* its text */
+	size_t len;
+	int space;      /* whitespace before it */
+} token;
+
+#define MAX_TOKENS 512
+
+typedef struct {
+	token t[MAX_TOKENS + 1];
+	int n, at;
+	int err;
+	/* nodes */
+	struct node *pool;
+	int n_nodes;
+	int depth;
+	/* variables seen (names as tokens) */
+	const char *var[8];
+	size_t var_len[8];
+	int n_vars;
+	int rank[8];    /* a variable's place in name order */
+} parser;
+
+/* A number at s[i]: digits with thousands groups (1-3 digits then
+ * ",ddd" groups, not followed by a digit) and a fraction, or ".digits".
+ * Returns its end (i when none). */
+static size_t lex_number(const char *s, size_t n, size_t i)
+{
+	size_t j = i, k;
+
+	if (j < n && is_dig((uchar)s[j])) {
+		for (k = j; k < n && is_dig((uchar)s[k]); k++)
+			;
+		if (k - j <= 3) {
+			size_t g = k;
+
+			while (g + 3 < n && s[g] == ',' &&
+			       is_dig((uchar)s[g + 1]) &&
+			       is_dig((uchar)s[g + 2]) &&
+			       is_dig((uchar)s[g + 3]) &&
+			       (g + 4 >= n || !is_dig((uchar)s[g + 4])))
+				g += 4;
+			k = g;
+		}
+		j = k;
+	}
+	if (j + 1 < n && s[j] == '.' && is_dig((uchar)s[j + 1])) {
+		j++;
+		while (j < n && is_dig((uchar)s[j]))
+			j++;
+	}
+	/* an exponent: 1e5, 2.5E-3 (digits, not followed by a letter) */
+	if (j > i && j + 1 < n && (s[j] == 'e' || s[j] == 'E')) {
+		size_t k = j + 1;
+
+		if (k < n && (s[k] == '-' || s[k] == '+'))
+			k++;
+		if (k < n && is_dig((uchar)s[k])) {
+			while (k < n && is_dig((uchar)s[k]))
+				k++;
+			if (k >= n || !is_letter((uchar)s[k]))
+				j = k;
+		}
+	}
+	return j;
+}
+
+static void lex(parser *p, const char *s, size_t n)
+{
+	size_t i = 0;
+	int space = 0;
+
+	p->n = 0;
+	while (i < n) {
+		token *t = &p->t[p->n];
+		uchar c = (uchar)s[i];
+		size_t e;
+
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+			space = 1;
+			i++;
+			continue;
+		}
+		if (p->n == MAX_TOKENS) {
+			p->err = 1;
+			return;
+		}
+		t->s = s + i;
+		t->space = space;
+		space = 0;
+		if ((e = lex_number(s, n, i)) > i) {
+			t->kind = T_NUM;
+			t->len = e - i;
+			i = e;
+		} else if (is_letter(c)) {
+			t->kind = T_VAR;
+			for (e = i; e < n && is_letter((uchar)s[e]); e++)
+				;
+			t->len = e - i; /* a word; the parser splits it */
+			i = e;
+		} else if (c == '\\' && i + 1 < n &&
+			   (s[i + 1] == '{' || s[i + 1] == '}')) {
+			t->kind = s[i + 1] == '{' ? T_SETL : T_SETR;
+			t->len = 2;
+			i += 2;
+		} else if (c == '\\' && cmd_len(s, n, i)) {
+			t->kind = T_CMD;
+			t->len = 1 + cmd_len(s, n, i);
+			i += t->len;
+		} else if (strchr("+-*/^()[]{},=_!<>|'.", c)) {
+			t->kind = T_OP;
+			t->len = 1;
+			i++;
+		} else {
+			p->err = 1; /* anything else: not math we read */
+			return;
+		}
+		p->n++;
+	}
+	p->t[p->n].kind = T_END;
+	p->t[p->n].s = s + n;
+	p->t[p->n].len = 0;
+	p->t[p->n].space = space;
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+enum nk { N_NUM, N_VAR, N_PI, N_INF, N_NEG, N_ADD, N_SUB, N_MUL, N_DIV,
+	  N_POW, N_ROOT };
+
+typedef struct node {
+	int kind;
+	int a, b;       /* children (N_ROOT: b is the degree node, -1: 2) */
+	int var;        /* N_VAR */
+	int64_t n, d;   /* N_NUM exact value */
+	double x;       /* N_NUM when not exact */
+	int exact;
+} node;
+
+static int mk(parser *p, int kind, int a, int b)
+{
+	node *x;
+
+	if (p->n_nodes >= MATHKEY_NODES) {
+		p->err = 1;
+		return -1;
+	}
+	x = &p->pool[p->n_nodes];
+	memset(x, 0, sizeof(*x));
+	x->kind = kind;
+	x->a = a;
+	x->b = b;
+	return p->n_nodes++;
+}
+
+static token *peek(parser *p)
+{
+	return &p->t[p->at];
+}
+
+static int is_op(const token *t, char c)
+{
+	return t->kind == T_OP && t->s[0] == c;
+}
+
+static int is_cmd(const token *t, const char *name)
+{
+	size_t l = strlen(name);
+
+	return t->kind == T_CMD && t->len == l + 1 && !memcmp(t->s + 1, name, l);
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	if (a < 0)
+		a = -a;
+	if (b < 0)
+		b = -b;
+	while (b) {
+		int64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* A number token's text [s, s+len) as a node: exact when it has at most
+ * 18 digits in all, else a double. */
+static int num_node(parser *p, const char *s, size_t len)
+{
+	int id = mk(p, N_NUM, -1, -1);
+	char digits[64];
+	size_t nd = 0, frac = 0;
+	int dot = 0;
+	node *x;
+
+	if (id < 0)
+		return -1;
+	x = &p->pool[id];
+	int64_t ex = 0;
+	const char *e = memchr(s, 'e', len);
+
+	if (!e)
+		e = memchr(s, 'E', len);
+	if (e) {
+		/* 2.5e-3: the mantissa's digits, then the exponent */
+		size_t k = (size_t)(e - s) + 1;
+		int neg = 0;
+
+		if (s[k] == '-' || s[k] == '+')
+			neg = s[k++] == '-';
+		for (; k < len && ex < 100000; k++)
+			ex = ex * 10 + (s[k] - '0');
+		if (neg)
+			ex = -ex;
+		len = (size_t)(e - s);
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == ',')
+			continue;
+		if (s[i] == '.') {
+			dot = 1;
+			continue;
+		}
+		if (nd + 1 >= sizeof(digits)) {
+			p->err = 1;
+			return -1;
+		}
+		digits[nd++] = s[i];
+		frac += dot;
+	}
+	digits[nd] = '\0';
+	if (ex > 64 || ex < -64 || (int64_t)frac - ex > 18) {
+		/* far out of exact range: a double, scaled step by step */
+		x->x = 0;
+		for (size_t i = 0; i < nd; i++)
+			x->x = x->x * 10 + (digits[i] - '0');
+		for (int64_t i = (int64_t)frac - ex; i > 0; i--)
+			x->x /= 10;
+		for (int64_t i = ex - (int64_t)frac; i > 0 && x->x < INFINITY;
+		     i--)
+			x->x *= 10;
+		return id;
+	}
+	while (ex > 0 && frac > 0) {
+		ex--;
+		frac--;
+	}
+	while (ex < 0) {
+		ex++;
+		frac++;
+	}
+	while (ex > 0 && nd + 1 < sizeof(digits)) {
+		digits[nd++] = '0';
+		ex--;
+	}
+	digits[nd] = '\0';
+	if (nd <= 18) {
+		int64_t v = 0, d = 1;
+
+		for (size_t i = 0; i < nd; i++)
+			v = v * 10 + (digits[i] - '0');
+		for (size_t i = 0; i < frac; i++)
+			d *= 10;
+		x->exact = 1;
+		x->n = v / gcd64(v, d);
+		x->d = d / gcd64(v, d);
+		if (!v) {
+			x->n = 0;
+			x->d = 1;
+		}
+	} else {
+		char buf[80];
+
+		snprintf(buf, sizeof(buf), "%.*s", (int)len, s);
+		x->x = 0;
+		for (size_t i = 0; i < nd; i++)
+			x->x = x->x * 10 + (digits[i] - '0');
+		for (size_t i = 0; i < frac; i++)
+			x->x /= 10;
+	}
+	return id;
+}
+
+static int var_node(parser *p, const char *name, size_t len)
+{
+	int id, v;
+
+	for (v = 0; v < p->n_vars; v++)
+		if (p->var_len[v] == len && !memcmp(p->var[v], name, len))
+			break;
+	if (v == p->n_vars) {
+		if (v == 8) {
+			p->err = 1;
+			return -1;
+		}
+		p->var[v] = name;
+		p->var_len[v] = len;
+		p->n_vars++;
+	}
+	if ((id = mk(p, N_VAR, -1, -1)) >= 0)
+		p->pool[id].var = v;
+	return id;
+}
+
+static const char *const GREEK[] = {
+	"alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta",
+	"eta", "theta", "vartheta", "iota", "kappa", "lambda", "mu", "nu",
+	"xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
+	"omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi",
+	"Psi", "Omega"};
+
+static int expr(parser *p);
+static int unary(parser *p);
+
+/* An argument of \frac or \sqrt: a {group}, or one character (the first
+ * digit of a number token: "\frac12"), or one command or letter. */
+static int argument(parser *p)
+{
+	token *t = peek(p);
+
+	if (is_op(t, '{')) {
+		int e;
+
+		p->at++;
+		if (++p->depth > MATHKEY_DEPTH) {
+			p->err = 1;
+			return -1;
+		}
+		e = expr(p);
+		p->depth--;
+		if (!is_op(peek(p), '}')) {
+			p->err = 1;
+			return -1;
+		}
+		p->at++;
+		return e;
+	}
+	if (t->kind == T_NUM) {
+		int id;
+
+		if (t->len == 1 || !is_dig((uchar)t->s[1])) {
+			p->at++;
+			return num_node(p, t->s, t->len);
+		}
+		/* one digit of it; the rest stays the next token */
+		id = num_node(p, t->s, 1);
+		t->s++;
+		t->len--;
+		t->space = 0;
+		return id;
+	}
+	if (t->kind == T_VAR) {
+		int id = var_node(p, t->s, 1);
+
+		if (t->len == 1)
+			p->at++;
+		else {
+			t->s++;
+			t->len--;
+			t->space = 0;
+		}
+		return id;
+	}
+	if (t->kind == T_CMD)
+		return unary(p);
+	p->err = 1;
+	return -1;
+}
+
+/* "(" expr ")" and the other groups; close is the closing character. */
+static int group(parser *p, char close)
+{
+	int e;
+
+	p->at++;
+	if (++p->depth > MATHKEY_DEPTH) {
+		p->err = 1;
+		return -1;
+	}
+	e = expr(p);
+	p->depth--;
+	if (!is_op(peek(p), close)) {
+		p->err = 1;
+		return -1;
+	}
+	p->at++;
+	return e;
+}
+
+/* A mixed number after the integer node i: "2\frac{1}{2}" or "2 1/2"
+ * (all digits). Returns the node of i + fraction, or i. */
+static int mixed(parser *p, int i, const token *it)
+{
+	token *t = peek(p);
+
+	if (memchr(it->s, '.', it->len) || memchr(it->s, ',', it->len))
+		return i;
+	if (is_cmd(t, "frac") && !t->space) {
+		int save = p->at, a, b;
+
+		p->at++;
+		a = argument(p);
+		b = p->err ? -1 : argument(p);
+		if (!p->err && a >= 0 && b >= 0 &&
+		    p->pool[a].kind == N_NUM && p->pool[b].kind == N_NUM &&
+		    p->pool[a].exact && p->pool[b].exact &&
+		    p->pool[a].d == 1 && p->pool[b].d == 1)
+			return mk(p, N_ADD, i, mk(p, N_DIV, a, b));
+		p->at = save; /* not a mixed number: implicit product */
+		p->err = 0;
+		return i;
+	}
+	if (t->kind == T_NUM && t->space && p->at + 2 < p->n &&
+	    is_op(&p->t[p->at + 1], '/') &&
+	    p->t[p->at + 2].kind == T_NUM &&
+	    !memchr(t->s, '.', t->len) &&
+	    !memchr(p->t[p->at + 2].s, '.', p->t[p->at + 2].len)) {
+		int a = num_node(p, t->s, t->len), b;
+
+		p->at += 2;
+		b = num_node(p, peek(p)->s, peek(p)->len);
+		p->at++;
+		return mk(p, N_ADD, i, mk(p, N_DIV, a, b));
+	}
+	return i;
+}
+
+static int atom(parser *p)
+{
+	token *t = peek(p);
+
+	if (p->err)
+		return -1;
+	if (t->kind == T_NUM) {
+		token it = *t;
+		int id;
+
+		p->at++;
+		id = num_node(p, it.s, it.len);
+		return id < 0 ? -1 : mixed(p, id, &it);
+	}
+	if (t->kind == T_VAR) {
+		/* words: pi, sqrt, inf(inity); a word of other letters is a
+		 * product of one-letter variables */
+		if (t->len == 2 && !memcmp(t->s, "pi", 2)) {
+			p->at++;
+			return mk(p, N_PI, -1, -1);
+		}
+		if ((t->len == 3 && !memcmp(t->s, "inf", 3)) ||
+		    (t->len == 8 && !memcmp(t->s, "infinity", 8))) {
+			p->at++;
+			return mk(p, N_INF, -1, -1);
+		}
+		if (t->len == 4 && !memcmp(t->s, "sqrt", 4)) {
+			p->at++;
+			if (!is_op(peek(p), '(')) {
+				p->err = 1;
+				return -1;
+			}
+			return mk(p, N_ROOT, group(p, ')'), -1);
+		}
+		if (t->len >= 3) {
+			p->err = 1; /* a word: text, not math */
+			return -1;
+		}
+		return argument(p);
+	}
+	if (t->kind == T_CMD) {
+		size_t k;
+
+		if (is_cmd(t, "frac")) {
+			int a, b;
+
+			p->at++;
+			a = argument(p);
+			b = p->err ? -1 : argument(p);
+			return mk(p, N_DIV, a, b);
+		}
+		if (is_cmd(t, "sqrt")) {
+			int deg = -1, a;
+
+			p->at++;
+			if (is_op(peek(p), '[')) {
+				deg = group(p, ']');
+				if (p->err)
+					return -1;
+			}
+			a = argument(p);
+			return mk(p, N_ROOT, a, deg);
+		}
+		if (is_cmd(t, "pi")) {
+			p->at++;
+			return mk(p, N_PI, -1, -1);
+		}
+		if (is_cmd(t, "infty")) {
+			p->at++;
+			return mk(p, N_INF, -1, -1);
+		}
+		for (k = 0; k < sizeof(GREEK) / sizeof(*GREEK); k++)
+			if (is_cmd(t, GREEK[k])) {
+				p->at++;
+				return var_node(p, t->s, t->len);
+			}
+		p->err = 1; /* \sin, \log, ...: not read */
+		return -1;
+	}
+	if (is_op(t, '('))
+		return group(p, ')');
+	if (is_op(t, '['))
+		return group(p, ']');
+	if (is_op(t, '{'))
+		return group(p, '}');
+	p->err = 1;
+	return -1;
+}
+
+/* atom [^ exponent] (right-associative); x_1 subscripts are part of the
+ * variable's name only as far as the key goes: refused. */
+static int power(parser *p)
+{
+	int b = atom(p);
+
+	if (p->err)
+		return -1;
+	if (is_op(peek(p), '^')) {
+		int e;
+
+		p->at++;
+		if (++p->depth > MATHKEY_DEPTH) {
+			p->err = 1;
+			return -1;
+		}
+		if (is_op(peek(p), '-') || is_op(peek(p), '+')) {
+			int neg = is_op(peek(p), '-');
+
+			p->at++;
+			e = power(p);
+			if (neg)
+				e = mk(p, N_NEG, e, -1);
+		} else if (is_op(peek(p), '{')) {
+			e = argument(p);
+		} else {
+			e = argument(p);
+			if (!p->err && is_op(peek(p), '^'))
+				e = mk(p, N_POW, e, (p->at++, power(p)));
+		}
+		p->depth--;
+		return mk(p, N_POW, b, e);
+	}
+	return b;
+}
+
+static int unary(parser *p)
+{
+	if (is_op(peek(p), '-')) {
+		p->at++;
+		if (++p->depth > MATHKEY_DEPTH) {
+			p->err = 1;
+			return -1;
+		}
+		int a = unary(p);
+
+		p->depth--;
+		return mk(p, N_NEG, a, -1);
+	}
+	if (is_op(peek(p), '+')) {
+		p->at++;
+		return unary(p);
+	}
+	return power(p);
+}
+
+/* Whether t can start an implicit factor (2x, x(x+1), 2\sqrt3). */
+static int starts_factor(const token *t)
+{
+	return t->kind == T_NUM || t->kind == T_VAR ||
+	       (t->kind == T_CMD && !(t->len == 5 && !memcmp(t->s, "\\cdot", 5)) &&
+		!(t->len == 6 && !memcmp(t->s, "\\times", 6)) &&
+		!(t->len == 4 && !memcmp(t->s, "\\div", 4))) ||
+	       (t->kind == T_OP && (t->s[0] == '(' || t->s[0] == '{'));
+}
+
+static int term(parser *p)
+{
+	int a = unary(p);
+
+	while (!p->err) {
+		token *t = peek(p);
+
+		if (is_op(t, '*') || is_cmd(t, "cdot") || is_cmd(t, "times")) {
+			p->at++;
+			a = mk(p, N_MUL, a, unary(p));
+		} else if (is_op(t, '/') || is_cmd(t, "div")) {
+			p->at++;
+			a = mk(p, N_DIV, a, unary(p));
+		} else if (starts_factor(t)) {
+			a = mk(p, N_MUL, a, power(p));
+		} else {
+			break;
+		}
+	}
+	return a;
+}
+
+static int expr(parser *p)
+{
+	int a = term(p);
+
+	while (!p->err) {
+		if (is_op(peek(p), '+')) {
+			p->at++;
+			a = mk(p, N_ADD, a, term(p));
+		} else if (is_op(peek(p), '-')) {
+			p->at++;
+			a = mk(p, N_SUB, a, term(p));
+		} else {
+			break;
+		}
+	}
+	return a;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+typedef struct {
+	int exact;     /* n/d, reduced, d > 0 */
+	int64_t n, d;
+	double x;      /* when not exact (may be +-inf) */
+	int bad;       /* undefined (0/0, a root of a negative, ...) */
+} val;
+
+static double as_d(val v)
+{
+	return v.exact ? (double)v.n / (double)v.d : v.x;
+}
+
+static val vq(int64_t n, int64_t d)
+{
+	val v = {1, 0, 1, 0, 0};
+	int64_t g;
+
+	if (d < 0) {
+		if (n == INT64_MIN || d == INT64_MIN) {
+			v.exact = 0;
+			v.x = (double)n / (double)d;
+			return v;
+		}
+		n = -n;
+		d = -d;
+	}
+	g = gcd64(n, d);
+	if (g > 1) {
+		n /= g;
+		d /= g;
+	}
+	v.n = n;
+	v.d = d;
+	return v;
+}
+
+static val vd(double x)
+{
+	val v = {0, 0, 1, x, 0};
+
+	if (x != x)
+		v.bad = 1;
+	return v;
+}
+
+static val v_add(val a, val b, int sub)
+{
+	if (a.bad || b.bad)
+		return (val){.bad = 1};
+	if (a.exact && b.exact) {
+		int64_t x, y, n, d;
+
+		if (!__builtin_mul_overflow(a.n, b.d, &x) &&
+		    !__builtin_mul_overflow(b.n, a.d, &y) &&
+		    !(sub ? __builtin_sub_overflow(x, y, &n)
+			  : __builtin_add_overflow(x, y, &n)) &&
+		    !__builtin_mul_overflow(a.d, b.d, &d))
+			return vq(n, d);
+	}
+	return vd(sub ? as_d(a) - as_d(b) : as_d(a) + as_d(b));
+}
+
+static val v_mul(val a, val b)
+{
+	if (a.bad || b.bad)
+		return (val){.bad = 1};
+	if (a.exact && b.exact) {
+		int64_t g1 = gcd64(a.n, b.d), g2 = gcd64(b.n, a.d), n, d;
+
+		if (!g1)
+			g1 = 1;
+		if (!g2)
+			g2 = 1;
+		if (!__builtin_mul_overflow(a.n / g1, b.n / g2, &n) &&
+		    !__builtin_mul_overflow(a.d / g2, b.d / g1, &d))
+			return vq(n, d);
+	}
+	return vd(as_d(a) * as_d(b));
+}
+
+static val v_div(val a, val b)
+{
+	if (a.bad || b.bad || (b.exact && b.n == 0) ||
+	    (!b.exact && b.x == 0))
+		return (val){.bad = 1};
+	if (b.exact) {
+		val r = b;
+
+		if (b.n == INT64_MIN)
+			return vd(as_d(a) / as_d(b));
+		r.n = b.d;
+		r.d = b.n;
+		return v_mul(a, vq(r.n, r.d));
+	}
+	return vd(as_d(a) / as_d(b));
+}
+
+/* floor(x^(1/k)) for x >= 0, exact over integers. */
+static int64_t iroot(int64_t x, int k)
+{
+	int64_t lo = 0, hi = x < 2 ? x : (x < 3037000499 || k > 2 ? x : 3037000499);
+
+	if (k >= 2 && hi > 3037000499)
+		hi = 3037000499;
+	while (lo < hi) {
+		int64_t m = lo + (hi - lo + 1) / 2, pw = 1;
+		int over = 0;
+
+		for (int i = 0; i < k && !over; i++)
+			over = __builtin_mul_overflow(pw, m, &pw) || pw > x;
+		if (over)
+			hi = m - 1;
+		else
+			lo = m;
+	}
+	return lo;
+}
+
+/* x^(1/k) in double: Newton from a power of two at or above the root, a
+ * fixed number of steps (+, *, /, and ldexp/frexp, which are exact). */
+static double droot(double x, int k)
+{
+	int e;
+	double y;
+
+	if (k == 2)
+		return sqrt(x); /* IEEE: correctly rounded everywhere */
+	if (x == 0 || x != x || x == INFINITY)
+		return x;
+	frexp(x, &e);
+	y = ldexp(1.0, e / k + 1);
+	for (int i = 0; i < 200; i++) {
+		double pw = 1;
+
+		for (int j = 0; j < k - 1; j++)
+			pw *= y;
+		y = ((k - 1) * y + x / pw) / k;
+	}
+	return y;
+}
+
+static val v_root(val a, int k)
+{
+	if (a.bad || k < 1 || k > 16)
+		return (val){.bad = 1};
+	if (k == 1)
+		return a;
+	if (as_d(a) < 0 && !(k & 1))
+		return (val){.bad = 1};
+	if (a.exact) {
+		int neg = a.n < 0;
+		int64_t n = neg ? -a.n : a.n, rn = iroot(n, k),
+			rd = iroot(a.d, k), pn = 1, pd = 1;
+
+		for (int i = 0; i < k; i++) {
+			pn *= rn;
+			pd *= rd;
+		}
+		if (pn == n && pd == a.d)
+			return vq(neg ? -rn : rn, rd);
+	}
+	{
+		double x = as_d(a);
+
+		return vd(x < 0 ? -droot(-x, k) : droot(x, k));
+	}
+}
+
+static val v_pow(val a, val b)
+{
+	if (a.bad || b.bad)
+		return (val){.bad = 1};
+	if (!b.exact && b.x == (double)(int64_t)b.x && b.x >= -1e6 &&
+	    b.x <= 1e6)
+		b = vq((int64_t)b.x, 1);
+	if (!b.exact)
+		return (val){.bad = 1}; /* no libm pow */
+	if (b.d != 1) {
+		/* a^(p/q): the q-th root, then the p-th power */
+		if (b.d > 16)
+			return (val){.bad = 1};
+		return v_pow(v_root(a, (int)b.d), vq(b.n, 1));
+	}
+	if (b.n < -64 || b.n > 64) {
+		double x = as_d(a), r = 1;
+		int64_t e = b.n < 0 ? -b.n : b.n;
+
+		if (e > 100000) {
+			/* far beyond a double's range either way */
+			double m = x < 0 ? -x : x;
+			int odd = (int)(e & 1);
+
+			if (m == 1)
+				return vd(x < 0 && odd ? -1.0 : 1.0);
+			if ((m > 1) == (b.n > 0))
+				return vd(x < 0 && odd ? -INFINITY : INFINITY);
+			return vd(0.0);
+		}
+		for (int64_t i = 0; i < e; i++)
+			r *= x;
+		return vd(b.n < 0 ? 1 / r : r);
+	}
+	{
+		val r = vq(1, 1), base = a;
+		int64_t e = b.n < 0 ? -b.n : b.n;
+
+		if (a.exact && a.n == 0 && b.n < 0)
+			return (val){.bad = 1};
+		while (e) {
+			if (e & 1)
+				r = v_mul(r, base);
+			base = v_mul(base, base);
+			e >>= 1;
+		}
+		return b.n < 0 ? v_div(vq(1, 1), r) : r;
+	}
+}
+
+#define N_POINTS 3
+
+static val eval(const parser *p, int id, int point)
+{
+	const node *x;
+
+	if (id < 0)
+		return (val){.bad = 1};
+	x = &p->pool[id];
+	switch (x->kind) {
+	case N_NUM:
+		return x->exact ? vq(x->n, x->d) : vd(x->x);
+	case N_VAR:
+		/* a fixed non-integer point per (variable in name order,
+		 * point) */
+		return vq(11 + 7 * point + 13 * p->rank[x->var], 5 + point);
+	case N_PI:
+		return vd(3.141592653589793);
+	case N_INF:
+		return vd(INFINITY);
+	case N_NEG: {
+		val a = eval(p, x->a, point);
+
+		if (a.exact && a.n != INT64_MIN)
+			return vq(-a.n, a.d);
+		return a.bad ? a : vd(-as_d(a));
+	}
+	case N_ADD:
+		return v_add(eval(p, x->a, point), eval(p, x->b, point), 0);
+	case N_SUB:
+		return v_add(eval(p, x->a, point), eval(p, x->b, point), 1);
+	case N_MUL:
+		return v_mul(eval(p, x->a, point), eval(p, x->b, point));
+	case N_DIV:
+		return v_div(eval(p, x->a, point), eval(p, x->b, point));
+	case N_POW:
+		return v_pow(eval(p, x->a, point), eval(p, x->b, point));
+	case N_ROOT: {
+		val k = x->b < 0 ? vq(2, 1) : eval(p, x->b, point);
+
+		if (!k.exact || k.d != 1)
+			return (val){.bad = 1};
+		return v_root(eval(p, x->a, point), (int)k.n);
+	}
+	}
+	return (val){.bad = 1};
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+/* A double close to a fraction p/q, q <= 1000, is that fraction. */
+static val snap(val v)
+{
+	double x, a, h0 = 0, h1 = 1, k0 = 1, k1 = 0, r;
+
+	if (v.exact || v.bad || !(v.x > -1e15 && v.x < 1e15))
+		return v;
+	x = v.x;
+	r = x;
+	for (int i = 0; i < 40; i++) {
+		double h2, k2;
+
+		a = floor(r);
+		h2 = a * h1 + h0;
+		k2 = a * k1 + k0;
+		if (k2 > 1000)
+			break;
+		h0 = h1;
+		h1 = h2;
+		k0 = k1;
+		k1 = k2;
+		if (fabs(x - h1 / k1) <= 1e-9 * (fabs(x) > 1 ? fabs(x) : 1))
+			return vq((int64_t)h1, (int64_t)k1);
+		if (r - a == 0)
+			break;
+		r = 1 / (r - a);
+	}
+	return v;
+}
+
+/* The key of one value into o. false when undefined. */
+static int key_val(val v, sbuf *o)
+{
+	char b[96];
+
+	v = snap(v);
+	if (v.bad)
+		return 0;
+	if (!v.exact) {
+		if (v.x == INFINITY)
+			put(o, "inf", 3);
+		else if (v.x == -INFINITY)
+			put(o, "-inf", 4);
+		else {
+			snprintf(b, sizeof(b), "~%.12g", v.x == 0 ? 0.0 : v.x);
+			put(o, b, strlen(b));
+		}
+		return 1;
+	}
+	{
+		int64_t d = v.d, t2 = 0, t5 = 0;
+
+		while (d % 2 == 0) {
+			d /= 2;
+			t2++;
+		}
+		while (d % 5 == 0) {
+			d /= 5;
+			t5++;
+		}
+		if (d == 1) {
+			/* a decimal that ends: n * (10^s / d) / 10^s */
+			int s = (int)(t2 > t5 ? t2 : t5);
+			int64_t m = 1, mul, num;
+			__int128 q;
+
+			for (int i = 0; i < s; i++)
+				m *= 10;
+			mul = m / v.d;
+			if (!__builtin_mul_overflow(v.n, mul, &num)) {
+				int64_t ip, fp;
+				int neg = num < 0;
+
+				q = num;
+				if (neg)
+					q = -q;
+				ip = (int64_t)(q / m);
+				fp = (int64_t)(q % m);
+				if (!s || !fp)
+					snprintf(b, sizeof(b), "%s%lld",
+						 neg ? "-" : "", (long long)ip);
+				else {
+					int w = s;
+
+					while (fp % 10 == 0) {
+						fp /= 10;
+						w--;
+					}
+					snprintf(b, sizeof(b), "%s%lld.%0*lld",
+						 neg ? "-" : "", (long long)ip,
+						 w, (long long)fp);
+				}
+				put(o, b, strlen(b));
+				return 1;
+			}
+		}
+		snprintf(b, sizeof(b), "%lld/%lld", (long long)v.n,
+			 (long long)v.d);
+		put(o, b, strlen(b));
+		return 1;
+	}
+}
+
+static int var_cmp(const void *a, const void *b)
+{
+	const char *const *x = a, *const *y = b;
+
+	return strcmp(*x, *y);
+}
+
+/* The key of one expression node (variables at the fixed points). */
+static int key_expr(parser *p, int id, sbuf *o)
+{
+	if (id < 0)
+		return 0;
+	if (p->n_vars) {
+		char names[8][40];
+		const char *sorted[8];
+
+		for (int v = 0; v < p->n_vars; v++) {
+			snprintf(names[v], sizeof(names[v]), "%.*s",
+				 (int)p->var_len[v], p->var[v]);
+			sorted[v] = names[v];
+		}
+		qsort(sorted, (size_t)p->n_vars, sizeof(*sorted), var_cmp);
+		put(o, "f[", 2);
+		for (int v = 0; v < p->n_vars; v++) {
+			if (v)
+				put(o, ",", 1);
+			put(o, sorted[v], strlen(sorted[v]));
+		}
+		put(o, "]", 1);
+		for (int v = 0; v < p->n_vars; v++) {
+			p->rank[v] = 0;
+			for (int w = 0; w < p->n_vars; w++)
+				p->rank[v] += strcmp(names[w], names[v]) < 0;
+		}
+		for (int pt = 0; pt < N_POINTS; pt++) {
+			put(o, pt ? ";" : ":", 1);
+			if (!key_val(eval(p, id, pt), o))
+				return 0;
+		}
+		return 1;
+	}
+	return key_val(eval(p, id, 0), o);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	const char *const *x = a, *const *y = b;
+
+	return strcmp(*x, *y);
+}
+
+/* Parses the tokens [from, to) of p as a top-level answer into o: a list
+ * when bracketed with top-level commas (or bare commas), else one
+ * expression. */
+static int parse_top(parser *p, int from, int to, sbuf *o)
+{
+	int commas = 0, depth = 0, open = -1, close = -1;
+	char lb = 0, rb = 0;
+
+	/* brackets around the whole thing? */
+	if (to - from >= 2) {
+		token *a = &p->t[from], *z = &p->t[to - 1];
+
+		if ((is_op(a, '(') || is_op(a, '[') || a->kind == T_SETL) &&
+		    (is_op(z, ')') || is_op(z, ']') || z->kind == T_SETR)) {
+			int d = 0, whole = 1;
+
+			for (int i = from; i < to; i++) {
+				token *t = &p->t[i];
+
+				if (is_op(t, '(') || is_op(t, '[') ||
+				    is_op(t, '{') || t->kind == T_SETL)
+					d++;
+				else if (is_op(t, ')') || is_op(t, ']') ||
+					 is_op(t, '}') || t->kind == T_SETR)
+					d--;
+				if (d == 0 && i < to - 1)
+					whole = 0;
+				if (d == 1 && is_op(t, ','))
+					commas++;
+			}
+			if (whole && (commas || a->kind == T_SETL)) {
+				open = from;
+				close = to - 1;
+				lb = a->kind == T_SETL ? '{' : a->s[0];
+				rb = z->kind == T_SETR ? '}' : z->s[0];
+				if ((lb == '{') != (rb == '}'))
+					return 0;
+			}
+		}
+	}
+	if (open < 0) {
+		for (int i = from; i < to; i++) {
+			token *t = &p->t[i];
+
+			if (is_op(t, '(') || is_op(t, '[') || is_op(t, '{') ||
+			    t->kind == T_SETL)
+				depth++;
+			else if (is_op(t, ')') || is_op(t, ']') ||
+				 is_op(t, '}') || t->kind == T_SETR)
+				depth--;
+			else if (depth == 0 && is_op(t, ','))
+				commas++;
+		}
+	}
+	if (open < 0 && !commas) {
+		int id;
+		token end = p->t[to];
+
+		p->t[to].kind = T_END;
+		p->at = from;
+		id = expr(p);
+		if (p->err || p->at != to) {
+			p->t[to] = end;
+			return 0;
+		}
+		p->t[to] = end;
+		return key_expr(p, id, o);
+	}
+	{
+		/* a list: each element keyed alone */
+		int s = open >= 0 ? open + 1 : from, e = open >= 0 ? close : to;
+		char keys[16][128];
+		const char *sorted[16];
+		int n = 0, d = 0, start = s;
+
+		for (int i = s; i <= e; i++) {
+			token *t = &p->t[i];
+
+			if (i < e && (is_op(t, '(') || is_op(t, '[') ||
+				      is_op(t, '{') || t->kind == T_SETL))
+				d++;
+			else if (i < e && (is_op(t, ')') || is_op(t, ']') ||
+					   is_op(t, '}') || t->kind == T_SETR))
+				d--;
+			if (i == e || (d == 0 && is_op(t, ','))) {
+				parser q = *p;
+				sbuf ko = {.n = 0};
+
+				if (n == 16 || i == start)
+					return 0;
+				q.n_vars = 0;
+				q.n_nodes = 0;
+				q.err = 0;
+				if (!parse_top(&q, start, i, &ko) || ko.full ||
+				    ko.n >= sizeof(keys[n]))
+					return 0;
+				memcpy(keys[n], ko.b, ko.n + 1);
+				sorted[n] = keys[n];
+				n++;
+				start = i + 1;
+			}
+		}
+		if (lb == '{') {
+			int u = 0;
+
+			qsort(sorted, (size_t)n, sizeof(*sorted), str_cmp);
+			for (int i = 0; i < n; i++)
+				if (!u || strcmp(sorted[u - 1], sorted[i]))
+					sorted[u++] = sorted[i];
+			n = u;
+		}
+		if (lb)
+			put(o, &lb, 1);
+		for (int i = 0; i < n; i++) {
+			if (i)
+				put(o, ",", 1);
+			put(o, sorted[i], strlen(sorted[i]));
+		}
+		if (rb)
+			put(o, &rb, 1);
+		return 1;
+	}
+}
+
+/* The fallback: a normalized spelling. */
+static void fallback(const char *s, size_t n, sbuf *o)
+{
+	sbuf c = {.n = 0};
+
+	clean(s, n, &c);
+	put(o, "s:", 2);
+	for (size_t i = 0; i < c.n; i++) {
+		char ch = c.b[i];
+
+		if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r')
+			continue;
+		/* ^{2} -> ^2, _{1} -> _1 */
+		if ((ch == '^' || ch == '_') && i + 3 < c.n + 1 &&
+		    c.b[i + 1] == '{' && i + 3 <= c.n && c.b[i + 3] == '}') {
+			put(o, &ch, 1);
+			put(o, &c.b[i + 2], 1);
+			i += 3;
+			continue;
+		}
+		put(o, &ch, 1);
+	}
+	if (c.full)
+		o->full = 1;
+}
+
+bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
+{
+	static __thread node pool[MATHKEY_NODES];
+	sbuf c = {.n = 0}, o = {.n = 0};
+	parser *p;
+	int ok = 0, from = 0, to, depth = 0;
+
+	if (parsed)
+		*parsed = false;
+	if (!out || !cap)
+		return false;
+	out[0] = '\0';
+	if (!s || !len || len > MATHKEY_INPUT_MAX || memchr(s, 0, len))
+		return false;
+	if (!(p = calloc(1, sizeof(*p))))
+		return false;
+	p->pool = pool;
+	clean(s, len, &c);
+	if (!c.full)
+		lex(p, c.b, c.n);
+	if (!c.full && !p->err && p->n) {
+		/* the part after the last top-level '=' */
+		for (int i = 0; i < p->n; i++) {
+			token *t = &p->t[i];
+
+			if (is_op(t, '(') || is_op(t, '[') || is_op(t, '{') ||
+			    t->kind == T_SETL)
+				depth++;
+			else if (is_op(t, ')') || is_op(t, ']') ||
+				 is_op(t, '}') || t->kind == T_SETR)
+				depth--;
+			else if (depth == 0 && is_op(t, '='))
+				from = i + 1;
+		}
+		to = p->n;
+		/* a trailing unit word: "5 cm", "12 apples" */
+		if (to - from >= 2 && p->t[to - 1].kind == T_VAR &&
+		    p->t[to - 1].len >= 2 && p->t[to - 1].space &&
+		    !(p->t[to - 1].len == 2 && !memcmp(p->t[to - 1].s, "pi", 2)))
+			to--;
+		if (from < to)
+			ok = parse_top(p, from, to, &o) && !o.full;
+	}
+	if (ok && parsed)
+		*parsed = true;
+	if (!ok) {
+		o.n = 0;
+		o.full = 0;
+		fallback(s, len, &o);
+		if (o.full || o.n <= 2)
+			ok = 0;
+		else
+			ok = 1;
+	}
+	free(p);
+	if (!ok || o.n >= cap)
+		return false;
+	memcpy(out, o.b, o.n + 1);
+	return true;
+}

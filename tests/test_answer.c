@@ -1,0 +1,392 @@
+/*
+ * test_answer — the answer formats (sc/answer.h) and math keys
+ * (sc/mathkey.h) as tables of named groups: every spelling in a group
+ * keys to the group's key (so equal answers vote together), the traps
+ * key apart, bad formats are refused with their words, and hostile
+ * inputs (deep nesting, huge exponents and numbers) end in bounded time
+ * with a key or none — never a crash. The keys are plain C arithmetic
+ * without libm: the same on every ISA (test_kern's build matrix runs
+ * this file's code unchanged).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sc/answer.h"
+#include "sc/mathkey.h"
+#include "sc/vote.h"
+
+/* A group: under format fmt, every text keys to key (NULL: no answer). */
+typedef struct {
+	const char *fmt;
+	const char *key;
+	const char *text[12];
+} group;
+
+static const group groups[] = {
+	/* ---- math: numbers, as the number rule writes them */
+	{"math", "42", {"42", "42.0", "+42", "042", "\\boxed{42}",
+			"The answer is 42.", "$42$", "42.000",
+			"x = 42", "\\boxed{ 42 }", "answer: 42", NULL}},
+	{"math", "0.5", {"\\frac{1}{2}", "\\frac12", "\\dfrac{1}{2}",
+			 "\\tfrac12", "1/2", "0.5", ".5", "\\frac{2}{4}",
+			 "\\boxed{\\frac{1}{2}}", "2^{-1}", "\\frac{3}{6}",
+			 NULL}},
+	{"math", "1/3", {"\\frac{1}{3}", "1/3", "\\frac{2}{6}", "\\frac13",
+			 "\\boxed{\\dfrac{1}{3}}", "3^{-1}", NULL}},
+	{"math", "-2.5", {"-2.5", "-\\frac{5}{2}", "\\frac{-5}{2}", "-5/2",
+			  "\xe2\x88\x92" "2.5", "-2\\frac{1}{2}", NULL}},
+	{"math", "2.5", {"2\\frac{1}{2}", "2 1/2", "5/2", "2.5",
+			 "\\frac{10}{4}", NULL}},
+	{"math", "1000", {"1,000", "1000", "1{,}000", "10^3", "10^{3}",
+			  "1e3", "\\boxed{1,000}", "1000.0", NULL}},
+	{"math", "1234567", {"1,234,567", "1234567", NULL}},
+	{"math", "0", {"0", "-0", "0.0", "+0", "-0.0", "\\frac{0}{5}",
+		       "0/7", NULL}},
+	{"math", "50", {"50\\%", "50%", "50", "\\boxed{50\\%}", NULL}},
+	{"math", "12", {"\\$12", "$12", "12 dollars", "\\text{12}",
+			"12\\text{ cm}", "12\\,\\mathrm{kg}", NULL}},
+	{"math", "90", {"90^\\circ", "90^{\\circ}", "90", NULL}},
+	{"math", "2", {"\\sqrt{4}", "\\sqrt4", "\\sqrt[3]{8}", "4^{1/2}",
+		       "\\sqrt{8}/\\sqrt{2}", "sqrt(4)", "8^{\\frac{1}{3}}",
+		       "\\left(2\\right)", "((2))", NULL}},
+	{"math", "~1.41421356237", {"\\sqrt{2}", "\\sqrt2", "2^{1/2}",
+				    "\\sqrt{2}\\cdot 1", "sqrt(2)",
+				    "\\frac{2}{\\sqrt{2}}", NULL}},
+	{"math", "~0.707106781187", {"\\frac{\\sqrt{2}}{2}",
+				     "\\frac{1}{\\sqrt{2}}",
+				     "\\frac{\\sqrt2}{2}", "\\sqrt{1/2}",
+				     "\\sqrt{0.5}", NULL}},
+	{"math", "~3.14159265359", {"\\pi", "pi", "\\frac{2\\pi}{2}",
+				    "\xcf\x80", NULL}},
+	{"math", "~6.28318530718", {"2\\pi", "2 \\pi", "\\pi\\cdot2",
+				    "2\\times\\pi", "\\pi+\\pi", NULL}},
+	{"math", "inf", {"\\infty", "+\\infty", "inf", "infinity",
+			 "\xe2\x88\x9e", NULL}},
+	{"math", "-inf", {"-\\infty", "-inf", NULL}},
+	{"math", "6", {"2\\cdot3", "2\\times 3", "2*3", "3(2)", "(2)(3)",
+		       "12/2", "12\\div2", "\\frac{12}{2}", NULL}},
+	{"math", "8", {"2^3", "2^{3}", "2^{1+2}", "(1+1)^3", NULL}},
+	{"math", "512", {"2^{3^2}", "2^{9}", NULL}},
+	{"math", "~1.26765060023e+30", {"2^{100}", "1.26765060023e30",
+					NULL}},
+	{"math", "f[x]:5.84;10;674/49", {"x^2+1", "1+x^2", "x^{2}+1",
+					 "x\\cdot x+1", "(x+1)^2-2x",
+					 "y = x^2 + 1", NULL}},
+	{"math", "f[x]:6.4;8;64/7", {"2(x+1)", "2x+2", "2+2x", "x+x+2",
+				     "\\frac{4x+4}{2}", NULL}},
+	{"math", "f[a,b]:11/24;18/31;25/38", {"\\frac{a}{b}", "a/b",
+					      "a\\cdot\\frac{1}{b}", NULL}},
+	{"math", "(1,2)", {"(1,2)", "(1, 2)", "\\left(1,2\\right)",
+			   "(\\frac{2}{2}, 2)", "(1.0,2)", NULL}},
+	{"math", "[1,2]", {"[1,2]", "[1, 2]", NULL}},
+	{"math", "[1,3)", {"[1,3)", "[1, 3)", "\\left[1,3\\right)", NULL}},
+	{"math", "(0,inf)", {"(0,\\infty)", "(0, \\infty)", NULL}},
+	{"math", "{1,2}", {"\\{1,2\\}", "\\{2,1\\}", "\\{1, 2, 2\\}",
+			   "\\{\\frac{4}{2}, 1\\}", NULL}},
+	{"math", "1,2", {"1, 2", "1,2", NULL}},
+	{"math", "1,0", {"1, 000", NULL}},
+	{"math", "s:\\sinx", {"\\boxed{\\sin x}", "The answer is \\sin x.",
+				"\\boxed{ \\sin  x }", NULL}},
+	{"math", "100000", {"1e5", "10^5", "100,000", "1E5", NULL}},
+	{"math", "0.0025", {"2.5e-3", "0.0025", "\\frac{1}{400}", NULL}},
+	{"math", "0.25", {"\\frac{1}{4}", "1/4", "0.25", ".25",
+			  "\\frac{25}{100}", "2^{-2}", "\\frac{1}{2^2}",
+			  "(1/2)^2", "\\left(\\frac{1}{2}\\right)^{2}", NULL}},
+	{"math", "-1/3", {"-\\frac{1}{3}", "\\frac{-1}{3}", "\\frac{1}{-3}",
+			  "-1/3", "-\\frac{2}{6}", NULL}},
+	{"math", "3.14", {"3.14", "3.140", "\\frac{314}{100}", "157/50",
+			  NULL}},
+	{"math", "7", {"7", "\\boxed{7}", "x=7", "n = 7", "7.", "+7",
+		       "\\frac{14}{2}", "\\sqrt{49}", "49^{1/2}", NULL}},
+	{"math", "-7", {"-7", "\\boxed{-7}", "x = -7", "(-7)",
+			"-\\sqrt{49}", "-(7)", NULL}},
+	{"math", "~2.2360679775", {"\\sqrt{5}", "5^{1/2}", "5^{0.5}",
+				   NULL}},
+	{"math", "~4.472135955", {"2\\sqrt{5}", "\\sqrt{20}", "2\\sqrt5",
+				  "\\sqrt{4}\\sqrt{5}", NULL}},
+	{"math", "1.5", {"\\frac{3}{2}", "3/2", "1.5", "1\\frac{1}{2}",
+			 "1 1/2", "\\frac{6}{4}", NULL}},
+	/* ---- math: the span */
+	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
+			  "The answer is 3/4.", "hence 3/4",
+			  "thinking... </think> \\boxed{\\frac34}", NULL}},
+	{"math", NULL, {"", "no numbers here", "<think> 5", NULL}},
+	/* ---- number: today's rules */
+	{"number", "42", {"42", "\\boxed{42}", "42.0", "The answer is 42.",
+			  NULL}},
+	{"number", "\\frac{1}{2}", {"\\boxed{\\frac{1}{2}}", NULL}},
+	{"number", "2", {"1/2", NULL}},
+	/* ---- choice */
+	{"choice", "B", {"B", "(B)", "B)", "B.", "Answer: B",
+			 "The answer is B.", "the answer is (B)", "\\boxed{B}",
+			 "**B**", "I choose option B", "Answer: \\text{(B)}",
+			 NULL}},
+	{"choice", "C", {"\\boxed{\\text{(C)}}", "So the answer is C) 7",
+			 "(A) is wrong, (C) is right", "Answer: C: 15",
+			 NULL}},
+	{"choice", "J", {"J", "(J)", NULL}},
+	{"choice", NULL, {"I think so", "K", "(K)", "nothing", NULL}},
+	{"choice:A=12|B=15", "B", {"the answer is 15", "\\boxed{15}",
+				   "Answer: 15.0", "B", NULL}},
+	{"choice:A=12|B=15", "A", {"the answer is 12", "\\boxed{12}", NULL}},
+	{"choice:A=12|B=15", NULL, {"the answer is 16", NULL}},
+	{"choice", "A", {"A", "(A)", "\\boxed{A}", "The answer is A.",
+			 "Answer: (A)", NULL}},
+	{"choice", "E", {"The correct option is (E).", "option E",
+			 "\\boxed{(E)}", NULL}},
+	/* ---- yesno */
+	{"yesno", "yes", {"Yes", "yes.", "YES!", "The answer is yes.",
+			  "\\boxed{Yes}", "true", "True.", "\\boxed{true}",
+			  "so, yes", "Answer: yes", NULL}},
+	{"yesno", "no", {"No", "no.", "NO", "The answer is no.",
+			 "\\boxed{No}", "false", "False", "Answer: no",
+			 "so... no", NULL}},
+	{"yesno", NULL, {"maybe", "I am not sure", "knowing", NULL}},
+	/* ---- text */
+	{"text", "eiffel tower", {"The answer is the Eiffel Tower.",
+				  "the answer is: eiffel tower!",
+				  "\\boxed{The Eiffel Tower}",
+				  "Answer: Eiffel   Tower", NULL}},
+	{"text", "paris", {"Paris", "the answer is Paris.", "\\boxed{paris}",
+			   NULL}},
+	{"text", "new york city", {"The answer is New York City.",
+				   "answer: new-york city", NULL}},
+	/* ---- regex */
+	{"regex:(\\d+) apples", "5", {"3 apples, then 5 apples",
+				      "5 apples", NULL}},
+	{"regex:Final: ([A-Z]+)", "ABC", {"Final: XY ... Final: ABC", NULL}},
+	{"regex:\\d+", "7", {"1 2 7", NULL}},
+	{"regex:\\d+", NULL, {"none", NULL}},
+	/* ---- auto: by the answer's shape */
+	{"auto", "42", {"42", "The answer is 42.", "\\boxed{42}",
+			"\\boxed{42.0}", NULL}},
+	{"auto", "0.5", {"\\boxed{\\frac{1}{2}}", "\\boxed{1/2}",
+			 "\\boxed{0.5}", NULL}},
+	{"auto", "B", {"\\boxed{B}", "The answer is (B).", "Answer: B",
+		       NULL}},
+	{"auto", "yes", {"\\boxed{yes}", "The answer is yes.", NULL}},
+	{"auto", "hello world", {"\\boxed{hello world}", NULL}},
+};
+
+static void check_group(const group *g)
+{
+	answer_format f;
+	const char *why = NULL;
+	char out[VOTE_ANSWER_MAX];
+
+	if (answer_format_parse(g->fmt, &f, &why))
+		fail_msg("format %s: %s", g->fmt, why);
+	for (int i = 0; g->text[i]; i++) {
+		const char *t = g->text[i];
+		bool ok = answer_extract(&f, t, strlen(t), out, sizeof(out));
+
+		if (!g->key) {
+			if (ok)
+				fail_msg("%s: \"%s\" keys to \"%s\", want none",
+					 g->fmt, t, out);
+			continue;
+		}
+		if (!ok)
+			fail_msg("%s: \"%s\" has no key, want \"%s\"", g->fmt,
+				 t, g->key);
+		if (strcmp(out, g->key))
+			fail_msg("%s: \"%s\" keys to \"%s\", want \"%s\"",
+				 g->fmt, t, out, g->key);
+	}
+}
+
+static size_t n_cases(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(groups) / sizeof(*groups); i++)
+		for (int k = 0; groups[i].text[k]; k++)
+			n++;
+	return n;
+}
+
+static void table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(groups) / sizeof(*groups); i++)
+		check_group(&groups[i]);
+	print_message("answer: %zu spellings in %zu groups\n", n_cases(),
+		      sizeof(groups) / sizeof(*groups));
+}
+
+/* Every pair of distinct math groups keys apart (the traps: 0.5 vs
+ * 1/2 together, (1,2) vs [1,2] apart, 1,000 vs 1, 000 apart). */
+static void apart(void **state)
+{
+	const char *keys[sizeof(groups) / sizeof(*groups)];
+	size_t n = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(groups) / sizeof(*groups); i++)
+		if (!strcmp(groups[i].fmt, "math") && groups[i].key)
+			keys[n++] = groups[i].key;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (!strcmp(keys[i], keys[j]))
+				fail_msg("two math groups share %s", keys[i]);
+}
+
+static void formats(void **state)
+{
+	static const struct {
+		const char *s, *why; /* why NULL: accepted */
+	} rows[] = {
+		{"auto", NULL}, {"number", NULL}, {"math", NULL},
+		{"choice", NULL}, {"yesno", NULL}, {"text", NULL},
+		{"regex:a+", NULL}, {"choice:A=1|B=2", NULL},
+		{"bogus", "must be " ANSWER_LIST}, {"", "must be " ANSWER_LIST},
+		{"regex:", "regex: the pattern must be 1..255 bytes"},
+		{"regex:(", "regex:(: missing closing parenthesis at offset 1"},
+		{"choice:A=1|", "choice: options must be L=VALUE|L=VALUE with "
+				"letters A-J"},
+		{"choice:K=1", "choice: options must be L=VALUE|L=VALUE with "
+			       "letters A-J"},
+		{"MATH", "must be " ANSWER_LIST},
+	};
+	char name[ANSWER_PATTERN_MAX + 16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		answer_format f;
+		const char *why = NULL;
+		int rc = answer_format_parse(rows[i].s, &f, &why);
+
+		if (!rows[i].why) {
+			assert_int_equal(rc, 0);
+			assert_string_equal(answer_format_name(&f, name,
+							       sizeof(name)),
+					    rows[i].s);
+		} else {
+			assert_int_equal(rc, -1);
+			assert_string_equal(why, rows[i].why);
+		}
+	}
+}
+
+/* Options of a question: "A) 12 B) 15", "(A) 12 (B) 15", lines. */
+static void options(void **state)
+{
+	static const struct {
+		const char *question, *want;
+	} rows[] = {
+		{"How many? A) 12 B) 15 C) 20", "A=12|B=15|C=20"},
+		{"How many? (A) 12 (B) 15 (C) 1/2", "A=12|B=15|C=0.5"},
+		{"Pick one:\nA. 3\nB. 4\nC. 5\n", "A=3|B=4|C=5"},
+		{"No options here, only A and B", ""},
+	};
+	char name[ANSWER_PATTERN_MAX + 16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		answer_format f;
+
+		assert_int_equal(answer_format_parse("choice", &f, NULL), 0);
+		answer_choice_options(&f, rows[i].question,
+				      strlen(rows[i].question));
+		assert_string_equal(f.pattern, rows[i].want);
+		if (*rows[i].want) {
+			snprintf(name, sizeof(name), "choice:%s",
+				 rows[i].want);
+			assert_int_equal(answer_format_parse(name, &f, NULL),
+					 0);
+		}
+	}
+}
+
+/* Expected answers key as samples that gave them. */
+static void expected(void **state)
+{
+	static const struct {
+		const char *fmt, *expected, *key;
+	} rows[] = {
+		{"math", "\\frac{1}{2}", "0.5"}, {"math", "0.5", "0.5"},
+		{"math", "1,000", "1000"}, {"choice", "B", "B"},
+		{"choice", "(C)", "C"}, {"yesno", "Yes", "yes"},
+		{"yesno", "FALSE", "no"}, {"text", "The Eiffel Tower",
+					     "eiffel tower"},
+		{"number", "42.0", "42"}, {"regex:\\d+", " 17 ", "17"},
+		{"auto", "\\frac{1}{2}", "0.5"}, {"auto", "B", "B"},
+	};
+	char out[VOTE_ANSWER_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		answer_format f;
+
+		assert_int_equal(answer_format_parse(rows[i].fmt, &f, NULL), 0);
+		answer_expected_key(&f, rows[i].expected,
+				    strlen(rows[i].expected), out, sizeof(out));
+		if (strcmp(out, rows[i].key))
+			fail_msg("%s: expected \"%s\" keys to \"%s\", want "
+				 "\"%s\"", rows[i].fmt, rows[i].expected, out,
+				 rows[i].key);
+	}
+}
+
+/* Hostile inputs: bounded, a key or none, never a crash. */
+static void bounded(void **state)
+{
+	char *s = malloc(1 << 20);
+	char out[VOTE_ANSWER_MAX];
+	size_t n;
+
+	(void)state;
+	assert_non_null(s);
+	/* deep nesting: over MATHKEY_DEPTH, no parse (the fallback is too
+	 * long for a key) */
+	n = 0;
+	for (int i = 0; i < 400; i++)
+		s[n++] = '(';
+	s[n++] = '1';
+	for (int i = 0; i < 400; i++)
+		s[n++] = ')';
+	assert_false(mathkey(s, n, out, sizeof(out), NULL));
+	/* a huge exponent: inf in double, or no key */
+	assert_true(mathkey("2^{99999999}", 12, out, sizeof(out), NULL));
+	assert_string_equal(out, "inf");
+	assert_true(mathkey("10^{10^{10}}", 12, out, sizeof(out), NULL));
+	/* a million digits: over the input bound */
+	memset(s, '7', 1000000);
+	assert_false(mathkey(s, 1000000, out, sizeof(out), NULL));
+	/* ... and through answer_extract (the box is too long) */
+	memcpy(s, "\\boxed{", 7);
+	s[999999] = '}';
+	{
+		answer_format f;
+
+		assert_int_equal(answer_format_parse("math", &f, NULL), 0);
+		(void)answer_extract(&f, s, 1000000, out, sizeof(out));
+	}
+	/* 0/0, a root of a negative number: undefined, the fallback key */
+	assert_true(mathkey("0/0", 3, out, sizeof(out), NULL));
+	assert_string_equal(out, "s:0/0");
+	assert_true(mathkey("\\sqrt{-4}", 9, out, sizeof(out), NULL));
+	assert_string_equal(out, "s:\\sqrt{-4}");
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(table),
+		cmocka_unit_test(apart),
+		cmocka_unit_test(formats),
+		cmocka_unit_test(options),
+		cmocka_unit_test(expected),
+		cmocka_unit_test(bounded),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
