@@ -1,0 +1,1015 @@
+/*
+ * jschema — JSON schemas to GBNF (see jschema.h): one rule per schema
+ * node, the shared JSON rules, integer ranges digit by digit, and
+ * patterns translated from their regular-expression subset. Callers:
+ * tools/ (--json-schema), the gateway (response_format), the tests.
+ */
+#include "text/jschema.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qerr.h"
+
+typedef struct {
+	char *b;
+	size_t n, cap;
+	int oom;
+} buf;
+
+static void bput(buf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n + 1 > b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 4096;
+		char *nb;
+
+		while (nc < b->n + n + 1)
+			nc *= 2;
+		if (!(nb = realloc(b->b, nc))) {
+			b->oom = 1;
+			return;
+		}
+		b->b = nb;
+		b->cap = nc;
+	}
+	memcpy(b->b + b->n, s, n);
+	b->n += n;
+	b->b[b->n] = '\0';
+}
+
+static void bputs(buf *b, const char *s)
+{
+	bput(b, s, strlen(s));
+}
+
+static void bprintf(buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void bprintf(buf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(tmp)) {
+		bput(b, tmp, (size_t)n);
+		return;
+	}
+	{
+		char *big = malloc((size_t)n + 1);
+
+		if (!big) {
+			b->oom = 1;
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		bput(b, big, (size_t)n);
+		free(big);
+	}
+}
+
+/* The shared rules every schema grammar may use. */
+static const char COMMON[] =
+	"ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+	"jchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | "
+	"\"u\" [0-9a-fA-F]{4})\n"
+	"jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
+	"jint ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
+	"jnumber ::= jint (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n"
+	"jbool ::= \"true\" | \"false\"\n"
+	"jnull ::= \"null\"\n"
+	"jvalue ::= jobject | jarray | jstring | jnumber | jbool | jnull\n"
+	"jobject ::= \"{\" ws (jstring ws \":\" ws jvalue (ws \",\" ws "
+	"jstring ws \":\" ws jvalue)*)? ws \"}\"\n"
+	"jarray ::= \"[\" ws (jvalue (ws \",\" ws jvalue)*)? ws \"]\"\n";
+
+typedef struct {
+	buf out;            /* the rules */
+	const json_t *root; /* for $ref */
+	const json_t *seen[256]; /* schemas with a rule: refs, by index */
+	int n_seen;
+	int n_rules;
+	int err;
+	int code;          /* the error's qerr code */
+	char path[512];
+	int depth;
+} ctx;
+
+static int fail(ctx *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(ctx *c, int code, const char *fmt, ...)
+{
+	char msg[300];
+	va_list ap;
+
+	if (c->err)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->err = 1;
+	c->code = code;
+	qerr_fail(code, "%s: %s", c->path, msg);
+	return -1;
+}
+
+/* path push/pop */
+static size_t push(ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static size_t push(ctx *c, const char *fmt, ...)
+{
+	size_t at = strlen(c->path);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->path + at, sizeof(c->path) - at, fmt, ap);
+	va_end(ap);
+	return at;
+}
+
+static void pop(ctx *c, size_t at)
+{
+	c->path[at] = '\0';
+}
+
+/* A GBNF literal of bytes s[0, n) (JSON text as the model writes it). */
+static void lit(buf *b, const char *s, size_t n)
+{
+	bputs(b, "\"");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\')
+			bprintf(b, "\\%c", ch);
+		else if (ch == '\n')
+			bputs(b, "\\n");
+		else if (ch == '\r')
+			bputs(b, "\\r");
+		else if (ch == '\t')
+			bputs(b, "\\t");
+		else if (ch < 0x20 || ch == 0x7f)
+			bprintf(b, "\\x%02X", ch);
+		else
+			bput(b, (const char *)&ch, 1);
+	}
+	bputs(b, "\"");
+}
+
+/* A JSON value as the literal of its compact text. */
+static int lit_json(ctx *c, buf *b, const json_t *v)
+{
+	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+
+	if (!s)
+		return fail(c, QERR_NOMEM, "out of memory");
+	lit(b, s, strlen(s));
+	free(s);
+	return 0;
+}
+
+static int rule(ctx *c, const json_t *s);
+
+static const char *const IGNORED[] = {
+	"title", "description", "$schema", "$id", "$comment", "examples",
+	"default", "deprecated", "readOnly", "writeOnly", "strict",
+	"$defs", "definitions"};
+
+/* Refuses a keyword of s that is not in the allowed list (nor ignored). */
+static int only(ctx *c, const json_t *s, const char *const *ok, size_t n)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)s, k, v) {
+		size_t i;
+
+		(void)v;
+		for (i = 0; i < n && strcmp(k, ok[i]); i++)
+			;
+		if (i < n)
+			continue;
+		for (i = 0; i < sizeof(IGNORED) / sizeof(*IGNORED) &&
+			    strcmp(k, IGNORED[i]); i++)
+			;
+		if (i < sizeof(IGNORED) / sizeof(*IGNORED))
+			continue;
+		{
+			size_t at = push(c, ".%s", k);
+
+			fail(c, QERR_UNSUPPORTED, "not supported here (the "
+			     "supported subset: docs/http.md)");
+			pop(c, at);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int get_count(ctx *c, const json_t *s, const char *key, long dflt,
+		     long *out)
+{
+	json_t *v = json_object_get(s, key);
+
+	*out = dflt;
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 256) {
+		size_t at = push(c, ".%s", key);
+
+		fail(c, QERR_UNSUPPORTED, "must be an integer in 0..256");
+		pop(c, at);
+		return -1;
+	}
+	*out = (long)json_integer_value(v);
+	return 0;
+}
+
+/* ---- integers in a range, digit by digit ------------------------------- */
+
+/* Numbers of exactly the digits of lo..hi (same length strings). */
+static void digits_range(buf *b, const char *lo, const char *hi)
+{
+	size_t n = strlen(lo), p = 0;
+
+	while (p < n && lo[p] == hi[p])
+		p++;
+	if (p == n) {
+		lit(b, lo, n);
+		return;
+	}
+	bputs(b, "(");
+	if (p)
+		lit(b, lo, p);
+	bputs(b, "(");
+	if (p + 1 == n) {
+		bprintf(b, "[%c-%c]", lo[p], hi[p]);
+	} else {
+		char *nines = malloc(n + 1), *zeros = malloc(n + 1);
+		int first = 1;
+
+		if (!nines || !zeros) {
+			free(nines);
+			free(zeros);
+			b->oom = 1;
+			return;
+		}
+		memset(nines, '9', n);
+		memset(zeros, '0', n);
+		nines[n] = zeros[n] = '\0';
+		/* lo[p] then lo's rest .. 99..9 */
+		bprintf(b, "\"%c\" ", lo[p]);
+		digits_range(b, lo + p + 1, nines + p + 1);
+		first = 0;
+		if (hi[p] - lo[p] > 1) {
+			bprintf(b, " | [%c-%c] [0-9]{%zu}", lo[p] + 1,
+				hi[p] - 1, n - p - 1);
+		}
+		bprintf(b, "%s\"%c\" ", first ? "" : " | ", hi[p]);
+		digits_range(b, zeros + p + 1, hi + p + 1);
+		free(nines);
+		free(zeros);
+	}
+	bputs(b, "))");
+}
+
+/* Non-negative integers lo..hi (no leading zeros). */
+static void nonneg_range(buf *b, long long lo, long long hi)
+{
+	char a[24], z[24];
+	int first = 1;
+
+	bputs(b, "(");
+	for (int len = 1; len <= 18; len++) {
+		long long pmin = len == 1 ? 0 : 1, pmax = 9;
+
+		for (int i = 1; i < len; i++) {
+			pmin *= 10;
+			pmax = pmax * 10 + 9;
+		}
+		if (pmin > hi || pmax < lo)
+			continue;
+		snprintf(a, sizeof(a), "%lld", lo > pmin ? lo : pmin);
+		snprintf(z, sizeof(z), "%lld", hi < pmax ? hi : pmax);
+		if (!first)
+			bputs(b, " | ");
+		first = 0;
+		digits_range(b, a, z);
+	}
+	bputs(b, ")");
+}
+
+#define RANGE_MAX 999999999999999LL
+
+static int int_range(ctx *c, const json_t *s, buf *b)
+{
+	long long lo = -RANGE_MAX, hi = RANGE_MAX;
+	int has = 0;
+	const char *keys[] = {"minimum", "maximum", "exclusiveMinimum",
+			      "exclusiveMaximum"};
+
+	for (int k = 0; k < 4; k++) {
+		json_t *v = json_object_get(s, keys[k]);
+		double d;
+		long long x;
+
+		if (!v)
+			continue;
+		if (!json_is_number(v)) {
+			size_t at = push(c, ".%s", keys[k]);
+
+			fail(c, QERR_FORMAT, "must be a number");
+			pop(c, at);
+			return -1;
+		}
+		d = json_number_value(v);
+		if (d < -RANGE_MAX || d > RANGE_MAX) {
+			size_t at = push(c, ".%s", keys[k]);
+
+			fail(c, QERR_UNSUPPORTED, "beyond +-%lld", RANGE_MAX);
+			pop(c, at);
+			return -1;
+		}
+		has = 1;
+		x = (long long)d;
+		switch (k) {
+		case 0: if ((double)x < d) x++; if (x > lo) lo = x; break;
+		case 1: if ((double)x > d) x--; if (x < hi) hi = x; break;
+		case 2: if ((double)x <= d) x++; if (x > lo) lo = x; break;
+		default: if ((double)x >= d) x--; if (x < hi) hi = x; break;
+		}
+	}
+	if (!has) {
+		bputs(b, "jint");
+		return 0;
+	}
+	if (lo > hi)
+		return fail(c, QERR_FORMAT, "no integer is in the range");
+	bputs(b, "(");
+	if (lo < 0) {
+		bputs(b, "\"-\" ");
+		nonneg_range(b, hi < 0 ? -hi : 1, -lo);
+		if (hi >= 0)
+			bputs(b, " | ");
+	}
+	if (hi >= 0)
+		nonneg_range(b, lo > 0 ? lo : 0, hi);
+	bputs(b, ")");
+	return 0;
+}
+
+/* ---- string patterns ------------------------------------------------------ */
+
+/* A regular expression's subset into GBNF over the string's characters. */
+static int regex(ctx *c, buf *b, const char **p, int depth)
+{
+	int first_alt = 1;
+
+	if (depth > 32)
+		return fail(c, QERR_UNSUPPORTED, "pattern nested too deep");
+	bputs(b, "(");
+	for (;;) {
+		if (!first_alt)
+			bputs(b, " | ");
+		first_alt = 0;
+		bputs(b, "(\"\"");
+		while (**p && **p != '|' && **p != ')') {
+			const char *at = *p;
+			char ch = **p;
+
+			bputs(b, " ");
+			if (ch == '(') {
+				(*p)++;
+				if (!strncmp(*p, "?:", 2))
+					*p += 2;
+				if (regex(c, b, p, depth + 1))
+					return -1;
+				if (**p != ')')
+					return fail(c, QERR_FORMAT,
+						    "pattern: unclosed '('");
+				(*p)++;
+			} else if (ch == '[') {
+				const char *e = *p + 1;
+
+				if (*e == '^')
+					e++;
+				if (*e == ']')
+					e++;
+				while (*e && *e != ']') {
+					if (*e == '\\' && e[1])
+						e++;
+					e++;
+				}
+				if (*e != ']')
+					return fail(c, QERR_FORMAT,
+						    "pattern: unclosed '['");
+				for (const char *q = *p; q <= e; q++) {
+					if (*q == '\\' && q[1] == 'd') {
+						bputs(b, "0-9");
+						q++;
+					} else if (*q == '"') {
+						return fail(c, QERR_UNSUPPORTED,
+							    "pattern: '\"' in a "
+							    "class");
+					} else {
+						bput(b, q, 1);
+					}
+				}
+				*p = e + 1;
+			} else if (ch == '.') {
+				bputs(b, "[^\"\\\\\\x00-\\x1F]");
+				(*p)++;
+			} else if (ch == '\\') {
+				char e = (*p)[1];
+
+				*p += 2;
+				if (e == 'd')
+					bputs(b, "[0-9]");
+				else if (e == 'w')
+					bputs(b, "[a-zA-Z0-9_]");
+				else if (e == 's')
+					bputs(b, "[ \\t]");
+				else if (e && strchr(".^$*+?()[]{}|/-", e))
+					lit(b, &e, 1);
+				else
+					return fail(c, QERR_UNSUPPORTED,
+						    "pattern: escape '\\%c'", e);
+			} else if (ch == '^' && at == *p && depth == 0) {
+				(*p)++; /* an anchor: patterns are whole */
+				bputs(b, "\"\"");
+				continue;
+			} else if (ch == '$' && (*p)[1] == '\0') {
+				(*p)++;
+				bputs(b, "\"\"");
+				continue;
+			} else if (ch == '"' || ch == '\\' ||
+				   (unsigned char)ch < 0x20) {
+				return fail(c, QERR_UNSUPPORTED,
+					    "pattern: character %#x", ch);
+			} else if (strchr("*+?{", ch)) {
+				return fail(c, QERR_FORMAT,
+					    "pattern: a quantifier without an "
+					    "element");
+			} else {
+				lit(b, &ch, 1);
+				(*p)++;
+			}
+			/* a quantifier after the element */
+			if (**p == '*' || **p == '+' || **p == '?') {
+				bput(b, *p, 1);
+				(*p)++;
+			} else if (**p == '{') {
+				const char *e = strchr(*p, '}');
+
+				if (!e || e - *p > 12)
+					return fail(c, QERR_FORMAT,
+						    "pattern: bad '{'");
+				bput(b, *p, (size_t)(e - *p + 1));
+				*p = e + 1;
+			}
+		}
+		bputs(b, ")");
+		if (**p != '|')
+			break;
+		(*p)++;
+	}
+	bputs(b, ")");
+	return 0;
+}
+
+/* ---- schemas --------------------------------------------------------------- */
+
+static int type_is(const json_t *t, const char *name)
+{
+	size_t i;
+	json_t *x;
+
+	if (json_is_string(t))
+		return !strcmp(json_string_value(t), name);
+	json_array_foreach(t, i, x)
+		if (json_is_string(x) && !strcmp(json_string_value(x), name))
+			return 1;
+	return 0;
+}
+
+/* The body of the rule of schema s into b. */
+static int body(ctx *c, const json_t *s, buf *b)
+{
+	json_t *t, *v;
+
+	if (json_is_true(s) || (json_is_object(s) && !json_object_size(s))) {
+		bputs(b, "jvalue");
+		return 0;
+	}
+	if (!json_is_object(s))
+		return fail(c, QERR_FORMAT, "a schema must be an object or "
+			    "true");
+	if (++c->depth > 64)
+		return fail(c, QERR_UNSUPPORTED, "nested over 64 levels");
+	if ((v = json_object_get(s, "$ref"))) {
+		const char *r = json_string_value(v);
+		const json_t *target = NULL;
+
+		if (only(c, s, (const char *const[]){"$ref"}, 1))
+			return -1;
+		if (r && !strcmp(r, "#"))
+			target = c->root;
+		else if (r && !strncmp(r, "#/$defs/", 8))
+			target = json_object_get(json_object_get(c->root,
+								 "$defs"),
+						 r + 8);
+		else if (r && !strncmp(r, "#/definitions/", 14))
+			target = json_object_get(json_object_get(
+				c->root, "definitions"), r + 14);
+		if (!target)
+			return fail(c, QERR_FORMAT, "$ref %s: not found", r ? r
+				    : "(not a string)");
+		{
+			int id = rule(c, target);
+
+			if (id < 0)
+				return -1;
+			bprintf(b, "r%d", id);
+		}
+		return 0;
+	}
+	if ((v = json_object_get(s, "const"))) {
+		if (only(c, s, (const char *const[]){"const", "type"}, 2))
+			return -1;
+		return lit_json(c, b, v);
+	}
+	if ((v = json_object_get(s, "enum"))) {
+		size_t i;
+		json_t *e;
+
+		if (only(c, s, (const char *const[]){"enum", "type"}, 2))
+			return -1;
+		if (!json_is_array(v) || !json_array_size(v))
+			return fail(c, QERR_FORMAT, "enum must be a non-empty "
+				    "array");
+		bputs(b, "(");
+		json_array_foreach(v, i, e) {
+			if (i)
+				bputs(b, " | ");
+			if (lit_json(c, b, e))
+				return -1;
+		}
+		bputs(b, ")");
+		return 0;
+	}
+	if ((v = json_object_get(s, "anyOf")) ||
+	    (v = json_object_get(s, "oneOf")) ||
+	    (v = json_object_get(s, "allOf"))) {
+		const char *kw = json_object_get(s, "anyOf") ? "anyOf"
+				 : json_object_get(s, "oneOf") ? "oneOf"
+							       : "allOf";
+		size_t i;
+		json_t *e;
+
+		if (only(c, s, (const char *const[]){kw}, 1))
+			return -1;
+		if (!json_is_array(v) || !json_array_size(v) ||
+		    (!strcmp(kw, "allOf") && json_array_size(v) != 1)) {
+			size_t at = push(c, ".%s", kw);
+
+			fail(c, QERR_UNSUPPORTED, "%s", strcmp(kw, "allOf")
+			     ? "must be a non-empty array"
+			     : "only an allOf of one schema is supported");
+			pop(c, at);
+			return -1;
+		}
+		bputs(b, "(");
+		json_array_foreach(v, i, e) {
+			size_t at = push(c, ".%s[%zu]", kw, i);
+			int id = rule(c, e);
+
+			pop(c, at);
+			if (id < 0)
+				return -1;
+			bprintf(b, "%sr%d", i ? " | " : "", id);
+		}
+		bputs(b, ")");
+		return 0;
+	}
+	t = json_object_get(s, "type");
+	if (!t) {
+		/* no type: what its keywords say */
+		if (json_object_get(s, "properties"))
+			t = json_string("object");
+		else if (json_object_get(s, "items"))
+			t = json_string("array");
+		else {
+			if (only(c, s, NULL, 0))
+				return -1;
+			bputs(b, "jvalue");
+			return 0;
+		}
+	} else {
+		json_incref(t);
+	}
+	if (json_is_array(t) && json_array_size(t) > 1) {
+		/* a list of types: each one as its own schema */
+		size_t i;
+		json_t *e;
+
+		bputs(b, "(");
+		json_array_foreach(t, i, e) {
+			json_t *one = json_deep_copy(s);
+			int id;
+
+			json_object_set(one, "type", e);
+			id = rule(c, one);
+			json_decref(one);
+			if (id < 0) {
+				json_decref(t);
+				return -1;
+			}
+			bprintf(b, "%sr%d", i ? " | " : "", id);
+		}
+		bputs(b, ")");
+		json_decref(t);
+		return 0;
+	}
+	if (type_is(t, "object")) {
+		static const char *const ok[] = {
+			"type", "properties", "required",
+			"additionalProperties"};
+		json_t *props = json_object_get(s, "properties"),
+		       *req = json_object_get(s, "required"),
+		       *add = json_object_get(s, "additionalProperties");
+		const char *k, *names[64];
+		int ids[64], required[64], n = 0, add_id = -1;
+		json_t *ps;
+
+		json_decref(t);
+		if (only(c, s, ok, 4))
+			return -1;
+		if (props && !json_is_object(props))
+			return fail(c, QERR_FORMAT, "properties must be an "
+				    "object");
+		json_object_foreach(props, k, ps) {
+			size_t at = push(c, ".properties.%s", k);
+
+			if (n == 64) {
+				fail(c, QERR_UNSUPPORTED, "over 64 properties");
+				pop(c, at);
+				return -1;
+			}
+			names[n] = k;
+			required[n] = 0;
+			ids[n] = rule(c, ps);
+			pop(c, at);
+			if (ids[n] < 0)
+				return -1;
+			n++;
+		}
+		if (req) {
+			size_t i;
+			json_t *e;
+
+			if (!json_is_array(req))
+				return fail(c, QERR_FORMAT, "required must be "
+					    "an array");
+			json_array_foreach(req, i, e) {
+				int j;
+
+				for (j = 0; j < n && (!json_is_string(e) ||
+						     strcmp(names[j],
+							    json_string_value(e)));
+				     j++)
+					;
+				if (j == n) {
+					size_t at = push(c, ".required[%zu]",
+							 i);
+
+					fail(c, QERR_FORMAT, "not a property "
+					     "of the schema");
+					pop(c, at);
+					return -1;
+				}
+				required[j] = 1;
+			}
+		}
+		if (add && !json_is_false(add)) {
+			size_t at = push(c, ".additionalProperties");
+
+			add_id = json_is_true(add) ? -2 : rule(c, add);
+			pop(c, at);
+			if (add_id == -1)
+				return -1;
+		}
+		/* "{" then the properties from i on, with or without a
+		 * comma before the next: rules o<id>_<i>_<first> */
+		{
+			int base = c->n_rules++;
+			buf *o = &c->out;
+
+			bprintf(b, "\"{\" ws o%d_0_1 ws \"}\"", base);
+			for (int i = n; i >= 0; i--)
+				for (int first = 0; first < 2; first++) {
+					const char *sep = first ? ""
+						: "ws \",\" ws ";
+
+					bprintf(o, "o%d_%d_%d ::= ", base, i,
+						first);
+					if (i == n) {
+						if (add_id == -1) {
+							bputs(o, "\"\"\n");
+							continue;
+						}
+						char v[24];
+
+						if (add_id == -2)
+							snprintf(v, sizeof(v),
+								 "jvalue");
+						else
+							snprintf(v, sizeof(v),
+								 "r%d", add_id);
+						bprintf(o, "(%s jstring ws \":\" "
+							"ws %s (ws \",\" ws "
+							"jstring ws \":\" ws "
+							"%s)*)?\n", sep, v, v);
+						continue;
+					}
+					bprintf(o, "%s", sep);
+					{
+						/* the key as JSON text */
+						json_t *ks = json_string(names[i]);
+
+						if (!ks || lit_json(c, o, ks)) {
+							json_decref(ks);
+							return -1;
+						}
+						json_decref(ks);
+					}
+					bprintf(o, " ws \":\" ws r%d o%d_%d_0",
+						ids[i], base, i + 1);
+					if (!required[i])
+						bprintf(o, " | o%d_%d_%d", base,
+							i + 1, first);
+					bputs(o, "\n");
+				}
+		}
+		return 0;
+	}
+	if (type_is(t, "array")) {
+		static const char *const ok[] = {"type", "items", "minItems",
+						 "maxItems", "prefixItems"};
+		json_t *items = json_object_get(s, "items"),
+		       *pre = json_object_get(s, "prefixItems");
+		long lo, hi;
+		int id;
+
+		json_decref(t);
+		if (only(c, s, ok, 5) || get_count(c, s, "minItems", 0, &lo) ||
+		    get_count(c, s, "maxItems", -1, &hi))
+			return -1;
+		if (hi >= 0 && hi < lo)
+			return fail(c, QERR_FORMAT, "maxItems below minItems");
+		if (pre) {
+			size_t i;
+			json_t *e;
+
+			if (!json_is_array(pre) || (items && !json_is_false(items)))
+				return fail(c, QERR_UNSUPPORTED, "prefixItems "
+					    "with items other than false");
+			bputs(b, "\"[\" ws ");
+			json_array_foreach(pre, i, e) {
+				size_t at = push(c, ".prefixItems[%zu]", i);
+
+				id = rule(c, e);
+				pop(c, at);
+				if (id < 0)
+					return -1;
+				bprintf(b, "%sr%d ", i ? "ws \",\" ws " : "",
+					id);
+			}
+			bputs(b, "ws \"]\"");
+			return 0;
+		}
+		{
+			size_t at = push(c, ".items");
+
+			id = items ? rule(c, items) : -2;
+			pop(c, at);
+			if (id == -1)
+				return -1;
+		}
+		{
+			char item[32];
+
+			if (id == -2)
+				snprintf(item, sizeof(item), "jvalue");
+			else
+				snprintf(item, sizeof(item), "r%d", id);
+			bputs(b, "\"[\" ws ");
+			if (lo == 0)
+				bputs(b, "(");
+			bprintf(b, "%s", item);
+			if (hi < 0)
+				bprintf(b, " (ws \",\" ws %s){%ld,}", item,
+					lo ? lo - 1 : 0);
+			else if (hi > 1 || lo > 1)
+				bprintf(b, " (ws \",\" ws %s){%ld,%ld}", item,
+					lo ? lo - 1 : 0, hi - 1);
+			if (lo == 0)
+				bputs(b, ")?");
+			bputs(b, " ws \"]\"");
+		}
+		return 0;
+	}
+	if (type_is(t, "string")) {
+		static const char *const ok[] = {"type", "minLength",
+						 "maxLength", "pattern",
+						 "format"};
+		json_t *pat = json_object_get(s, "pattern"),
+		       *fmt = json_object_get(s, "format");
+		long lo, hi;
+
+		json_decref(t);
+		if (only(c, s, ok, 5) || get_count(c, s, "minLength", 0, &lo) ||
+		    get_count(c, s, "maxLength", -1, &hi))
+			return -1;
+		if (pat) {
+			const char *p = json_string_value(pat);
+
+			if (!p)
+				return fail(c, QERR_FORMAT, "pattern must be a "
+					    "string");
+			bputs(b, "\"\\\"\" ");
+			{
+				size_t at = push(c, ".pattern");
+				int rc = regex(c, b, &p, 0);
+
+				pop(c, at);
+				if (rc)
+					return -1;
+				if (*p)
+					return fail(c, QERR_FORMAT, "pattern: "
+						    "unexpected ')'");
+			}
+			bputs(b, " \"\\\"\"");
+			return 0;
+		}
+		if (fmt) {
+			const char *f = json_string_value(fmt);
+			const char *g =
+				!f ? NULL
+				: !strcmp(f, "date")
+				? "[0-9]{4} \"-\" [0-1] [0-9] \"-\" [0-3] [0-9]"
+				: !strcmp(f, "time")
+				? "[0-2] [0-9] \":\" [0-5] [0-9] \":\" [0-5] "
+				  "[0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] "
+				  "[0-2] [0-9] \":\" [0-5] [0-9])?"
+				: !strcmp(f, "date-time")
+				? "[0-9]{4} \"-\" [0-1] [0-9] \"-\" [0-3] [0-9] "
+				  "\"T\" [0-2] [0-9] \":\" [0-5] [0-9] \":\" "
+				  "[0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | "
+				  "[+-] [0-2] [0-9] \":\" [0-5] [0-9])"
+				: !strcmp(f, "uuid")
+				? "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" "
+				  "[0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" "
+				  "[0-9a-f]{12}"
+				: NULL;
+
+			if (!g) {
+				size_t at = push(c, ".format");
+
+				fail(c, QERR_UNSUPPORTED, "%s: not supported "
+				     "(date, time, date-time, uuid)",
+				     f ? f : "(not a string)");
+				pop(c, at);
+				return -1;
+			}
+			bprintf(b, "\"\\\"\" %s \"\\\"\"", g);
+			return 0;
+		}
+		if (hi >= 0 && hi < lo)
+			return fail(c, QERR_FORMAT, "maxLength below "
+				    "minLength");
+		if (!lo && hi < 0)
+			bputs(b, "jstring");
+		else if (hi < 0)
+			bprintf(b, "\"\\\"\" jchar{%ld,} \"\\\"\"", lo);
+		else
+			bprintf(b, "\"\\\"\" jchar{%ld,%ld} \"\\\"\"", lo, hi);
+		return 0;
+	}
+	if (type_is(t, "integer")) {
+		static const char *const ok[] = {"type", "minimum", "maximum",
+						 "exclusiveMinimum",
+						 "exclusiveMaximum"};
+
+		json_decref(t);
+		if (only(c, s, ok, 5))
+			return -1;
+		return int_range(c, s, b);
+	}
+	if (type_is(t, "number")) {
+		json_decref(t);
+		if (only(c, s, (const char *const[]){"type"}, 1))
+			return -1;
+		bputs(b, "jnumber");
+		return 0;
+	}
+	if (type_is(t, "boolean") || type_is(t, "null")) {
+		int bo = type_is(t, "boolean");
+
+		json_decref(t);
+		if (only(c, s, (const char *const[]){"type"}, 1))
+			return -1;
+		bputs(b, bo ? "jbool" : "jnull");
+		return 0;
+	}
+	{
+		char *shown = json_dumps(t, JSON_ENCODE_ANY | JSON_COMPACT);
+		size_t at = push(c, ".type");
+
+		fail(c, QERR_UNSUPPORTED, "%s: not a JSON schema type",
+		     shown ? shown : "?");
+		pop(c, at);
+		free(shown);
+		json_decref(t);
+		return -1;
+	}
+}
+
+/* The rule of schema s: its id (a schema reached twice, as by $ref, has
+ * one rule); -1 on error. */
+static int rule(ctx *c, const json_t *s)
+{
+	buf b = {0};
+	int id;
+
+	for (int i = 0; i < c->n_seen; i++)
+		if (c->seen[i] == s)
+			return i;
+	if (c->n_seen == 256)
+		return fail(c, QERR_UNSUPPORTED, "over 256 schemas");
+	id = c->n_seen;
+	c->seen[c->n_seen++] = s;
+	if (body(c, s, &b)) {
+		free(b.b);
+		return -1;
+	}
+	if (b.oom) {
+		free(b.b);
+		return fail(c, QERR_NOMEM, "out of memory");
+	}
+	bprintf(&c->out, "r%d ::= %s\n", id, b.b ? b.b : "\"\"");
+	free(b.b);
+	c->depth--;
+	return id;
+}
+
+int jschema_to_gbnf(const json_t *schema, char **out)
+{
+	ctx c = {0};
+	int id;
+
+	*out = NULL;
+	snprintf(c.path, sizeof(c.path), "schema");
+	c.root = schema;
+	c.n_rules = 0;
+	id = rule(&c, schema);
+	if (id < 0) {
+		free(c.out.b);
+		return c.code ? c.code : QERR_FORMAT;
+	}
+	bprintf(&c.out, "root ::= r%d\n", id);
+	bputs(&c.out, COMMON);
+	if (c.out.oom) {
+		free(c.out.b);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	*out = c.out.b;
+	return 0;
+}
+
+int jschema_any(char **out)
+{
+	buf b = {0};
+
+	bputs(&b, "root ::= jobject\n");
+	bputs(&b, COMMON);
+	if (b.oom) {
+		free(b.b);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	*out = b.b;
+	return 0;
+}
