@@ -84,6 +84,7 @@ void dispatch_req_release(req *r)
 	free(r->begun);
 	stop_fini(&r->ss);
 	free(r->tokens);
+	free(r->grammar);
 	free(r);
 }
 

@@ -449,6 +449,14 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	*err = NULL;
 	if (spwire_decode(a->params, &r->p, NULL))
 		return bad_field(err);
+	if (r->p.grammar) {
+		/* the Ask goes; the grammar stays with the request */
+		if (!(r->grammar = strndup(r->p.grammar, r->p.grammar_len))) {
+			*err = "out of memory";
+			return QUORUM__STATUS__STATUS_INTERNAL;
+		}
+		r->p.grammar = r->grammar;
+	}
 	/* choice: the options the question lists travel with the format */
 	answer_choice_options(&r->p.answer, (const char *)a->question.data,
 			      a->question.len);

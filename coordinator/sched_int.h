@@ -187,6 +187,7 @@ typedef struct req {
 	 * order), the vote and logprobs; a decode job carries what a worker
 	 * samples with (SPWIRE_JOB). */
 	sc_params p;
+	char *grammar;          /* p.grammar's text, owned (the Ask's copy) */
 	int stream;             /* Ask.stream: forward samples as they come */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */

@@ -6,8 +6,79 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
 #include "cli.h"
 #include "qerr.h"
+#include "text/jschema.h"
+
+/* --grammar / --json-schema: the text the settings borrow, kept for the
+ * process's life */
+static char *grammar_text;
+
+static void grammar_free(void)
+{
+	free(grammar_text);
+	grammar_text = NULL;
+}
+
+/* The grammar from FILE (a GBNF file, or with schema a JSON schema made
+ * one) into f->p. 0, or 2 after the usage error. */
+static int grammar_from(sampflags *f, const char *path, int schema)
+{
+	FILE *fp = fopen(path, "rb");
+	char *text = NULL, *g = NULL;
+	size_t n = 0, cap = 0, r;
+	int rc;
+
+	if (!fp)
+		return cli_usage_error(f->cmd, "--%s %s: %m", schema
+				       ? "json-schema" : "grammar", path);
+	do {
+		char *nt;
+
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			if (!(nt = realloc(text, cap))) {
+				free(text);
+				fclose(fp);
+				return cli_usage_error(f->cmd, "out of memory");
+			}
+			text = nt;
+		}
+		r = fread(text + n, 1, 4096, fp);
+		n += r;
+	} while (r == 4096 && n < (2u << 20));
+	fclose(fp);
+	text[n] = '\0';
+	if (schema) {
+		json_error_t je;
+		json_t *js = json_loadb(text, n, 0, &je);
+
+		free(text);
+		if (!js)
+			return cli_usage_error(f->cmd, "--json-schema %s:%d: %s",
+					       path, je.line, je.text);
+		rc = jschema_to_gbnf(js, &g);
+		json_decref(js);
+		if (rc)
+			return cli_usage_error(f->cmd, "--json-schema %s: %s",
+					       path, qerr_detail());
+		text = g;
+	}
+	if (sc_setting_parse(SC_S_GRAMMAR, text, &f->p)) {
+		free(text);
+		return cli_usage_error(f->cmd, "--%s %s: %s", schema
+				       ? "json-schema" : "grammar", path,
+				       qerr_detail());
+	}
+	if (!grammar_text)
+		atexit(grammar_free);
+	free(grammar_text);
+	grammar_text = text;
+	return 0;
+}
 
 /* By setting: the flag, its argument in the help, and what it does (the
  * default is added from SC_PARAMS_DEFAULTS, or "the cluster's"). */
@@ -43,6 +114,9 @@ static const struct {
 			      "sample once a window's mean log-probability "
 			      "falls below the P-th percentile (default 10) "
 			      "of theirs"},
+	[SC_S_GRAMMAR] = {"grammar", "FILE", "a GBNF grammar (llama.cpp's "
+			  "language) every sample follows; --json-schema "
+			  "FILE makes it from a JSON schema"},
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
@@ -57,7 +131,8 @@ static const struct {
 /* The order of the help (and of the long options). */
 static const int order[SC_S_COUNT_] = {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
-	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_ANSWER, SC_S_STOP, SC_S_VOTE,
+	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_ANSWER, SC_S_GRAMMAR, SC_S_STOP,
+	SC_S_VOTE,
 	SC_S_STOP_WAVES, SC_S_CONF_WINDOW, SC_S_CONF_FILTER, SC_S_IGNORE_EOS,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS,
 };
@@ -82,6 +157,9 @@ size_t sampflags_options(const sampflags *f, struct option *opts, size_t k,
 						? required_argument
 						: no_argument, 0, SF_CODE(id)};
 	}
+	if ((f->take & SC_BIT(SC_S_GRAMMAR)) && k < cap)
+		opts[k++] = (struct option){"json-schema", required_argument,
+					    0, SF_JSON_SCHEMA};
 	return k;
 }
 
@@ -89,8 +167,20 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 {
 	int id = c == 'n' ? SC_S_N : c - SF_CODE(0);
 
+	if (c == SF_JSON_SCHEMA && (f->take & SC_BIT(SC_S_GRAMMAR))) {
+		if (grammar_from(f, arg, 1))
+			return 2;
+		f->given |= SC_BIT(SC_S_GRAMMAR);
+		return 0;
+	}
 	if (id < 0 || id >= SC_S_COUNT_ || !(f->take & SC_BIT(id)))
 		return -1;
+	if (id == SC_S_GRAMMAR) {
+		if (grammar_from(f, arg, 0))
+			return 2;
+		f->given |= SC_BIT(id);
+		return 0;
+	}
 	if (sc_setting_parse(id, flags[id].arg ? arg : "true", &f->p))
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)

@@ -19,8 +19,10 @@
 
 #include "sc/params.h"
 
-/* getopt's value of a sampling flag (-n is 'n') */
+/* getopt's value of a sampling flag (-n is 'n'); --json-schema, which
+ * sets the grammar from a JSON schema, is SF_CODE(SC_S_COUNT_) */
 #define SF_CODE(id) (0x1000 + (id))
+#define SF_JSON_SCHEMA SF_CODE(SC_S_COUNT_)
 
 /* the flags of each command */
 #define SF_RUN (SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) | \
@@ -30,7 +32,7 @@
 		SC_BIT(SC_S_CONF_WINDOW) | SC_BIT(SC_S_CONF_FILTER) | \
 		SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP_STRINGS) | \
 		SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_STOP_WAVES) | \
-		SC_BIT(SC_S_ANSWER))
+		SC_BIT(SC_S_ANSWER) | SC_BIT(SC_S_GRAMMAR))
 /* a cluster: no engine settings (mode, confidence windows; the waves are
  * the cluster's sampling.stop_waves) */
 #define SF_ASK (SF_RUN & ~(SC_BIT(SC_S_MODE) | SC_BIT(SC_S_CONF_WINDOW) | \

@@ -96,6 +96,7 @@ static void job_free(wk_job *j)
 	free(j->idx);
 	free(j->sent);
 	free(j->pool);
+	free(j->grammar);
 	free(j->blocks);
 	free(j->logits);
 	free(j);
@@ -298,6 +299,11 @@ void wk_on_decode(wk *w, const Quorum__DecodeJob *j)
 		else
 			x->idx[i] = (int)j->indices[i];
 	}
+	if (!bad && p.grammar &&
+	    !(x->grammar = strndup(p.grammar, p.grammar_len)))
+		bad = "out of memory";
+	if (!bad && p.grammar)
+		p.grammar = x->grammar; /* the message goes, the job stays */
 	if (!bad && sc_params_check(&p)) {
 		snprintf(why, sizeof(why), "bad sampling params: %s",
 			 qerr_detail());

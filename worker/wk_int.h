@@ -54,6 +54,7 @@ typedef struct wk_job {
 	uint32_t rounds;
 	uint32_t *sent;      /* (n) bytes of each sample sent so far */
 	char *pool;          /* the pool its root is in */
+	char *grammar;       /* p.grammar's text, owned */
 	/* merging off: what to add once the batch is free */
 	sc_params p;
 	sc_root_ref ref;

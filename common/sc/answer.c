@@ -8,6 +8,7 @@
 #include "sc/answer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@
 typedef unsigned char uchar;
 
 static const char *const NAMES[ANSWER_KINDS_] = {
-	"auto", "number", "math", "choice", "yesno", "text", "regex"};
+	"auto", "number", "math", "choice", "yesno", "text", "regex", "json"};
 
 static int lower(int c)
 {
@@ -98,6 +99,17 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 			return 0;
 		}
 		w = "choice: options must be L=VALUE|L=VALUE with letters A-J";
+	} else if (!strncmp(s, "json:", 5)) {
+		size_t n = strlen(s + 5);
+
+		if (n >= ANSWER_PATTERN_MAX || (n && s[5] != '/'))
+			w = "json: the pointer must be empty or start with '/' "
+			    "(RFC 6901), at most 255 bytes";
+		else {
+			f->kind = ANSWER_JSON;
+			memcpy(f->pattern, s + 5, n + 1);
+			return 0;
+		}
 	} else if (!strncmp(s, "regex:", 6)) {
 		size_t n = strlen(s + 6);
 
@@ -124,6 +136,8 @@ const char *answer_format_name(const answer_format *f, char *buf, size_t cap)
 {
 	if (f->kind == ANSWER_REGEX)
 		snprintf(buf, cap, "regex:%s", f->pattern);
+	else if (f->kind == ANSWER_JSON)
+		snprintf(buf, cap, "json:%s", f->pattern);
 	else if (f->kind == ANSWER_CHOICE && f->pattern[0])
 		snprintf(buf, cap, "choice:%s", f->pattern);
 	else
@@ -510,6 +524,82 @@ static bool key_regex(const answer_format *f, const char *t, size_t n,
 	}
 }
 
+/* RFC 6901: the value at pointer ptr in v, or NULL. */
+static json_t *pointer(json_t *v, const char *ptr)
+{
+	char tok[ANSWER_PATTERN_MAX];
+
+	while (*ptr == '/' && v) {
+		size_t k = 0;
+
+		ptr++;
+		while (*ptr && *ptr != '/' && k + 1 < sizeof(tok)) {
+			if (*ptr == '~' && (ptr[1] == '0' || ptr[1] == '1')) {
+				tok[k++] = ptr[1] == '0' ? '~' : '/';
+				ptr += 2;
+			} else {
+				tok[k++] = *ptr++;
+			}
+		}
+		tok[k] = '\0';
+		if (json_is_object(v)) {
+			v = json_object_get(v, tok);
+		} else if (json_is_array(v)) {
+			char *end;
+			long i = strtol(tok, &end, 10);
+
+			v = k && *end == '\0' && i >= 0 &&
+					(tok[0] != '0' || k == 1)
+				    ? json_array_get(v, (size_t)i) : NULL;
+		} else {
+			v = NULL;
+		}
+	}
+	return v;
+}
+
+static bool key_json(const answer_format *f, const char *t, size_t n,
+		     char *out, size_t cap)
+{
+	json_t *doc, *v;
+	bool ok = false;
+	size_t a = 0, b = n;
+
+	trim(t, &a, &b);
+	if (!(doc = json_loadb(t + a, b - a, JSON_DECODE_ANY, NULL))) {
+		/* the object inside the text */
+		const char *l = memchr(t, '{', n), *r = NULL;
+
+		for (size_t i = n; i > 0 && !r; i--)
+			if (t[i - 1] == '}')
+				r = t + i - 1;
+		if (!l || !r || r < l ||
+		    !(doc = json_loadb(l, (size_t)(r - l + 1), 0, NULL)))
+			return false;
+	}
+	v = pointer(doc, f->pattern);
+	if (json_is_integer(v) || json_is_real(v)) {
+		char *s = json_dumps(v, JSON_ENCODE_ANY);
+
+		ok = s && mathkey(s, strlen(s), out, cap, NULL);
+		free(s);
+	} else if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+
+		ok = norm_text(s, 0, json_string_length(v), out, cap);
+	} else if (json_is_boolean(v)) {
+		ok = put(out, cap, json_is_true(v) ? "true" : "false",
+			 json_is_true(v) ? 4 : 5);
+	} else if (json_is_object(v) || json_is_array(v)) {
+		char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+
+		ok = s && put(out, cap, s, strlen(s));
+		free(s);
+	}
+	json_decref(doc);
+	return ok;
+}
+
 static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 {
 	size_t a, b;
@@ -561,6 +651,7 @@ bool answer_extract(const answer_format *f, const char *text, size_t len,
 	case ANSWER_YESNO: return key_yesno(text, len, out, cap);
 	case ANSWER_TEXT: return key_text(text, len, out, cap);
 	case ANSWER_REGEX: return key_regex(f, text, len, out, cap);
+	case ANSWER_JSON: return key_json(f, text, len, out, cap);
 	default: return key_auto(text, len, out, cap);
 	}
 }
@@ -579,7 +670,18 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 	if ((boxed = malloc(b - a + 16))) {
 		int k = f ? f->kind : ANSWER_NUMBER;
 
-		if (k == ANSWER_REGEX || k == ANSWER_TEXT) {
+		if (k == ANSWER_JSON) {
+			/* the field's value as written: a number keys as
+			 * math, anything else as text */
+			bool parsed;
+
+			if ((mathkey(s + a, b - a, out, cap, &parsed) &&
+			     parsed && out[0] != 's' && out[0] != 'f') ||
+			    norm_text(s, a, b, out, cap)) {
+				free(boxed);
+				return;
+			}
+		} else if (k == ANSWER_REGEX || k == ANSWER_TEXT) {
 			memcpy(boxed, "The answer is ", 14);
 			memcpy(boxed + 14, s + a, b - a);
 			boxed[14 + b - a] = '.';

@@ -27,6 +27,13 @@
  *   regex:P  PCRE2 pattern P over the text (after rule 0): the last match;
  *            its first capture group when it has one that matched, else
  *            the whole match; trimmed.
+ *   json:PTR the text is JSON (as a JSON schema grammar makes it; else
+ *            the span from its first '{' to its last '}'); PTR is a JSON
+ *            pointer (RFC 6901: "/answer", "/steps/2/value", "" the whole
+ *            value) to the field voted on, keyed by its type: numbers as
+ *            `math` keys them (42 and 42.0 agree), strings as `text`,
+ *            true/false, objects and arrays as compact JSON with sorted
+ *            keys; null and a missing field are no answer.
  *   auto     (the default) from the final answer's shape: a box whose
  *            content parses as math is `math`; a lone option letter (boxed
  *            or after "the answer is") is `choice`; yes/no likewise is
@@ -50,16 +57,17 @@
 
 enum answer_kind {
 	ANSWER_AUTO = 0, ANSWER_NUMBER, ANSWER_MATH, ANSWER_CHOICE,
-	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_KINDS_
+	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_JSON, ANSWER_KINDS_
 };
 
 #define ANSWER_PATTERN_MAX 256
-#define ANSWER_LIST "auto, number, math, choice, yesno, text, regex:PATTERN"
+#define ANSWER_LIST "auto, number, math, choice, yesno, text, " \
+	"regex:PATTERN, json:POINTER"
 
 typedef struct answer_format {
 	int kind;                        /* enum answer_kind */
 	/* regex: the pattern; choice: the options' keys "A=12|B=15" (empty:
-	 * not known) */
+	 * not known); json: the pointer */
 	char pattern[ANSWER_PATTERN_MAX];
 } answer_format;
 

@@ -105,6 +105,17 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 	j->n = ji->p ? ji->n : 0;
 	if (ji->p)
 		j->p = *ji->p;
+	if (j->n && j->p.grammar) {
+		/* the grammar, compiled once for the job's forks */
+		if ((!e->gv && (rc = gbnf_vocab_new(e->t, &e->gv))) ||
+		    (rc = gbnf_parse(j->p.grammar, j->p.grammar_len,
+				     &j->gg)) ||
+		    (rc = gbnf_matcher_new(j->gg, e->gv, &j->gm)))
+			goto fail;
+		j->g0 = gbnf_start(j->gm);
+	}
+	j->p.grammar = NULL; /* borrowed: not kept past this call */
+	j->p.grammar_len = 0;
 	j->w = sc_conf_window(&j->p);
 	j->st = ji->st;
 	j->flt = ji->flt;
@@ -209,6 +220,8 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 	free(j->done);
 	free(j->prompt);
 	free(j->logits_buf);
+	gbnf_matcher_free(&j->gm);
+	gbnf_free(&j->gg);
 	free(j);
 }
 
@@ -362,6 +375,7 @@ static int start_fork(sc_batch *b, sc_job *j)
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	f->win_min = INT64_MAX;
 	f->job = j;
+	f->gstate = j->g0;
 	f->logits = j->root_logits;
 	j->n_started++;
 	if (j->st)

@@ -141,6 +141,7 @@ void sc_engine_free(sc_engine **ep)
 	fwd_free(&e->f);
 	tpool_free(&e->tp);
 	free(e->masked);
+	gbnf_vocab_free(&e->gv);
 	free(e->eog);
 	free(e);
 	*ep = NULL;

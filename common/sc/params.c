@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "qerr.h"
+#include "text/gbnf.h"
 
 static const sc_setting settings[SC_S_COUNT_] = {
 	[SC_S_N] = {"n", SC_K_INT, 1, SC_N_MAX, 0, NULL},
@@ -39,6 +40,8 @@ static const sc_setting settings[SC_S_COUNT_] = {
 	[SC_S_STOP_WAVES] = {"stop_waves", SC_K_INT, 0, STOP_WAVES_MAX, 0,
 			     NULL},
 	[SC_S_ANSWER] = {"answer", SC_K_TEXT, 0, 0, 0, ANSWER_LIST},
+	[SC_S_GRAMMAR] = {"grammar", SC_K_TEXT, 0, 0, 0,
+			  "a GBNF grammar (llama.cpp's)"},
 };
 
 const sc_setting *sc_setting_get(int id)
@@ -206,6 +209,28 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 		return 0;
 	case SC_S_CONF_FILTER:
 		return parse_filter(s, &p->filter_warmup, &p->filter_pct);
+	case SC_S_GRAMMAR: {
+		/* compiled once to check it: its own words say what is
+		 * wrong ("grammar:3:7: undefined rule 'x'") */
+		gbnf *g = NULL;
+		size_t n = strlen(s);
+
+		if (!n) {
+			p->grammar = NULL;
+			p->grammar_len = 0;
+			return 0;
+		}
+		if (gbnf_parse(s, n, &g)) {
+			char why[300];
+
+			snprintf(why, sizeof(why), "%s", qerr_detail());
+			return qerr_fail(QERR_RANGE, "%s", why);
+		}
+		gbnf_free(&g);
+		p->grammar = s;
+		p->grammar_len = n;
+		return 0;
+	}
 	case SC_S_ANSWER: {
 		const char *why = NULL;
 		answer_format f;
@@ -295,6 +320,11 @@ void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
 		break;
 	case SC_S_ANSWER:
 		v->s = answer_format_name(&p->answer, buf, cap);
+		break;
+	case SC_S_GRAMMAR:
+		/* the text itself, borrowed (not buf: it is long) */
+		v->s = p->grammar;
+		v->len = p->grammar_len;
 		break;
 	default:
 		break;

@@ -30,7 +30,7 @@
 
 enum sc_mode { SC_RESET = 0, SC_PAGED = 1, SC_BATCHED = 2 };
 enum sc_finish { SC_FINISH_STOP = 0, SC_FINISH_LENGTH = 1,
-		 SC_FINISH_FILTERED = 2 };
+		 SC_FINISH_FILTERED = 2, SC_FINISH_GRAMMAR = 3 };
 enum sc_vote { SC_VOTE_MAJORITY = 0, SC_VOTE_CONFIDENCE = 1 };
 
 /* Tokens per confidence window when sc_params.conf_window is 0. */
@@ -95,6 +95,12 @@ typedef struct {
 	/* What a sample's answer is and when two are the same (answer.h):
 	 * auto (zero) by default. */
 	answer_format answer;
+	/* A GBNF grammar every sample follows (text/gbnf.h), or NULL.
+	 * BORROWED: whoever sets it keeps the NUL-terminated text alive
+	 * while p (or a copy) is used; an engine job compiles it when it
+	 * starts. Checked (compiled) when set by sc_setting_*. */
+	const char *grammar;
+	size_t grammar_len;
 } sc_params;
 
 /* The defaults of every entry point that has its own (quorum run,
@@ -119,7 +125,8 @@ enum sc_setting_id {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
 	SC_S_MAX_NEW_TOKENS, SC_S_IGNORE_EOS, SC_S_STOP, SC_S_VOTE,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
-	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_ANSWER, SC_S_COUNT_
+	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_ANSWER, SC_S_GRAMMAR,
+	SC_S_COUNT_
 };
 
 enum sc_kind {

@@ -27,7 +27,8 @@
 const char *sc_finish_name(int finish)
 {
 	return finish == SC_FINISH_STOP ? "stop"
-	       : finish == SC_FINISH_FILTERED ? "filtered" : "length";
+	       : finish == SC_FINISH_FILTERED ? "filtered"
+	       : finish == SC_FINISH_GRAMMAR ? "grammar" : "length";
 }
 
 /* The longest stop string, in bytes (0: none). */
@@ -158,6 +159,39 @@ int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 			e->masked[e->eog[i]] = -INFINITY;
 		lg = e->masked;
 	}
+	if (f->job && f->job->gm) {
+		/* a grammar: only the tokens that keep the text in it, and
+		 * the end tokens only where it may end */
+		gbnf_matcher *gm = f->job->gm;
+		const uint64_t *ok = f->gstate >= 0
+					     ? gbnf_allowed(gm, f->gstate) : NULL;
+		int acc = f->gstate >= 0 && gbnf_accepting(gm, f->gstate);
+		int any = 0, V = e->m->cfg.vocab;
+
+		if (f->gstate >= 0 && !ok)
+			return qerr_fail(QERR_NOMEM, "out of memory for the "
+					 "grammar");
+		if (lg != e->masked)
+			memcpy(e->masked, lg, (size_t)V * sizeof(float));
+		for (int i = 0; i < V; i++) {
+			if (ok && (ok[i >> 6] >> (i & 63)) & 1)
+				any = 1;
+			else
+				e->masked[i] = -INFINITY;
+		}
+		for (int i = 0; i < e->n_eog && acc && !p->ignore_eos; i++)
+			e->masked[e->eog[i]] = f->logits[e->eog[i]];
+		if (!any && !(acc && !p->ignore_eos)) {
+			/* nowhere to go: no token keeps the text in the
+			 * grammar (or it must end and end tokens are off) */
+			f->out->finish = acc ? SC_FINISH_STOP
+					     : SC_FINISH_GRAMMAR;
+			f->done = 1;
+			f->out->settled = f->out->len;
+			return 0;
+		}
+		lg = e->masked;
+	}
 	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
 				 &lp)))
 		return rc;
@@ -170,6 +204,9 @@ int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 		return 0;
 	}
 	piece = tok_piece(e->t, tokid, 0, &plen);
+	if (f->job && f->job->gm)
+		f->gstate = gbnf_step(f->job->gm, f->gstate, piece ? piece : "",
+				      plen);
 	if ((rc = append_text(f, piece ? piece : "", plen)))
 		return rc;
 	f->out->n_tokens++;

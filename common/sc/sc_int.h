@@ -30,6 +30,7 @@
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
+#include "text/gbnf.h"
 #include "sc/pfx.h"
 #include "sc/sample.h"
 #include "sc/stop.h"
@@ -53,6 +54,8 @@ struct sc_engine {
 	samp *sampler;
 	kv_pool *pool;       /* grown on demand */
 	float *masked;       /* (vocab) logits with end-of-generation masked */
+	gbnf_vocab *gv;      /* the vocabulary's trie, made for the first
+			      * grammar (NULL until then) */
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
 	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
@@ -96,6 +99,7 @@ typedef struct {
 	int64_t win_min;     /* least full-window sum so far */
 	int n_drawn;
 	struct sc_job *job;  /* the job it belongs to */
+	int gstate;          /* its grammar state (the job's matcher) */
 	int appended;        /* has been forwarded (holds a private tail) */
 } fork_state;
 
@@ -147,7 +151,10 @@ typedef struct {
 struct sc_job {
 	sc_job *next;
 	uint32_t id;
-	sc_params p;
+	sc_params p;            /* p.grammar is not kept: gg, gm are */
+	gbnf *gg;               /* the compiled grammar, or NULL */
+	gbnf_matcher *gm;       /* ... its states, shared by the forks */
+	int g0;                 /* ... the state before any text */
 	int w;                  /* confidence window */
 	const kv_seq *root;     /* forks fork from it: &own, &view, borrowed */
 	kv_seq own, view;

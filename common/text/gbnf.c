@@ -843,7 +843,8 @@ static int class_meets(const gbnf *g, const elem *x, uint32_t lo,
 typedef struct {
 	int32_t *v;        /* the stack set, flattened */
 	int n;
-	uint32_t partial;  /* a UTF-8 character begun: its bits so far */
+	uint32_t partial;  /* a UTF-8 character begun: its bits so far, and
+			    * its length in bytes << 24 */
 	uint8_t need;      /* continuation bytes still to come (0: none) */
 	uint8_t accepting; /* an empty stack is in the set */
 	uint64_t hash;
@@ -855,9 +856,18 @@ typedef struct {
 	int32_t tok0, n_tok; /* tokens ending here: toks[tok0 .. + n_tok) */
 } tnode;
 
+struct gbnf_vocab {
+	uint32_t vocab;
+	tnode *tn;
+	int n_tn;
+	int32_t *kid_node; /* children: node ids, by byte */
+	uint8_t *kid_byte;
+	int32_t *toks;
+};
+
 struct gbnf_matcher {
 	const gbnf *g;
-	const tok *t;
+	const gbnf_vocab *tv_;
 	uint32_t vocab;
 	gstate *st;
 	int n_st, cap_st;
@@ -866,12 +876,6 @@ struct gbnf_matcher {
 	uint64_t *tk;      /* step cache keys: state << 8 | byte, + 1 */
 	int32_t *tv;       /* ... values */
 	size_t t_cap, t_n;
-	/* the vocabulary's byte trie */
-	tnode *tn;
-	int n_tn;
-	int32_t *kid_node; /* children: node ids, by byte */
-	uint8_t *kid_byte;
-	int32_t *toks;
 	/* masks kept: state -> bitset, least recently used replaced */
 	int32_t mask_state[GBNF_MASKS_KEPT];
 	uint64_t mask_used[GBNF_MASKS_KEPT];
@@ -1033,48 +1037,60 @@ static void take(const gbnf *g, const gstate *x, uint32_t c, sset *out)
 /* One byte from state s, uncached. */
 static int step_byte(gbnf_matcher *m, int s, uint8_t b)
 {
+	static const uint32_t cmin[5] = {0, 0, 0x80, 0x800, 0x10000},
+			      cmax[5] = {0, 0x7f, 0x7ff, 0xffff, 0x10ffff};
 	const gstate *x = &m->st[s];
 	sset out = {0};
-	uint32_t partial = x->partial, lo, hi;
+	uint32_t bits = x->partial & 0xffffff, total = x->partial >> 24, lo, hi;
 	uint8_t need = x->need;
 	int id;
 
 	if (need) {
 		if ((b & 0xc0) != 0x80)
 			return GBNF_DEAD;
-		partial = (partial << 6) | (b & 0x3f);
+		bits = (bits << 6) | (b & 0x3f);
 		need--;
 	} else if (b < 0x80) {
-		partial = b;
+		bits = b;
+		total = 1;
 	} else if ((b & 0xe0) == 0xc0 && b >= 0xc2) {
-		partial = b & 0x1f;
+		bits = b & 0x1f;
 		need = 1;
+		total = 2;
 	} else if ((b & 0xf0) == 0xe0) {
-		partial = b & 0x0f;
+		bits = b & 0x0f;
 		need = 2;
+		total = 3;
 	} else if ((b & 0xf8) == 0xf0 && b <= 0xf4) {
-		partial = b & 0x07;
+		bits = b & 0x07;
 		need = 3;
+		total = 4;
 	} else {
 		return GBNF_DEAD;
 	}
+	/* the characters this prefix can still become (no overlong forms,
+	 * no surrogates, none past U+10FFFF) */
+	lo = bits << (6 * need);
+	hi = lo | ((1u << (6 * need)) - 1);
+	if (lo < cmin[total])
+		lo = cmin[total];
+	if (hi > cmax[total])
+		hi = cmax[total];
+	if (lo > hi || (lo >= 0xd800 && hi <= 0xdfff))
+		return GBNF_DEAD;
 	if (!need) {
-		take(m->g, x, partial, &out);
+		take(m->g, x, bits, &out);
 		id = intern(m, &out, 0, 0);
 		free(out.v);
 		return id;
 	}
-	/* a character begun: keep the stacks that could take one of its
-	 * completions */
-	lo = partial << (6 * need);
-	hi = lo | ((1u << (6 * need)) - 1);
 	for (int i = 0; i < x->n; i += x->v[i] + 1) {
 		int len = x->v[i];
 
 		if (len && class_meets(m->g, &m->g->e[x->v[i + len]], lo, hi))
 			sset_add(&out, &x->v[i + 1], len);
 	}
-	id = intern(m, &out, partial, need);
+	id = intern(m, &out, bits | total << 24, need);
 	free(out.v);
 	return id;
 }
@@ -1177,7 +1193,7 @@ static int piece_cmp(const void *a, const void *b)
 
 /* Builds the trie from the sorted pieces [lo, hi), all sharing their
  * first d bytes, into node k (whose fields are filled). */
-static int build(gbnf_matcher *m, const piece *ps, int lo, int hi, size_t d,
+static int build(gbnf_vocab *m, const piece *ps, int lo, int hi, size_t d,
 		 int k, int *n_kids)
 {
 	int i = lo, first;
@@ -1217,9 +1233,9 @@ static int build(gbnf_matcher *m, const piece *ps, int lo, int hi, size_t d,
 	return 0;
 }
 
-int gbnf_matcher_new(const gbnf *g, const tok *t, gbnf_matcher **out)
+int gbnf_vocab_new(const tok *t, gbnf_vocab **out)
 {
-	gbnf_matcher *m = calloc(1, sizeof(*m));
+	gbnf_vocab *m = calloc(1, sizeof(*m));
 	uint32_t V = tok_vocab_size(t);
 	piece *ps = NULL;
 	size_t nodes = 1;
@@ -1228,8 +1244,6 @@ int gbnf_matcher_new(const gbnf *g, const tok *t, gbnf_matcher **out)
 	*out = NULL;
 	if (!m)
 		return qerr_fail(QERR_NOMEM, "out of memory");
-	m->g = g;
-	m->t = t;
 	m->vocab = V;
 	if (!(ps = malloc(((size_t)V + 1) * sizeof(*ps))))
 		goto nomem;
@@ -1248,24 +1262,56 @@ int gbnf_matcher_new(const gbnf *g, const tok *t, gbnf_matcher **out)
 	m->kid_node = malloc(nodes * sizeof(int32_t));
 	m->kid_byte = malloc(nodes);
 	m->toks = malloc(((size_t)np + 1) * sizeof(int32_t));
-	m->masks = malloc((size_t)GBNF_MASKS_KEPT * ((V + 63) / 64) *
-			  sizeof(uint64_t));
-	if (!m->tn || !m->kid_node || !m->kid_byte || !m->toks || !m->masks)
+	if (!m->tn || !m->kid_node || !m->kid_byte || !m->toks)
 		goto nomem;
 	for (int i = 0; i < np; i++)
 		m->toks[i] = ps[i].id;
 	m->n_tn = 1;
 	if (build(m, ps, 0, np, 0, 0, &kids))
 		goto nomem;
-	for (int i = 0; i < GBNF_MASKS_KEPT; i++)
-		m->mask_state[i] = -1;
 	free(ps);
 	*out = m;
 	return QERR_OK;
 nomem:
 	free(ps);
-	gbnf_matcher_free(&m);
-	return qerr_fail(QERR_NOMEM, "out of memory for the grammar");
+	gbnf_vocab_free(&m);
+	return qerr_fail(QERR_NOMEM, "out of memory for the vocabulary trie");
+}
+
+void gbnf_vocab_free(gbnf_vocab **vp)
+{
+	gbnf_vocab *v = vp ? *vp : NULL;
+
+	if (!v)
+		return;
+	free(v->tn);
+	free(v->kid_node);
+	free(v->kid_byte);
+	free(v->toks);
+	free(v);
+	*vp = NULL;
+}
+
+int gbnf_matcher_new(const gbnf *g, const gbnf_vocab *v, gbnf_matcher **out)
+{
+	gbnf_matcher *m = calloc(1, sizeof(*m));
+
+	*out = NULL;
+	if (!m)
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	m->g = g;
+	m->tv_ = v;
+	m->vocab = v->vocab;
+	m->masks = malloc((size_t)GBNF_MASKS_KEPT * ((v->vocab + 63) / 64) *
+			  sizeof(uint64_t));
+	if (!m->masks) {
+		free(m);
+		return qerr_fail(QERR_NOMEM, "out of memory for the grammar");
+	}
+	for (int i = 0; i < GBNF_MASKS_KEPT; i++)
+		m->mask_state[i] = -1;
+	*out = m;
+	return QERR_OK;
 }
 
 void gbnf_matcher_free(gbnf_matcher **mp)
@@ -1280,10 +1326,6 @@ void gbnf_matcher_free(gbnf_matcher **mp)
 	free(m->ht);
 	free(m->tk);
 	free(m->tv);
-	free(m->tn);
-	free(m->kid_node);
-	free(m->kid_byte);
-	free(m->toks);
 	free(m->masks);
 	free(m);
 	*mp = NULL;
@@ -1319,17 +1361,18 @@ const uint64_t *gbnf_allowed(gbnf_matcher *m, int s)
 	stk[sp++] = (struct frame){0, s};
 	while (sp) {
 		struct frame f = stk[--sp];
-		const tnode *nd = &m->tn[f.node];
+		const gbnf_vocab *tv = m->tv_;
+		const tnode *nd = &tv->tn[f.node];
 
 		for (int c = 0; c < nd->n_kids; c++) {
-			int32_t kid = m->kid_node[nd->node + c];
-			int ns = step(m, f.state, m->kid_byte[nd->node + c]);
-			const tnode *kn = &m->tn[kid];
+			int32_t kid = tv->kid_node[nd->node + c];
+			int ns = step(m, f.state, tv->kid_byte[nd->node + c]);
+			const tnode *kn = &tv->tn[kid];
 
 			if (ns == GBNF_DEAD)
 				continue;
 			for (int k = 0; k < kn->n_tok; k++) {
-				int32_t id = m->toks[kn->tok0 + k];
+				int32_t id = tv->toks[kn->tok0 + k];
 
 				mask[id >> 6] |= 1ull << (id & 63);
 			}

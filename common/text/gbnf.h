@@ -53,11 +53,18 @@ typedef struct gbnf gbnf;
 int gbnf_parse(const char *text, size_t len, gbnf **out);
 void gbnf_free(gbnf **g);
 
+/* A vocabulary's tokens as a byte trie: built once per vocabulary (an
+ * engine keeps one) and shared by every matcher over it. */
+typedef struct gbnf_vocab gbnf_vocab;
+int gbnf_vocab_new(const tok *t, gbnf_vocab **out);
+void gbnf_vocab_free(gbnf_vocab **v);
+
 typedef struct gbnf_matcher gbnf_matcher;
 
-/* A matcher of g over vocabulary t (both borrowed; they must outlive it).
+/* A matcher of g over vocabulary v (both borrowed; they must outlive it).
  * QERR_OK, QERR_NOMEM. */
-int gbnf_matcher_new(const gbnf *g, const tok *t, gbnf_matcher **out);
+int gbnf_matcher_new(const gbnf *g, const gbnf_vocab *v,
+		     gbnf_matcher **out);
 void gbnf_matcher_free(gbnf_matcher **m);
 
 #define GBNF_DEAD (-1)

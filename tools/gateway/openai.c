@@ -16,6 +16,7 @@
 #include "sc/params.h"
 #include "sc/reasoning.h"
 #include "sc/stop.h"
+#include "text/jschema.h"
 #include "text/prompt.h"
 
 static int bad(char *msg, size_t cap, const char **param, const char *p,
@@ -38,6 +39,7 @@ void openai_req_free(openai_req *r)
 	free(r->question);
 	free(r->system);
 	free(r->model);
+	free(r->grammar_own);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -255,6 +257,7 @@ static const struct {
 	{"early_stop", SC_S_STOP},             /* extension */
 	{"vote", SC_S_VOTE},                   /* extension */
 	{"answer_format", SC_S_ANSWER},        /* extension */
+	{"grammar", SC_S_GRAMMAR},             /* extension (llama.cpp's) */
 	{"stop", SC_S_STOP_STRINGS},
 };
 
@@ -338,6 +341,52 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 			return bad_setting(msg, cap, param, settings[i].key);
 		r->given |= SC_BIT(id);
 	}
+	return 0;
+}
+
+/* response_format (OpenAI's): text; json_object (any JSON object);
+ * json_schema (json_schema.schema, as jschema.h supports it): the
+ * request's grammar. -1 with the 400 of the field. */
+static int response_format(json_t *v, openai_req *r, char *msg, size_t cap,
+			   const char **param)
+{
+	json_t *t = json_object_get(v, "type"), *js, *schema;
+	const char *type = json_string_value(t);
+	char *g = NULL;
+	int rc;
+
+	if (!json_is_object(v) || !type)
+		return bad(msg, cap, param, "response_format", "'response_format' "
+			   "must be an object with a string 'type'");
+	if (!strcmp(type, "text"))
+		return 0;
+	if (r->given & SC_BIT(SC_S_GRAMMAR))
+		return bad(msg, cap, param, "response_format", "give "
+			   "'response_format' or 'grammar', not both");
+	if (!strcmp(type, "json_object")) {
+		rc = jschema_any(&g);
+	} else if (!strcmp(type, "json_schema")) {
+		js = json_object_get(v, "json_schema");
+		schema = json_object_get(js, "schema");
+		if (!json_is_object(js) || !schema)
+			return bad(msg, cap, param, "response_format",
+				   "'response_format.json_schema' must be an "
+				   "object with a 'schema'");
+		rc = jschema_to_gbnf(schema, &g);
+	} else {
+		return bad(msg, cap, param, "response_format", "'response_format."
+			   "type' must be text, json_object or json_schema");
+	}
+	if (rc)
+		return bad(msg, cap, param, "response_format", "%s: %s",
+			   "response_format.json_schema", qerr_detail());
+	if (sc_setting_parse(SC_S_GRAMMAR, g, &r->p)) {
+		free(g);
+		return bad(msg, cap, param, "response_format", "%s",
+			   qerr_detail());
+	}
+	r->grammar_own = g;
+	r->given |= SC_BIT(SC_S_GRAMMAR);
 	return 0;
 }
 
@@ -441,6 +490,18 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		r->include_usage = json_is_true(u);
 	}
 	if (json_settings(o, r, msg, cap, param))
+		goto out;
+	if (r->given & SC_BIT(SC_S_GRAMMAR)) {
+		/* the body goes, the grammar stays with the request */
+		if (!(r->grammar_own = strndup(r->p.grammar,
+					       r->p.grammar_len))) {
+			bad(msg, cap, param, "grammar", "out of memory");
+			goto out;
+		}
+		r->p.grammar = r->grammar_own;
+	}
+	if (present(v = json_object_get(o, "response_format")) &&
+	    response_format(v, r, msg, cap, param))
 		goto out;
 	/* the HTTP API's policy on top of sc/params: OpenAI's temperature
 	 * range (the CLI keeps sc/params' own), said as sc/params says a

@@ -89,6 +89,8 @@ typedef struct openai_req {
 	 * (SC_BIT()s in given; the rest are the cluster's) */
 	sc_params p;
 	unsigned given;
+	char *grammar_own;         /* p.grammar's text (grammar, or made
+				    * from response_format), owned */
 	int stream;
 	char *model;               /* owned; NULL: not given */
 	size_t choices;            /* n: choices returned (1 without n) */
