@@ -390,7 +390,7 @@ FUZZ_CC      ?= clang-14
 FB           := build-fuzz
 FUZZ_INC     := -iquote common -iquote . -iquote $(FB)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := gguf wire cfg tok mathkey
+FUZZ_TARGETS := gguf wire cfg tok mathkey gbnf
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \

@@ -55,6 +55,7 @@ typedef struct {
 } prule;
 
 typedef struct {
+	const char *text;   /* the whole grammar */
 	const char *s, *end;
 	const char *line_start;
 	int line;
@@ -73,13 +74,13 @@ static int perr(pstate *p, const char *at, const char *fmt, ...)
 {
 	char msg[200];
 	va_list ap;
-	int line = p->line;
-	const char *ls = p->line_start;
+	int line = 1;
+	const char *ls = p->text;
 
 	if (p->err)
 		return -1;
-	/* the line and column of at (which may be past line_start) */
-	for (const char *q = ls; q < at && q < p->end; q++)
+	/* the line and column of at, counted from the start */
+	for (const char *q = p->text; q < at && q < p->end; q++)
 		if (*q == '\n') {
 			line++;
 			ls = q + 1;
@@ -312,6 +313,7 @@ static int repeat(pstate *p, seq *s, int last, long min, long max)
 
 		if (g < 0 || !(a = new_alt(p, g)))
 			return -1;
+		p->rules[g].defined = 1;
 		for (int i = last; i < s->n; i++)
 			if (seq_push(p, a, s->e[i]))
 				return -1;
@@ -636,7 +638,7 @@ int gbnf_parse(const char *text, size_t len, gbnf **out)
 				 GBNF_TEXT_MAX);
 	if (memchr(text, 0, len))
 		return qerr_fail(QERR_FORMAT, "grammar: holds a NUL byte");
-	p.s = p.line_start = text;
+	p.text = p.s = p.line_start = text;
 	p.end = text + len;
 	p.line = 1;
 	if (parse_all(&p))

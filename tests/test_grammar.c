@@ -1,0 +1,415 @@
+/*
+ * test_grammar — constrained sampling: GBNF grammars (text/gbnf) and
+ * JSON schemas (text/jschema) as tables of named cases — every refused
+ * grammar or schema with its message naming the place, texts the grammar
+ * takes whole, takes as a prefix, or refuses — the allowed-token masks
+ * against a brute-force check over the vocabulary, and sampling under a
+ * grammar on the shipped model: every sample's text is in the grammar,
+ * and its bytes are the same whatever N, the thread count or the batch
+ * it shares.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "format/gguf.h"
+#include "qerr.h"
+#include "sc/answer.h"
+#include "sc/engine.h"
+#include "sc/params.h"
+#include "sc/run.h"
+#include "testutil.h"
+#include "text/gbnf.h"
+#include "text/jschema.h"
+#include "text/prompt.h"
+#include "text/tok.h"
+
+static tok *gpt2;
+static gbnf_vocab *gv;
+static model *arith;
+static tok *at;
+
+/* Grammars written for this test (llama.cpp's language). */
+static const char ARITH[] =
+	"root  ::= expr\n"
+	"expr  ::= term ([-+*/] term)*\n"
+	"term  ::= num | \"(\" ws expr ws \")\"\n"
+	"num   ::= [0-9]+\n"
+	"ws    ::= [ ]*\n";
+static const char JSONISH[] =
+	"# a JSON value, small\n"
+	"root ::= object\n"
+	"value ::= object | array | string | number | (\"true\" | \"false\" |\n"
+	"          \"null\")\n"
+	"object ::= \"{\" ( string \":\" value (\",\" string \":\" value)* )? "
+	"\"}\"\n"
+	"array ::= \"[\" ( value (\",\" value)* )? \"]\"\n"
+	"string ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [\"\\\\nt] )* \"\\\"\"\n"
+	"number ::= \"-\"? [0-9]+ (\".\" [0-9]+)?\n";
+
+static const struct {
+	const char *name, *grammar, *msg;
+} bad[] = {
+	{"undefined", "root ::= a b\na ::= \"x\"\n",
+	 "grammar:1:12: undefined rule 'b'"},
+	{"no_root", "a ::= \"x\"\n", "grammar: no 'root' rule"},
+	{"left_rec", "root ::= root \"x\" | \"y\"\n",
+	 "grammar:1:1: rule 'root' is left-recursive"},
+	{"left_rec_nullable", "root ::= a root \"x\" | \"y\"\na ::= \"z\"?\n",
+	 "grammar:1:1: rule 'root' is left-recursive"},
+	{"unclosed_group", "root ::= (\"x\"\n",
+	 "grammar:1:10: unclosed '('"},
+	{"unclosed_class", "root ::= [abc\n",
+	 "grammar:1:10: unterminated class"},
+	{"unclosed_literal", "root ::= \"abc\n",
+	 "grammar:1:10: unterminated literal"},
+	{"bad_escape", "root ::= \"\\q\"\n",
+	 "grammar:1:11: unknown escape '\\q'"},
+	{"bad_repeat", "root ::= \"x\"{3,1}\n",
+	 "grammar:1:13: {3,1}: max below min"},
+	{"no_assign", "root \"x\"\n", "grammar:1:6: expected '::='"},
+	{"twice", "root ::= \"x\"\nroot ::= \"y\"\n",
+	 "grammar:2:1: rule 'root' defined twice"},
+	{"backwards", "root ::= [z-a]\n", "grammar:1:10: a range backwards"},
+};
+
+static void parse_errors(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		gbnf *g = NULL;
+		int rc = gbnf_parse(bad[i].grammar, strlen(bad[i].grammar), &g);
+
+		if (rc != QERR_FORMAT || strcmp(qerr_detail(), bad[i].msg))
+			fail_msg("%s: rc %d, \"%s\", want \"%s\"", bad[i].name,
+				 rc, qerr_detail(), bad[i].msg);
+		assert_null(g);
+	}
+}
+
+enum { WHOLE, PREFIX, NO };
+
+/* Whether text is taken whole (accepting), as a prefix, or not at all. */
+static int verdict(const char *grammar, const char *text)
+{
+	gbnf *g = NULL;
+	gbnf_matcher *m = NULL;
+	int s, v;
+
+	if (gbnf_parse(grammar, strlen(grammar), &g))
+		fail_msg("parse: %s", qerr_detail());
+	assert_int_equal(gbnf_matcher_new(g, gv, &m), 0);
+	s = gbnf_step(m, gbnf_start(m), text, strlen(text));
+	v = s == GBNF_DEAD ? NO : gbnf_accepting(m, s) ? WHOLE : PREFIX;
+	gbnf_matcher_free(&m);
+	gbnf_free(&g);
+	return v;
+}
+
+static const struct {
+	const char *grammar, *text;
+	int want;
+} texts[] = {
+	{ARITH, "1+2", WHOLE}, {ARITH, "(1+2)*30", WHOLE},
+	{ARITH, "(1+", PREFIX}, {ARITH, "1+", PREFIX}, {ARITH, "+1", NO},
+	{ARITH, "1 + 2", NO}, {ARITH, "((3))", WHOLE},
+	{JSONISH, "{}", WHOLE}, {JSONISH, "{\"a\":1}", WHOLE},
+	{JSONISH, "{\"a\":[1,2.5,{\"b\":null}]}", WHOLE},
+	{JSONISH, "{\"a\"", PREFIX}, {JSONISH, "{\"a\" :1}", NO},
+	{JSONISH, "[1]", NO}, {JSONISH, "{\"\\u\"}", NO},
+	{JSONISH, "{\"caf\xc3\xa9\":true}", WHOLE},
+	{JSONISH, "{\"caf\xc3", PREFIX},
+	/* an overlong encoding and a lone continuation byte: never */
+	{JSONISH, "{\"\xc0\xaf", NO}, {JSONISH, "{\"\x80", NO},
+	{"root ::= \"a\"{2,3}\n", "aa", WHOLE},
+	{"root ::= \"a\"{2,3}\n", "aaa", WHOLE},
+	{"root ::= \"a\"{2,3}\n", "aaaa", NO},
+	{"root ::= \"a\"{2,3}\n", "a", PREFIX},
+	{"root ::= \"ab\"+ \"c\"?\n", "ababc", WHOLE},
+	{"root ::= \"ab\"+ \"c\"?\n", "abac", NO},
+	{"root ::= [^x]* \"x\"\n", "hello x", WHOLE},
+	{"root ::= .\n", "\xe2\x82\xac", WHOLE},
+	{"root ::= [\\u00e9-\\u00ea]\n", "\xc3\xa9", WHOLE},
+	{"root ::= [\\u00e9-\\u00ea]\n", "\xc3\xab", NO},
+	{"root ::= (\"yes\" | \"no\") \"\\n\"\n", "no\n", WHOLE},
+};
+
+static void matching(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(texts) / sizeof(*texts); i++) {
+		int v = verdict(texts[i].grammar, texts[i].text);
+
+		if (v != texts[i].want)
+			fail_msg("case %zu \"%s\": %d, want %d", i,
+				 texts[i].text, v, texts[i].want);
+	}
+}
+
+/* The mask of a state is exactly the tokens whose bytes keep it alive. */
+static void masks(void **state)
+{
+	gbnf *g = NULL;
+	gbnf_matcher *m = NULL;
+	const char *prefixes[] = {"", "{", "{\"a", "{\"a\":", "{\"a\":[1,",
+				  "{\"caf\xc3"};
+
+	(void)state;
+	assert_int_equal(gbnf_parse(JSONISH, strlen(JSONISH), &g), 0);
+	assert_int_equal(gbnf_matcher_new(g, gv, &m), 0);
+	for (size_t k = 0; k < sizeof(prefixes) / sizeof(*prefixes); k++) {
+		int s = gbnf_step(m, gbnf_start(m), prefixes[k],
+				  strlen(prefixes[k]));
+		const uint64_t *mk;
+		uint64_t *copy;
+		uint32_t V = tok_vocab_size(gpt2), n_ok = 0;
+
+		assert_true(s >= 0);
+		mk = gbnf_allowed(m, s);
+		assert_non_null(mk);
+		copy = malloc((V + 63) / 64 * 8);
+		memcpy(copy, mk, (V + 63) / 64 * 8);
+		for (uint32_t id = 0; id < V; id++) {
+			size_t n;
+			const char *p = tok_piece(gpt2, (int32_t)id, 0, &n);
+			int alive = p && n && !tok_is_control(gpt2, (int32_t)id) &&
+				    gbnf_step(m, s, p, n) != GBNF_DEAD;
+			int bit = (int)((copy[id >> 6] >> (id & 63)) & 1);
+
+			if (alive != bit)
+				fail_msg("prefix \"%s\" token %u: mask %d, "
+					 "step %d", prefixes[k], id, bit,
+					 alive);
+			n_ok += bit;
+		}
+		assert_true(n_ok > 0);
+		free(copy);
+	}
+	gbnf_matcher_free(&m);
+	gbnf_free(&g);
+}
+
+static const struct {
+	const char *schema, *text;
+	int want;
+} jtexts[] = {
+	{"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+	 "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},"
+	 "\"required\":[\"name\",\"age\"]}", "{\"name\": \"Bo\", \"age\": 42}",
+	 WHOLE},
+	{"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+	 "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},"
+	 "\"required\":[\"name\",\"age\"]}", "{\"name\":\"Bo\",\"age\":151}",
+	 NO},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+	 "\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"b\": 1}",
+	 WHOLE},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+	 "\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
+	 "{\"a\": 1, \"b\": 2}", WHOLE},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+	 "\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"a\": 1",
+	 PREFIX},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+	 "\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"a\": 1}",
+	 NO},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	 "\"maxItems\":3}", "[true, false]", WHOLE},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	 "\"maxItems\":3}", "[true]", NO},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	 "\"maxItems\":3}", "[true,", PREFIX},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
+	 "\"maxItems\":3}", "[true,true,true,true]", NO},
+	{"{\"enum\":[\"red\",2,null]}", "\"red\"", WHOLE},
+	{"{\"enum\":[\"red\",2,null]}", "2", WHOLE},
+	{"{\"enum\":[\"red\",2,null]}", "3", NO},
+	{"{\"type\":\"string\",\"pattern\":\"^[A-D]$\"}", "\"C\"", WHOLE},
+	{"{\"type\":\"string\",\"pattern\":\"^[A-D]$\"}", "\"CC\"", NO},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\d{4}$\"}",
+	 "\"555-1234\"", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":-20,\"maximum\":305}", "-20",
+	 WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":-20,\"maximum\":305}", "-21", NO},
+	{"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}", "0",
+	 NO},
+	{"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}", "9",
+	 WHOLE},
+	{"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}", "null",
+	 WHOLE},
+	{"{\"type\":[\"string\",\"null\"]}", "7", NO},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-12-05\"", WHOLE},
+	{"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
+	 "{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},"
+	 "{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
+	 "\"$ref\":\"#/$defs/n\"}",
+	 "{\"v\": 1, \"next\": {\"v\": 2, \"next\": null}}", WHOLE},
+};
+
+static void schemas(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(jtexts) / sizeof(*jtexts); i++) {
+		json_t *s = json_loads(jtexts[i].schema, 0, NULL);
+		char *g = NULL;
+		int v;
+
+		assert_non_null(s);
+		if (jschema_to_gbnf(s, &g))
+			fail_msg("schema %zu: %s", i, qerr_detail());
+		v = verdict(g, jtexts[i].text);
+		if (v != jtexts[i].want)
+			fail_msg("schema %zu, \"%s\": %d, want %d", i,
+				 jtexts[i].text, v, jtexts[i].want);
+		free(g);
+		json_decref(s);
+	}
+}
+
+static void schema_errors(void **state)
+{
+	static const struct {
+		const char *schema, *msg;
+	} rows[] = {
+		{"{\"type\":\"number\",\"minimum\":3}",
+		 "schema.minimum: not supported here (the supported subset: "
+		 "docs/http.md)"},
+		{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+		 "\"string\",\"format\":\"email\"}}}",
+		 "schema.properties.a.format: email: not supported (date, "
+		 "time, date-time, uuid)"},
+		{"{\"type\":\"object\",\"properties\":{},\"required\":[\"x\"]}",
+		 "schema.required[0]: not a property of the schema"},
+		{"{\"type\":\"wood\"}",
+		 "schema.type: \"wood\": not a JSON schema type"},
+		{"{\"$ref\":\"#/$defs/none\"}",
+		 "schema: $ref #/$defs/none: not found"},
+		{"{\"type\":\"array\",\"maxItems\":1000}",
+		 "schema.maxItems: must be an integer in 0..256"},
+		{"{\"allOf\":[{},{}]}",
+		 "schema.allOf: only an allOf of one schema is supported"},
+		{"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
+		 "schema: no integer is in the range"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		json_t *s = json_loads(rows[i].schema, 0, NULL);
+		char *g = NULL;
+
+		assert_non_null(s);
+		assert_int_not_equal(jschema_to_gbnf(s, &g), 0);
+		assert_null(g);
+		if (strcmp(qerr_detail(), rows[i].msg))
+			fail_msg("schema %zu: \"%s\", want \"%s\"", i,
+				 qerr_detail(), rows[i].msg);
+		json_decref(s);
+	}
+}
+
+/* ---- sampling under a grammar on the shipped model --------------------- */
+
+static const char ANSWER_G[] =
+	"root ::= \"The answer is \" [1-9] [0-9]{0,2} \".\"\n";
+
+static void run(int n, int threads, sc_result *r)
+{
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = SC_PARAMS_DEFAULTS;
+	sc_engine *e = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+
+	ep.n_threads = threads;
+	p.n = n;
+	p.max_new = 24;
+	p.sp.temperature = 1.0f;
+	p.stop = (stop_rule){STOP_NONE, 0.95, 4};
+	assert_int_equal(sc_setting_parse(SC_S_GRAMMAR, ANSWER_G, &p), 0);
+	assert_int_equal(prompt_build(at, NULL, "Tom has 12 apples and buys "
+				      "30 more. How many apples does he have?",
+				      &ids, &n_ids), 0);
+	assert_int_equal(sc_engine_new(arith, at, &ep, &e), 0);
+	assert_int_equal(sc_run(e, ids, n_ids, &p, r), 0);
+	sc_engine_free(&e);
+	free(ids);
+}
+
+static void sampling(void **state)
+{
+	sc_result a = {0}, b = {0}, c = {0};
+
+	(void)state;
+	run(8, 2, &a);
+	run(3, 1, &b);
+	run(8, 1, &c);
+	for (int i = 0; i < a.n; i++) {
+		const sc_sample *x = &a.samples[i];
+
+		/* in the grammar, whole: "The answer is N." */
+		if (strncmp(x->text, "The answer is ", 14) ||
+		    x->text[x->len - 1] != '.' ||
+		    (x->finish != SC_FINISH_STOP &&
+		     x->finish != SC_FINISH_LENGTH))
+			fail_msg("sample %d: \"%s\" (finish %d)", i, x->text,
+				 x->finish);
+		assert_true(x->has_answer);
+		/* the same bytes at N = 3 and with one thread */
+		if (i < b.n)
+			assert_string_equal(x->text, b.samples[i].text);
+		assert_string_equal(x->text, c.samples[i].text);
+	}
+	sc_result_fini(&a);
+	sc_result_fini(&b);
+	sc_result_fini(&c);
+}
+
+static int setup(void **state)
+{
+	gguf_file *g = NULL;
+
+	(void)state;
+	if (gguf_open(tu_data("data/tokenizer-vectors/ggml-vocab-gpt-2.gguf"),
+		      &g) ||
+	    tok_load(g, &gpt2) || gbnf_vocab_new(gpt2, &gv) ||
+	    model_load(tu_data("models/arith.gguf"), &arith) ||
+	    tok_load(arith->gguf, &at)) {
+		fprintf(stderr, "setup: %s\n", qerr_detail());
+		gguf_close(&g);
+		return -1;
+	}
+	gguf_close(&g);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gbnf_vocab_free(&gv);
+	tok_free(&gpt2);
+	tok_free(&at);
+	model_free(&arith);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(parse_errors),
+		cmocka_unit_test(matching),
+		cmocka_unit_test(masks),
+		cmocka_unit_test(schemas),
+		cmocka_unit_test(schema_errors),
+		cmocka_unit_test(sampling),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
