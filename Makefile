@@ -180,11 +180,11 @@ benchbins: $(BENCH_BIN)
 # at the end; the suite is mostly one busy core at a time, so 2 share a
 # 2-core machine. TEST_JOBS=1 runs them one at a time.
 TEST_JOBS ?= 2
-TEST_SLOW := $(B)/tests/test_scstop $(B)/tests/test_fwd \
+TEST_SLOW := $(B)/tests/test_run_stop $(B)/tests/test_fwd \
 	     $(B)/tests/test_failures $(B)/tests/test_cluster \
-	     $(B)/tests/test_clstop $(B)/tests/test_gateway \
+	     $(B)/tests/test_cluster_stop $(B)/tests/test_gateway \
 	     $(B)/tests/test_samp $(B)/tests/test_quant tests/train_data.sh \
-	     $(B)/tests/test_clmerge tests/netns_e2e.sh \
+	     $(B)/tests/test_cluster_merge tests/netns_e2e.sh \
 	     $(B)/tests/test_security $(B)/tests/test_hygiene
 TEST_ALL := $(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
 		tests/cluster_e2e.sh tests/restart_e2e.sh tests/fair_e2e.sh tests/netns_e2e.sh \
@@ -453,7 +453,7 @@ fuzz-ci: fuzz-build
 # and recovery of killed processes and cut links within heartbeat-based
 # bounds, under long decodes that the sanitizers' slowdown stretches past
 # them; they run in every plain `make test`. QUORUM_TEST_QUICK makes the
-# exhaustive determinism matrices (test_sc, test_fwd) take a diagonal and
+# exhaustive determinism matrices (test_run, test_fwd) take a diagonal and
 # the gateway's 50-client load test send 2 requests per client, not 10
 # (all of it in tests/testutil.h's tu_quick and its callers): the
 # sanitizers see every code path, the plain run every combination.

@@ -11,7 +11,7 @@
 # total_ms), time to first sample p50/p99 (accept to the first sample's
 # result, first_sample_ms), and a single request alone; checks that the two runs give
 # every request the same answer and vote table (exit 1 if not; the
-# samples' bytes are checked by tests/test_batch.c and test_clmerge.c).
+# samples' bytes are checked by tests/test_batch.c and test_cluster_merge.c).
 #
 #   sh bench/merge_bench.sh [BUILD_DIR]        (make bench-merge)
 #   env: BENCH_MODEL   GGUF (default BUILD_DIR/models/qwen2.5-0.5b-q8_0.gguf)

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "text/prompt.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"

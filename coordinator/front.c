@@ -479,8 +479,8 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 		*err = "reasoning_effort must be one of " PROMPT_EFFORT_LIST;
 	if (*err)
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
-	if (sc_n_limit(r->p.n, s->c->limits.max_n) ||
-	    sc_max_new_limit(r->p.max_new, s->o.ctx_len))
+	if (sc_params_n_limit(r->p.n, s->c->limits.max_n) ||
+	    sc_params_max_new_limit(r->p.max_new, s->o.ctx_len))
 		return bad_field(err);
 	return QUORUM__STATUS__STATUS_OK;
 }

@@ -50,7 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "sc/pfx.h"
 #include "text/prompt.h"
 #include "qerr.h"

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "qerr.h"
 #include "text/tok.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
 #include "format/quant.h"

@@ -58,7 +58,7 @@ typedef struct {
 	int kv_blocks;        /* per worker pool */
 	/* sampling.stop; NULL: not written (the default, exact). The
 	 * defaults' "none": the suites compare every reply's N samples with
-	 * in-process references of all N (test_clstop covers the rules and
+	 * in-process references of all N (test_cluster_stop covers the rules and
 	 * the default) */
 	const char *stop;
 	int stop_waves;       /* sampling.stop_waves; 0: not written */

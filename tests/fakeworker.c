@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "fakeworker.h"
 #include "net/poolname.h"
 

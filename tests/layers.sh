@@ -2,7 +2,7 @@
 # layers — the house rules of the source tree, checked on the tree and the
 # built programs (README, "Layout"):
 #   1. common/'s wings include only their own and lower wings:
-#      qerr < format < kernels < text < engine < sc < net < conf;
+#      qerr < format < kernels < text < infer < sc < net < conf;
 #   2. no include circle between folders (a folder may include itself);
 #   3. the coordinator never runs a model, so it links no engine code:
 #      none of the kernels', KV cache's, forward pass's, sampler's, model
@@ -40,7 +40,7 @@ def check(name, problems):
         print("ok   - %s" % name)
 
 SRC_DIRS = ("common", "coordinator", "worker", "tools")
-RANK = {"qerr": 0, "format": 1, "kernels": 2, "text": 3, "engine": 4,
+RANK = {"qerr": 0, "format": 1, "kernels": 2, "text": 3, "infer": 4,
         "sc": 5, "net": 6, "conf": 7}
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -108,7 +108,7 @@ for a in sorted(edges):
 check("no include circle between folders", cycles)
 
 ENGINE = re.compile(r"^(kern_|kv_|fwd_|samp_|model_|tpool_|sc_engine|"
-                    r"sc_batch|sc_run|sc_root|sc_decode)")
+                    r"sc_batch|sc_run|sc_root|sc_fork|sc_cache)")
 out = subprocess.run(["nm", "--defined-only", coord], capture_output=True,
                      text=True).stdout
 syms = sorted({l.split()[-1] for l in out.splitlines()

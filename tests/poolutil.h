@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 
 /* A child creates pool name (params kp) and exits without unlinking it,
  * as a SIGKILLed worker would; the child is reaped. */

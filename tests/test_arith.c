@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/engine.h"
 #include "sc/params.h"
@@ -147,7 +147,7 @@ static void test_pinned_accuracy(void **state)
 		if (r.vote.winner != VOTE_NONE &&
 		    !strcmp(r.vote.entries[0].answer, want))
 			correct++;
-		sc_result_fini(&r);
+		sc_run_result_fini(&r);
 		free(ids);
 	}
 	sc_engine_free(&e);

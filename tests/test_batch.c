@@ -16,14 +16,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "qerr.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "sc/stop.h"
 #include "testutil.h"
 #include "text/tok.h"
@@ -197,7 +197,7 @@ static void assert_same(const jrec *a, const jrec *b, int n, const char *w)
 	}
 }
 
-/* Each job alone: its own engine, one prefill, sc_decode. */
+/* Each job alone: its own engine, one prefill, sc_batch_decode_job. */
 static void alone(jrec ref[NQ])
 {
 	sc_engine *e = engine(256);
@@ -212,7 +212,7 @@ static void alone(jrec ref[NQ])
 		assert_int_equal(sc_root_prefill(e, prompts[q], n_prompts[q],
 						 &root), 0);
 		rr = ref_of(e, root);
-		assert_int_equal(sc_decode(e, &rr, idx_all, p.n, &p,
+		assert_int_equal(sc_batch_decode_job(e, &rr, idx_all, p.n, &p,
 					   rec_sample, NULL, &ref[q], &st), 0);
 		assert_int_equal(ref[q].seen, p.n);
 		assert_int_equal(sc_root_release(e, root), 0);
@@ -484,9 +484,9 @@ static void test_fairness_and_blocks(void **state)
 	assert_int_equal(x.rc, 0);
 	assert_int_equal(y.rc, 0);
 	/* alone: the same bytes */
-	assert_int_equal(sc_decode(e, &rr, idx_all, big.n, &big, rec_sample,
+	assert_int_equal(sc_batch_decode_job(e, &rr, idx_all, big.n, &big, rec_sample,
 				   NULL, &rx, &(sc_decode_stats){0}), 0);
-	assert_int_equal(sc_decode(e, &rr, idx_all, small.n, &small,
+	assert_int_equal(sc_batch_decode_job(e, &rr, idx_all, small.n, &small,
 				   rec_sample, NULL, &ry, &(sc_decode_stats){0}),
 			 0);
 	assert_same(&rx, &x, big.n, "fair: big");
@@ -650,11 +650,11 @@ static void test_run_many(void **state)
 					 ref[q].stop.reported);
 			assert_int_equal(mr.r[q].stop.filtered,
 					 ref[q].stop.filtered);
-			sc_result_fini(&mr.r[q]);
+			sc_run_result_fini(&mr.r[q]);
 		}
 	}
 	for (int q = 0; q < NQ; q++) {
-		sc_result_fini(&ref[q]);
+		sc_run_result_fini(&ref[q]);
 		free(ids[q]);
 	}
 	assert_int_equal(sc_engine_kv_in_use(e), 0);

@@ -18,13 +18,13 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "engine/mkmodel.h"
-#include "engine/model.h"
+#include "infer/mkmodel.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 
 #define N_SAMPLES 8
@@ -145,7 +145,7 @@ static void check_answer(const Quorum__ClientReply *r, const sc_result *x,
 				 what, i, (int)s->text.len, s->text.data,
 				 (int)y->len, y->text);
 		assert_int_equal(s->tokens, (uint32_t)y->n_tokens);
-		assert_string_equal(s->finish, sc_finish_name(y->finish));
+		assert_string_equal(s->finish, sc_fork_finish_name(y->finish));
 		assert_int_equal(s->has_answer, y->has_answer);
 		if (y->has_answer) {
 			assert_int_equal(s->answer.len, strlen(y->answer));
@@ -246,8 +246,8 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	for (int i = 0; i < N_QUESTIONS; i++)
-		sc_result_fini(&ref[i]);
-	sc_result_fini(&ref_seed2);
+		sc_run_result_fini(&ref[i]);
+	sc_run_result_fini(&ref_seed2);
 	/* not zmq_ctx_term: a failed case longjmps past its zmq_close, and
 	 * term would wait for that socket forever (the run hung under ASan);
 	 * shutdown returns at once and the process exits anyway */
@@ -521,7 +521,7 @@ static void two_hosts_chunked(void **state)
 		r = ask(&cl, s, 60 + (uint64_t)q, &o);
 		check_answer(r, &want[q], q ? "delta in chunks to host b"
 					    : "root in chunks to host b");
-		sc_result_fini(&want[q]);
+		sc_run_result_fini(&want[q]);
 		assert_int_equal(distinct_workers(r->answer), 2);
 		px = r->answer->prefix;
 		assert_true(px->prompt_tokens >= 800);
@@ -871,7 +871,7 @@ static void quantized_q4_k_m(void **state)
 	assert_int_equal(distinct_workers(r->answer), 2);
 	quorum__client_reply__free_unpacked(r, NULL);
 	zmq_close(s);
-	sc_result_fini(&x);
+	sc_run_result_fini(&x);
 	unlink(path);
 }
 

@@ -4,7 +4,7 @@
  * — within its deadline, and a lost worker never changes an answer.
  *
  *   prefill_chunks           sc_root_prefill_cb == sc_root_prefill, bit
- *                            for bit; sc_unlink_pool drops a mapping
+ *                            for bit; sc_root_unlink_pool drops a mapping
  *   decode_worker_killed     SIGKILL mid-decode: detected, re-dispatched,
  *                            same bytes as the in-process sc_run
  *   prefill_worker_killed    the prefill's worker dies before answering:
@@ -38,13 +38,13 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 
 #define SEED 4321
@@ -123,7 +123,7 @@ static int same_answer(const Quorum__ClientReply *r, const sc_result *x,
 		if (s->index != (uint32_t)i || s->text.len != y->len ||
 		    (y->len && memcmp(s->text.data, y->text, y->len)) ||
 		    s->tokens != (uint32_t)y->n_tokens ||
-		    strcmp(s->finish, sc_finish_name(y->finish))) {
+		    strcmp(s->finish, sc_fork_finish_name(y->finish))) {
 			snprintf(why, cap, "sample %d differs", i);
 			return -1;
 		}
@@ -249,10 +249,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	sc_result_fini(&ref_long);
-	sc_result_fini(&ref_short);
+	sc_run_result_fini(&ref_long);
+	sc_run_result_fini(&ref_short);
 	for (int i = 0; i < 3; i++)
-		sc_result_fini(&ref_load[i]);
+		sc_run_result_fini(&ref_load[i]);
 	/* not zmq_ctx_term: a failed case longjmps past its zmq_close, and
 	 * term would wait for that socket forever (seen under ASan) */
 	if (cu_zctx)
@@ -341,10 +341,10 @@ static void prefill_chunks(void **state)
 		int idx[2] = {0, 1};
 		sc_decode_stats st;
 
-		assert_int_equal(sc_decode(b, &ref, idx, 2, &p, NULL, NULL, NULL,
+		assert_int_equal(sc_batch_decode_job(b, &ref, idx, 2, &p, NULL, NULL, NULL,
 					   &st), 0);
-		assert_int_equal(sc_unlink_pool(b, name), 0);
-		assert_int_equal(sc_unlink_pool(b, name), QERR_MISSING);
+		assert_int_equal(sc_root_unlink_pool(b, name), 0);
+		assert_int_equal(sc_root_unlink_pool(b, name), QERR_MISSING);
 	}
 	sc_engine_free(&b);
 	sc_engine_free(&a);

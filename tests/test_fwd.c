@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/fwd.h"
+#include "infer/fwd.h"
 #include "kernels/kern.h"
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "format/quant.h"
 #include "isautil.h"
 #include "testutil.h"

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "format/gguf.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "qerr.h"
 #include "testutil.h"
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
+#include "infer/model.h"
 #include "format/gguf.h"
 #include "qerr.h"
 #include "sc/answer.h"
@@ -333,7 +333,7 @@ static void run(int n, int threads, sc_result *r)
 	p.max_new = 24;
 	p.sp.temperature = 1.0f;
 	p.stop = (stop_rule){STOP_NONE, 0.95, 4};
-	assert_int_equal(sc_setting_parse(SC_S_GRAMMAR, ANSWER_G, &p), 0);
+	assert_int_equal(sc_params_parse(SC_S_GRAMMAR, ANSWER_G, &p), 0);
 	assert_int_equal(prompt_build(at, NULL, "Tom has 12 apples and buys "
 				      "30 more. How many apples does he have?",
 				      &ids, &n_ids), 0);
@@ -367,9 +367,9 @@ static void sampling(void **state)
 			assert_string_equal(x->text, b.samples[i].text);
 		assert_string_equal(x->text, c.samples[i].text);
 	}
-	sc_result_fini(&a);
-	sc_result_fini(&b);
-	sc_result_fini(&c);
+	sc_run_result_fini(&a);
+	sc_run_result_fini(&b);
+	sc_run_result_fini(&c);
 }
 
 static int setup(void **state)

@@ -31,9 +31,9 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "poolutil.h"
-#include "engine/shm.h"
+#include "infer/shm.h"
 
 #define RUN_MS 10000 /* a bad-input run must end well before this */
 

@@ -10,9 +10,9 @@
  * dim), so a sequence reading a sibling's rows is caught. Every script
  * runs for f32 and f16 and must end with the pool fully free.
  */
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "qerr.h"
-#include "engine/shm.h"
+#include "infer/shm.h"
 #include "format/ggml.h"
 
 #include <setjmp.h>

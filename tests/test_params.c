@@ -453,7 +453,7 @@ static void check(const char *where, const struct row *r, const char *got)
 {
 	if (r->msg ? strcmp(got, r->msg) : *got != '\0')
 		fail_msg("%s: %s = '%s': got '%s', want %s%s%s", where,
-			 sc_setting_get(r->id)->name, r->value, got,
+			 sc_params_setting(r->id)->name, r->value, got,
 			 r->msg ? "'" : "", r->msg ? r->msg : "accepted",
 			 r->msg ? "'" : "");
 }
@@ -682,7 +682,8 @@ static void wire(void **state)
 			SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS) |
 			SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP) |
 			SC_BIT(SC_S_VOTE) | SC_BIT(SC_S_STOP_STRINGS) |
-			SC_BIT(SC_S_LOGPROBS);
+			SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_ANSWER) |
+			SC_BIT(SC_S_GRAMMAR);
 	sc_params a = SC_PARAMS_DEFAULTS, b = SC_PARAMS_DEFAULTS;
 	Quorum__SamplingParams m, *u;
 	spwire_buf buf;
@@ -704,17 +705,20 @@ static void wire(void **state)
 	a.ignore_eos = 1;
 	a.logprobs = 1;
 	a.vote = SC_VOTE_CONFIDENCE;
-	assert_int_equal(sc_setting_parse(SC_S_STOP, "beta:0.9", &a), 0);
-	assert_int_equal(sc_stop_strs_add(&a.stop_strs, "\n\n", 2), 0);
-	assert_int_equal(sc_stop_strs_add(&a.stop_strs, "x\xff", 2), 0);
-	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 11);
+	assert_int_equal(sc_params_parse(SC_S_STOP, "beta:0.9", &a), 0);
+	assert_int_equal(sc_params_parse(SC_S_ANSWER, "choice:A=1|B=2", &a),
+			 0);
+	assert_int_equal(sc_params_parse(SC_S_GRAMMAR, "root ::= [0-9]+\n",
+					 &a), 0);
+	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "\n\n", 2), 0);
+	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "x\xff", 2), 0);
+	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 13);
 	n = quorum__sampling_params__get_packed_size(&m);
 	assert_true(n < sizeof(packed));
 	quorum__sampling_params__pack(&m, packed);
 	u = quorum__sampling_params__unpack(NULL, n, packed);
 	assert_non_null(u);
 	assert_int_equal(spwire_decode(u, &b, &given), 0);
-	quorum__sampling_params__free_unpacked(u, NULL);
 	assert_int_equal(given, want);
 	assert_int_equal(b.n, a.n);
 	assert_true(b.seed == a.seed);
@@ -729,6 +733,12 @@ static void wire(void **state)
 	assert_true(b.stop.threshold == 0.9);
 	assert_int_equal(b.stop_strs.n, 2);
 	assert_memory_equal(b.stop_strs.s[1], "x\xff", 2);
+	assert_int_equal(b.answer.kind, ANSWER_CHOICE);
+	assert_string_equal(b.answer.pattern, "A=1|B=2");
+	/* the grammar's text borrowed from the message (decode's caller
+	 * copies it): compare before it goes */
+	assert_string_equal(b.grammar, "root ::= [0-9]+\n");
+	quorum__sampling_params__free_unpacked(u, NULL);
 	/* the engine's settings never travel: b keeps its own */
 	assert_int_equal(b.mode, SC_BATCHED);
 	/* a peer's bad value: the setting's one message */

@@ -21,7 +21,7 @@
 #include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "qerr.h"
 #include "format/quant.h"
 #include "kernels/tpool.h"

@@ -12,7 +12,7 @@
 
 #include "kernels/kern.h"
 #include "qerr.h"
-#include "engine/samp.h"
+#include "infer/samp.h"
 
 #define NINF (-INFINITY)
 

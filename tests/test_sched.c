@@ -65,7 +65,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "sc/pfx.h"
 #include "text/prompt.h"
 #include "coordinator/sched_int.h"

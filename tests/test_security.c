@@ -31,7 +31,7 @@
 
 #include "clusterutil.h"
 #include "net/curve.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "proto/quorum.pb-c.h"
 #include "sc/engine.h"
@@ -495,7 +495,7 @@ static int group_teardown(void **state)
 	(void)state;
 	kill_all();
 	count_pools(1);
-	sc_result_fini(&ref);
+	sc_run_result_fini(&ref);
 	if (cu_zctx)
 		zmq_ctx_term(cu_zctx);
 	unlink(model_path);

@@ -28,10 +28,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "engine/kv.h"
+#include "infer/kv.h"
 #include "poolutil.h"
 #include "qerr.h"
-#include "engine/shm.h"
+#include "infer/shm.h"
 
 static char base[64]; /* "quorum-tshm<pid>", no slash */
 

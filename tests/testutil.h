@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
-#include "engine/mkmodel.h"
+#include "infer/mkmodel.h"
 #include "qerr.h"
 
 static inline const char *tu_root(void)

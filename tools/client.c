@@ -476,7 +476,7 @@ void client_params_json(json_t *o, const sc_params *p, unsigned given,
 			unsigned which)
 {
 	for (int id = 0; id < SC_S_COUNT_; id++) {
-		const sc_setting *x = sc_setting_get(id);
+		const sc_setting *x = sc_params_setting(id);
 		char buf[SC_VALUE_TEXT_MAX];
 		json_t *j;
 		sc_value v;
@@ -487,7 +487,7 @@ void client_params_json(json_t *o, const sc_params *p, unsigned given,
 			json_object_set_new(o, x->name, json_null());
 			continue;
 		}
-		sc_setting_value(id, p, &v, buf, sizeof(buf));
+		sc_params_value(id, p, &v, buf, sizeof(buf));
 		switch (x->kind) {
 		case SC_K_INT: j = json_integer(v.i); break;
 		case SC_K_U64: j = json_integer((json_int_t)v.u); break;

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "kernels/kern.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "qerr.h"
 #include "sc/engine.h"
@@ -146,7 +146,7 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'M':
 			if ((n_modes = parse_list(optarg, modes, 3,
-						  sc_mode_parse)) < 0)
+						  sc_params_mode_parse)) < 0)
 				return cli_usage_error("bench", "bad --modes '%s'",
 						       optarg);
 			break;
@@ -204,7 +204,7 @@ int cmd_bench(int argc, char **argv)
 			fprintf(stderr, "quorum bench: %s\n", qerr_detail());
 			goto out;
 		}
-		sc_result_fini(&r);
+		sc_run_result_fini(&r);
 	}
 	printf("%4s  %-8s %8s %10s %10s %9s %9s %11s %12s\n", "N", "mode",
 	       "wall s", "prefill s", "decode t/s", "total t/s", "vs reset",
@@ -228,7 +228,7 @@ int cmd_bench(int argc, char **argv)
 			if (modes[j] == SC_RESET)
 				reset_wall = wall;
 			printf("%4d  %-8s %8.2f %10.2f %10.1f %9.1f ", ns[i],
-			       sc_mode_name(modes[j]), wall,
+			       sc_params_mode_name(modes[j]), wall,
 			       r.stats.prefill_ms / 1e3,
 			       (double)ns[i] * max_new /
 				       (r.stats.decode_ms / 1e3),
@@ -240,7 +240,7 @@ int cmd_bench(int argc, char **argv)
 			printf(" %11.1f %12.1f\n", r.stats.kv_peak_bytes / 1e6,
 			       r.stats.kv_unshared_bytes / 1e6);
 			fflush(stdout);
-			sc_result_fini(&r);
+			sc_run_result_fini(&r);
 		}
 	}
 	rc = 0;

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "engine/fwd.h"
+#include "infer/fwd.h"
 #include "kernels/kern.h"
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "qerr.h"
 #include "kernels/tpool.h"
 

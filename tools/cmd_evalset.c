@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "sampflags.h"
 #include "client.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "net/spwire.h"
 #include "qerr.h"
@@ -188,7 +188,7 @@ static int solve_local(evs *v, const qset_item *q, int n, outcome *o)
 		o->tokens += o->ntok[i];
 	}
 out:
-	sc_result_fini(&r);
+	sc_run_result_fini(&r);
 	free(ids);
 	return rc;
 }
@@ -421,7 +421,7 @@ static int parse_ns(const char *s, int *ns, int *k)
 			cli_usage_error("eval-set", "at most %d sample counts",
 					EVS_MAX_NS);
 			rc = -1;
-		} else if (sc_setting_parse(SC_S_N, tok, &p)) {
+		} else if (sc_params_parse(SC_S_N, tok, &p)) {
 			cli_usage_error("eval-set", "%s", qerr_detail());
 			rc = -1;
 		} else {

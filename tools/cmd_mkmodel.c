@@ -1,11 +1,11 @@
-/* quorum mkmodel — synthesize a GGUF model (see common/engine/mkmodel.h). */
+/* quorum mkmodel — synthesize a GGUF model (see common/infer/mkmodel.h). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "format/gguf.h"
-#include "engine/mkmodel.h"
+#include "infer/mkmodel.h"
 #include "qerr.h"
 #include "format/quant.h"
 

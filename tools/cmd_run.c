@@ -10,7 +10,7 @@
 #include "sampflags.h"
 #include "client.h"
 #include "kernels/kern.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "qset.h"
 #include "qerr.h"
@@ -18,7 +18,7 @@
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 
 static void help(const sampflags *f)
@@ -186,7 +186,7 @@ static json_t *run_json(const model *m, const char *mpath,
 							    strlen(x->answer))
 						: json_null(),
 			"tokens", x->n_tokens, "finish",
-			sc_finish_name(x->finish), "text",
+			sc_fork_finish_name(x->finish), "text",
 			client_text(x->text, x->len));
 
 		if (!x->has_answer)
@@ -220,7 +220,7 @@ static json_t *run_json(const model *m, const char *mpath,
 	else
 		json_object_set_new(o, "thinking", json_boolean(ps->think));
 	json_object_set_new(o, "prompt_tokens", json_integer(st->n_prompt));
-	json_object_set_new(o, "mode", json_string(sc_mode_name(p->mode)));
+	json_object_set_new(o, "mode", json_string(sc_params_mode_name(p->mode)));
 	json_object_set_new(o, "stop", stop_json(r));
 	client_params_json(o, p, SC_BIT(SC_S_VOTE), SC_BIT(SC_S_VOTE));
 	json_object_set_new(o, "conf_window", json_integer(
@@ -329,7 +329,7 @@ static int on_file_result(void *ctx, int q, int rc, const char *err,
 		fr->n_errors++;
 		emit_error(x);
 		json_decref(out);
-		sc_result_fini(r);
+		sc_run_result_fini(r);
 		return 0;
 	}
 	o = run_json(fr->m, fr->mpath, fr->ps, &x->p, r);
@@ -355,7 +355,7 @@ static int on_file_result(void *ctx, int q, int rc, const char *err,
 	json_decref(o);
 	fr->tokens += r->stats.gen_tokens;
 	emit_line(out);
-	sc_result_fini(r);
+	sc_run_result_fini(r);
 	return 0;
 }
 
@@ -468,20 +468,20 @@ static void print_text(const model *m, const prompt_style *ps,
 			printf("--- sample %d: answer %s, %d tokens, finish "
 			       "%s, mean logprob %.4f, group confidence %.4f\n",
 			       x->index, x->answer, x->n_tokens,
-			       sc_finish_name(x->finish), x->mean_logprob,
+			       sc_fork_finish_name(x->finish), x->mean_logprob,
 			       x->group_conf);
 		else
 			printf("--- sample %d: no answer (%s), %d tokens, "
 			       "finish %s, mean logprob %.4f, group confidence "
 			       "%.4f\n", x->index, no_answer_why(x),
-			       x->n_tokens, sc_finish_name(x->finish),
+			       x->n_tokens, sc_fork_finish_name(x->finish),
 			       x->mean_logprob, x->group_conf);
 		fwrite(x->text, 1, x->len, stdout);
 		printf("\n");
 	}
 	printf("--- %s mode: %d prefill(s) %.1f ms, decode %.1f ms, %llu tokens "
 	       "(%.1f tokens/s); KV peak %.2f MB (unshared: %.2f MB)\n",
-	       sc_mode_name(p->mode), st->n_prefills, st->prefill_ms,
+	       sc_params_mode_name(p->mode), st->n_prefills, st->prefill_ms,
 	       st->decode_ms, (unsigned long long)st->gen_tokens,
 	       dec_s > 0 ? st->gen_tokens / dec_s : 0.0,
 	       st->kv_peak_bytes / 1e6, st->kv_unshared_bytes / 1e6);
@@ -682,7 +682,7 @@ int cmd_run(int argc, char **argv)
 		print_text(m, &ps, &p, &r);
 	rc = 0;
 out:
-	sc_result_fini(&r);
+	sc_run_result_fini(&r);
 	sc_engine_free(&e);
 	free(ids);
 	qset_shots_free(shots, n_shots);

@@ -67,7 +67,7 @@ static int grammar_from(sampflags *f, const char *path, int schema)
 					       path, qerr_detail());
 		text = g;
 	}
-	if (sc_setting_parse(SC_S_GRAMMAR, text, &f->p)) {
+	if (sc_params_parse(SC_S_GRAMMAR, text, &f->p)) {
 		free(text);
 		return cli_usage_error(f->cmd, "--%s %s: %s", schema
 				       ? "json-schema" : "grammar", path,
@@ -181,7 +181,7 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 		f->given |= SC_BIT(id);
 		return 0;
 	}
-	if (sc_setting_parse(id, flags[id].arg ? arg : "true", &f->p))
+	if (sc_params_parse(id, flags[id].arg ? arg : "true", &f->p))
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)
 		f->stop_arg = arg;
@@ -197,14 +197,14 @@ void sampflags_describe(const sc_params *p, unsigned which, char *buf,
 	buf[0] = '\0';
 	for (int i = 0; i < SC_S_COUNT_ && k < cap; i++) {
 		int id = order[i];
-		const sc_setting *x = sc_setting_get(id);
+		const sc_setting *x = sc_params_setting(id);
 		char t[SC_VALUE_TEXT_MAX];
 		sc_value v;
 		int n;
 
 		if (!(which & SC_BIT(id)))
 			continue;
-		sc_setting_value(id, p, &v, t, sizeof(t));
+		sc_params_value(id, p, &v, t, sizeof(t));
 		if (x->kind == SC_K_REAL)
 			n = snprintf(buf + k, cap - k, "%s%s %g", k ? ", " : "",
 				     flags[id].flag, v.d);
@@ -282,7 +282,7 @@ void sampflags_help(const sampflags *f)
 			snprintf(def, sizeof(def), "%d", d.max_new);
 			break;
 		case SC_S_MODE:
-			snprintf(def, sizeof(def), "%s", sc_mode_name(d.mode));
+			snprintf(def, sizeof(def), "%s", sc_params_mode_name(d.mode));
 			break;
 		case SC_S_CONF_WINDOW:
 			snprintf(def, sizeof(def), "%d",

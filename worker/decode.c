@@ -30,7 +30,7 @@ static int on_sample(void *ctx, const sc_sample *s)
 	x.has_mean_logprob = x.has_group_confidence = 1;
 	x.mean_logprob = s->mean_logprob;
 	x.group_confidence = s->group_conf;
-	x.finish = (char *)sc_finish_name(s->finish);
+	x.finish = (char *)sc_fork_finish_name(s->finish);
 	x.text.data = (uint8_t *)s->text;
 	x.text.len = s->len;
 	x.worker = (char *)w->o->id;

@@ -20,7 +20,7 @@ static int export_range(wk *w, const Quorum__ExportRoot *x,
 			const sc_root_desc *d, uint32_t *to)
 {
 	uint64_t from = x->has_from_tokens ? x->from_tokens : 0;
-	uint64_t tb = sc_token_kv_bytes(w->e);
+	uint64_t tb = sc_engine_token_kv_bytes(w->e);
 	uint64_t bt = (uint64_t)w->c->kv.block_tokens, n;
 	/* our own frame limit (wire.h); the coordinator's chunk_bytes
 	 * (wire_root_chunk_bytes) is within its own */

@@ -16,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 #include "net/wire.h"
 #include "net/poolname.h"
@@ -216,7 +216,7 @@ static void handle_raw(wk *w, const uint8_t *data, size_t len)
 		if (m->forget_pool->pool_name &&
 		    strcmp(m->forget_pool->pool_name, w->pool_name)) {
 			wk_cancel_jobs(w, 0, 0, 0, m->forget_pool->pool_name);
-			if (!sc_unlink_pool(w->e, m->forget_pool->pool_name))
+			if (!sc_root_unlink_pool(w->e, m->forget_pool->pool_name))
 				fprintf(stderr, "worker %s: dropped the mapping "
 					"of pool %s\n", w->o->id,
 					m->forget_pool->pool_name);

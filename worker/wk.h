@@ -7,7 +7,7 @@
  *   Prefill      -> sc_root_prefill, PrefixReady (root kept); with a base
  *                   root (a cached prompt sharing its first blocks),
  *                   sc_root_prefill_from: only the rest is prefilled
- *   DecodeJob    -> sc_decode from the job's root (own pool, or a pool of
+ *   DecodeJob    -> sc_batch_decode_job from the job's root (own pool, or a pool of
  *                   another worker on this host mapped read-only by name),
  *                   one SampleResult per finished sample, then JobDone
  *   Release      -> sc_root_release
@@ -17,7 +17,7 @@
  *   import_root  -> sc_root_import_from, ImportedRoot: a root of its own
  *                   (a partial chunk's: the base of the next chunk)
  *   Cancel       -> stops the running decode (checked every round)
- *   ForgetPool   -> sc_unlink_pool: a same-host peer is gone (handled
+ *   ForgetPool   -> sc_root_unlink_pool: a same-host peer is gone (handled
  *                   between jobs; a mapping stays valid while in use)
  *   reject       -> the loop ends with QERR_REJECTED
  * Commands are untrusted: every field is checked before use; a bad one

@@ -20,14 +20,14 @@
 #ifndef QUORUM_WK_INT_H
 #define QUORUM_WK_INT_H
 
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 #include "net/wire.h"
 #include "net/poolname.h"

@@ -653,7 +653,7 @@ static int want_u64(ctx *x, const field *f, const node *v, uint64_t *out)
 			    f->key, show(v, g, sizeof(g)),
 			    (unsigned long long)UINT64_MAX);
 	if (neg && *out && f->t == F_SC) {
-		sc_check_fail((int)f->min, show(v, g, sizeof(g)));
+		sc_params_check_fail((int)f->min, show(v, g, sizeof(g)));
 		return nerr(x, v, QERR_RANGE, "%s.%s", f->sect, qerr_detail());
 	}
 	if (neg && *out)
@@ -667,7 +667,7 @@ static int want_u64(ctx *x, const field *f, const node *v, uint64_t *out)
  * sampling.top_k = -1: must be an integer in 0..16777216". */
 static int want_sc(ctx *x, const field *f, const node *v, void *out)
 {
-	const sc_setting *st = sc_setting_get((int)f->min);
+	const sc_setting *st = sc_params_setting((int)f->min);
 	char g[120];
 	int64_t i64;
 	double d;
@@ -682,13 +682,13 @@ static int want_sc(ctx *x, const field *f, const node *v, void *out)
 			return nerr(x, v, QERR_FORMAT, "%s.%s: expected a "
 				    "string, %s", f->sect, f->key,
 				    got(v, g, sizeof(g)));
-		if (sc_setting_parse((int)f->min, v->s, &x->c->sampling.p))
+		if (sc_params_parse((int)f->min, v->s, &x->c->sampling.p))
 			break;
 		return QERR_OK;
 	case SC_K_INT:
 		if ((rc = want_int(x, f, v, INT64_MIN, INT64_MAX, &i64)))
 			return rc;
-		if (sc_check_int((int)f->min, i64))
+		if (sc_params_check_int((int)f->min, i64))
 			break;
 		*(int *)out = (int)i64;
 		return QERR_OK;
@@ -698,7 +698,7 @@ static int want_sc(ctx *x, const field *f, const node *v, void *out)
 			return nerr(x, v, QERR_FORMAT,
 				    "%s.%s: expected a number, %s", f->sect,
 				    f->key, got(v, g, sizeof(g)));
-		if (sc_check_real((int)f->min, d))
+		if (sc_params_check_real((int)f->min, d))
 			break;
 		*(float *)out = (float)d;
 		return QERR_OK;
@@ -1193,7 +1193,7 @@ static int cross_checks(ctx *x)
 	const cfg *c = x->c;
 	const curve_security *s = &c->security;
 
-	if (sc_n_limit(c->sampling.p.n, c->limits.max_n)) {
+	if (sc_params_n_limit(c->sampling.p.n, c->limits.max_n)) {
 		const node *n = at(x, "sampling", "n");
 
 		if (n == x->root)
@@ -1208,7 +1208,7 @@ static int cross_checks(ctx *x)
 	if (c->sampling.stop_name) {
 		sc_params tmp = SC_PARAMS_DEFAULTS;
 
-		if (sc_setting_parse(SC_S_STOP, c->sampling.stop_name, &tmp))
+		if (sc_params_parse(SC_S_STOP, c->sampling.stop_name, &tmp))
 			return nerr(x, at(x, "sampling", "stop"), QERR_FORMAT,
 				    "sampling.%s", qerr_detail());
 		x->c->sampling.p.stop = tmp.stop;

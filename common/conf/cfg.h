@@ -126,7 +126,7 @@ typedef struct cfg_kv {
 } cfg_kv;
 
 /* The defaults and limits of these are sc/params' (SC_PARAMS_DEFAULTS,
- * sc_setting_get), and so are the messages refusing them. */
+ * sc_params_setting), and so are the messages refusing them. */
 typedef struct cfg_sampling {
 	/* SC_PARAMS_DEFAULTS, then the section's keys (cfg.c's table; n
 	 * also <= limits.max_n, stop from stop_name, stop_waves applied to

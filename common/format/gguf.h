@@ -20,7 +20,7 @@
  *
  * Owns the file format only (header, key/values, tensor infos, the
  * writer); the tensor types, their names and sizes are ggml.h's table.
- * Users: the model loader (engine/model.c), the tokenizers (text/), the
+ * Users: the model loader (infer/model.c), the tokenizers (text/), the
  * quantize and mkmodel tools, the coordinator (model metadata).
  */
 #ifndef QUORUM_GGUF_H

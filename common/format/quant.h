@@ -7,7 +7,7 @@
  * 32) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256);
  * their blocks, names and sizes are ggml.h's table, their f16 scales are
  * converted by half.h. MXFP4's scale is an E8M0 byte instead (see
- * quant_e8m0_half). Users: the model loader and mkmodel (engine/),
+ * quant_e8m0_half). Users: the model loader and mkmodel (infer/),
  * the kernels (integer form), the quantize tool and the tests.
  *
  * The integer dot product (see kern.h for where it is used). Every type is

@@ -12,7 +12,7 @@
 /* The field of setting id, or NULL when the message has none. */
 static const ProtobufCFieldDescriptor *field_of(int id)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 
 	return x ? protobuf_c_message_descriptor_get_field_by_name(
 			   &quorum__sampling_params__descriptor, x->name)
@@ -46,7 +46,7 @@ int spwire_encode(const sc_params *p, unsigned which,
 
 		if (!f || !(which & SC_BIT(id)))
 			continue;
-		sc_setting_value(id, p, &v, b->text[id], sizeof(b->text[id]));
+		sc_params_value(id, p, &v, b->text[id], sizeof(b->text[id]));
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			/* stop strings: repeated bytes */
 			for (int i = 0; i < p->stop_strs.n; i++) {
@@ -118,7 +118,7 @@ int spwire_decode(const Quorum__SamplingParams *in, sc_params *p,
 			for (size_t i = 0; i < n; i++) {
 				v.s = (const char *)d[i].data;
 				v.len = d[i].len;
-				if ((rc = sc_setting_set(id, &v, p)))
+				if ((rc = sc_params_set(id, &v, p)))
 					return rc;
 			}
 			got |= SC_BIT(id);
@@ -153,7 +153,7 @@ int spwire_decode(const Quorum__SamplingParams *in, sc_params *p,
 			return qerr_fail(QERR_FORMAT, "SamplingParams.%s: "
 					 "unsupported field type", f->name);
 		}
-		if ((rc = sc_setting_set(id, &v, p)))
+		if ((rc = sc_params_set(id, &v, p)))
 			return rc;
 		got |= SC_BIT(id);
 	}

@@ -6,7 +6,7 @@
  *
  * Owns: the mapping between a setting (sc/params' table, by name) and the
  * SamplingParams field of the same name. It is made from the two tables
- * themselves (sc_setting_get and protobuf-c's field descriptors), so a new
+ * themselves (sc_params_setting and protobuf-c's field descriptors), so a new
  * setting reaches the wire by a field of the same name in
  * proto/quorum.proto and a row in sc/params — nothing here changes.
  * Settings without a field (the engine's mode, confidence windows, the

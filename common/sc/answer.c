@@ -1,7 +1,7 @@
 /*
  * answer — the answer formats (see answer.h): the span a final answer is
  * read from, each format's key, expected answers keyed the same way, and
- * option text mapped to letters. Callers: sc/sample.c (every sample),
+ * option text mapped to letters. Callers: sc/fork.c (every sample),
  * the coordinator and sc_run (answer_resolve), tools/ (scoring, `quorum
  * vote`), the tests.
  */

@@ -6,11 +6,11 @@
  * Owns: struct sc_batch, the jobs' life (sc_batch_decode/_prefill/
  * _prefill_from, cancel, the end of a job), and its single-job uses: a
  * job alone in a batch of its own (sc_batch_solo: sc_run's paged and
- * reset modes) and sc_decode/sc_decode_text.
+ * reset modes) and sc_batch_decode_job/sc_batch_decode_job_text.
  *
- * Callers: worker/wk.c (sc_batch_* in the cluster, sc_decode), tools and
+ * Callers: worker/wk.c (sc_batch_* in the cluster, sc_batch_decode_job), tools and
  * tests, and run.c (sc_run_many's questions as jobs; sc_batch_solo)
- * through sc_int.h. It draws samples with sample.c and takes roots, views
+ * through sc_int.h. It draws samples with fork.c and takes roots, views
  * and pool state from engine.c.
  */
 #include "sc/batch.h"
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/fwd.h"
+#include "infer/fwd.h"
 #include "qerr.h"
 
 struct sc_batch {
@@ -85,7 +85,7 @@ int sc_batch_new(sc_engine *e, const sc_batch_params *p, sc_batch **out)
 	int rc;
 
 	*out = NULL;
-	if ((rc = sc_need_fixed(e)))
+	if ((rc = sc_engine_need_fixed(e)))
 		return rc;
 	return sc_batch_create(e, p, out);
 }
@@ -116,7 +116,7 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 	}
 	j->p.grammar = NULL; /* borrowed: not kept past this call */
 	j->p.grammar_len = 0;
-	j->w = sc_conf_window(&j->p);
+	j->w = sc_fork_conf_window(&j->p);
 	j->st = ji->st;
 	j->flt = ji->flt;
 	j->publish = ji->publish;
@@ -143,7 +143,7 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 		memcpy(j->prompt, ji->prompt, ji->n_prompt * sizeof(*j->prompt));
 		j->n_prompt = ji->n_prompt;
 		j->prefilling = 1;
-		j->need_root = sc_blocks_for(e, ji->n_prompt);
+		j->need_root = sc_engine_blocks_for(e, ji->n_prompt);
 		j->root = &j->own;
 		j->root_logits = j->logits_buf;
 	} else if (ji->view) {
@@ -162,9 +162,9 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 	if (j->n) {
 		uint64_t rt = ji->prompt ? ji->n_prompt : j->root->n_tokens;
 
-		j->need = sc_blocks_for(e, rt % (uint64_t)e->p.block_tokens +
+		j->need = sc_engine_blocks_for(e, rt % (uint64_t)e->p.block_tokens +
 					    (uint64_t)j->p.max_new);
-		j->need_win = sc_fork_win_slots(e, j->need);
+		j->need_win = sc_engine_win_slots(e, j->need);
 		j->stats.blocks_mapped =
 			(uint32_t)j->n * (uint32_t)(rt / e->p.block_tokens);
 	}
@@ -211,7 +211,7 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 	}
 	if (j->own_out)
 		for (int i = 0; i < j->n; i++)
-			sc_sample_fini(&j->out[i]);
+			sc_fork_sample_fini(&j->out[i]);
 	if (j->own_out)
 		free(j->out);
 	kv_seq_free(b->e->pool, &j->own);
@@ -459,12 +459,12 @@ static void batch_sample(sc_batch *b)
 		if (j->rc)
 			continue;
 		j->active = 1;
-		rc = sc_step_sample(e, &j->p, f);
+		rc = sc_fork_step(e, &j->p, f);
 		j->stats.gen_tokens++;
 		if (!rc)
-			sc_filter_check(j->flt, f, j->w);
+			sc_fork_filter_check(j->flt, f, j->w);
 		if (!rc && f->done) {
-			rc = sc_sample_finish(f, j->w, j->cb.on_sample, j->cb.ctx);
+			rc = sc_fork_finish(f, j->w, j->cb.on_sample, j->cb.ctx);
 			kv_seq_free(e->pool, &f->seq);
 			j->done[f - j->fs] = 1;
 			j->n_act--;
@@ -476,7 +476,7 @@ static void batch_sample(sc_batch *b)
 	}
 	for (sc_job *j = b->jobs; j; j = j->next)
 		if (j->st && !j->rc && j->active)
-			j->rc = sc_stopper_advance(j->st, j->out, j->n, j->done);
+			j->rc = sc_fork_stopper_advance(j->st, j->out, j->n, j->done);
 	for (int i = 0; i < b->n_act; i++) {
 		fork_state *f = b->act[i];
 		sc_job *j = f->job;
@@ -538,9 +538,9 @@ static void batch_forward(sc_batch *b)
 						(uint32_t)e->p.block_tokens != 0;
 			}
 		}
-		sc_track_peak(e);
+		sc_engine_track_peak(e);
 		for (int k = 0; !rc && k < m; k++)
-			sc_drop_windows(e, b->seqs[k]);
+			sc_engine_drop_windows(e, b->seqs[k]);
 		if (b->on_forward)
 			b->on_forward(b->fctx);
 	}
@@ -552,7 +552,7 @@ static int publish_root(sc_engine *e, sc_job *j, uint32_t *id)
 	sc_root *r;
 	int rc;
 
-	if ((rc = sc_new_root(e, &r)))
+	if ((rc = sc_root_new(e, &r)))
 		return rc;
 	free(r->logits);
 	r->seq = j->own;
@@ -563,7 +563,7 @@ static int publish_root(sc_engine *e, sc_job *j, uint32_t *id)
 	j->prompt = NULL;
 	j->root = NULL;
 	j->root_logits = NULL;
-	sc_end_root(e, r, 1);
+	sc_root_end(e, r, 1);
 	*id = r->id;
 	return 0;
 }
@@ -592,7 +592,7 @@ static void batch_prefill(sc_batch *b)
 				       j->filled + (size_t)c == j->n_prompt
 					       ? j->logits_buf : NULL, 0);
 		}
-		sc_track_peak(e);
+		sc_engine_track_peak(e);
 		if (b->on_forward)
 			b->on_forward(b->fctx);
 		j->stats.prefill_ms += now_ms() - t0;
@@ -734,12 +734,12 @@ int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
 			  const sc_job_cbs *cb, uint32_t *job)
 {
 	sc_engine *e = b->e;
-	const sc_root *base = sc_find_root(e, base_id);
+	const sc_root *base = sc_root_find(e, base_id);
 	uint32_t full;
 	sc_job *j;
 	int rc;
 
-	if ((rc = sc_base_check(e, base, base_id, n_base, prompt, n)))
+	if ((rc = sc_root_base_check(e, base, base_id, n_base, prompt, n)))
 		return rc;
 	if ((rc = sc_batch_prefill(b, prompt, n, cb, job)))
 		return rc;
@@ -754,11 +754,11 @@ int sc_batch_prefill_from(sc_batch *b, uint32_t base_id, uint32_t n_base,
 	}
 	j->filled = n_base;
 	full = n_base / (uint32_t)e->p.block_tokens;
-	j->need_root = sc_blocks_for(e, n) - full;
+	j->need_root = sc_engine_blocks_for(e, n) - full;
 	return 0;
 }
 
-/* ---- single-job uses: sc_decode, sc_run's paged and reset modes -------- */
+/* ---- single-job uses: sc_batch_decode_job, sc_run's paged and reset modes -------- */
 
 /* How a single-job loop ended. */
 typedef struct {
@@ -776,7 +776,7 @@ static void rec_done(void *ctx, uint32_t job, int rc, const sc_job_stats *st)
 	r->st = *st;
 }
 
-/* One job alone in a batch of its own (sc_decode, sc_run's paged and
+/* One job alone in a batch of its own (sc_batch_decode_job, sc_run's paged and
  * reset modes): the caller's callbacks, and how it ended. */
 typedef struct {
 	job_end_rec end;
@@ -852,15 +852,15 @@ int sc_batch_solo(sc_engine *e, job_init *ji, sc_job_stats *st)
 	return rc;
 }
 
-int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
+int sc_batch_decode_job(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st)
 {
-	return sc_decode_text(e, root, idx, n, p, on_sample, on_round, NULL,
+	return sc_batch_decode_job_text(e, root, idx, n, p, on_sample, on_round, NULL,
 			      ctx, st);
 }
 
-int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
+int sc_batch_decode_job_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 		   int n, const sc_params *p, sc_sample_cb on_sample,
 		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
 		   sc_decode_stats *st)
@@ -874,7 +874,7 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 
 	memset(st, 0, sizeof(*st));
 	solo_wrap(&o, &cb);
-	if ((rc = sc_need_fixed(e)) || (rc = sc_batch_create(e, &bp, &b)))
+	if ((rc = sc_engine_need_fixed(e)) || (rc = sc_batch_create(e, &bp, &b)))
 		return rc;
 	if ((rc = sc_batch_decode(b, root, idx, n, p, &cb, &id))) {
 		sc_batch_free(&b);

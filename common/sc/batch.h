@@ -1,7 +1,7 @@
 /*
  * batch — the merged decode loop: the live forks of any number of jobs
  * (requests) decoded in lockstep rounds, one forward for all; and
- * sc_decode, its single-job use (a worker's DecodeJob).
+ * sc_batch_decode_job, its single-job use (a worker's DecodeJob).
  *
  * Owns: sc_batch (batch.c). Callers: worker/wk.c, tests/; sc_run_many
  * (run.h) runs its questions as jobs of one batch.
@@ -14,7 +14,7 @@
 
 #include "sc/engine.h"
 #include "sc/params.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 
 typedef struct {
 	uint32_t blocks_mapped;    /* prefix blocks read in place, per fork */
@@ -34,11 +34,11 @@ typedef int (*sc_round_cb)(void *ctx);
 typedef void (*sc_text_cb)(void *ctx, const sc_sample *s, int n);
 
 /* Decodes samples idx[0..n) from root in batched lockstep. */
-int sc_decode(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
+int sc_batch_decode_job(sc_engine *e, const sc_root_ref *root, const int *idx, int n,
 	      const sc_params *p, sc_sample_cb on_sample, sc_round_cb on_round,
 	      void *ctx, sc_decode_stats *st);
-/* sc_decode, with on_text (NULL: none) after every round (streaming). */
-int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
+/* sc_batch_decode_job, with on_text (NULL: none) after every round (streaming). */
+int sc_batch_decode_job_text(sc_engine *e, const sc_root_ref *root, const int *idx,
 		   int n, const sc_params *p, sc_sample_cb on_sample,
 		   sc_round_cb on_round, sc_text_cb on_text, void *ctx,
 		   sc_decode_stats *st);
@@ -60,7 +60,7 @@ int sc_decode_text(sc_engine *e, const sc_root_ref *root, const int *idx,
  *   5. on_text of each job with live forks; jobs that ended get on_done.
  * The forward pass is batch-invariant, so a sample's bytes are the same
  * whichever jobs share its rounds, in whatever order they arrived, and
- * however prompts are chunked: sc_decode and sc_run are single-job uses
+ * however prompts are chunked: sc_batch_decode_job and sc_run are single-job uses
  * of this loop.
  *
  * KV blocks: a fork is admitted only when the pool's free blocks, less
@@ -117,7 +117,7 @@ typedef struct {
 int sc_batch_new(sc_engine *e, const sc_batch_params *p, sc_batch **out);
 /* Ends every job left (QERR_CANCELLED, on_done called) and frees b. */
 void sc_batch_free(sc_batch **b);
-/* Adds a job decoding samples idx[0..n) from root (checked as sc_decode
+/* Adds a job decoding samples idx[0..n) from root (checked as sc_batch_decode_job
  * does; root->logits and idx are copied, the root's blocks must stay
  * held until the job ends). Its forks join at the next round. */
 int sc_batch_decode(sc_batch *b, const sc_root_ref *root, const int *idx,

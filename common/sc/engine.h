@@ -6,8 +6,8 @@
  * host it reads (linked read-only by name).
  *
  * Owns: sc_engine (engine.c). The requests that run on it: run.h (sc_run,
- * sc_run_many) and batch.h (the merged decode loop, sc_decode); a sample:
- * sample.h. Callers: worker/wk.c, tools/ (quorum run, bench, evalset),
+ * sc_run_many) and batch.h (the merged decode loop, sc_batch_decode_job); a sample:
+ * fork.h. Callers: worker/wk.c, tools/ (quorum run, bench, evalset),
  * tests/.
  */
 #ifndef QUORUM_SC_ENGINE_H
@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "text/tok.h"
 
 typedef struct {
@@ -60,8 +60,8 @@ void sc_engine_free(sc_engine **e);
 
 /* Drops every prompt sc_run's prefix cache holds (their blocks return to
  * the pool), and the number it holds. */
-void sc_engine_cache_clear(sc_engine *e);
-int sc_engine_cache_count(const sc_engine *e);
+void sc_cache_clear(sc_engine *e);
+int sc_cache_count(const sc_engine *e);
 
 /* KV blocks held right now (0 between requests unless the prefix cache
  * holds prompts); with free_windows a block may hold only its full
@@ -73,7 +73,7 @@ uint32_t sc_engine_kv_free(const sc_engine *e);
  * ---- building blocks for the cluster ---------------------------------
  *
  * A worker keeps prefilled roots across calls (sc_root_*) and decodes any
- * subset of a request's sample indices from a root (sc_decode) — its own,
+ * subset of a request's sample indices from a root (sc_batch_decode_job) — its own,
  * or another worker's on the same host mapped read-only by pool name. The
  * bytes of sample s are the same wherever and with whatever other samples
  * it is decoded. These calls need an engine with a fixed pool
@@ -111,7 +111,7 @@ int sc_root_export_from(const sc_engine *e, uint32_t root_id, uint32_t from,
 int sc_root_export_rows(const sc_engine *e, uint32_t root_id, uint32_t from,
 			uint32_t to, void **bytes, size_t *len);
 /* Bytes one token's rows take in an export (every layer's K and V). */
-size_t sc_token_kv_bytes(const sc_engine *e);
+size_t sc_engine_token_kv_bytes(const sc_engine *e);
 /* A root of n_tokens: the first n_base forked from root base_id (which
  * holds them: the same tokens, as the caller knows), rows n_base.. from
  * bytes (sc_root_export_from's). n_base 0: all from bytes. */
@@ -157,8 +157,8 @@ int sc_root_prefill_from(sc_engine *e, uint32_t base_id, uint32_t n_base,
 			 sc_chunk_cb on_chunk, void *ctx, uint32_t *root_id);
 
 /* Drops the read-only mapping of another worker's pool (its owner is
- * gone). Call between decodes; a later sc_decode naming the pool maps it
+ * gone). Call between decodes; a later sc_batch_decode_job naming the pool maps it
  * again. QERR_MISSING when it is not linked. */
-int sc_unlink_pool(sc_engine *e, const char *pool_name);
+int sc_root_unlink_pool(sc_engine *e, const char *pool_name);
 
 #endif

@@ -44,7 +44,7 @@ static const sc_setting settings[SC_S_COUNT_] = {
 			  "a GBNF grammar (llama.cpp's)"},
 };
 
-const sc_setting *sc_setting_get(int id)
+const sc_setting *sc_params_setting(int id)
 {
 	return id >= 0 && id < SC_S_COUNT_ ? &settings[id] : NULL;
 }
@@ -64,9 +64,9 @@ static const char *must(const sc_setting *x, char *buf, size_t cap)
 	return buf;
 }
 
-int sc_check_fail(int id, const char *shown)
+int sc_params_check_fail(int id, const char *shown)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	char b[64];
 
 	if (!x)
@@ -78,9 +78,9 @@ int sc_check_fail(int id, const char *shown)
 			 must(x, b, sizeof(b)));
 }
 
-int sc_check_int(int id, long long v)
+int sc_params_check_int(int id, long long v)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	char shown[32];
 
 	if (!x || (x->kind != SC_K_INT && x->kind != SC_K_U64))
@@ -89,12 +89,12 @@ int sc_check_int(int id, long long v)
 				: (double)v >= x->min && (double)v <= x->max)
 		return 0;
 	snprintf(shown, sizeof(shown), "%lld", v);
-	return sc_check_fail(id, shown);
+	return sc_params_check_fail(id, shown);
 }
 
-int sc_check_real(int id, double v)
+int sc_params_check_real(int id, double v)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	char shown[40];
 
 	if (!x || x->kind != SC_K_REAL)
@@ -106,7 +106,7 @@ int sc_check_real(int id, double v)
 	    v <= x->max)
 		return 0;
 	snprintf(shown, sizeof(shown), "%g", v);
-	return sc_check_fail(id, shown);
+	return sc_params_check_fail(id, shown);
 }
 
 /* "W[:P]" of conf_filter */
@@ -120,22 +120,22 @@ static int parse_filter(const char *s, int *warm, double *pct)
 	w = strtol(s, &end, 10);
 	if (end == s || errno || w < 1 || w > SC_N_MAX ||
 	    (*end && *end != ':'))
-		return sc_check_fail(SC_S_CONF_FILTER, s);
+		return sc_params_check_fail(SC_S_CONF_FILTER, s);
 	if (*end == ':') {
 		const char *ps = end + 1;
 
 		p = strtod(ps, &end);
 		if (end == ps || *end || !(p >= 0 && p <= 100))
-			return sc_check_fail(SC_S_CONF_FILTER, s);
+			return sc_params_check_fail(SC_S_CONF_FILTER, s);
 	}
 	*warm = (int)w;
 	*pct = p;
 	return 0;
 }
 
-int sc_setting_parse(int id, const char *s, sc_params *p)
+int sc_params_parse(int id, const char *s, sc_params *p)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	char *end;
 	long long iv = 0;
 	unsigned long long uv;
@@ -143,29 +143,29 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 	int rc, m;
 
 	if (!x || !s || !p)
-		return qerr_fail(QERR_ARG, "sc_setting_parse: bad argument");
+		return qerr_fail(QERR_ARG, "sc_params_parse: bad argument");
 	switch (x->kind) {
 	case SC_K_INT:
 		errno = 0;
 		iv = strtoll(s, &end, 10);
 		if (errno || end == s || *end)
-			return sc_check_fail(id, s);
-		if ((rc = sc_check_int(id, iv)))
+			return sc_params_check_fail(id, s);
+		if ((rc = sc_params_check_int(id, iv)))
 			return rc;
 		break;
 	case SC_K_U64:
 		errno = 0;
 		uv = strtoull(s, &end, 10);
 		if (errno || end == s || *end || strchr(s, '-'))
-			return sc_check_fail(id, s);
+			return sc_params_check_fail(id, s);
 		p->seed = uv;
 		return 0;
 	case SC_K_REAL:
 		errno = 0;
 		d = strtod(s, &end);
 		if (end == s || *end)
-			return sc_check_fail(id, s);
-		if ((rc = sc_check_real(id, d)))
+			return sc_params_check_fail(id, s);
+		if ((rc = sc_params_check_real(id, d)))
 			return rc;
 		if (id == SC_S_TEMPERATURE)
 			p->sp.temperature = (float)d;
@@ -176,14 +176,14 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 		if (!strcmp(s, "true"))
 			iv = 1;
 		else if (strcmp(s, "false"))
-			return sc_check_fail(id, s);
+			return sc_params_check_fail(id, s);
 		if (id == SC_S_IGNORE_EOS)
 			p->ignore_eos = (int)iv;
 		else
 			p->logprobs = (int)iv;
 		return 0;
 	case SC_K_STRS:
-		return sc_stop_strs_add(&p->stop_strs, s, strlen(s));
+		return sc_params_stop_strs_add(&p->stop_strs, s, strlen(s));
 	default:
 		break;
 	}
@@ -195,16 +195,16 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 	case SC_S_STOP_WAVES: p->stop_waves = (int)iv; return 0;
 	case SC_S_STOP:
 		if (stop_parse(s, &p->stop))
-			return sc_check_fail(id, s);
+			return sc_params_check_fail(id, s);
 		return 0;
 	case SC_S_VOTE:
-		if ((m = sc_vote_parse(s)) < 0)
-			return sc_check_fail(id, s);
+		if ((m = sc_params_vote_parse(s)) < 0)
+			return sc_params_check_fail(id, s);
 		p->vote = m;
 		return 0;
 	case SC_S_MODE:
-		if ((m = sc_mode_parse(s)) < 0)
-			return sc_check_fail(id, s);
+		if ((m = sc_params_mode_parse(s)) < 0)
+			return sc_params_check_fail(id, s);
 		p->mode = m;
 		return 0;
 	case SC_S_CONF_FILTER:
@@ -242,23 +242,23 @@ int sc_setting_parse(int id, const char *s, sc_params *p)
 			     !strncmp(s, "choice:", 7)) && why)
 				return qerr_fail(QERR_RANGE, "answer = %.80s: %s",
 						 s, why);
-			return sc_check_fail(id, s);
+			return sc_params_check_fail(id, s);
 		}
 		p->answer = f;
 		return 0;
 	}
 	default:
-		return qerr_fail(QERR_ARG, "sc_setting_parse: setting %d", id);
+		return qerr_fail(QERR_ARG, "sc_params_parse: setting %d", id);
 	}
 }
 
-int sc_setting_set(int id, const sc_value *v, sc_params *p)
+int sc_params_set(int id, const sc_value *v, sc_params *p)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	char b[48];
 
 	if (!x || !v || !p)
-		return qerr_fail(QERR_ARG, "sc_setting_set: bad argument");
+		return qerr_fail(QERR_ARG, "sc_params_set: bad argument");
 	switch (x->kind) {
 	case SC_K_INT:
 		snprintf(b, sizeof(b), "%lld", v->i);
@@ -267,7 +267,7 @@ int sc_setting_set(int id, const sc_value *v, sc_params *p)
 		p->seed = v->u;
 		return 0;
 	case SC_K_REAL:
-		if (sc_check_real(id, v->d))
+		if (sc_params_check_real(id, v->d))
 			return QERR_RANGE;
 		if (id == SC_S_TEMPERATURE)
 			p->sp.temperature = (float)v->d;
@@ -278,16 +278,16 @@ int sc_setting_set(int id, const sc_value *v, sc_params *p)
 		snprintf(b, sizeof(b), "%s", v->i ? "true" : "false");
 		break;
 	case SC_K_STRS:
-		return sc_stop_strs_add(&p->stop_strs, v->s, v->len);
+		return sc_params_stop_strs_add(&p->stop_strs, v->s, v->len);
 	default:
 		if (!v->s)
-			return sc_check_fail(id, NULL);
-		return sc_setting_parse(id, v->s, p);
+			return sc_params_check_fail(id, NULL);
+		return sc_params_parse(id, v->s, p);
 	}
-	return sc_setting_parse(id, b, p);
+	return sc_params_parse(id, b, p);
 }
 
-void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
+void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
 		      size_t cap)
 {
 	memset(v, 0, sizeof(*v));
@@ -307,11 +307,11 @@ void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
 		v->s = stop_name(&p->stop, buf, cap);
 		break;
 	case SC_S_VOTE:
-		snprintf(buf, cap, "%s", sc_vote_name(p->vote));
+		snprintf(buf, cap, "%s", sc_params_vote_name(p->vote));
 		v->s = buf;
 		break;
 	case SC_S_MODE:
-		snprintf(buf, cap, "%s", sc_mode_name(p->mode));
+		snprintf(buf, cap, "%s", sc_params_mode_name(p->mode));
 		v->s = buf;
 		break;
 	case SC_S_CONF_FILTER:
@@ -331,7 +331,7 @@ void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
 	}
 }
 
-int sc_n_limit(long long n, int max_n)
+int sc_params_n_limit(long long n, int max_n)
 {
 	if (n <= max_n)
 		return 0;
@@ -339,7 +339,7 @@ int sc_n_limit(long long n, int max_n)
 			 "limits.max_n (%d)", n, max_n);
 }
 
-int sc_max_new_limit(long long max_new, int ctx_len)
+int sc_params_max_new_limit(long long max_new, int ctx_len)
 {
 	if (max_new <= ctx_len)
 		return 0;
@@ -347,7 +347,7 @@ int sc_max_new_limit(long long max_new, int ctx_len)
 			 "context (%d tokens)", max_new, ctx_len);
 }
 
-const char *sc_mode_name(int mode)
+const char *sc_params_mode_name(int mode)
 {
 	switch (mode) {
 	case SC_RESET: return "reset";
@@ -357,15 +357,15 @@ const char *sc_mode_name(int mode)
 	}
 }
 
-int sc_mode_parse(const char *s)
+int sc_params_mode_parse(const char *s)
 {
 	for (int m = SC_RESET; m <= SC_BATCHED; m++)
-		if (!strcmp(s, sc_mode_name(m)))
+		if (!strcmp(s, sc_params_mode_name(m)))
 			return m;
 	return -1;
 }
 
-int sc_vote_parse(const char *s)
+int sc_params_vote_parse(const char *s)
 {
 	if (!strcmp(s, "majority"))
 		return SC_VOTE_MAJORITY;
@@ -374,16 +374,16 @@ int sc_vote_parse(const char *s)
 	return -1;
 }
 
-const char *sc_vote_name(int vote)
+const char *sc_params_vote_name(int vote)
 {
 	return vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority";
 }
 
-int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len)
+int sc_params_stop_strs_add(sc_stop_strs *q, const char *s, size_t len)
 {
 	if (q->n < 0 || q->n >= SC_STOP_STR_MAX || len < 1 ||
 	    len > SC_STOP_STR_LEN || memchr(s, 0, len))
-		return sc_check_fail(SC_S_STOP_STRINGS, NULL);
+		return sc_params_check_fail(SC_S_STOP_STRINGS, NULL);
 	memcpy(q->s[q->n], s, len);
 	q->len[q->n++] = (uint8_t)len;
 	return 0;
@@ -396,42 +396,42 @@ int sc_params_check(const sc_params *p)
 
 	if (!p)
 		return qerr_fail(QERR_ARG, "sc_params is NULL");
-	if ((rc = sc_check_int(SC_S_N, p->n)) ||
-	    (rc = sc_check_real(SC_S_TEMPERATURE, p->sp.temperature)) ||
-	    (rc = sc_check_int(SC_S_TOP_K, p->sp.top_k)) ||
-	    (rc = sc_check_real(SC_S_TOP_P, p->sp.top_p)) ||
-	    (rc = sc_check_int(SC_S_MAX_NEW_TOKENS, p->max_new)))
+	if ((rc = sc_params_check_int(SC_S_N, p->n)) ||
+	    (rc = sc_params_check_real(SC_S_TEMPERATURE, p->sp.temperature)) ||
+	    (rc = sc_params_check_int(SC_S_TOP_K, p->sp.top_k)) ||
+	    (rc = sc_params_check_real(SC_S_TOP_P, p->sp.top_p)) ||
+	    (rc = sc_params_check_int(SC_S_MAX_NEW_TOKENS, p->max_new)))
 		return rc;
 	if (p->stop_strs.n < 0 || p->stop_strs.n > SC_STOP_STR_MAX)
-		return sc_check_fail(SC_S_STOP_STRINGS, NULL);
+		return sc_params_check_fail(SC_S_STOP_STRINGS, NULL);
 	for (int i = 0; i < p->stop_strs.n; i++)
 		if (p->stop_strs.len[i] < 1 ||
 		    p->stop_strs.len[i] > SC_STOP_STR_LEN ||
 		    memchr(p->stop_strs.s[i], 0, p->stop_strs.len[i]))
-			return sc_check_fail(SC_S_STOP_STRINGS, NULL);
+			return sc_params_check_fail(SC_S_STOP_STRINGS, NULL);
 	if (p->mode < SC_RESET || p->mode > SC_BATCHED) {
 		snprintf(b, sizeof(b), "%d", p->mode);
-		return sc_check_fail(SC_S_MODE, b);
+		return sc_params_check_fail(SC_S_MODE, b);
 	}
 	if (p->vote != SC_VOTE_MAJORITY && p->vote != SC_VOTE_CONFIDENCE) {
 		snprintf(b, sizeof(b), "%d", p->vote);
-		return sc_check_fail(SC_S_VOTE, b);
+		return sc_params_check_fail(SC_S_VOTE, b);
 	}
 	if (p->filter_warmup < 0 || p->filter_warmup > SC_N_MAX ||
 	    !(p->filter_pct >= 0 && p->filter_pct <= 100)) {
 		snprintf(b, sizeof(b), "%d:%g", p->filter_warmup,
 			 p->filter_pct);
-		return sc_check_fail(SC_S_CONF_FILTER, b);
+		return sc_params_check_fail(SC_S_CONF_FILTER, b);
 	}
-	if (p->conf_window && (rc = sc_check_int(SC_S_CONF_WINDOW,
+	if (p->conf_window && (rc = sc_params_check_int(SC_S_CONF_WINDOW,
 						 p->conf_window)))
 		return rc;
-	if ((rc = sc_check_int(SC_S_STOP_WAVES, p->stop_waves)))
+	if ((rc = sc_params_check_int(SC_S_STOP_WAVES, p->stop_waves)))
 		return rc;
 	if (p->answer.kind < 0 || p->answer.kind >= ANSWER_KINDS_ ||
 	    (p->answer.kind == ANSWER_REGEX && !p->answer.pattern[0])) {
 		snprintf(b, sizeof(b), "%d", p->answer.kind);
-		return sc_check_fail(SC_S_ANSWER, b);
+		return sc_params_check_fail(SC_S_ANSWER, b);
 	}
 	if (stop_rule_check(&p->stop)) {
 		if (p->stop.kind == STOP_BETA)
@@ -440,7 +440,7 @@ int sc_params_check(const sc_params *p)
 			snprintf(b, sizeof(b), "window:%d", p->stop.window);
 		else
 			snprintf(b, sizeof(b), "%d", p->stop.kind);
-		return sc_check_fail(SC_S_STOP, b);
+		return sc_params_check_fail(SC_S_STOP, b);
 	}
 	return 0;
 }

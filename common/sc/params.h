@@ -12,11 +12,11 @@
  * integer in 0..16777216"), left by every check as its qerr detail with
  * QERR_RANGE. Policy bounds a deployment adds on top of the contract
  * (limits.max_n, the model's context) are separate checks with their own
- * messages (sc_n_limit, sc_max_new_limit).
+ * messages (sc_params_n_limit, sc_params_max_new_limit).
  *
  * Callers: tools/sampflags (the CLI's flags), tools/gateway/openai (JSON),
  * coordinator/front (Ask messages), conf/cfg (sampling: section), worker/
- * (DecodeJob), sc/ (sc_run, sc_decode, sc_batch_decode).
+ * (DecodeJob), sc/ (sc_run, sc_batch_decode_job, sc_batch_decode).
  */
 #ifndef QUORUM_SC_PARAMS_H
 #define QUORUM_SC_PARAMS_H
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/samp.h"
+#include "infer/samp.h"
 #include "sc/answer.h"
 #include "sc/stop.h"
 
@@ -58,7 +58,7 @@ typedef struct {
 /* Adds a stop string of len bytes; QERR_RANGE (with the message of
  * setting stop_strings) when there are SC_STOP_STR_MAX already, or it is
  * empty, over SC_STOP_STR_LEN bytes or holds a NUL. */
-int sc_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
+int sc_params_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
 
 typedef struct {
 	samp_params sp;
@@ -148,22 +148,22 @@ typedef struct sc_setting {
 } sc_setting;
 
 /* The setting id (0..SC_S_COUNT_-1); NULL for another id. */
-const sc_setting *sc_setting_get(int id);
+const sc_setting *sc_params_setting(int id);
 
 /* Per-setting checks, for values that arrive one at a time (a flag, a
  * JSON field). Each returns 0, or QERR_RANGE with the setting's one
  * message as qerr detail: "NAME = VALUE: must be WHAT". */
-int sc_check_int(int id, long long v);     /* SC_K_INT, SC_K_U64 (>= 0) */
-int sc_check_real(int id, double v);       /* SC_K_REAL */
+int sc_params_check_int(int id, long long v);     /* SC_K_INT, SC_K_U64 (>= 0) */
+int sc_params_check_real(int id, double v);       /* SC_K_REAL */
 /* The message for a value of the wrong type or form, shown as given
  * (e.g. "abc", "\"4\""; NULL: "NAME: must be WHAT", as stop_strings
  * says it); always QERR_RANGE. */
-int sc_check_fail(int id, const char *shown);
+int sc_params_check_fail(int id, const char *shown);
 
 /* A setting's value as text (a flag's argument, a config scalar): the
  * whole string must be the value (integers in decimal). Sets it in *p;
  * 0, or QERR_RANGE with the setting's message (p unchanged). */
-int sc_setting_parse(int id, const char *s, sc_params *p);
+int sc_params_parse(int id, const char *s, sc_params *p);
 
 /* One bit per setting, for sets of them: the settings a caller was given,
  * the ones a message carries. */
@@ -186,21 +186,21 @@ typedef struct sc_value {
 /* Sets setting id of *p from v after the setting's check (SC_K_STRS adds
  * one string). 0, or QERR_RANGE with the setting's message (p
  * unchanged). */
-int sc_setting_set(int id, const sc_value *v, sc_params *p);
+int sc_params_set(int id, const sc_value *v, sc_params *p);
 
 /* Setting id of *p into *v. SC_K_TEXT: its canonical text ("beta:0.95",
  * "confidence", "8:10", "regex:..."), is written into buf (cap >=
  * SC_VALUE_TEXT_MAX) and v->s points at it; SC_K_STRS: v->i is the count
  * (the strings are p->stop_strs). */
 #define SC_VALUE_TEXT_MAX (ANSWER_PATTERN_MAX + 8)
-void sc_setting_value(int id, const sc_params *p, sc_value *v, char *buf,
+void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
 		      size_t cap);
 
 /* Policy bounds on top of the contract, checked after it, each with its
  * own message: N at most the cluster's limits.max_n; max_new_tokens at
  * most the model's context. 0 or QERR_RANGE. */
-int sc_n_limit(long long n, int max_n);
-int sc_max_new_limit(long long max_new, int ctx_len);
+int sc_params_n_limit(long long n, int max_n);
+int sc_params_max_new_limit(long long max_new, int ctx_len);
 
 /* Every field, with the same checks and messages as above (the engine's
  * and the workers' guard). 0, or QERR_RANGE. conf_window 0 means the
@@ -208,9 +208,9 @@ int sc_max_new_limit(long long max_new, int ctx_len);
  * struct's "unset", not values a user gives. */
 int sc_params_check(const sc_params *p);
 
-const char *sc_mode_name(int mode);
-int sc_mode_parse(const char *s);      /* -1 when unknown */
-int sc_vote_parse(const char *s);      /* -1 when unknown */
-const char *sc_vote_name(int vote);
+const char *sc_params_mode_name(int mode);
+int sc_params_mode_parse(const char *s);      /* -1 when unknown */
+int sc_params_vote_parse(const char *s);      /* -1 when unknown */
+const char *sc_params_vote_name(int vote);
 
 #endif

@@ -7,10 +7,10 @@
  * and paged modes' loops (prefill, then one sample at a time), the
  * batched mode as jobs of one merged loop with results delivered in
  * question order, and a result's end: the reported prefix, the stop
- * report, the vote and the KV figures (sc_result, sc_result_fini).
+ * report, the vote and the KV figures (sc_result, sc_run_result_fini).
  *
  * Callers: tools/ (quorum run, bench, evalset), tests/. Built on batch.c
- * (the decode loop), sample.c (the stopper) and engine.c (pool, prefix
+ * (the decode loop), fork.c (the stopper) and engine.c (pool, prefix
  * cache) through sc_int.h.
  */
 #include "sc/run.h"
@@ -26,12 +26,12 @@
 /* A pool large enough for one prefix plus `forks` private tails. */
 static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 {
-	uint64_t root = sc_blocks_for(e, n_prompt + 1);
-	uint32_t tail = sc_blocks_for(e, (uint64_t)max_new) + 1;
+	uint64_t root = sc_engine_blocks_for(e, n_prompt + 1);
+	uint32_t tail = sc_engine_blocks_for(e, (uint64_t)max_new) + 1;
 
-	return sc_ensure_pool_blocks(e, root + (uint64_t)forks * tail,
+	return sc_engine_ensure_blocks(e, root + (uint64_t)forks * tail,
 				     root + (uint64_t)forks *
-						    sc_fork_win_slots(e, tail));
+						    sc_engine_win_slots(e, tail));
 }
 
 /* cached: from the prefix cache when it is on (not in reset mode, the
@@ -42,14 +42,14 @@ static int prefill(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	double t0 = now_ms();
 	int reused = 0;
 	int rc = cached && e->cache_ix
-			 ? sc_prefill_cached(e, prompt, n_prompt, root, logits,
+			 ? sc_cache_prefill(e, prompt, n_prompt, root, logits,
 					     &reused)
 			 : fwd_prefill(e->f, e->pool, root, prompt,
 				       (int)n_prompt, logits);
 
 	res->stats.n_reused += reused;
 
-	sc_track_peak(e);
+	sc_engine_track_peak(e);
 	res->stats.prefill_ms += now_ms() - t0;
 	res->stats.n_prefills++;
 	return rc;
@@ -78,9 +78,9 @@ static int run_one(sc_engine *e, const sc_params *p, const kv_seq *root,
 	if (rc)
 		return rc;
 	st->finished++;
-	if ((rc = sc_stopper_push(st, &res->samples[s])))
+	if ((rc = sc_fork_stopper_push(st, &res->samples[s])))
 		return rc;
-	return sc_filter_arm(&st->flt, res->samples, st->prefix);
+	return sc_fork_filter_arm(&st->flt, res->samples, st->prefix);
 }
 
 /* The reset and paged modes (the batched one runs in merged rounds). */
@@ -149,12 +149,12 @@ static void stop_report(const sc_params *p, const sc_stopper *st,
 	o->run = st->ss.run;
 }
 
-void sc_result_fini(sc_result *r)
+void sc_run_result_fini(sc_result *r)
 {
 	if (!r)
 		return;
 	for (int i = 0; r->samples && i < r->n; i++)
-		sc_sample_fini(&r->samples[i]);
+		sc_fork_sample_fini(&r->samples[i]);
 	free(r->samples);
 	vote_result_fini(&r->vote);
 	memset(r, 0, sizeof(*r));
@@ -235,7 +235,7 @@ static int run_end(sc_engine *e, run_q *q)
 	}
 	/* report exactly the decided prefix; later samples are dropped */
 	for (int s = k; s < p->n; s++) {
-		sc_sample_fini(&out->samples[s]);
+		sc_fork_sample_fini(&out->samples[s]);
 		memset(&out->samples[s], 0, sizeof(out->samples[s]));
 	}
 	out->n = k;
@@ -258,7 +258,7 @@ static int run_end(sc_engine *e, run_q *q)
 		/* with windows released, blocks differ in size */
 		out->stats.kv_peak_bytes = e->peak_bytes;
 		out->stats.kv_unshared_bytes =
-			(uint64_t)p->n * sc_blocks_for(e, q->n_prompt + p->max_new) *
+			(uint64_t)p->n * sc_engine_blocks_for(e, q->n_prompt + p->max_new) *
 			per_block;
 	}
 out:
@@ -285,7 +285,7 @@ static int run_deliver(sc_engine *e, run_q *q, int i, sc_result_cb cb,
 	}
 	stop_fini(&q->stp.ss);
 	if (rc)
-		sc_result_fini(&q->res);
+		sc_run_result_fini(&q->res);
 	return cb(ctx, i, rc, rc ? q->err : NULL, &q->res);
 }
 
@@ -314,13 +314,13 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 			if (qs[i].p->max_new > 0 && (uint64_t)qs[i].p->max_new > mn)
 				mn = (uint64_t)qs[i].p->max_new;
 		}
-		uint64_t roots = (uint64_t)qin * sc_blocks_for(e, mp + 1);
-		uint32_t tail = sc_blocks_for(e, mn) + 1;
+		uint64_t roots = (uint64_t)qin * sc_engine_blocks_for(e, mp + 1);
+		uint32_t tail = sc_engine_blocks_for(e, mn) + 1;
 
-		rc = sc_ensure_pool_blocks(e, roots +
+		rc = sc_engine_ensure_blocks(e, roots +
 						      (uint64_t)bp.max_live * tail,
 					   roots + (uint64_t)bp.max_live *
-							   sc_fork_win_slots(e,
+							   sc_engine_win_slots(e,
 									     tail));
 	}
 	if (!rc)
@@ -389,7 +389,7 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 	for (int i = first; i < n; i++) {
 		/* stopped early: what never reached the caller */
 		stop_fini(&rq[i].stp.ss);
-		sc_result_fini(&rq[i].res);
+		sc_run_result_fini(&rq[i].res);
 	}
 	free(rq);
 	return rc;
@@ -457,7 +457,7 @@ out:
 	stop_fini(&q.stp.ss);
 	free(root_logits);
 	if (rc)
-		sc_result_fini(&q.res);
+		sc_run_result_fini(&q.res);
 	else
 		*out = q.res;
 	return rc;

@@ -10,7 +10,7 @@
  *               per round; forks that stop drop out (ragged compaction)
  *
  * Owns: sc_result (run.c). Callers: tools/ (quorum run, bench, evalset),
- * tests/. A sample's bytes: sample.h; the engine: engine.h.
+ * tests/. A sample's bytes: fork.h; the engine: engine.h.
  */
 #ifndef QUORUM_SC_RUN_H
 #define QUORUM_SC_RUN_H
@@ -20,7 +20,7 @@
 
 #include "sc/engine.h"
 #include "sc/params.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "sc/stop.h"
 #include "sc/vote.h"
 
@@ -76,7 +76,7 @@ typedef struct {
  * the KV pool is back to free. */
 int sc_run(sc_engine *e, const int32_t *prompt, size_t n_prompt,
 	   const sc_params *p, sc_result *out);
-void sc_result_fini(sc_result *r);
+void sc_run_result_fini(sc_result *r);
 
 /* Self-consistency over many prompts in merged rounds: question q is
  * sc_run(prompts[q], params[q]) — the same result, bit for bit — but the
@@ -86,7 +86,7 @@ void sc_result_fini(sc_result *r);
  * engine's prefill_chunk) between decode rounds. Batched mode only. As
  * each question ends, in question order, on_result(ctx, q, rc, err, r):
  * err the error's text when rc != 0 (r is zeroed then); r belongs to the
- * callback (sc_result_fini). A non-zero return stops the run with that
+ * callback (sc_run_result_fini). A non-zero return stops the run with that
  * code. */
 typedef struct {
 	const int32_t *prompt;

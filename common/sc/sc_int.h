@@ -1,16 +1,18 @@
 /*
  * sc_int — the self-consistency engine's shared state and the calls
  * between its parts. INTERNAL to common/sc/: nothing outside sc/ includes
- * it; the public API is in the parts' headers: engine.h, sample.h,
+ * it; the public API is in the parts' headers: engine.h, fork.h,
  * batch.h, run.h.
  *
  * The parts, one file each, lowest first (each calls only those above):
- *   engine.c  struct sc_engine: the pool, roots, linked pools, sc_run's
- *             prefix cache, the cluster building blocks (sc_root_*)
- *   sample.c  one sample: its draw, text, stop strings, confidence, the
- *             online filter, and sc_run's early stopping (sc_stopper)
- *   batch.c   the merged decode loop (sc_batch_*), sc_decode, a job alone
- *             in a batch of its own
+ *   engine.c  struct sc_engine: the pool and its accounting
+ *   cache.c   sc_run's prefix cache (sc_cache_*)
+ *   root.c    the roots a worker keeps, linked pools (sc_root_*)
+ *   fork.c    one sample being decoded: its draw, text, stop strings,
+ *             confidence, the online filter, and sc_run's early stopping
+ *             (sc_stopper)
+ *   batch.c   the merged decode loop (sc_batch_*), sc_batch_decode_job
+ *             (a job alone in a batch of its own)
  *   run.c     sc_run (reset, paged, batched) and sc_run_many
  *
  * Single-threaded like the loop: the engine and its batches are driven
@@ -23,16 +25,16 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "engine/fwd.h"
-#include "engine/kv.h"
-#include "engine/samp.h"
+#include "infer/fwd.h"
+#include "infer/kv.h"
+#include "infer/samp.h"
 #include "kernels/tpool.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "text/gbnf.h"
 #include "sc/pfx.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "sc/stop.h"
 
 /* A root kept across calls (sc_root_*). */
@@ -43,7 +45,7 @@ typedef struct {
 	int32_t *tokens;     /* (seq.n_tokens) its prompt; NULL: imported */
 } sc_root;
 
-/* The engine (engine.c owns it; sample.c reads the sampler and masks,
+/* The engine (engine.c owns it; fork.c reads the sampler and masks,
  * batch.c and run.c the pool and the prefix cache). */
 struct sc_engine {
 	const model *m;
@@ -174,7 +176,7 @@ struct sc_job {
 	int n_started, n_act, width;
 	uint32_t need;          /* worst-case private blocks of one fork */
 	uint32_t need_win;      /* worst-case private window slots of one
-				 * fork (sc_fork_win_slots) */
+				 * fork (sc_engine_win_slots) */
 	sc_stopper *st;
 	sc_filter *flt;
 	sc_job_cbs cb;
@@ -193,63 +195,68 @@ static inline double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* ---- engine.c ------------------------------------------------------- */
+/* ---- engine.c, cache.c, root.c --------------------------------------- */
 
 /* Blocks for n tokens. */
-uint32_t sc_blocks_for(const sc_engine *e, uint64_t n);
+uint32_t sc_engine_blocks_for(const sc_engine *e, uint64_t n);
 /* A pool of at least need blocks and, for a pool split by windows,
  * win_need window slots (0: one per block; cached prompts give way
  * first). A fixed pool has a slot per block. */
-int sc_ensure_pool_blocks(sc_engine *e, uint64_t need, uint64_t win_need);
+int sc_engine_ensure_blocks(sc_engine *e, uint64_t need, uint64_t win_need);
 /* The window slots a fork whose private blocks are at most need holds at
  * any time: with windows released (free_windows, a sliding-window model),
  * min(need, ceil(window / B) + 1) (the blocks from its window's first row
  * to the row it writes); else need. */
-uint32_t sc_fork_win_slots(const sc_engine *e, uint32_t need);
+uint32_t sc_engine_win_slots(const sc_engine *e, uint32_t need);
+/* Whether pool p has need blocks and win_need window slots. */
+int sc_engine_pool_fits(const kv_pool *p, uint64_t need, uint64_t win_need);
 /* Notes the pool's blocks in use in e->peak_in_use. */
-void sc_track_peak(sc_engine *e);
+void sc_engine_track_peak(sc_engine *e);
 /* A sample's sequence s releases the windowed layers' rows no later row
  * reads (engine free_windows on, a sliding-window model). */
-void sc_drop_windows(sc_engine *e, kv_seq *s);
+void sc_engine_drop_windows(sc_engine *e, kv_seq *s);
 /* The prefix cache: a root prefilled from the cached prompt sharing its
  * longest block-aligned prefix (*reused: the tokens forked); keeping a
  * prompt's complete root; a batched job j starting from a cached prompt
  * (returns the tokens forked, 0: none). */
-int sc_prefill_cached(sc_engine *e, const int32_t *prompt, size_t n,
+int sc_cache_prefill(sc_engine *e, const int32_t *prompt, size_t n,
 		      kv_seq *root, float *logits, int *reused);
 void sc_cache_keep(sc_engine *e, const int32_t *prompt, size_t n,
 		   const kv_seq *root);
 int sc_cache_start(sc_engine *e, sc_job *j);
+/* Cached prompts give way until need blocks (win_need window slots)
+ * could be free. */
+void sc_cache_room(sc_engine *e, uint64_t need, uint64_t win_need);
 /* QERR_ARG unless the engine has a fixed pool. */
-int sc_need_fixed(const sc_engine *e);
-/* Roots: the one with id (NULL: none); a new slot (sc_end_root commits
+int sc_engine_need_fixed(const sc_engine *e);
+/* Roots: the one with id (NULL: none); a new slot (sc_root_end commits
  * or drops it; it may move the others). */
-sc_root *sc_find_root(const sc_engine *e, uint32_t id);
-int sc_new_root(sc_engine *e, sc_root **out);
-void sc_end_root(sc_engine *e, sc_root *r, int keep);
+sc_root *sc_root_find(const sc_engine *e, uint32_t id);
+int sc_root_new(sc_engine *e, sc_root **out);
+void sc_root_end(sc_engine *e, sc_root *r, int keep);
 /* Checks a prefill of prompt from root base's first n_base tokens. */
-int sc_base_check(const sc_engine *e, const sc_root *base, uint32_t base_id,
+int sc_root_base_check(const sc_engine *e, const sc_root *base, uint32_t base_id,
 		  uint32_t n_base, const int32_t *prompt, size_t n);
 /* Checks a root reference and builds the view forks fork from (linking
  * another worker's pool when it names one). */
 int sc_root_view(sc_engine *e, const sc_root_ref *root, kv_seq *view);
 
-/* ---- sample.c ------------------------------------------------------- */
+/* ---- fork.c ------------------------------------------------------- */
 
 /* Tokens per confidence window. */
-int sc_conf_window(const sc_params *p);
+int sc_fork_conf_window(const sc_params *p);
 /* Draws the next token of f and records it; marks f done on a stop. */
-int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f);
+int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f);
 /* Marks a finished sample (answer extracted) and reports it to cb. */
-int sc_sample_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx);
+int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx);
 /* The online filter: its verdict on f after a drawn token; arming it
  * once the warm-up's samples are in. */
-void sc_filter_check(const sc_filter *flt, fork_state *f, int w);
-int sc_filter_arm(sc_filter *flt, const sc_sample *out, int prefix);
+void sc_fork_filter_check(const sc_filter *flt, fork_state *f, int w);
+int sc_fork_filter_arm(sc_filter *flt, const sc_sample *out, int prefix);
 /* The stopper: pushes one finished sample; pushes those extending the
  * prefix (done[i]: out[i] finished). 0 or an error. */
-int sc_stopper_push(sc_stopper *st, const sc_sample *x);
-int sc_stopper_advance(sc_stopper *st, const sc_sample *out, int n,
+int sc_fork_stopper_push(sc_stopper *st, const sc_sample *x);
+int sc_fork_stopper_advance(sc_stopper *st, const sc_sample *out, int n,
 		       const int *done);
 
 /* ---- batch.c -------------------------------------------------------- */

@@ -3,7 +3,7 @@
  * array, the checks (undefined rules, left recursion), and the matcher:
  * parse stacks interned as states, byte steps cached, and the allowed
  * tokens found by walking a byte trie of the vocabulary. Callers: the
- * sampler's grammar state (sc/sample.c), jschema.c's tests, fuzz_gbnf.
+ * sampler's grammar state (sc/fork.c), jschema.c's tests, fuzz_gbnf.
  */
 #include "text/gbnf.h"
 

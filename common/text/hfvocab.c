@@ -1,7 +1,7 @@
 /*
  * hfvocab — reads a Hugging Face tokenizer.json (see hfvocab.h) into the
  * token table, merges and special tokens a GGUF vocabulary holds, so a
- * synthesized model carries a real tokenizer. Callers: engine/mkmodel.c,
+ * synthesized model carries a real tokenizer. Callers: infer/mkmodel.c,
  * the tokenizer tests, bench and fuzzer.
  */
 #include "text/hfvocab.h"

@@ -232,7 +232,7 @@ static int bad_type(char *msg, size_t cap, const char **param,
 {
 	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 
-	sc_check_fail(id, s ? s : "?");
+	sc_params_check_fail(id, s ? s : "?");
 	free(s);
 	return bad_setting(msg, cap, param, p);
 }
@@ -263,7 +263,7 @@ static const struct {
 
 static int json_setting(json_t *v, int id, sc_params *p)
 {
-	const sc_setting *x = sc_setting_get(id);
+	const sc_setting *x = sc_params_setting(id);
 	sc_value sv = {0};
 	long long iv;
 
@@ -305,21 +305,21 @@ static int json_setting(json_t *v, int id, sc_params *p)
 			json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
 
 			if (!json_is_string(e))
-				return sc_check_fail(id, NULL);
+				return sc_params_check_fail(id, NULL);
 			sv.s = json_string_value(e);
 			sv.len = json_string_length(e);
-			if (sc_setting_set(id, &sv, &tmp))
+			if (sc_params_set(id, &sv, &tmp))
 				return QERR_RANGE;
 		}
 		p->stop_strs = tmp.stop_strs;
 		return 0;
 	}
 	}
-	return sc_setting_set(id, &sv, p);
+	return sc_params_set(id, &sv, p);
 type: {
 		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 
-		sc_check_fail(id, shown ? shown : "?");
+		sc_params_check_fail(id, shown ? shown : "?");
 		free(shown);
 		return QERR_RANGE;
 	}
@@ -380,7 +380,7 @@ static int response_format(json_t *v, openai_req *r, char *msg, size_t cap,
 	if (rc)
 		return bad(msg, cap, param, "response_format", "%s: %s",
 			   "response_format.json_schema", qerr_detail());
-	if (sc_setting_parse(SC_S_GRAMMAR, g, &r->p)) {
+	if (sc_params_parse(SC_S_GRAMMAR, g, &r->p)) {
 		free(g);
 		return bad(msg, cap, param, "response_format", "%s",
 			   qerr_detail());
@@ -438,7 +438,7 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		sc_params tmp = SC_PARAMS_DEFAULTS;
 
 		/* the contract, then the cluster's limits.max_n */
-		if (json_setting(v, SC_S_N, &tmp) || sc_n_limit(tmp.n, max_n)) {
+		if (json_setting(v, SC_S_N, &tmp) || sc_params_n_limit(tmp.n, max_n)) {
 			bad_setting(msg, cap, param, "n");
 			goto out;
 		}
@@ -460,7 +460,7 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 				bad_type(msg, cap, param, "samples", SC_S_N, v);
 				goto out;
 			}
-			if (sc_check_int(SC_S_N, iv) || sc_n_limit(iv, max_n)) {
+			if (sc_params_check_int(SC_S_N, iv) || sc_params_n_limit(iv, max_n)) {
 				bad_setting(msg, cap, param, "samples");
 				goto out;
 			}

@@ -116,7 +116,7 @@ static inline int openai_given_n(const openai_req *r)
 /* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the
  * cluster's limits.max_n): requests asking for more samples are refused
- * here (sc_n_limit). */
+ * here (sc_params_n_limit). */
 int openai_parse(int chat, const char *body, size_t len, int max_n,
 		openai_req *r, char *msg, size_t cap, const char **param);
 /* The samples of a parsed request: the "samples" extension, else n when

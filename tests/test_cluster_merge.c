@@ -18,12 +18,12 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 
 #define N_REQ 20
@@ -120,7 +120,7 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	for (int i = 0; i < N_REQ; i++)
-		sc_result_fini(&ref[i]);
+		sc_run_result_fini(&ref[i]);
 	if (cu_zctx)
 		zmq_ctx_shutdown(cu_zctx);
 	tok_free(&t);
@@ -160,7 +160,7 @@ static void check(const Quorum__ClientReply *r, int i)
 				 (int)s->text.len, (const char *)s->text.data,
 				 x->samples[k].text);
 		assert_string_equal(s->finish,
-				    sc_finish_name(x->samples[k].finish));
+				    sc_fork_finish_name(x->samples[k].finish));
 	}
 }
 

@@ -82,7 +82,7 @@
 #ifndef QUORUM_KV_H
 #define QUORUM_KV_H
 
-#include "engine/shm.h"
+#include "infer/shm.h"
 
 #include <stddef.h>
 #include <stdint.h>

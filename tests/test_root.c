@@ -18,13 +18,13 @@
 #include <cmocka.h>
 
 #include "kernels/kern.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "testutil.h"
 #include "text/tok.h"
 
@@ -108,7 +108,7 @@ static void decode4(sc_engine *e, uint32_t root, char **out)
 	assert_int_equal(sc_root_get(e, root, &d), 0);
 	rr = (sc_root_ref){d.pool_name, d.n_tokens, d.n_blocks, d.blocks,
 			   d.logits};
-	assert_int_equal(sc_decode(e, &rr, idx, 4, &p, count_cb, NULL, out,
+	assert_int_equal(sc_batch_decode_job(e, &rr, idx, 4, &p, count_cb, NULL, out,
 				   &st), 0);
 }
 
@@ -316,7 +316,7 @@ static void test_chunked_copy(void **state)
 
 		assert_int_equal(sc_root_export_rows(a, ra, at, to, &bytes,
 						     &len), 0);
-		assert_int_equal(len, (size_t)(to - at) * sc_token_kv_bytes(a));
+		assert_int_equal(len, (size_t)(to - at) * sc_engine_token_kv_bytes(a));
 		assert_int_equal(sc_root_import_from(b, part, at, to, bytes,
 						     len, to < nb ? zeros
 								  : d.logits,
@@ -419,7 +419,7 @@ static void test_run_cache(void **state)
 		if (i == 2) /* identical: all but the last block's tokens */
 			assert_int_equal(b.stats.n_reused, (n - 1) / 16 * 16);
 		seen_reuse += b.stats.n_reused > 0;
-		assert_true(sc_engine_cache_count(cached) <= 3);
+		assert_true(sc_cache_count(cached) <= 3);
 		/* reset mode prefills every sample: never the cache */
 		if (i == 5) {
 			sc_result c;
@@ -428,17 +428,17 @@ static void test_run_cache(void **state)
 			assert_int_equal(sc_run(cached, ids, n, &p, &c), 0);
 			same_run(&a, &c, "reset");
 			assert_int_equal(c.stats.n_reused, 0);
-			sc_result_fini(&c);
+			sc_run_result_fini(&c);
 		}
-		sc_result_fini(&a);
-		sc_result_fini(&b);
+		sc_run_result_fini(&a);
+		sc_run_result_fini(&b);
 		free(ids);
 	}
 	assert_int_equal(seen_reuse, 4);
-	assert_int_equal(sc_engine_cache_count(cached), 3);
+	assert_int_equal(sc_cache_count(cached), 3);
 	assert_true(sc_engine_kv_in_use(cached) > 0);
-	sc_engine_cache_clear(cached);
-	assert_int_equal(sc_engine_cache_count(cached), 0);
+	sc_cache_clear(cached);
+	assert_int_equal(sc_cache_count(cached), 0);
 	assert_int_equal(sc_engine_kv_in_use(cached), 0);
 	assert_int_equal(sc_engine_kv_in_use(plain), 0);
 	sc_engine_free(&cached);

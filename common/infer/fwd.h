@@ -29,8 +29,8 @@
 
 #include <stdint.h>
 
-#include "engine/kv.h"
-#include "engine/model.h"
+#include "infer/kv.h"
+#include "infer/model.h"
 #include "kernels/tpool.h"
 
 typedef struct fwd fwd;

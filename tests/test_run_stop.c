@@ -18,12 +18,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "sc/stop.h"
 #include "testutil.h"
 #include "text/tok.h"
@@ -207,10 +207,10 @@ static void test_exact_equals_none(void **state)
 				split += rn.vote.n_entries > 1;
 				tok_none += rn.stats.gen_tokens;
 				tok_exact += rx.stats.gen_tokens;
-				sc_result_fini(&rn);
-				sc_result_fini(&rx);
+				sc_run_result_fini(&rn);
+				sc_run_result_fini(&rx);
 			}
-			sc_result_fini(&ref);
+			sc_run_result_fini(&ref);
 		}
 	printf("  %d requests: exact stopped %d early; %d votes were split; "
 	       "tokens %llu (exact) vs %llu (none)\n", runs, stopped, split,
@@ -267,7 +267,7 @@ static void test_rules_deterministic(void **state)
 				run(e, q, &p, &r);
 				snprintf(what, sizeof(what), "q %d %s %s batch "
 					 "%d", q, rules[ri],
-					 sc_mode_name(p.mode), ep.max_batch);
+					 sc_params_mode_name(p.mode), ep.max_batch);
 				assert_prefix_of(&r, &ref, what);
 				if (r.n != replay(rules[ri], &ref, N_REF))
 					fail_msg("%s: stopped at %d, replay %d",
@@ -280,10 +280,10 @@ static void test_rules_deterministic(void **state)
 				if (ep.pool_blocks) /* every block back */
 					assert_int_equal(sc_engine_kv_free(e),
 							 ep.pool_blocks);
-				sc_result_fini(&r);
+				sc_run_result_fini(&r);
 				sc_engine_free(&e);
 			}
-		sc_result_fini(&ref);
+		sc_run_result_fini(&ref);
 	}
 	printf("  rules fired %d times; %d forks cancelled in flight\n", fired,
 	       cancelled);
@@ -333,9 +333,9 @@ static void test_confidence_vote(void **state)
 			stopped += rx.n < ns[ni];
 			differ += strcmp(winner(&rn), winner(&rm)) != 0;
 			runs++;
-			sc_result_fini(&rn);
-			sc_result_fini(&rx);
-			sc_result_fini(&rm);
+			sc_run_result_fini(&rn);
+			sc_run_result_fini(&rx);
+			sc_run_result_fini(&rm);
 		}
 	printf("  %d requests: weighted exact stopped %d early; confidence "
 	       "and majority disagree on %d\n", runs, stopped, differ);
@@ -415,11 +415,11 @@ static void test_conf_filter(void **state)
 			for (int i = 0; i < r.n; i++)
 				assert_int_equal(r.samples[i].finish,
 						 ref.samples[i].finish);
-			sc_result_fini(&r);
+			sc_run_result_fini(&r);
 			sc_engine_free(&e);
 		}
-		sc_result_fini(&ref);
-		sc_result_fini(&full);
+		sc_run_result_fini(&ref);
+		sc_run_result_fini(&full);
 	}
 	printf("  filter cut %d samples; tokens %llu vs %llu unfiltered\n",
 	       cut, (unsigned long long)tok_f, (unsigned long long)tok_n);
@@ -518,11 +518,11 @@ static void test_waves_same_reply(void **state)
 					assert_int_equal(sc_engine_kv_free(e),
 							 cf[ci].pool);
 				tok[w] += rw.stats.gen_tokens;
-				sc_result_fini(&rw);
+				sc_run_result_fini(&rw);
 			}
 			tok[0] += r0.stats.gen_tokens;
 			runs++;
-			sc_result_fini(&r0);
+			sc_run_result_fini(&r0);
 		}
 		sc_engine_free(&e);
 	}

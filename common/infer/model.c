@@ -6,7 +6,7 @@
  * copies the weights into huge pages, and computes the model fingerprint
  * workers and the coordinator compare. Callers: sc/, worker/, tools/.
  */
-#include "engine/model.h"
+#include "infer/model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * head. Owns the run-time scratch (fwd_new);
  * callers: sc/ (engine, batch), tools/cmd_eval.c, tests.
  */
-#include "engine/fwd.h"
+#include "infer/fwd.h"
 
 #include <math.h>
 #include <stdlib.h>

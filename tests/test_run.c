@@ -10,13 +10,13 @@
 #include <cmocka.h>
 
 #include "kernels/kern.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/batch.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "testutil.h"
 #include "text/tok.h"
 
@@ -130,12 +130,12 @@ static void test_modes_identical(void **state)
 					run(&ep, &p, &r);
 					snprintf(what, sizeof(what),
 						 "N=%d %s block %d threads %d",
-						 ns[ni], sc_mode_name(mode),
+						 ns[ni], sc_params_mode_name(mode),
 						 blocks[bi], threads[ti]);
 					assert_same_samples(&r, &ref17, 0, what);
-					sc_result_fini(&r);
+					sc_run_result_fini(&r);
 				}
-	sc_result_fini(&ref17);
+	sc_run_result_fini(&ref17);
 }
 
 /* The same request on one engine twice, and the pool is free after. */
@@ -155,8 +155,8 @@ static void test_repeat_and_pool_free(void **state)
 	/* prefix shared: peak KV well under N unshared copies */
 	assert_true(a.stats.kv_peak_bytes < a.stats.kv_unshared_bytes);
 	assert_int_equal(a.stats.n_prefills, 1);
-	sc_result_fini(&a);
-	sc_result_fini(&b);
+	sc_run_result_fini(&a);
+	sc_run_result_fini(&b);
 	sc_engine_free(&e);
 }
 
@@ -227,11 +227,11 @@ static void test_archs_modes_identical(void **state)
 				sc_engine_free(&e);
 				snprintf(what, sizeof(what), "%s N=%d %s block "
 					 "%d", shapes[si], p.n,
-					 sc_mode_name(mode), blocks[bi]);
+					 sc_params_mode_name(mode), blocks[bi]);
 				assert_same_samples(&r, &ref, 0, what);
-				sc_result_fini(&r);
+				sc_run_result_fini(&r);
 			}
-		sc_result_fini(&ref);
+		sc_run_result_fini(&ref);
 		free(ids);
 		tok_free(&at);
 		model_free(&am);
@@ -265,8 +265,8 @@ static void test_stop_strings(void **state)
 				continue;
 			ep = SC_ENGINE_DEFAULTS;
 			ep.max_batch = mb ? 3 : 64;
-			assert_int_equal(sc_stop_strs_add(&q.stop_strs, a, 2), 0);
-			assert_int_equal(sc_stop_strs_add(&q.stop_strs, b, 2), 0);
+			assert_int_equal(sc_params_stop_strs_add(&q.stop_strs, a, 2), 0);
+			assert_int_equal(sc_params_stop_strs_add(&q.stop_strs, b, 2), 0);
 			run(&ep, &q, &r);
 			for (int i = 0; i < r.n; i++) {
 				const sc_sample *x = &r.samples[i];
@@ -292,22 +292,22 @@ static void test_stop_strings(void **state)
 				assert_true(x->n_tokens <= y->n_tokens);
 				cut += mode == SC_BATCHED && !mb;
 			}
-			sc_result_fini(&r);
+			sc_run_result_fini(&r);
 		}
 	assert_true(cut >= 2); /* samples 0 and 1 at least */
-	sc_result_fini(&full);
+	sc_run_result_fini(&full);
 	{
 		sc_stop_strs q = {0};
 		char big[SC_STOP_STR_LEN + 1];
 
 		memset(big, 'x', sizeof(big));
-		assert_int_equal(sc_stop_strs_add(&q, big, sizeof(big)),
+		assert_int_equal(sc_params_stop_strs_add(&q, big, sizeof(big)),
 				 QERR_RANGE);
-		assert_int_equal(sc_stop_strs_add(&q, "", 0), QERR_RANGE);
-		assert_int_equal(sc_stop_strs_add(&q, "a\0b", 3), QERR_RANGE);
+		assert_int_equal(sc_params_stop_strs_add(&q, "", 0), QERR_RANGE);
+		assert_int_equal(sc_params_stop_strs_add(&q, "a\0b", 3), QERR_RANGE);
 		for (int i = 0; i < SC_STOP_STR_MAX; i++)
-			assert_int_equal(sc_stop_strs_add(&q, "ab", 2), 0);
-		assert_int_equal(sc_stop_strs_add(&q, "ab", 2), QERR_RANGE);
+			assert_int_equal(sc_params_stop_strs_add(&q, "ab", 2), 0);
+		assert_int_equal(sc_params_stop_strs_add(&q, "ab", 2), QERR_RANGE);
 	}
 }
 
@@ -343,8 +343,8 @@ static void test_token_logprobs(void **state)
 		assert_int_equal(x->token_off[0], 0);
 		assert_true(sum / drawn == x->mean_logprob);
 	}
-	sc_result_fini(&a);
-	sc_result_fini(&b);
+	sc_run_result_fini(&a);
+	sc_run_result_fini(&b);
 }
 
 static void test_bad_params(void **state)
@@ -488,13 +488,13 @@ static void roots_and_subsets(int dtype, int windows)
 	rr = (sc_root_ref){d.pool_name, d.n_tokens, d.n_blocks, d.blocks,
 			   d.logits};
 	/* the holder decodes a subset */
-	assert_int_equal(sc_decode(a, &rr, sa, 3, &p, on_sample, on_round,
+	assert_int_equal(sc_batch_decode_job(a, &rr, sa, 3, &p, on_sample, on_round,
 				   &cx, &st), 0);
 	assert_int_equal(cx.seen, 3);
 	assert_true(cx.rounds > 0);
 	/* another engine maps the pool by name and decodes another subset:
 	 * full prefix blocks read in place, one tail copy per fork */
-	assert_int_equal(sc_decode_text(b, &rr, sb, 7, &p, on_sample, NULL,
+	assert_int_equal(sc_batch_decode_job_text(b, &rr, sb, 7, &p, on_sample, NULL,
 					on_text, &cx, &st), 0);
 	assert_int_equal(cx.seen, 10);
 	assert_true(cx.texts > 1);
@@ -508,7 +508,7 @@ static void roots_and_subsets(int dtype, int windows)
 	free(bytes);
 	assert_int_equal(sc_root_get(c, imported, &d), 0);
 	rr = (sc_root_ref){NULL, d.n_tokens, d.n_blocks, d.blocks, d.logits};
-	assert_int_equal(sc_decode(c, &rr, sc, 7, &p, on_sample, NULL, &cx,
+	assert_int_equal(sc_batch_decode_job(c, &rr, sc, 7, &p, on_sample, NULL, &cx,
 				   &st), 0);
 	assert_int_equal(cx.seen, 17);
 	/* bad references are refused, not followed */
@@ -516,10 +516,10 @@ static void roots_and_subsets(int dtype, int windows)
 		uint32_t bad = 100000;
 		sc_root_ref br = {NULL, 16, 1, &bad, d.logits};
 
-		assert_int_not_equal(sc_decode(c, &br, sa, 1, &p, NULL, NULL,
+		assert_int_not_equal(sc_batch_decode_job(c, &br, sa, 1, &p, NULL, NULL,
 					       NULL, &st), 0);
 		br.pool_name = "/quorum-no-such-pool";
-		assert_int_not_equal(sc_decode(c, &br, sa, 1, &p, NULL, NULL,
+		assert_int_not_equal(sc_batch_decode_job(c, &br, sa, 1, &p, NULL, NULL,
 					       NULL, &st), 0);
 	}
 	assert_int_equal(sc_root_release(c, imported), 0);
@@ -530,7 +530,7 @@ static void roots_and_subsets(int dtype, int windows)
 	sc_engine_free(&c);
 	sc_engine_free(&b);
 	sc_engine_free(&a);
-	sc_result_fini(&ref);
+	sc_run_result_fini(&ref);
 }
 
 static void test_roots_and_subsets(void **state)
@@ -617,7 +617,7 @@ static void windows_freed(const char *shape, int seed)
 		sc_engine_free(&e);
 		snprintf(what, sizeof(what), "%s %s", shape, win_cases[i].name);
 		assert_same_samples(&r, &ref, 0, what);
-		sc_result_fini(&r);
+		sc_run_result_fini(&r);
 	}
 	/* the prefix cache: the second run forks the cached prompt */
 	{
@@ -630,7 +630,7 @@ static void windows_freed(const char *shape, int seed)
 		for (int k = 0; k < 2; k++) {
 			assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
 			assert_same_samples(&r, &ref, 0, "prefix cache");
-			sc_result_fini(&r);
+			sc_run_result_fini(&r);
 		}
 		sc_engine_free(&e);
 	}
@@ -656,7 +656,7 @@ static void windows_freed(const char *shape, int seed)
 			sc_engine_free(&e);
 			assert_same_samples(&r, &ref, 0, "N=1 bytes");
 			peak[on] = r.stats.kv_peak_bytes;
-			sc_result_fini(&r);
+			sc_run_result_fini(&r);
 		}
 		printf("  %s: %zu prompt + %d new tokens, N = 1: KV peak %llu "
 		       "bytes kept, %llu released\n", shape, n_ids,
@@ -678,7 +678,7 @@ static void windows_freed(const char *shape, int seed)
 	t = t0;
 	prompt = p0;
 	n_prompt = n0;
-	sc_result_fini(&ref);
+	sc_run_result_fini(&ref);
 	free(ids);
 	tok_free(&at);
 	model_free(&am);

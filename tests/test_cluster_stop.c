@@ -16,12 +16,12 @@
 #include <jansson.h>
 
 #include "clusterutil.h"
-#include "engine/model.h"
+#include "infer/model.h"
 #include "text/prompt.h"
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
-#include "sc/sample.h"
+#include "sc/fork.h"
 #include "text/tok.h"
 
 #define N_Q 4
@@ -114,7 +114,7 @@ static int group_teardown(void **state)
 	(void)state;
 	for (int r = 0; r < N_RULES; r++)
 		for (int q = 0; q < N_Q; q++)
-			sc_result_fini(&ref[r][q]);
+			sc_run_result_fini(&ref[r][q]);
 	for (int q = 0; q < N_Q; q++)
 		free(questions[q]);
 	if (cu_zctx)
@@ -368,7 +368,7 @@ static void worker_killed(void **state)
 		r = cu_recv_live(&cl, s, CU_WAIT_MS);
 	check_reply(r, &x, "worker killed");
 	quorum__client_reply__free_unpacked(r, NULL);
-	sc_result_fini(&x);
+	sc_run_result_fini(&x);
 	zmq_close(st);
 	zmq_close(s);
 }

@@ -6,9 +6,9 @@
  * of blocks (sliding-window layers' rows, released on their own),
  * read-only links to other workers' pools on this host. Owns the pool's
  * region through shm;
- * callers: engine/fwd.c (rows), sc/ (sequences, roots), worker/, tests.
+ * callers: infer/fwd.c (rows), sc/ (sequences, roots), worker/, tests.
  */
-#include "engine/kv.h"
+#include "infer/kv.h"
 
 #include "format/ggml.h"
 #include "format/quant.h"

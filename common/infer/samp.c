@@ -5,7 +5,7 @@
  * Owns nothing beyond the caller's scratch; callers: sc/ (one draw per
  * sample per round), tests.
  */
-#include "engine/samp.h"
+#include "infer/samp.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * tokenizer.json (hfvocab) or another GGUF. Callers: `quorum mkmodel`,
  * tests, benchmarks.
  */
-#include "engine/mkmodel.h"
+#include "infer/mkmodel.h"
 
 #include <math.h>
 #include <stdio.h>

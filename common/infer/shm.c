@@ -2,9 +2,9 @@
  * shm — the one module that calls memfd_create, shm_open, mmap and
  * munmap (see shm.h): creating owner regions, attaching read-only by fd
  * or name with the header checked, and sweeping named regions whose
- * creator is gone. Callers: engine/kv.c, worker/ (sweep), tests.
+ * creator is gone. Callers: infer/kv.c, worker/ (sweep), tests.
  */
-#include "engine/shm.h"
+#include "infer/shm.h"
 
 #include "qerr.h"
 

@@ -1,7 +1,8 @@
 /*
- * sample — one sample: drawing its tokens and keeping its books.
+ * fork — one sample being decoded (a fork of the root): drawing its
+ * tokens and keeping its books.
  *
- * Owns: a fork's step (sc_step_sample: end-of-generation masking, the
+ * Owns: a fork's step (sc_fork_step: end-of-generation masking, the
  * draw, the text, per-token log-probabilities, the stop-string cut, the
  * settled length), its confidence (the sums DeepConf's group confidence
  * and the vote weight come from), its end (answer extraction), the online
@@ -12,9 +13,9 @@
  *
  * Callers: batch.c (every round's draw, a sample's end, the stopper as
  * samples finish) and run.c (the paged and reset modes' stopper), through
- * sc_int.h; sc_sample_fini and sc_finish_name are public.
+ * sc_int.h; sc_fork_sample_fini and sc_fork_finish_name are public.
  */
-#include "sc/sample.h"
+#include "sc/fork.h"
 
 #include "sc/sc_int.h"
 
@@ -24,7 +25,7 @@
 
 #include "qerr.h"
 
-const char *sc_finish_name(int finish)
+const char *sc_fork_finish_name(int finish)
 {
 	return finish == SC_FINISH_STOP ? "stop"
 	       : finish == SC_FINISH_FILTERED ? "filtered"
@@ -113,7 +114,7 @@ static int stop_strs_cut(const sc_stop_strs *q, sc_sample *s, size_t added)
 	return 1;
 }
 
-int sc_conf_window(const sc_params *p)
+int sc_fork_conf_window(const sc_params *p)
 {
 	return p->conf_window > 0 ? p->conf_window : SC_CONF_WINDOW_DEFAULT;
 }
@@ -145,7 +146,7 @@ static void conf_finish(const fork_state *f, int w, sc_sample *s)
 }
 
 /* Draws the next token of f and records it; marks f done on a stop. */
-int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
+int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 {
 	const float *lg = f->logits;
 	const char *piece;
@@ -195,7 +196,7 @@ int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
 				 &lp)))
 		return rc;
-	conf_add(f, sc_conf_window(p), lp);
+	conf_add(f, sc_fork_conf_window(p), lp);
 	if (p->logprobs && (rc = token_lp_add(f->out, lp)))
 		return rc;
 	if (tok_is_eog(e->t, tokid)) {
@@ -233,7 +234,7 @@ int sc_step_sample(sc_engine *e, const sc_params *p, fork_state *f)
 
 /* Marks a finished sample: extracts its answer and reports it. A sample
  * the filter cut has none. */
-int sc_sample_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
+int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 {
 	sc_sample *s = f->out;
 
@@ -248,7 +249,7 @@ int sc_sample_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 	return cb ? cb(ctx, s) : 0;
 }
 
-void sc_sample_fini(sc_sample *s)
+void sc_fork_sample_fini(sc_sample *s)
 {
 	free(s->text);
 	free(s->token_lp);
@@ -264,7 +265,7 @@ void sc_sample_fini(sc_sample *s)
 /* The filter's verdict on f after a drawn token: cut it (finish
  * "filtered") when past the warm-up its full-window mean fell below the
  * threshold, or, shorter than a window, it ended with its mean below. */
-void sc_filter_check(const sc_filter *flt, fork_state *f, int w)
+void sc_fork_filter_check(const sc_filter *flt, fork_state *f, int w)
 {
 	double g;
 
@@ -291,7 +292,7 @@ static int dbl_cmp(const void *a, const void *b)
 
 /* Arms the filter once samples 0..warm-1 (out, in sample order) are in:
  * the pct-th percentile of their group confidences, nearest rank below. */
-int sc_filter_arm(sc_filter *flt, const sc_sample *out, int prefix)
+int sc_fork_filter_arm(sc_filter *flt, const sc_sample *out, int prefix)
 {
 	double *v;
 	int k;
@@ -314,7 +315,7 @@ int sc_filter_arm(sc_filter *flt, const sc_sample *out, int prefix)
 
 /* Pushes one finished sample to the decision (its weight when the vote
  * is weighted); 0 or an error. */
-int sc_stopper_push(sc_stopper *st, const sc_sample *x)
+int sc_fork_stopper_push(sc_stopper *st, const sc_sample *x)
 {
 	int d = stop_push_w(&st->ss, x->has_answer ? x->answer : NULL,
 			    st->ss.unit == 1 ? 1 : x->weight);
@@ -328,12 +329,12 @@ int sc_stopper_push(sc_stopper *st, const sc_sample *x)
 }
 
 /* Pushes the finished samples that extend the prefix; 0 or an error. */
-int sc_stopper_advance(sc_stopper *st, const sc_sample *out, int n,
+int sc_fork_stopper_advance(sc_stopper *st, const sc_sample *out, int n,
 		       const int *done)
 {
 	int rc = 0;
 
 	while (!rc && !st->decided && st->prefix < n && done[st->prefix])
-		rc = sc_stopper_push(st, &out[st->prefix]);
-	return rc ? rc : sc_filter_arm(&st->flt, out, st->prefix);
+		rc = sc_fork_stopper_push(st, &out[st->prefix]);
+	return rc ? rc : sc_fork_filter_arm(&st->flt, out, st->prefix);
 }

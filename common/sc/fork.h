@@ -1,5 +1,5 @@
 /*
- * sample — one sample of a self-consistency request: its text, answer,
+ * fork — one sample of a self-consistency request: its text, answer,
  * confidence and how it ended (sc_sample), as decoding reports it.
  *
  * Sample s draws its first token from the root's last logits and then from
@@ -12,12 +12,12 @@
  * with "length". With ignore_eos (benchmarks) end-of-generation tokens are
  * masked out so every sample runs to max_new.
  *
- * Owns: sc_sample (sample.c draws and keeps it). Callers: whoever gets
+ * Owns: sc_sample (fork.c draws and keeps it). Callers: whoever gets
  * samples back: run.h's results, batch.h's callbacks (worker/wk.c,
  * tools/, tests/).
  */
-#ifndef QUORUM_SC_SAMPLE_H
-#define QUORUM_SC_SAMPLE_H
+#ifndef QUORUM_SC_FORK_H
+#define QUORUM_SC_FORK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -59,12 +59,12 @@ typedef struct {
 } sc_sample;
 
 /* Frees a sample's text and per-token arrays (not the sample). */
-void sc_sample_fini(sc_sample *s);
+void sc_fork_sample_fini(sc_sample *s);
 
 /* Called as each sample finishes (text, answer set; valid only during the
  * call); a non-zero return stops the decode with that code. */
 typedef int (*sc_sample_cb)(void *ctx, const sc_sample *s);
 
-const char *sc_finish_name(int finish);
+const char *sc_fork_finish_name(int finish);
 
 #endif
