@@ -627,6 +627,12 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 		}
 		if (b - a <= 6 && yesno_of(t, a, b, 0))
 			return key_yesno(t, n, out, cap);
+		/* "the answer is 1/2": math when it reads as a value (no
+		 * free variables; a plain number keys as the number rule
+		 * would) */
+		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed &&
+		    strncmp(out, "f[", 2))
+			return true;
 	}
 	return vote_extract(t, n, out, cap);
 }

@@ -35,10 +35,12 @@
  *            true/false, objects and arrays as compact JSON with sorted
  *            keys; null and a missing field are no answer.
  *   auto     (the default) from the final answer's shape: a box whose
- *            content parses as math is `math`; a lone option letter (boxed
- *            or after "the answer is") is `choice`; yes/no likewise is
- *            `yesno`; anything else is `number`. A plain number therefore
- *            keys exactly as `number` does.
+ *            content parses as math is `math`, and so is the span after
+ *            "the answer is" when it reads as a value without variables
+ *            ("1/2", "\frac{3}{4}"); a lone option letter (boxed or after
+ *            "the answer is") is `choice`; yes/no likewise is `yesno`;
+ *            anything else is `number`. A plain number therefore keys
+ *            exactly as `number` does.
  *
  * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
  * after </think>, a harmony transcript's final message): the content of
