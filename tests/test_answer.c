@@ -20,6 +20,7 @@
 
 #include "sc/answer.h"
 #include "sc/mathkey.h"
+#include "sc/usc.h"
 #include "sc/vote.h"
 
 /* A group: under format fmt, every text keys to key (NULL: no answer). */
@@ -377,6 +378,29 @@ static void bounded(void **state)
 	free(s);
 }
 
+/* answer select: the selection prompt and the reading of its reply */
+static void usc(void **state)
+{
+	const char *texts[3] = {"2 + 2 = 4. The answer is 4.", NULL,
+				"It is 5."};
+	size_t lens[3] = {27, 0, 8};
+	char *q = usc_prompt("What is 2 + 2?", 14, texts, lens, 3);
+
+	(void)state;
+	assert_non_null(q);
+	assert_non_null(strstr(q, "Question: What is 2 + 2?"));
+	assert_non_null(strstr(q, "Response 0:\n2 + 2 = 4."));
+	assert_non_null(strstr(q, "Response 1:\n\n"));
+	assert_non_null(strstr(q, "Response 2:\nIt is 5."));
+	free(q);
+	assert_int_equal(usc_pick("Response 2 agrees most.", 23, 3), 2);
+	assert_int_equal(usc_pick("The best is response #1", 23, 3), 1);
+	assert_int_equal(usc_pick("RESPONSE 0", 10, 3), 0);
+	assert_int_equal(usc_pick("Response 7", 10, 3), -1);
+	assert_int_equal(usc_pick("Responses agree", 15, 3), -1);
+	assert_int_equal(usc_pick("none", 4, 3), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +410,7 @@ int main(void)
 		cmocka_unit_test(options),
 		cmocka_unit_test(expected),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(usc),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

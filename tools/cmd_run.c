@@ -18,6 +18,7 @@
 #include "sc/engine.h"
 #include "sc/params.h"
 #include "sc/run.h"
+#include "sc/usc.h"
 #include "sc/fork.h"
 #include "text/tok.h"
 
@@ -160,6 +161,77 @@ static void print_stop(const sc_result *r)
 	       (unsigned long long)x->tokens_saved);
 }
 
+/* answer select (universal self-consistency): the selection pass of a
+ * single question's run, reported with its result */
+static struct {
+	int done;         /* a pass ran */
+	int chosen;       /* the response it named; -1: none (the vote's
+			   * winner stands) */
+	int tokens;
+	char reply[512];
+} usc;
+
+/* The selection pass over r's samples, and r's vote with the chosen
+ * response's answer first. */
+static int usc_select(sc_engine *e, const tok *t, const prompt_style *ps,
+		      const char *question, sc_result *r)
+{
+	const char **texts = calloc((size_t)r->n + 1, sizeof(*texts));
+	size_t *lens = calloc((size_t)r->n + 1, sizeof(*lens));
+	char *q = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	sc_params up = SC_PARAMS_DEFAULTS;
+	sc_result u = {0};
+	int rc = QERR_NOMEM;
+
+	if (!texts || !lens)
+		goto out;
+	for (int i = 0; i < r->n; i++) {
+		texts[i] = r->samples[i].text;
+		lens[i] = r->samples[i].len;
+	}
+	if (!(q = usc_prompt(question, strlen(question), texts, lens, r->n)))
+		goto out;
+	up.n = 1;
+	up.sp.temperature = 0.0f;
+	up.max_new = USC_MAX_NEW;
+	up.stop = (stop_rule){STOP_NONE, STOP_BETA_DEFAULT,
+			      STOP_WINDOW_DEFAULT};
+	up.answer.kind = ANSWER_TEXT;
+	if ((rc = prompt_build_shots(t, ps->family, ps->think, "", NULL, 0, q,
+				     &ids, &n_ids)) ||
+	    (rc = sc_run(e, ids, n_ids, &up, &u)))
+		goto out;
+	usc.done = 1;
+	usc.tokens = u.samples[0].n_tokens;
+	snprintf(usc.reply, sizeof(usc.reply), "%.*s",
+		 (int)u.samples[0].len, u.samples[0].text);
+	usc.chosen = usc_pick(u.samples[0].text, u.samples[0].len, r->n);
+	if (usc.chosen >= 0 && r->samples[usc.chosen].has_answer) {
+		const char *want = r->samples[usc.chosen].answer;
+
+		for (size_t k = 0; k < r->vote.n_entries; k++)
+			if (!strcmp(r->vote.entries[k].answer, want)) {
+				vote_entry x = r->vote.entries[k];
+
+				memmove(&r->vote.entries[1], &r->vote.entries[0],
+					k * sizeof(x));
+				r->vote.entries[0] = x;
+				r->vote.winner = 0;
+				break;
+			}
+	}
+	rc = 0;
+out:
+	sc_run_result_fini(&u);
+	free(ids);
+	free(q);
+	free(texts);
+	free(lens);
+	return rc;
+}
+
 /* The result as the JSON object of `quorum run --json` (README). */
 static json_t *run_json(const model *m, const char *mpath,
 			const prompt_style *ps, const sc_params *p,
@@ -227,6 +299,12 @@ static json_t *run_json(const model *m, const char *mpath,
 		p->conf_window ? p->conf_window : SC_CONF_WINDOW_DEFAULT));
 	client_params_json(o, p, CLIENT_ECHO_SETTINGS, CLIENT_ECHO_SETTINGS);
 	json_object_set_new(o, "samples", smp);
+	if (usc.done)
+		json_object_set_new(o, "usc", json_pack(
+			"{s:o, s:i, s:o}", "chosen", usc.chosen >= 0
+			? json_integer(usc.chosen) : json_null(), "tokens",
+			usc.tokens, "reply", client_text(usc.reply,
+							 strlen(usc.reply))));
 	json_object_set_new(o, "timings", json_pack(
 		"{s:f, s:f, s:i, s:I, s:f}", "prefill_ms", st->prefill_ms,
 		"decode_ms", st->decode_ms, "prefills", st->n_prefills,
@@ -672,10 +750,17 @@ int cmd_run(int argc, char **argv)
 	answer_choice_options(&p.answer, question, strlen(question));
 	if (prompt_build_shots(t, ps.family, ps.think, system, shots, n_shots,
 			       question, &ids, &n_ids) ||
-	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r)) {
+	    sc_engine_new(m, t, &ep, &e) || sc_run(e, ids, n_ids, &p, &r) ||
+	    (p.answer.kind == ANSWER_SELECT &&
+	     usc_select(e, t, &ps, question, &r))) {
 		fprintf(stderr, "quorum run: %s\n", qerr_detail());
 		goto out;
 	}
+	if (usc.done && !json)
+		printf("selection pass (answer select): %s, %d tokens: %s\n",
+		       usc.chosen >= 0 ? "chose a response"
+				       : "named none (the vote stands)",
+		       usc.tokens, usc.reply);
 	if (json)
 		print_json(m, mpath, &ps, &p, &r);
 	else

@@ -20,7 +20,8 @@
 typedef unsigned char uchar;
 
 static const char *const NAMES[ANSWER_KINDS_] = {
-	"auto", "number", "math", "choice", "yesno", "text", "regex", "json"};
+	"auto", "number", "math", "choice", "yesno", "text", "regex", "json",
+	"select"};
 
 static int lower(int c)
 {
@@ -121,8 +122,9 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 			return 0;
 		}
 	} else {
-		for (int k = 0; k < ANSWER_KINDS_ - 1; k++)
-			if (!strcmp(s, NAMES[k])) {
+		for (int k = 0; k < ANSWER_KINDS_; k++)
+			if (k != ANSWER_REGEX && k != ANSWER_JSON &&
+			    !strcmp(s, NAMES[k])) {
 				f->kind = k;
 				return 0;
 			}
@@ -655,7 +657,8 @@ bool answer_extract(const answer_format *f, const char *text, size_t len,
 	case ANSWER_MATH: return key_math(text, len, out, cap);
 	case ANSWER_CHOICE: return key_choice(f, text, len, out, cap);
 	case ANSWER_YESNO: return key_yesno(text, len, out, cap);
-	case ANSWER_TEXT: return key_text(text, len, out, cap);
+	case ANSWER_TEXT:
+	case ANSWER_SELECT: return key_text(text, len, out, cap);
 	case ANSWER_REGEX: return key_regex(f, text, len, out, cap);
 	case ANSWER_JSON: return key_json(f, text, len, out, cap);
 	default: return key_auto(text, len, out, cap);
@@ -687,11 +690,12 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 				free(boxed);
 				return;
 			}
-		} else if (k == ANSWER_REGEX || k == ANSWER_TEXT) {
+		} else if (k == ANSWER_REGEX || k == ANSWER_TEXT ||
+			   k == ANSWER_SELECT) {
 			memcpy(boxed, "The answer is ", 14);
 			memcpy(boxed + 14, s + a, b - a);
 			boxed[14 + b - a] = '.';
-			if ((k == ANSWER_TEXT &&
+			if ((k != ANSWER_REGEX &&
 			     norm_text(s, a, b, out, cap)) ||
 			    (k == ANSWER_REGEX && put(out, cap, s + a, b - a))) {
 				free(boxed);

@@ -27,6 +27,10 @@
  *   regex:P  PCRE2 pattern P over the text (after rule 0): the last match;
  *            its first capture group when it has one that matched, else
  *            the whole match; trimmed.
+ *   select   universal self-consistency (sc/usc.h): each sample keyed as
+ *            `text` keys it, and after the vote one greedy pass of the
+ *            model picks the response most consistent with the others;
+ *            its answer is the request's.
  *   json:PTR the text is JSON (as a JSON schema grammar makes it; else
  *            the span from its first '{' to its last '}'); PTR is a JSON
  *            pointer (RFC 6901: "/answer", "/steps/2/value", "" the whole
@@ -59,11 +63,12 @@
 
 enum answer_kind {
 	ANSWER_AUTO = 0, ANSWER_NUMBER, ANSWER_MATH, ANSWER_CHOICE,
-	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_JSON, ANSWER_KINDS_
+	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_JSON, ANSWER_SELECT,
+	ANSWER_KINDS_
 };
 
 #define ANSWER_PATTERN_MAX 256
-#define ANSWER_LIST "auto, number, math, choice, yesno, text, " \
+#define ANSWER_LIST "auto, number, math, choice, yesno, text, select, " \
 	"regex:PATTERN, json:POINTER"
 
 typedef struct answer_format {
