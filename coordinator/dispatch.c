@@ -53,6 +53,15 @@ void dispatch_req_free(sched *s, req *r)
 		s->reqs_tail = x;
 	s->n_reqs--;
 	front_charge(s, r);
+	if (r->usc_child) {
+		/* its pass goes on, orphaned (its result dropped), and ends
+		 * at the next deadline sweep */
+		r->usc_child->usc_parent = NULL;
+		r->usc_child->deadline = sched_now(s);
+		r->usc_child = NULL;
+	}
+	if (r->usc_parent)
+		r->usc_parent->usc_child = NULL;
 	while (r->jobs) {
 		job *j = r->jobs;
 
@@ -85,6 +94,8 @@ void dispatch_req_release(req *r)
 	stop_fini(&r->ss);
 	free(r->tokens);
 	free(r->grammar);
+	free(r->question);
+	free(r->usc_reply);
 	free(r);
 }
 
@@ -96,6 +107,27 @@ void dispatch_req_fail(sched *s, req *r, int status, const char *err)
 void dispatch_req_fail_retry(sched *s, req *r, int status, const char *err,
 			     uint32_t retry_ms)
 {
+	if (r->usc_child_of) {
+		/* a selection pass that failed: its parent replies without
+		 * it (at the next pump), saying why */
+		req *p = r->usc_parent;
+
+		if (p) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "the selection pass failed: "
+				 "%s", err ? err : "?");
+			p->usc_child = NULL;
+			p->usc_done = 1;
+			p->usc_chosen = -1;
+			free(p->usc_reply);
+			p->usc_reply = strdup(why);
+			p->state = Q_DECODE;
+		}
+		dispatch_req_free(s, r);
+		return;
+	}
+
 	front_reply_retry(s, r->cid, r->cid_len, r->client_rid, status, err,
 			  retry_ms);
 	s->failed++;
@@ -721,6 +753,8 @@ void dispatch_deadlines(sched *s)
 
 	for (req *r = s->reqs, *nx; r; r = nx) {
 		nx = r->next;
+		/* a parent's failure only detaches its pass (the pass is
+		 * failed on its own, here or later), so nx stays valid */
 		if (now >= r->deadline)
 			dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_TIMEOUT,
 					  "deadline passed");

@@ -10,6 +10,7 @@
 #include "qerr.h"
 #include "net/spwire.h"
 #include "sc/params.h"
+#include "sc/usc.h"
 #include "sc/vote.h"
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
@@ -179,7 +180,110 @@ void front_buckets_free(sched *s)
 	s->n_buckets = 0;
 }
 
-void front_finish(sched *s, req *r)
+static int tokenize(sched *s, const Quorum__Ask *a, req *r,
+		    const char **err);
+
+/* answer select: the selection pass of r as an internal child request
+ * (greedy, one sample, the prompt of usc.h over r's responses), queued
+ * like any request; r waits in Q_SELECT. 0, or nonzero (r replies
+ * without a pass). */
+static int usc_start(sched *s, req *r, uint32_t k)
+{
+	const char **texts = calloc(k + 1, sizeof(*texts));
+	size_t *lens = calloc(k + 1, sizeof(*lens));
+	char *q = NULL;
+	req *c = NULL;
+	const char *err = NULL;
+	Quorum__Ask a = QUORUM__ASK__INIT;
+	int rc = -1;
+
+	if (!texts || !lens || !r->question)
+		goto out;
+	for (uint32_t i = 0; i < k; i++) {
+		const Quorum__Sample *x = r->res[i]->sample->sample;
+
+		texts[i] = (const char *)x->text.data;
+		lens[i] = x->text.len;
+	}
+	if (!(q = usc_prompt(r->question, r->qlen, texts, lens, (int)k)) ||
+	    !(c = calloc(1, sizeof(*c))))
+		goto out;
+	c->p = SC_PARAMS_DEFAULTS;
+	c->p.n = 1;
+	c->p.sp.temperature = 0.0f;
+	c->p.max_new = USC_MAX_NEW;
+	c->p.stop = (stop_rule){STOP_NONE, STOP_BETA_DEFAULT,
+				STOP_WINDOW_DEFAULT};
+	c->p.answer.kind = ANSWER_TEXT;
+	memcpy(c->who, r->who, r->who_len);
+	c->who_len = r->who_len;
+	memcpy(c->key, r->key, sizeof(c->key));
+	a.question.data = (uint8_t *)q;
+	a.question.len = strlen(q);
+	a.has_system = 1;           /* no system prompt */
+	a.system.data = (uint8_t *)"";
+	a.system.len = 0;
+	if (tokenize(s, &a, c, &err) != QUORUM__STATUS__STATUS_OK ||
+	    (uint64_t)c->n_tokens + USC_MAX_NEW > (uint64_t)s->o.ctx_len ||
+	    !(c->st = calloc(1, 1)) || !(c->lost = calloc(1, 1)) ||
+	    !(c->begun = calloc(1, 1)) || !(c->res = calloc(1, sizeof(*c->res))) ||
+	    stop_init(&c->ss, &c->p.stop, 1))
+		goto out;
+	c->rid = ++s->next_id;
+	c->width = 1;
+	c->t_accept = sched_now(s);
+	c->deadline = r->deadline;
+	c->usc_child_of = 1;
+	c->usc_parent = r;
+	r->usc_child = c;
+	r->state = Q_SELECT;
+	/* its samples are in: its root is no longer needed */
+	if (r->root) {
+		roots_unref(s, r->root);
+		r->root = NULL;
+	}
+	if (s->reqs_tail)
+		s->reqs_tail->next = c;
+	else
+		s->reqs = c;
+	s->reqs_tail = c;
+	s->n_reqs++;
+	c = NULL;
+	rc = 0;
+out:
+	if (c)
+		dispatch_req_release(c);
+	free(q);
+	free(texts);
+	free(lens);
+	return rc;
+}
+
+/* A selection pass is over: its parent takes the outcome and is finished
+ * at the next pump (an orphan's is dropped). */
+static void usc_child_done(sched *s, req *c)
+{
+	req *p = c->usc_parent;
+
+	if (p && c->res[0]) {
+		const Quorum__Sample *x = c->res[0]->sample->sample;
+
+		p->usc_done = 1;
+		p->usc_chosen = usc_pick((const char *)x->text.data,
+					 x->text.len, (int)(p->decided
+							    ? p->prefix
+							    : req_n(p)));
+		p->usc_tokens = x->tokens;
+		free(p->usc_reply);
+		p->usc_reply = strndup((const char *)x->text.data,
+				       x->text.len);
+		p->usc_child = NULL;
+		p->state = Q_DECODE;
+	}
+	dispatch_req_free(s, c);
+}
+
+static void finish_reply(sched *s, req *r)
 {
 	Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
 	Quorum__Answer a = QUORUM__ANSWER__INIT;
@@ -188,6 +292,7 @@ void front_finish(sched *s, req *r)
 	Quorum__StopReport sr = QUORUM__STOP_REPORT__INIT;
 	/* samples 0..k-1: all n, or the prefix the stop rule decided at */
 	uint32_t k = r->decided ? r->prefix : req_n(r), finished = 0;
+	Quorum__SelectReport usr = QUORUM__SELECT_REPORT__INIT;
 	Quorum__Sample **smp = calloc(req_n(r), sizeof(*smp));
 	uint64_t *wts = calloc(req_n(r), sizeof(*wts));
 	const char **ans = calloc(req_n(r), sizeof(*ans));
@@ -218,6 +323,30 @@ void front_finish(sched *s, req *r)
 	if (vote_tally_weighted(ans, r->p.vote == SC_VOTE_CONFIDENCE ? wts : NULL,
 				k, &v))
 		goto nomem;
+	if (r->usc_done) {
+		/* answer select: the chosen response's answer first */
+		usr.has_chosen = usr.has_tokens = 1;
+		usr.chosen = r->usc_chosen;
+		usr.tokens = r->usc_tokens;
+		if (r->usc_reply) {
+			usr.has_reply = 1;
+			usr.reply.data = (uint8_t *)r->usc_reply;
+			usr.reply.len = strlen(r->usc_reply);
+		}
+		for (size_t e = 0; r->usc_chosen >= 0 &&
+				   (uint32_t)r->usc_chosen < k &&
+				   ans[r->usc_chosen] && e < v.n_entries; e++)
+			if (!strcmp(v.entries[e].answer, ans[r->usc_chosen])) {
+				vote_entry x = v.entries[e];
+
+				memmove(&v.entries[1], &v.entries[0],
+					e * sizeof(x));
+				v.entries[0] = x;
+				v.winner = 0;
+				break;
+			}
+		a.select = &usr;
+	}
 	votes = calloc(v.n_entries ? v.n_entries : 1, sizeof(*votes));
 	vp = calloc(v.n_entries ? v.n_entries : 1, sizeof(*vp));
 	if (!votes || !vp)
@@ -328,6 +457,25 @@ out:
 	free(votes);
 	free(vp);
 	dispatch_req_free(s, r);
+}
+
+void front_finish(sched *s, req *r)
+{
+	uint32_t k = r->decided ? r->prefix : req_n(r);
+
+	if (r->usc_child_of) {
+		usc_child_done(s, r);
+		return;
+	}
+	if (r->p.answer.kind == ANSWER_SELECT && !r->usc_done &&
+	    !r->usc_child) {
+		if (!usc_start(s, r, k))
+			return;
+		r->usc_done = 1;
+		r->usc_chosen = -1;
+		r->usc_reply = strdup("the selection pass could not start");
+	}
+	finish_reply(s, r);
 }
 
 static void reply_status(sched *s, const wire_msg *m, uint64_t rid)
@@ -449,6 +597,13 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	*err = NULL;
 	if (spwire_decode(a->params, &r->p, NULL))
 		return bad_field(err);
+	if (r->p.answer.kind == ANSWER_SELECT &&
+	    !(r->question = strndup((const char *)a->question.data,
+				    a->question.len))) {
+		*err = "out of memory";
+		return QUORUM__STATUS__STATUS_INTERNAL;
+	}
+	r->qlen = a->question.len;
 	if (r->p.grammar) {
 		/* the Ask goes; the grammar stays with the request */
 		if (!(r->grammar = strndup(r->p.grammar, r->p.grammar_len))) {

@@ -46,7 +46,9 @@
 enum { J_WAIT_ROOT = 0, J_SENT };
 enum { E_PREFILL = 0, E_READY, E_DEAD };
 enum { R_EXPORT = 0, R_IMPORT, R_READY, R_FAILED };
-enum { Q_QUEUED = 0, Q_ROOT, Q_DECODE };
+/* Q_SELECT: every sample in, waiting for its selection pass (answer
+ * select: an internal child request, usc.h) */
+enum { Q_QUEUED = 0, Q_ROOT, Q_DECODE, Q_SELECT };
 enum { S_PENDING = 0, S_ASSIGNED, S_DONE };
 
 typedef struct {
@@ -188,6 +190,18 @@ typedef struct req {
 	 * samples with (SPWIRE_JOB). */
 	sc_params p;
 	char *grammar;          /* p.grammar's text, owned (the Ask's copy) */
+	/* answer select (universal self-consistency, usc.h): the question
+	 * (kept for the selection prompt), the child request of the pass
+	 * while it runs; in a child, its parent (NULL once the parent is
+	 * gone: an orphan, its result dropped) */
+	char *question;
+	size_t qlen;
+	struct req *usc_child, *usc_parent;
+	int usc_child_of;       /* this is a selection pass */
+	int usc_done;           /* the pass is over (its outcome below) */
+	int usc_chosen;         /* the response named, -1: none */
+	uint32_t usc_tokens;
+	char *usc_reply;        /* the pass's text, or why it failed */
 	int stream;             /* Ask.stream: forward samples as they come */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */

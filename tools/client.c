@@ -555,6 +555,16 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 			    p ? opt_int(p->has_prompt_tokens, p->prompt_tokens)
 			      : json_null());
 	json_object_set_new(o, "samples", smp);
+	if (a && a->select)
+		json_object_set_new(o, "usc", json_pack(
+			"{s:o, s:I, s:o}", "chosen",
+			a->select->has_chosen && a->select->chosen >= 0
+				? json_integer(a->select->chosen) : json_null(),
+			"tokens", (json_int_t)a->select->tokens, "reply",
+			a->select->has_reply
+				? client_text(a->select->reply.data,
+					      a->select->reply.len)
+				: json_null()));
 	if (a && a->stop) {
 		const Quorum__StopReport *x = a->stop;
 		json_t *so = json_pack(

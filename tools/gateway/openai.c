@@ -862,6 +862,8 @@ json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 		json_object_set_new(q, "choice_samples", cs);
 	}
 	json_object_set(q, "prefix", json_object_get(tmp, "prefix"));
+	if (json_object_get(tmp, "usc"))
+		json_object_set(q, "usc", json_object_get(tmp, "usc"));
 	json_object_set(q, "timings", json_object_get(tmp, "timings"));
 	/* early stopping's report (absent: the request ran all N) */
 	if (json_object_get(tmp, "stop"))
