@@ -246,18 +246,27 @@ demo: deps all
 demo-run: deps all
 	$(B)/quorum run --model $(DEMO_MODEL) -n 8 --max-new-tokens 64 "$(QUESTION)"
 
-# ---- the trained model (issues 11, 28; not part of the build or the tests)
-#   make train       trains quorum-arith's recipe (TRAIN_RECIPE) on the CPU
-#                    (PyTorch from Debian) into TRAIN_OUT.gguf, checkpointing
-#                    to TRAIN_OUT-ckpt.pt; stopped and run again, it resumes
-#   make train-gpu   the same recipe, step for step, on an NVIDIA GPU (a CUDA
-#                    build of PyTorch): about ten minutes on an H200
+# ---- the trained model (issues 11, 28, 34; not part of the build or tests)
+#   make train       trains quorum-arith's last stage (TRAIN_RECIPE, issue
+#                    34) on the CPU (PyTorch from Debian) into
+#                    TRAIN_OUT.gguf, checkpointing to TRAIN_OUT-ckpt.pt every
+#                    10 minutes; stopped and run again, it resumes
+#   make train-gpu   the same recipe on an NVIDIA GPU (a CUDA build of
+#                    PyTorch); the schedule follows time, so a GPU trains
+#                    more tokens in it
 #   make eval-arith  the accuracy-vs-N tables and plots of models/README.md
+# The stage continues the model shipped before issue 34 (its weights are
+# in the history: TRAIN_INIT is made from that commit's models/arith.gguf).
 TRAIN_PY     := /usr/bin/python3
 TRAIN_OUT    ?= models/arith
-TRAIN_RECIPE ?= --steps 4000 --dim 384 --layers 8 --heads 6 --kv-heads 2 \
-		--ffn 1024 --batch 128 --lr 1.5e-3 --warmup 200 \
-		--tok models/arith-tok.json
+TRAIN_INIT_COMMIT ?= eb4d307
+TRAIN_INIT   ?= $(B)/arith-issue11.gguf
+TRAIN_RECIPE ?= --init-gguf $(TRAIN_INIT) --tok models/arith-tok.json \
+		--mix plain:0.5,phrasing:0.2,problems:0.3 --lr 4e-4 \
+		--warmup 30 --level-start 1 --minutes 150 --seed 21
+$(TRAIN_INIT):
+	@mkdir -p $(dir $@)
+	git show $(TRAIN_INIT_COMMIT):models/arith.gguf > $@
 TRAIN_ARGS   ?= --ckpt-minutes 10
 GPU_ARGS     ?= --device cuda --ckpt-minutes 2
 EVAL_NS     ?= 1,3,8,16,32
@@ -266,11 +275,11 @@ EVAL_SWEEP  ?= 1.0 1.3
 .PHONY: train train-gpu train-deps eval-arith
 train-deps:
 	sh tools/deps.sh train
-train: train-deps
+train: train-deps $(TRAIN_INIT)
 	$(TRAIN_PY) train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
 		$(TRAIN_ARGS)
 	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
-train-gpu:
+train-gpu: $(TRAIN_INIT)
 	python3 train/train.py --out $(TRAIN_OUT) --resume $(TRAIN_RECIPE) \
 		$(GPU_ARGS)
 	sha256sum $(TRAIN_OUT).gguf | sed 's| .*|  arith.gguf|' > $(TRAIN_OUT).gguf.sha256
@@ -304,6 +313,31 @@ eval-arith: all train-deps
 	$(B)/quorum eval-set --model $(DEMO_MODEL) \
 		--file train/data/handwritten.jsonl -n 1 --temperature 0 --json \
 		> models/arith-hw-greedy.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/dev.jsonl -n $(EVAL_NS) --prefix \
+		--temperature $(EVAL_TEMP) --json > models/arith-dev-eval.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/dev.jsonl -n $(EVAL_NS) --prefix \
+		--temperature 1.0 --top-k 0 --top-p 1 --json \
+		> models/arith-dev-eval-t1.0.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/dev.jsonl -n $(EVAL_NS) --prefix \
+		--temperature $(EVAL_TEMP) --shots train/data/shots3.jsonl \
+		--max-new-tokens 160 --json > models/arith-dev-shots.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/dev.jsonl -n 1 --temperature 0 --json \
+		> models/arith-dev-greedy.json
+	$(B)/quorum eval-set --model $(DEMO_MODEL) \
+		--file train/data/handwritten.jsonl -n $(EVAL_NS) --prefix \
+		--temperature 1.0 --top-k 0 --top-p 1 --shots \
+		train/data/shots3.jsonl --max-new-tokens 160 --json \
+		> models/arith-hw-shots-t1.0.json
+	$(TRAIN_PY) train/plot.py --eval models/arith-dev-eval.json \
+		--eval models/arith-dev-eval-t1.0.json \
+		--eval models/arith-dev-shots.json \
+		--greedy models/arith-dev-greedy.json --out models \
+		--name arith-accuracy-dev.png --title "dev set"
+	$(TRAIN_PY) train/plot.py --curve models/arith-curve.json --out models
 	$(TRAIN_PY) train/plot.py --train models/arith-train.csv \
 		--eval models/arith-eval.json \
 		$(foreach t,$(EVAL_SWEEP),--eval models/arith-eval-t$(t).json) \

@@ -1,4 +1,5 @@
-"""Plots for the model card: the training loss curve and accuracy vs N.
+"""Plots for the model card: the training loss curve, accuracy vs N, and
+the learning curve (accuracy vs training tokens).
 
     /usr/bin/python3 train/plot.py --train models/arith-train.csv \\
         --eval models/arith-eval.json [--eval ...] [--greedy models/arith-greedy.json] \\
@@ -81,6 +82,31 @@ def acc_plot(paths, greedy, out, name="arith-accuracy.png",
     fig.savefig(os.path.join(out, name), dpi=100)
 
 
+def curve_plot(path, out, name="arith-curve.png"):
+    """The learning curve of the pilots and the run: greedy accuracy on the
+    dev set and the generated held-out set against training tokens, one
+    line per run (a JSON file: {"runs": [{"name", "points": [{"tokens",
+    "dev", "gen"}]}]})."""
+    runs = json.load(open(path))["runs"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    for k, r in enumerate(runs):
+        t = [p["tokens"] / 1e6 for p in r["points"]]
+        c = colors[k % len(colors)]
+        ax.plot(t, [p["dev"] for p in r["points"]], "o-", color=c,
+                label=r["name"] + ": dev (hand-written)")
+        if all("gen" in p for p in r["points"]):
+            ax.plot(t, [p["gen"] for p in r["points"]], "s--", color=c,
+                    alpha=0.5, label=r["name"] + ": generated")
+    ax.set_xlabel("training tokens of the run (millions)")
+    ax.set_ylabel("greedy accuracy (%)")
+    ax.set_title("quorum-arith: accuracy vs training tokens")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train")
@@ -92,11 +118,14 @@ def main():
                     help="file name of the accuracy plot")
     ap.add_argument("--title", default="held-out set",
                     help="which set the accuracy plot is of")
+    ap.add_argument("--curve", help="learning-curve JSON (runs, points)")
     a = ap.parse_args()
     if a.train:
         loss_plot(a.train, a.out)
     if a.eval:
         acc_plot(a.eval, a.greedy, a.out, a.name, a.title)
+    if a.curve:
+        curve_plot(a.curve, a.out)
 
 
 if __name__ == "__main__":
