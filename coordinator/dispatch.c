@@ -459,16 +459,18 @@ void dispatch_pump(sched *s)
 			unclaimed -= assignable(s, pick, &fl);
 		}
 	}
-	for (req *r = s->reqs, *nx; r; r = nx) {
-		nx = r->next;
-		if (r->state != Q_DECODE)
+	/* finished once every job reported its stats (a decided request's
+	 * cancelled jobs too); after each, from the start again: a
+	 * selection pass's end readies its parent (answer select), which
+	 * may stand earlier in the list */
+	for (req *r = s->reqs; r;) {
+		if (r->state == Q_DECODE && (r->n_done == req_n(r) ||
+					     r->decided) && !r->jobs) {
+			front_finish(s, r);
+			r = s->reqs;
 			continue;
-		if (r->n_done == req_n(r) || r->decided) {
-			/* finished once every job reported its stats (a
-			 * decided request's cancelled jobs too) */
-			if (!r->jobs)
-				front_finish(s, r);
 		}
+		r = r->next;
 	}
 	share_slots(s);
 	for (req *r = s->reqs; r; r = r->next)

@@ -5,6 +5,8 @@
  * processes, no sockets, no sleeps.
  *
  *   split               samples split over the workers' slots
+ *   select_pass         answer select: the selection pass as an internal
+ *                       request, its choice in the reply, one reply
  *   duplicate_rid       a resend of a request in flight: one reply
  *   deadline            TIMEOUT at the deadline, the job cancelled; a
  *                       client's deadline is capped by the config's
@@ -276,6 +278,8 @@ typedef struct {
  * and the connection's peer address ("" local). */
 static const char *ask_obo;
 static const char *ask_peer = "";
+/* ... and SamplingParams.answer (NULL: none) */
+static const char *ask_answer;
 
 /* An Ask from client connection cid with CURVE key user ("" none);
  * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
@@ -297,6 +301,7 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	p.temperature = 0.5f;
 	/* all N samples (the cases count them; the default rule is exact) */
 	p.stop = "none";
+	p.answer = (char *)ask_answer;
 	for (size_t i = 0; i < n_strs && i < 8; i++) {
 		bin[i].data = (uint8_t *)strs[i];
 		bin[i].len = strlen(strs[i]);
@@ -458,6 +463,83 @@ static void split(void **state)
 	assert_true(r->answer->timings->total_ms == 50.0);
 	quorum__client_reply__free_unpacked(r, NULL);
 	free_sched(&s);
+}
+
+/* answer select: the samples of the request, then its selection pass's
+ * reply (what the fake workers say, by phase) */
+static int select_phase;
+
+static void select_sample(void *arg, const fw *w, uint32_t i,
+			  const char *mark, fw_sample *out)
+{
+	(void)arg;
+	(void)w;
+	(void)mark;
+	memset(out, 0, sizeof(*out));
+	out->tokens = 5;
+	if (select_phase == 0) {
+		/* 0 and 1 say 41, 2 says 42: the vote is 41 */
+		snprintf(out->text, sizeof(out->text), "The answer is %d.",
+			 i < 2 ? 41 : 42);
+		snprintf(out->answer, sizeof(out->answer), "%d",
+			 i < 2 ? 41 : 42);
+	} else {
+		snprintf(out->text, sizeof(out->text),
+			 select_phase == 1 ? "Response 2 agrees best."
+					   : "I cannot tell.");
+		snprintf(out->answer, sizeof(out->answer), "x");
+	}
+}
+
+/* answer select on a cluster: once the samples are in, the coordinator
+ * runs the selection pass as an internal request (its own prefill and
+ * one greedy sample); the reply's answer is the response it names (2:
+ * 42, though 41 has the votes), with Answer.select; a pass that names
+ * none leaves the vote's answer and says so. No reply goes to anyone
+ * for the pass itself. */
+static void select_pass(void **state)
+{
+	ask_o o = {"What is 40 + 1?", NULL, 3, 8, 0};
+
+	(void)state;
+	for (int phase = 1; phase <= 2; phase++) {
+		sched *s = new_sched(NULL, FW_FP);
+		fw a, *ws[1] = {&a};
+		Quorum__ClientReply *r;
+
+		worker_init(&a, "A", "wa", "h", 256, 4);
+		fw_register(s, &a);
+		world.sample = select_sample;
+		select_phase = 0;
+		ask_answer = "select";
+		c_ask(s, "c1", 1, &o);
+		ask_answer = NULL;
+		serve_all(s, ws, 1);
+		/* the three samples are in: no reply yet, the pass starts */
+		assert_null(c_next("c1"));
+		select_phase = phase;
+		sched_tick(s);
+		serve_all(s, ws, 1);
+		r = c_next("c1");
+		assert_non_null(r);
+		assert_int_equal(r->status, QUORUM__STATUS__STATUS_OK);
+		assert_int_equal(r->answer->n_samples, 3);
+		assert_non_null(r->answer->select);
+		assert_true(r->answer->has_answer);
+		if (phase == 1) {
+			assert_int_equal(r->answer->select->chosen, 2);
+			assert_memory_equal(r->answer->answer.data, "42", 2);
+		} else {
+			assert_int_equal(r->answer->select->chosen, -1);
+			assert_memory_equal(r->answer->answer.data, "41", 2);
+		}
+		assert_int_equal(r->answer->select->tokens, 5);
+		quorum__client_reply__free_unpacked(r, NULL);
+		/* one reply only, and nothing left behind */
+		assert_null(c_next("c1"));
+		world.sample = NULL;
+		free_sched(&s);
+	}
 }
 
 static void duplicate_rid(void **state)
@@ -1951,6 +2033,7 @@ int main(void)
 		cmocka_unit_test_setup(chunked_worker_lost, case_setup),
 		cmocka_unit_test_setup(chunked_bad, case_setup),
 		cmocka_unit_test_setup(chunked_stuck, case_setup),
+		cmocka_unit_test_setup(select_pass, case_setup),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
