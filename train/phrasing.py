@@ -14,9 +14,6 @@ arithmetic (test_problems.py recomputes it).
 
     /usr/bin/python3 train/phrasing.py --seed 3 --count 20
 """
-import argparse
-import json
-import random
 
 import problems
 
@@ -519,21 +516,11 @@ def make(rng, level=1.0):
 
 
 def make_excluding(rng, level, exclude):
-    while True:
-        p = make(rng, level)
-        if problems.valid(p) and p["question"] not in exclude:
-            return p
+    return problems.draw_excluding(make, rng, level, exclude)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--count", type=int, default=20)
-    ap.add_argument("--level", type=float, default=1.0)
-    a = ap.parse_args()
-    rng = random.Random(a.seed)
-    for _ in range(a.count):
-        print(json.dumps(make(rng, a.level)))
+    problems.sample_cli(make, __doc__)
 
 
 if __name__ == "__main__":

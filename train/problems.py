@@ -332,13 +332,31 @@ def valid(p):
     return all(len(x) <= 3 for x in re.findall(r"[0-9]+", p["question"]))
 
 
-def make_excluding(rng, level, exclude):
-    """A valid make() whose question is not in exclude (the held-out set):
-    the training stream never contains a test question."""
+def draw_excluding(make_fn, rng, level, exclude):
+    """A valid make_fn() problem whose question is not in exclude (the
+    held-out sets): the training stream never contains a test question.
+    Every generator draws through it."""
     while True:
-        p = make(rng, level)
+        p = make_fn(rng, level)
         if valid(p) and p["question"] not in exclude:
             return p
+
+
+def make_excluding(rng, level, exclude):
+    return draw_excluding(make, rng, level, exclude)
+
+
+def sample_cli(make_fn, doc):
+    """`--seed S --count N --level L`: N problems of make_fn as JSON lines
+    (the generators' own command lines)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--count", type=int, default=20)
+    ap.add_argument("--level", type=float, default=1.0)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    for _ in range(a.count):
+        print(json.dumps(make_fn(rng, a.level)))
 
 
 def main():

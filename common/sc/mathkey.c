@@ -81,6 +81,20 @@ static size_t group_end(const char *s, size_t n, size_t i)
 	return 0;
 }
 
+/* Unicode signs models write, and what the parse reads instead */
+static const struct {
+	const char *utf8, *as;
+} UNI[] = {
+	{"\xe2\x88\x92", "-"},         /* U+2212 minus */
+	{"\xe2\x88\x9e", "\\infty "}, /* U+221E infinity */
+	{"\xe2\x88\x9a", "\\sqrt "},  /* U+221A square root */
+	{"\xc3\x97", "*"},              /* U+00D7 times */
+	{"\xc3\xb7", "/"},              /* U+00F7 division */
+	{"\xc2\xb7", "*"},              /* U+00B7 middle dot */
+	{"\xcf\x80", "\\pi "},         /* U+03C0 pi */
+	{"\xc2\xb0", ""},               /* U+00B0 degree */
+};
+
 static const char *const SPACING[] = {",", ";", ":", "!", " ", "quad", "qquad",
 				      "displaystyle", "textstyle", "left",
 				      "right", "big", "Big", "bigl", "bigr",
@@ -101,31 +115,17 @@ static void clean(const char *s, size_t n, sbuf *o)
 		const uchar *u = (const uchar *)s + i;
 		size_t rest = n - i;
 
-		if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 && u[2] == 0x92) {
-			put(o, "-", 1); /* U+2212 */
-			i += 3;
-		} else if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 &&
-			   u[2] == 0x9e) {
-			put(o, "\\infty ", 7); /* U+221E */
-			i += 3;
-		} else if (rest >= 3 && u[0] == 0xe2 && u[1] == 0x88 &&
-			   u[2] == 0x9a) {
-			put(o, "\\sqrt ", 6); /* U+221A */
-			i += 3;
-		} else if (rest >= 2 && u[0] == 0xc3 && u[1] == 0x97) {
-			put(o, "*", 1); /* U+00D7 */
-			i += 2;
-		} else if (rest >= 2 && u[0] == 0xc3 && u[1] == 0xb7) {
-			put(o, "/", 1); /* U+00F7 */
-			i += 2;
-		} else if (rest >= 2 && u[0] == 0xc2 && u[1] == 0xb7) {
-			put(o, "*", 1); /* U+00B7 */
-			i += 2;
-		} else if (rest >= 2 && u[0] == 0xcf && u[1] == 0x80) {
-			put(o, "\\pi ", 4); /* U+03C0 */
-			i += 2;
-		} else if (rest >= 2 && u[0] == 0xc2 && u[1] == 0xb0) {
-			i += 2; /* U+00B0 degree */
+		size_t k, ul = 0;
+
+		/* Unicode signs as ASCII or commands */
+		for (k = 0; k < sizeof(UNI) / sizeof(*UNI); k++) {
+			ul = strlen(UNI[k].utf8);
+			if (rest >= ul && !memcmp(u, UNI[k].utf8, ul))
+				break;
+		}
+		if (k < sizeof(UNI) / sizeof(*UNI)) {
+			put(o, UNI[k].as, strlen(UNI[k].as));
+			i += ul;
 		} else if (rest >= 3 && u[0] == '{' && u[1] == ',' &&
 			   u[2] == '}') {
 			put(o, ",", 1); /* 1{,}000 */

@@ -7,69 +7,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-	char *b;
-	size_t n, cap;
-	int oom;
-} sbuf;
-
-static void add(sbuf *s, const char *t, size_t n)
-{
-	if (s->oom)
-		return;
-	if (s->n + n + 1 > s->cap) {
-		size_t c = s->cap ? s->cap * 2 : 4096;
-		char *nb;
-
-		while (c < s->n + n + 1)
-			c *= 2;
-		if (!(nb = realloc(s->b, c))) {
-			s->oom = 1;
-			return;
-		}
-		s->b = nb;
-		s->cap = c;
-	}
-	memcpy(s->b + s->n, t, n);
-	s->n += n;
-	s->b[s->n] = '\0';
-}
-
-static void adds(sbuf *s, const char *t)
-{
-	add(s, t, strlen(t));
-}
+#include "text/strbuf.h"
 
 char *usc_prompt(const char *question, size_t qlen, const char *const *texts,
 		 const size_t *lens, int n)
 {
-	sbuf s = {0};
+	strbuf s = {0};
 	char head[48];
 
-	adds(&s, "Below are ");
+	strbuf_puts(&s, "Below are ");
 	snprintf(head, sizeof(head), "%d", n);
-	adds(&s, head);
-	adds(&s, " numbered responses to one question.\n\nQuestion: ");
-	add(&s, question, qlen);
-	adds(&s, "\n\n");
+	strbuf_puts(&s, head);
+	strbuf_puts(&s, " numbered responses to one question.\n\nQuestion: ");
+	strbuf_add(&s, question, qlen);
+	strbuf_puts(&s, "\n\n");
 	for (int i = 0; i < n; i++) {
 		size_t len = texts[i] ? lens[i] : 0;
 
 		if (len > USC_RESPONSE_MAX)
 			len = USC_RESPONSE_MAX;
 		snprintf(head, sizeof(head), "Response %d:\n", i);
-		adds(&s, head);
+		strbuf_puts(&s, head);
 		if (len)
-			add(&s, texts[i], len);
-		adds(&s, "\n\n");
+			strbuf_add(&s, texts[i], len);
+		strbuf_puts(&s, "\n\n");
 	}
-	adds(&s, "Which response agrees best with the majority of the others? "
+	strbuf_puts(&s, "Which response agrees best with the majority of the others? "
 		 "Begin your reply with \"Response K\", K being its number.");
-	if (s.oom) {
-		free(s.b);
-		return NULL;
-	}
-	return s.b;
+	return strbuf_take(&s);
 }
 
 int usc_pick(const char *reply, size_t len, int n)

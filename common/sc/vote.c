@@ -374,21 +374,10 @@ bool vote_extract(const char *text, size_t len, char *out, size_t cap)
 	if (!out || cap == 0)
 		return false;
 	out[0] = '\0';
-	if (!text)
+	if (!vote_answer_region(text, len, &start, &e))
 		return false;
-	switch (vote_harmony_final(text, len, &a, &b)) {
-	case VOTE_HARMONY_NO_FINAL:
-		return false;
-	case VOTE_HARMONY_FINAL:
-		start = a;
-		len = b;
-		break;
-	default:
-		if (vote_think_state(text, len, &start) == VOTE_THINK_UNCLOSED)
-			return false;
-	}
 	t += start;
-	len -= start;
+	len = e - start;
 	if (last_box(t, len, &a, &b)) {
 		if (memchr(t + a, '\0', b - a))
 			return false;

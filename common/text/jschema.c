@@ -13,72 +13,7 @@
 #include <string.h>
 
 #include "qerr.h"
-
-typedef struct {
-	char *b;
-	size_t n, cap;
-	int oom;
-} buf;
-
-static void bput(buf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = b->cap ? b->cap * 2 : 4096;
-		char *nb;
-
-		while (nc < b->n + n + 1)
-			nc *= 2;
-		if (!(nb = realloc(b->b, nc))) {
-			b->oom = 1;
-			return;
-		}
-		b->b = nb;
-		b->cap = nc;
-	}
-	memcpy(b->b + b->n, s, n);
-	b->n += n;
-	b->b[b->n] = '\0';
-}
-
-static void bputs(buf *b, const char *s)
-{
-	bput(b, s, strlen(s));
-}
-
-static void bprintf(buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void bprintf(buf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(tmp)) {
-		bput(b, tmp, (size_t)n);
-		return;
-	}
-	{
-		char *big = malloc((size_t)n + 1);
-
-		if (!big) {
-			b->oom = 1;
-			return;
-		}
-		va_start(ap, fmt);
-		vsnprintf(big, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-		bput(b, big, (size_t)n);
-		free(big);
-	}
-}
+#include "text/strbuf.h"
 
 /* The shared rules every schema grammar may use. */
 static const char COMMON[] =
@@ -96,7 +31,7 @@ static const char COMMON[] =
 	"jarray ::= \"[\" ws (jvalue (ws \",\" ws jvalue)*)? ws \"]\"\n";
 
 typedef struct {
-	buf out;            /* the rules */
+	strbuf out;            /* the rules */
 	const json_t *root; /* for $ref */
 	const json_t *seen[256]; /* schemas with a rule: refs, by index */
 	int n_seen;
@@ -147,30 +82,30 @@ static void pop(ctx *c, size_t at)
 }
 
 /* A GBNF literal of bytes s[0, n) (JSON text as the model writes it). */
-static void lit(buf *b, const char *s, size_t n)
+static void lit(strbuf *b, const char *s, size_t n)
 {
-	bputs(b, "\"");
+	strbuf_puts(b, "\"");
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 
 		if (ch == '"' || ch == '\\')
-			bprintf(b, "\\%c", ch);
+			strbuf_printf(b, "\\%c", ch);
 		else if (ch == '\n')
-			bputs(b, "\\n");
+			strbuf_puts(b, "\\n");
 		else if (ch == '\r')
-			bputs(b, "\\r");
+			strbuf_puts(b, "\\r");
 		else if (ch == '\t')
-			bputs(b, "\\t");
+			strbuf_puts(b, "\\t");
 		else if (ch < 0x20 || ch == 0x7f)
-			bprintf(b, "\\x%02X", ch);
+			strbuf_printf(b, "\\x%02X", ch);
 		else
-			bput(b, (const char *)&ch, 1);
+			strbuf_add(b, (const char *)&ch, 1);
 	}
-	bputs(b, "\"");
+	strbuf_puts(b, "\"");
 }
 
 /* A JSON value as the literal of its compact text. */
-static int lit_json(ctx *c, buf *b, const json_t *v)
+static int lit_json(ctx *c, strbuf *b, const json_t *v)
 {
 	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 
@@ -242,7 +177,7 @@ static int get_count(ctx *c, const json_t *s, const char *key, long dflt,
 /* ---- integers in a range, digit by digit ------------------------------- */
 
 /* Numbers of exactly the digits of lo..hi (same length strings). */
-static void digits_range(buf *b, const char *lo, const char *hi)
+static void digits_range(strbuf *b, const char *lo, const char *hi)
 {
 	size_t n = strlen(lo), p = 0;
 
@@ -252,12 +187,12 @@ static void digits_range(buf *b, const char *lo, const char *hi)
 		lit(b, lo, n);
 		return;
 	}
-	bputs(b, "(");
+	strbuf_puts(b, "(");
 	if (p)
 		lit(b, lo, p);
-	bputs(b, "(");
+	strbuf_puts(b, "(");
 	if (p + 1 == n) {
-		bprintf(b, "[%c-%c]", lo[p], hi[p]);
+		strbuf_printf(b, "[%c-%c]", lo[p], hi[p]);
 	} else {
 		char *nines = malloc(n + 1), *zeros = malloc(n + 1);
 		int first = 1;
@@ -272,28 +207,28 @@ static void digits_range(buf *b, const char *lo, const char *hi)
 		memset(zeros, '0', n);
 		nines[n] = zeros[n] = '\0';
 		/* lo[p] then lo's rest .. 99..9 */
-		bprintf(b, "\"%c\" ", lo[p]);
+		strbuf_printf(b, "\"%c\" ", lo[p]);
 		digits_range(b, lo + p + 1, nines + p + 1);
 		first = 0;
 		if (hi[p] - lo[p] > 1) {
-			bprintf(b, " | [%c-%c] [0-9]{%zu}", lo[p] + 1,
+			strbuf_printf(b, " | [%c-%c] [0-9]{%zu}", lo[p] + 1,
 				hi[p] - 1, n - p - 1);
 		}
-		bprintf(b, "%s\"%c\" ", first ? "" : " | ", hi[p]);
+		strbuf_printf(b, "%s\"%c\" ", first ? "" : " | ", hi[p]);
 		digits_range(b, zeros + p + 1, hi + p + 1);
 		free(nines);
 		free(zeros);
 	}
-	bputs(b, "))");
+	strbuf_puts(b, "))");
 }
 
 /* Non-negative integers lo..hi (no leading zeros). */
-static void nonneg_range(buf *b, long long lo, long long hi)
+static void nonneg_range(strbuf *b, long long lo, long long hi)
 {
 	char a[24], z[24];
 	int first = 1;
 
-	bputs(b, "(");
+	strbuf_puts(b, "(");
 	for (int len = 1; len <= 18; len++) {
 		long long pmin = len == 1 ? 0 : 1, pmax = 9;
 
@@ -306,16 +241,16 @@ static void nonneg_range(buf *b, long long lo, long long hi)
 		snprintf(a, sizeof(a), "%lld", lo > pmin ? lo : pmin);
 		snprintf(z, sizeof(z), "%lld", hi < pmax ? hi : pmax);
 		if (!first)
-			bputs(b, " | ");
+			strbuf_puts(b, " | ");
 		first = 0;
 		digits_range(b, a, z);
 	}
-	bputs(b, ")");
+	strbuf_puts(b, ")");
 }
 
 #define RANGE_MAX 999999999999999LL
 
-static int int_range(ctx *c, const json_t *s, buf *b)
+static int int_range(ctx *c, const json_t *s, strbuf *b)
 {
 	long long lo = -RANGE_MAX, hi = RANGE_MAX;
 	int has = 0;
@@ -354,44 +289,44 @@ static int int_range(ctx *c, const json_t *s, buf *b)
 		}
 	}
 	if (!has) {
-		bputs(b, "jint");
+		strbuf_puts(b, "jint");
 		return 0;
 	}
 	if (lo > hi)
 		return fail(c, QERR_FORMAT, "no integer is in the range");
-	bputs(b, "(");
+	strbuf_puts(b, "(");
 	if (lo < 0) {
-		bputs(b, "\"-\" ");
+		strbuf_puts(b, "\"-\" ");
 		nonneg_range(b, hi < 0 ? -hi : 1, -lo);
 		if (hi >= 0)
-			bputs(b, " | ");
+			strbuf_puts(b, " | ");
 	}
 	if (hi >= 0)
 		nonneg_range(b, lo > 0 ? lo : 0, hi);
-	bputs(b, ")");
+	strbuf_puts(b, ")");
 	return 0;
 }
 
 /* ---- string patterns ------------------------------------------------------ */
 
 /* A regular expression's subset into GBNF over the string's characters. */
-static int regex(ctx *c, buf *b, const char **p, int depth)
+static int regex(ctx *c, strbuf *b, const char **p, int depth)
 {
 	int first_alt = 1;
 
 	if (depth > 32)
 		return fail(c, QERR_UNSUPPORTED, "pattern nested too deep");
-	bputs(b, "(");
+	strbuf_puts(b, "(");
 	for (;;) {
 		if (!first_alt)
-			bputs(b, " | ");
+			strbuf_puts(b, " | ");
 		first_alt = 0;
-		bputs(b, "(\"\"");
+		strbuf_puts(b, "(\"\"");
 		while (**p && **p != '|' && **p != ')') {
 			const char *at = *p;
 			char ch = **p;
 
-			bputs(b, " ");
+			strbuf_puts(b, " ");
 			if (ch == '(') {
 				(*p)++;
 				if (!strncmp(*p, "?:", 2))
@@ -419,30 +354,30 @@ static int regex(ctx *c, buf *b, const char **p, int depth)
 						    "pattern: unclosed '['");
 				for (const char *q = *p; q <= e; q++) {
 					if (*q == '\\' && q[1] == 'd') {
-						bputs(b, "0-9");
+						strbuf_puts(b, "0-9");
 						q++;
 					} else if (*q == '"') {
 						return fail(c, QERR_UNSUPPORTED,
 							    "pattern: '\"' in a "
 							    "class");
 					} else {
-						bput(b, q, 1);
+						strbuf_add(b, q, 1);
 					}
 				}
 				*p = e + 1;
 			} else if (ch == '.') {
-				bputs(b, "[^\"\\\\\\x00-\\x1F]");
+				strbuf_puts(b, "[^\"\\\\\\x00-\\x1F]");
 				(*p)++;
 			} else if (ch == '\\') {
 				char e = (*p)[1];
 
 				*p += 2;
 				if (e == 'd')
-					bputs(b, "[0-9]");
+					strbuf_puts(b, "[0-9]");
 				else if (e == 'w')
-					bputs(b, "[a-zA-Z0-9_]");
+					strbuf_puts(b, "[a-zA-Z0-9_]");
 				else if (e == 's')
-					bputs(b, "[ \\t]");
+					strbuf_puts(b, "[ \\t]");
 				else if (e && strchr(".^$*+?()[]{}|/-", e))
 					lit(b, &e, 1);
 				else
@@ -450,11 +385,11 @@ static int regex(ctx *c, buf *b, const char **p, int depth)
 						    "pattern: escape '\\%c'", e);
 			} else if (ch == '^' && at == *p && depth == 0) {
 				(*p)++; /* an anchor: patterns are whole */
-				bputs(b, "\"\"");
+				strbuf_puts(b, "\"\"");
 				continue;
 			} else if (ch == '$' && (*p)[1] == '\0') {
 				(*p)++;
-				bputs(b, "\"\"");
+				strbuf_puts(b, "\"\"");
 				continue;
 			} else if (ch == '"' || ch == '\\' ||
 				   (unsigned char)ch < 0x20) {
@@ -470,7 +405,7 @@ static int regex(ctx *c, buf *b, const char **p, int depth)
 			}
 			/* a quantifier after the element */
 			if (**p == '*' || **p == '+' || **p == '?') {
-				bput(b, *p, 1);
+				strbuf_add(b, *p, 1);
 				(*p)++;
 			} else if (**p == '{') {
 				const char *e = strchr(*p, '}');
@@ -478,16 +413,16 @@ static int regex(ctx *c, buf *b, const char **p, int depth)
 				if (!e || e - *p > 12)
 					return fail(c, QERR_FORMAT,
 						    "pattern: bad '{'");
-				bput(b, *p, (size_t)(e - *p + 1));
+				strbuf_add(b, *p, (size_t)(e - *p + 1));
 				*p = e + 1;
 			}
 		}
-		bputs(b, ")");
+		strbuf_puts(b, ")");
 		if (**p != '|')
 			break;
 		(*p)++;
 	}
-	bputs(b, ")");
+	strbuf_puts(b, ")");
 	return 0;
 }
 
@@ -507,12 +442,12 @@ static int type_is(const json_t *t, const char *name)
 }
 
 /* The body of the rule of schema s into b. */
-static int body(ctx *c, const json_t *s, buf *b)
+static int body(ctx *c, const json_t *s, strbuf *b)
 {
 	json_t *t, *v;
 
 	if (json_is_true(s) || (json_is_object(s) && !json_object_size(s))) {
-		bputs(b, "jvalue");
+		strbuf_puts(b, "jvalue");
 		return 0;
 	}
 	if (!json_is_object(s))
@@ -543,7 +478,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 
 			if (id < 0)
 				return -1;
-			bprintf(b, "r%d", id);
+			strbuf_printf(b, "r%d", id);
 		}
 		return 0;
 	}
@@ -561,14 +496,14 @@ static int body(ctx *c, const json_t *s, buf *b)
 		if (!json_is_array(v) || !json_array_size(v))
 			return fail(c, QERR_FORMAT, "enum must be a non-empty "
 				    "array");
-		bputs(b, "(");
+		strbuf_puts(b, "(");
 		json_array_foreach(v, i, e) {
 			if (i)
-				bputs(b, " | ");
+				strbuf_puts(b, " | ");
 			if (lit_json(c, b, e))
 				return -1;
 		}
-		bputs(b, ")");
+		strbuf_puts(b, ")");
 		return 0;
 	}
 	if ((v = json_object_get(s, "anyOf")) ||
@@ -592,7 +527,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 			pop(c, at);
 			return -1;
 		}
-		bputs(b, "(");
+		strbuf_puts(b, "(");
 		json_array_foreach(v, i, e) {
 			size_t at = push(c, ".%s[%zu]", kw, i);
 			int id = rule(c, e);
@@ -600,9 +535,9 @@ static int body(ctx *c, const json_t *s, buf *b)
 			pop(c, at);
 			if (id < 0)
 				return -1;
-			bprintf(b, "%sr%d", i ? " | " : "", id);
+			strbuf_printf(b, "%sr%d", i ? " | " : "", id);
 		}
-		bputs(b, ")");
+		strbuf_puts(b, ")");
 		return 0;
 	}
 	t = json_object_get(s, "type");
@@ -615,7 +550,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 		else {
 			if (only(c, s, NULL, 0))
 				return -1;
-			bputs(b, "jvalue");
+			strbuf_puts(b, "jvalue");
 			return 0;
 		}
 	} else {
@@ -626,7 +561,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 		size_t i;
 		json_t *e;
 
-		bputs(b, "(");
+		strbuf_puts(b, "(");
 		json_array_foreach(t, i, e) {
 			json_t *one = json_deep_copy(s);
 			int id;
@@ -638,9 +573,9 @@ static int body(ctx *c, const json_t *s, buf *b)
 				json_decref(t);
 				return -1;
 			}
-			bprintf(b, "%sr%d", i ? " | " : "", id);
+			strbuf_printf(b, "%sr%d", i ? " | " : "", id);
 		}
-		bputs(b, ")");
+		strbuf_puts(b, ")");
 		json_decref(t);
 		return 0;
 	}
@@ -716,19 +651,19 @@ static int body(ctx *c, const json_t *s, buf *b)
 		 * comma before the next: rules o<id>_<i>_<first> */
 		{
 			int base = c->n_rules++;
-			buf *o = &c->out;
+			strbuf *o = &c->out;
 
-			bprintf(b, "\"{\" ws o%d_0_1 ws \"}\"", base);
+			strbuf_printf(b, "\"{\" ws o%d_0_1 ws \"}\"", base);
 			for (int i = n; i >= 0; i--)
 				for (int first = 0; first < 2; first++) {
 					const char *sep = first ? ""
 						: "ws \",\" ws ";
 
-					bprintf(o, "o%d_%d_%d ::= ", base, i,
+					strbuf_printf(o, "o%d_%d_%d ::= ", base, i,
 						first);
 					if (i == n) {
 						if (add_id == -1) {
-							bputs(o, "\"\"\n");
+							strbuf_puts(o, "\"\"\n");
 							continue;
 						}
 						char v[24];
@@ -739,13 +674,13 @@ static int body(ctx *c, const json_t *s, buf *b)
 						else
 							snprintf(v, sizeof(v),
 								 "r%d", add_id);
-						bprintf(o, "(%s jstring ws \":\" "
+						strbuf_printf(o, "(%s jstring ws \":\" "
 							"ws %s (ws \",\" ws "
 							"jstring ws \":\" ws "
 							"%s)*)?\n", sep, v, v);
 						continue;
 					}
-					bprintf(o, "%s", sep);
+					strbuf_printf(o, "%s", sep);
 					{
 						/* the key as JSON text */
 						json_t *ks = json_string(names[i]);
@@ -756,12 +691,12 @@ static int body(ctx *c, const json_t *s, buf *b)
 						}
 						json_decref(ks);
 					}
-					bprintf(o, " ws \":\" ws r%d o%d_%d_0",
+					strbuf_printf(o, " ws \":\" ws r%d o%d_%d_0",
 						ids[i], base, i + 1);
 					if (!required[i])
-						bprintf(o, " | o%d_%d_%d", base,
+						strbuf_printf(o, " | o%d_%d_%d", base,
 							i + 1, first);
-					bputs(o, "\n");
+					strbuf_puts(o, "\n");
 				}
 		}
 		return 0;
@@ -787,7 +722,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 			if (!json_is_array(pre) || (items && !json_is_false(items)))
 				return fail(c, QERR_UNSUPPORTED, "prefixItems "
 					    "with items other than false");
-			bputs(b, "\"[\" ws ");
+			strbuf_puts(b, "\"[\" ws ");
 			json_array_foreach(pre, i, e) {
 				size_t at = push(c, ".prefixItems[%zu]", i);
 
@@ -795,10 +730,10 @@ static int body(ctx *c, const json_t *s, buf *b)
 				pop(c, at);
 				if (id < 0)
 					return -1;
-				bprintf(b, "%sr%d ", i ? "ws \",\" ws " : "",
+				strbuf_printf(b, "%sr%d ", i ? "ws \",\" ws " : "",
 					id);
 			}
-			bputs(b, "ws \"]\"");
+			strbuf_puts(b, "ws \"]\"");
 			return 0;
 		}
 		{
@@ -816,19 +751,19 @@ static int body(ctx *c, const json_t *s, buf *b)
 				snprintf(item, sizeof(item), "jvalue");
 			else
 				snprintf(item, sizeof(item), "r%d", id);
-			bputs(b, "\"[\" ws ");
+			strbuf_puts(b, "\"[\" ws ");
 			if (lo == 0)
-				bputs(b, "(");
-			bprintf(b, "%s", item);
+				strbuf_puts(b, "(");
+			strbuf_printf(b, "%s", item);
 			if (hi < 0)
-				bprintf(b, " (ws \",\" ws %s){%ld,}", item,
+				strbuf_printf(b, " (ws \",\" ws %s){%ld,}", item,
 					lo ? lo - 1 : 0);
 			else if (hi > 1 || lo > 1)
-				bprintf(b, " (ws \",\" ws %s){%ld,%ld}", item,
+				strbuf_printf(b, " (ws \",\" ws %s){%ld,%ld}", item,
 					lo ? lo - 1 : 0, hi - 1);
 			if (lo == 0)
-				bputs(b, ")?");
-			bputs(b, " ws \"]\"");
+				strbuf_puts(b, ")?");
+			strbuf_puts(b, " ws \"]\"");
 		}
 		return 0;
 	}
@@ -850,7 +785,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 			if (!p)
 				return fail(c, QERR_FORMAT, "pattern must be a "
 					    "string");
-			bputs(b, "\"\\\"\" ");
+			strbuf_puts(b, "\"\\\"\" ");
 			{
 				size_t at = push(c, ".pattern");
 				int rc = regex(c, b, &p, 0);
@@ -862,7 +797,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 					return fail(c, QERR_FORMAT, "pattern: "
 						    "unexpected ')'");
 			}
-			bputs(b, " \"\\\"\"");
+			strbuf_puts(b, " \"\\\"\"");
 			return 0;
 		}
 		if (fmt) {
@@ -895,18 +830,18 @@ static int body(ctx *c, const json_t *s, buf *b)
 				pop(c, at);
 				return -1;
 			}
-			bprintf(b, "\"\\\"\" %s \"\\\"\"", g);
+			strbuf_printf(b, "\"\\\"\" %s \"\\\"\"", g);
 			return 0;
 		}
 		if (hi >= 0 && hi < lo)
 			return fail(c, QERR_FORMAT, "maxLength below "
 				    "minLength");
 		if (!lo && hi < 0)
-			bputs(b, "jstring");
+			strbuf_puts(b, "jstring");
 		else if (hi < 0)
-			bprintf(b, "\"\\\"\" jchar{%ld,} \"\\\"\"", lo);
+			strbuf_printf(b, "\"\\\"\" jchar{%ld,} \"\\\"\"", lo);
 		else
-			bprintf(b, "\"\\\"\" jchar{%ld,%ld} \"\\\"\"", lo, hi);
+			strbuf_printf(b, "\"\\\"\" jchar{%ld,%ld} \"\\\"\"", lo, hi);
 		return 0;
 	}
 	if (type_is(t, "integer")) {
@@ -923,7 +858,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 		json_decref(t);
 		if (only(c, s, (const char *const[]){"type"}, 1))
 			return -1;
-		bputs(b, "jnumber");
+		strbuf_puts(b, "jnumber");
 		return 0;
 	}
 	if (type_is(t, "boolean") || type_is(t, "null")) {
@@ -932,7 +867,7 @@ static int body(ctx *c, const json_t *s, buf *b)
 		json_decref(t);
 		if (only(c, s, (const char *const[]){"type"}, 1))
 			return -1;
-		bputs(b, bo ? "jbool" : "jnull");
+		strbuf_puts(b, bo ? "jbool" : "jnull");
 		return 0;
 	}
 	{
@@ -952,7 +887,7 @@ static int body(ctx *c, const json_t *s, buf *b)
  * one rule); -1 on error. */
 static int rule(ctx *c, const json_t *s)
 {
-	buf b = {0};
+	strbuf b = {0};
 	int id;
 
 	for (int i = 0; i < c->n_seen; i++)
@@ -970,7 +905,7 @@ static int rule(ctx *c, const json_t *s)
 		free(b.b);
 		return fail(c, QERR_NOMEM, "out of memory");
 	}
-	bprintf(&c->out, "r%d ::= %s\n", id, b.b ? b.b : "\"\"");
+	strbuf_printf(&c->out, "r%d ::= %s\n", id, b.b ? b.b : "\"\"");
 	free(b.b);
 	c->depth--;
 	return id;
@@ -990,8 +925,8 @@ int jschema_to_gbnf(const json_t *schema, char **out)
 		free(c.out.b);
 		return c.code ? c.code : QERR_FORMAT;
 	}
-	bprintf(&c.out, "root ::= r%d\n", id);
-	bputs(&c.out, COMMON);
+	strbuf_printf(&c.out, "root ::= r%d\n", id);
+	strbuf_puts(&c.out, COMMON);
 	if (c.out.oom) {
 		free(c.out.b);
 		return qerr_fail(QERR_NOMEM, "out of memory");
@@ -1002,10 +937,10 @@ int jschema_to_gbnf(const json_t *schema, char **out)
 
 int jschema_any(char **out)
 {
-	buf b = {0};
+	strbuf b = {0};
 
-	bputs(&b, "root ::= jobject\n");
-	bputs(&b, COMMON);
+	strbuf_puts(&b, "root ::= jobject\n");
+	strbuf_puts(&b, COMMON);
 	if (b.oom) {
 		free(b.b);
 		return qerr_fail(QERR_NOMEM, "out of memory");
