@@ -1256,6 +1256,18 @@ static int key_expr(parser *p, int id, sbuf *o)
 	return key_val(eval(p, id, 0), o);
 }
 
+/* +1 for an opening bracket token, -1 for a closing one, else 0 */
+static int bracket(const token *t)
+{
+	if (t->kind == T_SETL)
+		return 1;
+	if (t->kind == T_SETR)
+		return -1;
+	if (t->kind != T_OP)
+		return 0;
+	return strchr("([{", t->s[0]) ? 1 : strchr(")]}", t->s[0]) ? -1 : 0;
+}
+
 static int str_cmp(const void *a, const void *b)
 {
 	const char *const *x = a, *const *y = b;
@@ -1282,12 +1294,7 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 			for (int i = from; i < to; i++) {
 				token *t = &p->t[i];
 
-				if (is_op(t, '(') || is_op(t, '[') ||
-				    is_op(t, '{') || t->kind == T_SETL)
-					d++;
-				else if (is_op(t, ')') || is_op(t, ']') ||
-					 is_op(t, '}') || t->kind == T_SETR)
-					d--;
+				d += bracket(t);
 				if (d == 0 && i < to - 1)
 					whole = 0;
 				if (d == 1 && is_op(t, ','))
@@ -1307,13 +1314,8 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 		for (int i = from; i < to; i++) {
 			token *t = &p->t[i];
 
-			if (is_op(t, '(') || is_op(t, '[') || is_op(t, '{') ||
-			    t->kind == T_SETL)
-				depth++;
-			else if (is_op(t, ')') || is_op(t, ']') ||
-				 is_op(t, '}') || t->kind == T_SETR)
-				depth--;
-			else if (depth == 0 && is_op(t, ','))
+			depth += bracket(t);
+			if (depth == 0 && is_op(t, ','))
 				commas++;
 		}
 	}
@@ -1341,12 +1343,8 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 		for (int i = s; i <= e; i++) {
 			token *t = &p->t[i];
 
-			if (i < e && (is_op(t, '(') || is_op(t, '[') ||
-				      is_op(t, '{') || t->kind == T_SETL))
-				d++;
-			else if (i < e && (is_op(t, ')') || is_op(t, ']') ||
-					   is_op(t, '}') || t->kind == T_SETR))
-				d--;
+			if (i < e)
+				d += bracket(t);
 			if (i == e || (d == 0 && is_op(t, ','))) {
 				parser q = *p;
 				sbuf ko = {.n = 0};
@@ -1438,13 +1436,8 @@ bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 		for (int i = 0; i < p->n; i++) {
 			token *t = &p->t[i];
 
-			if (is_op(t, '(') || is_op(t, '[') || is_op(t, '{') ||
-			    t->kind == T_SETL)
-				depth++;
-			else if (is_op(t, ')') || is_op(t, ']') ||
-				 is_op(t, '}') || t->kind == T_SETR)
-				depth--;
-			else if (depth == 0 && is_op(t, '='))
+			depth += bracket(t);
+			if (depth == 0 && is_op(t, '='))
 				from = i + 1;
 		}
 		to = p->n;
