@@ -102,13 +102,20 @@ void metrics_count_answer(const Quorum__Answer *a)
 json_t *metrics_record_new(const openai_req *r, const char *id, int stream)
 {
 	size_t ql = r->qlen > GW_QUESTION_SHOWN ? GW_QUESTION_SHOWN : r->qlen;
+	char fn[SC_VALUE_TEXT_MAX];
 
-	return json_pack("{s:s, s:I, s:o, s:I, s:b, s:s}", "id", id, "time",
-			 (json_int_t)time(NULL), "question",
+	/* the answer format the request votes with (its own, else the
+	 * cluster's) */
+	answer_format_name(r->given & SC_BIT(SC_S_ANSWER)
+				   ? &r->p.answer : &gw.c->sampling.p.answer,
+			   fn, sizeof(fn));
+	return json_pack("{s:s, s:I, s:o, s:I, s:b, s:s, s:s}", "id", id,
+			 "time", (json_int_t)time(NULL), "question",
 			 client_text(r->question, ql), "n",
 			 (json_int_t)(openai_given_n(r) ? (uint32_t)r->p.n
 						  : (uint32_t)gw.c->sampling.p.n),
-			 "stream", stream, "status", "running");
+			 "stream", stream, "status", "running",
+			 "answer_format", fn);
 }
 
 void metrics_record_push(gwconn *cn)
