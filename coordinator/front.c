@@ -74,17 +74,25 @@ static int who_ok(const char *w)
 }
 
 /* A peer address (ZeroMQ's Peer-Address) on this machine: IPv4 loopback,
- * ::1, an IPv4-mapped loopback, ipc:// (":uid:gid:pid" or "") or inproc
- * (""). */
+ * ::1, an IPv4-mapped loopback, inproc ("") or ipc://, whose peer libzmq
+ * names by its credentials after an optional name without a colon
+ * (":uid:gid:pid", "localhost:uid:gid:pid"; no IP address has that
+ * shape: an IPv6 one with three colons has an empty group). */
 static int peer_local(const char *p)
 {
 	unsigned a, b, c;
+	const char *colon;
 	char tail;
 
 	if (!p[0] || !strcmp(p, "::1") || !strncmp(p, "127.", 4) ||
 	    !strncmp(p, "::ffff:127.", 11))
 		return 1;
-	return sscanf(p, ":%u:%u:%u%c", &a, &b, &c, &tail) == 3;
+	if (!(colon = strchr(p, ':')))
+		return 0;
+	for (const char *q = colon + 1; *q; q++)
+		if (!(*q >= '0' && *q <= '9') && *q != ':')
+			return 0;
+	return sscanf(colon, ":%u:%u:%u%c", &a, &b, &c, &tail) == 3;
 }
 
 /* The connection m came on may speak for its users (module comment of

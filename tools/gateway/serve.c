@@ -43,11 +43,13 @@
 #include "pending.h"
 #include "sse.h"
 #include "gateway_page.h"
+#include "local.h"
 #include "qerr.h"
 #include "net/wire.h"
 
 gwstate gw;
 static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t child_flag; /* --model: a child changed state */
 static uint64_t rid_next;       /* request ids: a counter from a random
 				 * start (set by cmd_serve) */
 
@@ -236,16 +238,23 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop_flag = 1;
+	if (sig == SIGCHLD)
+		child_flag = 1;
+	else
+		stop_flag = 1;
 }
 
 static void help(void)
 {
-	printf("usage: quorum serve --config cluster.yaml [options]\n\n"
+	printf("usage: quorum serve --model FILE.gguf [--workers K] [options]\n"
+	       "       quorum serve --config cluster.yaml [options]\n\n"
 	       "The HTTP gateway: serves an OpenAI-compatible API in front of\n"
-	       "a running cluster (its coordinator, as a ZeroMQ client), with\n"
-	       "the vote of every request in a \"quorum\" object.\n\n"
+	       "a cluster (its coordinator, as a ZeroMQ client), with the vote\n"
+	       "of every request in a \"quorum\" object. With --model it\n"
+	       "starts the cluster itself: a coordinator and K local workers\n"
+	       "on this machine (a private config, ipc:// endpoints), stopped\n"
+	       "with it on SIGINT/SIGTERM, nothing left behind; with --config\n"
+	       "it joins a running one.\n\n"
 	       "  POST /v1/chat/completions, /v1/completions  (stream: true\n"
 	       "       gives Server-Sent Events)\n"
 	       "  GET  /v1/models     the model and its fingerprint\n"
@@ -266,7 +275,11 @@ static void help(void)
 	       "samples, model_aliases) and limits/sampling/security.\n"
 	       "TLS is left to a reverse proxy.\n\n"
 	       "options:\n"
-	       "  --config FILE    cluster configuration (required)\n"
+	       "  --model FILE     serve this GGUF model with a cluster of its\n"
+	       "                   own (default 127.0.0.1:8080)\n"
+	       "  --workers K      with --model: local workers (default 1)\n"
+	       "  --threads T      with --model: threads per worker (default 2)\n"
+	       "  --config FILE    cluster configuration (a running cluster)\n"
 	       "  --listen H:P     overrides http.listen (port 0: any free one)\n"
 	       "  --endpoint E     the coordinator's client endpoint (default:\n"
 	       "                   coordinator.client_endpoint)\n"
@@ -324,12 +337,19 @@ int cmd_serve(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"config", required_argument, 0, 'c'},
+		{"model", required_argument, 0, 'm'},
+		{"workers", required_argument, 0, 'w'},
+		{"threads", required_argument, 0, 't'},
 		{"listen", required_argument, 0, 'l'},
 		{"endpoint", required_argument, 0, 'e'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *config = NULL, *listen_at = NULL, *endpoint = NULL;
+	const char *model = NULL;
+	long workers = 1, threads = 2;
+	gw_local *local = NULL;
+	char *end;
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	struct MHD_Daemon *d = NULL;
@@ -343,23 +363,49 @@ int cmd_serve(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': config = optarg; break;
+		case 'm': model = optarg; break;
+		case 'w':
+			workers = strtol(optarg, &end, 10);
+			if (*end || workers < 1 || workers > 256)
+				return cli_usage_error("serve", "--workers %s: "
+						       "must be 1..256", optarg);
+			break;
+		case 't':
+			threads = strtol(optarg, &end, 10);
+			if (*end || threads < 1 || threads > 1024)
+				return cli_usage_error("serve", "--threads %s: "
+						       "must be 1..1024", optarg);
+			break;
 		case 'l': listen_at = optarg; break;
 		case 'e': endpoint = optarg; break;
 		case 'h': help(); return 0;
 		default: return cli_usage_error("serve", "bad option");
 		}
 	}
-	if (!config || optind != argc)
-		return cli_usage_error("serve", "give --config FILE (and no "
-				       "other arguments)");
+	if (!config == !model || optind != argc)
+		return cli_usage_error("serve", "give --model FILE or --config "
+				       "FILE (one of them, and no other "
+				       "arguments)");
+	if (model) {
+		/* a cluster of its own: coordinator and workers started here */
+		if (local_start(model, (int)workers, (int)threads,
+				listen_at ? listen_at : "127.0.0.1:8080",
+				&local)) {
+			fprintf(stderr, "quorum serve: %s\n", qerr_detail());
+			return 1;
+		}
+		config = local_config(local);
+	}
 	memset(&gw, 0, sizeof(gw));
 	if (cfg_load(config, &gw.c)) {
 		fprintf(stderr, "quorum serve: %s\n", qerr_detail());
+		local_stop(&local);
 		return 1;
 	}
 	if (listen_at) {
 		if (strlen(listen_at) > CFG_LISTEN_MAX) {
 			cfg_free(&gw.c);
+			local_stop(&local);
 			return cli_usage_error("serve", "--listen too long");
 		}
 		strcpy(gw.c->http.listen, listen_at);
@@ -403,6 +449,7 @@ int cmd_serve(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	if (pending_start() || conns_start(gw.c->http.header_timeout_ms,
@@ -457,16 +504,28 @@ int cmd_serve(int argc, char **argv)
 	act.sa_handler = on_signal;
 	sigaction(SIGINT, &act, NULL);
 	sigaction(SIGTERM, &act, NULL);
+	sigaction(SIGCHLD, &act, NULL);
 	{
 		sigset_t wait = old;
 
 		sigdelset(&wait, SIGINT);
 		sigdelset(&wait, SIGTERM);
-		while (!stop_flag)
+		sigdelset(&wait, SIGCHLD);
+		while (!stop_flag) {
+			if (local && !local_alive(local))
+				break;
 			sigsuspend(&wait);
+		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	rc = 0;
+	if (local && !stop_flag) {
+		/* its own cluster ended under it: no request can be served */
+		fprintf(stderr, "quorum serve: the coordinator (%s) ended: "
+			"%s\n", local_config(local), local_status(local));
+		rc = 1;
+	} else {
+		rc = 0;
+	}
 out:
 	if (d) {
 		/* waiting handlers give up now (503), every parked one is
@@ -482,5 +541,6 @@ out:
 	auth_free();
 	metrics_fini();
 	cfg_free(&gw.c);
+	local_stop(&local);
 	return rc;
 }
