@@ -2,14 +2,16 @@
  * fuzz_gbnf — libFuzzer target: grammars and schemas from arbitrary bytes.
  *
  * Input: the bytes before the first NUL are a GBNF grammar (or, when the
- * input starts with '{', a JSON schema made one); the bytes after it are
+ * input starts with '{', a JSON schema made one; with '/', a regular
+ * expression, the rest of those bytes, made one); the bytes after it are
  * a text stepped through the grammar's matcher, one byte at a time, each
  * state's allowed-token mask taken over the GPT-2 vocabulary
  * ($QUORUM_ROOT/data/tokenizer-vectors/, loaded once).
  *
  * Properties beyond "no crash, no leak, no UB, bounded time": a refused
- * grammar or schema leaves a message naming it ("grammar:L:C: ..." or
- * "schema...: ..."); stepping a text byte by byte and all at once reach
+ * grammar, schema or pattern leaves a message naming it ("grammar:L:C:
+ * ...", "schema...: ...", "pattern: ..."); the grammar made of an
+ * accepted schema or pattern always parses; stepping a text byte by byte and all at once reach
  * the same state; a state is accepting only when it is not dead.
  */
 #include <jansson.h>
@@ -20,6 +22,7 @@
 
 #include "format/gguf.h"
 #include "qerr.h"
+#include "text/constrain.h"
 #include "text/gbnf.h"
 #include "text/jschema.h"
 #include "text/tok.h"
@@ -71,9 +74,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_decref(js);
 		gtext = owned;
 		glen = strlen(owned);
+	} else if (glen && data[0] == '/') {
+		char *re = strndup((const char *)data + 1, glen - 1);
+
+		if (!re)
+			return 0;
+		if (constrain_regex(re, &owned)) {
+			if (strncmp(qerr_detail(), "pattern: ", 9) &&
+			    strcmp(qerr_detail(), "out of memory"))
+				abort();
+			free(re);
+			return 0;
+		}
+		free(re);
+		gtext = owned;
+		glen = strlen(owned);
 	}
 	if (gbnf_parse(gtext, glen, &g)) {
-		if (strncmp(qerr_detail(), "grammar", 7))
+		/* a grammar made here must parse */
+		if (owned || strncmp(qerr_detail(), "grammar", 7))
 			abort();
 		free(owned);
 		return 0;

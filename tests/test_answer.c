@@ -174,6 +174,15 @@ static const group groups[] = {
 		       NULL}},
 	{"auto", "yes", {"\\boxed{yes}", "The answer is yes.", NULL}},
 	{"auto", "hello world", {"\\boxed{hello world}", NULL}},
+	/* a whole text of one short line (a choice constraint's) */
+	{"auto", "yes", {"yes", "Yes.", " YES \n", NULL}},
+	{"auto", "B", {"B", "(B)", NULL}},
+	{"auto", "paris", {"Paris", "paris!", NULL}},
+	{"auto", "12", {"12 apples", NULL}},
+	/* ... but a longer text or several lines without a number has none */
+	{"auto", NULL, {"Paris\nis the capital", "I think the capital of "
+			"France is the city of Paris, on the Seine river "
+			"(it is)", NULL}},
 };
 
 static void check_group(const group *g)

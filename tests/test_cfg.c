@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "conf/cfg.h"
+#include "text/jschema.h"
 #include "text/prompt.h"
 #include "qerr.h"
 
@@ -993,6 +994,86 @@ static void test_load_errors(void **state)
 	rmdir(dir);
 }
 
+/* sampling.grammar_file / json_schema_file: read at load, made the
+ * grammar every request without a constraint follows; each error names
+ * the key, its place and the file. */
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+static int load_with(const char *dir, const char *sampling, cfg **c)
+{
+	char y[512];
+
+	snprintf(y, sizeof(y), "%s/c.yaml", dir);
+	{
+		char body[400];
+
+		snprintf(body, sizeof(body), BASE "sampling:\n%s", sampling);
+		put(dir, "c.yaml", body);
+	}
+	return cfg_load(y, c);
+}
+
+static void test_grammar_files(void **state)
+{
+	static const char *const files[] = {"g.gbnf", "s.json", "bad.gbnf",
+					    "bad.json", "c.yaml"};
+	char dir[256], path[300], *want = NULL;
+	json_t *js = json_loads("{\"type\":\"integer\"}", 0, NULL);
+	cfg *c = NULL;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/test_cfg_g.%d", (int)getpid());
+	assert_int_equal(mkdir(dir, 0700), 0);
+	put(dir, "g.gbnf", "root ::= [0-9]+\n");
+	put(dir, "s.json", "{\"type\":\"integer\"}");
+	put(dir, "bad.gbnf", "root ::= digits\n");
+	put(dir, "bad.json", "{\"type\":");
+	assert_int_equal(load_with(dir, "  grammar_file: g.gbnf\n", &c), 0);
+	assert_string_equal(c->sampling.p.grammar, "root ::= [0-9]+\n");
+	assert_true(c->sampling.p.grammar == c->sampling.grammar);
+	cfg_free(&c);
+	assert_int_equal(jschema_to_gbnf(js, &want), 0);
+	assert_int_equal(load_with(dir, "  json_schema_file: s.json\n", &c), 0);
+	assert_string_equal(c->sampling.p.grammar, want);
+	cfg_free(&c);
+	free(want);
+	json_decref(js);
+	/* the errors */
+	assert_int_not_equal(load_with(dir, "  grammar_file: g.gbnf\n"
+				       "  json_schema_file: s.json\n", &c), 0);
+	assert_null(c);
+	assert_non_null(strstr(qerr_detail(), "c.yaml:5:21: sampling: give "
+			       "grammar_file or json_schema_file, not both"));
+	assert_int_not_equal(load_with(dir, "  grammar_file: none.gbnf\n", &c),
+			     0);
+	assert_non_null(strstr(qerr_detail(), "c.yaml:4:17: sampling."
+			       "grammar_file: "));
+	assert_non_null(strstr(qerr_detail(), "none.gbnf: No such file or "
+			       "directory"));
+	assert_int_not_equal(load_with(dir, "  grammar_file: bad.gbnf\n", &c),
+			     0);
+	assert_non_null(strstr(qerr_detail(), "sampling.grammar_file: "));
+	assert_non_null(strstr(qerr_detail(), "digits"));
+	assert_int_not_equal(load_with(dir, "  json_schema_file: bad.json\n",
+				       &c), 0);
+	assert_non_null(strstr(qerr_detail(), "sampling.json_schema_file: "));
+	assert_non_null(strstr(qerr_detail(), "bad.json:1:"));
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 /* ---- mutations ------------------------------------------------------------ */
 
 static uint64_t rng_next(uint64_t *s)
@@ -1107,6 +1188,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_too_large),
 		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_grammar_files),
 		cmocka_unit_test(test_mutations),
 	};
 

@@ -1,6 +1,8 @@
 /*
  * test_grammar — constrained sampling: GBNF grammars (text/gbnf) and
- * JSON schemas (text/jschema) as tables of named cases — every refused
+ * JSON schemas (text/jschema), regular expressions (text/rxgbnf, raw and
+ * inside a schema's JSON string) and choices (text/constrain) as tables
+ * of named cases — every refused
  * grammar or schema with its message naming the place, texts the grammar
  * takes whole, takes as a prefix, or refuses — the allowed-token masks
  * against a brute-force check over the vocabulary, and sampling under a
@@ -27,6 +29,7 @@
 #include "sc/params.h"
 #include "sc/run.h"
 #include "testutil.h"
+#include "text/constrain.h"
 #include "text/gbnf.h"
 #include "text/jschema.h"
 #include "text/prompt.h"
@@ -317,6 +320,163 @@ static void schema_errors(void **state)
 
 /* ---- sampling under a grammar on the shipped model --------------------- */
 
+/* Regular expressions, whole (a regex constraint), and the same inside a
+ * schema's string (JSON: escapes written as JSON writes them; ends
+ * without anchors open). */
+static const struct {
+	const char *re, *text;
+	int want;
+} rtexts[] = {
+	{"[0-9]+ (apples|pears)", "12 apples", WHOLE},
+	{"[0-9]+ (apples|pears)", "12 plums", NO},
+	{"[0-9]+ (apples|pears)", "12 app", PREFIX},
+	{"^\\d{3}-\\d{4}$", "555-1234", WHOLE},
+	{"^\\d{3}-\\d{4}$", "555-12345", NO},
+	{"a.c", "a\"c", WHOLE}, {"a.c", "a\nc", NO},
+	{"\\w+@\\w+\\.com", "bo@x.com", WHOLE},
+	{"\\w+@\\w+\\.com", "bo@x,com", NO},
+	{"[^a-c]+", "xyz", WHOLE}, {"[^a-c]+", "xbz", NO},
+	{"(?:ab){2,}", "abababab", WHOLE}, {"(?:ab){2,}", "ab", PREFIX},
+	{"x*?y", "xxy", WHOLE},
+	{"\\x41\\u00e9\\.", "A\xc3\xa9.", WHOLE},
+	{"[\\u00e0-\\u00ff]", "\xc3\xa9", WHOLE},
+	{"\\S+\\s\\S+", "a\tb", WHOLE}, {"\\S+\\s\\S+", "a  b", NO},
+	{"\\D", "7", NO}, {"\\W", "_", NO}, {"\\W", "-", WHOLE},
+};
+
+static const struct {
+	const char *re, *json; /* the value as JSON writes it, quoted */
+	int want;
+} rjson[] = {
+	{"^a.c$", "\"a\\\"c\"", WHOLE},    /* a quote is \" */
+	{"^a.c$", "\"a\"c\"", NO},         /* never bare */
+	{"^a.c$", "\"a\\nc\"", NO},        /* . is no line break */
+	{"^a\\sc$", "\"a\\nc\"", WHOLE},   /* \s may be one */
+	{"^a\\sc$", "\"a c\"", WHOLE},
+	{"^[^x]$", "\"\\\\\"", WHOLE},     /* a backslash is \\ */
+	{"^[^x]$", "\"\\u001f\"", WHOLE},  /* a control as \u00XX */
+	{"^[^x]$", "\"\\u001F\"", WHOLE},
+	{"^[^x]$", "\"x\"", NO},
+	{"^q\"$", "\"q\\\"\"", WHOLE},
+	{"^\\n$", "\"\\n\"", WHOLE},
+	{"^\\n$", "\"\\u000a\"", WHOLE},
+	{"b", "\"abc\"", WHOLE},           /* unanchored: anywhere */
+	{"^b", "\"abc\"", NO},
+	{"^a", "\"abc\"", WHOLE},
+	{"c$", "\"abc\"", WHOLE},
+	{"^[a\"]+$", "\"a\\\"a\"", WHOLE},
+};
+
+static void regexes(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(rtexts) / sizeof(*rtexts); i++) {
+		char *g = NULL;
+		int v;
+
+		if (constrain_regex(rtexts[i].re, &g))
+			fail_msg("regex %s: %s", rtexts[i].re, qerr_detail());
+		v = verdict(g, rtexts[i].text);
+		if (v != rtexts[i].want)
+			fail_msg("regex %s, \"%s\": %d, want %d\n%s",
+				 rtexts[i].re, rtexts[i].text, v,
+				 rtexts[i].want, g);
+		free(g);
+	}
+	for (size_t i = 0; i < sizeof(rjson) / sizeof(*rjson); i++) {
+		json_t *s = json_pack("{s:s, s:s}", "type", "string",
+				      "pattern", rjson[i].re);
+		char *g = NULL;
+		int v;
+
+		assert_non_null(s);
+		if (jschema_to_gbnf(s, &g))
+			fail_msg("pattern %s: %s", rjson[i].re, qerr_detail());
+		v = verdict(g, rjson[i].json);
+		if (v != rjson[i].want)
+			fail_msg("pattern %s, %s: %d, want %d\n%s", rjson[i].re,
+				 rjson[i].json, v, rjson[i].want, g);
+		/* and what it takes is JSON whose string matches */
+		if (v == WHOLE) {
+			json_t *d = json_loads(rjson[i].json, JSON_DECODE_ANY,
+					       NULL);
+
+			if (!json_is_string(d))
+				fail_msg("pattern %s: %s is not a JSON string",
+					 rjson[i].re, rjson[i].json);
+			json_decref(d);
+		}
+		free(g);
+		json_decref(s);
+	}
+}
+
+static void rx_errors(void **state)
+{
+	static const struct {
+		const char *re, *msg;
+	} rows[] = {
+		{"a$b", "pattern: the anchor '$' inside the pattern (only ^ at "
+			"its start and $ at its end) (at offset 1)"},
+		{"(a", "pattern: unclosed '(' (at offset 2)"},
+		{"a)", "pattern: unmatched ')' (at offset 1)"},
+		{"[a", "pattern: unclosed '[' (at offset 2)"},
+		{"[z-a]", "pattern: a range from U+007A down to U+0061 (at "
+			  "offset 4)"},
+		{"(a)\\1", "pattern: back-reference '\\1' (no grammar can "
+			   "write one) (at offset 4)"},
+		{"a(?=b)", "pattern: '(?=': look-around and named groups (at "
+			   "offset 2)"},
+		{"a{1,999}", "pattern: {1,999}: n must be 1..256 (at offset "
+			     "7)"},
+		{"*a", "pattern: '*' without an element (at offset 0)"},
+		{"\\bx", "pattern: word boundary '\\b' (at offset 1)"},
+		{"[\\D]", "pattern: '\\D' inside [..] (at offset 1)"},
+		{"\xff", "pattern: invalid UTF-8 (at offset 0)"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		char *g = NULL;
+
+		if (!constrain_regex(rows[i].re, &g))
+			fail_msg("regex %s: taken, want \"%s\"", rows[i].re,
+				 rows[i].msg);
+		assert_null(g);
+		if (strcmp(qerr_detail(), rows[i].msg))
+			fail_msg("regex %s: \"%s\", want \"%s\"", rows[i].re,
+				 qerr_detail(), rows[i].msg);
+	}
+}
+
+static void choices(void **state)
+{
+	const char *opts[] = {"yes", "no", "say \"maybe\"\\"};
+	json_t *bad_arr = json_pack("[s, i]", "a", 2), *empty = json_array();
+	char *g = NULL;
+
+	(void)state;
+	assert_int_equal(constrain_choice(opts, 3, &g), 0);
+	assert_int_equal(verdict(g, "yes"), WHOLE);
+	assert_int_equal(verdict(g, "no"), WHOLE);
+	assert_int_equal(verdict(g, "say \"maybe\"\\"), WHOLE);
+	assert_int_equal(verdict(g, "n"), PREFIX);
+	assert_int_equal(verdict(g, "yesno"), NO);
+	free(g);
+	assert_int_not_equal(constrain_gbnf(CONSTRAIN_CHOICE, bad_arr, &g), 0);
+	assert_string_equal(qerr_detail(), "choice[1]: a string without NUL "
+			    "bytes expected");
+	assert_int_not_equal(constrain_gbnf(CONSTRAIN_CHOICE, empty, &g), 0);
+	assert_string_equal(qerr_detail(), "choice: 1..256 strings expected "
+			    "(got 0)");
+	opts[1] = "";
+	assert_int_not_equal(constrain_choice(opts, 2, &g), 0);
+	assert_string_equal(qerr_detail(), "choice[1]: 1..1024 bytes expected "
+			    "(got 0)");
+	json_decref(bad_arr);
+	json_decref(empty);
+}
+
 static const char ANSWER_G[] =
 	"root ::= \"The answer is \" [1-9] [0-9]{0,2} \".\"\n";
 
@@ -408,6 +568,9 @@ int main(void)
 		cmocka_unit_test(masks),
 		cmocka_unit_test(schemas),
 		cmocka_unit_test(schema_errors),
+		cmocka_unit_test(regexes),
+		cmocka_unit_test(rx_errors),
+		cmocka_unit_test(choices),
 		cmocka_unit_test(sampling),
 	};
 

@@ -33,6 +33,8 @@
 #include "net/spwire.h"
 #include "sc/params.h"
 #include "testutil.h"
+#include "text/constrain.h"
+#include "text/jschema.h"
 #include "text/prompt.h"
 #include "text/tok.h"
 #include "tools/gateway/openai.h"
@@ -780,6 +782,132 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* The constraints (text/constrain.h) through both doors: the CLI's flags
+ * and the HTTP fields make the same grammar text as the one home does,
+ * one constraint per request, errors naming the field. */
+static void constraints(void **state)
+{
+	static const char *const yn[] = {"yes", "no"};
+	char *want = NULL, got[512];
+	const char *param;
+	sampflags f;
+	openai_req r;
+	int rc;
+
+	(void)state;
+	/* the CLI: --regex, --choice (repeated) */
+	assert_int_equal(constrain_regex("[0-9]+ apples", &want), 0);
+	sampflags_init(&f, "run", SF_RUN);
+	assert_int_equal(sampflags_opt(&f, SF_REGEX, "[0-9]+ apples"), 0);
+	assert_true(f.given & SC_BIT(SC_S_GRAMMAR));
+	assert_string_equal(f.p.grammar, want);
+	free(want);
+	assert_int_equal(constrain_choice(yn, 2, &want), 0);
+	sampflags_init(&f, "run", SF_RUN);
+	assert_int_equal(sampflags_opt(&f, SF_CHOICE, "yes"), 0);
+	assert_int_equal(sampflags_opt(&f, SF_CHOICE, "no"), 0);
+	assert_string_equal(f.p.grammar, want);
+	/* the gateway: vLLM's guided_choice, the same text */
+	{
+		static const char body[] = "{\"prompt\":\"q\",\"guided_choice\":"
+					   "[\"yes\",\"no\"]}";
+
+		assert_int_equal(openai_parse(0, body, strlen(body), 16, &r, got,
+					     sizeof(got), &param), 0);
+		assert_string_equal(r.p.grammar, want);
+		openai_req_free(&r);
+	}
+	free(want);
+	/* regex and guided_regex; response_format text is no constraint */
+	assert_int_equal(constrain_regex("a|b", &want), 0);
+	assert_int_equal(gw("regex", "\"a|b\"", 16, got, sizeof(got), &param),
+			 0);
+	{
+		static const char body[] = "{\"prompt\":\"q\",\"guided_regex\":"
+					   "\"a|b\",\"response_format\":{\"type\""
+					   ":\"text\"}}";
+
+		assert_int_equal(openai_parse(0, body, strlen(body), 16, &r, got,
+					     sizeof(got), &param), 0);
+		assert_string_equal(r.p.grammar, want);
+		openai_req_free(&r);
+	}
+	free(want);
+	/* llama.cpp's json_schema and vLLM's guided_json (also as text) */
+	{
+		json_t *js = json_loads("{\"type\":\"integer\"}", 0, NULL);
+		static const char *const bodies[] = {
+			"{\"prompt\":\"q\",\"json_schema\":{\"type\":\"integer\"}}",
+			"{\"prompt\":\"q\",\"guided_json\":\"{\\\"type\\\":"
+			"\\\"integer\\\"}\"}",
+			"{\"prompt\":\"q\",\"response_format\":{\"type\":"
+			"\"json_schema\",\"json_schema\":{\"name\":\"n\","
+			"\"schema\":{\"type\":\"integer\"}}}}",
+		};
+
+		assert_int_equal(jschema_to_gbnf(js, &want), 0);
+		for (size_t i = 0; i < 3; i++) {
+			assert_int_equal(openai_parse(0, bodies[i],
+						     strlen(bodies[i]), 16, &r,
+						     got, sizeof(got), &param),
+					 0);
+			assert_string_equal(r.p.grammar, want);
+			openai_req_free(&r);
+		}
+		free(want);
+		json_decref(js);
+	}
+	/* refusals, each naming its field */
+	assert_int_equal(gw("regex", "\"(a\"", 16, got, sizeof(got), &param),
+			 -1);
+	assert_string_equal(param, "regex");
+	assert_string_equal(got, "regex: pattern: unclosed '(' (at offset 2)");
+	assert_int_equal(gw("guided_choice", "[]", 16, got, sizeof(got),
+			    &param), -1);
+	assert_string_equal(param, "guided_choice");
+	assert_string_equal(got, "guided_choice: choice: 1..256 strings "
+			    "expected (got 0)");
+	assert_int_equal(gw("json_schema", "{\"type\":\"wood\"}", 16, got,
+			    sizeof(got), &param), -1);
+	assert_string_equal(param, "json_schema");
+	assert_string_equal(got, "json_schema: schema.type: \"wood\": not a "
+			    "JSON schema type");
+	{
+		static const char body[] = "{\"prompt\":\"q\",\"grammar\":"
+					   "\"root ::= \\\"a\\\"\",\"regex\":"
+					   "\"a\"}";
+
+		rc = openai_parse(0, body, strlen(body), 16, &r, got,
+				  sizeof(got), &param);
+		assert_int_equal(rc, -1);
+		assert_string_equal(param, "regex");
+		assert_string_equal(got, "give one of 'grammar' and 'regex' "
+				    "(one constraint)");
+	}
+	/* the CLI: one kind per command line */
+	sampflags_init(&f, "run", SF_RUN);
+	assert_int_equal(sampflags_opt(&f, SF_REGEX, "a"), 0);
+	{
+		FILE *tmp = tmpfile();
+		int saved = dup(2);
+		size_t n;
+
+		fflush(stderr);
+		dup2(fileno(tmp), 2);
+		rc = sampflags_opt(&f, SF_CHOICE, "b");
+		fflush(stderr);
+		dup2(saved, 2);
+		close(saved);
+		rewind(tmp);
+		n = fread(got, 1, sizeof(got) - 1, tmp);
+		got[n] = '\0';
+		fclose(tmp);
+		assert_int_equal(rc, 2);
+		assert_non_null(strstr(got, "quorum run: --regex and --choice: "
+				       "give one constraint"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -788,6 +916,7 @@ int main(void)
 		cmocka_unit_test(wrong_type),
 		cmocka_unit_test(defaults),
 		cmocka_unit_test(wire),
+		cmocka_unit_test(constraints),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -11,30 +11,36 @@
 
 #include "cli.h"
 #include "qerr.h"
-#include "text/jschema.h"
+#include "text/constrain.h"
 
-/* --grammar / --json-schema: the text the settings borrow, kept for the
- * process's life */
-static char *grammar_text;
+/* The constraint (--grammar, --json-schema, --regex, --choice) of the
+ * command line being parsed (one at a time: the CLI's): its grammar
+ * text, which the settings borrow, kept until the next one; the flag
+ * that gave it (one kind per command line); --choice's strings so far
+ * (argv's) */
+static struct {
+	char *text;
+	const char *flag;
+	const char *choices[CONSTRAIN_CHOICES_MAX];
+	size_t n_choices;
+} con;
 
-static void grammar_free(void)
+static void con_free(void)
 {
-	free(grammar_text);
-	grammar_text = NULL;
+	free(con.text);
+	con.text = NULL;
 }
 
-/* The grammar from FILE (a GBNF file, or with schema a JSON schema made
- * one) into f->p. 0, or 2 after the usage error. */
-static int grammar_from(sampflags *f, const char *path, int schema)
+/* FILE's text (up to 2 MiB) into *out; 0, or 2 after the usage error. */
+static int read_text(sampflags *f, const char *flag, const char *path,
+		     char **out, size_t *len)
 {
 	FILE *fp = fopen(path, "rb");
-	char *text = NULL, *g = NULL;
+	char *text = NULL;
 	size_t n = 0, cap = 0, r;
-	int rc;
 
 	if (!fp)
-		return cli_usage_error(f->cmd, "--%s %s: %m", schema
-				       ? "json-schema" : "grammar", path);
+		return cli_usage_error(f->cmd, "--%s %s: %m", flag, path);
 	do {
 		char *nt;
 
@@ -52,31 +58,67 @@ static int grammar_from(sampflags *f, const char *path, int schema)
 	} while (r == 4096 && n < (2u << 20));
 	fclose(fp);
 	text[n] = '\0';
-	if (schema) {
-		json_error_t je;
-		json_t *js = json_loadb(text, n, 0, &je);
+	*out = text;
+	*len = n;
+	return 0;
+}
 
-		free(text);
-		if (!js)
-			return cli_usage_error(f->cmd, "--json-schema %s:%d: %s",
-					       path, je.line, je.text);
-		rc = jschema_to_gbnf(js, &g);
-		json_decref(js);
-		if (rc)
-			return cli_usage_error(f->cmd, "--json-schema %s: %s",
-					       path, qerr_detail());
-		text = g;
+/* A constraint flag (code SF_CODE(SC_S_GRAMMAR), SF_JSON_SCHEMA,
+ * SF_REGEX, SF_CHOICE) with its argument, made the grammar setting of
+ * f->p (text/constrain.h). 0, or 2 after the usage error. */
+static int constraint(sampflags *f, int code, const char *arg)
+{
+	const char *flag = code == SF_JSON_SCHEMA ? "json-schema"
+			   : code == SF_REGEX ? "regex"
+			   : code == SF_CHOICE ? "choice" : "grammar";
+	char *text = NULL, *g = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	if (con.flag && strcmp(con.flag, flag))
+		return cli_usage_error(f->cmd, "--%s and --%s: give one "
+				       "constraint", con.flag, flag);
+	if (code == SF_REGEX) {
+		rc = constrain_regex(arg, &g);
+	} else if (code == SF_CHOICE) {
+		if (con.n_choices == CONSTRAIN_CHOICES_MAX)
+			return cli_usage_error(f->cmd, "--choice: over %d "
+					       "strings",
+					       CONSTRAIN_CHOICES_MAX);
+		con.choices[con.n_choices++] = arg;
+		rc = constrain_choice(con.choices, con.n_choices, &g);
+	} else {
+		if (read_text(f, flag, arg, &text, &len))
+			return 2;
+		if (code == SF_JSON_SCHEMA) {
+			json_error_t je;
+			json_t *js = json_loadb(text, len, 0, &je);
+
+			free(text);
+			if (!js)
+				return cli_usage_error(f->cmd, "--json-schema "
+						       "%s:%d: %s", arg,
+						       je.line, je.text);
+			rc = constrain_gbnf(CONSTRAIN_JSON_SCHEMA, js, &g);
+			json_decref(js);
+		} else {
+			g = text;
+		}
 	}
-	if (sc_params_parse(SC_S_GRAMMAR, text, &f->p)) {
-		free(text);
-		return cli_usage_error(f->cmd, "--%s %s: %s", schema
-				       ? "json-schema" : "grammar", path,
+	if (rc)
+		return cli_usage_error(f->cmd, "--%s %s: %s", flag, arg,
+				       qerr_detail());
+	if (sc_params_parse(SC_S_GRAMMAR, g, &f->p)) {
+		free(g);
+		return cli_usage_error(f->cmd, "--%s %s: %s", flag, arg,
 				       qerr_detail());
 	}
-	if (!grammar_text)
-		atexit(grammar_free);
-	free(grammar_text);
-	grammar_text = text;
+	if (!con.text)
+		atexit(con_free);
+	free(con.text);
+	con.text = g;
+	con.flag = flag;
+	f->given |= SC_BIT(SC_S_GRAMMAR);
 	return 0;
 }
 
@@ -115,8 +157,10 @@ static const struct {
 			      "falls below the P-th percentile (default 10) "
 			      "of theirs"},
 	[SC_S_GRAMMAR] = {"grammar", "FILE", "a GBNF grammar (llama.cpp's "
-			  "language) every sample follows; --json-schema "
-			  "FILE makes it from a JSON schema"},
+			  "language) every sample follows; or one made from "
+			  "--json-schema FILE (a JSON schema), --regex P "
+			  "(the whole text matches P) or --choice S (one of "
+			  "the strings given; repeat it)"},
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
@@ -139,6 +183,11 @@ static const int order[SC_S_COUNT_] = {
 
 void sampflags_init(sampflags *f, const char *cmd, unsigned take)
 {
+	/* a new command line: no constraint yet (the last one's grammar
+	 * stays until another is given: a finished parse may still borrow
+	 * it) */
+	con.flag = NULL;
+	con.n_choices = 0;
 	memset(f, 0, sizeof(*f));
 	f->cmd = cmd;
 	f->take = take;
@@ -157,9 +206,16 @@ size_t sampflags_options(const sampflags *f, struct option *opts, size_t k,
 						? required_argument
 						: no_argument, 0, SF_CODE(id)};
 	}
-	if ((f->take & SC_BIT(SC_S_GRAMMAR)) && k < cap)
-		opts[k++] = (struct option){"json-schema", required_argument,
-					    0, SF_JSON_SCHEMA};
+	if (f->take & SC_BIT(SC_S_GRAMMAR)) {
+		static const struct option more[] = {
+			{"json-schema", required_argument, 0, SF_JSON_SCHEMA},
+			{"regex", required_argument, 0, SF_REGEX},
+			{"choice", required_argument, 0, SF_CHOICE},
+		};
+
+		for (size_t i = 0; i < 3 && k < cap; i++)
+			opts[k++] = more[i];
+	}
 	return k;
 }
 
@@ -167,20 +223,11 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 {
 	int id = c == 'n' ? SC_S_N : c - SF_CODE(0);
 
-	if (c == SF_JSON_SCHEMA && (f->take & SC_BIT(SC_S_GRAMMAR))) {
-		if (grammar_from(f, arg, 1))
-			return 2;
-		f->given |= SC_BIT(SC_S_GRAMMAR);
-		return 0;
-	}
+	if ((c == SF_JSON_SCHEMA || c == SF_REGEX || c == SF_CHOICE ||
+	     c == SF_CODE(SC_S_GRAMMAR)) && (f->take & SC_BIT(SC_S_GRAMMAR)))
+		return constraint(f, c, arg) ? 2 : 0;
 	if (id < 0 || id >= SC_S_COUNT_ || !(f->take & SC_BIT(id)))
 		return -1;
-	if (id == SC_S_GRAMMAR) {
-		if (grammar_from(f, arg, 0))
-			return 2;
-		f->given |= SC_BIT(id);
-		return 0;
-	}
 	if (sc_params_parse(id, flags[id].arg ? arg : "true", &f->p))
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)

@@ -19,10 +19,13 @@
 
 #include "sc/params.h"
 
-/* getopt's value of a sampling flag (-n is 'n'); --json-schema, which
- * sets the grammar from a JSON schema, is SF_CODE(SC_S_COUNT_) */
+/* getopt's value of a sampling flag (-n is 'n'); --json-schema,
+ * --regex and --choice, which set the grammar from a JSON schema, a
+ * regular expression or a list of strings (text/constrain.h), follow */
 #define SF_CODE(id) (0x1000 + (id))
 #define SF_JSON_SCHEMA SF_CODE(SC_S_COUNT_)
+#define SF_REGEX SF_CODE(SC_S_COUNT_ + 1)
+#define SF_CHOICE SF_CODE(SC_S_COUNT_ + 2)
 
 /* the flags of each command */
 #define SF_RUN (SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) | \
@@ -54,6 +57,8 @@ typedef struct sampflags {
 	const char *stop_arg;  /* --stop as given; NULL: not given */
 } sampflags;
 
+/* A command line's parse begins (one at a time in a process: a
+ * constraint flag's grammar is kept here until the next constraint). */
 void sampflags_init(sampflags *f, const char *cmd, unsigned take);
 
 /* Appends the long options of f->take to opts[k..] (at most cap in all);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "text/constrain.h"
 #include "text/prompt.h"
 #include "qerr.h"
 #include "sc/params.h"
@@ -415,6 +416,10 @@ static const field fields[] = {
 	FS(max_new_tokens, max_new, SC_S_MAX_NEW_TOKENS),
 	FS(seed, seed, SC_S_SEED),
 	{"sampling", "stop", F_STR, OFF(sampling.stop_name), 0, 0, 0},
+	{"sampling", "grammar_file", F_PATH, OFF(sampling.grammar_file), 0, 0,
+	 0},
+	{"sampling", "json_schema_file", F_PATH, OFF(sampling.json_schema_file),
+	 0, 0, 0},
 	FS(stop_waves, stop_waves, SC_S_STOP_WAVES),
 	FS(answer, answer, SC_S_ANSWER),
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
@@ -1188,10 +1193,83 @@ static const node *at(const ctx *x, const char *sect, const char *key)
 	return fi >= 0 && x->set[fi] ? x->set[fi] : x->root;
 }
 
+/* sampling.grammar_file / json_schema_file: the file's text made the
+ * grammar every request without a constraint follows. */
+static int sampling_grammar(ctx *x)
+{
+	cfg_sampling *sp = &x->c->sampling;
+	const char *key = sp->json_schema_file ? "json_schema_file"
+					       : "grammar_file";
+	const char *path = sp->json_schema_file ? sp->json_schema_file
+						: sp->grammar_file;
+	const node *n = at(x, "sampling", key);
+	char *text = NULL, *g = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc;
+
+	if (!path)
+		return 0;
+	if (sp->json_schema_file && sp->grammar_file)
+		return nerr(x, n, QERR_FORMAT, "sampling: give grammar_file or "
+			    "json_schema_file, not both");
+	if (!(f = fopen(path, "rb")))
+		return nerr(x, n, QERR_IO, "sampling.%s: %s: %s", key, path,
+			    strerror(errno));
+	for (;;) {
+		char *t = realloc(text, len + 65536 + 1);
+		size_t r;
+
+		if (!t) {
+			free(text);
+			fclose(f);
+			return qerr_fail(QERR_NOMEM, "%s: out of memory",
+					 x->name);
+		}
+		text = t;
+		r = fread(text + len, 1, 65536, f);
+		len += r;
+		if (r < 65536 || len > (2u << 20))
+			break;
+	}
+	fclose(f);
+	text[len] = '\0';
+	if (len > (2u << 20)) {
+		free(text);
+		return nerr(x, n, QERR_RANGE, "sampling.%s: %s: over 2 MiB",
+			    key, path);
+	}
+	if (sp->json_schema_file) {
+		json_error_t je;
+		json_t *js = json_loadb(text, len, 0, &je);
+
+		free(text);
+		if (!js)
+			return nerr(x, n, QERR_FORMAT, "sampling.%s: %s:%d: %s",
+				    key, path, je.line, je.text);
+		rc = constrain_gbnf(CONSTRAIN_JSON_SCHEMA, js, &g);
+		json_decref(js);
+		if (rc)
+			return nerr(x, n, rc, "sampling.%s: %s: %s", key, path,
+				    qerr_detail());
+	} else {
+		g = text;
+	}
+	if (sc_params_parse(SC_S_GRAMMAR, g, &sp->p)) {
+		free(g);
+		return nerr(x, n, QERR_FORMAT, "sampling.%s: %s: %s", key,
+			    path, qerr_detail());
+	}
+	free(sp->grammar);
+	sp->grammar = g;
+	return 0;
+}
+
 static int cross_checks(ctx *x)
 {
 	const cfg *c = x->c;
 	const curve_security *s = &c->security;
+	int rc;
 
 	if (sc_params_n_limit(c->sampling.p.n, c->limits.max_n)) {
 		const node *n = at(x, "sampling", "n");
@@ -1205,6 +1283,8 @@ static int cross_checks(ctx *x)
 		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,
 			    "prompt.template: unknown template '%.64s' (known: "
 			    PROMPT_FAMILY_LIST ")", c->prompt.template_name);
+	if ((rc = sampling_grammar(x)))
+		return rc;
 	if (c->sampling.stop_name) {
 		sc_params tmp = SC_PARAMS_DEFAULTS;
 
@@ -1417,6 +1497,9 @@ void cfg_free(cfg **pc)
 	free(c->prompt.think_name);
 	free(c->prompt.effort_name);
 	free(c->sampling.stop_name);
+	free(c->sampling.grammar_file);
+	free(c->sampling.json_schema_file);
+	free(c->sampling.grammar);
 	free(c->http.api_keys_file);
 	free(c->http.client_key_file);
 	free(c->http.model_aliases);
@@ -1693,6 +1776,10 @@ void cfg_dump(const cfg *c, FILE *f)
 		c->sampling.p.max_new,
 		(unsigned long long)c->sampling.p.seed);
 	dump_str(f, c->sampling.stop_name);
+	fputs("\n  grammar_file: ", f);
+	dump_str(f, c->sampling.grammar_file);
+	fputs("\n  json_schema_file: ", f);
+	dump_str(f, c->sampling.json_schema_file);
 	fprintf(f, "\n  stop_waves: %d\n  answer: ", c->sampling.p.stop_waves);
 	{
 		char an[SC_VALUE_TEXT_MAX];

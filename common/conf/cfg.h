@@ -134,6 +134,11 @@ typedef struct cfg_sampling {
 	 * from these. */
 	sc_params p;
 	char *stop_name;     /* "stop:" as written; NULL = the default */
+	/* a constraint every request without one follows (text/constrain):
+	 * a GBNF file or a JSON schema file (resolved paths; one at most),
+	 * and the grammar text made of it, which p.grammar borrows */
+	char *grammar_file, *json_schema_file;
+	char *grammar;
 } cfg_sampling;
 
 typedef struct cfg_prompt {

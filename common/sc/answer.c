@@ -635,6 +635,23 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed &&
 		    strncmp(out, "f[", 2))
 			return true;
+		return vote_extract(t, n, out, cap);
+	}
+	/* a whole text of one short line ("yes", "B", "Paris": what a
+	 * choice constraint writes) is its own answer */
+	a = 0;
+	b = n;
+	trim(t, &a, &b);
+	if (b > a && b - a <= ANSWER_LINE_MAX && !memchr(t + a, '\n', b - a)) {
+		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
+			out[0] = (char)c;
+			out[1] = '\0';
+			return cap > 1;
+		}
+		if (b - a <= 6 && yesno_of(t, a, b, 0))
+			return key_yesno(t, n, out, cap);
+		return vote_extract(t, n, out, cap) ||
+		       norm_text(t, a, b, out, cap);
 	}
 	return vote_extract(t, n, out, cap);
 }

@@ -44,7 +44,10 @@
  *            ("1/2", "\frac{3}{4}"); a lone option letter (boxed or after
  *            "the answer is") is `choice`; yes/no likewise is `yesno`;
  *            anything else is `number`. A plain number therefore keys
- *            exactly as `number` does.
+ *            exactly as `number` does. A whole text of one line of up to
+ *            ANSWER_LINE_MAX bytes (as a choice constraint writes it:
+ *            "B", "yes", "Paris") is read the same way, and keyed as
+ *            `text` keys it when it holds no number.
  *
  * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
  * after </think>, a harmony transcript's final message): the content of
@@ -68,6 +71,7 @@ enum answer_kind {
 };
 
 #define ANSWER_PATTERN_MAX 256
+#define ANSWER_LINE_MAX 64 /* auto: a whole answer on one short line */
 #define ANSWER_LIST "auto, number, math, choice, yesno, text, select, " \
 	"regex:PATTERN, json:POINTER"
 

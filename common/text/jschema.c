@@ -1,7 +1,7 @@
 /*
  * jschema — JSON schemas to GBNF (see jschema.h): one rule per schema
  * node, the shared JSON rules, integer ranges digit by digit, and
- * patterns translated from their regular-expression subset. Callers:
+ * patterns through rxgbnf.c. Callers:
  * tools/ (--json-schema), the gateway (response_format), the tests.
  */
 #include "text/jschema.h"
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "qerr.h"
+#include "text/rxgbnf.h"
 #include "text/strbuf.h"
 
 /* The shared rules every schema grammar may use. */
@@ -303,125 +304,6 @@ static int int_range(ctx *c, const json_t *s, strbuf *b)
 	}
 	if (hi >= 0)
 		nonneg_range(b, lo > 0 ? lo : 0, hi);
-	strbuf_puts(b, ")");
-	return 0;
-}
-
-/* ---- string patterns ------------------------------------------------------ */
-
-/* A regular expression's subset into GBNF over the string's characters. */
-static int regex(ctx *c, strbuf *b, const char **p, int depth)
-{
-	int first_alt = 1;
-
-	if (depth > 32)
-		return fail(c, QERR_UNSUPPORTED, "pattern nested too deep");
-	strbuf_puts(b, "(");
-	for (;;) {
-		if (!first_alt)
-			strbuf_puts(b, " | ");
-		first_alt = 0;
-		strbuf_puts(b, "(\"\"");
-		while (**p && **p != '|' && **p != ')') {
-			const char *at = *p;
-			char ch = **p;
-
-			strbuf_puts(b, " ");
-			if (ch == '(') {
-				(*p)++;
-				if (!strncmp(*p, "?:", 2))
-					*p += 2;
-				if (regex(c, b, p, depth + 1))
-					return -1;
-				if (**p != ')')
-					return fail(c, QERR_FORMAT,
-						    "pattern: unclosed '('");
-				(*p)++;
-			} else if (ch == '[') {
-				const char *e = *p + 1;
-
-				if (*e == '^')
-					e++;
-				if (*e == ']')
-					e++;
-				while (*e && *e != ']') {
-					if (*e == '\\' && e[1])
-						e++;
-					e++;
-				}
-				if (*e != ']')
-					return fail(c, QERR_FORMAT,
-						    "pattern: unclosed '['");
-				for (const char *q = *p; q <= e; q++) {
-					if (*q == '\\' && q[1] == 'd') {
-						strbuf_puts(b, "0-9");
-						q++;
-					} else if (*q == '"') {
-						return fail(c, QERR_UNSUPPORTED,
-							    "pattern: '\"' in a "
-							    "class");
-					} else {
-						strbuf_add(b, q, 1);
-					}
-				}
-				*p = e + 1;
-			} else if (ch == '.') {
-				strbuf_puts(b, "[^\"\\\\\\x00-\\x1F]");
-				(*p)++;
-			} else if (ch == '\\') {
-				char e = (*p)[1];
-
-				*p += 2;
-				if (e == 'd')
-					strbuf_puts(b, "[0-9]");
-				else if (e == 'w')
-					strbuf_puts(b, "[a-zA-Z0-9_]");
-				else if (e == 's')
-					strbuf_puts(b, "[ \\t]");
-				else if (e && strchr(".^$*+?()[]{}|/-", e))
-					lit(b, &e, 1);
-				else
-					return fail(c, QERR_UNSUPPORTED,
-						    "pattern: escape '\\%c'", e);
-			} else if (ch == '^' && at == *p && depth == 0) {
-				(*p)++; /* an anchor: patterns are whole */
-				strbuf_puts(b, "\"\"");
-				continue;
-			} else if (ch == '$' && (*p)[1] == '\0') {
-				(*p)++;
-				strbuf_puts(b, "\"\"");
-				continue;
-			} else if (ch == '"' || ch == '\\' ||
-				   (unsigned char)ch < 0x20) {
-				return fail(c, QERR_UNSUPPORTED,
-					    "pattern: character %#x", ch);
-			} else if (strchr("*+?{", ch)) {
-				return fail(c, QERR_FORMAT,
-					    "pattern: a quantifier without an "
-					    "element");
-			} else {
-				lit(b, &ch, 1);
-				(*p)++;
-			}
-			/* a quantifier after the element */
-			if (**p == '*' || **p == '+' || **p == '?') {
-				strbuf_add(b, *p, 1);
-				(*p)++;
-			} else if (**p == '{') {
-				const char *e = strchr(*p, '}');
-
-				if (!e || e - *p > 12)
-					return fail(c, QERR_FORMAT,
-						    "pattern: bad '{'");
-				strbuf_add(b, *p, (size_t)(e - *p + 1));
-				*p = e + 1;
-			}
-		}
-		strbuf_puts(b, ")");
-		if (**p != '|')
-			break;
-		(*p)++;
-	}
 	strbuf_puts(b, ")");
 	return 0;
 }
@@ -781,22 +663,14 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			return -1;
 		if (pat) {
 			const char *p = json_string_value(pat);
+			int rc;
 
 			if (!p)
 				return fail(c, QERR_FORMAT, "pattern must be a "
 					    "string");
 			strbuf_puts(b, "\"\\\"\" ");
-			{
-				size_t at = push(c, ".pattern");
-				int rc = regex(c, b, &p, 0);
-
-				pop(c, at);
-				if (rc)
-					return -1;
-				if (*p)
-					return fail(c, QERR_FORMAT, "pattern: "
-						    "unexpected ')'");
-			}
+			if ((rc = rxgbnf(p, RX_JSON, b)))
+				return fail(c, rc, "%s", qerr_detail());
 			strbuf_puts(b, " \"\\\"\"");
 			return 0;
 		}

@@ -13,10 +13,9 @@
  *                (further "key": value pairs after the named ones)
  *   array        items, minItems, maxItems (up to 256), prefixItems
  *   string       enum, const, minLength, maxLength (up to 256), pattern
- *                (a regular expression of literal characters, classes
- *                [..], ., groups, alternation and the quantifiers * + ?
- *                {m,n}; anchors ^ $ at its ends), format date, time,
- *                date-time, uuid
+ *                (rxgbnf.h's subset of regular expressions; unanchored
+ *                ends match anything, as JSON Schema says), format
+ *                date, time, date-time, uuid
  *   integer      minimum, maximum, exclusiveMinimum, exclusiveMaximum
  *                (the range written digit by digit into the grammar)
  *   number       (minimum/maximum refused: a grammar of decimals cannot

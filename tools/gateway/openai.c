@@ -16,7 +16,7 @@
 #include "sc/params.h"
 #include "sc/reasoning.h"
 #include "sc/stop.h"
-#include "text/jschema.h"
+#include "text/constrain.h"
 #include "text/prompt.h"
 
 static int bad(char *msg, size_t cap, const char **param, const char *p,
@@ -257,8 +257,8 @@ static const struct {
 	{"early_stop", SC_S_STOP},             /* extension */
 	{"vote", SC_S_VOTE},                   /* extension */
 	{"answer_format", SC_S_ANSWER},        /* extension */
-	{"grammar", SC_S_GRAMMAR},             /* extension (llama.cpp's) */
 	{"stop", SC_S_STOP_STRINGS},
+	/* the grammar setting: constraints[] below */
 };
 
 static int json_setting(json_t *v, int id, sc_params *p)
@@ -344,46 +344,92 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 	return 0;
 }
 
-/* response_format (OpenAI's): text; json_object (any JSON object);
- * json_schema (json_schema.schema, as jschema.h supports it): the
- * request's grammar. -1 with the 400 of the field. */
-static int response_format(json_t *v, openai_req *r, char *msg, size_t cap,
-			   const char **param)
-{
-	json_t *t = json_object_get(v, "type"), *js, *schema;
-	const char *type = json_string_value(t);
-	char *g = NULL;
-	int rc;
+/* The fields that constrain the text (text/constrain.h), each made the
+ * request's grammar: response_format (OpenAI's; type text, json_object or
+ * json_schema), llama.cpp's server's grammar and json_schema, SGLang's
+ * regex, vLLM's guided_*. One of them at most. */
+static const struct {
+	const char *key;
+	constrain_kind kind;
+} constraints[] = {
+	{"response_format", CONSTRAIN_JSON_SCHEMA}, /* kind by its type */
+	{"grammar", CONSTRAIN_GRAMMAR},
+	{"json_schema", CONSTRAIN_JSON_SCHEMA},
+	{"regex", CONSTRAIN_REGEX},
+	{"guided_grammar", CONSTRAIN_GRAMMAR},
+	{"guided_json", CONSTRAIN_JSON_SCHEMA},
+	{"guided_regex", CONSTRAIN_REGEX},
+	{"guided_choice", CONSTRAIN_CHOICE},
+};
 
-	if (!json_is_object(v) || !type)
+/* response_format's constraint: 0 with *v and *kind set, 1 for type
+ * text (no constraint), -1 with the 400. */
+static int response_format(json_t **v, constrain_kind *kind, char *msg,
+			   size_t cap, const char **param)
+{
+	json_t *js;
+	const char *type = json_string_value(json_object_get(*v, "type"));
+
+	if (!json_is_object(*v) || !type)
 		return bad(msg, cap, param, "response_format", "'response_format' "
 			   "must be an object with a string 'type'");
 	if (!strcmp(type, "text"))
-		return 0;
-	if (r->given & SC_BIT(SC_S_GRAMMAR))
-		return bad(msg, cap, param, "response_format", "give "
-			   "'response_format' or 'grammar', not both");
+		return 1;
 	if (!strcmp(type, "json_object")) {
-		rc = jschema_any(&g);
-	} else if (!strcmp(type, "json_schema")) {
-		js = json_object_get(v, "json_schema");
-		schema = json_object_get(js, "schema");
-		if (!json_is_object(js) || !schema)
-			return bad(msg, cap, param, "response_format",
-				   "'response_format.json_schema' must be an "
-				   "object with a 'schema'");
-		rc = jschema_to_gbnf(schema, &g);
-	} else {
+		*kind = CONSTRAIN_JSON_OBJECT;
+		return 0;
+	}
+	if (strcmp(type, "json_schema"))
 		return bad(msg, cap, param, "response_format", "'response_format."
 			   "type' must be text, json_object or json_schema");
+	js = json_object_get(*v, "json_schema");
+	if (!json_is_object(js) || !json_object_get(js, "schema"))
+		return bad(msg, cap, param, "response_format",
+			   "'response_format.json_schema' must be an object "
+			   "with a 'schema'");
+	*v = json_object_get(js, "schema");
+	*kind = CONSTRAIN_JSON_SCHEMA;
+	return 0;
+}
+
+/* The one constraint o gives, as r's grammar (owned by r). -1 with the
+ * field's 400. */
+static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
+		      const char **param)
+{
+	const char *key = NULL;
+	constrain_kind kind = CONSTRAIN_GRAMMAR;
+	json_t *v = NULL;
+	char *g = NULL;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(constraints) / sizeof(*constraints);
+	     i++) {
+		json_t *x = json_object_get(o, constraints[i].key);
+		const char *type = json_string_value(json_object_get(x,
+								     "type"));
+
+		/* response_format text: no constraint */
+		if (!present(x) || (!i && type && !strcmp(type, "text")))
+			continue;
+		if (key)
+			return bad(msg, cap, param, constraints[i].key, "give "
+				   "one of '%s' and '%s' (one constraint)",
+				   key, constraints[i].key);
+		key = constraints[i].key;
+		kind = constraints[i].kind;
+		v = x;
 	}
-	if (rc)
-		return bad(msg, cap, param, "response_format", "%s: %s",
-			   "response_format.json_schema", qerr_detail());
+	if (!key)
+		return 0;
+	if (!strcmp(key, "response_format") &&
+	    (rc = response_format(&v, &kind, msg, cap, param)))
+		return rc < 0 ? -1 : 0;
+	if ((rc = constrain_gbnf(kind, v, &g)))
+		return bad(msg, cap, param, key, "%s: %s", key, qerr_detail());
 	if (sc_params_parse(SC_S_GRAMMAR, g, &r->p)) {
 		free(g);
-		return bad(msg, cap, param, "response_format", "%s",
-			   qerr_detail());
+		return bad(msg, cap, param, key, "%s: %s", key, qerr_detail());
 	}
 	r->grammar_own = g;
 	r->given |= SC_BIT(SC_S_GRAMMAR);
@@ -489,19 +535,8 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->include_usage = json_is_true(u);
 	}
-	if (json_settings(o, r, msg, cap, param))
-		goto out;
-	if (r->given & SC_BIT(SC_S_GRAMMAR)) {
-		/* the body goes, the grammar stays with the request */
-		if (!(r->grammar_own = strndup(r->p.grammar,
-					       r->p.grammar_len))) {
-			bad(msg, cap, param, "grammar", "out of memory");
-			goto out;
-		}
-		r->p.grammar = r->grammar_own;
-	}
-	if (present(v = json_object_get(o, "response_format")) &&
-	    response_format(v, r, msg, cap, param))
+	if (json_settings(o, r, msg, cap, param) ||
+	    constraint(o, r, msg, cap, param))
 		goto out;
 	/* the HTTP API's policy on top of sc/params: OpenAI's temperature
 	 * range (the CLI keeps sc/params' own), said as sc/params says a

@@ -1,0 +1,40 @@
+/*
+ * constrain — the ways a request may constrain what its samples write,
+ * each made one GBNF grammar (gbnf.h) that the sampler follows: a GBNF
+ * text as it is (llama.cpp's grammar), a JSON schema (jschema.h), any
+ * JSON object, a regular expression the whole text matches (rxgbnf.h),
+ * or one of a list of strings. The doors (tools/sampflags.c, the
+ * gateway's openai.c, conf/cfg.c) name them by their spellings and call
+ * here; what they get is the text of the `grammar` setting (sc/params).
+ */
+#ifndef QUORUM_CONSTRAIN_H
+#define QUORUM_CONSTRAIN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef enum {
+	CONSTRAIN_GRAMMAR,     /* a GBNF text */
+	CONSTRAIN_JSON_SCHEMA, /* a JSON schema: an object, or its text */
+	CONSTRAIN_JSON_OBJECT, /* any JSON object (the value is unused) */
+	CONSTRAIN_REGEX,       /* a regular expression, matched whole */
+	CONSTRAIN_CHOICE,      /* an array of 1..256 non-empty strings */
+} constrain_kind;
+
+#define CONSTRAIN_CHOICES_MAX 256
+#define CONSTRAIN_CHOICE_BYTES 1024
+
+/* The grammar text of constraint v of kind k into *out (malloc'ed,
+ * NUL-terminated; not yet checked as GBNF: the grammar setting's parser
+ * does that). 0, or QERR_FORMAT / QERR_UNSUPPORTED / QERR_RANGE with the
+ * reason as qerr detail ("pattern: unclosed '[' (at offset 3)",
+ * "schema.properties.a: ...", "choice[2]: an empty string");
+ * QERR_NOMEM. */
+int constrain_gbnf(constrain_kind k, const json_t *v, char **out);
+
+/* The grammar of a regular expression (CONSTRAIN_REGEX), or of one of n
+ * strings (CONSTRAIN_CHOICE), as constrain_gbnf. */
+int constrain_regex(const char *pattern, char **out);
+int constrain_choice(const char *const *opts, size_t n, char **out);
+
+#endif
