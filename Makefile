@@ -188,7 +188,8 @@ TEST_SLOW := $(B)/tests/test_run_stop $(B)/tests/test_fwd \
 	     $(B)/tests/test_security $(B)/tests/test_hygiene
 TEST_ALL := $(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
 		tests/cluster_e2e.sh tests/restart_e2e.sh tests/fair_e2e.sh tests/netns_e2e.sh \
-		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh tests/serve_local_e2e.sh
+		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh tests/serve_local_e2e.sh \
+		tests/gw_caps_e2e.sh
 TEST_RUN := $(filter-out $(TEST_EXCLUDE), \
 		$(foreach t,$(TEST_SLOW),$(filter $(t),$(TEST_ALL))) \
 		$(filter-out $(TEST_SLOW),$(TEST_ALL)))

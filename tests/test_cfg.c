@@ -755,7 +755,8 @@ static int v_http_default(const cfg *c)
 	       c->http.max_json_depth == 32 && c->http.samples == 0 &&
 	       !c->http.model_aliases && c->http.header_timeout_ms == 10000 &&
 	       c->http.body_timeout_ms == 30000 &&
-	       c->http.max_connections_per_ip == 32 && c->http.threads == 4 &&
+	       c->http.max_connections_per_ip == 128 &&
+	       c->http.max_connections == 512 && c->http.threads == 4 &&
 	       !c->http.admin_keys_file && !c->http.show_questions;
 }
 static int v_http_front(const cfg *c)

@@ -1453,13 +1453,13 @@ void cfg_defaults(cfg *c)
 	c->prefix_cache.entries = 16;
 	strcpy(c->http.listen, "127.0.0.1:8080");
 	c->http.max_body_bytes = (int64_t)1 << 20;
-	c->http.max_connections = 256;
+	c->http.max_connections = 512;
 	c->http.max_in_flight = 128;
 	c->http.max_json_values = 4096;
 	c->http.max_json_depth = 32;
 	c->http.header_timeout_ms = 10000;
 	c->http.body_timeout_ms = 30000;
-	c->http.max_connections_per_ip = 32;
+	c->http.max_connections_per_ip = 128;
 	c->http.threads = 4;
 }
 

@@ -218,7 +218,7 @@ typedef struct cfg_http {
 	char *client_key_file;
 	int64_t max_body_bytes;  /* 1 MiB; 1 KiB..256 MiB: larger bodies get
 				  * 413 before they are read in full */
-	int max_connections;     /* 256; 1..65536 HTTP connections at once */
+	int max_connections;     /* 512; 1..65536 HTTP connections at once */
 	int max_in_flight;       /* 128; 1..65536 completions at once; more
 				  * get 429 */
 	/* The JSON of a body, pre-scanned before it is parsed: more values
@@ -238,7 +238,7 @@ typedef struct cfg_http {
 	 * is closed (slow clients). ms, 100..3600000. */
 	int header_timeout_ms;   /* 10000 */
 	int body_timeout_ms;     /* 30000 */
-	int max_connections_per_ip; /* 32; 1..65536 */
+	int max_connections_per_ip; /* 128; 1..65536 */
 	int threads;             /* 4; 1..256: the daemon's thread pool */
 	/* Admin keys (a file as api_keys_file, which must be set too; each
 	 * also an API key) that see every request on the status page; NULL:

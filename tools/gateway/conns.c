@@ -4,8 +4,10 @@
  */
 #include "conns.h"
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -19,14 +21,51 @@ typedef struct conn_rec {
 	int phase;
 	int64_t since;           /* the phase's start (wire_now_ms) */
 	int closed;              /* shut down by the sweeper */
+	int over;                /* CONNS_OVER_*: refused in words */
+	int family;              /* the client's address (no port) */
+	unsigned char addr[16];
 } conn_rec;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static conn_rec *recs;
-static int stopping, started, hdr_ms, body_ms;
-static uint64_t dropped;
+static int stopping, started, hdr_ms, body_ms, cap_all, cap_ip;
+static int admitted;             /* connections open and not over */
+static uint64_t dropped, refused[3];
 static pthread_t th;
+
+/* The client's address of mc into c (family 0: unknown). */
+static void client_addr(struct MHD_Connection *mc, conn_rec *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+	if (sa && sa->sa_family == AF_INET) {
+		c->family = AF_INET;
+		memcpy(c->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		c->family = AF_INET6;
+		memcpy(c->addr, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+		       16);
+	}
+}
+
+/* Whether c, new, goes over a cap (under mu). */
+static int over_cap(const conn_rec *c)
+{
+	int same = 0;
+
+	if (admitted >= cap_all)
+		return CONNS_OVER_ALL;
+	if (!c->family)
+		return CONNS_OK;
+	for (const conn_rec *o = recs; o; o = o->next)
+		if (!o->over && o->family == c->family &&
+		    !memcmp(o->addr, c->addr, sizeof(o->addr)))
+			same++;
+	return same >= cap_ip ? CONNS_OVER_IP : CONNS_OK;
+}
 
 void conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context,
 		  enum MHD_ConnectionNotificationCode code)
@@ -42,7 +81,12 @@ void conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context,
 			return; /* no deadline for it: out of memory */
 		c->fd = ci->connect_fd;
 		c->since = wire_now_ms();
+		client_addr(mc, c);
 		pthread_mutex_lock(&mu);
+		if (cap_all && (c->over = over_cap(c)))
+			refused[c->over]++;
+		else
+			admitted++;
 		c->next = recs;
 		if (recs)
 			recs->prev = c;
@@ -54,6 +98,8 @@ void conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context,
 	if (!c)
 		return;
 	pthread_mutex_lock(&mu);
+	if (!c->over)
+		admitted--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -77,6 +123,16 @@ static void set_phase(struct MHD_Connection *mc, int phase)
 	c->phase = phase;
 	c->since = wire_now_ms();
 	pthread_mutex_unlock(&mu);
+}
+
+int conns_over(struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const conn_rec *c = ci ? ci->socket_context : NULL;
+
+	/* set once at the start, before any request: no lock needed */
+	return c ? c->over : CONNS_OK;
 }
 
 void conns_headers_in(struct MHD_Connection *mc)
@@ -124,10 +180,13 @@ static void *run(void *arg)
 	return NULL;
 }
 
-int conns_start(int header_timeout_ms, int body_timeout_ms)
+int conns_start(int header_timeout_ms, int body_timeout_ms,
+		int max_connections, int max_per_ip)
 {
 	hdr_ms = header_timeout_ms;
 	body_ms = body_timeout_ms;
+	cap_all = max_connections;
+	cap_ip = max_per_ip;
 	stopping = 0;
 	if (pthread_create(&th, NULL, run, NULL))
 		return -1;
@@ -153,6 +212,28 @@ uint64_t conns_dropped(void)
 
 	pthread_mutex_lock(&mu);
 	n = dropped;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+uint64_t conns_refused(int why)
+{
+	uint64_t n;
+
+	if (why != CONNS_OVER_IP && why != CONNS_OVER_ALL)
+		return 0;
+	pthread_mutex_lock(&mu);
+	n = refused[why];
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int conns_admitted(void)
+{
+	int n;
+
+	pthread_mutex_lock(&mu);
+	n = admitted;
 	pthread_mutex_unlock(&mu);
 	return n;
 }

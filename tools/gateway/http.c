@@ -71,6 +71,8 @@ void http_common_headers(struct MHD_Response *r, const gwconn *cn)
 {
 	if (cn->rid[0])
 		MHD_add_response_header(r, "x-request-id", cn->rid);
+	if (cn->close)
+		MHD_add_response_header(r, "Connection", "close");
 	if (cn->code == 429 || cn->code == 503) {
 		char secs[16];
 

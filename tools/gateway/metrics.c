@@ -16,6 +16,7 @@
 
 #include "tools/client.h"
 #include "cluster.h"
+#include "conns.h"
 #include "auth.h"
 #include "http.h"
 #include "net/wire.h"
@@ -273,6 +274,21 @@ enum MHD_Result metrics_serve(struct MHD_Connection *mc, gwconn *cn)
 					  "endpoint=\"%s\",code=\"%d\"} %llu\n",
 					  http_ep_name[e], c,
 					  (unsigned long long)g.by_code[e][c]);
+	metric_head(&b, "quorum_http_connections_refused_total", "counter",
+		    "Connections over a cap, answered in words (429 per "
+		    "address, 503 in all) and closed.");
+	sb_printf(&b, "quorum_http_connections_refused_total{cap="
+		  "\"max_connections_per_ip\"} %llu\n"
+		  "quorum_http_connections_refused_total{cap="
+		  "\"max_connections\"} %llu\n",
+		  (unsigned long long)conns_refused(CONNS_OVER_IP),
+		  (unsigned long long)conns_refused(CONNS_OVER_ALL));
+	metric(&b, "quorum_http_connections_open", "gauge",
+	       "Connections open and admitted (under the caps) now.",
+	       (unsigned long long)conns_admitted());
+	metric(&b, "quorum_http_connections_timed_out_total", "counter",
+	       "Connections closed at the header or body deadline.",
+	       (unsigned long long)conns_dropped());
 	metric(&b, "quorum_http_in_flight", "gauge",
 	       "Completions this gateway is serving now.",
 	       (unsigned long long)g.in_flight);

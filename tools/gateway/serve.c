@@ -112,6 +112,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				 &rid_next, 1, __ATOMIC_RELAXED));
 		ep = http_route(url, method, &post);
 		cn->ep = ep < 0 ? -1 - ep : ep;
+		switch (conns_over(mc)) {
+		case CONNS_OVER_IP: {
+			char msg[160];
+
+			cn->close = 1;
+			snprintf(msg, sizeof(msg), "this address has "
+				 "http.max_connections_per_ip (%d) connections "
+				 "open; try again later",
+				 gw.c->http.max_connections_per_ip);
+			return http_send_err(mc, cn, 429, msg, NULL,
+					     "rate_limit_exceeded");
+		}
+		case CONNS_OVER_ALL: {
+			char msg[160];
+
+			cn->close = 1;
+			snprintf(msg, sizeof(msg), "the gateway has "
+				 "http.max_connections (%d) connections open; "
+				 "try again later",
+				 gw.c->http.max_connections);
+			return http_send_err(mc, cn, 503, msg, NULL,
+					     "server_busy");
+		}
+		}
 		if (ep < 0) {
 			char msg[128];
 
@@ -453,7 +477,9 @@ int cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	if (pending_start() || conns_start(gw.c->http.header_timeout_ms,
-					   gw.c->http.body_timeout_ms)) {
+					   gw.c->http.body_timeout_ms,
+					   gw.c->http.max_connections,
+					   gw.c->http.max_connections_per_ip)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		fprintf(stderr, "quorum serve: cannot start a thread\n");
 		goto out;
@@ -468,10 +494,12 @@ int cmd_serve(int argc, char **argv)
 		0, NULL, NULL, on_request, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw.c->http.threads,
+		/* the caps are answered in words (conns.h); these close
+		 * silently only a flood past them */
 		MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)gw.c->http.max_connections,
+		(unsigned)CONNS_BACKSTOP(gw.c->http.max_connections),
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-		(unsigned)gw.c->http.max_connections_per_ip,
+		(unsigned)CONNS_BACKSTOP(gw.c->http.max_connections_per_ip),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 		MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, conns_notify, NULL,
