@@ -31,6 +31,8 @@ static inline int iu_use_isa(int isa)
 	emu = kern_ops_avx2;
 	emu.qmatmul = kern_vnni_emu_qmatmul;
 	emu.qact = kern_vnni_emu_qact;
+	emu.qact_bytes = kern_vnni_emu_qact_bytes;
+	emu.peak_int8 = kern_vnni_emu_peak_int8;
 	emu.act_row = kern_vnni_emu_act_row;
 	kern_impl_install(isa, &emu);
 	return 1;

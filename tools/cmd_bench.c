@@ -5,7 +5,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "format/ggml.h"
+#include "format/quant.h"
 #include "kernels/kern.h"
+#include "kernels/prof.h"
 #include "infer/model.h"
 #include "text/prompt.h"
 #include "qerr.h"
@@ -40,6 +43,14 @@ static void help(void)
 	       "                       false); same bytes, more KV held\n"
 	       "  --activations A      int | f32 for quantized weights (default\n"
 	       "                       int: 8-bit activations)\n"
+	       "  --roofline           instead: measure this machine's limits\n"
+	       "                       (int8 and f32 multiply-adds/s, read\n"
+	       "                       bandwidth), then prefill and batched\n"
+	       "                       decode at each N of --ns (default 1,8,32),\n"
+	       "                       each phase's share of the time (matmuls by\n"
+	       "                       shape, attention, quantizing activations,\n"
+	       "                       threads idle, sampling, the rest) and what\n"
+	       "                       it achieves against the limits\n"
 	       "  -h, --help           this help\n");
 }
 
@@ -98,6 +109,126 @@ static char *make_question(int target_words)
 	return q;
 }
 
+/* One line of the roofline table: a phase's time, its share of wall,
+ * and (matmuls) its rate against the limits. */
+static void roof_line(const char *name, double ns, double wall_ns,
+		      double macs, double bytes, double peak_macs,
+		      const kern_limits *lim)
+{
+	printf("  %-22s %6.1f%% %9.1f", name, 100.0 * ns / wall_ns, ns / 1e6);
+	if (macs > 0 && ns > 0)
+		printf(" %9.1f %7.1f%% %8.1f %6.1f%%", macs / ns,
+		       peak_macs > 0 ? 100.0 * macs / ns * 1e9 / peak_macs : 0,
+		       bytes / ns, lim->read_bytes > 0
+		       ? 100.0 * bytes / ns * 1e9 / lim->read_bytes : 0);
+	printf("\n");
+}
+
+/* The table of one phase of the request (prefill, or decode: the
+ * profile less the prefill's), wall_ns its wall time. */
+static void roof_table(const prof_report *r, double wall_ns,
+		       const kern_limits *lim, int nt)
+{
+	double mm_macs = 0, mm_bytes = 0, mm_ns = 0, named = 0;
+
+	printf("  %-22s %7s %9s %9s %8s %8s %7s\n", "phase", "share", "ms",
+	       "G MAC/s", "of peak", "GB/s", "of bw");
+	for (int i = 0; i < r->n_shapes; i++) {
+		const prof_shape *x = &r->shape[i];
+		char name[64];
+
+		if (x->calls == 0 || x->ns <= 0)
+			continue;
+		snprintf(name, sizeof(name), "%s %dx%d %s", x->label[0]
+			 ? x->label : "matmul", x->K, x->N,
+			 ggml_type_name(x->wtype));
+		roof_line(name, (double)x->ns, wall_ns, x->macs, x->bytes,
+			  quant_is_quant(x->wtype) ? lim->int8_macs
+						   : lim->f32_fmas, lim);
+		mm_macs += x->macs;
+		mm_bytes += x->bytes;
+		mm_ns += (double)x->ns;
+	}
+	roof_line("matmuls, all", mm_ns, wall_ns, mm_macs, mm_bytes,
+		  lim->int8_macs, lim);
+	/* idle thread time as the wall time of the pool it leaves unused */
+	roof_line("  of it threads idle", (double)r->ns[PROF_MM_IDLE] / nt,
+		  wall_ns, 0, 0, 0, lim);
+	roof_line("quantizing act.", (double)r->ns[PROF_ACT], wall_ns, 0, 0,
+		  0, lim);
+	roof_line("attention", (double)r->ns[PROF_ATTENTION], wall_ns, 0, 0,
+		  0, lim);
+	roof_line("  of it threads idle", (double)r->ns[PROF_ATT_IDLE] / nt,
+		  wall_ns, 0, 0, 0, lim);
+	named = mm_ns + (double)r->ns[PROF_ACT] +
+		(double)r->ns[PROF_ATTENTION];
+	roof_line("rows (norms, rope, KV)", (double)r->ns[PROF_FWD] - named,
+		  wall_ns, 0, 0, 0, lim);
+	roof_line("sampling", (double)r->ns[PROF_SAMPLING], wall_ns, 0, 0, 0,
+		  lim);
+	roof_line("the rest (engine)", wall_ns - (double)r->ns[PROF_FWD] -
+		  (double)r->ns[PROF_SAMPLING], wall_ns, 0, 0, 0, lim);
+	roof_line("the pass, end to end", wall_ns, wall_ns, mm_macs, 0,
+		  lim->int8_macs, lim);
+}
+
+/* bench --roofline: the limits, then prefill and decode at each N. */
+static int roofline(sc_engine *e, const int32_t *ids, size_t n_ids,
+		    const int *ns, int n_ns, int max_new, int threads)
+{
+	kern_limits lim;
+	tpool *tp = NULL;
+	prof_report pre, dec;
+	sc_result r;
+	int rc;
+
+	if (tpool_new(threads, &tp) || kern_measure_limits(tp, &lim)) {
+		tpool_free(&tp);
+		return -1;
+	}
+	tpool_free(&tp);
+	printf("limits on %d threads (%s): int8 %.1f G multiply-adds/s, "
+	       "f32 %.1f G FMA/s, read %.1f GB/s\n\n", threads,
+	       kern_isa_name(kern_isa()), lim.int8_macs / 1e9,
+	       lim.f32_fmas / 1e9, lim.read_bytes / 1e9);
+	/* prefill alone (one sample, one token: no decode round) */
+	{
+		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = 1,
+			       .max_new = 1, .mode = SC_BATCHED,
+			       .ignore_eos = 1};
+
+		prof_enable(PROF_ALL);
+		rc = sc_run(e, ids, n_ids, &p, &r);
+		prof_get(&pre);
+		prof_enable(PROF_OFF);
+		if (rc)
+			return -1;
+		printf("prefill, %zu tokens: %.1f ms, %.1f tok/s\n", n_ids,
+		       r.stats.prefill_ms, n_ids / (r.stats.prefill_ms / 1e3));
+		roof_table(&pre, r.stats.prefill_ms * 1e6, &lim, threads);
+		sc_run_result_fini(&r);
+	}
+	for (int i = 0; i < n_ns; i++) {
+		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = ns[i],
+			       .max_new = max_new, .mode = SC_BATCHED,
+			       .ignore_eos = 1};
+
+		prof_enable(PROF_DECODE);
+		rc = sc_run(e, ids, n_ids, &p, &r);
+		prof_get(&dec);
+		prof_enable(PROF_OFF);
+		if (rc)
+			return -1;
+		printf("\ndecode, N = %d, %d tokens each: %.1f ms, %.1f tok/s\n",
+		       ns[i], max_new, r.stats.decode_ms,
+		       (double)ns[i] * max_new / (r.stats.decode_ms / 1e3));
+		roof_table(&dec, r.stats.decode_ms * 1e6, &lim, threads);
+		sc_run_result_fini(&r);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -110,6 +241,7 @@ int cmd_bench(int argc, char **argv)
 		{"kv-type", required_argument, 0, 'K'},
 		{"no-free-windows", no_argument, 0, 'W'},
 		{"activations", required_argument, 0, 'A'},
+		{"roofline", no_argument, 0, 'R'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -124,7 +256,7 @@ int cmd_bench(int argc, char **argv)
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
 	char *question = NULL;
-	int c, rc = 1;
+	int c, rc = 1, roof = 0, ns_given = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -143,7 +275,9 @@ int cmd_bench(int argc, char **argv)
 			if ((n_ns = parse_list(optarg, ns, BENCH_MAX_NS, conv_n)) < 0)
 				return cli_usage_error("bench", "bad --ns '%s'",
 						       optarg);
+			ns_given = 1;
 			break;
+		case 'R': roof = 1; break;
 		case 'M':
 			if ((n_modes = parse_list(optarg, modes, 3,
 						  sc_params_mode_parse)) < 0)
@@ -205,6 +339,21 @@ int cmd_bench(int argc, char **argv)
 			goto out;
 		}
 		sc_run_result_fini(&r);
+	}
+	if (roof) {
+		static const int roof_ns[] = {1, 8, 32};
+
+		if (!ns_given) {
+			memcpy(ns, roof_ns, sizeof(roof_ns));
+			n_ns = 3;
+		}
+		if (roofline(e, ids, n_ids, ns, n_ns, (int)max_new,
+			     ep.n_threads)) {
+			fprintf(stderr, "quorum bench: %s\n", qerr_detail());
+			goto out;
+		}
+		rc = 0;
+		goto out;
 	}
 	printf("%4s  %-8s %8s %10s %10s %9s %9s %11s %12s\n", "N", "mode",
 	       "wall s", "prefill s", "decode t/s", "total t/s", "vs reset",

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/kern.h"
+#include "kernels/prof.h"
 #include "qerr.h"
 
 /* Attention tasks per thread: (row, KV head) items are split into this
@@ -697,9 +698,11 @@ static void dense_ffn(fwd *f, const model_layer *L, int M)
 {
 	const model_config *c = &f->m->cfg;
 
+	prof_label("ffn gate,up");
 	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
 		 (const float *const[]){NULL, NULL},
 		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
+	prof_label("ffn down");
 	if (c->act == MODEL_ACT_GELU_TANH)
 		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
 	else
@@ -764,7 +767,9 @@ static void moe_ffn(fwd *f, const model_layer *L, int M)
 	int E = c->n_expert, k = c->n_expert_used, D = c->dim;
 	int F = c->expert_ffn;
 
+	prof_label("moe router");
 	matmul(f, &L->router, L->router_b, f->xb, M, f->rl);
+	prof_label("moe experts");
 	memset(f->exp_off, 0, (size_t)(E + 1) * sizeof(int));
 	for (int r = 0; r < M; r++) {
 		fwd_moe_route(f->rl + (size_t)r * E, E, k, c->expert_gating,
@@ -852,10 +857,12 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	size_t q_dim = (size_t)c->q_dim;
 	int hd = c->head_dim, kind = L->swa ? 1 : 0;
 	att_job aj = {f, pool, seqs, l, M, 1};
+	int64_t att_t0, busy0;
 
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
 			     c->eps, f->xb + (size_t)r * c->dim);
+	prof_label("attn q,k,v");
 	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
 		 (const float *const[]){L->bq, L->bk, L->bv},
 		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
@@ -874,6 +881,8 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 		rope_row(f, k, c->n_kv_heads, r, kind);
 	}
 	store_kv(f, pool, seqs, l, M);
+	att_t0 = prof_active ? prof_now() : 0;
+	busy0 = att_t0 ? tpool_busy_ns(f->tp) : 0;
 	if (f->sh_active) {
 		/* chunks of sorted rows: (chunk, KV head) tasks enough to
 		 * balance the threads as attend's do, each chunk reading a
@@ -893,6 +902,15 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 			aj.n_split++;
 		tpool_run(f->tp, att_task, &aj, f->n_att_tasks);
 	}
+	if (att_t0) {
+		int64_t wall = prof_now() - att_t0;
+
+		prof_add(PROF_ATTENTION, wall);
+		if (f->tp)
+			prof_add(PROF_ATT_IDLE, tpool_size(f->tp) * wall -
+				 (tpool_busy_ns(f->tp) - busy0));
+	}
+	prof_label("attn out");
 	matmul(f, &L->wo, L->bo, f->att, M, f->xb);
 	residual(f, L->post_attn_norm, f->xb, M);
 	for (int r = 0; r < M; r++)
@@ -907,8 +925,9 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 
 /* ---- entry points ---------------------------------------------------- */
 
-int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
-	      int n_seq, const int32_t *tokens, float *logits, int all_rows)
+static int batch(fwd *f, kv_pool *pool, kv_seq *const *seqs,
+		 const int *n_new, int n_seq, const int32_t *tokens,
+		 float *logits, int all_rows)
 {
 	const model_config *c = &f->m->cfg;
 	int M = 0, rc, n_out = 0;
@@ -970,12 +989,24 @@ int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
 			     c->dim, c->eps, f->xb + (size_t)n_out * c->dim);
 		n_out++;
 	}
+	prof_label("output");
 	matmul(f, &f->m->output, NULL, f->xb, n_out, logits);
 	if (c->logit_softcap > 0.0f)
 		for (size_t i = 0; i < (size_t)n_out * c->vocab; i++)
 			logits[i] = c->logit_softcap *
 				    kern_tanhf(logits[i] / c->logit_softcap);
 	return 0;
+}
+
+int fwd_batch(fwd *f, kv_pool *pool, kv_seq *const *seqs, const int *n_new,
+	      int n_seq, const int32_t *tokens, float *logits, int all_rows)
+{
+	int64_t t0 = prof_active ? prof_now() : 0;
+	int rc = batch(f, pool, seqs, n_new, n_seq, tokens, logits, all_rows);
+
+	if (t0)
+		prof_add(PROF_FWD, prof_now() - t0);
+	return rc;
 }
 
 int fwd_prefill(fwd *f, kv_pool *pool, kv_seq *seq, const int32_t *tokens,

@@ -17,11 +17,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "format/ggml.h"
 #include "format/half.h"
 #include "format/quant.h"
 #include "kernels/kern_impl.h"
+#include "kernels/prof.h"
 #include "kernels/mathf.h"
 #include "qerr.h"
 
@@ -614,7 +616,8 @@ static char *quantize_act(tpool *tp, const struct kern_ops *o, uint32_t wtype,
 	struct act_job aj = {.ops = o, .x = x, .ldx = ldx, .K = K,
 			     .unit = quant_unit(wtype), .M = M, .wtype = wtype};
 
-	aj.xq_bytes = *xq_bytes = quant_arow_bytes(K, aj.unit);
+	aj.xq_bytes = *xq_bytes = o->qact_bytes ? o->qact_bytes(wtype, K, M)
+						: quant_arow_bytes(K, aj.unit);
 	aj.xq = malloc(aj.xq_bytes * (size_t)M);
 	if (!aj.xq)
 		abort();
@@ -635,8 +638,10 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 	int act_int = kern_activations() == KERN_ACT_INT;
 	int nt = tp ? tpool_size(tp) : 1;
 	char *xq[KERN_MM_MAX] = {0};
-	int64_t work = 0;
+	int64_t work = 0, t0 = prof_active ? prof_now() : 0, busy0 = 0;
 	struct mm_job job = {.ops = ops(), .n_mats = n_mats};
+	double wbytes = 0;
+	int n_all = 0;
 
 	for (int i = 0; i < n_mats; i++) {
 		const struct kern_mat *w = &mats[i];
@@ -665,6 +670,16 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 		job.ubase[i + 1] = job.ubase[i] +
 				   (w->N + KERN_MM_COLS - 1) / KERN_MM_COLS;
 		work += (int64_t)M * w->N * K;
+		wbytes += (double)mt->mm.row_bytes * w->N;
+		n_all += w->N;
+	}
+	if (t0) {
+		/* the quantizing above; then the job's wall and idle time */
+		int64_t t1 = prof_now();
+
+		prof_add(PROF_ACT, t1 - t0);
+		t0 = t1;
+		busy0 = tpool_busy_ns(tp);
 	}
 	/* tiny matmuls stay on one thread */
 	mm_split(&job, work < 32768 ? 1 : nt);
@@ -672,6 +687,15 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 		mm_task(&job, 0, 1);
 	else if (job.n_tasks > 1)
 		tpool_run(tp, mm_task, &job, job.n_tasks);
+	if (t0) {
+		int64_t wall = prof_now() - t0;
+
+		prof_matmul(K, n_all, mats[0].wtype, M, wall, wbytes);
+		if (tp)
+			prof_add(PROF_MM_IDLE, nt * wall -
+				 (tpool_busy_ns(tp) - busy0) -
+				 (job.n_tasks == 1 ? wall : 0));
+	}
 	for (int i = 0; i < n_mats; i++)
 		free(xq[i]);
 }
@@ -788,4 +812,84 @@ void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
 void kern_f32_to_f16_row(const float *x, uint16_t *out, int n)
 {
 	ops()->f32_to_f16_row(x, out, n);
+}
+
+/* ---- the machine's limits ----------------------------------------------- */
+
+struct lim_job {
+	const struct kern_ops *o;
+	int kind;            /* 0: int8, 1: f32, 2: read */
+	int64_t rounds;
+	const float *buf;
+	size_t n;
+	uint64_t done[64];   /* per task: multiply-adds (or bytes) */
+};
+
+static void lim_task(void *ctx, int t, int n_tasks)
+{
+	struct lim_job *j = ctx;
+
+	if (j->kind == 0) {
+		j->done[t] = j->o->peak_int8(j->rounds);
+	} else if (j->kind == 1) {
+		j->done[t] = j->o->peak_f32(j->rounds);
+	} else {
+		size_t per = j->n / (size_t)n_tasks / 64 * 64;
+		volatile float s = j->o->read_sum(j->buf + per * (size_t)t, per);
+
+		(void)s;
+		j->done[t] = per * sizeof(float);
+	}
+}
+
+/* The best of three runs of kind on nt tasks, per second. */
+static double lim_best(tpool *tp, struct lim_job *j)
+{
+	int nt = tp ? tpool_size(tp) : 1;
+	double best = 0;
+
+	if (nt > 64)
+		nt = 64;
+	for (int run = 0; run < 3; run++) {
+		struct timespec a, b;
+		uint64_t sum = 0;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		tpool_run(tp, lim_task, j, nt);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		for (int t = 0; t < nt; t++)
+			sum += j->done[t];
+		double s = (double)(b.tv_sec - a.tv_sec) +
+			   (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+		if (s > 0 && sum / s > best)
+			best = sum / s;
+	}
+	return best;
+}
+
+int kern_measure_limits(tpool *tp, kern_limits *out)
+{
+	struct lim_job j = {.o = ops(), .rounds = 4000000};
+	size_t n = (size_t)64 << 20; /* 256 MiB of floats */
+	float *buf;
+
+	memset(out, 0, sizeof(*out));
+	if (j.o->peak_int8)
+		out->int8_macs = lim_best(tp, &j);
+	j.kind = 1;
+	if (j.o->peak_f32)
+		out->f32_fmas = lim_best(tp, &j);
+	j.kind = 2;
+	if (!j.o->read_sum)
+		return 0;
+	if (!(buf = malloc(n * sizeof(float))))
+		return qerr_fail(QERR_NOMEM, "out of memory for the bandwidth "
+				 "buffer (256 MiB)");
+	for (size_t i = 0; i < n; i++)
+		buf[i] = 1.0f;
+	j.buf = buf;
+	j.n = n;
+	out->read_bytes = lim_best(tp, &j);
+	free(buf);
+	return 0;
 }

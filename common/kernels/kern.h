@@ -149,4 +149,18 @@ void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
 /* out[i] = half_f32_to_f16(x[i]) (format/half.h), vectorized. */
 void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);
 
+/*
+ * The machine's limits on tp's threads, measured (`quorum bench
+ * --roofline`): int8 multiply-adds per second with the integer matmul's
+ * step (one 512-bit vpdpbusd on AVX-512 VNNI), f32 multiply-adds per
+ * second (fma), each from ten independent chains in registers per
+ * thread; and read bandwidth in bytes per second (a streaming sum of
+ * 256 MiB). Each the best of three runs; 0 where the ISA in use has no
+ * such kernel (scalar).
+ */
+typedef struct kern_limits {
+	double int8_macs, f32_fmas, read_bytes;
+} kern_limits;
+int kern_measure_limits(tpool *tp, kern_limits *out);
+
 #endif

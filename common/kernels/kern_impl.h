@@ -43,6 +43,10 @@ struct kern_ops {
 	 * depend on M; d and s untouched; the integer sums the kernel
 	 * forms from them are unchanged) */
 	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M);
+	/* optional (with qact): the bytes of an activation row for qact and
+	 * qmatmul of M rows, at least quant_arow_bytes (the quant_arow comes
+	 * first; qact may lay out more behind it) */
+	size_t (*qact_bytes)(uint32_t wtype, int K, int M);
 	/* optional: quant_act_row, the same bits (faster) */
 	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
 	float (*dot)(const float *a, const float *b, int n);
@@ -62,6 +66,12 @@ struct kern_ops {
 			   int nt, int n);
 	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
+	/* the machine's limits (kern_measure_limits): multiply-adds of n
+	 * rounds of ten independent chains, register only; a streaming
+	 * read */
+	uint64_t (*peak_int8)(int64_t n);
+	uint64_t (*peak_f32)(int64_t n);
+	float (*read_sum)(const float *x, size_t n);
 };
 
 /* kern_int_avx2.c's integer matmul: built for AVX2 (kern_avx2_*, the
@@ -70,7 +80,9 @@ struct kern_ops {
 #define KERN_INT_FNS(p)                                                     \
 	void p##qmatmul(const struct kern_mm *mm, int j0, int j1);          \
 	void p##qact(uint32_t wtype, quant_arow *a, int K, int M);         \
-	void p##act_row(const float *x, int n, int unit, quant_arow *a);
+	size_t p##qact_bytes(uint32_t wtype, int K, int M);                \
+	void p##act_row(const float *x, int n, int unit, quant_arow *a);   \
+	uint64_t p##peak_int8(int64_t n);
 KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)
@@ -88,14 +100,17 @@ KERN_INT_FNS(kern_vnni_emu_)
 	void p##axpy(float *y, float a, const float *x, int n);             \
 	void p##axpy_f16(float *y, float a, const uint16_t *x, int n);      \
 	void p##row_f32(const void *row, uint32_t wtype, int K, float *out); \
-	void p##f32_to_f16_row(const float *x, uint16_t *out, int n);
+	void p##f32_to_f16_row(const float *x, uint16_t *out, int n);       \
+	uint64_t p##peak_f32(int64_t n);                                    \
+	float p##read_sum(const float *x, size_t n);
 KERN_FLOAT_FNS(kern_avx2_)
 KERN_FLOAT_FNS(kern_avx512_)
 #define KERN_FLOAT_OPS(p)                                                   \
 	.dot = p##dot, .dot_f16 = p##dot_f16, .matmul = p##matmul,          \
 	.rmsnorm = p##rmsnorm, .silu_mul = p##silu_mul,                     \
 	.softmax = p##softmax, .axpy = p##axpy, .axpy_f16 = p##axpy_f16,    \
-	.row_f32 = p##row_f32, .f32_to_f16_row = p##f32_to_f16_row,
+	.row_f32 = p##row_f32, .f32_to_f16_row = p##f32_to_f16_row,        \
+	.peak_f32 = p##peak_f32, .read_sum = p##read_sum,
 
 /* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
 void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kernels/prof.h"
 #include "qerr.h"
 
 #define TASK_BITS 20
@@ -42,6 +43,7 @@ struct tpool {
 	tpool_fn fn;
 	void *ctx;
 	uint32_t gen;
+	_Atomic int64_t busy_ns; /* task time, while profiling (prof.h) */
 };
 
 static inline void cpu_relax(void)
@@ -76,7 +78,15 @@ static void run_tasks(tpool *p)
 			    &p->work, &w, w + 1, memory_order_acq_rel,
 			    memory_order_acquire))
 			continue;
-		p->fn(p->ctx, (int)i, (int)n);
+		if (prof_active) {
+			int64_t t0 = prof_now();
+
+			p->fn(p->ctx, (int)i, (int)n);
+			atomic_fetch_add_explicit(&p->busy_ns, prof_now() - t0,
+						  memory_order_relaxed);
+		} else {
+			p->fn(p->ctx, (int)i, (int)n);
+		}
 		atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
 		w = atomic_load_explicit(&p->work, memory_order_acquire);
 	}
@@ -140,6 +150,7 @@ int tpool_new(int n_threads, tpool **out)
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->done, 0);
 	atomic_init(&p->stop, 0);
+	atomic_init(&p->busy_ns, 0);
 	if (n_threads > 1) {
 		p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
 		if (!p->threads)
@@ -181,6 +192,12 @@ int tpool_size(const tpool *p)
 	return p ? p->n_threads : 1;
 }
 
+int64_t tpool_busy_ns(tpool *p)
+{
+	return p ? atomic_load_explicit(&p->busy_ns, memory_order_relaxed)
+		 : 0;
+}
+
 struct batch {
 	tpool_fn fn;
 	void *ctx;
@@ -199,8 +216,13 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx, int n_tasks)
 	if (n_tasks <= 0)
 		return;
 	if (!p || p->n_threads == 1 || n_tasks == 1) {
+		int64_t t0 = p && prof_active ? prof_now() : 0;
+
 		for (int i = 0; i < n_tasks; i++)
 			fn(ctx, i, n_tasks);
+		if (t0)
+			atomic_fetch_add_explicit(&p->busy_ns, prof_now() - t0,
+						  memory_order_relaxed);
 		return;
 	}
 	if (n_tasks > TASK_MAX) { /* beyond the word's field: batches */

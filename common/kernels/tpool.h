@@ -11,6 +11,8 @@
 #ifndef QUORUM_TPOOL_H
 #define QUORUM_TPOOL_H
 
+#include <stdint.h>
+
 typedef struct tpool tpool;
 
 typedef void (*tpool_fn)(void *ctx, int task, int n_tasks);
@@ -22,5 +24,9 @@ int tpool_size(const tpool *p);
 /* Runs fn(ctx, i, n_tasks) for i in [0, n_tasks). p may be NULL: runs
  * inline. */
 void tpool_run(tpool *p, tpool_fn fn, void *ctx, int n_tasks);
+/* The time its threads have spent in tasks while profiling (prof.h):
+ * a job's idle thread time is threads x wall - the growth of this. 0 for
+ * NULL. */
+int64_t tpool_busy_ns(tpool *p);
 
 #endif

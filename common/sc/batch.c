@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/prof.h"
 #include "infer/fwd.h"
 #include "qerr.h"
 
@@ -450,6 +451,7 @@ static void batch_sample(sc_batch *b)
 {
 	sc_engine *e = b->e;
 	int live = 0;
+	int64_t t0 = prof_active ? prof_now() : 0;
 
 	for (int i = 0; i < b->n_act; i++) {
 		fork_state *f = b->act[i];
@@ -492,6 +494,8 @@ static void batch_sample(sc_batch *b)
 		b->act[live++] = f;
 	}
 	b->n_act = live;
+	if (t0)
+		prof_add(PROF_SAMPLING, prof_now() - t0);
 }
 
 /* One forward (max_batch rows per call) for all live forks. */
@@ -648,8 +652,11 @@ int sc_batch_round(sc_batch *b)
 						  " %u", sc_engine_kv_free(b->e),
 						  j->prefilling ? j->need_root
 								: j->need);
+	/* a decode round (what bench --roofline times) */
+	prof_decode(1);
 	batch_sample(b);
 	batch_forward(b);
+	prof_decode(0);
 	batch_prefill(b);
 	for (j = b->jobs; j; j = nx) {
 		nx = j->next;

@@ -281,6 +281,8 @@ void kern_avx2_att_values(float *out, int ldo, int nq, const float *s,
 const struct kern_ops kern_ops_avx2 = {
 	.qmatmul = kern_avx2_qmatmul,
 	.qact = kern_avx2_qact,
+	.qact_bytes = kern_avx2_qact_bytes,
+	.peak_int8 = kern_avx2_peak_int8,
 	.act_row = kern_avx2_act_row,
 	KERN_FLOAT_OPS(kern_avx2_)
 	.att_scores = kern_avx2_att_scores,

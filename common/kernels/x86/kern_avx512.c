@@ -20,6 +20,8 @@ const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer matmul (an AVX-512 CPU has AVX2) */
 	.qmatmul = kern_avx2_qmatmul,
 	.qact = kern_avx2_qact,
+	.qact_bytes = kern_avx2_qact_bytes,
+	.peak_int8 = kern_avx2_peak_int8,
 	.act_row = kern_avx2_act_row,
 	KERN_AVX512_FLOAT
 };
@@ -28,6 +30,8 @@ const struct kern_ops kern_ops_avx512 = {
 const struct kern_ops kern_ops_avx512vnni = {
 	.qmatmul = kern_vnni_qmatmul,
 	.qact = kern_vnni_qact,
+	.qact_bytes = kern_vnni_qact_bytes,
+	.peak_int8 = kern_vnni_peak_int8,
 	.act_row = kern_vnni_act_row,
 	KERN_AVX512_FLOAT
 };

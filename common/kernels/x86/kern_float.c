@@ -652,3 +652,48 @@ void KV_NAME(f32_to_f16_row)(const float *x, uint16_t *out, int n)
 	for (; i < n; i++)
 		out[i] = half_f32_to_f16(x[i]);
 }
+
+/* ---- the machine's limits (kern_measure_limits) ------------------------ */
+
+/* FMAs of n rounds of ten independent chains, register only. */
+uint64_t KV_NAME(peak_f32)(int64_t n)
+{
+	V a[10], m = V_SET1(1.0f), c = V_SET1(1e-9f);
+	float sink = 0.0f;
+
+	for (int k = 0; k < 10; k++)
+		a[k] = V_SET1((float)k);
+	for (int64_t i = 0; i < n; i++) {
+		#pragma GCC unroll 10
+		for (int k = 0; k < 10; k++) {
+			a[k] = V_FMA(a[k], m, c);
+			__asm__("" : "+x"(a[k]));
+		}
+	}
+	for (int k = 0; k < 10; k++) {
+		_Alignas(64) float t[KERN_VEC_W];
+
+		V_STORE(t, a[k]);
+		sink += t[0];
+	}
+	__asm__ volatile("" : : "x"(sink));
+	return (uint64_t)n * 10 * KERN_VEC_W;
+}
+
+/* The sum of x[0..n) in four independent accumulators (n a multiple of
+ * 4 KERN_VEC_W): a streaming read. */
+float KV_NAME(read_sum)(const float *x, size_t n)
+{
+	V a[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
+	_Alignas(64) float t[KERN_VEC_W];
+	float s = 0.0f;
+
+	for (size_t i = 0; i + 4 * KERN_VEC_W <= n; i += 4 * KERN_VEC_W)
+		#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			a[k] = V_ADD(a[k], V_LOADU(x + i + (size_t)k * KERN_VEC_W));
+	V_STORE(t, V_ADD(V_ADD(a[0], a[1]), V_ADD(a[2], a[3])));
+	for (int l = 0; l < KERN_VEC_W; l++)
+		s += t[l];
+	return s;
+}

@@ -67,8 +67,58 @@ INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s)
 #include "kern_int_tiles.h"
 #include "kern_int_q8.h"
 #include "kern_int_kq.h"
+#include "kern_int_q8z.h"
 
 /* ---- dispatch --------------------------------------------------------- */
+
+/* The activation rows' layout for the kernel of M rows of wtype (the
+ * values are unchanged). Q4_K and Q6_K: with KG_USE, units side by
+ * side (kg_act, codes and bsum); else per 64 the byte pairs of elements
+ * 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16 interleave them
+ * (see pair_u). Q8_0 and MXFP4: units side by side (struct q8g,
+ * q8_act; the VNNI build's Q8_0 tiles: qz_act, behind the row). Other
+ * types keep quant_act_row's order. */
+void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
+{
+#if KERN_INT_VNNI == 1
+	if (qz_use(wtype, M)) {
+		/* behind the row's quant_arow (KI_NAME(qact_bytes)) */
+		qz_act(a, K, (char *)a->q + quant_arow_bytes(K, 32));
+		return;
+	}
+#endif
+	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
+		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
+	if (KG_USE(wtype, M, K)) {
+		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
+		return;
+	}
+	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)
+		return;
+	for (int k = 0; k < K; k += 64) {
+		__m256i lo = _mm256_loadu_si256((const __m256i *)(a->q + k));
+		__m256i hi = _mm256_loadu_si256((const __m256i *)(a->q + k + 32));
+		_mm256_storeu_si256((__m256i *)(a->q + k),
+				    _mm256_unpacklo_epi16(lo, hi));
+		_mm256_storeu_si256((__m256i *)(a->q + k + 32),
+				    _mm256_unpackhi_epi16(lo, hi));
+	}
+}
+
+/* Bytes of an activation row for the kernel of M rows of wtype: its
+ * quant_arow, and the VNNI build's Q8_0 tiles' layout behind it. */
+size_t KI_NAME(qact_bytes)(uint32_t wtype, int K, int M)
+{
+	size_t n = quant_arow_bytes(K, quant_unit(wtype));
+#if KERN_INT_VNNI == 1
+	if (qz_use(wtype, M))
+		n += qz_act_bytes(K);
+#else
+	(void)M;
+#endif
+	return n;
+}
+
 /* Every tile of rows against the jn weight rows from j (w, ws bytes
  * apart). */
 static void qtiles(const struct kern_mm *mm, int j, int jn, const char *w,
@@ -140,6 +190,12 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 {
+#if KERN_INT_VNNI == 1
+	if (qz_use(mm->wtype, mm->M)) {
+		qz_qmatmul(mm, j0, j1);
+		return;
+	}
+#endif
 	int K = mm->K;
 	qblock_fn blockf;
 	quant_wrow wr[QT_JB];
@@ -188,3 +244,48 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 	free(buf);
 }
 
+
+/* ---- the machine's limits (kern_measure_limits) ------------------------ */
+
+/* int8 multiply-adds of n rounds of ten independent chains of this
+ * build's step, register only: the ceiling of the matmul's products (one
+ * 512-bit vpdpbusd in the VNNI build; maddubs + madd + add, or the
+ * emulation, on 256 bits otherwise). */
+uint64_t KI_NAME(peak_int8)(int64_t n)
+{
+#if KERN_INT_VNNI == 1
+	__m512i a[10], u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+	int sink = 0;
+
+	for (int k = 0; k < 10; k++)
+		a[k] = _mm512_set1_epi32(k);
+	for (int64_t i = 0; i < n; i++) {
+		#pragma GCC unroll 10
+		for (int k = 0; k < 10; k++) {
+			a[k] = _mm512_dpbusd_epi32(a[k], u, s);
+			IN_REG(a[k]);
+		}
+	}
+	for (int k = 0; k < 10; k++)
+		sink += _mm512_reduce_add_epi32(a[k]);
+	__asm__ volatile("" : : "r"(sink));
+	return (uint64_t)n * 10 * 64;
+#else
+	__m256i a[10], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+	int sink = 0;
+
+	for (int k = 0; k < 10; k++)
+		a[k] = _mm256_set1_epi32(k);
+	for (int64_t i = 0; i < n; i++) {
+		#pragma GCC unroll 10
+		for (int k = 0; k < 10; k++) {
+			a[k] = dp4(a[k], u, s);
+			IN_REG(a[k]);
+		}
+	}
+	for (int k = 0; k < 10; k++)
+		sink += _mm256_extract_epi32(a[k], 0);
+	__asm__ volatile("" : : "r"(sink));
+	return (uint64_t)n * 10 * 32;
+#endif
+}

@@ -361,32 +361,6 @@ static void kg_act(quant_arow *a, int K, int kind);
 			  ((wt) == GGML_TYPE_Q6_K && \
 			   (M) > ((K) <= 8 * QK_K ? 3 : 4) * QT_R))
 
-/* The activation rows' layout for the kernel of M rows of wtype (the
- * values are unchanged). Q4_K and Q6_K: with KG_USE, units side by
- * side (kg_act, codes and bsum); else per 64 the byte pairs of elements
- * 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16 interleave them
- * (see pair_u). Q8_0 and MXFP4: units side by side (struct q8g,
- * q8_act). Other types keep quant_act_row's order. */
-void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
-{
-	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
-		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
-	if (KG_USE(wtype, M, K)) {
-		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
-		return;
-	}
-	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)
-		return;
-	for (int k = 0; k < K; k += 64) {
-		__m256i lo = _mm256_loadu_si256((const __m256i *)(a->q + k));
-		__m256i hi = _mm256_loadu_si256((const __m256i *)(a->q + k + 32));
-		_mm256_storeu_si256((__m256i *)(a->q + k),
-				    _mm256_unpacklo_epi16(lo, hi));
-		_mm256_storeu_si256((__m256i *)(a->q + k + 32),
-				    _mm256_unpackhi_epi16(lo, hi));
-	}
-}
-
 /* Lane i = the sum of the 8 lanes of v[i]. */
 INLINE __m256i tree8(const __m256i *v)
 {
