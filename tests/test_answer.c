@@ -179,10 +179,14 @@ static const group groups[] = {
 	{"auto", "B", {"B", "(B)", NULL}},
 	{"auto", "paris", {"Paris", "paris!", NULL}},
 	{"auto", "12", {"12 apples", NULL}},
-	/* ... but a longer text or several lines without a number has none */
+	/* ... but a longer text, several lines, more than 5 words or
+	 * broken bytes (U+FFFD) without a number have none */
 	{"auto", NULL, {"Paris\nis the capital", "I think the capital of "
 			"France is the city of Paris, on the Seine river "
-			"(it is)", NULL}},
+			"(it is)", "it is the city of Paris",
+			"\xef\xbf\xbd answer vera", "\xe2\x82 answer",
+			"ab\xc0\xaf", NULL}},
+	{"auto", "caf\xc3\xa9", {"Caf\xc3\xa9", NULL}},
 };
 
 static void check_group(const group *g)

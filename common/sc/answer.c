@@ -602,6 +602,40 @@ static bool key_json(const answer_format *f, const char *t, size_t n,
 	return ok;
 }
 
+/* t[a, b) reads as a short answer: up to ANSWER_LINE_MAX bytes and
+ * ANSWER_LINE_WORDS words on one line, no control character and no
+ * U+FFFD (a model's broken bytes are not an answer). */
+static bool short_answer(const char *t, size_t a, size_t b)
+{
+	int words = 0, in = 0;
+
+	if (b <= a || b - a > ANSWER_LINE_MAX)
+		return false;
+	for (size_t i = a; i < b; i++) {
+		uchar c = (uchar)t[i];
+		int k = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1
+			: c >= 0xe0 && c <= 0xef ? 2
+			: c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+
+		if (c < 0x20 || c == 0x7f || k < 0 || i + (size_t)k >= b ||
+		    (c == 0xef && (uchar)t[i + 1] == 0xbf &&
+		     (uchar)t[i + 2] == 0xbd))
+			return false;
+		/* whole UTF-8 sequences only */
+		for (int j = 1; j <= k; j++)
+			if (((uchar)t[i + (size_t)j] & 0xc0) != 0x80)
+				return false;
+		i += (size_t)k;
+		if (c == ' ')
+			in = 0;
+		else if (!in && ++words > ANSWER_LINE_WORDS)
+			return false;
+		else
+			in = 1;
+	}
+	return true;
+}
+
 static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 {
 	size_t a, b;
@@ -642,7 +676,7 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 	a = 0;
 	b = n;
 	trim(t, &a, &b);
-	if (b > a && b - a <= ANSWER_LINE_MAX && !memchr(t + a, '\n', b - a)) {
+	if (short_answer(t, a, b)) {
 		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
 			out[0] = (char)c;
 			out[1] = '\0';

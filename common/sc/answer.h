@@ -45,9 +45,10 @@
  *            "the answer is") is `choice`; yes/no likewise is `yesno`;
  *            anything else is `number`. A plain number therefore keys
  *            exactly as `number` does. A whole text of one line of up to
- *            ANSWER_LINE_MAX bytes (as a choice constraint writes it:
- *            "B", "yes", "Paris") is read the same way, and keyed as
- *            `text` keys it when it holds no number.
+ *            ANSWER_LINE_MAX bytes and ANSWER_LINE_WORDS words, with no
+ *            control character or U+FFFD (as a choice constraint
+ *            writes it: "B", "yes", "Paris"), is read the same way, and
+ *            keyed as `text` keys it when it holds no number.
  *
  * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
  * after </think>, a harmony transcript's final message): the content of
@@ -71,7 +72,9 @@ enum answer_kind {
 };
 
 #define ANSWER_PATTERN_MAX 256
-#define ANSWER_LINE_MAX 64 /* auto: a whole answer on one short line */
+/* auto: a whole answer on one short line */
+#define ANSWER_LINE_MAX 64
+#define ANSWER_LINE_WORDS 5
 #define ANSWER_LIST "auto, number, math, choice, yesno, text, select, " \
 	"regex:PATTERN, json:POINTER"
 

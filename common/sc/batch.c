@@ -453,6 +453,7 @@ static void batch_sample(sc_batch *b)
 	int live = 0;
 	int64_t t0 = prof_active ? prof_now() : 0;
 
+	sc_fork_draw(e, b->act, b->n_act);
 	for (int i = 0; i < b->n_act; i++) {
 		fork_state *f = b->act[i];
 		sc_job *j = f->job;

@@ -91,6 +91,22 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	    (rc = fwd_new(m, rows, e->tp, &e->f)) ||
 	    (rc = samp_new(m->cfg.vocab, &e->sampler)))
 		goto fail;
+	if (!(e->task_samp = calloc((size_t)p->n_threads,
+				    sizeof(*e->task_samp))) ||
+	    !(e->task_masked = calloc((size_t)p->n_threads,
+				      sizeof(*e->task_masked)))) {
+		rc = qerr_fail(QERR_NOMEM, "engine: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < p->n_threads; i++) {
+		if ((rc = samp_new(m->cfg.vocab, &e->task_samp[i])))
+			goto fail;
+		if (!(e->task_masked[i] = malloc((size_t)m->cfg.vocab *
+						 sizeof(float)))) {
+			rc = qerr_fail(QERR_NOMEM, "engine: out of memory");
+			goto fail;
+		}
+	}
 	if (p->pool_name || p->pool_blocks) {
 		/* split by windows whether or not samples release them, so
 		 * every worker's pool on a host links with every other's
@@ -136,6 +152,12 @@ void sc_engine_free(sc_engine **ep)
 	}
 	kv_pool_free(&e->pool);
 	samp_free(&e->sampler);
+	for (int i = 0; e->task_samp && i < e->p.n_threads; i++)
+		samp_free(&e->task_samp[i]);
+	for (int i = 0; e->task_masked && i < e->p.n_threads; i++)
+		free(e->task_masked[i]);
+	free(e->task_samp);
+	free(e->task_masked);
 	fwd_free(&e->f);
 	tpool_free(&e->tp);
 	free(e->masked);

@@ -154,6 +154,13 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 	int tokid, rc;
 	double lp;
 
+	if (f->drawn) {
+		/* drawn ahead (sc_fork_draw): the same token and draw */
+		f->drawn = 0;
+		tokid = f->drawn_tok;
+		lp = f->drawn_lp;
+		goto drawn;
+	}
 	if (p->ignore_eos) {
 		memcpy(e->masked, lg, (size_t)e->m->cfg.vocab * sizeof(float));
 		for (int i = 0; i < e->n_eog; i++)
@@ -196,6 +203,7 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
 				 &lp)))
 		return rc;
+drawn:
 	conf_add(f, sc_fork_conf_window(p), lp);
 	if (p->logprobs && (rc = token_lp_add(f->out, lp)))
 		return rc;
@@ -230,6 +238,61 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 	}
 	f->next = tokid;
 	return 0;
+}
+
+/* A round's draws ahead, one task per thread of the pool (sc_fork_draw):
+ * the forks d->f[t], d->f[t + n_tasks], ... with task t's scratch. */
+struct draw_job {
+	sc_engine *e;
+	fork_state **f;
+	int n;
+};
+
+static void draw_task(void *ctx, int t, int n_tasks)
+{
+	const struct draw_job *d = ctx;
+	sc_engine *e = d->e;
+	int V = e->m->cfg.vocab;
+
+	for (int i = t; i < d->n; i += n_tasks) {
+		fork_state *f = d->f[i];
+		const sc_params *p = &f->job->p;
+		const float *lg = f->logits;
+		samp_rng keep = f->rng;
+
+		if (p->ignore_eos) {
+			memcpy(e->task_masked[t], lg, (size_t)V * sizeof(float));
+			for (int k = 0; k < e->n_eog; k++)
+				e->task_masked[t][e->eog[k]] = -INFINITY;
+			lg = e->task_masked[t];
+		}
+		if (samp_sample_lp(e->task_samp[t], &p->sp, lg, &f->rng,
+				   &f->drawn_tok, &f->drawn_lp)) {
+			/* the error is drawn again in sc_fork_step, on the
+			 * caller's thread (its message is thread-local) */
+			f->rng = keep;
+			continue;
+		}
+		f->drawn = 1;
+	}
+}
+
+void sc_fork_draw(sc_engine *e, fork_state **act, int n)
+{
+	int nt = e->p.n_threads, k = 0;
+	fork_state **f;
+
+	if (nt < 2 || n < 2 || !(f = malloc((size_t)n * sizeof(*f))))
+		return; /* each draws in sc_fork_step */
+	for (int i = 0; i < n; i++)
+		/* a grammar's matcher is its job's, one thread at a time */
+		if (act[i]->job && !act[i]->job->rc && !act[i]->job->gm &&
+		    !act[i]->done)
+			f[k++] = act[i];
+	if (k >= 2)
+		tpool_run(e->tp, draw_task, &(struct draw_job){e, f, k},
+			  k < nt ? k : nt);
+	free(f);
 }
 
 /* Marks a finished sample: extracts its answer and reports it. A sample

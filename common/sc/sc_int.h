@@ -56,6 +56,10 @@ struct sc_engine {
 	samp *sampler;
 	kv_pool *pool;       /* grown on demand */
 	float *masked;       /* (vocab) logits with end-of-generation masked */
+	/* a decode round's draws over the pool's threads (sc_fork_draw):
+	 * scratch per task, n_threads of each */
+	samp **task_samp;
+	float **task_masked;
 	gbnf_vocab *gv;      /* the vocabulary's trie, made for the first
 			      * grammar (NULL until then) */
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
@@ -103,6 +107,10 @@ typedef struct {
 	struct sc_job *job;  /* the job it belongs to */
 	int gstate;          /* its grammar state (the job's matcher) */
 	int appended;        /* has been forwarded (holds a private tail) */
+	/* the token drawn ahead by sc_fork_draw (drawn: set until
+	 * sc_fork_step takes it; drawn_rc its error) */
+	int drawn, drawn_rc, drawn_tok;
+	double drawn_lp;
 } fork_state;
 
 /* The online confidence filter (sc_params.filter_*). */
@@ -247,6 +255,12 @@ int sc_root_view(sc_engine *e, const sc_root_ref *root, kv_seq *view);
 int sc_fork_conf_window(const sc_params *p);
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f);
+/* The next tokens of the n forks of a decode round drawn ahead, over the
+ * engine's threads (each fork's draw depends only on its logits, its
+ * params and its RNG: the same token on any thread); sc_fork_step then
+ * takes them. Forks with a grammar, of a failed job or done draw in
+ * sc_fork_step. */
+void sc_fork_draw(sc_engine *e, fork_state **act, int n);
 /* Marks a finished sample (answer extracted) and reports it to cb. */
 int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx);
 /* The online filter: its verdict on f after a drawn token; arming it
