@@ -11,7 +11,14 @@
 # ends. The tests can share a machine: each picks free ports, and names
 # its temp files, shared memory and namespaces after its pid (the
 # cluster tests wait on events, so a busy neighbour only slows them).
+#
+# A test still running after QUORUM_TEST_TIMEOUT seconds (default 1200)
+# is killed with its process group and counted as failed, by name: a hung
+# test ends the run with a report instead of holding it until CI's limit.
+# (The tests wait on events; the limit is far above any test's time on a
+# loaded 2-core machine and only catches a hang.)
 jobs=1
+limit=${QUORUM_TEST_TIMEOUT:-1200}
 if [ "${1:-}" = -j ]; then jobs=$2; shift 2; fi
 case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: -j wants a count" >&2; exit 2 ;; esac
 passed=0; failed=0; skipped=0; bad=""
@@ -26,9 +33,15 @@ start() {
 	(
 		t0=$(date +%s)
 		case "$2" in
-		*.sh) sh "$2" "${QUORUM_BUILD:-build}" >"$dir/$1.log" 2>&1; rc=$? ;;
-		*) "$2" >"$dir/$1.log" 2>&1; rc=$? ;;
+		*.sh) timeout -k 10 "$limit" sh "$2" "${QUORUM_BUILD:-build}" \
+			>"$dir/$1.log" 2>&1; rc=$? ;;
+		*) timeout -k 10 "$limit" "$2" >"$dir/$1.log" 2>&1; rc=$? ;;
 		esac
+		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+			echo "run.sh: $2 still running after ${limit}s:" \
+			     "killed (hung?)" >>"$dir/$1.log"
+			rc=124
+		fi
 		echo $(($(date +%s) - t0)) >"$dir/$1.time"
 		echo $rc >"$dir/$1.rc.tmp"
 		mv "$dir/$1.rc.tmp" "$dir/$1.rc"
@@ -53,7 +66,8 @@ finish() {
 	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 	# exit 77: the script could not run here (e.g. not root); never a pass
 	if [ "$rc" -eq 77 ]; then skipped=$((skipped + 1)); return; fi
-	if [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $2"; fi
+	if [ "$rc" -eq 124 ]; then failed=$((failed + 1)); bad="$bad $2(timeout)"
+	elif [ "$rc" -ne 0 ] && [ -z "$f" ]; then failed=$((failed + 1)); bad="$bad $2"; fi
 }
 
 # Reaps the tests that have ended; sets running to how many have not.

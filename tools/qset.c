@@ -49,10 +49,15 @@ int qset_match(const answer_format *f, const char *exp, const char *got,
 	char a[VOTE_ANSWER_MAX], b[VOTE_ANSWER_MAX];
 
 	if (f && f->kind != ANSWER_NUMBER) {
-		/* got is already a key of f: the expected answer keyed as a
-		 * sample that gave exactly it */
+		/* got is a key of f when quorum's vote made it: the expected
+		 * answer keyed as a sample that gave exactly it. A winner
+		 * written otherwise (another engine, an older worker: "+042")
+		 * is keyed the same way first. */
 		answer_expected_key(f, exp, strlen(exp), a, sizeof(a));
-		return strlen(a) == glen && !memcmp(a, got, glen);
+		if (strlen(a) == glen && !memcmp(a, got, glen))
+			return 1;
+		answer_expected_key(f, got, glen, b, sizeof(b));
+		return a[0] != '\0' && !strcmp(a, b);
 	}
 	canon(exp, strlen(exp), a, sizeof(a));
 	canon(got, glen, b, sizeof(b));

@@ -38,7 +38,8 @@ int qset_read(const char *cmd, const char *fname, qset_item **out,
 void qset_free(qset_item *items, size_t n);
 
 /* Whether the given answer got[0, glen) — a key the vote compared under
- * format f (NULL: number) — is the expected one. */
+ * format f (NULL: number), or an answer written otherwise, keyed first —
+ * is the expected one. */
 int qset_match(const answer_format *f, const char *expected, const char *got,
 	       size_t glen);
 
