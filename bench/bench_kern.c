@@ -1,6 +1,7 @@
 /*
  * bench_kern — kern_matmul throughput: weights GB/s and GFLOP/s for Qwen2
- * 0.5B shapes, per ISA, weight type, batch size M and thread count.
+ * 0.5B shapes, per ISA, weight type, batch size M and thread count, and
+ * the share of the measured int8 peak (kern_measure_limits).
  *
  * Each call reads a different copy of W, cycling through >= 128 MB, so
  * weights come from DRAM as in a real decode step (a model's layers do
@@ -55,7 +56,7 @@ static void fill(void *W, uint32_t wt, int K, int N, uint32_t seed)
 int main(int argc, char **argv)
 {
 	static const int shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}};
-	static const int Ms[] = {1, 4, 16, 32, 64};
+	static const int Ms[] = {1, 4, 8, 16, 32, 64, 200};
 	static const int threads[] = {1, 2};
 	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
 	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0;
@@ -80,15 +81,23 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tpool_new failed\n");
 			return 1;
 		}
-	float *x = malloc(sizeof(float) * 64 * 4864);
-	float *y = malloc(sizeof(float) * 64 * 151936);
+	float *x = malloc(sizeof(float) * 200 * 4864);
+	float *y = malloc(sizeof(float) * 200 * 151936);
+	kern_limits lim[2];
 	if (!x || !y)
 		return 1;
-	for (int i = 0; i < 64 * 4864; i++)
+	for (int i = 0; i < 200 * 4864; i++)
 		x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
-
-	printf("%-6s %-5s %-13s %3s %2s %9s %8s %8s %10s\n", "isa", "type",
-	       "K x N", "M", "T", "ms/call", "GB/s", "GFLOP/s", "Mcol*row/s");
+	/* the int8 peak of each thread count, for the share of it */
+	for (int t = 0; t < 2; t++)
+		kern_measure_limits(pools[t], &lim[t]);
+	printf("int8 peak (%s): %.1f G MAC/s on 1 thread, %.1f on 2; read "
+	       "%.1f / %.1f GB/s\n", kern_isa_name(kern_isa()),
+	       lim[0].int8_macs / 1e9, lim[1].int8_macs / 1e9,
+	       lim[0].read_bytes / 1e9, lim[1].read_bytes / 1e9);
+	printf("%-6s %-5s %-13s %3s %2s %9s %8s %8s %10s %7s\n", "isa", "type",
+	       "K x N", "M", "T", "ms/call", "GB/s", "GFLOP/s", "Mcol*row/s",
+	       "of peak");
 	for (int ti = 0; ti < n_types; ti++) {
 		uint32_t wt = types[ti];
 		for (size_t si = 0; si < sizeof(shapes) / sizeof(*shapes); si++) {
@@ -117,11 +126,13 @@ int main(int argc, char **argv)
 						} while (el < 0.3 || calls < 3);
 						double per = el / calls;
 						double flop = 2.0 * M * (double)N * K;
-						printf("%-6s %-5s %5d x %-6d %3d %2d %9.3f %8.1f %8.1f %10.1f\n",
+						printf("%-6s %-5s %5d x %-6d %3d %2d %9.3f %8.1f %8.1f %10.1f %6.1f%%\n",
 						       kern_isa_name(isas[ii]), ggml_type_name(wt), K,
 						       N, M, threads[t], per * 1e3, wbytes / per / 1e9,
 						       flop / per / 1e9,
-						       (double)M * N / per / 1e6);
+						       (double)M * N / per / 1e6,
+						       lim[t].int8_macs > 0 ? 100.0 * flop / 2 / per /
+						       lim[t].int8_macs : 0.0);
 						fflush(stdout);
 					}
 				}

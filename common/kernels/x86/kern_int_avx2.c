@@ -68,6 +68,7 @@ INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s)
 #include "kern_int_q8.h"
 #include "kern_int_kq.h"
 #include "kern_int_q8z.h"
+#include "kern_int_kqz.h"
 
 /* ---- dispatch --------------------------------------------------------- */
 
@@ -89,7 +90,11 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
 #endif
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
 		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
-	if (KG_USE(wtype, M, K)) {
+	if (KG_USE(wtype, M, K)
+#if KERN_INT_VNNI == 1
+	    || kz_use(wtype, M)
+#endif
+	   ) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
 		return;
 	}
@@ -193,6 +198,10 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 #if KERN_INT_VNNI == 1
 	if (qz_use(mm->wtype, mm->M)) {
 		qz_qmatmul(mm, j0, j1);
+		return;
+	}
+	if (kz_use(mm->wtype, mm->M)) {
+		kz_qmatmul(mm, j0, j1);
 		return;
 	}
 #endif

@@ -1,0 +1,291 @@
+/*
+ * kern_int_kqz — Q4_K and Q6_K on 512-bit register tiles (the VNNI build
+ * only): kern_int_kq.h's groups, two weight rows per vector.
+ *
+ * Part of kern_int_avx2.c's translation unit (included there once, in
+ * order, for each of its builds; not a header of its own): it uses the
+ * definitions of the parts before it.
+ *
+ * Each weight row is prepared as kern_int_kq.h prepares it (kg_prep: its
+ * units in groups of 8, 4, 2, 1 side by side, every vector 8 int32
+ * lanes), and the rows go in pairs: vector i of the pair holds vector i
+ * of row j in its low half and of row j + 1 in its high half. The
+ * activation rows keep kg_act's layout, each 256-bit vector broadcast
+ * to both halves. So every step of kg_group runs on both rows at once,
+ * with the same integers in each half as kg_group's (exact, in any
+ * order), and the float step is quant.h's for both rows: the low half's
+ * lanes are row j's acc[0..7], the high half's row j + 1's. A tile is
+ * KZ_RT activation rows by KZ_CP pairs; each vector of weights read
+ * from the prepared block serves KZ_RT rows, each activation vector
+ * KZ_CP pairs.
+ */
+#if KERN_INT_VNNI == 1
+
+#define KZ_MIN_M 4  /* activation rows from which Q4_K / Q6_K take these */
+#define KZ_RT 3     /* activation rows per register tile */
+#define KZ_CP 4     /* weight row pairs per register tile */
+
+INLINE int kz_use(uint32_t wtype, int M)
+{
+	return (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) &&
+	       M >= KZ_MIN_M;
+}
+
+/* kg_fold in each half. */
+INLINE __m512i kz_fold(__m512i x, int g)
+{
+	if (g <= 1)
+		x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, 0xb1));
+	if (g <= 2)
+		x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, 0x4e));
+	if (g <= 4)
+		x = _mm512_add_epi32(x, _mm512_shuffle_i64x2(
+			x, x, _MM_SHUFFLE(2, 3, 0, 1)));
+	return x;
+}
+
+INLINE __m512i kz_bcast(const void *p)
+{
+	return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* R activation rows (t) against C prepared pairs (pair c at w + c * pv
+ * vectors) of rows of nu units: res[r][2c + h]. */
+INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
+		    int nu, float (*res)[2 * KZ_CP], const int R, const int C,
+		    const int kind)
+{
+	_Alignas(64) float facc[KZ_RT][KZ_CP][16];
+	size_t vo = 0;
+
+	#pragma GCC unroll 3
+	for (int r = 0; r < R; r++)
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++)
+			_mm512_store_ps(facc[r][c], _mm512_setzero_ps());
+	for (int u0 = 0; u0 < nu;) {
+		int g = kg_size(nu - u0), f0 = u0 % 8;
+		__m512i acc[KZ_RT][KZ_CP], s2[KZ_RT][KZ_CP];
+
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++)
+				acc[r][c] = _mm512_setzero_si512();
+		for (int cc = 0; cc < g; cc++) {
+			size_t o = (size_t)QK_K * (u0 + cc), wo = vo + 9 * (size_t)cc;
+
+			if (kind == QK_Q4_K) {
+				__m512i p[KZ_RT][KZ_CP];
+
+				#pragma GCC unroll 8
+				for (int s = 0; s < 8; s++) {
+					__m512i wv[KZ_CP];
+
+					#pragma GCC unroll 4
+					for (int c = 0; c < C; c++)
+						wv[c] = _mm512_load_si512(w + c * pv + wo + s);
+					#pragma GCC unroll 3
+					for (int r = 0; r < R; r++) {
+						__m512i a = kz_bcast(t->q[r] + o + 32 * s);
+
+						#pragma GCC unroll 4
+						for (int c = 0; c < C; c++)
+							p[r][c] = _mm512_dpbusd_epi32(
+								s ? p[r][c] : _mm512_setzero_si512(),
+								wv[c], a);
+					}
+				}
+				#pragma GCC unroll 4
+				for (int c = 0; c < C; c++) {
+					__m512i sc = _mm512_srli_epi32(_mm512_load_si512(
+						w + c * pv + wo + 8), 16);
+
+					#pragma GCC unroll 3
+					for (int r = 0; r < R; r++)
+						acc[r][c] = _mm512_add_epi32(acc[r][c],
+							_mm512_mullo_epi32(p[r][c], sc));
+				}
+			} else {
+				#pragma GCC unroll 4
+				for (int s = 0; s < 8; s += 2) {
+					__m512i w0[KZ_CP], w1[KZ_CP];
+
+					#pragma GCC unroll 4
+					for (int c = 0; c < C; c++) {
+						w0[c] = _mm512_load_si512(w + c * pv + wo + s);
+						w1[c] = _mm512_load_si512(w + c * pv + wo + s + 1);
+					}
+					#pragma GCC unroll 3
+					for (int r = 0; r < R; r++) {
+						__m512i a0 = kz_bcast(t->q[r] + o + 32 * s);
+						__m512i a1 = kz_bcast(t->q[r] + o + 32 * s + 32);
+
+						#pragma GCC unroll 4
+						for (int c = 0; c < C; c++) {
+							__m512i pp = _mm512_add_epi16(
+								_mm512_maddubs_epi16(w0[c], a0),
+								_mm512_maddubs_epi16(w1[c], a1));
+
+							acc[r][c] = _mm512_add_epi32(acc[r][c],
+								_mm512_madd_epi16(pp,
+									_mm512_load_si512(w + c * pv +
+											  wo + 8)));
+						}
+					}
+				}
+			}
+		}
+		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++) {
+			const int16_t *b = t->bsum[r] + (size_t)16 * u0;
+
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++) {
+				const __m512i *y = w + c * pv + vo + 9 * (size_t)g;
+				__m512i m = _mm512_madd_epi16(_mm512_load_si512(y),
+							      kz_bcast(b));
+
+				for (int s = 1; s < kg_min_steps(g, kind); s++)
+					m = _mm512_add_epi32(m, _mm512_madd_epi16(
+						_mm512_load_si512(y + s),
+						kz_bcast(b + 16 * s)));
+				if (kind == QK_Q4_K)
+					s2[r][c] = m;
+				else
+					acc[r][c] = _mm512_add_epi32(acc[r][c], m);
+			}
+		}
+		{
+			__m256i mask = kg_mask(u0, g);
+
+			#pragma GCC unroll 3
+			for (int r = 0; r < R; r++) {
+				__m512 da = _mm512_broadcast_f32x8(_mm256_maskload_ps(
+					t->d[r] + u0 - f0, mask));
+
+				#pragma GCC unroll 4
+				for (int c = 0; c < C; c++) {
+					const __m512i *dv = w + c * pv + vo + 10 * (size_t)g;
+					__m512 f = _mm512_load_ps(facc[r][c]);
+
+					f = _mm512_fmadd_ps(_mm512_mul_ps(
+						_mm512_load_ps((const float *)dv), da),
+						_mm512_cvtepi32_ps(kz_fold(acc[r][c], g)), f);
+					if (kind == QK_Q4_K)
+						f = _mm512_fmadd_ps(_mm512_mul_ps(
+							_mm512_load_ps((const float *)(dv + 1)),
+							da), _mm512_cvtepi32_ps(
+							kz_fold(s2[r][c], g)), f);
+					_mm512_store_ps(facc[r][c], f);
+				}
+			}
+		}
+		vo += KG_VECS(g);
+		u0 += g;
+	}
+	#pragma GCC unroll 3
+	for (int r = 0; r < R; r++)
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			res[r][2 * c] = tree4(_mm256_load_ps(facc[r][c]));
+			res[r][2 * c + 1] = tree4(_mm256_load_ps(facc[r][c] + 8));
+		}
+}
+
+typedef void (*kz_tile_fn)(const struct qtile *t, const __m512i *w,
+			   size_t pv, int nu, float (*res)[2 * KZ_CP]);
+
+#define KZ_TILE_FN(R, C, K, kind)                                           \
+	static void kz_tile_##K##_##R##_##C(const struct qtile *t,          \
+					    const __m512i *w, size_t pv,    \
+					    int nu, float (*res)[2 * KZ_CP]) \
+	{                                                                   \
+		kz_tile(t, w, pv, nu, res, R, C, kind);                     \
+	}
+#define KZ_TILES(K, kind)                                                   \
+	KZ_TILE_FN(1, 1, K, kind) KZ_TILE_FN(1, 2, K, kind)                 \
+	KZ_TILE_FN(1, 3, K, kind) KZ_TILE_FN(1, 4, K, kind)                 \
+	KZ_TILE_FN(2, 1, K, kind) KZ_TILE_FN(2, 2, K, kind)                 \
+	KZ_TILE_FN(2, 3, K, kind) KZ_TILE_FN(2, 4, K, kind)                 \
+	KZ_TILE_FN(3, 1, K, kind) KZ_TILE_FN(3, 2, K, kind)                 \
+	KZ_TILE_FN(3, 3, K, kind) KZ_TILE_FN(3, 4, K, kind)                 \
+	static const kz_tile_fn kz_tiles_##K[KZ_RT][KZ_CP] = {              \
+		{kz_tile_##K##_1_1, kz_tile_##K##_1_2, kz_tile_##K##_1_3,   \
+		 kz_tile_##K##_1_4},                                        \
+		{kz_tile_##K##_2_1, kz_tile_##K##_2_2, kz_tile_##K##_2_3,   \
+		 kz_tile_##K##_2_4},                                        \
+		{kz_tile_##K##_3_1, kz_tile_##K##_3_2, kz_tile_##K##_3_3,   \
+		 kz_tile_##K##_3_4},                                        \
+	};
+KZ_TILES(q4, QK_Q4_K)
+KZ_TILES(q6, QK_Q6_K)
+_Static_assert(KZ_RT == 3 && KZ_CP == 4, "kz_tiles' tables");
+
+/* Columns [j0, j1) for all M rows: blocks of prepared pairs (as many as
+ * fit QT_PREP_BYTES), every tile of activation rows over each. */
+static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
+{
+	const int kind = mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
+	const kz_tile_fn (*tiles)[KZ_CP] = kind == QK_Q4_K ? kz_tiles_q4
+							   : kz_tiles_q6;
+	int nu = mm->K / QK_K;
+	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
+	int jb = 2 * (int)(QT_PREP_BYTES / (2 * rb));
+	__m256i *tmp;
+	__m512i *buf;
+
+	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
+	tmp = aligned_alloc(64, 2 * rb);
+	buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
+	if (!tmp || !buf)
+		abort(); /* a block of prepared rows per task */
+	for (int j = j0; j < j1; j += jb) {
+		int jn = j1 - j < jb ? j1 - j : jb, np = (jn + 1) / 2;
+
+		for (int p = 0; p < np; p++) {
+			const uint8_t *r0 = (const uint8_t *)mm->W +
+					    (size_t)(j + 2 * p) * mm->row_bytes;
+			__m512i *out = buf + (size_t)p * pv;
+
+			kg_prep(r0, nu, kind, tmp);
+			if (2 * p + 1 < jn)
+				kg_prep(r0 + mm->row_bytes, nu, kind, tmp + pv);
+			else
+				memset(tmp + pv, 0, rb);
+			for (size_t i = 0; i < pv; i++)
+				_mm512_store_si512(out + i, _mm512_inserti64x4(
+					_mm512_castsi256_si512(_mm256_load_si256(
+						tmp + i)),
+					_mm256_load_si256(tmp + pv + i), 1));
+		}
+		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
+			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
+
+			for (int m0 = 0; m0 < mm->M; m0 += KZ_RT) {
+				int R = mm->M - m0 < KZ_RT ? mm->M - m0 : KZ_RT;
+				struct qtile t;
+				float res[KZ_RT][2 * KZ_CP];
+
+				qtile_bind(mm, m0, R, QK_K, &t);
+				tiles[R - 1][C - 1](&t, buf + (size_t)p0 * pv, pv, nu,
+						    res);
+				for (int r = 0; r < R; r++)
+					for (int c = 0; c < 2 * C; c++) {
+						int jj = j + 2 * p0 + c;
+
+						if (jj >= j + jn)
+							break;
+						mm->y[(size_t)(m0 + r) * mm->ldy + jj] =
+							mm->bias ? res[r][c] +
+							mm->bias[jj] : res[r][c];
+					}
+			}
+		}
+	}
+	free(tmp);
+	free(buf);
+}
+
+#endif /* KERN_INT_VNNI == 1 */
