@@ -1,14 +1,17 @@
 /*
  * bench_kern — kern_matmul throughput: weights GB/s and GFLOP/s for Qwen2
- * 0.5B shapes, per ISA, weight type, batch size M and thread count, and
+ * 0.5B (and 1.5B) shapes, per ISA, weight type, batch size M and thread count, and
  * the share of the measured int8 peak (kern_measure_limits).
  *
  * Each call reads a different copy of W, cycling through >= 128 MB, so
  * weights come from DRAM as in a real decode step (a model's layers do
  * not fit in cache), not from L3.
  *
- * usage: bench_kern [-q] [isa ...]   (-q: Q8_0 only; default all ISAs but
- *        scalar)
+ * usage: bench_kern [-q | -k] [-m M,M,...] [isa ...]
+ *   -q  Q8_0 only (default Q8_0 and F16, on qwen2.5-0.5b's shapes)
+ *   -k  Q4_K and Q6_K, on qwen2.5-1.5b's shapes (-q then: Q4_K only)
+ *   -m  the activation row counts (default 1,4,8,16,32,64,200)
+ *   isa avx2, avx512, ... (default every ISA of this CPU but scalar)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,8 @@ static double now_s(void)
 static size_t row_bytes(uint32_t wt, int K)
 {
 	return wt == GGML_TYPE_Q8_0 ? (size_t)K / 32 * sizeof(ggml_block_q8_0) :
+	       wt == GGML_TYPE_Q4_K ? (size_t)K / QK_K * sizeof(ggml_block_q4_K) :
+	       wt == GGML_TYPE_Q6_K ? (size_t)K / QK_K * sizeof(ggml_block_q6_K) :
 	       wt == GGML_TYPE_F32  ? (size_t)K * 4 :
 				      (size_t)K * 2;
 }
@@ -46,6 +51,16 @@ static void fill(void *W, uint32_t wt, int K, int N, uint32_t seed)
 		ggml_block_q8_0 *b = W;
 		for (size_t i = 0; i < (size_t)N * (size_t)K / 32; i++)
 			b[i].d &= 0x3bff;
+	} else if (wt == GGML_TYPE_Q4_K) {
+		ggml_block_q4_K *b = W;
+		for (size_t i = 0; i < (size_t)N * (size_t)K / QK_K; i++) {
+			b[i].d &= 0x3bff;
+			b[i].dmin &= 0x3bff;
+		}
+	} else if (wt == GGML_TYPE_Q6_K) {
+		ggml_block_q6_K *b = W;
+		for (size_t i = 0; i < (size_t)N * (size_t)K / QK_K; i++)
+			b[i].d &= 0x3bff;
 	} else if (wt == GGML_TYPE_F16) {
 		uint16_t *h = W;
 		for (size_t i = 0; i < (size_t)N * (size_t)K; i++)
@@ -55,8 +70,15 @@ static void fill(void *W, uint32_t wt, int K, int N, uint32_t seed)
 
 int main(int argc, char **argv)
 {
-	static const int shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}};
-	static const int Ms[] = {1, 4, 8, 16, 32, 64, 200};
+	/* qwen2.5-0.5b's matrices; the k-quants' (whose rows are whole
+	 * 256-blocks) are qwen2.5-1.5b's */
+	static const int shapes05[][2] = {{896, 4864}, {4864, 896},
+					  {896, 151936}};
+	static const int shapes15[][2] = {{1536, 8960}, {8960, 1536},
+					  {1536, 1536}};
+	const int (*shapes)[2] = shapes05;
+	static int Ms[16] = {1, 4, 8, 16, 32, 64, 200};
+	int n_ms = 7;
 	static const int threads[] = {1, 2};
 	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
 	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0;
@@ -64,6 +86,29 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0) {
 			n_types = 1;
+			continue;
+		}
+		if (strcmp(argv[i], "-k") == 0) {
+			types[0] = GGML_TYPE_Q4_K;
+			types[1] = GGML_TYPE_Q6_K;
+			shapes = shapes15;
+			continue;
+		}
+		if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) {
+			char *e, *p = argv[++i];
+
+			for (n_ms = 0; n_ms < 16 && *p; p = *e ? e + 1 : e) {
+				long v = strtol(p, &e, 10);
+
+				if (e == p || v < 1 || v > 200 ||
+				    (*e && *e != ',')) {
+					fprintf(stderr, "bench_kern: -m wants "
+						"row counts 1..200: %s\n",
+						argv[i]);
+					return 2;
+				}
+				Ms[n_ms++] = (int)v;
+			}
 			continue;
 		}
 		for (int k = 0; k <= KERN_ISA_LAST; k++)
@@ -81,12 +126,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tpool_new failed\n");
 			return 1;
 		}
-	float *x = malloc(sizeof(float) * 200 * 4864);
+	float *x = malloc(sizeof(float) * 200 * 8960);
 	float *y = malloc(sizeof(float) * 200 * 151936);
 	kern_limits lim[2];
 	if (!x || !y)
 		return 1;
-	for (int i = 0; i < 200 * 4864; i++)
+	for (int i = 0; i < 200 * 8960; i++)
 		x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
 	/* the int8 peak of each thread count, for the share of it */
 	for (int t = 0; t < 2; t++)
@@ -100,7 +145,7 @@ int main(int argc, char **argv)
 	       "of peak");
 	for (int ti = 0; ti < n_types; ti++) {
 		uint32_t wt = types[ti];
-		for (size_t si = 0; si < sizeof(shapes) / sizeof(*shapes); si++) {
+		for (size_t si = 0; si < 3; si++) {
 			int K = shapes[si][0], N = shapes[si][1];
 			size_t wbytes = row_bytes(wt, K) * (size_t)N;
 			int copies = (int)((128u << 20) / wbytes) + 1;
@@ -111,7 +156,7 @@ int main(int argc, char **argv)
 				fill(W + wbytes * (size_t)c, wt, K, N, 17u + (uint32_t)c);
 			for (int ii = 0; ii < n_isas; ii++) {
 				kern_set_isa(isas[ii]);
-				for (size_t mi = 0; mi < sizeof(Ms) / sizeof(*Ms); mi++) {
+				for (int mi = 0; mi < n_ms; mi++) {
 					int M = Ms[mi];
 					for (int t = 0; t < 2; t++) {
 						int calls = 0, c = 0;

@@ -21,7 +21,9 @@
  */
 #if KERN_INT_VNNI == 1
 
+#ifndef KZ_MIN_M /* -DKZ_MIN_M=N: a benchmark build that moves the switch */
 #define KZ_MIN_M 4  /* activation rows from which Q4_K / Q6_K take these */
+#endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
 

@@ -36,7 +36,9 @@
  */
 #if KERN_INT_VNNI == 1
 
+#ifndef QZ_MIN_M /* -DQZ_MIN_M=N: a benchmark build that moves the switch */
 #define QZ_MIN_M 4  /* activation rows from which Q8_0 takes these tiles */
+#endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
 
