@@ -109,6 +109,22 @@ static char *make_question(int target_words)
 	return q;
 }
 
+/* A benchmark request: the default settings (sc/params), seed 1, every
+ * sample decoding all max_new tokens (no end of generation, no early
+ * stopping), so each row does the same work. */
+static sc_params bench_params(int n, int max_new, int mode)
+{
+	sc_params p = SC_PARAMS_DEFAULTS;
+
+	p.seed = 1;
+	p.n = n;
+	p.max_new = max_new;
+	p.mode = mode;
+	p.ignore_eos = 1;
+	p.stop = (stop_rule){STOP_NONE, STOP_BETA_DEFAULT, STOP_WINDOW_DEFAULT};
+	return p;
+}
+
 /* One line of the roofline table: a phase's time, its share of wall,
  * and (matmuls) its rate against the limits. */
 static void roof_line(const char *name, double ns, double wall_ns,
@@ -193,9 +209,7 @@ static int roofline(sc_engine *e, const int32_t *ids, size_t n_ids,
 	       lim.f32_fmas / 1e9, lim.read_bytes / 1e9);
 	/* prefill alone (one sample, one token: no decode round) */
 	{
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = 1,
-			       .max_new = 1, .mode = SC_BATCHED,
-			       .ignore_eos = 1};
+		sc_params p = bench_params(1, 1, SC_BATCHED);
 
 		prof_enable(PROF_ALL);
 		rc = sc_run(e, ids, n_ids, &p, &r);
@@ -209,9 +223,7 @@ static int roofline(sc_engine *e, const int32_t *ids, size_t n_ids,
 		sc_run_result_fini(&r);
 	}
 	for (int i = 0; i < n_ns; i++) {
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = ns[i],
-			       .max_new = max_new, .mode = SC_BATCHED,
-			       .ignore_eos = 1};
+		sc_params p = bench_params(ns[i], max_new, SC_BATCHED);
 
 		prof_enable(PROF_DECODE);
 		rc = sc_run(e, ids, n_ids, &p, &r);
@@ -330,9 +342,7 @@ int cmd_bench(int argc, char **argv)
 	 * decode step, so that the first row does not also pay for touching
 	 * the weights and buffers the first time */
 	{
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = 1,
-			       .max_new = 1, .mode = SC_BATCHED,
-			       .ignore_eos = 1};
+		sc_params p = bench_params(1, 1, SC_BATCHED);
 		sc_result r;
 		if (sc_run(e, ids, n_ids < 16 ? n_ids : 16, &p, &r)) {
 			fprintf(stderr, "quorum bench: %s\n", qerr_detail());
@@ -362,9 +372,8 @@ int cmd_bench(int argc, char **argv)
 		double reset_wall = 0;
 
 		for (int j = 0; j < n_modes; j++) {
-			sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1,
-				       .n = ns[i], .max_new = (int)max_new,
-				       .mode = modes[j], .ignore_eos = 1};
+			sc_params p = bench_params(ns[i], (int)max_new,
+						   modes[j]);
 			sc_result r;
 			double wall;
 
