@@ -328,6 +328,9 @@ static const struct {
 	int want;
 } rtexts[] = {
 	{"[0-9]+ (apples|pears)", "12 apples", WHOLE},
+	/* parts that can match nothing: repeated only when bounded */
+	{"^(ab?)*$", "abaab", WHOLE}, {"^a*(b|c?)$", "aa", WHOLE},
+	{"^(a?){2,3}$", "aa", WHOLE}, {"^(a?){2,3}$", "aaaa", NO},
 	{"[0-9]+ (apples|pears)", "12 plums", NO},
 	{"[0-9]+ (apples|pears)", "12 app", PREFIX},
 	{"^\\d{3}-\\d{4}$", "555-1234", WHOLE},
@@ -430,6 +433,15 @@ static void rx_errors(void **state)
 		{"a{1,999}", "pattern: {1,999}: n must be 1..256 (at offset "
 			     "7)"},
 		{"*a", "pattern: '*' without an element (at offset 0)"},
+		{"(?:)*?8\x01", "pattern: '*' repeats a part that can match "
+		 "the empty string (write the part so that it cannot) (at "
+		 "offset 4)"},
+		{"(a|b?)+", "pattern: '+' repeats a part that can match the "
+		 "empty string (write the part so that it cannot) (at offset "
+		 "6)"},
+		{"((a?)b?){2,}", "pattern: '{' repeats a part that can match "
+		 "the empty string (write the part so that it cannot) (at "
+		 "offset 8)"},
 		{"\\bx", "pattern: word boundary '\\b' (at offset 1)"},
 		{"[\\D]", "pattern: '\\D' inside [..] (at offset 1)"},
 		{"\xff", "pattern: invalid UTF-8 (at offset 0)"},

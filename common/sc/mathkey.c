@@ -1349,8 +1349,15 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 				parser q = *p;
 				sbuf ko = {.n = 0};
 
-				if (n == 16 || i == start)
+				/* an element must be less than the whole (with
+				 * unbalanced brackets the bare-comma split can
+				 * find none), and lists nest MATHKEY_DEPTH deep
+				 * at most */
+				if (n == 16 || i == start ||
+				    (start == from && i == to) ||
+				    p->depth >= MATHKEY_DEPTH)
 					return 0;
+				q.depth = p->depth + 1;
 				q.n_vars = 0;
 				q.n_nodes = 0;
 				q.err = 0;

@@ -408,14 +408,22 @@ static int klass(rx *r, strbuf *b)
 	return set(r, b, v, n, neg);
 }
 
-static int alternation(rx *r, strbuf *b, int depth);
+static int alternation(rx *r, strbuf *b, int depth, int *nullable);
 
-/* A quantifier after an element, if any, written after it. */
-static int quantifier(rx *r, strbuf *b)
+/* A quantifier after an element, if any, written after it. *nullable
+ * says whether the element can match the empty string, and becomes
+ * whether the quantified element can. An element that can match nothing
+ * cannot be repeated: a grammar's repetition of it would be
+ * left-recursive (and "(a?)*" is "a*" written so that it cannot end). */
+static int quantifier(rx *r, strbuf *b, int *nullable)
 {
 	char q = *r->s;
+	const char *at = r->s;
+	int many = 0, empty = *nullable; /* the element's, before q */
 
 	if (q == '*' || q == '+' || q == '?') {
+		many = q != '?';
+		*nullable |= q != '+';
 		strbuf_add(b, &q, 1);
 		r->s++;
 	} else if (q == '{') {
@@ -445,6 +453,8 @@ static int quantifier(rx *r, strbuf *b)
 		if (*r->s != '}')
 			return rfail(r, QERR_FORMAT, "unclosed '{'");
 		r->s++;
+		many = n < 0; /* {m,n} unrolls: no repetition rule */
+		*nullable |= m == 0;
 		if (n < 0)
 			strbuf_printf(b, "{%ld,}", m);
 		else
@@ -452,13 +462,20 @@ static int quantifier(rx *r, strbuf *b)
 	} else {
 		return 0;
 	}
+	if (many && empty) {
+		r->s = at;
+		return rfail(r, QERR_UNSUPPORTED, "'%c' repeats a part that can "
+			     "match the empty string (write the part so that it "
+			     "cannot)", q);
+	}
 	if (*r->s == '?' || *r->s == '+')
 		r->s++; /* lazy or possessive: the same text */
 	return 0;
 }
 
-/* One element at r->s into b. */
-static int element(rx *r, strbuf *b, int depth)
+/* One element at r->s into b; *nullable: whether it can match the
+ * empty string. */
+static int element(rx *r, strbuf *b, int depth, int *nullable)
 {
 	char ch = *r->s;
 	rng v[8];
@@ -471,7 +488,7 @@ static int element(rx *r, strbuf *b, int depth)
 		else if (r->s[0] == '?')
 			return rfail(r, QERR_UNSUPPORTED, "'(?%c': look-around "
 				     "and named groups", r->s[1]);
-		if (alternation(r, b, depth + 1))
+		if (alternation(r, b, depth + 1, nullable))
 			return -1;
 		if (*r->s != ')')
 			return rfail(r, QERR_FORMAT, "unclosed '('");
@@ -519,20 +536,28 @@ static int element(rx *r, strbuf *b, int depth)
 	}
 }
 
-/* Alternatives up to ')' or the end, as one group. */
-static int alternation(rx *r, strbuf *b, int depth)
+/* Alternatives up to ')' or the end, as one group; *nullable: whether
+ * one of them can match the empty string. */
+static int alternation(rx *r, strbuf *b, int depth, int *nullable)
 {
 	if (depth > RX_DEPTH)
 		return rfail(r, QERR_UNSUPPORTED, "groups nested over %d deep",
 			     RX_DEPTH);
+	*nullable = 0;
 	strbuf_puts(b, "(");
 	for (;;) {
+		int all = 1; /* every element so far can match nothing */
+
 		strbuf_puts(b, "(\"\"");
 		while (*r->s && *r->s != '|' && *r->s != ')') {
+			int el = 0;
+
 			strbuf_puts(b, " ");
-			if (element(r, b, depth) || quantifier(r, b))
+			if (element(r, b, depth, &el) || quantifier(r, b, &el))
 				return -1;
+			all &= el;
 		}
+		*nullable |= all;
 		strbuf_puts(b, ")");
 		if (*r->s != '|')
 			break;
@@ -551,7 +576,7 @@ static const char JSON_ANY[] =
 int rxgbnf(const char *pattern, int mode, strbuf *b)
 {
 	size_t n = strlen(pattern), bs = 0;
-	int head = 0, tail = 0;
+	int head = 0, tail = 0, nul;
 	char *body;
 	rx r = {0};
 
@@ -569,7 +594,7 @@ int rxgbnf(const char *pattern, int mode, strbuf *b)
 	strbuf_puts(b, "(");
 	if (r.json && !head)
 		strbuf_printf(b, "%s ", JSON_ANY);
-	if (alternation(&r, b, 0) == 0 && *r.s)
+	if (alternation(&r, b, 0, &nul) == 0 && *r.s)
 		rfail(&r, QERR_FORMAT, "unmatched ')'");
 	if (r.json && !tail)
 		strbuf_printf(b, " %s", JSON_ANY);
