@@ -234,10 +234,13 @@ static void test_rules_deterministic(void **state)
 	};
 	int fired = 0, cancelled = 0;
 
+	/* temperature 1.5: issue 34's model writes most problems' chains
+	 * in one length at 1.0, so every fork ended in the round the rule
+	 * fired in and none was cancelled in flight */
 	(void)state;
 	for (int q = 0; q < (tu_quick() ? 2 : 4); q++) {
 		sc_engine_params ep = SC_ENGINE_DEFAULTS;
-		sc_params pr = params(N_REF, 5, 1.0f, "none");
+		sc_params pr = params(N_REF, 5, 1.5f, "none");
 		sc_result ref;
 		sc_engine *e;
 
@@ -247,7 +250,7 @@ static void test_rules_deterministic(void **state)
 		for (size_t ri = 0; ri < sizeof(rules) / sizeof(rules[0]); ri++)
 			for (size_t ci = 0; ci < sizeof(cf) / sizeof(cf[0]);
 			     ci++) {
-				sc_params p = params(N_REF, 5, 1.0f, rules[ri]);
+				sc_params p = params(N_REF, 5, 1.5f, rules[ri]);
 				sc_result r;
 				char what[96];
 
