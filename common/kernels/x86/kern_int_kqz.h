@@ -21,16 +21,25 @@
  */
 #if KERN_INT_VNNI == 1
 
-#ifndef KZ_MIN_M /* -DKZ_MIN_M=N: a benchmark build that moves the switch */
-#define KZ_MIN_M 4  /* activation rows from which Q4_K / Q6_K take these */
+/* Activation rows from which Q4_K and Q6_K take these tiles: where they
+ * beat kern_int_kq.h's (bench_kern -k on an AMD EPYC Zen 5, 2 threads,
+ * qwen2.5-1.5b's shapes: each call prepares its weight pairs, which
+ * costs more than the tiles save below these counts). -DKZ_MIN_M=N: a
+ * benchmark build with one switch for both. */
+#ifdef KZ_MIN_M
+#define KZ_MIN_M_Q4K KZ_MIN_M
+#define KZ_MIN_M_Q6K KZ_MIN_M
+#else
+#define KZ_MIN_M_Q4K 16
+#define KZ_MIN_M_Q6K 32
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
 
 INLINE int kz_use(uint32_t wtype, int M)
 {
-	return (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) &&
-	       M >= KZ_MIN_M;
+	return (wtype == GGML_TYPE_Q4_K && M >= KZ_MIN_M_Q4K) ||
+	       (wtype == GGML_TYPE_Q6_K && M >= KZ_MIN_M_Q6K);
 }
 
 /* kg_fold in each half. */

@@ -36,8 +36,15 @@
  */
 #if KERN_INT_VNNI == 1
 
-#ifndef QZ_MIN_M /* -DQZ_MIN_M=N: a benchmark build that moves the switch */
-#define QZ_MIN_M 4  /* activation rows from which Q8_0 takes these tiles */
+/* Activation rows from which Q8_0 takes these tiles: above the rows the
+ * direct kernel (kern_int_q8.h, no prepared weights) serves. Each call
+ * prepares its weight pairs, which below that costs more than the tiles
+ * save (bench_kern -q on an AMD EPYC Zen 5, 2 threads: at 8 rows the
+ * direct kernel does 113.7 M column-rows/s on 896 x 4864, these 74.4; at
+ * 16 rows these 123.8, the prepared kernel 98.4). -DQZ_MIN_M=N: a
+ * benchmark build that moves the switch. */
+#ifndef QZ_MIN_M
+#define QZ_MIN_M (Q8_DIRECT_R + 1)
 #endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
