@@ -258,8 +258,50 @@ static const struct {
 	{"vote", SC_S_VOTE},                   /* extension */
 	{"answer_format", SC_S_ANSWER},        /* extension */
 	{"stop", SC_S_STOP_STRINGS},
+	{"presence_penalty", SC_S_PRESENCE_PENALTY},
+	{"frequency_penalty", SC_S_FREQUENCY_PENALTY},
+	{"logit_bias", SC_S_LOGIT_BIAS},        /* {"ID": BIAS, ...} */
+	{"min_p", SC_S_MIN_P},                 /* extension (vLLM's) */
 	/* the grammar setting: constraints[] below */
 };
+
+/* logit_bias's JSON object ({"token id": bias}) as the setting's text
+ * into *p; QERR_RANGE with its message showing the object. */
+static int json_logit_bias(json_t *v, sc_params *p)
+{
+	char text[SC_VALUE_TEXT_MAX * 2];
+	size_t k = 0;
+	const char *key;
+	json_t *b;
+	int bad = !json_is_object(v) ||
+		  json_object_size(v) > SC_LOGIT_BIAS_MAX;
+
+	text[0] = '\0';
+	json_object_foreach(bad ? NULL : v, key, b) {
+		const char *c = key;
+
+		while (*c >= '0' && *c <= '9')
+			c++;
+		if (!json_is_number(b) || c == key || *c ||
+		    c - key > 9 || k >= sizeof(text) - 40) {
+			bad = 1;
+			break;
+		}
+		k += (size_t)snprintf(text + k, sizeof(text) - k, "%s%s:%.17g",
+				      k ? "," : "", key, json_number_value(b));
+	}
+	if (bad || !k || sc_params_parse(SC_S_LOGIT_BIAS, text, p)) {
+		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT |
+					    JSON_SORT_KEYS);
+
+		if (!bad && !k)
+			return 0; /* {}: no bias */
+		sc_params_check_fail(SC_S_LOGIT_BIAS, shown ? shown : "?");
+		free(shown);
+		return QERR_RANGE;
+	}
+	return 0;
+}
 
 static int json_setting(json_t *v, int id, sc_params *p)
 {
@@ -267,6 +309,8 @@ static int json_setting(json_t *v, int id, sc_params *p)
 	sc_value sv = {0};
 	long long iv;
 
+	if (id == SC_S_LOGIT_BIAS)
+		return json_logit_bias(v, p);
 	switch (x->kind) {
 	case SC_K_INT:
 		if (!get_int(v, &iv))
@@ -642,19 +686,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		bad(msg, cap, param, "tools", "'tools' is not supported by "
 		    "quorum");
 		goto out;
-	}
-	{
-		static const char *const pen[] = {"presence_penalty",
-						  "frequency_penalty"};
-
-		for (size_t i = 0; i < 2; i++)
-			if (present(v = json_object_get(o, pen[i])) &&
-			    (!json_is_number(v) || json_number_value(v) != 0)) {
-				bad(msg, cap, param, pen[i],
-				    "'%s' is not supported by quorum (only 0)",
-				    pen[i]);
-				goto out;
-			}
 	}
 	rc = 0;
 out:
