@@ -810,6 +810,10 @@ static void wire(void **state)
 
 	(void)state;
 	assert_int_equal(spwire_fields(), want);
+	/* a decode job carries every setting the sampler reads */
+	assert_int_equal(SPWIRE_JOB & want, SPWIRE_JOB);
+	assert_int_equal(want & ~SPWIRE_JOB,
+			 SC_BIT(SC_S_STOP) | SC_BIT(SC_S_VOTE));
 	assert_int_equal(md->n_fields, __builtin_popcount(want));
 	/* nothing given: no field, the message can be left out */
 	assert_int_equal(spwire_encode(&a, 0, &m, &buf), 0);
