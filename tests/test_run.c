@@ -52,7 +52,7 @@ static int teardown(void **state)
 
 static sc_params params(int n, int mode)
 {
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 1234, .n = n,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 1234, .n = n,
 		       .max_new = 24, .mode = mode};
 	return p;
 }
@@ -442,7 +442,7 @@ static void test_bad_params(void **state)
 		sc_params p;
 		int code;
 	} cases[] = {
-#define BP(t_, k_, p_, n_, x_, m_) .sp = {t_, k_, p_}, .n = n_, \
+#define BP(t_, k_, p_, n_, x_, m_) .sp = {t_, k_, p_, 0}, .n = n_, \
 				  .max_new = x_, .mode = m_
 		{{BP(-1.0f, 0, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},
 		{{BP(1.0f, -1, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},

@@ -428,7 +428,7 @@ static int group_setup(void **state)
 	const char *qb = getenv("QUORUM_BIN");
 	char buf[PATH_MAX];
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = SEED, .n = N_SAMPLES,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = SEED, .n = N_SAMPLES,
 		       .max_new = MAX_NEW, .mode = SC_BATCHED};
 	sc_engine *e = NULL;
 	model *m = NULL;

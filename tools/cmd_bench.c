@@ -193,7 +193,7 @@ static int roofline(sc_engine *e, const int32_t *ids, size_t n_ids,
 	       lim.f32_fmas / 1e9, lim.read_bytes / 1e9);
 	/* prefill alone (one sample, one token: no decode round) */
 	{
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = 1,
+		sc_params p = {.sp = {0.7f, 40, 0.95f, 0.0f}, .seed = 1, .n = 1,
 			       .max_new = 1, .mode = SC_BATCHED,
 			       .ignore_eos = 1};
 
@@ -209,7 +209,7 @@ static int roofline(sc_engine *e, const int32_t *ids, size_t n_ids,
 		sc_run_result_fini(&r);
 	}
 	for (int i = 0; i < n_ns; i++) {
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = ns[i],
+		sc_params p = {.sp = {0.7f, 40, 0.95f, 0.0f}, .seed = 1, .n = ns[i],
 			       .max_new = max_new, .mode = SC_BATCHED,
 			       .ignore_eos = 1};
 
@@ -330,7 +330,7 @@ int cmd_bench(int argc, char **argv)
 	 * decode step, so that the first row does not also pay for touching
 	 * the weights and buffers the first time */
 	{
-		sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1, .n = 1,
+		sc_params p = {.sp = {0.7f, 40, 0.95f, 0.0f}, .seed = 1, .n = 1,
 			       .max_new = 1, .mode = SC_BATCHED,
 			       .ignore_eos = 1};
 		sc_result r;
@@ -362,7 +362,7 @@ int cmd_bench(int argc, char **argv)
 		double reset_wall = 0;
 
 		for (int j = 0; j < n_modes; j++) {
-			sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 1,
+			sc_params p = {.sp = {0.7f, 40, 0.95f, 0.0f}, .seed = 1,
 				       .n = ns[i], .max_new = (int)max_new,
 				       .mode = modes[j], .ignore_eos = 1};
 			sc_result r;

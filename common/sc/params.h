@@ -137,7 +137,8 @@ typedef struct {
 #define SC_DEFAULT_TOP_P 0.95f
 #define SC_DEFAULT_MAX_NEW 256
 #define SC_PARAMS_DEFAULTS ((sc_params){ \
-	.sp = {SC_DEFAULT_TEMPERATURE, SC_DEFAULT_TOP_K, SC_DEFAULT_TOP_P}, \
+	.sp = {SC_DEFAULT_TEMPERATURE, SC_DEFAULT_TOP_K, SC_DEFAULT_TOP_P, \
+		0.0f}, \
 	.n = SC_DEFAULT_N, .max_new = SC_DEFAULT_MAX_NEW, .mode = SC_BATCHED, \
 	.stop = STOP_RULE_DEFAULT})
 
