@@ -643,7 +643,8 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	if (*err)
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
 	if (sc_params_n_limit(r->p.n, s->c->limits.max_n) ||
-	    sc_params_max_new_limit(r->p.max_new, s->o.ctx_len))
+	    sc_params_max_new_limit(r->p.max_new, s->o.ctx_len) ||
+	    sc_params_vocab_limit(&r->p, (int)s->vocab))
 		return bad_field(err);
 	return QUORUM__STATUS__STATUS_OK;
 }

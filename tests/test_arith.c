@@ -127,7 +127,7 @@ static void test_prompt_ids_as_trained(void **state)
 static void test_pinned_accuracy(void **state)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {0.7f, 40, 0.95f}, .seed = 0, .n = PIN_N,
+	sc_params p = {.sp = {0.7f, 40, 0.95f, 0.0f}, .seed = 0, .n = PIN_N,
 		       .max_new = 256, .mode = SC_BATCHED};
 	sc_engine *e;
 	int correct = 0;

@@ -83,10 +83,10 @@ static int teardown(void **state)
 static sc_params job_params(int q)
 {
 	static const sc_params ps[NQ] = {
-		{.sp = {0.9f, 0, 0.95f}, .seed = 1, .n = 5, .max_new = 14},
-		{.sp = {0.7f, 20, 1.0f}, .seed = 77, .n = 3, .max_new = 9},
-		{.sp = {0.0f, 0, 1.0f}, .seed = 5, .n = 1, .max_new = 17},
-		{.sp = {1.2f, 0, 0.8f}, .seed = 9, .n = 7, .max_new = 11,
+		{.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 1, .n = 5, .max_new = 14},
+		{.sp = {0.7f, 20, 1.0f, 0.0f}, .seed = 77, .n = 3, .max_new = 9},
+		{.sp = {0.0f, 0, 1.0f, 0.0f}, .seed = 5, .n = 1, .max_new = 17},
+		{.sp = {1.2f, 0, 0.8f, 0.0f}, .seed = 9, .n = 7, .max_new = 11,
 		 .ignore_eos = 1},
 	};
 	sc_params p = ps[q];
@@ -602,7 +602,7 @@ static void test_run_many(void **state)
 	ep.block_tokens = 4;
 	assert_int_equal(sc_engine_new(am, at, &ep, &e), 0);
 	for (int q = 0; q < NQ; q++) {
-		ps[q] = (sc_params){.sp = {1.0f, 40, 0.95f}, .seed = 7 + q,
+		ps[q] = (sc_params){.sp = {1.0f, 40, 0.95f, 0.0f}, .seed = 7 + q,
 				    .n = 6 + q, .max_new = 48,
 				    .mode = SC_BATCHED};
 		assert_int_equal(stop_parse(rules[q], &ps[q].stop), 0);

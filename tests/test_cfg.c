@@ -863,7 +863,9 @@ static void test_dump_roundtrip(void **state)
 		"  worker_keys: [w.key]\n"
 		"  worker_public_key_file: w.pub\n"
 		"  worker_secret_key_file: /k/w.key\n"
-		"sampling: {temperature: 0.3, top_p: 0.9, seed: 12345678901234}\n"
+		"sampling: {temperature: 0.3, top_p: 0.9, seed: 12345678901234,\n"
+		"  min_p: 0.05, presence_penalty: -0.5, frequency_penalty: 1.25,\n"
+		"  logit_bias: \"7:0.1,3:-100\"}\n"
 		"prompt: {system: \"tab\\there \\\"q\\\" back\\\\slash\\nnew\\x01\"}\n";
 	cfg *a = NULL, *b = NULL;
 	char *buf = NULL;
@@ -894,6 +896,8 @@ static void test_dump_roundtrip(void **state)
 	assert_true(b->sampling.p.sp.top_p == a->sampling.p.sp.top_p);
 	assert_true(b->sampling.p.seed == 12345678901234ull);
 	assert_non_null(strstr(buf, "temperature: 0.3\n"));
+	assert_non_null(strstr(buf, "logit_bias: \"3:-100,7:0.1\"\n"));
+	assert_int_equal(b->sampling.p.logit_bias.n, 2);
 	/* the rest is plain data: equal after swapping out the pointers */
 	free(a->model.path);
 	free(a->security.server_public_key_file);

@@ -204,7 +204,7 @@ static void reference_of(model *mm, tok *tt, const char *q, uint64_t seed,
 			 sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = seed, .n = N_SAMPLES,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = seed, .n = N_SAMPLES,
 		       .max_new = MAX_NEW, .mode = SC_BATCHED};
 	sc_engine *e = NULL;
 	int32_t *ids = NULL;

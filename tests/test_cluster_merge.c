@@ -75,7 +75,7 @@ static cu_ask request(int i)
 static void reference(const cu_ask *o, sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {o->temperature, o->top_k, o->top_p},
+	sc_params p = {.sp = {o->temperature, o->top_k, o->top_p, 0.0f},
 		       .seed = o->seed, .n = (int)o->n,
 		       .max_new = (int)o->max_new, .mode = SC_BATCHED,
 		       .ignore_eos = o->ignore_eos};

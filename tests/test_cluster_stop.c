@@ -54,7 +54,7 @@ static void reference(const char *q, const char *rule, int vote,
 		      sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
+	sc_params p = {.sp = {1.0f, 0, 0.95f, 0.0f}, .seed = SEED, .n = N_BUDGET,
 		       .max_new = MAX_NEW, .mode = SC_BATCHED};
 	sc_engine *e = NULL;
 	int32_t *ids = NULL;
@@ -324,7 +324,7 @@ static void worker_killed(void **state)
 	cu_ask o = {questions[1], N_BUDGET, SEED, 1.0f, 0.95f, 0, MAX_NEW, 1,
 		    0, "exact", NULL};
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {1.0f, 0, 0.95f}, .seed = SEED, .n = N_BUDGET,
+	sc_params p = {.sp = {1.0f, 0, 0.95f, 0.0f}, .seed = SEED, .n = N_BUDGET,
 		       .max_new = MAX_NEW, .mode = SC_BATCHED,
 		       .ignore_eos = 1};
 	Quorum__ClientReply *r = NULL;

@@ -72,7 +72,7 @@ static void reference(const char *q, uint32_t n, uint32_t max_new, int ieos,
 		      sc_result *out)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = SEED, .n = (int)n,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = SEED, .n = (int)n,
 		       .max_new = (int)max_new, .mode = SC_BATCHED,
 		       .ignore_eos = ieos};
 	sc_engine *e = NULL;
@@ -336,7 +336,7 @@ static void prefill_chunks(void **state)
 	for (int round = 0; round < 2; round++) {
 		sc_root_ref ref = {name, d1.n_tokens, d1.n_blocks, d1.blocks,
 				   d1.logits};
-		sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 1, .n = 2,
+		sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 1, .n = 2,
 			       .max_new = 4, .mode = SC_BATCHED};
 		int idx[2] = {0, 1};
 		sc_decode_stats st;

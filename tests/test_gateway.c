@@ -1385,10 +1385,31 @@ static void test_bad_input(void **state)
 		check_error(&r, 413, NULL, "max_body_bytes", "huge_body");
 		hresp_free(&r);
 	}
-	/* unknown fields are ignored, as OpenAI does */
+	/* no silent drops: fields that cannot change the output are
+	 * ignored (user, metadata, store), a no-op value is taken, and an
+	 * unknown field, one of the other endpoint or one quorum does not
+	 * do is a 400 naming it */
 	r = post("/v1/completions", "{\"prompt\":\"Ignore?\",\"max_tokens\":2,"
-		 "\"n\":1,\"user\":\"me\",\"frobnicate\":{\"x\":[1]}}");
+		 "\"n\":1,\"user\":\"me\",\"metadata\":{\"a\":\"b\"},"
+		 "\"store\":false,\"echo\":false,\"best_of\":1}");
 	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	r = post("/v1/completions", "{\"prompt\":\"Ignore?\",\"max_tokens\":2,"
+		 "\"n\":1,\"frobnicate\":{\"x\":[1]}}");
+	check_error(&r, 400, "frobnicate", "unknown field 'frobnicate'",
+		    "unknown_field");
+	hresp_free(&r);
+	r = post("/v1/completions", "{\"prompt\":\"Echo?\",\"echo\":true}");
+	check_error(&r, 400, "echo", "'echo' is not supported by quorum",
+		    "echo_true");
+	hresp_free(&r);
+	r = post("/v1/completions", "{\"prompt\":\"x\",\"messages\":[]}");
+	check_error(&r, 400, "messages", "unknown field 'messages' for "
+		    "/v1/completions", "other_endpoint");
+	hresp_free(&r);
+	r = post("/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"x\"}],\"audio\":{\"voice\":\"alloy\"}}");
+	check_error(&r, 400, "audio", "'audio' is not supported", "audio");
 	hresp_free(&r);
 	r = http("GET", "/v1/chat/completions", KEY, NULL, 0);
 	check_error(&r, 405, NULL, "needs POST", "get_on_post");

@@ -61,7 +61,16 @@ static const struct {
 	[SC_S_CONF_WINDOW] = {NULL, 0, NULL},
 	[SC_S_CONF_FILTER] = {NULL, 0, NULL},
 	[SC_S_STOP_WAVES] = {NULL, 0, "stop_waves"},
+	[SC_S_MIN_P] = {"min_p", 0, "min_p"},
+	[SC_S_PRESENCE_PENALTY] = {"presence_penalty", 0, "presence_penalty"},
+	[SC_S_FREQUENCY_PENALTY] = {"frequency_penalty", 0,
+				    "frequency_penalty"},
+	/* the gateway's is a JSON object: logit_bias_json */
+	[SC_S_LOGIT_BIAS] = {NULL, 0, "logit_bias"},
 };
+
+#define BIAS_MUST "must be at most 64 pairs ID:BIAS, comma-separated, each " \
+		  "token id in 0..16777215 once and each bias in [-100, 100]"
 
 /* 65 bytes; + 1: 64 */
 #define LONG65 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" \
@@ -141,6 +150,24 @@ static const struct row {
 	{SC_S_CONF_FILTER, "4:101", "conf_filter = 4:101: must be W[:P] with "
 	 "warm-up W in 1..65536 and percentile P in [0, 100]"},
 	{SC_S_CONF_FILTER, "4:50", NULL},
+	{SC_S_MIN_P, "-0.1", "min_p = -0.1: must be a number in [0, 1]"},
+	{SC_S_MIN_P, "1.5", "min_p = 1.5: must be a number in [0, 1]"},
+	{SC_S_MIN_P, "0", NULL},
+	{SC_S_MIN_P, "1", NULL},
+	{SC_S_PRESENCE_PENALTY, "2.5", "presence_penalty = 2.5: must be a "
+	 "number in [-2, 2]"},
+	{SC_S_PRESENCE_PENALTY, "-2", NULL},
+	{SC_S_PRESENCE_PENALTY, "2", NULL},
+	{SC_S_FREQUENCY_PENALTY, "-3", "frequency_penalty = -3: must be a "
+	 "number in [-2, 2]"},
+	{SC_S_FREQUENCY_PENALTY, "0.5", NULL},
+	{SC_S_LOGIT_BIAS, "15:101", "logit_bias = 15:101: " BIAS_MUST},
+	{SC_S_LOGIT_BIAS, "15", "logit_bias = 15: " BIAS_MUST},
+	{SC_S_LOGIT_BIAS, "1:1,1:2", "logit_bias = 1:1,1:2: " BIAS_MUST},
+	{SC_S_LOGIT_BIAS, "-1:5", "logit_bias = -1:5: " BIAS_MUST},
+	{SC_S_LOGIT_BIAS, "16777216:5", "logit_bias = 16777216:5: "
+	 BIAS_MUST},
+	{SC_S_LOGIT_BIAS, "15:-100,3:2.5", NULL},
 };
 
 /* ---- text into typed values ---------------------------------------------- */
@@ -351,6 +378,18 @@ static int co_params(int id, const char *value, Quorum__SamplingParams *p,
 		p->has_max_new_tokens = 1;
 		p->max_new_tokens = (uint32_t)v;
 		return 1;
+	case SC_S_MIN_P:
+		p->has_min_p = 1;
+		return as_float(value, &p->min_p);
+	case SC_S_PRESENCE_PENALTY:
+		p->has_presence_penalty = 1;
+		return as_float(value, &p->presence_penalty);
+	case SC_S_FREQUENCY_PENALTY:
+		p->has_frequency_penalty = 1;
+		return as_float(value, &p->frequency_penalty);
+	case SC_S_LOGIT_BIAS:
+		p->logit_bias = (char *)value;
+		return 1;
 	case SC_S_STOP:
 		p->stop = (char *)value;
 		return 1;
@@ -395,6 +434,18 @@ static int eng(int id, const char *value, char *out, size_t cap)
 		break;
 	case SC_S_TOP_P:
 		if (!as_float(value, &p.sp.top_p))
+			return 0;
+		break;
+	case SC_S_MIN_P:
+		if (!as_float(value, &p.sp.min_p))
+			return 0;
+		break;
+	case SC_S_PRESENCE_PENALTY:
+		if (!as_float(value, &p.presence_penalty))
+			return 0;
+		break;
+	case SC_S_FREQUENCY_PENALTY:
+		if (!as_float(value, &p.frequency_penalty))
 			return 0;
 		break;
 	default:
@@ -671,6 +722,67 @@ static void defaults(void **state)
 	cfg_free(&c);
 }
 
+/* The gateway's logit_bias: OpenAI's object of token ids (as strings)
+ * to biases, into the setting; a bad one refused in its words, shown as
+ * given; an id past the model's vocabulary by the coordinator. */
+static void logit_bias_json(void **state)
+{
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{"{\"15\": -100, \"3\": 2.5}", NULL},
+		{"{}", NULL},
+		{"{\"15\": 101}", "logit_bias = {\"15\":101}: " BIAS_MUST},
+		{"{\"x\": 1}", "logit_bias = {\"x\":1}: " BIAS_MUST},
+		{"{\"-1\": 1}", "logit_bias = {\"-1\":1}: " BIAS_MUST},
+		{"{\"1\": \"5\"}", "logit_bias = {\"1\":\"5\"}: " BIAS_MUST},
+		{"[1, 2]", "logit_bias = [1,2]: " BIAS_MUST},
+	};
+	char msg[512], body[256];
+	const char *param;
+	openai_req r;
+	cfg *c = NULL;
+	sched *s;
+	sc_params p = SC_PARAMS_DEFAULTS;
+	Quorum__SamplingParams m;
+	spwire_buf buf;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		int rc = gw("logit_bias", cases[i].json, SC_N_MAX, msg,
+			    sizeof(msg), &param);
+
+		if (cases[i].msg) {
+			assert_int_equal(rc, -1);
+			assert_string_equal(param, "logit_bias");
+			assert_string_equal(msg, cases[i].msg);
+		} else {
+			assert_int_equal(rc, 0);
+		}
+	}
+	snprintf(body, sizeof(body), "{\"prompt\":\"q\",\"logit_bias\":"
+		 "{\"15\": -100, \"3\": 2.5}}");
+	assert_int_equal(openai_parse(0, body, strlen(body), 8, &r, msg,
+				      sizeof(msg), &param), 0);
+	assert_true(r.given & SC_BIT(SC_S_LOGIT_BIAS));
+	assert_int_equal(r.p.logit_bias.n, 2);
+	assert_int_equal(r.p.logit_bias.id[0], 3);
+	assert_true(r.p.logit_bias.bias[0] == 2.5f);
+	assert_int_equal(r.p.logit_bias.id[1], 15);
+	assert_true(r.p.logit_bias.bias[1] == -100.0f);
+	openai_req_free(&r);
+	/* the coordinator: ids within its model's vocabulary */
+	s = new_sched(&c, SC_N_MAX, SC_MAX_NEW_MAX);
+	assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS, "3:1,16777215:-5",
+					 &p), 0);
+	spwire_encode(&p, SC_BIT(SC_S_LOGIT_BIAS), &m, &buf);
+	co(s, &m, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "logit_bias: token 16777215 is not in "
+			       "the model's vocabulary"));
+	sched_free(&s);
+	cfg_free(&c);
+}
+
 /* The wire codec (net/spwire): every field of SamplingParams is a
  * setting of the same name (a new field without one would never be
  * read), and each setting crosses a packed message unchanged; a field a
@@ -685,7 +797,10 @@ static void wire(void **state)
 			SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP) |
 			SC_BIT(SC_S_VOTE) | SC_BIT(SC_S_STOP_STRINGS) |
 			SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_ANSWER) |
-			SC_BIT(SC_S_GRAMMAR);
+			SC_BIT(SC_S_GRAMMAR) | SC_BIT(SC_S_MIN_P) |
+			SC_BIT(SC_S_PRESENCE_PENALTY) |
+			SC_BIT(SC_S_FREQUENCY_PENALTY) |
+			SC_BIT(SC_S_LOGIT_BIAS);
 	sc_params a = SC_PARAMS_DEFAULTS, b = SC_PARAMS_DEFAULTS;
 	Quorum__SamplingParams m, *u;
 	spwire_buf buf;
@@ -695,6 +810,10 @@ static void wire(void **state)
 
 	(void)state;
 	assert_int_equal(spwire_fields(), want);
+	/* a decode job carries every setting the sampler reads */
+	assert_int_equal(SPWIRE_JOB & want, SPWIRE_JOB);
+	assert_int_equal(want & ~SPWIRE_JOB,
+			 SC_BIT(SC_S_STOP) | SC_BIT(SC_S_VOTE));
 	assert_int_equal(md->n_fields, __builtin_popcount(want));
 	/* nothing given: no field, the message can be left out */
 	assert_int_equal(spwire_encode(&a, 0, &m, &buf), 0);
@@ -707,6 +826,11 @@ static void wire(void **state)
 	a.ignore_eos = 1;
 	a.logprobs = 1;
 	a.vote = SC_VOTE_CONFIDENCE;
+	a.sp.min_p = 0.05f;
+	a.presence_penalty = -1.25f;
+	a.frequency_penalty = 0.1f;
+	assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS, "7:0.1,3:-100", &a),
+			 0);
 	assert_int_equal(sc_params_parse(SC_S_STOP, "beta:0.9", &a), 0);
 	assert_int_equal(sc_params_parse(SC_S_ANSWER, "choice:A=1|B=2", &a),
 			 0);
@@ -714,7 +838,7 @@ static void wire(void **state)
 					 &a), 0);
 	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "\n\n", 2), 0);
 	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "x\xff", 2), 0);
-	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 13);
+	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 17);
 	n = quorum__sampling_params__get_packed_size(&m);
 	assert_true(n < sizeof(packed));
 	quorum__sampling_params__pack(&m, packed);
@@ -730,6 +854,15 @@ static void wire(void **state)
 	assert_int_equal(b.max_new, a.max_new);
 	assert_int_equal(b.ignore_eos, 1);
 	assert_int_equal(b.logprobs, 1);
+	assert_true(b.sp.min_p == a.sp.min_p);
+	assert_true(b.presence_penalty == a.presence_penalty);
+	assert_true(b.frequency_penalty == a.frequency_penalty);
+	/* sorted by id; 0.1 as the same float */
+	assert_int_equal(b.logit_bias.n, 2);
+	assert_int_equal(b.logit_bias.id[0], 3);
+	assert_int_equal(b.logit_bias.id[1], 7);
+	assert_true(b.logit_bias.bias[0] == -100.0f);
+	assert_true(b.logit_bias.bias[1] == 0.1f);
 	assert_int_equal(b.vote, SC_VOTE_CONFIDENCE);
 	assert_int_equal(b.stop.kind, STOP_BETA);
 	assert_true(b.stop.threshold == 0.9);
@@ -916,6 +1049,7 @@ int main(void)
 		cmocka_unit_test(wrong_type),
 		cmocka_unit_test(defaults),
 		cmocka_unit_test(wire),
+		cmocka_unit_test(logit_bias_json),
 		cmocka_unit_test(constraints),
 	};
 

@@ -99,7 +99,7 @@ static int count_cb(void *ctx, const sc_sample *s)
 static void decode4(sc_engine *e, uint32_t root, char **out)
 {
 	static const int idx[] = {0, 1, 2, 3};
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 77, .n = 4,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 77, .n = 4,
 		       .max_new = 12, .mode = SC_BATCHED};
 	sc_root_desc d;
 	sc_root_ref rr;
@@ -391,7 +391,7 @@ static void test_run_cache(void **state)
 	ep.prefix_cache = 3;
 	assert_int_equal(sc_engine_new(m, t, &ep, &cached), 0);
 	for (int i = 0; i < 6; i++) {
-		sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 5, .n = 4,
+		sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 5, .n = 4,
 			       .max_new = 10,
 			       .mode = i == 3 ? SC_PAGED : SC_BATCHED};
 		sc_result a, b;

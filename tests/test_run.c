@@ -52,7 +52,7 @@ static int teardown(void **state)
 
 static sc_params params(int n, int mode)
 {
-	sc_params p = {.sp = {0.9f, 0, 0.95f}, .seed = 1234, .n = n,
+	sc_params p = {.sp = {0.9f, 0, 0.95f, 0.0f}, .seed = 1234, .n = n,
 		       .max_new = 24, .mode = mode};
 	return p;
 }
@@ -347,13 +347,102 @@ static void test_token_logprobs(void **state)
 	sc_run_result_fini(&b);
 }
 
+/* The settings that shape the logits (logit_bias, presence and
+ * frequency penalties over a sample's own tokens) and min-p keep the
+ * contract: sample i's bytes are the same for any N, mode, thread count
+ * and batch width; and they do what they say. */
+static void test_shaping(void **state)
+{
+	static const int ns[] = {9, 4, 2};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params base = params(9, SC_BATCHED), p = base, g;
+	sc_result plain, ref, r;
+	int differ = 0, x = -1;
+	const char *piece;
+	size_t plen;
+
+	(void)state;
+	p.presence_penalty = 0.7f;
+	p.frequency_penalty = 0.9f;
+	p.sp.min_p = 0.05f;
+	assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS, "5:3,7:-2.5,40:1.5",
+					 &p), 0);
+	run(&ep, &base, &plain);
+	run(&ep, &p, &ref);
+	for (int i = 0; i < 9; i++)
+		differ += strcmp(plain.samples[i].text, ref.samples[i].text) != 0;
+	assert_true(differ >= 3);
+	for (size_t ni = 0; ni < 3; ni++) {
+		char what[64];
+
+		ep = (sc_engine_params)SC_ENGINE_DEFAULTS;
+		ep.n_threads = ni ? 2 : 1;
+		ep.max_batch = ni == 1 ? 3 : 64;
+		p.n = ns[ni];
+		p.mode = ni == 2 ? SC_PAGED : SC_BATCHED;
+		run(&ep, &p, &r);
+		snprintf(what, sizeof(what), "shaped N=%d threads %d", p.n,
+			 ep.n_threads);
+		assert_same_samples(&r, &ref, 0, what);
+		sc_run_result_fini(&r);
+	}
+	sc_run_result_fini(&plain);
+	sc_run_result_fini(&ref);
+
+	/* greedy with +100 on one token: that token every time; with a
+	 * frequency penalty of 2 it gives way once 2 x its count outweighs
+	 * the bias, and never before half of it */
+	for (int id = 0; id < 200 && x < 0; id++)
+		if (!tok_is_eog(t, id) &&
+		    (piece = tok_piece(t, id, 0, &plen)) && plen == 1 &&
+		    piece[0] == 'q')
+			x = id;
+	assert_true(x >= 0);
+	g = params(1, SC_BATCHED);
+	g.sp.temperature = 0;
+	g.max_new = 80;
+	{
+		char b[32];
+
+		snprintf(b, sizeof(b), "%d:100", x);
+		assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS, b, &g), 0);
+	}
+	ep = (sc_engine_params)SC_ENGINE_DEFAULTS;
+	run(&ep, &g, &r);
+	assert_int_equal(r.samples[0].n_tokens, 80);
+	assert_int_equal((int)strspn(r.samples[0].text, "q"), 80);
+	sc_run_result_fini(&r);
+	g.frequency_penalty = 2;
+	run(&ep, &g, &r);
+	{
+		int k = (int)strspn(r.samples[0].text, "q");
+
+		print_message("  +100 and frequency 2: %d q's first\n", k);
+		assert_true(k >= 25 && k < 80);
+	}
+	sc_run_result_fini(&r);
+	/* an id past the model's vocabulary: refused, in words */
+	assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS, "16777215:1", &g), 0);
+	{
+		sc_engine *e;
+
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		assert_int_equal(sc_run(e, prompt, n_prompt, &g, &r),
+				 QERR_RANGE);
+		assert_non_null(strstr(qerr_detail(), "logit_bias: token "
+				       "16777215 is not in the model's "
+				       "vocabulary"));
+		sc_engine_free(&e);
+	}
+}
+
 static void test_bad_params(void **state)
 {
 	static const struct {
 		sc_params p;
 		int code;
 	} cases[] = {
-#define BP(t_, k_, p_, n_, x_, m_) .sp = {t_, k_, p_}, .n = n_, \
+#define BP(t_, k_, p_, n_, x_, m_) .sp = {t_, k_, p_, 0}, .n = n_, \
 				  .max_new = x_, .mode = m_
 		{{BP(-1.0f, 0, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},
 		{{BP(1.0f, -1, 1.0f, 1, 8, SC_BATCHED)}, QERR_RANGE},
@@ -700,6 +789,7 @@ int main(void)
 		cmocka_unit_test(test_archs_modes_identical),
 		cmocka_unit_test(test_stop_strings),
 		cmocka_unit_test(test_token_logprobs),
+		cmocka_unit_test(test_shaping),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),
 		cmocka_unit_test(test_windows_freed),

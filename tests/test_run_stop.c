@@ -84,7 +84,7 @@ static int teardown(void **state)
 
 static sc_params params(int n, uint64_t seed, float temp, const char *rule)
 {
-	sc_params p = {.sp = {temp, 40, 0.95f}, .seed = seed, .n = n,
+	sc_params p = {.sp = {temp, 40, 0.95f, 0.0f}, .seed = seed, .n = n,
 		       .max_new = 256, .mode = SC_BATCHED};
 
 	assert_int_equal(stop_parse(rule, &p.stop), 0);

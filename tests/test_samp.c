@@ -26,19 +26,24 @@ struct pcase {
 };
 
 static const struct pcase pcases[] = {
-	{"default", {1.0f, 0, 1.0f}, QERR_OK, NULL},
-	{"greedy", {0.0f, 0, 1.0f}, QERR_OK, NULL},
-	{"all_filters", {0.7f, 40, 0.9f}, QERR_OK, NULL},
-	{"tiny_top_p", {0.7f, 0, 1e-6f}, QERR_OK, NULL},
-	{"huge_top_k", {0.7f, 1 << 30, 1.0f}, QERR_OK, NULL},
-	{"neg_temperature", {-0.1f, 0, 1.0f}, QERR_RANGE, "temperature"},
-	{"nan_temperature", {NAN, 0, 1.0f}, QERR_RANGE, "temperature"},
-	{"inf_temperature", {INFINITY, 0, 1.0f}, QERR_RANGE, "temperature"},
-	{"neg_top_k", {1.0f, -1, 1.0f}, QERR_RANGE, "top_k"},
-	{"zero_top_p", {1.0f, 0, 0.0f}, QERR_RANGE, "top_p"},
-	{"neg_top_p", {1.0f, 0, -0.5f}, QERR_RANGE, "top_p"},
-	{"big_top_p", {1.0f, 0, 1.0001f}, QERR_RANGE, "top_p"},
-	{"nan_top_p", {1.0f, 0, NAN}, QERR_RANGE, "top_p"},
+	{"default", {1.0f, 0, 1.0f, 0.0f}, QERR_OK, NULL},
+	{"greedy", {0.0f, 0, 1.0f, 0.0f}, QERR_OK, NULL},
+	{"all_filters", {0.7f, 40, 0.9f, 0.0f}, QERR_OK, NULL},
+	{"tiny_top_p", {0.7f, 0, 1e-6f, 0.0f}, QERR_OK, NULL},
+	{"huge_top_k", {0.7f, 1 << 30, 1.0f, 0.0f}, QERR_OK, NULL},
+	{"neg_temperature", {-0.1f, 0, 1.0f, 0.0f}, QERR_RANGE, "temperature"},
+	{"nan_temperature", {NAN, 0, 1.0f, 0.0f}, QERR_RANGE, "temperature"},
+	{"inf_temperature", {INFINITY, 0, 1.0f, 0.0f}, QERR_RANGE, "temperature"},
+	{"neg_top_k", {1.0f, -1, 1.0f, 0.0f}, QERR_RANGE, "top_k"},
+	{"zero_top_p", {1.0f, 0, 0.0f, 0.0f}, QERR_RANGE, "top_p"},
+	{"neg_top_p", {1.0f, 0, -0.5f, 0.0f}, QERR_RANGE, "top_p"},
+	{"big_top_p", {1.0f, 0, 1.0001f, 0.0f}, QERR_RANGE, "top_p"},
+	{"nan_top_p", {1.0f, 0, NAN, 0.0f}, QERR_RANGE, "top_p"},
+	{"min_p", {0.7f, 40, 0.9f, 0.1f}, QERR_OK, NULL},
+	{"min_p_one", {0.7f, 0, 1.0f, 1.0f}, QERR_OK, NULL},
+	{"neg_min_p", {1.0f, 0, 1.0f, -0.1f}, QERR_RANGE, "min_p"},
+	{"big_min_p", {1.0f, 0, 1.0f, 1.5f}, QERR_RANGE, "min_p"},
+	{"nan_min_p", {1.0f, 0, 1.0f, NAN}, QERR_RANGE, "min_p"},
 };
 
 static void run_pcase(void **state)
@@ -88,7 +93,7 @@ static const struct gcase gcases[] = {
 static void run_gcase(void **state)
 {
 	const struct gcase *c = *state;
-	samp_params greedy = {0.0f, 0, 1.0f}, t1 = {1.0f, 0, 1.0f};
+	samp_params greedy = {0.0f, 0, 1.0f, 0.0f}, t1 = {1.0f, 0, 1.0f, 0.0f};
 	samp *s;
 	samp_rng r;
 	int tok = -1;
@@ -168,7 +173,7 @@ static void top_k1_is_greedy(void **state)
 		if (trial % 2)
 			l[trial * 7] = l[argmax(l, V)]; /* a tie */
 		for (size_t t = 0; t < sizeof(temps) / sizeof(temps[0]); t++) {
-			samp_params p = {temps[t], 1, trial % 3 ? 0.5f : 1.0f};
+			samp_params p = {temps[t], 1, trial % 3 ? 0.5f : 1.0f, 0.0f};
 			int tok;
 
 			samp_rng_seed(&r, (uint64_t)trial, t);
@@ -255,11 +260,11 @@ static void distribution(void **state)
 	for (int i = 0; i < 8; i++)
 		keep[i] = 1;
 	softmax_ref(l, 8, 1.0, keep, prob);
-	check_dist("T1", l, 8, (samp_params){1.0f, 0, 1.0f}, prob, 200000,
+	check_dist("T1", l, 8, (samp_params){1.0f, 0, 1.0f, 0.0f}, prob, 200000,
 		   35.0);
 	/* T = 0.5 */
 	softmax_ref(l, 8, 0.5, keep, prob);
-	check_dist("T0.5", l, 8, (samp_params){0.5f, 0, 1.0f}, prob, 200000,
+	check_dist("T0.5", l, 8, (samp_params){0.5f, 0, 1.0f, 0.0f}, prob, 200000,
 		   35.0);
 	/* top-k 3 at T = 2: tokens 3, 5, 1 */
 	for (int i = 0; i < 8; i++)
@@ -267,7 +272,7 @@ static void distribution(void **state)
 	for (int j = 0; j < 3; j++)
 		keep[rank[j]] = 1;
 	softmax_ref(l, 8, 2.0, keep, prob);
-	check_dist("topk3_T2", l, 8, (samp_params){2.0f, 3, 1.0f}, prob,
+	check_dist("topk3_T2", l, 8, (samp_params){2.0f, 3, 1.0f, 0.0f}, prob,
 		   100000, 25.0);
 }
 
@@ -332,7 +337,7 @@ static void top_p_large_vocab(void **state)
 	kept = nucleus_ref(l, V, 0.7f, 0.8f, prob);
 	print_message("peaked nucleus: %d tokens\n", kept);
 	assert_true(kept > 10 && kept < 60);
-	check_dist("topp_peaked", l, V, (samp_params){0.7f, 0, 0.8f}, prob,
+	check_dist("topp_peaked", l, V, (samp_params){0.7f, 0, 0.8f, 0.0f}, prob,
 		   6000, 60.0);
 	/* all equal: the nucleus is the lowest ids, exactly */
 	for (int i = 0; i < V; i++)
@@ -342,7 +347,7 @@ static void top_p_large_vocab(void **state)
 	{
 		samp *s;
 		samp_rng r;
-		samp_params p = {1.0f, 0, 0.5f};
+		samp_params p = {1.0f, 0, 0.5f, 0.0f};
 		int tok, hi = 0;
 
 		assert_int_equal(samp_new(V, &s), QERR_OK);
@@ -385,7 +390,7 @@ static void run_topp(void **state)
 		l[i] = -(float)i * 0.69314718f; /* p_i ~ 2^-(i+1) */
 	assert_int_equal(samp_new(V, &s), QERR_OK);
 	for (int path = 0; path < 2; path++) {
-		samp_params p = {1.0f, path ? V - 1 : 0, c->top_p};
+		samp_params p = {1.0f, path ? V - 1 : 0, c->top_p, 0.0f};
 		int seen[V] = {0};
 		samp_rng r;
 
@@ -404,6 +409,115 @@ static void run_topp(void **state)
 		}
 	}
 	samp_free(&s);
+}
+
+/* min-p, exactly: every draw equals a reference written from samp.h's
+ * pipeline (top-k, softmax, integer weights, top-p's prefix from Z,
+ * min-p's floor ceil(min_p * q_max), the draw over the kept set in list
+ * order) on the same RNG, on each path: the whole vocabulary with and
+ * without top-p, and top-k. */
+static int min_p_ref(const float *l, int n, const samp_params *p,
+		     samp_rng *rng)
+{
+	int *ord = malloc((size_t)n * sizeof(int));
+	float *y = malloc((size_t)n * sizeof(float));
+	int k = p->top_k > 0 && p->top_k < n ? p->top_k : n, topk = k < n;
+	int *list = malloc((size_t)n * sizeof(int)), *keep;
+	uint64_t z = 0, qmax = 0, M, S = 0, r, acc = 0, need = 0;
+	int tok = -1;
+
+	keep = calloc((size_t)n, sizeof(int));
+	for (int i = 0; i < n; i++)
+		ord[i] = i;
+	qsort_r(ord, (size_t)n, sizeof(int), cmp_rank, (void *)l);
+	/* list order: rank for top-k, ids otherwise */
+	for (int j = 0; j < k; j++)
+		list[j] = topk ? ord[j] : j;
+	for (int j = 0; j < k; j++)
+		y[j] = (l[list[j]] - l[ord[0]]) / p->temperature;
+	kern_softmax(y, k);
+	for (int j = 0; j < k; j++) {
+		uint64_t q = (uint64_t)(y[j] * 0x1.0p40f);
+
+		z += q;
+		qmax = q > qmax ? q : qmax;
+	}
+	M = (uint64_t)ceil((double)p->min_p * (double)qmax);
+	if (p->top_p < 1.0f)
+		need = (uint64_t)ceil((double)p->top_p * (double)z);
+	/* the top-p prefix in rank order (positions of list) */
+	for (int j = 0; j < k; j++) {
+		int id = ord[j], pos = topk ? j : id;
+		uint64_t q = (uint64_t)(y[pos] * 0x1.0p40f);
+
+		keep[pos] = q >= M;
+		acc += q;
+		if (p->top_p < 1.0f && acc >= need) {
+			for (int i = j + 1; i < k; i++)
+				keep[topk ? i : ord[i]] = 0;
+			break;
+		}
+	}
+	for (int j = 0; j < k; j++)
+		if (keep[j])
+			S += (uint64_t)(y[j] * 0x1.0p40f);
+	r = (uint64_t)(samp_rng_uniform(rng) * (double)S);
+	r = r < S ? r : S - 1;
+	acc = 0;
+	for (int j = 0; j < k && tok < 0; j++) {
+		if (!keep[j])
+			continue;
+		acc += (uint64_t)(y[j] * 0x1.0p40f);
+		if (r < acc)
+			tok = list[j];
+	}
+	free(ord);
+	free(y);
+	free(list);
+	free(keep);
+	return tok;
+}
+
+static void min_p_exact(void **state)
+{
+	enum { V = 3000 };
+	static const samp_params ps[] = {
+		{0.8f, 0, 1.0f, 0.05f}, {0.8f, 0, 1.0f, 0.3f},
+		{1.3f, 0, 0.9f, 0.02f}, {1.3f, 0, 0.5f, 0.2f},
+		{0.8f, 50, 1.0f, 0.1f}, {1.1f, 200, 0.8f, 0.01f},
+		{0.8f, 0, 1.0f, 1.0f},
+	};
+	float *l = malloc(V * sizeof(float));
+	samp *s;
+
+	(void)state;
+	assert_int_equal(samp_new(V, &s), QERR_OK);
+	fill_logits(l, V, 11, 3.0f);
+	for (size_t c = 0; c < sizeof(ps) / sizeof(ps[0]); c++) {
+		samp_rng r, rr;
+		int distinct = 0, last = -1;
+
+		samp_rng_seed(&r, 99, c);
+		for (int i = 0; i < 200; i++) {
+			int tok, want;
+
+			rr = r;
+			want = min_p_ref(l, V, &ps[c], &rr);
+			assert_int_equal(samp_sample(s, &ps[c], l, &r, &tok), 0);
+			if (tok != want)
+				fail_msg("case %zu draw %d: %d, reference %d",
+					 c, i, tok, want);
+			distinct += tok != last;
+			last = tok;
+		}
+		/* min_p 1: the top token alone; otherwise a real draw */
+		if (ps[c].min_p == 1.0f)
+			assert_int_equal(distinct, 1);
+		else
+			assert_true(distinct > 1);
+	}
+	samp_free(&s);
+	free(l);
 }
 
 /* ---- reproducibility ---------------------------------------------------- */
@@ -429,8 +543,8 @@ static void same_seed_same_sequence(void **state)
 {
 	enum { V = 5000, L = 64 };
 	static const samp_params ps[] = {
-		{1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {0.7f, 0, 0.9f},
-		{0.8f, 100, 0.95f},
+		{1.0f, 0, 1.0f, 0.0f}, {0.7f, 40, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.0f},
+		{0.8f, 100, 0.95f, 0.0f},
 	};
 	int a[L], b[L], c[L];
 	samp *s1, *s2;
@@ -456,7 +570,7 @@ static void isa_invariance(void **state)
 {
 	enum { V = 20000, L = 48 };
 	static const samp_params ps[] = {
-		{1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {0.7f, 0, 0.9f},
+		{1.0f, 0, 1.0f, 0.0f}, {0.7f, 40, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.0f},
 	};
 	int ref[L], got[L];
 	int saved = kern_isa();
@@ -493,10 +607,10 @@ static void golden(void **state)
 		samp_params p;
 		int tok[10];
 	} g[] = {
-		{{1.0f, 0, 1.0f}, {18, 19, 11, 6, 5, 12, 18, 6, 6, 4}},
-		{{0.7f, 5, 1.0f}, {6, 25, 6, 19, 19, 6, 6, 19, 19, 19}},
-		{{0.8f, 0, 0.9f}, {19, 19, 12, 6, 5, 12, 18, 6, 6, 5}},
-		{{1.3f, 8, 0.8f}, {25, 12, 6, 19, 19, 6, 25, 19, 19, 19}},
+		{{1.0f, 0, 1.0f, 0.0f}, {18, 19, 11, 6, 5, 12, 18, 6, 6, 4}},
+		{{0.7f, 5, 1.0f, 0.0f}, {6, 25, 6, 19, 19, 6, 6, 19, 19, 19}},
+		{{0.8f, 0, 0.9f, 0.0f}, {19, 19, 12, 6, 5, 12, 18, 6, 6, 5}},
+		{{1.3f, 8, 0.8f, 0.0f}, {25, 12, 6, 19, 19, 6, 25, 19, 19, 19}},
 	};
 	float l[32];
 	samp *s;
@@ -536,8 +650,8 @@ static void logprob(void **state)
 {
 	enum { V = 3000, L = 40 };
 	static const samp_params ps[] = {
-		{1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {0.7f, 0, 0.9f},
-		{0.8f, 100, 0.95f},
+		{1.0f, 0, 1.0f, 0.0f}, {0.7f, 40, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.0f},
+		{0.8f, 100, 0.95f, 0.0f},
 	};
 	static const uint64_t z = 1ull << 40;
 	float *l = malloc(V * sizeof(float));
@@ -620,7 +734,7 @@ static void logprob(void **state)
 		kern_set_isa(saved);
 	}
 	{
-		samp_params g = {0.0f, 0, 1.0f};
+		samp_params g = {0.0f, 0, 1.0f, 0.0f};
 		int b;
 		double lp = 1;
 
@@ -634,7 +748,7 @@ static void logprob(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) + 8];
+	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) + 9];
 	size_t n = 0;
 
 	for (size_t i = 0; i < N_OF(pcases); i++)
@@ -658,5 +772,6 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(isa_invariance);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(golden);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(logprob);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(min_p_exact);
 	return _cmocka_run_group_tests("samp", t, n, NULL, NULL);
 }

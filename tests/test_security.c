@@ -438,7 +438,9 @@ static int group_setup(void **state)
 	size_t n = 0;
 
 	(void)state;
-	p.sp = (samp_params){0.9f, 0, 0.95f};
+	p.sp.temperature = 0.9f;
+	p.sp.top_k = 0;
+	p.sp.top_p = 0.95f;
 	p.seed = SEED;
 	p.n = N_SAMPLES;
 	p.max_new = MAX_NEW;

@@ -165,6 +165,17 @@ static const struct {
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
 			 "yesno | text | regex:PATTERN (docs/commands.md)"},
+	[SC_S_MIN_P] = {"min-p", "P", "keep tokens with p >= P x the top "
+			"token's p (0 = off)"},
+	[SC_S_PRESENCE_PENALTY] = {"presence-penalty", "X", "subtract X from "
+				   "the logit of every token the sample has "
+				   "drawn (OpenAI's; -2..2, 0 = off)"},
+	[SC_S_FREQUENCY_PENALTY] = {"frequency-penalty", "X", "subtract X "
+				    "times its count so far from each drawn "
+				    "token's logit (OpenAI's; -2..2, 0 = off)"},
+	[SC_S_LOGIT_BIAS] = {"logit-bias", "ID:B,...", "add B to token ID's "
+			     "logit before every draw (B in -100..100, at "
+			     "most 64 tokens)"},
 	[SC_S_STOP_WAVES] = {"stop-waves", "M", "start samples in waves of M "
 			     "x the fewest that could let --stop decide (1: "
 			     "no token on a sample the reply drops; more: "
@@ -175,6 +186,8 @@ static const struct {
 /* The order of the help (and of the long options). */
 static const int order[SC_S_COUNT_] = {
 	SC_S_N, SC_S_SEED, SC_S_TEMPERATURE, SC_S_TOP_K, SC_S_TOP_P,
+	SC_S_MIN_P, SC_S_PRESENCE_PENALTY, SC_S_FREQUENCY_PENALTY,
+	SC_S_LOGIT_BIAS,
 	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_ANSWER, SC_S_GRAMMAR, SC_S_STOP,
 	SC_S_VOTE,
 	SC_S_STOP_WAVES, SC_S_CONF_WINDOW, SC_S_CONF_FILTER, SC_S_IGNORE_EOS,

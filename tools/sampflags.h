@@ -35,7 +35,9 @@
 		SC_BIT(SC_S_CONF_WINDOW) | SC_BIT(SC_S_CONF_FILTER) | \
 		SC_BIT(SC_S_IGNORE_EOS) | SC_BIT(SC_S_STOP_STRINGS) | \
 		SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_STOP_WAVES) | \
-		SC_BIT(SC_S_ANSWER) | SC_BIT(SC_S_GRAMMAR))
+		SC_BIT(SC_S_ANSWER) | SC_BIT(SC_S_GRAMMAR) | \
+		SC_BIT(SC_S_MIN_P) | SC_BIT(SC_S_PRESENCE_PENALTY) | \
+		SC_BIT(SC_S_FREQUENCY_PENALTY) | SC_BIT(SC_S_LOGIT_BIAS))
 /* a cluster: no engine settings (mode, confidence windows; the waves are
  * the cluster's sampling.stop_waves) */
 #define SF_ASK (SF_RUN & ~(SC_BIT(SC_S_MODE) | SC_BIT(SC_S_CONF_WINDOW) | \

@@ -422,6 +422,10 @@ static const field fields[] = {
 	 0, 0, 0},
 	FS(stop_waves, stop_waves, SC_S_STOP_WAVES),
 	FS(answer, answer, SC_S_ANSWER),
+	FS(min_p, sp.min_p, SC_S_MIN_P),
+	FS(presence_penalty, presence_penalty, SC_S_PRESENCE_PENALTY),
+	FS(frequency_penalty, frequency_penalty, SC_S_FREQUENCY_PENALTY),
+	FS(logit_bias, logit_bias, SC_S_LOGIT_BIAS),
 	{"prompt", "system", F_STR, OFF(prompt.system), 0, 0, 0},
 	{"prompt", "template", F_STR, OFF(prompt.template_name), 0, 0, 0},
 	{"prompt", "think", F_STR, OFF(prompt.think_name), 0, 0, 0},
@@ -1786,6 +1790,24 @@ void cfg_dump(const cfg *c, FILE *f)
 
 		dump_str(f, answer_format_name(&c->sampling.p.answer, an,
 					       sizeof(an)));
+	}
+	{
+		static const int more[] = {SC_S_MIN_P, SC_S_PRESENCE_PENALTY,
+					   SC_S_FREQUENCY_PENALTY,
+					   SC_S_LOGIT_BIAS};
+		char t[SC_VALUE_TEXT_MAX];
+
+		for (size_t i = 0; i < sizeof(more) / sizeof(*more); i++) {
+			sc_value v;
+
+			sc_params_value(more[i], &c->sampling.p, &v, t,
+					sizeof(t));
+			fprintf(f, "\n  %s: ", sc_params_setting(more[i])->name);
+			if (v.s)
+				dump_str(f, v.s);
+			else
+				dump_float(f, (float)v.d);
+		}
 	}
 	fputc('\n', f);
 	fputs("prompt:\n  system: ", f);

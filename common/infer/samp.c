@@ -101,6 +101,10 @@ int samp_params_check(const samp_params *p)
 		return qerr_fail(QERR_RANGE,
 				 "samp: top_p %g must be in (0, 1] (1 = off)",
 				 (double)p->top_p);
+	if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+		return qerr_fail(QERR_RANGE,
+				 "samp: min_p %g must be in [0, 1] (0 = off)",
+				 (double)p->min_p);
 	return QERR_OK;
 }
 
@@ -207,6 +211,13 @@ static uint64_t top_p_target(float top_p, uint64_t z)
 	uint64_t P = t >= (double)z ? z : (uint64_t)t;
 
 	return P ? P : 1;
+}
+
+/* min-p's least kept weight M = ceil(min_p * q_max) (0: min-p off). */
+static uint64_t min_p_floor(float min_p, uint64_t qmax)
+{
+	return min_p > 0.0f ? (uint64_t)ceil((double)min_p * (double)qmax)
+			    : 0;
 }
 
 static uint64_t draw_r(samp_rng *rng, uint64_t s)
@@ -328,7 +339,7 @@ static int sample_top_k(samp *s, const samp_params *p, const float *l,
 	struct cand *c = s->c;
 	float *w = s->w;
 	int k = p->top_k, n = s->n;
-	uint64_t z = 0, r, acc;
+	uint64_t z = 0, r, acc, qmax = 0, M;
 
 	for (int i = 0; i < k; i++)
 		c[i] = (struct cand){l[i], i};
@@ -347,8 +358,12 @@ static int sample_top_k(samp *s, const samp_params *p, const float *l,
 	for (int j = 0; j < k; j++)
 		w[j] = (c[j].l - c[0].l) / p->temperature;
 	kern_softmax(w, k);
-	for (int j = 0; j < k; j++)
-		z += qweight(w[j]);
+	for (int j = 0; j < k; j++) {
+		uint64_t q = qweight(w[j]);
+
+		z += q;
+		qmax = q > qmax ? q : qmax;
+	}
 	*wz = z;
 	if (p->top_p < 1.0f) {
 		uint64_t P = top_p_target(p->top_p, z);
@@ -363,9 +378,17 @@ static int sample_top_k(samp *s, const samp_params *p, const float *l,
 		}
 		z = acc;
 	}
+	if ((M = min_p_floor(p->min_p, qmax))) {
+		z = 0;
+		for (int j = 0; j < k; j++)
+			if (qweight(w[j]) >= M)
+				z += qweight(w[j]);
+	}
 	r = draw_r(rng, z);
 	acc = 0;
 	for (int j = 0; j < k; j++) {
+		if (qweight(w[j]) < M)
+			continue;
 		acc += qweight(w[j]);
 		if (r < acc) {
 			*wq = qweight(w[j]);
@@ -384,7 +407,7 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 	float *w = s->w, t = p->temperature;
 	uint8_t *bk = s->bk;
 	int n = s->n, use_p = p->top_p < 1.0f;
-	uint64_t z = 0, r, acc = 0;
+	uint64_t z = 0, r, acc = 0, qmax = 0, M;
 
 	for (int i = 0; i < n; i++)
 		w[i] = (l[i] - m) / t;
@@ -394,11 +417,23 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 	kern_softmax(w, n);
 
 	if (!use_p) {
-		for (int i = 0; i < n; i++)
-			z += qweight(w[i]);
+		for (int i = 0; i < n; i++) {
+			uint64_t q = qweight(w[i]);
+
+			z += q;
+			qmax = q > qmax ? q : qmax;
+		}
 		*wz = z;
+		if ((M = min_p_floor(p->min_p, qmax))) {
+			z = 0;
+			for (int i = 0; i < n; i++)
+				if (qweight(w[i]) >= M)
+					z += qweight(w[i]);
+		}
 		r = draw_r(rng, z);
 		for (int i = 0; i < n; i++) {
+			if (qweight(w[i]) < M)
+				continue;
 			acc += qweight(w[i]);
 			if (r < acc) {
 				*wq = qweight(w[i]);
@@ -417,6 +452,7 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 		uint64_t q = qweight(w[i]);
 
 		z += q;
+		qmax = q > qmax ? q : qmax;
 		bmass[bk[i]] += q;
 	}
 	*wz = z;
@@ -430,9 +466,16 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 		if (bk[i] == b)
 			s->c[k++] = (struct cand){l[i], i};
 	cut = wselect(s->c, k, w, need - below, &kept);
-	r = draw_r(rng, below + kept);
+	kept += below;
+	if ((M = min_p_floor(p->min_p, qmax))) {
+		kept = 0;
+		for (int i = 0; i < n; i++)
+			if (at_or_before(l[i], i, cut) && qweight(w[i]) >= M)
+				kept += qweight(w[i]);
+	}
+	r = draw_r(rng, kept);
 	for (int i = 0; i < n; i++) {
-		if (at_or_before(l[i], i, cut)) {
+		if (at_or_before(l[i], i, cut) && qweight(w[i]) >= M) {
 			acc += qweight(w[i]);
 			if (r < acc) {
 				*wq = qweight(w[i]);
@@ -441,7 +484,7 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 		}
 	}
 	*wq = qweight(w[cut.id]);
-	return cut.id; /* unreachable: r < below + kept */
+	return cut.id; /* unreachable: r < kept */
 }
 
 /* ln(x) for x >= 1: x = m 2^e with m in [sqrt(1/2), sqrt(2)), then

@@ -34,7 +34,7 @@
  *
  * PIPELINE, in this order:
  *   0. temperature == 0: greedy — the token with the largest logit, ties
- *      to the lowest id. top_k/top_p are ignored. No RNG draw.
+ *      to the lowest id. top_k/top_p/min_p are ignored. No RNG draw.
  *   1. top-k (top_k > 0 and top_k < vocab): keep the k first tokens in
  *      RANK ORDER = logit descending, then token id ascending.
  *      (top_k == 1 is greedy, but still consumes one draw when T > 0.)
@@ -50,13 +50,19 @@
  *      weight 0 and is never drawn.
  *   3. top-p (top_p < 1): keep the SMALLEST PREFIX of the candidates in
  *      rank order whose weight sum is >= P = ceil(top_p * (double)Z).
+ *   3b. min-p (min_p > 0): of those, keep only the tokens whose weight is
+ *      >= M = ceil(min_p * (double)q_max), q_max the largest weight of
+ *      the candidates: p >= min_p * p_max in the exact integer weights.
+ *      (Top-p's P still counts from Z: the two cuts are independent, the
+ *      kept set is both's; the argmax token always stays.)
  *   4. draw: S = weight of the kept set, r = floor(u * (double)S) (clamped
  *      to S - 1); walk the kept set in LIST ORDER — rank order when top-k
  *      is active, token id order otherwise — and return the first token
  *      whose running weight sum exceeds r.
  * Top-k is unaffected by T (exp is monotone), so steps 1-3 equal the
  * Hugging Face / vLLM warper order (temperature, top-k, top-p): top-p sees
- * temperature-scaled probabilities. NOTE this is NOT llama.cpp's default
+ * temperature-scaled probabilities, and so does min-p (as in vLLM and
+ * Hugging Face's MinPLogitsWarper). NOTE this is NOT llama.cpp's default
  * chain (common_params_sampling::samplers: ... top_k, typical_p, top_p,
  * min_p, xtc, temperature), where temperature comes last and top-p is
  * evaluated on T = 1 probabilities.
@@ -85,10 +91,11 @@ typedef struct samp_params {
 	float temperature; /* >= 0, finite; 0 = greedy */
 	int top_k;         /* >= 0; 0 (or >= vocab) = off */
 	float top_p;       /* in (0, 1]; 1 = off */
+	float min_p;       /* in [0, 1]; 0 = off */
 } samp_params;
 
 /* temperature 1, no filters. */
-#define SAMP_PARAMS_DEFAULT ((samp_params){1.0f, 0, 1.0f})
+#define SAMP_PARAMS_DEFAULT ((samp_params){1.0f, 0, 1.0f, 0.0f})
 
 typedef struct samp_rng {
 	uint64_t s[4]; /* xoshiro256** state */

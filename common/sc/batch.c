@@ -115,6 +115,8 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 			goto fail;
 		j->g0 = gbnf_start(j->gm);
 	}
+	if (j->n && (rc = sc_params_vocab_limit(&j->p, V)))
+		goto fail;
 	j->p.grammar = NULL; /* borrowed: not kept past this call */
 	j->p.grammar_len = 0;
 	j->w = sc_fork_conf_window(&j->p);
@@ -209,6 +211,7 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 	for (int i = 0; j->fs && i < j->n; i++) {
 		kv_seq_free(b->e->pool, &j->fs[i].seq);
 		free(j->fs[i].ring);
+		free(j->fs[i].seen);
 	}
 	if (j->own_out)
 		for (int i = 0; i < j->n; i++)

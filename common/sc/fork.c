@@ -3,6 +3,7 @@
  * tokens and keeping its books.
  *
  * Owns: a fork's step (sc_fork_step: end-of-generation masking, the
+ * logits shaped by logit_bias and the penalties of its own tokens, the
  * draw, the text, per-token log-probabilities, the stop-string cut, the
  * settled length), its confidence (the sums DeepConf's group confidence
  * and the vote weight come from), its end (answer extraction), the online
@@ -145,6 +146,61 @@ static void conf_finish(const fork_state *f, int w, sc_sample *s)
 	s->weight = vote_conf_weight(g);
 }
 
+static int penalized(const sc_params *p)
+{
+	return p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
+}
+
+/* The logits a fork draws from, shaped by its settings: lg (the model's,
+ * or buf already holding the masked ones) with logit_bias added and the
+ * penalties of the fork's own drawn tokens taken off, in buf (vocab
+ * floats) when anything changes. Each value depends only on the setting
+ * and this fork's tokens; -inf (masked) stays -inf. */
+static const float *shape(const sc_engine *e, const sc_params *p,
+			  const fork_state *f, const float *lg, float *buf)
+{
+	const sc_logit_bias *lb = &p->logit_bias;
+
+	if (!lb->n && !(penalized(p) && f->n_seen))
+		return lg;
+	if (lg != buf)
+		memcpy(buf, lg, (size_t)e->m->cfg.vocab * sizeof(float));
+	for (int i = 0; i < lb->n; i++)
+		buf[lb->id[i]] += lb->bias[i];
+	for (int i = 0, c; penalized(p) && i < f->n_seen; i += c) {
+		for (c = 1; i + c < f->n_seen && f->seen[i + c] == f->seen[i];
+		     c++)
+			;
+		buf[f->seen[i]] -= p->presence_penalty +
+				   p->frequency_penalty * (float)c;
+	}
+	return buf;
+}
+
+/* Adds drawn token t to f's sorted list for the penalties. */
+static int seen_add(fork_state *f, int32_t t)
+{
+	int i = f->n_seen;
+
+	if (f->n_seen == f->cap_seen) {
+		int nc = f->cap_seen ? 2 * f->cap_seen : 64;
+		int32_t *a = realloc(f->seen, (size_t)nc * sizeof(*a));
+
+		if (!a)
+			return qerr_fail(QERR_NOMEM, "out of memory for the "
+					 "penalties");
+		f->seen = a;
+		f->cap_seen = nc;
+	}
+	while (i > 0 && f->seen[i - 1] > t) {
+		f->seen[i] = f->seen[i - 1];
+		i--;
+	}
+	f->seen[i] = t;
+	f->n_seen++;
+	return 0;
+}
+
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 {
@@ -200,6 +256,7 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 		}
 		lg = e->masked;
 	}
+	lg = shape(e, p, f, lg, e->masked);
 	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
 				 &lp)))
 		return rc;
@@ -212,6 +269,8 @@ drawn:
 		f->done = 1;
 		return 0;
 	}
+	if (penalized(p) && (rc = seen_add(f, tokid)))
+		return rc;
 	piece = tok_piece(e->t, tokid, 0, &plen);
 	if (f->job && f->job->gm)
 		f->gstate = gbnf_step(f->job->gm, f->gstate, piece ? piece : "",
@@ -266,6 +325,7 @@ static void draw_task(void *ctx, int t, int n_tasks)
 				e->task_masked[t][e->eog[k]] = -INFINITY;
 			lg = e->task_masked[t];
 		}
+		lg = shape(e, p, f, lg, e->task_masked[t]);
 		if (samp_sample_lp(e->task_samp[t], &p->sp, lg, &f->rng,
 				   &f->drawn_tok, &f->drawn_lp)) {
 			/* the error is drawn again in sc_fork_step, on the

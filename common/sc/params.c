@@ -42,7 +42,20 @@ static const sc_setting settings[SC_S_COUNT_] = {
 	[SC_S_ANSWER] = {"answer", SC_K_TEXT, 0, 0, 0, ANSWER_LIST},
 	[SC_S_GRAMMAR] = {"grammar", SC_K_TEXT, 0, 0, 0,
 			  "a GBNF grammar (llama.cpp's)"},
+	[SC_S_MIN_P] = {"min_p", SC_K_REAL, 0, 1, 0, NULL},
+	[SC_S_PRESENCE_PENALTY] = {"presence_penalty", SC_K_REAL,
+				   -SC_PENALTY_LIM, SC_PENALTY_LIM, 0, NULL},
+	[SC_S_FREQUENCY_PENALTY] = {"frequency_penalty", SC_K_REAL,
+				    -SC_PENALTY_LIM, SC_PENALTY_LIM, 0, NULL},
+	[SC_S_LOGIT_BIAS] = {"logit_bias", SC_K_TEXT, 0, 0, 0,
+			     "at most 64 pairs ID:BIAS, comma-separated, "
+			     "each token id in 0..16777215 once and each "
+			     "bias in [-100, 100]"},
 };
+
+_Static_assert(SC_VALUE_TEXT_MAX >= ANSWER_PATTERN_MAX + 8,
+	       "an answer format's name fits a value's text");
+_Static_assert(SC_S_COUNT_ <= 32, "a set of settings fits an unsigned");
 
 const sc_setting *sc_params_setting(int id)
 {
@@ -109,6 +122,95 @@ int sc_params_check_real(int id, double v)
 	return sc_params_check_fail(id, shown);
 }
 
+/* The float holding real setting id of p. */
+static float *real_of(int id, sc_params *p)
+{
+	switch (id) {
+	case SC_S_TEMPERATURE: return &p->sp.temperature;
+	case SC_S_TOP_P: return &p->sp.top_p;
+	case SC_S_MIN_P: return &p->sp.min_p;
+	case SC_S_PRESENCE_PENALTY: return &p->presence_penalty;
+	default: return &p->frequency_penalty;
+	}
+}
+
+static int bias_cmp(const void *a, const void *b)
+{
+	const int32_t *x = a, *y = b;
+
+	return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* "ID:BIAS[,ID:BIAS...]" of logit_bias, sorted by id into *lb ("" or
+ * "none": no bias). */
+static int parse_bias(const char *s, sc_logit_bias *lb)
+{
+	int32_t pair[SC_LOGIT_BIAS_MAX][2]; /* id, index into bias[] */
+	float bias[SC_LOGIT_BIAS_MAX];
+	const char *c = s;
+	int n = 0;
+
+	if (!*s || !strcmp(s, "none")) {
+		lb->n = 0;
+		return 0;
+	}
+	for (;;) {
+		char *end;
+		long long id;
+		double b;
+
+		errno = 0;
+		id = strtoll(c, &end, 10);
+		if (errno || end == c || *c == '-' || *c == '+' || *c == ' ' ||
+		    id > SC_LOGIT_BIAS_ID_MAX || *end != ':' ||
+		    n == SC_LOGIT_BIAS_MAX)
+			return sc_params_check_fail(SC_S_LOGIT_BIAS, s);
+		c = end + 1;
+		b = strtod(c, &end);
+		if (end == c || *c == ' ' || !(b >= -SC_LOGIT_BIAS_LIM &&
+						b <= SC_LOGIT_BIAS_LIM) ||
+		    (*end && *end != ','))
+			return sc_params_check_fail(SC_S_LOGIT_BIAS, s);
+		pair[n][0] = (int32_t)id;
+		pair[n][1] = n;
+		bias[n++] = (float)b;
+		if (!*end)
+			break;
+		c = end + 1;
+	}
+	qsort(pair, (size_t)n, sizeof(pair[0]), bias_cmp);
+	for (int i = 1; i < n; i++)
+		if (pair[i][0] == pair[i - 1][0])
+			return sc_params_check_fail(SC_S_LOGIT_BIAS, s);
+	lb->n = n;
+	for (int i = 0; i < n; i++) {
+		lb->id[i] = pair[i][0];
+		lb->bias[i] = bias[pair[i][1]];
+	}
+	return 0;
+}
+
+/* logit_bias's canonical text ("none" for none): ids ascending, each
+ * bias as the shortest %g that reads back as the same float. */
+static const char *bias_name(const sc_logit_bias *lb, char *buf, size_t cap)
+{
+	size_t k = 0;
+
+	if (!lb->n)
+		snprintf(buf, cap, "none");
+	for (int i = 0; i < lb->n && k < cap; i++) {
+		char v[24];
+		int prec = 6;
+
+		do
+			snprintf(v, sizeof(v), "%.*g", prec, lb->bias[i]);
+		while ((float)strtod(v, NULL) != lb->bias[i] && ++prec < 10);
+		k += (size_t)snprintf(buf + k, cap - k, "%s%d:%s",
+				      i ? "," : "", lb->id[i], v);
+	}
+	return buf;
+}
+
 /* "W[:P]" of conf_filter */
 static int parse_filter(const char *s, int *warm, double *pct)
 {
@@ -167,10 +269,7 @@ int sc_params_parse(int id, const char *s, sc_params *p)
 			return sc_params_check_fail(id, s);
 		if ((rc = sc_params_check_real(id, d)))
 			return rc;
-		if (id == SC_S_TEMPERATURE)
-			p->sp.temperature = (float)d;
-		else
-			p->sp.top_p = (float)d;
+		*real_of(id, p) = (float)d;
 		return 0;
 	case SC_K_BOOL:
 		if (!strcmp(s, "true"))
@@ -209,6 +308,8 @@ int sc_params_parse(int id, const char *s, sc_params *p)
 		return 0;
 	case SC_S_CONF_FILTER:
 		return parse_filter(s, &p->filter_warmup, &p->filter_pct);
+	case SC_S_LOGIT_BIAS:
+		return parse_bias(s, &p->logit_bias);
 	case SC_S_GRAMMAR: {
 		/* compiled once to check it: its own words say what is
 		 * wrong ("grammar:3:7: undefined rule 'x'") */
@@ -269,10 +370,7 @@ int sc_params_set(int id, const sc_value *v, sc_params *p)
 	case SC_K_REAL:
 		if (sc_params_check_real(id, v->d))
 			return QERR_RANGE;
-		if (id == SC_S_TEMPERATURE)
-			p->sp.temperature = (float)v->d;
-		else
-			p->sp.top_p = (float)v->d;
+		*real_of(id, p) = (float)v->d;
 		return 0;
 	case SC_K_BOOL:
 		snprintf(b, sizeof(b), "%s", v->i ? "true" : "false");
@@ -297,6 +395,12 @@ void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
 	case SC_S_TEMPERATURE: v->d = p->sp.temperature; break;
 	case SC_S_TOP_K: v->i = p->sp.top_k; break;
 	case SC_S_TOP_P: v->d = p->sp.top_p; break;
+	case SC_S_MIN_P: v->d = p->sp.min_p; break;
+	case SC_S_PRESENCE_PENALTY: v->d = p->presence_penalty; break;
+	case SC_S_FREQUENCY_PENALTY: v->d = p->frequency_penalty; break;
+	case SC_S_LOGIT_BIAS:
+		v->s = bias_name(&p->logit_bias, buf, cap);
+		break;
 	case SC_S_MAX_NEW_TOKENS: v->i = p->max_new; break;
 	case SC_S_IGNORE_EOS: v->i = !!p->ignore_eos; break;
 	case SC_S_LOGPROBS: v->i = !!p->logprobs; break;
@@ -345,6 +449,17 @@ int sc_params_max_new_limit(long long max_new, int ctx_len)
 		return 0;
 	return qerr_fail(QERR_RANGE, "max_new_tokens = %lld: over the model's "
 			 "context (%d tokens)", max_new, ctx_len);
+}
+
+int sc_params_vocab_limit(const sc_params *p, int vocab)
+{
+	for (int i = 0; i < p->logit_bias.n; i++)
+		if (p->logit_bias.id[i] >= vocab)
+			return qerr_fail(QERR_RANGE, "logit_bias: token %d is "
+					 "not in the model's vocabulary (%d "
+					 "tokens)", (int)p->logit_bias.id[i],
+					 vocab);
+	return 0;
 }
 
 const char *sc_params_mode_name(int mode)
@@ -400,10 +515,24 @@ int sc_params_check(const sc_params *p)
 	    (rc = sc_params_check_real(SC_S_TEMPERATURE, p->sp.temperature)) ||
 	    (rc = sc_params_check_int(SC_S_TOP_K, p->sp.top_k)) ||
 	    (rc = sc_params_check_real(SC_S_TOP_P, p->sp.top_p)) ||
+	    (rc = sc_params_check_real(SC_S_MIN_P, p->sp.min_p)) ||
+	    (rc = sc_params_check_real(SC_S_PRESENCE_PENALTY,
+				       p->presence_penalty)) ||
+	    (rc = sc_params_check_real(SC_S_FREQUENCY_PENALTY,
+				       p->frequency_penalty)) ||
 	    (rc = sc_params_check_int(SC_S_MAX_NEW_TOKENS, p->max_new)))
 		return rc;
 	if (p->stop_strs.n < 0 || p->stop_strs.n > SC_STOP_STR_MAX)
 		return sc_params_check_fail(SC_S_STOP_STRINGS, NULL);
+	if (p->logit_bias.n < 0 || p->logit_bias.n > SC_LOGIT_BIAS_MAX)
+		return sc_params_check_fail(SC_S_LOGIT_BIAS, NULL);
+	for (int i = 0; i < p->logit_bias.n; i++)
+		if (p->logit_bias.id[i] < 0 ||
+		    p->logit_bias.id[i] > SC_LOGIT_BIAS_ID_MAX ||
+		    (i && p->logit_bias.id[i] <= p->logit_bias.id[i - 1]) ||
+		    !(p->logit_bias.bias[i] >= -SC_LOGIT_BIAS_LIM &&
+		      p->logit_bias.bias[i] <= SC_LOGIT_BIAS_LIM))
+			return sc_params_check_fail(SC_S_LOGIT_BIAS, NULL);
 	for (int i = 0; i < p->stop_strs.n; i++)
 		if (p->stop_strs.len[i] < 1 ||
 		    p->stop_strs.len[i] > SC_STOP_STR_LEN ||

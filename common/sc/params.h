@@ -60,8 +60,25 @@ typedef struct {
  * empty, over SC_STOP_STR_LEN bytes or holds a NUL. */
 int sc_params_stop_strs_add(sc_stop_strs *q, const char *s, size_t len);
 
+/* logit_bias (OpenAI's): per token id, a bias added to its logit before
+ * every draw; at most SC_LOGIT_BIAS_MAX tokens, each once, ids in
+ * 0..SC_LOGIT_BIAS_ID_MAX (the engine also refuses ids past its model's
+ * vocabulary), biases in [-100, 100]. Kept sorted by id. */
+#define SC_LOGIT_BIAS_MAX 64
+#define SC_LOGIT_BIAS_ID_MAX ((1 << 24) - 1)
+#define SC_LOGIT_BIAS_LIM 100.0
+
 typedef struct {
-	samp_params sp;
+	int n;
+	int32_t id[SC_LOGIT_BIAS_MAX];
+	float bias[SC_LOGIT_BIAS_MAX];
+} sc_logit_bias;
+
+/* presence_penalty and frequency_penalty: in [-2, 2] (OpenAI's range). */
+#define SC_PENALTY_LIM 2.0
+
+typedef struct {
+	samp_params sp;       /* temperature, top_k, top_p, min_p */
 	uint64_t seed;
 	int n;                /* samples: the budget N */
 	int max_new;          /* new tokens per sample */
@@ -101,6 +118,13 @@ typedef struct {
 	 * starts. Checked (compiled) when set by sc_setting_*. */
 	const char *grammar;
 	size_t grammar_len;
+	/* OpenAI's penalties over the sample's own generated tokens (never
+	 * the prompt's, never another sample's): before each draw, token
+	 * t's logit -= presence_penalty * [c_t > 0] + frequency_penalty *
+	 * c_t, c_t the times the sample has drawn t so far (0: off). */
+	float presence_penalty;
+	float frequency_penalty;
+	sc_logit_bias logit_bias;
 } sc_params;
 
 /* The defaults of every entry point that has its own (quorum run,
@@ -113,7 +137,8 @@ typedef struct {
 #define SC_DEFAULT_TOP_P 0.95f
 #define SC_DEFAULT_MAX_NEW 256
 #define SC_PARAMS_DEFAULTS ((sc_params){ \
-	.sp = {SC_DEFAULT_TEMPERATURE, SC_DEFAULT_TOP_K, SC_DEFAULT_TOP_P}, \
+	.sp = {SC_DEFAULT_TEMPERATURE, SC_DEFAULT_TOP_K, SC_DEFAULT_TOP_P, \
+		0.0f}, \
 	.n = SC_DEFAULT_N, .max_new = SC_DEFAULT_MAX_NEW, .mode = SC_BATCHED, \
 	.stop = STOP_RULE_DEFAULT})
 
@@ -126,6 +151,8 @@ enum sc_setting_id {
 	SC_S_MAX_NEW_TOKENS, SC_S_IGNORE_EOS, SC_S_STOP, SC_S_VOTE,
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
 	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_ANSWER, SC_S_GRAMMAR,
+	SC_S_MIN_P, SC_S_PRESENCE_PENALTY, SC_S_FREQUENCY_PENALTY,
+	SC_S_LOGIT_BIAS,
 	SC_S_COUNT_
 };
 
@@ -192,7 +219,7 @@ int sc_params_set(int id, const sc_value *v, sc_params *p);
  * "confidence", "8:10", "regex:..."), is written into buf (cap >=
  * SC_VALUE_TEXT_MAX) and v->s points at it; SC_K_STRS: v->i is the count
  * (the strings are p->stop_strs). */
-#define SC_VALUE_TEXT_MAX (ANSWER_PATTERN_MAX + 8)
+#define SC_VALUE_TEXT_MAX (SC_LOGIT_BIAS_MAX * 24 + 8)
 void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
 		      size_t cap);
 
@@ -201,6 +228,8 @@ void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
  * most the model's context. 0 or QERR_RANGE. */
 int sc_params_n_limit(long long n, int max_n);
 int sc_params_max_new_limit(long long max_new, int ctx_len);
+/* logit_bias's token ids within the model's vocabulary of vocab tokens. */
+int sc_params_vocab_limit(const sc_params *p, int vocab);
 
 /* Every field, with the same checks and messages as above (the engine's
  * and the workers' guard). 0, or QERR_RANGE. conf_window 0 means the

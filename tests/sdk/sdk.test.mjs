@@ -118,6 +118,81 @@ async function errors() {
 	assert.match(e.headers.get("x-request-id"), /^req_[0-9a-f]{16}$/);
 }
 
+// The sampling settings people send, honoured: logit_bias ("9" is token
+// 57 of the shipped model) makes greedy decoding repeat it; a frequency
+// penalty of 2 makes it give way; min_p 1 keeps the top token alone
+// (greedy's text at any temperature); and with penalties, bias and min_p
+// sample i's bytes do not depend on N (two workers split the samples).
+async function samplingSettings() {
+	const ask = (extra) => client.chat.completions.create({
+		model: "arith", messages: user, ...extra });
+	let r = await ask({ temperature: 0, max_tokens: 8,
+			    logit_bias: { "57": 100 } });
+	assert.equal(r.choices[0].message.content, "99999999");
+	r = await ask({ temperature: 0, max_tokens: 64,
+			logit_bias: { "57": 100 }, frequency_penalty: 2 });
+	const text = r.choices[0].message.content;
+	assert.ok(text.startsWith("9".repeat(25)) && !/^9+$/.test(text), text);
+	const greedy = await ask({ temperature: 0, max_tokens: 24 });
+	r = await ask({ temperature: 1, min_p: 1, n: 3, max_tokens: 24 });
+	for (const c of r.choices)
+		assert.equal(c.message.content,
+			     greedy.choices[0].message.content);
+	const shaped = { temperature: 1, seed: 5, max_tokens: 24, min_p: 0.05,
+			 presence_penalty: 0.5, frequency_penalty: 0.4,
+			 logit_bias: { "57": 2, "32": -1 } };
+	const four = await ask({ ...shaped, n: 4 });
+	const two = await ask({ ...shaped, n: 2 });
+	assert.deepEqual(two.choices.map((c) => c.message.content),
+			 four.choices.slice(0, 2).map((c) => c.message.content));
+	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
+			  "logit_bias", () => ask({ logit_bias: { "57": 101 } }));
+	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
+			  "presence_penalty", () => ask({ presence_penalty: 3 }));
+}
+
+// No silent drops (docs/http.md's table), field by field: each field that
+// cannot change the output is taken and ignored, a no-op value is taken,
+// anything else is a 400 naming the field.
+async function fieldTable() {
+	const chat = (extra) => client.chat.completions.create({
+		model: "arith", messages: user, max_tokens: 2, n: 1, ...extra });
+	const comp = (extra) => client.completions.create({
+		model: "arith", prompt: Q, max_tokens: 2, n: 1, ...extra });
+	const ignored = { user: "u1", metadata: { a: "b" }, store: false,
+			  service_tier: "auto", safety_identifier: "s",
+			  prompt_cache_key: "k", parallel_tool_calls: true };
+	for (const [k, v] of Object.entries(ignored)) {
+		const r = await chat({ [k]: v });
+		assert.equal(r.choices.length, 1, k);
+	}
+	for (const [k, v] of Object.entries({ tool_choice: "none",
+					       modalities: ["text"] }))
+		await chat({ [k]: v });
+	for (const [k, v] of Object.entries({ echo: false, best_of: 1,
+					       suffix: "" }))
+		await comp({ [k]: v });
+	const refusedChat = { tool_choice: "required", modalities: ["audio"],
+			      functions: [{ name: "f" }], function_call: "auto",
+			      audio: { voice: "alloy", format: "mp3" },
+			      prediction: { type: "content", content: "x" },
+			      web_search_options: {}, verbosity: "low",
+			      top_logprobs: 2, frobnicate: 1, prompt: "x",
+			      tools: [{ type: "function",
+					function: { name: "f" } }] };
+	for (const [k, v] of Object.entries(refusedChat))
+		await expectError(OpenAI.BadRequestError, 400,
+				  "invalid_request_error", k,
+				  () => chat({ [k]: v }));
+	const refusedComp = { echo: true, best_of: 2, suffix: "end",
+			      logprobs: 3, messages: [], top_logprobs: 1,
+			      frobnicate: 1 };
+	for (const [k, v] of Object.entries(refusedComp))
+		await expectError(OpenAI.BadRequestError, 400,
+				  "invalid_request_error", k,
+				  () => comp({ [k]: v }));
+}
+
 async function rateLimited() {
 	const one = new OpenAI({ baseURL: urlOne + "/v1", apiKey: key,
 				 maxRetries: 0, timeout: 60000 });
@@ -136,7 +211,7 @@ async function rateLimited() {
 }
 
 const cases = { models, chatOneChoice, chatN4, streamLoop, streamUsage,
-		errors, rateLimited };
+		errors, samplingSettings, fieldTable, rateLimited };
 let failed = 0;
 for (const [name, f] of Object.entries(cases)) {
 	const t0 = Date.now();

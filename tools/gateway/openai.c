@@ -258,8 +258,50 @@ static const struct {
 	{"vote", SC_S_VOTE},                   /* extension */
 	{"answer_format", SC_S_ANSWER},        /* extension */
 	{"stop", SC_S_STOP_STRINGS},
+	{"presence_penalty", SC_S_PRESENCE_PENALTY},
+	{"frequency_penalty", SC_S_FREQUENCY_PENALTY},
+	{"logit_bias", SC_S_LOGIT_BIAS},        /* {"ID": BIAS, ...} */
+	{"min_p", SC_S_MIN_P},                 /* extension (vLLM's) */
 	/* the grammar setting: constraints[] below */
 };
+
+/* logit_bias's JSON object ({"token id": bias}) as the setting's text
+ * into *p; QERR_RANGE with its message showing the object. */
+static int json_logit_bias(json_t *v, sc_params *p)
+{
+	char text[SC_VALUE_TEXT_MAX * 2];
+	size_t k = 0;
+	const char *key;
+	json_t *b;
+	int bad = !json_is_object(v) ||
+		  json_object_size(v) > SC_LOGIT_BIAS_MAX;
+
+	text[0] = '\0';
+	json_object_foreach(bad ? NULL : v, key, b) {
+		const char *c = key;
+
+		while (*c >= '0' && *c <= '9')
+			c++;
+		if (!json_is_number(b) || c == key || *c ||
+		    c - key > 9 || k >= sizeof(text) - 40) {
+			bad = 1;
+			break;
+		}
+		k += (size_t)snprintf(text + k, sizeof(text) - k, "%s%s:%.17g",
+				      k ? "," : "", key, json_number_value(b));
+	}
+	if (bad || !k || sc_params_parse(SC_S_LOGIT_BIAS, text, p)) {
+		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT |
+					    JSON_SORT_KEYS);
+
+		if (!bad && !k)
+			return 0; /* {}: no bias */
+		sc_params_check_fail(SC_S_LOGIT_BIAS, shown ? shown : "?");
+		free(shown);
+		return QERR_RANGE;
+	}
+	return 0;
+}
 
 static int json_setting(json_t *v, int id, sc_params *p)
 {
@@ -267,6 +309,8 @@ static int json_setting(json_t *v, int id, sc_params *p)
 	sc_value sv = {0};
 	long long iv;
 
+	if (id == SC_S_LOGIT_BIAS)
+		return json_logit_bias(v, p);
 	switch (x->kind) {
 	case SC_K_INT:
 		if (!get_int(v, &iv))
@@ -436,6 +480,138 @@ static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
 	return 0;
 }
 
+/*
+ * Every top-level field of a request and what the gateway does with it:
+ * no field is dropped in silence (docs/http.md's table). READ fields are
+ * honoured by openai_parse (the settings[] and constraints[] tables, and
+ * the fields read by name); IGNORED ones cannot change the output (who
+ * asks, how OpenAI would store or bill it); NOOP ones are accepted only
+ * with a value that asks for nothing (noop: JSON literals, '|' between
+ * them) and refused otherwise; REFUSED ones are a 400 naming them
+ * whenever given (not null). A field of the other endpoint, or none of
+ * these, is a 400 naming it.
+ */
+enum { FIELD_READ, FIELD_IGNORED, FIELD_NOOP, FIELD_REFUSED };
+enum { FOR_BOTH, FOR_CHAT, FOR_COMPLETIONS };
+
+static const struct field_rule {
+	const char *key;
+	int what;   /* FIELD_* */
+	int where;  /* FOR_* */
+	const char *noop;
+} field_rules[] = {
+	{"messages", FIELD_READ, FOR_CHAT, NULL},
+	{"prompt", FIELD_READ, FOR_COMPLETIONS, NULL},
+	{"model", FIELD_READ, FOR_BOTH, NULL},
+	{"quorum", FIELD_READ, FOR_BOTH, NULL},
+	{"samples", FIELD_READ, FOR_BOTH, NULL},
+	{"stream_samples", FIELD_READ, FOR_BOTH, NULL},
+	{"stream", FIELD_READ, FOR_BOTH, NULL},
+	{"stream_options", FIELD_READ, FOR_BOTH, NULL},
+	{"think", FIELD_READ, FOR_BOTH, NULL},
+	{"chat_template_kwargs", FIELD_READ, FOR_BOTH, NULL},
+	{"reasoning_effort", FIELD_READ, FOR_BOTH, NULL},
+	{"reasoning_format", FIELD_READ, FOR_BOTH, NULL},
+	{"logprobs", FIELD_READ, FOR_BOTH, NULL},
+	{"top_logprobs", FIELD_READ, FOR_CHAT, NULL},
+	{"tools", FIELD_READ, FOR_CHAT, NULL},
+	/* who asks and how it is kept or billed: never the text */
+	{"user", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"metadata", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"store", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"service_tier", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"safety_identifier", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"prompt_cache_key", FIELD_IGNORED, FOR_BOTH, NULL},
+	{"parallel_tool_calls", FIELD_IGNORED, FOR_CHAT, NULL},
+	/* accepted asking for nothing */
+	{"tool_choice", FIELD_NOOP, FOR_CHAT, "\"none\"|\"auto\""},
+	{"modalities", FIELD_NOOP, FOR_CHAT, "[\"text\"]"},
+	{"echo", FIELD_NOOP, FOR_COMPLETIONS, "false"},
+	{"best_of", FIELD_NOOP, FOR_COMPLETIONS, "1"},
+	{"suffix", FIELD_NOOP, FOR_COMPLETIONS, "\"\""},
+	/* what quorum does not do */
+	{"functions", FIELD_REFUSED, FOR_CHAT, NULL},
+	{"function_call", FIELD_REFUSED, FOR_CHAT, NULL},
+	{"audio", FIELD_REFUSED, FOR_CHAT, NULL},
+	{"prediction", FIELD_REFUSED, FOR_CHAT, NULL},
+	{"web_search_options", FIELD_REFUSED, FOR_CHAT, NULL},
+	{"verbosity", FIELD_REFUSED, FOR_CHAT, NULL},
+};
+
+/* The rule of field key on this endpoint, or NULL. */
+static const struct field_rule *field_rule(const char *key)
+{
+	static const struct field_rule read = {NULL, FIELD_READ, FOR_BOTH,
+					       NULL};
+
+	for (size_t i = 0; i < sizeof(field_rules) / sizeof(*field_rules);
+	     i++)
+		if (!strcmp(field_rules[i].key, key))
+			return &field_rules[i];
+	for (size_t i = 0; i < sizeof(settings) / sizeof(*settings); i++)
+		if (!strcmp(settings[i].key, key))
+			return &read;
+	for (size_t i = 0; i < sizeof(constraints) / sizeof(*constraints);
+	     i++)
+		if (!strcmp(constraints[i].key, key))
+			return &read;
+	return NULL;
+}
+
+/* v is one of the JSON literals of noop ('|' between them). */
+static int is_noop(json_t *v, const char *noop)
+{
+	char one[64];
+
+	while (*noop) {
+		size_t n = strcspn(noop, "|");
+		json_t *x;
+		int same;
+
+		snprintf(one, sizeof(one), "%.*s", (int)n, noop);
+		x = json_loads(one, JSON_DECODE_ANY, NULL);
+		same = x && json_equal(x, v);
+		json_decref(x);
+		if (same)
+			return 1;
+		noop += n + (noop[n] == '|');
+	}
+	return 0;
+}
+
+/* Every field of o under its rule: 0, or -1 with the 400 naming the
+ * first one refused (its name kept in thread-local storage: the body
+ * goes before the caller reads param). */
+static int field_check(int chat, json_t *o, char *msg, size_t cap,
+		       const char **param)
+{
+	static _Thread_local char name[64];
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(o, key, v) {
+		const struct field_rule *f = field_rule(key);
+		const char *ep = chat ? "/v1/chat/completions"
+				      : "/v1/completions";
+
+		snprintf(name, sizeof(name), "%s", key);
+		if (!f || (f->where == FOR_CHAT && !chat) ||
+		    (f->where == FOR_COMPLETIONS && chat))
+			return bad(msg, cap, param, name, "unknown field "
+				   "'%.63s' for %s (docs/http.md lists the "
+				   "fields quorum reads and ignores)", name, ep);
+		if (!present(v))
+			continue;
+		if (f->what == FIELD_REFUSED ||
+		    (f->what == FIELD_NOOP && !is_noop(v, f->noop)))
+			return bad(msg, cap, param, name, "'%s' is not "
+				   "supported by quorum%s%s", name,
+				   f->what == FIELD_NOOP ? " (only " : "",
+				   f->what == FIELD_NOOP ? "the default)" : "");
+	}
+	return 0;
+}
+
 int openai_parse(int chat, const char *body, size_t len, int max_n,
 		openai_req *r, char *msg, size_t cap, const char **param)
 {
@@ -458,6 +634,8 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		bad(msg, cap, param, NULL, "the body must be a JSON object");
 		goto out;
 	}
+	if (field_check(chat, o, msg, cap, param))
+		goto out;
 	if (chat ? parse_messages(json_object_get(o, "messages"), r, msg, cap,
 				  param)
 		 : parse_prompt(json_object_get(o, "prompt"), r, msg, cap,
@@ -642,19 +820,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		bad(msg, cap, param, "tools", "'tools' is not supported by "
 		    "quorum");
 		goto out;
-	}
-	{
-		static const char *const pen[] = {"presence_penalty",
-						  "frequency_penalty"};
-
-		for (size_t i = 0; i < 2; i++)
-			if (present(v = json_object_get(o, pen[i])) &&
-			    (!json_is_number(v) || json_number_value(v) != 0)) {
-				bad(msg, cap, param, pen[i],
-				    "'%s' is not supported by quorum (only 0)",
-				    pen[i]);
-				goto out;
-			}
 	}
 	rc = 0;
 out:
