@@ -282,16 +282,9 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				qtile_bind(mm, m0, R, QK_K, &t);
 				tiles[R - 1][C - 1](&t, buf + (size_t)p0 * pv, pv, nu,
 						    res);
-				for (int r = 0; r < R; r++)
-					for (int c = 0; c < 2 * C; c++) {
-						int jj = j + 2 * p0 + c;
-
-						if (jj >= j + jn)
-							break;
-						mm->y[(size_t)(m0 + r) * mm->ldy + jj] =
-							mm->bias ? res[r][c] +
-							mm->bias[jj] : res[r][c];
-					}
+				zt_store(mm, m0, R, j + 2 * p0,
+					 j + jn - (j + 2 * p0), 2 * C, res[0],
+					 2 * KZ_CP);
 			}
 		}
 	}

@@ -212,6 +212,23 @@ _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
  * tile of activation rows passes over them. */
 #define QZ_PREP_BYTES (160 * 1024)
 
+/* A register tile's results res (R rows, stride floats apart) into
+ * mm->y at rows m0.., columns j0.. (cols of them, fewer where the block
+ * ends: at most left), with the bias. */
+INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
+		     int left, int cols, const float *res, int stride)
+{
+	if (cols > left)
+		cols = left;
+	for (int r = 0; r < R; r++) {
+		float *y = mm->y + (size_t)(m0 + r) * mm->ldy + j0;
+
+		for (int c = 0; c < cols; c++)
+			y[c] = mm->bias ? res[r * stride + c] + mm->bias[j0 + c]
+					: res[r * stride + c];
+	}
+}
+
 /* Columns [j0, j1) for all M rows. */
 static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
@@ -248,16 +265,9 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 						mm->xq_bytes + zoff;
 				qz_tiles[R - 1][C - 1](z, buf + (size_t)p0 * ng,
 						       ng, res);
-				for (int r = 0; r < R; r++)
-					for (int c = 0; c < 2 * C; c++) {
-						int jj = j + 2 * p0 + c;
-
-						if (jj >= j + jn)
-							break;
-						mm->y[(size_t)(m0 + r) * mm->ldy + jj] =
-							mm->bias ? res[r][c] +
-							mm->bias[jj] : res[r][c];
-					}
+				zt_store(mm, m0, R, j + 2 * p0,
+					 j + jn - (j + 2 * p0), 2 * C, res[0],
+					 2 * QZ_CP);
 			}
 		}
 	}
