@@ -290,12 +290,12 @@ static int json_logit_bias(json_t *v, sc_params *p)
 		k += (size_t)snprintf(text + k, sizeof(text) - k, "%s%s:%.17g",
 				      k ? "," : "", key, json_number_value(b));
 	}
-	if (bad || !k || sc_params_parse(SC_S_LOGIT_BIAS, text, p)) {
+	if (!bad && !k)
+		return 0; /* {}: no bias */
+	if (bad || sc_params_parse(SC_S_LOGIT_BIAS, text, p)) {
 		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT |
 					    JSON_SORT_KEYS);
 
-		if (!bad && !k)
-			return 0; /* {}: no bias */
 		sc_params_check_fail(SC_S_LOGIT_BIAS, shown ? shown : "?");
 		free(shown);
 		return QERR_RANGE;
