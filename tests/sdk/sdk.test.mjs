@@ -193,6 +193,27 @@ async function fieldTable() {
 				  () => comp({ [k]: v }));
 }
 
+// Structured output on the shipped model: every choice ends, parses and
+// holds the schema's one field (a pattern bounds its length: the model
+// was never taught JSON, and an integer's digits need not end).
+async function jsonSchema() {
+	const schema = { type: "object", required: ["answer"],
+			 properties: { answer: { type: "string",
+						 pattern: "^[0-9]{1,4}$" } },
+			 additionalProperties: false };
+	const r = await client.chat.completions.create({
+		model: "arith", messages: user, n: 4, max_tokens: 256,
+		response_format: { type: "json_schema",
+				   json_schema: { name: "answer", schema } } });
+	assert.equal(r.choices.length, 4);
+	for (const c of r.choices) {
+		assert.equal(c.finish_reason, "stop", c.message.content);
+		const o = JSON.parse(c.message.content);
+		assert.deepEqual(Object.keys(o), ["answer"], c.message.content);
+		assert.match(o.answer, /^[0-9]{1,4}$/, c.message.content);
+	}
+}
+
 async function rateLimited() {
 	const one = new OpenAI({ baseURL: urlOne + "/v1", apiKey: key,
 				 maxRetries: 0, timeout: 60000 });
@@ -211,7 +232,8 @@ async function rateLimited() {
 }
 
 const cases = { models, chatOneChoice, chatN4, streamLoop, streamUsage,
-		errors, samplingSettings, fieldTable, rateLimited };
+		errors, samplingSettings, fieldTable, jsonSchema,
+		rateLimited };
 let failed = 0;
 for (const [name, f] of Object.entries(cases)) {
 	const t0 = Date.now();
