@@ -1013,8 +1013,9 @@ static val v_pow(val a, val b)
 {
 	if (a.bad || b.bad)
 		return (val){.bad = 1};
-	if (!b.exact && b.x == (double)(int64_t)b.x && b.x >= -1e6 &&
-	    b.x <= 1e6)
+	/* the range first: converting a double outside int64's is undefined */
+	if (!b.exact && b.x >= -1e6 && b.x <= 1e6 &&
+	    b.x == (double)(int64_t)b.x)
 		b = vq((int64_t)b.x, 1);
 	if (!b.exact)
 		return (val){.bad = 1}; /* no libm pow */
@@ -1099,7 +1100,7 @@ static val eval(const parser *p, int id, int point)
 	case N_ROOT: {
 		val k = x->b < 0 ? vq(2, 1) : eval(p, x->b, point);
 
-		if (!k.exact || k.d != 1)
+		if (!k.exact || k.d != 1 || k.n < 1 || k.n > 16)
 			return (val){.bad = 1};
 		return v_root(eval(p, x->a, point), (int)k.n);
 	}
