@@ -1886,10 +1886,20 @@ static void test_hostile_bodies(void **state)
 	pthread_t th[HOSTILE_BODIES];
 	long rss0 = proc_kb(gw_pid, "VmRSS"), rss1, hwm;
 	size_t n = 0;
+	int cut = 0;
+	double t0;
 
 	(void)state;
 	assert_true(rss0 > 0);
 	wait_connections_closed();
+	{
+		size_t nm;
+		metric *m = scrape(&nm);
+
+		t0 = prom_get(m, nm, "quorum_http_connections_timed_out_total",
+			      "");
+		free(m);
+	}
 	hostile = malloc(1048576);
 	n += (size_t)sprintf(hostile, "{\"junk\":[{}");
 	while (n + 8 < 1048576 - 4)
@@ -1901,7 +1911,28 @@ static void test_hostile_bodies(void **state)
 						(void *)(intptr_t)i), 0);
 	for (int i = 0; i < HOSTILE_BODIES; i++) {
 		pthread_join(th[i], NULL);
+#if defined(__SANITIZE_ADDRESS__)
+		/* a sanitizer's gateway may take longer than the body
+		 * deadline (3 s here) to read 16 MB at once: such a
+		 * connection is closed and counted, never answered wrong */
+		if (hostile_code[i] == -1) {
+			cut++;
+			continue;
+		}
+#endif
 		assert_int_equal(hostile_code[i], 413);
+	}
+	if (cut) {
+		size_t nm;
+		metric *m = scrape(&nm);
+		double t1 = prom_get(m, nm,
+				     "quorum_http_connections_timed_out_total",
+				     "");
+
+		free(m);
+		printf("  %d of them cut at the body deadline\n", cut);
+		assert_true(cut < HOSTILE_BODIES);
+		assert_true(t1 - t0 >= cut);
 	}
 	free(hostile);
 	rss1 = proc_kb(gw_pid, "VmRSS");
