@@ -1170,8 +1170,9 @@ static int key_val(val v, sbuf *o)
 			d /= 5;
 			t5++;
 		}
-		if (d == 1) {
-			/* a decimal that ends: n * (10^s / d) / 10^s */
+		if (d == 1 && t2 <= 18 && t5 <= 18) {
+			/* a decimal that ends: n * (10^s / d) / 10^s (10^s
+			 * within int64: s <= 18; longer ones stay p/q) */
 			int s = (int)(t2 > t5 ? t2 : t5);
 			int64_t m = 1, mul, num;
 			__int128 q;
