@@ -201,6 +201,19 @@ static int seen_add(fork_state *f, int32_t t)
 	return 0;
 }
 
+/* The logits lg with the end-of-generation tokens masked when p ignores
+ * them (a copy in buf, vocab floats), else lg itself. */
+static const float *eos_off(const sc_engine *e, const sc_params *p,
+			    const float *lg, float *buf)
+{
+	if (!p->ignore_eos)
+		return lg;
+	memcpy(buf, lg, (size_t)e->m->cfg.vocab * sizeof(float));
+	for (int i = 0; i < e->n_eog; i++)
+		buf[e->eog[i]] = -INFINITY;
+	return buf;
+}
+
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 {
@@ -217,12 +230,7 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 		lp = f->drawn_lp;
 		goto drawn;
 	}
-	if (p->ignore_eos) {
-		memcpy(e->masked, lg, (size_t)e->m->cfg.vocab * sizeof(float));
-		for (int i = 0; i < e->n_eog; i++)
-			e->masked[e->eog[i]] = -INFINITY;
-		lg = e->masked;
-	}
+	lg = eos_off(e, p, lg, e->masked);
 	if (f->job && f->job->gm) {
 		/* a grammar: only the tokens that keep the text in it, and
 		 * the end tokens only where it may end */
@@ -311,7 +319,6 @@ static void draw_task(void *ctx, int t, int n_tasks)
 {
 	const struct draw_job *d = ctx;
 	sc_engine *e = d->e;
-	int V = e->m->cfg.vocab;
 
 	for (int i = t; i < d->n; i += n_tasks) {
 		fork_state *f = d->f[i];
@@ -319,12 +326,7 @@ static void draw_task(void *ctx, int t, int n_tasks)
 		const float *lg = f->logits;
 		samp_rng keep = f->rng;
 
-		if (p->ignore_eos) {
-			memcpy(e->task_masked[t], lg, (size_t)V * sizeof(float));
-			for (int k = 0; k < e->n_eog; k++)
-				e->task_masked[t][e->eog[k]] = -INFINITY;
-			lg = e->task_masked[t];
-		}
+		lg = eos_off(e, p, lg, e->task_masked[t]);
 		lg = shape(e, p, f, lg, e->task_masked[t]);
 		if (samp_sample_lp(e->task_samp[t], &p->sp, lg, &f->rng,
 				   &f->drawn_tok, &f->drawn_lp)) {
