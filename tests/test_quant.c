@@ -593,7 +593,8 @@ static void test_int_matmul(void **state)
  * (M = 1..37 rows taken at any offset of a 37-row batch: one tile, a few
  * tiles decoding the weights in each, many with the weights decoded once),
  * a unit count that is and is not a multiple of 8, columns not a multiple
- * of the block, and 1 or 2 threads must give the scalar reference's bits. */
+ * of the block, and 1 or 2 threads must give the scalar reference's bits,
+ * with the weights as the file has them and packed (kern_pack). */
 #define TL_M 37
 #define TL_N 41
 
@@ -634,26 +635,63 @@ static void test_int_tiles(void **state)
 			kern_set_isa(KERN_ISA_SCALAR);
 			kern_matmul(NULL, W, t, K, TL_N, NULL, x, K, TL_M, y0,
 				    TL_N);
+			kern_packed *pk = NULL, *last_pk = NULL;
+
 			for (int isa = KERN_ISA_SCALAR + 1; isa <= iu_last_isa();
 			     isa++) {
 				if (!iu_use_isa(isa))
 					continue;
+				/* and packed, where this ISA packs t */
+				assert_int_equal(kern_pack(tp, W, t, K, TL_N,
+							   TL_M, &pk), 0);
+				/* the VNNI build packs its tiles' types (a
+				 * test that cannot skip them unseen) */
+				if (isa == KERN_ISA_AVX512VNNI &&
+				    isa <= kern_isa_detect() &&
+				    (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K ||
+				     t == GGML_TYPE_Q6_K) && !getenv("QUORUM_PACK"))
+					assert_non_null(pk);
+				for (int P = 0; P < (pk ? 2 : 1); P++)
 				for (int M = 1; M <= TL_M; M++)
 					for (int off = 0; off + M <= TL_M;
 					     off += M < 7 ? 3 : M < TL_M ? TL_M - M : 1) {
-						kern_matmul(M % 2 ? tp : NULL, W, t, K,
-							    TL_N, NULL,
-							    x + (size_t)off * K, K,
-							    M, y1, TL_N);
+						struct kern_mat km = {
+							.W = W, .wtype = t,
+							.N = TL_N, .y = y1,
+							.ldy = TL_N,
+							.pk = P ? pk : NULL};
+						kern_matmul_n(M % 2 ? tp : NULL,
+							      &km, 1, K,
+							      x + (size_t)off * K,
+							      K, M);
 						if (memcmp(y0 + off * TL_N, y1,
 							   sizeof(float) * TL_N *
 								   (size_t)M))
-							fail_msg("%s K=%d %s: rows "
+							fail_msg("%s K=%d %s%s: rows "
 								 "%d..%d differ",
 								 ggml_type_name(t), K,
 								 iu_isa_label(isa),
+								 P ? " packed" : "",
 								 off, off + M - 1);
 					}
+				if (pk) {
+					kern_packed_free(&last_pk);
+					last_pk = pk;
+					pk = NULL;
+				}
+			}
+			/* a copy packed for another ISA is not read there */
+			if (last_pk) {
+				struct kern_mat km = {.W = W, .wtype = t,
+						      .N = TL_N, .y = y1,
+						      .ldy = TL_N,
+						      .pk = last_pk};
+
+				assert_true(iu_use_isa(KERN_ISA_AVX2));
+				kern_matmul_n(tp, &km, 1, K, x, K, TL_M);
+				assert_memory_equal(y0, y1, sizeof(float) *
+						    TL_N * TL_M);
+				kern_packed_free(&last_pk);
 			}
 			kern_set_isa(kern_isa_detect());
 			free(W);

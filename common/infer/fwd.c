@@ -66,7 +66,62 @@ struct fwd {
 	size_t sh_rows;     /* floats sh_s holds */
 	int sh_active;      /* this call takes the shared path */
 	long sh_calls;      /* calls that took it */
+	/* the matrices packed for the integer kernels (kern_pack): FWD_PK_N
+	 * per layer, then the output head's; NULL entries: W as it is */
+	kern_packed **pk;
+	size_t pk_bytes;
 };
+
+/* A layer's matrices in f->pk. */
+enum { FWD_PK_Q, FWD_PK_K, FWD_PK_V, FWD_PK_O, FWD_PK_GATE, FWD_PK_UP,
+       FWD_PK_DOWN, FWD_PK_N };
+
+/* Layer L's matrix slot packed, or NULL. */
+static const kern_packed *lpk(const fwd *f, const model_layer *L, int slot)
+{
+	return f->pk[(size_t)(L - f->m->layers) * FWD_PK_N + (size_t)slot];
+}
+
+/* The dense matrices of m packed for up to R rows (those kern_pack has a
+ * layout for): a second copy of them in memory, so that decode's few
+ * rows need not lay out the weights at every call. */
+static int pack_model(fwd *f)
+{
+	const model *m = f->m;
+	int L = m->cfg.n_layers, rc = 0;
+
+	f->pk = calloc((size_t)L * FWD_PK_N + 1, sizeof(*f->pk));
+	if (!f->pk)
+		return qerr_fail(QERR_NOMEM, "fwd: out of memory");
+	for (int l = 0; l <= L && !rc; l++) {
+		const model_layer *ly = l < L ? &m->layers[l] : NULL;
+		const model_mat *w[FWD_PK_N] = {0};
+
+		if (ly) {
+			w[FWD_PK_Q] = &ly->wq;
+			w[FWD_PK_K] = &ly->wk;
+			w[FWD_PK_V] = &ly->wv;
+			w[FWD_PK_O] = &ly->wo;
+			if (!m->cfg.n_expert) {
+				w[FWD_PK_GATE] = &ly->w_gate;
+				w[FWD_PK_UP] = &ly->w_up;
+				w[FWD_PK_DOWN] = &ly->w_down;
+			}
+		} else {
+			w[0] = &m->output;
+		}
+		for (int i = 0; i < FWD_PK_N && !rc; i++) {
+			kern_packed **out = &f->pk[(size_t)l * FWD_PK_N + i];
+
+			if (!w[i] || !w[i]->data || w[i]->stride)
+				continue;
+			rc = kern_pack(f->tp, w[i]->data, w[i]->type, w[i]->k,
+				       w[i]->n, f->R, out);
+			f->pk_bytes += kern_packed_bytes(*out);
+		}
+	}
+	return rc;
+}
 
 static void *xcalloc(size_t n, size_t sz, int *bad)
 {
@@ -82,6 +137,7 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	const model_config *c = &m->cfg;
 	size_t R = (size_t)max_rows, q_dim = (size_t)c->q_dim;
 	int bad = 0, half = c->head_dim / 2, n_rope = c->swa_window ? 2 : 1;
+	int rc;
 	fwd *f;
 
 	*out = NULL;
@@ -136,6 +192,10 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	f->att_scale = c->att_scale;
 	f->shared_on = getenv("QUORUM_SHARED_ATTN") &&
 		       !strcmp(getenv("QUORUM_SHARED_ATTN"), "1");
+	if ((rc = pack_model(f))) {
+		fwd_free(&f);
+		return rc;
+	}
 	*out = f;
 	return 0;
 }
@@ -223,6 +283,10 @@ void fwd_free(fwd **fp)
 	free(f->sh_q);
 	free(f->sh_o);
 	free(f->sh_s);
+	if (f->pk)
+		for (int i = 0; i <= f->m->cfg.n_layers * FWD_PK_N; i++)
+			kern_packed_free(&f->pk[i]);
+	free(f->pk);
 	free(f);
 	*fp = NULL;
 }
@@ -276,26 +340,27 @@ int fwd_check_pool(const model *m, const kv_pool *pool)
 
 /* ---- pieces ---------------------------------------------------------- */
 
-static void matmul(fwd *f, const model_mat *w, const float *bias,
-		   const float *x, int M, float *y)
-{
-	kern_matmul(f->tp, w->data, w->type, w->k, w->n, bias, x, w->k, M, y,
-		    w->n);
-}
-
-/* x (M rows of w[0]->k) through the n matrices w[i] (same k) into y[i],
- * in one job of the pool. */
+/* x (M rows of w[0]->k) through the n matrices w[i] (same k; pk[i]
+ * their packed copies or NULL, pk NULL for none) into y[i], in one job
+ * of the pool. */
 static void matmul_n(fwd *f, const model_mat *const *w,
-		     const float *const *bias, float *const *y, int n,
-		     const float *x, int M)
+		     const kern_packed *const *pk, const float *const *bias,
+		     float *const *y, int n, const float *x, int M)
 {
 	struct kern_mat km[KERN_MM_MAX];
 
 	for (int i = 0; i < n; i++)
 		km[i] = (struct kern_mat){.W = w[i]->data, .wtype = w[i]->type,
 					  .N = w[i]->n, .bias = bias[i],
-					  .y = y[i], .ldy = w[i]->n};
+					  .y = y[i], .ldy = w[i]->n,
+					  .pk = pk ? pk[i] : NULL};
 	kern_matmul_n(f->tp, km, n, w[0]->k, x, w[0]->k, M);
+}
+
+static void matmul(fwd *f, const model_mat *w, const kern_packed *pk,
+		   const float *bias, const float *x, int M, float *y)
+{
+	matmul_n(f, &w, &pk, &bias, &y, 1, x, M);
 }
 
 static void rope_tables(fwd *f, int M)
@@ -700,6 +765,8 @@ static void dense_ffn(fwd *f, const model_layer *L, int M)
 
 	prof_label("ffn gate,up");
 	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
+		 (const kern_packed *const[]){lpk(f, L, FWD_PK_GATE),
+					      lpk(f, L, FWD_PK_UP)},
 		 (const float *const[]){NULL, NULL},
 		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
 	prof_label("ffn down");
@@ -707,7 +774,7 @@ static void dense_ffn(fwd *f, const model_layer *L, int M)
 		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
 	else
 		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
-	matmul(f, &L->w_down, NULL, f->hb, M, f->xb);
+	matmul(f, &L->w_down, lpk(f, L, FWD_PK_DOWN), NULL, f->hb, M, f->xb);
 }
 
 /* a ranks above b: a number above NaN, else the larger */
@@ -768,7 +835,7 @@ static void moe_ffn(fwd *f, const model_layer *L, int M)
 	int F = c->expert_ffn;
 
 	prof_label("moe router");
-	matmul(f, &L->router, L->router_b, f->xb, M, f->rl);
+	matmul(f, &L->router, NULL, L->router_b, f->xb, M, f->rl);
 	prof_label("moe experts");
 	memset(f->exp_off, 0, (size_t)(E + 1) * sizeof(int));
 	for (int r = 0; r < M; r++) {
@@ -801,7 +868,7 @@ static void moe_ffn(fwd *f, const model_layer *L, int M)
 		g = model_expert(&L->w_gate, e);
 		u = model_expert(&L->w_up, e);
 		d = model_expert(&L->w_down, e);
-		matmul_n(f, (const model_mat *const[]){&g, &u},
+		matmul_n(f, (const model_mat *const[]){&g, &u}, NULL,
 			 (const float *const[]){
 				 L->b_gate ? L->b_gate + (size_t)e * F : NULL,
 				 L->b_up ? L->b_up + (size_t)e * F : NULL},
@@ -816,7 +883,8 @@ static void moe_ffn(fwd *f, const model_layer *L, int M)
 		else
 			kern_silu_mul(f->hg + (size_t)p * F,
 				      f->hg2 + (size_t)p * F, n * F);
-		matmul(f, &d, L->b_down ? L->b_down + (size_t)e * D : NULL,
+		matmul(f, &d, NULL,
+		       L->b_down ? L->b_down + (size_t)e * D : NULL,
 		       f->hg + (size_t)p * F, n, f->yg + (size_t)p * D);
 	}
 	for (int r = 0; r < M; r++) {
@@ -864,6 +932,9 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 			     c->eps, f->xb + (size_t)r * c->dim);
 	prof_label("attn q,k,v");
 	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
+		 (const kern_packed *const[]){lpk(f, L, FWD_PK_Q),
+					      lpk(f, L, FWD_PK_K),
+					      lpk(f, L, FWD_PK_V)},
 		 (const float *const[]){L->bq, L->bk, L->bv},
 		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
 	for (int r = 0; r < M; r++) {
@@ -911,7 +982,7 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 				 (tpool_busy_ns(f->tp) - busy0));
 	}
 	prof_label("attn out");
-	matmul(f, &L->wo, L->bo, f->att, M, f->xb);
+	matmul(f, &L->wo, lpk(f, L, FWD_PK_O), L->bo, f->att, M, f->xb);
 	residual(f, L->post_attn_norm, f->xb, M);
 	for (int r = 0; r < M; r++)
 		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
@@ -990,7 +1061,8 @@ static int batch(fwd *f, kv_pool *pool, kv_seq *const *seqs,
 		n_out++;
 	}
 	prof_label("output");
-	matmul(f, &f->m->output, NULL, f->xb, n_out, logits);
+	matmul(f, &f->m->output, f->pk[(size_t)c->n_layers * FWD_PK_N], NULL,
+	       f->xb, n_out, logits);
 	if (c->logit_softcap > 0.0f)
 		for (size_t i = 0; i < (size_t)n_out * c->vocab; i++)
 			logits[i] = c->logit_softcap *

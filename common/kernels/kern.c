@@ -448,6 +448,16 @@ void kern_set_activations(int mode)
 				       KERN_ACT_INT, memory_order_relaxed);
 }
 
+/* A matrix packed by kern_pack (below). */
+struct kern_packed {
+	int isa;           /* the ISA whose ops->pack laid it out */
+	const void *W;     /* the rows it is a copy of */
+	uint32_t wtype;
+	int K, N;
+	size_t bytes;
+	void *data;
+};
+
 /* One matrix of a kern_matmul_n job: its kern_mm (xq may be shared with
  * other matrices of the same type) and its path. */
 struct mm_mat {
@@ -583,7 +593,7 @@ static void mm_split(struct mm_job *job, int nt)
 struct act_job {
 	const struct kern_ops *ops;
 	const float *x;
-	int ldx, K, unit, M;
+	int ldx, K, unit, M, pk;
 	uint32_t wtype;
 	char *xq;
 	size_t xq_bytes;
@@ -602,21 +612,22 @@ static void act_task(void *ctx, int t, int n_tasks)
 		(aj->ops->act_row ? aj->ops->act_row : quant_act_row)(
 			aj->x + (size_t)m * aj->ldx, aj->K, aj->unit, &a);
 		if (aj->ops->qact)
-			aj->ops->qact(aj->wtype, &a, aj->K, aj->M);
+			aj->ops->qact(aj->wtype, &a, aj->K, aj->M, aj->pk);
 	}
 }
 
-/* x's M rows quantized for weights of wtype (each row on its own:
- * batch-invariant; rows over the threads). */
+/* x's M rows quantized for weights of wtype, packed (pk) or not (each
+ * row on its own: batch-invariant; rows over the threads). */
 static char *quantize_act(tpool *tp, const struct kern_ops *o, uint32_t wtype,
-			  int K, const float *x, int ldx, int M,
+			  int pk, int K, const float *x, int ldx, int M,
 			  size_t *xq_bytes)
 {
 	int nt = tp ? tpool_size(tp) : 1;
 	struct act_job aj = {.ops = o, .x = x, .ldx = ldx, .K = K,
-			     .unit = quant_unit(wtype), .M = M, .wtype = wtype};
+			     .unit = quant_unit(wtype), .M = M, .pk = pk,
+			     .wtype = wtype};
 
-	aj.xq_bytes = *xq_bytes = o->qact_bytes ? o->qact_bytes(wtype, K, M)
+	aj.xq_bytes = *xq_bytes = o->qact_bytes ? o->qact_bytes(wtype, K, M, pk)
 						: quant_arow_bytes(K, aj.unit);
 	aj.xq = malloc(aj.xq_bytes * (size_t)M);
 	if (!aj.xq)
@@ -655,17 +666,28 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 			.N = w->N, .row_bytes = row_bytes(wt, K),
 			.bias = w->bias, .x = x, .ldx = ldx, .M = M, .y = w->y,
 			.ldy = w->ldy};
+		if (w->pk) {
+			/* programmer errors: a copy of another matrix */
+			assert(w->pk->W == w->W && w->pk->wtype == wt &&
+			       w->pk->K == K && w->pk->N == w->N);
+			if (mt->quant == 1 && w->pk->isa == kern_isa())
+				mt->mm.pk = w->pk->data;
+		}
 		if (mt->quant == 1 && w->N > 0) {
-			/* one quantized copy of x per weight type */
+			/* one quantized copy of x per weight type (and
+			 * packing: the layout may differ) */
 			for (int p = 0; p < i && !mt->mm.xq; p++)
 				if (job.mat[p].quant == 1 &&
-				    job.mat[p].mm.wtype == wt && job.mat[p].mm.xq) {
+				    job.mat[p].mm.wtype == wt &&
+				    !job.mat[p].mm.pk == !mt->mm.pk &&
+				    job.mat[p].mm.xq) {
 					mt->mm.xq = job.mat[p].mm.xq;
 					mt->mm.xq_bytes = job.mat[p].mm.xq_bytes;
 				}
 			if (!mt->mm.xq)
 				mt->mm.xq = xq[i] = quantize_act(tp, job.ops, wt,
-					K, x, ldx, M, &mt->mm.xq_bytes);
+					mt->mm.pk != NULL, K, x, ldx, M,
+					&mt->mm.xq_bytes);
 		}
 		job.ubase[i + 1] = job.ubase[i] +
 				   (w->N + KERN_MM_COLS - 1) / KERN_MM_COLS;
@@ -708,6 +730,97 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 			     .y = y, .ldy = ldy};
 
 	kern_matmul_n(tp, &w, 1, K, x, ldx, M);
+}
+
+/* ---- packed weights ----------------------------------------------- */
+
+static _Atomic int pack_on = -1;
+
+static int packing(void)
+{
+	int on = atomic_load_explicit(&pack_on, memory_order_relaxed);
+
+	if (on < 0) {
+		const char *env = getenv("QUORUM_PACK");
+
+		on = !(env && !strcmp(env, "0"));
+		atomic_store_explicit(&pack_on, on, memory_order_relaxed);
+	}
+	return on;
+}
+
+struct pack_job {
+	const struct kern_ops *ops;
+	struct kern_mm mm;
+	void *dst;
+};
+
+/* Rows [2 P t / n, 2 P (t + 1) / n) of the P pairs (even bounds). */
+static void pack_task(void *ctx, int t, int n_tasks)
+{
+	const struct pack_job *pj = ctx;
+	int P = (pj->mm.N + 1) / 2;
+	int j0 = 2 * (int)((int64_t)P * t / n_tasks);
+	int j1 = 2 * (int)((int64_t)P * (t + 1) / n_tasks);
+
+	if (j1 > pj->mm.N)
+		j1 = pj->mm.N;
+	if (j0 < j1)
+		pj->ops->pack(&pj->mm, pj->dst, j0, j1);
+}
+
+int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+	      int max_rows, kern_packed **out)
+{
+	const struct kern_ops *o = ops();
+	struct pack_job pj = {.ops = o};
+	kern_packed *pk;
+	size_t bytes;
+	int nt = tp ? tpool_size(tp) : 1;
+
+	*out = NULL;
+	assert(K > 0 && N >= 0 && row_bytes(wtype, K) != 0);
+	if (!packing() || !o->pack_bytes || !quant_is_quant(wtype) ||
+	    kern_activations() != KERN_ACT_INT || N == 0)
+		return 0;
+	bytes = o->pack_bytes(wtype, K, N, max_rows);
+	if (!bytes)
+		return 0;
+	pk = calloc(1, sizeof(*pk));
+	if (pk)
+		pk->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	if (!pk || !pk->data) {
+		free(pk);
+		return qerr_fail(QERR_NOMEM, "packing a %d x %d matrix for "
+				 "the integer kernels: out of memory for "
+				 "%zu bytes (QUORUM_PACK=0 runs without)",
+				 N, K, bytes);
+	}
+	*pk = (kern_packed){.isa = kern_isa(), .W = W, .wtype = wtype,
+			    .K = K, .N = N, .bytes = bytes, .data = pk->data};
+	pj.mm = (struct kern_mm){.W = W, .wtype = wtype, .K = K, .N = N,
+				 .row_bytes = row_bytes(wtype, K)};
+	pj.dst = pk->data;
+	if (nt > 1 && N >= 64)
+		tpool_run(tp, pack_task, &pj, nt);
+	else
+		pack_task(&pj, 0, 1);
+	*out = pk;
+	return 0;
+}
+
+size_t kern_packed_bytes(const kern_packed *pk)
+{
+	return pk ? pk->bytes : 0;
+}
+
+void kern_packed_free(kern_packed **pk)
+{
+	if (!pk || !*pk)
+		return;
+	free((*pk)->data);
+	free(*pk);
+	*pk = NULL;
 }
 
 void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out)

@@ -85,6 +85,7 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
  * y is the same bits as kern_matmul gives it.
  */
 #define KERN_MM_MAX 4
+typedef struct kern_packed kern_packed;
 struct kern_mat {
 	const void *W;
 	uint32_t wtype;
@@ -92,9 +93,29 @@ struct kern_mat {
 	const float *bias; /* NULL: none */
 	float *y;
 	int ldy;
+	const kern_packed *pk; /* NULL, or W packed by kern_pack */
 };
 void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 		   const float *x, int ldx, int M);
+
+/*
+ * Weights packed once for the integer kernels of this CPU. The AVX-512
+ * VNNI register tiles read weight rows in pairs laid out for them; from
+ * W as the file has it, every call lays out the pairs it reads again,
+ * which costs more than the tiles save at decode's 4-16 rows. kern_pack
+ * makes that layout of W (N rows of K of wtype) once, on tp's threads,
+ * when the ISA in use has one for wtype that its kernels would take for
+ * up to max_rows activation rows; otherwise (or with QUORUM_PACK=0 in
+ * the environment, read at first use: no copy, less memory) *out is
+ * NULL. W must outlive the copy. A kern_mat whose .pk is the copy reads
+ * it while the ISA in use is the one it was packed for (W otherwise,
+ * e.g. after kern_set_isa): every result is the same bits either way.
+ */
+int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
+	      int max_rows, kern_packed **out);
+/* Bytes of the copy (0 for NULL). */
+size_t kern_packed_bytes(const kern_packed *pk);
+void kern_packed_free(kern_packed **pk);
 
 /* Row r (K elements) of W converted to f32 (embedding lookup). */
 void kern_row_f32(const void *W, uint32_t wtype, int K, int64_t r, float *out);

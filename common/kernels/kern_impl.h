@@ -32,6 +32,9 @@ struct kern_mm {
 	 * its own (quant_act_row) into a quant_arow of xq_bytes */
 	const char *xq;
 	size_t xq_bytes;
+	/* W laid out by ops->pack for this ISA (kern_pack), or NULL: a
+	 * backend may read its rows there instead of preparing them */
+	const void *pk;
 };
 
 struct kern_ops {
@@ -42,11 +45,19 @@ struct kern_ops {
 	 * activation row of K for this qmatmul of M rows (the layout may
 	 * depend on M; d and s untouched; the integer sums the kernel
 	 * forms from them are unchanged) */
-	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M);
+	void (*qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk);
 	/* optional (with qact): the bytes of an activation row for qact and
 	 * qmatmul of M rows, at least quant_arow_bytes (the quant_arow comes
-	 * first; qact may lay out more behind it) */
-	size_t (*qact_bytes)(uint32_t wtype, int K, int M);
+	 * first; qact may lay out more behind it); pk: the weights come
+	 * packed (kern_mm.pk), which may choose another kernel */
+	size_t (*qact_bytes)(uint32_t wtype, int K, int M, int pk);
+	/* optional: the bytes of N rows of K of wtype laid out for this
+	 * qmatmul (0: no such layout, or none it would use for up to
+	 * max_rows activation rows), and the layout of rows [j0, j1) of
+	 * mm->W at dst (j0 and j1 even or j1 = N; dst the whole layout's
+	 * start): kern_pack's */
+	size_t (*pack_bytes)(uint32_t wtype, int K, int N, int max_rows);
+	void (*pack)(const struct kern_mm *mm, void *dst, int j0, int j1);
 	/* optional: quant_act_row, the same bits (faster) */
 	void (*act_row)(const float *x, int n, int unit, quant_arow *a);
 	float (*dot)(const float *a, const float *b, int n);
@@ -79,8 +90,10 @@ struct kern_ops {
  * tests only, for AVX2 with vpdpbusd emulated (kern_vnni_emu_*). */
 #define KERN_INT_FNS(p)                                                     \
 	void p##qmatmul(const struct kern_mm *mm, int j0, int j1);          \
-	void p##qact(uint32_t wtype, quant_arow *a, int K, int M);         \
-	size_t p##qact_bytes(uint32_t wtype, int K, int M);                \
+	void p##qact(uint32_t wtype, quant_arow *a, int K, int M, int pk); \
+	size_t p##qact_bytes(uint32_t wtype, int K, int M, int pk);        \
+	size_t p##pack_bytes(uint32_t wtype, int K, int N, int max_rows);  \
+	void p##pack(const struct kern_mm *mm, void *dst, int j0, int j1); \
 	void p##act_row(const float *x, int n, int unit, quant_arow *a);   \
 	uint64_t p##peak_int8(int64_t n);
 KERN_INT_FNS(kern_avx2_)

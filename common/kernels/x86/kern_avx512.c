@@ -31,6 +31,8 @@ const struct kern_ops kern_ops_avx512vnni = {
 	.qmatmul = kern_vnni_qmatmul,
 	.qact = kern_vnni_qact,
 	.qact_bytes = kern_vnni_qact_bytes,
+	.pack_bytes = kern_vnni_pack_bytes,
+	.pack = kern_vnni_pack,
 	.peak_int8 = kern_vnni_peak_int8,
 	.act_row = kern_vnni_act_row,
 	KERN_AVX512_FLOAT

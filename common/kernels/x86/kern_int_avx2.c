@@ -79,10 +79,11 @@ INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s)
  * (see pair_u). Q8_0 and MXFP4: units side by side (struct q8g,
  * q8_act; the VNNI build's Q8_0 tiles: qz_act, behind the row). Other
  * types keep quant_act_row's order. */
-void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
+void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 {
+	(void)pk; /* the VNNI build's tiles only */
 #if KERN_INT_VNNI == 1
-	if (qz_use(wtype, M)) {
+	if (qz_use(wtype, M, pk)) {
 		/* behind the row's quant_arow (KI_NAME(qact_bytes)) */
 		qz_act(a, K, (char *)a->q + quant_arow_bytes(K, 32));
 		return;
@@ -92,7 +93,7 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
 		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
 	if (KG_USE(wtype, M, K)
 #if KERN_INT_VNNI == 1
-	    || kz_use(wtype, M)
+	    || kz_use(wtype, M, pk)
 #endif
 	   ) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
@@ -112,14 +113,15 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M)
 
 /* Bytes of an activation row for the kernel of M rows of wtype: its
  * quant_arow, and the VNNI build's Q8_0 tiles' layout behind it. */
-size_t KI_NAME(qact_bytes)(uint32_t wtype, int K, int M)
+size_t KI_NAME(qact_bytes)(uint32_t wtype, int K, int M, int pk)
 {
 	size_t n = quant_arow_bytes(K, quant_unit(wtype));
 #if KERN_INT_VNNI == 1
-	if (qz_use(wtype, M))
+	if (qz_use(wtype, M, pk))
 		n += qz_act_bytes(K);
 #else
 	(void)M;
+	(void)pk;
 #endif
 	return n;
 }
@@ -196,11 +198,11 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 {
 #if KERN_INT_VNNI == 1
-	if (qz_use(mm->wtype, mm->M)) {
+	if (qz_use(mm->wtype, mm->M, mm->pk != NULL)) {
 		qz_qmatmul(mm, j0, j1);
 		return;
 	}
-	if (kz_use(mm->wtype, mm->M)) {
+	if (kz_use(mm->wtype, mm->M, mm->pk != NULL)) {
 		kz_qmatmul(mm, j0, j1);
 		return;
 	}
@@ -253,6 +255,42 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 	free(buf);
 }
 
+
+/* ---- packed weights (kern_pack) ----------------------------------------- */
+
+/* The VNNI build packs the weight pairs its register tiles read, for the
+ * types it has tiles for, when a matmul of up to max_rows rows would take
+ * them; the other builds have no packed layout. */
+size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
+{
+#if KERN_INT_VNNI == 1
+	if (qz_use(wtype, max_rows, 1))
+		return qz_pack_bytes(K, N);
+	if (kz_use(wtype, max_rows, 1))
+		return kz_pack_bytes(K, N);
+#else
+	(void)wtype;
+	(void)K;
+	(void)N;
+	(void)max_rows;
+#endif
+	return 0;
+}
+
+void KI_NAME(pack)(const struct kern_mm *mm, void *dst, int j0, int j1)
+{
+#if KERN_INT_VNNI == 1
+	if (mm->wtype == GGML_TYPE_Q8_0)
+		qz_pack(mm, dst, j0, j1);
+	else
+		kz_pack(mm, dst, j0, j1);
+#else
+	(void)mm;
+	(void)dst;
+	(void)j0;
+	(void)j1;
+#endif
+}
 
 /* ---- the machine's limits (kern_measure_limits) ------------------------ */
 

@@ -33,13 +33,26 @@
 #define KZ_MIN_M_Q4K 16
 #define KZ_MIN_M_Q6K 32
 #endif
+/* The same with the pairs packed at load (kern_pack): nothing to prepare
+ * per call (docs/performance.md has the measurement).
+ * -DKZ_PK_MIN_M=N: a benchmark build with one switch for both. */
+#ifdef KZ_PK_MIN_M
+#define KZ_PK_MIN_M_Q4K KZ_PK_MIN_M
+#define KZ_PK_MIN_M_Q6K KZ_PK_MIN_M
+#else
+#define KZ_PK_MIN_M_Q4K 2
+#define KZ_PK_MIN_M_Q6K 2
+#endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
 
-INLINE int kz_use(uint32_t wtype, int M)
+INLINE int kz_use(uint32_t wtype, int M, int pk)
 {
-	return (wtype == GGML_TYPE_Q4_K && M >= KZ_MIN_M_Q4K) ||
-	       (wtype == GGML_TYPE_Q6_K && M >= KZ_MIN_M_Q6K);
+	if (wtype == GGML_TYPE_Q4_K)
+		return M >= (pk ? KZ_PK_MIN_M_Q4K : KZ_MIN_M_Q4K);
+	if (wtype == GGML_TYPE_Q6_K)
+		return M >= (pk ? KZ_PK_MIN_M_Q6K : KZ_MIN_M_Q6K);
+	return 0;
 }
 
 /* kg_fold in each half. */
@@ -234,8 +247,51 @@ KZ_TILES(q4, QK_Q4_K)
 KZ_TILES(q6, QK_Q6_K)
 _Static_assert(KZ_RT == 3 && KZ_CP == 4, "kz_tiles' tables");
 
-/* Columns [j0, j1) for all M rows: blocks of prepared pairs (as many as
- * fit QT_PREP_BYTES), every tile of activation rows over each. */
+/* Rows r0 and r0 + row_bytes (the second a zero row where !two) of nu
+ * units as a pair at out (pv vectors), through tmp (2 kg rows). */
+static void kz_prep_pair(const uint8_t *r0, size_t row_bytes, int two,
+			 int nu, int kind, __m256i *tmp, __m512i *out)
+{
+	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
+
+	kg_prep(r0, nu, kind, tmp);
+	if (two)
+		kg_prep(r0 + row_bytes, nu, kind, tmp + pv);
+	else
+		memset(tmp + pv, 0, rb);
+	for (size_t i = 0; i < pv; i++)
+		_mm512_store_si512(out + i, _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_load_si256(tmp + i)),
+			_mm256_load_si256(tmp + pv + i), 1));
+}
+
+/* Packed Q4_K / Q6_K (kern_pack): pair p (rows 2p, 2p + 1; a zero row
+ * after an odd N's last) is kz_prep_pair's vectors at 2 p kg_row_bytes. */
+static size_t kz_pack_bytes(int K, int N)
+{
+	return (size_t)((N + 1) / 2) * 2 * kg_row_bytes(K / QK_K);
+}
+
+static void kz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
+{
+	const int kind = mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
+	int nu = mm->K / QK_K;
+	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
+	__m256i *tmp = aligned_alloc(64, 2 * rb);
+
+	if (!tmp)
+		abort(); /* two rows' worth */
+	for (int j = j0; j < j1; j += 2)
+		kz_prep_pair((const uint8_t *)mm->W + (size_t)j * mm->row_bytes,
+			     mm->row_bytes, j + 1 < mm->N, nu, kind, tmp,
+			     (__m512i *)dst + (size_t)(j / 2) * pv);
+	free(tmp);
+}
+
+/* Columns [j0, j1) for all M rows: blocks of pairs (as many as fit
+ * QT_PREP_BYTES), prepared here or read from the packed copy, every tile
+ * of activation rows over each (j0 is even: a multiple of
+ * KERN_MM_COLS). */
 static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	const int kind = mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
@@ -244,33 +300,28 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	int nu = mm->K / QK_K;
 	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
 	int jb = 2 * (int)(QT_PREP_BYTES / (2 * rb));
-	__m256i *tmp;
-	__m512i *buf;
+	__m256i *tmp = NULL;
+	__m512i *buf = NULL;
 
 	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
-	tmp = aligned_alloc(64, 2 * rb);
-	buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
-	if (!tmp || !buf)
-		abort(); /* a block of prepared rows per task */
+	if (!mm->pk) {
+		tmp = aligned_alloc(64, 2 * rb);
+		buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
+		if (!tmp || !buf)
+			abort(); /* a block of prepared rows per task */
+	}
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb, np = (jn + 1) / 2;
+		const __m512i *blk = buf;
 
-		for (int p = 0; p < np; p++) {
-			const uint8_t *r0 = (const uint8_t *)mm->W +
-					    (size_t)(j + 2 * p) * mm->row_bytes;
-			__m512i *out = buf + (size_t)p * pv;
-
-			kg_prep(r0, nu, kind, tmp);
-			if (2 * p + 1 < jn)
-				kg_prep(r0 + mm->row_bytes, nu, kind, tmp + pv);
-			else
-				memset(tmp + pv, 0, rb);
-			for (size_t i = 0; i < pv; i++)
-				_mm512_store_si512(out + i, _mm512_inserti64x4(
-					_mm512_castsi256_si512(_mm256_load_si256(
-						tmp + i)),
-					_mm256_load_si256(tmp + pv + i), 1));
-		}
+		if (mm->pk)
+			blk = (const __m512i *)mm->pk + (size_t)(j / 2) * pv;
+		else
+			for (int p = 0; p < np; p++)
+				kz_prep_pair((const uint8_t *)mm->W +
+					     (size_t)(j + 2 * p) * mm->row_bytes,
+					     mm->row_bytes, 2 * p + 1 < jn, nu,
+					     kind, tmp, buf + (size_t)p * pv);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
 
@@ -280,7 +331,7 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				float res[KZ_RT][2 * KZ_CP];
 
 				qtile_bind(mm, m0, R, QK_K, &t);
-				tiles[R - 1][C - 1](&t, buf + (size_t)p0 * pv, pv, nu,
+				tiles[R - 1][C - 1](&t, blk + (size_t)p0 * pv, pv, nu,
 						    res);
 				zt_store(mm, m0, R, j + 2 * p0,
 					 j + jn - (j + 2 * p0), 2 * C, res[0],

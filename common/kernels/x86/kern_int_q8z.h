@@ -31,8 +31,9 @@
  * row's quant_arow bytes, qz_act lays out its groups: 8 steps of 32
  * bytes, then the 8 int32 offsets and the 8 da of each group. Weight
  * rows: prepared per pair (struct qzw per group: 8 steps of 64 bytes
- * and the 16 d) once per call, in blocks that stay in cache while every
- * tile of activation rows passes over them.
+ * and the 16 d), once at load when the matrix is packed (kern_pack),
+ * else once per call, in blocks that stay in cache while every tile of
+ * activation rows passes over them.
  */
 #if KERN_INT_VNNI == 1
 
@@ -45,6 +46,12 @@
  * benchmark build that moves the switch. */
 #ifndef QZ_MIN_M
 #define QZ_MIN_M (Q8_DIRECT_R + 1)
+#endif
+/* The same with the pairs packed at load (kern_pack): nothing to prepare
+ * per call, so the tiles win from fewer rows (see QZ_PK_MIN_M's
+ * measurement in docs/performance.md). -DQZ_PK_MIN_M=N moves it. */
+#ifndef QZ_PK_MIN_M
+#define QZ_PK_MIN_M 2
 #endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
@@ -66,9 +73,9 @@ INLINE size_t qz_act_bytes(int K)
 	return (size_t)qz_groups(K) * (256 + 32 + 32);
 }
 
-INLINE int qz_use(uint32_t wtype, int M)
+INLINE int qz_use(uint32_t wtype, int M, int pk)
 {
-	return wtype == GGML_TYPE_Q8_0 && M >= QZ_MIN_M;
+	return wtype == GGML_TYPE_Q8_0 && M >= (pk ? QZ_PK_MIN_M : QZ_MIN_M);
 }
 
 /* An activation row's layout at z (see above), from a in quant_act_row's
@@ -208,8 +215,8 @@ static const qz_tile_fn qz_tiles[QZ_RT][QZ_CP] = {
 };
 _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
 
-/* Prepared bytes of weight rows per block: they stay in L2 while every
- * tile of activation rows passes over them. */
+/* Prepared (or packed) bytes of weight rows per block: they stay in L2
+ * while every tile of activation rows passes over them. */
 #define QZ_PREP_BYTES (160 * 1024)
 
 /* A register tile's results res (R rows, stride floats apart) into
@@ -229,28 +236,55 @@ INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 	}
 }
 
-/* Columns [j0, j1) for all M rows. */
+/* Packed Q8_0 (kern_pack): pair p (rows 2p, 2p + 1; a zero row after an
+ * odd N's last) is qz_prep_pair's groups at p * qz_groups(K). */
+static size_t qz_pack_bytes(int K, int N)
+{
+	return (size_t)((N + 1) / 2) * (size_t)qz_groups(K) *
+	       sizeof(struct qzw);
+}
+
+static void qz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
+{
+	int nu = mm->K / 32, ng = qz_groups(mm->K);
+
+	for (int j = j0; j < j1; j += 2) {
+		const uint8_t *r0 = (const uint8_t *)mm->W +
+				    (size_t)j * mm->row_bytes;
+		qz_prep_pair(r0, j + 1 < mm->N ? r0 + mm->row_bytes : NULL, nu,
+			     (struct qzw *)dst + (size_t)(j / 2) * ng);
+	}
+}
+
+/* Columns [j0, j1) for all M rows: in blocks of pairs that stay in L2
+ * while every tile of activation rows passes over them, prepared here
+ * or read from the packed copy (j0 is even: a multiple of
+ * KERN_MM_COLS). */
 static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int nu = mm->K / 32, ng = qz_groups(mm->K);
 	size_t ps = (size_t)ng * sizeof(struct qzw); /* bytes per pair */
 	size_t zoff = quant_arow_bytes(mm->K, 32);
 	int jb = 2 * (int)(QZ_PREP_BYTES / ps);
-	struct qzw *buf;
+	struct qzw *buf = NULL;
 
 	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
-	buf = aligned_alloc(64, ps * (size_t)(jb / 2));
-	if (!buf)
+	if (!mm->pk && !(buf = aligned_alloc(64, ps * (size_t)(jb / 2))))
 		abort(); /* a block of prepared rows per task */
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb, np = (jn + 1) / 2;
+		const struct qzw *blk = buf;
 
-		for (int p = 0; p < np; p++) {
-			const uint8_t *r0 = (const uint8_t *)mm->W +
-					    (size_t)(j + 2 * p) * mm->row_bytes;
-			qz_prep_pair(r0, 2 * p + 1 < jn ? r0 + mm->row_bytes
-							 : NULL,
-				     nu, buf + (size_t)p * ng);
+		if (mm->pk) {
+			blk = (const struct qzw *)mm->pk + (size_t)(j / 2) * ng;
+		} else {
+			for (int p = 0; p < np; p++) {
+				const uint8_t *r0 = (const uint8_t *)mm->W +
+					(size_t)(j + 2 * p) * mm->row_bytes;
+				qz_prep_pair(r0, 2 * p + 1 < jn ?
+					     r0 + mm->row_bytes : NULL, nu,
+					     buf + (size_t)p * ng);
+			}
 		}
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
 			int C = np - p0 < QZ_CP ? np - p0 : QZ_CP;
@@ -263,7 +297,7 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				for (int r = 0; r < R; r++)
 					z[r] = mm->xq + (size_t)(m0 + r) *
 						mm->xq_bytes + zoff;
-				qz_tiles[R - 1][C - 1](z, buf + (size_t)p0 * ng,
+				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ng,
 						       ng, res);
 				zt_store(mm, m0, R, j + 2 * p0,
 					 j + jn - (j + 2 * p0), 2 * C, res[0],
