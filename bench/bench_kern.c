@@ -7,8 +7,10 @@
  * weights come from DRAM as in a real decode step (a model's layers do
  * not fit in cache), not from L3.
  *
- * usage: bench_kern [-q | -k] [-m M,M,...] [isa ...]
+ * usage: bench_kern [-q | -k] [-p] [-m M,M,...] [isa ...]
  *   -q  Q8_0 only (default Q8_0 and F16, on qwen2.5-0.5b's shapes)
+ *   -p  the weights packed once (kern_pack), as the engine runs them,
+ *       where the ISA packs the type (the "pk" column says which)
  *   -k  Q4_K and Q6_K, on qwen2.5-1.5b's shapes (-q then: Q4_K only)
  *   -m  the activation row counts (default 1,4,8,16,32,64,200)
  *   isa avx2, avx512, ... (default every ISA of this CPU but scalar)
@@ -81,11 +83,15 @@ int main(int argc, char **argv)
 	int n_ms = 7;
 	static const int threads[] = {1, 2};
 	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
-	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0;
+	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0, pack = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0) {
 			n_types = 1;
+			continue;
+		}
+		if (strcmp(argv[i], "-p") == 0) {
+			pack = 1;
 			continue;
 		}
 		if (strcmp(argv[i], "-k") == 0) {
@@ -140,9 +146,9 @@ int main(int argc, char **argv)
 	       "%.1f / %.1f GB/s\n", kern_isa_name(kern_isa()),
 	       lim[0].int8_macs / 1e9, lim[1].int8_macs / 1e9,
 	       lim[0].read_bytes / 1e9, lim[1].read_bytes / 1e9);
-	printf("%-6s %-5s %-13s %3s %2s %9s %8s %8s %10s %7s\n", "isa", "type",
-	       "K x N", "M", "T", "ms/call", "GB/s", "GFLOP/s", "Mcol*row/s",
-	       "of peak");
+	printf("%-10s %-5s %-13s %3s %2s %2s %9s %8s %8s %10s %7s\n", "isa",
+	       "type", "K x N", "M", "T", "pk", "ms/call", "GB/s", "GFLOP/s",
+	       "Mcol*row/s", "of peak");
 	for (int ti = 0; ti < n_types; ti++) {
 		uint32_t wt = types[ti];
 		for (size_t si = 0; si < 3; si++) {
@@ -155,25 +161,40 @@ int main(int argc, char **argv)
 			for (int c = 0; c < copies; c++)
 				fill(W + wbytes * (size_t)c, wt, K, N, 17u + (uint32_t)c);
 			for (int ii = 0; ii < n_isas; ii++) {
+				kern_packed **pks = calloc((size_t)copies,
+							   sizeof(*pks));
+
+				if (!pks)
+					return 1;
 				kern_set_isa(isas[ii]);
+				for (int c = 0; pack && c < copies; c++)
+					if (kern_pack(pools[1], W + wbytes * (size_t)c,
+						      wt, K, N, 200, &pks[c]))
+						return 1;
 				for (int mi = 0; mi < n_ms; mi++) {
 					int M = Ms[mi];
 					for (int t = 0; t < 2; t++) {
 						int calls = 0, c = 0;
-						kern_matmul(pools[t], W, wt, K, N, NULL, x, K, M, y, N);
+						struct kern_mat km = {.W = W, .wtype = wt,
+							.N = N, .y = y, .ldy = N,
+							.pk = pks[0]};
+						kern_matmul_n(pools[t], &km, 1, K, x, K, M);
 						double t0 = now_s(), el;
 						do {
 							c = (c + 1) % copies;
-							kern_matmul(pools[t], W + wbytes * (size_t)c, wt,
-								    K, N, NULL, x, K, M, y, N);
+							km.W = W + wbytes * (size_t)c;
+							km.pk = pks[c];
+							kern_matmul_n(pools[t], &km, 1, K, x,
+								      K, M);
 							calls++;
 							el = now_s() - t0;
 						} while (el < 0.3 || calls < 3);
 						double per = el / calls;
 						double flop = 2.0 * M * (double)N * K;
-						printf("%-6s %-5s %5d x %-6d %3d %2d %9.3f %8.1f %8.1f %10.1f %6.1f%%\n",
+						printf("%-10s %-5s %5d x %-6d %3d %2d %2s %9.3f %8.1f %8.1f %10.1f %6.1f%%\n",
 						       kern_isa_name(isas[ii]), ggml_type_name(wt), K,
-						       N, M, threads[t], per * 1e3, wbytes / per / 1e9,
+						       N, M, threads[t], pks[0] ? "y" : "-",
+						       per * 1e3, wbytes / per / 1e9,
 						       flop / per / 1e9,
 						       (double)M * N / per / 1e6,
 						       lim[t].int8_macs > 0 ? 100.0 * flop / 2 / per /
@@ -181,6 +202,9 @@ int main(int argc, char **argv)
 						fflush(stdout);
 					}
 				}
+				for (int c = 0; c < copies; c++)
+					kern_packed_free(&pks[c]);
+				free(pks);
 			}
 			free(W);
 		}
