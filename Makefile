@@ -196,6 +196,9 @@ TEST_RUN := $(filter-out $(TEST_EXCLUDE), \
 test: deps all $(TEST_BIN)
 	QUORUM_BIN=$(B)/quorum QUORUM_BUILD=$(B) \
 		sh tests/run.sh -j $(TEST_JOBS) $(TEST_RUN)
+# The programs and tests built, none run.
+test-build: all $(TEST_BIN)
+.PHONY: test-build
 
 # One test alone: make test-one T=vote (tests/test_vote.c) or T=golden
 # (tests/golden.sh); what it needs is built first.
@@ -441,7 +444,7 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FB)/fuzz_%)
 ASAN_CFLAGS  := -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 
-.PHONY: fuzz fuzz-ci fuzz-build fuzz-seeds test-asan
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-seeds test-asan asan-build
 
 $(FB)/proto/quorum.pb-c.c $(FB)/proto/quorum.pb-c.h &: proto/quorum.proto
 	@mkdir -p $(FB)
@@ -503,16 +506,21 @@ fuzz-ci: fuzz-build
 # tests. (That AVX2 build, which every model test runs, keeps the inline
 # checks.)
 ASAN_KERN_INT := --param asan-instrumentation-with-call-threshold=0
-test-asan: $(B)/$(KERN_X86)/kern_int_vnni.o
-	@mkdir -p build-asan/tmp
-	CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
+ASAN_MAKE = CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
 	ASAN_OPTIONS=detect_leaks=1 QUORUM_TEST_QUICK=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
 			KERN_VNNI_OBJ=$(B)/$(KERN_X86)/kern_int_vnni.o \
 			KERN_INT_SAN="$(ASAN_KERN_INT)" \
 			TEST_EXCLUDE="build-asan/tests/test_failures \
-			tests/train_data.sh tests/netns_e2e.sh" test
+			tests/train_data.sh tests/netns_e2e.sh"
+# asan-build: only the build of test-asan (CI compiles it while the
+# deployment tests wait on podman).
+asan-build: $(B)/$(KERN_X86)/kern_int_vnni.o
+	@mkdir -p build-asan/tmp
+	$(ASAN_MAKE) all test-build
+test-asan: asan-build
+	$(ASAN_MAKE) test
 
 -include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:=.d)
 
