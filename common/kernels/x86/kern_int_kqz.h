@@ -34,14 +34,20 @@
 #define KZ_MIN_M_Q6K 32
 #endif
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
- * per call (docs/performance.md has the measurement).
- * -DKZ_PK_MIN_M=N: a benchmark build with one switch for both. */
+ * per call, but the prepared pairs hold 8-bit codes (2.3x Q4_K's bytes,
+ * 1.6x Q6_K's), so at few rows kern_int_kq.h, reading the file's bytes,
+ * still wins. bench_kern -k -p on the same Zen 5 (1536 x 8960, million
+ * column-rows/s): Q4_K at 8 rows 72.0 against 80.2, at 12 89.3 against
+ * 85.0, at 16 103.8 against 82.4; Q6_K at 16 64.7 against 85.3, at 24
+ * 79.7 against 84.0 (8960 x 1536: 16.1 against 14.0), at 32 83.1
+ * against 71.9. -DKZ_PK_MIN_M=N: a benchmark build with one switch for
+ * both. */
 #ifdef KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q4K KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q6K KZ_PK_MIN_M
 #else
-#define KZ_PK_MIN_M_Q4K 2
-#define KZ_PK_MIN_M_Q6K 2
+#define KZ_PK_MIN_M_Q4K 12
+#define KZ_PK_MIN_M_Q6K 24
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */

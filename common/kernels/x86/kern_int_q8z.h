@@ -48,10 +48,14 @@
 #define QZ_MIN_M (Q8_DIRECT_R + 1)
 #endif
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
- * per call, so the tiles win from fewer rows (see QZ_PK_MIN_M's
- * measurement in docs/performance.md). -DQZ_PK_MIN_M=N moves it. */
+ * per call, so the tiles win from the direct kernel's last row count
+ * (bench_kern -q -p, AMD EPYC Zen 5, 2 threads, million column-rows/s
+ * on 896 x 4864: 8 rows 127.4 against the direct kernel's 133.6, on
+ * 896 x 151936 144.7 against 123.6; 12 rows 169.1 and 201.8; 6 rows
+ * lose: the packed rows of K = 896 carry a padded group, 14% more
+ * bytes). -DQZ_PK_MIN_M=N moves it. */
 #ifndef QZ_PK_MIN_M
-#define QZ_PK_MIN_M 2
+#define QZ_PK_MIN_M Q8_DIRECT_R
 #endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
