@@ -778,28 +778,45 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->reasoning_raw = !strcmp(f, "none");
 	}
-	/* the chosen tokens' log-probabilities: chat's logprobs: true,
-	 * completions' logprobs: 0; no alternatives (top_logprobs) */
+	/* the chosen tokens' log-probabilities and their alternatives:
+	 * chat's logprobs: true with top_logprobs K (sc/params' 0..20),
+	 * completions' logprobs: K in OpenAI's legacy 0..5 */
 	if (present(v = json_object_get(o, "logprobs"))) {
 		if (chat && !json_is_boolean(v)) {
 			bad_type(msg, cap, param, "logprobs", SC_S_LOGPROBS, v);
 			goto out;
 		}
-		/* OpenAI's completions: the number of alternatives */
-		if (!chat && !(json_is_integer(v) &&
-			       json_integer_value(v) == 0)) {
-			bad(msg, cap, param, "logprobs", "'logprobs' must be 0: "
-			    "the chosen tokens' log-probabilities (quorum gives "
-			    "no alternatives)");
+		if (!chat && (!get_int(v, &iv) || iv < 0 ||
+			      iv > OPENAI_LEGACY_LOGPROBS_MAX)) {
+			char *shown = json_dumps(v, JSON_ENCODE_ANY |
+						    JSON_COMPACT);
+
+			bad(msg, cap, param, "logprobs", "logprobs = %.40s: "
+			    "must be an integer in 0..%d (the completions "
+			    "API's range: alternatives per token)",
+			    shown ? shown : "?", OPENAI_LEGACY_LOGPROBS_MAX);
+			free(shown);
 			goto out;
 		}
 		r->logprobs = !chat || json_is_true(v);
+		if (!chat && iv) {
+			r->p.top_logprobs = (int)iv;
+			r->given |= SC_BIT(SC_S_TOP_LOGPROBS);
+		}
 	}
-	if (present(v = json_object_get(o, "top_logprobs")) &&
-	    !(json_is_integer(v) && json_integer_value(v) == 0)) {
-		bad(msg, cap, param, "top_logprobs",
-		    "'top_logprobs' must be 0 (quorum gives no alternatives)");
-		goto out;
+	if (chat && present(v = json_object_get(o, "top_logprobs"))) {
+		if (json_setting(v, SC_S_TOP_LOGPROBS, &r->p)) {
+			bad_setting(msg, cap, param, "top_logprobs");
+			goto out;
+		}
+		/* as OpenAI: alternatives come with the tokens' own */
+		if (r->p.top_logprobs && !r->logprobs) {
+			bad(msg, cap, param, "top_logprobs", "'top_logprobs' "
+			    "needs 'logprobs': true");
+			goto out;
+		}
+		if (r->p.top_logprobs)
+			r->given |= SC_BIT(SC_S_TOP_LOGPROBS);
 	}
 	if (r->include_usage && !r->stream) {
 		bad(msg, cap, param, "stream_options",
@@ -884,16 +901,60 @@ void openai_result_fini(openai_result *x)
  * returned text (len bytes): the end token and any a stop string cut are
  * not part of it. text_offset counts code points of the text as the
  * client reads it (a stray byte is one U+FFFD there), not bytes. */
+/* Bytes s[0, n) as a JSON array of integers (OpenAI's "bytes"). */
+static json_t *bytes_json(const void *s, size_t n)
+{
+	json_t *by = json_array();
+
+	for (size_t k = 0; by && k < n; k++)
+		json_array_append_new(by, json_integer(
+			((const unsigned char *)s)[k]));
+	return by ? by : json_null();
+}
+
+/* Token i's alternatives (n of them from entry at of ca) in OpenAI's
+ * shape: chat [{token, logprob, bytes}], completions {token: logprob}
+ * (a token's text met twice keeps its first, likelier value); an empty
+ * list when none were asked. */
+static json_t *alts_json(int chat, const client_alts *ca, size_t at,
+			 size_t n)
+{
+	json_t *t = chat ? json_array() : json_object();
+
+	for (size_t k = 0; t && ca && k < n && at + k < ca->total; k++) {
+		const ProtobufCBinaryData *pc = &ca->piece[at + k];
+		double lp = ca->lp[at + k];
+		json_t *tx = client_text(pc->data, pc->len);
+
+		if (chat) {
+			json_array_append_new(t, json_pack(
+				"{s:o, s:f, s:o}", "token", tx, "logprob", lp,
+				"bytes", bytes_json(pc->data, pc->len)));
+		} else {
+			if (tx && !json_object_get(t, json_string_value(tx)))
+				json_object_set_new(t, json_string_value(tx),
+						    json_real(lp));
+			json_decref(tx);
+		}
+	}
+	return t;
+}
+
 static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			       const Quorum__Sample *s)
 {
-	json_t *toks = json_array(), *lps = json_array(), *offs = json_array();
+	json_t *toks = json_array(), *lps = json_array(), *offs = json_array(),
+	       *tops = json_array();
 	size_t n = s->n_token_logprobs == s->n_token_offsets
-			   ? s->n_token_logprobs : 0;
+			   ? s->n_token_logprobs : 0, at = 0;
+	client_alts cab;
+	const client_alts *ca = client_sample_alts(s, &cab);
 
-	for (size_t i = 0; toks && lps && offs && i < n; i++) {
-		size_t b = s->token_offsets[i], e;
+	for (size_t i = 0; toks && lps && offs && tops && i < n; i++) {
+		size_t b = s->token_offsets[i], e,
+		       na = ca ? ca->n_alt[i] : 0, a0 = at;
 
+		at += na;
 		if (b >= len)
 			continue;
 		e = i + 1 < n && s->token_offsets[i + 1] < len
@@ -901,16 +962,12 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 		if (e < b)
 			e = b;
 		if (chat) {
-			json_t *by = json_array();
-
-			for (size_t k = b; by && k < e; k++)
-				json_array_append_new(by, json_integer(
-					(unsigned char)text[k]));
 			json_array_append_new(toks, json_pack(
-				"{s:o, s:f, s:o, s:[]}", "token",
+				"{s:o, s:f, s:o, s:o}", "token",
 				client_text(text + b, e - b), "logprob",
 				s->token_logprobs[i], "bytes",
-				by ? by : json_null(), "top_logprobs"));
+				bytes_json(text + b, e - b), "top_logprobs",
+				alts_json(1, ca, a0, na)));
 		} else {
 			json_array_append_new(toks,
 					      client_text(text + b, e - b));
@@ -918,22 +975,29 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 					      json_real(s->token_logprobs[i]));
 			json_array_append_new(offs, json_integer((json_int_t)
 				client_text_index(text, len, b)));
+			json_array_append_new(tops, alts_json(0, ca, a0, na));
 		}
 	}
-	if (!toks || !lps || !offs) {
+	if (!toks || !lps || !offs || !tops) {
 		json_decref(toks);
 		json_decref(lps);
 		json_decref(offs);
+		json_decref(tops);
 		return NULL;
 	}
 	if (chat) {
 		json_decref(lps);
 		json_decref(offs);
+		json_decref(tops);
 		return json_pack("{s:o, s:n}", "content", toks, "refusal");
 	}
-	return json_pack("{s:o, s:o, s:o, s:n}", "tokens", toks,
+	if (!ca) { /* legacy completions: null without alternatives */
+		json_decref(tops);
+		tops = json_null();
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks,
 			 "token_logprobs", lps, "text_offset", offs,
-			 "top_logprobs");
+			 "top_logprobs", tops);
 }
 
 int openai_result_make(const openai_req *r, const Quorum__Answer *a,

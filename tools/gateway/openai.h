@@ -45,7 +45,11 @@
  *                 (after </think>, harmony's final channel) to "content"
  *                 (sc/reasoning.h); "none": "content" is the whole text.
  *                 Streams split the same way, delta by delta.
- *   logprobs, tools, penalties other than 0: refused (not supported).
+ *   logprobs      chat: true (with top_logprobs 0..20: alternatives);
+ *                 completions: K in 0..5 — every chosen token's
+ *                 log-probability and K alternatives, in OpenAI's shapes;
+ *                 not with stream.
+ *   tools         refused unless empty (quorum calls no tools).
  *
  *   samples       (extension; or "quorum": {"samples": K}) samples voted
  *                 over; default n, else http.samples (else sampling.n).
@@ -127,6 +131,8 @@ int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 
 /* The HTTP API's bound on temperature (OpenAI's), above sc/params'. */
 #define OPENAI_TEMPERATURE_MAX 2.0
+/* Completions' legacy logprobs: at most 5 alternatives (OpenAI's). */
+#define OPENAI_LEGACY_LOGPROBS_MAX 5
 void openai_req_free(openai_req *r);
 
 /* {"error": {"message", "type", "param", "code"}} */
