@@ -1488,6 +1488,85 @@ static const struct bad_case {
 	 "'stream' must be a boolean"},
 };
 
+/* The fields inside messages[] (openai.c's msg_rules[], docs/http.md's
+ * table): each refused one a 400 naming it by its place. */
+#define U "{\"role\":\"user\",\"content\":\"q\"}"
+static const struct bad_case msg_cases[] = {
+	{"msg_unknown", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"foo\":1}]}",
+	 400, "messages[0].foo", "messages[0].foo: unknown field of a message"},
+	{"msg_tool_calls", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"content\":null,"
+	 "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+	 "{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", 400,
+	 "messages[1].tool_calls", "messages[1].tool_calls: not supported by "
+	 "quorum (it calls no tools)"},
+	{"msg_tool_call_id", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"tool\",\"content\":\"4\","
+	 "\"tool_call_id\":\"c1\"}]}", 400, "messages[1].tool_call_id",
+	 "not supported by quorum (it calls no tools)"},
+	{"msg_function_call", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"function_call\":"
+	 "{\"name\":\"f\",\"arguments\":\"{}\"}}]}", 400,
+	 "messages[1].function_call", "it calls no functions"},
+	{"msg_refusal", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"refusal\":\"no\"}]}",
+	 400, "messages[1].refusal", "no assistant turns"},
+	{"msg_audio", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"audio\":"
+	 "{\"id\":\"a1\"}}]}", 400, "messages[1].audio",
+	 "it reads and writes text"},
+	{"msg_field_of_other_role", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\","
+	 "\"tool_call_id\":\"c1\"}]}", 400, "messages[0].tool_call_id",
+	 "messages[0].tool_call_id: not a field of a user message"},
+	{"msg_name_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"name\":5}]}",
+	 400, "messages[0].name", "messages[0].name must be a string"},
+	{"msg_assistant_turn", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"content\":\"b\","
+	 "\"name\":\"bot\"}]}", 400, "messages", "multi-turn"},
+	{"part_image", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+	 "\"text\":\"q\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+	 "\"http://x/a.png\"}}]}]}", 400, "messages[0].content[1]",
+	 "messages[0].content[1]: 'image_url' parts are not supported by "
+	 "quorum (its models read text)"},
+	{"part_input_audio", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"input_audio\",\"input_audio\":{\"data\":\"AA==\",\"format\":"
+	 "\"wav\"}}]}]}", 400, "messages[0].content[0]",
+	 "'input_audio' parts are not supported"},
+	{"part_file", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
+	 "\"file\":{\"file_id\":\"f1\"}}]}]}", 400, "messages[0].content[0]",
+	 "'file' parts are not supported"},
+	{"part_refusal", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"refusal\",\"refusal\":\"no\"}]}]}", 400, "messages[0].content[0]",
+	 "'refusal' parts are not supported"},
+	{"part_unknown_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"video\"}]}]}", 400, "messages[0].content[0]",
+	 "unknown part type 'video'"},
+	{"part_unknown_field", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\","
+	 "\"text\":\"s\",\"cache_control\":{}}]}," U "]}", 400,
+	 "messages[0].content[0].cache_control",
+	 "messages[0].content[0].cache_control: unknown field of a text part"},
+	{"part_text_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+	 "\"text\":5}]}]}", 400, "messages[0].content[0].text",
+	 "messages[0].content[0].text must be a string"},
+	{"part_no_text", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\""
+	 "}]}]}", 400, "messages[0].content[0].text", "must be a string"},
+	{"part_not_object", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[\"q\"]}]}", 400,
+	 "messages[0].content[0]", "must be a content part"},
+};
+#undef U
+
 static void check_error(const hresp *r, int code, const char *param,
 			const char *msg, const char *name)
 {
@@ -1530,6 +1609,42 @@ static void test_bad_input(void **state)
 		r = post(c->path, b);
 		check_error(&r, c->code, c->param, c->msg, c->name);
 		hresp_free(&r);
+	}
+	for (size_t i = 0; i < sizeof(msg_cases) / sizeof(*msg_cases); i++) {
+		const struct bad_case *c = &msg_cases[i];
+
+		r = post(c->path, c->body);
+		check_error(&r, c->code, c->param, c->msg, c->name);
+		hresp_free(&r);
+	}
+	/* honoured inside messages[]: text parts read as one text (the
+	 * reply's bytes are those of the string), a participant's name
+	 * ignored, a refused field null (not given) taken */
+	{
+		static const char *const b[] = {
+			"{\"messages\":[{\"role\":\"system\",\"content\":"
+			"\"Be brief.\"},{\"role\":\"user\",\"content\":"
+			"\"Name a prime.\"}],\"n\":2,\"seed\":3,\"max_tokens\":8}",
+			"{\"messages\":[{\"role\":\"system\",\"name\":\"rules\","
+			"\"content\":[{\"type\":\"text\",\"text\":\"Be \"},"
+			"{\"type\":\"text\",\"text\":\"brief.\"}]},{\"role\":"
+			"\"user\",\"name\":\"ann\",\"tool_calls\":null,"
+			"\"content\":[{\"type\":\"text\",\"text\":\"Name a "
+			"prime.\"}]}],\"n\":2,\"seed\":3,\"max_tokens\":8}",
+		};
+		json_t *o[2];
+
+		for (int k = 0; k < 2; k++) {
+			r = post("/v1/chat/completions", b[k]);
+			assert_int_equal(r.code, 200);
+			o[k] = body_json(&r);
+			hresp_free(&r);
+		}
+		assert_json_eq(json_object_get(o[0], "choices"),
+			       json_object_get(o[1], "choices"),
+			       "parts and names");
+		json_decref(o[0]);
+		json_decref(o[1]);
 	}
 	free(body);
 	free(longq);
