@@ -859,6 +859,35 @@ static void top_logprobs_doors(void **state)
 				 cases[i].top > 0);
 		openai_req_free(&r);
 	}
+	/* the coordinator: a sample's alternatives must fit its message */
+	{
+		cfg *c = NULL;
+		sched *s = new_sched(&c, SC_N_MAX, SC_MAX_NEW_MAX);
+		Quorum__SamplingParams m;
+		sc_params p = SC_PARAMS_DEFAULTS;
+		spwire_buf buf;
+
+		p.logprobs = 1;
+		p.top_logprobs = 20;
+		p.max_new = 4096;
+		spwire_encode(&p, SC_BIT(SC_S_LOGPROBS) |
+			      SC_BIT(SC_S_TOP_LOGPROBS) |
+			      SC_BIT(SC_S_MAX_NEW_TOKENS), &m, &buf);
+		co(s, &m, msg, sizeof(msg));
+		assert_string_equal(msg, "");
+		p.max_new = 1 << 20;
+		spwire_encode(&p, SC_BIT(SC_S_LOGPROBS) |
+			      SC_BIT(SC_S_TOP_LOGPROBS) |
+			      SC_BIT(SC_S_MAX_NEW_TOKENS), &m, &buf);
+		co(s, &m, msg, sizeof(msg));
+		assert_non_null(strstr(msg, "top_logprobs = 20 with "
+				       "max_new_tokens = 1048576: a sample's "
+				       "result could take "));
+		assert_non_null(strstr(msg, "over "
+				       "limits.max_message_bytes (16777216)"));
+		sched_free(&s);
+		cfg_free(&c);
+	}
 	sampflags_init(&f, "ask", SF_ASK);
 	assert_int_equal(sampflags_opt(&f, SF_CODE(SC_S_TOP_LOGPROBS), "4"), 0);
 	assert_int_equal(f.p.top_logprobs, 4);
