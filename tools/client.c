@@ -325,14 +325,17 @@ static json_t *alts_json(const client_alts *alts, size_t i, size_t *at)
 	json_t *t = json_array();
 	size_t n = alts->n_alt[i];
 
-	for (size_t k = 0; t && k < n && *at < alts->total; k++, (*at)++)
+	for (size_t k = 0; t && k < n && *at < alts->total; k++, (*at)++) {
+		const ProtobufCBinaryData *pc = &alts->piece[*at];
+
 		if (json_array_append_new(t, json_pack(
-			    "{s:o, s:f}", "token", client_text(
-				    alts->piece[*at].data, alts->piece[*at].len),
-			    "logprob", alts->lp[*at]))) {
+			    "{s:o, s:f}", "token",
+			    client_text(pc->data, pc->len), "logprob",
+			    alts->lp[*at]))) {
 			json_decref(t);
 			return NULL;
 		}
+	}
 	return t;
 }
 
@@ -570,12 +573,13 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 					    json_real(x->group_confidence));
 		if (x->n_token_logprobs &&
 		    x->n_token_logprobs == x->n_token_offsets) {
-			client_alts ca;
+			client_alts cb;
+			const client_alts *ca = client_sample_alts(x, &cb);
 
 			json_object_set_new(js, "logprobs", client_logprobs(
 				(const char *)x->text.data, x->text.len,
 				x->token_logprobs, x->token_offsets,
-				x->n_token_logprobs, client_sample_alts(x, &ca)));
+				x->n_token_logprobs, ca));
 		}
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer", json_string(

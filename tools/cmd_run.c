@@ -276,8 +276,8 @@ static json_t *run_json(const model *m, const tok *t, const char *mpath,
 
 			/* each alternative's bytes (an end token's text) */
 			for (size_t k = 0; pc && k < x->n_alt; k++) {
-				const char *b = tok_piece(t, (int32_t)x->alt_id[k],
-							  1, &pc[k].len);
+				int32_t id = (int32_t)x->alt_id[k];
+				const char *b = tok_piece(t, id, 1, &pc[k].len);
 
 				pc[k].data = (uint8_t *)(b ? b : "");
 			}

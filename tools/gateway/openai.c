@@ -176,17 +176,19 @@ static int msg_fields(json_t *o, const char *part, size_t i, size_t k,
 		if (!f)
 			return bad(msg, cap, param, msg_where, "%s: unknown "
 				   "field of a %s%s (docs/http.md lists the "
-				   "fields quorum reads and ignores)", msg_where,
-				   part ? part : "message", part ? " part" : "");
+				   "fields quorum reads and ignores)",
+				   msg_where, part ? part : "message",
+				   part ? " part" : "");
 		if (!present(v))
 			continue;
 		if (!(f->roles & role))
-			return bad(msg, cap, param, msg_where, "%s: not a field "
-				   "of a%s %s message", msg_where,
+			return bad(msg, cap, param, msg_where, "%s: not a "
+				   "field of a%s %s message", msg_where,
 				   rname[0] == 'a' ? "n" : "", rname);
 		if (f->what == FIELD_REFUSED)
 			return bad(msg, cap, param, msg_where, "%s: not "
-				   "supported by quorum (%s)", msg_where, f->why);
+				   "supported by quorum (%s)", msg_where,
+				   f->why);
 		/* JSON_STRING: the one type the table checks */
 		if (f->type != JSON_NULL && json_typeof(v) != f->type)
 			return bad(msg, cap, param, msg_where, "%s must be a "
@@ -252,7 +254,8 @@ static int content_text(json_t *c, size_t i, unsigned role,
 			   "messages[%zu].content must be a string or an array "
 			   "of text parts", i);
 	json_array_foreach(c, k, part) {
-		if (content_part(part, i, k, role, rname, &x, msg, cap, param)) {
+		if (content_part(part, i, k, role, rname, &x, msg, cap,
+				 param)) {
 			free(*out);
 			*out = NULL;
 			return -1;
