@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "text/prompt.h"
+#include "text/tok.h"
 #include "qerr.h"
 #include "net/spwire.h"
 #include "sc/params.h"
@@ -545,11 +546,64 @@ static int token_lps_ok(const req *r, const Quorum__Sample *x)
 	    x->n_token_logprobs > (size_t)r->p.max_new + 1)
 		return 0;
 	for (size_t i = 0; i < x->n_token_logprobs; i++)
-		if (!(x->token_logprobs[i] <= 0) ||
+		if (!(isfinite(x->token_logprobs[i]) &&
+		      x->token_logprobs[i] <= 0) ||
 		    x->token_offsets[i] > x->text.len ||
 		    (i && x->token_offsets[i] < x->token_offsets[i - 1]))
 			return 0;
 	return 1;
+}
+
+/* One token's alternatives (top_logprobs), x's a[0, n): distinct ids of
+ * the vocabulary, values finite, <= 0 and never rising, each piece the
+ * bytes the coordinator's tokenizer gives its id (an end token's text
+ * too), so a client is shown only real tokens. */
+static int alts_one_ok(const sched *s, const Quorum__Sample *x, size_t a,
+		       uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t id = x->alt_tokens[a + k];
+		double v = x->alt_logprobs[a + k];
+		const char *pc;
+		size_t len;
+
+		if (!(isfinite(v) && v <= 0) || id >= s->vocab ||
+		    (k && v > x->alt_logprobs[a + k - 1]))
+			return 0;
+		for (uint32_t q = 0; q < k; q++)
+			if (x->alt_tokens[a + q] == id)
+				return 0;
+		pc = tok_piece(s->o.t, (int32_t)id, 1, &len);
+		if (!pc || len != x->alt_pieces[a + k].len ||
+		    (len && memcmp(pc, x->alt_pieces[a + k].data, len)))
+			return 0;
+	}
+	return 1;
+}
+
+/* The alternatives: only when asked, one count per token value, each at
+ * most top_logprobs, as many tokens, values and pieces as the counts add
+ * up to, and each token's list as alts_one_ok says. */
+static int alts_ok(const sched *s, const req *r, const Quorum__Sample *x)
+{
+	size_t at = 0;
+
+	if (!r->p.logprobs || !r->p.top_logprobs)
+		return !x->n_alt_counts && !x->n_alt_tokens &&
+		       !x->n_alt_logprobs && !x->n_alt_pieces;
+	if (x->n_alt_counts != x->n_token_logprobs ||
+	    x->n_alt_logprobs != x->n_alt_tokens ||
+	    x->n_alt_pieces != x->n_alt_tokens)
+		return 0;
+	for (size_t i = 0; i < x->n_alt_counts; i++) {
+		uint32_t c = x->alt_counts[i];
+
+		if (c > (uint32_t)r->p.top_logprobs ||
+		    c > x->n_alt_tokens - at || !alts_one_ok(s, x, at, c))
+			return 0;
+		at += c;
+	}
+	return at == x->n_alt_tokens;
 }
 
 /* Returns 1 when it kept wm. */
@@ -575,7 +629,7 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||
-	    !token_lps_ok(r, x->sample)) {
+	    !token_lps_ok(r, x->sample) || !alts_ok(s, r, x->sample)) {
 		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
 			"request %llu dropped\n", s->w[wi].id,
 			(unsigned long long)r->rid);

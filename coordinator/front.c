@@ -646,6 +646,30 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	    sc_params_max_new_limit(r->p.max_new, s->o.ctx_len) ||
 	    sc_params_vocab_limit(&r->p, (int)s->vocab))
 		return bad_field(err);
+	if (r->p.logprobs && r->p.top_logprobs) {
+		/* a sample's alternatives travel in its one SampleResult:
+		 * at worst each token brings its bytes, value and offset and
+		 * K alternatives of the longest token's bytes each; refused
+		 * here, in words, when that could pass
+		 * limits.max_message_bytes, rather than cut a worker's link
+		 * later */
+		uint64_t worst = (uint64_t)(r->p.max_new + 1) *
+				 (s->piece_max + WIRE_ALT_BYTES +
+				  (uint64_t)r->p.top_logprobs *
+					  (WIRE_ALT_BYTES + s->piece_max)) +
+				 1024;
+
+		if (worst > (uint64_t)s->c->limits.max_message_bytes) {
+			qerr_fail(QERR_RANGE, "top_logprobs = %d with "
+				  "max_new_tokens = %d: a sample's result "
+				  "could take %llu bytes, over "
+				  "limits.max_message_bytes (%lld)",
+				  r->p.top_logprobs, r->p.max_new,
+				  (unsigned long long)worst,
+				  (long long)s->c->limits.max_message_bytes);
+			return bad_field(err);
+		}
+	}
 	return QUORUM__STATUS__STATUS_OK;
 }
 

@@ -203,6 +203,12 @@ int sched_new(const sched_opts *o, sched **out)
 	s->o = *o;
 	s->c = o->c;
 	s->vocab = tok_vocab_size(o->t);
+	for (uint32_t id = 0; id < s->vocab; id++) {
+		size_t len;
+
+		if (tok_piece(o->t, (int32_t)id, 1, &len) && len > s->piece_max)
+			s->piece_max = (uint32_t)len;
+	}
 	s->fingerprint = o->fingerprint;
 	s->have_fingerprint = o->has_fingerprint;
 	s->zap = o->zap;

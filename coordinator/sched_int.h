@@ -239,6 +239,7 @@ struct sched {
 	sched_opts o;
 	const cfg *c;
 	uint32_t vocab;
+	uint32_t piece_max;     /* the vocabulary's longest token, in bytes */
 	worker *w;              /* (MAX_WORKERS) */
 	int n_workers;
 	uint64_t fingerprint;

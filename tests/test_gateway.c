@@ -508,6 +508,165 @@ static void test_logprobs(void **state)
 	json_decref(ref);
 }
 
+/* A chat reply to Q1 (n samples, seed 5, 16 tokens) with extra fields. */
+static json_t *chat_q1(int n, const char *extra)
+{
+	char body[512];
+	hresp r;
+	json_t *o;
+
+	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"%s\"}],\"n\":%d,\"seed\":5,\"temperature\":"
+		 "0.9,\"max_tokens\":16,\"logprobs\":true%s}", Q1, n, extra);
+	r = post("/v1/chat/completions", body);
+	if (r.code != 200)
+		fail_msg("%s: HTTP %d %s", body, r.code, r.body);
+	o = body_json(&r);
+	hresp_free(&r);
+	return o;
+}
+
+static json_t *content_of(json_t *o, size_t i)
+{
+	return json_object_get(json_object_get(json_array_get(
+		json_object_get(o, "choices"), i), "logprobs"), "content");
+}
+
+/* top_logprobs: each chosen token's alternatives in OpenAI's shapes
+ * (chat: [{token, logprob, bytes}]; completions' logprobs K: {token:
+ * logprob} per position), the values `quorum ask --top-logprobs` reports
+ * through the cluster; asking for them changes no chosen token's value,
+ * the chosen token is among them with its own value whenever it ranks
+ * above the last, and sample i's lists are the same with n = 3 as with
+ * n = 2 (the samples split over the two workers otherwise). */
+static void test_top_logprobs(void **state)
+{
+	json_t *ref = ask_json_x(Q1, 2, 5, 0.9, 16, "--stop none "
+				 "--top-logprobs 3");
+	json_t *smp = json_object_get(ref, "samples");
+	json_t *k0 = chat_q1(2, ""), *k3 = chat_q1(2, ",\"top_logprobs\":3"),
+	       *n3 = chat_q1(3, ",\"top_logprobs\":3"), *o, *ch;
+	int ranked = 0;
+	hresp r;
+
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		json_t *c0 = content_of(k0, i), *c3 = content_of(k3, i);
+		json_t *want = json_object_get(json_array_get(smp, i),
+					       "logprobs");
+
+		assert_int_equal(json_array_size(c0), json_array_size(c3));
+		assert_true(json_array_size(c3) > 0);
+		assert_json_eq(c3, content_of(n3, i), "n = 3's alternatives");
+		for (size_t k = 0; k < json_array_size(c3); k++) {
+			json_t *e = json_array_get(c3, k);
+			json_t *top = json_object_get(e, "top_logprobs");
+			json_t *wt = json_object_get(json_array_get(want, k),
+						     "top_logprobs");
+			double lp = json_real_value(json_object_get(e,
+								    "logprob"));
+			size_t nt = json_array_size(top);
+			int seen = 0;
+
+			/* K changes no chosen token's value */
+			assert_true(lp == json_real_value(json_object_get(
+				json_array_get(c0, k), "logprob")));
+			assert_true(nt >= 1 && nt <= 3);
+			assert_int_equal(nt, json_array_size(wt));
+			for (size_t j = 0; j < nt; j++) {
+				json_t *a = json_array_get(top, j);
+				const char *tk = json_string_value(
+					json_object_get(a, "token"));
+				double v = json_real_value(json_object_get(
+					a, "logprob"));
+				json_t *by = json_object_get(a, "bytes");
+
+				assert_string_equal(tk, json_string_value(
+					json_object_get(json_array_get(wt, j),
+							"token")));
+				assert_true(v == json_real_value(json_object_get(
+					json_array_get(wt, j), "logprob")));
+				assert_true(v <= 0);
+				if (j)
+					assert_true(v <= json_real_value(
+						json_object_get(json_array_get(
+							top, j - 1), "logprob")));
+				/* a whole token's bytes spell its text */
+				if (!strstr(tk, "\xef\xbf\xbd")) {
+					assert_int_equal(json_array_size(by),
+							 strlen(tk));
+					for (size_t b = 0; b < strlen(tk); b++)
+						assert_int_equal(
+							json_integer_value(
+								json_array_get(
+									by, b)),
+							(unsigned char)tk[b]);
+				}
+				seen |= v == lp;
+			}
+			if (lp > json_real_value(json_object_get(
+				    json_array_get(top, nt - 1), "logprob"))) {
+				assert_true(seen);
+				ranked++;
+			}
+		}
+	}
+	assert_true(ranked > 0);
+	/* completions: logprobs 2, the legacy {token: logprob} per position
+	 * (the first two of chat's three: one list, cut) */
+	r = post("/v1/completions", "{\"prompt\":\"What is 17 + 25? Give the "
+		 "number.\",\"n\":2,\"seed\":5,\"temperature\":0.9,"
+		 "\"max_tokens\":16,\"logprobs\":2}");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	ch = json_object_get(o, "choices");
+	for (size_t i = 0; i < 2; i++) {
+		json_t *lp = json_object_get(json_array_get(ch, i), "logprobs");
+		json_t *tops = json_object_get(lp, "top_logprobs");
+		json_t *c3 = content_of(k3, i);
+
+		assert_int_equal(json_array_size(tops), json_array_size(
+			json_object_get(lp, "tokens")));
+		assert_int_equal(json_array_size(tops), json_array_size(c3));
+		for (size_t k = 0; k < json_array_size(tops); k++) {
+			json_t *t = json_array_get(tops, k);
+			json_t *w = json_object_get(json_array_get(c3, k),
+						    "top_logprobs");
+
+			assert_true(json_object_size(t) >= 1 &&
+				    json_object_size(t) <= 2);
+			for (size_t j = 0; j < 2 && j < json_array_size(w);
+			     j++) {
+				json_t *a = json_array_get(w, j);
+				json_t *v = json_object_get(t, json_string_value(
+					json_object_get(a, "token")));
+
+				assert_non_null(v);
+				if (j == 0)
+					assert_true(json_real_value(v) ==
+						    json_real_value(json_object_get(
+							    a, "logprob")));
+			}
+		}
+	}
+	json_decref(o);
+	hresp_free(&r);
+	/* without alternatives the legacy top_logprobs stays null */
+	r = post("/v1/completions", "{\"prompt\":\"Count apples.\",\"n\":1,"
+		 "\"max_tokens\":4,\"logprobs\":0}");
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	assert_true(json_is_null(json_object_get(json_object_get(
+		json_array_get(json_object_get(o, "choices"), 0), "logprobs"),
+		"top_logprobs")));
+	json_decref(o);
+	hresp_free(&r);
+	json_decref(k0);
+	json_decref(k3);
+	json_decref(n3);
+	json_decref(ref);
+}
+
 /* A Server-Sent Events response's choices, reassembled. */
 #define SSE_MAX 16
 typedef struct {
@@ -1287,13 +1446,18 @@ static const struct bad_case {
 	 "without NUL"},
 	{"logprobs_bool", "/v1/completions",
 	 "{\"prompt\":\"q\",\"logprobs\":true}", 400, "logprobs",
-	 "must be 0"},
-	{"logprobs_top", "/v1/completions", "{\"prompt\":\"q\",\"logprobs\":2}",
-	 400, "logprobs", "no alternatives"},
-	{"top_logprobs", "/v1/chat/completions",
+	 "logprobs = true: must be an integer in 0..5"},
+	{"logprobs_over_5", "/v1/completions",
+	 "{\"prompt\":\"q\",\"logprobs\":6}", 400, "logprobs",
+	 "logprobs = 6: must be an integer in 0..5"},
+	{"top_logprobs_over_20", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
-	 "\"logprobs\":true,\"top_logprobs\":3}", 400, "top_logprobs",
-	 "must be 0"},
+	 "\"logprobs\":true,\"top_logprobs\":21}", 400, "top_logprobs",
+	 "top_logprobs = 21: must be an integer in 0..20"},
+	{"top_logprobs_alone", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+	 "\"top_logprobs\":3}", 400, "top_logprobs",
+	 "'top_logprobs' needs 'logprobs': true"},
 	{"logprobs_stream", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"logprobs\":true,\"stream\":true}", 400, "logprobs",
@@ -1323,6 +1487,85 @@ static const struct bad_case {
 	 "{\"prompt\":\"q\",\"stream\":\"yes\"}", 400, "stream",
 	 "'stream' must be a boolean"},
 };
+
+/* The fields inside messages[] (openai.c's msg_rules[], docs/http.md's
+ * table): each refused one a 400 naming it by its place. */
+#define U "{\"role\":\"user\",\"content\":\"q\"}"
+static const struct bad_case msg_cases[] = {
+	{"msg_unknown", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"foo\":1}]}",
+	 400, "messages[0].foo", "messages[0].foo: unknown field of a message"},
+	{"msg_tool_calls", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"content\":null,"
+	 "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+	 "{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", 400,
+	 "messages[1].tool_calls", "messages[1].tool_calls: not supported by "
+	 "quorum (it calls no tools)"},
+	{"msg_tool_call_id", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"tool\",\"content\":\"4\","
+	 "\"tool_call_id\":\"c1\"}]}", 400, "messages[1].tool_call_id",
+	 "not supported by quorum (it calls no tools)"},
+	{"msg_function_call", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"function_call\":"
+	 "{\"name\":\"f\",\"arguments\":\"{}\"}}]}", 400,
+	 "messages[1].function_call", "it calls no functions"},
+	{"msg_refusal", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"refusal\":\"no\"}]}",
+	 400, "messages[1].refusal", "no assistant turns"},
+	{"msg_audio", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"audio\":"
+	 "{\"id\":\"a1\"}}]}", 400, "messages[1].audio",
+	 "it reads and writes text"},
+	{"msg_field_of_other_role", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\","
+	 "\"tool_call_id\":\"c1\"}]}", 400, "messages[0].tool_call_id",
+	 "messages[0].tool_call_id: not a field of a user message"},
+	{"msg_name_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"name\":5}]}",
+	 400, "messages[0].name", "messages[0].name must be a string"},
+	{"msg_assistant_turn", "/v1/chat/completions",
+	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"content\":\"b\","
+	 "\"name\":\"bot\"}]}", 400, "messages", "multi-turn"},
+	{"part_image", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+	 "\"text\":\"q\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+	 "\"http://x/a.png\"}}]}]}", 400, "messages[0].content[1]",
+	 "messages[0].content[1]: 'image_url' parts are not supported by "
+	 "quorum (its models read text)"},
+	{"part_input_audio", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"input_audio\",\"input_audio\":{\"data\":\"AA==\",\"format\":"
+	 "\"wav\"}}]}]}", 400, "messages[0].content[0]",
+	 "'input_audio' parts are not supported"},
+	{"part_file", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"file\","
+	 "\"file\":{\"file_id\":\"f1\"}}]}]}", 400, "messages[0].content[0]",
+	 "'file' parts are not supported"},
+	{"part_refusal", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"refusal\",\"refusal\":\"no\"}]}]}", 400, "messages[0].content[0]",
+	 "'refusal' parts are not supported"},
+	{"part_unknown_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"video\"}]}]}", 400, "messages[0].content[0]",
+	 "unknown part type 'video'"},
+	{"part_unknown_field", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\","
+	 "\"text\":\"s\",\"cache_control\":{}}]}," U "]}", 400,
+	 "messages[0].content[0].cache_control",
+	 "messages[0].content[0].cache_control: unknown field of a text part"},
+	{"part_text_type", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+	 "\"text\":5}]}]}", 400, "messages[0].content[0].text",
+	 "messages[0].content[0].text must be a string"},
+	{"part_no_text", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\""
+	 "}]}]}", 400, "messages[0].content[0].text", "must be a string"},
+	{"part_not_object", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":[\"q\"]}]}", 400,
+	 "messages[0].content[0]", "must be a content part"},
+};
+#undef U
 
 static void check_error(const hresp *r, int code, const char *param,
 			const char *msg, const char *name)
@@ -1366,6 +1609,42 @@ static void test_bad_input(void **state)
 		r = post(c->path, b);
 		check_error(&r, c->code, c->param, c->msg, c->name);
 		hresp_free(&r);
+	}
+	for (size_t i = 0; i < sizeof(msg_cases) / sizeof(*msg_cases); i++) {
+		const struct bad_case *c = &msg_cases[i];
+
+		r = post(c->path, c->body);
+		check_error(&r, c->code, c->param, c->msg, c->name);
+		hresp_free(&r);
+	}
+	/* honoured inside messages[]: text parts read as one text (the
+	 * reply's bytes are those of the string), a participant's name
+	 * ignored, a refused field null (not given) taken */
+	{
+		static const char *const b[] = {
+			"{\"messages\":[{\"role\":\"system\",\"content\":"
+			"\"Be brief.\"},{\"role\":\"user\",\"content\":"
+			"\"Name a prime.\"}],\"n\":2,\"seed\":3,\"max_tokens\":8}",
+			"{\"messages\":[{\"role\":\"system\",\"name\":\"rules\","
+			"\"content\":[{\"type\":\"text\",\"text\":\"Be \"},"
+			"{\"type\":\"text\",\"text\":\"brief.\"}]},{\"role\":"
+			"\"user\",\"name\":\"ann\",\"tool_calls\":null,"
+			"\"content\":[{\"type\":\"text\",\"text\":\"Name a "
+			"prime.\"}]}],\"n\":2,\"seed\":3,\"max_tokens\":8}",
+		};
+		json_t *o[2];
+
+		for (int k = 0; k < 2; k++) {
+			r = post("/v1/chat/completions", b[k]);
+			assert_int_equal(r.code, 200);
+			o[k] = body_json(&r);
+			hresp_free(&r);
+		}
+		assert_json_eq(json_object_get(o[0], "choices"),
+			       json_object_get(o[1], "choices"),
+			       "parts and names");
+		json_decref(o[0]);
+		json_decref(o[1]);
 	}
 	free(body);
 	free(longq);
@@ -2251,6 +2530,7 @@ int main(void)
 		cmocka_unit_test(test_matches_ask),
 		cmocka_unit_test(test_early_stop),
 		cmocka_unit_test(test_logprobs),
+		cmocka_unit_test(test_top_logprobs),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_metrics),

@@ -168,6 +168,12 @@ static const struct row {
 	{SC_S_LOGIT_BIAS, "16777216:5", "logit_bias = 16777216:5: "
 	 BIAS_MUST},
 	{SC_S_LOGIT_BIAS, "15:-100,3:2.5", NULL},
+	{SC_S_TOP_LOGPROBS, "-1", "top_logprobs = -1: must be an integer in "
+	 "0..20"},
+	{SC_S_TOP_LOGPROBS, "21", "top_logprobs = 21: must be an integer in "
+	 "0..20"},
+	{SC_S_TOP_LOGPROBS, "0", NULL},
+	{SC_S_TOP_LOGPROBS, "20", NULL},
 };
 
 /* ---- text into typed values ---------------------------------------------- */
@@ -390,6 +396,12 @@ static int co_params(int id, const char *value, Quorum__SamplingParams *p,
 	case SC_S_LOGIT_BIAS:
 		p->logit_bias = (char *)value;
 		return 1;
+	case SC_S_TOP_LOGPROBS:
+		if (!as_ll(value, &v) || v < 0 || v > UINT32_MAX)
+			return 0;
+		p->has_top_logprobs = 1;
+		p->top_logprobs = (uint32_t)v;
+		return 1;
 	case SC_S_STOP:
 		p->stop = (char *)value;
 		return 1;
@@ -421,11 +433,13 @@ static int eng(int id, const char *value, char *out, size_t cap)
 	case SC_S_TOP_K:
 	case SC_S_MAX_NEW_TOKENS:
 	case SC_S_CONF_WINDOW:
+	case SC_S_TOP_LOGPROBS:
 		if (!as_ll(value, &v) || v < INT_MIN || v > INT_MAX ||
 		    (id == SC_S_CONF_WINDOW && v == 0)) /* 0: the default */
 			return 0;
 		*(id == SC_S_N ? &p.n : id == SC_S_TOP_K ? &p.sp.top_k
 			: id == SC_S_MAX_NEW_TOKENS ? &p.max_new
+			: id == SC_S_TOP_LOGPROBS ? &p.top_logprobs
 						    : &p.conf_window) = (int)v;
 		break;
 	case SC_S_TEMPERATURE:
@@ -783,6 +797,108 @@ static void logit_bias_json(void **state)
 	cfg_free(&c);
 }
 
+/* top_logprobs through its doors beside the table's: the chat field
+ * (sc/params' words, and only with logprobs: true, as OpenAI), the
+ * completions' legacy logprobs K (0..5, the HTTP API's range), and the
+ * CLI's --top-logprobs, which brings --logprobs with it. */
+static void top_logprobs_doors(void **state)
+{
+	static const struct {
+		int chat;
+		const char *fields, *param, *msg;
+		int top;
+	} cases[] = {
+		{1, "\"logprobs\":true,\"top_logprobs\":3", NULL, NULL, 3},
+		{1, "\"logprobs\":true,\"top_logprobs\":0", NULL, NULL, 0},
+		{1, "\"logprobs\":true,\"top_logprobs\":21", "top_logprobs",
+		 "top_logprobs = 21: must be an integer in 0..20", 0},
+		{1, "\"logprobs\":true,\"top_logprobs\":\"3\"",
+		 "top_logprobs", "top_logprobs = \"3\": must be an integer in "
+		 "0..20", 0},
+		{1, "\"top_logprobs\":2", "top_logprobs",
+		 "'top_logprobs' needs 'logprobs': true", 0},
+		{1, "\"logprobs\":false,\"top_logprobs\":2", "top_logprobs",
+		 "'top_logprobs' needs 'logprobs': true", 0},
+		{0, "\"logprobs\":5", NULL, NULL, 5},
+		{0, "\"logprobs\":0", NULL, NULL, 0},
+		{0, "\"logprobs\":6", "logprobs", "logprobs = 6: must be an "
+		 "integer in 0..5 (the completions API's range: alternatives "
+		 "per token)", 0},
+		{0, "\"logprobs\":true", "logprobs", "logprobs = true: must be "
+		 "an integer in 0..5 (the completions API's range: "
+		 "alternatives per token)", 0},
+		{0, "\"logprobs\":2,\"top_logprobs\":2", "top_logprobs",
+		 "unknown field 'top_logprobs' for /v1/completions", 0},
+	};
+	char body[256], msg[512];
+	const char *param;
+	openai_req r;
+	sampflags f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		int rc;
+
+		snprintf(body, sizeof(body), cases[i].chat
+			 ? "{\"messages\":[{\"role\":\"user\",\"content\":"
+			   "\"q\"}],%s}" : "{\"prompt\":\"q\",%s}",
+			 cases[i].fields);
+		rc = openai_parse(cases[i].chat, body, strlen(body), 16, &r,
+				  msg, sizeof(msg), &param);
+		if (cases[i].msg) {
+			if (!rc || strncmp(msg, cases[i].msg, strlen(cases[i].msg)))
+				fail_msg("%s: got %d '%s'", body, rc, rc ? msg : "");
+			assert_string_equal(param, cases[i].param);
+			continue;
+		}
+		if (rc)
+			fail_msg("%s: %s", body, msg);
+		assert_int_equal(r.logprobs, 1);
+		assert_int_equal(r.p.top_logprobs, cases[i].top);
+		assert_int_equal(!!(r.given & SC_BIT(SC_S_TOP_LOGPROBS)),
+				 cases[i].top > 0);
+		openai_req_free(&r);
+	}
+	/* the coordinator: a sample's alternatives must fit its message */
+	{
+		cfg *c = NULL;
+		sched *s = new_sched(&c, SC_N_MAX, SC_MAX_NEW_MAX);
+		Quorum__SamplingParams m;
+		sc_params p = SC_PARAMS_DEFAULTS;
+		spwire_buf buf;
+
+		p.logprobs = 1;
+		p.top_logprobs = 20;
+		p.max_new = 4096;
+		spwire_encode(&p, SC_BIT(SC_S_LOGPROBS) |
+			      SC_BIT(SC_S_TOP_LOGPROBS) |
+			      SC_BIT(SC_S_MAX_NEW_TOKENS), &m, &buf);
+		co(s, &m, msg, sizeof(msg));
+		assert_string_equal(msg, "");
+		p.max_new = 1 << 20;
+		spwire_encode(&p, SC_BIT(SC_S_LOGPROBS) |
+			      SC_BIT(SC_S_TOP_LOGPROBS) |
+			      SC_BIT(SC_S_MAX_NEW_TOKENS), &m, &buf);
+		co(s, &m, msg, sizeof(msg));
+		assert_non_null(strstr(msg, "top_logprobs = 20 with "
+				       "max_new_tokens = 1048576: a sample's "
+				       "result could take "));
+		assert_non_null(strstr(msg, "over "
+				       "limits.max_message_bytes (16777216)"));
+		sched_free(&s);
+		cfg_free(&c);
+	}
+	sampflags_init(&f, "ask", SF_ASK);
+	assert_int_equal(sampflags_opt(&f, SF_CODE(SC_S_TOP_LOGPROBS), "4"), 0);
+	assert_int_equal(f.p.top_logprobs, 4);
+	assert_int_equal(f.p.logprobs, 1);
+	assert_true(f.given & SC_BIT(SC_S_LOGPROBS));
+	/* eval-set reports no tokens: no flag */
+	sampflags_init(&f, "eval-set", SF_EVALSET);
+	assert_int_equal(sampflags_opt(&f, SF_CODE(SC_S_TOP_LOGPROBS), "4"),
+			 -1);
+}
+
 /* The wire codec (net/spwire): every field of SamplingParams is a
  * setting of the same name (a new field without one would never be
  * read), and each setting crosses a packed message unchanged; a field a
@@ -800,7 +916,7 @@ static void wire(void **state)
 			SC_BIT(SC_S_GRAMMAR) | SC_BIT(SC_S_MIN_P) |
 			SC_BIT(SC_S_PRESENCE_PENALTY) |
 			SC_BIT(SC_S_FREQUENCY_PENALTY) |
-			SC_BIT(SC_S_LOGIT_BIAS);
+			SC_BIT(SC_S_LOGIT_BIAS) | SC_BIT(SC_S_TOP_LOGPROBS);
 	sc_params a = SC_PARAMS_DEFAULTS, b = SC_PARAMS_DEFAULTS;
 	Quorum__SamplingParams m, *u;
 	spwire_buf buf;
@@ -825,6 +941,7 @@ static void wire(void **state)
 	a.max_new = 1048576;
 	a.ignore_eos = 1;
 	a.logprobs = 1;
+	a.top_logprobs = 20;
 	a.vote = SC_VOTE_CONFIDENCE;
 	a.sp.min_p = 0.05f;
 	a.presence_penalty = -1.25f;
@@ -838,7 +955,7 @@ static void wire(void **state)
 					 &a), 0);
 	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "\n\n", 2), 0);
 	assert_int_equal(sc_params_stop_strs_add(&a.stop_strs, "x\xff", 2), 0);
-	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 17);
+	assert_int_equal(spwire_encode(&a, SC_ALL_SETTINGS, &m, &buf), 18);
 	n = quorum__sampling_params__get_packed_size(&m);
 	assert_true(n < sizeof(packed));
 	quorum__sampling_params__pack(&m, packed);
@@ -854,6 +971,7 @@ static void wire(void **state)
 	assert_int_equal(b.max_new, a.max_new);
 	assert_int_equal(b.ignore_eos, 1);
 	assert_int_equal(b.logprobs, 1);
+	assert_int_equal(b.top_logprobs, 20);
 	assert_true(b.sp.min_p == a.sp.min_p);
 	assert_true(b.presence_penalty == a.presence_penalty);
 	assert_true(b.frequency_penalty == a.frequency_penalty);
@@ -1050,6 +1168,7 @@ int main(void)
 		cmocka_unit_test(defaults),
 		cmocka_unit_test(wire),
 		cmocka_unit_test(logit_bias_json),
+		cmocka_unit_test(top_logprobs_doors),
 		cmocka_unit_test(constraints),
 	};
 

@@ -347,6 +347,102 @@ static void test_token_logprobs(void **state)
 	sc_run_result_fini(&b);
 }
 
+/* Sample x's alternatives equal y's, bit for bit. */
+static void assert_same_alts(const sc_sample *x, const sc_sample *y,
+			     const char *what)
+{
+	if (x->n_token_lp != y->n_token_lp || x->n_alt != y->n_alt ||
+	    memcmp(x->alt_n, y->alt_n, (size_t)x->n_token_lp * sizeof(uint32_t)) ||
+	    memcmp(x->alt_id, y->alt_id, x->n_alt * sizeof(uint32_t)) ||
+	    memcmp(x->alt_lp, y->alt_lp, x->n_alt * sizeof(double)))
+		fail_msg("%s: sample %d's alternatives differ", what, x->index);
+}
+
+/* top_logprobs: asking for alternatives changes no byte and no
+ * log-probability; each token has 1..K of them, distinct, never rising,
+ * the drawn token among them with its own value whenever it ranks above
+ * the last; and sample i's list is the same bits for any N, mode, thread
+ * count (2 threads draw ahead on the pool) and batch width, with the
+ * logits shaped (penalties, logit_bias) and with top-k. */
+static void test_top_logprobs(void **state)
+{
+	static const int ns[] = {8, 3, 5};
+	sc_engine_params ep = SC_ENGINE_DEFAULTS;
+	sc_params p = params(8, SC_BATCHED), q;
+	sc_result a, b, r;
+
+	(void)state;
+	p.logprobs = 1;
+	for (int variant = 0; variant < 2; variant++) {
+		if (variant) {
+			p.sp.top_k = 40;
+			p.presence_penalty = 0.5f;
+			p.frequency_penalty = 0.3f;
+			assert_int_equal(sc_params_parse(SC_S_LOGIT_BIAS,
+							 "5:2,40:-1", &p), 0);
+		}
+		q = p;
+		q.top_logprobs = 5;
+		ep = (sc_engine_params)SC_ENGINE_DEFAULTS;
+		run(&ep, &p, &a);
+		run(&ep, &q, &b);
+		assert_same_samples(&a, &b, 0, "with top_logprobs");
+		for (int i = 0; i < b.n; i++) {
+			const sc_sample *x = &b.samples[i];
+			size_t at = 0;
+
+			assert_null(a.samples[i].alt_n);
+			assert_int_equal(x->n_token_lp,
+					 a.samples[i].n_token_lp);
+			assert_memory_equal(x->token_lp, a.samples[i].token_lp,
+					    (size_t)x->n_token_lp *
+						    sizeof(double));
+			for (int k = 0; k < x->n_token_lp; k++) {
+				uint32_t c = x->alt_n[k];
+				int seen = 0;
+
+				assert_true(c >= 1 && c <= 5);
+				for (uint32_t j = 0; j < c; j++) {
+					double v = x->alt_lp[at + j];
+
+					assert_true(v <= 0);
+					if (j)
+						assert_true(v <= x->alt_lp[at + j - 1]);
+					for (uint32_t o = 0; o < j; o++)
+						assert_true(x->alt_id[at + o] !=
+							    x->alt_id[at + j]);
+					seen |= v == x->token_lp[k];
+				}
+				if (x->token_lp[k] > x->alt_lp[at + c - 1])
+					assert_true(seen);
+				at += c;
+			}
+			assert_int_equal(at, x->n_alt);
+		}
+		for (size_t ni = 0; ni < 3; ni++) {
+			char what[64];
+
+			ep = (sc_engine_params)SC_ENGINE_DEFAULTS;
+			ep.n_threads = ni ? 2 : 1;
+			ep.max_batch = ni == 1 ? 2 : 64;
+			q.n = ns[ni];
+			q.mode = ni == 2 ? SC_PAGED : SC_BATCHED;
+			run(&ep, &q, &r);
+			snprintf(what, sizeof(what), "variant %d N=%d threads %d",
+				 variant, q.n, ep.n_threads);
+			assert_same_samples(&r, &b, 0, what);
+			for (int i = 0; i < r.n; i++)
+				assert_same_alts(&r.samples[i], &b.samples[i],
+						 what);
+			sc_run_result_fini(&r);
+		}
+		q.n = 8;
+		q.mode = SC_BATCHED;
+		sc_run_result_fini(&a);
+		sc_run_result_fini(&b);
+	}
+}
+
 /* The settings that shape the logits (logit_bias, presence and
  * frequency penalties over a sample's own tokens) and min-p keep the
  * contract: sample i's bytes are the same for any N, mode, thread count
@@ -789,6 +885,7 @@ int main(void)
 		cmocka_unit_test(test_archs_modes_identical),
 		cmocka_unit_test(test_stop_strings),
 		cmocka_unit_test(test_token_logprobs),
+		cmocka_unit_test(test_top_logprobs),
 		cmocka_unit_test(test_shaping),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_roots_and_subsets),

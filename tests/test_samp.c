@@ -745,10 +745,173 @@ static void logprob(void **state)
 	free(l);
 }
 
+/* The alternatives samp.h promises, from its words: the candidates of
+ * step 2 (the top_k first in rank order, else every token), their
+ * integer weights after the temperature softmax, those of non-zero
+ * weight by weight descending then id ascending, the first k, each
+ * ln(q / Z). */
+static int alt_ref(const float *l, int n, const samp_params *p, int k,
+		   samp_alt *out)
+{
+	int *ord = malloc((size_t)n * sizeof(int));
+	float *y = malloc((size_t)n * sizeof(float));
+	uint64_t (*qi)[2] = malloc((size_t)n * sizeof(*qi)), z = 0;
+	int kk = p->top_k > 0 && p->top_k < n ? p->top_k : n, m = 0;
+
+	for (int i = 0; i < n; i++)
+		ord[i] = i;
+	qsort_r(ord, (size_t)n, sizeof(int), cmp_rank, (void *)l);
+	for (int j = 0; j < kk; j++) /* list order: rank, or ids */
+		y[j] = (l[kk < n ? ord[j] : j] - l[ord[0]]) / p->temperature;
+	kern_softmax(y, kk);
+	for (int j = 0; j < kk; j++) {
+		uint64_t q = (uint64_t)(y[j] * 0x1.0p40f);
+
+		z += q;
+		if (q) {
+			qi[m][0] = q;
+			qi[m++][1] = (uint64_t)(kk < n ? ord[j] : j);
+		}
+	}
+	/* weight descending, id ascending: a bubble pass is enough here */
+	for (int a = 0; a < m; a++)
+		for (int b = m - 1; b > a; b--)
+			if (qi[b][0] > qi[b - 1][0] ||
+			    (qi[b][0] == qi[b - 1][0] && qi[b][1] < qi[b - 1][1])) {
+				uint64_t t0 = qi[b][0], t1 = qi[b][1];
+
+				qi[b][0] = qi[b - 1][0];
+				qi[b][1] = qi[b - 1][1];
+				qi[b - 1][0] = t0;
+				qi[b - 1][1] = t1;
+			}
+	m = m < k ? m : k;
+	for (int j = 0; j < m; j++)
+		out[j] = (samp_alt){(int32_t)qi[j][1],
+				    samp_logprob_of(qi[j][0], z)};
+	free(ord);
+	free(y);
+	free(qi);
+	return m;
+}
+
+static void alternatives(void **state)
+{
+	enum { V = 600 };
+	static const samp_params ps[] = {
+		{1.0f, 0, 1.0f, 0.0f}, {0.7f, 40, 1.0f, 0.0f},
+		{0.7f, 0, 0.9f, 0.0f}, {0.8f, 100, 0.95f, 0.05f},
+		{1.3f, 5, 1.0f, 0.0f}, {0.9f, 0, 1.0f, 0.3f},
+	};
+	static const int ks[] = {1, 5, 20};
+	float *l = malloc(V * sizeof(float));
+	int saved = kern_isa();
+	samp *s;
+
+	(void)state;
+	assert_int_equal(samp_new(V, &s), QERR_OK);
+	for (int data = 0; data < 3; data++) {
+		if (data == 0)
+			fill_logits(l, V, 21, 12.0f);
+		for (int i = 0; data == 1 && i < V; i++)
+			l[i] = (float)(i % 7) / 2.0f; /* many equal weights */
+		for (int i = 0; data == 2 && i < V; i++)
+			l[i] = i == 17 || i == 400 ? 0.0f : -80.0f; /* two */
+		for (size_t c = 0; c < N_OF(ps); c++) {
+			for (size_t kx = 0; kx < N_OF(ks); kx++) {
+				samp_alt want[20], got[20];
+				samp_rng r1, r2;
+				int n_want, n_got, a, b, k = ks[kx];
+				double lp1, lp2;
+
+				n_want = alt_ref(l, V, &ps[c], k, want);
+				samp_rng_seed(&r1, 6, (uint64_t)c);
+				samp_rng_seed(&r2, 6, (uint64_t)c);
+				assert_int_equal(samp_sample_lp(s, &ps[c], l, &r1,
+								&a, &lp1), 0);
+				assert_int_equal(samp_sample_top(s, &ps[c], l,
+								 &r2, &b, &lp2,
+								 got, k, &n_got),
+						 0);
+				/* the same draw, the same RNG after it */
+				assert_int_equal(a, b);
+				assert_memory_equal(&lp1, &lp2, sizeof(lp1));
+				assert_memory_equal(&r1, &r2, sizeof(r1));
+				if (n_got != n_want)
+					fail_msg("data %d params %zu k %d: %d "
+						 "alternatives, reference %d",
+						 data, c, k, n_got, n_want);
+				for (int j = 0; j < n_got; j++) {
+					assert_int_equal(got[j].id, want[j].id);
+					assert_memory_equal(&got[j].logprob,
+							    &want[j].logprob,
+							    sizeof(double));
+					if (got[j].id == b)
+						assert_memory_equal(
+							&got[j].logprob, &lp2,
+							sizeof(double));
+				}
+				if (data == 2)
+					assert_int_equal(n_got, k < 2 ? 1 : 2);
+				/* the same list on every ISA */
+				for (int isa = KERN_ISA_SCALAR;
+				     isa <= KERN_ISA_LAST; isa++) {
+					samp_alt again[20];
+					int n_again;
+
+					if (kern_set_isa(isa) != QERR_OK)
+						continue;
+					samp_rng_seed(&r2, 6, (uint64_t)c);
+					assert_int_equal(samp_sample_top(
+						s, &ps[c], l, &r2, &b, &lp2,
+						again, k, &n_again), 0);
+					assert_int_equal(n_again, n_got);
+					for (int j = 0; j < n_got; j++) {
+						assert_int_equal(again[j].id,
+								 got[j].id);
+						assert_memory_equal(
+							&again[j].logprob,
+							&got[j].logprob,
+							sizeof(double));
+					}
+				}
+				kern_set_isa(saved);
+			}
+		}
+	}
+	{
+		/* greedy and top-k 1: the drawn token alone, 0 */
+		samp_params g[] = {{0.0f, 0, 1.0f, 0.0f},
+				   {0.7f, 1, 1.0f, 0.0f}};
+		samp_alt got[3];
+		samp_rng r;
+		int b, n_got;
+		double lp;
+
+		fill_logits(l, V, 5, 4.0f);
+		for (int i = 0; i < 2; i++) {
+			samp_rng_seed(&r, 1, 0);
+			assert_int_equal(samp_sample_top(s, &g[i], l, &r, &b,
+							 &lp, got, 3, &n_got),
+					 0);
+			assert_int_equal(n_got, 1);
+			assert_int_equal(got[0].id, b);
+			assert_true(got[0].logprob == 0.0 && lp == 0.0);
+		}
+		/* k out of range; alt missing */
+		assert_int_equal(samp_sample_top(s, &ps[0], l, &r, &b, &lp,
+						 got, SAMP_ALT_MAX + 1, &n_got),
+				 QERR_RANGE);
+		assert_int_equal(samp_sample_top(s, &ps[0], l, &r, &b, &lp,
+						 NULL, 3, &n_got), QERR_ARG);
+	}
+	samp_free(&s);
+	free(l);
+}
 
 int main(void)
 {
-	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) + 9];
+	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) + 10];
 	size_t n = 0;
 
 	for (size_t i = 0; i < N_OF(pcases); i++)
@@ -773,5 +936,6 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(golden);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(logprob);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(min_p_exact);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(alternatives);
 	return _cmocka_run_group_tests("samp", t, n, NULL, NULL);
 }

@@ -25,6 +25,7 @@
  *   kv_dtype_mismatch   a worker of another KV dtype is refused, naming
  *                       both dtypes
  *   worker_validation   results out of a job's bounds are dropped
+ *   alts_validation     a worker's alternatives (top_logprobs) checked
  *   fairness            the queue is work conserving; when full, a
  *                       newcomer displaces the biggest holder's newest
  *                       queued request; cheap checks before tokenizing,
@@ -66,6 +67,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+
+#include <math.h>
 
 #include "infer/kv.h"
 #include "sc/pfx.h"
@@ -280,6 +283,8 @@ static const char *ask_obo;
 static const char *ask_peer = "";
 /* ... and SamplingParams.answer (NULL: none) */
 static const char *ask_answer;
+/* ... and top_logprobs (with logprobs; 0: neither) */
+static uint32_t ask_top;
 
 /* An Ask from client connection cid with CURVE key user ("" none);
  * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
@@ -302,6 +307,11 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	/* all N samples (the cases count them; the default rule is exact) */
 	p.stop = "none";
 	p.answer = (char *)ask_answer;
+	if (ask_top) {
+		p.has_logprobs = p.has_top_logprobs = 1;
+		p.logprobs = 1;
+		p.top_logprobs = ask_top;
+	}
 	for (size_t i = 0; i < n_strs && i < 8; i++) {
 		bin[i].data = (uint8_t *)strs[i];
 		bin[i].len = strlen(strs[i]);
@@ -1217,6 +1227,128 @@ static void worker_validation(void **state)
 	free_sched(&s);
 }
 
+/* A worker's alternatives (top_logprobs) are checked before a client
+ * sees them: a count over K or not one per token, values over 0, NaN or
+ * rising, a duplicate id or one past the vocabulary, a piece that is not
+ * the token's bytes — each result dropped; a good one reaches the client
+ * as it was sent. */
+static void alts_validation(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	Quorum__CoordMsg *m, *d = NULL;
+	size_t l0, l1;
+	const char *p0 = tok_piece(vocab, 40, 1, &l0),
+		   *p1 = tok_piece(vocab, 41, 1, &l1);
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	ask_top = 2;
+	c_ask(s, "c1", 1, &o);
+	ask_top = 0;
+	while ((m = w_next("A"))) {
+		if (m->body_case == QUORUM__COORD_MSG__BODY_PREFILL) {
+			fw_prefill(s, &a, m->prefill);
+			quorum__coord_msg__free_unpacked(m, NULL);
+		} else if (m->body_case == QUORUM__COORD_MSG__BODY_DECODE) {
+			d = m;
+		} else {
+			quorum__coord_msg__free_unpacked(m, NULL);
+		}
+	}
+	assert_non_null(d);
+	assert_true(d->decode->params->has_top_logprobs &&
+		    d->decode->params->top_logprobs == 2);
+	{
+		Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
+		Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+		Quorum__Sample x = QUORUM__SAMPLE__INIT;
+		Quorum__ClientReply *rep;
+		double lp[1] = {-0.5}, alp[3] = {-0.5, -1.5, -2};
+		uint32_t off[1] = {0}, cnt[2] = {2, 0}, ids[3] = {40, 41, 42};
+		ProtobufCBinaryData pc[3] = {{l0, (uint8_t *)p0},
+					     {l1, (uint8_t *)p1},
+					     {l1, (uint8_t *)p1}};
+		static const struct {
+			const char *what;
+			uint32_t cnt0;
+			double lp1;
+			uint32_t id1;
+			size_t n_counts;
+			int piece1; /* the second piece is token 40's */
+		} bad[] = {
+			{"count over K", 3, -1.5, 41, 1, 0},
+			{"no count per token", 2, -1.5, 41, 2, 0},
+			{"a value over 0", 2, 0.5, 41, 1, 0},
+			{"NaN", 2, NAN, 41, 1, 0},
+			{"rising", 2, -0.25, 41, 1, 0},
+			{"-inf", 2, -INFINITY, 41, 1, 0},
+			{"duplicate id", 2, -1.5, 40, 1, 0},
+			{"past the vocabulary", 2, -1.5, 1u << 30, 1, 0},
+			{"not its bytes", 2, -1.5, 41, 1, 1},
+		};
+
+		r.request_id = d->decode->request_id;
+		r.attempt = d->decode->attempt;
+		r.sample = &x;
+		x.finish = "stop";
+		x.text.data = (uint8_t *)"ok";
+		x.text.len = 2;
+		x.tokens = 1;
+		x.n_token_logprobs = x.n_token_offsets = 1;
+		x.token_logprobs = lp;
+		x.token_offsets = off;
+		x.alt_counts = cnt;
+		x.alt_tokens = ids;
+		x.alt_logprobs = alp;
+		x.alt_pieces = pc;
+		sm.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+		sm.sample = &r;
+		for (size_t k = 0; k < sizeof(bad) / sizeof(*bad); k++) {
+			cnt[0] = bad[k].cnt0;
+			alp[1] = bad[k].lp1;
+			ids[1] = bad[k].id1;
+			x.n_alt_counts = bad[k].n_counts;
+			x.n_alt_tokens = x.n_alt_logprobs = x.n_alt_pieces =
+				bad[k].cnt0;
+			pc[1] = bad[k].piece1 ? pc[0]
+					      : (ProtobufCBinaryData){
+							l1, (uint8_t *)p1};
+			fw_send(s, &a, &sm);
+			if (c_next("c1"))
+				fail_msg("%s: taken", bad[k].what);
+		}
+		cnt[0] = 2;
+		alp[1] = -1.5;
+		ids[1] = 41;
+		pc[1] = (ProtobufCBinaryData){l1, (uint8_t *)p1};
+		x.n_alt_counts = 1;
+		x.n_alt_tokens = x.n_alt_logprobs = x.n_alt_pieces = 2;
+		fw_send(s, &a, &sm);
+		/* the job's end (its sample 0 again is a duplicate) */
+		fw_decode(s, &a, d->decode, NULL);
+		rep = c_next("c1");
+		assert_non_null(rep);
+		assert_int_equal(rep->status, QUORUM__STATUS__STATUS_OK);
+		assert_int_equal(rep->answer->n_samples, 1);
+		{
+			const Quorum__Sample *y = rep->answer->samples[0];
+
+			assert_int_equal(y->n_alt_counts, 1);
+			assert_int_equal(y->alt_counts[0], 2);
+			assert_int_equal(y->n_alt_tokens, 2);
+			assert_int_equal(y->alt_tokens[1], 41);
+			assert_true(y->alt_logprobs[1] == -1.5);
+			assert_int_equal(y->alt_pieces[1].len, l1);
+		}
+		quorum__client_reply__free_unpacked(rep, NULL);
+	}
+	quorum__coord_msg__free_unpacked(d, NULL);
+	free_sched(&s);
+}
+
 /* A PrefixReady naming a block outside the worker's own pool (past its
  * registered size, or another pool's slot) is refused: the root is
  * released and prefilled again; the request still gets its answer. */
@@ -2020,6 +2152,7 @@ int main(void)
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(shots, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),
+		cmocka_unit_test_setup(alts_validation, case_setup),
 		cmocka_unit_test_setup(bad_blocks, case_setup),
 		cmocka_unit_test_setup(fairness, case_setup),
 		cmocka_unit_test_setup(gateway_users, case_setup),

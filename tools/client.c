@@ -318,24 +318,63 @@ const char *client_status_name(int status)
 	return v ? v->name : "STATUS_UNKNOWN";
 }
 
+/* Token i's alternatives as [{token, logprob}], from alts' entry *at
+ * (advanced past them). */
+static json_t *alts_json(const client_alts *alts, size_t i, size_t *at)
+{
+	json_t *t = json_array();
+	size_t n = alts->n_alt[i];
+
+	for (size_t k = 0; t && k < n && *at < alts->total; k++, (*at)++) {
+		const ProtobufCBinaryData *pc = &alts->piece[*at];
+
+		if (json_array_append_new(t, json_pack(
+			    "{s:o, s:f}", "token",
+			    client_text(pc->data, pc->len), "logprob",
+			    alts->lp[*at]))) {
+			json_decref(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
 json_t *client_logprobs(const char *text, size_t len, const double *lp,
-			const uint32_t *off, size_t n)
+			const uint32_t *off, size_t n,
+			const client_alts *alts)
 {
 	json_t *a = json_array();
+	size_t at = 0;
 
 	for (size_t i = 0; a && i < n; i++) {
 		size_t b = off[i] < len ? off[i] : len;
 		size_t e = i + 1 < n && off[i + 1] < len ? off[i + 1] : len;
+		json_t *x;
 
 		if (e < b)
 			e = b;
-		if (json_array_append_new(a, json_pack(
-			    "{s:o, s:f}", "token", client_text(text + b, e - b),
-			    "logprob", lp[i]))) {
+		x = json_pack("{s:o, s:f}", "token",
+			      client_text(text + b, e - b), "logprob", lp[i]);
+		if (x && alts)
+			json_object_set_new(x, "top_logprobs",
+					    alts_json(alts, i, &at));
+		if (json_array_append_new(a, x)) {
 			json_decref(a);
 			return NULL;
 		}
 	}
+	return a;
+}
+
+const client_alts *client_sample_alts(const Quorum__Sample *x,
+				      client_alts *a)
+{
+	if (!x->n_alt_counts || x->n_alt_counts != x->n_token_logprobs ||
+	    x->n_alt_logprobs != x->n_alt_tokens ||
+	    x->n_alt_pieces != x->n_alt_tokens)
+		return NULL;
+	*a = (client_alts){x->alt_counts, x->alt_logprobs, x->alt_pieces,
+			   x->n_alt_tokens};
 	return a;
 }
 
@@ -533,11 +572,15 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 			json_object_set_new(js, "group_confidence",
 					    json_real(x->group_confidence));
 		if (x->n_token_logprobs &&
-		    x->n_token_logprobs == x->n_token_offsets)
+		    x->n_token_logprobs == x->n_token_offsets) {
+			client_alts cb;
+			const client_alts *ca = client_sample_alts(x, &cb);
+
 			json_object_set_new(js, "logprobs", client_logprobs(
 				(const char *)x->text.data, x->text.len,
 				x->token_logprobs, x->token_offsets,
-				x->n_token_logprobs));
+				x->n_token_logprobs, ca));
+		}
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer", json_string(
 				vote_no_answer_reason(

@@ -104,12 +104,27 @@ json_t *client_text(const void *s, size_t n);
  * that character; n (or more) gives the text's length in code points. */
 size_t client_text_index(const void *s, size_t n, size_t b);
 
+/* A sample's alternatives (top_logprobs) beside its n tokens: token i
+ * has n_alt[i] of them, the next ones of lp and piece (their bytes). */
+typedef struct client_alts {
+	const uint32_t *n_alt;
+	const double *lp;
+	const ProtobufCBinaryData *piece;
+	size_t total;            /* entries of lp and piece */
+} client_alts;
+
 /* A sample's per-token log-probabilities as `[{token, logprob}]`: token
  * is the text from off[i] to the next token's offset (the text's end for
  * the last; "" for an end token or one a stop string cut away), as
- * client_text. n values; text of len bytes. */
+ * client_text. n values; text of len bytes. With alts (NULL: none) each
+ * entry also has `top_logprobs: [{token, logprob}]`; counts that overrun
+ * alts->total end the lists there. */
 json_t *client_logprobs(const char *text, size_t len, const double *lp,
-			const uint32_t *off, size_t n);
+			const uint32_t *off, size_t n,
+			const client_alts *alts);
+/* The alternatives of a Sample (NULL when it has none), into *a. */
+const client_alts *client_sample_alts(const Quorum__Sample *x,
+				      client_alts *a);
 
 /* One entry of the vote as every JSON reply writes it (quorum run, ask,
  * the gateway's "quorum" object): {"answer", "count", "first_index"}

@@ -233,7 +233,7 @@ out:
 }
 
 /* The result as the JSON object of `quorum run --json` (README). */
-static json_t *run_json(const model *m, const char *mpath,
+static json_t *run_json(const model *m, const tok *t, const char *mpath,
 			const prompt_style *ps, const sc_params *p,
 			const sc_result *r)
 {
@@ -268,10 +268,24 @@ static json_t *run_json(const model *m, const char *mpath,
 				    json_real(x->mean_logprob));
 		json_object_set_new(js, "group_confidence",
 				    json_real(x->group_conf));
-		if (x->n_token_lp)
+		if (x->n_token_lp) {
+			ProtobufCBinaryData *pc = x->n_alt
+				? calloc(x->n_alt, sizeof(*pc)) : NULL;
+			client_alts ca = {x->alt_n, x->alt_lp, pc,
+					  pc ? x->n_alt : 0};
+
+			/* each alternative's bytes (an end token's text) */
+			for (size_t k = 0; pc && k < x->n_alt; k++) {
+				int32_t id = (int32_t)x->alt_id[k];
+				const char *b = tok_piece(t, id, 1, &pc[k].len);
+
+				pc[k].data = (uint8_t *)(b ? b : "");
+			}
 			json_object_set_new(js, "logprobs", client_logprobs(
 				x->text, x->len, x->token_lp, x->token_off,
-				(size_t)x->n_token_lp));
+				(size_t)x->n_token_lp, x->alt_n ? &ca : NULL));
+			free(pc);
+		}
 		json_array_append_new(smp, js);
 	}
 	json_object_set_new(o, "answer",
@@ -317,11 +331,11 @@ static json_t *run_json(const model *m, const char *mpath,
 	return o;
 }
 
-static void print_json(const model *m, const char *mpath,
+static void print_json(const model *m, const tok *t, const char *mpath,
 		       const prompt_style *ps, const sc_params *p,
 		       const sc_result *r)
 {
-	json_t *o = run_json(m, mpath, ps, p, r);
+	json_t *o = run_json(m, t, mpath, ps, p, r);
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
 	if (s)
@@ -352,6 +366,7 @@ typedef struct {
 
 typedef struct {
 	const model *m;
+	const tok *t;
 	const char *mpath;
 	const prompt_style *ps;
 	const sc_params *p;
@@ -410,7 +425,7 @@ static int on_file_result(void *ctx, int q, int rc, const char *err,
 		sc_run_result_fini(r);
 		return 0;
 	}
-	o = run_json(fr->m, fr->mpath, fr->ps, &x->p, r);
+	o = run_json(fr->m, fr->t, fr->mpath, fr->ps, &x->p, r);
 	json_object_set_new(out, "line", json_integer(x->it->line));
 	if ((id = json_object_get(x->it->obj, "id")))
 		json_object_set(out, "id", id);
@@ -447,7 +462,7 @@ static int run_file(const model *m, const tok *t, const char *mpath,
 		    sc_engine *e, const sc_params *p, int max_live,
 		    int prefill_tokens)
 {
-	file_run fr = {m, mpath, ps, p, NULL, NULL, 0, 0, 0, 0};
+	file_run fr = {m, t, mpath, ps, p, NULL, NULL, 0, 0, 0, 0};
 	qset_item *items = NULL;
 	size_t n = 0, n_bad = 0;
 	sc_question *qs = NULL;
@@ -762,7 +777,7 @@ int cmd_run(int argc, char **argv)
 				       : "named none (the vote stands)",
 		       usc.tokens, usc.reply);
 	if (json)
-		print_json(m, mpath, &ps, &p, &r);
+		print_json(m, t, mpath, &ps, &p, &r);
 	else
 		print_text(m, &ps, &p, &r);
 	rc = 0;

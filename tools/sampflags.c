@@ -148,6 +148,10 @@ static const struct {
 			       "1..64 bytes)"},
 	[SC_S_LOGPROBS] = {"logprobs", NULL, "every token's log-probability "
 			   "(--json: samples[].logprobs)"},
+	[SC_S_TOP_LOGPROBS] = {"top-logprobs", "K", "with each token's "
+			       "log-probability its K most likely "
+			       "alternatives, 0..20 (--json: "
+			       "logprobs[].top_logprobs; implies --logprobs)"},
 	[SC_S_MODE] = {"mode", "M", "reset | paged | batched"},
 	[SC_S_CONF_WINDOW] = {"conf-window", "W", "tokens per "
 			      "group-confidence window"},
@@ -191,7 +195,7 @@ static const int order[SC_S_COUNT_] = {
 	SC_S_MAX_NEW_TOKENS, SC_S_MODE, SC_S_ANSWER, SC_S_GRAMMAR, SC_S_STOP,
 	SC_S_VOTE,
 	SC_S_STOP_WAVES, SC_S_CONF_WINDOW, SC_S_CONF_FILTER, SC_S_IGNORE_EOS,
-	SC_S_STOP_STRINGS, SC_S_LOGPROBS,
+	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_TOP_LOGPROBS,
 };
 
 void sampflags_init(sampflags *f, const char *cmd, unsigned take)
@@ -245,6 +249,11 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)
 		f->stop_arg = arg;
+	/* alternatives come with the tokens' own log-probabilities */
+	if (id == SC_S_TOP_LOGPROBS && f->p.top_logprobs) {
+		f->p.logprobs = 1;
+		f->given |= SC_BIT(SC_S_LOGPROBS);
+	}
 	f->given |= SC_BIT(id);
 	return 0;
 }

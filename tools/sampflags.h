@@ -37,7 +37,8 @@
 		SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_STOP_WAVES) | \
 		SC_BIT(SC_S_ANSWER) | SC_BIT(SC_S_GRAMMAR) | \
 		SC_BIT(SC_S_MIN_P) | SC_BIT(SC_S_PRESENCE_PENALTY) | \
-		SC_BIT(SC_S_FREQUENCY_PENALTY) | SC_BIT(SC_S_LOGIT_BIAS))
+		SC_BIT(SC_S_FREQUENCY_PENALTY) | SC_BIT(SC_S_LOGIT_BIAS) | \
+		SC_BIT(SC_S_TOP_LOGPROBS))
 /* a cluster: no engine settings (mode, confidence windows; the waves are
  * the cluster's sampling.stop_waves) */
 #define SF_ASK (SF_RUN & ~(SC_BIT(SC_S_MODE) | SC_BIT(SC_S_CONF_WINDOW) | \
@@ -46,7 +47,8 @@
 /* -n is a list there (each count checked as n) */
 #define SF_EVALSET (SF_RUN & ~(SC_BIT(SC_S_N) | SC_BIT(SC_S_MODE) | \
 			       SC_BIT(SC_S_STOP_STRINGS) | \
-			       SC_BIT(SC_S_LOGPROBS)))
+			       SC_BIT(SC_S_LOGPROBS) | \
+			       SC_BIT(SC_S_TOP_LOGPROBS)))
 
 typedef struct sampflags {
 	const char *cmd;       /* "run": the messages' "quorum run: " */

@@ -19,6 +19,7 @@ static int on_sample(void *ctx, const sc_sample *s)
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
 	Quorum__Sample x = QUORUM__SAMPLE__INIT;
+	ProtobufCBinaryData *pieces = NULL;
 
 	x.index = (uint32_t)s->index;
 	if (s->has_answer) {
@@ -37,6 +38,25 @@ static int on_sample(void *ctx, const sc_sample *s)
 	x.n_token_logprobs = x.n_token_offsets = (size_t)s->n_token_lp;
 	x.token_logprobs = s->token_lp;
 	x.token_offsets = s->token_off;
+	if (s->alt_n) {
+		/* the alternatives, each with its bytes (an end token's
+		 * text too) pointing into the tokenizer */
+		if (s->n_alt && !(pieces = calloc(s->n_alt, sizeof(*pieces))))
+			return qerr_fail(QERR_NOMEM, "out of memory for the "
+					 "alternatives");
+		for (size_t i = 0; i < s->n_alt; i++) {
+			const char *pc = tok_piece(w->t, (int32_t)s->alt_id[i],
+						   1, &pieces[i].len);
+
+			pieces[i].data = (uint8_t *)(pc ? pc : "");
+		}
+		x.n_alt_counts = (size_t)s->n_token_lp;
+		x.alt_counts = s->alt_n;
+		x.n_alt_tokens = x.n_alt_logprobs = x.n_alt_pieces = s->n_alt;
+		x.alt_tokens = s->alt_id;
+		x.alt_logprobs = s->alt_lp;
+		x.alt_pieces = pieces;
+	}
 	r.request_id = j->rid;
 	r.attempt = j->attempt;
 	r.sample = &x;
@@ -46,6 +66,7 @@ static int on_sample(void *ctx, const sc_sample *s)
 	m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
 	m.sample = &r;
 	wk_send_msg(w, &m);
+	free(pieces);
 	j->left--;
 	if (w->busy)
 		w->busy--;

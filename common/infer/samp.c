@@ -1,7 +1,9 @@
 /*
  * samp — the token sampler (see samp.h for the reproducibility contract):
  * the seeded per-sample RNG, and one draw over a vocabulary — greedy, or
- * temperature softmax with top-k and top-p cut in exact integer masses.
+ * temperature softmax with top-k and top-p cut in exact integer masses —
+ * with the drawn token's log-probability and, when asked, the most likely
+ * alternatives.
  * Owns nothing beyond the caller's scratch; callers: sc/ (one draw per
  * sample per round), tests.
  */
@@ -30,11 +32,18 @@ struct cand {
 	int id;  /* token id */
 };
 
+/* An alternative being chosen: its integer weight and token id. */
+struct topq {
+	uint64_t q;
+	int id;
+};
+
 struct samp {
 	int n;          /* vocabulary size */
 	struct cand *c; /* (n) candidates: heap / rank-sorted / one bucket */
 	float *w;       /* (n) scaled logits, then softmax, by list position */
 	uint8_t *bk;    /* (n) top-p bucket of each token id */
+	struct topq tq[SAMP_ALT_MAX]; /* the best alternatives so far */
 };
 
 /* ---- RNG ---------------------------------------------------------------- */
@@ -515,14 +524,68 @@ double samp_logprob_of(uint64_t q, uint64_t z)
 	return q && z ? ln_u64(q) - ln_u64(z) : 0.0;
 }
 
-int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
-		   samp_rng *rng, int *token, double *logprob)
+/* ---- alternatives ------------------------------------------------------- */
+
+/* (qa, ida) comes before (qb, idb): weight descending, then id ascending */
+static inline int topq_before(uint64_t qa, int ida, struct topq b)
+{
+	return qa > b.q || (qa == b.q && ida < b.id);
+}
+
+/* Offers token id of weight q to the best k kept in t[0, *n) (sorted). */
+static inline void topq_offer(struct topq *t, int *n, int k, uint64_t q,
+			      int id)
+{
+	int i;
+
+	if (!q || (*n == k && !topq_before(q, id, t[k - 1])))
+		return;
+	i = *n < k ? (*n)++ : k - 1;
+	while (i > 0 && topq_before(q, id, t[i - 1])) {
+		t[i] = t[i - 1];
+		i--;
+	}
+	t[i] = (struct topq){q, id};
+}
+
+/* The k best candidates of the draw just made (path: the top-k list
+ * c[0, kk) with weights w by position, or the whole vocabulary with w by
+ * id) into alt, each ln(q / z). */
+static int alternatives(samp *s, int top_k_path, int kk, uint64_t z,
+			samp_alt *alt, int k)
+{
+	struct topq *t = s->tq;
+	int n = 0;
+
+	if (top_k_path) {
+		for (int j = 0; j < kk; j++)
+			topq_offer(t, &n, k, qweight(s->w[j]), s->c[j].id);
+	} else {
+		for (int i = 0; i < s->n; i++) {
+			uint64_t q = qweight(s->w[i]);
+
+			/* ids grow: an equal weight ranks after the last */
+			if (n < k || q > t[k - 1].q)
+				topq_offer(t, &n, k, q, i);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		alt[i] = (samp_alt){t[i].id, samp_logprob_of(t[i].q, z)};
+	return n;
+}
+
+int samp_sample_top(samp *s, const samp_params *p, const float *logits,
+		    samp_rng *rng, int *token, double *logprob,
+		    samp_alt *alt, int k, int *n_alt)
 {
 	uint64_t wq = 1, wz = 1;
-	int rc, am;
+	int rc, am, path = 0; /* 0 a point mass, 1 top-k, 2 full */
 
-	if (!s || !p || !logits || !token)
+	if (!s || !p || !logits || !token || (k && (!alt || !n_alt)))
 		return qerr_fail(QERR_ARG, "samp_sample: NULL argument");
+	if (k < 0 || k > SAMP_ALT_MAX)
+		return qerr_fail(QERR_RANGE, "samp: %d alternatives asked "
+				 "(0..%d)", k, SAMP_ALT_MAX);
 	rc = samp_params_check(p);
 	if (rc)
 		return rc;
@@ -538,12 +601,29 @@ int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
 		*token = am;
 	} else if (p->top_k > 0 && p->top_k < s->n) {
 		*token = sample_top_k(s, p, logits, rng, &wq, &wz);
+		path = 1;
 	} else {
 		*token = sample_full(s, p, logits, logits[am], rng, &wq, &wz);
+		path = 2;
 	}
 	if (logprob)
 		*logprob = samp_logprob_of(wq, wz);
+	if (!k)
+		return QERR_OK;
+	if (!path) {
+		alt[0] = (samp_alt){am, 0.0};
+		*n_alt = 1;
+	} else {
+		*n_alt = alternatives(s, path == 1, p->top_k, wz, alt, k);
+	}
 	return QERR_OK;
+}
+
+int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
+		   samp_rng *rng, int *token, double *logprob)
+{
+	return samp_sample_top(s, p, logits, rng, token, logprob, NULL, 0,
+			       NULL);
 }
 
 int samp_sample(samp *s, const samp_params *p, const float *logits,

@@ -73,7 +73,9 @@
  * masses) finds the bucket holding the cut, a weighted quickselect finds
  * the cut inside it, and the draw walks the vocabulary in id order testing
  * "ranks at or before the cut". The result never depends on the bucketing.
- * Scratch: 13 bytes per token, allocated once by samp_new().
+ * Alternatives (samp_sample_top, k > 0) add one pass over the candidates'
+ * weights keeping the best k. Scratch: 13 bytes per token, allocated once
+ * by samp_new().
  *
  * Logits must be finite or -INFINITY (masked tokens); NaN or +INFINITY, or
  * all logits -INFINITY, is QERR_RANGE.
@@ -140,6 +142,32 @@ int samp_sample(samp *s, const samp_params *p, const float *logits,
  */
 int samp_sample_lp(samp *s, const samp_params *p, const float *logits,
 		   samp_rng *rng, int *token, double *logprob);
+
+/*
+ * ALTERNATIVES (OpenAI's top_logprobs). samp_sample_top draws exactly as
+ * samp_sample_lp (the same token, log-probability and RNG use) and also
+ * gives the k most likely tokens of the distribution that log-probability
+ * is taken from — step 2's candidates (the top-k kept, else the whole
+ * vocabulary), before top-p and min-p cut them — with their
+ * log-probabilities, computed as the drawn token's (samp_logprob_of of
+ * the integer weights), so the drawn token, when among them, carries the
+ * very bits of *logprob. Only tokens of non-zero weight are listed;
+ * ORDER: weight descending, ties to the lower token id (a total order on
+ * exact integers: the same list on every ISA and thread). Greedy and
+ * top-k 1 give the drawn token alone with 0 (a point mass). alt holds k
+ * entries, 0 <= k <= SAMP_ALT_MAX; *n_alt gets how many were written
+ * (fewer than k when fewer tokens have weight). k = 0 costs nothing.
+ */
+#define SAMP_ALT_MAX 64
+
+typedef struct samp_alt {
+	int32_t id;
+	double logprob;
+} samp_alt;
+
+int samp_sample_top(samp *s, const samp_params *p, const float *logits,
+		    samp_rng *rng, int *token, double *logprob,
+		    samp_alt *alt, int k, int *n_alt);
 /* ln(q / z) as above for integer weights 0 < q <= z (0 if either is 0). */
 double samp_logprob_of(uint64_t q, uint64_t z);
 

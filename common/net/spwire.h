@@ -39,7 +39,8 @@ unsigned spwire_fields(void);
 		    SC_BIT(SC_S_LOGPROBS) | SC_BIT(SC_S_ANSWER) | \
 		    SC_BIT(SC_S_GRAMMAR) | SC_BIT(SC_S_MIN_P) | \
 		    SC_BIT(SC_S_PRESENCE_PENALTY) | \
-		    SC_BIT(SC_S_FREQUENCY_PENALTY) | SC_BIT(SC_S_LOGIT_BIAS))
+		    SC_BIT(SC_S_FREQUENCY_PENALTY) | SC_BIT(SC_S_LOGIT_BIAS) | \
+		    SC_BIT(SC_S_TOP_LOGPROBS))
 
 /* Storage an encoded message points into (its strings); lives as long as
  * the message. */

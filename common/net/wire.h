@@ -51,6 +51,11 @@
 #define WIRE_TOKEN_BYTES_MAX 256u
 #define WIRE_SAMPLE_TEXT_MAX(max_new) \
 	((size_t)(max_new) * WIRE_TOKEN_BYTES_MAX + 1024)
+/* At most the bytes, its token's bytes aside, of one alternative on the
+ * wire (Sample.alt_*: the id's varint, <= 4 bytes for ids < 2^24, the
+ * double, the piece's tag and length) and of one token's own log-
+ * probability, offset and count (the double, two varints). */
+#define WIRE_ALT_BYTES 20u
 
 /* A root copied across hosts travels in chunks (quorum.proto ExportRoot).
  * The K/V bytes of a RootData leave room in limits.max_message_bytes for

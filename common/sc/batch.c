@@ -212,6 +212,7 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 		kv_seq_free(b->e->pool, &j->fs[i].seq);
 		free(j->fs[i].ring);
 		free(j->fs[i].seen);
+		free(j->fs[i].alt);
 	}
 	if (j->own_out)
 		for (int i = 0; i < j->n; i++)
@@ -376,6 +377,9 @@ static int start_fork(sc_batch *b, sc_job *j)
 		b->cap_act = nc;
 	}
 	if (!(f->ring = malloc((size_t)j->w * sizeof(int64_t))))
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	if (j->p.logprobs && j->p.top_logprobs > 0 &&
+	    !(f->alt = malloc((size_t)j->p.top_logprobs * sizeof(*f->alt))))
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	f->win_min = INT64_MAX;
 	f->job = j;

@@ -4,7 +4,8 @@
  *
  * Owns: a fork's step (sc_fork_step: end-of-generation masking, the
  * logits shaped by logit_bias and the penalties of its own tokens, the
- * draw, the text, per-token log-probabilities, the stop-string cut, the
+ * draw, the text, per-token log-probabilities and their alternatives
+ * (top_logprobs), the stop-string cut, the
  * settled length), its confidence (the sums DeepConf's group confidence
  * and the vote weight come from), its end (answer extraction), the online
  * confidence filter (the warm-up's threshold and the cut), and sc_run's
@@ -63,9 +64,35 @@ static int append_text(fork_state *f, const char *piece, size_t n)
 	return 0;
 }
 
-/* Records a drawn token's log-probability (rounded as conf_add sums it)
- * and where its piece will start in the text. */
-static int token_lp_add(sc_sample *s, double lp)
+/* A log-probability as the sample reports it: rounded toward 0 to a
+ * multiple of 2^-32, as conf_add sums it. */
+static double lp_round(double lp)
+{
+	return (double)(int64_t)(lp * 0x1p32) / 0x1p32;
+}
+
+/* Grows *a (cap elements of size sz) to hold need; 0 or -1. */
+static int grow(void *a, size_t sz, size_t *cap, size_t need)
+{
+	size_t nc = *cap ? *cap : 16;
+	void *na;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need)
+		nc *= 2;
+	if (!(na = realloc(*(void **)a, nc * sz)))
+		return -1;
+	*(void **)a = na;
+	*cap = nc;
+	return 0;
+}
+
+/* Records a drawn token's log-probability (rounded as conf_add sums it),
+ * where its piece will start in the text and, when asked (alt not NULL),
+ * its n_alt alternatives. */
+static int token_lp_add(sc_sample *s, double lp, const samp_alt *alt,
+			int n_alt)
 {
 	int n = s->n_token_lp;
 
@@ -75,18 +102,35 @@ static int token_lp_add(sc_sample *s, double lp)
 		uint32_t *b;
 
 		if (!a)
-			return qerr_fail(QERR_NOMEM, "out of memory for "
-					 "log-probabilities");
+			goto nomem;
 		s->token_lp = a;
 		if (!(b = realloc(s->token_off, cap * sizeof(*b))))
-			return qerr_fail(QERR_NOMEM, "out of memory for "
-					 "log-probabilities");
+			goto nomem;
 		s->token_off = b;
+		if (alt && !(b = realloc(s->alt_n, cap * sizeof(*b))))
+			goto nomem;
+		if (alt)
+			s->alt_n = b;
 	}
-	s->token_lp[n] = (double)(int64_t)(lp * 0x1p32) / 0x1p32;
+	if (alt) {
+		/* both grow alike from cap_alt */
+		size_t c = s->cap_alt, need = s->n_alt + (size_t)n_alt;
+
+		if (grow(&s->alt_id, sizeof(*s->alt_id), &c, need) ||
+		    grow(&s->alt_lp, sizeof(*s->alt_lp), &s->cap_alt, need))
+			goto nomem;
+		for (int i = 0; i < n_alt; i++) {
+			s->alt_id[s->n_alt] = (uint32_t)alt[i].id;
+			s->alt_lp[s->n_alt++] = lp_round(alt[i].logprob);
+		}
+		s->alt_n[n] = (uint32_t)n_alt;
+	}
+	s->token_lp[n] = lp_round(lp);
 	s->token_off[n] = s->len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->len;
 	s->n_token_lp = n + 1;
 	return 0;
+nomem:
+	return qerr_fail(QERR_NOMEM, "out of memory for log-probabilities");
 }
 
 /* After s's text grew by its last added bytes: cuts it before the first
@@ -265,12 +309,14 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 		lg = e->masked;
 	}
 	lg = shape(e, p, f, lg, e->masked);
-	if ((rc = samp_sample_lp(e->sampler, &p->sp, lg, &f->rng, &tokid,
-				 &lp)))
+	if ((rc = samp_sample_top(e->sampler, &p->sp, lg, &f->rng, &tokid,
+				  &lp, f->alt, f->alt ? p->top_logprobs : 0,
+				  &f->n_alt)))
 		return rc;
 drawn:
 	conf_add(f, sc_fork_conf_window(p), lp);
-	if (p->logprobs && (rc = token_lp_add(f->out, lp)))
+	if (p->logprobs &&
+	    (rc = token_lp_add(f->out, lp, f->alt, f->n_alt)))
 		return rc;
 	if (tok_is_eog(e->t, tokid)) {
 		f->out->finish = SC_FINISH_STOP;
@@ -328,8 +374,10 @@ static void draw_task(void *ctx, int t, int n_tasks)
 
 		lg = eos_off(e, p, lg, e->task_masked[t]);
 		lg = shape(e, p, f, lg, e->task_masked[t]);
-		if (samp_sample_lp(e->task_samp[t], &p->sp, lg, &f->rng,
-				   &f->drawn_tok, &f->drawn_lp)) {
+		if (samp_sample_top(e->task_samp[t], &p->sp, lg, &f->rng,
+				    &f->drawn_tok, &f->drawn_lp, f->alt,
+				    f->alt ? p->top_logprobs : 0,
+				    &f->n_alt)) {
 			/* the error is drawn again in sc_fork_step, on the
 			 * caller's thread (its message is thread-local) */
 			f->rng = keep;
@@ -379,10 +427,16 @@ void sc_fork_sample_fini(sc_sample *s)
 	free(s->text);
 	free(s->token_lp);
 	free(s->token_off);
+	free(s->alt_n);
+	free(s->alt_id);
+	free(s->alt_lp);
 	s->text = NULL;
 	s->token_lp = NULL;
 	s->token_off = NULL;
 	s->n_token_lp = 0;
+	s->alt_n = s->alt_id = NULL;
+	s->alt_lp = NULL;
+	s->n_alt = s->cap_alt = 0;
 }
 
 /* ---- the online confidence filter -------------------------------------- */

@@ -56,6 +56,16 @@ typedef struct {
 	double *token_lp;
 	uint32_t *token_off;
 	int n_token_lp;
+	/* With sc_params.top_logprobs = K > 0 as well, per drawn token i <
+	 * n_token_lp: alt_n[i] (0..K) alternatives, the next ones of alt_id
+	 * and alt_lp (n_alt in all): samp_sample_top's list, the most
+	 * likely first, each log-probability rounded as token_lp[i] is (so
+	 * the drawn token among them shows the same value). malloc'ed;
+	 * NULL otherwise. */
+	uint32_t *alt_n;
+	uint32_t *alt_id;
+	double *alt_lp;
+	size_t n_alt, cap_alt;
 } sc_sample;
 
 /* Frees a sample's text and per-token arrays (not the sample). */

@@ -51,6 +51,8 @@ static const sc_setting settings[SC_S_COUNT_] = {
 			     "at most 64 pairs ID:BIAS, comma-separated, "
 			     "each token id in 0..16777215 once and each "
 			     "bias in [-100, 100]"},
+	[SC_S_TOP_LOGPROBS] = {"top_logprobs", SC_K_INT, 0,
+			       SC_TOP_LOGPROBS_MAX, 0, NULL},
 };
 
 _Static_assert(SC_VALUE_TEXT_MAX >= ANSWER_PATTERN_MAX + 8,
@@ -292,6 +294,7 @@ int sc_params_parse(int id, const char *s, sc_params *p)
 	case SC_S_MAX_NEW_TOKENS: p->max_new = (int)iv; return 0;
 	case SC_S_CONF_WINDOW: p->conf_window = (int)iv; return 0;
 	case SC_S_STOP_WAVES: p->stop_waves = (int)iv; return 0;
+	case SC_S_TOP_LOGPROBS: p->top_logprobs = (int)iv; return 0;
 	case SC_S_STOP:
 		if (stop_parse(s, &p->stop))
 			return sc_params_check_fail(id, s);
@@ -404,6 +407,7 @@ void sc_params_value(int id, const sc_params *p, sc_value *v, char *buf,
 	case SC_S_MAX_NEW_TOKENS: v->i = p->max_new; break;
 	case SC_S_IGNORE_EOS: v->i = !!p->ignore_eos; break;
 	case SC_S_LOGPROBS: v->i = !!p->logprobs; break;
+	case SC_S_TOP_LOGPROBS: v->i = p->top_logprobs; break;
 	case SC_S_STOP_STRINGS: v->i = p->stop_strs.n; break;
 	case SC_S_CONF_WINDOW: v->i = p->conf_window; break;
 	case SC_S_STOP_WAVES: v->i = p->stop_waves; break;
@@ -555,7 +559,8 @@ int sc_params_check(const sc_params *p)
 	if (p->conf_window && (rc = sc_params_check_int(SC_S_CONF_WINDOW,
 						 p->conf_window)))
 		return rc;
-	if ((rc = sc_params_check_int(SC_S_STOP_WAVES, p->stop_waves)))
+	if ((rc = sc_params_check_int(SC_S_STOP_WAVES, p->stop_waves)) ||
+	    (rc = sc_params_check_int(SC_S_TOP_LOGPROBS, p->top_logprobs)))
 		return rc;
 	if (p->answer.kind < 0 || p->answer.kind >= ANSWER_KINDS_ ||
 	    (p->answer.kind == ANSWER_REGEX && !p->answer.pattern[0])) {

@@ -74,6 +74,9 @@ typedef struct {
 	float bias[SC_LOGIT_BIAS_MAX];
 } sc_logit_bias;
 
+/* top_logprobs: at most 20 alternatives per token (OpenAI's bound). */
+#define SC_TOP_LOGPROBS_MAX 20
+
 /* presence_penalty and frequency_penalty: in [-2, 2] (OpenAI's range). */
 #define SC_PENALTY_LIM 2.0
 
@@ -102,6 +105,10 @@ typedef struct {
 	sc_stop_strs stop_strs; /* none when n is 0 */
 	int logprobs;         /* record every drawn token's log-probability
 			       * (sc_sample.token_lp) */
+	/* With logprobs: per drawn token also its top_logprobs most likely
+	 * alternatives (samp_sample_top: the distribution its logprob is
+	 * from; sc_sample.alt_*), 0..SC_TOP_LOGPROBS_MAX; 0: none. */
+	int top_logprobs;
 	/* Early stopping in waves (stop.h stop_horizon; batched mode): 0
 	 * keeps stop_min_prefix(stop, n) samples in flight; m >= 1 starts
 	 * only samples below prefix + m x the fewest that could let the
@@ -152,7 +159,7 @@ enum sc_setting_id {
 	SC_S_STOP_STRINGS, SC_S_LOGPROBS, SC_S_MODE, SC_S_CONF_WINDOW,
 	SC_S_CONF_FILTER, SC_S_STOP_WAVES, SC_S_ANSWER, SC_S_GRAMMAR,
 	SC_S_MIN_P, SC_S_PRESENCE_PENALTY, SC_S_FREQUENCY_PENALTY,
-	SC_S_LOGIT_BIAS,
+	SC_S_LOGIT_BIAS, SC_S_TOP_LOGPROBS,
 	SC_S_COUNT_
 };
 

@@ -111,6 +111,10 @@ typedef struct {
 	 * sc_fork_step takes it; drawn_rc its error) */
 	int drawn, drawn_rc, drawn_tok;
 	double drawn_lp;
+	/* with top_logprobs: the alternatives of the last draw, ahead or
+	 * not ((p->top_logprobs) entries; NULL: not asked) */
+	samp_alt *alt;
+	int n_alt;
 	/* with a presence or frequency penalty: the tokens drawn so far
 	 * (end token excluded), kept sorted so each one's count is a run */
 	int32_t *seen;

@@ -185,12 +185,106 @@ async function fieldTable() {
 				  "invalid_request_error", k,
 				  () => chat({ [k]: v }));
 	const refusedComp = { echo: true, best_of: 2, suffix: "end",
-			      logprobs: 3, messages: [], top_logprobs: 1,
+			      logprobs: 6, messages: [], top_logprobs: 1,
 			      frobnicate: 1 };
 	for (const [k, v] of Object.entries(refusedComp))
 		await expectError(OpenAI.BadRequestError, 400,
 				  "invalid_request_error", k,
 				  () => comp({ [k]: v }));
+}
+
+// Inside messages[] (docs/http.md's table): text parts and a name are
+// taken (the same reply as the plain string), each field or part quorum
+// does not do is a 400 naming its place.
+async function messageFields() {
+	const ask = (messages) => client.chat.completions.create({
+		model: "arith", messages, max_tokens: 8, n: 2, seed: 4 });
+	const plain = await ask(user);
+	const parts = await ask([{ role: "user", name: "ann", content: [
+		{ type: "text", text: Q.slice(0, 10) },
+		{ type: "text", text: Q.slice(10) }] }]);
+	assert.deepEqual(parts.choices.map((c) => c.message.content),
+			 plain.choices.map((c) => c.message.content));
+	const call = { id: "c1", type: "function",
+		       function: { name: "f", arguments: "{}" } };
+	const refused = [
+		[[...user, { role: "assistant", content: null,
+			     tool_calls: [call] }], "messages[1].tool_calls"],
+		[[...user, { role: "tool", content: "7", tool_call_id: "c1" }],
+		 "messages[1].tool_call_id"],
+		[[...user, { role: "assistant", refusal: "no" }],
+		 "messages[1].refusal"],
+		[[...user, { role: "assistant", audio: { id: "a1" } }],
+		 "messages[1].audio"],
+		[[...user, { role: "assistant", function_call: {
+			name: "f", arguments: "{}" } }],
+		 "messages[1].function_call"],
+		[[{ role: "user", content: Q, tool_call_id: "c1" }],
+		 "messages[0].tool_call_id"],
+		[[{ role: "user", content: Q, frobnicate: 1 }],
+		 "messages[0].frobnicate"],
+		[[{ role: "user", content: [{ type: "image_url",
+			image_url: { url: "http://x/a.png" } }] }],
+		 "messages[0].content[0]"],
+		[[{ role: "user", content: [{ type: "input_audio",
+			input_audio: { data: "AA==", format: "wav" } }] }],
+		 "messages[0].content[0]"],
+		[[{ role: "user", content: [{ type: "file",
+			file: { file_id: "f1" } }] }], "messages[0].content[0]"],
+		[[{ role: "user", content: [{ type: "text", text: Q,
+					      cache_control: {} }] }],
+		 "messages[0].content[0].cache_control"],
+	];
+	for (const [messages, param] of refused)
+		await expectError(OpenAI.BadRequestError, 400,
+				  "invalid_request_error", param,
+				  () => ask(messages));
+}
+
+// Alternatives in OpenAI's shapes through the SDK: chat top_logprobs 3
+// (each chosen token's three likeliest, token, logprob and bytes) and
+// completions logprobs 2 ({token: logprob} per position); the chosen
+// token's own logprob is the one reported without alternatives.
+async function topLogprobs() {
+	const base = { model: "arith", messages: user, n: 2, seed: 8,
+		       temperature: 1, max_tokens: 12, logprobs: true };
+	const k0 = await client.chat.completions.create(base);
+	const k3 = await client.chat.completions.create({ ...base,
+							  top_logprobs: 3 });
+	for (const [i, c] of k3.choices.entries()) {
+		const content = c.logprobs.content;
+		const plain = k0.choices[i].logprobs.content;
+		assert.equal(content.length, plain.length);
+		assert.ok(content.length > 0);
+		for (const [k, e] of content.entries()) {
+			assert.equal(e.logprob, plain[k].logprob);
+			assert.ok(e.top_logprobs.length >= 1 &&
+				  e.top_logprobs.length <= 3);
+			let prev = 0;
+			for (const a of e.top_logprobs) {
+				assert.equal(typeof a.token, "string");
+				assert.ok(a.logprob <= prev);
+				prev = a.logprob;
+				if (!a.token.includes("\ufffd")) // a whole one
+					assert.deepEqual(a.bytes,
+							 [...Buffer.from(a.token)]);
+			}
+			const last = e.top_logprobs.at(-1).logprob;
+			if (e.logprob > last)
+				assert.ok(e.top_logprobs.some((a) =>
+					a.logprob === e.logprob), e.token);
+		}
+	}
+	const comp = await client.completions.create({
+		model: "arith", prompt: Q, n: 1, seed: 8, temperature: 1,
+		max_tokens: 12, logprobs: 2 });
+	const lp = comp.choices[0].logprobs;
+	assert.equal(lp.top_logprobs.length, lp.tokens.length);
+	for (const t of lp.top_logprobs) {
+		const v = Object.values(t);
+		assert.ok(v.length >= 1 && v.length <= 2);
+		assert.ok(v.every((x) => x <= 0));
+	}
 }
 
 // Structured output on the shipped model: every choice ends, parses and
@@ -232,8 +326,8 @@ async function rateLimited() {
 }
 
 const cases = { models, chatOneChoice, chatN4, streamLoop, streamUsage,
-		errors, samplingSettings, fieldTable, jsonSchema,
-		rateLimited };
+		errors, samplingSettings, fieldTable, messageFields,
+		topLogprobs, jsonSchema, rateLimited };
 let failed = 0;
 for (const [name, f] of Object.entries(cases)) {
 	const t0 = Date.now();

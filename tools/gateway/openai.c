@@ -61,12 +61,187 @@ static int append(char **buf, size_t *len, const char *sep, const char *s,
 	return 0;
 }
 
+static int present(json_t *v)
+{
+	return v && !json_is_null(v);
+}
+
+/* What the gateway does with a field (the request's, field_rules[];
+ * a message's, msg_rules[]): READ fields are honoured; IGNORED ones
+ * cannot change the output; NOOP ones are taken only with a value that
+ * asks for nothing; REFUSED ones are a 400 naming them whenever given
+ * (not null). */
+enum { FIELD_READ, FIELD_IGNORED, FIELD_NOOP, FIELD_REFUSED };
+
+/* The roles of OpenAI's chat messages, as bits. */
+enum {
+	ROLE_SYSTEM = 1, ROLE_DEVELOPER = 2, ROLE_USER = 4,
+	ROLE_ASSISTANT = 8, ROLE_TOOL = 16, ROLE_FUNCTION = 32,
+	ROLES_ALL = 63
+};
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} roles[] = {
+	{"system", ROLE_SYSTEM}, {"developer", ROLE_DEVELOPER},
+	{"user", ROLE_USER}, {"assistant", ROLE_ASSISTANT},
+	{"tool", ROLE_TOOL}, {"function", ROLE_FUNCTION},
+};
+
+/*
+ * Every field of a message of messages[] and of a content part, and what
+ * the gateway does with it (docs/http.md's table, its messages[] rows).
+ * A row of a part type (part set) with key NULL is the type as a whole.
+ * roles: the messages OpenAI has the field (or part) in; given on
+ * another, it is a 400 naming it, as is a field of no row. A READ or
+ * IGNORED field with a type other than JSON_NULL must have that type.
+ * Assistant, tool and function messages are refused as a whole after
+ * their fields (quorum answers one question), so their own fields are
+ * refused with the reason that matters to the client.
+ */
+static const struct msg_rule {
+	const char *part;  /* NULL: a message's own field */
+	const char *key;
+	int what;          /* FIELD_READ, FIELD_IGNORED or FIELD_REFUSED */
+	unsigned roles;
+	json_type type;    /* JSON_NULL: checked where it is read */
+	const char *why;   /* REFUSED: why, in words */
+} msg_rules[] = {
+	{NULL, "role", FIELD_READ, ROLES_ALL, JSON_NULL, NULL},
+	{NULL, "content", FIELD_READ, ROLES_ALL, JSON_NULL, NULL},
+	/* the chat templates quorum renders have no place for it */
+	{NULL, "name", FIELD_IGNORED, ROLES_ALL & ~ROLE_TOOL, JSON_STRING,
+	 NULL},
+	{NULL, "tool_calls", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
+	 "it calls no tools"},
+	{NULL, "function_call", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
+	 "it calls no functions"},
+	{NULL, "tool_call_id", FIELD_REFUSED, ROLE_TOOL, JSON_NULL,
+	 "it calls no tools"},
+	{NULL, "refusal", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
+	 "it answers one question: no assistant turns"},
+	{NULL, "audio", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
+	 "it reads and writes text"},
+	{"text", "type", FIELD_READ, ROLES_ALL, JSON_NULL, NULL},
+	{"text", "text", FIELD_READ, ROLES_ALL, JSON_STRING, NULL},
+	{"image_url", NULL, FIELD_REFUSED, ROLE_USER, JSON_NULL,
+	 "its models read text"},
+	{"input_audio", NULL, FIELD_REFUSED, ROLE_USER, JSON_NULL,
+	 "its models read text"},
+	{"file", NULL, FIELD_REFUSED, ROLE_USER, JSON_NULL,
+	 "its models read text"},
+	{"refusal", NULL, FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
+	 "it answers one question: no assistant turns"},
+};
+
+/* The row of field key (NULL: the part type itself) of part type part
+ * (NULL: a message's own field), or NULL. */
+static const struct msg_rule *msg_rule(const char *part, const char *key)
+{
+	for (size_t i = 0; i < sizeof(msg_rules) / sizeof(*msg_rules); i++) {
+		const struct msg_rule *f = &msg_rules[i];
+
+		if ((part ? f->part && !strcmp(f->part, part) : !f->part) &&
+		    (key ? f->key && !strcmp(f->key, key) : !f->key))
+			return f;
+	}
+	return NULL;
+}
+
+/* The place of a refused field of a message ("messages[1].tool_calls"):
+ * thread-local, as the 400's param outlives the body it names. */
+static _Thread_local char msg_where[128];
+
+/* Every field of object o (a message, or a part of type part) under its
+ * rule, o being messages[i] (k: its content part k; SIZE_MAX: none) of
+ * role bit role named rname: 0, or -1 with the 400 naming the first one
+ * refused. */
+static int msg_fields(json_t *o, const char *part, size_t i, size_t k,
+		      unsigned role, const char *rname, char *msg, size_t cap,
+		      const char **param)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(o, key, v) {
+		const struct msg_rule *f = msg_rule(part, key);
+
+		if (k == SIZE_MAX)
+			snprintf(msg_where, sizeof(msg_where),
+				 "messages[%zu].%.60s", i, key);
+		else
+			snprintf(msg_where, sizeof(msg_where),
+				 "messages[%zu].content[%zu].%.60s", i, k, key);
+		if (!f)
+			return bad(msg, cap, param, msg_where, "%s: unknown "
+				   "field of a %s%s (docs/http.md lists the "
+				   "fields quorum reads and ignores)",
+				   msg_where, part ? part : "message",
+				   part ? " part" : "");
+		if (!present(v))
+			continue;
+		if (!(f->roles & role))
+			return bad(msg, cap, param, msg_where, "%s: not a "
+				   "field of a%s %s message", msg_where,
+				   rname[0] == 'a' ? "n" : "", rname);
+		if (f->what == FIELD_REFUSED)
+			return bad(msg, cap, param, msg_where, "%s: not "
+				   "supported by quorum (%s)", msg_where,
+				   f->why);
+		/* JSON_STRING: the one type the table checks */
+		if (f->type != JSON_NULL && json_typeof(v) != f->type)
+			return bad(msg, cap, param, msg_where, "%s must be a "
+				   "string", msg_where);
+	}
+	return 0;
+}
+
+/* Part k of messages[i]'s content, checked by msg_rules[]: its text (a
+ * text part's) in *t, or -1 with the 400 naming the part or its field. */
+static int content_part(json_t *part, size_t i, size_t k, unsigned role,
+			const char *rname, json_t **t, char *msg, size_t cap,
+			const char **param)
+{
+	json_t *type = json_object_get(part, "type");
+	const struct msg_rule *f;
+
+	snprintf(msg_where, sizeof(msg_where), "messages[%zu].content[%zu]",
+		 i, k);
+	if (!json_is_object(part) || !json_is_string(type))
+		return bad(msg, cap, param, msg_where, "%s must be a content "
+			   "part: an object with a string 'type' ({\"type\": "
+			   "\"text\", \"text\": \"...\"})", msg_where);
+	if (!msg_rule(json_string_value(type), "type") &&
+	    !msg_rule(json_string_value(type), NULL))
+		return bad(msg, cap, param, msg_where, "%s: unknown part type "
+			   "'%.40s' (only text parts are read)", msg_where,
+			   json_string_value(type));
+	if ((f = msg_rule(json_string_value(type), NULL)) &&
+	    f->what == FIELD_REFUSED)
+		return bad(msg, cap, param, msg_where, "%s: '%s' parts are not "
+			   "supported by quorum (%s)", msg_where, f->part,
+			   f->why);
+	if (msg_fields(part, json_string_value(type), i, k, role, rname, msg,
+		       cap, param))
+		return -1;
+	*t = json_object_get(part, "text");
+	if (!json_is_string(*t)) {
+		snprintf(msg_where, sizeof(msg_where),
+			 "messages[%zu].content[%zu].text", i, k);
+		return bad(msg, cap, param, msg_where, "%s must be a string",
+			   msg_where);
+	}
+	return 0;
+}
+
 /* The text of a message's content: a string, or text parts. */
-static int content_text(json_t *c, size_t i, char **out, size_t *len,
-			char *msg, size_t cap, const char **param)
+static int content_text(json_t *c, size_t i, unsigned role,
+			const char *rname, char **out, size_t *len, char *msg,
+			size_t cap, const char **param)
 {
 	size_t k;
-	json_t *part;
+	json_t *part, *x = NULL;
 
 	*out = NULL;
 	*len = 0;
@@ -79,17 +254,11 @@ static int content_text(json_t *c, size_t i, char **out, size_t *len,
 			   "messages[%zu].content must be a string or an array "
 			   "of text parts", i);
 	json_array_foreach(c, k, part) {
-		json_t *t = json_object_get(part, "type"),
-		       *x = json_object_get(part, "text");
-
-		if (!json_is_object(part) || !json_is_string(t) ||
-		    strcmp(json_string_value(t), "text") || !json_is_string(x)) {
+		if (content_part(part, i, k, role, rname, &x, msg, cap,
+				 param)) {
 			free(*out);
 			*out = NULL;
-			return bad(msg, cap, param, "messages",
-				   "messages[%zu].content[%zu]: only parts "
-				   "{\"type\": \"text\", \"text\": \"...\"} are "
-				   "supported", i, k);
+			return -1;
 		}
 		if (append(out, len, NULL, json_string_value(x),
 			   json_string_length(x))) {
@@ -116,6 +285,7 @@ static int parse_messages(json_t *m, openai_req *r, char *msg, size_t cap,
 	json_array_foreach(m, i, e) {
 		json_t *role = json_object_get(e, "role");
 		const char *rs;
+		unsigned bit = 0;
 		char *text;
 		size_t len;
 
@@ -126,22 +296,24 @@ static int parse_messages(json_t *m, openai_req *r, char *msg, size_t cap,
 			return bad(msg, cap, param, "messages",
 				   "messages[%zu].role must be a string", i);
 		rs = json_string_value(role);
-		if (strcmp(rs, "system") && strcmp(rs, "developer") &&
-		    strcmp(rs, "user") && strcmp(rs, "assistant") &&
-		    strcmp(rs, "tool") && strcmp(rs, "function"))
+		for (size_t k = 0; k < sizeof(roles) / sizeof(*roles); k++)
+			if (!strcmp(rs, roles[k].name))
+				bit = roles[k].bit;
+		if (!bit)
 			return bad(msg, cap, param, "messages",
 				   "messages[%zu].role: unknown role '%.40s' "
 				   "(expected system, developer, user or "
 				   "assistant)", i, rs);
-		if (!strcmp(rs, "assistant") || !strcmp(rs, "tool") ||
-		    !strcmp(rs, "function"))
+		if (msg_fields(e, NULL, i, SIZE_MAX, bit, rs, msg, cap, param))
+			return -1;
+		if (bit & (ROLE_ASSISTANT | ROLE_TOOL | ROLE_FUNCTION))
 			return bad(msg, cap, param, "messages",
 				   "messages[%zu]: multi-turn conversations "
 				   "are not supported (quorum answers one "
 				   "question: system messages and one user "
 				   "message)", i);
-		if (content_text(json_object_get(e, "content"), i, &text, &len,
-				 msg, cap, param))
+		if (content_text(json_object_get(e, "content"), i, bit, rs,
+				 &text, &len, msg, cap, param))
 			return -1;
 		if (!strcmp(rs, "user")) {
 			if (n_user++) {
@@ -212,10 +384,6 @@ static int get_int(json_t *v, long long *out)
 	return 1;
 }
 
-static int present(json_t *v)
-{
-	return v && !json_is_null(v);
-}
 
 /* A sampling setting refused by sc/params (its qerr detail: the message
  * every entry point gives), as the 400 of field p. */
@@ -491,7 +659,6 @@ static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
  * whenever given (not null). A field of the other endpoint, or none of
  * these, is a 400 naming it.
  */
-enum { FIELD_READ, FIELD_IGNORED, FIELD_NOOP, FIELD_REFUSED };
 enum { FOR_BOTH, FOR_CHAT, FOR_COMPLETIONS };
 
 static const struct field_rule {
@@ -778,28 +945,45 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		r->reasoning_raw = !strcmp(f, "none");
 	}
-	/* the chosen tokens' log-probabilities: chat's logprobs: true,
-	 * completions' logprobs: 0; no alternatives (top_logprobs) */
+	/* the chosen tokens' log-probabilities and their alternatives:
+	 * chat's logprobs: true with top_logprobs K (sc/params' 0..20),
+	 * completions' logprobs: K in OpenAI's legacy 0..5 */
 	if (present(v = json_object_get(o, "logprobs"))) {
 		if (chat && !json_is_boolean(v)) {
 			bad_type(msg, cap, param, "logprobs", SC_S_LOGPROBS, v);
 			goto out;
 		}
-		/* OpenAI's completions: the number of alternatives */
-		if (!chat && !(json_is_integer(v) &&
-			       json_integer_value(v) == 0)) {
-			bad(msg, cap, param, "logprobs", "'logprobs' must be 0: "
-			    "the chosen tokens' log-probabilities (quorum gives "
-			    "no alternatives)");
+		if (!chat && (!get_int(v, &iv) || iv < 0 ||
+			      iv > OPENAI_LEGACY_LOGPROBS_MAX)) {
+			char *shown = json_dumps(v, JSON_ENCODE_ANY |
+						    JSON_COMPACT);
+
+			bad(msg, cap, param, "logprobs", "logprobs = %.40s: "
+			    "must be an integer in 0..%d (the completions "
+			    "API's range: alternatives per token)",
+			    shown ? shown : "?", OPENAI_LEGACY_LOGPROBS_MAX);
+			free(shown);
 			goto out;
 		}
 		r->logprobs = !chat || json_is_true(v);
+		if (!chat && iv) {
+			r->p.top_logprobs = (int)iv;
+			r->given |= SC_BIT(SC_S_TOP_LOGPROBS);
+		}
 	}
-	if (present(v = json_object_get(o, "top_logprobs")) &&
-	    !(json_is_integer(v) && json_integer_value(v) == 0)) {
-		bad(msg, cap, param, "top_logprobs",
-		    "'top_logprobs' must be 0 (quorum gives no alternatives)");
-		goto out;
+	if (chat && present(v = json_object_get(o, "top_logprobs"))) {
+		if (json_setting(v, SC_S_TOP_LOGPROBS, &r->p)) {
+			bad_setting(msg, cap, param, "top_logprobs");
+			goto out;
+		}
+		/* as OpenAI: alternatives come with the tokens' own */
+		if (r->p.top_logprobs && !r->logprobs) {
+			bad(msg, cap, param, "top_logprobs", "'top_logprobs' "
+			    "needs 'logprobs': true");
+			goto out;
+		}
+		if (r->p.top_logprobs)
+			r->given |= SC_BIT(SC_S_TOP_LOGPROBS);
 	}
 	if (r->include_usage && !r->stream) {
 		bad(msg, cap, param, "stream_options",
@@ -884,16 +1068,60 @@ void openai_result_fini(openai_result *x)
  * returned text (len bytes): the end token and any a stop string cut are
  * not part of it. text_offset counts code points of the text as the
  * client reads it (a stray byte is one U+FFFD there), not bytes. */
+/* Bytes s[0, n) as a JSON array of integers (OpenAI's "bytes"). */
+static json_t *bytes_json(const void *s, size_t n)
+{
+	json_t *by = json_array();
+
+	for (size_t k = 0; by && k < n; k++)
+		json_array_append_new(by, json_integer(
+			((const unsigned char *)s)[k]));
+	return by ? by : json_null();
+}
+
+/* Token i's alternatives (n of them from entry at of ca) in OpenAI's
+ * shape: chat [{token, logprob, bytes}], completions {token: logprob}
+ * (a token's text met twice keeps its first, likelier value); an empty
+ * list when none were asked. */
+static json_t *alts_json(int chat, const client_alts *ca, size_t at,
+			 size_t n)
+{
+	json_t *t = chat ? json_array() : json_object();
+
+	for (size_t k = 0; t && ca && k < n && at + k < ca->total; k++) {
+		const ProtobufCBinaryData *pc = &ca->piece[at + k];
+		double lp = ca->lp[at + k];
+		json_t *tx = client_text(pc->data, pc->len);
+
+		if (chat) {
+			json_array_append_new(t, json_pack(
+				"{s:o, s:f, s:o}", "token", tx, "logprob", lp,
+				"bytes", bytes_json(pc->data, pc->len)));
+		} else {
+			if (tx && !json_object_get(t, json_string_value(tx)))
+				json_object_set_new(t, json_string_value(tx),
+						    json_real(lp));
+			json_decref(tx);
+		}
+	}
+	return t;
+}
+
 static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			       const Quorum__Sample *s)
 {
-	json_t *toks = json_array(), *lps = json_array(), *offs = json_array();
+	json_t *toks = json_array(), *lps = json_array(), *offs = json_array(),
+	       *tops = json_array();
 	size_t n = s->n_token_logprobs == s->n_token_offsets
-			   ? s->n_token_logprobs : 0;
+			   ? s->n_token_logprobs : 0, at = 0;
+	client_alts cab;
+	const client_alts *ca = client_sample_alts(s, &cab);
 
-	for (size_t i = 0; toks && lps && offs && i < n; i++) {
-		size_t b = s->token_offsets[i], e;
+	for (size_t i = 0; toks && lps && offs && tops && i < n; i++) {
+		size_t b = s->token_offsets[i], e,
+		       na = ca ? ca->n_alt[i] : 0, a0 = at;
 
+		at += na;
 		if (b >= len)
 			continue;
 		e = i + 1 < n && s->token_offsets[i + 1] < len
@@ -901,16 +1129,12 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 		if (e < b)
 			e = b;
 		if (chat) {
-			json_t *by = json_array();
-
-			for (size_t k = b; by && k < e; k++)
-				json_array_append_new(by, json_integer(
-					(unsigned char)text[k]));
 			json_array_append_new(toks, json_pack(
-				"{s:o, s:f, s:o, s:[]}", "token",
+				"{s:o, s:f, s:o, s:o}", "token",
 				client_text(text + b, e - b), "logprob",
 				s->token_logprobs[i], "bytes",
-				by ? by : json_null(), "top_logprobs"));
+				bytes_json(text + b, e - b), "top_logprobs",
+				alts_json(1, ca, a0, na)));
 		} else {
 			json_array_append_new(toks,
 					      client_text(text + b, e - b));
@@ -918,22 +1142,29 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 					      json_real(s->token_logprobs[i]));
 			json_array_append_new(offs, json_integer((json_int_t)
 				client_text_index(text, len, b)));
+			json_array_append_new(tops, alts_json(0, ca, a0, na));
 		}
 	}
-	if (!toks || !lps || !offs) {
+	if (!toks || !lps || !offs || !tops) {
 		json_decref(toks);
 		json_decref(lps);
 		json_decref(offs);
+		json_decref(tops);
 		return NULL;
 	}
 	if (chat) {
 		json_decref(lps);
 		json_decref(offs);
+		json_decref(tops);
 		return json_pack("{s:o, s:n}", "content", toks, "refusal");
 	}
-	return json_pack("{s:o, s:o, s:o, s:n}", "tokens", toks,
+	if (!ca) { /* legacy completions: null without alternatives */
+		json_decref(tops);
+		tops = json_null();
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks,
 			 "token_logprobs", lps, "text_offset", offs,
-			 "top_logprobs");
+			 "top_logprobs", tops);
 }
 
 int openai_result_make(const openai_req *r, const Quorum__Answer *a,

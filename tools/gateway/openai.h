@@ -5,7 +5,9 @@
  *
  * Request bodies are UNTRUSTED: a malformed body, a known field of the
  * wrong type or out of range, an unknown role — a 400 naming the field
- * (`param`). Unknown fields are ignored, as OpenAI does. The sampling
+ * (`param`). Every field is honoured, ignored by a rule or refused by
+ * name (openai.c's field_rules[]; inside messages[], msg_rules[], the
+ * param naming the place: "messages[1].tool_calls"). The sampling
  * settings are checked by sc/params, and refused with its message (the
  * CLI's, the coordinator's): "top_k = -1: must be an integer in
  * 0..16777216"; a JSON value of the wrong type is shown as JSON.
@@ -14,9 +16,10 @@
  *   messages      chat: system/developer messages (joined with a blank
  *                 line) become the system prompt, the one user message
  *                 (last) the question; content is a string or an array of
- *                 {"type":"text"} parts. Multi-turn (assistant turns,
- *                 several user messages) is refused: quorum answers one
- *                 question.
+ *                 {"type":"text"} parts; a message's name is ignored,
+ *                 tool calls, refusals, audio and non-text parts refused.
+ *                 Multi-turn (assistant turns, several user messages) is
+ *                 refused: quorum answers one question.
  *   prompt        completions: a string (or an array of one) — the
  *                 question, under the model's chat template like `quorum
  *                 ask`.
@@ -45,7 +48,11 @@
  *                 (after </think>, harmony's final channel) to "content"
  *                 (sc/reasoning.h); "none": "content" is the whole text.
  *                 Streams split the same way, delta by delta.
- *   logprobs, tools, penalties other than 0: refused (not supported).
+ *   logprobs      chat: true (with top_logprobs 0..20: alternatives);
+ *                 completions: K in 0..5 — every chosen token's
+ *                 log-probability and K alternatives, in OpenAI's shapes;
+ *                 not with stream.
+ *   tools         refused unless empty (quorum calls no tools).
  *
  *   samples       (extension; or "quorum": {"samples": K}) samples voted
  *                 over; default n, else http.samples (else sampling.n).
@@ -127,6 +134,8 @@ int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 
 /* The HTTP API's bound on temperature (OpenAI's), above sc/params'. */
 #define OPENAI_TEMPERATURE_MAX 2.0
+/* Completions' legacy logprobs: at most 5 alternatives (OpenAI's). */
+#define OPENAI_LEGACY_LOGPROBS_MAX 5
 void openai_req_free(openai_req *r);
 
 /* {"error": {"message", "type", "param", "code"}} */
