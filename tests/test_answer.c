@@ -114,6 +114,10 @@ static const group groups[] = {
 				  "\\sqrt{4}\\sqrt{5}", NULL}},
 	{"math", "1.5", {"\\frac{3}{2}", "3/2", "1.5", "1\\frac{1}{2}",
 			 "1 1/2", "\\frac{6}{4}", NULL}},
+	/* 18 places, 19 digits: the key reads back as itself (a fuzz
+	 * finding: it was read as a double) */
+	{"math", "3.000003814697265625", {"2+8^-6+1", "3+1/262144",
+					  "3.000003814697265625", NULL}},
 	/* ---- math: the span */
 	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
 			  "The answer is 3/4.", "hence 3/4",

@@ -402,8 +402,9 @@ static int64_t gcd64(int64_t a, int64_t b)
 	return a;
 }
 
-/* A number token's text [s, s+len) as a node: exact when it has at most
- * 18 digits in all, else a double. */
+/* A number token's text [s, s+len) as a node: exact when its digits fit
+ * int64 (so every decimal key the writer below makes reads back exact),
+ * else a double. */
 static int num_node(parser *p, const char *s, size_t len)
 {
 	int id = mk(p, N_NUM, -1, -1);
@@ -473,11 +474,14 @@ static int num_node(parser *p, const char *s, size_t len)
 		ex--;
 	}
 	digits[nd] = '\0';
-	if (nd <= 18) {
-		int64_t v = 0, d = 1;
+	int64_t v = 0, d = 1;
+	int fits = 1;
 
-		for (size_t i = 0; i < nd; i++)
-			v = v * 10 + (digits[i] - '0');
+	for (size_t i = 0; i < nd && fits; i++)
+		fits = !__builtin_mul_overflow(v, 10, &v) &&
+		       !__builtin_add_overflow(v, digits[i] - '0', &v);
+	if (fits) {
+		/* frac <= 18 here (checked above): 10^frac fits too */
 		for (size_t i = 0; i < frac; i++)
 			d *= 10;
 		x->exact = 1;
@@ -488,9 +492,6 @@ static int num_node(parser *p, const char *s, size_t len)
 			x->d = 1;
 		}
 	} else {
-		char buf[80];
-
-		snprintf(buf, sizeof(buf), "%.*s", (int)len, s);
 		x->x = 0;
 		for (size_t i = 0; i < nd; i++)
 			x->x = x->x * 10 + (digits[i] - '0');
