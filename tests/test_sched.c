@@ -1169,27 +1169,38 @@ static void identity(void **state)
 	free_sched(&s);
 }
 
-static void worker_validation(void **state)
+/* Worker w's messages drained, its prefills answered: the decode job
+ * that follows (the caller frees it), or NULL. */
+static Quorum__CoordMsg *prefill_to_decode(sched *s, fw *w)
 {
-	sched *s = new_sched(NULL, FW_FP);
-	fw a;
-	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
 	Quorum__CoordMsg *m, *d = NULL;
 
-	(void)state;
-	worker_init(&a, "A", "wa", "h", 64, 4);
-	fw_register(s, &a);
-	c_ask(s, "c1", 1, &o);
-	while ((m = w_next("A"))) {
+	while ((m = w_next(w->ident))) {
 		if (m->body_case == QUORUM__COORD_MSG__BODY_PREFILL) {
-			fw_prefill(s, &a, m->prefill);
+			fw_prefill(s, w, m->prefill);
 			quorum__coord_msg__free_unpacked(m, NULL);
-		} else if (m->body_case == QUORUM__COORD_MSG__BODY_DECODE) {
+		} else if (m->body_case == QUORUM__COORD_MSG__BODY_DECODE &&
+			   !d) {
 			d = m;
 		} else {
 			quorum__coord_msg__free_unpacked(m, NULL);
 		}
 	}
+	return d;
+}
+
+static void worker_validation(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	Quorum__CoordMsg *d;
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	c_ask(s, "c1", 1, &o);
+	d = prefill_to_decode(s, &a);
 	assert_non_null(d);
 	{
 		Quorum__WorkerMsg sm = QUORUM__WORKER_MSG__INIT;
@@ -1237,7 +1248,7 @@ static void alts_validation(void **state)
 	sched *s = new_sched(NULL, FW_FP);
 	fw a;
 	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
-	Quorum__CoordMsg *m, *d = NULL;
+	Quorum__CoordMsg *d;
 	size_t l0, l1;
 	const char *p0 = tok_piece(vocab, 40, 1, &l0),
 		   *p1 = tok_piece(vocab, 41, 1, &l1);
@@ -1248,16 +1259,7 @@ static void alts_validation(void **state)
 	ask_top = 2;
 	c_ask(s, "c1", 1, &o);
 	ask_top = 0;
-	while ((m = w_next("A"))) {
-		if (m->body_case == QUORUM__COORD_MSG__BODY_PREFILL) {
-			fw_prefill(s, &a, m->prefill);
-			quorum__coord_msg__free_unpacked(m, NULL);
-		} else if (m->body_case == QUORUM__COORD_MSG__BODY_DECODE) {
-			d = m;
-		} else {
-			quorum__coord_msg__free_unpacked(m, NULL);
-		}
-	}
+	d = prefill_to_decode(s, &a);
 	assert_non_null(d);
 	assert_true(d->decode->params->has_top_logprobs &&
 		    d->decode->params->top_logprobs == 2);
