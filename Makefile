@@ -2,6 +2,8 @@
 #   make deps    install the Debian packages it needs (as root; else prints the line)
 #   make         build build/quorum (CLI) and build/libquorum.a
 #   make test    build and run the unit tests (TEST_JOBS=2 at a time)
+#   make test-build  only build them (and the programs)
+#   make test-one T=NAME  one test alone
 #   make demo    a local cluster answers a question (main job)
 #   make demo-run  the same in one process
 #   make bench   reset/paged/batched benchmark on a qwen2.5-0.5b-shaped model
