@@ -524,7 +524,7 @@ ASAN_MAKE = CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
 # deployment tests wait on podman).
 asan-build: $(B)/$(KERN_X86)/kern_int_vnni.o
 	@mkdir -p build-asan/tmp
-	$(ASAN_MAKE) all test-build
+	$(ASAN_MAKE) test-build
 test-asan: asan-build
 	$(ASAN_MAKE) test
 
