@@ -141,11 +141,12 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS) -lcmocka
 
 # the tests that include tests/isautil.h also run the VNNI kernels' code
-# with vpdpbusd emulated (KERN_INT_SAN: more flags for it, see test-asan)
+# with vpdpbusd emulated (test-asan takes the plain tree's: see there)
 $(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) $(KERN_INT_SAN) -c $< -o $@
-$(B)/tests/test_quant $(B)/tests/test_fwd: $(B)/tests/kern_int_emu.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_EMU_FLAGS) -c $< -o $@
+KERN_EMU_OBJ ?= $(B)/tests/kern_int_emu.o
+$(B)/tests/test_quant $(B)/tests/test_fwd: $(KERN_EMU_OBJ)
 
 # test_client also checks the CLI's UTF-8 helpers and the gateway's
 # OpenAI shapes (tools/gateway/openai.c) in-process
@@ -201,7 +202,7 @@ test: deps test-build
 # The programs and tests built, none run. The integer kernels' builds
 # (a few minutes each under ASan) come first, so that make -j starts
 # them side by side instead of one after the other at the end.
-SLOW_OBJ := $(B)/$(KERN_X86)/kern_int_avx2.o $(B)/tests/kern_int_emu.o \
+SLOW_OBJ = $(B)/$(KERN_X86)/kern_int_avx2.o $(KERN_EMU_OBJ) \
 	    $(KERN_VNNI_OBJ)
 test-build: $(SLOW_OBJ) all $(TEST_BIN)
 .PHONY: test-build
@@ -501,28 +502,25 @@ fuzz-ci: fuzz-build
 # the gateway's 50-client load test send 2 requests per client, not 10
 # (all of it in tests/testutil.h's tu_quick and its callers): the
 # sanitizers see every code path, the plain run every combination.
-# The AVX-512 VNNI build of the integer kernels is the plain tree's
-# (uninstrumented; a third compile of the slowest file saved): its code
-# runs under ASan in the AVX2 build with vpdpbusd emulated
-# ($(B)/tests/kern_int_emu.o, test_quant and test_fwd), on any x86 CPU.
-# That emulated build checks every load and store through a call to the
-# ASan runtime, not inline: the same checks, and gcc spent 161 s of CPU
-# on it where the AVX2 build with inline checks took 256 (the
-# tiles' huge functions); it runs only in the ISA passes of those two
-# tests. (That AVX2 build, which every model test runs, keeps the inline
-# checks.)
-ASAN_KERN_INT := --param asan-instrumentation-with-call-threshold=0
+# The AVX-512 VNNI build of the integer kernels and the AVX2 build with
+# vpdpbusd emulated (test_quant's and test_fwd's ISA passes) are the
+# plain tree's, uninstrumented: each compile of that file takes minutes
+# under ASan (the tiles' huge functions) and was the CI's tail. The
+# emulated build's loads and stores are the AVX2 build's (they differ in
+# register arithmetic only), which is instrumented and runs in every
+# model test; the 512-bit tiles' are checked bit for bit against the
+# scalar reference.
 ASAN_MAKE = CFLAGS="$(ASAN_CFLAGS)" QUORUM_TMP=build-asan/tmp \
 	ASAN_OPTIONS=detect_leaks=1 QUORUM_TEST_QUICK=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		$(MAKE) --no-print-directory B=build-asan \
 			KERN_VNNI_OBJ=$(B)/$(KERN_X86)/kern_int_vnni.o \
-			KERN_INT_SAN="$(ASAN_KERN_INT)" \
+			KERN_EMU_OBJ=$(B)/tests/kern_int_emu.o \
 			TEST_EXCLUDE="build-asan/tests/test_failures \
 			tests/train_data.sh tests/netns_e2e.sh"
 # asan-build: only the build of test-asan (CI compiles it while the
 # deployment tests wait on podman).
-asan-build: $(B)/$(KERN_X86)/kern_int_vnni.o
+asan-build: $(B)/$(KERN_X86)/kern_int_vnni.o $(B)/tests/kern_int_emu.o
 	@mkdir -p build-asan/tmp
 	$(ASAN_MAKE) test-build
 test-asan: asan-build
