@@ -26,11 +26,15 @@
  *      add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and one madd
  *      applies the round's scales (lane L: its sub-block's, in both
  *      words): 9 multiplies per 256 products per row.
- *    Q6_K (codes + 32): bytes 2s, 2s + 1 of each half (group of 16) of
- *      the sub-block, so that a lane's two words are its two groups; two
- *      steps' maddubs sums add up in int16 (at most 4 x 63 x 127 =
- *      32004) and one madd applies both groups' scales (lane L: one per
- *      word).
+ *    Q6_K (codes + 32), AVX2: bytes 2s, 2s + 1 of each half (group of
+ *      16) of the sub-block, so that a lane's two words are its two
+ *      groups; two steps' maddubs sums add up in int16 (at most 4 x 63 x
+ *      127 = 32004) and one madd applies both groups' scales (lane L:
+ *      one per word). The VNNI builds (Q6G_PAIRED 0): bytes 4s..4s+3 of
+ *      the sub-block, as Q4_K's, so that steps 0-3 are its first group
+ *      and 4-7 its second; each group's four dp4 sums (at most 16 x 63 x
+ *      127) take its scale with one int32 multiply (the scale vector's
+ *      words, sign-extended).
  *  - the steps of the activations' sums (kg_min_steps; laid out by
  *    kg_act) against, in lane L's words:
  *    Q4_K (S2): the mins of sub-blocks 2s, 2s + 1 of lane L's part
@@ -47,6 +51,10 @@
  * in the others: fma(+0, x, acc) = acc.
  */
 #define KG_VECS(g) (10 * (g) + 2)
+
+/* Q6_K's codes in byte pairs of its two groups of 16 (maddubs, AVX2) or
+ * in order (dp4, the VNNI builds): see above. */
+#define Q6G_PAIRED (KERN_INT_VNNI == 0)
 
 /* Prepared bytes of a row of nu units. */
 static size_t kg_row_bytes(int nu)
@@ -107,7 +115,9 @@ INLINE __m256i kg_chunk(const uint8_t *row, int u, int sb, const int kind)
 		4 * (k >> 1))), m4);
 	__m256i hi = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(
 		2 * k)), _mm256_set1_epi8(0x03));
-	return q6g_order(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+	__m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+
+	return Q6G_PAIRED ? q6g_order(q) : q;
 }
 
 /* The group of g units from u0 of a Q4_K or Q6_K row (kind) into v. */
@@ -192,7 +202,7 @@ static void kg_act(quant_arow *a, int K, int kind)
 			for (int L = 0; L < 8; L++) {
 				const int8_t *x = tq + 256 * (L % g) +
 						  32 * g * (L / g) + 32 * c;
-				if (kind == QK_Q6_K) {
+				if (kind == QK_Q6_K && Q6G_PAIRED) {
 					for (int s = 0; s < 8; s++) {
 						memcpy(seg + 4 * s, x + 2 * s, 2);
 						memcpy(seg + 4 * s + 2, x + 16 + 2 * s, 2);
@@ -248,6 +258,13 @@ INLINE __m256i q4g_scale(__m256i acc, __m256i p, __m256i sc)
 #endif
 }
 
+/* Q6_K's scale of group h (0, 1) of each lane's sub-block (the words of
+ * sc), as int32. */
+INLINE __m256i q6g_scale(__m256i sc, int h)
+{
+	return _mm256_srai_epi32(h ? sc : _mm256_slli_epi32(sc, 16), 16);
+}
+
 INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		     __m256 *facc, const int R, const int kind)
 {
@@ -278,6 +295,28 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 			for (int r = 0; r < R; r++) {
 				acc[r] = q4g_scale(acc[r], p[r], sc);
 				IN_REG(acc[r]);
+			}
+		} else if (!Q6G_PAIRED) {
+			#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				__m256i p[QT_R];
+				#pragma GCC unroll 4
+				for (int s = 4 * h; s < 4 * h + 4; s++) {
+					__m256i ws = _mm256_load_si256(w + s);
+					#pragma GCC unroll 8
+					for (int r = 0; r < R; r++) {
+						p[r] = dp4(s & 3 ? p[r] : _mm256_setzero_si256(),
+							ws, _mm256_loadu_si256((const __m256i *)
+								(t->q[r] + o + 32 * s)));
+						IN_REG(p[r]);
+					}
+				}
+				#pragma GCC unroll 8
+				for (int r = 0; r < R; r++) {
+					acc[r] = _mm256_add_epi32(acc[r], _mm256_mullo_epi32(
+						p[r], q6g_scale(sc, h)));
+					IN_REG(acc[r]);
+				}
 			}
 		} else {
 			#pragma GCC unroll 4

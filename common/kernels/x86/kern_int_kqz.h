@@ -36,18 +36,19 @@
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
  * per call, but the prepared pairs hold 8-bit codes (2.3x Q4_K's bytes,
  * 1.6x Q6_K's), so at few rows kern_int_kq.h, reading the file's bytes,
- * still wins. bench_kern -k -p on the same Zen 5 (1536 x 8960, million
- * column-rows/s): Q4_K at 8 rows 72.0 against 80.2, at 12 89.3 against
- * 85.0, at 16 103.8 against 82.4; Q6_K at 16 64.7 against 85.3, at 24
- * 79.7 against 84.0 (8960 x 1536: 16.1 against 14.0), at 32 83.1
- * against 71.9. -DKZ_PK_MIN_M=N: a benchmark build with one switch for
- * both. */
+ * still wins. bench_kern -k -p -r 8 on the same Zen 5 (2 threads, best
+ * of 3 rounds, GFLOP/s, the tiles against the direct kernel): Q4_K at 8
+ * rows 230 against 281 on 1536 x 8960 (322 against 246 on 8960 x 1536),
+ * at 12 from 344 against 290; Q6_K at 8 rows 219 against 306 (1536 x
+ * 8960), at 12 324 against 282, 349 against 254 (8960 x 1536), 265
+ * against 266 (1536 x 1536). -DKZ_PK_MIN_M=N: a benchmark build with one
+ * switch for both. */
 #ifdef KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q4K KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q6K KZ_PK_MIN_M
 #else
 #define KZ_PK_MIN_M_Q4K 12
-#define KZ_PK_MIN_M_Q6K 24
+#define KZ_PK_MIN_M_Q6K 12
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
@@ -79,6 +80,61 @@ INLINE __m512i kz_bcast(const void *p)
 	return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/* Which scale of a round's scale vector a step's sums take: Q4_K's (the
+ * high word), Q6_K's first group (the low word, signed) or its second
+ * (the high word, signed). */
+enum { KZ_SC_Q4, KZ_SC_LO, KZ_SC_HI };
+
+/* acc[r][c] += the int32 sums of steps s0 .. s0 + n - 1 of the round at
+ * wo (activations at o), times their scale (which): each weight vector
+ * serves R rows, each activation vector C pairs. The operands are pinned
+ * in registers (IN_REG): else gcc, short of registers for p and acc,
+ * loads the weights again for every row. */
+INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
+		     size_t wo, size_t o, const int s0, const int n,
+		     const int which, __m512i (*acc)[KZ_CP], const int R,
+		     const int C)
+{
+	__m512i p[KZ_RT][KZ_CP];
+
+	#pragma GCC unroll 8
+	for (int s = s0; s < s0 + n; s++) {
+		__m512i wv[KZ_CP];
+
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			wv[c] = _mm512_load_si512(w + c * pv + wo + s);
+			IN_REG(wv[c]);
+		}
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++) {
+			__m512i a = kz_bcast(t->q[r] + o + 32 * s);
+
+			IN_REG(a);
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++) {
+				p[r][c] = _mm512_dpbusd_epi32(
+					s > s0 ? p[r][c] : _mm512_setzero_si512(),
+					wv[c], a);
+				IN_REG(p[r][c]);
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int c = 0; c < C; c++) {
+		__m512i sc = _mm512_load_si512(w + c * pv + wo + 8);
+
+		sc = which == KZ_SC_Q4 ? _mm512_srli_epi32(sc, 16)
+		   : which == KZ_SC_HI ? _mm512_srai_epi32(sc, 16)
+				       : _mm512_srai_epi32(_mm512_slli_epi32(
+					       sc, 16), 16);
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			acc[r][c] = _mm512_add_epi32(acc[r][c],
+				_mm512_mullo_epi32(p[r][c], sc));
+	}
+}
+
 /* R activation rows (t) against C prepared pairs (pair c at w + c * pv
  * vectors) of rows of nu units: res[r][2c + h]. */
 INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
@@ -106,64 +162,11 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 			size_t o = (size_t)QK_K * (u0 + cc), wo = vo + 9 * (size_t)cc;
 
 			if (kind == QK_Q4_K) {
-				__m512i p[KZ_RT][KZ_CP];
-
-				#pragma GCC unroll 8
-				for (int s = 0; s < 8; s++) {
-					__m512i wv[KZ_CP];
-
-					#pragma GCC unroll 4
-					for (int c = 0; c < C; c++)
-						wv[c] = _mm512_load_si512(w + c * pv + wo + s);
-					#pragma GCC unroll 3
-					for (int r = 0; r < R; r++) {
-						__m512i a = kz_bcast(t->q[r] + o + 32 * s);
-
-						#pragma GCC unroll 4
-						for (int c = 0; c < C; c++)
-							p[r][c] = _mm512_dpbusd_epi32(
-								s ? p[r][c] : _mm512_setzero_si512(),
-								wv[c], a);
-					}
-				}
-				#pragma GCC unroll 4
-				for (int c = 0; c < C; c++) {
-					__m512i sc = _mm512_srli_epi32(_mm512_load_si512(
-						w + c * pv + wo + 8), 16);
-
-					#pragma GCC unroll 3
-					for (int r = 0; r < R; r++)
-						acc[r][c] = _mm512_add_epi32(acc[r][c],
-							_mm512_mullo_epi32(p[r][c], sc));
-				}
+				kz_steps(t, w, pv, wo, o, 0, 8, KZ_SC_Q4, acc, R, C);
 			} else {
-				#pragma GCC unroll 4
-				for (int s = 0; s < 8; s += 2) {
-					__m512i w0[KZ_CP], w1[KZ_CP];
-
-					#pragma GCC unroll 4
-					for (int c = 0; c < C; c++) {
-						w0[c] = _mm512_load_si512(w + c * pv + wo + s);
-						w1[c] = _mm512_load_si512(w + c * pv + wo + s + 1);
-					}
-					#pragma GCC unroll 3
-					for (int r = 0; r < R; r++) {
-						__m512i a0 = kz_bcast(t->q[r] + o + 32 * s);
-						__m512i a1 = kz_bcast(t->q[r] + o + 32 * s + 32);
-
-						#pragma GCC unroll 4
-						for (int c = 0; c < C; c++) {
-							__m512i pp = _mm512_add_epi16(
-								_mm512_maddubs_epi16(w0[c], a0),
-								_mm512_maddubs_epi16(w1[c], a1));
-
-							acc[r][c] = _mm512_add_epi32(acc[r][c],
-								_mm512_madd_epi16(pp,
-									_mm512_load_si512(w + c * pv +
-											  wo + 8)));
-						}
-					}
-				}
+				/* two groups of 16, four steps each */
+				kz_steps(t, w, pv, wo, o, 0, 4, KZ_SC_LO, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 4, 4, KZ_SC_HI, acc, R, C);
 			}
 		}
 		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
