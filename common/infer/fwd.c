@@ -746,23 +746,126 @@ static void att_shared_task(void *ctx, int task, int n_tasks)
 }
 
 /* x[r] += RMSNorm(y[r]) * w for the M rows (post_norms), else x += y. */
-static void residual(fwd *f, const float *w, float *y, int M)
+/* Rows r0..r1-1 of y (normed by w, if any) added to the residual
+ * stream x. */
+static void residual_rows(fwd *f, const float *w, float *y, int r0, int r1)
 {
 	const model_config *c = &f->m->cfg;
 
 	if (w)
-		for (int r = 0; r < M; r++)
+		for (int r = r0; r < r1; r++)
 			kern_rmsnorm(y + (size_t)r * c->dim, w, c->dim, c->eps,
 				     y + (size_t)r * c->dim);
-	for (size_t i = 0; i < (size_t)M * c->dim; i++)
+	for (size_t i = (size_t)r0 * c->dim; i < (size_t)r1 * c->dim; i++)
 		f->x[i] += y[i];
+}
+
+/* ---- row-parallel steps ----------------------------------------------
+ * The per-row work of a layer between its matmuls (norms, rotary,
+ * residuals, the MLP's activation) split over the pool's threads by
+ * rows: every row's arithmetic is the same on any split, so the bits do
+ * not depend on the thread count. Below FWD_ROWS_PAR rows the caller
+ * runs them alone (a hand-off costs more than the work). */
+#define FWD_ROWS_PAR 4
+
+typedef void (*rows_fn)(fwd *f, const model_layer *L, int r0, int r1);
+
+typedef struct {
+	fwd *f;
+	const model_layer *L;
+	rows_fn fn;
+	int M;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int n_tasks)
+{
+	const rows_job *j = ctx;
+	int r0 = (int)((long)j->M * task / n_tasks);
+	int r1 = (int)((long)j->M * (task + 1) / n_tasks);
+
+	if (r0 < r1)
+		j->fn(j->f, j->L, r0, r1);
+}
+
+static void rows_run(fwd *f, const model_layer *L, rows_fn fn, int M)
+{
+	rows_job j = {f, L, fn, M};
+
+	if (!f->tp || M < FWD_ROWS_PAR) {
+		fn(f, L, 0, M);
+		return;
+	}
+	tpool_run(f->tp, rows_task, &j, tpool_size(f->tp));
+}
+
+/* The attention's input: x normed into xb. */
+static void rows_attn_in(fwd *f, const model_layer *L, int r0, int r1)
+{
+	const model_config *c = &f->m->cfg;
+
+	for (int r = r0; r < r1; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+}
+
+/* q and k: their per-head norms (qwen3, gemma3) and the rotary. */
+static void rows_qk(fwd *f, const model_layer *L, int r0, int r1)
+{
+	const model_config *c = &f->m->cfg;
+	int hd = c->head_dim, kind = L->swa ? 1 : 0;
+
+	for (int r = r0; r < r1; r++) {
+		float *q = f->q + (size_t)r * c->q_dim;
+		float *k = f->k + (size_t)r * c->kv_dim;
+
+		if (L->q_norm) {
+			for (int h = 0; h < c->n_heads; h++)
+				kern_rmsnorm(q + (size_t)h * hd, L->q_norm, hd,
+					     c->eps, q + (size_t)h * hd);
+			for (int h = 0; h < c->n_kv_heads; h++)
+				kern_rmsnorm(k + (size_t)h * hd, L->k_norm, hd,
+					     c->eps, k + (size_t)h * hd);
+		}
+		rope_row(f, q, c->n_heads, r, kind);
+		rope_row(f, k, c->n_kv_heads, r, kind);
+	}
+}
+
+/* The attention's output (in xb) into x, then x normed into xb for the
+ * MLP. */
+static void rows_ffn_in(fwd *f, const model_layer *L, int r0, int r1)
+{
+	const model_config *c = &f->m->cfg;
+
+	residual_rows(f, L->post_attn_norm, f->xb, r0, r1);
+	for (int r = r0; r < r1; r++)
+		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
+			     c->eps, f->xb + (size_t)r * c->dim);
+}
+
+/* The gated MLP's activation: act(gate) x up, in hb. */
+static void rows_act(fwd *f, const model_layer *L, int r0, int r1)
+{
+	const model_config *c = &f->m->cfg;
+	size_t o = (size_t)r0 * c->ffn_dim;
+	int n = (r1 - r0) * c->ffn_dim;
+
+	(void)L;
+	if (c->act == MODEL_ACT_GELU_TANH)
+		kern_gelu_mul(f->hb + o, f->hb2 + o, n);
+	else
+		kern_silu_mul(f->hb + o, f->hb2 + o, n);
+}
+
+/* The MLP's output (in xb) into x. */
+static void rows_ffn_out(fwd *f, const model_layer *L, int r0, int r1)
+{
+	residual_rows(f, L->post_ffn_norm, f->xb, r0, r1);
 }
 
 /* The gated MLP of the M normed rows in xb, result into xb. */
 static void dense_ffn(fwd *f, const model_layer *L, int M)
 {
-	const model_config *c = &f->m->cfg;
-
 	prof_label("ffn gate,up");
 	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
 		 (const kern_packed *const[]){lpk(f, L, FWD_PK_GATE),
@@ -770,10 +873,7 @@ static void dense_ffn(fwd *f, const model_layer *L, int M)
 		 (const float *const[]){NULL, NULL},
 		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
 	prof_label("ffn down");
-	if (c->act == MODEL_ACT_GELU_TANH)
-		kern_gelu_mul(f->hb, f->hb2, M * c->ffn_dim);
-	else
-		kern_silu_mul(f->hb, f->hb2, M * c->ffn_dim);
+	rows_run(f, L, rows_act, M);
 	matmul(f, &L->w_down, lpk(f, L, FWD_PK_DOWN), NULL, f->hb, M, f->xb);
 }
 
@@ -922,14 +1022,10 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 {
 	const model_config *c = &f->m->cfg;
 	const model_layer *L = &f->m->layers[l];
-	size_t q_dim = (size_t)c->q_dim;
-	int hd = c->head_dim, kind = L->swa ? 1 : 0;
 	att_job aj = {f, pool, seqs, l, M, 1};
 	int64_t att_t0, busy0;
 
-	for (int r = 0; r < M; r++)
-		kern_rmsnorm(f->x + (size_t)r * c->dim, L->attn_norm, c->dim,
-			     c->eps, f->xb + (size_t)r * c->dim);
+	rows_run(f, L, rows_attn_in, M);
 	prof_label("attn q,k,v");
 	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
 		 (const kern_packed *const[]){lpk(f, L, FWD_PK_Q),
@@ -937,20 +1033,7 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 					      lpk(f, L, FWD_PK_V)},
 		 (const float *const[]){L->bq, L->bk, L->bv},
 		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
-	for (int r = 0; r < M; r++) {
-		float *q = f->q + r * q_dim, *k = f->k + (size_t)r * c->kv_dim;
-
-		if (L->q_norm) {
-			for (int h = 0; h < c->n_heads; h++)
-				kern_rmsnorm(q + (size_t)h * hd, L->q_norm, hd,
-					     c->eps, q + (size_t)h * hd);
-			for (int h = 0; h < c->n_kv_heads; h++)
-				kern_rmsnorm(k + (size_t)h * hd, L->k_norm, hd,
-					     c->eps, k + (size_t)h * hd);
-		}
-		rope_row(f, q, c->n_heads, r, kind);
-		rope_row(f, k, c->n_kv_heads, r, kind);
-	}
+	rows_run(f, L, rows_qk, M);
 	store_kv(f, pool, seqs, l, M);
 	att_t0 = prof_active ? prof_now() : 0;
 	busy0 = att_t0 ? tpool_busy_ns(f->tp) : 0;
@@ -983,15 +1066,12 @@ static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
 	}
 	prof_label("attn out");
 	matmul(f, &L->wo, lpk(f, L, FWD_PK_O), L->bo, f->att, M, f->xb);
-	residual(f, L->post_attn_norm, f->xb, M);
-	for (int r = 0; r < M; r++)
-		kern_rmsnorm(f->x + (size_t)r * c->dim, L->ffn_norm, c->dim,
-			     c->eps, f->xb + (size_t)r * c->dim);
+	rows_run(f, L, rows_ffn_in, M);
 	if (L->router.data)
 		moe_ffn(f, L, M);
 	else
 		dense_ffn(f, L, M);
-	residual(f, L->post_ffn_norm, f->xb, M);
+	rows_run(f, L, rows_ffn_out, M);
 }
 
 /* ---- entry points ---------------------------------------------------- */
