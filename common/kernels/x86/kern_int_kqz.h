@@ -17,7 +17,10 @@
  * lanes are row j's acc[0..7], the high half's row j + 1's. A tile is
  * KZ_RT activation rows by KZ_CP pairs; each vector of weights read
  * from the prepared block serves KZ_RT rows, each activation vector
- * KZ_CP pairs.
+ * KZ_CP pairs. Both types run the same steps (kz_steps): vpdpbusd sums
+ * of one scale's codes (Q4_K: a sub-block's 8 steps; Q6_K: each group
+ * of 16's 4, the VNNI builds keeping its codes in order), then one
+ * int32 multiply by that scale.
  */
 #if KERN_INT_VNNI == 1
 
@@ -308,11 +311,14 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 							   : kz_tiles_q6;
 	int nu = mm->K / QK_K;
 	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-	int jb = 2 * (int)(QT_PREP_BYTES / (2 * rb));
+	/* whole tiles of pairs per block (a narrower tile, 3 pairs, reads
+	 * each activation vector for fewer: 7-pair blocks of K = 8960 rows
+	 * spent 1/5 of ffn_down's time in them) */
+	int jb = 2 * KZ_CP * (int)(QT_PREP_BYTES / (2 * KZ_CP * rb));
 	__m256i *tmp = NULL;
 	__m512i *buf = NULL;
 
-	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
+	jb = jb < 2 * KZ_CP ? 2 * KZ_CP : jb > 64 ? 64 : jb;
 	if (!mm->pk) {
 		tmp = aligned_alloc(64, 2 * rb);
 		buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
