@@ -745,9 +745,8 @@ static void att_shared_task(void *ctx, int task, int n_tasks)
 		   (int)((long)j->M * (task / nkv + 1) / C));
 }
 
-/* x[r] += RMSNorm(y[r]) * w for the M rows (post_norms), else x += y. */
-/* Rows r0..r1-1 of y (normed by w, if any) added to the residual
- * stream x. */
+/* x[r] += RMSNorm(y[r]) * w for rows r0..r1-1 (post_norms), else
+ * x[r] += y[r]. */
 static void residual_rows(fwd *f, const float *w, float *y, int r0, int r1)
 {
 	const model_config *c = &f->m->cfg;

@@ -258,11 +258,45 @@ INLINE __m256i q4g_scale(__m256i acc, __m256i p, __m256i sc)
 #endif
 }
 
-/* Q6_K's scale of group h (0, 1) of each lane's sub-block (the words of
- * sc), as int32. */
-INLINE __m256i q6g_scale(__m256i sc, int h)
+/* Which scale of a round's scale vector a run of steps takes: Q4_K's,
+ * Q6_K's first group of 16 (the low words, signed) or its second (the
+ * high words, signed; the VNNI builds). */
+enum { KG_SC_Q4, KG_SC_LO, KG_SC_HI };
+
+/* acc[r] += the sums of steps s0 .. s0 + n - 1 of the round at w
+ * (activations at o) times their scale (which): Q4_K's q4g_step and
+ * q4g_scale; Q6_K's dp4 sums, then one int32 multiply by its group's
+ * scale (sign-extended from its word). */
+INLINE void kg_steps(const __m256i *w, const struct qtile *t, size_t o,
+		     const int s0, const int n, const int which, __m256i *acc,
+		     const int R)
 {
-	return _mm256_srai_epi32(h ? sc : _mm256_slli_epi32(sc, 16), 16);
+	__m256i p[QT_R], sc = _mm256_load_si256(w + 8);
+
+	#pragma GCC unroll 8
+	for (int s = s0; s < s0 + n; s++) {
+		__m256i ws = _mm256_load_si256(w + s);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++) {
+			__m256i a = _mm256_loadu_si256((const __m256i *)
+						       (t->q[r] + o + 32 * s));
+			__m256i p0 = s > s0 ? p[r] : _mm256_setzero_si256();
+
+			p[r] = which == KG_SC_Q4 ? q4g_step(p0, ws, a)
+						 : dp4(p0, ws, a);
+			IN_REG(p[r]);
+		}
+	}
+	if (which != KG_SC_Q4)
+		sc = _mm256_srai_epi32(which == KG_SC_HI ? sc
+					: _mm256_slli_epi32(sc, 16), 16);
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++) {
+		acc[r] = which == KG_SC_Q4 ? q4g_scale(acc[r], p[r], sc)
+					   : _mm256_add_epi32(acc[r],
+						_mm256_mullo_epi32(p[r], sc));
+		IN_REG(acc[r]);
+	}
 }
 
 INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
@@ -279,45 +313,11 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 		size_t o = (size_t)QK_K * (u0 + c);
 		__m256i sc = _mm256_load_si256(w + 8);
 		if (kind == QK_Q4_K) {
-			__m256i p[QT_R];
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) {
-				__m256i ws = _mm256_load_si256(w + s);
-				#pragma GCC unroll 8
-				for (int r = 0; r < R; r++) {
-					p[r] = q4g_step(s ? p[r] : _mm256_setzero_si256(),
-						ws, _mm256_loadu_si256((const __m256i *)
-							(t->q[r] + o + 32 * s)));
-					IN_REG(p[r]);
-				}
-			}
-			#pragma GCC unroll 8
-			for (int r = 0; r < R; r++) {
-				acc[r] = q4g_scale(acc[r], p[r], sc);
-				IN_REG(acc[r]);
-			}
+			kg_steps(w, t, o, 0, 8, KG_SC_Q4, acc, R);
 		} else if (!Q6G_PAIRED) {
-			#pragma GCC unroll 2
-			for (int h = 0; h < 2; h++) {
-				__m256i p[QT_R];
-				#pragma GCC unroll 4
-				for (int s = 4 * h; s < 4 * h + 4; s++) {
-					__m256i ws = _mm256_load_si256(w + s);
-					#pragma GCC unroll 8
-					for (int r = 0; r < R; r++) {
-						p[r] = dp4(s & 3 ? p[r] : _mm256_setzero_si256(),
-							ws, _mm256_loadu_si256((const __m256i *)
-								(t->q[r] + o + 32 * s)));
-						IN_REG(p[r]);
-					}
-				}
-				#pragma GCC unroll 8
-				for (int r = 0; r < R; r++) {
-					acc[r] = _mm256_add_epi32(acc[r], _mm256_mullo_epi32(
-						p[r], q6g_scale(sc, h)));
-					IN_REG(acc[r]);
-				}
-			}
+			/* two groups of 16, four steps each */
+			kg_steps(w, t, o, 0, 4, KG_SC_LO, acc, R);
+			kg_steps(w, t, o, 4, 4, KG_SC_HI, acc, R);
 		} else {
 			#pragma GCC unroll 4
 			for (int s = 0; s < 8; s += 2) {

@@ -83,13 +83,10 @@ INLINE __m512i kz_bcast(const void *p)
 	return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
 }
 
-/* Which scale of a round's scale vector a step's sums take: Q4_K's (the
- * high word), Q6_K's first group (the low word, signed) or its second
- * (the high word, signed). */
-enum { KZ_SC_Q4, KZ_SC_LO, KZ_SC_HI };
-
-/* acc[r][c] += the int32 sums of steps s0 .. s0 + n - 1 of the round at
- * wo (activations at o), times their scale (which): each weight vector
+/* kg_steps on the pairs: acc[r][c] += the int32 sums of steps s0 .. s0 +
+ * n - 1 of the round at wo (activations at o), times their scale (which,
+ * KG_SC_*; Q4_K's in the high words here, as vpdpbusd's q4g_scale takes
+ * it): each weight vector
  * serves R rows, each activation vector C pairs. The operands are pinned
  * in registers (IN_REG): else gcc, short of registers for p and acc,
  * loads the weights again for every row. */
@@ -127,8 +124,8 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 	for (int c = 0; c < C; c++) {
 		__m512i sc = _mm512_load_si512(w + c * pv + wo + 8);
 
-		sc = which == KZ_SC_Q4 ? _mm512_srli_epi32(sc, 16)
-		   : which == KZ_SC_HI ? _mm512_srai_epi32(sc, 16)
+		sc = which == KG_SC_Q4 ? _mm512_srli_epi32(sc, 16)
+		   : which == KG_SC_HI ? _mm512_srai_epi32(sc, 16)
 				       : _mm512_srai_epi32(_mm512_slli_epi32(
 					       sc, 16), 16);
 		#pragma GCC unroll 3
@@ -165,11 +162,11 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 			size_t o = (size_t)QK_K * (u0 + cc), wo = vo + 9 * (size_t)cc;
 
 			if (kind == QK_Q4_K) {
-				kz_steps(t, w, pv, wo, o, 0, 8, KZ_SC_Q4, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc, R, C);
 			} else {
 				/* two groups of 16, four steps each */
-				kz_steps(t, w, pv, wo, o, 0, 4, KZ_SC_LO, acc, R, C);
-				kz_steps(t, w, pv, wo, o, 4, 4, KZ_SC_HI, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 0, 4, KG_SC_LO, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 4, 4, KG_SC_HI, acc, R, C);
 			}
 		}
 		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
@@ -311,9 +308,10 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 							   : kz_tiles_q6;
 	int nu = mm->K / QK_K;
 	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-	/* whole tiles of pairs per block (a narrower tile, 3 pairs, reads
-	 * each activation vector for fewer: 7-pair blocks of K = 8960 rows
-	 * spent 1/5 of ffn_down's time in them) */
+	/* whole tiles of pairs per block: a narrower tile (3 pairs) reads
+	 * each activation vector for fewer pairs, and K = 8960's 7-pair
+	 * blocks ran every second tile so (6% of perf's samples at 1.5b
+	 * N = 32) */
 	int jb = 2 * KZ_CP * (int)(QT_PREP_BYTES / (2 * KZ_CP * rb));
 	__m256i *tmp = NULL;
 	__m512i *buf = NULL;
