@@ -439,15 +439,11 @@ int64_t quant_check(uint32_t type, const void *data, int n, int64_t nrows,
 
 /* ---- integer dot product (reference) ----------------------------------- */
 
-static size_t al64(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
 
 size_t quant_wrow_bytes(int n)
 {
-	return al64((size_t)n) + 2 * al64((size_t)n / 16 * 2) +
-	       2 * al64((size_t)n / 32 * 4);
+	return quant_al64((size_t)n) + 2 * quant_al64((size_t)n / 16 * 2) +
+	       2 * quant_al64((size_t)n / 32 * 4);
 }
 
 void quant_wrow_bind(quant_wrow *w, void *buf, int n)
@@ -455,33 +451,14 @@ void quant_wrow_bind(quant_wrow *w, void *buf, int n)
 	char *p = buf;
 
 	w->q = (int8_t *)p;
-	p += al64((size_t)n);
+	p += quant_al64((size_t)n);
 	w->sc = (int16_t *)p;
-	p += al64((size_t)n / 16 * 2);
+	p += quant_al64((size_t)n / 16 * 2);
 	w->mn = (int16_t *)p;
-	p += al64((size_t)n / 16 * 2);
+	p += quant_al64((size_t)n / 16 * 2);
 	w->d = (float *)p;
-	p += al64((size_t)n / 32 * 4);
+	p += quant_al64((size_t)n / 32 * 4);
 	w->dm = (float *)p;
-}
-
-size_t quant_arow_bytes(int n, int unit)
-{
-	return al64((size_t)n) + al64((size_t)n / 16 * 2) +
-	       2 * al64((size_t)(n / unit) * 4);
-}
-
-void quant_arow_bind(quant_arow *a, void *buf, int n, int unit)
-{
-	char *p = buf;
-
-	a->q = (int8_t *)p;
-	p += al64((size_t)n);
-	a->bsum = (int16_t *)p;
-	p += al64((size_t)n / 16 * 2);
-	a->d = (float *)p;
-	p += al64((size_t)(n / unit) * 4);
-	a->s = (float *)p;
 }
 
 /* As llama.cpp's CPU backend quantizes activations, so that the integer

@@ -155,11 +155,34 @@ typedef struct {
 } quant_arow;
 
 /* Bytes for a quant_wrow / quant_arow of n elements (64-byte aligned
- * parts), and binding one onto such a buffer. */
+ * parts), and binding one onto such a buffer. The activation row's are
+ * inline: the integer kernels bind each tile's rows once per tile. */
 size_t quant_wrow_bytes(int n);
 void quant_wrow_bind(quant_wrow *w, void *buf, int n);
-size_t quant_arow_bytes(int n, int unit);
-void quant_arow_bind(quant_arow *a, void *buf, int n, int unit);
+
+static inline size_t quant_al64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static inline size_t quant_arow_bytes(int n, int unit)
+{
+	return quant_al64((size_t)n) + quant_al64((size_t)n / 16 * 2) +
+	       2 * quant_al64((size_t)(n / unit) * 4);
+}
+
+static inline void quant_arow_bind(quant_arow *a, void *buf, int n, int unit)
+{
+	char *p = buf;
+
+	a->q = (int8_t *)p;
+	p += quant_al64((size_t)n);
+	a->bsum = (int16_t *)p;
+	p += quant_al64((size_t)n / 16 * 2);
+	a->d = (float *)p;
+	p += quant_al64((size_t)(n / unit) * 4);
+	a->s = (float *)p;
+}
 
 /* Row of type to integer form (the reference; kernels may unpack faster
  * but must produce the same integers). */

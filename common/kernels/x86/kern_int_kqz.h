@@ -55,6 +55,7 @@
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
+_Static_assert(2 * KZ_CP <= 8, "zt_store's 8 columns");
 
 INLINE int kz_use(uint32_t wtype, int M, int pk)
 {

@@ -223,22 +223,32 @@ _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
  * while every tile of activation rows passes over them. */
 #define QZ_PREP_BYTES (160 * 1024)
 
-/* A register tile's results res (R rows, stride floats apart) into
- * mm->y at rows m0.., columns j0.. (cols of them, fewer where the block
- * ends: at most left), with the bias. */
+/* A register tile's results res (R rows, stride floats apart; at most 8
+ * columns) into mm->y at rows m0.., columns j0.. (cols of them, fewer
+ * where the block ends: at most left), with the bias: one masked store
+ * per row (the scalar loop's stores missed in turn: y's rows are far
+ * apart). */
 INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 		     int left, int cols, const float *res, int stride)
 {
+	__mmask8 k;
+	__m256 b = _mm256_setzero_ps();
+
 	if (cols > left)
 		cols = left;
+	k = (__mmask8)((1u << cols) - 1);
+	if (mm->bias)
+		b = _mm256_maskz_loadu_ps(k, mm->bias + j0);
 	for (int r = 0; r < R; r++) {
-		float *y = mm->y + (size_t)(m0 + r) * mm->ldy + j0;
+		__m256 v = _mm256_maskz_loadu_ps(k, res + r * stride);
 
-		for (int c = 0; c < cols; c++)
-			y[c] = mm->bias ? res[r * stride + c] + mm->bias[j0 + c]
-					: res[r * stride + c];
+		if (mm->bias)
+			v = _mm256_add_ps(v, b);
+		_mm256_mask_storeu_ps(mm->y + (size_t)(m0 + r) * mm->ldy + j0,
+				      k, v);
 	}
 }
+_Static_assert(2 * QZ_CP <= 8, "zt_store's 8 columns");
 
 /* Packed Q8_0 (kern_pack): pair p (rows 2p, 2p + 1; a zero row after an
  * odd N's last) is qz_prep_pair's groups at p * qz_groups(K). */
