@@ -5,9 +5,9 @@
  * kernels/ (and the kernel tests, which install emulated tables).
  *
  * implements: the dispatch seam between kern.c (scalar reference and
- * dispatch) and x86/: kern_float.c (float kernels, once per width),
- * kern_int_avx2.c (integer matmul, once per ISA), kern_avx2.c
- * (attention, the AVX2 table), kern_avx512.c (the AVX-512 tables).
+ * dispatch) and x86/: kern_float.c (float and attention kernels, once
+ * per width), kern_int_avx2.c (integer matmul, once per ISA), kern_avx2.c
+ * (the AVX2 table), kern_avx512.c (the AVX-512 tables).
  */
 #ifndef QUORUM_KERN_IMPL_H
 #define QUORUM_KERN_IMPL_H
@@ -100,8 +100,9 @@ KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)
 
-/* kern_float.c's float kernels, built at 8 lanes (kern_avx2_*, AVX2) and
- * at 16 (kern_avx512_*, AVX-512), and their entries of an ops table. */
+/* kern_float.c's float and attention kernels, built at 8 lanes
+ * (kern_avx2_*, AVX2) and at 16 (kern_avx512_*, AVX-512), and their
+ * entries of an ops table. */
 #define KERN_FLOAT_FNS(p)                                                   \
 	float p##dot(const float *a, const float *b, int n);                \
 	float p##dot_f16(const float *a, const uint16_t *b, int n);         \
@@ -115,7 +116,13 @@ KERN_INT_FNS(kern_vnni_emu_)
 	void p##row_f32(const void *row, uint32_t wtype, int K, float *out); \
 	void p##f32_to_f16_row(const float *x, uint16_t *out, int n);       \
 	uint64_t p##peak_f32(int64_t n);                                    \
-	float p##read_sum(const float *x, size_t n);
+	float p##read_sum(const float *x, size_t n);                        \
+	void p##att_scores(const float *q, int ldq, int nq, const void *k,  \
+			   size_t ldk, uint32_t kt, int nt, int n,          \
+			   float scale, float *s, int lds);                 \
+	void p##att_values(float *out, int ldo, int nq, const float *s,     \
+			   int lds, const void *v, size_t ldv, uint32_t kt, \
+			   int nt, int n);
 KERN_FLOAT_FNS(kern_avx2_)
 KERN_FLOAT_FNS(kern_avx512_)
 #define KERN_FLOAT_OPS(p)                                                   \
@@ -123,15 +130,8 @@ KERN_FLOAT_FNS(kern_avx512_)
 	.rmsnorm = p##rmsnorm, .silu_mul = p##silu_mul,                     \
 	.softmax = p##softmax, .axpy = p##axpy, .axpy_f16 = p##axpy_f16,    \
 	.row_f32 = p##row_f32, .f32_to_f16_row = p##f32_to_f16_row,        \
-	.peak_f32 = p##peak_f32, .read_sum = p##read_sum,
-
-/* kern_avx2.c's attention kernels, shared with the AVX-512 tables. */
-void kern_avx2_att_scores(const float *q, int ldq, int nq, const void *k,
-			  size_t ldk, uint32_t kt, int nt, int n, float scale,
-			  float *s, int lds);
-void kern_avx2_att_values(float *out, int ldo, int nq, const float *s,
-			  int lds, const void *v, size_t ldv, uint32_t kt,
-			  int nt, int n);
+	.peak_f32 = p##peak_f32, .read_sum = p##read_sum,                   \
+	.att_scores = p##att_scores, .att_values = p##att_values,
 
 extern const struct kern_ops kern_ops_scalar;
 extern const struct kern_ops kern_ops_avx2;

@@ -1,20 +1,15 @@
 /*
  * kern_avx512 — the two AVX-512 ops tables (AVX-512 F/BW/VL/DQ, and the
  * same with VNNI): the float kernels of kern_float.c built at 16 lanes
- * (kern_avx512_*, one zmm register holds the 16 canonical lanes), the
- * AVX2 attention kernels of kern_avx2.c, and the integer matmul of
+ * and its attention kernels (kern_avx512_*, one zmm register holds the 16
+ * canonical lanes), and the integer matmul of
  * kern_int_avx2.c built for AVX2 or for VNNI. kern.c dispatches to them
  * when the CPU has the sets. No code of its own.
  */
 #include "kernels/kern_impl.h"
 
-/* the float kernels of both AVX-512 tables */
-#define KERN_AVX512_FLOAT                                                   \
-	KERN_FLOAT_OPS(kern_avx512_)                                        \
-	/* the AVX2 attention kernels (no zmm form yet: the machines that  \
-	 * test these bits have no AVX-512) */                               \
-	.att_scores = kern_avx2_att_scores,                                 \
-	.att_values = kern_avx2_att_values,
+/* the float and attention kernels of both AVX-512 tables */
+#define KERN_AVX512_FLOAT KERN_FLOAT_OPS(kern_avx512_)
 
 const struct kern_ops kern_ops_avx512 = {
 	/* the AVX2 integer matmul (an AVX-512 CPU has AVX2) */

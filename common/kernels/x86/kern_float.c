@@ -1,8 +1,9 @@
 /*
  * kern_float — the float forms of the kern.c reference kernels (dot,
  * matmul with f32/f16/bf16/Q8_0 weights, rmsnorm, SiLU, softmax, axpy,
- * row conversions), written once against kern_vec.h's mappings and built
- * once per vector width, as kern_int_avx2.c is built once per ISA:
+ * row conversions, and kern_att.h's attention), written once against
+ * kern_vec.h's mappings and built once per vector width, as
+ * kern_int_avx2.c is built once per ISA:
  *   kern_float_avx2.o   -DKERN_VEC_W=8  with the AVX2 flags: kern_avx2_*
  *   kern_float_avx512.o -DKERN_VEC_W=16 with the AVX-512 flags:
  *                       kern_avx512_*
@@ -697,3 +698,7 @@ float KV_NAME(read_sum)(const float *x, size_t n)
 		s += t[l];
 	return s;
 }
+
+/* ---- attention: query heads that share one KV head --------------------- */
+
+#include "kernels/x86/kern_att.h"

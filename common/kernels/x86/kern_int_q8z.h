@@ -240,12 +240,15 @@ INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 	if (mm->bias)
 		b = _mm256_maskz_loadu_ps(k, mm->bias + j0);
 	for (int r = 0; r < R; r++) {
-		__m256 v = _mm256_maskz_loadu_ps(k, res + r * stride);
+		__m256 v = _mm256_loadu_ps(res + r * stride);
+		float *y = mm->y + (size_t)(m0 + r) * mm->ldy + j0;
 
 		if (mm->bias)
 			v = _mm256_add_ps(v, b);
-		_mm256_mask_storeu_ps(mm->y + (size_t)(m0 + r) * mm->ldy + j0,
-				      k, v);
+		if (cols == 8) /* AMD's masked stores are slow */
+			_mm256_storeu_ps(y, v);
+		else
+			_mm256_mask_storeu_ps(y, k, v);
 	}
 }
 _Static_assert(2 * QZ_CP <= 8, "zt_store's 8 columns");

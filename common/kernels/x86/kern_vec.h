@@ -12,7 +12,7 @@
  * here gives the bits of its scalar definition at both.
  *
  * Owns nothing but inline code. Included by kern_float.c (the float
- * kernels, built once per width) and kern_avx2.c (the attention kernels).
+ * kernels and kern_att.h's attention, built once per width).
  */
 #ifndef QUORUM_KERN_VEC_H
 #define QUORUM_KERN_VEC_H
@@ -73,11 +73,29 @@ typedef __m256i VI;
 /* the exported names of a width's kernels */
 #define KV_NAME(n) kern_avx2_##n
 
+/* lanes [k, k + 8) below n (k < n), as a load/blend mask */
+typedef __m256i VM;
+#define V_MASK_BELOW(k, n)                                                \
+	_mm256_cmpgt_epi32(_mm256_set1_epi32((n) - (k)),                  \
+			   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+/* the lanes of m loaded (0 elsewhere, nothing read there); fma(a, b, c)
+ * in the lanes of m, c elsewhere */
+#define V_MASKLOAD(p, m) _mm256_maskload_ps(p, m)
+#define V_FMA_MASK(a, b, c, m)                                            \
+	_mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), _mm256_castsi256_ps(m))
+
+/* The first step of the fixed tree, (l, l+8), on lanes acc[0] = 0..7,
+ * acc[1] = 8..15. */
+INLINE __m256 v_fold16(const V *acc)
+{
+	return _mm256_add_ps(acc[0], acc[1]);
+}
+
 /* The fixed tree on lanes acc[0] = 0..7, acc[1] = 8..15: (l, l+8),
  * (l, l+4), (l, l+2), (0, 1). */
 INLINE float hsum16(const V *acc)
 {
-	__m256 s8 = _mm256_add_ps(acc[0], acc[1]);
+	__m256 s8 = v_fold16(acc);
 	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8),
 			       _mm256_extractf128_ps(s8, 1));
 	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
@@ -129,11 +147,24 @@ typedef __m512i VI;
 					       _MM_FROUND_NO_EXC))
 #define KV_NAME(n) kern_avx512_##n
 
+typedef __mmask16 VM;
+#define V_MASK_BELOW(k, n)                                                \
+	((n) - (k) >= 16 ? (__mmask16)0xffff                              \
+			 : (__mmask16)((1u << ((n) - (k))) - 1))
+#define V_MASKLOAD(p, m) _mm512_maskz_loadu_ps(m, p)
+#define V_FMA_MASK(a, b, c, m) _mm512_mask3_fmadd_ps(a, b, c, m)
+
+/* (l, l+8) on one register */
+INLINE __m256 v_fold16(const V *acc)
+{
+	return _mm256_add_ps(_mm512_castps512_ps256(acc[0]),
+			     _mm512_extractf32x8_ps(acc[0], 1));
+}
+
 /* The fixed tree on one register: (l, l+8), (l, l+4), (l, l+2), (0, 1). */
 INLINE float hsum16(const V *acc)
 {
-	__m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc[0]),
-				  _mm512_extractf32x8_ps(acc[0], 1));
+	__m256 s8 = v_fold16(acc);
 	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8),
 			       _mm256_extractf128_ps(s8, 1));
 	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
