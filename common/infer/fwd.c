@@ -441,6 +441,17 @@ void fwd_att_softmax(float *s, int n, const float *sink)
 	kern_softmax(s, n);
 }
 
+/* The rows [r0, r0 + n) of a KV block's keys or values for one KV head
+ * (hb bytes at p, row bytes apart) requested ahead of the kernels: a
+ * layer's KV was last read a whole round ago (from DRAM, or L3 at best)
+ * and the kernels' loads would wait for each tile's lines in turn. */
+static void kv_prefetch(const char *p, size_t row, size_t hb, int n)
+{
+	for (int t = 0; t < n; t++)
+		for (size_t o = 0; o < hb; o += 64)
+			__builtin_prefetch(p + (size_t)t * row + o, 0, 3);
+}
+
 /* One row's query heads h0..h0+nh-1, all of KV head kvh: for each, scores
  * over positions lo..pos in order (lo = 0, or pos - window + 1 on a
  * sliding-window layer), softmax (with the head's sink, gpt-oss), then
@@ -464,6 +475,7 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	/* a head is whole rows of hd elements (q8_0: whole blocks) */
 	size_t head_off = kvh * kv_row_bytes(p->dtype, hd);
 	size_t row = kv_row_bytes(p->dtype, c->kv_dim);
+	size_t hb = kv_row_bytes(p->dtype, hd);
 	int lds = (int)f->scores_cap;
 	const float *q = f->q + r * q_dim + (size_t)h0 * hd;
 	float *out = f->att + r * q_dim + (size_t)h0 * hd;
@@ -477,6 +489,15 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
 
+		if (t0 + B < n)
+			kv_prefetch((const char *)kv_k(j->pool,
+					seq->blocks[t0 / B + 1], j->layer) +
+				    head_off, row, hb,
+				    n - t0 - B < B ? n - t0 - B : B);
+		else
+			kv_prefetch((const char *)kv_v(j->pool,
+					seq->blocks[(lo - lo % B) / B],
+					j->layer) + head_off, row, hb, B);
 		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
 				(size_t)c->kv_dim, kt, rows - r0, hd,
 				f->att_scale, s + t0 + r0 - lo, lds);
@@ -491,6 +512,12 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
+
+		if (t0 + B < n)
+			kv_prefetch((const char *)kv_v(j->pool,
+					seq->blocks[t0 / B + 1], j->layer) +
+				    head_off, row, hb,
+				    n - t0 - B < B ? n - t0 - B : B);
 
 		kern_att_values(out, hd, nh, s + t0 + r0 - lo, lds,
 				vb + (size_t)r0 * row, (size_t)c->kv_dim, kt,
