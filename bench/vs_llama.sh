@@ -7,7 +7,9 @@
 # alternating and keeping the best of each compares the two at their
 # least disturbed. Prints one markdown row per (file, N): prefill tok/s
 # (prompt tokens / prefill seconds) and decode tok/s (N x NEW / decode
-# seconds) of both, and the ratios.
+# seconds) of both, and the ratios. Each round's numbers go to stderr
+# ("q" quorum, "l" llama.cpp: prefill tok/s, decode tok/s), to see how
+# far the machine moved.
 #
 #   LLAMA_BENCH=/path/to/llama-batched-bench sh bench/vs_llama.sh FILE...
 #   env: BENCH_NS      sample counts (default "1 8 32")
@@ -58,7 +60,7 @@ for f in "$@"; do
 				-ntg "$NEW" -npl "$n" -pps -kvu -t "$T" -tb "$T" \
 				$LKV 2>&1 |
 				awk -F'|' -v p="$P" '$2+0 == p {print "l", $7+0, $9+0}'
-		done | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
+		done | tee /dev/stderr | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
 			{ if ($2 > pp[$1]) pp[$1] = $2; if ($3 > tg[$1]) tg[$1] = $3 }
 			END {
 				if (!pp["q"] || !pp["l"]) { print "| " f " | " n " | failed |"; exit 1 }
