@@ -60,7 +60,10 @@ for f in "$@"; do
 				-ntg "$NEW" -npl "$n" -pps -kvu -t "$T" -tb "$T" \
 				$LKV 2>&1 |
 				awk -F'|' -v p="$P" '$2+0 == p {print "l", $7+0, $9+0}'
-		done | tee /dev/stderr | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
+		done | while read -r line; do
+			echo "$line" >&2
+			echo "$line"
+		done | awk -v f="$(basename "$f" .gguf)" -v n="$n" '
 			{ if ($2 > pp[$1]) pp[$1] = $2; if ($3 > tg[$1]) tg[$1] = $3 }
 			END {
 				if (!pp["q"] || !pp["l"]) { print "| " f " | " n " | failed |"; exit 1 }

@@ -225,9 +225,10 @@ _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
 
 /* A register tile's results res (R rows, stride floats apart; at most 8
  * columns) into mm->y at rows m0.., columns j0.. (cols of them, fewer
- * where the block ends: at most left), with the bias: one masked store
- * per row (the scalar loop's stores missed in turn: y's rows are far
- * apart). */
+ * where the block ends: at most left), with the bias: one vector store
+ * per row, masked only where the block ends (perf: y's rows are far
+ * apart and the stores miss; 8 scalar stores a row cost more, and a
+ * masked store more than a plain one). */
 INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 		     int left, int cols, const float *res, int stride)
 {
@@ -245,7 +246,7 @@ INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 
 		if (mm->bias)
 			v = _mm256_add_ps(v, b);
-		if (cols == 8) /* AMD's masked stores are slow */
+		if (cols == 8)
 			_mm256_storeu_ps(y, v);
 		else
 			_mm256_mask_storeu_ps(y, k, v);
