@@ -281,29 +281,15 @@ INLINE void att_values_type(float *out, int ldo, int nq, const float *s,
 		const float *si = s + (size_t)i * lds;
 
 		switch (nq - i < ATT_VQ ? nq - i : ATT_VQ) {
-		case 1:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 1);
-			break;
-		case 2:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 2);
-			break;
-		case 3:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 3);
-			break;
+#define ATT_VCASE(q)                                                        \
+	case q:                                                             \
+		att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, q);          \
+		break;
+			ATT_VCASE(1) ATT_VCASE(2) ATT_VCASE(3)
 #if ATT_VQ > 4
-		case 4:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 4);
-			break;
-		case 5:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 5);
-			break;
-		case 6:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 6);
-			break;
-		case 7:
-			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, 7);
-			break;
+			ATT_VCASE(4) ATT_VCASE(5) ATT_VCASE(6) ATT_VCASE(7)
 #endif
+#undef ATT_VCASE
 		default:
 			att_vgroup(o, ldo, si, lds, v, ldv, kt, nt, n, ATT_VQ);
 		}
