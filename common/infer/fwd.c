@@ -441,10 +441,11 @@ void fwd_att_softmax(float *s, int n, const float *sink)
 	kern_softmax(s, n);
 }
 
-/* The rows [r0, r0 + n) of a KV block's keys or values for one KV head
- * (hb bytes at p, row bytes apart) requested ahead of the kernels: a
- * layer's KV was last read a whole round ago (from DRAM, or L3 at best)
- * and the kernels' loads would wait for each tile's lines in turn. */
+/* The first n rows of a KV block's keys or values for one KV head (hb
+ * bytes at p, the rows `row` bytes apart) requested ahead of the
+ * kernels: a layer's KV was last read a whole round ago (from DRAM, or
+ * L3 at best) and the kernels' loads would wait for each tile's lines
+ * in turn. */
 static void kv_prefetch(const char *p, size_t row, size_t hb, int n)
 {
 	for (int t = 0; t < n; t++)
