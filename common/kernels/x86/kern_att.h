@@ -32,8 +32,9 @@
 
 /* Lanes [KERN_VEC_W r, KERN_VEC_W (r + 1)) of the canonical accumulators
  * of the QH queries q[i] against the ATT_KB rows kr over n elements,
- * added to acc[i][j][r] (zero). A partial last chunk updates only its lanes below n (the
- * others keep their value: masked, never fused with a zero). */
+ * added to acc[i][j][r] (zero). A partial last chunk updates only its
+ * lanes below n (the others keep their value: masked, never fused with
+ * a zero). */
 INLINE void att_part(const float *const *q, const float *const *kr, int n,
 		     int r, V (*acc)[ATT_KB][KV_R], const int QH)
 {
