@@ -7,33 +7,42 @@
  * order, for each of its builds; not a header of its own): it uses the
  * definitions of the parts before it.
  *
- * The layout is Q8_0's units side by side (kern_int_q8.h), in groups of
- * 8 units (the last one padded with zero codes and scales), and a
+ * The layout is Q8_0's units side by side (kern_int_q8.h), in its groups
+ * (8 units while 8 remain, then 4, 2, 1: kg_size, no padding), and a
  * 512-bit vector holds TWO weight rows: lanes 0..7 row j, lanes 8..15
- * row j + 1, lane l of each half unit 8g + l. Step s of a group holds
- * elements 4s..4s+3 of every lane's unit. So one accumulator serves one
- * activation row and a pair of weight rows, its int32 lane l + 8h
- * ending with the S1 of unit 8g + l of row j + h, and its float step is
- * quant.h's for both rows at once: lanes 0..7 are row j's acc[0..7],
- * 8..15 row j + 1's, each lane's units in order (groups in order).
+ * row j + 1, each half as q8g lays out one row (lane L of a group of g
+ * units holds part L / g of unit L % g; step s its elements 4s..4s+3).
+ * A group of g units has g steps, so a row has one step per unit. One
+ * accumulator serves one activation row and a pair of weight rows; for
+ * g < 8 the parts of a unit are summed (qz_fold, exact int32), and its
+ * int32 lane l + 8h ends with the S1 of the unit of row j + h whose
+ * float lane is l. The float step is quant.h's for both rows at once:
+ * lanes 0..7 are row j's acc[0..7], 8..15 row j + 1's, each lane's units
+ * in order (groups in order); the lanes outside a group's units have
+ * d = da = 0.
  *
  * The integers: vpdpbusd multiplies unsigned by signed bytes. The weight
  * codes go offset by 128 (q + 128 in 0..255), the activations' stay
  * signed, and the offset comes off with the activations' sums:
  *     S1 = sum (q + 128) qa - 128 sum qa,
- * exact in int32 (|S1| <= 32 x 128 x 127), the accumulator starting
- * from -128 sum qa of its unit (QZ's act layout, from bsum).
+ * exact in int32 (|S1| <= 32 x 128 x 127), each lane's accumulator
+ * starting from -128 times the sum of its part's activations.
  * The float step is quant.h's: fma(d[u] * da[u], (float)S1[u], acc[l]);
- * padded units have d = da = 0 and S1 = 0: fma(+0, +0, acc) = acc (acc,
+ * lanes without a unit have d = da = 0: fma(+0, S, acc) = acc (acc,
  * from +0 by fmas, is never -0). So every result is the reference's bits.
  *
  * Activation rows (kern_vnni_qact, once per matmul call): behind each
- * row's quant_arow bytes, qz_act lays out its groups: 8 steps of 32
- * bytes, then the 8 int32 offsets and the 8 da of each group. Weight
- * rows: prepared per pair (struct qzw per group: 8 steps of 64 bytes
- * and the 16 d), once at load when the matrix is packed (kern_pack),
- * else once per call, in blocks that stay in cache while every tile of
- * activation rows passes over them.
+ * row's quant_arow bytes, qz_act lays out its steps (32 bytes each, one
+ * per unit), then each group's 8 int32 offsets and 8 da. Weight rows:
+ * prepared per pair (qz_prep_pair: each group its steps, 64 bytes each,
+ * then its 16 d), 64 (units + groups) bytes a pair. K = 896 (28 units:
+ * 8 + 8 + 8 + 4) takes 2,048 bytes a pair, against 1,904 of the file's
+ * two rows and 2,304 when the last group was padded to 8 units like the
+ * others (the decode's few rows wait on these bytes: the 0.5b's N = 8
+ * decode on an Intel Xeon, 168-171 tok/s with those, 192-195 with
+ * these). They are prepared once at load when the matrix is packed
+ * (kern_pack), else once per call, in blocks that stay in cache while
+ * every tile of activation rows passes over them.
  */
 #if KERN_INT_VNNI == 1
 
@@ -52,29 +61,38 @@
  * (bench_kern -q -p, AMD EPYC Zen 5, 2 threads, million column-rows/s
  * on 896 x 4864: 8 rows 127.4 against the direct kernel's 133.6, on
  * 896 x 151936 144.7 against 123.6; 12 rows 169.1 and 201.8; 6 rows
- * lose: the packed rows of K = 896 carry a padded group, 14% more
- * bytes). -DQZ_PK_MIN_M=N moves it. */
+ * lost while the packed rows of K = 896 carried a padded group, measured
+ * before the compact layout above). At 8 rows on an Intel Xeon (the
+ * 0.5b's decode, both ways, 2026-12-06) the compact pairs decode 192-195
+ * tok/s, the direct kernel 184. -DQZ_PK_MIN_M=N moves it. */
 #ifndef QZ_PK_MIN_M
 #define QZ_PK_MIN_M Q8_DIRECT_R
 #endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
 
-/* A group of 8 units of a pair of weight rows, prepared. */
-struct qzw {
-	__m512i w[8]; /* step s: codes + 128, row j in bytes 0..31 */
-	float d[16];  /* d of the units: row j, then row j + 1 */
-};
-
-INLINE int qz_groups(int K)
+/* Groups of a row of nu units (kg_size's: 8 while 8 remain, then the
+ * binary digits of the rest). */
+INLINE int qz_groups(int nu)
 {
-	return (K / 32 + 7) / 8;
+	return nu / 8 + __builtin_popcount((unsigned)nu & 7);
 }
 
 /* Bytes of an activation row's layout (after its quant_arow). */
 INLINE size_t qz_act_bytes(int K)
 {
-	return (size_t)qz_groups(K) * (256 + 32 + 32);
+	int nu = K / 32;
+
+	return (size_t)nu * 32 + (size_t)qz_groups(nu) * 64;
+}
+
+/* Bytes of a prepared pair of weight rows: each group its steps (64
+ * bytes each) and its 16 d (f32). */
+INLINE size_t qz_pair_bytes(int K)
+{
+	int nu = K / 32;
+
+	return 64 * ((size_t)nu + (size_t)qz_groups(nu));
 }
 
 INLINE int qz_use(uint32_t wtype, int M, int pk)
@@ -86,108 +104,166 @@ INLINE int qz_use(uint32_t wtype, int M, int pk)
  * order. */
 static void qz_act(const quant_arow *a, int K, char *z)
 {
-	int nu = K / 32, ng = qz_groups(K);
-	int8_t *codes = (int8_t *)z;
-	int32_t *off = (int32_t *)(z + (size_t)ng * 256);
-	float *da = (float *)(z + (size_t)ng * 288);
+	int nu = K / 32, ng = qz_groups(nu);
+	int32_t *off = (int32_t *)(z + (size_t)nu * 32);
+	float *da = (float *)(z + (size_t)nu * 32 + (size_t)ng * 32);
 
-	for (int g = 0; g < ng; g++) {
-		__m256i r[8];
+	memcpy(z, a->q, (size_t)nu * 32);
+	q8_act((int8_t *)z, K, 0);
+	for (int u0 = 0, gi = 0, g; u0 < nu; u0 += g, gi++) {
+		g = kg_size(nu - u0);
+		for (int L = 0; L < 8; L++) {
+			/* lane L: part L / g (4 g codes) of unit u = u0 + L % g;
+			 * bsum holds the sums of its halves */
+			int u = u0 + L % g, f = L - u0 % 8; /* f: float lane's */
+			int32_t sum = 0;
 
-		for (int l = 0; l < 8; l++) {
-			int u = 8 * g + l;
-			r[l] = u < nu ? _mm256_loadu_si256((const __m256i *)
-						    (a->q + 32 * (size_t)u))
-				      : _mm256_setzero_si256();
-			off[8 * g + l] = u < nu ? -128 * (a->bsum[2 * u] +
-							  a->bsum[2 * u + 1])
-						: 0;
-			da[8 * g + l] = u < nu ? a->d[u] : 0.0f;
+			if (g == 8) {
+				sum = a->bsum[2 * u] + a->bsum[2 * u + 1];
+			} else if (g == 4) {
+				sum = a->bsum[2 * u + L / 4];
+			} else {
+				const int8_t *q = a->q + 32 * (size_t)u +
+						  4 * g * (L / g);
+
+				for (int i = 0; i < 4 * g; i++)
+					sum += q[i];
+			}
+			off[8 * gi + L] = -128 * sum;
+			da[8 * gi + L] = f >= 0 && f < g ? a->d[u0 + f] : 0.0f;
 		}
-		tr8x8(r);
-		for (int s = 0; s < 8; s++)
-			_mm256_storeu_si256((__m256i *)(codes + 256 * (size_t)g +
-							32 * s), r[s]);
 	}
 }
 
-/* The groups of weight rows r0 and r1 (NULL: a zero row) of nu units. */
+/* The groups of weight rows r0 and r1 (NULL: a zero row) of nu units at
+ * out (qz_pair_bytes). */
 static void qz_prep_pair(const uint8_t *r0, const uint8_t *r1, int nu,
-			 struct qzw *out)
+			 char *out)
 {
 	const __m512i off = _mm512_set1_epi8((char)0x80);
 
-	for (int u0 = 0; u0 < nu; u0 += 8, out++) {
-		int cnt = nu - u0 < 8 ? nu - u0 : 8;
+	for (int u0 = 0, g; u0 < nu; u0 += g) {
 		__m256i w0[8], w1[8];
 		__m256 d0, d1 = _mm256_setzero_ps();
 
-		q8g_load(r0, u0, cnt, w0, &d0);
-		if (r1) {
-			q8g_load(r1, u0, cnt, w1, &d1);
+		g = kg_size(nu - u0);
+		if (g == 8)
+			q8g_load(r0, u0, 8, w0, &d0);
+		else
+			q8g_load_part(r0, u0, g, w0, &d0);
+		if (r1 && g == 8) {
+			q8g_load(r1, u0, 8, w1, &d1);
+		} else if (r1) {
+			q8g_load_part(r1, u0, g, w1, &d1);
 		} else {
 			for (int s = 0; s < 8; s++)
 				w1[s] = _mm256_setzero_si256();
 		}
-		for (int s = 0; s < 8; s++)
-			_mm512_store_si512(&out->w[s], _mm512_xor_si512(
+		for (int s = 0; s < g; s++, out += 64)
+			_mm512_store_si512(out, _mm512_xor_si512(
 				_mm512_inserti64x4(_mm512_castsi256_si512(w0[s]),
 						   w1[s], 1), off));
-		_mm256_store_ps(out->d, d0);
-		_mm256_store_ps(out->d + 8, d1);
+		_mm256_store_ps((float *)out, d0);
+		_mm256_store_ps((float *)out + 8, d1);
+		out += 64;
 	}
 }
 
-/* R activation rows (their layouts z[r]) against C prepared pairs (pair
- * c's groups at w + c * ng): res[r][2c + h], quant.h's tree done. */
-INLINE void qz_tile(const char *const *z, const struct qzw *w, int ng,
+/* Lanes L, L + g, ... of each 256-bit half summed into each of them
+ * (g = 4, 2, 1; kg_fold's, on both rows). */
+INLINE __m512i qz_fold(__m512i x, const int g)
+{
+	if (g <= 1)
+		x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, 0xb1));
+	if (g <= 2)
+		x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, 0x4e));
+	if (g <= 4)
+		x = _mm512_add_epi32(x, _mm512_shuffle_i64x2(x, x, 0xb1));
+	return x;
+}
+
+/* Group gi of g units (its steps from st) of R activation rows against C
+ * prepared pairs (ps bytes apart from w): facc[r][c] += its float step. */
+INLINE void qz_group(const char *const *z, const char *w, size_t ps,
+		     int nu, int ng, int st, int gi,
+		     __m512 (*facc)[QZ_CP], const int R, const int C,
+		     const int g)
+{
+	__m512i acc[QZ_RT][QZ_CP];
+	const char *wg = w + 64 * (size_t)(st + gi); /* the group's steps */
+
+	/* a step's activation rows first, then each weight vector against
+	 * them: written the other way round, GCC reloaded each weight
+	 * vector for every row: 96 loads a group instead of 32, the
+	 * 4864 x 896 tiles 10-15% slower in bench_kern) */
+	#pragma GCC unroll 8
+	for (int s = 0; s < g; s++) {
+		__m512i a[QZ_RT];
+
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+				(const __m256i *)(z[r] + 32 * (size_t)(st + s))));
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			__m512i wv = _mm512_load_si512(wg + (size_t)c * ps +
+						       64 * (size_t)s);
+
+			#pragma GCC unroll 3
+			for (int r = 0; r < R; r++) {
+				/* step 0 starts from the lanes' offsets */
+				__m512i o = s ? acc[r][c] : _mm512_broadcast_i64x4(
+					_mm256_loadu_si256((const __m256i *)
+						(z[r] + 32 * (size_t)nu +
+						 32 * (size_t)gi)));
+				acc[r][c] = _mm512_dpbusd_epi32(o, wv, a[r]);
+			}
+		}
+	}
+	#pragma GCC unroll 3
+	for (int r = 0; r < R; r++) {
+		__m512 da = _mm512_broadcast_f32x8(_mm256_loadu_ps(
+			(const float *)(z[r] + 32 * (size_t)nu +
+					32 * (size_t)ng) + 8 * gi));
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			__m512 d = _mm512_load_ps(wg + (size_t)c * ps +
+						  64 * (size_t)g);
+
+			if (g < 8)
+				acc[r][c] = qz_fold(acc[r][c], g);
+			facc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(d, da),
+				_mm512_cvtepi32_ps(acc[r][c]), facc[r][c]);
+		}
+	}
+}
+
+/* R activation rows (their layouts z[r]) against C prepared pairs of nu
+ * units (pair c at w + c ps): res[r][2c + h], quant.h's tree done. */
+INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		    float (*res)[2 * QZ_CP], const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
+	int ng = qz_groups(nu), nf = nu / 8, st = 8 * nf, gi = nf;
 
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4
 		for (int c = 0; c < C; c++)
 			facc[r][c] = _mm512_setzero_ps();
-	for (int g = 0; g < ng; g++) {
-		__m512i acc[QZ_RT][QZ_CP];
-
-		#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) {
-			__m512i wv[QZ_CP];
-
-			#pragma GCC unroll 4
-			for (int c = 0; c < C; c++)
-				wv[c] = _mm512_load_si512(&w[(size_t)c * ng + g].w[s]);
-			#pragma GCC unroll 3
-			for (int r = 0; r < R; r++) {
-				__m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-					(const __m256i *)(z[r] + 256 * (size_t)g +
-							  32 * s)));
-				/* step 0 starts from the unit's offset */
-				__m512i o = s ? _mm512_setzero_si512()
-					      : _mm512_broadcast_i64x4(
-						_mm256_loadu_si256((const __m256i *)
-							(z[r] + (size_t)ng * 256 +
-							 32 * (size_t)g)));
-				#pragma GCC unroll 4
-				for (int c = 0; c < C; c++)
-					acc[r][c] = _mm512_dpbusd_epi32(
-						s ? acc[r][c] : o, wv[c], a);
-			}
-		}
-		#pragma GCC unroll 3
-		for (int r = 0; r < R; r++) {
-			__m512 da = _mm512_broadcast_f32x8(_mm256_loadu_ps(
-				(const float *)(z[r] + (size_t)ng * 288) + 8 * g));
-			#pragma GCC unroll 4
-			for (int c = 0; c < C; c++)
-				facc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(
-					_mm512_load_ps(w[(size_t)c * ng + g].d), da),
-					_mm512_cvtepi32_ps(acc[r][c]), facc[r][c]);
-		}
+	for (int f = 0; f < nf; f++)
+		qz_group(z, w, ps, nu, ng, 8 * f, f, facc, R, C, 8);
+	/* the rest's groups: 4, 2, 1 units */
+	if (nu & 4) {
+		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 4);
+		st += 4;
 	}
+	if (nu & 2) {
+		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 2);
+		st += 2;
+	}
+	if (nu & 1)
+		qz_group(z, w, ps, nu, ng, st, gi, facc, R, C, 1);
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4
@@ -198,15 +274,15 @@ INLINE void qz_tile(const char *const *z, const struct qzw *w, int ng,
 		}
 }
 
-typedef void (*qz_tile_fn)(const char *const *z, const struct qzw *w, int ng,
-			   float (*res)[2 * QZ_CP]);
+typedef void (*qz_tile_fn)(const char *const *z, const char *w, size_t ps,
+			   int nu, float (*res)[2 * QZ_CP]);
 
 #define QZ_TILE_FN(R, C)                                                    \
-	static void qz_tile_##R##_##C(const char *const *z,                 \
-				      const struct qzw *w, int ng,          \
+	static void qz_tile_##R##_##C(const char *const *z, const char *w,  \
+				      size_t ps, int nu,                    \
 				      float (*res)[2 * QZ_CP])              \
 	{                                                                   \
-		qz_tile(z, w, ng, res, R, C);                               \
+		qz_tile(z, w, ps, nu, res, R, C);                           \
 	}
 QZ_TILE_FN(1, 1) QZ_TILE_FN(1, 2) QZ_TILE_FN(1, 3) QZ_TILE_FN(1, 4)
 QZ_TILE_FN(2, 1) QZ_TILE_FN(2, 2) QZ_TILE_FN(2, 3) QZ_TILE_FN(2, 4)
@@ -255,22 +331,22 @@ INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
 _Static_assert(2 * QZ_CP <= 8, "zt_store's 8 columns");
 
 /* Packed Q8_0 (kern_pack): pair p (rows 2p, 2p + 1; a zero row after an
- * odd N's last) is qz_prep_pair's groups at p * qz_groups(K). */
+ * odd N's last) is qz_prep_pair's at p * qz_pair_bytes(K). */
 static size_t qz_pack_bytes(int K, int N)
 {
-	return (size_t)((N + 1) / 2) * (size_t)qz_groups(K) *
-	       sizeof(struct qzw);
+	return (size_t)((N + 1) / 2) * qz_pair_bytes(K);
 }
 
 static void qz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
 {
-	int nu = mm->K / 32, ng = qz_groups(mm->K);
+	int nu = mm->K / 32;
+	size_t ps = qz_pair_bytes(mm->K);
 
 	for (int j = j0; j < j1; j += 2) {
 		const uint8_t *r0 = (const uint8_t *)mm->W +
 				    (size_t)j * mm->row_bytes;
 		qz_prep_pair(r0, j + 1 < mm->N ? r0 + mm->row_bytes : NULL, nu,
-			     (struct qzw *)dst + (size_t)(j / 2) * ng);
+			     (char *)dst + (size_t)(j / 2) * ps);
 	}
 }
 
@@ -280,28 +356,28 @@ static void qz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
  * KERN_MM_COLS). */
 static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int nu = mm->K / 32, ng = qz_groups(mm->K);
-	size_t ps = (size_t)ng * sizeof(struct qzw); /* bytes per pair */
+	int nu = mm->K / 32;
+	size_t ps = qz_pair_bytes(mm->K); /* bytes per pair */
 	size_t zoff = quant_arow_bytes(mm->K, 32);
 	int jb = 2 * (int)(QZ_PREP_BYTES / ps);
-	struct qzw *buf = NULL;
+	char *buf = NULL;
 
 	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
 	if (!mm->pk && !(buf = aligned_alloc(64, ps * (size_t)(jb / 2))))
 		abort(); /* a block of prepared rows per task */
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb, np = (jn + 1) / 2;
-		const struct qzw *blk = buf;
+		const char *blk = buf;
 
 		if (mm->pk) {
-			blk = (const struct qzw *)mm->pk + (size_t)(j / 2) * ng;
+			blk = (const char *)mm->pk + (size_t)(j / 2) * ps;
 		} else {
 			for (int p = 0; p < np; p++) {
 				const uint8_t *r0 = (const uint8_t *)mm->W +
 					(size_t)(j + 2 * p) * mm->row_bytes;
 				qz_prep_pair(r0, 2 * p + 1 < jn ?
 					     r0 + mm->row_bytes : NULL, nu,
-					     buf + (size_t)p * ng);
+					     buf + (size_t)p * ps);
 			}
 		}
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
@@ -315,8 +391,8 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				for (int r = 0; r < R; r++)
 					z[r] = mm->xq + (size_t)(m0 + r) *
 						mm->xq_bytes + zoff;
-				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ng,
-						       ng, res);
+				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ps,
+						       ps, nu, res);
 				zt_store(mm, m0, R, j + 2 * p0,
 					 j + jn - (j + 2 * p0), 2 * C, res[0],
 					 2 * QZ_CP);
