@@ -193,7 +193,7 @@ INLINE void qz_group(const char *const *z, const char *w, size_t ps,
 	const char *wg = w + 64 * (size_t)(st + gi); /* the group's steps */
 
 	/* a step's activation rows first, then each weight vector against
-	 * them: written the other way round, GCC reloaded each weight
+	 * them (written the other way round, gcc reloaded each weight
 	 * vector for every row: 96 loads a group instead of 32, the
 	 * 4864 x 896 tiles 10-15% slower in bench_kern) */
 	#pragma GCC unroll 8
