@@ -25,8 +25,9 @@
  * codes go offset by 128 (q + 128 in 0..255), the activations' stay
  * signed, and the offset comes off with the activations' sums:
  *     S1 = sum (q + 128) qa - 128 sum qa,
- * exact in int32 (|S1| <= 32 x 128 x 127), each lane's accumulator
- * starting from -128 times the sum of its part's activations.
+ * exact in int32 (|S1| <= 32 x 128 x 127): the lane of a unit's part 0
+ * starts from -128 times the sum of the unit's activations, its other
+ * parts' lanes from 0, and the fold adds them.
  * The float step is quant.h's: fma(d[u] * da[u], (float)S1[u], acc[l]);
  * lanes without a unit have d = da = 0: fma(+0, S, acc) = acc (acc,
  * from +0 by fmas, is never -0). So every result is the reference's bits.
@@ -113,23 +114,14 @@ static void qz_act(const quant_arow *a, int K, char *z)
 	for (int u0 = 0, gi = 0, g; u0 < nu; u0 += g, gi++) {
 		g = kg_size(nu - u0);
 		for (int L = 0; L < 8; L++) {
-			/* lane L: part L / g (4 g codes) of unit u = u0 + L % g;
-			 * bsum holds the sums of its halves */
+			/* lane L holds part L / g of unit u0 + L % g; the
+			 * fold adds a unit's parts, so its part 0 carries the
+			 * whole unit's offset and the others none */
 			int u = u0 + L % g, f = L - u0 % 8; /* f: float lane's */
-			int32_t sum = 0;
 
-			if (g == 8) {
-				sum = a->bsum[2 * u] + a->bsum[2 * u + 1];
-			} else if (g == 4) {
-				sum = a->bsum[2 * u + L / 4];
-			} else {
-				const int8_t *q = a->q + 32 * (size_t)u +
-						  4 * g * (L / g);
-
-				for (int i = 0; i < 4 * g; i++)
-					sum += q[i];
-			}
-			off[8 * gi + L] = -128 * sum;
+			off[8 * gi + L] = L < g ? -128 * (a->bsum[2 * u] +
+							  a->bsum[2 * u + 1])
+						: 0;
 			da[8 * gi + L] = f >= 0 && f < g ? a->d[u0 + f] : 0.0f;
 		}
 	}
