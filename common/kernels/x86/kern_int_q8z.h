@@ -72,19 +72,12 @@
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
 
-/* Groups of a row of nu units (kg_size's: 8 while 8 remain, then the
- * binary digits of the rest). */
-INLINE int qz_groups(int nu)
-{
-	return nu / 8 + __builtin_popcount((unsigned)nu & 7);
-}
-
 /* Bytes of an activation row's layout (after its quant_arow). */
 INLINE size_t qz_act_bytes(int K)
 {
 	int nu = K / 32;
 
-	return (size_t)nu * 32 + (size_t)qz_groups(nu) * 64;
+	return (size_t)nu * 32 + (size_t)q8g_count(nu) * 64;
 }
 
 /* Bytes of a prepared pair of weight rows: each group its steps (64
@@ -93,7 +86,7 @@ INLINE size_t qz_pair_bytes(int K)
 {
 	int nu = K / 32;
 
-	return 64 * ((size_t)nu + (size_t)qz_groups(nu));
+	return 64 * ((size_t)nu + (size_t)q8g_count(nu));
 }
 
 INLINE int qz_use(uint32_t wtype, int M, int pk)
@@ -105,7 +98,7 @@ INLINE int qz_use(uint32_t wtype, int M, int pk)
  * order. */
 static void qz_act(const quant_arow *a, int K, char *z)
 {
-	int nu = K / 32, ng = qz_groups(nu);
+	int nu = K / 32, ng = q8g_count(nu);
 	int32_t *off = (int32_t *)(z + (size_t)nu * 32);
 	float *da = (float *)(z + (size_t)nu * 32 + (size_t)ng * 32);
 
@@ -236,7 +229,7 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		    float (*res)[2 * QZ_CP], const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
-	int ng = qz_groups(nu), nf = nu / 8, st = 8 * nf, gi = nf;
+	int ng = q8g_count(nu), nf = nu / 8, st = 8 * nf, gi = nf;
 
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
