@@ -7,10 +7,14 @@
  * weights come from DRAM as in a real decode step (a model's layers do
  * not fit in cache), not from L3.
  *
- * usage: bench_kern [-q | -k] [-p] [-r R] [-m M,M,...] [isa ...]
+ * usage: bench_kern [-q | -k] [-p [-a]] [-r R] [-m M,M,...] [isa ...]
  *   -q  Q8_0 only (default Q8_0 and F16, on qwen2.5-0.5b's shapes)
  *   -p  the weights packed once (kern_pack), as the engine runs them,
  *       where the ISA packs the type (the "pk" column says which)
+ *   -a  with -p: each call with or without the tiles' prefetch of their
+ *       next block (kern_set_prefetch), alternating call by call, so the
+ *       two see the same machine; a line after each row gives each's
+ *       mean ms per call and off / on (above 1: the prefetch is faster)
  *   -k  Q4_K and Q6_K, on qwen2.5-1.5b's shapes (-q then: Q4_K only)
  *   -r  R timed windows of 0.1 s each, the fastest reported (default:
  *       one window of 0.3 s): on a machine shared with others, the best
@@ -87,7 +91,7 @@ int main(int argc, char **argv)
 	static const int threads[] = {1, 2};
 	uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_F16};
 	int n_types = 2, isas[KERN_ISA_LAST + 1], n_isas = 0, pack = 0;
-	int windows = 0;
+	int windows = 0, alt = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0) {
@@ -96,6 +100,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(argv[i], "-p") == 0) {
 			pack = 1;
+			continue;
+		}
+		if (strcmp(argv[i], "-a") == 0) {
+			alt = 1;
 			continue;
 		}
 		if (strcmp(argv[i], "-k") == 0) {
@@ -137,6 +145,11 @@ int main(int argc, char **argv)
 			if (strcmp(argv[i], kern_isa_name(k)) == 0 &&
 			    n_isas <= KERN_ISA_LAST)
 				isas[n_isas++] = k;
+	}
+	if (alt && !pack) {
+		fprintf(stderr, "bench_kern: -a compares the packed tiles' "
+			"prefetch: it needs -p\n");
+		return 2;
 	}
 	if (n_isas == 0)
 		for (int k = KERN_ISA_AVX2; k <= kern_isa_detect(); k++)
@@ -194,7 +207,8 @@ int main(int argc, char **argv)
 						struct kern_mat km = {.W = W, .wtype = wt,
 							.N = N, .y = y, .ldy = N,
 							.pk = pks[0]};
-						double per = 0;
+						double per = 0, at[2] = {0, 0};
+						int an[2] = {0, 0};
 
 						kern_matmul_n(pools[t], &km, 1, K, x, K, M);
 						for (int w = 0; w < (windows ? windows : 1); w++) {
@@ -205,8 +219,19 @@ int main(int argc, char **argv)
 								c = (c + 1) % copies;
 								km.W = W + wbytes * (size_t)c;
 								km.pk = pks[c];
-								kern_matmul_n(pools[t], &km, 1,
-									      K, x, K, M);
+								if (alt) {
+									int on = calls & 1;
+									double a0 = now_s();
+
+									kern_set_prefetch(on);
+									kern_matmul_n(pools[t], &km, 1,
+										      K, x, K, M);
+									at[on] += now_s() - a0;
+									an[on]++;
+								} else {
+									kern_matmul_n(pools[t], &km, 1,
+										      K, x, K, M);
+								}
 								calls++;
 								el = now_s() - t0;
 							} while (el < (windows ? 0.1 : 0.3) ||
@@ -223,6 +248,11 @@ int main(int argc, char **argv)
 						       (double)M * N / per / 1e6,
 						       lim[t].int8_macs > 0 ? 100.0 * flop / 2 / per /
 						       lim[t].int8_macs : 0.0);
+						if (alt && an[0] && an[1])
+							printf("%-10s   prefetch off %.3f ms, on %.3f ms per call: %.3f\n",
+							       "", at[0] / an[0] * 1e3,
+							       at[1] / an[1] * 1e3,
+							       at[0] / an[0] / (at[1] / an[1]));
 						fflush(stdout);
 					}
 				}

@@ -704,6 +704,82 @@ static void test_int_tiles(void **state)
 	tpool_free(&tp);
 }
 
+/* Packed weights in several blocks per task: the tiles walk a packed
+ * copy block by block (each block's pairs at their offset in the copy)
+ * and request the next block's lines while they compute on this one
+ * (kern_set_prefetch). N = 333 columns (an odd last pair) of K = 896
+ * (Q8_0) and 1536 (Q4_K, Q6_K): 64-row blocks of pairs of 2,048 and
+ * 4,096 bytes, the prefetch's case; K = 4864 (Q8_0) and 3840 (Q4_K): 28-
+ * and 32-row blocks of pairs longer than its limit. 8, 12, 32 and 33
+ * rows, 1 and 2 threads, the prefetch on and off: the scalar
+ * reference's bits. */
+#define BL_N 333
+
+static void test_int_blocks(void **state)
+{
+	static const struct {
+		uint32_t t;
+		int K;
+	} cases[] = {{GGML_TYPE_Q8_0, 896}, {GGML_TYPE_Q8_0, 4864},
+		     {GGML_TYPE_Q4_K, 1536}, {GGML_TYPE_Q6_K, 1536},
+		     {GGML_TYPE_Q4_K, 3840}};
+	static const int Ms[] = {8, 12, 32, 33};
+	tpool *tp;
+	(void)state;
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		uint32_t t = cases[ci].t;
+		int K = cases[ci].K;
+		size_t rb = ggml_row_bytes(t, (uint64_t)K);
+		uint8_t *W = xmalloc(rb * BL_N);
+		float *wf = xmalloc(sizeof(float) * (size_t)K);
+		float *x = xmalloc(sizeof(float) * (size_t)K * 33);
+		float *y0 = xmalloc(sizeof(float) * BL_N * 33);
+		float *y1 = xmalloc(sizeof(float) * BL_N * 33);
+		kern_packed *pk = NULL;
+
+		for (int j = 0; j < BL_N; j++) {
+			for (int k = 0; k < K; k++)
+				wf[k] = rndn() * 0.1f;
+			quant_quantize_row(t, wf, W + rb * j, K);
+		}
+		for (int i = 0; i < K * 33; i++)
+			x[i] = rndn();
+		kern_set_isa(KERN_ISA_SCALAR);
+		kern_matmul(NULL, W, t, K, BL_N, NULL, x, K, 33, y0, BL_N);
+		kern_set_isa(kern_isa_detect());
+		assert_int_equal(kern_pack(tp, W, t, K, BL_N, 33, &pk), 0);
+		for (int pf = 0; pf < 2; pf++)
+			for (size_t mi = 0; mi < sizeof(Ms) / sizeof(Ms[0]); mi++)
+				for (int th = 0; th < 2; th++) {
+					struct kern_mat km = {.W = W, .wtype = t,
+						.N = BL_N, .y = y1, .ldy = BL_N,
+						.pk = pk};
+
+					kern_set_prefetch(pf);
+					kern_matmul_n(th ? tp : NULL, &km, 1, K, x,
+						      K, Ms[mi]);
+					if (memcmp(y0, y1, sizeof(float) * BL_N *
+						   (size_t)Ms[mi]))
+						fail_msg("%s K=%d %s M=%d, %d "
+							 "thread(s), prefetch "
+							 "%s: differs",
+							 ggml_type_name(t), K,
+							 pk ? "packed" : "unpacked",
+							 Ms[mi], th + 1,
+							 pf ? "on" : "off");
+				}
+		kern_set_prefetch(1);
+		kern_packed_free(&pk);
+		free(W);
+		free(wf);
+		free(x);
+		free(y0);
+		free(y1);
+	}
+	tpool_free(&tp);
+}
+
 /* MXFP4's kernels build the E8M0 scale in vector lanes and decode
  * codes by table: every scale byte 0..255 (2^-128 and 2^-127 subnormal,
  * 2^127 at 0xFF), every code, rows of 1, 2, 3, 7, 9, 10 and 90 units
@@ -1236,6 +1312,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_int_matmul),
 		cmocka_unit_test(test_int_tiles),
+		cmocka_unit_test(test_int_blocks),
 		cmocka_unit_test(test_int_mxfp4_edges),
 		cmocka_unit_test(test_matmul_n),
 		cmocka_unit_test(test_act_q8_1),

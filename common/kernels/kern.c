@@ -670,8 +670,10 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 			/* programmer errors: a copy of another matrix */
 			assert(w->pk->W == w->W && w->pk->wtype == wt &&
 			       w->pk->K == K && w->pk->N == w->N);
-			if (mt->quant == 1 && w->pk->isa == kern_isa())
+			if (mt->quant == 1 && w->pk->isa == kern_isa()) {
 				mt->mm.pk = w->pk->data;
+				mt->mm.pf = kern_prefetching();
+			}
 		}
 		if (mt->quant == 1 && w->N > 0) {
 			/* one quantized copy of x per weight type (and
@@ -747,6 +749,26 @@ static int packing(void)
 		atomic_store_explicit(&pack_on, on, memory_order_relaxed);
 	}
 	return on;
+}
+
+static _Atomic int prefetch_on = -1;
+
+int kern_prefetching(void)
+{
+	int on = atomic_load_explicit(&prefetch_on, memory_order_relaxed);
+
+	if (on < 0) {
+		const char *env = getenv("QUORUM_PREFETCH");
+
+		on = !(env && !strcmp(env, "0"));
+		atomic_store_explicit(&prefetch_on, on, memory_order_relaxed);
+	}
+	return on;
+}
+
+void kern_set_prefetch(int on)
+{
+	atomic_store_explicit(&prefetch_on, on != 0, memory_order_relaxed);
 }
 
 struct pack_job {

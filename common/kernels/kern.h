@@ -113,6 +113,15 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
  */
 int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 	      int max_rows, kern_packed **out);
+/*
+ * Whether the tiles that read a packed copy request its next block of
+ * weights while they compute on this one (on by default; QUORUM_PREFETCH=0
+ * in the environment, read at first use, turns it off). Only the speed
+ * changes: every result is the same bits either way. A switch for
+ * benchmarks (bench_kern -a alternates the two call by call).
+ */
+int kern_prefetching(void);
+void kern_set_prefetch(int on);
 /* Bytes of the copy (0 for NULL). */
 size_t kern_packed_bytes(const kern_packed *pk);
 void kern_packed_free(kern_packed **pk);

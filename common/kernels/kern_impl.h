@@ -35,6 +35,8 @@ struct kern_mm {
 	/* W laid out by ops->pack for this ISA (kern_pack), or NULL: a
 	 * backend may read its rows there instead of preparing them */
 	const void *pk;
+	/* pk's next block requested during this one (kern_prefetching) */
+	int pf;
 };
 
 struct kern_ops {

@@ -137,10 +137,11 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 }
 
 /* R activation rows (t) against C prepared pairs (pair c at w + c * pv
- * vectors) of rows of nu units: res[r][2c + h]. */
+ * vectors) of rows of nu units: res[r][2c + h]; per lines from pf
+ * requested before each unit's steps (struct qt_pf). */
 INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
-		    int nu, float (*res)[2 * KZ_CP], const int R, const int C,
-		    const int kind)
+		    int nu, float (*res)[2 * KZ_CP], const char *pf, int per,
+		    const int R, const int C, const int kind)
 {
 	_Alignas(64) float facc[KZ_RT][KZ_CP][16];
 	size_t vo = 0;
@@ -161,6 +162,8 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 				acc[r][c] = _mm512_setzero_si512();
 		for (int cc = 0; cc < g; cc++) {
 			size_t o = (size_t)QK_K * (u0 + cc), wo = vo + 9 * (size_t)cc;
+
+			qt_pf_lines(&pf, per);
 
 			if (kind == QK_Q4_K) {
 				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc, R, C);
@@ -229,14 +232,16 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 }
 
 typedef void (*kz_tile_fn)(const struct qtile *t, const __m512i *w,
-			   size_t pv, int nu, float (*res)[2 * KZ_CP]);
+			   size_t pv, int nu, float (*res)[2 * KZ_CP],
+			   const char *pf, int per);
 
 #define KZ_TILE_FN(R, C, K, kind)                                           \
 	static void kz_tile_##K##_##R##_##C(const struct qtile *t,          \
 					    const __m512i *w, size_t pv,    \
-					    int nu, float (*res)[2 * KZ_CP]) \
+					    int nu, float (*res)[2 * KZ_CP], \
+					    const char *pf, int per)        \
 	{                                                                   \
-		kz_tile(t, w, pv, nu, res, R, C, kind);                     \
+		kz_tile(t, w, pv, nu, res, pf, per, R, C, kind);            \
 	}
 #define KZ_TILES(K, kind)                                                   \
 	KZ_TILE_FN(1, 1, K, kind) KZ_TILE_FN(1, 2, K, kind)                 \
@@ -336,6 +341,13 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 					     (size_t)(j + 2 * p) * mm->row_bytes,
 					     mm->row_bytes, 2 * p + 1 < jn, nu,
 					     kind, tmp, buf + (size_t)p * pv);
+		/* the next packed block, requested over this one's tiles */
+		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
+		struct qt_pf pf;
+
+		qt_pf_plan(&pf, mm->pk && mm->pf, 64 * pv, blk + (size_t)np * pv,
+			   64 * pv * (size_t)((nx + 1) / 2), (np + KZ_CP - 1) /
+			   KZ_CP * ((mm->M + KZ_RT - 1) / KZ_RT), nu);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
 
@@ -343,10 +355,12 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				int R = mm->M - m0 < KZ_RT ? mm->M - m0 : KZ_RT;
 				struct qtile t;
 				float res[KZ_RT][2 * KZ_CP];
+				const char *at;
+				int per = qt_pf_take(&pf, nu, &at);
 
 				qtile_bind(mm, m0, R, QK_K, &t);
 				tiles[R - 1][C - 1](&t, blk + (size_t)p0 * pv, pv, nu,
-						    res);
+						    res, at, per);
 				zt_store(mm, m0, R, j + 2 * p0,
 					 j + jn - (j + 2 * p0), 2 * C, res[0],
 					 2 * KZ_CP);

@@ -224,9 +224,11 @@ INLINE void qz_group(const char *const *z, const char *w, size_t ps,
 }
 
 /* R activation rows (their layouts z[r]) against C prepared pairs of nu
- * units (pair c at w + c ps): res[r][2c + h], quant.h's tree done. */
+ * units (pair c at w + c ps): res[r][2c + h], quant.h's tree done; per
+ * lines from pf requested before each unit's steps (struct qt_pf). */
 INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
-		    float (*res)[2 * QZ_CP], const int R, const int C)
+		    float (*res)[2 * QZ_CP], const char *pf, int per,
+		    const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
 	int ng = q8g_count(nu), nf = nu / 8, st = 8 * nf, gi = nf;
@@ -236,19 +238,25 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		#pragma GCC unroll 4
 		for (int c = 0; c < C; c++)
 			facc[r][c] = _mm512_setzero_ps();
-	for (int f = 0; f < nf; f++)
+	for (int f = 0; f < nf; f++) {
+		qt_pf_lines(&pf, 8 * per);
 		qz_group(z, w, ps, nu, ng, 8 * f, f, facc, R, C, 8);
+	}
 	/* the rest's groups: 4, 2, 1 units */
 	if (nu & 4) {
+		qt_pf_lines(&pf, 4 * per);
 		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 4);
 		st += 4;
 	}
 	if (nu & 2) {
+		qt_pf_lines(&pf, 2 * per);
 		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 2);
 		st += 2;
 	}
-	if (nu & 1)
+	if (nu & 1) {
+		qt_pf_lines(&pf, per);
 		qz_group(z, w, ps, nu, ng, st, gi, facc, R, C, 1);
+	}
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4
@@ -260,14 +268,16 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 }
 
 typedef void (*qz_tile_fn)(const char *const *z, const char *w, size_t ps,
-			   int nu, float (*res)[2 * QZ_CP]);
+			   int nu, float (*res)[2 * QZ_CP], const char *pf,
+			   int per);
 
 #define QZ_TILE_FN(R, C)                                                    \
 	static void qz_tile_##R##_##C(const char *const *z, const char *w,  \
 				      size_t ps, int nu,                    \
-				      float (*res)[2 * QZ_CP])              \
+				      float (*res)[2 * QZ_CP],              \
+				      const char *pf, int per)              \
 	{                                                                   \
-		qz_tile(z, w, ps, nu, res, R, C);                           \
+		qz_tile(z, w, ps, nu, res, pf, per, R, C);                  \
 	}
 QZ_TILE_FN(1, 1) QZ_TILE_FN(1, 2) QZ_TILE_FN(1, 3) QZ_TILE_FN(1, 4)
 QZ_TILE_FN(2, 1) QZ_TILE_FN(2, 2) QZ_TILE_FN(2, 3) QZ_TILE_FN(2, 4)
@@ -279,10 +289,6 @@ static const qz_tile_fn qz_tiles[QZ_RT][QZ_CP] = {
 	{qz_tile_3_1, qz_tile_3_2, qz_tile_3_3, qz_tile_3_4},
 };
 _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
-
-/* Prepared (or packed) bytes of weight rows per block: they stay in L2
- * while every tile of activation rows passes over them. */
-#define QZ_PREP_BYTES (160 * 1024)
 
 /* A register tile's results res (R rows, stride floats apart; at most 8
  * columns) into mm->y at rows m0.., columns j0.. (cols of them, fewer
@@ -344,7 +350,7 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	int nu = mm->K / 32;
 	size_t ps = qz_pair_bytes(mm->K); /* bytes per pair */
 	size_t zoff = quant_arow_bytes(mm->K, 32);
-	int jb = 2 * (int)(QZ_PREP_BYTES / ps);
+	int jb = 2 * (int)(QT_PREP_BYTES / ps);
 	char *buf = NULL;
 
 	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
@@ -365,19 +371,27 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 					     buf + (size_t)p * ps);
 			}
 		}
+		/* the next packed block, requested over this one's tiles */
+		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
+		struct qt_pf pf;
+
+		qt_pf_plan(&pf, mm->pk && mm->pf, ps, blk + (size_t)np * ps,
+			   (size_t)((nx + 1) / 2) * ps, (np + QZ_CP - 1) /
+			   QZ_CP * ((mm->M + QZ_RT - 1) / QZ_RT), nu);
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
 			int C = np - p0 < QZ_CP ? np - p0 : QZ_CP;
 
 			for (int m0 = 0; m0 < mm->M; m0 += QZ_RT) {
 				int R = mm->M - m0 < QZ_RT ? mm->M - m0 : QZ_RT;
-				const char *z[QZ_RT];
+				const char *z[QZ_RT], *at;
 				float res[QZ_RT][2 * QZ_CP];
+				int per = qt_pf_take(&pf, nu, &at);
 
 				for (int r = 0; r < R; r++)
 					z[r] = mm->xq + (size_t)(m0 + r) *
 						mm->xq_bytes + zoff;
 				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ps,
-						       ps, nu, res);
+						       ps, nu, res, at, per);
 				zt_store(mm, m0, R, j + 2 * p0,
 					 j + jn - (j + 2 * p0), 2 * C, res[0],
 					 2 * QZ_CP);

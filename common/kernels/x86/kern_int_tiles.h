@@ -623,6 +623,65 @@ _Static_assert(QT_R == 8, "qblock's cases");
 
 #define QT_PREP_BYTES (160 * 1024)
 
+/*
+ * The register tiles (kern_int_q8z.h, kern_int_kqz.h) run each block of
+ * weight pairs against every tile of activation rows: the first pass
+ * over a block reads it from memory, the others from L2. Without help
+ * that first pass waits on memory while the core idles, and the other
+ * passes compute while memory idles: a round takes the time to read the
+ * weights plus the time to compute them. So each tile requests some of
+ * the NEXT block's lines as it walks K (per lines per unit), the
+ * requests spread over the whole block's tiles, and the next block is
+ * in L2 when its first pass starts. Spread, not in bursts: 16 KiB
+ * requested before each tile stalled on the line fill buffers (an Intel
+ * Xeon, docs/performance.md). Only for packed weights (a block prepared
+ * per call is in cache already), and only for pairs of at most
+ * QT_PF_PAIR bytes: the long pairs of K = 4864 and 8960 are long runs
+ * the hardware prefetcher follows, and there the requests cost more
+ * than they bring (bench_kern -a, AMD EPYC Zen 5: Q4_K 8960 x 1536 at
+ * 32 rows 4-7% slower with them). Prefetching never changes a result.
+ */
+#define QT_PF_PAIR 8192
+
+struct qt_pf {
+	const char *p; /* the next line to request */
+	size_t left;   /* lines left to request */
+	int per;       /* lines per unit of K in each tile */
+};
+
+/* The next block's nb bytes at next (nb = 0: none in this task), spread
+ * over ntiles tiles of nu units each; pair: the bytes of a weight pair;
+ * on: mm->pf. */
+INLINE void qt_pf_plan(struct qt_pf *pf, int on, size_t pair,
+		       const void *next, size_t nb, int ntiles, int nu)
+{
+	size_t slots = (size_t)ntiles * (size_t)nu;
+
+	pf->p = next;
+	pf->left = on && pair <= QT_PF_PAIR && slots ? nb / 64 : 0;
+	pf->per = pf->left ? (int)((pf->left + slots - 1) / slots) : 0;
+}
+
+/* The next tile's share: its first line at *at, per unit (returned). */
+INLINE int qt_pf_take(struct qt_pf *pf, int nu, const char **at)
+{
+	int per = pf->per;
+
+	if ((size_t)per * (size_t)nu > pf->left)
+		per = (int)(pf->left / (size_t)nu);
+	*at = pf->p;
+	pf->p += (size_t)per * (size_t)nu * 64;
+	pf->left -= (size_t)per * (size_t)nu;
+	return per;
+}
+
+/* n lines from *at, requested into L1; *at moves past them. */
+INLINE void qt_pf_lines(const char **at, int n)
+{
+	for (int i = 0; i < n; i++, *at += 64)
+		_mm_prefetch(*at, _MM_HINT_T0);
+}
+
 /* The tile of R rows from m0 of the activations. */
 INLINE void qtile_bind(const struct kern_mm *mm, int m0, int R, int unit,
 		       struct qtile *t)
