@@ -37,21 +37,22 @@
 #define KZ_MIN_M_Q6K 32
 #endif
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
- * per call, but the prepared pairs hold 8-bit codes (2.3x Q4_K's bytes,
- * 1.6x Q6_K's), so at few rows kern_int_kq.h, reading the file's bytes,
- * still wins. bench_kern -k -p -r 8 on the same Zen 5 (2 threads, best
- * of 3 rounds, GFLOP/s, the tiles against the direct kernel): Q4_K at 8
- * rows 230 against 281 on 1536 x 8960 (322 against 246 on 8960 x 1536),
- * at 12 from 344 against 290; Q6_K at 8 rows 219 against 306 (1536 x
- * 8960), at 12 324 against 282, 349 against 254 (8960 x 1536), 265
- * against 266 (1536 x 1536). -DKZ_PK_MIN_M=N: a benchmark build with one
- * switch for both. */
+ * per call, and each tile requests the next block of pairs while it
+ * computes (struct qt_pf), but the prepared pairs hold 8-bit codes (2.3x
+ * Q4_K's bytes, 1.6x Q6_K's), so at the fewest rows kern_int_kq.h,
+ * reading the file's bytes, still wins. The 1.5b Q4_K_M's decode on an
+ * AMD EPYC Zen 5, 2 threads, tok/s of the tiles from 1 row against this
+ * build, rounds alternating (2026-12-06): N = 2 38.9-39.4 against
+ * 53.8-57.0, N = 4 61.5-65.8 against 68.4-76.0, N = 6 76.6-85.2 against
+ * 61.7-80.8, N = 8 85.0-103.3 against 62.6-67.0. (Before the prefetch
+ * the direct kernel won up to 11 rows.) -DKZ_PK_MIN_M=N: a benchmark
+ * build with one switch for both. */
 #ifdef KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q4K KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q6K KZ_PK_MIN_M
 #else
-#define KZ_PK_MIN_M_Q4K 12
-#define KZ_PK_MIN_M_Q6K 12
+#define KZ_PK_MIN_M_Q4K 6
+#define KZ_PK_MIN_M_Q6K 6
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */

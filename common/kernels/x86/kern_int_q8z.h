@@ -58,16 +58,17 @@
 #define QZ_MIN_M (Q8_DIRECT_R + 1)
 #endif
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
- * per call, so the tiles win from the direct kernel's last row count
- * (bench_kern -q -p, AMD EPYC Zen 5, 2 threads, million column-rows/s
- * on 896 x 4864: 8 rows 127.4 against the direct kernel's 133.6, on
- * 896 x 151936 144.7 against 123.6; 12 rows 169.1 and 201.8; 6 rows
- * lost while the packed rows of K = 896 carried a padded group, measured
- * before the compact layout above). At 8 rows on an Intel Xeon (the
- * 0.5b's decode, both ways, 2026-12-06) the compact pairs decode 192-195
- * tok/s, the direct kernel 184. -DQZ_PK_MIN_M=N moves it. */
+ * per call, and each tile requests the next block of pairs while it
+ * computes (struct qt_pf), so the tiles win at every row count, 1
+ * included, though a compact pair holds 7.5% more bytes than the file's
+ * two rows at K = 896. The 0.5b's decode on an AMD EPYC Zen 5, 2
+ * threads, this build against the direct kernel below 8 rows, three
+ * rounds alternating (2026-12-06): N = 1 68.0-75.7 tok/s against
+ * 61.2-69.1, N = 2 119-133 against 104-121, N = 4 197-220 against
+ * 149-185, N = 6 263-316 against 175-214. (Before the prefetch, the
+ * tiles lost below 8 rows.) -DQZ_PK_MIN_M=N moves it. */
 #ifndef QZ_PK_MIN_M
-#define QZ_PK_MIN_M Q8_DIRECT_R
+#define QZ_PK_MIN_M 1
 #endif
 #define QZ_RT 3     /* activation rows per register tile */
 #define QZ_CP 4     /* weight row pairs per register tile */
