@@ -736,34 +736,33 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 
 /* ---- packed weights ----------------------------------------------- */
 
+/* A switch that is on unless name=0 is in the environment, read at
+ * first use into *cache (-1 until then, or until a kern_set_* call). */
+static int env_switch(_Atomic int *cache, const char *name)
+{
+	int on = atomic_load_explicit(cache, memory_order_relaxed);
+
+	if (on < 0) {
+		const char *env = getenv(name);
+
+		on = !(env && !strcmp(env, "0"));
+		atomic_store_explicit(cache, on, memory_order_relaxed);
+	}
+	return on;
+}
+
 static _Atomic int pack_on = -1;
 
 static int packing(void)
 {
-	int on = atomic_load_explicit(&pack_on, memory_order_relaxed);
-
-	if (on < 0) {
-		const char *env = getenv("QUORUM_PACK");
-
-		on = !(env && !strcmp(env, "0"));
-		atomic_store_explicit(&pack_on, on, memory_order_relaxed);
-	}
-	return on;
+	return env_switch(&pack_on, "QUORUM_PACK");
 }
 
 static _Atomic int prefetch_on = -1;
 
 int kern_prefetching(void)
 {
-	int on = atomic_load_explicit(&prefetch_on, memory_order_relaxed);
-
-	if (on < 0) {
-		const char *env = getenv("QUORUM_PREFETCH");
-
-		on = !(env && !strcmp(env, "0"));
-		atomic_store_explicit(&prefetch_on, on, memory_order_relaxed);
-	}
-	return on;
+	return env_switch(&prefetch_on, "QUORUM_PREFETCH");
 }
 
 void kern_set_prefetch(int on)
