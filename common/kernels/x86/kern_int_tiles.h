@@ -638,8 +638,9 @@ _Static_assert(QT_R == 8, "qblock's cases");
  * per call is in cache already), and only for pairs of at most
  * QT_PF_PAIR bytes: the long pairs of K = 4864 and 8960 are long runs
  * the hardware prefetcher follows, and there the requests cost more
- * than they bring (bench_kern -a, AMD EPYC Zen 5: Q4_K 8960 x 1536 at
- * 32 rows 4-7% slower with them). Prefetching never changes a result.
+ * than they bring (call-by-call alternation as bench_kern -a does, AMD
+ * EPYC Zen 5: Q4_K 8960 x 1536 2-7% slower with them at 12 to 64 rows).
+ * Prefetching never changes a result.
  */
 #define QT_PF_PAIR 8192
 
