@@ -112,6 +112,30 @@ run_case run-q4km-f32act "$tmp/q4km.gguf" -n 2 --max-new-tokens 16 \
 	--activations f32 --stop none "$Q2"
 run_case run-q8 "$tmp/q8.gguf" -n 4 --max-new-tokens 24 --stop none \
 	--seed 3 "$Q1"
+# the speed switches change no byte: without the packed copies, without
+# the tiles' prefetch, and with a value that is neither 0 nor 1 (named on
+# stderr, the switch left on)
+for sw in "QUORUM_PACK=0" "QUORUM_PREFETCH=0" "QUORUM_PREFETCH=off"; do
+	for m in q8 q4km; do
+		if timeout 300 env "$sw" "$Q" run --model "$tmp/$m.gguf" --json \
+			-n 4 --max-new-tokens 24 --stop none --seed 3 "$Q1" \
+			>"$tmp/sw.json" 2>"$tmp/sw.log" &&
+		   timeout 300 "$Q" run --model "$tmp/$m.gguf" --json -n 4 \
+			--max-new-tokens 24 --stop none --seed 3 "$Q1" \
+			>"$tmp/sw0.json" 2>/dev/null &&
+		   [ -s "$tmp/sw.json" ] && [ "$($PY "$tmp/norm.py" "$tmp/sw.json")" = \
+			"$($PY "$tmp/norm.py" "$tmp/sw0.json")" ]; then
+			ok "$sw $m: the same bytes"
+		else
+			bad "$sw $m: the reply differs from the default run's"
+		fi
+	done
+done
+if grep -q "QUORUM_PREFETCH=off is neither 0 nor 1" "$tmp/sw.log"; then
+	ok "QUORUM_PREFETCH=off: named on stderr"
+else
+	bad "QUORUM_PREFETCH=off: not named on stderr"
+fi
 printf '%s\n' "{\"question\": \"$Q1\", \"id\": \"a\"}" \
 	"{\"question\": \"$Q2\", \"id\": \"b\", \"answer\": \"40\"}" \
 	>"$tmp/qs.jsonl"

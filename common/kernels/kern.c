@@ -15,6 +15,7 @@
 #endif
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -737,7 +738,10 @@ void kern_matmul(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 /* ---- packed weights ----------------------------------------------- */
 
 /* A switch that is on unless name=0 is in the environment, read at
- * first use into *cache (-1 until then, or until a kern_set_* call). */
+ * first use into *cache (-1 until then, or until a kern_set_* call).
+ * Any value but 0 and 1 is named on stderr (once, at that first use):
+ * these switches change only the speed, so a typo must not pass for
+ * the setting it meant. */
 static int env_switch(_Atomic int *cache, const char *name)
 {
 	int on = atomic_load_explicit(cache, memory_order_relaxed);
@@ -746,6 +750,9 @@ static int env_switch(_Atomic int *cache, const char *name)
 		const char *env = getenv(name);
 
 		on = !(env && !strcmp(env, "0"));
+		if (env && on && strcmp(env, "1"))
+			fprintf(stderr, "quorum: %s=%s is neither 0 nor 1: "
+				"left on\n", name, env);
 		atomic_store_explicit(cache, on, memory_order_relaxed);
 	}
 	return on;

@@ -116,7 +116,9 @@ int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 /*
  * Whether the tiles that read a packed copy request its next block of
  * weights while they compute on this one (on by default; QUORUM_PREFETCH=0
- * in the environment, read at first use, turns it off). Only the speed
+ * in the environment, read at first use, turns it off; a value other
+ * than 0 or 1 is named on stderr and leaves it on, as for QUORUM_PACK).
+ * Only the speed
  * changes: every result is the same bits either way. A switch for
  * benchmarks (bench_kern -a alternates the two call by call).
  */
