@@ -189,7 +189,7 @@ TEST_SLOW := $(B)/tests/test_run_stop $(B)/tests/test_fwd \
 	     $(B)/tests/test_samp $(B)/tests/test_quant tests/train_data.sh \
 	     $(B)/tests/test_cluster_merge tests/netns_e2e.sh \
 	     $(B)/tests/test_security $(B)/tests/test_hygiene
-TEST_ALL := $(TEST_BIN) tests/golden.sh tests/layers.sh tests/train_data.sh \
+TEST_ALL := $(TEST_BIN) tests/golden.sh tests/layers.sh tests/limits_loop.sh tests/train_data.sh \
 		tests/cluster_e2e.sh tests/restart_e2e.sh tests/fair_e2e.sh tests/netns_e2e.sh \
 		tests/kv_q8_e2e.sh tests/kv_win_e2e.sh tests/serve_local_e2e.sh \
 		tests/gw_caps_e2e.sh

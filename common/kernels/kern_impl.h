@@ -87,6 +87,12 @@ struct kern_ops {
 	float (*read_sum)(const float *x, size_t n);
 };
 
+/* X(0) .. X(9): the limits' ten chains as ten named variables (a##k).
+ * An array of them, even fully unrolled, gcc 12 kept on the stack, a
+ * store and a load around every step, and the loop measured store
+ * forwarding instead (a third of the AMD EPYC Zen 5's int8 rate). */
+#define KERN_TEN(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+
 /* kern_int_avx2.c's integer matmul: built for AVX2 (kern_avx2_*, the
  * AVX2 and AVX-512 tables), for AVX-512 VNNI (kern_vnni_*), and, in the
  * tests only, for AVX2 with vpdpbusd emulated (kern_vnni_emu_*). */

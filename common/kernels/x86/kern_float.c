@@ -659,24 +659,22 @@ void KV_NAME(f32_to_f16_row)(const float *x, uint16_t *out, int n)
 /* FMAs of n rounds of ten independent chains, register only. */
 uint64_t KV_NAME(peak_f32)(int64_t n)
 {
-	V a[10], m = V_SET1(1.0f), c = V_SET1(1e-9f);
+	const V m = V_SET1(1.0f), c = V_SET1(1e-9f);
 	float sink = 0.0f;
+	_Alignas(64) float t[KERN_VEC_W];
 
-	for (int k = 0; k < 10; k++)
-		a[k] = V_SET1((float)k);
+	/* ten named chains (KERN_TEN: never an array) */
+#define PF_DECL(k) V a##k = V_SET1((float)k);
+#define PF_STEP(k) a##k = V_FMA(a##k, m, c); __asm__("" : "+x"(a##k));
+#define PF_SUM(k) V_STORE(t, a##k); sink += t[0];
+	KERN_TEN(PF_DECL)
 	for (int64_t i = 0; i < n; i++) {
-		#pragma GCC unroll 10
-		for (int k = 0; k < 10; k++) {
-			a[k] = V_FMA(a[k], m, c);
-			__asm__("" : "+x"(a[k]));
-		}
+		KERN_TEN(PF_STEP)
 	}
-	for (int k = 0; k < 10; k++) {
-		_Alignas(64) float t[KERN_VEC_W];
-
-		V_STORE(t, a[k]);
-		sink += t[0];
-	}
+	KERN_TEN(PF_SUM)
+#undef PF_DECL
+#undef PF_STEP
+#undef PF_SUM
 	__asm__ volatile("" : : "x"(sink));
 	return (uint64_t)n * 10 * KERN_VEC_W;
 }

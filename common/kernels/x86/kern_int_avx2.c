@@ -300,39 +300,34 @@ void KI_NAME(pack)(const struct kern_mm *mm, void *dst, int j0, int j1)
  * emulation, on 256 bits otherwise). */
 uint64_t KI_NAME(peak_int8)(int64_t n)
 {
+	/* ten named chains (KERN_TEN: never an array) */
 #if KERN_INT_VNNI == 1
-	__m512i a[10], u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
-	int sink = 0;
-
-	for (int k = 0; k < 10; k++)
-		a[k] = _mm512_set1_epi32(k);
-	for (int64_t i = 0; i < n; i++) {
-		#pragma GCC unroll 10
-		for (int k = 0; k < 10; k++) {
-			a[k] = _mm512_dpbusd_epi32(a[k], u, s);
-			IN_REG(a[k]);
-		}
-	}
-	for (int k = 0; k < 10; k++)
-		sink += _mm512_reduce_add_epi32(a[k]);
-	__asm__ volatile("" : : "r"(sink));
-	return (uint64_t)n * 10 * 64;
+	const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+#define PK_DECL(k) __m512i a##k = _mm512_set1_epi32(k);
+#define PK_STEP(k) a##k = _mm512_dpbusd_epi32(a##k, u, s); IN_REG(a##k);
+#define PK_SUM(k) sink += _mm512_reduce_add_epi32(a##k);
+#define PK_MACS 64
 #else
-	__m256i a[10], u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+	/* u opaque at each step: else gcc computes the one product of
+	 * these constants (maddubs, madd) once, for all ten chains */
+	__m256i u = _mm256_set1_epi8(3);
+	const __m256i s = _mm256_set1_epi8(-2);
+#define PK_DECL(k) __m256i a##k = _mm256_set1_epi32(k);
+#define PK_STEP(k) IN_REG(u); a##k = dp4(a##k, u, s); IN_REG(a##k);
+#define PK_SUM(k) sink += _mm256_extract_epi32(a##k, 0);
+#define PK_MACS 32
+#endif
 	int sink = 0;
 
-	for (int k = 0; k < 10; k++)
-		a[k] = _mm256_set1_epi32(k);
+	KERN_TEN(PK_DECL)
 	for (int64_t i = 0; i < n; i++) {
-		#pragma GCC unroll 10
-		for (int k = 0; k < 10; k++) {
-			a[k] = dp4(a[k], u, s);
-			IN_REG(a[k]);
-		}
+		KERN_TEN(PK_STEP)
 	}
-	for (int k = 0; k < 10; k++)
-		sink += _mm256_extract_epi32(a[k], 0);
+	KERN_TEN(PK_SUM)
 	__asm__ volatile("" : : "r"(sink));
-	return (uint64_t)n * 10 * 32;
-#endif
+	return (uint64_t)n * 10 * PK_MACS;
+#undef PK_DECL
+#undef PK_STEP
+#undef PK_SUM
+#undef PK_MACS
 }
