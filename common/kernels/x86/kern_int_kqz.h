@@ -223,17 +223,6 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 		vo += KG_VECS(g);
 		u0 += g;
 	}
-	if (C == KZ_CP) {
-		__m512 f[KZ_RT][KZ_CP];
-
-		#pragma GCC unroll 3
-		for (int r = 0; r < R; r++)
-			#pragma GCC unroll 4
-			for (int c = 0; c < C; c++)
-				f[r][c] = _mm512_load_ps(facc[r][c]);
-		zt_tree(f, res[0], R);
-		return;
-	}
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4

@@ -155,55 +155,6 @@ static void qz_prep_pair(const uint8_t *r0, const uint8_t *r1, int nu,
 	}
 }
 
-/* quant.h's tree (tree4) on each 256-bit half of f[0..3] (row a's four
- * pairs) and f[4..7] (row b's), all at once: lane 8i + 2c + h of the
- * result is tree4 of half h of f[4i + c], so the 16 floats are
- * res[a][0..7] then res[b][0..7]. The same additions of the same two
- * operands as tree4's (s4 = q0 + q1, s2 = s4[i] + s4[i + 2], then
- * s2[0] + s2[1]; a + b == b + a exactly), so the same bits, in 22
- * operations instead of tree4's 96. */
-INLINE __m512 zt_tree8(__m512 *f)
-{
-	__m512 s[4], t[2], v;
-
-	for (int i = 0; i < 4; i++) /* s4: 128-bit lane k = f[2i + k/2] half k%2 */
-		s[i] = _mm512_add_ps(
-			_mm512_shuffle_f32x4(f[2 * i], f[2 * i + 1],
-					     _MM_SHUFFLE(2, 0, 2, 0)),
-			_mm512_shuffle_f32x4(f[2 * i], f[2 * i + 1],
-					     _MM_SHUFFLE(3, 1, 3, 1)));
-	for (int i = 0; i < 2; i++) /* s2 of s[2i] (lanes 0, 1), s[2i + 1] */
-		t[i] = _mm512_add_ps(
-			_mm512_shuffle_ps(s[2 * i], s[2 * i + 1],
-					  _MM_SHUFFLE(1, 0, 1, 0)),
-			_mm512_shuffle_ps(s[2 * i], s[2 * i + 1],
-					  _MM_SHUFFLE(3, 2, 3, 2)));
-	/* lane 4k + j: the sum of s[j]'s 128-bit lane k */
-	v = _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
-			  _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
-	/* s[j] lane k is f[2j + k/2] half k%2: res lane 8i + 2c + h is
-	 * f[4i + c] half h, so j = 2i + c/2, k = 2 (c%2) + h */
-	return _mm512_permutexvar_ps(_mm512_setr_epi32(
-		0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), v);
-}
-
-/* res[r][0..7] = tree4 of each half of f[r][0..3], r < R (rows of
- * 8 floats). */
-INLINE void zt_tree(__m512 (*f)[4], float *res, const int R)
-{
-	#pragma GCC unroll 2
-	for (int r = 0; r + 1 < R; r += 2)
-		_mm512_storeu_ps(res + 8 * r, zt_tree8(f[r]));
-	if (R % 2) {
-		__m512 g[8];
-
-		for (int c = 0; c < 4; c++)
-			g[c] = g[4 + c] = f[R - 1][c];
-		_mm256_storeu_ps(res + 8 * (R - 1),
-				 _mm512_castps512_ps256(zt_tree8(g)));
-	}
-}
-
 /* Lanes L, L + g, ... of each 256-bit half summed into each of them
  * (g = 4, 2, 1; kg_fold's, on both rows). */
 INLINE __m512i qz_fold(__m512i x, const int g)
@@ -306,10 +257,6 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 	if (nu & 1) {
 		qt_pf_lines(&pf, per);
 		qz_group(z, w, ps, nu, ng, st, gi, facc, R, C, 1);
-	}
-	if (C == QZ_CP) {
-		zt_tree(facc, res[0], R);
-		return;
 	}
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
