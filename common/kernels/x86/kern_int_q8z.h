@@ -351,10 +351,13 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	int nu = mm->K / 32;
 	size_t ps = qz_pair_bytes(mm->K); /* bytes per pair */
 	size_t zoff = quant_arow_bytes(mm->K, 32);
-	int jb = 2 * (int)(QT_PREP_BYTES / ps);
+	/* whole tiles of pairs per block, as kz_qmatmul's: K = 4864's
+	 * 14-pair blocks ran every fourth tile on 2 pairs (bench_kern -a,
+	 * 4864 x 896 on an AMD EPYC Zen 5, 1 thread: 1.00-1.05x with 12) */
+	int jb = 2 * QZ_CP * (int)(QT_PREP_BYTES / (QZ_CP * ps));
 	char *buf = NULL;
 
-	jb = jb < 2 ? 2 : jb > 64 ? 64 : jb;
+	jb = jb < 2 * QZ_CP ? 2 * QZ_CP : jb > 64 ? 64 : jb;
 	if (!mm->pk && !(buf = aligned_alloc(64, ps * (size_t)(jb / 2))))
 		abort(); /* a block of prepared rows per task */
 	for (int j = j0; j < j1; j += jb) {
