@@ -978,18 +978,24 @@ static void test_act_simd(void **state)
 		quant_arow_bind(&a0, b0, K, unit);
 		quant_arow_bind(&a1, b1, K, unit);
 		quant_act_row(x, K, unit, &a0);
-		/* the AVX2 build, and the VNNI build's code */
-		for (int v = 0; v < 2; v++) {
+		/* the AVX2 build, the emulated VNNI build (256-bit, as
+		 * AVX2's), and where the CPU has it the VNNI build's own
+		 * (512-bit) */
+		void (*const fn[3])(const float *, int, int, quant_arow *) = {
+			kern_ops_avx2.act_row, kern_vnni_emu_act_row,
+			kern_ops_avx512vnni.act_row};
+		static const char *const name[3] = {"avx2", "vnni emulated",
+						    "avx512vnni"};
+		int nv = kern_isa_detect() >= KERN_ISA_AVX512VNNI ? 3 : 2;
+		for (int v = 0; v < nv; v++) {
 			memset(b1, 0x55, quant_arow_bytes(K, unit));
-			(v ? kern_vnni_emu_act_row : kern_ops_avx2.act_row)(
-				x, K, unit, &a1);
+			fn[v](x, K, unit, &a1);
 			if (memcmp(a0.q, a1.q, K) ||
 			    memcmp(a0.bsum, a1.bsum, K / 16 * 2) ||
 			    memcmp(a0.d, a1.d, K / unit * 4) ||
 			    memcmp(a0.s, a1.s, K / unit * 4))
 				fail_msg("trial %d (unit %d): the SIMD quantizer "
-					 "(%s) differs", trial, unit,
-					 v ? "vnni emulated" : "avx2");
+					 "(%s) differs", trial, unit, name[v]);
 		}
 	}
 	free(b0);

@@ -26,6 +26,90 @@ INLINE int hsum_i32(__m256i v)
 	return _mm_cvtsi128_si32(s);
 }
 
+/* f rounded to f16 and back (F16C: half.c's bits). */
+INLINE float f16_round(float f)
+{
+	return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+
+#if KERN_INT_VNNI == 1
+/* quant_act_row's operations on 512-bit vectors (the VNNI build): per
+ * unit, the largest magnitude and the NaN / Inf test over 16 lanes at a
+ * time, then each code rounded to nearest even straight from v * f
+ * (vcvtps2dq, the same integer as rint then convert), narrowed with
+ * saturation (the codes are within +-127), and each 16's sum. */
+void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
+{
+	const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+
+	for (int u = 0; u < n / unit; u++) {
+		const float *v = x + (size_t)u * unit;
+		int8_t *q = a->q + (size_t)u * unit;
+		int16_t *bs = a->bsum + (size_t)u * unit / 16;
+		__m512 mx = _mm512_setzero_ps();
+		__mmask16 bad = 0;
+		float amax, f;
+
+		for (int k = 0; k < unit; k += 16) {
+			__m512 vk = _mm512_loadu_ps(v + k);
+			mx = _mm512_max_ps(mx, _mm512_and_ps(vk, absm));
+			/* QNaN, +Inf, -Inf, SNaN */
+			bad |= _mm512_fpclass_ps_mask(vk, 0x99);
+		}
+		amax = _mm512_reduce_max_ps(mx);
+		if (amax == 0.0f || bad) {
+			f = 0.0f;
+		} else if (unit == 32) {
+			f = 127.0f / amax;
+		} else {
+			/* the first element of largest magnitude */
+			__m512 am = _mm512_set1_ps(amax);
+			int k = 0;
+			__mmask16 m;
+			while (!(m = _mm512_cmp_ps_mask(_mm512_and_ps(
+					 _mm512_loadu_ps(v + k), absm), am,
+					 _CMP_EQ_OQ)))
+				k += 16;
+			f = -127.0f / v[k + __builtin_ctz((unsigned)m)];
+		}
+		if (f == 0.0f || f > FLT_MAX || f < -FLT_MAX) {
+			/* as the 256-bit build: the reference, on this unit */
+			quant_arow one = {.q = q, .bsum = bs, .d = a->d + u,
+					  .s = a->s + u};
+			quant_act_row(v, unit, unit, &one);
+			continue;
+		}
+		__m512 fv = _mm512_set1_ps(f);
+		int sum = 0;
+		for (int k = 0; k < unit; k += 16) {
+			__m512i iv = _mm512_cvt_roundps_epi32(
+				_mm512_mul_ps(_mm512_loadu_ps(v + k), fv),
+				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+			int s16;
+
+			if (unit != 32)
+				iv = _mm512_min_epi32(iv, _mm512_set1_epi32(127));
+			_mm_storeu_si128((__m128i *)(q + k),
+					 _mm512_cvtsepi32_epi8(iv));
+			s16 = _mm512_reduce_add_epi32(iv);
+			bs[k / 16] = (int16_t)s16;
+			sum += s16;
+		}
+		if (unit == 32) {
+			/* quant_act_row's scales, the same operations */
+			float d = amax / 127.0f, sd, sh;
+			float dh = f16_round(d);
+			a->d[u] = dh <= FLT_MAX ? dh : d;
+			sd = d * (float)sum;
+			sh = f16_round(sd);
+			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
+		} else {
+			a->d[u] = 1.0f / f;
+			a->s[u] = 0.0f;
+		}
+	}
+}
+#else
 void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 {
 	const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -95,10 +179,10 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 		if (unit == 32) {
 			/* quant_act_row's scales, the same operations */
 			float d = amax / 127.0f, sd, sh;
-			float dh = half_f16_to_f32(half_f32_to_f16(d));
+			float dh = f16_round(d);
 			a->d[u] = dh <= FLT_MAX ? dh : d;
 			sd = d * (float)sum;
-			sh = half_f16_to_f32(half_f32_to_f16(sd));
+			sh = f16_round(sd);
 			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
 		} else {
 			a->d[u] = 1.0f / f;
@@ -106,3 +190,4 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 		}
 	}
 }
+#endif /* KERN_INT_VNNI == 1 */
