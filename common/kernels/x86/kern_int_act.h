@@ -32,6 +32,35 @@ INLINE float f16_round(float f)
 	return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
 
+/* Unit u of x (at v) by the reference: NaN, Inf, all zero, or a factor
+ * f that overflows (the codes of an infinite product). */
+INLINE void act_unit_ref(const float *v, int unit, int u, quant_arow *a)
+{
+	quant_arow one = {.q = a->q + (size_t)u * unit,
+			  .bsum = a->bsum + (size_t)u * unit / 16,
+			  .d = a->d + u, .s = a->s + u};
+
+	quant_act_row(v, unit, unit, &one);
+}
+
+/* Unit u's scales from its largest magnitude amax, factor f and codes'
+ * sum: quant_act_row's, the same operations. */
+INLINE void act_unit_scales(quant_arow *a, int u, int unit, float amax,
+			    float f, int sum)
+{
+	if (unit == 32) {
+		float d = amax / 127.0f, sd, sh;
+		float dh = f16_round(d);
+		a->d[u] = dh <= FLT_MAX ? dh : d;
+		sd = d * (float)sum;
+		sh = f16_round(sd);
+		a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
+	} else {
+		a->d[u] = 1.0f / f;
+		a->s[u] = 0.0f;
+	}
+}
+
 #if KERN_INT_VNNI == 1
 /* quant_act_row's operations on 512-bit vectors (the VNNI build): per
  * unit, the largest magnitude and the NaN / Inf test over 16 lanes at a
@@ -73,10 +102,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 			f = -127.0f / v[k + __builtin_ctz((unsigned)m)];
 		}
 		if (f == 0.0f || f > FLT_MAX || f < -FLT_MAX) {
-			/* as the 256-bit build: the reference, on this unit */
-			quant_arow one = {.q = q, .bsum = bs, .d = a->d + u,
-					  .s = a->s + u};
-			quant_act_row(v, unit, unit, &one);
+			act_unit_ref(v, unit, u, a);
 			continue;
 		}
 		__m512 fv = _mm512_set1_ps(f);
@@ -95,18 +121,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 			bs[k / 16] = (int16_t)s16;
 			sum += s16;
 		}
-		if (unit == 32) {
-			/* quant_act_row's scales, the same operations */
-			float d = amax / 127.0f, sd, sh;
-			float dh = f16_round(d);
-			a->d[u] = dh <= FLT_MAX ? dh : d;
-			sd = d * (float)sum;
-			sh = f16_round(sd);
-			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
-		} else {
-			a->d[u] = 1.0f / f;
-			a->s[u] = 0.0f;
-		}
+		act_unit_scales(a, u, unit, amax, f, sum);
 	}
 }
 #else
@@ -148,12 +163,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 			f = -127.0f / v[k + __builtin_ctz((unsigned)bits)];
 		}
 		if (f == 0.0f || f > FLT_MAX || f < -FLT_MAX) {
-			/* NaN, Inf, all zero, or a factor that overflows (the
-			 * codes of an infinite product): the reference, on this
-			 * unit */
-			quant_arow one = {.q = q, .bsum = bs, .d = a->d + u,
-					  .s = a->s + u};
-			quant_act_row(v, unit, unit, &one);
+			act_unit_ref(v, unit, u, a);
 			continue;
 		}
 		__m256 fv = _mm256_set1_ps(f);
@@ -176,18 +186,7 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 			bs[k / 16 + 1] = (int16_t)s1;
 			sum += s0 + s1;
 		}
-		if (unit == 32) {
-			/* quant_act_row's scales, the same operations */
-			float d = amax / 127.0f, sd, sh;
-			float dh = f16_round(d);
-			a->d[u] = dh <= FLT_MAX ? dh : d;
-			sd = d * (float)sum;
-			sh = f16_round(sd);
-			a->s[u] = sh <= FLT_MAX && sh >= -FLT_MAX ? sh : sd;
-		} else {
-			a->d[u] = 1.0f / f;
-			a->s[u] = 0.0f;
-		}
+		act_unit_scales(a, u, unit, amax, f, sum);
 	}
 }
 #endif /* KERN_INT_VNNI == 1 */
