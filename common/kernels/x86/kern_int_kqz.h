@@ -315,15 +315,10 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 							   : kz_tiles_q6;
 	int nu = mm->K / QK_K;
 	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-	/* whole tiles of pairs per block: a narrower tile (3 pairs) reads
-	 * each activation vector for fewer pairs, and K = 8960's 7-pair
-	 * blocks ran every second tile so (6% of perf's samples at 1.5b
-	 * N = 32) */
-	int jb = 2 * KZ_CP * (int)(QT_PREP_BYTES / (2 * KZ_CP * rb));
+	int jb = qt_block_cols(2 * rb, KZ_CP);
 	__m256i *tmp = NULL;
 	__m512i *buf = NULL;
 
-	jb = jb < 2 * KZ_CP ? 2 * KZ_CP : jb > 64 ? 64 : jb;
 	if (!mm->pk) {
 		tmp = aligned_alloc(64, 2 * rb);
 		buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
@@ -343,12 +338,10 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 					     mm->row_bytes, 2 * p + 1 < jn, nu,
 					     kind, tmp, buf + (size_t)p * pv);
 		/* the next packed block, requested over this one's tiles */
-		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
 		struct qt_pf pf;
 
-		qt_pf_plan(&pf, mm->pk && mm->pf, 64 * pv, blk + (size_t)np * pv,
-			   64 * pv * (size_t)((nx + 1) / 2), (np + KZ_CP - 1) /
-			   KZ_CP * ((mm->M + KZ_RT - 1) / KZ_RT), nu);
+		qt_pf_plan(&pf, mm, 64 * pv, blk + (size_t)np * pv, j, jn, j1,
+			   jb, np, KZ_CP, KZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
 

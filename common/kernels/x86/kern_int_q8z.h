@@ -351,13 +351,9 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	int nu = mm->K / 32;
 	size_t ps = qz_pair_bytes(mm->K); /* bytes per pair */
 	size_t zoff = quant_arow_bytes(mm->K, 32);
-	/* whole tiles of pairs per block, as kz_qmatmul's: K = 4864's
-	 * 14-pair blocks ran every fourth tile on 2 pairs (bench_kern -a,
-	 * 4864 x 896 on an AMD EPYC Zen 5, 1 thread: 1.00-1.05x with 12) */
-	int jb = 2 * QZ_CP * (int)(QT_PREP_BYTES / (QZ_CP * ps));
+	int jb = qt_block_cols(ps, QZ_CP);
 	char *buf = NULL;
 
-	jb = jb < 2 * QZ_CP ? 2 * QZ_CP : jb > 64 ? 64 : jb;
 	if (!mm->pk && !(buf = aligned_alloc(64, ps * (size_t)(jb / 2))))
 		abort(); /* a block of prepared rows per task */
 	for (int j = j0; j < j1; j += jb) {
@@ -376,12 +372,10 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 			}
 		}
 		/* the next packed block, requested over this one's tiles */
-		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
 		struct qt_pf pf;
 
-		qt_pf_plan(&pf, mm->pk && mm->pf, ps, blk + (size_t)np * ps,
-			   (size_t)((nx + 1) / 2) * ps, (np + QZ_CP - 1) /
-			   QZ_CP * ((mm->M + QZ_RT - 1) / QZ_RT), nu);
+		qt_pf_plan(&pf, mm, ps, blk + (size_t)np * ps, j, jn, j1, jb,
+			   np, QZ_CP, QZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
 			int C = np - p0 < QZ_CP ? np - p0 : QZ_CP;
 

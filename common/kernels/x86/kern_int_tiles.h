@@ -623,6 +623,20 @@ _Static_assert(QT_R == 8, "qblock's cases");
 
 #define QT_PREP_BYTES (160 * 1024)
 
+/* Columns per block of weight pairs of pair bytes, for tiles of cp
+ * pairs: as many whole tiles as fit QT_PREP_BYTES, at least one, at
+ * most 64 columns. A narrower tile reads each activation vector for
+ * fewer pairs: K = 8960's 7-pair K-quant blocks ran every second tile
+ * on 3 pairs (6% of perf's samples at the 1.5b's N = 32), K = 4864's
+ * 14-pair Q8_0 blocks every fourth on 2 (bench_kern -a, 4864 x 896, AMD
+ * EPYC Zen 5, 1 thread: 1.00-1.05x with 12). */
+INLINE int qt_block_cols(size_t pair, int cp)
+{
+	int jb = 2 * cp * (int)(QT_PREP_BYTES / ((size_t)cp * pair));
+
+	return jb < 2 * cp ? 2 * cp : jb > 64 ? 64 : jb;
+}
+
 /*
  * The register tiles (kern_int_q8z.h, kern_int_kqz.h) run each block of
  * weight pairs against every tile of activation rows: the first pass
@@ -650,16 +664,22 @@ struct qt_pf {
 	int per;       /* lines per unit of K in each tile */
 };
 
-/* The next block's nb bytes at next (nb = 0: none in this task), spread
- * over ntiles tiles of nu units each; pair: the bytes of a weight pair;
- * on: mm->pf. */
-INLINE void qt_pf_plan(struct qt_pf *pf, int on, size_t pair,
-		       const void *next, size_t nb, int ntiles, int nu)
+/* The block of columns [j, j + jn) of a task that ends at j1, in blocks
+ * of jb columns, np pairs of pair bytes each, ending at next: its tiles
+ * (cp pairs by rt rows over mm->M rows, nu units each) request the next
+ * block's bytes, if the weights are packed and mm->pf. */
+INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
+		       size_t pair, const void *next, int j, int jn, int j1,
+		       int jb, int np, int cp, int rt, int nu)
 {
-	size_t slots = (size_t)ntiles * (size_t)nu;
+	int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
+	size_t nb = (size_t)((nx + 1) / 2) * pair;
+	size_t slots = (size_t)((np + cp - 1) / cp) *
+		       (size_t)((mm->M + rt - 1) / rt) * (size_t)nu;
 
 	pf->p = next;
-	pf->left = on && pair <= QT_PF_PAIR && slots ? nb / 64 : 0;
+	pf->left = mm->pk && mm->pf && pair <= QT_PF_PAIR && slots ? nb / 64
+								 : 0;
 	pf->per = pf->left ? (int)((pf->left + slots - 1) / slots) : 0;
 }
 
