@@ -795,6 +795,93 @@ static int alt_ref(const float *l, int n, const samp_params *p, int k,
 	return m;
 }
 
+/*
+ * TOP-K SCAN: the k kept are exactly the first k in rank order, whatever
+ * the vocabulary's length (blocks and a tail), ties (many equal logits
+ * across the cut) and masked runs; found through the alternatives, which
+ * at a huge temperature (every kept weight nonzero) list all k. And the
+ * top-k path validates the logits as greedy does: the first NaN or +inf
+ * named, wherever it is (among the first k, in a block, in the tail),
+ * all -inf refused.
+ */
+static void top_k_scan_exact(void **state)
+{
+	enum { V = 3001 };
+	static float l[V];
+	static const int ks[] = {2, 5, 16, 17, 40, 64};
+	samp *s;
+	samp_rng r;
+	int *ord = malloc(V * sizeof(int));
+
+	(void)state;
+	assert_non_null(ord);
+	assert_int_equal(samp_new(V, &s), QERR_OK);
+	for (int trial = 0; trial < 12; trial++) {
+		samp_rng_seed(&r, 77, (uint64_t)trial);
+		/* 8 logit values: ties everywhere, the cut among them */
+		for (int i = 0; i < V; i++)
+			l[i] = (float)(samp_rng_next(&r) % 8) - 4.0f;
+		for (int i = 100 * trial; i < 100 * trial + 300 && i < V; i++)
+			l[i] = -INFINITY; /* a masked run */
+		if (trial % 3 == 1) /* the best late: the heap moves in the tail */
+			for (int i = V - 40; i < V; i += 3)
+				l[i] = 9.0f + (float)(i % 5);
+		if (trial % 3 == 2) /* few finite logits: fewer than some k */
+			for (int i = 0; i < V; i++)
+				if (i % 97)
+					l[i] = -INFINITY;
+		for (int i = 0; i < V; i++)
+			ord[i] = i;
+		qsort_r(ord, V, sizeof(int), cmp_rank, l);
+		for (size_t t = 0; t < N_OF(ks); t++) {
+			samp_params p = {1e30f, ks[t], 1.0f, 0.0f};
+			samp_alt alt[SAMP_ALT_MAX];
+			int tok, n_alt, want = 0;
+			char got[V] = {0};
+
+			assert_int_equal(samp_sample_top(s, &p, l, &r, &tok, NULL,
+							 alt, ks[t], &n_alt), 0);
+			for (int j = 0; j < ks[t]; j++)
+				want += l[ord[j]] > -INFINITY;
+			/* the masked among the k have weight 0: not listed */
+			assert_int_equal(n_alt, want);
+			for (int j = 0; j < n_alt; j++)
+				got[alt[j].id] = 1;
+			for (int j = 0; j < want; j++)
+				if (!got[ord[j]])
+					fail_msg("trial %d, k %d: rank %d (token %d) "
+						 "not kept", trial, ks[t], j, ord[j]);
+		}
+	}
+	/* validation on the top-k path */
+	static const struct {
+		int at;
+		float v;
+		const char *msg;
+	} bad[] = {
+		{3, NAN, "logit 3 is NaN"}, {1000, NAN, "logit 1000 is NaN"},
+		{1000, INFINITY, "logit 1000 is +inf"},
+		{V - 1, NAN, "logit 3000 is NaN"},
+	};
+	samp_params p = {0.7f, 40, 0.95f, 0.0f};
+	int tok;
+
+	for (size_t b = 0; b < N_OF(bad); b++) {
+		fill_logits(l, V, b, 10.0f);
+		l[bad[b].at] = bad[b].v;
+		if (b == 2)
+			l[2500] = NAN; /* a later one: the first is named */
+		assert_int_equal(samp_sample(s, &p, l, &r, &tok), QERR_RANGE);
+		assert_non_null(strstr(qerr_detail(), bad[b].msg));
+	}
+	for (int i = 0; i < V; i++)
+		l[i] = -INFINITY;
+	assert_int_equal(samp_sample(s, &p, l, &r, &tok), QERR_RANGE);
+	assert_non_null(strstr(qerr_detail(), "all 3001 logits are -inf"));
+	samp_free(&s);
+	free(ord);
+}
+
 static void alternatives(void **state)
 {
 	enum { V = 600 };
@@ -937,5 +1024,6 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(logprob);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(min_p_exact);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(alternatives);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(top_k_scan_exact);
 	return _cmocka_run_group_tests("samp", t, n, NULL, NULL);
 }

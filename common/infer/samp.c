@@ -299,18 +299,62 @@ static struct cand wselect(struct cand *c, int n, const float *w,
 	return c[lo];
 }
 
+/* Logits are scanned in blocks of SCAN_BLK: a test over a whole block is
+ * one comparison per element with no branch between them (plain C that
+ * the compiler turns into vector compares), and only a block that holds
+ * what is sought is walked element by element. */
+#define SCAN_BLK 16
+
+/* Some l[0, SCAN_BLK) equals t. */
+static inline int blk_equal(const float *l, float t)
+{
+	int any = 0;
+
+	for (int j = 0; j < SCAN_BLK; j++)
+		any |= l[j] == t;
+	return any;
+}
+
+/* The first i in [0, n) with l[i] == t (one exists). */
+static int first_equal(const float *l, int n, float t)
+{
+	int i = 0;
+
+	for (; i + SCAN_BLK <= n && !blk_equal(l + i, t); i += SCAN_BLK)
+		;
+	for (; l[i] != t; i++)
+		;
+	return i;
+}
+
+/* Sets the qerr detail for logits that hold NaN or +inf (the first
+ * named) or are all -inf; returns -1. */
+static int bad_logits(const float *l, int n)
+{
+	int i;
+
+	for (i = 0; i < n && l[i] < INFINITY; i++)
+		;
+	if (i < n)
+		qerr_fail(QERR_RANGE, "samp: logit %d is %s", i,
+			  isnan(l[i]) ? "NaN" : "+inf");
+	else
+		qerr_fail(QERR_RANGE, "samp: all %d logits are -inf", n);
+	return -1;
+}
+
 /* Validates logits; returns the argmax (ties to the lowest id), or -1 with
  * the qerr detail set. The max is exact in any order; the index is then
  * the first logit equal to it (-0 == +0, as in every comparison here). */
 static int scan_max(const float *l, int n)
 {
-	float mx[8], best = -INFINITY;
+	float mx[SCAN_BLK], best = -INFINITY;
 	int bad = 0, i = 0;
 
-	for (int j = 0; j < 8; j++)
+	for (int j = 0; j < SCAN_BLK; j++)
 		mx[j] = -INFINITY;
-	for (; i + 8 <= n; i += 8) {
-		for (int j = 0; j < 8; j++) {
+	for (; i + SCAN_BLK <= n; i += SCAN_BLK) {
+		for (int j = 0; j < SCAN_BLK; j++) {
 			float v = l[i + j];
 
 			bad |= !(v < INFINITY); /* NaN or +inf */
@@ -321,48 +365,68 @@ static int scan_max(const float *l, int n)
 		bad |= !(l[i] < INFINITY);
 		mx[0] = l[i] > mx[0] ? l[i] : mx[0];
 	}
-	if (bad) {
-		for (i = 0; l[i] < INFINITY; i++)
-			;
-		qerr_fail(QERR_RANGE, "samp: logit %d is %s", i,
-			  isnan(l[i]) ? "NaN" : "+inf");
-		return -1;
-	}
-	for (int j = 0; j < 8; j++)
+	for (int j = 0; j < SCAN_BLK; j++)
 		best = mx[j] > best ? mx[j] : best;
-	if (best == -INFINITY) {
-		qerr_fail(QERR_RANGE, "samp: all %d logits are -inf", n);
-		return -1;
-	}
-	for (i = 0; l[i] != best; i++)
-		;
-	return i;
+	if (bad || best == -INFINITY)
+		return bad_logits(l, n);
+	return first_equal(l, n, best);
 }
 
 /* ---- pipelines ---------------------------------------------------------- */
 
-/* top-k, then temperature, then top-p over the k candidates (rank order). */
-static int sample_top_k(samp *s, const samp_params *p, const float *l,
-			samp_rng *rng, uint64_t *wq, uint64_t *wz)
+/* Some l[0, SCAN_BLK) is > t, NaN or +inf. */
+static inline int blk_above_or_bad(const float *l, float t)
 {
-	struct cand *c = s->c;
-	float *w = s->w;
-	int k = p->top_k, n = s->n;
-	uint64_t z = 0, r, acc, qmax = 0, M;
+	int any = 0;
 
-	for (int i = 0; i < k; i++)
+	for (int j = 0; j < SCAN_BLK; j++)
+		any |= (l[j] > t) | !(l[j] < INFINITY);
+	return any;
+}
+
+/* The top k of l[0, n) in rank order into c[0, k) (1 < k < n), the logits
+ * validated on the way (scan_max's checks and messages): one pass over
+ * the vocabulary, a bounded heap. Returns 0, or -1 with the qerr detail
+ * set. */
+static int top_k_scan(struct cand *c, const float *l, int n, int k)
+{
+	int bad = 0;
+
+	for (int i = 0; i < k; i++) {
 		c[i] = (struct cand){l[i], i};
+		bad |= !(l[i] < INFINITY);
+	}
 	for (int i = k / 2 - 1; i >= 0; i--)
 		heap_down(c, k, i);
 	/* Ids grow along the scan, so a later equal logit ranks after the
-	 * root: only a strictly larger logit enters. */
+	 * root: only a strictly larger logit enters. Once the heap holds
+	 * good candidates few logits beat its root, so a block with none
+	 * (and nothing invalid) is passed over by one test. */
 	for (int i = k; i < n; i++) {
+		if (i + SCAN_BLK <= n && !blk_above_or_bad(l + i, c[0].l)) {
+			i += SCAN_BLK - 1;
+			continue;
+		}
+		bad |= !(l[i] < INFINITY);
 		if (l[i] > c[0].l) {
 			c[0] = (struct cand){l[i], i};
 			heap_down(c, k, 0);
 		}
 	}
 	qsort(c, (size_t)k, sizeof(*c), cand_cmp);
+	/* c[0] is now the argmax: -inf only if every logit is */
+	return bad || c[0].l == -INFINITY ? bad_logits(l, n) : 0;
+}
+
+/* top-k, then temperature, then top-p over the k candidates (rank order),
+ * c[0, k) from top_k_scan. */
+static int sample_top_k(samp *s, const samp_params *p, samp_rng *rng,
+			uint64_t *wq, uint64_t *wz)
+{
+	struct cand *c = s->c;
+	float *w = s->w;
+	int k = p->top_k;
+	uint64_t z = 0, r, acc, qmax = 0, M;
 
 	for (int j = 0; j < k; j++)
 		w[j] = (c[j].l - c[0].l) / p->temperature;
@@ -591,17 +655,19 @@ int samp_sample_top(samp *s, const samp_params *p, const float *logits,
 		return rc;
 	if (p->temperature > 0.0f && !rng)
 		return qerr_fail(QERR_ARG, "samp_sample: rng is NULL");
-	am = scan_max(logits, s->n);
-	if (am < 0)
+	if (p->temperature > 0.0f && p->top_k > 1 && p->top_k < s->n) {
+		/* the scan validates the logits and finds the argmax too */
+		if (top_k_scan(s->c, logits, s->n, p->top_k))
+			return QERR_RANGE;
+		*token = sample_top_k(s, p, rng, &wq, &wz);
+		path = 1;
+	} else if ((am = scan_max(logits, s->n)) < 0) {
 		return QERR_RANGE;
-	if (p->temperature == 0.0f) {
+	} else if (p->temperature == 0.0f) {
 		*token = am;
 	} else if (p->top_k == 1) {
 		(void)samp_rng_next(rng); /* one draw per call when T > 0 */
 		*token = am;
-	} else if (p->top_k > 0 && p->top_k < s->n) {
-		*token = sample_top_k(s, p, logits, rng, &wq, &wz);
-		path = 1;
 	} else {
 		*token = sample_full(s, p, logits, logits[am], rng, &wq, &wz);
 		path = 2;
