@@ -472,6 +472,28 @@ static int sample_top_k(samp *s, const samp_params *p, samp_rng *rng,
 	return c[k - 1].id; /* unreachable: r < z */
 }
 
+/* w[i] = (l[i] - m) / t, and (bk) each one's top-p bucket, in blocks of
+ * SCAN_BLK that the compiler turns into vector operations (IEEE
+ * division and conversion: the same bits as one by one). */
+static void scale_logits(float *restrict w, uint8_t *restrict bk,
+			 const float *restrict l, int n, float m, float t)
+{
+	int i = 0;
+
+	for (; i + SCAN_BLK <= n; i += SCAN_BLK)
+		for (int j = 0; j < SCAN_BLK; j++)
+			w[i + j] = (l[i + j] - m) / t;
+	for (; i < n; i++)
+		w[i] = (l[i] - m) / t;
+	if (!bk)
+		return;
+	for (i = 0; i + SCAN_BLK <= n; i += SCAN_BLK)
+		for (int j = 0; j < SCAN_BLK; j++)
+			bk[i + j] = (uint8_t)bucket_of(w[i + j]);
+	for (; i < n; i++)
+		bk[i] = (uint8_t)bucket_of(w[i]);
+}
+
 /* temperature, then (optionally) top-p over the whole vocabulary; list
  * order is token id order and w is indexed by token id. */
 static int sample_full(samp *s, const samp_params *p, const float *l,
@@ -482,11 +504,7 @@ static int sample_full(samp *s, const samp_params *p, const float *l,
 	int n = s->n, use_p = p->top_p < 1.0f;
 	uint64_t z = 0, r, acc = 0, qmax = 0, M;
 
-	for (int i = 0; i < n; i++)
-		w[i] = (l[i] - m) / t;
-	if (use_p)
-		for (int i = 0; i < n; i++)
-			bk[i] = (uint8_t)bucket_of(w[i]);
+	scale_logits(w, use_p ? bk : NULL, l, n, m, t);
 	kern_softmax(w, n);
 
 	if (!use_p) {
