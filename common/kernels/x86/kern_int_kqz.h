@@ -56,7 +56,7 @@
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
 #define KZ_CP 4     /* weight row pairs per register tile */
-_Static_assert(2 * KZ_CP <= 8, "zt_store's 8 columns");
+_Static_assert(KZ_CP == QZ_CP && KZ_RT <= QZ_RT, "zt_finish's tiles");
 
 INLINE int kz_use(uint32_t wtype, int M, int pk)
 {
@@ -138,10 +138,10 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 }
 
 /* R activation rows (t) against C prepared pairs (pair c at w + c * pv
- * vectors) of rows of nu units: res[r][2c + h]; per lines from pf
- * requested before each unit's steps (struct qt_pf). */
+ * vectors) of rows of nu units, the results into d (zt_finish); per
+ * lines from pf requested before each unit's steps (struct qt_pf). */
 INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
-		    int nu, float (*res)[2 * KZ_CP], const char *pf, int per,
+		    int nu, const struct zt_dst *d, const char *pf, int per,
 		    const int R, const int C, const int kind)
 {
 	_Alignas(64) float facc[KZ_RT][KZ_CP][16];
@@ -223,26 +223,27 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 		vo += KG_VECS(g);
 		u0 += g;
 	}
+	__m512 fv[QZ_RT][QZ_CP];
+
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4
-		for (int c = 0; c < C; c++) {
-			res[r][2 * c] = tree4(_mm256_load_ps(facc[r][c]));
-			res[r][2 * c + 1] = tree4(_mm256_load_ps(facc[r][c] + 8));
-		}
+		for (int c = 0; c < C; c++)
+			fv[r][c] = _mm512_load_ps(facc[r][c]);
+	zt_finish(d, fv, R, C);
 }
 
 typedef void (*kz_tile_fn)(const struct qtile *t, const __m512i *w,
-			   size_t pv, int nu, float (*res)[2 * KZ_CP],
+			   size_t pv, int nu, const struct zt_dst *d,
 			   const char *pf, int per);
 
 #define KZ_TILE_FN(R, C, K, kind)                                           \
 	static void kz_tile_##K##_##R##_##C(const struct qtile *t,          \
 					    const __m512i *w, size_t pv,    \
-					    int nu, float (*res)[2 * KZ_CP], \
+					    int nu, const struct zt_dst *d, \
 					    const char *pf, int per)        \
 	{                                                                   \
-		kz_tile(t, w, pv, nu, res, pf, per, R, C, kind);            \
+		kz_tile(t, w, pv, nu, d, pf, per, R, C, kind);              \
 	}
 #define KZ_TILES(K, kind)                                                   \
 	KZ_TILE_FN(1, 1, K, kind) KZ_TILE_FN(1, 2, K, kind)                 \
@@ -348,16 +349,14 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 			for (int m0 = 0; m0 < mm->M; m0 += KZ_RT) {
 				int R = mm->M - m0 < KZ_RT ? mm->M - m0 : KZ_RT;
 				struct qtile t;
-				float res[KZ_RT][2 * KZ_CP];
+				struct zt_dst d = zt_dst_at(mm, m0, j + 2 * p0,
+							    jn - 2 * p0, 2 * C);
 				const char *at;
 				int per = qt_pf_take(&pf, nu, &at);
 
 				qtile_bind(mm, m0, R, QK_K, &t);
 				tiles[R - 1][C - 1](&t, blk + (size_t)p0 * pv, pv, nu,
-						    res, at, per);
-				zt_store(mm, m0, R, j + 2 * p0,
-					 j + jn - (j + 2 * p0), 2 * C, res[0],
-					 2 * KZ_CP);
+						    &d, at, per);
 			}
 		}
 	}

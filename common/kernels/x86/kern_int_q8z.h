@@ -224,11 +224,125 @@ INLINE void qz_group(const char *const *z, const char *w, size_t ps,
 	}
 }
 
+/* Where a register tile's results go: row r at y + r ldy, columns 0 ..
+ * cols - 1 (fewer than the tile's 8 where the block ends), plus the bias
+ * b (or none). */
+struct zt_dst {
+	float *y;
+	size_t ldy;
+	const float *b;
+	int cols;
+};
+
+/* The tile of R rows from m0 at columns j0..: cols of them, at most
+ * left (the block's end). */
+INLINE struct zt_dst zt_dst_at(const struct kern_mm *mm, int m0, int j0,
+			       int left, int cols)
+{
+	return (struct zt_dst){mm->y + (size_t)m0 * mm->ldy + j0, mm->ldy,
+			       mm->bias ? mm->bias + j0 : NULL,
+			       cols < left ? cols : left};
+}
+
+/* Row r's 8 results v (the bias b added) into d: one vector store,
+ * masked only where the block ends (perf: y's rows are far apart and
+ * the stores miss; 8 scalar stores a row cost more, and a masked store
+ * more than a plain one). */
+INLINE void zt_put(const struct zt_dst *d, int r, __m256 v, __m256 b)
+{
+	float *y = d->y + (size_t)r * d->ldy;
+
+	if (d->b)
+		v = _mm256_add_ps(v, b);
+	if (d->cols == 8)
+		_mm256_storeu_ps(y, v);
+	else
+		_mm256_mask_storeu_ps(y, (__mmask8)((1u << d->cols) - 1), v);
+}
+
+/*
+ * A register tile's end: quant.h's tree (tree4) on both 8-lane halves of
+ * each of its R x C float accumulators, the bias, the stores into d.
+ * Row r's results are facc[r][c]'s halves h at column 2c + h.
+ *
+ * A full tile (C = 4: 8 columns a row) does the trees of all its
+ * results at once, each level pairing vectors so that one addition does
+ * that level's step for several results, every sum the one tree4 does
+ * with the same first operand (the lower lanes): (i, i + 4) across the
+ * 128-bit halves of a pair of accumulators (-> [a.h0 | a.h1 | b.h0 |
+ * b.h1], 4 lanes each), (i, i + 2) across two of those, (0, 1) across
+ * two of those (the last odd one with itself); the last level leaves
+ * result 16 o + 4 e + q in 128-bit lane q, element e of its vector o,
+ * and one permutation puts a row's 8 results in each half, stored from
+ * registers. 37 operations for a 3 x 4 tile where 24 tree4s and the
+ * round trip through memory took about 180: the tiles' fixed cost, which
+ * short rows pay most (bench_kern -p, the two alternating call by call,
+ * AMD EPYC Zen 5: Q8_0 K = 896 1.05-1.16x, K = 4864 0.99-1.04x; Q4_K
+ * and Q6_K 0.97-1.25x). An edge tile (C < 4) takes tree4 per result.
+ */
+INLINE void zt_finish(const struct zt_dst *d, __m512 (*facc)[QZ_CP],
+		      const int R, const int C)
+{
+	const int n = C * R, np = n / 2, ns = (np + 1) / 2;
+	__m256 b = d->b ? _mm256_maskz_loadu_ps((__mmask8)((1u << d->cols) - 1),
+						d->b) : _mm256_setzero_ps();
+
+	if (C < QZ_CP) {
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++) {
+			_Alignas(32) float res[2 * QZ_CP] = {0};
+
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++) {
+				res[2 * c] = tree4(_mm512_castps512_ps256(
+					facc[r][c]));
+				res[2 * c + 1] = tree4(_mm512_extractf32x8_ps(
+					facc[r][c], 1));
+			}
+			zt_put(d, r, _mm256_load_ps(res), b);
+		}
+		return;
+	}
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
+					     2, 6, 10, 14, 3, 7, 11, 15);
+	__m512 p[QZ_RT * QZ_CP / 2], s2[QZ_RT * QZ_CP / 4 + 1];
+
+	/* accumulator k = QZ_CP r + c */
+	#pragma GCC unroll 6
+	for (int i = 0; i < np; i++) {
+		__m512 x = facc[2 * i / QZ_CP][2 * i % QZ_CP];
+		__m512 y = facc[(2 * i + 1) / QZ_CP][(2 * i + 1) % QZ_CP];
+
+		p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88),
+				     _mm512_shuffle_f32x4(x, y, 0xdd));
+	}
+	#pragma GCC unroll 3
+	for (int i = 0; i < ns; i++) {
+		__m512 x = p[2 * i], y = 2 * i + 1 < np ? p[2 * i + 1] : x;
+
+		s2[i] = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44),
+				      _mm512_shuffle_ps(x, y, 0xee));
+	}
+	#pragma GCC unroll 2
+	for (int i = 0; i < (ns + 1) / 2; i++) {
+		__m512 x = s2[2 * i], y = 2 * i + 1 < ns ? s2[2 * i + 1] : x;
+		/* rows 2i (low half) and 2i + 1 (high) */
+		__m512 o = _mm512_permutexvar_ps(tr, _mm512_add_ps(
+			_mm512_shuffle_ps(x, y, 0x88),
+			_mm512_shuffle_ps(x, y, 0xdd)));
+
+		zt_put(d, 2 * i, _mm512_castps512_ps256(o), b);
+		if (2 * i + 1 < R)
+			zt_put(d, 2 * i + 1, _mm512_extractf32x8_ps(o, 1), b);
+	}
+}
+_Static_assert(QZ_CP == 4 && QZ_RT <= 4, "zt_finish's pairing");
+
 /* R activation rows (their layouts z[r]) against C prepared pairs of nu
- * units (pair c at w + c ps): res[r][2c + h], quant.h's tree done; per
- * lines from pf requested before each unit's steps (struct qt_pf). */
+ * units (pair c at w + c ps), the results into d (zt_finish); per lines
+ * from pf requested before each unit's steps (struct qt_pf). */
 INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
-		    float (*res)[2 * QZ_CP], const char *pf, int per,
+		    const struct zt_dst *d, const char *pf, int per,
 		    const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
@@ -258,27 +372,20 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		qt_pf_lines(&pf, per);
 		qz_group(z, w, ps, nu, ng, st, gi, facc, R, C, 1);
 	}
-	#pragma GCC unroll 3
-	for (int r = 0; r < R; r++)
-		#pragma GCC unroll 4
-		for (int c = 0; c < C; c++) {
-			res[r][2 * c] = tree4(_mm512_castps512_ps256(facc[r][c]));
-			res[r][2 * c + 1] = tree4(_mm512_extractf32x8_ps(
-				facc[r][c], 1));
-		}
+	zt_finish(d, facc, R, C);
 }
 
 typedef void (*qz_tile_fn)(const char *const *z, const char *w, size_t ps,
-			   int nu, float (*res)[2 * QZ_CP], const char *pf,
+			   int nu, const struct zt_dst *d, const char *pf,
 			   int per);
 
 #define QZ_TILE_FN(R, C)                                                    \
 	static void qz_tile_##R##_##C(const char *const *z, const char *w,  \
 				      size_t ps, int nu,                    \
-				      float (*res)[2 * QZ_CP],              \
+				      const struct zt_dst *d,               \
 				      const char *pf, int per)              \
 	{                                                                   \
-		qz_tile(z, w, ps, nu, res, pf, per, R, C);                  \
+		qz_tile(z, w, ps, nu, d, pf, per, R, C);                    \
 	}
 QZ_TILE_FN(1, 1) QZ_TILE_FN(1, 2) QZ_TILE_FN(1, 3) QZ_TILE_FN(1, 4)
 QZ_TILE_FN(2, 1) QZ_TILE_FN(2, 2) QZ_TILE_FN(2, 3) QZ_TILE_FN(2, 4)
@@ -291,36 +398,6 @@ static const qz_tile_fn qz_tiles[QZ_RT][QZ_CP] = {
 };
 _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
 
-/* A register tile's results res (R rows, stride floats apart; at most 8
- * columns) into mm->y at rows m0.., columns j0.. (cols of them, fewer
- * where the block ends: at most left), with the bias: one vector store
- * per row, masked only where the block ends (perf: y's rows are far
- * apart and the stores miss; 8 scalar stores a row cost more, and a
- * masked store more than a plain one). */
-INLINE void zt_store(const struct kern_mm *mm, int m0, int R, int j0,
-		     int left, int cols, const float *res, int stride)
-{
-	__mmask8 k;
-	__m256 b = _mm256_setzero_ps();
-
-	if (cols > left)
-		cols = left;
-	k = (__mmask8)((1u << cols) - 1);
-	if (mm->bias)
-		b = _mm256_maskz_loadu_ps(k, mm->bias + j0);
-	for (int r = 0; r < R; r++) {
-		__m256 v = _mm256_loadu_ps(res + r * stride);
-		float *y = mm->y + (size_t)(m0 + r) * mm->ldy + j0;
-
-		if (mm->bias)
-			v = _mm256_add_ps(v, b);
-		if (cols == 8)
-			_mm256_storeu_ps(y, v);
-		else
-			_mm256_mask_storeu_ps(y, k, v);
-	}
-}
-_Static_assert(2 * QZ_CP <= 8, "zt_store's 8 columns");
 
 /* Packed Q8_0 (kern_pack): pair p (rows 2p, 2p + 1; a zero row after an
  * odd N's last) is qz_prep_pair's at p * qz_pair_bytes(K). */
@@ -382,17 +459,15 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 			for (int m0 = 0; m0 < mm->M; m0 += QZ_RT) {
 				int R = mm->M - m0 < QZ_RT ? mm->M - m0 : QZ_RT;
 				const char *z[QZ_RT], *at;
-				float res[QZ_RT][2 * QZ_CP];
+				struct zt_dst d = zt_dst_at(mm, m0, j + 2 * p0,
+							    jn - 2 * p0, 2 * C);
 				int per = qt_pf_take(&pf, nu, &at);
 
 				for (int r = 0; r < R; r++)
 					z[r] = mm->xq + (size_t)(m0 + r) *
 						mm->xq_bytes + zoff;
 				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ps,
-						       ps, nu, res, at, per);
-				zt_store(mm, m0, R, j + 2 * p0,
-					 j + jn - (j + 2 * p0), 2 * C, res[0],
-					 2 * QZ_CP);
+						       ps, nu, &d, at, per);
 			}
 		}
 	}
