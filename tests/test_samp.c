@@ -998,7 +998,21 @@ static void alternatives(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) + 10];
+	static const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(bad_args),
+		cmocka_unit_test(top_k1_is_greedy),
+		cmocka_unit_test(distribution),
+		cmocka_unit_test(top_p_large_vocab),
+		cmocka_unit_test(same_seed_same_sequence),
+		cmocka_unit_test(isa_invariance),
+		cmocka_unit_test(golden),
+		cmocka_unit_test(logprob),
+		cmocka_unit_test(min_p_exact),
+		cmocka_unit_test(alternatives),
+		cmocka_unit_test(top_k_scan_exact),
+	};
+	struct CMUnitTest t[N_OF(pcases) + N_OF(gcases) + N_OF(topp_cases) +
+			   N_OF(fixed)];
 	size_t n = 0;
 
 	for (size_t i = 0; i < N_OF(pcases); i++)
@@ -1014,16 +1028,7 @@ int main(void)
 			.name = topp_cases[i].name,
 			.test_func = run_topp,
 			.initial_state = (void *)&topp_cases[i]};
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(bad_args);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(top_k1_is_greedy);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(distribution);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(top_p_large_vocab);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(same_seed_same_sequence);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(isa_invariance);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(golden);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(logprob);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(min_p_exact);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(alternatives);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(top_k_scan_exact);
+	for (size_t i = 0; i < N_OF(fixed); i++)
+		t[n++] = fixed[i];
 	return _cmocka_run_group_tests("samp", t, n, NULL, NULL);
 }
