@@ -439,29 +439,44 @@ static void reasoning_prefix_stable(void **state)
 #define NT (sizeof(tcases) / sizeof(tcases[0]))
 #define NR (sizeof(rcases) / sizeof(rcases[0]))
 
+#define N_FIXED(a) (sizeof(a) / sizeof((a)[0]))
+
 int main(void)
 {
-	struct CMUnitTest t[NX + NT + NR + 6];
+	static const struct CMUnitTest fixed1[] = {
+		cmocka_unit_test(long_text),
+		cmocka_unit_test(no_answer_reasons),
+		cmocka_unit_test(bounded_output),
+	};
+	static const struct CMUnitTest fixed2[] = {
+		cmocka_unit_test(tally_args),
+		cmocka_unit_test(extract_then_tally),
+	};
+	static const struct CMUnitTest fixed3[] = {
+		cmocka_unit_test(reasoning_prefix_stable),
+	};
+	struct CMUnitTest t[NX + NT + NR + N_FIXED(fixed1) + N_FIXED(fixed2) +
+			   N_FIXED(fixed3)];
 	size_t n = 0;
 
 	for (size_t i = 0; i < NX; i++)
 		t[n++] = (struct CMUnitTest){.name = xcases[i].name,
 					     .test_func = run_xcase,
 					     .initial_state = (void *)&xcases[i]};
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(long_text);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(no_answer_reasons);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(bounded_output);
+	for (size_t i = 0; i < N_FIXED(fixed1); i++)
+		t[n++] = fixed1[i];
 	for (size_t i = 0; i < NT; i++)
 		t[n++] = (struct CMUnitTest){.name = tcases[i].name,
 					     .test_func = run_tcase,
 					     .initial_state = (void *)&tcases[i]};
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(tally_args);
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(extract_then_tally);
+	for (size_t i = 0; i < N_FIXED(fixed2); i++)
+		t[n++] = fixed2[i];
 	for (size_t i = 0; i < NR; i++)
 		t[n++] = (struct CMUnitTest){.name = rcases[i].name,
 					     .test_func = run_rcase,
 					     .initial_state = (void *)&rcases[i]};
-	t[n++] = (struct CMUnitTest)cmocka_unit_test(reasoning_prefix_stable);
+	for (size_t i = 0; i < N_FIXED(fixed3); i++)
+		t[n++] = fixed3[i];
 	/* one group: tests/run.sh counts the last summary line per binary */
 	return _cmocka_run_group_tests("vote", t, n, NULL, NULL);
 }
