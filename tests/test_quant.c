@@ -709,11 +709,13 @@ static void test_int_tiles(void **state)
  * and request the next block's lines while they compute on this one
  * (kern_set_prefetch). N = 333 columns (an odd last pair) of K = 896
  * (Q8_0) and 1536 (Q4_K, Q6_K): 64-row blocks of pairs of 2,048 and
- * 4,096 bytes, the prefetch's case; K = 4864 (Q8_0) and 3840 (Q4_K): 28-
- * and 32-row blocks of pairs longer than its limit. 8, 12, 32 and 33
- * rows, 1 and 2 threads, the prefetch on and off: the scalar
- * reference's bits. */
+ * 4,096 bytes; K = 4864 (Q8_0) and 3840 (Q4_K): 28- and 32-row blocks of
+ * longer pairs, Q8_0's walked in 3 passes of K (56, 56 and 40 units).
+ * 8, 12, 32, 33 and 97 rows (97: three groups of rows whose lanes wait
+ * between passes, 48 + 48 + 1), 1 and 2 threads, the prefetch on and
+ * off: the scalar reference's bits. */
 #define BL_N 333
+#define BL_M 97
 
 static void test_int_blocks(void **state)
 {
@@ -723,7 +725,7 @@ static void test_int_blocks(void **state)
 	} cases[] = {{GGML_TYPE_Q8_0, 896}, {GGML_TYPE_Q8_0, 4864},
 		     {GGML_TYPE_Q4_K, 1536}, {GGML_TYPE_Q6_K, 1536},
 		     {GGML_TYPE_Q4_K, 3840}};
-	static const int Ms[] = {8, 12, 32, 33};
+	static const int Ms[] = {8, 12, 32, 33, BL_M};
 	tpool *tp;
 	(void)state;
 	assert_int_equal(tpool_new(2, &tp), 0);
@@ -733,9 +735,9 @@ static void test_int_blocks(void **state)
 		size_t rb = ggml_row_bytes(t, (uint64_t)K);
 		uint8_t *W = xmalloc(rb * BL_N);
 		float *wf = xmalloc(sizeof(float) * (size_t)K);
-		float *x = xmalloc(sizeof(float) * (size_t)K * 33);
-		float *y0 = xmalloc(sizeof(float) * BL_N * 33);
-		float *y1 = xmalloc(sizeof(float) * BL_N * 33);
+		float *x = xmalloc(sizeof(float) * (size_t)K * BL_M);
+		float *y0 = xmalloc(sizeof(float) * BL_N * BL_M);
+		float *y1 = xmalloc(sizeof(float) * BL_N * BL_M);
 		kern_packed *pk = NULL;
 
 		for (int j = 0; j < BL_N; j++) {
@@ -743,12 +745,12 @@ static void test_int_blocks(void **state)
 				wf[k] = rndn() * 0.1f;
 			quant_quantize_row(t, wf, W + rb * j, K);
 		}
-		for (int i = 0; i < K * 33; i++)
+		for (int i = 0; i < K * BL_M; i++)
 			x[i] = rndn();
 		kern_set_isa(KERN_ISA_SCALAR);
-		kern_matmul(NULL, W, t, K, BL_N, NULL, x, K, 33, y0, BL_N);
+		kern_matmul(NULL, W, t, K, BL_N, NULL, x, K, BL_M, y0, BL_N);
 		kern_set_isa(kern_isa_detect());
-		assert_int_equal(kern_pack(tp, W, t, K, BL_N, 33, &pk), 0);
+		assert_int_equal(kern_pack(tp, W, t, K, BL_N, BL_M, &pk), 0);
 		for (int pf = 0; pf < 2; pf++)
 			for (size_t mi = 0; mi < sizeof(Ms) / sizeof(Ms[0]); mi++)
 				for (int th = 0; th < 2; th++) {

@@ -341,8 +341,10 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		/* the next packed block, requested over this one's tiles */
 		struct qt_pf pf;
 
-		qt_pf_plan(&pf, mm, 64 * pv, blk + (size_t)np * pv, j, jn, j1,
-			   jb, np, KZ_CP, KZ_RT, nu);
+		/* long pairs: Q6_K's, not Q4_K's (qt_pf_plan) */
+		qt_pf_plan(&pf, mm, 64 * pv, kind == QK_Q6_K,
+			   blk + (size_t)np * pv, j, jn, j1, jb, np, KZ_CP,
+			   KZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
 

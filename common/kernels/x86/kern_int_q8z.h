@@ -339,23 +339,35 @@ INLINE void zt_finish(const struct zt_dst *d, __m512 (*facc)[QZ_CP],
 _Static_assert(QZ_CP == 4 && QZ_RT <= 4, "zt_finish's pairing");
 
 /* R activation rows (their layouts z[r]) against C prepared pairs of nu
- * units (pair c at w + c ps), the results into d (zt_finish); per lines
- * from pf requested before each unit's steps (struct qt_pf). */
+ * units (pair c at w + c ps), units [u_lo, u_hi) of them (a pass,
+ * qt_pass_units): the float lanes start from zero at u_lo = 0, else from io,
+ * and end in d (zt_finish) at u_hi = nu, else in io; per lines from pf
+ * requested before each unit's steps (struct qt_pf). */
 INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
-		    const struct zt_dst *d, const char *pf, int per,
-		    const int R, const int C)
+		    int u_lo, int u_hi, __m512 *io, const struct zt_dst *d,
+		    const char *pf, int per, const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
 	int ng = q8g_count(nu), nf = nu / 8, st = 8 * nf, gi = nf;
+	int f1 = u_hi < nu ? u_hi / 8 : nf;
 
 	#pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 4
 		for (int c = 0; c < C; c++)
-			facc[r][c] = _mm512_setzero_ps();
-	for (int f = 0; f < nf; f++) {
+			facc[r][c] = u_lo ? io[QZ_CP * r + c]
+					  : _mm512_setzero_ps();
+	for (int f = u_lo / 8; f < f1; f++) {
 		qt_pf_lines(&pf, 8 * per);
 		qz_group(z, w, ps, nu, ng, 8 * f, f, facc, R, C, 8);
+	}
+	if (u_hi < nu) {
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++)
+				io[QZ_CP * r + c] = facc[r][c];
+		return;
 	}
 	/* the rest's groups: 4, 2, 1 units */
 	if (nu & 4) {
@@ -376,16 +388,17 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 }
 
 typedef void (*qz_tile_fn)(const char *const *z, const char *w, size_t ps,
-			   int nu, const struct zt_dst *d, const char *pf,
-			   int per);
+			   int nu, int u_lo, int u_hi, __m512 *io,
+			   const struct zt_dst *d, const char *pf, int per);
 
 #define QZ_TILE_FN(R, C)                                                    \
 	static void qz_tile_##R##_##C(const char *const *z, const char *w,  \
-				      size_t ps, int nu,                    \
+				      size_t ps, int nu, int u_lo,          \
+				      int u_hi, __m512 *io,                 \
 				      const struct zt_dst *d,               \
 				      const char *pf, int per)              \
 	{                                                                   \
-		qz_tile(z, w, ps, nu, d, pf, per, R, C);                    \
+		qz_tile(z, w, ps, nu, u_lo, u_hi, io, d, pf, per, R, C);    \
 	}
 QZ_TILE_FN(1, 1) QZ_TILE_FN(1, 2) QZ_TILE_FN(1, 3) QZ_TILE_FN(1, 4)
 QZ_TILE_FN(2, 1) QZ_TILE_FN(2, 2) QZ_TILE_FN(2, 3) QZ_TILE_FN(2, 4)
@@ -397,6 +410,7 @@ static const qz_tile_fn qz_tiles[QZ_RT][QZ_CP] = {
 	{qz_tile_3_1, qz_tile_3_2, qz_tile_3_3, qz_tile_3_4},
 };
 _Static_assert(QZ_RT == 3 && QZ_CP == 4, "qz_tiles' table");
+_Static_assert(QT_PASS_ROWS % QZ_RT == 0, "qz_passes' tiles");
 
 
 /* Packed Q8_0 (kern_pack): pair p (rows 2p, 2p + 1; a zero row after an
@@ -419,6 +433,38 @@ static void qz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
 	}
 }
 
+/* The C pairs at w (ps bytes apart, nu units) from column j0 (left
+ * columns to the block's end) against the tiles of rows [mg, mg +
+ * QT_PASS_ROWS), pass by pass (qt_pass_units), the lanes between passes
+ * in io. */
+static void qz_passes(const struct kern_mm *mm, const char *w, size_t ps,
+		      int nu, int mg, int j0, int left, int C,
+		      struct qt_pf *pf, __m512 *io)
+{
+	size_t zoff = quant_arow_bytes(mm->K, 32);
+	int m1 = mm->M - mg < QT_PASS_ROWS ? mm->M : mg + QT_PASS_ROWS;
+	/* one tile of rows reads each pair once: nothing to keep in L1 */
+	int pu = mm->M > QZ_RT ? qt_pass_units(nu, 32) : nu;
+
+	for (int u_lo = 0; u_lo < nu; u_lo += pu) {
+		int u_hi = nu - u_lo <= pu ? nu : u_lo + pu;
+
+		for (int m0 = mg, ti = 0; m0 < m1; m0 += QZ_RT, ti++) {
+			int R = m1 - m0 < QZ_RT ? m1 - m0 : QZ_RT;
+			const char *z[QZ_RT], *at;
+			struct zt_dst d = zt_dst_at(mm, m0, j0, left, 2 * C);
+			int per = qt_pf_take(pf, u_hi - u_lo, &at);
+
+			for (int r = 0; r < R; r++)
+				z[r] = mm->xq + (size_t)(m0 + r) * mm->xq_bytes +
+				       zoff;
+			qz_tiles[R - 1][C - 1](z, w, ps, nu, u_lo, u_hi,
+					       io + QZ_RT * QZ_CP * ti, &d, at,
+					       per);
+		}
+	}
+}
+
 /* Columns [j0, j1) for all M rows: in blocks of pairs that stay in L2
  * while every tile of activation rows passes over them, prepared here
  * or read from the packed copy (j0 is even: a multiple of
@@ -427,9 +473,10 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int nu = mm->K / 32;
 	size_t ps = qz_pair_bytes(mm->K); /* bytes per pair */
-	size_t zoff = quant_arow_bytes(mm->K, 32);
 	int jb = qt_block_cols(ps, QZ_CP);
 	char *buf = NULL;
+	/* the tiles' lanes between passes (qz_passes) */
+	__m512 io[QT_PASS_ROWS / QZ_RT * QZ_RT * QZ_CP];
 
 	if (!mm->pk && !(buf = aligned_alloc(64, ps * (size_t)(jb / 2))))
 		abort(); /* a block of prepared rows per task */
@@ -451,24 +498,14 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		/* the next packed block, requested over this one's tiles */
 		struct qt_pf pf;
 
-		qt_pf_plan(&pf, mm, ps, blk + (size_t)np * ps, j, jn, j1, jb,
-			   np, QZ_CP, QZ_RT, nu);
+		qt_pf_plan(&pf, mm, ps, 1, blk + (size_t)np * ps, j, jn, j1,
+			   jb, np, QZ_CP, QZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
 			int C = np - p0 < QZ_CP ? np - p0 : QZ_CP;
 
-			for (int m0 = 0; m0 < mm->M; m0 += QZ_RT) {
-				int R = mm->M - m0 < QZ_RT ? mm->M - m0 : QZ_RT;
-				const char *z[QZ_RT], *at;
-				struct zt_dst d = zt_dst_at(mm, m0, j + 2 * p0,
-							    jn - 2 * p0, 2 * C);
-				int per = qt_pf_take(&pf, nu, &at);
-
-				for (int r = 0; r < R; r++)
-					z[r] = mm->xq + (size_t)(m0 + r) *
-						mm->xq_bytes + zoff;
-				qz_tiles[R - 1][C - 1](z, blk + (size_t)p0 * ps,
-						       ps, nu, &d, at, per);
-			}
+			for (int mg = 0; mg < mm->M; mg += QT_PASS_ROWS)
+				qz_passes(mm, blk + (size_t)p0 * ps, ps, nu, mg,
+					  j + 2 * p0, jn - 2 * p0, C, &pf, io);
 		}
 	}
 	free(buf);

@@ -545,6 +545,39 @@ INLINE void qrow_direct(const void *wrow, int nu, const struct qtile *t,
  * whose lanes simply carry on from one pass to the next. */
 #define QT_PASS_ELEMS 2048
 
+/*
+ * Q8_0's register tiles (kern_int_q8z.h) walk long rows in passes too: a
+ * tile of 4 weight pairs over all of K = 4864 holds 44 KB, which with
+ * the activation rows overflows L1, so every tile of rows read the
+ * pairs again from L2. So a block's tiles run over passes of at most
+ * QT_PASS_ELEMS of K: each pass takes every tile of up to QT_PASS_ROWS
+ * rows over the same 4 pairs' slice of the pass, whose 16 KB stay in
+ * L1, and the tiles' float lanes wait in a small array (QT_PASS_ROWS / 3
+ * tiles of 12 vectors) until the next pass. A pass is whole groups of 8
+ * units and the lanes carry on from one to the next in order: quant.h's
+ * combination, unit by unit, as in one pass. Rows of at most
+ * QT_PASS_ELEMS take one pass, as before, and so does a single tile of
+ * rows (M <= 3), which reads each pair once. (Call by call, bench_kern -a,
+ * AMD EPYC Zen 5, 4864 x 896: 1.05-1.11x at 32 and 200 rows; passes of
+ * 4096 the same, of 1024 and 512 slower. The K-quant tiles, whose
+ * pairs are longer still, lost 4-11% with passes of 2048 or 4096 at 8
+ * and 32 rows: they keep one.)
+ */
+#define QT_PASS_ROWS 48
+
+/* Units per pass over rows of nu units (unit elements each): all of
+ * them, or the fewest passes of at most QT_PASS_ELEMS, made even in
+ * whole groups of 8 units. */
+INLINE int qt_pass_units(int nu, int unit)
+{
+	int most = QT_PASS_ELEMS / unit, n8 = (nu + 7) / 8, np;
+
+	if (nu <= most)
+		return nu;
+	np = (nu + most - 1) / most;
+	return 8 * ((n8 + np - 1) / np);
+}
+
 /* The results of weight rows [j, j + jn) for the R rows from m0: quant.h's
  * tree on each one's float lanes, then the bias. */
 INLINE void qstore(const struct kern_mm *mm, int m0, int j, int jn,
@@ -649,11 +682,15 @@ INLINE int qt_block_cols(size_t pair, int cp)
  * in L2 when its first pass starts. Spread, not in bursts: 16 KiB
  * requested before each tile stalled on the line fill buffers (an Intel
  * Xeon, docs/performance.md). Only for packed weights (a block prepared
- * per call is in cache already), and only for pairs of at most
- * QT_PF_PAIR bytes: the long pairs of K = 4864 and 8960 are long runs
- * the hardware prefetcher follows, and there the requests cost more
- * than they bring (call-by-call alternation as bench_kern -a does, AMD
- * EPYC Zen 5: Q4_K 8960 x 1536 2-7% slower with them at 12 to 64 rows).
+ * per call is in cache already). Pairs longer than QT_PF_PAIR bytes
+ * (K = 4864, 8960) are long runs the hardware prefetcher follows: where
+ * one tile of rows reads each pair once, in order, it keeps up, and the
+ * requests only cost (Q8_0 4864 x 896 at 1 and 2 rows: 0.88-0.99x); with
+ * more tiles it does not reach far enough ahead, and they are requested
+ * where the caller asks (long): call by call (bench_kern -a, AMD EPYC
+ * Zen 5), Q6_K 8960 x 1536 gained 1.13-1.19x at 8 rows, 1.04-1.10x at
+ * 32, 0.99-1.04x at 200, Q8_0 4864 x 896 (with its passes) 1.09-1.21x at
+ * 8 to 200 rows, but Q4_K 8960 x 1536 lost 5-8% at 8 and 32 rows.
  * Prefetching never changes a result.
  */
 #define QT_PF_PAIR 8192
@@ -667,10 +704,11 @@ struct qt_pf {
 /* The block of columns [j, j + jn) of a task that ends at j1, in blocks
  * of jb columns, np pairs of pair bytes each, ending at next: its tiles
  * (cp pairs by rt rows over mm->M rows, nu units each) request the next
- * block's bytes, if the weights are packed and mm->pf. */
+ * block's bytes, if the weights are packed and mm->pf, and the pairs are
+ * at most QT_PF_PAIR bytes, or long_ok and more than one tile of rows. */
 INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
-		       size_t pair, const void *next, int j, int jn, int j1,
-		       int jb, int np, int cp, int rt, int nu)
+		       size_t pair, int long_ok, const void *next, int j,
+		       int jn, int j1, int jb, int np, int cp, int rt, int nu)
 {
 	int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
 	size_t nb = (size_t)((nx + 1) / 2) * pair;
@@ -678,8 +716,9 @@ INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
 		       (size_t)((mm->M + rt - 1) / rt) * (size_t)nu;
 
 	pf->p = next;
-	pf->left = mm->pk && mm->pf && pair <= QT_PF_PAIR && slots ? nb / 64
-								 : 0;
+	pf->left = mm->pk && mm->pf &&
+		   (pair <= QT_PF_PAIR || (long_ok && mm->M > rt)) && slots
+		   ? nb / 64 : 0;
 	pf->per = pf->left ? (int)((pf->left + slots - 1) / slots) : 0;
 }
 
