@@ -558,10 +558,10 @@ INLINE void qrow_direct(const void *wrow, int nu, const struct qtile *t,
  * combination, unit by unit, as in one pass. Rows of at most
  * QT_PASS_ELEMS take one pass, as before, and so does a single tile of
  * rows (M <= 3), which reads each pair once. (Call by call, bench_kern -a,
- * AMD EPYC Zen 5, 4864 x 896: 1.05-1.11x at 32 and 200 rows; passes of
- * 4096 the same, of 1024 and 512 slower. The K-quant tiles, whose
- * pairs are longer still, lost 4-11% with passes of 2048 or 4096 at 8
- * and 32 rows: they keep one.)
+ * AMD EPYC Zen 5, 4864 x 896: 1.01-1.12x at 8 to 200 rows; passes of
+ * 4096 the same, of 1024 1.02-1.08x, of 512 0.81-0.89x. The K-quant
+ * tiles, whose pairs are longer still, lost up to 11% with passes of
+ * 2048 or 4096 at 8 and 32 rows: they keep one.)
  */
 #define QT_PASS_ROWS 48
 
@@ -690,7 +690,7 @@ INLINE int qt_block_cols(size_t pair, int cp)
  * where the caller asks (long): call by call (bench_kern -a, AMD EPYC
  * Zen 5), Q6_K 8960 x 1536 gained 1.13-1.19x at 8 rows, 1.04-1.10x at
  * 32, 0.99-1.04x at 200, Q8_0 4864 x 896 (with its passes) 1.09-1.21x at
- * 8 to 200 rows, but Q4_K 8960 x 1536 lost 5-8% at 8 and 32 rows.
+ * 8 to 200 rows, but Q4_K 8960 x 1536 lost up to 9% at 8 and 32 rows.
  * Prefetching never changes a result.
  */
 #define QT_PF_PAIR 8192
