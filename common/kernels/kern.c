@@ -787,9 +787,10 @@ struct pack_job {
 static void pack_task(void *ctx, int t, int n_tasks)
 {
 	const struct pack_job *pj = ctx;
-	int P = (pj->mm.N + 1) / 2;
-	int j0 = 2 * (int)((int64_t)P * t / n_tasks);
-	int j1 = 2 * (int)((int64_t)P * (t + 1) / n_tasks);
+	/* in fours of rows: the packed layouts' units (pairs, quads) */
+	int P = (pj->mm.N + 3) / 4;
+	int j0 = 4 * (int)((int64_t)P * t / n_tasks);
+	int j1 = 4 * (int)((int64_t)P * (t + 1) / n_tasks);
 
 	if (j1 > pj->mm.N)
 		j1 = pj->mm.N;

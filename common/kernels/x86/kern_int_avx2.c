@@ -267,7 +267,7 @@ size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
 	if (qz_use(wtype, max_rows, 1))
 		return qz_pack_bytes(K, N);
 	if (kz_use(wtype, max_rows, 1))
-		return kz_pack_bytes(K, N);
+		return kz_pack_bytes(wtype, K, N);
 #else
 	(void)wtype;
 	(void)K;

@@ -9,7 +9,8 @@
  * Each weight row is prepared as kern_int_kq.h prepares it (kg_prep: its
  * units in groups of 8, 4, 2, 1 side by side, every vector 8 int32
  * lanes), and the rows go in pairs: vector i of the pair holds vector i
- * of row j in its low half and of row j + 1 in its high half. The
+ * of row j in its low half and of row j + 1 in its high half (Q4_K's
+ * pairs two by two in quads, their codes in nibbles: kz_at). The
  * activation rows keep kg_act's layout, each 256-bit vector broadcast
  * to both halves. So every step of kg_group runs on both rows at once,
  * with the same integers in each half as kg_group's (exact, in any
@@ -38,20 +39,24 @@
 #endif
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
  * per call, and each tile requests the next block of pairs while it
- * computes (struct qt_pf), but the prepared pairs hold 8-bit codes (2.3x
- * Q4_K's bytes, 1.6x Q6_K's), so at the fewest rows kern_int_kq.h,
- * reading the file's bytes, still wins. The 1.5b Q4_K_M's decode on an
- * AMD EPYC Zen 5, 2 threads, tok/s of the tiles from 1 row against this
- * build, rounds alternating (2026-12-06): N = 2 38.9-39.4 against
- * 53.8-57.0, N = 4 61.5-65.8 against 68.4-76.0, N = 6 76.6-85.2 against
- * 61.7-80.8, N = 8 85.0-103.3 against 62.6-67.0. (Before the prefetch
- * the direct kernel won up to 11 rows.) -DKZ_PK_MIN_M=N: a benchmark
- * build with one switch for both. */
+ * computes (struct qt_pf), but the prepared pairs hold more bytes than
+ * the file (Q4_K's quads 1.37x at K = 1536, Q6_K's pairs 1.6x), so at
+ * the fewest rows kern_int_kq.h, reading the file's bytes, still wins.
+ * The 1.5b Q4_K_M's decode on an AMD EPYC Zen 5, 2 threads, rounds
+ * alternating (2026-12-06), tok/s: Q6_K's pairs (then Q4_K's too) from
+ * 1 row against this build's 6, N = 2 38.9-39.4 against 53.8-57.0, N =
+ * 4 61.5-65.8 against 68.4-76.0, N = 6 76.6-85.2 against 61.7-80.8, N =
+ * 8 85.0-103.3 against 62.6-67.0 (before the prefetch the direct kernel
+ * won up to 11 rows); Q4_K's quads from 2 rows against 6, N = 2
+ * 53.3-61.8 against 45.1-55.7, N = 4 76.8-91.9 against 56.5-73.7; from
+ * 1 row against 2, N = 1 28.6-33.0 against 29.0-29.2 (even: the direct
+ * kernel reads fewer bytes). -DKZ_PK_MIN_M=N: a benchmark build with one
+ * switch for both. */
 #ifdef KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q4K KZ_PK_MIN_M
 #define KZ_PK_MIN_M_Q6K KZ_PK_MIN_M
 #else
-#define KZ_PK_MIN_M_Q4K 6
+#define KZ_PK_MIN_M_Q4K 2
 #define KZ_PK_MIN_M_Q6K 6
 #endif
 #define KZ_RT 3     /* activation rows per register tile */
@@ -85,6 +90,60 @@ INLINE __m512i kz_bcast(const void *p)
 	return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/*
+ * Q4_K's codes (0..15) fill half a byte, so its pairs go two by two in
+ * quads (rows 4q .. 4q + 3): each step vector holds pair 2q's codes in
+ * the low nibbles and pair 2q + 1's in the high ones, split in registers
+ * (an and, a shift and an and per two weight vectors), and each pair
+ * keeps its own scale, min, d and dm vectors. Per group of g units, in
+ * 512-bit vectors: g rounds of 8 step vectors and the two pairs' scale
+ * vectors; the low pair's m min steps (m = kg_min_steps), the high
+ * pair's; the low pair's d and dm, the high pair's. Against pairs of
+ * 8-bit codes that is 10 g + 2 m + 4 vectors a quad where two pairs
+ * took 20 g + 4: at K = 1536 (the 1.5b's rows) 74 where they took 128,
+ * 1.37x the file's bytes where they took 2.37x. At the 1.5b Q4_K_M's
+ * N = 8, where the tiles wait on those bytes, its decode went from
+ * 91.8-109.3 to 129.4-139.1 tok/s (AMD EPYC Zen 5, 2 threads, rounds
+ * alternating).
+ * Q6_K's codes (0..63) need their byte: its pairs keep kg's vectors
+ * (KG_VECS a group). A layout unit (kz_at) is a pair for Q6_K, a quad
+ * for Q4_K.
+ */
+INLINE int kz_round_vecs(const int kind)
+{
+	return kind == QK_Q4_K ? 10 : 9;
+}
+
+INLINE int kz_group_vecs(int g, const int kind)
+{
+	return kind == QK_Q4_K ? 10 * g + 2 * kg_min_steps(g, kind) + 4
+			       : KG_VECS(g);
+}
+
+/* 512-bit vectors of a layout unit of rows of nu units. */
+static size_t kz_unit_vecs(int nu, const int kind)
+{
+	size_t v = 0;
+
+	for (int u0 = 0; u0 < nu; u0 += kg_size(nu - u0))
+		v += (size_t)kz_group_vecs(kg_size(nu - u0), kind);
+	return v;
+}
+
+/* Rows per layout unit. */
+INLINE int kz_unit_rows(const int kind)
+{
+	return kind == QK_Q4_K ? 4 : 2;
+}
+
+/* The layout unit that holds pair c of a tile at w (units pv vectors
+ * apart). */
+INLINE const __m512i *kz_at(const __m512i *w, size_t pv, int c,
+			    const int kind)
+{
+	return w + (size_t)(kind == QK_Q4_K ? c / 2 : c) * pv;
+}
+
 /* kg_steps on the pairs: acc[r][c] += the int32 sums of steps s0 .. s0 +
  * n - 1 of the round at wo (activations at o), times their scale (which,
  * KG_SC_*; Q4_K's in the high words here, as vpdpbusd's q4g_scale takes
@@ -95,8 +154,9 @@ INLINE __m512i kz_bcast(const void *p)
 INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 		     size_t wo, size_t o, const int s0, const int n,
 		     const int which, __m512i (*acc)[KZ_CP], const int R,
-		     const int C)
+		     const int C, const int kind)
 {
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512i p[KZ_RT][KZ_CP];
 
 	#pragma GCC unroll 8
@@ -105,7 +165,18 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 
 		#pragma GCC unroll 4
 		for (int c = 0; c < C; c++) {
-			wv[c] = _mm512_load_si512(w + c * pv + wo + s);
+			if (kind != QK_Q4_K) {
+				wv[c] = _mm512_load_si512(w + c * pv + wo + s);
+			} else if (c % 2 == 0) {
+				/* the quad's two pairs: low and high nibbles */
+				__m512i x = _mm512_load_si512(
+					kz_at(w, pv, c, kind) + wo + s);
+
+				wv[c] = _mm512_and_si512(x, m4);
+				if (c + 1 < C)
+					wv[c + 1] = _mm512_and_si512(
+						_mm512_srli_epi16(x, 4), m4);
+			}
 			IN_REG(wv[c]);
 		}
 		#pragma GCC unroll 3
@@ -124,7 +195,8 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 	}
 	#pragma GCC unroll 4
 	for (int c = 0; c < C; c++) {
-		__m512i sc = _mm512_load_si512(w + c * pv + wo + 8);
+		__m512i sc = _mm512_load_si512(kz_at(w, pv, c, kind) + wo + 8 +
+					       (kind == QK_Q4_K ? c % 2 : 0));
 
 		sc = which == KG_SC_Q4 ? _mm512_srli_epi32(sc, 16)
 		   : which == KG_SC_HI ? _mm512_srai_epi32(sc, 16)
@@ -137,9 +209,10 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 	}
 }
 
-/* R activation rows (t) against C prepared pairs (pair c at w + c * pv
- * vectors) of rows of nu units, the results into d (zt_finish); per
- * lines from pf requested before each unit's steps (struct qt_pf). */
+/* R activation rows (t) against C prepared pairs (pair c in the layout
+ * unit kz_at(w, pv, c): units pv vectors apart) of rows of nu units, the
+ * results into d (zt_finish); per lines from pf requested before each
+ * unit's steps (struct qt_pf). */
 INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 		    int nu, const struct zt_dst *d, const char *pf, int per,
 		    const int R, const int C, const int kind)
@@ -162,37 +235,45 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 			for (int c = 0; c < C; c++)
 				acc[r][c] = _mm512_setzero_si512();
 		for (int cc = 0; cc < g; cc++) {
-			size_t o = (size_t)QK_K * (u0 + cc), wo = vo + 9 * (size_t)cc;
+			size_t o = (size_t)QK_K * (u0 + cc);
+			size_t wo = vo + (size_t)kz_round_vecs(kind) * cc;
 
 			qt_pf_lines(&pf, per);
 
 			if (kind == QK_Q4_K) {
-				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc, R, C,
+					 kind);
 			} else {
 				/* two groups of 16, four steps each */
-				kz_steps(t, w, pv, wo, o, 0, 4, KG_SC_LO, acc, R, C);
-				kz_steps(t, w, pv, wo, o, 4, 4, KG_SC_HI, acc, R, C);
+				kz_steps(t, w, pv, wo, o, 0, 4, KG_SC_LO, acc, R, C,
+					 kind);
+				kz_steps(t, w, pv, wo, o, 4, 4, KG_SC_HI, acc, R, C,
+					 kind);
 			}
 		}
 		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
+		const int m = kg_min_steps(g, kind);
+		/* pair c's min steps, d and dm: where its unit's group has them */
+		const size_t ym = vo + (size_t)kz_round_vecs(kind) * g;
 		#pragma GCC unroll 3
 		for (int r = 0; r < R; r++) {
 			const int16_t *b = t->bsum[r] + (size_t)16 * u0;
 
 			#pragma GCC unroll 4
 			for (int c = 0; c < C; c++) {
-				const __m512i *y = w + c * pv + vo + 9 * (size_t)g;
-				__m512i m = _mm512_madd_epi16(_mm512_load_si512(y),
-							      kz_bcast(b));
+				const __m512i *y = kz_at(w, pv, c, kind) + ym +
+					(kind == QK_Q4_K ? (size_t)(c % 2 * m) : 0);
+				__m512i mn = _mm512_madd_epi16(_mm512_load_si512(y),
+							       kz_bcast(b));
 
-				for (int s = 1; s < kg_min_steps(g, kind); s++)
-					m = _mm512_add_epi32(m, _mm512_madd_epi16(
+				for (int s = 1; s < m; s++)
+					mn = _mm512_add_epi32(mn, _mm512_madd_epi16(
 						_mm512_load_si512(y + s),
 						kz_bcast(b + 16 * s)));
 				if (kind == QK_Q4_K)
-					s2[r][c] = m;
+					s2[r][c] = mn;
 				else
-					acc[r][c] = _mm512_add_epi32(acc[r][c], m);
+					acc[r][c] = _mm512_add_epi32(acc[r][c], mn);
 			}
 		}
 		{
@@ -205,7 +286,10 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 
 				#pragma GCC unroll 4
 				for (int c = 0; c < C; c++) {
-					const __m512i *dv = w + c * pv + vo + 10 * (size_t)g;
+					const __m512i *dv = kz_at(w, pv, c, kind) +
+						(kind == QK_Q4_K ? ym + 2 * (size_t)m +
+								   2 * (size_t)(c % 2)
+								 : vo + 10 * (size_t)g);
 					__m512 f = _mm512_load_ps(facc[r][c]);
 
 					f = _mm512_fmadd_ps(_mm512_mul_ps(
@@ -220,7 +304,7 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 				}
 			}
 		}
-		vo += KG_VECS(g);
+		vo += (size_t)kz_group_vecs(g, kind);
 		u0 += g;
 	}
 	__m512 fv[QZ_RT][QZ_CP];
@@ -264,86 +348,149 @@ KZ_TILES(q4, QK_Q4_K)
 KZ_TILES(q6, QK_Q6_K)
 _Static_assert(KZ_RT == 3 && KZ_CP == 4, "kz_tiles' tables");
 
-/* Rows r0 and r0 + row_bytes (the second a zero row where !two) of nu
- * units as a pair at out (pv vectors), through tmp (2 kg rows). */
-static void kz_prep_pair(const uint8_t *r0, size_t row_bytes, int two,
-			 int nu, int kind, __m256i *tmp, __m512i *out)
+/* Vector i of kg's prepared rows a and b (256-bit vectors each) as one
+ * 512-bit vector: a's in the low half, b's in the high. */
+INLINE __m512i kz_join(const __m256i *a, const __m256i *b, size_t i)
 {
-	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-
-	kg_prep(r0, nu, kind, tmp);
-	if (two)
-		kg_prep(r0 + row_bytes, nu, kind, tmp + pv);
-	else
-		memset(tmp + pv, 0, rb);
-	for (size_t i = 0; i < pv; i++)
-		_mm512_store_si512(out + i, _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_load_si256(tmp + i)),
-			_mm256_load_si256(tmp + pv + i), 1));
+	return _mm512_inserti64x4(_mm512_castsi256_si512(
+		_mm256_load_si256(a + i)), _mm256_load_si256(b + i), 1);
 }
 
-/* Packed Q4_K / Q6_K (kern_pack): pair p (rows 2p, 2p + 1; a zero row
- * after an odd N's last) is kz_prep_pair's vectors at 2 p kg_row_bytes. */
-static size_t kz_pack_bytes(int K, int N)
+/* The n rows (1 .. kz_unit_rows) from r0, row_bytes apart, of nu units
+ * as a layout unit at out (kz_unit_vecs; rows past n are zero rows),
+ * through tmp (kz_unit_rows kg rows). */
+static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
+			 const int kind, __m256i *tmp, __m512i *out)
 {
-	return (size_t)((N + 1) / 2) * 2 * kg_row_bytes(K / QK_K);
+	size_t rb = kg_row_bytes(nu), rv = rb / sizeof(__m256i);
+	const int nr = kz_unit_rows(kind);
+
+	for (int i = 0; i < nr; i++) {
+		if (i < n)
+			kg_prep(r0 + (size_t)i * row_bytes, nu, kind,
+				tmp + (size_t)i * rv);
+		else
+			memset(tmp + (size_t)i * rv, 0, rb);
+	}
+	if (kind != QK_Q4_K) {
+		for (size_t i = 0; i < rv; i++)
+			_mm512_store_si512(out + i, kz_join(tmp, tmp + rv, i));
+		return;
+	}
+	/* Q4_K: pairs (rows 0, 1) and (2, 3) of the quad */
+	const __m256i *p0a = tmp, *p0b = tmp + rv, *p1a = tmp + 2 * rv,
+		      *p1b = tmp + 3 * rv;
+	size_t kv = 0;
+
+	for (int u0 = 0; u0 < nu;) {
+		int g = kg_size(nu - u0), m = kg_min_steps(g, kind);
+
+		for (int cc = 0; cc < g; cc++) {
+			for (int st = 0; st < 8; st++) {
+				size_t i = kv + 9 * (size_t)cc + (size_t)st;
+
+				_mm512_store_si512(out++, _mm512_or_si512(
+					kz_join(p0a, p0b, i), _mm512_slli_epi16(
+						kz_join(p1a, p1b, i), 4)));
+			}
+			_mm512_store_si512(out++, kz_join(p0a, p0b,
+							  kv + 9 * (size_t)cc + 8));
+			_mm512_store_si512(out++, kz_join(p1a, p1b,
+							  kv + 9 * (size_t)cc + 8));
+		}
+		for (int st = 0; st < m; st++)
+			_mm512_store_si512(out++, kz_join(p0a, p0b,
+							  kv + 9 * (size_t)g + st));
+		for (int st = 0; st < m; st++)
+			_mm512_store_si512(out++, kz_join(p1a, p1b,
+							  kv + 9 * (size_t)g + st));
+		for (int h = 0; h < 2; h++) {
+			const __m256i *a = h ? p1a : p0a, *b = h ? p1b : p0b;
+
+			_mm512_store_si512(out++, kz_join(a, b, kv + 10 * (size_t)g));
+			_mm512_store_si512(out++, kz_join(a, b,
+							  kv + 10 * (size_t)g + 1));
+		}
+		kv += KG_VECS(g);
+		u0 += g;
+	}
 }
 
+/* Packed Q4_K / Q6_K (kern_pack): layout unit q (rows q kz_unit_rows ..;
+ * zero rows after N's last) is kz_prep_unit's vectors at q
+ * kz_unit_vecs. */
+static size_t kz_pack_bytes(uint32_t wtype, int K, int N)
+{
+	const int kind = wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
+	const int nr = kz_unit_rows(kind);
+
+	return (size_t)((N + nr - 1) / nr) * kz_unit_vecs(K / QK_K, kind) *
+	       sizeof(__m512i);
+}
+
+/* j0 is a multiple of 4 (kern_pack's tasks), so of the unit's rows. */
 static void kz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
 {
 	const int kind = mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
+	const int nr = kz_unit_rows(kind);
 	int nu = mm->K / QK_K;
-	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-	__m256i *tmp = aligned_alloc(64, 2 * rb);
+	size_t pv = kz_unit_vecs(nu, kind);
+	__m256i *tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu));
 
 	if (!tmp)
-		abort(); /* two rows' worth */
-	for (int j = j0; j < j1; j += 2)
-		kz_prep_pair((const uint8_t *)mm->W + (size_t)j * mm->row_bytes,
-			     mm->row_bytes, j + 1 < mm->N, nu, kind, tmp,
-			     (__m512i *)dst + (size_t)(j / 2) * pv);
+		abort(); /* a unit's rows' worth */
+	for (int j = j0; j < j1; j += nr)
+		kz_prep_unit((const uint8_t *)mm->W + (size_t)j * mm->row_bytes,
+			     mm->row_bytes, mm->N - j < nr ? mm->N - j : nr, nu,
+			     kind, tmp, (__m512i *)dst + (size_t)(j / nr) * pv);
 	free(tmp);
 }
 
 /* Columns [j0, j1) for all M rows: blocks of pairs (as many as fit
  * QT_PREP_BYTES), prepared here or read from the packed copy, every tile
- * of activation rows over each (j0 is even: a multiple of
- * KERN_MM_COLS). */
+ * of activation rows over each (j0 is a multiple of KERN_MM_COLS, so of
+ * a layout unit's rows). */
 static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	const int kind = mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
 	const kz_tile_fn (*tiles)[KZ_CP] = kind == QK_Q4_K ? kz_tiles_q4
 							   : kz_tiles_q6;
+	const int nr = kz_unit_rows(kind);
 	int nu = mm->K / QK_K;
-	size_t rb = kg_row_bytes(nu), pv = rb / sizeof(__m256i);
-	int jb = qt_block_cols(2 * rb, KZ_CP);
+	size_t pv = kz_unit_vecs(nu, kind);
+	/* bytes a pair: half a quad's for Q4_K */
+	size_t pair = pv * sizeof(__m512i) * 2 / (size_t)nr;
+	int jb = qt_block_cols(pair, KZ_CP);
 	__m256i *tmp = NULL;
 	__m512i *buf = NULL;
 
 	if (!mm->pk) {
-		tmp = aligned_alloc(64, 2 * rb);
-		buf = aligned_alloc(64, 2 * rb * (size_t)(jb / 2));
+		tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu));
+		buf = aligned_alloc(64, pv * sizeof(__m512i) *
+				   (size_t)(jb / nr));
 		if (!tmp || !buf)
 			abort(); /* a block of prepared rows per task */
 	}
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb, np = (jn + 1) / 2;
+		int nun = (jn + nr - 1) / nr; /* layout units */
 		const __m512i *blk = buf;
 
 		if (mm->pk)
-			blk = (const __m512i *)mm->pk + (size_t)(j / 2) * pv;
+			blk = (const __m512i *)mm->pk + (size_t)(j / nr) * pv;
 		else
-			for (int p = 0; p < np; p++)
-				kz_prep_pair((const uint8_t *)mm->W +
-					     (size_t)(j + 2 * p) * mm->row_bytes,
-					     mm->row_bytes, 2 * p + 1 < jn, nu,
-					     kind, tmp, buf + (size_t)p * pv);
+			for (int q = 0; q < nun; q++)
+				kz_prep_unit((const uint8_t *)mm->W +
+					     (size_t)(j + nr * q) * mm->row_bytes,
+					     mm->row_bytes,
+					     jn - nr * q < nr ? jn - nr * q : nr,
+					     nu, kind, tmp, buf + (size_t)q * pv);
 		/* the next packed block, requested over this one's tiles */
 		struct qt_pf pf;
 
 		/* long pairs: Q6_K's, not Q4_K's (qt_pf_plan) */
-		qt_pf_plan(&pf, mm, 64 * pv, kind == QK_Q6_K,
-			   blk + (size_t)np * pv, j, jn, j1, jb, np, KZ_CP,
+		qt_pf_plan(&pf, mm, pair, kind == QK_Q6_K,
+			   blk + (size_t)nun * pv, j, jn, j1, jb, np, KZ_CP,
 			   KZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
@@ -357,8 +504,8 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				int per = qt_pf_take(&pf, nu, &at);
 
 				qtile_bind(mm, m0, R, QK_K, &t);
-				tiles[R - 1][C - 1](&t, blk + (size_t)p0 * pv, pv, nu,
-						    &d, at, per);
+				tiles[R - 1][C - 1](&t, kz_at(blk, pv, p0, kind),
+						    pv, nu, &d, at, per);
 			}
 		}
 	}

@@ -340,9 +340,9 @@ _Static_assert(QZ_CP == 4 && QZ_RT <= 4, "zt_finish's pairing");
 
 /* R activation rows (their layouts z[r]) against C prepared pairs of nu
  * units (pair c at w + c ps), units [u_lo, u_hi) of them (a pass,
- * qt_pass_units): the float lanes start from zero at u_lo = 0, else from io,
- * and end in d (zt_finish) at u_hi = nu, else in io; per lines from pf
- * requested before each unit's steps (struct qt_pf). */
+ * qt_pass_units): the float lanes start from zero at u_lo = 0, else
+ * from io, and end in d (zt_finish) at u_hi = nu, else in io; per lines
+ * from pf requested before each unit's steps (struct qt_pf). */
 INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		    int u_lo, int u_hi, __m512 *io, const struct zt_dst *d,
 		    const char *pf, int per, const int R, const int C)
@@ -456,8 +456,8 @@ static void qz_passes(const struct kern_mm *mm, const char *w, size_t ps,
 			int per = qt_pf_take(pf, u_hi - u_lo, &at);
 
 			for (int r = 0; r < R; r++)
-				z[r] = mm->xq + (size_t)(m0 + r) * mm->xq_bytes +
-				       zoff;
+				z[r] = mm->xq + zoff +
+				       (size_t)(m0 + r) * mm->xq_bytes;
 			qz_tiles[R - 1][C - 1](z, w, ps, nu, u_lo, u_hi,
 					       io + QZ_RT * QZ_CP * ti, &d, at,
 					       per);
