@@ -144,6 +144,29 @@ INLINE const __m512i *kz_at(const __m512i *w, size_t pv, int c,
 	return w + (size_t)(kind == QK_Q4_K ? c / 2 : c) * pv;
 }
 
+/* Pair c's first min step in the group of g units at vo of its unit. */
+INLINE const __m512i *kz_mins(const __m512i *w, size_t pv, int c,
+			      size_t vo, int g, const int kind)
+{
+	const __m512i *y = kz_at(w, pv, c, kind) + vo +
+			   (size_t)kz_round_vecs(kind) * (size_t)g;
+
+	return kind == QK_Q4_K ? y + (size_t)(c % 2 * kg_min_steps(g, kind))
+			       : y;
+}
+
+/* Pair c's d (then dm) in the group of g units at vo of its unit. */
+INLINE const __m512i *kz_dv(const __m512i *w, size_t pv, int c, size_t vo,
+			    int g, const int kind)
+{
+	const __m512i *y = kz_at(w, pv, c, kind) + vo +
+			   (size_t)kz_round_vecs(kind) * (size_t)g;
+
+	return kind == QK_Q4_K ? y + (size_t)(2 * kg_min_steps(g, kind) +
+					      2 * (c % 2))
+			       : y + g;
+}
+
 /* kg_steps on the pairs: acc[r][c] += the int32 sums of steps s0 .. s0 +
  * n - 1 of the round at wo (activations at o), times their scale (which,
  * KG_SC_*; Q4_K's in the high words here, as vpdpbusd's q4g_scale takes
@@ -241,30 +264,28 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 			qt_pf_lines(&pf, per);
 
 			if (kind == QK_Q4_K) {
-				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc, R, C,
-					 kind);
+				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc,
+					 R, C, kind);
 			} else {
 				/* two groups of 16, four steps each */
-				kz_steps(t, w, pv, wo, o, 0, 4, KG_SC_LO, acc, R, C,
-					 kind);
-				kz_steps(t, w, pv, wo, o, 4, 4, KG_SC_HI, acc, R, C,
-					 kind);
+				kz_steps(t, w, pv, wo, o, 0, 4, KG_SC_LO, acc,
+					 R, C, kind);
+				kz_steps(t, w, pv, wo, o, 4, 4, KG_SC_HI, acc,
+					 R, C, kind);
 			}
 		}
 		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
 		const int m = kg_min_steps(g, kind);
-		/* pair c's min steps, d and dm: where its unit's group has them */
-		const size_t ym = vo + (size_t)kz_round_vecs(kind) * g;
 		#pragma GCC unroll 3
 		for (int r = 0; r < R; r++) {
 			const int16_t *b = t->bsum[r] + (size_t)16 * u0;
 
 			#pragma GCC unroll 4
 			for (int c = 0; c < C; c++) {
-				const __m512i *y = kz_at(w, pv, c, kind) + ym +
-					(kind == QK_Q4_K ? (size_t)(c % 2 * m) : 0);
-				__m512i mn = _mm512_madd_epi16(_mm512_load_si512(y),
-							       kz_bcast(b));
+				const __m512i *y = kz_mins(w, pv, c, vo, g,
+							   kind);
+				__m512i mn = _mm512_madd_epi16(
+					_mm512_load_si512(y), kz_bcast(b));
 
 				for (int s = 1; s < m; s++)
 					mn = _mm512_add_epi32(mn, _mm512_madd_epi16(
@@ -273,7 +294,8 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 				if (kind == QK_Q4_K)
 					s2[r][c] = mn;
 				else
-					acc[r][c] = _mm512_add_epi32(acc[r][c], mn);
+					acc[r][c] = _mm512_add_epi32(acc[r][c],
+								     mn);
 			}
 		}
 		{
@@ -286,10 +308,8 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 
 				#pragma GCC unroll 4
 				for (int c = 0; c < C; c++) {
-					const __m512i *dv = kz_at(w, pv, c, kind) +
-						(kind == QK_Q4_K ? ym + 2 * (size_t)m +
-								   2 * (size_t)(c % 2)
-								 : vo + 10 * (size_t)g);
+					const __m512i *dv = kz_dv(w, pv, c, vo, g,
+								  kind);
 					__m512 f = _mm512_load_ps(facc[r][c]);
 
 					f = _mm512_fmadd_ps(_mm512_mul_ps(
@@ -377,40 +397,34 @@ static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
 			_mm512_store_si512(out + i, kz_join(tmp, tmp + rv, i));
 		return;
 	}
-	/* Q4_K: pairs (rows 0, 1) and (2, 3) of the quad */
-	const __m256i *p0a = tmp, *p0b = tmp + rv, *p1a = tmp + 2 * rv,
-		      *p1b = tmp + 3 * rv;
+	/* Q4_K: pairs (rows 0, 1) and (2, 3) of the quad, h = 0, 1 */
+	const __m256i *p[2][2] = {{tmp, tmp + rv},
+				  {tmp + 2 * rv, tmp + 3 * rv}};
 	size_t kv = 0;
 
 	for (int u0 = 0; u0 < nu;) {
 		int g = kg_size(nu - u0), m = kg_min_steps(g, kind);
 
 		for (int cc = 0; cc < g; cc++) {
-			for (int st = 0; st < 8; st++) {
-				size_t i = kv + 9 * (size_t)cc + (size_t)st;
+			size_t i0 = kv + 9 * (size_t)cc; /* the round's */
 
+			for (int st = 0; st < 8; st++)
 				_mm512_store_si512(out++, _mm512_or_si512(
-					kz_join(p0a, p0b, i), _mm512_slli_epi16(
-						kz_join(p1a, p1b, i), 4)));
-			}
-			_mm512_store_si512(out++, kz_join(p0a, p0b,
-							  kv + 9 * (size_t)cc + 8));
-			_mm512_store_si512(out++, kz_join(p1a, p1b,
-							  kv + 9 * (size_t)cc + 8));
+					kz_join(p[0][0], p[0][1], i0 + st),
+					_mm512_slli_epi16(kz_join(p[1][0], p[1][1],
+								  i0 + st), 4)));
+			for (int h = 0; h < 2; h++) /* the scales */
+				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
+								  i0 + 8));
 		}
-		for (int st = 0; st < m; st++)
-			_mm512_store_si512(out++, kz_join(p0a, p0b,
-							  kv + 9 * (size_t)g + st));
-		for (int st = 0; st < m; st++)
-			_mm512_store_si512(out++, kz_join(p1a, p1b,
-							  kv + 9 * (size_t)g + st));
-		for (int h = 0; h < 2; h++) {
-			const __m256i *a = h ? p1a : p0a, *b = h ? p1b : p0b;
-
-			_mm512_store_si512(out++, kz_join(a, b, kv + 10 * (size_t)g));
-			_mm512_store_si512(out++, kz_join(a, b,
-							  kv + 10 * (size_t)g + 1));
-		}
+		for (int h = 0; h < 2; h++)
+			for (int st = 0; st < m; st++)
+				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
+					kv + 9 * (size_t)g + (size_t)st));
+		for (int h = 0; h < 2; h++)
+			for (int e = 0; e < 2; e++) /* d, dm */
+				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
+					kv + 10 * (size_t)g + (size_t)e));
 		kv += KG_VECS(g);
 		u0 += g;
 	}
@@ -481,7 +495,7 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		else
 			for (int q = 0; q < nun; q++)
 				kz_prep_unit((const uint8_t *)mm->W +
-					     (size_t)(j + nr * q) * mm->row_bytes,
+					     mm->row_bytes * (size_t)(j + nr * q),
 					     mm->row_bytes,
 					     jn - nr * q < nr ? jn - nr * q : nr,
 					     nu, kind, tmp, buf + (size_t)q * pv);
