@@ -502,10 +502,8 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		/* the next packed block, requested over this one's tiles */
 		struct qt_pf pf;
 
-		/* long pairs: Q6_K's, not Q4_K's (qt_pf_plan) */
-		qt_pf_plan(&pf, mm, pair, kind == QK_Q6_K,
-			   blk + (size_t)nun * pv, j, jn, j1, jb, np, KZ_CP,
-			   KZ_RT, nu);
+		qt_pf_plan(&pf, mm, pair, blk + (size_t)nun * pv, j, jn, j1,
+			   jb, np, KZ_CP, KZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += KZ_CP) {
 			int C = np - p0 < KZ_CP ? np - p0 : KZ_CP;
 

@@ -498,7 +498,7 @@ static void qz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 		/* the next packed block, requested over this one's tiles */
 		struct qt_pf pf;
 
-		qt_pf_plan(&pf, mm, ps, 1, blk + (size_t)np * ps, j, jn, j1,
+		qt_pf_plan(&pf, mm, ps, blk + (size_t)np * ps, j, jn, j1,
 			   jb, np, QZ_CP, QZ_RT, nu);
 		for (int p0 = 0; p0 < np; p0 += QZ_CP) {
 			int C = np - p0 < QZ_CP ? np - p0 : QZ_CP;

@@ -687,11 +687,12 @@ INLINE int qt_block_cols(size_t pair, int cp)
  * one tile of rows reads each pair once, in order, it keeps up, and the
  * requests only cost (Q8_0 4864 x 896 at 1 and 2 rows: 0.88-0.99x); with
  * more tiles it does not reach far enough ahead, and they are requested
- * where the caller asks (long): call by call (bench_kern -a, AMD EPYC
- * Zen 5), Q6_K 8960 x 1536 gained 1.13-1.19x at 8 rows, 1.04-1.10x at
- * 32, 0.99-1.04x at 200, Q8_0 4864 x 896 (with its passes) 1.09-1.21x at
- * 8 to 200 rows, but Q4_K 8960 x 1536 lost up to 9% at 8 and 32 rows.
- * Prefetching never changes a result.
+ * too: call by call (bench_kern -a, AMD EPYC Zen 5), Q6_K 8960 x 1536
+ * 1.13-1.19x at 8 rows, 1.04-1.10x at 32, 0.99-1.04x at 200; Q8_0 4864
+ * x 896 (with its passes) 1.09-1.21x at 8 to 200 rows; Q4_K 8960 x 1536
+ * (its quads of nibbles) 1.15-1.22x at 8 rows, 0.99-1.02x at 32 and 200
+ * (with pairs of 8-bit codes it had lost up to 9%, so it was left out
+ * until then). Prefetching never changes a result.
  */
 #define QT_PF_PAIR 8192
 
@@ -705,10 +706,10 @@ struct qt_pf {
  * of jb columns, np pairs of pair bytes each, ending at next: its tiles
  * (cp pairs by rt rows over mm->M rows, nu units each) request the next
  * block's bytes, if the weights are packed and mm->pf, and the pairs are
- * at most QT_PF_PAIR bytes, or long_ok and more than one tile of rows. */
+ * at most QT_PF_PAIR bytes or there is more than one tile of rows. */
 INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
-		       size_t pair, int long_ok, const void *next, int j,
-		       int jn, int j1, int jb, int np, int cp, int rt, int nu)
+		       size_t pair, const void *next, int j, int jn, int j1,
+		       int jb, int np, int cp, int rt, int nu)
 {
 	int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
 	size_t nb = (size_t)((nx + 1) / 2) * pair;
@@ -717,7 +718,7 @@ INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
 
 	pf->p = next;
 	pf->left = mm->pk && mm->pf &&
-		   (pair <= QT_PF_PAIR || (long_ok && mm->M > rt)) && slots
+		   (pair <= QT_PF_PAIR || mm->M > rt) && slots
 		   ? nb / 64 : 0;
 	pf->per = pf->left ? (int)((pf->left + slots - 1) / slots) : 0;
 }
