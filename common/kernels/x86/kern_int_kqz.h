@@ -144,23 +144,31 @@ INLINE const __m512i *kz_at(const __m512i *w, size_t pv, int c,
 	return w + (size_t)(kind == QK_Q4_K ? c / 2 : c) * pv;
 }
 
-/* Pair c's first min step in the group of g units at vo of its unit. */
+/* What follows the rounds of the group of g units at vo of pair c's
+ * unit: the min steps, then d and dm (Q4_K: the low pair's, then the
+ * high pair's, of each). */
+INLINE const __m512i *kz_tail(const __m512i *w, size_t pv, int c,
+			      size_t vo, int g, const int kind)
+{
+	return kz_at(w, pv, c, kind) + vo +
+	       (size_t)kz_round_vecs(kind) * (size_t)g;
+}
+
+/* Pair c's first min step in that group. */
 INLINE const __m512i *kz_mins(const __m512i *w, size_t pv, int c,
 			      size_t vo, int g, const int kind)
 {
-	const __m512i *y = kz_at(w, pv, c, kind) + vo +
-			   (size_t)kz_round_vecs(kind) * (size_t)g;
+	const __m512i *y = kz_tail(w, pv, c, vo, g, kind);
 
 	return kind == QK_Q4_K ? y + (size_t)(c % 2 * kg_min_steps(g, kind))
 			       : y;
 }
 
-/* Pair c's d (then dm) in the group of g units at vo of its unit. */
+/* Pair c's d (then dm) in that group. */
 INLINE const __m512i *kz_dv(const __m512i *w, size_t pv, int c, size_t vo,
 			    int g, const int kind)
 {
-	const __m512i *y = kz_at(w, pv, c, kind) + vo +
-			   (size_t)kz_round_vecs(kind) * (size_t)g;
+	const __m512i *y = kz_tail(w, pv, c, vo, g, kind);
 
 	return kind == QK_Q4_K ? y + (size_t)(2 * kg_min_steps(g, kind) +
 					      2 * (c % 2))
