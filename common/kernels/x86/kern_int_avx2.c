@@ -90,7 +90,7 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 	}
 #endif
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
-		q8_act(a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
+		q8_act(a->q, a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
 	if (KG_USE(wtype, M, K)
 #if KERN_INT_VNNI == 1
 	    || kz_use(wtype, M, pk)

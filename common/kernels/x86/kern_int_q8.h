@@ -248,38 +248,47 @@ INLINE int q8g_count(int nu)
 	return nu / 8 + __builtin_popcount((unsigned)nu & 7);
 }
 
-/* An activation row's codes side by side (see struct q8g), in place;
+/* An activation row's codes side by side (see struct q8g): src's K codes
+ * (quant_act_row's order) laid out at dst, which may be src (in place);
  * pad: its last units (fewer than 8) as a padded tail, packed with a
  * step of 4 cnt bytes. */
-static void q8_act(int8_t *q, int K, int pad)
+static void q8_act(const int8_t *src, int8_t *dst, int K, int pad)
 {
 	int nu = K / 32;
 
 	for (int u0 = 0; u0 < nu;) {
-		int8_t *p = q + 32 * u0;
+		const int8_t *s = src + 32 * u0;
+		int8_t *p = dst + 32 * u0;
 		int g = kg_size(nu - u0), cnt = nu - u0;
 		int8_t tmp[7 * 32];
 		if (g == 8) {
 			__m256i r[8];
+
+			#pragma GCC unroll 8
 			for (int l = 0; l < 8; l++)
-				r[l] = _mm256_loadu_si256((const __m256i *)(p + 32 * l));
+				r[l] = _mm256_loadu_si256(
+					(const __m256i *)(s + 32 * l));
 			tr8x8(r);
-			for (int s = 0; s < 8; s++)
-				_mm256_storeu_si256((__m256i *)(p + 32 * s), r[s]);
+			/* each from its register: stored through the stack
+			 * and copied in 64-byte moves (gcc 12's choice), every
+			 * copy waited on two stores it could not forward */
+			#pragma GCC unroll 8
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_si256((__m256i *)(p + 32 * i), r[i]);
 		} else if (pad) {
-			memcpy(tmp, p, (size_t)32 * cnt);
-			for (int s = 0; s < 8; s++)
+			memcpy(tmp, s, (size_t)32 * cnt);
+			for (int i = 0; i < 8; i++)
 				for (int l = 0; l < cnt; l++)
-					memcpy(p + 4 * (cnt * s + l),
-					       tmp + 32 * l + 4 * s, 4);
+					memcpy(p + 4 * (cnt * i + l),
+					       tmp + 32 * l + 4 * i, 4);
 			return;
 		} else {
-			memcpy(tmp, p, (size_t)32 * g);
-			for (int s = 0; s < g; s++)
+			memcpy(tmp, s, (size_t)32 * g);
+			for (int i = 0; i < g; i++)
 				for (int L = 0; L < 8; L++)
-					memcpy(p + 32 * s + 4 * L,
+					memcpy(p + 32 * i + 4 * L,
 					       tmp + 32 * (L % g) + 4 * g * (L / g) +
-						       4 * s, 4);
+						       4 * i, 4);
 		}
 		u0 += g;
 	}

@@ -96,16 +96,23 @@ INLINE int qz_use(uint32_t wtype, int M, int pk)
 }
 
 /* An activation row's layout at z (see above), from a in quant_act_row's
- * order. */
+ * order. A whole group's lanes are its units in order: each lane's
+ * offset is -128 times its unit's two sums of 16 (one vpmaddwd of the
+ * sums against -128), its da the unit's. */
 static void qz_act(const quant_arow *a, int K, char *z)
 {
-	int nu = K / 32, ng = q8g_count(nu);
+	int nu = K / 32, ng = q8g_count(nu), nf = nu / 8;
 	int32_t *off = (int32_t *)(z + (size_t)nu * 32);
 	float *da = (float *)(z + (size_t)nu * 32 + (size_t)ng * 32);
 
-	memcpy(z, a->q, (size_t)nu * 32);
-	q8_act((int8_t *)z, K, 0);
-	for (int u0 = 0, gi = 0, g; u0 < nu; u0 += g, gi++) {
+	q8_act(a->q, (int8_t *)z, K, 0);
+	for (int gi = 0; gi < nf; gi++) {
+		_mm256_storeu_si256((__m256i *)(off + 8 * gi), _mm256_madd_epi16(
+			_mm256_loadu_si256((const __m256i *)(a->bsum + 16 * gi)),
+			_mm256_set1_epi16(-128)));
+		_mm256_storeu_ps(da + 8 * gi, _mm256_loadu_ps(a->d + 8 * gi));
+	}
+	for (int u0 = 8 * nf, gi = nf, g; u0 < nu; u0 += g, gi++) {
 		g = kg_size(nu - u0);
 		for (int L = 0; L < 8; L++) {
 			/* lane L holds part L / g of unit u0 + L % g; the

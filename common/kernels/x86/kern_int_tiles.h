@@ -342,7 +342,7 @@ INLINE void unit_gen(const quant_wrow *w, const struct qtile *t, int u,
 	}
 }
 
-static void q8_act(int8_t *q, int K, int pad);
+static void q8_act(const int8_t *src, int8_t *dst, int K, int pad);
 /* Q8_0 with at most this many rows (one tile) reads the blocks directly,
  * side by side in registers on the way; with more, each row is laid out
  * once (prepared) for all the tiles. Measured on Zen 3 at K = 896..4864:
