@@ -62,6 +62,152 @@ INLINE void act_unit_scales(quant_arow *a, int u, int unit, float amax,
 }
 
 #if KERN_INT_VNNI == 1
+/* 16 lanes' values, lane l the 16-lane vector m[l]'s largest: pairs of
+ * vectors share each step (the 128-bit quarters, then their halves,
+ * then pairs of floats), as zt_finish's tree does with additions; max is
+ * exact, so any order gives the same value. */
+INLINE __m512 act_max16(const __m512 *m)
+{
+	__m512 p[8], q[4], r[2], o;
+
+	#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++) /* quarters: [x02|x13, y02|y13] */
+		p[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1],
+							  0x88),
+				     _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1],
+							  0xdd));
+	#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) /* quarter c: vector 4i + c */
+		q[i] = _mm512_max_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1],
+							  0x88),
+				     _mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1],
+							  0xdd));
+	#pragma GCC unroll 2
+	for (int i = 0; i < 2; i++) /* quarter c: 8i + c twice, 8i + 4 + c */
+		r[i] = _mm512_max_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1],
+						       0x44),
+				     _mm512_shuffle_ps(q[2 * i], q[2 * i + 1],
+						       0xee));
+	/* quarter c, element e: vector c + 4e */
+	o = _mm512_max_ps(_mm512_shuffle_ps(r[0], r[1], 0x88),
+			  _mm512_shuffle_ps(r[0], r[1], 0xdd));
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
+						       2, 6, 10, 14, 3, 7, 11,
+						       15), o);
+}
+
+/* f16 rounding of 16 floats (act_unit_scales' f16_round, 16 at once). */
+INLINE __m512 act_f16r(__m512 x)
+{
+	return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* Units [0, nb) of 32 at x (nb <= 16) quantized into q (32 codes each), bs
+ * (2 sums of 16 each), d and s with quant_act_row's operations, a unit
+ * to a lane: the largest magnitudes (act_max16), then d, its f16
+ * rounding and the factor 127 / amax as lane operations, the codes two
+ * units to a vector (vcvtps2dq rounds to nearest even, as rint; packed
+ * with saturation, the codes within +-127), each 16 codes' sum from
+ * vpsadbw (offset by 128 a code), each unit's sum from its two. Lanes
+ * from nb are zeros, never stored. Returns the mask of units those
+ * operations serve: the others (NaN, Inf, all zero, a factor that
+ * overflows) the caller takes to the reference (act_unit_ref). */
+static __mmask16 act_units16(const float *x, int nb, int8_t *q, int16_t *bs,
+			     float *d, float *s)
+{
+	const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+	const __m512 big = _mm512_set1_ps(FLT_MAX);
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6,
+					     10, 14, 3, 7, 11, 15);
+	const __mmask16 lanes = (__mmask16)((1u << nb) - 1);
+	_Alignas(64) float f[16];
+	__m512 m[16], amax, dv, dh, fv, sd, sh;
+	__m512i sums[8] = {0};
+	__m128i bsv[4] = {0};
+	__mmask16 bad = 0, ok;
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < 16; i++) {
+		__m512 v0 = _mm512_setzero_ps(), v1 = v0;
+
+		if (i < nb) {
+			v0 = _mm512_loadu_ps(x + 32 * i);
+			v1 = _mm512_loadu_ps(x + 32 * i + 16);
+		}
+		m[i] = _mm512_max_ps(_mm512_and_ps(v0, absm),
+				     _mm512_and_ps(v1, absm));
+		/* QNaN, +Inf, -Inf, SNaN */
+		bad |= (__mmask16)(!!(_mm512_fpclass_ps_mask(v0, 0x99) |
+				      _mm512_fpclass_ps_mask(v1, 0x99)) << i);
+	}
+	amax = act_max16(m);
+	dv = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+	dh = act_f16r(dv);
+	fv = _mm512_div_ps(_mm512_set1_ps(127.0f), amax);
+	ok = (__mmask16)(lanes & ~bad &
+			 _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(),
+					    _CMP_NEQ_UQ) &
+			 _mm512_cmp_ps_mask(fv, _mm512_setzero_ps(),
+					    _CMP_NEQ_UQ) &
+			 _mm512_cmp_ps_mask(_mm512_and_ps(fv, absm), big,
+					    _CMP_LE_OQ));
+	_mm512_store_ps(f, fv);
+	_mm512_mask_storeu_ps(d, lanes, _mm512_mask_blend_ps(
+		_mm512_cmp_ps_mask(dh, big, _CMP_LE_OQ), dv, dh));
+	#pragma GCC unroll 8
+	for (int p = 0; p < 8; p++) {
+		__m512i iv[4], c;
+
+		if (2 * p >= nb)
+			break;
+		#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			iv[k] = 2 * p + k / 2 < nb ? _mm512_cvt_roundps_epi32(
+				_mm512_mul_ps(_mm512_loadu_ps(x + 64 * p + 16 * k),
+					      _mm512_set1_ps(f[2 * p + k / 2])),
+				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+				: _mm512_setzero_si512();
+		/* quarter c of the packs: 4 codes of each iv[k] at element
+		 * 4c + k; tr puts them at 4k + c, the codes in order */
+		c = _mm512_permutexvar_epi32(tr, _mm512_packs_epi16(
+			_mm512_packs_epi32(iv[0], iv[1]),
+			_mm512_packs_epi32(iv[2], iv[3])));
+		if (2 * p + 1 < nb)
+			_mm512_storeu_si512(q + 64 * p, c);
+		else
+			_mm256_storeu_si256((__m256i *)(q + 64 * p),
+					    _mm512_castsi512_si256(c));
+		/* each quarter's 16 codes + 128 summed into its qword 0 */
+		c = _mm512_sad_epu8(_mm512_xor_si512(c, _mm512_set1_epi8(
+					    (char)0x80)), _mm512_setzero_si512());
+		sums[p] = _mm512_add_epi64(c, _mm512_bsrli_epi128(c, 8));
+	}
+	#pragma GCC unroll 4
+	for (int p = 0; p < 4; p++) {
+		int left = 2 * nb - 8 * p; /* sums of 16 from here */
+
+		if (left <= 0)
+			break;
+		bsv[p] = _mm_sub_epi16(_mm512_cvtepi64_epi16(
+			_mm512_permutex2var_epi64(sums[2 * p],
+				_mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14),
+				sums[2 * p + 1])), _mm_set1_epi16(16 * 128));
+		_mm_mask_storeu_epi16(bs + 8 * p, (__mmask8)(left >= 8 ? 0xff :
+						      (1u << left) - 1), bsv[p]);
+	}
+	/* Q8_1's block sum: d (before rounding) * sum, in f16; the sums from
+	 * registers (a load of the masked stores above waits for them) */
+	sd = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_madd_epi16(
+		_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
+			_mm512_castsi128_si512(bsv[0]), bsv[1], 1), bsv[2], 2),
+			bsv[3], 3), _mm512_set1_epi16(1))));
+	sh = act_f16r(sd);
+	_mm512_mask_storeu_ps(s, lanes, _mm512_mask_blend_ps(
+		_mm512_cmp_ps_mask(_mm512_and_ps(sh, absm), big, _CMP_LE_OQ),
+		sd, sh));
+	return ok;
+}
+
 /* quant_act_row's operations on 512-bit vectors (the VNNI build): per
  * unit, the largest magnitude and the NaN / Inf test over 16 lanes at a
  * time, then each code rounded to nearest even straight from v * f
@@ -71,6 +217,23 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 {
 	const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 
+	if (unit == 32) {
+		int nu = n / 32;
+
+		for (int u0 = 0; u0 < nu; u0 += 16) {
+			int nb = nu - u0 < 16 ? nu - u0 : 16;
+			__mmask16 ok = act_units16(x + 32 * (size_t)u0, nb,
+						   a->q + 32 * (size_t)u0,
+						   a->bsum + 2 * u0,
+						   a->d + u0, a->s + u0);
+
+			for (int i = 0; i < nb; i++)
+				if (!(ok >> i & 1))
+					act_unit_ref(x + 32 * (size_t)(u0 + i),
+						     32, u0 + i, a);
+		}
+		return;
+	}
 	for (int u = 0; u < n / unit; u++) {
 		const float *v = x + (size_t)u * unit;
 		int8_t *q = a->q + (size_t)u * unit;
