@@ -102,6 +102,27 @@ INLINE __m512 act_f16r(__m512 x)
 	return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
+/* The 64 codes of int32 vectors iv[0..3] (within int8), in order: the
+ * packs leave 4 codes of iv[k] at element 4c + k of quarter c, and the
+ * permutation puts them at 4k + c. */
+INLINE __m512i act_codes64(const __m512i *iv)
+{
+	return _mm512_permutexvar_epi32(
+		_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
+				  11, 15),
+		_mm512_packs_epi16(_mm512_packs_epi32(iv[0], iv[1]),
+				   _mm512_packs_epi32(iv[2], iv[3])));
+}
+
+/* Each quarter's 16 codes of c summed (+ 16 x 128, vpsadbw's offset)
+ * into its qword 0. */
+INLINE __m512i act_sums16(__m512i c)
+{
+	c = _mm512_sad_epu8(_mm512_xor_si512(c, _mm512_set1_epi8((char)0x80)),
+			    _mm512_setzero_si512());
+	return _mm512_add_epi64(c, _mm512_bsrli_epi128(c, 8));
+}
+
 /* Units [0, nb) of 32 at x (nb <= 16) quantized into q (32 codes each), bs
  * (2 sums of 16 each), d and s with quant_act_row's operations, a unit
  * to a lane: the largest magnitudes (act_max16), then d, its f16
@@ -117,8 +138,6 @@ static __mmask16 act_units16(const float *x, int nb, int8_t *q, int16_t *bs,
 {
 	const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 	const __m512 big = _mm512_set1_ps(FLT_MAX);
-	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6,
-					     10, 14, 3, 7, 11, 15);
 	const __mmask16 lanes = (__mmask16)((1u << nb) - 1);
 	_Alignas(64) float f[16];
 	__m512 m[16], amax, dv, dh, fv, sd, sh;
@@ -167,20 +186,13 @@ static __mmask16 act_units16(const float *x, int nb, int8_t *q, int16_t *bs,
 					      _mm512_set1_ps(f[2 * p + k / 2])),
 				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 				: _mm512_setzero_si512();
-		/* quarter c of the packs: 4 codes of each iv[k] at element
-		 * 4c + k; tr puts them at 4k + c, the codes in order */
-		c = _mm512_permutexvar_epi32(tr, _mm512_packs_epi16(
-			_mm512_packs_epi32(iv[0], iv[1]),
-			_mm512_packs_epi32(iv[2], iv[3])));
+		c = act_codes64(iv);
 		if (2 * p + 1 < nb)
 			_mm512_storeu_si512(q + 64 * p, c);
 		else
 			_mm256_storeu_si256((__m256i *)(q + 64 * p),
 					    _mm512_castsi512_si256(c));
-		/* each quarter's 16 codes + 128 summed into its qword 0 */
-		c = _mm512_sad_epu8(_mm512_xor_si512(c, _mm512_set1_epi8(
-					    (char)0x80)), _mm512_setzero_si512());
-		sums[p] = _mm512_add_epi64(c, _mm512_bsrli_epi128(c, 8));
+		sums[p] = act_sums16(c);
 	}
 	#pragma GCC unroll 4
 	for (int p = 0; p < 4; p++) {
@@ -234,30 +246,27 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 		}
 		return;
 	}
+	/* units of QK_K: the scale from the first element of largest
+	 * magnitude, the codes capped at 127 */
 	for (int u = 0; u < n / unit; u++) {
 		const float *v = x + (size_t)u * unit;
 		int8_t *q = a->q + (size_t)u * unit;
 		int16_t *bs = a->bsum + (size_t)u * unit / 16;
-		__m512 mx = _mm512_setzero_ps();
-		__mmask16 bad = 0;
-		float amax, f;
+		__m512 mx = _mm512_setzero_ps(), am, fv;
+		__mmask16 bad = 0, m;
+		float amax, f = 0.0f;
+		int k = 0;
 
-		for (int k = 0; k < unit; k += 16) {
+		for (k = 0; k < unit; k += 16) {
 			__m512 vk = _mm512_loadu_ps(v + k);
 			mx = _mm512_max_ps(mx, _mm512_and_ps(vk, absm));
 			/* QNaN, +Inf, -Inf, SNaN */
 			bad |= _mm512_fpclass_ps_mask(vk, 0x99);
 		}
 		amax = _mm512_reduce_max_ps(mx);
-		if (amax == 0.0f || bad) {
-			f = 0.0f;
-		} else if (unit == 32) {
-			f = 127.0f / amax;
-		} else {
-			/* the first element of largest magnitude */
-			__m512 am = _mm512_set1_ps(amax);
-			int k = 0;
-			__mmask16 m;
+		if (amax != 0.0f && !bad) {
+			am = _mm512_set1_ps(amax);
+			k = 0;
 			while (!(m = _mm512_cmp_ps_mask(_mm512_and_ps(
 					 _mm512_loadu_ps(v + k), absm), am,
 					 _CMP_EQ_OQ)))
@@ -268,23 +277,29 @@ void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 			act_unit_ref(v, unit, u, a);
 			continue;
 		}
-		__m512 fv = _mm512_set1_ps(f);
-		int sum = 0;
-		for (int k = 0; k < unit; k += 16) {
-			__m512i iv = _mm512_cvt_roundps_epi32(
-				_mm512_mul_ps(_mm512_loadu_ps(v + k), fv),
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-			int s16;
+		fv = _mm512_set1_ps(f);
+		for (k = 0; k < unit; k += 64) {
+			__m512i iv[4], c;
 
-			if (unit != 32)
-				iv = _mm512_min_epi32(iv, _mm512_set1_epi32(127));
-			_mm_storeu_si128((__m128i *)(q + k),
-					 _mm512_cvtsepi32_epi8(iv));
-			s16 = _mm512_reduce_add_epi32(iv);
-			bs[k / 16] = (int16_t)s16;
-			sum += s16;
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				iv[i] = _mm512_min_epi32(_mm512_cvt_roundps_epi32(
+					_mm512_mul_ps(_mm512_loadu_ps(v + k + 16 * i),
+						      fv),
+					_MM_FROUND_TO_NEAREST_INT |
+						_MM_FROUND_NO_EXC),
+					_mm512_set1_epi32(127));
+			c = act_codes64(iv);
+			_mm512_storeu_si512(q + k, c);
+			/* the four sums (qwords 0, 2, 4, 6) as int16 */
+			_mm_storel_epi64((__m128i *)(bs + k / 16), _mm_sub_epi16(
+				_mm256_cvtepi64_epi16(_mm512_castsi512_si256(
+					_mm512_permutexvar_epi64(_mm512_setr_epi64(
+						0, 2, 4, 6, 1, 3, 5, 7),
+						act_sums16(c)))),
+				_mm_set1_epi16(16 * 128)));
 		}
-		act_unit_scales(a, u, unit, amax, f, sum);
+		act_unit_scales(a, u, unit, amax, f, 0);
 	}
 }
 #else
