@@ -184,45 +184,49 @@ static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
 }
 
 /* An activation row's codes and bsum in the groups' layout for kind, in
- * place. */
+ * place. Chunk c of a group's codes is an 8 x 8 transpose (tr8x8) of
+ * 4-byte words: row L is chunk c of lane L's part (L / g) of unit L % g
+ * (g is 8, 4, 2 or 1: the mask and shift below). */
 static void kg_act(quant_arow *a, int K, int kind)
 {
 	int nu = K / QK_K;
-	int8_t tq[8 * QK_K], seg[32];
+	int8_t tq[8 * QK_K];
 	int16_t tb[8 * 16];
 
 	for (int u0 = 0; u0 < nu;) {
-		int g = kg_size(nu - u0);
+		int g = kg_size(nu - u0), gs = __builtin_ctz((unsigned)g);
 		int8_t *q = a->q + (size_t)QK_K * u0;
 		int16_t *bs = a->bsum + (size_t)16 * u0;
 
 		memcpy(tq, q, (size_t)QK_K * g);
 		memcpy(tb, bs, sizeof(int16_t) * 16 * (size_t)g);
-		for (int c = 0; c < g; c++)
+		for (int c = 0; c < g; c++) {
+			__m256i r[8];
+
+			#pragma GCC unroll 8
 			for (int L = 0; L < 8; L++) {
-				const int8_t *x = tq + 256 * (L % g) +
-						  32 * g * (L / g) + 32 * c;
-				if (kind == QK_Q6_K && Q6G_PAIRED) {
-					for (int s = 0; s < 8; s++) {
-						memcpy(seg + 4 * s, x + 2 * s, 2);
-						memcpy(seg + 4 * s + 2, x + 16 + 2 * s, 2);
-					}
-					x = seg;
-				}
-				for (int s = 0; s < 8; s++)
-					memcpy(q + 256 * c + 32 * s + 4 * L,
-					       x + 4 * s, 4);
+				r[L] = _mm256_loadu_si256((const __m256i *)(tq +
+					256 * (L & (g - 1)) + 32 * g * (L >> gs) +
+					32 * c));
+				if (kind == QK_Q6_K && Q6G_PAIRED)
+					r[L] = q6g_order(r[L]);
 			}
-		for (int s = 0; s < kg_min_steps(g, kind); s++)
+			tr8x8(r);
+			#pragma GCC unroll 8
+			for (int i = 0; i < 8; i++)
+				_mm256_storeu_si256((__m256i *)(q + 256 * c +
+								32 * i), r[i]);
+		}
+		for (int i = 0; i < kg_min_steps(g, kind); i++)
 			for (int L = 0; L < 8; L++) {
-				const int16_t *x = tb + 16 * (L % g);
-				int16_t *y = bs + 16 * s + 2 * L;
+				const int16_t *x = tb + 16 * (L & (g - 1));
+				int16_t *y = bs + 16 * i + 2 * L;
 				if (kind == QK_Q6_K) {
-					/* groups of 16 2s, 2s + 1 of the part */
-					memcpy(y, x + 2 * g * (L / g) + 2 * s, 4);
+					/* groups of 16 2i, 2i + 1 of the part */
+					memcpy(y, x + 2 * g * (L >> gs) + 2 * i, 4);
 				} else if (g > 1) {
-					/* sub-blocks 2s, 2s + 1 of the part */
-					int b = g * (L / g) + 2 * s;
+					/* sub-blocks 2i, 2i + 1 of the part */
+					int b = g * (L >> gs) + 2 * i;
 					y[0] = (int16_t)(x[2 * b] + x[2 * b + 1]);
 					y[1] = (int16_t)(x[2 * b + 2] + x[2 * b + 3]);
 				} else {
