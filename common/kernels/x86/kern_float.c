@@ -577,14 +577,18 @@ void KV_NAME(softmax)(float *x, int n)
 		for (int r = 0; r < KV_R; r++)
 			sum[r] = V_ADD(sum[r], e[r]);
 	}
+	/* the last partial 16: the same operations in the lanes below n */
+	for (int r = 0; r < KV_R && i + KERN_VEC_W * r < n; r++) {
+		VM m = V_MASK_BELOW(i + KERN_VEC_W * r, n);
+		V e = vexp(V_SUB(V_MASKLOAD(x + i + KERN_VEC_W * r, m), mv));
+
+		V_MASKSTORE(x + i + KERN_VEC_W * r, m, e);
+		sum[r] = V_ADD_MASK(sum[r], e, m);
+	}
 	float acc[16];
 	#pragma GCC unroll 2
 	for (int r = 0; r < KV_R; r++)
 		V_STOREU(acc + KERN_VEC_W * r, sum[r]);
-	for (int l = 0; i + l < n; l++) {
-		x[i + l] = mathf_exp(x[i + l] - mx);
-		acc[l] = acc[l] + x[i + l];
-	}
 	float s = tree16(acc);
 	V sv = V_SET1(s);
 	for (i = 0; i + KERN_VEC_W <= n; i += KERN_VEC_W)

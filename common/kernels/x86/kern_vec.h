@@ -83,6 +83,11 @@ typedef __m256i VM;
 #define V_MASKLOAD(p, m) _mm256_maskload_ps(p, m)
 #define V_FMA_MASK(a, b, c, m)                                            \
 	_mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), _mm256_castsi256_ps(m))
+/* v stored in the lanes of m (nothing written elsewhere); a + b in the
+ * lanes of m, a elsewhere */
+#define V_MASKSTORE(p, m, v) _mm256_maskstore_ps(p, m, v)
+#define V_ADD_MASK(a, b, m)                                               \
+	_mm256_blendv_ps(a, _mm256_add_ps(a, b), _mm256_castsi256_ps(m))
 
 /* The first step of the fixed tree, (l, l+8), on lanes acc[0] = 0..7,
  * acc[1] = 8..15. */
@@ -153,6 +158,8 @@ typedef __mmask16 VM;
 			 : (__mmask16)((1u << ((n) - (k))) - 1))
 #define V_MASKLOAD(p, m) _mm512_maskz_loadu_ps(m, p)
 #define V_FMA_MASK(a, b, c, m) _mm512_mask3_fmadd_ps(a, b, c, m)
+#define V_MASKSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+#define V_ADD_MASK(a, b, m) _mm512_mask_add_ps(a, m, a, b)
 
 /* (l, l+8) on one register */
 INLINE __m256 v_fold16(const V *acc)
