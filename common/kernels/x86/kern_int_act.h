@@ -1,12 +1,13 @@
 /*
  * kern_int_act — activation rows quantized per unit (quant_act_row's
- * operations, 8 lanes at a time).
+ * operations: 8 lanes at a time in the AVX2 build; the VNNI build's
+ * units of 32 a unit to a lane, 16 at a time).
  *
  * Part of kern_int_avx2.c's translation unit (included there once, in
  * order, for each of its builds; not a header of its own): it uses the
  * definitions of the parts before it.
  */
-/* ---- activation rows (quant_act_row's operations, 8 lanes at a time) -- */
+/* ---- activation rows (quant_act_row's operations) -------------------- */
 
 /* The 32 codes of int32 vectors i[0..3] (values in int8 range), in order. */
 INLINE __m256i pack32(const __m256i *i)
@@ -220,11 +221,14 @@ static __mmask16 act_units16(const float *x, int nb, int8_t *q, int16_t *bs,
 	return ok;
 }
 
-/* quant_act_row's operations on 512-bit vectors (the VNNI build): per
- * unit, the largest magnitude and the NaN / Inf test over 16 lanes at a
- * time, then each code rounded to nearest even straight from v * f
- * (vcvtps2dq, the same integer as rint then convert), narrowed with
- * saturation (the codes are within +-127), and each 16's sum. */
+/* quant_act_row's operations on 512-bit vectors (the VNNI build): units
+ * of 32 sixteen at a time (act_units16; the reference takes the units it
+ * leaves); units of QK_K one at a time: the largest magnitude and the
+ * NaN / Inf test over 16 lanes at a time, the scale from the first
+ * element of that magnitude, then each code rounded to nearest even
+ * straight from v * f (vcvtps2dq, the same integer as rint then
+ * convert), capped at 127 and packed 64 at a time with their sums of 16
+ * (act_codes64, act_sums16). */
 void KI_NAME(act_row)(const float *x, int n, int unit, quant_arow *a)
 {
 	const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
