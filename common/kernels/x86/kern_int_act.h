@@ -63,6 +63,16 @@ INLINE void act_unit_scales(quant_arow *a, int u, int unit, float amax,
 }
 
 #if KERN_INT_VNNI == 1
+/* The index of a 4 x 4 transpose of 32-bit elements in 128-bit quarters:
+ * element 4c + k goes to 4k + c (permutexvar). Where results sit at
+ * element e of quarter c after a pairing tree (act_max16, zt_finish) or
+ * the packs (act_codes64), it puts them in order. */
+INLINE __m512i v16_tr4(void)
+{
+	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
+				 11, 15);
+}
+
 /* 16 lanes' values, lane l the 16-lane vector m[l]'s largest: pairs of
  * vectors share each step (the 128-bit quarters, then their halves,
  * then pairs of floats), as zt_finish's tree does with additions; max is
@@ -92,9 +102,7 @@ INLINE __m512 act_max16(const __m512 *m)
 	/* quarter c, element e: vector c + 4e */
 	o = _mm512_max_ps(_mm512_shuffle_ps(r[0], r[1], 0x88),
 			  _mm512_shuffle_ps(r[0], r[1], 0xdd));
-	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
-						       2, 6, 10, 14, 3, 7, 11,
-						       15), o);
+	return _mm512_permutexvar_ps(v16_tr4(), o);
 }
 
 /* f16 rounding of 16 floats (act_unit_scales' f16_round, 16 at once). */
@@ -108,11 +116,9 @@ INLINE __m512 act_f16r(__m512 x)
  * permutation puts them at 4k + c. */
 INLINE __m512i act_codes64(const __m512i *iv)
 {
-	return _mm512_permutexvar_epi32(
-		_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
-				  11, 15),
-		_mm512_packs_epi16(_mm512_packs_epi32(iv[0], iv[1]),
-				   _mm512_packs_epi32(iv[2], iv[3])));
+	return _mm512_permutexvar_epi32(v16_tr4(), _mm512_packs_epi16(
+		_mm512_packs_epi32(iv[0], iv[1]),
+		_mm512_packs_epi32(iv[2], iv[3])));
 }
 
 /* Each quarter's 16 codes of c summed (+ 16 x 128, vpsadbw's offset)

@@ -310,8 +310,7 @@ INLINE void zt_finish(const struct zt_dst *d, __m512 (*facc)[QZ_CP],
 		}
 		return;
 	}
-	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
-					     2, 6, 10, 14, 3, 7, 11, 15);
+	const __m512i tr = v16_tr4();
 	__m512 p[QZ_RT * QZ_CP / 2], s2[QZ_RT * QZ_CP / 4 + 1];
 
 	/* accumulator k = QZ_CP r + c */
