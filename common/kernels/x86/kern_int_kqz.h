@@ -242,10 +242,10 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 
 /* R activation rows (t) against C prepared pairs (pair c in the layout
  * unit kz_at(w, pv, c): units pv vectors apart) of rows of nu units, the
- * results into d (zt_finish); per lines from pf requested before each
- * unit's steps (struct qt_pf). */
+ * results into d (zt_finish); the tile's share of the next block's
+ * lines (pf) requested over its units (struct qt_pf). */
 INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
-		    int nu, const struct zt_dst *d, const char *pf, int per,
+		    int nu, const struct zt_dst *d, struct qt_pft *pf,
 		    const int R, const int C, const int kind)
 {
 	_Alignas(64) float facc[KZ_RT][KZ_CP][16];
@@ -269,7 +269,7 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 			size_t o = (size_t)QK_K * (u0 + cc);
 			size_t wo = vo + (size_t)kz_round_vecs(kind) * cc;
 
-			qt_pf_lines(&pf, per);
+			qt_pf_units(pf, 1);
 
 			if (kind == QK_Q4_K) {
 				kz_steps(t, w, pv, wo, o, 0, 8, KG_SC_Q4, acc,
@@ -347,15 +347,15 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 
 typedef void (*kz_tile_fn)(const struct qtile *t, const __m512i *w,
 			   size_t pv, int nu, const struct zt_dst *d,
-			   const char *pf, int per);
+			   struct qt_pft *pf);
 
 #define KZ_TILE_FN(R, C, K, kind)                                           \
 	static void kz_tile_##K##_##R##_##C(const struct qtile *t,          \
 					    const __m512i *w, size_t pv,    \
 					    int nu, const struct zt_dst *d, \
-					    const char *pf, int per)        \
+					    struct qt_pft *pf)              \
 	{                                                                   \
-		kz_tile(t, w, pv, nu, d, pf, per, R, C, kind);              \
+		kz_tile(t, w, pv, nu, d, pf, R, C, kind);                   \
 	}
 #define KZ_TILES(K, kind)                                                   \
 	KZ_TILE_FN(1, 1, K, kind) KZ_TILE_FN(1, 2, K, kind)                 \
@@ -520,12 +520,11 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 				struct qtile t;
 				struct zt_dst d = zt_dst_at(mm, m0, j + 2 * p0,
 							    jn - 2 * p0, 2 * C);
-				const char *at;
-				int per = qt_pf_take(&pf, nu, &at);
+				struct qt_pft pt = qt_pf_take(&pf, nu);
 
 				qtile_bind(mm, m0, R, QK_K, &t);
 				tiles[R - 1][C - 1](&t, kz_at(blk, pv, p0, kind),
-						    pv, nu, &d, at, per);
+						    pv, nu, &d, &pt);
 			}
 		}
 	}

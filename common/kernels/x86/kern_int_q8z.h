@@ -347,11 +347,12 @@ _Static_assert(QZ_CP == 4 && QZ_RT <= 4, "zt_finish's pairing");
 /* R activation rows (their layouts z[r]) against C prepared pairs of nu
  * units (pair c at w + c ps), units [u_lo, u_hi) of them (a pass,
  * qt_pass_units): the float lanes start from zero at u_lo = 0, else
- * from io, and end in d (zt_finish) at u_hi = nu, else in io; per lines
- * from pf requested before each unit's steps (struct qt_pf). */
+ * from io, and end in d (zt_finish) at u_hi = nu, else in io; the tile's
+ * share of the next block's lines (pf) requested over its units (struct
+ * qt_pf). */
 INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 		    int u_lo, int u_hi, __m512 *io, const struct zt_dst *d,
-		    const char *pf, int per, const int R, const int C)
+		    struct qt_pft *pf, const int R, const int C)
 {
 	__m512 facc[QZ_RT][QZ_CP];
 	int ng = q8g_count(nu), nf = nu / 8, st = 8 * nf, gi = nf;
@@ -364,7 +365,7 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 			facc[r][c] = u_lo ? io[QZ_CP * r + c]
 					  : _mm512_setzero_ps();
 	for (int f = u_lo / 8; f < f1; f++) {
-		qt_pf_lines(&pf, 8 * per);
+		qt_pf_units(pf, 8);
 		qz_group(z, w, ps, nu, ng, 8 * f, f, facc, R, C, 8);
 	}
 	if (u_hi < nu) {
@@ -377,17 +378,17 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 	}
 	/* the rest's groups: 4, 2, 1 units */
 	if (nu & 4) {
-		qt_pf_lines(&pf, 4 * per);
+		qt_pf_units(pf, 4);
 		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 4);
 		st += 4;
 	}
 	if (nu & 2) {
-		qt_pf_lines(&pf, 2 * per);
+		qt_pf_units(pf, 2);
 		qz_group(z, w, ps, nu, ng, st, gi++, facc, R, C, 2);
 		st += 2;
 	}
 	if (nu & 1) {
-		qt_pf_lines(&pf, per);
+		qt_pf_units(pf, 1);
 		qz_group(z, w, ps, nu, ng, st, gi, facc, R, C, 1);
 	}
 	zt_finish(d, facc, R, C);
@@ -395,16 +396,16 @@ INLINE void qz_tile(const char *const *z, const char *w, size_t ps, int nu,
 
 typedef void (*qz_tile_fn)(const char *const *z, const char *w, size_t ps,
 			   int nu, int u_lo, int u_hi, __m512 *io,
-			   const struct zt_dst *d, const char *pf, int per);
+			   const struct zt_dst *d, struct qt_pft *pf);
 
 #define QZ_TILE_FN(R, C)                                                    \
 	static void qz_tile_##R##_##C(const char *const *z, const char *w,  \
 				      size_t ps, int nu, int u_lo,          \
 				      int u_hi, __m512 *io,                 \
 				      const struct zt_dst *d,               \
-				      const char *pf, int per)              \
+				      struct qt_pft *pf)                    \
 	{                                                                   \
-		qz_tile(z, w, ps, nu, u_lo, u_hi, io, d, pf, per, R, C);    \
+		qz_tile(z, w, ps, nu, u_lo, u_hi, io, d, pf, R, C);         \
 	}
 QZ_TILE_FN(1, 1) QZ_TILE_FN(1, 2) QZ_TILE_FN(1, 3) QZ_TILE_FN(1, 4)
 QZ_TILE_FN(2, 1) QZ_TILE_FN(2, 2) QZ_TILE_FN(2, 3) QZ_TILE_FN(2, 4)
@@ -457,16 +458,15 @@ static void qz_passes(const struct kern_mm *mm, const char *w, size_t ps,
 
 		for (int m0 = mg, ti = 0; m0 < m1; m0 += QZ_RT, ti++) {
 			int R = m1 - m0 < QZ_RT ? m1 - m0 : QZ_RT;
-			const char *z[QZ_RT], *at;
+			const char *z[QZ_RT];
 			struct zt_dst d = zt_dst_at(mm, m0, j0, left, 2 * C);
-			int per = qt_pf_take(pf, u_hi - u_lo, &at);
+			struct qt_pft t = qt_pf_take(pf, u_hi - u_lo);
 
 			for (int r = 0; r < R; r++)
 				z[r] = mm->xq + zoff +
 				       (size_t)(m0 + r) * mm->xq_bytes;
 			qz_tiles[R - 1][C - 1](z, w, ps, nu, u_lo, u_hi,
-					       io + QZ_RT * QZ_CP * ti, &d, at,
-					       per);
+					       io + QZ_RT * QZ_CP * ti, &d, &t);
 		}
 	}
 }
