@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "format/gguf.h"
+#include "format/hugemem.h"
 #include "infer/model.h"
 #include "qerr.h"
 #include "testutil.h"
@@ -205,6 +206,36 @@ static void test_roundtrip(void **state)
  * starts on a 2 MiB boundary (the data section's first tensor), equal to
  * the file's; the metadata still reads; a second call changes nothing.
  * model_load with QUORUM_WEIGHTS=copy and =map gives the same weights. */
+/* hugemem: whole huge pages on a 2 MiB boundary, zero-filled and
+ * writable to the last byte; nothing for 0 bytes or a size past the
+ * address space. */
+static void test_hugemem(void **state)
+{
+	const size_t hp = (size_t)2 << 20;
+	const size_t sizes[] = {1, 4096, hp - 1, hp, hp + 1, 3 * hp + 17};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *p = hugemem_alloc(n);
+
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % hp, 0);
+		assert_int_equal(hugemem_span(n) % hp, 0);
+		assert_true(hugemem_span(n) >= n && hugemem_span(n) < n + hp);
+		assert_int_equal(p[0], 0);
+		assert_int_equal(p[n / 2], 0);
+		assert_int_equal(p[n - 1], 0);
+		memset(p, 0xa5, n);
+		assert_int_equal(p[n - 1], 0xa5);
+		hugemem_free(p, n);
+	}
+	assert_null(hugemem_alloc(0));
+	assert_null(hugemem_alloc(SIZE_MAX));
+	assert_null(hugemem_alloc(SIZE_MAX - hp));
+	hugemem_free(NULL, 0);
+}
+
 static void test_copy_tensors(void **state)
 {
 	gguf_file *g;
@@ -834,6 +865,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_empty_file),
+		cmocka_unit_test(test_hugemem),
 		cmocka_unit_test(test_copy_tensors),
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/hugemem.h"
 #include "qerr.h"
 
 /* Caps on untrusted counts: generous for real models, small enough that a
@@ -231,7 +232,7 @@ static void gguf_free_parts(gguf_file *g)
 	if (g->map)
 		munmap((void *)g->map, g->size);
 	if (g->copy)
-		munmap(g->copy, g->copy_len);
+		hugemem_free(g->copy, g->copy_len);
 	free(g->path);
 	free(g);
 }
@@ -402,31 +403,18 @@ int gguf_open(const char *path, gguf_file **out)
 	return QERR_OK;
 }
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
 int gguf_copy_tensors(gguf_file *g)
 {
-	size_t n = (size_t)(g->size - g->data_off), len, span;
-	char *b, *a;
+	size_t n = (size_t)(g->size - g->data_off);
+	char *a;
 
 	if (g->copy || n == 0)
 		return QERR_OK;
-	len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-	span = len + HUGE_PAGE; /* room to start on a 2 MiB boundary */
-	b = mmap(NULL, span, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (b == MAP_FAILED)
+	if (!(a = hugemem_alloc(n)))
 		return qerr_fail(QERR_NOMEM, "%s: no memory for a copy of "
 				 "%zu bytes of tensors", g->path, n);
-	a = (char *)(((uintptr_t)b + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-	if (a > b)
-		munmap(b, (size_t)(a - b));
-	if (b + span > a + len)
-		munmap(a + len, (size_t)(b + span - (a + len)));
-	/* a hint: without transparent huge pages the copy still works */
-	madvise(a, len, MADV_HUGEPAGE);
 	memcpy(a, g->map + g->data_off, n);
-	mprotect(a, len, PROT_READ);
+	mprotect(a, hugemem_span(n), PROT_READ);
 	for (uint64_t i = 0; i < g->n_tensors; i++)
 		g->tensors[i].data = a + g->tensors[i].offset;
 	/* the file's pages of the data section leave this mapping (the page
@@ -439,7 +427,7 @@ int gguf_copy_tensors(gguf_file *g)
 			madvise((void *)lo, hi - lo, MADV_DONTNEED);
 	}
 	g->copy = a;
-	g->copy_len = len;
+	g->copy_len = n;
 	return QERR_OK;
 }
 

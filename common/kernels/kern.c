@@ -23,6 +23,7 @@
 
 #include "format/ggml.h"
 #include "format/half.h"
+#include "format/hugemem.h"
 #include "format/quant.h"
 #include "kernels/kern_impl.h"
 #include "kernels/prof.h"
@@ -862,7 +863,7 @@ int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 		return 0;
 	pk = calloc(1, sizeof(*pk));
 	if (pk)
-		pk->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+		pk->data = hugemem_alloc(bytes);
 	if (!pk || !pk->data) {
 		free(pk);
 		return qerr_fail(QERR_NOMEM, "packing a %d x %d matrix for "
@@ -892,7 +893,7 @@ void kern_packed_free(kern_packed **pk)
 {
 	if (!pk || !*pk)
 		return;
-	free((*pk)->data);
+	hugemem_free((*pk)->data, (*pk)->bytes);
 	free(*pk);
 	*pk = NULL;
 }
