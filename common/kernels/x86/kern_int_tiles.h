@@ -701,6 +701,7 @@ struct qt_pf {
 	size_t lines;  /* the next block's lines */
 	size_t slots;  /* tiles x units of K over this block */
 	size_t taken;  /* slots handed out so far */
+	size_t given;  /* lines handed out so far */
 };
 
 /* One tile's share of the requests: n lines from p, spread over its k
@@ -728,7 +729,7 @@ INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
 		    (size_t)((mm->M + rt - 1) / rt) * (size_t)nu;
 	pf->lines = mm->pk && mm->pf && (pair <= QT_PF_PAIR || mm->M > rt) &&
 		    pf->slots ? nb / 64 : 0;
-	pf->taken = 0;
+	pf->taken = pf->given = 0;
 }
 
 /*
@@ -745,16 +746,18 @@ INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
  */
 INLINE struct qt_pft qt_pf_take(struct qt_pf *pf, int k)
 {
-	size_t s0 = pf->taken, s1 = s0 + (size_t)k;
+	size_t s1 = pf->taken + (size_t)k, l1 = 0;
+	struct qt_pft t = {pf->p, 0, k, 0, 0};
 
+	if (!pf->lines)
+		return t;
 	if (s1 > pf->slots) /* not with the plan's count; never past it */
-		s1 = s0 = pf->slots;
-	size_t l0 = pf->slots ? pf->lines * s0 / pf->slots : 0;
-	size_t l1 = pf->slots ? pf->lines * s1 / pf->slots : 0;
-	struct qt_pft t = {pf->p, (int)(l1 - l0), k, 0, 0};
-
+		s1 = pf->slots;
+	l1 = pf->lines * s1 / pf->slots;
+	t.n = (int)(l1 - pf->given);
 	pf->taken = s1;
-	pf->p += (l1 - l0) * 64;
+	pf->given = l1;
+	pf->p += (size_t)t.n * 64;
 	return t;
 }
 
@@ -765,6 +768,8 @@ INLINE void qt_pf_units(struct qt_pft *t, int g)
 	int want;
 
 	t->u += g;
+	if (t->at == t->n)
+		return;
 	want = (int)((long)t->n * t->u / t->k);
 	for (; t->at < want; t->at++, t->p += 64)
 		_mm_prefetch(t->p, _MM_HINT_T0);
