@@ -26,6 +26,7 @@
 #include "format/half.h"
 #include "kernels/kern_impl.h"
 #include "kernels/mathf.h"
+#include "kernels/x86/kern_tr.h"
 #include "kernels/x86/kern_vec.h"
 
 #define PF_ROWS 16

@@ -63,16 +63,6 @@ INLINE void act_unit_scales(quant_arow *a, int u, int unit, float amax,
 }
 
 #if KERN_INT_VNNI == 1
-/* The index of a 4 x 4 transpose of 32-bit elements in 128-bit quarters:
- * element 4c + k goes to 4k + c (permutexvar). Where results sit at
- * element e of quarter c after a pairing tree (act_max16, zt_finish) or
- * the packs (act_codes64), it puts them in order. */
-INLINE __m512i v16_tr4(void)
-{
-	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
-				 11, 15);
-}
-
 /* 16 lanes' values, lane l the 16-lane vector m[l]'s largest: pairs of
  * vectors share each step (the 128-bit quarters, then their halves,
  * then pairs of floats), as zt_finish's tree does with additions; max is

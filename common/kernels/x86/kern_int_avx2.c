@@ -23,6 +23,7 @@
 #include "format/half.h"
 #include "kernels/kern.h"
 #include "kernels/kern_impl.h"
+#include "kernels/x86/kern_tr.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
