@@ -3,12 +3,16 @@
 
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
 size_t hugemem_span(size_t n)
 {
-	return (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t page = ps > 0 ? (size_t)ps : 4096;
+
+	return (n + page - 1) & ~(page - 1);
 }
 
 void *hugemem_alloc(size_t n)
