@@ -139,25 +139,21 @@ INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 #if KERN_VEC_W == 16
 /*
  * The tile's QH x ATT_KB scores (accumulator 8 i + j: query i, key j),
- * each hsum16's tree, done for all of them at once: each level pairs two
- * vectors so that one addition does that level's step for several
- * scores, with the pairs hsum16 adds. (l, l + 8) across two accumulators
- * (-> [a's 8 | b's 8]), (l, l + 4) across the 128-bit quarters of two of
- * those (-> 4 scores of 4 lanes), (l, l + 2) and (0, 1) within the
- * quarters (the last odd vector with itself); score 16 o + 4 e + c ends
- * at element e of quarter c of vector o, which v16_tr4 puts in order:
- * queries 2o and 2o + 1 in its halves. Then the scale, as before. 2.8
- * operations a score where v_fold16 and att_tree8 took 4.8.
+ * each hsum16's tree, done for all of them at once: (l, l + 8) here,
+ * pairing two accumulators' 128-bit quarters so that one addition folds
+ * both (-> [a's 8 | b's 8]), then v16_tree8's (l, l + 4), (l, l + 2),
+ * (0, 1) on those halves, which leaves queries 2o and 2o + 1 in the
+ * halves of its vector o. Then the scale, as before. 2.8 operations a
+ * score where v_fold16 and att_tree8 took 4.8.
  */
 INLINE void att_trees(V (*acc)[ATT_KB][KV_R], int kb, __m256 sc, float *si,
 		      int lds, const int QH)
 {
-	const int n1 = QH * ATT_KB / 2, n2 = (n1 + 1) / 2, n3 = (n2 + 1) / 2;
-	const __m512i tr = v16_tr4();
-	const __m512 scale = _mm512_broadcast_f32x8(sc);
-	__m512 p[ATT_QH * ATT_KB / 2], q[ATT_QH * ATT_KB / 4],
-		r[ATT_QH * ATT_KB / 8];
+	const int n1 = QH * ATT_KB / 2;
+	const __mmask8 k = (__mmask8)((1u << kb) - 1);
+	__m512 p[ATT_QH * ATT_KB / 2], o[(ATT_QH + 1) / 2];
 
+	/* (l, l + 8): scores 2m and 2m + 1 into p[m]'s halves */
 	#pragma GCC unroll 12
 	for (int m = 0; m < n1; m++) {
 		__m512 x = acc[2 * m / ATT_KB][2 * m % ATT_KB][0];
@@ -166,34 +162,15 @@ INLINE void att_trees(V (*acc)[ATT_KB][KV_R], int kb, __m256 sc, float *si,
 		p[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44),
 				     _mm512_shuffle_f32x4(x, y, 0xee));
 	}
-	#pragma GCC unroll 6
-	for (int m = 0; m < n2; m++) {
-		__m512 x = p[2 * m], y = 2 * m + 1 < n1 ? p[2 * m + 1] : x;
-
-		q[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88),
-				     _mm512_shuffle_f32x4(x, y, 0xdd));
-	}
-	#pragma GCC unroll 3
-	for (int m = 0; m < n3; m++) {
-		__m512 x = q[2 * m], y = 2 * m + 1 < n2 ? q[2 * m + 1] : x;
-
-		r[m] = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44),
-				     _mm512_shuffle_ps(x, y, 0xee));
-	}
+	v16_tree8(p, n1, o);
 	#pragma GCC unroll 2
-	for (int m = 0; m < (n3 + 1) / 2; m++) {
-		__m512 x = r[2 * m], y = 2 * m + 1 < n3 ? r[2 * m + 1] : x;
-		__m512 o = _mm512_mul_ps(_mm512_permutexvar_ps(tr, _mm512_add_ps(
-			_mm512_shuffle_ps(x, y, 0x88),
-			_mm512_shuffle_ps(x, y, 0xdd))), scale);
-		__mmask8 k = (__mmask8)((1u << kb) - 1);
-
-		_mm256_mask_storeu_ps(si + (size_t)(2 * m) * lds, k,
-				      _mm512_castps512_ps256(o));
-		if (2 * m + 1 < QH)
-			_mm256_mask_storeu_ps(si + (size_t)(2 * m + 1) * lds, k,
-					      _mm512_extractf32x8_ps(o, 1));
-	}
+	for (int m = 0; m < (QH + 1) / 2; m++)
+		o[m] = _mm512_mul_ps(o[m], _mm512_broadcast_f32x8(sc));
+	#pragma GCC unroll 4
+	for (int i = 0; i < QH; i++)
+		_mm256_mask_storeu_ps(si + (size_t)i * lds, k,
+				      i % 2 ? _mm512_extractf32x8_ps(o[i / 2], 1)
+					    : _mm512_castps512_ps256(o[i / 2]));
 }
 _Static_assert(ATT_KB == 8 && ATT_QH <= 4, "att_trees' pairing");
 #endif

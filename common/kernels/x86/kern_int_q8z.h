@@ -273,15 +273,10 @@ INLINE void zt_put(const struct zt_dst *d, int r, __m256 v, __m256 b)
  * Row r's results are facc[r][c]'s halves h at column 2c + h.
  *
  * A full tile (C = 4: 8 columns a row) does the trees of all its
- * results at once, each level pairing vectors so that one addition does
- * that level's step for several results, every sum the one tree4 does
- * with the same first operand (the lower lanes): (i, i + 4) across the
- * 128-bit halves of a pair of accumulators (-> [a.h0 | a.h1 | b.h0 |
- * b.h1], 4 lanes each), (i, i + 2) across two of those, (0, 1) across
- * two of those (the last odd one with itself); the last level leaves
- * result 16 o + 4 e + q in 128-bit lane q, element e of its vector o,
- * and one permutation puts a row's 8 results in each half, stored from
- * registers. 37 operations for a 3 x 4 tile where 24 tree4s and the
+ * results at once (v16_tree8, kern_tr.h: each level pairs vectors so
+ * that one addition does that level's step for several results, every
+ * sum the one tree4 does), which leaves a row's 8 results in each half
+ * of its vectors, stored from registers. 37 operations for a 3 x 4 tile where 24 tree4s and the
  * round trip through memory took about 180: the tiles' fixed cost, which
  * short rows pay most (bench_kern -p, the two alternating call by call,
  * AMD EPYC Zen 5: Q8_0 K = 896 1.05-1.16x, K = 4864 0.99-1.04x; Q4_K
@@ -290,7 +285,7 @@ INLINE void zt_put(const struct zt_dst *d, int r, __m256 v, __m256 b)
 INLINE void zt_finish(const struct zt_dst *d, __m512 (*facc)[QZ_CP],
 		      const int R, const int C)
 {
-	const int n = C * R, np = n / 2, ns = (np + 1) / 2;
+	const int n = C * R;
 	__m256 b = d->b ? _mm256_maskz_loadu_ps((__mmask8)((1u << d->cols) - 1),
 						d->b) : _mm256_setzero_ps();
 
@@ -310,37 +305,18 @@ INLINE void zt_finish(const struct zt_dst *d, __m512 (*facc)[QZ_CP],
 		}
 		return;
 	}
-	const __m512i tr = v16_tr4();
-	__m512 p[QZ_RT * QZ_CP / 2], s2[QZ_RT * QZ_CP / 4 + 1];
+	__m512 v[QZ_RT * QZ_CP], o[(QZ_RT + 1) / 2];
 
-	/* accumulator k = QZ_CP r + c */
-	#pragma GCC unroll 6
-	for (int i = 0; i < np; i++) {
-		__m512 x = facc[2 * i / QZ_CP][2 * i % QZ_CP];
-		__m512 y = facc[(2 * i + 1) / QZ_CP][(2 * i + 1) % QZ_CP];
-
-		p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88),
-				     _mm512_shuffle_f32x4(x, y, 0xdd));
-	}
+	/* accumulator k = QZ_CP r + c: row r's results 8 (k % QZ_CP) ..,
+	 * so row r in the half r % 2 of o[r / 2] */
+	#pragma GCC unroll 12
+	for (int k = 0; k < n; k++)
+		v[k] = facc[k / QZ_CP][k % QZ_CP];
+	v16_tree8(v, n, o);
 	#pragma GCC unroll 3
-	for (int i = 0; i < ns; i++) {
-		__m512 x = p[2 * i], y = 2 * i + 1 < np ? p[2 * i + 1] : x;
-
-		s2[i] = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44),
-				      _mm512_shuffle_ps(x, y, 0xee));
-	}
-	#pragma GCC unroll 2
-	for (int i = 0; i < (ns + 1) / 2; i++) {
-		__m512 x = s2[2 * i], y = 2 * i + 1 < ns ? s2[2 * i + 1] : x;
-		/* rows 2i (low half) and 2i + 1 (high) */
-		__m512 o = _mm512_permutexvar_ps(tr, _mm512_add_ps(
-			_mm512_shuffle_ps(x, y, 0x88),
-			_mm512_shuffle_ps(x, y, 0xdd)));
-
-		zt_put(d, 2 * i, _mm512_castps512_ps256(o), b);
-		if (2 * i + 1 < R)
-			zt_put(d, 2 * i + 1, _mm512_extractf32x8_ps(o, 1), b);
-	}
+	for (int r = 0; r < R; r++)
+		zt_put(d, r, r % 2 ? _mm512_extractf32x8_ps(o[r / 2], 1)
+				   : _mm512_castps512_ps256(o[r / 2]), b);
 }
 _Static_assert(QZ_CP == 4 && QZ_RT <= 4, "zt_finish's pairing");
 
