@@ -32,6 +32,8 @@ static inline int iu_use_isa(int isa)
 	emu.qmatmul = kern_vnni_emu_qmatmul;
 	emu.qact = kern_vnni_emu_qact;
 	emu.qact_bytes = kern_vnni_emu_qact_bytes;
+	emu.pack_bytes = kern_vnni_emu_pack_bytes;
+	emu.pack = kern_vnni_emu_pack;
 	emu.peak_int8 = kern_vnni_emu_peak_int8;
 	emu.act_row = kern_vnni_emu_act_row;
 	kern_impl_install(isa, &emu);

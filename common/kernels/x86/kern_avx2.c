@@ -10,6 +10,8 @@ const struct kern_ops kern_ops_avx2 = {
 	.qmatmul = kern_avx2_qmatmul,
 	.qact = kern_avx2_qact,
 	.qact_bytes = kern_avx2_qact_bytes,
+	.pack_bytes = kern_avx2_pack_bytes,
+	.pack = kern_avx2_pack,
 	.peak_int8 = kern_avx2_peak_int8,
 	.act_row = kern_avx2_act_row,
 	KERN_FLOAT_OPS(kern_avx2_)

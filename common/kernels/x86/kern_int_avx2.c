@@ -91,7 +91,8 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 	}
 #endif
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
-		q8_act(a->q, a->q, K, M <= Q8_DIRECT_R || wtype == GGML_TYPE_MXFP4);
+		q8_act(a->q, a->q, K, wtype == GGML_TYPE_MXFP4 ||
+		       (M <= Q8_DIRECT_R && !q8_pk_use(M, pk)));
 	if (KG_USE(wtype, M, K)
 #if KERN_INT_VNNI == 1
 	    || kz_use(wtype, M, pk)
@@ -128,9 +129,10 @@ size_t KI_NAME(qact_bytes)(uint32_t wtype, int K, int M, int pk)
 }
 
 /* Every tile of rows against the jn weight rows from j (w, ws bytes
- * apart). */
+ * apart); pf: their requests for the next block of packed rows, or
+ * NULL. */
 static void qtiles(const struct kern_mm *mm, int j, int jn, const char *w,
-		   size_t ws, qblock_fn blockf)
+		   size_t ws, qblock_fn blockf, struct qt_pf *pf)
 {
 	int unit = quant_unit(mm->wtype);
 
@@ -138,7 +140,7 @@ static void qtiles(const struct kern_mm *mm, int j, int jn, const char *w,
 		int R = mm->M - m0 < QT_R ? mm->M - m0 : QT_R;
 		struct qtile t;
 		qtile_bind(mm, m0, R, unit, &t);
-		blockf(mm, &t, R, m0, j, jn, w, ws);
+		blockf(mm, &t, R, m0, j, jn, w, ws, pf);
 	}
 }
 
@@ -162,9 +164,31 @@ static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 		for (int c = 0; c < jn; c++)
 			prep(mm, (const uint8_t *)mm->W + (size_t)(j + c) *
 				 mm->row_bytes, buf + (size_t)c * ws);
-		qtiles(mm, j, jn, buf, ws, blockf);
+		qtiles(mm, j, jn, buf, ws, blockf, NULL);
 	}
 	free(buf);
+}
+
+/* Columns [j0, j1) of rows packed at load (mm->pk, ws bytes each), in
+ * blocks of as many as fit QT_PREP_BYTES: every tile of rows passes over
+ * a block while they request the next one's lines (struct qt_pf). */
+static void qpacked_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
+			int nu, qblock_fn blockf)
+{
+	int jb = (int)(QT_PREP_BYTES / ws);
+	int tiles = (mm->M + QT_R - 1) / QT_R;
+
+	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
+	for (int j = j0; j < j1; j += jb) {
+		int jn = j1 - j < jb ? j1 - j : jb;
+		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
+		const char *blk = (const char *)mm->pk + (size_t)j * ws;
+		struct qt_pf pf;
+
+		qt_pf_init(&pf, mm, blk + (size_t)jn * ws, (size_t)nx * ws,
+			   (size_t)tiles * (size_t)jn * (size_t)nu, ws, tiles);
+		qtiles(mm, j, jn, blk, ws, blockf, &pf);
+	}
 }
 
 static void kg_prep_row(const struct kern_mm *mm, const uint8_t *row,
@@ -177,23 +201,26 @@ static void kg_prep_row(const struct kern_mm *mm, const uint8_t *row,
 static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
 			 char *dst)
 {
-	q8g_prep(row, mm->K / 32, (struct q8g *)dst);
+	q8g_prep(row, mm->K / 32, dst);
 }
 
 /* Q8_0 and MXFP4 (units side by side). */
 static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
-	int mx = mm->wtype == GGML_TYPE_MXFP4;
+	int mx = mm->wtype == GGML_TYPE_MXFP4, nu = mm->K / 32;
 
+	if (!mx && q8_pk_use(mm->M, mm->pk != NULL)) {
+		qpacked_run(mm, j0, j1, q8g_row_bytes(nu), nu, q8g_block_prep);
+		return;
+	}
 	if (mm->M <= Q8_DIRECT_R || mx) {
 		/* a block of rows stays in cache while the tiles pass */
 		for (int j = j0; j < j1; j += QT_JB)
 			qtiles(mm, j, j1 - j < QT_JB ? j1 - j : QT_JB, NULL, 0,
-			       mx ? mx_block_direct : q8g_block_direct);
+			       mx ? mx_block_direct : q8g_block_direct, NULL);
 		return;
 	}
-	qprep_run(mm, j0, j1, (size_t)q8g_count(mm->K / 32) * sizeof(struct q8g),
-		  q8g_prep_row, q8g_block_prep);
+	qprep_run(mm, j0, j1, q8g_row_bytes(nu), q8g_prep_row, q8g_block_prep);
 }
 
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
@@ -251,7 +278,7 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 			w = (const char *)wr;
 			wstride = sizeof(quant_wrow);
 		}
-		qtiles(mm, j, jn, w, wstride, blockf);
+		qtiles(mm, j, jn, w, wstride, blockf, NULL);
 	}
 	free(buf);
 }
@@ -261,7 +288,8 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 
 /* The VNNI build packs the weight pairs its register tiles read, for the
  * types it has tiles for, when a matmul of up to max_rows rows would take
- * them; the other builds have no packed layout. */
+ * them; the AVX2 builds Q8_0's prepared rows (q8g_prep), row j at j
+ * q8g_row_bytes(K / 32). */
 size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
 {
 #if KERN_INT_VNNI == 1
@@ -270,10 +298,8 @@ size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
 	if (kz_use(wtype, max_rows, 1))
 		return kz_pack_bytes(wtype, K, N);
 #else
-	(void)wtype;
-	(void)K;
-	(void)N;
-	(void)max_rows;
+	if (wtype == GGML_TYPE_Q8_0 && q8_pk_use(max_rows, 1))
+		return (size_t)N * q8g_row_bytes(K / 32);
 #endif
 	return 0;
 }
@@ -286,10 +312,11 @@ void KI_NAME(pack)(const struct kern_mm *mm, void *dst, int j0, int j1)
 	else
 		kz_pack(mm, dst, j0, j1);
 #else
-	(void)mm;
-	(void)dst;
-	(void)j0;
-	(void)j1;
+	size_t ws = q8g_row_bytes(mm->K / 32);
+
+	for (int j = j0; j < j1; j++)
+		q8g_prep((const uint8_t *)mm->W + (size_t)j * mm->row_bytes,
+			 mm->K / 32, (char *)dst + (size_t)j * ws);
 #endif
 }
 

@@ -374,9 +374,10 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
  * of t from m0; passes of one group of 8 (the tail's groups in one), so
  * that the tile's activations stay in L1. */
 INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
-		     int j, int jn, const char *w, size_t ws, const int R,
-		     const int kind)
+		     int j, int jn, const char *w, size_t ws, struct qt_pf *pf,
+		     const int R, const int kind)
 {
+	(void)pf; /* prepared per call: in cache */
 	int nu = mm->K / QK_K;
 	__m256 facc[QT_JB][QT_R];
 	size_t vo = 0; /* vectors before the pass */

@@ -10,7 +10,8 @@
  * Q8_0, units side by side. Its unit is 32 elements: one horizontal sum
  * per 32 products (and per activation row) would cost as much as the
  * products. So the units are laid out side by side, in the weight rows
- * (struct q8g, prepared once per block of rows, or built in registers)
+ * (q8g_prep: packed once at load, or prepared once per block of rows,
+ * or built in registers)
  * and in the activation rows (kern_avx2_qact), in groups of g = 8 units
  * while 8 remain, then 4, 2, 1 (kg_size: the binary digits of the
  * rest, so no lane is padding). Unit u0 + i of a group of g lies in the
@@ -24,10 +25,9 @@
  * = 0 in the others (fma(+0, x, acc) = acc): no reduction per unit at
  * all for whole groups.
  */
-struct q8g {
-	__m256i w[8]; /* step s (s < g) */
-	float d[8];   /* at the units' float lanes, 0 in the others */
-};
+/* A prepared row (q8g_prep): each group its g steps (32 bytes each),
+ * then its 8 d (f32: at the units' float lanes, 0 in the others), so a
+ * row of nu units takes q8g_row_bytes(nu), 32 bytes a unit and a group. */
 
 /* The 8 x 8 int32 transpose: lane l of r[s] becomes lane s of r[l]. */
 INLINE void tr8x8(__m256i *r)
@@ -223,10 +223,36 @@ INLINE __m256i mx_off(const struct qtile *t, int r, int ub, __m256i mask,
 	return _mm256_madd_epi16(s, _mm256_set1_epi16(-MX_OFF));
 }
 
-/* The groups of one Q8_0 row of nu units. */
-static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
+/* Groups of a row of nu units: kg_size's, 8 while 8 remain, then the
+ * binary digits of the rest (the VNNI tiles' pairs too). */
+INLINE int q8g_count(int nu)
 {
-	for (int u0 = 0; u0 < nu; g++) {
+	return nu / 8 + __builtin_popcount((unsigned)nu & 7);
+}
+
+/* Bytes of a prepared row of nu units (see above). */
+INLINE size_t q8g_row_bytes(int nu)
+{
+	return 32 * ((size_t)nu + (size_t)q8g_count(nu));
+}
+
+/* Activation rows from which the AVX2 builds take Q8_0's rows as packed
+ * at load (kern_pack: q8g_prep's, nothing to lay out per call; the VNNI
+ * build packs its tiles' pairs instead). -DQ8_PK_MIN_M=N: a benchmark
+ * build that moves the switch. */
+#ifndef Q8_PK_MIN_M
+#define Q8_PK_MIN_M 1
+#endif
+
+INLINE int q8_pk_use(int M, int pk)
+{
+	return KERN_INT_VNNI != 1 && pk && M >= Q8_PK_MIN_M;
+}
+
+/* The groups of one Q8_0 row of nu units at out (32-byte aligned). */
+static void q8g_prep(const uint8_t *row, int nu, char *out)
+{
+	for (int u0 = 0; u0 < nu;) {
 		int n = kg_size(nu - u0);
 		__m256i w[8];
 		__m256 dw;
@@ -234,18 +260,12 @@ static void q8g_prep(const uint8_t *row, int nu, struct q8g *g)
 			q8g_load(row, u0, 8, w, &dw);
 		else
 			q8g_load_part(row, u0, n, w, &dw);
-		_mm256_store_ps(g->d, dw);
-		for (int s = 0; s < n; s++)
-			_mm256_store_si256(&g->w[s], w[s]);
+		for (int s = 0; s < n; s++, out += 32)
+			_mm256_store_si256((__m256i *)out, w[s]);
+		_mm256_store_ps((float *)out, dw);
+		out += 32;
 		u0 += n;
 	}
-}
-
-/* Groups of a row of nu units: kg_size's, 8 while 8 remain, then the
- * binary digits of the rest (the VNNI tiles' pairs too). */
-INLINE int q8g_count(int nu)
-{
-	return nu / 8 + __builtin_popcount((unsigned)nu & 7);
 }
 
 /* An activation row's codes side by side (see struct q8g): src's K codes
@@ -336,14 +356,15 @@ INLINE void q8g_float(const struct qtile *t, int ub, __m256i mask, __m256 dw,
  * (Q8G_MX), read directly. */
 enum { Q8G_PREP = 1, Q8G_MX = 2 };
 
-/* Weight row j (its groups wg when prepared, else its blocks, side by
- * side in registers on the way: for one tile of rows) against the R
+/* Weight row j (its groups at wg when prepared, else its blocks, side
+ * by side in registers on the way: for one tile of rows) against the R
  * rows of t: res[r]. The last units (fewer than 8) are groups of 4, 2, 1
- * when prepared, else one padded tail (as q8_act lays out the activations
- * for each case). */
-INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
-		    const struct qtile *t, float *res, const int R,
-		    const int how)
+ * when prepared, else one padded tail (as q8_act lays out the
+ * activations for each case). A prepared row requests its share pq of
+ * the next block's lines as it goes (packed rows; else pq has none). */
+INLINE void q8g_row(const struct kern_mm *mm, const char *wg, int j,
+		    const struct qtile *t, float *res, struct qt_pft *pq,
+		    const int R, const int how)
 {
 	const int prep = how & Q8G_PREP, mx = how & Q8G_MX;
 	const uint8_t *row = (const uint8_t *)mm->W + (size_t)j * mm->row_bytes;
@@ -358,14 +379,17 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		facc[r] = _mm256_setzero_ps();
-	for (; u0 + 8 <= nu; u0 += 8, wg++) {
+	for (; u0 + 8 <= nu; u0 += 8) {
 		__m256i wr[8];
 		__m256 dw;
 		if (prep) {
-			dw = _mm256_load_ps(wg->d);
+			qt_pf_units(pq, 8);
+			dw = _mm256_load_ps((const float *)(wg + 8 * 32));
 			#pragma GCC unroll 8
 			for (int s = 0; s < 8; s++)
-				wr[s] = _mm256_load_si256(&wg->w[s]);
+				wr[s] = _mm256_load_si256((const __m256i *)
+							  (wg + 32 * s));
+			wg += 9 * 32;
 		} else {
 			/* the group Q8_PF groups ahead (the next rows' at the
 			 * end of this one): its lines */
@@ -401,21 +425,24 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 		q8g_steps(t, wr, u0, 8, 4 * cnt, mask, acc, R, 1, mx);
 		q8g_float(t, u0, mask, dw, acc, facc, R);
 	}
-	for (; u0 < nu && prep; wg++) {
+	for (; u0 < nu && prep;) {
 		int n = kg_size(nu - u0);
 		__m256i mask = kg_mask(u0, n);
+		qt_pf_units(pq, n);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = _mm256_setzero_si256();
 		for (int s = 0; s < n; s++) {
-			__m256i w1[1] = {_mm256_load_si256(&wg->w[s])};
+			__m256i w1[1] = {_mm256_load_si256((const __m256i *)
+							   (wg + 32 * s))};
 			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0, 0);
 		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = kg_fold(acc[r], n);
-		q8g_float(t, u0 - u0 % 8, mask, _mm256_load_ps(wg->d), acc,
-			  facc, R);
+		q8g_float(t, u0 - u0 % 8, mask, _mm256_load_ps((const float *)
+			  (wg + 32 * n)), acc, facc, R);
+		wg += 32 * (n + 1);
 		u0 += n;
 	}
 	#pragma GCC unroll 8
@@ -424,13 +451,16 @@ INLINE void q8g_row(const struct kern_mm *mm, const struct q8g *wg, int j,
 }
 
 INLINE void q8g_block(const struct kern_mm *mm, const struct qtile *t, int m0,
-		      int j, int jn, const char *w, size_t ws, const int R,
-		      const int how)
+		      int j, int jn, const char *w, size_t ws, struct qt_pf *pf,
+		      const int R, const int how)
 {
 	for (int c = 0; c < jn; c++) {
 		float res[QT_R];
-		q8g_row(mm, (const struct q8g *)(w + (size_t)c * ws), j + c, t,
-			res, R, how);
+		struct qt_pft pq = {0};
+
+		if (pf)
+			pq = qt_pf_take(pf, mm->K / 32);
+		q8g_row(mm, w + (size_t)c * ws, j + c, t, res, &pq, R, how);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			mm->y[(size_t)(m0 + r) * mm->ldy + j + c] =

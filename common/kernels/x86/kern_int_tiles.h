@@ -60,6 +60,8 @@ struct qtile {
 	const float *d[QT_R], *s[QT_R];
 };
 
+struct qt_pf; /* a block's requests for the next (below) */
+
 /* Keeps v in a register here: without it gcc reassociates the integer
  * sums of a unit, computes every product first and spills them. */
 #define IN_REG(v) __asm__("" : "+x"(v))
@@ -595,9 +597,10 @@ INLINE void qstore(const struct kern_mm *mm, int m0, int j, int jn,
 /* Weight rows [j, j + jn) against the R rows from m0; row j + c is at
  * w + c * ws (its blocks, or a quant_wrow). */
 INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
-		   int j, int jn, const char *w, size_t ws, const int R,
-		   const int kind)
+		   int j, int jn, const char *w, size_t ws, struct qt_pf *pf,
+		   const int R, const int kind)
 {
+	(void)pf; /* rows as the file has them, or unpacked in cache */
 	int unit = quant_unit(mm->wtype), nu = mm->K / unit;
 	/* only over rows already in cache (unpacked): packed rows stream
 	 * from memory, in order */
@@ -624,26 +627,28 @@ INLINE void qblock(const struct kern_mm *mm, const struct qtile *t, int m0,
 }
 
 /* A block of weight rows against a tile of R rows, as name(mm, t, R, m0,
- * j, jn, w, ws): fn(mm, t, m0, j, jn, w, ws, R, kind) with R a constant
- * in each case. */
+ * j, jn, w, ws, pf): fn(mm, t, m0, j, jn, w, ws, pf, R, kind) with R a
+ * constant in each case; pf: the requests for the next block of packed
+ * rows (struct qt_pf below; NULL: none), which the kinds that read packed
+ * rows spread over their rows. */
 typedef void (*qblock_fn)(const struct kern_mm *mm, const struct qtile *t,
 			  int R, int m0, int j, int jn, const char *w,
-			  size_t ws);
+			  size_t ws, struct qt_pf *pf);
 
 #define QBLOCK_FN(name, fn, kind)                                            \
 	static void name(const struct kern_mm *mm, const struct qtile *t,    \
 			 int R, int m0, int j, int jn, const char *w,        \
-			 size_t ws)                                          \
+			 size_t ws, struct qt_pf *pf)                        \
 	{                                                                    \
 		switch (R) {                                                 \
-		case 1: fn(mm, t, m0, j, jn, w, ws, 1, kind); break;         \
-		case 2: fn(mm, t, m0, j, jn, w, ws, 2, kind); break;         \
-		case 3: fn(mm, t, m0, j, jn, w, ws, 3, kind); break;         \
-		case 4: fn(mm, t, m0, j, jn, w, ws, 4, kind); break;         \
-		case 5: fn(mm, t, m0, j, jn, w, ws, 5, kind); break;         \
-		case 6: fn(mm, t, m0, j, jn, w, ws, 6, kind); break;         \
-		case 7: fn(mm, t, m0, j, jn, w, ws, 7, kind); break;         \
-		default: fn(mm, t, m0, j, jn, w, ws, QT_R, kind);            \
+		case 1: fn(mm, t, m0, j, jn, w, ws, pf, 1, kind); break;     \
+		case 2: fn(mm, t, m0, j, jn, w, ws, pf, 2, kind); break;     \
+		case 3: fn(mm, t, m0, j, jn, w, ws, pf, 3, kind); break;     \
+		case 4: fn(mm, t, m0, j, jn, w, ws, pf, 4, kind); break;     \
+		case 5: fn(mm, t, m0, j, jn, w, ws, pf, 5, kind); break;     \
+		case 6: fn(mm, t, m0, j, jn, w, ws, pf, 6, kind); break;     \
+		case 7: fn(mm, t, m0, j, jn, w, ws, pf, 7, kind); break;     \
+		default: fn(mm, t, m0, j, jn, w, ws, pf, QT_R, kind);        \
 		}                                                            \
 	}
 QBLOCK_FN(qblock_q4_K, qblock, QK_Q4_K)
@@ -712,24 +717,35 @@ struct qt_pft {
 	int u, at; /* units done, lines requested */
 };
 
+/* The requests for the next block, of bytes at next, spread over the
+ * slots (tiles x units of K) of this one; only for packed weights with
+ * mm->pf, and for runs (a tile's contiguous bytes) of at most
+ * QT_PF_PAIR bytes or more than one tile of rows (see above). */
+INLINE void qt_pf_init(struct qt_pf *pf, const struct kern_mm *mm,
+		       const void *next, size_t bytes, size_t slots, size_t run,
+		       int tiles)
+{
+	pf->p = next;
+	pf->slots = slots;
+	pf->lines = mm->pk && mm->pf && (run <= QT_PF_PAIR || tiles > 1) &&
+		    slots ? bytes / 64 : 0;
+	pf->taken = pf->given = 0;
+}
+
 /* The block of columns [j, j + jn) of a task that ends at j1, in blocks
  * of jb columns, np pairs of pair bytes each, ending at next: its tiles
  * (cp pairs by rt rows over mm->M rows, nu units each) request the next
- * block's bytes, if the weights are packed and mm->pf, and the pairs are
- * at most QT_PF_PAIR bytes or there is more than one tile of rows. */
+ * block's bytes. */
 INLINE void qt_pf_plan(struct qt_pf *pf, const struct kern_mm *mm,
 		       size_t pair, const void *next, int j, int jn, int j1,
 		       int jb, int np, int cp, int rt, int nu)
 {
 	int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;
-	size_t nb = (size_t)((nx + 1) / 2) * pair;
+	int tiles = (mm->M + rt - 1) / rt;
 
-	pf->p = next;
-	pf->slots = (size_t)((np + cp - 1) / cp) *
-		    (size_t)((mm->M + rt - 1) / rt) * (size_t)nu;
-	pf->lines = mm->pk && mm->pf && (pair <= QT_PF_PAIR || mm->M > rt) &&
-		    pf->slots ? nb / 64 : 0;
-	pf->taken = pf->given = 0;
+	qt_pf_init(pf, mm, next, (size_t)((nx + 1) / 2) * pair,
+		   (size_t)((np + cp - 1) / cp) * (size_t)tiles * (size_t)nu,
+		   pair, tiles);
 }
 
 /*
