@@ -194,8 +194,7 @@ static void qpacked_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 static void kg_prep_row(const struct kern_mm *mm, const uint8_t *row,
 			char *dst)
 {
-	kg_prep(row, mm->K / QK_K, mm->wtype == GGML_TYPE_Q4_K ? QK_Q4_K :
-		QK_Q6_K, (__m256i *)dst);
+	kg_prep(row, mm->K / QK_K, kg_kind(mm->wtype), (__m256i *)dst);
 }
 
 static void q8g_prep_row(const struct kern_mm *mm, const uint8_t *row,
@@ -246,9 +245,15 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 		return;
 	}
 	if (KG_USE(mm->wtype, mm->M, mm->K)) {
-		qprep_run(mm, j0, j1, kg_row_bytes(K / QK_K), kg_prep_row,
-			  mm->wtype == GGML_TYPE_Q4_K ? kg_block_q4_K :
-							kg_block_q6_K);
+		qblock_fn kf = mm->wtype == GGML_TYPE_Q4_K ? kg_block_q4_K
+							  : kg_block_q6_K;
+		size_t kb = kg_row_bytes(K / QK_K, kg_kind(mm->wtype));
+
+		/* the VNNI build's packed copy is kz's (above) */
+		if (KERN_INT_VNNI != 1 && mm->pk)
+			qpacked_run(mm, j0, j1, kb, K / QK_K, kf);
+		else
+			qprep_run(mm, j0, j1, kb, kg_prep_row, kf);
 		return;
 	}
 	switch (mm->wtype) {
@@ -300,6 +305,9 @@ size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
 #else
 	if (wtype == GGML_TYPE_Q8_0 && q8_pk_use(max_rows, 1))
 		return (size_t)N * q8g_row_bytes(K / 32);
+	if ((wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) &&
+	    KG_USE(wtype, max_rows, K))
+		return (size_t)N * kg_row_bytes(K / QK_K, kg_kind(wtype));
 #endif
 	return 0;
 }
@@ -312,11 +320,20 @@ void KI_NAME(pack)(const struct kern_mm *mm, void *dst, int j0, int j1)
 	else
 		kz_pack(mm, dst, j0, j1);
 #else
-	size_t ws = q8g_row_bytes(mm->K / 32);
+	int q8 = mm->wtype == GGML_TYPE_Q8_0;
+	size_t ws = q8 ? q8g_row_bytes(mm->K / 32)
+		       : kg_row_bytes(mm->K / QK_K, kg_kind(mm->wtype));
 
-	for (int j = j0; j < j1; j++)
-		q8g_prep((const uint8_t *)mm->W + (size_t)j * mm->row_bytes,
-			 mm->K / 32, (char *)dst + (size_t)j * ws);
+	for (int j = j0; j < j1; j++) {
+		const uint8_t *row = (const uint8_t *)mm->W +
+				     (size_t)j * mm->row_bytes;
+		char *out = (char *)dst + (size_t)j * ws;
+
+		if (q8)
+			q8g_prep(row, mm->K / 32, out);
+		else
+			kg_prep_row(mm, row, out);
+	}
 #endif
 }
 

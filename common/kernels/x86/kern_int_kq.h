@@ -50,18 +50,49 @@
  * quant.h then runs in lanes [u0 % 8, u0 % 8 + g), with d = dm = da = 0
  * in the others: fma(+0, x, acc) = acc.
  */
-#define KG_VECS(g) (10 * (g) + 2)
+/* Vectors of a round: its 8 steps, then its scale vector. Q4_K's codes
+ * (0..15) go two steps a vector: step s in the low nibbles of vector
+ * s % 4, step s + 4 in its high nibbles (kg_codes). A group of g units:
+ * its g rounds, g vectors for the activations' sums' steps (Q4_K uses g
+ * / 2 of them), then d and dm: (kg_rv + 1) g + 2 vectors. At K = 1536 a
+ * Q4_K row takes 40 vectors (1.39x the file's bytes; with a byte a code,
+ * 64: 2.22x). */
+INLINE int kg_rv(const int kind)
+{
+	return kind == QK_Q4_K ? 5 : 9;
+}
+
+#define KG_VECS(g, kind) ((kg_rv(kind) + 1) * (g) + 2)
+
+/* Step s's codes, a byte each, of the round at w. */
+INLINE __m256i kg_codes(const __m256i *w, int s, const int kind)
+{
+	__m256i x;
+
+	if (kind != QK_Q4_K)
+		return _mm256_load_si256(w + s);
+	x = _mm256_load_si256(w + (s & 3));
+	if (s & 4)
+		x = _mm256_srli_epi16(x, 4);
+	return _mm256_and_si256(x, _mm256_set1_epi8(0x0f));
+}
 
 /* Q6_K's codes in byte pairs of its two groups of 16 (maddubs, AVX2) or
  * in order (dp4, the VNNI builds): see above. */
 #define Q6G_PAIRED (KERN_INT_VNNI == 0)
 
+/* The kind of a weight type with these rows (Q4_K or Q6_K). */
+INLINE int kg_kind(uint32_t wtype)
+{
+	return wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K;
+}
+
 /* Prepared bytes of a row of nu units. */
-static size_t kg_row_bytes(int nu)
+static size_t kg_row_bytes(int nu, const int kind)
 {
 	size_t v = 0;
 	for (int u0 = 0; u0 < nu; u0 += kg_size(nu - u0))
-		v += KG_VECS(kg_size(nu - u0));
+		v += KG_VECS(kg_size(nu - u0), kind);
 	return v * sizeof(__m256i);
 }
 
@@ -125,6 +156,7 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 			  __m256i *v)
 {
 	int f0 = u0 % 8;
+	const int rv = kg_rv(kind);
 	/* unit i, int32 per sub-block: Q4_K its scale twice; Q6_K its two
 	 * groups' scales. mn: Q4_K its mins in pairs (with g = 1: each
 	 * alone, the other word 0); Q6_K -32 times its scales */
@@ -155,8 +187,14 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 		for (int L = 0; L < 8; L++)
 			r[L] = kg_chunk(row, u0 + L % g, L / g * g + c, kind);
 		tr8x8(r);
-		for (int s = 0; s < 8; s++)
-			_mm256_store_si256(v + 9 * c + s, r[s]);
+		if (kind == QK_Q4_K) {
+			for (int s = 0; s < 4; s++)
+				_mm256_store_si256(v + rv * c + s, _mm256_or_si256(
+					r[s], _mm256_slli_epi16(r[s + 4], 4)));
+		} else {
+			for (int s = 0; s < 8; s++)
+				_mm256_store_si256(v + rv * c + s, r[s]);
+		}
 	}
 	__m256i x[8], y[8];
 	for (int L = 0; L < 8; L++) {
@@ -166,11 +204,11 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 	kg_lanes(x, g, g);
 	kg_lanes(y, g, kind == QK_Q4_K && g > 1 ? g / 2 : g);
 	for (int c = 0; c < g; c++)
-		_mm256_store_si256(v + 9 * c + 8, x[c]);
+		_mm256_store_si256(v + rv * c + rv - 1, x[c]);
 	for (int c = 0; c < kg_min_steps(g, kind); c++)
-		_mm256_store_si256(v + 9 * g + c, y[c]);
-	_mm256_store_ps((float *)(v + 10 * g), _mm256_load_ps(d));
-	_mm256_store_ps((float *)(v + 10 * g + 1), _mm256_load_ps(dm));
+		_mm256_store_si256(v + rv * g + c, y[c]);
+	_mm256_store_ps((float *)(v + (rv + 1) * g), _mm256_load_ps(d));
+	_mm256_store_ps((float *)(v + (rv + 1) * g + 1), _mm256_load_ps(dm));
 }
 
 static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
@@ -178,7 +216,7 @@ static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
 	for (int u0 = 0; u0 < nu;) {
 		int g = kg_size(nu - u0);
 		kg_prep_group(row, u0, g, kind, v);
-		v += KG_VECS(g);
+		v += KG_VECS(g, kind);
 		u0 += g;
 	}
 }
@@ -275,11 +313,12 @@ INLINE void kg_steps(const __m256i *w, const struct qtile *t, size_t o,
 		     const int s0, const int n, const int which, __m256i *acc,
 		     const int R)
 {
-	__m256i p[QT_R], sc = _mm256_load_si256(w + 8);
+	const int kind = which == KG_SC_Q4 ? QK_Q4_K : QK_Q6_K;
+	__m256i p[QT_R], sc = _mm256_load_si256(w + kg_rv(kind) - 1);
 
 	#pragma GCC unroll 8
 	for (int s = s0; s < s0 + n; s++) {
-		__m256i ws = _mm256_load_si256(w + s);
+		__m256i ws = kg_codes(w, s, kind);
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256i a = _mm256_loadu_si256((const __m256i *)
@@ -308,14 +347,15 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 {
 	__m256i acc[QT_R], s2[QT_R];
 	int f0 = u0 % 8;
+	const int rv = kg_rv(kind);
 
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm256_setzero_si256();
 	for (int c = 0; c < g; c++) {
-		const __m256i *w = v + 9 * c;
+		const __m256i *w = v + rv * c;
 		size_t o = (size_t)QK_K * (u0 + c);
-		__m256i sc = _mm256_load_si256(w + 8);
+		__m256i sc = _mm256_load_si256(w + rv - 1);
 		if (kind == QK_Q4_K) {
 			kg_steps(w, t, o, 0, 8, KG_SC_Q4, acc, R);
 		} else if (!Q6G_PAIRED) {
@@ -345,11 +385,11 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
-		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + 9 * g),
+		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + rv * g),
 					      _mm256_loadu_si256((const __m256i *)b));
 		for (int s = 1; s < kg_min_steps(g, kind); s++)
 			m = _mm256_add_epi32(m, _mm256_madd_epi16(
-				_mm256_load_si256(v + 9 * g + s),
+				_mm256_load_si256(v + rv * g + s),
 				_mm256_loadu_si256((const __m256i *)(b + 16 * s))));
 		if (kind == QK_Q4_K)
 			s2[r] = m;
@@ -357,8 +397,8 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 			acc[r] = _mm256_add_epi32(acc[r], m);
 	}
 	__m256i mask = kg_mask(u0, g);
-	__m256 dwv = _mm256_load_ps((const float *)(v + 10 * g));
-	__m256 dmv = _mm256_load_ps((const float *)(v + 10 * g + 1));
+	__m256 dwv = _mm256_load_ps((const float *)(v + (rv + 1) * g));
+	__m256 dmv = _mm256_load_ps((const float *)(v + (rv + 1) * g + 1));
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		__m256 da = _mm256_maskload_ps(t->d[r] + u0 - f0, mask);
@@ -377,24 +417,30 @@ INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 		     int j, int jn, const char *w, size_t ws, struct qt_pf *pf,
 		     const int R, const int kind)
 {
-	(void)pf; /* prepared per call: in cache */
 	int nu = mm->K / QK_K;
 	__m256 facc[QT_JB][QT_R];
 	size_t vo = 0; /* vectors before the pass */
 
 	for (int u_lo = 0; u_lo < nu; u_lo += 8) {
 		size_t vn = 0;
+		int un = nu - u_lo < 8 ? nu - u_lo : 8;
+
 		for (int c = 0; c < jn; c++) {
 			const __m256i *v = (const __m256i *)(w + (size_t)c * ws) + vo;
+			struct qt_pft pq = {0};
 			__m256 f[QT_R];
+
+			if (pf)
+				pq = qt_pf_take(pf, un);
 			#pragma GCC unroll 8
 			for (int r = 0; r < R; r++)
 				f[r] = u_lo ? facc[c][r] : _mm256_setzero_ps();
 			vn = 0;
 			for (int u0 = u_lo; u0 < nu && u0 < u_lo + 8;) {
 				int g = kg_size(nu - u0);
+				qt_pf_units(&pq, g);
 				kg_group(v + vn, g, u0, t, f, R, kind);
-				vn += KG_VECS(g);
+				vn += KG_VECS(g, kind);
 				u0 += g;
 			}
 			#pragma GCC unroll 8

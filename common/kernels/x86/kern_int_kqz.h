@@ -117,7 +117,7 @@ INLINE int kz_round_vecs(const int kind)
 INLINE int kz_group_vecs(int g, const int kind)
 {
 	return kind == QK_Q4_K ? 10 * g + 2 * kg_min_steps(g, kind) + 4
-			       : KG_VECS(g);
+			       : KG_VECS(g, kind);
 }
 
 /* 512-bit vectors of a layout unit of rows of nu units. */
@@ -384,13 +384,21 @@ INLINE __m512i kz_join(const __m256i *a, const __m256i *b, size_t i)
 		_mm256_load_si256(a + i)), _mm256_load_si256(b + i), 1);
 }
 
+/* Step st's codes (a byte each) of Q4_K rounds a and b (kg's layout):
+ * a's in the low half, b's in the high. */
+INLINE __m512i kz_codes(const __m256i *a, const __m256i *b, int st)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(
+		kg_codes(a, st, QK_Q4_K)), kg_codes(b, st, QK_Q4_K), 1);
+}
+
 /* The n rows (1 .. kz_unit_rows) from r0, row_bytes apart, of nu units
  * as a layout unit at out (kz_unit_vecs; rows past n are zero rows),
  * through tmp (kz_unit_rows kg rows). */
 static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
 			 const int kind, __m256i *tmp, __m512i *out)
 {
-	size_t rb = kg_row_bytes(nu), rv = rb / sizeof(__m256i);
+	size_t rb = kg_row_bytes(nu, kind), rv = rb / sizeof(__m256i);
 	const int nr = kz_unit_rows(kind);
 
 	for (int i = 0; i < nr; i++) {
@@ -414,26 +422,27 @@ static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
 		int g = kg_size(nu - u0), m = kg_min_steps(g, kind);
 
 		for (int cc = 0; cc < g; cc++) {
-			size_t i0 = kv + 9 * (size_t)cc; /* the round's */
+			size_t i0 = kv + (size_t)kg_rv(kind) * cc; /* the round's */
 
 			for (int st = 0; st < 8; st++)
 				_mm512_store_si512(out++, _mm512_or_si512(
-					kz_join(p[0][0], p[0][1], i0 + st),
-					_mm512_slli_epi16(kz_join(p[1][0], p[1][1],
-								  i0 + st), 4)));
+					kz_codes(p[0][0] + i0, p[0][1] + i0, st),
+					_mm512_slli_epi16(kz_codes(p[1][0] + i0,
+						p[1][1] + i0, st), 4)));
 			for (int h = 0; h < 2; h++) /* the scales */
 				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
-								  i0 + 8));
+					i0 + (size_t)kg_rv(kind) - 1));
 		}
 		for (int h = 0; h < 2; h++)
 			for (int st = 0; st < m; st++)
 				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
-					kv + 9 * (size_t)g + (size_t)st));
+					kv + (size_t)kg_rv(kind) * g + (size_t)st));
 		for (int h = 0; h < 2; h++)
 			for (int e = 0; e < 2; e++) /* d, dm */
 				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
-					kv + 10 * (size_t)g + (size_t)e));
-		kv += KG_VECS(g);
+					kv + (size_t)(kg_rv(kind) + 1) * g +
+					(size_t)e));
+		kv += KG_VECS(g, kind);
 		u0 += g;
 	}
 }
@@ -457,7 +466,7 @@ static void kz_pack(const struct kern_mm *mm, void *dst, int j0, int j1)
 	const int nr = kz_unit_rows(kind);
 	int nu = mm->K / QK_K;
 	size_t pv = kz_unit_vecs(nu, kind);
-	__m256i *tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu));
+	__m256i *tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu, kind));
 
 	if (!tmp)
 		abort(); /* a unit's rows' worth */
@@ -487,7 +496,7 @@ static void kz_qmatmul(const struct kern_mm *mm, int j0, int j1)
 	__m512i *buf = NULL;
 
 	if (!mm->pk) {
-		tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu));
+		tmp = aligned_alloc(64, (size_t)nr * kg_row_bytes(nu, kind));
 		buf = aligned_alloc(64, pv * sizeof(__m512i) *
 				   (size_t)(jb / nr));
 		if (!tmp || !buf)
