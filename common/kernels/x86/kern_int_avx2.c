@@ -74,7 +74,7 @@ INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s)
 /* ---- dispatch --------------------------------------------------------- */
 
 /* The activation rows' layout for the kernel of M rows of wtype (the
- * values are unchanged). Q4_K and Q6_K: with KG_USE, units side by
+ * values are unchanged). Q4_K and Q6_K: with kg_use, units side by
  * side (kg_act, codes and bsum); else per 64 the byte pairs of elements
  * 0..31 and 32..63 interleaved as unpack{lo,hi}_epi16 interleave them
  * (see pair_u). Q8_0 and MXFP4: units side by side (struct q8g,
@@ -93,7 +93,7 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
 		q8_act(a->q, a->q, K, wtype == GGML_TYPE_MXFP4 ||
 		       (M <= Q8_DIRECT_R && !q8_pk_use(M, pk)));
-	if (KG_USE(wtype, M, K)
+	if (kg_use(wtype, M, K, pk)
 #if KERN_INT_VNNI == 1
 	    || kz_use(wtype, M, pk)
 #endif
@@ -244,7 +244,7 @@ void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)
 		q8_qmatmul(mm, j0, j1);
 		return;
 	}
-	if (KG_USE(mm->wtype, mm->M, mm->K)) {
+	if (kg_use(mm->wtype, mm->M, mm->K, mm->pk != NULL)) {
 		qblock_fn kf = mm->wtype == GGML_TYPE_Q4_K ? kg_block_q4_K
 							  : kg_block_q6_K;
 		size_t kb = kg_row_bytes(K / QK_K, kg_kind(mm->wtype));
@@ -306,7 +306,7 @@ size_t KI_NAME(pack_bytes)(uint32_t wtype, int K, int N, int max_rows)
 	if (wtype == GGML_TYPE_Q8_0 && q8_pk_use(max_rows, 1))
 		return (size_t)N * q8g_row_bytes(K / 32);
 	if ((wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) &&
-	    KG_USE(wtype, max_rows, K))
+	    kg_use(wtype, max_rows, K, 1))
 		return (size_t)N * kg_row_bytes(K / QK_K, kg_kind(wtype));
 #endif
 	return 0;

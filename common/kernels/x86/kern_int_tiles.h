@@ -362,6 +362,24 @@ static void kg_act(quant_arow *a, int K, int kind);
 #define KG_USE(wt, M, K) (((wt) == GGML_TYPE_Q4_K && (M) > 3 * QT_R) || \
 			  ((wt) == GGML_TYPE_Q6_K && \
 			   (M) > ((K) <= 8 * QK_K ? 3 : 4) * QT_R))
+/* With the rows packed at load (the AVX2 builds: nothing to lay out per
+ * call) from KG_PK_MIN_M rows: below, the direct kernels read fewer
+ * bytes (the packed Q4_K rows hold 1.39x the file's), which is what a
+ * round of 1 or 2 rows waits on. The 1.5b Q4_K_M on an AMD EPYC Zen 5
+ * forced to AVX2, three rounds alternating packed (from 1 row) and not:
+ * N = 1 22.0-25.0 tok/s against 27.1-31.2, N = 2 41.6-50.6 against
+ * 46.3-46.8, N = 4 63.9-73.7 against 62.7-64.4, N = 8 66.1-79.3
+ * against 59.1-69.2. -DKG_PK_MIN_M=N: a benchmark build that moves the
+ * switch. */
+#ifndef KG_PK_MIN_M
+#define KG_PK_MIN_M 4
+#endif
+INLINE int kg_use(uint32_t wt, int M, int K, int pk)
+{
+	return KG_USE(wt, M, K) ||
+	       (KERN_INT_VNNI != 1 && pk && M >= KG_PK_MIN_M &&
+		(wt == GGML_TYPE_Q4_K || wt == GGML_TYPE_Q6_K));
+}
 
 /* Lane i = the sum of the 8 lanes of v[i]. */
 INLINE __m256i tree8(const __m256i *v)
