@@ -144,19 +144,26 @@ static void qtiles(const struct kern_mm *mm, int j, int jn, const char *w,
 	}
 }
 
-/* Columns [j0, j1) in blocks of prepared weight rows of ws bytes (as
- * many as fit QT_PREP_BYTES, at most QT_JB): prep writes each row of a
- * block once, then every tile of rows passes over the block (blockf). */
+/* Rows of ws bytes per block: as many as fit QT_PREP_BYTES, at least 1,
+ * at most QT_JB. */
+static int qt_block_rows(size_t ws)
+{
+	int jb = (int)(QT_PREP_BYTES / ws);
+
+	return jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
+}
+
+/* Columns [j0, j1) in blocks of prepared weight rows of ws bytes
+ * (qt_block_rows): prep writes each row of a block once, then every
+ * tile of rows passes over the block (blockf). */
 static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 		      void (*prep)(const struct kern_mm *mm, const uint8_t *row,
 				   char *dst),
 		      qblock_fn blockf)
 {
-	int jb = (int)(QT_PREP_BYTES / ws);
-	char *buf;
+	int jb = qt_block_rows(ws);
+	char *buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
 
-	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
-	buf = aligned_alloc(64, (ws * (size_t)jb + 63) & ~(size_t)63);
 	if (!buf)
 		abort(); /* a block of prepared rows per task */
 	for (int j = j0; j < j1; j += jb) {
@@ -170,15 +177,13 @@ static void qprep_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 }
 
 /* Columns [j0, j1) of rows packed at load (mm->pk, ws bytes each), in
- * blocks of as many as fit QT_PREP_BYTES: every tile of rows passes over
- * a block while they request the next one's lines (struct qt_pf). */
+ * blocks (qt_block_rows): every tile of rows passes over a block while
+ * they request the next one's lines (struct qt_pf). */
 static void qpacked_run(const struct kern_mm *mm, int j0, int j1, size_t ws,
 			int nu, qblock_fn blockf)
 {
-	int jb = (int)(QT_PREP_BYTES / ws);
-	int tiles = (mm->M + QT_R - 1) / QT_R;
+	int jb = qt_block_rows(ws), tiles = (mm->M + QT_R - 1) / QT_R;
 
-	jb = jb < 1 ? 1 : jb > QT_JB ? QT_JB : jb;
 	for (int j = j0; j < j1; j += jb) {
 		int jn = j1 - j < jb ? j1 - j : jb;
 		int nx = j1 - (j + jn) < jb ? j1 - (j + jn) : jb;

@@ -50,19 +50,40 @@
  * quant.h then runs in lanes [u0 % 8, u0 % 8 + g), with d = dm = da = 0
  * in the others: fma(+0, x, acc) = acc.
  */
+/* Steps of the mins (Q4_K: a pair of sub-blocks per lane, one sub-block
+ * when g = 1) or of the offsets (Q6_K: a sub-block per lane). */
+INLINE int kg_min_steps(int g, int kind)
+{
+	return kind == QK_Q6_K ? g : g > 1 ? g / 2 : 1;
+}
+
 /* Vectors of a round: its 8 steps, then its scale vector. Q4_K's codes
  * (0..15) go two steps a vector: step s in the low nibbles of vector
  * s % 4, step s + 4 in its high nibbles (kg_codes). A group of g units:
- * its g rounds, g vectors for the activations' sums' steps (Q4_K uses g
- * / 2 of them), then d and dm: (kg_rv + 1) g + 2 vectors. At K = 1536 a
- * Q4_K row takes 40 vectors (1.39x the file's bytes; with a byte a code,
- * 64: 2.22x). */
+ * its g rounds, its kg_min_steps vectors for the activations' sums (from
+ * kg_min_at), then d and dm (from kg_d_at). A Q4_K row takes 1.37x the
+ * file's bytes at K = 1536 and 1.30x at K = 8960 (with a byte a code and
+ * g vectors for the sums whatever the type, as before: 2.37x, 2.30x). */
 INLINE int kg_rv(const int kind)
 {
 	return kind == QK_Q4_K ? 5 : 9;
 }
 
-#define KG_VECS(g, kind) ((kg_rv(kind) + 1) * (g) + 2)
+INLINE int kg_min_at(int g, const int kind)
+{
+	return kg_rv(kind) * g;
+}
+
+INLINE int kg_d_at(int g, const int kind)
+{
+	return kg_min_at(g, kind) + kg_min_steps(g, kind);
+}
+
+/* Vectors of a group of g units. */
+INLINE int kg_vecs(int g, const int kind)
+{
+	return kg_d_at(g, kind) + 2;
+}
 
 /* Step s's codes, a byte each, of the round at w. */
 INLINE __m256i kg_codes(const __m256i *w, int s, const int kind)
@@ -92,7 +113,7 @@ static size_t kg_row_bytes(int nu, const int kind)
 {
 	size_t v = 0;
 	for (int u0 = 0; u0 < nu; u0 += kg_size(nu - u0))
-		v += KG_VECS(kg_size(nu - u0), kind);
+		v += kg_vecs(kg_size(nu - u0), kind);
 	return v * sizeof(__m256i);
 }
 
@@ -114,13 +135,6 @@ INLINE void kg_lanes(__m256i *x, int g, int per)
 			_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
 			_mm256_set1_epi32(L / g * per)));
 	tr8x8(x);
-}
-
-/* Steps of the mins (Q4_K: a pair of sub-blocks per lane, one sub-block
- * when g = 1) or of the offsets (Q6_K: a sub-block per lane). */
-INLINE int kg_min_steps(int g, int kind)
-{
-	return kind == QK_Q6_K ? g : g > 1 ? g / 2 : 1;
 }
 
 /* Sub-block sb (32 codes, in the groups' order) of unit u of a Q4_K or
@@ -206,9 +220,9 @@ static void kg_prep_group(const uint8_t *row, int u0, int g, const int kind,
 	for (int c = 0; c < g; c++)
 		_mm256_store_si256(v + rv * c + rv - 1, x[c]);
 	for (int c = 0; c < kg_min_steps(g, kind); c++)
-		_mm256_store_si256(v + rv * g + c, y[c]);
-	_mm256_store_ps((float *)(v + (rv + 1) * g), _mm256_load_ps(d));
-	_mm256_store_ps((float *)(v + (rv + 1) * g + 1), _mm256_load_ps(dm));
+		_mm256_store_si256(v + kg_min_at(g, kind) + c, y[c]);
+	_mm256_store_ps((float *)(v + kg_d_at(g, kind)), _mm256_load_ps(d));
+	_mm256_store_ps((float *)(v + kg_d_at(g, kind) + 1), _mm256_load_ps(dm));
 }
 
 static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
@@ -216,7 +230,7 @@ static void kg_prep(const uint8_t *row, int nu, const int kind, __m256i *v)
 	for (int u0 = 0; u0 < nu;) {
 		int g = kg_size(nu - u0);
 		kg_prep_group(row, u0, g, kind, v);
-		v += KG_VECS(g, kind);
+		v += kg_vecs(g, kind);
 		u0 += g;
 	}
 }
@@ -385,11 +399,11 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
-		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + rv * g),
+		__m256i m = _mm256_madd_epi16(_mm256_load_si256(v + kg_min_at(g, kind)),
 					      _mm256_loadu_si256((const __m256i *)b));
 		for (int s = 1; s < kg_min_steps(g, kind); s++)
 			m = _mm256_add_epi32(m, _mm256_madd_epi16(
-				_mm256_load_si256(v + rv * g + s),
+				_mm256_load_si256(v + kg_min_at(g, kind) + s),
 				_mm256_loadu_si256((const __m256i *)(b + 16 * s))));
 		if (kind == QK_Q4_K)
 			s2[r] = m;
@@ -397,8 +411,8 @@ INLINE void kg_group(const __m256i *v, int g, int u0, const struct qtile *t,
 			acc[r] = _mm256_add_epi32(acc[r], m);
 	}
 	__m256i mask = kg_mask(u0, g);
-	__m256 dwv = _mm256_load_ps((const float *)(v + (rv + 1) * g));
-	__m256 dmv = _mm256_load_ps((const float *)(v + (rv + 1) * g + 1));
+	__m256 dwv = _mm256_load_ps((const float *)(v + kg_d_at(g, kind)));
+	__m256 dmv = _mm256_load_ps((const float *)(v + kg_d_at(g, kind) + 1));
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		__m256 da = _mm256_maskload_ps(t->d[r] + u0 - f0, mask);
@@ -440,7 +454,7 @@ INLINE void kg_block(const struct kern_mm *mm, const struct qtile *t, int m0,
 				int g = kg_size(nu - u0);
 				qt_pf_units(&pq, g);
 				kg_group(v + vn, g, u0, t, f, R, kind);
-				vn += KG_VECS(g, kind);
+				vn += kg_vecs(g, kind);
 				u0 += g;
 			}
 			#pragma GCC unroll 8

@@ -106,7 +106,7 @@ INLINE __m512i kz_bcast(const void *p)
  * 91.8-109.3 to 129.4-139.1 tok/s (AMD EPYC Zen 5, 2 threads, rounds
  * alternating).
  * Q6_K's codes (0..63) need their byte: its pairs keep kg's vectors
- * (KG_VECS a group). A layout unit (kz_at) is a pair for Q6_K, a quad
+ * (kg_vecs a group). A layout unit (kz_at) is a pair for Q6_K, a quad
  * for Q4_K.
  */
 INLINE int kz_round_vecs(const int kind)
@@ -117,7 +117,7 @@ INLINE int kz_round_vecs(const int kind)
 INLINE int kz_group_vecs(int g, const int kind)
 {
 	return kind == QK_Q4_K ? 10 * g + 2 * kg_min_steps(g, kind) + 4
-			       : KG_VECS(g, kind);
+			       : kg_vecs(g, kind);
 }
 
 /* 512-bit vectors of a layout unit of rows of nu units. */
@@ -436,13 +436,12 @@ static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
 		for (int h = 0; h < 2; h++)
 			for (int st = 0; st < m; st++)
 				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
-					kv + (size_t)kg_rv(kind) * g + (size_t)st));
+					kv + (size_t)kg_min_at(g, kind) + (size_t)st));
 		for (int h = 0; h < 2; h++)
 			for (int e = 0; e < 2; e++) /* d, dm */
 				_mm512_store_si512(out++, kz_join(p[h][0], p[h][1],
-					kv + (size_t)(kg_rv(kind) + 1) * g +
-					(size_t)e));
-		kv += KG_VECS(g, kind);
+					kv + (size_t)kg_d_at(g, kind) + (size_t)e));
+		kv += kg_vecs(g, kind);
 		u0 += g;
 	}
 }

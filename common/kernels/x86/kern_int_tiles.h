@@ -364,7 +364,7 @@ static void kg_act(quant_arow *a, int K, int kind);
 			   (M) > ((K) <= 8 * QK_K ? 3 : 4) * QT_R))
 /* With the rows packed at load (the AVX2 builds: nothing to lay out per
  * call) from KG_PK_MIN_M rows: below, the direct kernels read fewer
- * bytes (the packed Q4_K rows hold 1.39x the file's), which is what a
+ * bytes (the packed Q4_K rows hold 1.37x the file's), which is what a
  * round of 1 or 2 rows waits on. The 1.5b Q4_K_M on an AMD EPYC Zen 5
  * forced to AVX2, three rounds alternating packed (from 1 row) and not:
  * N = 1 22.0-25.0 tok/s against 27.1-31.2, N = 2 41.6-50.6 against
