@@ -712,7 +712,7 @@ static void test_int_tiles(void **state)
  * copy block by block (each block's pairs at their offset in the copy)
  * and request the next block's lines while they compute on this one
  * (kern_set_prefetch). N = 333 columns (an odd last pair) of K = 896
- * (Q8_0) and 1536 (Q4_K, Q6_K): 64-row blocks of pairs of 2,048 and
+ * (Q8_0) and 1536 (Q4_K, Q6_K): 64-row blocks of pairs of 1,920 and
  * 4,096 bytes; K = 4864 (Q8_0) and 3840 (Q4_K): 28- and 32-row blocks of
  * longer pairs, Q8_0's walked in 3 passes of K (56, 56 and 40 units).
  * 8, 12, 32, 33 and 97 rows (97: three groups of rows whose lanes wait

@@ -25,9 +25,11 @@
  * = 0 in the others (fma(+0, x, acc) = acc): no reduction per unit at
  * all for whole groups.
  */
-/* A prepared row (q8g_prep): each group its g steps (32 bytes each),
- * then its 8 d (f32: at the units' float lanes, 0 in the others), so a
- * row of nu units takes q8g_row_bytes(nu), 32 bytes a unit and a group. */
+/* A prepared row (q8g_prep): every group's g steps (32 bytes each),
+ * then every group's 8 d (the file's f16: at the units' float lanes, 0
+ * in the others; 16 bytes a group), padded to 32 bytes: q8g_row_bytes(nu).
+ * K = 896 takes 960 bytes, the file 952; K = 4864 the file's 5,168
+ * (+ 16). */
 
 /* The 8 x 8 int32 transpose: lane l of r[s] becomes lane s of r[l]. */
 INLINE void tr8x8(__m256i *r)
@@ -233,7 +235,16 @@ INLINE int q8g_count(int nu)
 /* Bytes of a prepared row of nu units (see above). */
 INLINE size_t q8g_row_bytes(int nu)
 {
-	return 32 * ((size_t)nu + (size_t)q8g_count(nu));
+	return (32 * (size_t)nu + 16 * (size_t)q8g_count(nu) + 31) &
+	       ~(size_t)31;
+}
+
+/* The 8 f16 d of group gi of the prepared row at w (nu units), behind
+ * its steps. */
+INLINE __m256 q8g_row_d(const char *w, int nu, int gi)
+{
+	return _mm256_cvtph_ps(_mm_load_si128(
+		(const __m128i *)(w + 32 * (size_t)nu + 16 * (size_t)gi)));
 }
 
 /* Activation rows from which the AVX2 builds take Q8_0's rows as packed
@@ -252,6 +263,8 @@ INLINE int q8_pk_use(int M, int pk)
 /* The groups of one Q8_0 row of nu units at out (32-byte aligned). */
 static void q8g_prep(const uint8_t *row, int nu, char *out)
 {
+	char *dp = out + 32 * (size_t)nu, *end = out + q8g_row_bytes(nu);
+
 	for (int u0 = 0; u0 < nu;) {
 		int n = kg_size(nu - u0);
 		__m256i w[8];
@@ -262,10 +275,13 @@ static void q8g_prep(const uint8_t *row, int nu, char *out)
 			q8g_load_part(row, u0, n, w, &dw);
 		for (int s = 0; s < n; s++, out += 32)
 			_mm256_store_si256((__m256i *)out, w[s]);
-		_mm256_store_ps((float *)out, dw);
-		out += 32;
+		/* the file's f16 d, back from f32 exactly */
+		_mm_store_si128((__m128i *)dp,
+				_mm256_cvtps_ph(dw, _MM_FROUND_TO_NEAREST_INT));
+		dp += 16;
 		u0 += n;
 	}
+	memset(dp, 0, (size_t)(end - dp));
 }
 
 /* An activation row's codes side by side (see struct q8g): src's K codes
@@ -372,24 +388,23 @@ INLINE void q8g_row(const struct kern_mm *mm, const char *wg, int j,
 	const size_t bb = mx ? sizeof(ggml_block_mxfp4) : sizeof(ggml_block_q8_0);
 	const __m256i all = _mm256_set1_epi32(-1);
 	const __m256i tbl = mx_table();
-	int nu = mm->K / 32, u0 = 0;
+	int nu = mm->K / 32, u0 = 0, gi = 0;
 	__m256 facc[QT_R];
 	__m256i acc[QT_R];
 
 	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		facc[r] = _mm256_setzero_ps();
-	for (; u0 + 8 <= nu; u0 += 8) {
+	for (; u0 + 8 <= nu; u0 += 8, gi++) {
 		__m256i wr[8];
 		__m256 dw;
 		if (prep) {
 			qt_pf_units(pq, 8);
-			dw = _mm256_load_ps((const float *)(wg + 8 * 32));
+			dw = q8g_row_d(wg, nu, gi);
 			#pragma GCC unroll 8
 			for (int s = 0; s < 8; s++)
 				wr[s] = _mm256_load_si256((const __m256i *)
-							  (wg + 32 * s));
-			wg += 9 * 32;
+							  (wg + 32 * (u0 + s)));
 		} else {
 			/* the group Q8_PF groups ahead (the next rows' at the
 			 * end of this one): its lines */
@@ -434,15 +449,14 @@ INLINE void q8g_row(const struct kern_mm *mm, const char *wg, int j,
 			acc[r] = _mm256_setzero_si256();
 		for (int s = 0; s < n; s++) {
 			__m256i w1[1] = {_mm256_load_si256((const __m256i *)
-							   (wg + 32 * s))};
+							   (wg + 32 * (u0 + s)))};
 			q8g_steps(t, w1, u0 + s, 1, 32, all, acc, R, 0, 0);
 		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 			acc[r] = kg_fold(acc[r], n);
-		q8g_float(t, u0 - u0 % 8, mask, _mm256_load_ps((const float *)
-			  (wg + 32 * n)), acc, facc, R);
-		wg += 32 * (n + 1);
+		q8g_float(t, u0 - u0 % 8, mask, q8g_row_d(wg, nu, gi++), acc,
+			  facc, R);
 		u0 += n;
 	}
 	#pragma GCC unroll 8

@@ -35,13 +35,17 @@
  * Activation rows (kern_vnni_qact, once per matmul call): behind each
  * row's quant_arow bytes, qz_act lays out its steps (32 bytes each, one
  * per unit), then each group's 8 int32 offsets and 8 da. Weight rows:
- * prepared per pair (qz_prep_pair: each group its steps, 64 bytes each,
- * then its 16 d), 64 (units + groups) bytes a pair. K = 896 (28 units:
- * 8 + 8 + 8 + 4) takes 2,048 bytes a pair, against 1,904 of the file's
- * two rows and 2,304 when the last group was padded to 8 units like the
- * others (the decode's few rows wait on these bytes: the 0.5b's N = 8
- * decode on an Intel Xeon, 168-171 tok/s with those, 192-195 with
- * these). They are prepared once at load when the matrix is packed
+ * prepared per pair (qz_prep_pair: every group's steps, 64 bytes each,
+ * then every group's 16 d as the file's f16, 32 bytes a group, the pair
+ * padded to whole lines), 64 units + 32 groups bytes a pair. K = 896
+ * (28 units: 8 + 8 + 8 + 4) takes 1,920 bytes a pair, against 1,904 of
+ * the file's two rows, and K = 4864 the file's 10,336 (+ 32 to the
+ * line). The decode's few rows wait on these bytes: the 0.5b's N = 8
+ * decode on an Intel Xeon, 168-171 tok/s when the last group was padded
+ * to 8 units (2,304 bytes), 192-195 without (2,048, the d then f32); on
+ * an AMD EPYC Zen 5, 2 threads, ten rounds alternating, its N = 1
+ * decode 56.0 tok/s (median) with f32 d, 60.2 with f16 (2026-12-06).
+ * They are prepared once at load when the matrix is packed
  * (kern_pack), else once per call, in blocks that stay in cache while
  * every tile of activation rows passes over them.
  */
@@ -60,8 +64,9 @@
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
  * per call, and each tile requests the next block of pairs while it
  * computes (struct qt_pf), so the tiles win at every row count, 1
- * included, though a compact pair holds 7.5% more bytes than the file's
- * two rows at K = 896. The 0.5b's decode on an AMD EPYC Zen 5, 2
+ * included, though a compact pair holds 0.8% more bytes than the file's
+ * two rows at K = 896 (7.5% with the d in f32, when these counts were
+ * measured). The 0.5b's decode on an AMD EPYC Zen 5, 2
  * threads, this build against the direct kernel below 8 rows, three
  * rounds alternating (2026-12-06): N = 1 68.0-75.7 tok/s against
  * 61.2-69.1, N = 2 119-133 against 104-121, N = 4 197-220 against
@@ -87,7 +92,16 @@ INLINE size_t qz_pair_bytes(int K)
 {
 	int nu = K / 32;
 
-	return 64 * ((size_t)nu + (size_t)q8g_count(nu));
+	return (64 * (size_t)nu + 32 * (size_t)q8g_count(nu) + 63) &
+	       ~(size_t)63;
+}
+
+/* The f16 d of group gi of the pair at w (nu units): 16 of them, rows j
+ * and j + 1 in the halves, behind the pair's steps. */
+INLINE __m512 qz_pair_d(const char *w, int nu, int gi)
+{
+	return _mm512_cvtph_ps(_mm256_load_si256(
+		(const __m256i *)(w + 64 * (size_t)nu + 32 * (size_t)gi)));
 }
 
 INLINE int qz_use(uint32_t wtype, int M, int pk)
@@ -134,6 +148,7 @@ static void qz_prep_pair(const uint8_t *r0, const uint8_t *r1, int nu,
 			 char *out)
 {
 	const __m512i off = _mm512_set1_epi8((char)0x80);
+	char *dp = out + 64 * (size_t)nu, *end = out + qz_pair_bytes(32 * nu);
 
 	for (int u0 = 0, g; u0 < nu; u0 += g) {
 		__m256i w0[8], w1[8];
@@ -156,10 +171,13 @@ static void qz_prep_pair(const uint8_t *r0, const uint8_t *r1, int nu,
 			_mm512_store_si512(out, _mm512_xor_si512(
 				_mm512_inserti64x4(_mm512_castsi256_si512(w0[s]),
 						   w1[s], 1), off));
-		_mm256_store_ps((float *)out, d0);
-		_mm256_store_ps((float *)out + 8, d1);
-		out += 64;
+		/* the file's f16 d, back from f32 exactly */
+		_mm256_store_si256((__m256i *)dp, _mm256_set_m128i(
+			_mm256_cvtps_ph(d1, _MM_FROUND_TO_NEAREST_INT),
+			_mm256_cvtps_ph(d0, _MM_FROUND_TO_NEAREST_INT)));
+		dp += 32;
 	}
+	memset(dp, 0, (size_t)(end - dp));
 }
 
 /* Lanes L, L + g, ... of each 256-bit half summed into each of them
@@ -183,7 +201,7 @@ INLINE void qz_group(const char *const *z, const char *w, size_t ps,
 		     const int g)
 {
 	__m512i acc[QZ_RT][QZ_CP];
-	const char *wg = w + 64 * (size_t)(st + gi); /* the group's steps */
+	const char *wg = w + 64 * (size_t)st; /* the group's steps */
 
 	/* a step's activation rows first, then each weight vector against
 	 * them (written the other way round, gcc reloaded each weight
@@ -220,8 +238,7 @@ INLINE void qz_group(const char *const *z, const char *w, size_t ps,
 					32 * (size_t)ng) + 8 * gi));
 		#pragma GCC unroll 4
 		for (int c = 0; c < C; c++) {
-			__m512 d = _mm512_load_ps(wg + (size_t)c * ps +
-						  64 * (size_t)g);
+			__m512 d = qz_pair_d(w + (size_t)c * ps, nu, gi);
 
 			if (g < 8)
 				acc[r][c] = qz_fold(acc[r][c], g);
