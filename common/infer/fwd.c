@@ -818,12 +818,23 @@ static void rows_task(void *ctx, int task, int n_tasks)
 static void rows_run(fwd *f, const model_layer *L, rows_fn fn, int M)
 {
 	rows_job j = {f, L, fn, M};
+	int64_t t0 = prof_active ? prof_now() : 0;
+	int64_t busy0 = t0 ? tpool_busy_ns(f->tp) : 0;
+	int par = f->tp && M >= FWD_ROWS_PAR;
 
-	if (!f->tp || M < FWD_ROWS_PAR) {
+	if (par)
+		tpool_run(f->tp, rows_task, &j, tpool_size(f->tp));
+	else
 		fn(f, L, 0, M);
-		return;
+	if (t0) {
+		int64_t wall = prof_now() - t0;
+
+		prof_add(PROF_ROWS, wall);
+		/* alone, the caller's pool waits for the whole step */
+		prof_add(PROF_ROWS_IDLE, f->tp ? tpool_size(f->tp) * wall -
+				 (par ? tpool_busy_ns(f->tp) - busy0 : wall)
+					       : 0);
 	}
-	tpool_run(f->tp, rows_task, &j, tpool_size(f->tp));
 }
 
 /* The attention's input: x normed into xb. */

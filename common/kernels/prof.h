@@ -2,7 +2,7 @@
  * prof — where the time of a forward pass and a decode round goes, for
  * `quorum bench --roofline`: the matmuls by shape (with their activation
  * quantizing and the threads' idle time inside their jobs), attention,
- * the forward pass as a whole, and sampling. Off unless enabled; then
+ * the row-parallel steps, the forward pass as a whole, and sampling. Off unless enabled; then
  * each call site costs one clock read or two. Counts are per process
  * and meant for one caller thread at a time (a benchmark's).
  *
@@ -22,6 +22,9 @@ enum prof_phase {
 	PROF_SAMPLING,  /* drawing the tokens of a round */
 	PROF_MM_IDLE,   /* thread time idle inside matmul jobs */
 	PROF_ATT_IDLE,  /* thread time idle inside attention jobs */
+	PROF_ROWS,      /* the row-parallel steps (norms, rotary, residuals,
+			 * the MLP's activation) */
+	PROF_ROWS_IDLE, /* thread time idle inside them */
 	PROF_PHASES
 };
 
