@@ -385,6 +385,7 @@ static int start_fork(sc_batch *b, sc_job *j)
 	f->job = j;
 	f->gstate = j->g0;
 	f->logits = j->root_logits;
+	f->lg_own = NULL;
 	j->n_started++;
 	if (j->st)
 		j->st->started++;
@@ -534,7 +535,7 @@ static void batch_forward(sc_batch *b)
 
 			b->seqs[k] = &f->seq;
 			b->toks[k] = f->next;
-			f->logits = b->lg + (size_t)(c0 + k) * V;
+			f->logits = f->lg_own = b->lg + (size_t)(c0 + k) * V;
 		}
 		rc = fwd_batch(e->f, e->pool, b->seqs, b->ones, m, b->toks,
 			       b->lg + (size_t)c0 * V, 0);

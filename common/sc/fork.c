@@ -248,11 +248,17 @@ static int seen_add(fork_state *f, int32_t t)
 /* The logits lg with the end-of-generation tokens masked when p ignores
  * them (a copy in buf, vocab floats), else lg itself. */
 static const float *eos_off(const sc_engine *e, const sc_params *p,
-			    const float *lg, float *buf)
+			    const fork_state *f, const float *lg, float *buf)
 {
 	if (!p->ignore_eos)
 		return lg;
-	memcpy(buf, lg, (size_t)e->m->cfg.vocab * sizeof(float));
+	if (lg == f->lg_own) {
+		/* the fork's own row (masking again changes nothing): no
+		 * copy of the vocabulary a draw */
+		buf = f->lg_own;
+	} else {
+		memcpy(buf, lg, (size_t)e->m->cfg.vocab * sizeof(float));
+	}
 	for (int i = 0; i < e->n_eog; i++)
 		buf[e->eog[i]] = -INFINITY;
 	return buf;
@@ -274,7 +280,7 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 		lp = f->drawn_lp;
 		goto drawn;
 	}
-	lg = eos_off(e, p, lg, e->masked);
+	lg = eos_off(e, p, f, lg, e->masked);
 	if (f->job && f->job->gm) {
 		/* a grammar: only the tokens that keep the text in it, and
 		 * the end tokens only where it may end */
@@ -372,7 +378,7 @@ static void draw_task(void *ctx, int t, int n_tasks)
 		const float *lg = f->logits;
 		samp_rng keep = f->rng;
 
-		lg = eos_off(e, p, lg, e->task_masked[t]);
+		lg = eos_off(e, p, f, lg, e->task_masked[t]);
 		lg = shape(e, p, f, lg, e->task_masked[t]);
 		if (samp_sample_top(e->task_samp[t], &p->sp, lg, &f->rng,
 				    &f->drawn_tok, &f->drawn_lp, f->alt,

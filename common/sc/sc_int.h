@@ -94,6 +94,9 @@ typedef struct {
 	kv_seq seq;
 	samp_rng rng;
 	const float *logits; /* row to sample next */
+	float *lg_own;       /* the same row when it is this fork's own (a
+			      * round's; NULL: the job's shared root logits):
+			      * its end tokens are masked in place */
 	int32_t next;        /* token to feed */
 	int done;
 	sc_sample *out;
