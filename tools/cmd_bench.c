@@ -177,13 +177,13 @@ static void roof_table(const prof_report *r, double wall_ns,
 		  0, lim);
 	roof_line("  of it threads idle", (double)r->ns[PROF_ATT_IDLE] / nt,
 		  wall_ns, 0, 0, 0, lim);
-	roof_line("rows (norms, rope, act.)", (double)r->ns[PROF_ROWS],
+	roof_line("rows (norms, rope, KV)", (double)r->ns[PROF_ROWS],
 		  wall_ns, 0, 0, 0, lim);
 	roof_line("  of it threads idle", (double)r->ns[PROF_ROWS_IDLE] / nt,
 		  wall_ns, 0, 0, 0, lim);
 	named = mm_ns + (double)r->ns[PROF_ACT] +
 		(double)r->ns[PROF_ATTENTION] + (double)r->ns[PROF_ROWS];
-	roof_line("serial (KV rows, tables)", (double)r->ns[PROF_FWD] - named,
+	roof_line("serial (embed, tables)", (double)r->ns[PROF_FWD] - named,
 		  wall_ns, 0, 0, 0, lim);
 	roof_line("sampling", (double)r->ns[PROF_SAMPLING], wall_ns, 0, 0, 0,
 		  lim);

@@ -2,9 +2,10 @@
  * prof — where the time of a forward pass and a decode round goes, for
  * `quorum bench --roofline`: the matmuls by shape (with their activation
  * quantizing and the threads' idle time inside their jobs), attention,
- * the row-parallel steps, the forward pass as a whole, and sampling. Off unless enabled; then
- * each call site costs one clock read or two. Counts are per process
- * and meant for one caller thread at a time (a benchmark's).
+ * the row-parallel steps, the forward pass as a whole, and sampling.
+ * Off unless enabled; then each call site costs one clock read or two.
+ * Counts are per process and meant for one caller thread at a time (a
+ * benchmark's).
  *
  * Callers: kern.c (matmuls), infer/fwd.c (attention, the pass), sc/
  * (sampling), tpool.c (busy time), tools/cmd_bench.c (the report).
@@ -22,8 +23,8 @@ enum prof_phase {
 	PROF_SAMPLING,  /* drawing the tokens of a round */
 	PROF_MM_IDLE,   /* thread time idle inside matmul jobs */
 	PROF_ATT_IDLE,  /* thread time idle inside attention jobs */
-	PROF_ROWS,      /* the row-parallel steps (norms, rotary, residuals,
-			 * the MLP's activation) */
+	PROF_ROWS,      /* the row-parallel steps (norms, rotary, KV
+			 * stores, residuals, the MLP's activation) */
 	PROF_ROWS_IDLE, /* thread time idle inside them */
 	PROF_PHASES
 };
