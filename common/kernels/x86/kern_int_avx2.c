@@ -91,8 +91,7 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 	}
 #endif
 	if (wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_MXFP4)
-		q8_act(a->q, a->q, K, wtype == GGML_TYPE_MXFP4 ||
-		       (M <= Q8_DIRECT_R && !q8_pk_use(M, pk)));
+		q8_act(a->q, a->q, K, q8_direct(wtype, M, pk));
 	if (kg_use(wtype, M, K, pk)
 #if KERN_INT_VNNI == 1
 	    || kz_use(wtype, M, pk)
@@ -213,18 +212,18 @@ static void q8_qmatmul(const struct kern_mm *mm, int j0, int j1)
 {
 	int mx = mm->wtype == GGML_TYPE_MXFP4, nu = mm->K / 32;
 
-	if (!mx && q8_pk_use(mm->M, mm->pk != NULL)) {
-		qpacked_run(mm, j0, j1, q8g_row_bytes(nu), nu, q8g_block_prep);
-		return;
-	}
-	if (mm->M <= Q8_DIRECT_R || mx) {
+	if (q8_direct(mm->wtype, mm->M, mm->pk != NULL)) {
 		/* a block of rows stays in cache while the tiles pass */
 		for (int j = j0; j < j1; j += QT_JB)
 			qtiles(mm, j, j1 - j < QT_JB ? j1 - j : QT_JB, NULL, 0,
 			       mx ? mx_block_direct : q8g_block_direct, NULL);
 		return;
 	}
-	qprep_run(mm, j0, j1, q8g_row_bytes(nu), q8g_prep_row, q8g_block_prep);
+	if (q8_pk_use(mm->M, mm->pk != NULL))
+		qpacked_run(mm, j0, j1, q8g_row_bytes(nu), nu, q8g_block_prep);
+	else
+		qprep_run(mm, j0, j1, q8g_row_bytes(nu), q8g_prep_row,
+			  q8g_block_prep);
 }
 
 void KI_NAME(qmatmul)(const struct kern_mm *mm, int j0, int j1)

@@ -7,7 +7,7 @@
  * definitions of the parts before it.
  */
 /*
- * Q4_K and Q6_K with many tiles (KG_USE): units side by side, as Q8_0's.
+ * Q4_K and Q6_K with many tiles (kg_use): units side by side, as Q8_0's.
  * qrow's hadd trees, which turn per-unit partial vectors into S1[u],
  * cost as much as a third of its time; here each unit's exact S1 (and
  * S2) end in the int32 lane of quant.h's float combination, with no tree

@@ -260,6 +260,15 @@ INLINE int q8_pk_use(int M, int pk)
 	return KERN_INT_VNNI != 1 && pk && M >= Q8_PK_MIN_M;
 }
 
+/* Whether a matmul of M rows of wtype (Q8_0 or MXFP4) reads the file's
+ * blocks directly (q8g_block_direct, mx_block_direct: the activations
+ * then take q8_act's padded tail), not prepared or packed rows. */
+INLINE int q8_direct(uint32_t wtype, int M, int pk)
+{
+	return wtype == GGML_TYPE_MXFP4 ||
+	       (M <= Q8_DIRECT_R && !q8_pk_use(M, pk));
+}
+
 /* The groups of one Q8_0 row of nu units at out (32-byte aligned). */
 static void q8g_prep(const uint8_t *row, int nu, char *out)
 {

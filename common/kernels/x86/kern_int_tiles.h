@@ -16,7 +16,7 @@
  * the same chunk of every row of the tile, so decoding and weight bytes
  * are paid once per tile. Weight rows go in blocks: a block stays in
  * cache while every tile of rows passes over it. With many tiles
- * (KG_USE) Q4_K and Q6_K blocks of rows are first rewritten with their
+ * (kg_use) Q4_K and Q6_K blocks of rows are first rewritten with their
  * units side by side (kg_prep, kg_block), and Q8_0 and MXFP4 always
  * lay their units side by side (q8g_*, mx_*); qprep_run drives the
  * prepared blocks.
@@ -355,14 +355,11 @@ static void q8_act(const int8_t *src, int8_t *dst, int K, int pad);
  * the prepared rows at 9..16 rows, about even at 37 and 200). */
 #define Q8_DIRECT_R QT_R
 static void kg_act(quant_arow *a, int K, int kind);
-/* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of K:
- * from 4 tiles on; Q6_K's rows longer than one pass of 8 units (2048)
- * from 5 (measured on Zen 3: the packed rows' direct path is faster
- * below) */
-#define KG_USE(wt, M, K) (((wt) == GGML_TYPE_Q4_K && (M) > 3 * QT_R) || \
-			  ((wt) == GGML_TYPE_Q6_K && \
-			   (M) > ((K) <= 8 * QK_K ? 3 : 4) * QT_R))
-/* With the rows packed at load (the AVX2 builds: nothing to lay out per
+/* Q4_K's and Q6_K's units side by side (kg_prep, kg_block) for M rows of
+ * K, laid out per call: from 4 tiles on; Q6_K's rows longer than one pass
+ * of 8 units (2048) from 5 (measured on Zen 3: the packed rows' direct
+ * path is faster below).
+ * With the rows packed at load (the AVX2 builds: nothing to lay out per
  * call) from KG_PK_MIN_M rows: below, the direct kernels read fewer
  * bytes (the packed Q4_K rows hold 1.37x the file's), which is what a
  * round of 1 or 2 rows waits on. The 1.5b Q4_K_M on an AMD EPYC Zen 5
@@ -376,9 +373,12 @@ static void kg_act(quant_arow *a, int K, int kind);
 #endif
 INLINE int kg_use(uint32_t wt, int M, int K, int pk)
 {
-	return KG_USE(wt, M, K) ||
-	       (KERN_INT_VNNI != 1 && pk && M >= KG_PK_MIN_M &&
-		(wt == GGML_TYPE_Q4_K || wt == GGML_TYPE_Q6_K));
+	if (wt == GGML_TYPE_Q4_K && M > 3 * QT_R)
+		return 1;
+	if (wt == GGML_TYPE_Q6_K && M > (K <= 8 * QK_K ? 3 : 4) * QT_R)
+		return 1;
+	return KERN_INT_VNNI != 1 && pk && M >= KG_PK_MIN_M &&
+	       (wt == GGML_TYPE_Q4_K || wt == GGML_TYPE_Q6_K);
 }
 
 /* Lane i = the sum of the 8 lanes of v[i]. */
