@@ -431,9 +431,7 @@ static void store_kv(const fwd *f, int layer, int r0, int r1)
 }
 
 typedef struct {
-	fwd *f;
-	const kv_pool *pool;
-	kv_seq *const *seqs;
+	fwd *f; /* its pool and sequences: f->pool, f->seqs */
 	int layer, M;
 	int n_split; /* slices of each KV head's query heads */
 } att_job;
@@ -469,8 +467,8 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	const kv_params *p = kv_pool_params(j->pool);
-	const kv_seq *seq = j->seqs[f->row_seq[r]];
+	const kv_params *p = kv_pool_params(j->f->pool);
+	const kv_seq *seq = j->f->seqs[f->row_seq[r]];
 	const float *sinks = f->m->layers[j->layer].sinks;
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
@@ -489,18 +487,18 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	/* walk the page table block by block: one lookup per block */
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
-		const char *kb = (const char *)kv_k(j->pool, blk, j->layer) +
+		const char *kb = (const char *)kv_k(j->f->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
 
 		if (t0 + B < n)
-			kv_prefetch((const char *)kv_k(j->pool,
+			kv_prefetch((const char *)kv_k(j->f->pool,
 					seq->blocks[t0 / B + 1], j->layer) +
 				    head_off, row, hb,
 				    n - t0 - B < B ? n - t0 - B : B);
 		else
-			kv_prefetch((const char *)kv_v(j->pool,
+			kv_prefetch((const char *)kv_v(j->f->pool,
 					seq->blocks[(lo - lo % B) / B],
 					j->layer) + head_off, row, hb, B);
 		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
@@ -513,13 +511,13 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	memset(out, 0, (size_t)nh * hd * sizeof(float));
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
-		const char *vb = (const char *)kv_v(j->pool, blk, j->layer) +
+		const char *vb = (const char *)kv_v(j->f->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
 
 		if (t0 + B < n)
-			kv_prefetch((const char *)kv_v(j->pool,
+			kv_prefetch((const char *)kv_v(j->f->pool,
 					seq->blocks[t0 / B + 1], j->layer) +
 				    head_off, row, hb,
 				    n - t0 - B < B ? n - t0 - B : B);
@@ -666,14 +664,14 @@ static int sh_span(const att_job *j, int p, int b, uint32_t *blk, int *r0,
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	int r = f->ord[p], B = kv_pool_params(j->pool)->block_tokens;
+	int r = f->ord[p], B = kv_pool_params(j->f->pool)->block_tokens;
 	int n = f->row_pos[r] + 1, t0 = b * B;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
 			 ? n - c->swa_window : 0;
 
 	if (t0 >= n || t0 + B <= lo)
 		return 0;
-	*blk = j->seqs[f->row_seq[r]]->blocks[b];
+	*blk = j->f->seqs[f->row_seq[r]]->blocks[b];
 	*r0 = t0 < lo ? lo - t0 : 0;
 	*nt = (n - t0 < B ? n - t0 : B) - *r0;
 	return 1;
@@ -685,7 +683,7 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	const kv_params *pp = kv_pool_params(j->pool);
+	const kv_params *pp = kv_pool_params(j->f->pool);
 	int G = c->n_heads / c->n_kv_heads, hd = c->head_dim, M = j->M;
 	int B = pp->block_tokens, nb = 0;
 	uint32_t kt = kv_ggml_type(pp->dtype);
@@ -723,9 +721,9 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 							 &nt2) &&
 				       blk2 == blk && r02 == r0 && nt2 == nt)
 					q++;
-				base = (const char *)(pass ? kv_v(j->pool, blk,
+				base = (const char *)(pass ? kv_v(j->f->pool, blk,
 								  j->layer)
-							   : kv_k(j->pool, blk,
+							   : kv_k(j->f->pool, blk,
 								  j->layer)) +
 				       head_off + (size_t)r0 * rowb;
 				if (!pass)
@@ -1066,11 +1064,11 @@ int fwd_moe_ffn(fwd *f, int l, const float *x, int M, float *y)
 	return 0;
 }
 
-static void layer(fwd *f, kv_pool *pool, kv_seq *const *seqs, int l, int M)
+static void layer(fwd *f, int l, int M)
 {
 	const model_config *c = &f->m->cfg;
 	const model_layer *L = &f->m->layers[l];
-	att_job aj = {f, pool, seqs, l, M, 1};
+	att_job aj = {f, l, M, 1};
 	int64_t att_t0, busy0;
 
 	rows_run(f, L, rows_attn_in, M);
@@ -1174,7 +1172,7 @@ static int batch(fwd *f, kv_pool *pool, kv_seq *const *seqs,
 			f->x[i] *= c->embd_scale;
 	rope_tables(f, M);
 	for (int l = 0; l < c->n_layers; l++)
-		layer(f, pool, seqs, l, M);
+		layer(f, l, M);
 	for (int i = 0; i < n_seq; i++)
 		kv_seq_commit(seqs[i], (uint32_t)n_new[i]);
 	if (!logits)
