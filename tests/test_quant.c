@@ -646,14 +646,15 @@ static void test_int_tiles(void **state)
 							   TL_M, &pk), 0);
 				/* the VNNI build packs its tiles' types, the
 				 * AVX2 builds (the emulated VNNI level too)
-				 * Q8_0's prepared rows (a test that cannot
-				 * skip them unseen) */
+				 * Q8_0's prepared rows and, for 4 rows or
+				 * more, Q4_K's and Q6_K's (a test that
+				 * cannot skip them unseen) */
 				if (!getenv("QUORUM_PACK") &&
 				    (t == GGML_TYPE_Q8_0 ||
-				     (isa == KERN_ISA_AVX512VNNI &&
-				      isa <= kern_isa_detect() &&
-				      (t == GGML_TYPE_Q4_K ||
-				       t == GGML_TYPE_Q6_K))))
+				     ((t == GGML_TYPE_Q4_K ||
+				       t == GGML_TYPE_Q6_K) &&
+				      (isa != KERN_ISA_AVX512VNNI ||
+				       isa <= kern_isa_detect()))))
 					assert_non_null(pk);
 				for (int P = 0; P < (pk ? 2 : 1); P++)
 				for (int M = 1; M <= TL_M; M++)

@@ -246,7 +246,8 @@ static int seen_add(fork_state *f, int32_t t)
 }
 
 /* The logits lg with the end-of-generation tokens masked when p ignores
- * them (a copy in buf, vocab floats), else lg itself. */
+ * them (in f's own row when lg is it, else a copy in buf, vocab
+ * floats), else lg itself. */
 static const float *eos_off(const sc_engine *e, const sc_params *p,
 			    const fork_state *f, const float *lg, float *buf)
 {
