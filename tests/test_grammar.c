@@ -244,6 +244,26 @@ static const struct {
 	{"{\"type\":\"integer\",\"minimum\":-20,\"maximum\":305}", "-21", NO},
 	{"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}", "0",
 	 NO},
+	/* a bound on one side only: up to 15 digits on the other (the
+	 * grammar grew as 2^digits and passed gbnf's size limit, fuzz_gbnf) */
+	{"{\"type\":\"integer\",\"minimum\":22}", "22", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":22}", "21", PREFIX},
+	{"{\"type\":\"integer\",\"minimum\":22}", "0", NO},
+	{"{\"type\":\"integer\",\"minimum\":22}", "100", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":22}", "999999999999999", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":22}", "1000000000000000", NO},
+	{"{\"type\":\"integer\",\"maximum\":-7}", "-8", WHOLE},
+	{"{\"type\":\"integer\",\"maximum\":-7}", "-6", PREFIX},
+	{"{\"type\":\"integer\",\"maximum\":-7}", "-0", NO},
+	{"{\"type\":\"integer\",\"maximum\":-7}", "-99999", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":1090,\"maximum\":1909}",
+	 "1099", WHOLE},
+	{"{\"type\":\"integer\",\"minimum\":1090,\"maximum\":1909}",
+	 "1089", NO},
+	{"{\"type\":\"integer\",\"minimum\":1090,\"maximum\":1909}",
+	 "1910", NO},
+	{"{\"type\":\"integer\",\"minimum\":1090,\"maximum\":1909}",
+	 "1500", WHOLE},
 	{"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}", "9",
 	 WHOLE},
 	{"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}", "null",
@@ -272,6 +292,50 @@ static void schemas(void **state)
 		if (v != jtexts[i].want)
 			fail_msg("schema %zu, \"%s\": %d, want %d", i,
 				 jtexts[i].text, v, jtexts[i].want);
+		free(g);
+		json_decref(s);
+	}
+}
+
+/* Integer ranges taken exactly: every integer from -1,300 to 13,000 is
+ * whole under the range's grammar iff it lies in it (digit by digit:
+ * lengths, shared prefixes, 0..9 and 9..0 tails, one-sided bounds). */
+static void int_ranges(void **state)
+{
+	static const long long r[][2] = {
+		{0, 9}, {1, 10}, {19, 91}, {100, 999}, {1090, 1909},
+		{7, 12345}, {-300, -5}, {-45, 67}, {22, 999999999999999LL},
+		{-999999999999999LL, -7}, {0, 0}, {-1, 1}, {999, 1000},
+		{2000, 2999}, {1203, 11999},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(r) / sizeof(*r); i++) {
+		char js[128], t[32], *g = NULL;
+		json_t *s;
+		gbnf *gr = NULL;
+		gbnf_matcher *m = NULL;
+
+		snprintf(js, sizeof(js),
+			 "{\"type\":\"integer\",\"minimum\":%lld,"
+			 "\"maximum\":%lld}", r[i][0], r[i][1]);
+		assert_non_null(s = json_loads(js, 0, NULL));
+		if (jschema_to_gbnf(s, &g))
+			fail_msg("%s: %s", js, qerr_detail());
+		if (gbnf_parse(g, strlen(g), &gr))
+			fail_msg("%s: parse: %s", js, qerr_detail());
+		assert_int_equal(gbnf_matcher_new(gr, gv, &m), 0);
+		for (long long n = -1300; n <= 13000; n++) {
+			int st, in = n >= r[i][0] && n <= r[i][1];
+
+			snprintf(t, sizeof(t), "%lld", n);
+			st = gbnf_step(m, gbnf_start(m), t, strlen(t));
+			if ((st != GBNF_DEAD && gbnf_accepting(m, st)) != in)
+				fail_msg("%s: %lld %s", js, n,
+					 in ? "refused" : "taken");
+		}
+		gbnf_matcher_free(&m);
+		gbnf_free(&gr);
 		free(g);
 		json_decref(s);
 	}
@@ -579,6 +643,7 @@ int main(void)
 		cmocka_unit_test(matching),
 		cmocka_unit_test(masks),
 		cmocka_unit_test(schemas),
+		cmocka_unit_test(int_ranges),
 		cmocka_unit_test(schema_errors),
 		cmocka_unit_test(regexes),
 		cmocka_unit_test(rx_errors),
