@@ -93,9 +93,18 @@ INLINE __m512i kz_bcast(const void *p)
 /*
  * Q4_K's codes (0..15) fill half a byte, so its pairs go two by two in
  * quads (rows 4q .. 4q + 3): each step vector holds pair 2q's codes in
- * the low nibbles and pair 2q + 1's in the high ones, split in registers
- * (an and, a shift and an and per two weight vectors), and each pair
- * keeps its own scale, min, d and dm vectors. Per group of g units, in
+ * the low nibbles and pair 2q + 1's in the high ones, and each pair
+ * keeps its own scale, min, d and dm vectors. A step does not split the
+ * nibbles: vpdpbusd takes the bytes x = lo + 16 hi whole for the low
+ * pair and x & 0xf0 = 16 hi for the high one (one and per two weight
+ * vectors, where splitting took an and, a shift and an and; the ports
+ * that run vpdpbusd run these too, and on an Intel Xeon they were the
+ * K-quant tiles' limit). After a round's 8 steps the low pair's sums
+ * take the high's off (S1 lo = sum x a - sum 16 hi a), and the high
+ * pair's accumulators, 16 times its S1, shift right by 4 once a group
+ * (exact: every term is a multiple of 16, and at most 8 rounds x 63 x
+ * 16 x 32 x 15 x 128 < 2^31). So every integer is the one the split
+ * nibbles gave. Per group of g units, in
  * 512-bit vectors: g rounds of 8 step vectors and the two pairs' scale
  * vectors; the low pair's m min steps (m = kg_min_steps), the high
  * pair's; the low pair's d and dm, the high pair's. Against pairs of
@@ -188,6 +197,7 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 		     const int C, const int kind)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	const __m512i m4h = _mm512_set1_epi8((char)0xf0);
 	__m512i p[KZ_RT][KZ_CP];
 
 	#pragma GCC unroll 8
@@ -199,14 +209,19 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 			if (kind != QK_Q4_K) {
 				wv[c] = _mm512_load_si512(w + c * pv + wo + s);
 			} else if (c % 2 == 0) {
-				/* the quad's two pairs: low and high nibbles */
+				/* the quad's two pairs: the bytes lo + 16 hi
+				 * whole and their high nibbles (16 hi) alone
+				 * (see the quads above), or the low pair's
+				 * nibbles where the tile has no high pair */
 				__m512i x = _mm512_load_si512(
 					kz_at(w, pv, c, kind) + wo + s);
 
-				wv[c] = _mm512_and_si512(x, m4);
-				if (c + 1 < C)
-					wv[c + 1] = _mm512_and_si512(
-						_mm512_srli_epi16(x, 4), m4);
+				if (c + 1 < C) {
+					wv[c] = x;
+					wv[c + 1] = _mm512_and_si512(x, m4h);
+				} else {
+					wv[c] = _mm512_and_si512(x, m4);
+				}
 			}
 			IN_REG(wv[c]);
 		}
@@ -224,6 +239,12 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 			}
 		}
 	}
+	if (kind == QK_Q4_K)
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			#pragma GCC unroll 2
+			for (int c = 0; c + 1 < C; c += 2)
+				p[r][c] = _mm512_sub_epi32(p[r][c], p[r][c + 1]);
 	#pragma GCC unroll 4
 	for (int c = 0; c < C; c++) {
 		__m512i sc = _mm512_load_si512(kz_at(w, pv, c, kind) + wo + 8 +
@@ -282,6 +303,14 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 					 R, C, kind);
 			}
 		}
+		/* Q4_K's high pairs summed 16 hi: their S1 (the quads above) */
+		if (kind == QK_Q4_K)
+			#pragma GCC unroll 3
+			for (int r = 0; r < R; r++)
+				#pragma GCC unroll 2
+				for (int c = 1; c < C; c += 2)
+					acc[r][c] = _mm512_srai_epi32(acc[r][c],
+								      4);
 		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
 		const int m = kg_min_steps(g, kind);
 		#pragma GCC unroll 3
