@@ -467,8 +467,8 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	const kv_params *p = kv_pool_params(j->f->pool);
-	const kv_seq *seq = j->f->seqs[f->row_seq[r]];
+	const kv_params *p = kv_pool_params(f->pool);
+	const kv_seq *seq = f->seqs[f->row_seq[r]];
 	const float *sinks = f->m->layers[j->layer].sinks;
 	int hd = c->head_dim, B = p->block_tokens, n = f->row_pos[r] + 1;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
@@ -487,18 +487,18 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	/* walk the page table block by block: one lookup per block */
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
-		const char *kb = (const char *)kv_k(j->f->pool, blk, j->layer) +
+		const char *kb = (const char *)kv_k(f->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
 
 		if (t0 + B < n)
-			kv_prefetch((const char *)kv_k(j->f->pool,
+			kv_prefetch((const char *)kv_k(f->pool,
 					seq->blocks[t0 / B + 1], j->layer) +
 				    head_off, row, hb,
 				    n - t0 - B < B ? n - t0 - B : B);
 		else
-			kv_prefetch((const char *)kv_v(j->f->pool,
+			kv_prefetch((const char *)kv_v(f->pool,
 					seq->blocks[(lo - lo % B) / B],
 					j->layer) + head_off, row, hb, B);
 		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
@@ -511,13 +511,13 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	memset(out, 0, (size_t)nh * hd * sizeof(float));
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
 		uint32_t blk = seq->blocks[t0 / B];
-		const char *vb = (const char *)kv_v(j->f->pool, blk, j->layer) +
+		const char *vb = (const char *)kv_v(f->pool, blk, j->layer) +
 				 head_off;
 		int rows = n - t0 < B ? n - t0 : B;
 		int r0 = t0 < lo ? lo - t0 : 0;
 
 		if (t0 + B < n)
-			kv_prefetch((const char *)kv_v(j->f->pool,
+			kv_prefetch((const char *)kv_v(f->pool,
 					seq->blocks[t0 / B + 1], j->layer) +
 				    head_off, row, hb,
 				    n - t0 - B < B ? n - t0 - B : B);
@@ -664,14 +664,14 @@ static int sh_span(const att_job *j, int p, int b, uint32_t *blk, int *r0,
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	int r = f->ord[p], B = kv_pool_params(j->f->pool)->block_tokens;
+	int r = f->ord[p], B = kv_pool_params(f->pool)->block_tokens;
 	int n = f->row_pos[r] + 1, t0 = b * B;
 	int lo = f->m->layers[j->layer].swa && n > c->swa_window
 			 ? n - c->swa_window : 0;
 
 	if (t0 >= n || t0 + B <= lo)
 		return 0;
-	*blk = j->f->seqs[f->row_seq[r]]->blocks[b];
+	*blk = f->seqs[f->row_seq[r]]->blocks[b];
 	*r0 = t0 < lo ? lo - t0 : 0;
 	*nt = (n - t0 < B ? n - t0 : B) - *r0;
 	return 1;
@@ -683,7 +683,7 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
-	const kv_params *pp = kv_pool_params(j->f->pool);
+	const kv_params *pp = kv_pool_params(f->pool);
 	int G = c->n_heads / c->n_kv_heads, hd = c->head_dim, M = j->M;
 	int B = pp->block_tokens, nb = 0;
 	uint32_t kt = kv_ggml_type(pp->dtype);
@@ -721,9 +721,9 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 							 &nt2) &&
 				       blk2 == blk && r02 == r0 && nt2 == nt)
 					q++;
-				base = (const char *)(pass ? kv_v(j->f->pool, blk,
+				base = (const char *)(pass ? kv_v(f->pool, blk,
 								  j->layer)
-							   : kv_k(j->f->pool, blk,
+							   : kv_k(f->pool, blk,
 								  j->layer)) +
 				       head_off + (size_t)r0 * rowb;
 				if (!pass)

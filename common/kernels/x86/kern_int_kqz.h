@@ -211,8 +211,12 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 			} else if (c % 2 == 0) {
 				/* the quad's two pairs: the bytes lo + 16 hi
 				 * whole and their high nibbles (16 hi) alone
-				 * (see the quads above), or the low pair's
-				 * nibbles where the tile has no high pair */
+				 * (see the quads above); where the tile has
+				 * no high pair, the low pair's nibbles. (That
+				 * is only the matrix's last quad, whose high
+				 * pair is zero rows as blocks and tasks end
+				 * on whole quads: masked so that no result
+				 * leans on it, and no test can tell.) */
 				__m512i x = _mm512_load_si512(
 					kz_at(w, pv, c, kind) + wo + s);
 
