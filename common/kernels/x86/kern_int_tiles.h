@@ -63,8 +63,13 @@ struct qtile {
 struct qt_pf; /* a block's requests for the next (below) */
 
 /* Keeps v in a register here: without it gcc reassociates the integer
- * sums of a unit, computes every product first and spills them. */
-#define IN_REG(v) __asm__("" : "+x"(v))
+ * sums of a unit, computes every product first and spills them. "v":
+ * any of the build's vector registers, all 32 with AVX-512 ("x" named
+ * only the first 16, and the 512-bit K-quant tile's round copied its
+ * operands in and out of them: 54 register copies a round of 96
+ * vpdpbusd, 12 now; bench_kern -k -p the same within the noise on an
+ * Intel Xeon, the copies costing no port). */
+#define IN_REG(v) __asm__("" : "+v"(v))
 
 /* acc[r] += S1 partial of chunk k: unsigned codes w times the signed
  * activations a, each pair's sum times its int16 scale sc, or (one) the
