@@ -185,8 +185,9 @@ void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);
  * The machine's limits on tp's threads, measured (`quorum bench
  * --roofline`): int8 multiply-adds per second with the integer matmul's
  * step (one 512-bit vpdpbusd on AVX-512 VNNI), f32 multiply-adds per
- * second (fma), each from ten independent chains in registers per
- * thread; and read bandwidth in bytes per second (a streaming sum of
+ * second (fma), each from independent chains in registers per
+ * thread (sixteen for vpdpbusd, whose latency ten do not cover; ten
+ * otherwise); and read bandwidth in bytes per second (a streaming sum of
  * 256 MiB). Each the best of three runs; 0 where the ISA in use has no
  * such kernel (scalar).
  */

@@ -80,8 +80,8 @@ struct kern_ops {
 	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 	/* the machine's limits (kern_measure_limits): multiply-adds of n
-	 * rounds of ten independent chains, register only; a streaming
-	 * read */
+	 * rounds of independent chains, register only (ten; sixteen for
+	 * vpdpbusd); a streaming read */
 	uint64_t (*peak_int8)(int64_t n);
 	uint64_t (*peak_f32)(int64_t n);
 	float (*read_sum)(const float *x, size_t n);
@@ -92,6 +92,12 @@ struct kern_ops {
  * store and a load around every step, and the loop measured store
  * forwarding instead (a third of the AMD EPYC Zen 5's int8 rate). */
 #define KERN_TEN(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+/* X(0) .. X(15): sixteen, where an instruction's latency needs more than
+ * ten in flight (the VNNI build's vpdpbusd: on an Intel Xeon, family 6
+ * model 167, one thread, ten chains ran 404-414 G multiply-adds/s and
+ * twelve to twenty 433-453, two a cycle at its clock; the f32 FMA's ten
+ * already at its two a cycle). 32 registers hold them. */
+#define KERN_SIXTEEN(X) KERN_TEN(X) X(10) X(11) X(12) X(13) X(14) X(15)
 
 /* kern_int_avx2.c's integer matmul: built for AVX2 (kern_avx2_*, the
  * AVX2 and AVX-512 tables), for AVX-512 VNNI (kern_vnni_*), and, in the

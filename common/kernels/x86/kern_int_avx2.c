@@ -343,19 +343,22 @@ void KI_NAME(pack)(const struct kern_mm *mm, void *dst, int j0, int j1)
 
 /* ---- the machine's limits (kern_measure_limits) ------------------------ */
 
-/* int8 multiply-adds of n rounds of ten independent chains of this
- * build's step, register only: the ceiling of the matmul's products (one
- * 512-bit vpdpbusd in the VNNI build; maddubs + madd + add, or the
- * emulation, on 256 bits otherwise). */
+/* int8 multiply-adds of n rounds of independent chains of this build's
+ * step, register only: the ceiling of the matmul's products (one 512-bit
+ * vpdpbusd in the VNNI build, sixteen chains; maddubs + madd + add, or
+ * the emulation, on 256 bits otherwise, ten chains, each step's chain
+ * through one add). */
 uint64_t KI_NAME(peak_int8)(int64_t n)
 {
-	/* ten named chains (KERN_TEN: never an array) */
+	/* named chains (KERN_SIXTEEN, KERN_TEN: never an array) */
 #if KERN_INT_VNNI == 1
 	const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
 #define PK_DECL(k) __m512i a##k = _mm512_set1_epi32(k);
 #define PK_STEP(k) a##k = _mm512_dpbusd_epi32(a##k, u, s); IN_REG(a##k);
 #define PK_SUM(k) sink += _mm512_reduce_add_epi32(a##k);
 #define PK_MACS 64
+#define PK_CHAINS KERN_SIXTEEN
+#define PK_N 16
 #else
 	/* u opaque at each step: else gcc computes the one product of
 	 * these constants (maddubs, madd) once, for all ten chains */
@@ -365,18 +368,22 @@ uint64_t KI_NAME(peak_int8)(int64_t n)
 #define PK_STEP(k) IN_REG(u); a##k = dp4(a##k, u, s); IN_REG(a##k);
 #define PK_SUM(k) sink += _mm256_extract_epi32(a##k, 0);
 #define PK_MACS 32
+#define PK_CHAINS KERN_TEN
+#define PK_N 10
 #endif
 	int sink = 0;
 
-	KERN_TEN(PK_DECL)
+	PK_CHAINS(PK_DECL)
 	for (int64_t i = 0; i < n; i++) {
-		KERN_TEN(PK_STEP)
+		PK_CHAINS(PK_STEP)
 	}
-	KERN_TEN(PK_SUM)
+	PK_CHAINS(PK_SUM)
 	__asm__ volatile("" : : "r"(sink));
-	return (uint64_t)n * 10 * PK_MACS;
+	return (uint64_t)n * PK_N * PK_MACS;
 #undef PK_DECL
 #undef PK_STEP
 #undef PK_SUM
+#undef PK_CHAINS
+#undef PK_N
 #undef PK_MACS
 }
