@@ -14,6 +14,7 @@
 #include "format/gguf.h"
 #include "format/hugemem.h"
 #include "infer/model.h"
+#include "kernels/kern.h"
 #include "qerr.h"
 #include "testutil.h"
 
@@ -53,6 +54,22 @@ static int fill_zero(void *ctx, int idx, void *dst, uint64_t nbytes)
 	/* Q8_0 scale 0 and F32 zeros are both valid */
 	return 0;
 }
+
+/* Every tensor's bytes a pattern that differs by tensor and never reads
+ * as all zeros (test_copy_tensors_if: a page dropped by mistake from a
+ * private copy reads as zeros); for files only opened, never loaded. */
+static int fill_pattern(void *ctx, int idx, void *dst, uint64_t nbytes)
+{
+	unsigned char *p = dst;
+
+	(void)ctx;
+	for (uint64_t i = 0; i < nbytes; i++)
+		p[i] = (unsigned char)(1 + (i * 7 + (uint64_t)idx * 13) % 251);
+	return 0;
+}
+
+/* build's fill: zeros, or fill_pattern while this is set */
+static int build_pattern;
 
 static void build(const char *path, enum flaw fl)
 {
@@ -123,7 +140,8 @@ static void build(const char *path, enum flaw fl)
 						       t[i].n_dims, t[i].ne), 0);
 		}
 	}
-	assert_int_equal(gguf_writer_save(w, path, fill_zero, NULL), 0);
+	assert_int_equal(gguf_writer_save(w, path, build_pattern ? fill_pattern
+							   : fill_zero, NULL), 0);
 	gguf_writer_free(&w);
 	assert_null(w);
 	if (fl == BAD_TYPE || fl == PARTIAL_BLOCK) {
@@ -237,6 +255,88 @@ static void test_hugemem(void **state)
 	hugemem_free(NULL, 0);
 }
 
+/* gguf_copy_tensors_if: the tensors keep accepts move to the copy (each
+ * at its offset from a 2 MiB boundary), the others stay in the mapping;
+ * every tensor's bytes read the same. gguf_drop_mapped drops pages of
+ * the mapping only: a dropped tensor in the mapping reads again (from the
+ * page cache), and a copied tensor is left alone (its private pages
+ * dropped would read as zeros). */
+static int keep_odd(const gguf_tensor *t, void *ctx)
+{
+	const gguf_file *g = ctx;
+
+	return (int)(t - gguf_tensor_at(g, 0)) % 2;
+}
+
+static void test_copy_tensors_if(void **state)
+{
+	gguf_file *g;
+	uint64_t n;
+	unsigned char **saved;
+	const void **before;
+
+	(void)state;
+	build_pattern = 1;
+	build(path, OK);
+	build_pattern = 0;
+	assert_int_equal(gguf_open(path, &g), 0);
+	n = gguf_n_tensors(g);
+	assert_true(n >= 4);
+	saved = calloc(n, sizeof(*saved));
+	before = calloc(n, sizeof(*before));
+	assert_non_null(saved);
+	assert_non_null(before);
+	for (uint64_t i = 0; i < n; i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+
+		saved[i] = malloc(t->nbytes);
+		assert_non_null(saved[i]);
+		memcpy(saved[i], t->data, t->nbytes);
+		before[i] = t->data;
+	}
+	assert_int_equal(gguf_copy_tensors_if(g, keep_odd, g), 0);
+	for (uint64_t i = 0; i < n; i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+
+		if (i % 2) {
+			assert_ptr_not_equal(t->data, before[i]);
+			assert_int_equal(((uintptr_t)t->data - t->offset) %
+					 (2u << 20), 0);
+		} else {
+			assert_ptr_equal(t->data, before[i]);
+		}
+		assert_memory_equal(t->data, saved[i], t->nbytes);
+		/* a whole page or more of each, dropped where it is */
+		gguf_drop_mapped(g, t->data, t->nbytes);
+		assert_memory_equal(t->data, saved[i], t->nbytes);
+	}
+	/* the premise: a copied and a mapped tensor of two pages or more
+	 * (whole pages inside them to drop) */
+	assert_true(gguf_tensor_at(g, 11)->nbytes >= 8192 &&
+		    gguf_tensor_at(g, 12)->nbytes >= 8192);
+	/* from the first tensor to the mapping's end, then a range outside
+	 * the mapping: no effect on any bytes */
+	{
+		const char *lo = before[0], *end = lo;
+
+		for (uint64_t i = 0; i < n; i += 2)
+			if ((const char *)before[i] +
+			    gguf_tensor_at(g, i)->nbytes > end)
+				end = (const char *)before[i] +
+				      gguf_tensor_at(g, i)->nbytes;
+		gguf_drop_mapped(g, lo, (size_t)(end - lo));
+	}
+	gguf_drop_mapped(g, saved[0], gguf_tensor_at(g, 0)->nbytes);
+	for (uint64_t i = 0; i < n; i++)
+		assert_memory_equal(gguf_tensor_at(g, i)->data, saved[i],
+				    gguf_tensor_at(g, i)->nbytes);
+	gguf_close(&g);
+	for (uint64_t i = 0; i < n; i++)
+		free(saved[i]);
+	free(saved);
+	free(before);
+}
+
 static void test_copy_tensors(void **state)
 {
 	gguf_file *g;
@@ -285,9 +385,16 @@ static void test_copy_tensors(void **state)
 	setenv("QUORUM_WEIGHTS", "map", 1);
 	assert_int_equal(model_load(path, &mm), 0);
 	unsetenv("QUORUM_WEIGHTS");
-	assert_ptr_not_equal(mc->layers[0].wq.data, mm->layers[0].wq.data);
+	/* attn_q (Q8_0) stays in the mapping where the forward pass's
+	 * packed copy serves every row count; attn_k (F16) is copied */
+	if (kern_pack_covers(GGML_TYPE_Q8_0, mc->layers[0].wq.k))
+		assert_ptr_equal(mc->layers[0].wq.data, gguf_find_tensor(
+			mc->gguf, "blk.0.attn_q.weight")->data);
+	assert_ptr_not_equal(mc->layers[0].wk.data, mm->layers[0].wk.data);
 	assert_memory_equal(mc->layers[0].wq.data, mm->layers[0].wq.data,
 			    gguf_find_tensor(mm->gguf, "blk.0.attn_q.weight")->nbytes);
+	assert_memory_equal(mc->layers[0].wk.data, mm->layers[0].wk.data,
+			    gguf_find_tensor(mm->gguf, "blk.0.attn_k.weight")->nbytes);
 	assert_memory_equal(mc->tok_embd.data, mm->tok_embd.data,
 			    gguf_find_tensor(mm->gguf, "token_embd.weight")->nbytes);
 	model_free(&mc);
@@ -868,6 +975,7 @@ int main(void)
 		cmocka_unit_test(test_empty_file),
 		cmocka_unit_test(test_hugemem),
 		cmocka_unit_test(test_copy_tensors),
+		cmocka_unit_test(test_copy_tensors_if),
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_moe_flaws),

@@ -403,32 +403,70 @@ int gguf_open(const char *path, gguf_file **out)
 	return QERR_OK;
 }
 
-int gguf_copy_tensors(gguf_file *g)
+/* The file's pages of bytes [lo, hi) of the data section leave this
+ * mapping (the page cache keeps them for other processes): whole pages
+ * inside the range only. */
+static void drop_pages(const gguf_file *g, uint64_t lo, uint64_t hi)
+{
+	uintptr_t a = ((uintptr_t)g->map + g->data_off + lo + 4095) &
+		      ~(uintptr_t)4095;
+	uintptr_t b = ((uintptr_t)g->map + g->data_off + hi) &
+		      ~(uintptr_t)4095;
+
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+int gguf_copy_tensors_if(gguf_file *g,
+			 int (*keep)(const gguf_tensor *t, void *ctx),
+			 void *ctx)
 {
 	size_t n = (size_t)(g->size - g->data_off);
+	uint64_t kept = 0;
 	char *a;
 
 	if (g->copy || n == 0)
 		return QERR_OK;
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		kept += !keep || keep(&g->tensors[i], ctx);
+	if (!kept)
+		return QERR_OK;
 	if (!(a = hugemem_alloc(n)))
 		return qerr_fail(QERR_NOMEM, "%s: no memory for a copy of "
 				 "%zu bytes of tensors", g->path, n);
-	memcpy(a, g->map + g->data_off, n);
-	mprotect(a, hugemem_span(n), PROT_READ);
-	for (uint64_t i = 0; i < g->n_tensors; i++)
-		g->tensors[i].data = a + g->tensors[i].offset;
-	/* the file's pages of the data section leave this mapping (the page
-	 * cache keeps them for other processes) */
-	{
-		uintptr_t lo = ((uintptr_t)g->map + g->data_off + 4095) &
-			       ~(uintptr_t)4095;
-		uintptr_t hi = ((uintptr_t)g->map + g->size) & ~(uintptr_t)4095;
-		if (hi > lo)
-			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	if (!keep) {
+		memcpy(a, g->map + g->data_off, n);
+		for (uint64_t i = 0; i < g->n_tensors; i++)
+			g->tensors[i].data = a + g->tensors[i].offset;
+		drop_pages(g, 0, n);
+	} else {
+		for (uint64_t i = 0; i < g->n_tensors; i++) {
+			gguf_tensor *t = &g->tensors[i];
+
+			if (!keep(t, ctx))
+				continue;
+			memcpy(a + t->offset, t->data, t->nbytes);
+			t->data = a + t->offset;
+			drop_pages(g, t->offset, t->offset + t->nbytes);
+		}
 	}
+	mprotect(a, hugemem_span(n), PROT_READ);
 	g->copy = a;
 	g->copy_len = n;
 	return QERR_OK;
+}
+
+int gguf_copy_tensors(gguf_file *g)
+{
+	return gguf_copy_tensors_if(g, NULL, NULL);
+}
+
+void gguf_drop_mapped(const gguf_file *g, const void *p, size_t n)
+{
+	const uint8_t *b = p, *lo = g->map + g->data_off, *hi = g->map + g->size;
+
+	if (b >= lo && b <= hi && n <= (size_t)(hi - b))
+		drop_pages(g, (uint64_t)(b - lo), (uint64_t)(b - lo) + n);
 }
 
 void gguf_close(gguf_file **g)

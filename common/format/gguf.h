@@ -87,6 +87,20 @@ void gguf_close(gguf_file **g);
  * tensors' data pointers move to the copy; nothing else changes. On
  * failure (QERR_NOMEM) the tensors stay in the mapping. */
 int gguf_copy_tensors(gguf_file *g);
+/* The same for the tensors keep(t, ctx) accepts (every one when keep is
+ * NULL); the others stay in the mapping, where their bytes still read.
+ * The copy spans the whole data section (each tensor at its offset from
+ * a 2 MiB boundary), but only the kept tensors' pages are ever touched,
+ * so only they cost memory and time. */
+int gguf_copy_tensors_if(gguf_file *g,
+			 int (*keep)(const gguf_tensor *t, void *ctx),
+			 void *ctx);
+
+/* The file's pages of [p, p + n) leave this process's mapping when those
+ * bytes are the mapping's (not a copy's): once a tensor left in the
+ * mapping has been read for good (packed), it need not stay resident
+ * here; the page cache keeps it, and a later read faults it back in. */
+void gguf_drop_mapped(const gguf_file *g, const void *p, size_t n);
 
 const char *gguf_path(const gguf_file *g);
 uint64_t gguf_file_size(const gguf_file *g);

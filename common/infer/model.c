@@ -699,6 +699,53 @@ static uint64_t mem_available(void)
 /* Weights of at least this many bytes are copied (auto). */
 #define MODEL_COPY_MIN ((uint64_t)64 << 20)
 
+/* The matrices the forward pass packs (fwd.c's pack_model): each layer's
+ * attention, a dense model's FFN, the output head (the embeddings when
+ * tied). */
+static int packed_role(const gguf_tensor *t, int dense, int tied)
+{
+	static const char *const roles[] = {
+		"attn_q.weight", "attn_k.weight", "attn_v.weight",
+		"attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
+		"ffn_down.weight",
+	};
+	const char *nm = t->name.ptr, *r;
+	size_t len = t->name.len;
+
+	if (gguf_str_eq(t->name, "output.weight") ||
+	    (tied && gguf_str_eq(t->name, "token_embd.weight")))
+		return 1;
+	if (len < 5 || memcmp(nm, "blk.", 4))
+		return 0;
+	for (r = nm + 4; r < nm + len && *r >= '0' && *r <= '9'; r++)
+		;
+	if (r == nm + 4 || r >= nm + len || *r != '.')
+		return 0;
+	r++;
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if ((size_t)(nm + len - r) == strlen(roles[i]) &&
+		    !memcmp(r, roles[i], strlen(roles[i])) &&
+		    (dense || i < 4))
+			return 1;
+	return 0;
+}
+
+struct copy_ctx {
+	int dense, tied;
+};
+
+/* Copied, unless the forward pass packs it and its kernels then read only
+ * the packed copy (kern_pack_covers): those bytes are read once, to pack
+ * them, from the file's mapping. */
+static int copy_keep(const gguf_tensor *t, void *ctx)
+{
+	const struct copy_ctx *c = ctx;
+
+	return !(t->ne[2] <= 1 && t->ne[3] <= 1 && t->ne[0] <= INT32_MAX &&
+		 packed_role(t, c->dense, c->tied) &&
+		 kern_pack_covers(t->type, (int)t->ne[0]));
+}
+
 int model_load(const char *path, model **out)
 {
 	gguf_file *g;
@@ -714,8 +761,14 @@ int model_load(const char *path, model **out)
 	 * (processes loading one file share its mapping, not copies) */
 	size = gguf_file_size(g);
 	if (w && !strcmp(w, "copy") ? 1 : w && !strcmp(w, "map") ? 0 :
-	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size)
-		(void)gguf_copy_tensors(g); /* else the mapping serves */
+	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size) {
+		struct copy_ctx cc = {1, !gguf_find_tensor(g, "output.weight")};
+
+		for (uint64_t i = 0; i < gguf_n_tensors(g); i++)
+			if (gguf_tensor_at(g, i)->ne[2] > 1)
+				cc.dense = 0; /* experts: no dense FFN packed */
+		(void)gguf_copy_tensors_if(g, copy_keep, &cc);
+	} /* else the mapping serves */
 	rc = model_from_gguf(g, out);
 	if (rc)
 		gguf_close(&g);

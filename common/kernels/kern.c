@@ -844,6 +844,17 @@ static void pack_task(void *ctx, int t, int n_tasks)
 		pj->ops->pack(&pj->mm, pj->dst, j0, j1);
 }
 
+int kern_pack_covers(uint32_t wtype, int K)
+{
+	const struct kern_ops *o = ops();
+
+	/* the layouts' thresholds rise with the rows: a copy made for
+	 * one row is read from one row up */
+	return K > 0 && packing() && o->pack_bytes && quant_is_quant(wtype) &&
+	       kern_activations() == KERN_ACT_INT &&
+	       row_bytes(wtype, K) != 0 && o->pack_bytes(wtype, K, 1, 1) > 0;
+}
+
 int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 	      int max_rows, kern_packed **out)
 {

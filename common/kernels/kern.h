@@ -114,6 +114,14 @@ void kern_matmul_n(tpool *tp, const struct kern_mat *mats, int n_mats, int K,
 int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 	      int max_rows, kern_packed **out);
 /*
+ * Whether kern_pack, as things stand (QUORUM_PACK, the activations, the
+ * ISA in use), packs a matrix of wtype with rows of K even for one
+ * activation row: then the kernels read that copy at every row count
+ * and W only to pack it, so a loader may leave W where it is (the
+ * file's mapping) instead of copying it first.
+ */
+int kern_pack_covers(uint32_t wtype, int K);
+/*
  * Whether the tiles that read a packed copy request its next block of
  * weights while they compute on this one (on by default; QUORUM_PREFETCH=0
  * in the environment, read at first use, turns it off; a value other
