@@ -255,6 +255,40 @@ static void test_hugemem(void **state)
 	hugemem_free(NULL, 0);
 }
 
+/* Every tensor of g: its bytes (saved) and where they are (before). */
+struct snap {
+	uint64_t n;
+	unsigned char **saved;
+	const void **before;
+};
+
+static struct snap snap_take(const gguf_file *g)
+{
+	struct snap sn = {gguf_n_tensors(g), NULL, NULL};
+
+	sn.saved = calloc(sn.n, sizeof(*sn.saved));
+	sn.before = calloc(sn.n, sizeof(*sn.before));
+	assert_non_null(sn.saved);
+	assert_non_null(sn.before);
+	for (uint64_t i = 0; i < sn.n; i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+
+		sn.saved[i] = malloc(t->nbytes);
+		assert_non_null(sn.saved[i]);
+		memcpy(sn.saved[i], t->data, t->nbytes);
+		sn.before[i] = t->data;
+	}
+	return sn;
+}
+
+static void snap_free(struct snap *sn)
+{
+	for (uint64_t i = 0; i < sn->n; i++)
+		free(sn->saved[i]);
+	free(sn->saved);
+	free(sn->before);
+}
+
 /* gguf_copy_tensors_if: the tensors keep accepts move to the copy (each
  * at its offset from a 2 MiB boundary), the others stay in the mapping;
  * every tensor's bytes read the same. gguf_drop_mapped drops pages of
@@ -272,6 +306,7 @@ static void test_copy_tensors_if(void **state)
 {
 	gguf_file *g;
 	uint64_t n;
+	struct snap sn;
 	unsigned char **saved;
 	const void **before;
 
@@ -282,18 +317,9 @@ static void test_copy_tensors_if(void **state)
 	assert_int_equal(gguf_open(path, &g), 0);
 	n = gguf_n_tensors(g);
 	assert_true(n >= 4);
-	saved = calloc(n, sizeof(*saved));
-	before = calloc(n, sizeof(*before));
-	assert_non_null(saved);
-	assert_non_null(before);
-	for (uint64_t i = 0; i < n; i++) {
-		const gguf_tensor *t = gguf_tensor_at(g, i);
-
-		saved[i] = malloc(t->nbytes);
-		assert_non_null(saved[i]);
-		memcpy(saved[i], t->data, t->nbytes);
-		before[i] = t->data;
-	}
+	sn = snap_take(g);
+	saved = sn.saved;
+	before = sn.before;
 	assert_int_equal(gguf_copy_tensors_if(g, keep_odd, g), 0);
 	for (uint64_t i = 0; i < n; i++) {
 		const gguf_tensor *t = gguf_tensor_at(g, i);
@@ -331,10 +357,7 @@ static void test_copy_tensors_if(void **state)
 		assert_memory_equal(gguf_tensor_at(g, i)->data, saved[i],
 				    gguf_tensor_at(g, i)->nbytes);
 	gguf_close(&g);
-	for (uint64_t i = 0; i < n; i++)
-		free(saved[i]);
-	free(saved);
-	free(before);
+	snap_free(&sn);
 }
 
 static void test_copy_tensors(void **state)
@@ -342,6 +365,7 @@ static void test_copy_tensors(void **state)
 	gguf_file *g;
 	gguf_str s;
 	uint64_t n;
+	struct snap sn;
 	unsigned char **saved;
 	const void **before;
 	model *mc, *mm;
@@ -350,17 +374,9 @@ static void test_copy_tensors(void **state)
 	build(path, OK);
 	assert_int_equal(gguf_open(path, &g), 0);
 	n = gguf_n_tensors(g);
-	saved = calloc(n, sizeof(*saved));
-	before = calloc(n, sizeof(*before));
-	assert_non_null(saved);
-	assert_non_null(before);
-	for (uint64_t i = 0; i < n; i++) {
-		const gguf_tensor *t = gguf_tensor_at(g, i);
-		saved[i] = malloc(t->nbytes);
-		assert_non_null(saved[i]);
-		memcpy(saved[i], t->data, t->nbytes);
-		before[i] = t->data;
-	}
+	sn = snap_take(g);
+	saved = sn.saved;
+	before = sn.before;
 	assert_int_equal(gguf_copy_tensors(g), 0);
 	for (uint64_t i = 0; i < n; i++) {
 		const gguf_tensor *t = gguf_tensor_at(g, i);
@@ -375,10 +391,7 @@ static void test_copy_tensors(void **state)
 	assert_int_equal(gguf_get_str(g, "general.architecture", &s), 0);
 	assert_true(gguf_str_eq(s, "qwen2"));
 	gguf_close(&g);
-	for (uint64_t i = 0; i < n; i++)
-		free(saved[i]);
-	free(saved);
-	free(before);
+	snap_free(&sn);
 
 	setenv("QUORUM_WEIGHTS", "copy", 1);
 	assert_int_equal(model_load(path, &mc), 0);
