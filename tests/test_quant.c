@@ -1226,6 +1226,62 @@ static void corrupt_scales(const char *path, const model *m, uint32_t t)
 
 /* Every type synthesizes and loads (and refuses a corrupt scale); a Q4_K_M
  * mix has llama.cpp's types. */
+/* kern_pack_covers, on every ISA this CPU runs (the VNNI level emulated
+ * on AVX2): it says yes exactly where kern_pack makes a copy for one
+ * activation row (which the kernels then read at every row count, so a
+ * loader may leave W in the file's mapping): Q8_0 on every x86 level,
+ * never a K-quant (read from their file rows below 2, 4 or 6 rows), a
+ * float type or the scalar level, and nothing with f32 activations. */
+static void test_pack_covers(void **state)
+{
+	static const uint32_t ts[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+				      GGML_TYPE_Q6_K, GGML_TYPE_F16};
+	const int K = 512, N = 8;
+	tpool *tp;
+
+	(void)state;
+	if (getenv("QUORUM_PACK"))
+		skip(); /* the switch is read once, at first use */
+	assert_int_equal(tpool_new(2, &tp), 0);
+	for (int isa = KERN_ISA_SCALAR; isa <= iu_last_isa(); isa++) {
+		if (!iu_use_isa(isa))
+			continue;
+		for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+			uint32_t t = ts[i];
+			size_t rb = ggml_row_bytes(t, (uint64_t)K);
+			uint8_t *W = xmalloc(rb * N);
+			float *wf = xmalloc(sizeof(float) * K);
+			kern_packed *pk = NULL;
+			int covers = kern_pack_covers(t, K);
+
+			for (int j = 0; j < N; j++) {
+				for (int k = 0; k < K; k++)
+					wf[k] = rndn() * 0.1f;
+				if (quant_is_quant(t))
+					quant_quantize_row(t, wf, W + rb * j, K);
+				else
+					memset(W + rb * j, 0, rb);
+			}
+			assert_int_equal(kern_pack(tp, W, t, K, N, 1, &pk), 0);
+			if (covers != (pk != NULL))
+				fail_msg("%s on %s: kern_pack_covers %d, a copy "
+					 "for one row %s", ggml_type_name(t),
+					 iu_isa_label(isa), covers,
+					 pk ? "made" : "not made");
+			assert_int_equal(covers, t == GGML_TYPE_Q8_0 &&
+						 isa != KERN_ISA_SCALAR);
+			kern_packed_free(&pk);
+			kern_set_activations(KERN_ACT_F32);
+			assert_false(kern_pack_covers(t, K));
+			kern_set_activations(KERN_ACT_INT);
+			free(W);
+			free(wf);
+		}
+	}
+	kern_set_isa(kern_isa_detect());
+	tpool_free(&tp);
+}
+
 static void test_mkmodel_types(void **state)
 {
 	char path[512];
@@ -1335,6 +1391,7 @@ int main(void)
 		cmocka_unit_test(test_act_simd),
 		cmocka_unit_test(test_int_nan),
 		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_pack_covers),
 		cmocka_unit_test(test_mkmodel_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
