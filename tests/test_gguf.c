@@ -398,11 +398,39 @@ static void test_copy_tensors(void **state)
 	setenv("QUORUM_WEIGHTS", "map", 1);
 	assert_int_equal(model_load(path, &mm), 0);
 	unsetenv("QUORUM_WEIGHTS");
-	/* attn_q (Q8_0) stays in the mapping where the forward pass's
-	 * packed copy serves every row count; attn_k (F16) is copied */
-	if (kern_pack_covers(GGML_TYPE_Q8_0, mc->layers[0].wq.k))
-		assert_ptr_equal(mc->layers[0].wq.data, gguf_find_tensor(
-			mc->gguf, "blk.0.attn_q.weight")->data);
+	/* Every matrix the forward pass packs (model_packed_mat, slot by
+	 * slot: the named tensor, so the slots' names and fields agree)
+	 * stays in the mapping exactly where its packed copy serves every
+	 * row count (attn_q, Q8_0, on x86), else is copied (the floats):
+	 * the copy sits at each tensor's offset from a 2 MiB boundary, the
+	 * mapping at the file's data offset, which is not page aligned. */
+	{
+		static const char *const names[MODEL_PK_N + 1] = {
+			"blk.0.attn_q.weight", "blk.0.attn_k.weight",
+			"blk.0.attn_v.weight", "blk.0.attn_output.weight",
+			"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+			"blk.0.ffn_down.weight", "token_embd.weight"};
+		int left = 0;
+
+		for (int i = 0; i <= MODEL_PK_N; i++) {
+			const model_mat *w = i < MODEL_PK_N
+				? model_packed_mat(mc, 0, i)
+				: model_packed_mat(mc, mc->cfg.n_layers, 0);
+			const gguf_tensor *t = gguf_find_tensor(mc->gguf,
+								names[i]);
+			int copied = ((uintptr_t)t->data - t->offset) %
+				     (2u << 20) == 0;
+
+			assert_non_null(w);
+			assert_ptr_equal(w->data, t->data);
+			assert_int_equal(copied,
+					 !kern_pack_covers(w->type, w->k));
+			left += !copied;
+		}
+		assert_int_equal(left, kern_pack_covers(GGML_TYPE_Q8_0,
+							mc->layers[0].wq.k));
+		assert_null(model_packed_mat(mc, mc->cfg.n_layers, 1));
+	}
 	assert_ptr_not_equal(mc->layers[0].wk.data, mm->layers[0].wk.data);
 	assert_memory_equal(mc->layers[0].wq.data, mm->layers[0].wq.data,
 			    gguf_find_tensor(mm->gguf, "blk.0.attn_q.weight")->nbytes);

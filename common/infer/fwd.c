@@ -68,20 +68,17 @@ struct fwd {
 	size_t sh_rows;     /* floats sh_s holds */
 	int sh_active;      /* this call takes the shared path */
 	long sh_calls;      /* calls that took it */
-	/* the matrices packed for the integer kernels (kern_pack): FWD_PK_N
-	 * per layer, then the output head's; NULL entries: W as it is */
+	/* the matrices packed for the integer kernels (kern_pack):
+	 * MODEL_PK_N per layer (model_packed_mat's slots), then the output
+	 * head's; NULL entries: W as it is */
 	kern_packed **pk;
 	size_t pk_bytes;
 };
 
-/* A layer's matrices in f->pk. */
-enum { FWD_PK_Q, FWD_PK_K, FWD_PK_V, FWD_PK_O, FWD_PK_GATE, FWD_PK_UP,
-       FWD_PK_DOWN, FWD_PK_N };
-
 /* Layer L's matrix slot packed, or NULL. */
 static const kern_packed *lpk(const fwd *f, const model_layer *L, int slot)
 {
-	return f->pk[(size_t)(L - f->m->layers) * FWD_PK_N + (size_t)slot];
+	return f->pk[(size_t)(L - f->m->layers) * MODEL_PK_N + (size_t)slot];
 }
 
 /* The dense matrices of m packed for up to R rows (those kern_pack has a
@@ -92,33 +89,19 @@ static int pack_model(fwd *f)
 	const model *m = f->m;
 	int L = m->cfg.n_layers, rc = 0;
 
-	f->pk = calloc((size_t)L * FWD_PK_N + 1, sizeof(*f->pk));
+	f->pk = calloc((size_t)L * MODEL_PK_N + 1, sizeof(*f->pk));
 	if (!f->pk)
 		return qerr_fail(QERR_NOMEM, "fwd: out of memory");
 	for (int l = 0; l <= L && !rc; l++) {
-		const model_layer *ly = l < L ? &m->layers[l] : NULL;
-		const model_mat *w[FWD_PK_N] = {0};
+		for (int i = 0; i < MODEL_PK_N && !rc; i++) {
+			const model_mat *w = model_packed_mat(m, l, i);
+			kern_packed **out;
 
-		if (ly) {
-			w[FWD_PK_Q] = &ly->wq;
-			w[FWD_PK_K] = &ly->wk;
-			w[FWD_PK_V] = &ly->wv;
-			w[FWD_PK_O] = &ly->wo;
-			if (!m->cfg.n_expert) {
-				w[FWD_PK_GATE] = &ly->w_gate;
-				w[FWD_PK_UP] = &ly->w_up;
-				w[FWD_PK_DOWN] = &ly->w_down;
-			}
-		} else {
-			w[0] = &m->output;
-		}
-		for (int i = 0; i < FWD_PK_N && !rc; i++) {
-			kern_packed **out = &f->pk[(size_t)l * FWD_PK_N + i];
-
-			if (!w[i] || !w[i]->data || w[i]->stride)
+			if (!w || !w->data || w->stride)
 				continue;
-			rc = kern_pack(f->tp, w[i]->data, w[i]->type, w[i]->k,
-				       w[i]->n, f->R, out);
+			out = &f->pk[(size_t)l * MODEL_PK_N + i];
+			rc = kern_pack(f->tp, w->data, w->type, w->k, w->n,
+				       f->R, out);
 			f->pk_bytes += kern_packed_bytes(*out);
 			/* a matrix the loader left in the file's mapping
 			 * (model_load) is read from the packed copy from now
@@ -126,12 +109,12 @@ static int pack_model(fwd *f)
 			 * embeddings a tied head shares, whose rows every
 			 * step still looks up (faulting them back in cost
 			 * the 0.5b's N = 8 decode 3-4%, Intel Xeon) */
-			if (*out && kern_pack_covers(w[i]->type, w[i]->k) &&
-			    w[i]->data != m->tok_embd.data)
-				gguf_drop_mapped(m->gguf, w[i]->data,
-						 ggml_row_bytes(w[i]->type,
-								(uint64_t)w[i]->k) *
-						 (size_t)w[i]->n);
+			if (*out && kern_pack_covers(w->type, w->k) &&
+			    w->data != m->tok_embd.data)
+				gguf_drop_mapped(m->gguf, w->data,
+						 ggml_row_bytes(w->type,
+								(uint64_t)w->k) *
+						 (size_t)w->n);
 		}
 	}
 	return rc;
@@ -298,7 +281,7 @@ void fwd_free(fwd **fp)
 	free(f->sh_o);
 	free(f->sh_s);
 	if (f->pk)
-		for (int i = 0; i <= f->m->cfg.n_layers * FWD_PK_N; i++)
+		for (int i = 0; i <= f->m->cfg.n_layers * MODEL_PK_N; i++)
 			kern_packed_free(&f->pk[i]);
 	free(f->pk);
 	free(f);
@@ -926,13 +909,13 @@ static void dense_ffn(fwd *f, const model_layer *L, int M)
 {
 	prof_label("ffn gate,up");
 	matmul_n(f, (const model_mat *const[]){&L->w_gate, &L->w_up},
-		 (const kern_packed *const[]){lpk(f, L, FWD_PK_GATE),
-					      lpk(f, L, FWD_PK_UP)},
+		 (const kern_packed *const[]){lpk(f, L, MODEL_PK_GATE),
+					      lpk(f, L, MODEL_PK_UP)},
 		 (const float *const[]){NULL, NULL},
 		 (float *const[]){f->hb, f->hb2}, 2, f->xb, M);
 	prof_label("ffn down");
 	rows_run(f, L, rows_act, M);
-	matmul(f, &L->w_down, lpk(f, L, FWD_PK_DOWN), NULL, f->hb, M, f->xb);
+	matmul(f, &L->w_down, lpk(f, L, MODEL_PK_DOWN), NULL, f->hb, M, f->xb);
 }
 
 /* a ranks above b: a number above NaN, else the larger */
@@ -1086,9 +1069,9 @@ static void layer(fwd *f, int l, int M)
 	rows_run(f, L, rows_attn_in, M);
 	prof_label("attn q,k,v");
 	matmul_n(f, (const model_mat *const[]){&L->wq, &L->wk, &L->wv},
-		 (const kern_packed *const[]){lpk(f, L, FWD_PK_Q),
-					      lpk(f, L, FWD_PK_K),
-					      lpk(f, L, FWD_PK_V)},
+		 (const kern_packed *const[]){lpk(f, L, MODEL_PK_Q),
+					      lpk(f, L, MODEL_PK_K),
+					      lpk(f, L, MODEL_PK_V)},
 		 (const float *const[]){L->bq, L->bk, L->bv},
 		 (float *const[]){f->q, f->k, f->v}, 3, f->xb, M);
 	rows_run(f, L, rows_qk, M);
@@ -1122,7 +1105,7 @@ static void layer(fwd *f, int l, int M)
 				 (tpool_busy_ns(f->tp) - busy0));
 	}
 	prof_label("attn out");
-	matmul(f, &L->wo, lpk(f, L, FWD_PK_O), L->bo, f->att, M, f->xb);
+	matmul(f, &L->wo, lpk(f, L, MODEL_PK_O), L->bo, f->att, M, f->xb);
 	rows_run(f, L, rows_ffn_in, M);
 	if (L->router.data)
 		moe_ffn(f, L, M);
@@ -1200,7 +1183,7 @@ static int batch(fwd *f, kv_pool *pool, kv_seq *const *seqs,
 		n_out++;
 	}
 	prof_label("output");
-	matmul(f, &f->m->output, f->pk[(size_t)c->n_layers * FWD_PK_N], NULL,
+	matmul(f, &f->m->output, f->pk[(size_t)c->n_layers * MODEL_PK_N], NULL,
 	       f->xb, n_out, logits);
 	if (c->logit_softcap > 0.0f)
 		for (size_t i = 0; i < (size_t)n_out * c->vocab; i++)

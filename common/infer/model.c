@@ -9,6 +9,7 @@
 #include "infer/model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -699,16 +700,40 @@ static uint64_t mem_available(void)
 /* Weights of at least this many bytes are copied (auto). */
 #define MODEL_COPY_MIN ((uint64_t)64 << 20)
 
-/* The matrices the forward pass packs (fwd.c's pack_model): each layer's
- * attention, a dense model's FFN, the output head (the embeddings when
- * tied). */
-static int packed_role(const gguf_tensor *t, int dense, int tied)
+/* Each packing slot's matrix: its name in a layer of the file, its field
+ * in model_layer, and whether a mixture of experts has none (the FFN). */
+static const struct {
+	const char *name;
+	size_t off;
+	int dense;
+} pk_slots[MODEL_PK_N] = {
+	[MODEL_PK_Q] = {"attn_q.weight", offsetof(model_layer, wq), 0},
+	[MODEL_PK_K] = {"attn_k.weight", offsetof(model_layer, wk), 0},
+	[MODEL_PK_V] = {"attn_v.weight", offsetof(model_layer, wv), 0},
+	[MODEL_PK_O] = {"attn_output.weight", offsetof(model_layer, wo), 0},
+	[MODEL_PK_GATE] = {"ffn_gate.weight", offsetof(model_layer, w_gate), 1},
+	[MODEL_PK_UP] = {"ffn_up.weight", offsetof(model_layer, w_up), 1},
+	[MODEL_PK_DOWN] = {"ffn_down.weight", offsetof(model_layer, w_down), 1},
+};
+
+const model_mat *model_packed_mat(const model *m, int l, int slot)
 {
-	static const char *const roles[] = {
-		"attn_q.weight", "attn_k.weight", "attn_v.weight",
-		"attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
-		"ffn_down.weight",
-	};
+	if (slot < 0 || slot >= MODEL_PK_N || l < 0 || l > m->cfg.n_layers)
+		return NULL;
+	if (l == m->cfg.n_layers)
+		return slot ? NULL : &m->output;
+	if (pk_slots[slot].dense && m->cfg.n_expert)
+		return NULL;
+	return (const model_mat *)((const char *)&m->layers[l] +
+				   pk_slots[slot].off);
+}
+
+/* Whether t is one of the matrices model_packed_mat names: a slot's
+ * name in a layer ("blk.<n>.<name>"), or the output head (the
+ * embeddings when the file has none, as model_from_gguf ties them). A
+ * mixture of experts' file has no dense FFN names to match. */
+static int packed_name(const gguf_tensor *t, int tied)
+{
 	const char *nm = t->name.ptr, *r;
 	size_t len = t->name.len;
 
@@ -722,27 +747,20 @@ static int packed_role(const gguf_tensor *t, int dense, int tied)
 	if (r == nm + 4 || r >= nm + len || *r != '.')
 		return 0;
 	r++;
-	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
-		if ((size_t)(nm + len - r) == strlen(roles[i]) &&
-		    !memcmp(r, roles[i], strlen(roles[i])) &&
-		    (dense || i < 4))
+	for (int i = 0; i < MODEL_PK_N; i++)
+		if ((size_t)(nm + len - r) == strlen(pk_slots[i].name) &&
+		    !memcmp(r, pk_slots[i].name, (size_t)(nm + len - r)))
 			return 1;
 	return 0;
 }
 
-struct copy_ctx {
-	int dense, tied;
-};
-
 /* Copied, unless the forward pass packs it and its kernels then read only
  * the packed copy (kern_pack_covers): those bytes are read once, to pack
- * them, from the file's mapping. */
+ * them, from the file's mapping. ctx: whether the head is tied. */
 static int copy_keep(const gguf_tensor *t, void *ctx)
 {
-	const struct copy_ctx *c = ctx;
-
 	return !(t->ne[2] <= 1 && t->ne[3] <= 1 && t->ne[0] <= INT32_MAX &&
-		 packed_role(t, c->dense, c->tied) &&
+		 packed_name(t, *(const int *)ctx) &&
 		 kern_pack_covers(t->type, (int)t->ne[0]));
 }
 
@@ -762,12 +780,9 @@ int model_load(const char *path, model **out)
 	size = gguf_file_size(g);
 	if (w && !strcmp(w, "copy") ? 1 : w && !strcmp(w, "map") ? 0 :
 	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size) {
-		struct copy_ctx cc = {1, !gguf_find_tensor(g, "output.weight")};
+		int tied = !gguf_find_tensor(g, "output.weight");
 
-		for (uint64_t i = 0; i < gguf_n_tensors(g); i++)
-			if (gguf_tensor_at(g, i)->ne[2] > 1)
-				cc.dense = 0; /* experts: no dense FFN packed */
-		(void)gguf_copy_tensors_if(g, copy_keep, &cc);
+		(void)gguf_copy_tensors_if(g, copy_keep, &tied);
 	} /* else the mapping serves */
 	rc = model_from_gguf(g, out);
 	if (rc)

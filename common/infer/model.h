@@ -198,4 +198,15 @@ int model_from_gguf(gguf_file *g, model **out);
 
 const char *model_arch_name(int arch);
 
+/* The matrices the forward pass packs for the integer kernels (fwd.c's
+ * pack_model), slot by slot: a layer's attention, then its dense FFN. */
+enum { MODEL_PK_Q, MODEL_PK_K, MODEL_PK_V, MODEL_PK_O, MODEL_PK_GATE,
+       MODEL_PK_UP, MODEL_PK_DOWN, MODEL_PK_N };
+/* Layer l's matrix of a slot, NULL where the model has none to pack (a
+ * mixture of experts' FFN); at l = n_layers, slot 0 is the output head
+ * (the embeddings when tied) and the others NULL. model_load leaves such
+ * a matrix in the file's mapping where its packed copy serves every row
+ * count (kern_pack_covers). */
+const model_mat *model_packed_mat(const model *m, int l, int slot);
+
 #endif
