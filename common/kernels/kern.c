@@ -844,15 +844,24 @@ static void pack_task(void *ctx, int t, int n_tasks)
 		pj->ops->pack(&pj->mm, pj->dst, j0, j1);
 }
 
+/* The bytes kern_pack would pack an N x K matrix of wtype into for up to
+ * max_rows rows as things stand (0: no copy): the one home of when it
+ * packs. */
+static size_t pack_size(const struct kern_ops *o, uint32_t wtype, int K,
+			int N, int max_rows)
+{
+	if (!packing() || !o->pack_bytes || !quant_is_quant(wtype) ||
+	    kern_activations() != KERN_ACT_INT || N == 0)
+		return 0;
+	return o->pack_bytes(wtype, K, N, max_rows);
+}
+
 int kern_pack_covers(uint32_t wtype, int K)
 {
-	const struct kern_ops *o = ops();
-
 	/* the layouts' thresholds rise with the rows: a copy made for
 	 * one row is read from one row up */
-	return K > 0 && packing() && o->pack_bytes && quant_is_quant(wtype) &&
-	       kern_activations() == KERN_ACT_INT &&
-	       row_bytes(wtype, K) != 0 && o->pack_bytes(wtype, K, 1, 1) > 0;
+	return K > 0 && row_bytes(wtype, K) != 0 &&
+	       pack_size(ops(), wtype, K, 1, 1) > 0;
 }
 
 int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
@@ -866,10 +875,7 @@ int kern_pack(tpool *tp, const void *W, uint32_t wtype, int K, int N,
 
 	*out = NULL;
 	assert(K > 0 && N >= 0 && row_bytes(wtype, K) != 0);
-	if (!packing() || !o->pack_bytes || !quant_is_quant(wtype) ||
-	    kern_activations() != KERN_ACT_INT || N == 0)
-		return 0;
-	bytes = o->pack_bytes(wtype, K, N, max_rows);
+	bytes = pack_size(o, wtype, K, N, max_rows);
 	if (!bytes)
 		return 0;
 	pk = calloc(1, sizeof(*pk));
