@@ -108,6 +108,23 @@ else
 fi
 check "2 local workers, the coordinator's children ($workers)" \
 	test "$(echo $workers | wc -w)" -eq 2
+# Only the main thread takes SIGINT, SIGTERM and SIGCHLD (in its
+# sigsuspend): a coordinator's end signalled to another thread (ZeroMQ's,
+# once) left the gateway waiting. Every other thread blocks all three
+# (bits 2, 15, 17 of SigBlk: 0x14002).
+unblocked=""
+nthreads=0
+for task in /proc/$sp/task/*; do
+	tid=${task##*/}
+	[ "$tid" = "$sp" ] && continue
+	nthreads=$((nthreads + 1))
+	blk=$(sed -n 's/^SigBlk:[[:space:]]*//p' "$task/status" 2>/dev/null)
+	[ -n "$blk" ] || continue
+	[ $(( 0x$blk & 0x14002 )) -eq $(( 0x14002 )) ] ||
+		unblocked="$unblocked $tid:$blk"
+done
+check "the gateway's $nthreads other threads block SIGINT, SIGTERM and SIGCHLD ($unblocked)" \
+	test -z "$unblocked" -a "$nthreads" -gt 0
 check "one private directory" test "$(dirs)" -eq 1
 check "its config names ipc:// endpoints" \
 	grep -q 'ipc://' "$(ls -d "$tmp"/quorum-serve-*)/cluster.yaml"

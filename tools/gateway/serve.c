@@ -461,6 +461,19 @@ int cmd_serve(int argc, char **argv)
 			config);
 		goto out;
 	}
+	/* Every thread started from here on (the link's, ZeroMQ's I/O
+	 * thread, the daemon's) inherits a mask blocking SIGINT, SIGTERM
+	 * and SIGCHLD, so that only the main thread's sigsuspend takes
+	 * them: a SIGCHLD that arrived while the main thread was between
+	 * its check and sigsuspend went to ZeroMQ's thread instead (the
+	 * link was opened before this block), and the gateway waited on a
+	 * coordinator that had already ended (serve_local_e2e under load).
+	 * Not before local_start: its coordinator would inherit it. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	if (gwlink_open(gw.endpoint,
 			gw.c->security.curve
 				? gw.c->security.server_public_key_file : NULL,
@@ -469,12 +482,6 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "quorum serve: %s\n", qerr_detail());
 		goto out;
 	}
-	/* the daemon's threads inherit a mask without SIGINT/SIGTERM */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGCHLD);
-	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	if (pending_start() || conns_start(gw.c->http.header_timeout_ms,
 					   gw.c->http.body_timeout_ms,
