@@ -220,6 +220,15 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 				__m512i x = _mm512_load_si512(
 					kz_at(w, pv, c, kind) + wo + s);
 
+				/* one load: else gcc folds a second load of
+				 * the same vector into the and (16 more
+				 * 512-bit loads a round, which cost this
+				 * CPU's vpdpbusd issue: the 1.5b's prefill
+				 * 153.0 / 156.8 -> 158.8 / 158.8 tok/s, its
+				 * N = 32 decode 134.6 / 134.3 -> 138.8 /
+				 * 137.5, an Intel Xeon, two rounds
+				 * alternating, 2026-12-07) */
+				IN_REG(x);
 				if (c + 1 < C) {
 					wv[c] = x;
 					wv[c + 1] = _mm512_and_si512(x, m4h);
