@@ -274,6 +274,78 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 	}
 }
 
+/* The end of a tile's group of g units (at u0, vector vo of its layout
+ * units) whose rounds left acc: Q4_K's high pairs' S1 shifted down, the
+ * mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1), then quant.h's
+ * float steps into facc. */
+INLINE void kz_group_end(const struct qtile *t, const __m512i *w, size_t pv,
+			 size_t vo, int u0, __m512i (*acc)[KZ_CP],
+			 float (*facc)[KZ_CP][16], const int R, const int C,
+			 const int kind, const int g)
+{
+	__m512i s2[KZ_RT][KZ_CP];
+	const int f0 = u0 % 8;
+
+	/* Q4_K's high pairs summed 16 hi: their S1 (the quads above) */
+	if (kind == QK_Q4_K)
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++)
+			#pragma GCC unroll 2
+			for (int c = 1; c < C; c += 2)
+				acc[r][c] = _mm512_srai_epi32(acc[r][c],
+							      4);
+	/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
+	const int m = kg_min_steps(g, kind);
+	#pragma GCC unroll 3
+	for (int r = 0; r < R; r++) {
+		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
+
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			const __m512i *y = kz_mins(w, pv, c, vo, g,
+						   kind);
+			__m512i mn = _mm512_madd_epi16(
+				_mm512_load_si512(y), kz_bcast(b));
+
+			for (int s = 1; s < m; s++)
+				mn = _mm512_add_epi32(mn, _mm512_madd_epi16(
+					_mm512_load_si512(y + s),
+					kz_bcast(b + 16 * s)));
+			if (kind == QK_Q4_K)
+				s2[r][c] = mn;
+			else
+				acc[r][c] = _mm512_add_epi32(acc[r][c],
+							     mn);
+		}
+	}
+	{
+		__m256i mask = kg_mask(u0, g);
+
+		#pragma GCC unroll 3
+		for (int r = 0; r < R; r++) {
+			__m512 da = _mm512_broadcast_f32x8(_mm256_maskload_ps(
+				t->d[r] + u0 - f0, mask));
+
+			#pragma GCC unroll 4
+			for (int c = 0; c < C; c++) {
+				const __m512i *dv = kz_dv(w, pv, c, vo, g,
+							  kind);
+				__m512 f = _mm512_load_ps(facc[r][c]);
+
+				f = _mm512_fmadd_ps(_mm512_mul_ps(
+					_mm512_load_ps((const float *)dv), da),
+					_mm512_cvtepi32_ps(kz_fold(acc[r][c], g)), f);
+				if (kind == QK_Q4_K)
+					f = _mm512_fmadd_ps(_mm512_mul_ps(
+						_mm512_load_ps((const float *)(dv + 1)),
+						da), _mm512_cvtepi32_ps(
+						kz_fold(s2[r][c], g)), f);
+				_mm512_store_ps(facc[r][c], f);
+			}
+		}
+	}
+}
+
 /* R activation rows (t) against C prepared pairs (pair c in the layout
  * unit kz_at(w, pv, c): units pv vectors apart) of rows of nu units, the
  * results into d (zt_finish); the tile's share of the next block's
@@ -291,8 +363,8 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 		for (int c = 0; c < C; c++)
 			_mm512_store_ps(facc[r][c], _mm512_setzero_ps());
 	for (int u0 = 0; u0 < nu;) {
-		int g = kg_size(nu - u0), f0 = u0 % 8;
-		__m512i acc[KZ_RT][KZ_CP], s2[KZ_RT][KZ_CP];
+		int g = kg_size(nu - u0);
+		__m512i acc[KZ_RT][KZ_CP];
 
 		#pragma GCC unroll 3
 		for (int r = 0; r < R; r++)
@@ -316,63 +388,16 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 					 R, C, kind);
 			}
 		}
-		/* Q4_K's high pairs summed 16 hi: their S1 (the quads above) */
-		if (kind == QK_Q4_K)
-			#pragma GCC unroll 3
-			for (int r = 0; r < R; r++)
-				#pragma GCC unroll 2
-				for (int c = 1; c < C; c += 2)
-					acc[r][c] = _mm512_srai_epi32(acc[r][c],
-								      4);
-		/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
-		const int m = kg_min_steps(g, kind);
-		#pragma GCC unroll 3
-		for (int r = 0; r < R; r++) {
-			const int16_t *b = t->bsum[r] + (size_t)16 * u0;
-
-			#pragma GCC unroll 4
-			for (int c = 0; c < C; c++) {
-				const __m512i *y = kz_mins(w, pv, c, vo, g,
-							   kind);
-				__m512i mn = _mm512_madd_epi16(
-					_mm512_load_si512(y), kz_bcast(b));
-
-				for (int s = 1; s < m; s++)
-					mn = _mm512_add_epi32(mn, _mm512_madd_epi16(
-						_mm512_load_si512(y + s),
-						kz_bcast(b + 16 * s)));
-				if (kind == QK_Q4_K)
-					s2[r][c] = mn;
-				else
-					acc[r][c] = _mm512_add_epi32(acc[r][c],
-								     mn);
-			}
-		}
-		{
-			__m256i mask = kg_mask(u0, g);
-
-			#pragma GCC unroll 3
-			for (int r = 0; r < R; r++) {
-				__m512 da = _mm512_broadcast_f32x8(_mm256_maskload_ps(
-					t->d[r] + u0 - f0, mask));
-
-				#pragma GCC unroll 4
-				for (int c = 0; c < C; c++) {
-					const __m512i *dv = kz_dv(w, pv, c, vo, g,
-								  kind);
-					__m512 f = _mm512_load_ps(facc[r][c]);
-
-					f = _mm512_fmadd_ps(_mm512_mul_ps(
-						_mm512_load_ps((const float *)dv), da),
-						_mm512_cvtepi32_ps(kz_fold(acc[r][c], g)), f);
-					if (kind == QK_Q4_K)
-						f = _mm512_fmadd_ps(_mm512_mul_ps(
-							_mm512_load_ps((const float *)(dv + 1)),
-							da), _mm512_cvtepi32_ps(
-							kz_fold(s2[r][c], g)), f);
-					_mm512_store_ps(facc[r][c], f);
-				}
-			}
+		/* the group's end, its size a constant in each case (the
+		 * mins' steps unrolled, the folds without branches) */
+		switch (g) {
+#define KZ_END_CASE(n)                                                      \
+	case n:                                                             \
+		kz_group_end(t, w, pv, vo, u0, acc, facc, R, C, kind, n);   \
+		break;
+			KZ_END_CASE(8) KZ_END_CASE(4) KZ_END_CASE(2)
+			KZ_END_CASE(1)
+#undef KZ_END_CASE
 		}
 		vo += (size_t)kz_group_vecs(g, kind);
 		u0 += g;
