@@ -98,6 +98,16 @@ void KI_NAME(qact)(uint32_t wtype, quant_arow *a, int K, int M, int pk)
 #endif
 	   ) {
 		kg_act(a, K, wtype == GGML_TYPE_Q4_K ? QK_Q4_K : QK_Q6_K);
+#if KERN_INT_VNNI == 1
+		/* Q6_K's tiles take the activations unsigned, + 128
+		 * (kz_prep_q6) */
+		if (wtype == GGML_TYPE_Q6_K && kz_use(wtype, M, pk))
+			for (int k = 0; k < K; k += 32)
+				_mm256_storeu_si256((__m256i *)(a->q + k),
+					_mm256_xor_si256(_mm256_loadu_si256(
+						(const __m256i *)(a->q + k)),
+						_mm256_set1_epi8((char)0x80)));
+#endif
 		return;
 	}
 	if (wtype != GGML_TYPE_Q4_K && wtype != GGML_TYPE_Q6_K)

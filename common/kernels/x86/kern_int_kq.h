@@ -42,7 +42,9 @@
  *      of two bsum); with g = 1, one step of its sub-block's min and sum
  *      (and 0 in the other word);
  *    Q6_K (added to S1): -32 sc of groups of 16 2s, 2s + 1 of the part
- *      (g steps), against their bsum.
+ *      (g steps), against their bsum (the VNNI build's register tiles
+ *      start each lane from an offset instead: kern_int_kqz.h's
+ *      kz_prep_q6).
  *  - d and dm (Q4_K: -dmin; Q6_K: 0) at the units' float lanes, 0 in the
  *    others.
  * With g < 8 the lanes L, L + g, ... of a unit are summed (exact int32),

@@ -21,7 +21,9 @@
  * KZ_CP pairs. Both types run the same steps (kz_steps): vpdpbusd sums
  * of one scale's codes (Q4_K: a sub-block's 8 steps; Q6_K: each group
  * of 16's 4, the VNNI builds keeping its codes in order), then one
- * int32 multiply by that scale.
+ * int32 multiply by that scale. Q6_K's codes go less 32 and its
+ * activations plus 128, so that one vector of offsets a group replaces
+ * kg's g steps of the activations' sums (kz_prep_q6).
  */
 #if KERN_INT_VNNI == 1
 
@@ -126,7 +128,7 @@ INLINE int kz_round_vecs(const int kind)
 INLINE int kz_group_vecs(int g, const int kind)
 {
 	return kind == QK_Q4_K ? 10 * g + 2 * kg_min_steps(g, kind) + 4
-			       : kg_vecs(g, kind);
+			       : 9 * g + 3;
 }
 
 /* 512-bit vectors of a layout unit of rows of nu units. */
@@ -154,8 +156,8 @@ INLINE const __m512i *kz_at(const __m512i *w, size_t pv, int c,
 }
 
 /* What follows the rounds of the group of g units at vo of pair c's
- * unit: the min steps, then d and dm (Q4_K: the low pair's, then the
- * high pair's, of each). */
+ * unit: Q4_K's min steps (the low pair's, then the high pair's), then
+ * its d and dm (the same); Q6_K's offsets (one vector), then d and dm. */
 INLINE const __m512i *kz_tail(const __m512i *w, size_t pv, int c,
 			      size_t vo, int g, const int kind)
 {
@@ -163,7 +165,7 @@ INLINE const __m512i *kz_tail(const __m512i *w, size_t pv, int c,
 	       (size_t)kz_round_vecs(kind) * (size_t)g;
 }
 
-/* Pair c's first min step in that group. */
+/* Pair c's first min step in that group (Q6_K: its offsets). */
 INLINE const __m512i *kz_mins(const __m512i *w, size_t pv, int c,
 			      size_t vo, int g, const int kind)
 {
@@ -181,7 +183,7 @@ INLINE const __m512i *kz_dv(const __m512i *w, size_t pv, int c, size_t vo,
 
 	return kind == QK_Q4_K ? y + (size_t)(2 * kg_min_steps(g, kind) +
 					      2 * (c % 2))
-			       : y + g;
+			       : y + 1;
 }
 
 /* kg_steps on the pairs: acc[r][c] += the int32 sums of steps s0 .. s0 +
@@ -245,9 +247,12 @@ INLINE void kz_steps(const struct qtile *t, const __m512i *w, size_t pv,
 			IN_REG(a);
 			#pragma GCC unroll 4
 			for (int c = 0; c < C; c++) {
+				/* Q6_K: the activations unsigned (+ 128),
+				 * the codes signed (- 32; kz_prep_unit) */
 				p[r][c] = _mm512_dpbusd_epi32(
 					s > s0 ? p[r][c] : _mm512_setzero_si512(),
-					wv[c], a);
+					kind == QK_Q6_K ? a : wv[c],
+					kind == QK_Q6_K ? wv[c] : a);
 				IN_REG(p[r][c]);
 			}
 		}
@@ -294,10 +299,10 @@ INLINE void kz_group_end(const struct qtile *t, const __m512i *w, size_t pv,
 			for (int c = 1; c < C; c += 2)
 				acc[r][c] = _mm512_srai_epi32(acc[r][c],
 							      4);
-	/* the mins (Q4_K: S2) or the codes' offsets (Q6_K: into S1) */
+	/* Q4_K's mins (S2; Q6_K's offsets started its lanes) */
 	const int m = kg_min_steps(g, kind);
 	#pragma GCC unroll 3
-	for (int r = 0; r < R; r++) {
+	for (int r = 0; r < R && kind == QK_Q4_K; r++) {
 		const int16_t *b = t->bsum[r] + (size_t)16 * u0;
 
 		#pragma GCC unroll 4
@@ -311,11 +316,7 @@ INLINE void kz_group_end(const struct qtile *t, const __m512i *w, size_t pv,
 				mn = _mm512_add_epi32(mn, _mm512_madd_epi16(
 					_mm512_load_si512(y + s),
 					kz_bcast(b + 16 * s)));
-			if (kind == QK_Q4_K)
-				s2[r][c] = mn;
-			else
-				acc[r][c] = _mm512_add_epi32(acc[r][c],
-							     mn);
+			s2[r][c] = mn;
 		}
 	}
 	{
@@ -366,11 +367,18 @@ INLINE void kz_tile(const struct qtile *t, const __m512i *w, size_t pv,
 		int g = kg_size(nu - u0);
 		__m512i acc[KZ_RT][KZ_CP];
 
-		#pragma GCC unroll 3
-		for (int r = 0; r < R; r++)
-			#pragma GCC unroll 4
-			for (int c = 0; c < C; c++)
-				acc[r][c] = _mm512_setzero_si512();
+		/* Q6_K's lanes start from their offsets (kz_prep_unit) */
+		#pragma GCC unroll 4
+		for (int c = 0; c < C; c++) {
+			__m512i a0 = kind == QK_Q6_K
+				? _mm512_load_si512(kz_mins(w, pv, c, vo, g,
+							    kind))
+				: _mm512_setzero_si512();
+
+			#pragma GCC unroll 3
+			for (int r = 0; r < R; r++)
+				acc[r][c] = a0;
+		}
 		for (int cc = 0; cc < g; cc++) {
 			size_t o = (size_t)QK_K * (u0 + cc);
 			size_t wo = vo + (size_t)kz_round_vecs(kind) * cc;
@@ -459,6 +467,71 @@ INLINE __m512i kz_codes(const __m256i *a, const __m256i *b, int st)
 		kg_codes(a, st, QK_Q4_K)), kg_codes(b, st, QK_Q4_K), 1);
 }
 
+/*
+ * Q6_K's pair of kg rows a, b (nu units) as kz lays them out: each
+ * group's rounds with the codes less 32 (signed, -32..31: vpdpbusd takes
+ * the activations, + 128, as its unsigned operand), the rounds' scale
+ * vectors, one vector of offsets, then d and dm. A lane's products then
+ * sum (qa + 128)(q - 32) = qa (q - 32) + 128 (q - 32): its offset, -128
+ * times the sum of sc (q - 32) over the lane's codes, takes the second
+ * term off, so every lane ends with the integer the mins' steps gave
+ * (quant.h's S1, exact in int32: at most 16 x 255 x 32 x 128 x 16 + 128
+ * x 128 x 512 x 16 < 2^31), with one vector where kg has g of the
+ * activations' sums (9 g + 3 vectors a group against 10 g + 2).
+ */
+static void kz_prep_q6(const __m256i *a, const __m256i *b, int nu,
+		       __m512i *out)
+{
+	const __m256i *row[2] = {a, b};
+	const int rv = kg_rv(QK_Q6_K);
+	size_t kv = 0;
+
+	for (int u0 = 0; u0 < nu;) {
+		int g = kg_size(nu - u0);
+		_Alignas(32) int32_t off[2][8] = {{0}};
+
+		for (int h = 0; h < 2; h++)
+			for (int c = 0; c < g; c++) {
+				_Alignas(32) int16_t sc[16];
+				_Alignas(32) uint8_t q[32];
+
+				_mm256_store_si256((__m256i *)sc,
+					row[h][kv + (size_t)rv * c + rv - 1]);
+				for (int st = 0; st < 8; st++) {
+					_mm256_store_si256((__m256i *)q,
+						row[h][kv + (size_t)rv * c + st]);
+					for (int L = 0; L < 8; L++) {
+						int sum = 0;
+
+						for (int k = 0; k < 4; k++)
+							sum += q[4 * L + k] - 32;
+						/* steps 0-3 the low word's
+						 * group, 4-7 the high's */
+						off[h][L] -= 128 * sc[2 * L + st / 4] *
+							     sum;
+					}
+				}
+			}
+		for (int c = 0; c < g; c++) {
+			for (int st = 0; st < 8; st++)
+				_mm512_store_si512(out++, _mm512_sub_epi8(
+					kz_join(a, b, kv + (size_t)rv * c + st),
+					_mm512_set1_epi8(32)));
+			_mm512_store_si512(out++, kz_join(a, b,
+				kv + (size_t)rv * c + rv - 1));
+		}
+		_mm512_store_si512(out++, _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_load_si256(
+				(const __m256i *)off[0])),
+			_mm256_load_si256((const __m256i *)off[1]), 1));
+		for (int e = 0; e < 2; e++) /* d, dm */
+			_mm512_store_si512(out++, kz_join(a, b,
+				kv + (size_t)kg_d_at(g, QK_Q6_K) + e));
+		kv += kg_vecs(g, QK_Q6_K);
+		u0 += g;
+	}
+}
+
 /* The n rows (1 .. kz_unit_rows) from r0, row_bytes apart, of nu units
  * as a layout unit at out (kz_unit_vecs; rows past n are zero rows),
  * through tmp (kz_unit_rows kg rows). */
@@ -476,8 +549,7 @@ static void kz_prep_unit(const uint8_t *r0, size_t row_bytes, int n, int nu,
 			memset(tmp + (size_t)i * rv, 0, rb);
 	}
 	if (kind != QK_Q4_K) {
-		for (size_t i = 0; i < rv; i++)
-			_mm512_store_si512(out + i, kz_join(tmp, tmp + rv, i));
+		kz_prep_q6(tmp, tmp + rv, nu, out);
 		return;
 	}
 	/* Q4_K: pairs (rows 0, 1) and (2, 3) of the quad, h = 0, 1 */
