@@ -128,7 +128,7 @@ INLINE int kz_round_vecs(const int kind)
 INLINE int kz_group_vecs(int g, const int kind)
 {
 	return kind == QK_Q4_K ? 10 * g + 2 * kg_min_steps(g, kind) + 4
-			       : 9 * g + 3;
+			       : 9 * g + 2;
 }
 
 /* 512-bit vectors of a layout unit of rows of nu units. */
@@ -157,7 +157,7 @@ INLINE const __m512i *kz_at(const __m512i *w, size_t pv, int c,
 
 /* What follows the rounds of the group of g units at vo of pair c's
  * unit: Q4_K's min steps (the low pair's, then the high pair's), then
- * its d and dm (the same); Q6_K's offsets (one vector), then d and dm. */
+ * its d and dm (the same); Q6_K's offsets (one vector), then its d. */
 INLINE const __m512i *kz_tail(const __m512i *w, size_t pv, int c,
 			      size_t vo, int g, const int kind)
 {
@@ -175,7 +175,7 @@ INLINE const __m512i *kz_mins(const __m512i *w, size_t pv, int c,
 			       : y;
 }
 
-/* Pair c's d (then dm) in that group. */
+/* Pair c's d (Q4_K: then its dm) in that group. */
 INLINE const __m512i *kz_dv(const __m512i *w, size_t pv, int c, size_t vo,
 			    int g, const int kind)
 {
@@ -471,13 +471,14 @@ INLINE __m512i kz_codes(const __m256i *a, const __m256i *b, int st)
  * Q6_K's pair of kg rows a, b (nu units) as kz lays them out: each
  * group's rounds with the codes less 32 (signed, -32..31: vpdpbusd takes
  * the activations, + 128, as its unsigned operand), the rounds' scale
- * vectors, one vector of offsets, then d and dm. A lane's products then
+ * vectors, one vector of offsets, then d (kg's dm, zero for Q6_K, is
+ * left out). A lane's products then
  * sum (qa + 128)(q - 32) = qa (q - 32) + 128 (q - 32): its offset, -128
  * times the sum of sc (q - 32) over the lane's codes, takes the second
  * term off, so every lane ends with the integer the mins' steps gave
  * (quant.h's S1, exact in int32: at most 16 x 255 x 32 x 128 x 16 + 128
  * x 128 x 512 x 16 < 2^31), with one vector where kg has g of the
- * activations' sums (9 g + 3 vectors a group against 10 g + 2).
+ * activations' sums (9 g + 2 vectors a group against 10 g + 2).
  */
 static void kz_prep_q6(const __m256i *a, const __m256i *b, int nu,
 		       __m512i *out)
@@ -524,9 +525,8 @@ static void kz_prep_q6(const __m256i *a, const __m256i *b, int nu,
 			_mm512_castsi256_si512(_mm256_load_si256(
 				(const __m256i *)off[0])),
 			_mm256_load_si256((const __m256i *)off[1]), 1));
-		for (int e = 0; e < 2; e++) /* d, dm */
-			_mm512_store_si512(out++, kz_join(a, b,
-				kv + (size_t)kg_d_at(g, QK_Q6_K) + e));
+		_mm512_store_si512(out++, kz_join(a, b,
+			kv + (size_t)kg_d_at(g, QK_Q6_K)));
 		kv += kg_vecs(g, QK_Q6_K);
 		u0 += g;
 	}
