@@ -42,7 +42,7 @@
 /* The same with the pairs packed at load (kern_pack): nothing to prepare
  * per call, and each tile requests the next block of pairs while it
  * computes (struct qt_pf), but the prepared pairs hold more bytes than
- * the file (Q4_K's quads 1.37x at K = 1536, Q6_K's pairs 1.6x), so at
+ * the file (Q4_K's quads 1.37x at K = 1536, Q6_K's pairs 1.42-1.47x), so at
  * the fewest rows kern_int_kq.h, reading the file's bytes, still wins.
  * The 1.5b Q4_K_M's decode on an AMD EPYC Zen 5, 2 threads, rounds
  * alternating (2026-12-06), tok/s: Q6_K's pairs (then Q4_K's too) from
