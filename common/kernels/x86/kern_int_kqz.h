@@ -489,30 +489,39 @@ static void kz_prep_q6(const __m256i *a, const __m256i *b, int nu,
 
 	for (int u0 = 0; u0 < nu;) {
 		int g = kg_size(nu - u0);
-		_Alignas(32) int32_t off[2][8] = {{0}};
+		__m256i off[2];
 
-		for (int h = 0; h < 2; h++)
+		/* per lane: the sum of its 4 codes a step (maddubs, madd
+		 * by ones), less 4 x 32, times the scale of the step's
+		 * group of 16 (steps 0-3 the low word's, 4-7 the high's) */
+		for (int h = 0; h < 2; h++) {
+			const __m256i one8 = _mm256_set1_epi8(1);
+			const __m256i one16 = _mm256_set1_epi16(1);
+			__m256i acc = _mm256_setzero_si256();
+
 			for (int c = 0; c < g; c++) {
-				_Alignas(32) int16_t sc[16];
-				_Alignas(32) uint8_t q[32];
+				const __m256i *r = row[h] + kv + (size_t)rv * c;
+				__m256i sc = _mm256_load_si256(r + rv - 1);
+				__m256i sum[2] = {_mm256_setzero_si256(),
+						  _mm256_setzero_si256()};
 
-				_mm256_store_si256((__m256i *)sc,
-					row[h][kv + (size_t)rv * c + rv - 1]);
-				for (int st = 0; st < 8; st++) {
-					_mm256_store_si256((__m256i *)q,
-						row[h][kv + (size_t)rv * c + st]);
-					for (int L = 0; L < 8; L++) {
-						int sum = 0;
-
-						for (int k = 0; k < 4; k++)
-							sum += q[4 * L + k] - 32;
-						/* steps 0-3 the low word's
-						 * group, 4-7 the high's */
-						off[h][L] -= 128 * sc[2 * L + st / 4] *
-							     sum;
-					}
-				}
+				for (int st = 0; st < 8; st++)
+					sum[st / 4] = _mm256_add_epi32(sum[st / 4],
+						_mm256_madd_epi16(_mm256_maddubs_epi16(
+							_mm256_load_si256(r + st),
+							one8), one16));
+				acc = _mm256_add_epi32(acc, _mm256_add_epi32(
+					_mm256_mullo_epi32(_mm256_sub_epi32(sum[0],
+						_mm256_set1_epi32(512)),
+						_mm256_srai_epi32(_mm256_slli_epi32(
+							sc, 16), 16)),
+					_mm256_mullo_epi32(_mm256_sub_epi32(sum[1],
+						_mm256_set1_epi32(512)),
+						_mm256_srai_epi32(sc, 16))));
 			}
+			off[h] = _mm256_sub_epi32(_mm256_setzero_si256(),
+						  _mm256_slli_epi32(acc, 7));
+		}
 		for (int c = 0; c < g; c++) {
 			for (int st = 0; st < 8; st++)
 				_mm512_store_si512(out++, _mm512_sub_epi8(
@@ -522,9 +531,7 @@ static void kz_prep_q6(const __m256i *a, const __m256i *b, int nu,
 				kv + (size_t)rv * c + rv - 1));
 		}
 		_mm512_store_si512(out++, _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_load_si256(
-				(const __m256i *)off[0])),
-			_mm256_load_si256((const __m256i *)off[1]), 1));
+			_mm512_castsi256_si512(off[0]), off[1], 1));
 		_mm512_store_si512(out++, kz_join(a, b,
 			kv + (size_t)kg_d_at(g, QK_Q6_K)));
 		kv += kg_vecs(g, QK_Q6_K);
