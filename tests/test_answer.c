@@ -91,7 +91,7 @@ static const group groups[] = {
 	{"math", "(0,inf)", {"(0,\\infty)", "(0, \\infty)", NULL}},
 	{"math", "{1,2}", {"\\{1,2\\}", "\\{2,1\\}", "\\{1, 2, 2\\}",
 			   "\\{\\frac{4}{2}, 1\\}", NULL}},
-	{"math", "1,2", {"1, 2", "1,2", NULL}},
+	{"math", "1,2", {"1, 2", "1,2", "x = 1, 2", NULL}},
 	{"math", "1,0", {"1, 000", NULL}},
 	{"math", "s:\\sinx", {"\\boxed{\\sin x}", "The answer is \\sin x.",
 				"\\boxed{ \\sin  x }", NULL}},
@@ -118,6 +118,31 @@ static const group groups[] = {
 	 * finding: it was read as a double) */
 	{"math", "3.000003814697265625", {"2+8^-6+1", "3+1/262144",
 					  "3.000003814697265625", NULL}},
+	/* ---- math: what a review found merged or lost (2026-12-07) */
+	/* the SI's thousands groups are one number, two numbers side by
+	 * side no product */
+	{"math", "12345", {"12 345", "12,345", "12345", "\\boxed{12 345}",
+			   NULL}},
+	{"math", "1000000", {"The answer is 1 000 000.", "1,000,000",
+			     "10^6", NULL}},
+	{"math", "s:23", {"\\boxed{2 3}", "The answer is 2 3.", NULL}},
+	{"math", "3.5", {"3 \\frac{1}{2}", "3\\frac{1}{2}", "3 1/2",
+			 "\\boxed{3 \\frac12}", NULL}},
+	/* plain numbers of more than 18 digits keep every digit */
+	{"math", "12345678901234567890", {"12345678901234567890",
+					  "\\boxed{12345678901234567890}",
+					  "12,345,678,901,234,567,890",
+					  "012345678901234567890.000", NULL}},
+	{"math", "12345678901234567891", {"12345678901234567891", NULL}},
+	{"math", "-0.1234567890123456789", {"-0.1234567890123456789",
+					    "-.12345678901234567890", NULL}},
+	{"math", "-9223372036854775808", {"(-2)^{63}",
+					  "-9223372036854775807-1", NULL}},
+	/* a list of equations is not its last right-hand side */
+	{"math", "s:x=2,y=3", {"\\boxed{x=2, y=3}", "The answer is x = 2, y = 3.", NULL}},
+	{"math", "s:x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
+	{"math", "s:even", {"\\boxed{\\text{even}}", "\\boxed{ \\text{ even } }",
+			    "The answer is $\\text{even}$.", NULL}},
 	/* ---- math: the span */
 	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
 			  "The answer is 3/4.", "hence 3/4",

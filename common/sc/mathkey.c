@@ -248,10 +248,13 @@ static size_t lex_number(const char *s, size_t n, size_t i)
 	if (j < n && is_dig((uchar)s[j])) {
 		for (k = j; k < n && is_dig((uchar)s[k]); k++)
 			;
-		if (k - j <= 3) {
+		if (k - j <= 3 && k < n && (s[k] == ',' || s[k] == ' ')) {
+			/* "1,000" and the SI's "1 000": one separator
+			 * throughout, each group three digits */
 			size_t g = k;
+			char sep = s[k];
 
-			while (g + 3 < n && s[g] == ',' &&
+			while (g + 3 < n && s[g] == sep &&
 			       is_dig((uchar)s[g + 1]) &&
 			       is_dig((uchar)s[g + 2]) &&
 			       is_dig((uchar)s[g + 3]) &&
@@ -435,7 +438,7 @@ static int num_node(parser *p, const char *s, size_t len)
 		len = (size_t)(e - s);
 	}
 	for (size_t i = 0; i < len; i++) {
-		if (s[i] == ',')
+		if (s[i] == ',' || s[i] == ' ')
 			continue;
 		if (s[i] == '.') {
 			dot = 1;
@@ -613,9 +616,11 @@ static int mixed(parser *p, int i, const token *it)
 {
 	token *t = peek(p);
 
-	if (memchr(it->s, '.', it->len) || memchr(it->s, ',', it->len))
+	if (memchr(it->s, '.', it->len) || memchr(it->s, ',', it->len) ||
+	    memchr(it->s, ' ', it->len))
 		return i;
-	if (is_cmd(t, "frac") && !t->space) {
+	if (is_cmd(t, "frac")) {
+		/* "2\frac{1}{2}" and "2 \frac{1}{2}" alike: 2 1/2 */
 		int save = p->at, a, b;
 
 		p->at++;
@@ -813,6 +818,12 @@ static int term(parser *p)
 		} else if (is_op(t, '/') || is_cmd(t, "div")) {
 			p->at++;
 			a = mk(p, N_DIV, a, unary(p));
+		} else if (t->kind == T_NUM && p->at > 0 &&
+			   p->t[p->at - 1].kind == T_NUM) {
+			/* "2 3", "12 34": two numbers side by side are no
+			 * product (the SI's thousands groups are one number,
+			 * lex_number) */
+			p->err = 1;
 		} else if (starts_factor(t)) {
 			a = mk(p, N_MUL, a, power(p));
 		} else {
@@ -1182,17 +1193,19 @@ static int key_val(val v, sbuf *o)
 				m *= 10;
 			mul = m / v.d;
 			if (!__builtin_mul_overflow(v.n, mul, &num)) {
-				int64_t ip, fp;
+				/* |num| up to 2^63: the integer part unsigned */
+				unsigned long long ip;
+				int64_t fp;
 				int neg = num < 0;
 
 				q = num;
 				if (neg)
 					q = -q;
-				ip = (int64_t)(q / m);
+				ip = (unsigned long long)(q / m);
 				fp = (int64_t)(q % m);
 				if (!s || !fp)
-					snprintf(b, sizeof(b), "%s%lld",
-						 neg ? "-" : "", (long long)ip);
+					snprintf(b, sizeof(b), "%s%llu",
+						 neg ? "-" : "", ip);
 				else {
 					int w = s;
 
@@ -1200,9 +1213,9 @@ static int key_val(val v, sbuf *o)
 						fp /= 10;
 						w--;
 					}
-					snprintf(b, sizeof(b), "%s%lld.%0*lld",
-						 neg ? "-" : "", (long long)ip,
-						 w, (long long)fp);
+					snprintf(b, sizeof(b), "%s%llu.%0*lld",
+						 neg ? "-" : "", ip, w,
+						 (long long)fp);
 				}
 				put(o, b, strlen(b));
 				return 1;
@@ -1421,6 +1434,87 @@ static void fallback(const char *s, size_t n, sbuf *o)
 		o->full = 1;
 }
 
+/*
+ * A plain number of more than 18 digits, alone (a sign at most before
+ * it): its digits as they are, canonical as the number rule writes them
+ * (vote.h), where the parse would round it to a double and two different
+ * numbers would share a key. Computed values (2^{64}) stay doubles.
+ */
+static int long_literal(const parser *p, int from, int to, sbuf *o)
+{
+	const token *t = &p->t[to - 1];
+	int neg = 0, nd = 0, zero = 1;
+	size_t i0, e, f1;
+	const char *s;
+
+	if (to - from == 2 && (is_op(&p->t[from], '-') ||
+			       is_op(&p->t[from], '+')))
+		neg = is_op(&p->t[from], '-');
+	else if (to - from != 1)
+		return 0;
+	if (t->kind != T_NUM || memchr(t->s, 'e', t->len) ||
+	    memchr(t->s, 'E', t->len))
+		return 0;
+	s = t->s;
+	e = t->len;
+	for (size_t i = 0; i < e; i++)
+		nd += is_dig((uchar)s[i]);
+	if (nd <= 18)
+		return 0;
+	/* leading zeros off; a fraction's trailing zeros (and dot) off */
+	for (i0 = 0; i0 < e && (s[i0] == '0' || s[i0] == ',' ||
+				s[i0] == ' ');)
+		i0++;
+	f1 = e;
+	if (memchr(s, '.', e)) {
+		while (f1 > i0 && s[f1 - 1] == '0')
+			f1--;
+		if (f1 > i0 && s[f1 - 1] == '.')
+			f1--;
+	}
+	for (size_t i = i0; i < f1; i++)
+		zero &= !is_dig((uchar)s[i]) || s[i] == '0';
+	if (zero) {
+		put(o, "0", 1);
+		return 1;
+	}
+	if (neg)
+		put(o, "-", 1);
+	if (i0 < f1 && s[i0] == '.')
+		put(o, "0", 1);
+	for (size_t i = i0; i < f1; i++)
+		if (s[i] != ',' && s[i] != ' ')
+			put(o, s + i, 1);
+	return 1;
+}
+
+/* s[0, n) is one \text{...} (or \mathrm, ...: TEXTCMD) and nothing
+ * else: its content at [*a, *b). */
+static int text_only(const char *s, size_t n, size_t *a, size_t *b)
+{
+	size_t i = 0, e = n, l, g, k;
+
+	while (i < e && (s[i] == ' ' || s[i] == '$'))
+		i++;
+	while (e > i && (s[e - 1] == ' ' || s[e - 1] == '$' ||
+			 s[e - 1] == '.'))
+		e--;
+	if (i >= e || s[i] != '\\' || !(l = cmd_len(s, e, i)))
+		return 0;
+	for (k = 0; k < sizeof(TEXTCMD) / sizeof(*TEXTCMD); k++)
+		if (cmd_is(s, e, i, TEXTCMD[k]))
+			break;
+	if (k == sizeof(TEXTCMD) / sizeof(*TEXTCMD))
+		return 0;
+	for (g = i + 1 + l; g < e && s[g] == ' '; g++)
+		;
+	if (g >= e || s[g] != '{' || group_end(s, e, g) != e || e - g < 3)
+		return 0;
+	*a = g + 1;
+	*b = e - 1;
+	return 1;
+}
+
 bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 {
 	static __thread node pool[MATHKEY_NODES];
@@ -1442,21 +1536,31 @@ bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 	if (!c.full)
 		lex(p, c.b, c.n);
 	if (!c.full && !p->err && p->n) {
-		/* the part after the last top-level '=' */
+		int comma = 0;
+
+		/* the part after the last top-level '=', unless a top-level
+		 * comma comes before it: "x = 1, 2" is 1, 2, but "x = 2,
+		 * y = 3" is a list of equations, not 3 */
 		for (int i = 0; i < p->n; i++) {
 			token *t = &p->t[i];
 
 			depth += bracket(t);
+			if (depth == 0 && is_op(t, ','))
+				comma = 1;
 			if (depth == 0 && is_op(t, '='))
-				from = i + 1;
+				from = comma ? -1 : i + 1;
 		}
 		to = p->n;
+		if (from < 0)
+			to = from = 0; /* no parse: the spelling */
 		/* a trailing unit word: "5 cm", "12 apples" */
 		if (to - from >= 2 && p->t[to - 1].kind == T_VAR &&
 		    p->t[to - 1].len >= 2 && p->t[to - 1].space &&
 		    !(p->t[to - 1].len == 2 && !memcmp(p->t[to - 1].s, "pi", 2)))
 			to--;
-		if (from < to)
+		if (from < to && long_literal(p, from, to, &o))
+			ok = !o.full;
+		else if (from < to)
 			ok = parse_top(p, from, to, &o) && !o.full;
 	}
 	if (ok && parsed)
@@ -1465,6 +1569,14 @@ bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 		o.n = 0;
 		o.full = 0;
 		fallback(s, len, &o);
+		if (!o.full && o.n <= 2) {
+			/* nothing but \text{even}: the words are the answer */
+			size_t a, b;
+
+			o.n = 0;
+			if (text_only(s, len, &a, &b))
+				fallback(s + a, b - a, &o);
+		}
 		if (o.full || o.n <= 2)
 			ok = 0;
 		else

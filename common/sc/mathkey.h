@@ -5,12 +5,15 @@
  * `math` of answer.h.
  *
  * WHAT IS READ (after answer.h has found the answer's span):
- *   numbers      42, -3.5, .5, 1,000 (thousands groups of exactly three
- *                digits: "1,000" is 1000, "1, 000" is a list of 1 and 0),
+ *   numbers      42, -3.5, .5, 1,000 and 1 000 (thousands groups of
+ *                exactly three digits, one separator throughout: "1,000"
+ *                is 1000, "1, 000" is a list of 1 and 0); two numbers
+ *                side by side ("2 3") are no product and do not parse;
  *                U+2212 as a minus sign
  *   fractions    \frac{a}{b}, \dfrac, \tfrac, \frac12 (one-character
- *                arguments), a/b, \div; a mixed number "2\frac{1}{2}" or
- *                "2 1/2" (digits, then a fraction of digits) is 2 + 1/2
+ *                arguments), a/b, \div; a mixed number "2\frac{1}{2}",
+ *                "2 \frac{1}{2}" or "2 1/2" (digits, then a fraction of
+ *                digits) is 2 + 1/2
  *   operators    + - * \cdot \times, ^ (right-associative; ^{..}), !
  *                is not read; implicit multiplication: 2x, 2\pi, x(x+1),
  *                (a)(b), 2\sqrt{3}
@@ -21,7 +24,8 @@
  *                it), units in \text{..} \mathrm{..} \textbf{..} \mbox{..},
  *                ^\circ and ^{\circ}, spacing (\, \; \: \! \quad, "\ "),
  *                \displaystyle; a left-hand side "x = 5" (the part after
- *                the last top-level '=')
+ *                the last top-level '=', unless a top-level comma comes
+ *                before it: "x = 2, y = 3" keys as its spelling)
  *   variables    a letter, or a Greek letter command (\alpha, \theta...)
  *   lists        at the top level only: "(a, b)" and "[a, b]" are ordered
  *                and their brackets matter ("(1,2)" is not "[1,2]"; a
@@ -52,9 +56,11 @@
  *
  * BOUNDS. At most MATHKEY_INPUT_MAX bytes, MATHKEY_DEPTH nested groups,
  * MATHKEY_NODES parsed nodes, integer powers up to 64 exactly (beyond,
- * double; a double overflow is inf), digit strings over 18 digits as
- * doubles: bounded time and memory whatever the input; what exceeds them
- * has no key (mathkey returns false).
+ * double; a double overflow is inf), digit strings over 18 digits in an
+ * expression as doubles (a plain number alone keeps all its digits, as
+ * the number rule writes it; a \text{..} alone keys as its words "s:.."):
+ * bounded time and memory whatever the input; what exceeds them has no
+ * key (mathkey returns false).
  */
 #ifndef QUORUM_MATHKEY_H
 #define QUORUM_MATHKEY_H
