@@ -27,7 +27,7 @@
 typedef struct {
 	const char *fmt;
 	const char *key;
-	const char *text[12];
+	const char *text[16];
 } group;
 
 static const group groups[] = {
@@ -143,6 +143,52 @@ static const group groups[] = {
 	{"math", "s:x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
 	{"math", "s:even", {"\\boxed{\\text{even}}", "\\boxed{ \\text{ even } }",
 			    "The answer is $\\text{even}$.", NULL}},
+	/* ---- the span: what a review found (2026-12-07) */
+	/* "this answer is right" is no cue; markup, filler words and a
+	 * comment after the value */
+	{"math", "13", {"The answer is 13. I am confident this answer is "
+			"right.", "**Answer:** 13", "The answer is therefore 13.",
+			"The answer is about 13.", "Answer:\n13",
+			"The final answer is: 13", NULL}},
+	{"math", "0.2", {"The answer is $\\frac15$ (or 0.2).",
+			 "The answer is 0.2, i.e. one fifth.",
+			 "### Final Answer\n$$\\frac{1}{5}$$",
+			 "**Answer:** $\\frac{1}{5}$", NULL}},
+	{"math", "5.2", {"The answer is approx. 5.2", NULL}},
+	{"text", "st louis", {"The answer is St. Louis.", NULL}},
+	{"text", "st paul", {"The answer is St. Paul.", NULL}},
+	{"text", "3.5", {"The answer is 3.5.", "3.5", NULL}},
+	{"text", "35", {"The answer is 35.", NULL}},
+	{"text", "1000 people", {"1,000 people", NULL}},
+	{"text", "x aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", {"x aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", NULL}},
+	{"text", "xaaaaaaa aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", {"xaaaaaaa aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+					 NULL}},
+	{"yesno", "yes", {"Yes, because the claim is false.", "**Yes**, it is "
+			  "not false", NULL}},
+	{"yesno", "no", {"No. The claim is true.",
+			 "No, because the statement is true.", NULL}},
+	{"choice", "B", {"B) 17", "B. 17", "B: 17",
+			 "The answer is B because 15 > 12.",
+			 "The answer is B, since it is larger.",
+			 "The correct option is B.", "(B) 17", NULL}},
+	{"choice:A=1/2|B=Paris", "A", {"The answer is 0.5",
+				       "The answer is \\frac{1}{2}.", NULL}},
+	{"choice:A=1/2|B=Paris", "B", {"The answer is paris", NULL}},
+	{"auto", "0.2", {"1/5", "$\\frac{1}{5}$",
+			 "### Final Answer\n$$\\frac{1}{5}$$",
+			 "**Answer:** $\\frac{1}{5}$", NULL}},
+	{"auto", "2.5", {"2 1/2", "\\boxed{2 \\frac{1}{2}}", NULL}},
+	{"auto", "100000", {"1e5", NULL}},
+	{"auto", "13", {"The answer is 13. I am confident this answer is "
+			"right.", NULL}},
+	{"auto", "f[x]:3.2;4;32/7", {"The answer is x+1", "\\boxed{x+1}",
+				     NULL}},
+	{"auto", "mount everest", {"The answer is Mount Everest.",
+				   "Mount Everest", NULL}},
+	{"json:/answer", "4.2", {"{\"answer\": \"4.2\"}",
+				 "{\"answer\": 4.2}", NULL}},
+	{"json:/answer", "42", {"{\"answer\": 42}", NULL}},
+	{"json:/answer", "0.1", {"{\"answer\": 0.1}", NULL}},
 	/* ---- math: the span */
 	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
 			  "The answer is 3/4.", "hence 3/4",
@@ -325,7 +371,8 @@ static void options(void **state)
 		const char *question, *want;
 	} rows[] = {
 		{"How many? A) 12 B) 15 C) 20", "A=12|B=15|C=20"},
-		{"How many? (A) 12 (B) 15 (C) 1/2", "A=12|B=15|C=0.5"},
+		{"How many? (A) 12 (B) 15 (C) 1/2", "A=12|B=15|C=1/2"},
+		{"Which? A) K2 B) Mount Everest", "A=K2|B=Mount Everest"},
 		{"Pick one:\nA. 3\nB. 4\nC. 5\n", "A=3|B=4|C=5"},
 		{"No options here, only A and B", ""},
 	};
@@ -361,6 +408,9 @@ static void expected(void **state)
 					     "eiffel tower"},
 		{"number", "42.0", "42"}, {"regex:\\d+", " 17 ", "17"},
 		{"auto", "\\frac{1}{2}", "0.5"}, {"auto", "B", "B"},
+		{"auto", "Paris", "paris"}, {"auto", "1/2", "0.5"},
+		{"auto", "The Eiffel Tower", "eiffel tower"},
+		{"json:/answer", "0.1", "0.1"},
 	};
 	char out[VOTE_ANSWER_MAX];
 
@@ -375,6 +425,27 @@ static void expected(void **state)
 			fail_msg("%s: expected \"%s\" keys to \"%s\", want "
 				 "\"%s\"", rows[i].fmt, rows[i].expected, out,
 				 rows[i].key);
+	}
+}
+
+/* JSON numbers as their writers meant them: the shortest text that
+ * reads back (an expected 0.1 is "0.1", not "0.10000000000000001"). */
+static void number_text(void **state)
+{
+	static const struct {
+		double v;
+		const char *want;
+	} rows[] = {
+		{0.1, "0.1"}, {0.3, "0.3"}, {3.0, "3"}, {-2.5, "-2.5"},
+		{0.1 + 0.2, "0.30000000000000004"}, {1e21, "1e+21"},
+		{123456789.125, "123456789.125"},
+	};
+	char out[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		answer_number_text(rows[i].v, out, sizeof(out));
+		assert_string_equal(out, rows[i].want);
 	}
 }
 
@@ -451,6 +522,7 @@ int main(void)
 		cmocka_unit_test(formats),
 		cmocka_unit_test(options),
 		cmocka_unit_test(expected),
+		cmocka_unit_test(number_text),
 		cmocka_unit_test(bounded),
 		cmocka_unit_test(usc),
 	};

@@ -158,8 +158,8 @@ static json_t *vote_line(const answer_format *dflt, json_t *in,
 			snprintf(expbuf, sizeof(expbuf), "%" JSON_INTEGER_FORMAT,
 				 json_integer_value(exp));
 		else
-			snprintf(expbuf, sizeof(expbuf), "%.17g",
-				 json_real_value(exp));
+			answer_number_text(json_real_value(exp), expbuf,
+					   sizeof(expbuf));
 		ok = vr.winner != VOTE_NONE &&
 		     qset_match(&f, es, vr.entries[0].answer,
 				strlen(vr.entries[0].answer));

@@ -118,7 +118,7 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
 			 json_integer_value(a));
 	else if (json_is_real(a))
-		snprintf(num, sizeof(num), "%.17g", json_real_value(a));
+		answer_number_text(json_real_value(a), num, sizeof(num));
 	if (json_is_number(a))
 		it->expected = strdup(num);
 	return 0;

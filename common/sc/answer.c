@@ -150,22 +150,6 @@ const char *answer_format_name(const answer_format *f, char *buf, size_t cap)
 
 /* ---- the span ----------------------------------------------------------- */
 
-/* Last case-insensitive occurrence of needle in t[0, n): its end, or 0. */
-static size_t last_ci(const char *t, size_t n, const char *needle)
-{
-	size_t m = strlen(needle);
-
-	for (size_t i = n; i >= m; i--) {
-		size_t k = 0;
-
-		while (k < m && lower((uchar)t[i - m + k]) == needle[k])
-			k++;
-		if (k == m)
-			return i;
-	}
-	return 0;
-}
-
 /* [*a, *b) trimmed of whitespace (and of t's edges) */
 static void trim(const char *t, size_t *a, size_t *b)
 {
@@ -175,33 +159,176 @@ static void trim(const char *t, size_t *a, size_t *b)
 		(*b)--;
 }
 
-/* The span after the last "the answer is" / "answer is" / "answer:", to
- * the end of its line or sentence; false when there is none. */
-static bool answer_is(const char *t, size_t n, size_t *a, size_t *b)
+/* t[i, i + m) is word w (any case) standing alone: no letter or digit
+ * before or after it. */
+static bool word_at(const char *t, size_t n, size_t i, const char *w)
 {
-	static const char *const cue[] = {"answer is", "answer:",
-					  "answer is:"};
+	size_t m = strlen(w);
+
+	if (i + m > n || (i > 0 && alnum((uchar)t[i - 1])))
+		return false;
+	for (size_t k = 0; k < m; k++)
+		if (lower((uchar)t[i + k]) != w[k])
+			return false;
+	return i + m == n || !alnum((uchar)t[i + m]);
+}
+
+/* The word before t[i] (spaces, '*' and '#' skipped) is one that makes
+ * "... answer is" a statement of the answer ("the", "final", "my",
+ * "correct"...), or there is none on its line or sentence. */
+static bool cue_lead(const char *t, size_t i)
+{
+	static const char *const lead[] = {"the", "final", "my", "correct",
+					   "right", "our", "best", "true"};
+	size_t e = i, s;
+
+	while (e > 0 && (t[e - 1] == ' ' || t[e - 1] == '\t' ||
+			 t[e - 1] == '*' || t[e - 1] == '#'))
+		e--;
+	if (e == 0 || strchr("\n.!?:(", t[e - 1]))
+		return true;
+	for (s = e; s > 0 && alnum((uchar)t[s - 1]);)
+		s--;
+	for (size_t k = 0; k < sizeof(lead) / sizeof(*lead); k++)
+		if (e - s == strlen(lead[k]) && word_at(t, e, s, lead[k]))
+			return true;
+	return false;
+}
+
+/*
+ * The end of the last cue of the answer in t[0, n), or 0: "answer:" (any
+ * words before it: "Final Answer:", "**Answer:**"), and "answer is",
+ * "answer would be", "option is", "choice is" where the answer is being
+ * stated ("the answer is", "my final answer is", a sentence that starts
+ * with it; not "this answer is right", not "answer isn't"). A colon after
+ * the cue is part of it.
+ */
+static size_t answer_cue(const char *t, size_t n)
+{
+	static const char *const noun[] = {"answer", "option", "choice"};
+	static const char *const verb[] = {"is", "would be", "should be",
+					   "will be"};
 	size_t best = 0;
 
-	for (size_t i = 0; i < sizeof(cue) / sizeof(*cue); i++) {
-		size_t e = last_ci(t, n, cue[i]);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t w = 0; w < sizeof(noun) / sizeof(*noun); w++) {
+			size_t j = i + strlen(noun[w]), e = 0;
 
-		if (e > best)
-			best = e;
+			if (!word_at(t, n, i, noun[w]))
+				continue;
+			while (j < n && t[j] == ' ')
+				j++;
+			if (j < n && t[j] == ':' && w == 0) {
+				e = j + 1;
+			} else if (cue_lead(t, i)) {
+				for (size_t v = 0; v < sizeof(verb) /
+						       sizeof(*verb) && !e; v++)
+					if (word_at(t, n, j, verb[v]))
+						e = j + strlen(verb[v]);
+			}
+			if (!e)
+				continue;
+			while (e < n && (t[e] == ' ' || t[e] == '*'))
+				e++;
+			if (e < n && t[e] == ':')
+				e++;
+			if (e > best)
+				best = e;
+		}
 	}
-	if (!best)
-		return false;
+	return best;
+}
+
+/* An abbreviation's dot at t[d] ("St. Louis", "approx. 5", "i.e. one
+ * half"), which does not end the answer's sentence. */
+static bool abbrev_dot(const char *t, size_t a, size_t d)
+{
+	static const char *const ab[] = {"st", "mr", "mrs", "ms", "dr",
+					 "prof", "jr", "sr", "mt", "ft", "vs",
+					 "approx", "ca", "cf", "no", "vol",
+					 "fig", "eq"};
+	size_t s = d;
+
+	while (s > a && ((t[s - 1] >= 'a' && t[s - 1] <= 'z') ||
+			 (t[s - 1] >= 'A' && t[s - 1] <= 'Z')))
+		s--;
+	if (d - s == 1 && s >= a + 2 && t[s - 1] == '.' &&
+	    alnum((uchar)t[s - 2]))
+		return true; /* the second dot of "i.e." or "e.g." */
+	for (size_t k = 0; k < sizeof(ab) / sizeof(*ab); k++)
+		if (d - s == strlen(ab[k]) && word_at(t, d, s, ab[k]))
+			return true;
+	return false;
+}
+
+/* The span after the last cue (answer_cue), to the end of its line or
+ * sentence; a cue that ends its line ("Final Answer:", a heading) reads
+ * the next non-empty line. false when there is none. */
+static bool answer_is(const char *t, size_t n, size_t *a, size_t *b)
+{
+	size_t best = answer_cue(t, n);
+
+	if (!best) {
+		/* a heading line "### Final Answer" (no colon): the next
+		 * line */
+		for (size_t i = 0; i < n; i++) {
+			size_t e = i;
+
+			if (i && t[i - 1] != '\n')
+				continue;
+			while (e < n && (t[e] == '#' || t[e] == '*' ||
+					 t[e] == ' '))
+				e++;
+			if (word_at(t, n, e, "final"))
+				e += 5;
+			while (e < n && t[e] == ' ')
+				e++;
+			if (!word_at(t, n, e, "answer"))
+				continue;
+			e += 6;
+			while (e < n && (t[e] == '*' || t[e] == ' ' ||
+					 t[e] == ':' || t[e] == '#'))
+				e++;
+			if (e == n || t[e] == '\n' || t[e] == '\r')
+				best = e;
+		}
+		if (!best)
+			return false;
+	}
 	*a = best;
-	*b = best;
+	/* the rest of the cue's line blank: the next non-empty line */
+	{
+		size_t k = best;
+
+		while (k < n && (t[k] == ' ' || t[k] == '\t' || t[k] == '\r'))
+			k++;
+		if (k < n && t[k] == '\n') {
+			while (k < n && space((uchar)t[k]))
+				k++;
+			*a = k;
+		}
+	}
+	*b = *a;
 	while (*b < n && t[*b] != '\n' &&
-	       !(t[*b] == '.' && (*b + 1 == n || space((uchar)t[*b + 1]))))
+	       !(t[*b] == '.' && (*b + 1 == n || space((uchar)t[*b + 1])) &&
+		 !abbrev_dot(t, *a, *b)))
 		(*b)++;
 	trim(t, a, b);
-	/* "**B**", "$5$": the markup around it */
-	while (*b - *a >= 2 && ((t[*a] == '*' && t[*b - 1] == '*') ||
-				(t[*a] == '$' && t[*b - 1] == '$'))) {
-		(*a)++;
-		(*b)--;
+	/* "**B**", "** 12", "$5$", "$$\frac12$$": the markup around it */
+	for (;;) {
+		size_t a0 = *a, b0 = *b;
+
+		while (*a < *b && (t[*a] == '*' || t[*a] == '_'))
+			(*a)++;
+		while (*b > *a && (t[*b - 1] == '*' || t[*b - 1] == '_'))
+			(*b)--;
+		if (*b - *a >= 2 && t[*a] == '$' && t[*b - 1] == '$') {
+			(*a)++;
+			(*b)--;
+		}
+		trim(t, a, b);
+		if (*a == a0 && *b == b0)
+			break;
 	}
 	return *b > *a;
 }
@@ -238,7 +365,10 @@ static bool put(char *out, size_t cap, const char *s, size_t n)
 }
 
 /* A lone letter A-J in t[a, b), with its usual wrappings: "B", "(B)",
- * "B)", "B.", "**B**", "\text{(B)}", "option B", "B: 15". */
+ * "B)", "B.", "**B**", "\text{(B)}", "option B". text_after 1: also
+ * marked and followed by text, "B) 15", "B: 15" (a line that leads with
+ * its option); 2 (after a cue, in a box): followed by anything past a
+ * space, ',' or ';' too ("the answer is B because ...", "B, since"). */
 static int letter_of(const char *t, size_t a, size_t b, int text_after)
 {
 	size_t i;
@@ -251,6 +381,8 @@ static int letter_of(const char *t, size_t a, size_t b, int text_after)
 	}
 	if (b - a >= 7 && !strncasecmp(t + a, "option ", 7))
 		a += 7;
+	size_t a0 = a;
+
 	while (b > a && (t[a] == '*' || t[a] == '(' || t[a] == '[' ||
 			 t[a] == '$'))
 		a++;
@@ -262,8 +394,15 @@ static int letter_of(const char *t, size_t a, size_t b, int text_after)
 	while (i < b && strchr(")].*:$", t[i]))
 		i++;
 	/* "B" alone, or "B) 15", "B: 15" (the letter leads, marked); not
-	 * "I think" */
+	 * "I think" on a line of its own */
+	if (i < b && i == a + 1 && text_after == 2 &&
+	    (space((uchar)t[i]) || t[i] == ',' || t[i] == ';'))
+		return t[a];
 	if (i < b && (i == a + 1 || !space((uchar)t[i]) || !text_after))
+		return 0;
+	/* a line's "(A) is wrong, (C) is right": the last of them
+	 * (last_letter), not the first */
+	if (i < b && text_after == 1 && memchr(t + a0, '(', a - a0))
 		return 0;
 	return t[a];
 }
@@ -315,16 +454,41 @@ static bool norm_text(const char *t, size_t a, size_t b, char *out,
 {
 	char w[64];
 	size_t o = 0, wn = 0;
+	int spilled = 0; /* the word's head already in out (a long word) */
 
 	for (size_t i = a; i <= b; i++) {
 		int c = i < b ? lower((uchar)t[i]) : ' ';
+		/* between digits a point stays ("3.5" is not "35") and a
+		 * separator goes ("1,000" is "1000") */
+		int num = (c == '.' || c == ',') && i > a && i + 1 < b &&
+			  t[i - 1] >= '0' && t[i - 1] <= '9' &&
+			  t[i + 1] >= '0' && t[i + 1] <= '9';
 
-		if (alnum(c) || c >= 0x80) {
-			if (wn + 1 < sizeof(w))
-				w[wn++] = (char)c;
-			else if (o + 1 < cap)
-				out[o++] = (char)c; /* a long word: as is */
+		if (num && c == ',')
 			continue;
+		if (alnum(c) || c >= 0x80 || num) {
+			if (wn + 1 < sizeof(w) && !spilled) {
+				w[wn++] = (char)c;
+				continue;
+			}
+			if (!spilled) {
+				/* a long word: out from here on, whole */
+				if (o && o + 1 < cap)
+					out[o++] = ' ';
+				if (o + wn >= cap)
+					return false;
+				memcpy(out + o, w, wn);
+				o += wn;
+				spilled = 1;
+			}
+			if (o + 1 >= cap)
+				return false;
+			out[o++] = (char)c;
+			continue;
+		}
+		if (spilled) {
+			spilled = 0;
+			wn = 0;
 		}
 		if (!strchr(" \t\n\r\v\f", c) && c != '-' && c != '/')
 			continue; /* punctuation goes */
@@ -359,6 +523,86 @@ static bool span(const char *t, size_t n, int fallback_line, size_t *a,
 	return fallback_line && last_line(t, n, a, b);
 }
 
+/* Words that lead an answer's value without being part of it: "the
+ * answer is about 7", "... is therefore 12", "... equal to 5". */
+static const char *const FILLER[] = {"about", "approximately", "approx.",
+				     "approx", "roughly", "around", "exactly",
+				     "just", "therefore", "thus", "so", "then",
+				     "now", "simply", "equal to", "equals",
+				     "is", "=", "\approx", "~"};
+
+/* t[a, b) holds a word of two letters or more (not a command's name). */
+static bool has_word(const char *t, size_t a, size_t b)
+{
+	for (size_t i = a, run = 0; i < b; i++) {
+		int letter = (t[i] >= 'a' && t[i] <= 'z') ||
+			     (t[i] >= 'A' && t[i] <= 'Z');
+
+		run = letter ? run + 1 : 0;
+		if (run == 2 && !(i >= a + 2 && t[i - 2] == '\\'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The math key of the span t[a, b) as a value: the span itself when it
+ * parses; else without its leading filler words, and cut before a
+ * comment (", i.e. ...", " (or 0.5)", "; ..."), when that parses ("The
+ * answer is about 7", "$\frac12$ (or 0.5)", "0.5, i.e. one half").
+ * *parsed says whether the key is a parse (else the span's spelling).
+ */
+static bool span_math(const char *t, size_t a, size_t b, char *out,
+		      size_t cap, bool *parsed)
+{
+	const size_t a0 = a, b0 = b;
+	size_t e;
+
+	bool whole = mathkey(t + a, b - a, out, cap, parsed);
+
+	/* a value; or with variables ("x + 1"), unless a comment's words
+	 * made them ("\frac12 (or 0.5)": o and r), tried below */
+	if (whole && *parsed && strncmp(out, "f[", 2))
+		return true;
+	for (int again = 1; again;) {
+		again = 0;
+		for (size_t k = 0; k < sizeof(FILLER) / sizeof(*FILLER); k++) {
+			size_t m = strlen(FILLER[k]);
+
+			if (b - a > m && !strncasecmp(t + a, FILLER[k], m) &&
+			    (space((uchar)t[a + m]) || !alnum((uchar)t[a]))) {
+				a += m;
+				trim(t, &a, &b);
+				again = 1;
+			}
+		}
+	}
+	/* the comment: ", " or "; " or " (" before words ("or", "i.e.",
+	 * "since"; not a list's next element "y = 3") */
+	for (e = a; e < b; e++)
+		if ((((t[e] == ',' || t[e] == ';') && e + 1 < b &&
+		      space((uchar)t[e + 1])) ||
+		     (t[e] == '(' && e > a && space((uchar)t[e - 1]))) &&
+		    has_word(t, e, b))
+			break;
+	for (int cut = 0; cut < 2; cut++) {
+		size_t x = a, y = cut ? e : b;
+		char k[VOTE_ANSWER_MAX];
+		bool p;
+
+		trim(t, &x, &y);
+		if ((cut || a != a0) && y > x && (!cut || e < b) &&
+		    mathkey(t + x, y - x, k, sizeof(k), &p) && p &&
+		    (strncmp(k, "f[", 2) || !*parsed) && strlen(k) < cap) {
+			strcpy(out, k);
+			*parsed = true;
+			return true;
+		}
+	}
+	/* the whole span's key: its variables or its spelling */
+	return whole && mathkey(t + a0, b0 - a0, out, cap, parsed);
+}
+
 static bool key_math(const char *t, size_t n, char *out, size_t cap)
 {
 	size_t a, b;
@@ -370,7 +614,8 @@ static bool key_math(const char *t, size_t n, char *out, size_t cap)
 	if (span(t, n, 0, &a, &b, &boxed)) {
 		/* "the answer is 42 apples" -> 42; a span with an '=' keeps
 		 * its right-hand side (mathkey) */
-		if (mathkey(t + a, b - a, out, cap, NULL))
+		if (boxed ? mathkey(t + a, b - a, out, cap, NULL)
+			  : span_math(t, a, b, out, cap, &parsed))
 			return true;
 	}
 	/* a last line that is all math: "\frac{1}{2}", "x = 3/4" */
@@ -402,16 +647,27 @@ static bool key_math(const char *t, size_t n, char *out, size_t cap)
 	return mathkey(num, strlen(num), out, cap, NULL);
 }
 
-/* The letter of the option whose key is k in "A=12|B=15", or 0. */
-static int option_letter(const char *opts, const char *k)
+static bool norm_text(const char *t, size_t a, size_t b, char *out,
+		      size_t cap);
+
+/* The letter of the option in "A=12|B=1/2|C=Paris" that the answer
+ * t[a, b) gives: the same value (math keys: "0.5" is B) or the same
+ * words (SQuAD's normalisation: "paris" is C); or 0. */
+static int option_letter(const char *opts, const char *t, size_t a,
+			 size_t b)
 {
-	size_t kn = strlen(k);
+	char k[256], kt[256], ok[256];
+	bool hk = mathkey(t + a, b - a, k, sizeof(k), NULL);
+	bool ht = norm_text(t, a, b, kt, sizeof(kt));
 
 	for (const char *q = opts; *q;) {
 		const char *bar = strchr(q, '|');
 		size_t len = bar ? (size_t)(bar - q) : strlen(q);
 
-		if (len - 2 == kn && !memcmp(q + 2, k, kn))
+		if (len > 2 && ((hk && mathkey(q + 2, len - 2, ok, sizeof(ok),
+					       NULL) && !strcmp(ok, k)) ||
+				(ht && norm_text(q, 2, len, ok, sizeof(ok)) &&
+				 !strcmp(ok, kt))))
 			return q[0];
 		q += len + (bar != NULL);
 	}
@@ -426,9 +682,9 @@ static bool key_choice(const answer_format *f, const char *t, size_t n,
 
 	if (span(t, n, 1, &a, &b, &boxed)) {
 		size_t x, y;
-		/* "C) 7" after "the answer is" or in a box; the last line
-		 * only when it is the letter alone */
-		int after = boxed || answer_is(t, n, &x, &y);
+		/* "C) 7" or "C because" after "the answer is" or in a
+		 * box; a last line that leads with its marked letter */
+		int after = boxed || answer_is(t, n, &x, &y) ? 2 : 1;
 
 		if ((c = letter_of(t, a, b, after))) {
 			out[0] = (char)c;
@@ -438,10 +694,7 @@ static bool key_choice(const answer_format *f, const char *t, size_t n,
 		if (boxed || answer_is(t, n, &a, &b)) {
 			/* an option's text or value: its letter when the
 			 * options are known */
-			char k[256];
-
-			if (!mathkey(t + a, b - a, k, sizeof(k), NULL) ||
-			    !(c = option_letter(f->pattern, k)))
+			if (!(c = option_letter(f->pattern, t, a, b)))
 				return false;
 			out[0] = (char)c;
 			out[1] = '\0';
@@ -464,8 +717,20 @@ static bool key_yesno(const char *t, size_t n, char *out, size_t cap)
 	if (span(t, n, 0, &a, &b, &boxed))
 		y = yesno_of(t, a, b, 0);
 	if (!y && last_line(t, n, &a, &b)) {
-		/* the final sentence of the last line */
-		size_t s = b;
+		/* the last line's leading word ("Yes, because the claim is
+		 * false." is yes; "No. The claim is true." no), else the
+		 * final sentence of the last line */
+		size_t s = b, w = a;
+
+		while (w < b && (t[w] == '*' || t[w] == '(' || t[w] == '"'))
+			w++;
+		if ((y = yesno_of(t, w, b, 0)) &&
+		    !(word_at(t, b, w, "yes") || word_at(t, b, w, "no") ||
+		      word_at(t, b, w, "true") || word_at(t, b, w, "false")))
+			y = 0;
+		if (y)
+			return put(out, cap, y == 'y' ? "yes" : "no",
+				   y == 'y' ? 3 : 2);
 
 		while (s > a && !(t[s - 1] == '.' && s < b - 1) &&
 		       t[s - 1] != '!' && t[s - 1] != '?')
@@ -581,10 +846,15 @@ static bool key_json(const answer_format *f, const char *t, size_t n,
 	}
 	v = pointer(doc, f->pattern);
 	if (json_is_integer(v) || json_is_real(v)) {
-		char *s = json_dumps(v, JSON_ENCODE_ANY);
+		char num[64];
 
-		ok = s && mathkey(s, strlen(s), out, cap, NULL);
-		free(s);
+		if (json_is_integer(v))
+			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+				 json_integer_value(v));
+		else
+			answer_number_text(json_real_value(v), num,
+					   sizeof(num));
+		ok = mathkey(num, strlen(num), out, cap, NULL);
 	} else if (json_is_string(v)) {
 		const char *s = json_string_value(v);
 
@@ -636,58 +906,110 @@ static bool short_answer(const char *t, size_t a, size_t b)
 	return true;
 }
 
+/* t[a, b) is written as math: a digit, an operator or a command. */
+static bool math_marks(const char *t, size_t a, size_t b)
+{
+	for (size_t i = a; i < b; i++)
+		if ((t[i] >= '0' && t[i] <= '9') || strchr("+-*/^=\\", t[i]))
+			return true;
+	return false;
+}
+
+static bool has_digit(const char *t, size_t a, size_t b)
+{
+	for (size_t i = a; i < b; i++)
+		if (t[i] >= '0' && t[i] <= '9')
+			return true;
+	return false;
+}
+
+/* The span t[a, b) as a value (span_math): without free variables, or
+ * (vars) with them where it is written as math ("x + 1", not "Paris"). */
+static bool auto_value(const char *t, size_t a, size_t b, char *out,
+		       size_t cap, int vars)
+{
+	bool parsed;
+
+	if (!span_math(t, a, b, out, cap, &parsed) || !parsed)
+		return false;
+	return strncmp(out, "f[", 2) || (vars && math_marks(t, a, b));
+}
+
+/* A letter (short) or yes/no (shorter) in t[a, b), keyed into out. */
+static int auto_word(const char *t, size_t n, size_t a, size_t b, char *out,
+		     size_t cap)
+{
+	int c;
+
+	if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
+		out[0] = (char)c;
+		out[1] = '\0';
+		return cap > 1;
+	}
+	if (b - a <= 6 && yesno_of(t, a, b, 0))
+		return key_yesno(t, n, out, cap);
+	return -1;
+}
+
 static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 {
 	size_t a, b;
-	int c;
+	int w;
 	bool parsed;
 
 	if (vote_last_box(t, n, &a, &b)) {
-		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
-			out[0] = (char)c;
-			out[1] = '\0';
-			return cap > 1;
-		}
-		if (yesno_of(t, a, b, 0) && b - a <= 6)
-			return key_yesno(t, n, out, cap);
+		if ((w = auto_word(t, n, a, b, out, cap)) >= 0)
+			return w;
 		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed)
 			return true;
 		/* as the number rule keeps it: byte for byte */
 		return vote_extract(t, n, out, cap);
 	}
 	if (answer_is(t, n, &a, &b)) {
-		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
-			out[0] = (char)c;
-			out[1] = '\0';
-			return cap > 1;
-		}
-		if (b - a <= 6 && yesno_of(t, a, b, 0))
-			return key_yesno(t, n, out, cap);
-		/* "the answer is 1/2": math when it reads as a value (no
-		 * free variables; a plain number keys as the number rule
-		 * would) */
-		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed &&
-		    strncmp(out, "f[", 2))
+		if ((w = auto_word(t, n, a, b, out, cap)) >= 0)
+			return w;
+		/* "the answer is 1/2": math when it reads as a value, or
+		 * as math with variables ("x + 1"); a plain number keys as
+		 * the number rule would */
+		if (auto_value(t, a, b, out, cap, 1))
 			return true;
+		/* "the answer is Paris": its words, as the short line
+		 * "Paris" keys */
+		if (!has_digit(t, a, b) && short_answer(t, a, b))
+			return norm_text(t, a, b, out, cap);
 		return vote_extract(t, n, out, cap);
 	}
-	/* a whole text of one short line ("yes", "B", "Paris": what a
-	 * choice constraint writes) is its own answer */
+	/* a whole text of one short line ("yes", "B", "Paris", "1/2":
+	 * what a choice constraint writes) is its own answer */
 	a = 0;
 	b = n;
 	trim(t, &a, &b);
 	if (short_answer(t, a, b)) {
-		if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
-			out[0] = (char)c;
-			out[1] = '\0';
-			return cap > 1;
-		}
-		if (b - a <= 6 && yesno_of(t, a, b, 0))
-			return key_yesno(t, n, out, cap);
+		if ((w = auto_word(t, n, a, b, out, cap)) >= 0)
+			return w;
+		if (has_digit(t, a, b) && auto_value(t, a, b, out, cap, 1))
+			return true;
 		return vote_extract(t, n, out, cap) ||
 		       norm_text(t, a, b, out, cap);
 	}
+	/* a last line that is a value ("$$\frac{1}{2}$$" under a heading),
+	 * else the last number */
+	if (last_line(t, n, &a, &b) && has_digit(t, a, b) &&
+	    auto_value(t, a, b, out, cap, 0))
+		return true;
 	return vote_extract(t, n, out, cap);
+}
+
+/* The text of a JSON number as its writer meant it: the shortest
+ * decimal that reads back as the same double ("0.1", not
+ * "0.10000000000000001"), integers without a point. */
+void answer_number_text(double v, char *out, size_t cap)
+{
+	for (int p = 1; p <= 17; p++) {
+		snprintf(out, cap, "%.*g", p, v);
+		if (strtod(out, NULL) == v)
+			return;
+	}
 }
 
 bool answer_extract(const answer_format *f, const char *text, size_t len,
@@ -730,6 +1052,14 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 	if ((boxed = malloc(b - a + 16))) {
 		int k = f ? f->kind : ANSWER_NUMBER;
 
+		if (k == ANSWER_AUTO && answer_extract(f, s + a, b - a, out,
+						       cap)) {
+			/* auto keys by the answer's shape: the expected
+			 * answer as a sample that wrote exactly it ("Paris"
+			 * is "paris", "1/2" 0.5), else boxed below */
+			free(boxed);
+			return;
+		}
 		if (k == ANSWER_JSON) {
 			/* the field's value as written: a number keys as
 			 * math, anything else as text */
@@ -769,8 +1099,8 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 	out[b - a] = '\0';
 }
 
-/* The options a question lists: letter -> the key of its text. "A) 12
- * B) 15", "(A) 12 (B) 15", "A. 12" on its own line. */
+/* The options a question lists: letter -> its text (option_letter keys
+ * it). "A) 12 B) 15", "(A) 12 (B) 15", "A. 12" on its own line. */
 static int options(const char *q, size_t n, char keys[10][128])
 {
 	int found = 0;
@@ -806,8 +1136,11 @@ static int options(const char *q, size_t n, char keys[10][128])
 			while (b > a && (q[b - 1] == '(' || space((uchar)q[b - 1])))
 				b--;
 			trim(q, &a, &b);
-			if (b > a && mathkey(q + a, b - a, keys[L], 128, NULL))
+			if (b > a && b - a < 128 && !memchr(q + a, '|', b - a)) {
+				memcpy(keys[L], q + a, b - a);
+				keys[L][b - a] = '\0';
 				found++;
+			}
 		}
 	}
 	return found;

@@ -11,19 +11,26 @@
  *            vote together — \frac12, 1/2, 0.5 and \dfrac{2}{4}; x^2+1 and
  *            1+x^2; \{1,2\} and \{2,1\}; (1,2) and [1,2] do not.
  *   choice   a letter A-J: "(B)", "B)", "B.", "B", "Answer: B", "answer
- *            is B", "\boxed{B}", "**B**", "option B", "\text{(B)}". An
+ *            is B", "\boxed{B}", "**B**", "option B", "\text{(B)}"; after a
+ *            cue or in a box followed by anything ("the answer is B
+ *            because ...", "B, since"); a last line that leads with its
+ *            marked letter ("B) 17", "B. 17"). An
  *            answer that is an option's text or value ("the answer is 15")
  *            is that option's letter when the options are known: the
  *            question lists them ("A) 12  B) 15", "(A) 12 (B) 15", one per
  *            line "A. 12"; answer_choice_options reads them where the
  *            question is known, so they travel with the format as
- *            "choice:A=12|B=15"), or the format names them that way.
+ *            "choice:A=12|B=15"), or the format names them that way; the
+ *            answer and an option's text are compared as math keys
+ *            ("0.5" is "1/2") and as text ("paris" is "Paris").
  *   yesno    yes, no, true, false (true is yes, false is no), any case and
- *            punctuation, from the box, the answer's span, or the last of
- *            them in the final sentence.
+ *            punctuation, from the box, the answer's span, the word the
+ *            last line leads with ("Yes, because the claim is false." is
+ *            yes), or the last of them in the final sentence.
  *   text     the box or the span after "the answer is", normalised as
  *            SQuAD does: lower case, punctuation and the articles a, an,
- *            the removed, whitespace collapsed.
+ *            the removed, whitespace collapsed; a point between digits
+ *            stays ("3.5" is not "35"), a comma there goes ("1,000").
  *   regex:P  PCRE2 pattern P over the text (after rule 0): the last match;
  *            its first capture group when it has one that matched, else
  *            the whole match; trimmed.
@@ -41,21 +48,33 @@
  *   auto     (the default) from the final answer's shape: a box whose
  *            content parses as math is `math`, and so is the span after
  *            "the answer is" when it reads as a value without variables
- *            ("1/2", "\frac{3}{4}"); a lone option letter (boxed or after
- *            "the answer is") is `choice`; yes/no likewise is `yesno`;
- *            anything else is `number`. A plain number therefore keys
- *            exactly as `number` does. A whole text of one line of up to
- *            ANSWER_LINE_MAX bytes and ANSWER_LINE_WORDS words, with no
- *            control character or U+FFFD (as a choice constraint
- *            writes it: "B", "yes", "Paris"), is read the same way, and
- *            keyed as `text` keys it when it holds no number.
+ *            ("1/2", "\frac{3}{4}", "about 7", "\frac12 (or 0.5)") or as
+ *            math with variables ("x + 1"), and as `text` when it holds
+ *            no digit and is short ("the answer is Paris"); a lone option
+ *            letter (boxed or after "the answer is") is `choice`; yes/no
+ *            likewise is `yesno`; anything else is `number`. A plain
+ *            number therefore keys exactly as `number` does. A whole
+ *            text of one line of up to ANSWER_LINE_MAX bytes and
+ *            ANSWER_LINE_WORDS words, with no control character or
+ *            U+FFFD (as a choice constraint writes it: "B", "yes",
+ *            "Paris", "1/2"), is read the same way, and keyed as `text`
+ *            keys it when it holds no number. A longer text whose last
+ *            line is a value ("$$\frac{1}{2}$$" under a "Final Answer"
+ *            heading) is that value; else its last number.
  *
  * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
  * after </think>, a harmony transcript's final message): the content of
- * the last closed \boxed{...}; else what follows the last "the answer is"
- * / "answer is" / "answer:" (any case) up to the end of its line or
- * sentence (". " / ".\n" / end); else, for math, the last number (the
- * number rule); for choice, yesno and text, the last non-empty line.
+ * the last closed \boxed{...}; else what follows the last cue, any case:
+ * "answer:" ("Final Answer:", "**Answer:**"), or "answer is" / "answer
+ * would be" / "option is" / "choice is" where the answer is stated ("the
+ * answer is", "my final answer is", "The correct option is", a sentence
+ * that starts with it; not "this answer is right", not "answer isn't");
+ * a cue that ends its line, or a heading line "### Final Answer", reads
+ * the next non-empty line. The span runs to the end of its line or
+ * sentence (". " / ".\n" / end; not an abbreviation's dot: "St. Louis",
+ * "approx. 5", "i.e."), without markup around it ("**", "$"); else,
+ * for math, the last number (the number rule); for choice, yesno and
+ * text, the last non-empty line.
  *
  * Keys are at most cap-1 bytes (VOTE_ANSWER_MAX); no answer is false.
  */
@@ -100,10 +119,14 @@ bool answer_extract(const answer_format *f, const char *text, size_t len,
 
 /* The key of an expected answer (a set's "answer" field), as a sample
  * that gave exactly it would key: "\frac{1}{2}" under math is "0.5", "B"
- * under choice is "B", "Yes" under yesno is "yes". A string that has no
- * key under f keys as itself, trimmed. */
+ * under choice is "B", "Yes" under yesno is "yes", "Paris" under auto
+ * "paris". A string that has no key under f keys as itself, trimmed. */
 void answer_expected_key(const answer_format *f, const char *s, size_t len,
 			 char *out, size_t cap);
+
+/* The text of a JSON number as its writer meant it: the shortest
+ * decimal that reads back as v ("0.1", not "0.10000000000000001"). */
+void answer_number_text(double v, char *out, size_t cap);
 
 /* choice without options named: the options question[0, qlen) lists,
  * into f (as many as fit); nothing for another format or a question
