@@ -33,6 +33,7 @@
 #include "text/gbnf.h"
 #include "text/jschema.h"
 #include "text/prompt.h"
+#include "text/strbuf.h"
 #include "text/tok.h"
 
 static tok *gpt2;
@@ -341,6 +342,96 @@ static void int_ranges(void **state)
 	}
 }
 
+/* Lists of types: each item takes exactly its types. Each type of a list
+ * is its own schema, a copy; the copies were freed after their rules
+ * while rules were known by address, so a later copy at a freed one's
+ * address took its rule ({"type": ["boolean", "null"]} wrote integers). */
+static void type_lists(void **state)
+{
+	static const char *const lists[][2] = {
+		{"integer", "null"}, {"string", "null"}, {"boolean", "null"},
+		{"null", "integer"}, {"boolean", "string"},
+		{"integer", "boolean"}, {"string", "integer"},
+		{"null", "boolean"},
+	};
+	/* a value of each type, by name */
+	static const char *const vals[][2] = {
+		{"integer", "12"}, {"string", "\"s\""}, {"boolean", "true"},
+		{"null", "null"},
+	};
+	enum { N = sizeof(lists) / sizeof(*lists) };
+	strbuf js = {0};
+	json_t *s;
+	char *g = NULL;
+
+	(void)state;
+	strbuf_puts(&js, "{\"type\":\"array\",\"prefixItems\":[");
+	for (int i = 0; i < N; i++)
+		strbuf_printf(&js, "%s{\"type\":[\"%s\",\"%s\"]}",
+			      i ? "," : "", lists[i][0], lists[i][1]);
+	strbuf_puts(&js, "]}");
+	assert_non_null(s = json_loads(js.b, 0, NULL));
+	if (jschema_to_gbnf(s, &g))
+		fail_msg("%s: %s", js.b, qerr_detail());
+	/* item i as each value, the others their first type's value */
+	for (int i = 0; i < N; i++)
+		for (size_t v = 0; v < sizeof(vals) / sizeof(*vals); v++) {
+			strbuf t = {0};
+			int in = !strcmp(vals[v][0], lists[i][0]) ||
+				 !strcmp(vals[v][0], lists[i][1]), got;
+
+			strbuf_puts(&t, "[");
+			for (int j = 0; j < N; j++) {
+				size_t k = 0;
+
+				while (strcmp(vals[k][0], lists[j][0]))
+					k++;
+				strbuf_printf(&t, "%s%s", j ? "," : "",
+					      vals[j == i ? v : k][1]);
+			}
+			strbuf_puts(&t, "]");
+			got = verdict(g, t.b);
+			if ((got == WHOLE) != in)
+				fail_msg("%s: %s %s\n%s", js.b, t.b,
+					 in ? "refused" : "taken", g);
+			free(t.b);
+		}
+	free(g);
+	json_decref(s);
+	free(js.b);
+	assert_non_null(s = json_loads(
+		"{\"type\":\"object\",\"properties\":{"
+		"\"age\":{\"type\":[\"integer\",\"null\"]},"
+		"\"name\":{\"type\":[\"string\",\"null\"]},"
+		"\"ok\":{\"type\":[\"boolean\",\"null\"]}},"
+		"\"required\":[\"age\",\"name\",\"ok\"]}", 0, NULL));
+	if (jschema_to_gbnf(s, &g))
+		fail_msg("object: %s", qerr_detail());
+	{
+		static const struct {
+			const char *text;
+			int want;
+		} rows[] = {
+			{"{\"age\":3,\"name\":\"a\",\"ok\":true}", WHOLE},
+			{"{\"age\":null,\"name\":null,\"ok\":null}", WHOLE},
+			{"{\"age\":true,", NO},
+			{"{\"age\":\"a\",", NO},
+			{"{\"age\":3,\"name\":4,", NO},
+			{"{\"age\":3,\"name\":true,", NO},
+			{"{\"age\":3,\"name\":\"a\",\"ok\":1", NO},
+			{"{\"age\":3,\"name\":\"a\",\"ok\":\"", NO},
+		};
+
+		for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++)
+			if (verdict(g, rows[i].text) != rows[i].want)
+				fail_msg("object: %s: %d, want %d\n%s",
+					 rows[i].text, verdict(g, rows[i].text),
+					 rows[i].want, g);
+	}
+	free(g);
+	json_decref(s);
+}
+
 static void schema_errors(void **state)
 {
 	static const struct {
@@ -644,6 +735,7 @@ int main(void)
 		cmocka_unit_test(masks),
 		cmocka_unit_test(schemas),
 		cmocka_unit_test(int_ranges),
+		cmocka_unit_test(type_lists),
 		cmocka_unit_test(schema_errors),
 		cmocka_unit_test(regexes),
 		cmocka_unit_test(rx_errors),

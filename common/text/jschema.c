@@ -36,6 +36,9 @@ typedef struct {
 	const json_t *root; /* for $ref */
 	const json_t *seen[256]; /* schemas with a rule: refs, by index */
 	int n_seen;
+	json_t *keep;      /* the schemas made here (a list of types' single
+			    * types): seen[] holds their pointers, so they
+			    * live until the grammar is written */
 	int n_rules;
 	int err;
 	int code;          /* the error's qerr code */
@@ -456,14 +459,25 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 		size_t i;
 		json_t *e;
 
+		if (!c->keep && !(c->keep = json_array())) {
+			json_decref(t);
+			return fail(c, QERR_NOMEM, "out of memory");
+		}
 		strbuf_puts(b, "(");
 		json_array_foreach(t, i, e) {
 			json_t *one = json_deep_copy(s);
 			int id;
 
-			json_object_set(one, "type", e);
+			/* Kept alive, not freed after its rule: rule()
+			 * knows a schema by its address, and a later copy
+			 * at a freed one's address took that one's rule
+			 * ({"type": ["boolean", "null"]} wrote integers). */
+			if (!one || json_array_append_new(c->keep, one) ||
+			    json_object_set(one, "type", e)) {
+				json_decref(t);
+				return fail(c, QERR_NOMEM, "out of memory");
+			}
 			id = rule(c, one);
-			json_decref(one);
 			if (id < 0) {
 				json_decref(t);
 				return -1;
@@ -808,6 +822,7 @@ int jschema_to_gbnf(const json_t *schema, char **out)
 	c.root = schema;
 	c.n_rules = 0;
 	id = rule(&c, schema);
+	json_decref(c.keep);
 	if (id < 0) {
 		free(c.out.b);
 		return c.code ? c.code : QERR_FORMAT;
