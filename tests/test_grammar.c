@@ -270,6 +270,37 @@ static const struct {
 	{"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}", "null",
 	 WHOLE},
 	{"{\"type\":[\"string\",\"null\"]}", "7", NO},
+	/* a list of types with its types' keywords: each type takes its
+	 * own, the others are no constraint on it */
+	{"{\"type\":[\"array\",\"null\"],\"items\":{\"type\":\"integer\"},"
+	 "\"maxItems\":2}", "[1,2]", WHOLE},
+	{"{\"type\":[\"array\",\"null\"],\"items\":{\"type\":\"integer\"},"
+	 "\"maxItems\":2}", "null", WHOLE},
+	{"{\"type\":[\"array\",\"null\"],\"items\":{\"type\":\"integer\"},"
+	 "\"maxItems\":2}", "[true]", NO},
+	{"{\"type\":[\"array\",\"null\"],\"items\":{\"type\":\"integer\"},"
+	 "\"maxItems\":2}", "[1,2,3]", NO},
+	{"{\"type\":[\"object\",\"null\"],\"properties\":{\"a\":{\"type\":"
+	 "\"integer\"}},\"required\":[\"a\"]}", "{\"a\":1}", WHOLE},
+	{"{\"type\":[\"object\",\"null\"],\"properties\":{\"a\":{\"type\":"
+	 "\"integer\"}},\"required\":[\"a\"]}", "null", WHOLE},
+	{"{\"type\":[\"object\",\"null\"],\"properties\":{\"a\":{\"type\":"
+	 "\"integer\"}},\"required\":[\"a\"]}", "{}", NO},
+	{"{\"type\":[\"string\",\"null\"],\"maxLength\":2}", "\"ab\"", WHOLE},
+	{"{\"type\":[\"string\",\"null\"],\"maxLength\":2}", "\"abc\"", NO},
+	{"{\"type\":[\"string\",\"null\"],\"maxLength\":2}", "null", WHOLE},
+	{"{\"type\":[\"integer\",\"null\"],\"minimum\":3,\"maximum\":9}",
+	 "3", WHOLE},
+	{"{\"type\":[\"integer\",\"null\"],\"minimum\":3,\"maximum\":9}",
+	 "2", NO},
+	{"{\"type\":[\"integer\",\"null\"],\"minimum\":3,\"maximum\":9}",
+	 "null", WHOLE},
+	{"{\"type\":[\"integer\",\"string\"],\"minimum\":3,"
+	 "\"maxLength\":1}", "\"a\"", WHOLE},
+	{"{\"type\":[\"integer\",\"string\"],\"minimum\":3,"
+	 "\"maxLength\":1}", "\"ab\"", NO},
+	{"{\"type\":[\"integer\",\"string\"],\"minimum\":3,"
+	 "\"maxLength\":1}", "-2", NO},
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-12-05\"", WHOLE},
 	{"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
 	 "{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},"
@@ -456,6 +487,17 @@ static void schema_errors(void **state)
 		 "schema.allOf: only an allOf of one schema is supported"},
 		{"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
 		 "schema: no integer is in the range"},
+		/* a keyword none of the list's types takes, or one that a
+		 * type takes but not here: refused as on a single type */
+		{"{\"type\":[\"string\",\"null\"],\"minimum\":3}",
+		 "schema.minimum: not supported here (the supported subset: "
+		 "docs/http.md)"},
+		{"{\"type\":[\"number\",\"null\"],\"minimum\":3}",
+		 "schema.minimum: not supported here (the supported subset: "
+		 "docs/http.md)"},
+		{"{\"type\":[\"array\",\"null\"],\"uniqueItems\":true}",
+		 "schema.uniqueItems: not supported here (the supported "
+		 "subset: docs/http.md)"},
 	};
 
 	(void)state;

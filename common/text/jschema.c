@@ -339,6 +339,40 @@ static int type_is(const json_t *t, const char *name)
 	return 0;
 }
 
+/* The keywords that apply to some types only, and those types (JSON
+ * Schema's: "minimum" is for numbers; on a string it is no constraint). */
+static const struct {
+	const char *kw, *types[2];
+} KW_TYPES[] = {
+	{"properties", {"object"}}, {"required", {"object"}},
+	{"additionalProperties", {"object"}},
+	{"items", {"array"}}, {"prefixItems", {"array"}},
+	{"minItems", {"array"}}, {"maxItems", {"array"}},
+	{"minLength", {"string"}}, {"maxLength", {"string"}},
+	{"pattern", {"string"}}, {"format", {"string"}},
+	{"minimum", {"integer", "number"}}, {"maximum", {"integer", "number"}},
+	{"exclusiveMinimum", {"integer", "number"}},
+	{"exclusiveMaximum", {"integer", "number"}},
+};
+
+/* Whether keyword kw is one of some types' only and t (a type, or a list
+ * of them) names none of them: the single-type schema of a list drops
+ * the keywords of its list's other types ({"type": ["array", "null"],
+ * "items": ...}: the null has no items). A keyword no type of the list
+ * takes stays, and is refused as on a single type. */
+static int kw_not_for(const char *kw, const json_t *t)
+{
+	for (size_t i = 0; i < sizeof(KW_TYPES) / sizeof(*KW_TYPES); i++) {
+		if (strcmp(kw, KW_TYPES[i].kw))
+			continue;
+		for (int j = 0; j < 2 && KW_TYPES[i].types[j]; j++)
+			if (type_is(t, KW_TYPES[i].types[j]))
+				return 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* The body of the rule of schema s into b. */
 static int body(ctx *c, const json_t *s, strbuf *b)
 {
@@ -476,6 +510,16 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			    json_object_set(one, "type", e)) {
 				json_decref(t);
 				return fail(c, QERR_NOMEM, "out of memory");
+			}
+			{
+				const char *k;
+				json_t *x;
+				void *tmp;
+
+				json_object_foreach_safe(one, tmp, k, x)
+					if (kw_not_for(k, e) &&
+					    !kw_not_for(k, t))
+						json_object_del(one, k);
 			}
 			id = rule(c, one);
 			if (id < 0) {
