@@ -233,6 +233,15 @@ static const struct {
 	 "\"maxItems\":3}", "[true,", PREFIX},
 	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
 	 "\"maxItems\":3}", "[true,true,true,true]", NO},
+	/* maxItems 0: [] alone */
+	{"{\"type\":\"array\",\"maxItems\":0}", "[]", WHOLE},
+	{"{\"type\":\"array\",\"maxItems\":0}", "[ ]", WHOLE},
+	{"{\"type\":\"array\",\"maxItems\":0}", "[3", NO},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+	 "\"maxItems\":0}", "[3333]", NO},
+	{"{\"type\":\"array\",\"maxItems\":1}", "[3]", WHOLE},
+	{"{\"type\":\"array\",\"maxItems\":1}", "[]", WHOLE},
+	{"{\"type\":\"array\",\"maxItems\":1}", "[3,", NO},
 	{"{\"enum\":[\"red\",2,null]}", "\"red\"", WHOLE},
 	{"{\"enum\":[\"red\",2,null]}", "2", WHOLE},
 	{"{\"enum\":[\"red\",2,null]}", "3", NO},

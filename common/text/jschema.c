@@ -704,6 +704,12 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 				snprintf(item, sizeof(item), "jvalue");
 			else
 				snprintf(item, sizeof(item), "r%d", id);
+			/* maxItems 0: no item at all (the optional item
+			 * below is one at least) */
+			if (hi == 0) {
+				strbuf_puts(b, "\"[\" ws \"]\"");
+				return 0;
+			}
 			strbuf_puts(b, "\"[\" ws ");
 			if (lo == 0)
 				strbuf_puts(b, "(");
