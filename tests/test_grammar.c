@@ -233,6 +233,23 @@ static const struct {
 	 "\"maxItems\":3}", "[true,", PREFIX},
 	{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,"
 	 "\"maxItems\":3}", "[true,true,true,true]", NO},
+	/* prefixItems within minItems..maxItems: cut to maxItems, and
+	 * any values past them up to minItems (items absent) */
+#define PRE3 "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}," \
+	"{\"type\":\"string\"},{\"type\":\"null\"}],"
+	{PRE3 "\"maxItems\":2}", "[1,\"a\"]", WHOLE},
+	{PRE3 "\"maxItems\":2}", "[1,\"a\",", NO},
+	{PRE3 "\"maxItems\":0}", "[]", WHOLE},
+	{PRE3 "\"maxItems\":0}", "[1", NO},
+	{PRE3 "\"minItems\":1,\"maxItems\":5}", "[1,\"a\",null]", WHOLE},
+#undef PRE3
+#define PRE1 "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],"
+	{PRE1 "\"minItems\":3}", "[1,true,\"x\"]", WHOLE},
+	{PRE1 "\"minItems\":3}", "[true", NO},
+	{PRE1 "\"minItems\":3}", "[1,true", PREFIX},
+	{PRE1 "\"minItems\":3}", "[1,true]", NO},
+	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
+#undef PRE1
 	/* maxItems 0: [] alone */
 	{"{\"type\":\"array\",\"maxItems\":0}", "[]", WHOLE},
 	{"{\"type\":\"array\",\"maxItems\":0}", "[ ]", WHOLE},
@@ -496,6 +513,10 @@ static void schema_errors(void **state)
 		 "schema.allOf: only an allOf of one schema is supported"},
 		{"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
 		 "schema: no integer is in the range"},
+		{"{\"type\":\"array\",\"prefixItems\":[{\"type\":"
+		 "\"integer\"}],\"items\":false,\"minItems\":2}",
+		 "schema.minItems: above the prefixItems' count with items "
+		 "false"},
 		/* a keyword none of the list's types takes, or one that a
 		 * type takes but not here: refused as on a single type */
 		{"{\"type\":[\"string\",\"null\"],\"minimum\":3}",

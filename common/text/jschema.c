@@ -670,11 +670,32 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			return fail(c, QERR_FORMAT, "maxItems below minItems");
 		if (pre) {
 			size_t i;
+			long len;
 			json_t *e;
 
 			if (!json_is_array(pre) || (items && !json_is_false(items)))
 				return fail(c, QERR_UNSUPPORTED, "prefixItems "
 					    "with items other than false");
+			/* One length, within minItems..maxItems: every
+			 * prefix item (where JSON Schema would allow fewer),
+			 * cut to maxItems, and past them as many of any
+			 * value as minItems wants (none with items false). */
+			len = (long)json_array_size(pre);
+			if (hi >= 0 && hi < len)
+				len = hi;
+			if (len < lo) {
+				size_t at;
+
+				if (items) {
+					at = push(c, ".minItems");
+					fail(c, QERR_FORMAT, "above the "
+					     "prefixItems' count with items "
+					     "false");
+					pop(c, at);
+					return -1;
+				}
+				len = lo;
+			}
 			strbuf_puts(b, "\"[\" ws ");
 			json_array_foreach(pre, i, e) {
 				size_t at = push(c, ".prefixItems[%zu]", i);
@@ -683,9 +704,13 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 				pop(c, at);
 				if (id < 0)
 					return -1;
-				strbuf_printf(b, "%sr%d ", i ? "ws \",\" ws " : "",
-					id);
+				if ((long)i < len)
+					strbuf_printf(b, "%sr%d ",
+						i ? "ws \",\" ws " : "", id);
 			}
+			for (i = json_array_size(pre); (long)i < len; i++)
+				strbuf_printf(b, "%sjvalue ",
+					i ? "ws \",\" ws " : "");
 			strbuf_puts(b, "ws \"]\"");
 			return 0;
 		}
