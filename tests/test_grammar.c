@@ -517,6 +517,21 @@ static void schema_errors(void **state)
 		 "\"integer\"}],\"items\":false,\"minItems\":2}",
 		 "schema.minItems: above the prefixItems' count with items "
 		 "false"},
+		/* a pattern or format with lengths or each other: not
+		 * enforced together, so refused */
+		{"{\"type\":\"string\",\"pattern\":\"^a+$\",\"maxLength\":3}",
+		 "schema.maxLength: not supported together with pattern (the "
+		 "supported subset: docs/http.md)"},
+		{"{\"type\":\"string\",\"pattern\":\"^a+$\",\"minLength\":3}",
+		 "schema.minLength: not supported together with pattern (the "
+		 "supported subset: docs/http.md)"},
+		{"{\"type\":\"string\",\"format\":\"uuid\",\"maxLength\":3}",
+		 "schema.maxLength: not supported together with format (the "
+		 "supported subset: docs/http.md)"},
+		{"{\"type\":\"string\",\"format\":\"date\",\"pattern\":"
+		 "\"^1\"}",
+		 "schema.format: not supported together with pattern (the "
+		 "supported subset: docs/http.md)"},
 		/* a keyword none of the list's types takes, or one that a
 		 * type takes but not here: refused as on a single type */
 		{"{\"type\":[\"string\",\"null\"],\"minimum\":3}",

@@ -158,6 +158,18 @@ static int only(ctx *c, const json_t *s, const char *const *ok, size_t n)
 	return 0;
 }
 
+/* Refuses keyword kw of a schema for its sibling other: each is taken
+ * alone, and the grammar could not enforce both. */
+static int refuse_with(ctx *c, const char *kw, const char *other)
+{
+	size_t at = push(c, ".%s", kw);
+
+	fail(c, QERR_UNSUPPORTED, "not supported together with %s (the "
+	     "supported subset: docs/http.md)", other);
+	pop(c, at);
+	return -1;
+}
+
 static int get_count(ctx *c, const json_t *s, const char *key, long dflt,
 		     long *out)
 {
@@ -763,6 +775,16 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 		if (only(c, s, ok, 5) || get_count(c, s, "minLength", 0, &lo) ||
 		    get_count(c, s, "maxLength", -1, &hi))
 			return -1;
+		/* a pattern or format is its own grammar: the lengths, or
+		 * the other one, would have been dropped */
+		if (pat && fmt)
+			return refuse_with(c, "format", "pattern");
+		if ((pat || fmt) && json_object_get(s, "minLength"))
+			return refuse_with(c, "minLength", pat ? "pattern"
+					   : "format");
+		if ((pat || fmt) && json_object_get(s, "maxLength"))
+			return refuse_with(c, "maxLength", pat ? "pattern"
+					   : "format");
 		if (pat) {
 			const char *p = json_string_value(pat);
 			int rc;
