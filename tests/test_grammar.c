@@ -259,6 +259,24 @@ static const struct {
 	{"{\"type\":\"array\",\"maxItems\":1}", "[3]", WHOLE},
 	{"{\"type\":\"array\",\"maxItems\":1}", "[]", WHOLE},
 	{"{\"type\":\"array\",\"maxItems\":1}", "[3,", NO},
+	/* an enum's and a const's values of the type beside them */
+	{"{\"type\":\"string\",\"enum\":[\"five\",5]}", "\"five\"", WHOLE},
+	{"{\"type\":\"string\",\"enum\":[\"five\",5]}", "5", NO},
+	{"{\"type\":[\"integer\",\"null\"],\"enum\":[\"a\",5,2.0,2.5,"
+	 "null]}", "5", WHOLE},
+	{"{\"type\":[\"integer\",\"null\"],\"enum\":[\"a\",5,2.0,2.5,"
+	 "null]}", "null", WHOLE},
+	{"{\"type\":[\"integer\",\"null\"],\"enum\":[\"a\",5,2.0,2.5,"
+	 "null]}", "2.0", WHOLE},
+	{"{\"type\":[\"integer\",\"null\"],\"enum\":[\"a\",5,2.0,2.5,"
+	 "null]}", "2.5", NO},
+	{"{\"type\":[\"integer\",\"null\"],\"enum\":[\"a\",5,2.0,2.5,"
+	 "null]}", "\"a\"", NO},
+	{"{\"type\":\"number\",\"enum\":[2.5,1,true]}", "2.5", WHOLE},
+	{"{\"type\":\"number\",\"enum\":[2.5,1,true]}", "1", WHOLE},
+	{"{\"type\":\"number\",\"enum\":[2.5,1,true]}", "true", NO},
+	{"{\"type\":\"object\",\"const\":{\"a\":[1]}}", "{\"a\":[1]}",
+	 WHOLE},
 	{"{\"enum\":[\"red\",2,null]}", "\"red\"", WHOLE},
 	{"{\"enum\":[\"red\",2,null]}", "2", WHOLE},
 	{"{\"enum\":[\"red\",2,null]}", "3", NO},
@@ -517,6 +535,12 @@ static void schema_errors(void **state)
 		 "\"integer\"}],\"items\":false,\"minItems\":2}",
 		 "schema.minItems: above the prefixItems' count with items "
 		 "false"},
+		{"{\"type\":\"string\",\"enum\":[1,null]}",
+		 "schema.enum: no value is of the schema's type"},
+		{"{\"type\":\"string\",\"const\":1}",
+		 "schema.const: not of the schema's type"},
+		{"{\"type\":[\"string\",\"wood\"],\"const\":\"a\"}",
+		 "schema.type: \"wood\": not a JSON schema type"},
 		/* a pattern or format with lengths or each other: not
 		 * enforced together, so refused */
 		{"{\"type\":\"string\",\"pattern\":\"^a+$\",\"maxLength\":3}",

@@ -6,6 +6,7 @@
  */
 #include "text/jschema.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -385,6 +386,58 @@ static int kw_not_for(const char *kw, const json_t *t)
 	return 0;
 }
 
+static const char *const TYPES[] = {
+	"object", "array", "string", "integer", "number", "boolean", "null"};
+
+/* Whether the JSON value v is of the schema type t (a name, or a list of
+ * them): 1 or 0; -1, failed, where t names no type. An enum's and a
+ * const's values are filtered by the type beside them. */
+static int of_type(ctx *c, const json_t *v, const json_t *t)
+{
+	size_t i, k;
+	json_t *x;
+	int in = 0;
+
+	if (!t)
+		return 1;
+	for (i = 0; i < (json_is_array(t) ? json_array_size(t) : 1); i++) {
+		const char *n;
+
+		x = json_is_array(t) ? json_array_get(t, i) : (json_t *)t;
+		n = json_string_value(x);
+		for (k = 0; n && k < sizeof(TYPES) / sizeof(*TYPES) &&
+			    strcmp(n, TYPES[k]); k++)
+			;
+		if (!n || k == sizeof(TYPES) / sizeof(*TYPES)) {
+			char *shown = json_dumps(x, JSON_ENCODE_ANY |
+						 JSON_COMPACT);
+			size_t at = push(c, ".type");
+
+			fail(c, QERR_UNSUPPORTED, "%s: not a JSON schema type",
+			     shown ? shown : "?");
+			pop(c, at);
+			free(shown);
+			return -1;
+		}
+		switch (k) {
+		case 0: in |= json_is_object(v); break;
+		case 1: in |= json_is_array(v); break;
+		case 2: in |= json_is_string(v); break;
+		case 3:
+			/* 2.0 is an integer too (JSON Schema: by value) */
+			in |= json_is_integer(v) ||
+			      (json_is_real(v) && isfinite(json_real_value(v))
+			       && json_real_value(v) ==
+					floor(json_real_value(v)));
+			break;
+		case 4: in |= json_is_number(v); break;
+		case 5: in |= json_is_boolean(v); break;
+		default: in |= json_is_null(v); break;
+		}
+	}
+	return in;
+}
+
 /* The body of the rule of schema s into b. */
 static int body(ctx *c, const json_t *s, strbuf *b)
 {
@@ -427,12 +480,22 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 		return 0;
 	}
 	if ((v = json_object_get(s, "const"))) {
-		if (only(c, s, (const char *const[]){"const", "type"}, 2))
+		int in;
+
+		if (only(c, s, (const char *const[]){"const", "type"}, 2) ||
+		    (in = of_type(c, v, json_object_get(s, "type"))) < 0)
 			return -1;
+		if (!in) {
+			size_t at = push(c, ".const");
+
+			fail(c, QERR_FORMAT, "not of the schema's type");
+			pop(c, at);
+			return -1;
+		}
 		return lit_json(c, b, v);
 	}
 	if ((v = json_object_get(s, "enum"))) {
-		size_t i;
+		size_t i, n = 0;
 		json_t *e;
 
 		if (only(c, s, (const char *const[]){"enum", "type"}, 2))
@@ -442,12 +505,26 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 				    "array");
 		strbuf_puts(b, "(");
 		json_array_foreach(v, i, e) {
-			if (i)
+			int in = of_type(c, e, json_object_get(s, "type"));
+
+			if (in < 0)
+				return -1;
+			if (!in)
+				continue;
+			if (n++)
 				strbuf_puts(b, " | ");
 			if (lit_json(c, b, e))
 				return -1;
 		}
 		strbuf_puts(b, ")");
+		if (!n) {
+			size_t at = push(c, ".enum");
+
+			fail(c, QERR_FORMAT, "no value is of the schema's "
+			     "type");
+			pop(c, at);
+			return -1;
+		}
 		return 0;
 	}
 	if ((v = json_object_get(s, "anyOf")) ||
