@@ -346,6 +346,34 @@ static const struct {
 	{"{\"type\":[\"integer\",\"string\"],\"minimum\":3,"
 	 "\"maxLength\":1}", "-2", NO},
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-12-05\"", WHOLE},
+	/* dates and times that can be: RFC 3339's ranges */
+#define FMT(f) "{\"type\":\"string\",\"format\":\"" f "\"}"
+	{FMT("date"), "\"2024-13-01\"", NO},
+	{FMT("date"), "\"2024-00-10\"", NO},
+	{FMT("date"), "\"2024-01-00\"", NO},
+	{FMT("date"), "\"2024-01-32\"", NO},
+	{FMT("date"), "\"2024-04-31\"", NO},
+	{FMT("date"), "\"2024-02-30\"", NO},
+	{FMT("date"), "\"2024-02-29\"", WHOLE},
+	{FMT("date"), "\"2024-01-31\"", WHOLE},
+	{FMT("date"), "\"2024-11-30\"", WHOLE},
+	{FMT("date"), "\"0000-10-09\"", WHOLE},
+	{FMT("time"), "\"25:00:00\"", NO},
+	{FMT("time"), "\"24:00:00\"", NO},
+	{FMT("time"), "\"23:60:00\"", NO},
+	{FMT("time"), "\"23:59:61\"", NO},
+	{FMT("time"), "\"23:59:60\"", WHOLE},
+	{FMT("time"), "\"00:00:00.5\"", WHOLE},
+	{FMT("time"), "\"12:00:00+24:00\"", NO},
+	{FMT("time"), "\"12:00:00-05:60\"", NO},
+	{FMT("time"), "\"12:00:00+23:59\"", WHOLE},
+	{FMT("date-time"), "\"2024-06-30T23:59:59.5Z\"", WHOLE},
+	{FMT("date-time"), "\"2024-06-31T00:00:00Z\"", NO},
+	{FMT("date-time"), "\"2024-06-30T24:00:00Z\"", NO},
+	{FMT("date-time"), "\"2024-19-30T10:00:00Z\"", NO},
+	{FMT("date-time"), "\"2024-12-01T10:00:00+01:00\"", WHOLE},
+	{FMT("date-time"), "\"2024-12-01T10:00:00+31:00\"", NO},
+#undef FMT
 	{"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
 	 "{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},"
 	 "{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"

@@ -386,6 +386,19 @@ static int kw_not_for(const char *kw, const json_t *t)
 	return 0;
 }
 
+/* The formats date, time and date-time, values that can be (RFC 3339):
+ * months 01-12, days within their month (29 in February, leap year or
+ * not), hours 00-23, minutes 00-59, seconds 00-60 (a leap second),
+ * offsets 00:00-23:59. */
+#define F_DATE "[0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" " \
+	"(\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") " \
+	"\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | " \
+	"[12] [0-9]))"
+#define F_HOUR "([01] [0-9] | \"2\" [0-3])"
+#define F_TIME F_HOUR " \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") " \
+	"(\".\" [0-9]{1,6})?"
+#define F_OFFSET "(\"Z\" | [+-] " F_HOUR " \":\" [0-5] [0-9])"
+
 static const char *const TYPES[] = {
 	"object", "array", "string", "integer", "number", "boolean", "null"};
 
@@ -879,17 +892,10 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			const char *f = json_string_value(fmt);
 			const char *g =
 				!f ? NULL
-				: !strcmp(f, "date")
-				? "[0-9]{4} \"-\" [0-1] [0-9] \"-\" [0-3] [0-9]"
-				: !strcmp(f, "time")
-				? "[0-2] [0-9] \":\" [0-5] [0-9] \":\" [0-5] "
-				  "[0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] "
-				  "[0-2] [0-9] \":\" [0-5] [0-9])?"
+				: !strcmp(f, "date") ? F_DATE
+				: !strcmp(f, "time") ? F_TIME " " F_OFFSET "?"
 				: !strcmp(f, "date-time")
-				? "[0-9]{4} \"-\" [0-1] [0-9] \"-\" [0-3] [0-9] "
-				  "\"T\" [0-2] [0-9] \":\" [0-5] [0-9] \":\" "
-				  "[0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | "
-				  "[+-] [0-2] [0-9] \":\" [0-5] [0-9])"
+				? F_DATE " \"T\" " F_TIME " " F_OFFSET
 				: !strcmp(f, "uuid")
 				? "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" "
 				  "[0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" "
