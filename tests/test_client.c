@@ -1232,10 +1232,66 @@ static void test_gateway_reasoning(void **state)
 	openai_req_free(&r);
 }
 
+/* The request's objects read only the keys the API reads: a typo inside
+ * "quorum", "stream_options" or "chat_template_kwargs" is a 400 naming
+ * it, as an unknown top-level field is; a setting given at the top
+ * level and inside its object too is a 400, not one silently. */
+static void test_gateway_nested_fields(void **state)
+{
+	static const struct {
+		const char *fields, *param, *words; /* param NULL: accepted */
+	} rows[] = {
+		{",\"quorum\":{\"sample\":4}", "quorum", "'quorum.sample'"},
+		{",\"quorum\":{\"samples\":4}", NULL, NULL},
+		{",\"quorum\":4", "quorum", "must be an object"},
+		{",\"samples\":1,\"quorum\":{\"samples\":2}", "samples",
+		 "both given"},
+		{",\"stream\":true,\"stream_options\":{\"foo\":1}",
+		 "stream_options", "'stream_options.foo'"},
+		{",\"stream\":true,\"stream_options\":{\"include_usage\":"
+		 "true}", NULL, NULL},
+		{",\"chat_template_kwargs\":\"x\"", "chat_template_kwargs",
+		 "must be an object"},
+		{",\"chat_template_kwargs\":{\"foo\":1}",
+		 "chat_template_kwargs", "'chat_template_kwargs.foo'"},
+		{",\"chat_template_kwargs\":{\"enable_thinking\":false}",
+		 NULL, NULL},
+		{",\"think\":true,\"chat_template_kwargs\":"
+		 "{\"enable_thinking\":false}", "think", "both given"},
+	};
+	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":"
+			"\"q\"}]%s}";
+	char body[512], msg[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		const char *param = NULL;
+		openai_req r;
+		int rc;
+
+		snprintf(body, sizeof(body), q, rows[i].fields);
+		rc = openai_parse(1, body, strlen(body), 64, &r, msg,
+				  sizeof(msg), &param);
+		if (!rows[i].param) {
+			if (rc)
+				fail_msg("%s: refused: %s", rows[i].fields, msg);
+			openai_req_free(&r);
+			continue;
+		}
+		if (!rc)
+			fail_msg("%s: accepted", rows[i].fields);
+		assert_string_equal(param, rows[i].param);
+		if (!strstr(msg, rows[i].words))
+			fail_msg("%s: \"%s\" does not say %s", rows[i].fields,
+				 msg, rows[i].words);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_index),
+		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_help),

@@ -66,6 +66,51 @@ static int present(json_t *v)
 	return v && !json_is_null(v);
 }
 
+/*
+ * An object field of the request (obj, named name) whose keys must be
+ * among keys[0, n): an unknown key ("quorum": {"sample": 4}, a typo) is a
+ * 400 naming it, as an unknown top-level field is; not an object, a 400
+ * too. 0, or -1 with msg and param set.
+ */
+static int known_keys(json_t *obj, const char *name,
+		      const char *const *keys, size_t n, char *msg,
+		      size_t cap, const char **param)
+{
+	const char *k;
+	json_t *v;
+
+	if (!present(obj))
+		return 0;
+	if (!json_is_object(obj))
+		return bad(msg, cap, param, name, "'%s' must be an object",
+			   name);
+	json_object_foreach(obj, k, v) {
+		size_t i = 0;
+
+		while (i < n && strcmp(k, keys[i]))
+			i++;
+		if (i == n)
+			return bad(msg, cap, param, name,
+				   "'%s.%.64s' is not a field this API reads "
+				   "(%s reads: %s%s%s)", name, k, name, keys[0],
+				   n > 1 ? ", " : "", n > 1 ? keys[1] : "");
+	}
+	return 0;
+}
+
+/* A setting given at the top level and under its object too ("samples"
+ * and "quorum.samples"): a 400, not one of them silently. */
+static int given_twice(json_t *o, json_t *ext, const char *key,
+		       const char *where, char *msg, size_t cap,
+		       const char **param)
+{
+	if (present(json_object_get(o, key)) &&
+	    present(json_object_get(ext, key)))
+		return bad(msg, cap, param, key, "'%s' and '%s.%s' are both "
+			   "given: give one", key, where, key);
+	return 0;
+}
+
 /* What the gateway does with a field (the request's, field_rules[];
  * a message's, msg_rules[]): READ fields are honoured; IGNORED ones
  * cannot change the output; NOOP ones are taken only with a value that
@@ -836,13 +881,15 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		r->choices = (size_t)tmp.n;
 	}
 	{
+		static const char *const qkeys[] = {"samples",
+						    "stream_samples"};
 		json_t *ext = json_object_get(o, "quorum");
 
-		if (present(ext) && !json_is_object(ext)) {
-			bad(msg, cap, param, "quorum",
-			    "'quorum' must be an object");
+		if (known_keys(ext, "quorum", qkeys, 2, msg, cap, param) ||
+		    given_twice(o, ext, "samples", "quorum", msg, cap, param) ||
+		    given_twice(o, ext, "stream_samples", "quorum", msg, cap,
+				param))
 			goto out;
-		}
 		v = json_object_get(o, "samples");
 		if (!present(v))
 			v = json_object_get(ext, "samples");
@@ -870,8 +917,11 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 	}
 	if (present(v = json_object_get(o, "stream_options"))) {
+		static const char *const skeys[] = {"include_usage"};
 		json_t *u = json_object_get(v, "include_usage");
 
+		if (known_keys(v, "stream_options", skeys, 1, msg, cap, param))
+			goto out;
 		if (!json_is_object(v) || (present(u) && !json_is_boolean(u))) {
 			bad(msg, cap, param, "stream_options",
 			    "'stream_options' must be an object with a boolean "
@@ -908,6 +958,21 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 			goto out;
 		}
 		r->stream = json_is_true(v);
+	}
+	{
+		static const char *const tkeys[] = {"enable_thinking"};
+		json_t *kw = json_object_get(o, "chat_template_kwargs");
+
+		if (known_keys(kw, "chat_template_kwargs", tkeys, 1, msg, cap,
+			       param))
+			goto out;
+		if (present(json_object_get(o, "think")) &&
+		    present(json_object_get(kw, "enable_thinking"))) {
+			bad(msg, cap, param, "think", "'think' and "
+			    "'chat_template_kwargs.enable_thinking' are both "
+			    "given: give one");
+			goto out;
+		}
 	}
 	v = json_object_get(o, "think");
 	if (!present(v))
