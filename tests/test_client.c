@@ -1287,10 +1287,67 @@ static void test_gateway_nested_fields(void **state)
 	}
 }
 
+/* A refused setting is said as the request's field that gave it, here
+ * and in the coordinator's words, and named in param. */
+static void test_gateway_setting_words(void **state)
+{
+	static const struct {
+		const char *fields, *param, *starts;
+	} rows[] = {
+		{",\"early_stop\":\"bogus\"", "early_stop",
+		 "early_stop = bogus: must be"},
+		{",\"answer_format\":\"bogus\"", "answer_format",
+		 "answer_format = bogus: must be"},
+		{",\"max_tokens\":0", "max_tokens", "max_tokens = 0: must be"},
+		{",\"max_completion_tokens\":-1", "max_completion_tokens",
+		 "max_completion_tokens = -1: must be"},
+	};
+	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":"
+			"\"q\"}]%s}";
+	char body[512], msg[256], out[256];
+	const char *param = NULL;
+	openai_req r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		snprintf(body, sizeof(body), q, rows[i].fields);
+		assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+					      sizeof(msg), &param), -1);
+		assert_string_equal(param, rows[i].param);
+		if (strncmp(msg, rows[i].starts, strlen(rows[i].starts)))
+			fail_msg("\"%s\" does not start \"%s\"", msg,
+				 rows[i].starts);
+	}
+	/* the body null: valid JSON, not an object */
+	assert_int_equal(openai_parse(1, "null", 4, 64, &r, msg, sizeof(msg),
+				      &param), -1);
+	assert_string_equal(msg, "the body must be a JSON object");
+	/* the coordinator's words: its setting as the field the request
+	 * used, else the API's first name for it */
+	assert_string_equal(openai_setting_words(NULL, "max_new_tokens = "
+		"100000: over the model's context (1024 tokens)", out,
+		sizeof(out)), "max_completion_tokens");
+	assert_string_equal(out, "max_completion_tokens = 100000: over the "
+			    "model's context (1024 tokens)");
+	snprintf(body, sizeof(body), q, ",\"max_tokens\":100000");
+	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+				      sizeof(msg), &param), 0);
+	assert_string_equal(openai_setting_words(&r, "max_new_tokens = "
+		"100000: over the model's context", out, sizeof(out)),
+		"max_tokens");
+	assert_string_equal(openai_setting_words(&r, "logit_bias: token 900 "
+		"is not in the model's vocabulary", out, sizeof(out)),
+		"logit_bias");
+	assert_null(openai_setting_words(&r, "queue full", out, sizeof(out)));
+	assert_string_equal(out, "queue full");
+	openai_req_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_index),
+		cmocka_unit_test(test_gateway_setting_words),
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
 		cmocka_unit_test(test_usage_errors),

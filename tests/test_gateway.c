@@ -1411,7 +1411,7 @@ static const struct bad_case {
 	 "n", "n = \"4\": must be an integer in 1..65536"},
 	{"max_tokens_negative", "/v1/completions",
 	 "{\"prompt\":\"q\",\"max_tokens\":-5}", 400, "max_tokens",
-	 "max_new_tokens = -5: must be an integer in 1..1048576"},
+	 "max_tokens = -5: must be an integer in 1..1048576"},
 	{"temperature_negative", "/v1/completions",
 	 "{\"prompt\":\"q\",\"temperature\":-1}", 400, "temperature",
 	 "temperature = -1: must be a finite number >= 0"},
@@ -1438,11 +1438,11 @@ static const struct bad_case {
 	 "]]]]]]]]]]]]]]]]]]]]}", 400, NULL, "deeper than http.max_json_depth"},
 	{"stop_too_many", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
-	 "stop", "stop_strings: must be at most 4 strings of 1..64 bytes "
+	 "stop", "stop: must be at most 4 strings of 1..64 bytes "
 	 "without NUL"},
 	{"stop_too_long", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stop\":[\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"]}", 400,
-	 "stop", "stop_strings: must be at most 4 strings of 1..64 bytes "
+	 "stop", "stop: must be at most 4 strings of 1..64 bytes "
 	 "without NUL"},
 	{"logprobs_bool", "/v1/completions",
 	 "{\"prompt\":\"q\",\"logprobs\":true}", 400, "logprobs",

@@ -3,6 +3,9 @@
  * entry point accepts or refuses a value the same way, with the same
  * message, the one sc/params words.
  *
+ * (The gateway says the setting by the request's field that gave it:
+ * "max_tokens = 0: ...", not "max_new_tokens = 0: ...".)
+ *
  * The table: per setting, bad values (and good ones at the limits) given
  *   - to the CLI's shared flag parser (tools/sampflags, as `quorum run`,
  *     `ask` and `eval-set` parse them; stderr captured),
@@ -555,7 +558,21 @@ static void table(void **state)
 			} else {
 				*got = '\0';
 			}
-			check("gateway", r, got);
+			{
+				/* the one message, its setting said as the
+				 * request's field ("max_tokens = 0: ...") */
+				struct row g = *r;
+				char said[512];
+				size_t k = strlen(sc_params_setting(r->id)->name);
+
+				if (r->msg && !strncmp(r->msg, sc_params_setting(
+					r->id)->name, k)) {
+					snprintf(said, sizeof(said), "%s%s",
+						 names[r->id].json, r->msg + k);
+					g.msg = said;
+				}
+				check("gateway", &g, got);
+			}
 			seen[1]++;
 		}
 		if (co_params(r->id, r->value, &p, &bin)) {
@@ -670,10 +687,10 @@ static void wrong_type(void **state)
 	assert_int_equal(gw("ignore_eos", "1", 64, got, sizeof(got), &param),
 			 -1);
 	assert_string_equal(got, "ignore_eos = 1: must be true or false");
-	/* five stop strings */
+	/* five stop strings: the setting stop_strings, said as the field */
 	assert_int_equal(gw("stop", "[\"a\",\"b\",\"c\",\"d\",\"e\"]", 64, got,
 			    sizeof(got), &param), -1);
-	assert_string_equal(got, "stop_strings: must be at most 4 strings of "
+	assert_string_equal(got, "stop: must be at most 4 strings of "
 			    "1..64 bytes without NUL");
 	{
 		sampflags f;

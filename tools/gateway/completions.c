@@ -109,8 +109,8 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 				    const Quorum__ClientReply *r)
 {
-	const char *ecode;
-	char msg[512];
+	const char *ecode, *param = NULL;
+	char msg[512], said[512];
 	int code;
 
 	if (!r) {
@@ -131,12 +131,17 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "%s", r->error && *r->error
 			 ? r->error : client_status_name(r->status));
 	}
-	return http_send_err(mc, cn, code, msg,
-			     code == 400 && !strcmp(ecode,
-						    "context_length_exceeded")
-				     ? (cn->ep == HTTP_EP_CHAT ? "messages"
-							       : "prompt")
-				     : NULL, ecode);
+	if (code == 400 && !strcmp(ecode, "context_length_exceeded")) {
+		param = cn->ep == HTTP_EP_CHAT ? "messages" : "prompt";
+	} else if (code == 400) {
+		/* the coordinator names the setting ("max_new_tokens =
+		 * 100000: over the model's context"): said, and named in
+		 * param, as the request's field */
+		param = openai_setting_words(cn->job ? &cn->job->r : NULL, msg,
+					     said, sizeof(said));
+		snprintf(msg, sizeof(msg), "%s", said);
+	}
+	return http_send_err(mc, cn, code, msg, param, ecode);
 }
 
 void completions_free(gwconn *cn)

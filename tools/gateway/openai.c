@@ -432,10 +432,20 @@ static int get_int(json_t *v, long long *out)
 
 /* A sampling setting refused by sc/params (its qerr detail: the message
  * every entry point gives), as the 400 of field p. */
+/* sc/params' message, the setting said as the field p that gave it
+ * ("early_stop = bogus: must be ...", not "stop = ..."). */
 static int bad_setting(char *msg, size_t cap, const char **param,
 		       const char *p)
 {
-	return bad(msg, cap, param, p, "%s", qerr_detail());
+	const char *d = qerr_detail();
+	size_t n = 0;
+
+	while (d[n] && (d[n] == '_' || (d[n] >= 'a' && d[n] <= 'z')))
+		n++;
+	if (n && (d[n] == ' ' || d[n] == ':') &&
+	    (strlen(p) != n || strncmp(d, p, n)))
+		return bad(msg, cap, param, p, "%s%s", p, d + n);
+	return bad(msg, cap, param, p, "%s", d);
 }
 
 /* Setting id's message for a JSON value of the wrong type, v shown as
@@ -594,11 +604,38 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 
 		if (!present(v) || (r->given & SC_BIT(id)))
 			continue;
+		r->field[id] = settings[i].key;
 		if (json_setting(v, id, &r->p))
 			return bad_setting(msg, cap, param, settings[i].key);
 		r->given |= SC_BIT(id);
 	}
 	return 0;
+}
+
+const char *openai_setting_words(const openai_req *r, const char *msg,
+				 char *out, size_t cap)
+{
+	size_t n = 0;
+
+	while (msg[n] && (msg[n] == '_' || (msg[n] >= 'a' && msg[n] <= 'z')))
+		n++;
+	for (int id = 0; n && id < SC_S_COUNT_; id++) {
+		const sc_setting *x = sc_params_setting(id);
+		const char *f = r ? r->field[id] : NULL;
+
+		if (!x || strlen(x->name) != n || strncmp(msg, x->name, n))
+			continue;
+		for (size_t i = 0; !f && i < sizeof(settings) /
+					      sizeof(settings[0]); i++)
+			if (settings[i].id == id)
+				f = settings[i].key;
+		if (!f)
+			break;
+		snprintf(out, cap, "%s%s", f, msg + n);
+		return f;
+	}
+	snprintf(out, cap, "%s", msg);
+	return NULL;
 }
 
 /* The fields that constrain the text (text/constrain.h), each made the
@@ -837,7 +874,7 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 	r->chat = chat;
 	r->think = -1;
 	*param = NULL;
-	o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
 	if (!o)
 		return bad(msg, cap, param, NULL,
 			   "the body is not valid JSON: %s (line %d, column "

@@ -112,6 +112,9 @@ typedef struct openai_req {
 	int reasoning_raw;         /* reasoning_format "none": a chat
 				    * message's content is the whole text */
 	int logprobs;              /* the chosen tokens' log-probabilities */
+	/* the request's field that gave each setting ("max_tokens" or
+	 * "max_completion_tokens"; NULL: not given), for messages */
+	const char *field[SC_S_COUNT_];
 } openai_req;
 
 /* n given by the request (else the cluster's) */
@@ -119,6 +122,15 @@ static inline int openai_given_n(const openai_req *r)
 {
 	return !!(r->given & SC_BIT(SC_S_N));
 }
+
+/* A refusal whose message leads with a setting's name, as sc/params and
+ * the coordinator word it ("max_new_tokens = 100000: over the model's
+ * context"), said with the request's field instead ("max_tokens = ...")
+ * into out; the field (or NULL, no setting named) is returned, for the
+ * error's param. r: the request (its fields), or NULL (the API's first
+ * name for the setting). */
+const char *openai_setting_words(const openai_req *r, const char *msg,
+				 char *out, size_t cap);
 
 /* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the
