@@ -1426,7 +1426,7 @@ static const struct bad_case {
 	 "n = 4: must be at most the samples (2)"},
 	{"samples_zero", "/v1/completions",
 	 "{\"prompt\":\"q\",\"quorum\":{\"samples\":0}}", 400, "samples",
-	 "n = 0: must be an integer in 1..65536"},
+	 "samples = 0: must be an integer in 1..65536"},
 	{"stream_options_alone", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stream_options\":{\"include_usage\":true}}",
 	 400, "stream_options", "only allowed with 'stream': true"},
@@ -1692,6 +1692,9 @@ static void test_bad_input(void **state)
 	hresp_free(&r);
 	r = http("GET", "/v1/chat/completions", KEY, NULL, 0);
 	check_error(&r, 405, NULL, "needs POST", "get_on_post");
+	/* RFC 9110: a 405 says which method the URL takes */
+	if (!strcasestr(r.head, "\r\nAllow: POST\r\n"))
+		fail_msg("405 without Allow: POST: %s", r.head);
 	hresp_free(&r);
 	r = get("/v1/nothing");
 	check_error(&r, 404, NULL, "unknown URL", "not_found");
