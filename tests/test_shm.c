@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -437,6 +438,73 @@ static void test_sweep_args(void **state)
 	assert_int_equal(n, 0);
 }
 
+/* ---- room: regions the machine cannot hold --------------------------- */
+
+/* The rule itself, with the available figure given: at most avail bytes,
+ * and nothing refused when the figure is unknown (0). */
+static void test_room_rule(void **state)
+{
+	(void)state;
+	assert_int_equal(shm_room("x", 100, 0), QERR_OK);
+	assert_int_equal(shm_room("x", 100, 100), QERR_OK);
+	assert_int_equal(shm_room("x", UINT64_MAX, 0), QERR_OK);
+	assert_int_equal(shm_room("pool", 101, 100), QERR_NOMEM);
+	assert_non_null(strstr(qerr_detail(), "pool: 101 bytes"));
+	assert_non_null(strstr(qerr_detail(), "the 100 bytes of memory "
+				"available"));
+}
+
+/* A region (an anonymous one, a named one, a KV pool) larger than the
+ * machine's available memory is refused before any of it is reserved:
+ * fallocate on a memfd would fill memory until the OOM killer ends
+ * processes machine-wide. A child under RLIMIT_FSIZE asks: without the
+ * check, fallocate fails at once with EFBIG ("File too large") instead
+ * of reserving, so no memory is ever taken whichever path answers. */
+static void test_room_before_reserve(void **state)
+{
+	uint64_t avail = shm_mem_available();
+	pid_t pid;
+	int status;
+
+	(void)state;
+	if (!avail)
+		skip(); /* no MemAvailable: nothing to compare against */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = {1 << 20, 1 << 20};
+		uint64_t big = avail + ((uint64_t)1 << 30);
+		/* 1 layer x 2 x 4 tokens x 65536 f32 = 2 MiB a block */
+		kv_params kp = {1, 1 << 16, 4,
+				(uint32_t)(big / (2u << 20) + 1), KV_F32, 0, 0};
+		char name[128];
+		kv_pool *p = NULL;
+		shm_region r;
+		int bad = 0;
+
+		signal(SIGXFSZ, SIG_IGN);
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(3);
+		if (shm_create("big", 1, 1, big, &r) != QERR_NOMEM ||
+		    r.fd != -1 || !strstr(qerr_detail(), "memory available"))
+			bad |= 4;
+		name_of(name, sizeof(name), "-big");
+		if (shm_create_named(name, 1, 1, big, &r) != QERR_NOMEM ||
+		    !strstr(qerr_detail(), "memory available") ||
+		    exists("-big"))
+			bad |= 8;
+		if (kv_pool_new(&kp, &p) != QERR_NOMEM || p ||
+		    !strstr(qerr_detail(), "memory available"))
+			bad |= 16;
+		if (bad)
+			fprintf(stderr, "room: %s\n", qerr_detail());
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +514,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_sweep, teardown),
 		cmocka_unit_test_teardown(test_sweep_checks_magic, teardown),
 		cmocka_unit_test_teardown(test_sweep_args, teardown),
+		cmocka_unit_test(test_room_rule),
+		cmocka_unit_test_teardown(test_room_before_reserve, teardown),
 	};
 	int rc;
 

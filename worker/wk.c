@@ -436,9 +436,18 @@ int wk_run(const wk_opts *o)
 		ep.prefill_chunk = o->c->workers.prefill_tokens;
 	sweep_stale(o);
 	if ((rc = model_load(o->c->model.path, &w.m)) ||
-	    (rc = tok_load(w.m->gguf, &w.t)) ||
-	    (rc = sc_engine_new(w.m, w.t, &ep, &w.e)))
+	    (rc = tok_load(w.m->gguf, &w.t)))
 		goto out;
+	if ((rc = sc_engine_new(w.m, w.t, &ep, &w.e))) {
+		char d[400];
+
+		/* a pool the machine cannot hold: the setting that sized it */
+		snprintf(d, sizeof(d), "%s", qerr_detail());
+		if (rc == QERR_NOMEM)
+			rc = qerr_fail(rc, "kv.blocks %d: %s", o->c->kv.blocks,
+				       d);
+		goto out;
+	}
 	if (!(w.ctx = zmq_ctx_new())) {
 		rc = qerr_fail(QERR_IO, "zmq_ctx_new failed");
 		goto out;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/shm.h"
 #include "kernels/kern.h"
 #include "qerr.h"
 #include "format/quant.h"
@@ -681,22 +682,6 @@ fail:
 	return rc;
 }
 
-/* MemAvailable of /proc/meminfo in bytes (0 if unknown). */
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	unsigned long long kb = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb * 1024;
-}
-
 /* Weights of at least this many bytes are copied (auto). */
 #define MODEL_COPY_MIN ((uint64_t)64 << 20)
 
@@ -779,7 +764,7 @@ int model_load(const char *path, model **out)
 	 * (processes loading one file share its mapping, not copies) */
 	size = gguf_file_size(g);
 	if (w && !strcmp(w, "copy") ? 1 : w && !strcmp(w, "map") ? 0 :
-	    size >= MODEL_COPY_MIN && mem_available() / 2 >= size) {
+	    size >= MODEL_COPY_MIN && shm_mem_available() / 2 >= size) {
 		int tied = !gguf_find_tensor(g, "output.weight");
 
 		(void)gguf_copy_tensors_if(g, copy_keep, &tied);

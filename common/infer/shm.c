@@ -37,6 +37,32 @@ static int size_ok(uint64_t size)
 	       size <= (uint64_t)SIZE_MAX;
 }
 
+uint64_t shm_mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+int shm_room(const char *what, uint64_t size, uint64_t avail)
+{
+	if (!avail || size <= avail)
+		return QERR_OK;
+	return qerr_fail(QERR_NOMEM,
+			 "%s: %llu bytes of shared memory needed, more than "
+			 "the %llu bytes of memory available",
+			 what, (unsigned long long)size,
+			 (unsigned long long)avail);
+}
+
 /* Backs [0, size) with memory now; ENOSPC/ENOMEM here instead of SIGBUS
  * on first touch later. posix_fallocate returns the error number. */
 static int reserve(int fd, uint64_t size, const char *what)
@@ -71,8 +97,13 @@ static int map_new(int fd, const char *what, uint32_t magic, uint32_t version,
 	shm_header h;
 	int rc;
 
-	rc = reserve(fd, size, what);
-	if (rc)
+	/* A region the machine cannot hold is refused before a page of it
+	 * is taken: fallocate on a memfd does not fail with ENOMEM when the
+	 * request exceeds memory, it fills memory (tmpfs pages count
+	 * against no limit of ours) until the kernel's OOM killer ends
+	 * processes machine-wide. */
+	if ((rc = shm_room(what, size, shm_mem_available())) ||
+	    (rc = reserve(fd, size, what)))
 		goto fail;
 	/* the pages reserve allocated, mapped now: a KV pool's first
 	 * writes (decode's rows, a fork's tail copy) took a fault a page,

@@ -66,6 +66,18 @@ int shm_create(const char *tag, uint32_t magic, uint32_t version,
 int shm_create_named(const char *name, uint32_t magic, uint32_t version,
 		     uint64_t size, shm_region *out);
 
+/* MemAvailable of /proc/meminfo in bytes: what the machine can give
+ * without swapping or killing; 0 if unknown. */
+uint64_t shm_mem_available(void);
+
+/* The one rule on a region's size against memory: QERR_OK when size bytes
+ * fit in avail (avail 0: unknown, nothing refused), else QERR_NOMEM with a
+ * detail naming what, the bytes needed and those available. shm_create
+ * and shm_create_named apply it with shm_mem_available() before reserving
+ * anything; callers that know why a region is that large (the KV pool's
+ * blocks, a request's samples) apply it first for a clearer message. */
+int shm_room(const char *what, uint64_t size, uint64_t avail);
+
 /* Removes a POSIX shm name (mappings stay valid). QERR_IO on failure. */
 int shm_unlink_name(const char *name);
 

@@ -16,6 +16,7 @@
 
 #include "sc/sc_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,23 @@
 #include "kernels/tpool.h"
 #include "qerr.h"
 #include "sc/pfx.h"
+
+/* A pool for e of kp's blocks, named or not; a pool the machine cannot
+ * hold (shm_room) says how many blocks of how many tokens it was. */
+static int pool_new(sc_engine *e, const kv_params *kp, const char *name)
+{
+	int rc = name ? kv_pool_new_named(kp, name, &e->pool)
+		      : kv_pool_new(kp, &e->pool);
+	char d[400];
+
+	if (rc == QERR_NOMEM) {
+		/* the detail is rewritten: copied out first */
+		snprintf(d, sizeof(d), "%s", qerr_detail());
+		rc = qerr_fail(rc, "a KV pool of %u blocks of %d tokens: %s",
+			       kp->n_blocks, kp->block_tokens, d);
+	}
+	return rc;
+}
 
 int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 		  sc_engine **out)
@@ -115,9 +133,7 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 				p->pool_blocks ? p->pool_blocks : 4096,
 				p->kv_dtype, fwd_kv_win_pattern(m), 0};
 
-		rc = p->pool_name ? kv_pool_new_named(&kp, p->pool_name, &e->pool)
-				  : kv_pool_new(&kp, &e->pool);
-		if (rc)
+		if ((rc = pool_new(e, &kp, p->pool_name)))
 			goto fail;
 		e->fixed_pool = 1;
 	}
@@ -244,7 +260,7 @@ int sc_engine_ensure_blocks(sc_engine *e, uint64_t need, uint64_t win_need)
 	/* released windows: only the slots the worst case holds at once */
 	if (kp.win_pattern && win_need && win_need < need)
 		kp.win_blocks = (uint32_t)win_need;
-	return kv_pool_new(&kp, &e->pool);
+	return pool_new(e, &kp, NULL);
 }
 
 void sc_engine_track_peak(sc_engine *e)

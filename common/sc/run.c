@@ -23,15 +23,31 @@
 
 #include "qerr.h"
 
+/* rc from sizing the pool for `forks` samples in flight of up to max_new
+ * new tokens: a pool the machine cannot hold names the request's figures
+ * that made it that large (the detail alone says only blocks and bytes). */
+static int pool_err(int rc, int forks, uint64_t max_new)
+{
+	char d[400];
+
+	if (rc != QERR_NOMEM)
+		return rc;
+	snprintf(d, sizeof(d), "%s", qerr_detail());
+	return qerr_fail(rc, "%d sample(s) in flight (n) of up to %llu new "
+			 "tokens (max_new_tokens): %s", forks,
+			 (unsigned long long)max_new, d);
+}
+
 /* A pool large enough for one prefix plus `forks` private tails. */
 static int ensure_pool(sc_engine *e, size_t n_prompt, int forks, int max_new)
 {
 	uint64_t root = sc_engine_blocks_for(e, n_prompt + 1);
 	uint32_t tail = sc_engine_blocks_for(e, (uint64_t)max_new) + 1;
 
-	return sc_engine_ensure_blocks(e, root + (uint64_t)forks * tail,
-				     root + (uint64_t)forks *
-						    sc_engine_win_slots(e, tail));
+	return pool_err(sc_engine_ensure_blocks(e, root + (uint64_t)forks * tail,
+						root + (uint64_t)forks *
+							sc_engine_win_slots(e, tail)),
+			forks, (uint64_t)max_new);
 }
 
 /* cached: from the prefix cache when it is on (not in reset mode, the
@@ -317,11 +333,12 @@ int sc_run_many(sc_engine *e, const sc_question *qs, int n, int max_live,
 		uint64_t roots = (uint64_t)qin * sc_engine_blocks_for(e, mp + 1);
 		uint32_t tail = sc_engine_blocks_for(e, mn) + 1;
 
-		rc = sc_engine_ensure_blocks(e, roots +
+		rc = pool_err(sc_engine_ensure_blocks(e, roots +
 						      (uint64_t)bp.max_live * tail,
 					   roots + (uint64_t)bp.max_live *
 							   sc_engine_win_slots(e,
-									     tail));
+									     tail)),
+			      bp.max_live, mn);
 	}
 	if (!rc)
 		rc = sc_batch_create(e, &bp, &b);
