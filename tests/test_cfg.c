@@ -339,6 +339,38 @@ static const struct ecase ecases[] = {
 	  QERR_FORMAT, "4:20", "is not an endpoint"),
 	E("endpoint_bare_scheme", BASE "coordinator: {client_endpoint: tcp://}\n",
 	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	/* a port outside 1..65535 was taken modulo 2^16 by zmq (-5 listened
+	 * on 65531, 99999 on 34463) or as "any" (0: a random port) */
+	E("endpoint_port_negative",
+	  BASE "coordinator: {client_endpoint: \"tcp://127.0.0.1:-5\"}\n",
+	  QERR_FORMAT, "3:32", "coordinator.client_endpoint: "
+	  "'tcp://127.0.0.1:-5' is not an endpoint (tcp://HOST:PORT with "
+	  "PORT 1..65535"),
+	E("endpoint_port_big",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:99999\"}\n",
+	  QERR_FORMAT, "3:32", "coordinator.worker_endpoint: "
+	  "'tcp://127.0.0.1:99999' is not an endpoint"),
+	E("endpoint_port_zero",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:0\"}\n",
+	  QERR_FORMAT, "3:32", "'tcp://127.0.0.1:0' is not an endpoint"),
+	E("endpoint_port_65536",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:65536\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	E("endpoint_port_word",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:http\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	E("endpoint_port_star",
+	  BASE "coordinator: {worker_endpoint: \"tcp://*:*\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	E("endpoint_port_leading_zero",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:07701\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	E("endpoint_no_port",
+	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
+	E("endpoint_port_only",
+	  BASE "coordinator: {worker_endpoint: \"tcp://:7701\"}\n",
+	  QERR_FORMAT, "3:32", "is not an endpoint"),
 	E("keys_not_list", BASE "security: {client_keys: abc}\n", QERR_FORMAT,
 	  "3:25", "security.client_keys: expected a list of Z85 keys or key "
 	  "files, got 'abc'"),
@@ -828,6 +860,42 @@ static void test_accepted(void **state)
 	assert_int_equal(failed, 0);
 }
 
+/* The endpoint rule as worker --connect applies it: ports 1..65535 in
+ * decimal on tcp://, the other schemes as before. */
+static void test_endpoint_check(void **state)
+{
+	static const char *const good[] = {
+		"tcp://127.0.0.1:7701", "tcp://*:1", "tcp://h:65535",
+		"tcp://[::1]:7700", "tcp://quorum-coordinator:7701",
+		"ipc:///tmp/q.sock", "inproc://x",
+	};
+	static const char *const bad[] = {
+		"tcp://127.0.0.1:-5", "tcp://127.0.0.1:99999",
+		"tcp://127.0.0.1:0", "tcp://127.0.0.1:65536",
+		"tcp://127.0.0.1:", "tcp://127.0.0.1", "tcp://:7701",
+		"tcp://h:x1", "tcp://h:1x", "tcp://*:*", "tcp://h:007",
+		"http://h:1", "tcp://a b:1", "",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (cfg_endpoint_check("--connect", good[i]))
+			fail_msg("%s refused: %s", good[i], qerr_detail());
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[128];
+
+		if (cfg_endpoint_check("worker: --connect", bad[i]) !=
+		    QERR_FORMAT)
+			fail_msg("%s accepted", bad[i]);
+		snprintf(want, sizeof(want), "worker: --connect: '%s' is not "
+			 "an endpoint (tcp://HOST:PORT with PORT 1..65535",
+			 bad[i]);
+		if (!strstr(qerr_detail(), want))
+			fail_msg("%s: detail '%s'", bad[i], qerr_detail());
+	}
+	assert_int_equal(cfg_endpoint_check("x", NULL), QERR_FORMAT);
+}
+
 static void test_paths(void **state)
 {
 	static const struct {
@@ -1187,6 +1255,7 @@ int main(void)
 		cmocka_unit_test(test_example),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_accepted),
+		cmocka_unit_test(test_endpoint_check),
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_dump_roundtrip),
 		cmocka_unit_test(test_dump_line_breaks),

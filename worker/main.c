@@ -124,6 +124,11 @@ int main(int argc, char **argv)
 			"'_', '-', '.'; id up to %d bytes)\n", WK_ID_MAX - 1);
 		return 2;
 	}
+	/* --connect by the config's rule (cfg_load checks the config's) */
+	if (ep && cfg_endpoint_check("worker: --connect", ep)) {
+		fprintf(stderr, "%s\n", qerr_detail());
+		return 2;
+	}
 	/* SIGTERM when the parent dies; it may have died already */
 	if (parent && (prctl(PR_SET_PDEATHSIG, SIGTERM) ||
 		       getppid() != (pid_t)parent)) {

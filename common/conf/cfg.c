@@ -956,6 +956,25 @@ static bool name_ok(const char *s, size_t len)
 	return true;
 }
 
+/* The one rule on a port, for endpoints and listen addresses: [p, end)
+ * is min..65535 in decimal, digits only, without leading zeros. */
+static bool port_ok(const char *p, const char *end, long min)
+{
+	long port = 0;
+
+	if (p >= end || (*p == '0' && p + 1 < end))
+		return false;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9' || port > 65535)
+			return false;
+		port = port * 10 + (*p - '0');
+	}
+	return port >= min && port <= 65535;
+}
+
+/* tcp://HOST:PORT (PORT 1..65535: zmq would take -5 as 65531, 99999 as
+ * 34463 and 0 as a random port the log cannot name), ipc://PATH or
+ * inproc://NAME; no whitespace or control characters. */
 static bool endpoint_ok(const char *s, size_t len)
 {
 	static const char *const schemes[] = {"tcp://", "ipc://", "inproc://"};
@@ -974,7 +993,23 @@ static bool endpoint_ok(const char *s, size_t len)
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
 			return false;
+	if (!strncmp(s, "tcp://", 6)) {
+		const char *colon = memrchr(s + 6, ':', len - 6);
+
+		if (!colon || colon == s + 6 ||
+		    !port_ok(colon + 1, s + len, 1))
+			return false;
+	}
 	return true;
+}
+
+int cfg_endpoint_check(const char *what, const char *ep)
+{
+	if (!ep || !endpoint_ok(ep, strlen(ep)))
+		return qerr_fail(QERR_FORMAT, "%s: '%.*s' is not an endpoint "
+				 "(%s)", what, 80, ep ? ep : "(null)",
+				 CFG_ENDPOINT_RULE);
+	return QERR_OK;
 }
 
 /* HOST:PORT, HOST an IPv4 address or [IPv6], PORT 0..65535 in decimal. */
@@ -982,18 +1017,11 @@ static bool listen_ok(const char *s, size_t len)
 {
 	char host[CFG_LISTEN_MAX + 1];
 	unsigned char addr[16];
-	const char *colon = memrchr(s, ':', len), *p;
+	const char *colon = memrchr(s, ':', len);
 	size_t hl;
-	long port = 0;
 
-	if (len > CFG_LISTEN_MAX || !colon || colon == s || !colon[1])
-		return false;
-	for (p = colon + 1; p < s + len; p++) {
-		if (*p < '0' || *p > '9' || port > 65535)
-			return false;
-		port = port * 10 + (*p - '0');
-	}
-	if (port > 65535 || (colon[1] == '0' && colon + 2 < s + len))
+	if (len > CFG_LISTEN_MAX || !colon || colon == s ||
+	    !port_ok(colon + 1, s + len, 0))
 		return false;
 	hl = (size_t)(colon - s);
 	if (s[0] == '[') {
@@ -1053,10 +1081,9 @@ static int set_field(ctx *x, const field *f, const node *v)
 			return rc;
 		if (!endpoint_ok(s, v->len))
 			return nerr(x, v, QERR_FORMAT,
-				    "%s.%s: '%s' is not an endpoint (tcp://, "
-				    "ipc:// or inproc://, at most %d characters, "
-				    "no spaces)", f->sect, f->key,
-				    show(v, g, sizeof(g)), CFG_ENDPOINT_MAX);
+				    "%s.%s: '%s' is not an endpoint (%s)",
+				    f->sect, f->key, show(v, g, sizeof(g)),
+				    CFG_ENDPOINT_RULE);
 		memcpy(base, s, v->len + 1);
 		return QERR_OK;
 	case F_LISTEN:

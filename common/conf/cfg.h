@@ -85,6 +85,9 @@
 #define CFG_MAX_NODES 65536      /* YAML nodes (scalars + collections) */
 #define CFG_NAME_MAX 32          /* cluster.name: [A-Za-z0-9_-]{1,32} */
 #define CFG_ENDPOINT_MAX 255     /* tcp://, ipc:// or inproc:// */
+/* What an endpoint may be, as its errors say it. */
+#define CFG_ENDPOINT_RULE "tcp://HOST:PORT with PORT 1..65535, ipc:// or " \
+	"inproc://, at most 255 characters, no spaces"
 
 /* The values are enum kv_dtype's and the wire's (Register.kv_dtype). */
 typedef enum cfg_dtype {
@@ -108,8 +111,9 @@ typedef struct cfg_cluster {
 } cfg_cluster;
 
 typedef struct cfg_coordinator {
-	/* "tcp://127.0.0.1:7700" / "tcp://127.0.0.1:7701"; scheme tcp://,
-	 * ipc:// or inproc://, no whitespace; the two must differ. */
+	/* "tcp://127.0.0.1:7700" / "tcp://127.0.0.1:7701"; scheme tcp://
+	 * (HOST:PORT, PORT 1..65535 in decimal), ipc:// or inproc://, no
+	 * whitespace; the two must differ. */
 	char client_endpoint[CFG_ENDPOINT_MAX + 1];
 	char worker_endpoint[CFG_ENDPOINT_MAX + 1];
 } cfg_coordinator;
@@ -284,6 +288,11 @@ void cfg_free(cfg **c);
 /* Prints the effective configuration as YAML that cfg_parse() accepts
  * (every key, defaults included; strings double-quoted and escaped). */
 void cfg_dump(const cfg *c, FILE *f);
+
+/* The config's rule on an endpoint (CFG_ENDPOINT_RULE) for one given
+ * elsewhere (worker --connect): QERR_FORMAT with a detail naming what and
+ * ep when ep breaks it. */
+int cfg_endpoint_check(const char *what, const char *ep);
 
 /* "f32" / "f16" ("?" otherwise). */
 const char *cfg_dtype_name(cfg_dtype t);
