@@ -529,6 +529,15 @@ static void test_usage_errors(void **state)
 		 "medium, high, not 'max'"},
 		{"run --model m --reasoning-effort '' q", "--reasoning-effort "
 		 "takes low, medium, high, not ''"},
+		/* one setting reaches the template: the later flag won */
+		{"run --model m --reasoning-effort low --think on q",
+		 "quorum run: --reasoning-effort: not together with --think "
+		 "(one is qwen3's, the other harmony's)"},
+		{"run --model m --template qwen3 --think off --reasoning-effort "
+		 "high q", "--reasoning-effort: not together with --think"},
+		{"ask --timeout 0.2 --retries 0 --think on --reasoning-effort "
+		 "low q", "quorum ask: "
+		 "--reasoning-effort: not together with --think"},
 		{"status extra", "unexpected argument"},
 		{"status --timeout -1", "bad value for --timeout"},
 		{"eval-set --model m.gguf", "--file is required"},

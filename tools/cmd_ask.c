@@ -51,7 +51,8 @@ static void help(const sampflags *f)
 	       "  --think on|off        thinking of qwen3 templates (default:\n"
 	       "                        the cluster's prompt.think)\n"
 	       "  --reasoning-effort E  low | medium | high: harmony (gpt-oss)\n"
-	       "                        templates' reasoning (default medium)\n"
+	       "                        templates' reasoning (default medium;\n"
+	       "                        not with --think)\n"
 	       "  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
 	       "                        of the chat before each question\n"
@@ -727,6 +728,11 @@ int cmd_ask(int argc, char **argv)
 	ask_params(&o, &sf);
 	if (!*o.endpoint)
 		return cli_usage_error("ask", "--endpoint is empty");
+	/* the cluster would take the effort and drop --think unsaid */
+	if (o.think >= 0 && o.effort)
+		return cli_usage_error("ask", "--reasoning-effort: not "
+				       "together with --think ("
+				       PROMPT_THINK_EFFORT_CLASH ")");
 	if (shots_file) {
 		if (qset_read_shots("ask", shots_file, &shots, &n_shots))
 			return 1;

@@ -56,7 +56,8 @@ static void help(const sampflags *f)
 	       "                        taken after </think>; a sample that\n"
 	       "                        never closes <think> has none\n"
 	       "  --reasoning-effort E  low | medium | high: harmony (gpt-oss)\n"
-	       "                        templates' reasoning (default medium).\n"
+	       "                        templates' reasoning (default medium;\n"
+	       "                        not with --think).\n"
 	       "                        Answers come from the final channel; a\n"
 	       "                        sample without one has none\n"
 	       "  --threads T           threads (default 2)\n"
@@ -630,6 +631,7 @@ int cmd_run(int argc, char **argv)
 	char *question = NULL, *stdin_buf = NULL;
 	int max_live = 64, prefill_tokens = 256;
 	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT, k;
+	int think_set = 0, effort_set = 0;
 	prompt_style ps;
 	long v;
 	model *m = NULL;
@@ -671,6 +673,7 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "--think takes on "
 						       "or off, not '%s'",
 						       optarg);
+			think_set = 1;
 			break;
 		case 'E':
 			if ((think = prompt_effort_from_name(optarg)) < 0)
@@ -678,6 +681,7 @@ int cmd_run(int argc, char **argv)
 						       "takes %s, not '%s'",
 						       PROMPT_EFFORT_LIST,
 						       optarg);
+			effort_set = 1;
 			break;
 		case 'J': json = 1; break;
 		case 'X':
@@ -722,6 +726,11 @@ int cmd_run(int argc, char **argv)
 	p = sf.p;
 	if (!mpath)
 		return cli_usage_error("run", "--model is required");
+	/* both set one variable: the later flag silently won */
+	if (think_set && effort_set)
+		return cli_usage_error("run", "--reasoning-effort: not "
+				       "together with --think ("
+				       PROMPT_THINK_EFFORT_CLASH ")");
 	if (file && optind != argc)
 		return cli_usage_error("run", "--file takes the questions from "
 				       "the file: give no question argument");

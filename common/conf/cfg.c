@@ -1346,8 +1346,8 @@ static int cross_checks(ctx *x)
 		if (c->prompt.think_name)
 			return nerr(x, at(x, "prompt", "reasoning_effort"),
 				    QERR_FORMAT, "prompt.reasoning_effort: "
-				    "not together with prompt.think (one is "
-				    "qwen3's, the other harmony's)");
+				    "not together with prompt.think ("
+				    PROMPT_THINK_EFFORT_CLASH ")");
 		x->c->prompt.think = e;
 	}
 	if (c->heartbeat.reconnect_min_ms > c->heartbeat.reconnect_max_ms) {

@@ -91,6 +91,12 @@ enum prompt_think { PROMPT_THINK_DEFAULT = -1, PROMPT_THINK_OFF = 0,
 /* The accepted reasoning efforts, for messages. */
 #define PROMPT_EFFORT_LIST "low, medium, high"
 
+/* Why think (qwen3's) and a reasoning effort (harmony's) are not given
+ * together: one setting reaches the template, so the config
+ * (prompt.think with prompt.reasoning_effort) and the command line
+ * (--think with --reasoning-effort) refuse the pair, saying this. */
+#define PROMPT_THINK_EFFORT_CLASH "one is qwen3's, the other harmony's"
+
 #define PROMPT_DEFAULT_SYSTEM                                                \
 	"You are a careful problem solver. Reason step by step, then give "  \
 	"the final answer on the last line as \\boxed{ANSWER}."
