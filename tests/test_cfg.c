@@ -381,6 +381,16 @@ static const struct ecase ecases[] = {
 	  BASE "security: {worker_keys: [{key: w.pub, id: w1}]}\n",
 	  QERR_FORMAT, "3:39", "security.worker_keys[0]: unknown field 'id' "
 	  "(an entry is a key, or {key: K, ids: [ID, ...]})"),
+	/* the last of a duplicate was taken unsaid */
+	E("keys_ids_duplicate_key",
+	  BASE "security: {worker_keys: [{key: a.pub, ids: [w1], key: b.pub}]}\n",
+	  QERR_FORMAT, "3:50", "security.worker_keys[0]: duplicate key 'key' "
+	  "(first at 3:27)"),
+	E("keys_ids_duplicate_ids",
+	  BASE "security:\n  worker_keys:\n    - key: w.pub\n      ids: [w1]\n"
+	  "      ids: [w2]\n",
+	  QERR_FORMAT, "7:7", "security.worker_keys[0]: duplicate key 'ids' "
+	  "(first at 6:7)"),
 	E("keys_ids_missing", BASE "security: {worker_keys: [{key: w.pub}]}\n",
 	  QERR_FORMAT, "3:26", "security.worker_keys[0]: a mapping entry needs "
 	  "both key and ids"),

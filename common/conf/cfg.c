@@ -856,6 +856,8 @@ static int want_key(ctx *x, const field *f, const node *e, size_t i,
 	return resolve(x, e, s, &k->path);
 }
 
+static const node *earlier_key(const node *m, size_t i);
+
 /* A worker_keys entry written as {key: K, ids: [id, ...]}: the worker ids
  * that key may register. */
 static int want_key_ids(ctx *x, const field *f, const node *e, size_t i,
@@ -866,7 +868,16 @@ static int want_key_ids(ctx *x, const field *f, const node *e, size_t i,
 
 	for (size_t j = 0; j + 1 < e->n; j += 2) {
 		const node *kn = e->kids[j];
+		const node *dup = kn->kind == N_SCALAR ? earlier_key(e, j)
+						       : NULL;
 
+		/* the last would win unsaid, as in a section */
+		if (dup)
+			return nerr(x, kn, QERR_FORMAT,
+				    "%s.%s[%zu]: duplicate key '%s' (first at "
+				    "%d:%d)", f->sect, f->key, i,
+				    show(kn, g, sizeof(g)), dup->line,
+				    dup->col);
 		if (kn->kind == N_SCALAR && !strcmp(kn->s, "key"))
 			key = e->kids[j + 1];
 		else if (kn->kind == N_SCALAR && !strcmp(kn->s, "ids"))
