@@ -1108,7 +1108,7 @@ static int load_with(const char *dir, const char *sampling, cfg **c)
 static void test_grammar_files(void **state)
 {
 	static const char *const files[] = {"g.gbnf", "s.json", "bad.gbnf",
-					    "bad.json", "c.yaml"};
+					    "bad.json", "empty.gbnf", "c.yaml"};
 	char dir[256], path[300], *want = NULL;
 	json_t *js = json_loads("{\"type\":\"integer\"}", 0, NULL);
 	cfg *c = NULL;
@@ -1150,6 +1150,27 @@ static void test_grammar_files(void **state)
 				       &c), 0);
 	assert_non_null(strstr(qerr_detail(), "sampling.json_schema_file: "));
 	assert_non_null(strstr(qerr_detail(), "bad.json:1:"));
+	/* an empty grammar is none: an empty file, or a directory (which
+	 * reads as empty), constrained nothing, unsaid */
+	put(dir, "empty.gbnf", "");
+	assert_int_not_equal(load_with(dir, "  grammar_file: empty.gbnf\n",
+				       &c), 0);
+	assert_null(c);
+	assert_non_null(strstr(qerr_detail(), "c.yaml:4:17: sampling."
+			       "grammar_file: "));
+	assert_non_null(strstr(qerr_detail(), "empty.gbnf: empty grammar"));
+	assert_int_not_equal(load_with(dir, "  json_schema_file: empty.gbnf\n",
+				       &c), 0);
+	assert_non_null(strstr(qerr_detail(), "empty.gbnf: empty JSON "
+			       "schema"));
+	assert_int_equal(mkdir(strcat(strcpy(path, dir), "/d"), 0700), 0);
+	assert_int_not_equal(load_with(dir, "  grammar_file: d\n", &c), 0);
+	assert_non_null(strstr(qerr_detail(), "sampling.grammar_file: "));
+	assert_non_null(strstr(qerr_detail(), "/d: is a directory"));
+	assert_int_not_equal(load_with(dir, "  json_schema_file: d\n", &c),
+			     0);
+	assert_non_null(strstr(qerr_detail(), "/d: is a directory"));
+	rmdir(path);
 	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
 		unlink(path);

@@ -529,6 +529,16 @@ static void test_usage_errors(void **state)
 		 "medium, high, not 'max'"},
 		{"run --model m --reasoning-effort '' q", "--reasoning-effort "
 		 "takes low, medium, high, not ''"},
+		/* an empty grammar means none: an empty file or a directory
+		 * (which reads as empty) constrained nothing, unsaid */
+		{"run --model m --grammar /dev/null q", "quorum run: --grammar "
+		 "/dev/null: empty grammar"},
+		{"run --model m --grammar / q", "quorum run: --grammar /: is a "
+		 "directory"},
+		{"run --model m --json-schema / q", "quorum run: --json-schema "
+		 "/: is a directory"},
+		{"ask --grammar /dev/null q", "quorum ask: --grammar /dev/null: "
+		 "empty grammar"},
 		/* one setting reaches the template: the later flag won */
 		{"run --model m --reasoning-effort low --think on q",
 		 "quorum run: --reasoning-effort: not together with --think "

@@ -31,38 +31,6 @@ static void con_free(void)
 	con.text = NULL;
 }
 
-/* FILE's text (up to 2 MiB) into *out; 0, or 2 after the usage error. */
-static int read_text(sampflags *f, const char *flag, const char *path,
-		     char **out, size_t *len)
-{
-	FILE *fp = fopen(path, "rb");
-	char *text = NULL;
-	size_t n = 0, cap = 0, r;
-
-	if (!fp)
-		return cli_usage_error(f->cmd, "--%s %s: %m", flag, path);
-	do {
-		char *nt;
-
-		if (n + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			if (!(nt = realloc(text, cap))) {
-				free(text);
-				fclose(fp);
-				return cli_usage_error(f->cmd, "out of memory");
-			}
-			text = nt;
-		}
-		r = fread(text + n, 1, 4096, fp);
-		n += r;
-	} while (r == 4096 && n < (2u << 20));
-	fclose(fp);
-	text[n] = '\0';
-	*out = text;
-	*len = n;
-	return 0;
-}
-
 /* A constraint flag (code SF_CODE(SC_S_GRAMMAR), SF_JSON_SCHEMA,
  * SF_REGEX, SF_CHOICE) with its argument, made the grammar setting of
  * f->p (text/constrain.h). 0, or 2 after the usage error. */
@@ -88,8 +56,11 @@ static int constraint(sampflags *f, int code, const char *arg)
 		con.choices[con.n_choices++] = arg;
 		rc = constrain_choice(con.choices, con.n_choices, &g);
 	} else {
-		if (read_text(f, flag, arg, &text, &len))
-			return 2;
+		if (constrain_read_file(arg, code == SF_JSON_SCHEMA
+					     ? "JSON schema" : "grammar",
+					&text, &len))
+			return cli_usage_error(f->cmd, "--%s %s", flag,
+					       qerr_detail());
 		if (code == SF_JSON_SCHEMA) {
 			json_error_t je;
 			json_t *js = json_loadb(text, len, 0, &je);

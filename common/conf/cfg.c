@@ -1247,7 +1247,6 @@ static int sampling_grammar(ctx *x)
 	const node *n = at(x, "sampling", key);
 	char *text = NULL, *g = NULL;
 	size_t len = 0;
-	FILE *f;
 	int rc;
 
 	if (!path)
@@ -1255,32 +1254,10 @@ static int sampling_grammar(ctx *x)
 	if (sp->json_schema_file && sp->grammar_file)
 		return nerr(x, n, QERR_FORMAT, "sampling: give grammar_file or "
 			    "json_schema_file, not both");
-	if (!(f = fopen(path, "rb")))
-		return nerr(x, n, QERR_IO, "sampling.%s: %s: %s", key, path,
-			    strerror(errno));
-	for (;;) {
-		char *t = realloc(text, len + 65536 + 1);
-		size_t r;
-
-		if (!t) {
-			free(text);
-			fclose(f);
-			return qerr_fail(QERR_NOMEM, "%s: out of memory",
-					 x->name);
-		}
-		text = t;
-		r = fread(text + len, 1, 65536, f);
-		len += r;
-		if (r < 65536 || len > (2u << 20))
-			break;
-	}
-	fclose(f);
-	text[len] = '\0';
-	if (len > (2u << 20)) {
-		free(text);
-		return nerr(x, n, QERR_RANGE, "sampling.%s: %s: over 2 MiB",
-			    key, path);
-	}
+	if ((rc = constrain_read_file(path, sp->json_schema_file
+						    ? "JSON schema" : "grammar",
+				      &text, &len)))
+		return nerr(x, n, rc, "sampling.%s: %s", key, qerr_detail());
 	if (sp->json_schema_file) {
 		json_error_t je;
 		json_t *js = json_loadb(text, len, 0, &je);

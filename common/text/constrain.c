@@ -5,8 +5,12 @@
  */
 #include "text/constrain.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "qerr.h"
 #include "text/jschema.h"
@@ -152,4 +156,53 @@ int constrain_gbnf(constrain_kind k, const json_t *v, char **out)
 		return rc;
 	}
 	return qerr_fail(QERR_ARG, "constraint kind %d", (int)k);
+}
+
+int constrain_read_file(const char *path, const char *what, char **out,
+			size_t *len)
+{
+	struct stat st;
+	char *text = NULL;
+	size_t n = 0;
+	ssize_t r;
+	int fd, rc;
+
+	*out = NULL;
+	*len = 0;
+	/* a FIFO or /dev/stdin is read as asked (blocking): a pipe of a
+	 * grammar is a use; a directory only reads as empty */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return qerr_fail(QERR_IO, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		return qerr_fail(QERR_FORMAT, "%s: is a directory", path);
+	}
+	/* one byte over the limit says the file is over it */
+	if (!(text = malloc(CONSTRAIN_FILE_MAX + 2))) {
+		close(fd);
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", path);
+	}
+	do {
+		r = read(fd, text + n, CONSTRAIN_FILE_MAX + 1 - n);
+		if (r > 0)
+			n += (size_t)r;
+	} while ((r > 0 || (r < 0 && errno == EINTR)) &&
+		 n <= CONSTRAIN_FILE_MAX);
+	rc = r < 0 ? qerr_fail(errno == EISDIR ? QERR_FORMAT : QERR_IO,
+			       "%s: %s", path, errno == EISDIR
+					       ? "is a directory"
+					       : strerror(errno))
+	     : n > CONSTRAIN_FILE_MAX
+		     ? qerr_fail(QERR_RANGE, "%s: over 2 MiB", path)
+	     : !n ? qerr_fail(QERR_FORMAT, "%s: empty %s", path, what)
+		  : 0;
+	close(fd);
+	if (rc) {
+		free(text);
+		return rc;
+	}
+	text[n] = '\0';
+	*out = text;
+	*len = n;
+	return 0;
 }

@@ -37,4 +37,19 @@ int constrain_gbnf(constrain_kind k, const json_t *v, char **out);
 int constrain_regex(const char *pattern, char **out);
 int constrain_choice(const char *const *opts, size_t n, char **out);
 
+/* The largest grammar or JSON schema file read. */
+#define CONSTRAIN_FILE_MAX (2u << 20)
+
+/* The text of a grammar or JSON schema file (what: "grammar", "JSON
+ * schema", for messages) into *out (malloc'ed, NUL-terminated), *len its
+ * bytes: the one reader of such files (--grammar, --json-schema,
+ * sampling.grammar_file, sampling.json_schema_file). An empty grammar
+ * setting means no constraint, so an empty file, or a directory (which
+ * reads as empty), would silently constrain nothing: both are refused.
+ * 0, or with the detail naming path: QERR_IO ("PATH: No such file or
+ * directory"), QERR_FORMAT ("PATH: is a directory", "PATH: empty
+ * grammar"), QERR_RANGE ("PATH: over 2 MiB"), QERR_NOMEM. */
+int constrain_read_file(const char *path, const char *what, char **out,
+			size_t *len);
+
 #endif
