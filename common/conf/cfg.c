@@ -1622,7 +1622,10 @@ int cfg_load(const char *path, cfg **out)
 	*out = NULL;
 	if (!path)
 		return qerr_fail(QERR_ARG, "cfg_load: NULL path");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as the config must fail the S_ISREG
+	 * check below, not block open() until a writer shows up (as
+	 * gguf_open; no effect on a regular file's reads) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return qerr_fail(QERR_IO, "%s: cannot open: %s", path,
 				 strerror(errno));
