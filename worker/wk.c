@@ -314,8 +314,14 @@ static int serve(wk *w)
 		int64_t now = wire_now_ms(), timeout;
 		wire_msg in;
 
-		if (!w->b && new_batch(w))
-			return qerr_fail(QERR_NOMEM, "worker: %s", qerr_detail());
+		if (!w->b && new_batch(w)) {
+			/* the detail copied out: qerr_fail writes the buffer
+			 * qerr_detail reads */
+			char why[256];
+
+			snprintf(why, sizeof(why), "%s", qerr_detail());
+			return qerr_fail(QERR_NOMEM, "worker: %s", why);
+		}
 		wk_start_waiting(w);
 		if (sc_batch_jobs(w->b)) {
 			sc_batch_round(w->b);
