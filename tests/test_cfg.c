@@ -546,7 +546,7 @@ static void test_defaults(void **state)
 	assert_null(d.prompt.system);
 	assert_int_equal(d.limits.max_n, 64);
 	assert_int_equal(d.limits.max_prompt_tokens, 4096);
-	assert_int_equal(d.limits.queue_depth, 64);
+	assert_int_equal(d.limits.queue_depth, 128);
 	assert_int_equal(d.limits.request_timeout_ms, 120000);
 	assert_int_equal(d.limits.copy_step_timeout_ms, 60000);
 	assert_true(d.limits.max_message_bytes == 16 << 20);
@@ -614,7 +614,7 @@ static void check_example(const cfg *c)
 	assert_null(c->prompt.system);
 	assert_int_equal(c->limits.max_n, 64);
 	assert_int_equal(c->limits.max_prompt_tokens, 4096);
-	assert_int_equal(c->limits.queue_depth, 64);
+	assert_int_equal(c->limits.queue_depth, 128);
 	assert_int_equal(c->limits.request_timeout_ms, 120000);
 	assert_int_equal(c->limits.copy_step_timeout_ms, 60000);
 	assert_true(c->limits.max_message_bytes == 16 << 20);

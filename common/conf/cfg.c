@@ -1456,7 +1456,7 @@ void cfg_defaults(cfg *c)
 	c->prompt.think = PROMPT_THINK_DEFAULT;
 	c->limits.max_n = 64;
 	c->limits.max_prompt_tokens = 4096;
-	c->limits.queue_depth = 64;
+	c->limits.queue_depth = 128; /* http.max_in_flight: one address's 128 all queued */
 	c->limits.request_timeout_ms = 120000;
 	c->limits.copy_step_timeout_ms = 60000;
 	c->limits.max_message_bytes = (int64_t)16 << 20;
