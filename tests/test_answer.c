@@ -343,6 +343,7 @@ static void formats(void **state)
 		{"choice:K=1", "choice: options must be L=VALUE|L=VALUE with "
 			       "letters A-J"},
 		{"MATH", "must be " ANSWER_LIST},
+		{"choice:A=1|B=2|A=3", "choice: option A is given twice"},
 	};
 	char name[ANSWER_PATTERN_MAX + 16];
 

@@ -84,12 +84,24 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 		const char *q = s + 7;
 		size_t n = strlen(q);
 		int ok = n > 0 && n < ANSWER_PATTERN_MAX;
+		unsigned seen = 0;
 
 		while (ok && *q) {
 			const char *bar = strchr(q, '|');
 			size_t k = bar ? (size_t)(bar - q) : strlen(q);
 
 			ok = k >= 3 && q[0] >= 'A' && q[0] <= 'J' && q[1] == '=';
+			if (ok && (seen & (1u << (q[0] - 'A')))) {
+				static __thread char twice[48];
+
+				snprintf(twice, sizeof(twice), "choice: option "
+					 "%c is given twice", q[0]);
+				w = twice;
+				ok = 0;
+				break;
+			}
+			if (ok)
+				seen |= 1u << (q[0] - 'A');
 			q += k + (bar != NULL);
 			if (bar && !*q)
 				ok = 0;
@@ -99,7 +111,9 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 			memcpy(f->pattern, s + 7, n + 1);
 			return 0;
 		}
-		w = "choice: options must be L=VALUE|L=VALUE with letters A-J";
+		if (!w)
+			w = "choice: options must be L=VALUE|L=VALUE with "
+			    "letters A-J";
 	} else if (!strncmp(s, "json:", 5)) {
 		size_t n = strlen(s + 5);
 
