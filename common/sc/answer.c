@@ -462,6 +462,28 @@ static int yesno_of(const char *t, size_t a, size_t b, int last)
 	return found;
 }
 
+/* The lower case of a letter of U+0080..U+07FF (Latin-1, Latin
+ * Extended-A, Greek, Cyrillic: the capitals a text answer holds most),
+ * else cp itself. The result stays in that range (two UTF-8 bytes). */
+static unsigned fold_lower(unsigned cp)
+{
+	if ((cp >= 0xc0 && cp <= 0xde && cp != 0xd7) ||
+	    (cp >= 0x391 && cp <= 0x3ab && cp != 0x3a2) ||
+	    (cp >= 0x410 && cp <= 0x42f))
+		return cp + 0x20;
+	if (cp >= 0x400 && cp <= 0x40f)
+		return cp + 0x50;
+	if (cp == 0x178)
+		return 0xff;
+	if (((cp >= 0x100 && cp <= 0x137) || (cp >= 0x14a && cp <= 0x177)) &&
+	    !(cp & 1) && cp != 0x130)
+		return cp + 1;
+	if (((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) &&
+	    (cp & 1))
+		return cp + 1;
+	return cp;
+}
+
 /* SQuAD's normalisation of t[a, b) into out. */
 static bool norm_text(const char *t, size_t a, size_t b, char *out,
 		      size_t cap)
@@ -470,8 +492,23 @@ static bool norm_text(const char *t, size_t a, size_t b, char *out,
 	size_t o = 0, wn = 0;
 	int spilled = 0; /* the word's head already in out (a long word) */
 
+	int next = -1; /* a folded letter's second byte */
+
 	for (size_t i = a; i <= b; i++) {
-		int c = i < b ? lower((uchar)t[i]) : ' ';
+		int c = next >= 0 ? next : i < b ? lower((uchar)t[i]) : ' ';
+
+		if (next < 0 && c >= 0xc2 && c <= 0xdf && i + 1 < b &&
+		    ((uchar)t[i + 1] & 0xc0) == 0x80) {
+			/* a two-byte letter: its lower case ("CAFÉ" is
+			 * "café", "ZÜRICH" "zürich") */
+			unsigned cp = fold_lower(((unsigned)(c & 0x1f) << 6) |
+						 ((uchar)t[i + 1] & 0x3f));
+
+			c = 0xc0 | (int)(cp >> 6);
+			next = 0x80 | (int)(cp & 0x3f);
+		} else {
+			next = -1;
+		}
 		/* between digits a point stays ("3.5" is not "35") and a
 		 * separator goes ("1,000" is "1000") */
 		int num = (c == '.' || c == ',') && i > a && i + 1 < b &&

@@ -28,7 +28,8 @@
  *            last line leads with ("Yes, because the claim is false." is
  *            yes), or the last of them in the final sentence.
  *   text     the box or the span after "the answer is", normalised as
- *            SQuAD does: lower case, punctuation and the articles a, an,
+ *            SQuAD does: lower case (ASCII, Latin-1, Latin Extended-A,
+ *            Greek, Cyrillic capitals), punctuation and the articles a, an,
  *            the removed, whitespace collapsed; a point between digits
  *            stays ("3.5" is not "35"), a comma there goes ("1,000").
  *   regex:P  PCRE2 pattern P over the text (after rule 0): the last match;
