@@ -268,6 +268,8 @@ static size_t lex_number(const char *s, size_t n, size_t i)
 		j++;
 		while (j < n && is_dig((uchar)s[j]))
 			j++;
+	} else if (j > i && j + 1 == n && s[j] == '.') {
+		j++; /* "\boxed{3.}": the number's own point, at the end */
 	}
 	/* an exponent: 1e5, 2.5E-3 (digits, not followed by a letter) */
 	if (j > i && j + 1 < n && (s[j] == 'e' || s[j] == 'E')) {
