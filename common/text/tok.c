@@ -73,7 +73,6 @@ struct tok {
 	int add_bos, add_eos, add_space_prefix;
 	char *chat_template;        /* tokenizer.chat_template, or NULL */
 	char pre[64];
-	int pre_fallback;
 };
 
 /* ---- hashing --------------------------------------------------------- */
@@ -830,10 +829,23 @@ static int setup_bpe(tok *t, const gguf_file *g)
 		found = 1;
 		break;
 	}
+	/* refused, as llama.cpp does: another name's split (GPT-2's was
+	 * taken) silently gives other ids than the model was trained on,
+	 * e.g. digits grouped differently */
 	if (!found) {
-		t->pre_fallback = 1;
-		snprintf(t->pre, sizeof(t->pre), "gpt-2 (unknown '%.*s')",
-			 (int)(pre.len > 32 ? 32 : pre.len), pre.ptr);
+		char known[400];
+		size_t k = 0;
+
+		for (size_t i = 0; i < sizeof(pre_names) / sizeof(pre_names[0]);
+		     i++)
+			k += (size_t)snprintf(known + k, sizeof(known) - k,
+					      "%s%s", i ? ", " : "",
+					      pre_names[i].name);
+		return qerr_fail(QERR_UNSUPPORTED, "%s: tokenizer.ggml.pre "
+				 "'%.*s' is not a known pre-tokenizer (known: "
+				 "%s)", gguf_path(g),
+				 (int)(pre.len > 40 ? 40 : pre.len), pre.ptr,
+				 known);
 	}
 	for (int b = 0; b < 256; b++) {
 		char u[4];
@@ -1620,7 +1632,6 @@ const char *tok_model_name(const tok *t)
 	return t->model == M_SPM ? "llama" : "gpt2";
 }
 const char *tok_pre_name(const tok *t) { return t->pre; }
-int tok_pre_fallback(const tok *t) { return t->pre_fallback; }
 
 int32_t tok_find(const tok *t, const char *text)
 {

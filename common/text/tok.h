@@ -106,10 +106,9 @@ const char *tok_text(const tok *t, int32_t id, size_t *len);
 /* "gpt2" or "llama" */
 const char *tok_model_name(const tok *t);
 /* Effective pre-tokenizer: "qwen2", "llama-bpe", "gpt-2", "default", ...
- * (the GGUF value, or llama.cpp's canonical name for an alias). For an
- * unknown name the GPT-2 split is used and tok_pre_fallback() is 1. For
- * SPM vocabularies "spm". */
+ * (the GGUF value, or llama.cpp's canonical name for an alias). An
+ * unknown name fails tok_load (QERR_UNSUPPORTED naming the key, the value
+ * and the known names), as in llama.cpp. For SPM vocabularies "spm". */
 const char *tok_pre_name(const tok *t);
-int tok_pre_fallback(const tok *t);
 
 #endif
