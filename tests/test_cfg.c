@@ -235,13 +235,18 @@ static const struct ecase ecases[] = {
 	  "unknown key 'blocks?' in 'kv'"),
 	/* ranges */
 	E("negative", BASE "kv: {blocks: -3}\n", QERR_RANGE, "3:14",
-	  "kv.blocks: must be >= 1, got -3"),
+	  "kv.blocks: must be in 1..16777216, got -3"),
+	E("negative_unbounded", BASE "limits: {max_n: -3}\n", QERR_RANGE,
+	  "3:17", "limits.max_n: must be >= 1, got -3"),
 	E("zero_where_one", BASE "kv: {block_tokens: 0}\n", QERR_RANGE, "3:20",
 	  "kv.block_tokens: must be in 1..4096, got 0"),
 	E("above_max", BASE "kv: {block_tokens: 4097}\n", QERR_RANGE, "3:20",
 	  "kv.block_tokens: must be in 1..4096, got 4097"),
-	E("above_int", BASE "kv: {blocks: 2147483648}\n", QERR_RANGE, "3:14",
-	  "kv.blocks: must be in 1..2147483647, got 2147483648"),
+	E("above_int", BASE "limits: {max_n: 2147483648}\n", QERR_RANGE,
+	  "3:17", "limits.max_n: must be in 1..2147483647, got 2147483648"),
+	/* a worker's pool ids its blocks in 24 bits */
+	E("above_pool", BASE "kv: {blocks: 16777217}\n", QERR_RANGE, "3:14",
+	  "kv.blocks: must be in 1..16777216, got 16777217"),
 	E("int64_overflow", BASE "kv: {blocks: 9223372036854775808}\n",
 	  QERR_RANGE, "3:14", "kv.blocks: integer '9223372036854775808' "
 	  "overflows"),

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "infer/kv.h"
 #include "text/constrain.h"
 #include "text/prompt.h"
 #include "qerr.h"
@@ -406,7 +407,9 @@ static const field fields[] = {
 	{"security", "worker_secret_key_file", F_PATH,
 	 OFF(security.worker_secret_key_file), 0, 0, 0},
 	FI(kv, block_tokens, 1, 4096),
-	FI(kv, blocks, 1, INT_MAX),
+	/* a pool's block ids are 24 bits: more would start every worker
+	 * only to have it refuse the pool */
+	FI(kv, blocks, 1, KV_MAX_BLOCKS),
 	{"kv", "dtype", F_DTYPE, OFF(kv.dtype), 0, 0, 0},
 	{"kv", "free_windows", F_BOOL, OFF(kv.free_windows), 0, 0, 0},
 	FS(n, n, SC_S_N),

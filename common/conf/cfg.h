@@ -121,7 +121,8 @@ typedef struct cfg_coordinator {
 
 typedef struct cfg_kv {
 	int block_tokens;    /* 16; 1..4096 tokens per KV block */
-	int blocks;          /* 4096; 1..INT_MAX blocks in a worker's pool */
+	int blocks;          /* 4096; 1..KV_MAX_BLOCKS (16,777,216) blocks
+			      * in a worker's pool */
 	cfg_dtype dtype;     /* f16; "f16", "f32" or "q8_0" (half the
 			      * bytes of f16 per block) */
 	bool free_windows;   /* true; sliding-window models: samples

@@ -147,9 +147,9 @@ static int sizes_of(const kv_params *p, kv_sizes *z)
 				 "kv: n_layers %d, kv_dim %d, block_tokens %d "
 				 "must all be >= 1",
 				 p->n_layers, p->kv_dim, p->block_tokens);
-	if (p->n_blocks < 1 || p->n_blocks > KV_BLOCK_MASK + 1u)
-		return qerr_fail(QERR_RANGE, "kv: n_blocks %u out of range",
-				 p->n_blocks);
+	if (p->n_blocks < 1 || p->n_blocks > KV_MAX_BLOCKS)
+		return qerr_fail(QERR_RANGE, "kv: n_blocks %u out of range "
+				 "1..%u", p->n_blocks, KV_MAX_BLOCKS);
 	/* 1 would leave no layer windowed: one layout per pool, so refused */
 	if (p->win_pattern < 0 || p->win_pattern == 1 ||
 	    p->win_pattern > 65536)

@@ -114,6 +114,9 @@ enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_Q8_0 = 2 };
  */
 #define KV_MAX_SLOTS 256
 #define KV_BLOCK_MASK 0x00ffffffu
+/* The most blocks one pool holds (16,777,216: a reference's 24 bits of
+ * block id); the config's kv.blocks is held to it. */
+#define KV_MAX_BLOCKS (KV_BLOCK_MASK + 1u)
 #define KV_REF(slot, block) (((uint32_t)(slot) << 24) | (uint32_t)(block))
 #define KV_REF_SLOT(ref) ((uint32_t)(ref) >> 24)
 #define KV_REF_BLOCK(ref) ((uint32_t)(ref) & KV_BLOCK_MASK)
