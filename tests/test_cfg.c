@@ -231,6 +231,13 @@ static const struct ecase ecases[] = {
 	  "low}\n", QERR_FORMAT, "3:39", "not together with prompt.think"),
 	E("nul_in_string", BASE "prompt: {system: \"a\\0b\"}\n", QERR_FORMAT,
 	  "3:18", "prompt.system: string contains a NUL character"),
+	/* the sampling words and rules too: not cut at the NUL */
+	E("nul_in_answer", BASE "sampling: {answer: \"auto\\0junk\"}\n",
+	  QERR_FORMAT, "3:20", "sampling.answer: string contains a NUL "
+	  "character"),
+	E("nul_in_logit_bias", BASE "sampling: {logit_bias: \"1:5\\0,2:zz\"}\n",
+	  QERR_FORMAT, "3:24", "sampling.logit_bias: string contains a NUL "
+	  "character"),
 	E("nul_in_key", BASE "kv: {\"blocks\\0\": 1}\n", QERR_FORMAT, "3:6",
 	  "unknown key 'blocks?' in 'kv'"),
 	/* ranges */

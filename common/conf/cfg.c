@@ -694,6 +694,12 @@ static int want_sc(ctx *x, const field *f, const node *v, void *out)
 			return nerr(x, v, QERR_FORMAT, "%s.%s: expected a "
 				    "string, %s", f->sect, f->key,
 				    got(v, g, sizeof(g)));
+		/* parsed as a C string: "auto\0junk" would be read as
+		 * "auto", the rest dropped unsaid */
+		if (memchr(v->s, '\0', v->len))
+			return nerr(x, v, QERR_FORMAT, "%s.%s: string "
+				    "contains a NUL character", f->sect,
+				    f->key);
 		if (sc_params_parse((int)f->min, v->s, &x->c->sampling.p))
 			break;
 		return QERR_OK;
