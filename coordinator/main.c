@@ -44,7 +44,10 @@ static void usage(FILE *f)
 		"options:\n"
 		"  --config FILE     cluster configuration (required)\n"
 		"  --check-config    validate the config and the model's\n"
-		"                    tokenizer, print the effective config, exit\n"
+		"                    tokenizer (and the sampling defaults against\n"
+		"                    the model: max_new_tokens within its context,\n"
+		"                    logit_bias ids within its vocabulary), print\n"
+		"                    the effective config, exit\n"
 		"  -h, --help        this help\n");
 }
 
@@ -241,6 +244,12 @@ int main(int argc, char **argv)
 	    prompt_style_resolve(t, c->prompt.template_name, c->prompt.think,
 				 &pst)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		goto out;
+	}
+	/* the sampling defaults against this model: else every request
+	 * without its own value is refused for one its client never sent */
+	if (cfg_check_model(c, ctx_len, (int)tok_vocab_size(t))) {
+		fprintf(stderr, "coordinator: %s: %s\n", config, qerr_detail());
 		goto out;
 	}
 	fprintf(stderr, "coordinator: template %s\n", pst.note);

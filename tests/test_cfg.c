@@ -438,6 +438,13 @@ static const struct ecase ecases[] = {
 	  "sampling.n = 65: over this cluster's limits.max_n (64)"),
 	E("max_n_below_default_n", BASE "limits: {max_n: 4}\n", QERR_RANGE,
 	  "3:17", "sampling.n = 8: over this cluster's limits.max_n (4)"),
+	/* the gateway's default n: each request without one was refused */
+	E("http_samples_above_max_n", BASE "http: {samples: 1000}\n",
+	  QERR_RANGE, "3:17", "http.samples = 1000: over this cluster's "
+	  "limits.max_n (64)"),
+	E("max_n_below_http_samples", BASE "sampling: {n: 2}\nhttp: "
+	  "{samples: 9}\nlimits: {max_n: 4}\n", QERR_RANGE, "4:17",
+	  "http.samples = 9: over this cluster's limits.max_n (4)"),
 	E("reconnect_inverted",
 	  BASE "heartbeat: {reconnect_min_ms: 5000, reconnect_max_ms: 10}\n",
 	  QERR_RANGE, "3:55", "heartbeat.reconnect_max_ms (10) is below "
@@ -502,6 +509,26 @@ static void test_errors(void **state)
 		cfg_free(&c);
 	}
 	assert_int_equal(failed, 0);
+}
+
+/* The sampling defaults against a model: what the file alone cannot
+ * tell, refused naming the key, the value and the model's limit. */
+static void test_check_model(void **state)
+{
+	static const char y[] = BASE "sampling: {max_new_tokens: 1024, "
+				"logit_bias: \"5:1,808:-2\"}\n";
+	cfg *c = NULL;
+
+	(void)state;
+	assert_int_equal(cfg_parse("t.yaml", y, sizeof(y) - 1, &c), 0);
+	assert_int_equal(cfg_check_model(c, 1024, 809), 0);
+	assert_int_equal(cfg_check_model(c, 1023, 809), QERR_RANGE);
+	assert_string_equal(qerr_detail(), "sampling.max_new_tokens = 1024: "
+			    "over the model's context (1023 tokens)");
+	assert_int_equal(cfg_check_model(c, 1024, 808), QERR_RANGE);
+	assert_string_equal(qerr_detail(), "sampling.logit_bias: token 808 "
+			    "is not in the model's vocabulary (808 tokens)");
+	cfg_free(&c);
 }
 
 static void test_too_large(void **state)
@@ -1335,6 +1362,7 @@ int main(void)
 		cmocka_unit_test(test_dump_line_breaks),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_too_large),
+		cmocka_unit_test(test_check_model),
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_grammar_files),
 		cmocka_unit_test(test_mutations),

@@ -875,6 +875,62 @@ static void coordinator_bad_model(void **state)
 	}
 }
 
+/* Sampling defaults this model cannot serve (max_new_tokens over its
+ * context, a logit_bias id outside its vocabulary: every request relying
+ * on them would be refused): the coordinator refuses the config at start,
+ * --check-config too, in one line naming the key, the value and the
+ * model's limit, before it binds anything. */
+static void coordinator_defaults_vs_model(void **state)
+{
+	static const struct {
+		const char *sampling, *says;
+	} cases[] = {
+		{"max_new_tokens: 5000", "sampling.max_new_tokens = 5000: over "
+		 "the model's context (4096 tokens)"},
+		{"logit_bias: \"3:1,100000:-5\"", "sampling.logit_bias: token "
+		 "100000 is not in the model's vocabulary"},
+	};
+	char cpath[PATH_MAX + 64], name[32];
+
+	(void)state;
+	snprintf(name, sizeof(name), "hyg%d", (int)getpid() % 100000);
+	snprintf(cpath, sizeof(cpath), "%s/defaults.yaml", cu_tmpdir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int check = 0; check < 2; check++) {
+			char *argv[] = {cu_bin("coordinator"), "--config", cpath,
+					check ? "--check-config" : NULL, NULL};
+			int port = test_port();
+			FILE *f = fopen(cpath, "w");
+			run_res r;
+
+			assert_non_null(f);
+			fprintf(f, "model:\n  path: %s\ncluster:\n  name: %s\n"
+				"coordinator:\n  client_endpoint: "
+				"tcp://127.0.0.1:%d\n  worker_endpoint: "
+				"tcp://127.0.0.1:%d\nsampling:\n  %s\n",
+				model_path, name, port, port + 1,
+				cases[i].sampling);
+			fclose(f);
+			run(argv, 1, 0, &r);
+			if (!r.exited || r.status == 0 || r.status >= 126)
+				fail_msg("%s%s: coordinator %s (status %d):\n%s",
+					 cases[i].sampling,
+					 check ? " --check-config" : "",
+					 r.exited ? "exited" : "did not exit",
+					 r.status, r.err);
+			if (count_lines(r.err) != 1 || !strstr(r.err, cpath) ||
+			    !strstr(r.err, cases[i].says))
+				fail_msg("%s: want one line naming %s and '%s':"
+					 "\n%s", cases[i].sampling, cpath,
+					 cases[i].says, r.err);
+			if (r.bound || r.shm_made || !port_free(port))
+				fail_msg("%s: bound or made shm",
+					 cases[i].sampling);
+			unlink(cpath);
+		}
+	}
+}
+
 /* A worker with a bad model says so in one line and exits; it never
  * registers, and a client of that cluster gets NO_CAPACITY at once. */
 static void worker_bad_model(void **state)
@@ -958,6 +1014,8 @@ int main(void)
 		cmocka_unit_test_teardown(good_config_binds, teardown),
 		cmocka_unit_test_teardown(bad_configs, teardown),
 		cmocka_unit_test_teardown(coordinator_bad_model, teardown),
+		cmocka_unit_test_teardown(coordinator_defaults_vs_model,
+					  teardown),
 		cmocka_unit_test_teardown(worker_bad_model, teardown),
 	};
 

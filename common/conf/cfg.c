@@ -1306,6 +1306,17 @@ static int cross_checks(ctx *x)
 			n = at(x, "limits", "max_n");
 		return nerr(x, n, QERR_RANGE, "sampling.%s", qerr_detail());
 	}
+	/* the gateway's n for a request without one: over max_n, every such
+	 * request would be refused for a value its client never sent */
+	if (sc_params_n_limit(c->http.samples, c->limits.max_n)) {
+		const node *n = at(x, "http", "samples");
+
+		if (n == x->root)
+			n = at(x, "limits", "max_n");
+		return nerr(x, n, QERR_RANGE, "http.samples = %d: over this "
+			    "cluster's limits.max_n (%d)", c->http.samples,
+			    c->limits.max_n);
+	}
 	if (c->prompt.template_name &&
 	    prompt_family_from_name(c->prompt.template_name) < 0)
 		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,
@@ -1450,6 +1461,20 @@ static int walk(ctx *x, const node *root)
 }
 
 /* ---- API ---------------------------------------------------------------- */
+
+int cfg_check_model(const cfg *c, int ctx_len, int vocab)
+{
+	/* the same rules a request's own values meet (front.c), so the
+	 * words are those a client would have been refused with */
+	char msg[400];
+
+	if (!sc_params_max_new_limit(c->sampling.p.max_new, ctx_len) &&
+	    !sc_params_vocab_limit(&c->sampling.p, vocab))
+		return QERR_OK;
+	/* copied out: qerr_fail writes the buffer qerr_detail() reads */
+	snprintf(msg, sizeof(msg), "%s", qerr_detail());
+	return qerr_fail(QERR_RANGE, "sampling.%s", msg);
+}
 
 void cfg_defaults(cfg *c)
 {

@@ -283,6 +283,14 @@ int cfg_load(const char *path, cfg **out);
  * relative paths. Thread-safe; fine for fuzzing. */
 int cfg_parse(const char *name, const char *text, size_t len, cfg **out);
 
+/* The sampling defaults against the model (its context length and
+ * vocabulary size), which the file alone cannot tell: QERR_RANGE naming
+ * the key, its value and the model's limit when sampling.max_new_tokens
+ * is over the context or a sampling.logit_bias token is outside the
+ * vocabulary (every request relying on the default would be refused).
+ * The coordinator checks this at start, --check-config included. */
+int cfg_check_model(const cfg *c, int ctx_len, int vocab);
+
 /* Frees a cfg from cfg_load/cfg_parse and sets *c to NULL; NULL ok. */
 void cfg_free(cfg **c);
 
