@@ -1076,6 +1076,34 @@ static void test_evalset_ignore_eos(void **state)
 	unlink(in);
 }
 
+/* A set with no problem (empty, or blank lines only) is no score: exit
+ * 1 naming the file, as an empty --shots file is, not "0.0%". */
+static void test_evalset_empty(void **state)
+{
+	static const char *const texts[] = {"", "\n\n  \n"};
+	char in[512], want[600];
+
+	(void)state;
+	snprintf(in, sizeof(in), "%s/evalset-empty-%d.jsonl", tu_tmpdir(),
+		 (int)getpid());
+	snprintf(want, sizeof(want), "quorum eval-set: %s: no problems\n", in);
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		FILE *fp = fopen(in, "w");
+		run_out r;
+
+		assert_non_null(fp);
+		fputs(texts[i], fp);
+		fclose(fp);
+		r = run("eval-set --model %s --file %s -n 1 --json",
+			tu_data("models/arith.gguf"), in);
+		if (r.rc != 1 || strcmp(r.err, want) || *r.out)
+			fail_msg("text %zu: exit %d, stdout '%s', stderr '%s'",
+				 i, r.rc, r.out, r.err);
+		run_free(&r);
+	}
+	unlink(in);
+}
+
 static void test_python_client(void **state)
 {
 	fake *f = *state;
@@ -1391,6 +1419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_evalset_cluster, setup,
 						teardown),
 		cmocka_unit_test(test_evalset_ignore_eos),
+		cmocka_unit_test(test_evalset_empty),
 		cmocka_unit_test_setup_teardown(test_python_client, setup,
 						teardown),
 	};

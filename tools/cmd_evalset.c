@@ -651,6 +651,11 @@ int cmd_evalset(int argc, char **argv)
 			"refusing to score a partial set\n", file, n_bad);
 		goto out;
 	}
+	/* nothing to score is no score: 0% would read as a real result */
+	if (!n_items) {
+		fprintf(stderr, "quorum eval-set: %s: no problems\n", file);
+		goto out;
+	}
 	for (size_t i = 0; i < n_items; i++)
 		if (!items[i].expected) {
 			fprintf(stderr, "quorum eval-set: %s:%ld: no expected "
