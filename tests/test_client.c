@@ -556,7 +556,31 @@ static void test_usage_errors(void **state)
 		 "exactly one of --model and --endpoint"},
 		{"eval-set --file x.jsonl --model m -n 1,0",
 		 "quorum eval-set: n = 0: must be an integer in 1..65536"},
-		{"eval-set --file x.jsonl --model m -n ,", "at least one count"},
+		/* one rule for every id and count list: no empty entry (a
+		 * stray comma was dropped by some, refused by others) */
+		{"eval-set --file x.jsonl --model m -n ,", "quorum eval-set: "
+		 "-n ',': empty entry"},
+		{"eval-set --file x.jsonl --model m -n 1,,2", "quorum eval-set: "
+		 "-n '1,,2': empty entry"},
+		{"eval-set --file x.jsonl --model m -n 1,", "quorum eval-set: "
+		 "-n '1,': empty entry"},
+		{"eval-set --file x.jsonl --model m -n ''", "quorum eval-set: "
+		 "-n is empty"},
+		{"detokenize --model m 1,", "quorum detokenize: token id list "
+		 "'1,': empty entry"},
+		{"detokenize --model m 1,,2", "quorum detokenize: token id list "
+		 "'1,,2': empty entry"},
+		{"detokenize --model m 1 ''", "quorum detokenize: token id list "
+		 "is empty"},
+		{"detokenize --model m 1,x", "quorum detokenize: token id list "
+		 "'1,x': bad token id 'x'"},
+		{"eval --model m --tokens 1,", "quorum eval: --tokens '1,': "
+		 "empty entry"},
+		{"eval --model m --tokens ,1", "quorum eval: --tokens ',1': "
+		 "empty entry"},
+		{"eval --model m --tokens ''", "quorum eval: --tokens is empty"},
+		{"eval --model m --tokens 1,-2", "quorum eval: --tokens '1,-2': "
+		 "bad token id '-2'"},
 		{"eval-set --file x.jsonl --model m extra", "unexpected argument"},
 		{"eval-set --file x.jsonl --model m --stop median",
 		 "quorum eval-set: stop = median: %s"},

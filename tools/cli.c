@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_long(const char *cmd, const char *opt, const char *s, long min,
 	     long max, long *out)
@@ -70,4 +71,76 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry 'quorum %s --help'.\n", cmd);
 	return 2;
+}
+
+int cli_list(const char *cmd, const char *what, const char *s,
+	     int (*each)(const char *item, void *arg), void *arg)
+{
+	char *dup, *p;
+	int rc = 0;
+
+	if (!*s)
+		return cli_usage_error(cmd, "%s is empty", what);
+	if (!(dup = strdup(s))) {
+		fprintf(stderr, "quorum %s: out of memory\n", cmd);
+		return 1;
+	}
+	for (p = dup; !rc; ) {
+		char *comma = strchr(p, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (!*p)
+			rc = cli_usage_error(cmd, "%s '%s': empty entry (a "
+					     "comma at the start or end, or two "
+					     "in a row)", what, s);
+		else
+			rc = each(p, arg);
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	free(dup);
+	return rc;
+}
+
+struct id_list {
+	const char *cmd, *what, *s;
+	int32_t **ids;
+	size_t *n, *cap;
+};
+
+static int one_id(const char *item, void *arg)
+{
+	struct id_list *l = arg;
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(item, &end, 10);
+	if (errno || end == item || *end || v < 0 || v > INT32_MAX)
+		return cli_usage_error(l->cmd, "%s '%s': bad token id '%s' "
+				       "(want ids 0..%ld like 1,2,3)", l->what,
+				       l->s, item, (long)INT32_MAX);
+	if (*l->n == *l->cap) {
+		size_t nc = *l->cap ? *l->cap * 2 : 64;
+		int32_t *ni = realloc(*l->ids, nc * sizeof(*ni));
+
+		if (!ni) {
+			fprintf(stderr, "quorum %s: out of memory\n", l->cmd);
+			return 1;
+		}
+		*l->ids = ni;
+		*l->cap = nc;
+	}
+	(*l->ids)[(*l->n)++] = (int32_t)v;
+	return 0;
+}
+
+int cli_ids(const char *cmd, const char *what, const char *s, int32_t **ids,
+	    size_t *n, size_t *cap)
+{
+	struct id_list l = {cmd, what, s, ids, n, cap};
+
+	return cli_list(cmd, what, s, one_id, &l);
 }

@@ -9,6 +9,7 @@
 #ifndef QUORUM_CLI_H
 #define QUORUM_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 int cmd_mkmodel(int argc, char **argv);
@@ -32,6 +33,20 @@ int cli_long(const char *cmd, const char *opt, const char *s, long min,
 int cli_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
 int cli_float(const char *cmd, const char *opt, const char *s, double min,
 	      double max, float *out);
+/* Comma-separated lists (detokenize's and eval --tokens' ids, eval-set's
+ * -n counts), one rule for all: entries split at single commas, none
+ * empty. An empty list or an empty entry ("1,", ",1", "1,,2": a stray
+ * comma, a typo more likely than a request for fewer) is a usage error
+ * naming what (e.g. "--tokens") and s. each gets every entry in order,
+ * NUL-terminated; its non-zero return (after its own message) ends the
+ * walk. Returns 0, 2 after a usage error, or each's return. */
+int cli_list(const char *cmd, const char *what, const char *s,
+	     int (*each)(const char *item, void *arg), void *arg);
+/* A list of token ids (0..INT32_MAX) by cli_list's rule, appended to
+ * *ids (realloc'd; *n entries, *cap allocated). Returns 0, 2 after a
+ * usage error, 1 out of memory (said). */
+int cli_ids(const char *cmd, const char *what, const char *s, int32_t **ids,
+	    size_t *n, size_t *cap);
 /* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2.
  * (The sampling flags are sampflags.h's.) */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -30,42 +30,6 @@ static void help(void)
 	       "  -h, --help          this help\n");
 }
 
-static int parse_tokens(const char *s, int32_t **out, int *n)
-{
-	int cap = 16, cnt = 0;
-	int32_t *v = malloc(cap * sizeof(*v));
-
-	while (v && *s) {
-		char *end;
-		long t;
-
-		errno = 0;
-		t = strtol(s, &end, 10);
-		if (errno || end == s || t < 0 || t > INT32_MAX ||
-		    (*end && *end != ',')) {
-			free(v);
-			return -1;
-		}
-		if (cnt == cap) {
-			int32_t *nv = realloc(v, (cap *= 2) * sizeof(*v));
-			if (!nv) {
-				free(v);
-				return -1;
-			}
-			v = nv;
-		}
-		v[cnt++] = (int32_t)t;
-		s = *end ? end + 1 : end;
-	}
-	if (!v || !cnt) {
-		free(v);
-		return -1;
-	}
-	*out = v;
-	*n = cnt;
-	return 0;
-}
-
 static void print_top(const float *lg, int vocab, int top)
 {
 	int *idx = malloc((size_t)top * sizeof(int)), n = 0;
@@ -151,9 +115,17 @@ int cmd_eval(int argc, char **argv)
 	if (!mpath || !tokstr)
 		return cli_usage_error("eval", "--model and --tokens are "
 				       "required");
-	if (parse_tokens(tokstr, &toks, &ntok))
-		return cli_usage_error("eval", "bad --tokens '%s' (want ids "
-				       "like 1,2,3)", tokstr);
+	{
+		size_t n = 0, cap = 0;
+		/* (an argument's ids: an int's worth by far) */
+		int e = cli_ids("eval", "--tokens", tokstr, &toks, &n, &cap);
+
+		if (e) {
+			free(toks);
+			return e;
+		}
+		ntok = (int)n;
+	}
 	kv_seq_init(&seq);
 	if (model_load(mpath, &m))
 		goto fail;

@@ -406,34 +406,32 @@ static double pct(size_t a, size_t b)
 	return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
+struct ns_list {
+	int *ns, *k;
+};
+
+static int one_n(const char *item, void *arg)
+{
+	struct ns_list *l = arg;
+	sc_params p = SC_PARAMS_DEFAULTS;
+
+	if (*l->k == EVS_MAX_NS)
+		return cli_usage_error("eval-set", "at most %d sample counts",
+				       EVS_MAX_NS);
+	if (sc_params_parse(SC_S_N, item, &p))
+		return cli_usage_error("eval-set", "%s", qerr_detail());
+	l->ns[(*l->k)++] = p.n;
+	return 0;
+}
+
+/* -n's counts, by cli_list's rule (no empty entry: "1,,2" was read as
+ * 1,2 here while detokenize refused it) */
 static int parse_ns(const char *s, int *ns, int *k)
 {
-	char *dup = strdup(s), *save = NULL, *tok;
-	sc_params p = SC_PARAMS_DEFAULTS;
-	int rc = 0;
+	struct ns_list l = {ns, k};
 
 	*k = 0;
-	if (!dup)
-		return -1;
-	for (tok = strtok_r(dup, ",", &save); tok && !rc;
-	     tok = strtok_r(NULL, ",", &save)) {
-		if (*k == EVS_MAX_NS) {
-			cli_usage_error("eval-set", "at most %d sample counts",
-					EVS_MAX_NS);
-			rc = -1;
-		} else if (sc_params_parse(SC_S_N, tok, &p)) {
-			cli_usage_error("eval-set", "%s", qerr_detail());
-			rc = -1;
-		} else {
-			ns[(*k)++] = p.n;
-		}
-	}
-	free(dup);
-	if (!rc && *k == 0) {
-		cli_usage_error("eval-set", "-n needs at least one count");
-		rc = -1;
-	}
-	return rc;
+	return cli_list("eval-set", "-n", s, one_n, &l);
 }
 
 /* The settings a run fixes, echoed in its summary. */
@@ -586,8 +584,8 @@ int cmd_evalset(int argc, char **argv)
 		case 'o': outpath = optarg; break;
 		case 'J': json = 1; break;
 		case 'n':
-			if (parse_ns(optarg, ns, &k))
-				return 2;
+			if ((sk = parse_ns(optarg, ns, &k)))
+				return sk;
 			break;
 		case 'W':
 			if (cli_long("eval-set", "--timeout", optarg, 1, 86400,

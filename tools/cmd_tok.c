@@ -149,33 +149,6 @@ out:
 	return rc;
 }
 
-/* Appends the ids of s ("1,2,3") to *ids; -1 on a malformed id. */
-static int parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
-{
-	while (*s) {
-		char *end;
-		long v;
-
-		errno = 0;
-		v = strtol(s, &end, 10);
-		if (errno || end == s || v < 0 || v > INT32_MAX ||
-		    (*end && *end != ','))
-			return -1;
-		if (*n == *cap) {
-			size_t nc = *cap ? *cap * 2 : 64;
-			int32_t *ni = realloc(*ids, nc * sizeof(*ni));
-
-			if (!ni)
-				return -2;
-			*ids = ni;
-			*cap = nc;
-		}
-		(*ids)[(*n)++] = (int32_t)v;
-		s = *end ? end + 1 : end;
-	}
-	return 0;
-}
-
 int cmd_detokenize(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -208,17 +181,12 @@ int cmd_detokenize(int argc, char **argv)
 	if (optind >= argc)
 		return cli_usage_error("detokenize", "no token ids given");
 	for (int i = optind; i < argc; i++) {
-		int e = parse_ids(argv[i], &ids, &n, &cap);
+		int e = cli_ids("detokenize", "token id list", argv[i], &ids,
+				&n, &cap);
 
-		if (e == -1) {
-			free(ids);
-			return cli_usage_error("detokenize", "bad token id "
-					       "list '%s'", argv[i]);
-		}
 		if (e) {
-			fprintf(stderr, "quorum detokenize: out of memory\n");
 			free(ids);
-			return 1;
+			return e;
 		}
 	}
 	if (load("detokenize", model, &g, &t))
