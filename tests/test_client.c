@@ -581,6 +581,19 @@ static void test_usage_errors(void **state)
 		{"eval --model m --tokens ''", "quorum eval: --tokens is empty"},
 		{"eval --model m --tokens 1,-2", "quorum eval: --tokens '1,-2': "
 		 "bad token id '-2'"},
+		/* flags that would change nothing here: said, not dropped */
+		{"run --model m --top-logprobs 3 q", "quorum run: --top-logprobs "
+		 "shows only in the JSON output"},
+		{"run --model m --top-logprobs 0 q", "quorum run: --top-logprobs "
+		 "shows only in the JSON output"},
+		{"run --model m --logprobs q", "quorum run: --logprobs shows only "
+		 "in the JSON output"},
+		{"ask --logprobs q", "quorum ask: --logprobs shows only in the "
+		 "JSON output"},
+		{"run --model m --max-live 1 q", "quorum run: --max-live goes "
+		 "with --file"},
+		{"run --model m --prefill-tokens 1 q", "quorum run: "
+		 "--prefill-tokens goes with --file"},
 		{"eval-set --file x.jsonl --model m extra", "unexpected argument"},
 		{"eval-set --file x.jsonl --model m --stop median",
 		 "quorum eval-set: stop = median: %s"},

@@ -772,6 +772,13 @@ int cmd_ask(int argc, char **argv)
 				     "--file");
 		goto done;
 	}
+	/* the text shows no log-probabilities: asked for, then dropped */
+	if (!o.json && SF_LOGPROBS_FLAG(&sf)) {
+		rc = cli_usage_error("ask", "%s shows only in the JSON output: "
+				     "add --json (or use --file)",
+				     SF_LOGPROBS_FLAG(&sf));
+		goto done;
+	}
 	if (optind + 1 != argc) {
 		rc = cli_usage_error("ask", "give exactly one question "
 				     "('-' reads stdin)");

@@ -631,7 +631,7 @@ int cmd_run(int argc, char **argv)
 	char *question = NULL, *stdin_buf = NULL;
 	int max_live = 64, prefill_tokens = 256;
 	int json = 0, c, rc = 1, think = PROMPT_THINK_DEFAULT, k;
-	int think_set = 0, effort_set = 0;
+	int think_set = 0, effort_set = 0, batch_set = 0;
 	prompt_style ps;
 	long v;
 	model *m = NULL;
@@ -688,12 +688,14 @@ int cmd_run(int argc, char **argv)
 			if (cli_long("run", "--max-live", optarg, 1, 65536, &v))
 				return 2;
 			max_live = (int)v;
+			batch_set = 'X';
 			break;
 		case 'R':
 			if (cli_long("run", "--prefill-tokens", optarg, 1,
 				     4096, &v))
 				return 2;
 			prefill_tokens = (int)v;
+			batch_set = 'R';
 			break;
 		case 'j':
 			if (cli_long("run", "--threads", optarg, 1, 256, &v))
@@ -736,6 +738,17 @@ int cmd_run(int argc, char **argv)
 				       "the file: give no question argument");
 	if (file && p.mode != SC_BATCHED)
 		return cli_usage_error("run", "--file runs in batched mode");
+	/* flags that would change nothing: accepted, they read as if they
+	 * had (the text shows no log-probabilities; one question is not
+	 * scheduled by --file's batching) */
+	if (!file && !json && SF_LOGPROBS_FLAG(&sf))
+		return cli_usage_error("run", "%s shows only in the JSON "
+				       "output: add --json (or use --file)",
+				       SF_LOGPROBS_FLAG(&sf));
+	if (!file && batch_set)
+		return cli_usage_error("run", "%s goes with --file",
+				       batch_set == 'X' ? "--max-live"
+							: "--prefill-tokens");
 	if (file) {
 		if (load_inputs(shots_file, &shots, &n_shots, mpath, &m, &t,
 				tmpl, think, &ps))

@@ -118,10 +118,11 @@ static const struct {
 			       "first S, its text cut before it (up to 4; "
 			       "1..64 bytes)"},
 	[SC_S_LOGPROBS] = {"logprobs", NULL, "every token's log-probability "
-			   "(--json: samples[].logprobs)"},
+			   "(JSON output only, --json or --file: "
+			   "samples[].logprobs)"},
 	[SC_S_TOP_LOGPROBS] = {"top-logprobs", "K", "with each token's "
 			       "log-probability its K most likely "
-			       "alternatives, 0..20 (--json: "
+			       "alternatives, 0..20 (JSON output only: "
 			       "logprobs[].top_logprobs; implies --logprobs)"},
 	[SC_S_MODE] = {"mode", "M", "reset | paged | batched"},
 	[SC_S_CONF_WINDOW] = {"conf-window", "W", "tokens per "

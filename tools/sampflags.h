@@ -50,6 +50,14 @@
 			       SC_BIT(SC_S_LOGPROBS) | \
 			       SC_BIT(SC_S_TOP_LOGPROBS)))
 
+/* The flag of sf's given log-probability setting when the output chosen
+ * cannot show it (text: only the JSON has samples[].logprobs):
+ * "--top-logprobs", "--logprobs", or NULL when neither was given. */
+#define SF_LOGPROBS_FLAG(sf)                                                 \
+	(((sf)->given & SC_BIT(SC_S_TOP_LOGPROBS)) ? "--top-logprobs"       \
+	 : ((sf)->given & SC_BIT(SC_S_LOGPROBS))   ? "--logprobs"           \
+						   : NULL)
+
 typedef struct sampflags {
 	const char *cmd;       /* "run": the messages' "quorum run: " */
 	unsigned take;         /* SC_BIT()s of the flags taken */
