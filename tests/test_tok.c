@@ -883,6 +883,23 @@ static void test_hfvocab(void **state)
 	assert_int_equal(hfvocab_from_json(w, path, "gpt-2", 0, &info), 0);
 	assert_string_equal(info.pre, "gpt-2");
 	gguf_writer_free(&w);
+	/* ... when tok_load would read it: an unknown one is refused here,
+	 * not written into a model that then refuses to load */
+	assert_int_equal(gguf_writer_new(&w), 0);
+	assert_int_not_equal(hfvocab_from_json(w, path, "qwen-2", 0, &info), 0);
+	assert_non_null(strstr(qerr_detail(), "'qwen-2' is not one"));
+	assert_non_null(strstr(qerr_detail(), "known: default, "));
+	gguf_writer_free(&w);
+	assert_true(tok_pre_known("qwen2"));
+	assert_false(tok_pre_known("qwen-2"));
+	assert_false(tok_pre_known(NULL));
+	{
+		/* the list, as many names as fit */
+		char b[24];
+
+		tok_pre_list(b, sizeof(b));
+		assert_string_equal(b, "default, llama-bpe");
+	}
 
 	/* malformed tokenizer.json */
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

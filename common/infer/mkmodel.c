@@ -405,9 +405,15 @@ static int write_vocab(gguf_writer *w, const mkmodel_opts *o, int pad_to,
 	if (n >= 5 && !strcmp(o->tokenizer + n - 5, ".gguf")) {
 		gguf_file *g;
 
+		/* a GGUF vocabulary is copied as it is: its own pre too */
+		if (o->pre && *o->pre)
+			return qerr_fail(QERR_ARG, "--pre %.40s: the vocabulary "
+					 "%s is a GGUF file, copied with its own "
+					 "tokenizer.ggml.pre (--pre names a "
+					 "tokenizer.json's)", o->pre,
+					 o->tokenizer);
 		if ((rc = gguf_open(o->tokenizer, &g)))
 			return rc;
-		/* a GGUF vocabulary is copied as it is */
 		rc = hfvocab_from_gguf(w, g, &hi);
 		gguf_close(&g);
 	} else {

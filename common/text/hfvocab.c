@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "qerr.h"
+#include "text/tok.h"
 
 /* ids beyond this are taken as corrupt input, not a vocabulary */
 #define HFV_MAX_ID (1u << 24)
@@ -483,6 +484,16 @@ int hfvocab_from_json(gguf_writer *w, const char *tokenizer_json,
 		goto out;
 	}
 	if (pre_override && *pre_override) {
+		if (!tok_pre_known(pre_override)) {
+			char known[400];
+
+			tok_pre_list(known, sizeof(known));
+			rc = qerr_fail(QERR_ARG, "pre-tokenizer '%.40s' is not "
+				       "one quorum (or llama.cpp) reads, and its "
+				       "model would not load (known: %s)",
+				       pre_override, known);
+			goto out;
+		}
 		pre = pre_override;
 		guessed = 0;
 	}

@@ -232,6 +232,34 @@ static const struct {
 	{"talkie", P_GPT4O, 0, 0},
 };
 
+bool tok_pre_known(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(pre_names) / sizeof(*pre_names);
+	     i++)
+		if (!strcmp(name, pre_names[i].name))
+			return true;
+	return false;
+}
+
+void tok_pre_list(char *out, size_t cap)
+{
+	size_t k = 0;
+
+	if (!cap)
+		return;
+	out[0] = '\0';
+	for (size_t i = 0; i < sizeof(pre_names) / sizeof(*pre_names); i++) {
+		int w = snprintf(out + k, cap - k, "%s%s", i ? ", " : "",
+				 pre_names[i].name);
+
+		if (w < 0 || (size_t)w >= cap - k) {
+			out[k] = '\0'; /* as many whole names as fit */
+			break;
+		}
+		k += (size_t)w;
+	}
+}
+
 static int compile_pre(tok *t, int kind)
 {
 	for (size_t i = 0; i < sizeof(pre_res) / sizeof(pre_res[0]); i++) {
@@ -834,13 +862,8 @@ static int setup_bpe(tok *t, const gguf_file *g)
 	 * e.g. digits grouped differently */
 	if (!found) {
 		char known[400];
-		size_t k = 0;
 
-		for (size_t i = 0; i < sizeof(pre_names) / sizeof(pre_names[0]);
-		     i++)
-			k += (size_t)snprintf(known + k, sizeof(known) - k,
-					      "%s%s", i ? ", " : "",
-					      pre_names[i].name);
+		tok_pre_list(known, sizeof(known));
 		return qerr_fail(QERR_UNSUPPORTED, "%s: tokenizer.ggml.pre "
 				 "'%.*s' is not a known pre-tokenizer (known: "
 				 "%s)", gguf_path(g),

@@ -37,6 +37,8 @@
 #ifndef QUORUM_TOK_H
 #define QUORUM_TOK_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +62,12 @@ enum tok_type {
  * naming unknown tokens, special ids out of range, duplicate tokens, ...)
  * gives QERR_FORMAT / QERR_MISSING / QERR_UNSUPPORTED with a detail. */
 int tok_load(const gguf_file *g, tok **out);
+
+/* Whether name is a tokenizer.ggml.pre that tok_load knows (another
+ * refuses the model, as llama.cpp does); the known names, ", " between
+ * them, as many as fit cap, into out. */
+bool tok_pre_known(const char *name);
+void tok_pre_list(char *out, size_t cap);
 void tok_free(tok **t);
 
 /* Tokenizes len bytes of text (need not be NUL-terminated nor valid
