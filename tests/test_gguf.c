@@ -33,6 +33,10 @@ enum flaw {
 	PARTIAL_BLOCK,   /* attn_k.bias in Q8_0: 16 elements, not a block */
 	ROPE_LONGROPE,   /* rope.scaling.type longrope: not supported */
 	KV_HEADS,        /* head_count_kv 3 does not divide head_count 2 */
+	EXTRA_LAYER,     /* block_count 1, and a blk.1 tensor too */
+	QK_NORM,         /* qwen3's attn_q_norm in a qwen2 file */
+	DUP_TENSOR,      /* blk.0.ffn_norm.weight twice */
+	LLAMA_BO,        /* a llama model with attn_output.bias (valid) */
 };
 
 #define D 32
@@ -79,24 +83,28 @@ static void build(const char *path, enum flaw fl)
 	int32_t tt[NV];
 	tinfo t[32];
 	int nt = 0;
+	const char *arch = fl == LLAMA_BO ? "llama" : "qwen2";
+	char key[96];
 
 	for (int i = 0; i < NV; i++)
 		tt[i] = 1;
 	assert_int_equal(gguf_writer_new(&w), 0);
 	if (fl != NO_ARCH)
 		gguf_w_str(w, "general.architecture",
-			   fl == BAD_ARCH ? "gpt9" : "qwen2");
-	gguf_w_u32(w, "qwen2.context_length", 64);
-	gguf_w_u32(w, "qwen2.embedding_length", D);
+			   fl == BAD_ARCH ? "gpt9" : arch);
+#define K(k) (snprintf(key, sizeof(key), "%s.%s", arch, k), key)
+	gguf_w_u32(w, K("context_length"), 64);
+	gguf_w_u32(w, K("embedding_length"), D);
 	if (fl != NO_BLOCKS)
-		gguf_w_u32(w, "qwen2.block_count", 1);
-	gguf_w_u32(w, "qwen2.feed_forward_length", F);
-	gguf_w_u32(w, "qwen2.attention.head_count",
+		gguf_w_u32(w, K("block_count"), 1);
+	gguf_w_u32(w, K("feed_forward_length"), F);
+	gguf_w_u32(w, K("attention.head_count"),
 		   fl == HEADS_INDIVISIBLE ? 3 : 2);
-	gguf_w_u32(w, "qwen2.attention.head_count_kv", fl == KV_HEADS ? 3 : 1);
+	gguf_w_u32(w, K("attention.head_count_kv"), fl == KV_HEADS ? 3 : 1);
 	if (fl == ROPE_LONGROPE)
-		gguf_w_str(w, "qwen2.rope.scaling.type", "longrope");
-	gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+		gguf_w_str(w, K("rope.scaling.type"), "longrope");
+	gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f);
+#undef K
 	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
 	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, NV);
 	gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, tt, NV);
@@ -127,6 +135,14 @@ static void build(const char *path, enum flaw fl)
 	T("blk.0.ffn_up.weight", GGML_TYPE_F32, D, F, 2);
 	if (fl != NO_TENSOR)
 		T("blk.0.ffn_down.weight", GGML_TYPE_F32, F, D, 2);
+	if (fl == EXTRA_LAYER)
+		T("blk.1.attn_q.weight", GGML_TYPE_F32, D, D, 2);
+	if (fl == QK_NORM)
+		T("blk.0.attn_q_norm.weight", GGML_TYPE_F32, D / 2, 1, 1);
+	if (fl == DUP_TENSOR)
+		T("blk.0.ffn_norm.weight", GGML_TYPE_F32, D, 1, 1);
+	if (fl == LLAMA_BO)
+		T("blk.0.attn_output.bias", GGML_TYPE_F32, D, 1, 1);
 #undef T
 	for (int i = 0; i < nt; i++) {
 		if (t[i].type == GGML_TYPE_IQ2_XXS) {
@@ -161,6 +177,7 @@ static void build(const char *path, enum flaw fl)
 		fwrite(&q4, 4, 1, f);
 		fclose(f);
 	}
+
 }
 
 static char path[512];
@@ -517,6 +534,15 @@ static void test_model_flaws(void **state)
 		{HEADS_INDIVISIBLE, QERR_FORMAT, "divide"},
 		/* found by fuzz_gguf: an assert in kern_row_f32 */
 		{PARTIAL_BLOCK, QERR_FORMAT, "blk.0.attn_k.bias"},
+		/* tensors the loader never reads: ignoring them would run
+		 * a different model than the file's (llama.cpp refuses) */
+		{EXTRA_LAYER, QERR_FORMAT, "tensor 'blk.1.attn_q.weight' is "
+					   "not a tensor of a 1-layer qwen2 "
+					   "model (block_count 1)"},
+		{QK_NORM, QERR_FORMAT, "tensor 'blk.0.attn_q_norm.weight' is "
+				       "not a tensor of a qwen2 model"},
+		{DUP_TENSOR, QERR_FORMAT, "tensor 'blk.0.ffn_norm.weight' "
+					  "appears twice"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -533,6 +559,23 @@ static void test_model_flaws(void **state)
 		assert_null(m);
 		assert_non_null(strstr(qerr_detail(), path));
 	}
+}
+
+/* A llama model may have an output projection bias (llama.cpp's llama
+ * loader reads it when present and adds it): it is read and applied,
+ * not ignored (a different model) nor refused. */
+static void test_llama_output_bias(void **state)
+{
+	model *m;
+
+	(void)state;
+	build(path, LLAMA_BO);
+	if (model_load(path, &m))
+		fail_msg("%s", qerr_detail());
+	assert_int_equal(m->cfg.arch, MODEL_LLAMA);
+	assert_non_null(m->layers[0].bo);
+	assert_non_null(m->layers[0].bq);
+	model_free(&m);
 }
 
 /* ---- a mixture of experts (qwen3moe) and its flaws ------------------- */
@@ -1019,6 +1062,7 @@ int main(void)
 		cmocka_unit_test(test_copy_tensors_if),
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
+		cmocka_unit_test(test_llama_output_bias),
 		cmocka_unit_test(test_moe_flaws),
 		cmocka_unit_test(test_gptoss_flaws),
 		cmocka_unit_test(test_truncations),

@@ -2,9 +2,10 @@
  * model — loads a transformer from a GGUF file (see model.h): reads and
  * checks the hyper-parameters of each architecture, binds every tensor by
  * name with its shape and weight type (a missing or misshaped one is an
- * error naming it), converts the small 1-D tensors to f32, optionally
- * copies the weights into huge pages, and computes the model fingerprint
- * workers and the coordinator compare. Callers: sc/, worker/, tools/.
+ * error naming it, and so is one the architecture does not read),
+ * converts the small 1-D tensors to f32, optionally copies the weights
+ * into huge pages, and computes the model fingerprint workers and the
+ * coordinator compare. Callers: sc/, worker/, tools/.
  */
 #include "infer/model.h"
 
@@ -42,6 +43,9 @@ typedef struct {
 	model *m;
 	const char *path;
 	char arch[32];
+	/* per tensor of the file: whether the loader read it (find); what
+	 * is left over at the end makes the file refused (check_used) */
+	unsigned char *used;
 } loader;
 
 static int get_hp(loader *L, const char *suffix, int lo, int hi, int *out)
@@ -96,6 +100,7 @@ static int find(loader *L, const char *name, int optional,
 	if (!t)
 		return optional ? 0 : qerr_fail(QERR_MISSING, "%s: missing "
 						"tensor '%s'", L->path, name);
+	L->used[t - gguf_tensor_at(L->m->gguf, 0)] = 1;
 	if (!quant_weight_ok(t->type))
 		return qerr_fail(QERR_UNSUPPORTED, "%s: %s: weight type %s (%u) "
 				 "is not supported (supported: %s)", L->path,
@@ -346,8 +351,10 @@ static int load_layers(loader *L)
 					  c->head_dim, 0, &l->q_norm))) ||
 		    (qkn && (rc = get_vec(L, T("attn_k_norm.weight"),
 					  c->head_dim, 0, &l->k_norm))) ||
-		    (oss && (rc = get_vec(L, T("attn_output.bias"), c->dim, 0,
-					  &l->bo))) ||
+		    /* llama.cpp: required by gpt-oss, optional in llama */
+		    ((oss || c->arch == MODEL_LLAMA) &&
+		     (rc = get_vec(L, T("attn_output.bias"), c->dim, !oss,
+				   &l->bo))) ||
 		    (c->attn_sinks &&
 		     (rc = get_finite_vec(L, T("attn_sinks.weight"),
 					  c->n_heads, &l->sinks))) ||
@@ -624,6 +631,59 @@ static int load_config(loader *L)
 	return 0;
 }
 
+/* Every tensor of the file was read. One the architecture's loader
+ * never looks up (a layer past block_count, qk-norms in a qwen2 file, a
+ * second tensor of one name) would otherwise be silently ignored and a
+ * different model run: the file is corrupt or mislabelled, and
+ * llama.cpp refuses it too ("wrong number of tensors"). The tensors
+ * that are optional (output.weight when tied, rope_freqs.weight, the
+ * biases) count as read when present, so they pass. */
+static int check_used(loader *L)
+{
+	const gguf_file *g = L->m->gguf;
+	const model_config *c = &L->m->cfg;
+
+	for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+		const gguf_tensor *t = gguf_tensor_at(g, i);
+		const char *nm = t->name.ptr;
+		int nl = t->name.len > 96 ? 96 : (int)t->name.len;
+		unsigned long layer;
+		char *end;
+
+		if (L->used[i])
+			continue;
+		for (uint64_t j = 0; j < i; j++)
+			if (gguf_tensor_at(g, j)->name.len == t->name.len &&
+			    !memcmp(gguf_tensor_at(g, j)->name.ptr, nm,
+				    t->name.len))
+				return qerr_fail(QERR_FORMAT, "%s: tensor "
+						 "'%.*s' appears twice",
+						 L->path, nl, nm);
+		/* blk.<n>.: a layer the header does not count */
+		if (t->name.len > 4 && !memcmp(nm, "blk.", 4) &&
+		    nm[4] >= '0' && nm[4] <= '9') {
+			char num[12] = {0};
+
+			memcpy(num, nm + 4, t->name.len - 4 < sizeof(num) - 1
+					    ? t->name.len - 4
+					    : sizeof(num) - 1);
+			layer = strtoul(num, &end, 10);
+			if (*end == '.' && layer >= (unsigned long)c->n_layers)
+				return qerr_fail(QERR_FORMAT, "%s: tensor "
+						 "'%.*s' is not a tensor of a "
+						 "%d-layer %s model "
+						 "(block_count %d)", L->path,
+						 nl, nm, c->n_layers, L->arch,
+						 c->n_layers);
+		}
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%.*s' is not a "
+				 "tensor of a %s model (running without it "
+				 "would be a different model: a mislabelled "
+				 "or corrupt file?)", L->path, nl, nm, L->arch);
+	}
+	return 0;
+}
+
 int model_from_gguf(gguf_file *g, model **out)
 {
 	loader L = {0};
@@ -632,8 +692,12 @@ int model_from_gguf(gguf_file *g, model **out)
 
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	L.used = calloc(gguf_n_tensors(g) ? gguf_n_tensors(g) : 1, 1);
+	if (!m || !L.used) {
+		free(m);
+		free(L.used);
 		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
 	m->gguf = g;
 	L.m = m;
 	L.path = gguf_path(g);
@@ -671,12 +735,14 @@ int model_from_gguf(gguf_file *g, model **out)
 				       m->rope_freqs[i]);
 			goto fail;
 		}
-	if ((rc = load_layers(&L)))
+	if ((rc = load_layers(&L)) || (rc = check_used(&L)))
 		goto fail;
+	free(L.used);
 	m->fingerprint = gguf_fingerprint(g);
 	*out = m;
 	return 0;
 fail:
+	free(L.used);
 	m->gguf = NULL; /* caller keeps g on failure */
 	model_free(&m);
 	return rc;

@@ -192,8 +192,9 @@ typedef struct model {
 int model_load(const char *path, model **out);
 void model_free(model **m);
 
-/* Validates the hyper-parameters and tensors of an open GGUF; on success
- * takes ownership of g. */
+/* Validates the hyper-parameters and tensors of an open GGUF (every tensor
+ * of the file must be one the architecture reads); on success takes
+ * ownership of g. */
 int model_from_gguf(gguf_file *g, model **out);
 
 const char *model_arch_name(int arch);
