@@ -36,6 +36,7 @@ enum flaw {
 	EXTRA_LAYER,     /* block_count 1, and a blk.1 tensor too */
 	QK_NORM,         /* qwen3's attn_q_norm in a qwen2 file */
 	DUP_TENSOR,      /* blk.0.ffn_norm.weight twice */
+	OVERLAP,         /* output_norm's offset patched to token_embd's */
 	LLAMA_BO,        /* a llama model with attn_output.bias (valid) */
 };
 
@@ -177,7 +178,22 @@ static void build(const char *path, enum flaw fl)
 		fwrite(&q4, 4, 1, f);
 		fclose(f);
 	}
+	if (fl == OVERLAP) {
+		/* output_norm's offset (after name, n_dims, 1 dim, type)
+		 * made token_embd's, 0: the two tensors share bytes */
+		FILE *f = fopen(path, "r+b");
+		char buf[4096];
+		size_t n = fread(buf, 1, sizeof(buf), f);
+		const char *nm = "output_norm.weight";
+		char *p = memmem(buf, n, nm, strlen(nm));
+		uint64_t zero = 0;
 
+		assert_non_null(p);
+		fseek(f, (long)(p - buf) + (long)strlen(nm) + 4 + 8 + 4,
+		      SEEK_SET);
+		fwrite(&zero, 8, 1, f);
+		fclose(f);
+	}
 }
 
 static char path[512];
@@ -543,6 +559,10 @@ static void test_model_flaws(void **state)
 				       "not a tensor of a qwen2 model"},
 		{DUP_TENSOR, QERR_FORMAT, "tensor 'blk.0.ffn_norm.weight' "
 					  "appears twice"},
+		{OVERLAP, QERR_FORMAT, "tensors 'token_embd.weight' (1280 "
+				       "bytes at data offset 0) and "
+				       "'output_norm.weight' (128 bytes at 0) "
+				       "overlap"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -237,6 +237,58 @@ static void gguf_free_parts(gguf_file *g)
 	free(g);
 }
 
+/* a name's length for "%.*s", at most 96 */
+#define NAME_CAP(s) ((int)((s).len > 96 ? 96 : (s).len))
+
+static int by_off(const void *a, const void *b)
+{
+	uint64_t x = (*(const gguf_tensor *const *)a)->offset;
+	uint64_t y = (*(const gguf_tensor *const *)b)->offset;
+
+	return x < y ? -1 : x > y;
+}
+
+/* No two tensors' bytes overlap: one tensor's data given as part of
+ * another's (an offset copied or corrupted) would load as weights that
+ * are not its own. ggml's reader refuses it too (it wants each tensor
+ * right after the one before). Tensors of an unknown layout are unsized
+ * and skipped (the model loader names them if used). */
+static int check_overlap(gguf_file *g)
+{
+	const gguf_tensor **ix, *far = NULL;
+	uint64_t n = 0;
+	int rc = 0;
+
+	if (g->n_tensors < 2)
+		return 0;
+	ix = malloc(g->n_tensors * sizeof(*ix));
+	if (!ix)
+		return qerr_fail(QERR_NOMEM, "%s: out of memory", g->path);
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		if (g->tensors[i].data)
+			ix[n++] = &g->tensors[i];
+	qsort(ix, n, sizeof(*ix), by_off);
+	/* far: of the tensors so far, the one that ends last */
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const gguf_tensor *t = ix[i];
+
+		if (far && t->offset < far->offset + far->nbytes)
+			rc = qerr_fail(QERR_FORMAT, "%s: tensors '%.*s' (%llu "
+				       "bytes at data offset %llu) and '%.*s' "
+				       "(%llu bytes at %llu) overlap", g->path,
+				       NAME_CAP(far->name), far->name.ptr,
+				       (unsigned long long)far->nbytes,
+				       (unsigned long long)far->offset,
+				       NAME_CAP(t->name), t->name.ptr,
+				       (unsigned long long)t->nbytes,
+				       (unsigned long long)t->offset);
+		if (!far || t->offset + t->nbytes > far->offset + far->nbytes)
+			far = t;
+	}
+	free(ix);
+	return rc;
+}
+
 /* Shape and bounds of every tensor; types checked later by the model. */
 static int check_tensors(gguf_file *g)
 {
@@ -283,7 +335,7 @@ static int check_tensors(gguf_file *g)
 					 (unsigned long long)t->offset);
 		t->data = g->map + g->data_off + t->offset;
 	}
-	return 0;
+	return check_overlap(g);
 }
 
 static int parse(gguf_file *g)

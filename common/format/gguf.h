@@ -15,7 +15,7 @@
  *
  * The reader mmaps the file read-only (MAP_SHARED: processes on one host
  * share the page cache) and validates everything against the file size:
- * every length, count and offset. All strings and tensor data returned
+ * every length, count and offset; no two tensors' data overlap. All strings and tensor data returned
  * point into the mapping and live until gguf_close().
  *
  * Owns the file format only (header, key/values, tensor infos, the
