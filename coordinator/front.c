@@ -640,6 +640,11 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	if (!*err && a->reasoning_effort &&
 	    prompt_effort_from_name(a->reasoning_effort) < 0)
 		*err = "reasoning_effort must be one of " PROMPT_EFFORT_LIST;
+	/* one setting reaches the template: the effort would win and
+	 * think be dropped unsaid (the CLI and config refuse it too) */
+	if (!*err && a->reasoning_effort && a->has_think)
+		*err = "reasoning_effort: not together with think ("
+		       PROMPT_THINK_EFFORT_CLASH ")";
 	if (*err)
 		return QUORUM__STATUS__STATUS_BAD_REQUEST;
 	if (sc_params_n_limit(r->p.n, s->c->limits.max_n) ||

@@ -853,8 +853,10 @@ static void prefix_reuse(void **state)
 	free_sched(&s);
 }
 
-/* Ask.reasoning_effort of the asks c_ask_shots sends (NULL: none). */
+/* Ask.reasoning_effort of the asks c_ask_shots sends (NULL: none), and
+ * Ask.think (-1: none). */
 static const char *shots_effort;
+static int shots_think = -1;
 
 /* An Ask with n_shots few-shot examples (empty_answer: the last one's
  * answer is empty). */
@@ -887,6 +889,8 @@ static void c_ask_shots(sched *s, const char *cid, uint64_t rid,
 	a.shots = sp;
 	a.params = &p;
 	a.reasoning_effort = (char *)shots_effort;
+	a.has_think = shots_think >= 0;
+	a.think = shots_think > 0;
 	cr.version = WIRE_VERSION;
 	cr.request_id = rid;
 	cr.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -943,6 +947,26 @@ static void shots(void **state)
 	shots_effort = NULL;
 	assert_int_equal(reply_status("c1", 4),
 			 QUORUM__STATUS__STATUS_BAD_REQUEST);
+	/* think with a reasoning effort: refused in the CLI's and the
+	 * config's words, not the effort silently kept */
+	for (int t = 0; t < 2; t++) {
+		Quorum__ClientReply *r;
+
+		shots_effort = "low";
+		shots_think = t;
+		c_ask_shots(s, "c1", 5 + t, "What is 3 + 4?", 0, 0);
+		shots_effort = NULL;
+		shots_think = -1;
+		r = c_next("c1");
+		assert_non_null(r);
+		assert_int_equal(r->request_id, 5 + t);
+		assert_int_equal(r->status, QUORUM__STATUS__STATUS_BAD_REQUEST);
+		assert_non_null(r->error);
+		if (!strstr(r->error, "reasoning_effort: not together with "
+				      "think (" PROMPT_THINK_EFFORT_CLASH ")"))
+			fail_msg("think %d with an effort: '%s'", t, r->error);
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
 	free_sched(&s);
 }
 
