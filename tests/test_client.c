@@ -24,6 +24,7 @@
 
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
+#include "text/prompt.h"
 #include "tools/client.h"
 #include "tools/gateway/openai.h"
 
@@ -1342,6 +1343,14 @@ static void test_gateway_nested_fields(void **state)
 		 NULL, NULL},
 		{",\"think\":true,\"chat_template_kwargs\":"
 		 "{\"enable_thinking\":false}", "think", "both given"},
+		/* one setting reaches the template: the coordinator and
+		 * the CLI refuse the pair, so does the gateway */
+		{",\"think\":false,\"reasoning_effort\":\"low\"",
+		 "reasoning_effort", PROMPT_THINK_EFFORT_CLASH},
+		{",\"chat_template_kwargs\":{\"enable_thinking\":true},"
+		 "\"reasoning_effort\":\"high\"", "reasoning_effort",
+		 "'reasoning_effort' and 'think'"},
+		{",\"think\":null,\"reasoning_effort\":\"high\"", NULL, NULL},
 	};
 	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":"
 			"\"q\"}]%s}";

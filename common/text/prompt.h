@@ -93,8 +93,9 @@ enum prompt_think { PROMPT_THINK_DEFAULT = -1, PROMPT_THINK_OFF = 0,
 
 /* Why think (qwen3's) and a reasoning effort (harmony's) are not given
  * together: one setting reaches the template, so the config
- * (prompt.think with prompt.reasoning_effort) and the command line
- * (--think with --reasoning-effort) refuse the pair, saying this. */
+ * (prompt.think with prompt.reasoning_effort), the command line
+ * (--think with --reasoning-effort), the coordinator (an Ask with both)
+ * and the HTTP gateway refuse the pair, saying this. */
 #define PROMPT_THINK_EFFORT_CLASH "one is qwen3's, the other harmony's"
 
 #define PROMPT_DEFAULT_SYSTEM                                                \

@@ -1034,6 +1034,14 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 			goto out;
 		}
 		r->effort = prompt_effort_name(e);
+		/* the cluster refuses the pair; said here as the fields */
+		if (r->think >= 0) {
+			bad(msg, cap, param, "reasoning_effort",
+			    "'reasoning_effort' and 'think' "
+			    "(chat_template_kwargs.enable_thinking) are both "
+			    "given (" PROMPT_THINK_EFFORT_CLASH "): give one");
+			goto out;
+		}
 	}
 	if (present(v = json_object_get(o, "reasoning_format"))) {
 		const char *f = json_string_value(v);
