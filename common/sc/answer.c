@@ -484,6 +484,20 @@ static unsigned fold_lower(unsigned cp)
 	return cp;
 }
 
+/* Word w[0, wn) at out + *o, a space before it unless first; false
+ * when it does not fit cap. */
+static bool put_word(char *out, size_t cap, size_t *o, const char *w,
+		     size_t wn)
+{
+	if (*o && *o + 1 < cap)
+		out[(*o)++] = ' ';
+	if (*o + wn >= cap)
+		return false;
+	memcpy(out + *o, w, wn);
+	*o += wn;
+	return true;
+}
+
 /* SQuAD's normalisation of t[a, b) into out. */
 static bool norm_text(const char *t, size_t a, size_t b, char *out,
 		      size_t cap)
@@ -524,12 +538,8 @@ static bool norm_text(const char *t, size_t a, size_t b, char *out,
 			}
 			if (!spilled) {
 				/* a long word: out from here on, whole */
-				if (o && o + 1 < cap)
-					out[o++] = ' ';
-				if (o + wn >= cap)
+				if (!put_word(out, cap, &o, w, wn))
 					return false;
-				memcpy(out + o, w, wn);
-				o += wn;
 				spilled = 1;
 			}
 			if (o + 1 >= cap)
@@ -545,14 +555,9 @@ static bool norm_text(const char *t, size_t a, size_t b, char *out,
 			continue; /* punctuation goes */
 		if (wn && !((wn == 1 && w[0] == 'a') ||
 			    (wn == 2 && !memcmp(w, "an", 2)) ||
-			    (wn == 3 && !memcmp(w, "the", 3)))) {
-			if (o && o + 1 < cap)
-				out[o++] = ' ';
-			if (o + wn >= cap)
-				return false;
-			memcpy(out + o, w, wn);
-			o += wn;
-		}
+			    (wn == 3 && !memcmp(w, "the", 3))) &&
+		    !put_word(out, cap, &o, w, wn))
+			return false;
 		wn = 0;
 	}
 	out[o] = '\0';
