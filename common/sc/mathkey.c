@@ -392,19 +392,20 @@ static int is_cmd(const token *t, const char *name)
 	return t->kind == T_CMD && t->len == l + 1 && !memcmp(t->s + 1, name, l);
 }
 
+/* gcd(|a|, |b|), the magnitudes unsigned (|INT64_MIN| is 2^63); every
+ * caller has one of them a denominator (>= 1), so the result fits. */
 static int64_t gcd64(int64_t a, int64_t b)
 {
-	if (a < 0)
-		a = -a;
-	if (b < 0)
-		b = -b;
-	while (b) {
-		int64_t t = a % b;
+	uint64_t x = a < 0 ? -(uint64_t)a : (uint64_t)a;
+	uint64_t y = b < 0 ? -(uint64_t)b : (uint64_t)b;
 
-		a = b;
-		b = t;
+	while (y) {
+		uint64_t t = x % y;
+
+		x = y;
+		y = t;
 	}
-	return a;
+	return (int64_t)x;
 }
 
 /* A number token's text [s, s+len) as a node: exact when its digits fit
