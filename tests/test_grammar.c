@@ -362,8 +362,10 @@ static const struct {
 	{FMT("time"), "\"24:00:00\"", NO},
 	{FMT("time"), "\"23:60:00\"", NO},
 	{FMT("time"), "\"23:59:61\"", NO},
-	{FMT("time"), "\"23:59:60\"", WHOLE},
-	{FMT("time"), "\"00:00:00.5\"", WHOLE},
+	{FMT("time"), "\"23:59:60Z\"", WHOLE},
+	{FMT("time"), "\"00:00:00.5Z\"", WHOLE},
+	/* JSON Schema's time is RFC 3339's full-time: the offset too */
+	{FMT("time"), "\"12:00:00\"", NO},
 	{FMT("time"), "\"12:00:00+24:00\"", NO},
 	{FMT("time"), "\"12:00:00-05:60\"", NO},
 	{FMT("time"), "\"12:00:00+23:59\"", WHOLE},

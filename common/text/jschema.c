@@ -389,7 +389,8 @@ static int kw_not_for(const char *kw, const json_t *t)
 /* The formats date, time and date-time, values that can be (RFC 3339):
  * months 01-12, days within their month (29 in February, leap year or
  * not), hours 00-23, minutes 00-59, seconds 00-60 (a leap second),
- * offsets 00:00-23:59. */
+ * offsets 00:00-23:59; time is RFC 3339's full-time (JSON Schema's),
+ * its offset required as date-time's. */
 #define F_DATE "[0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" " \
 	"(\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") " \
 	"\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | " \
@@ -893,7 +894,7 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			const char *g =
 				!f ? NULL
 				: !strcmp(f, "date") ? F_DATE
-				: !strcmp(f, "time") ? F_TIME " " F_OFFSET "?"
+				: !strcmp(f, "time") ? F_TIME " " F_OFFSET
 				: !strcmp(f, "date-time")
 				? F_DATE " \"T\" " F_TIME " " F_OFFSET
 				: !strcmp(f, "uuid")
