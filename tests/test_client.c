@@ -1411,6 +1411,12 @@ static void test_gateway_setting_words(void **state)
 			fail_msg("\"%s\" does not start \"%s\"", msg,
 				 rows[i].starts);
 	}
+	/* an integer past 64 bits: said so, not "not valid JSON" */
+	snprintf(body, sizeof(body), q, ",\"seed\":99999999999999999999");
+	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
+				      sizeof(msg), &param), -1);
+	if (!strstr(msg, "outside the 64-bit range"))
+		fail_msg("seed 1e20: \"%s\"", msg);
 	/* the body null: valid JSON, not an object */
 	assert_int_equal(openai_parse(1, "null", 4, 64, &r, msg, sizeof(msg),
 				      &param), -1);

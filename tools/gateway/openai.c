@@ -875,6 +875,14 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 	r->think = -1;
 	*param = NULL;
 	o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	if (!o && strstr(je.text, "too big integer"))
+		/* valid JSON, but a number this API reads as a 64-bit integer
+		 * (seed, max_tokens, n, ...) past its range */
+		return bad(msg, cap, param, NULL,
+			   "the body has an integer outside the 64-bit range "
+			   "(line %d, column %d): the integer fields (seed, "
+			   "max_tokens, n, ...) are 64-bit", je.line,
+			   je.column);
 	if (!o)
 		return bad(msg, cap, param, NULL,
 			   "the body is not valid JSON: %s (line %d, column "
