@@ -990,6 +990,8 @@ static void python_client(void **state)
 		 "    a = qc.ask(\"" QUESTION "\", n=%d, seed=%d, temperature=0.9,\n"
 		 "               top_k=0, top_p=0.95, max_new_tokens=%d)\n"
 		 "    assert a[\"status\"] == \"STATUS_OK\", a\n"
+		 /* the stop report, as quorum ask --json prints it */
+		 "    assert a[\"stop\"][\"budget\"] == %d, a\n"
 		 "    print(\"ANSWER=[%%s]\" %% a[\"answer\"])\n"
 		 "with QuorumClient(ep, timeout=0.5, retries=1, "
 		 "server_key=d + \"/server.pub\", "
@@ -1005,7 +1007,8 @@ static void python_client(void **state)
 		 "    pass\n"
 		 "print(\"PYOK\")\n"
 		 "' tcp://127.0.0.1:%d %s > %s 2>&1",
-		 dir, N_SAMPLES, SEED, MAX_NEW, port, tmpdir, tpath("py.out"));
+		 dir, N_SAMPLES, SEED, MAX_NEW, N_SAMPLES, port, tmpdir,
+		 tpath("py.out"));
 	rc = system(cmd);
 	kill_wait(coord);
 	if (rc != 0 || !strstr(slurp(tpath("py.out")), "PYOK"))

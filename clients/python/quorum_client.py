@@ -131,6 +131,23 @@ def _answer_fields(a):
             "prefill_worker", "cache_hit", "prompt_tokens", "prefix_blocks",
             "blocks_mapped", "blocks_copied", "blocks_transferred",
             "bytes_transferred")}
+    if a.HasField("stop"):
+        # the early-stopping report, as `quorum ask --json` prints it
+        x = a.stop
+        d["stop"] = {"rule": x.rule, "stopped_early": x.stopped_early}
+        for f in ("budget", "reported", "started", "finished", "cancelled",
+                  "tokens_generated", "tokens_reported", "tokens_saved_est",
+                  "leader_count", "second_count"):
+            d["stop"][f] = getattr(x, f)
+        for f in ("posterior", "agreeing_run"):
+            if x.HasField(f):
+                d["stop"][f] = getattr(x, f)
+    if a.HasField("select"):
+        x = a.select
+        d["usc"] = {"chosen": (x.chosen if x.HasField("chosen")
+                               and x.chosen >= 0 else None),
+                    "tokens": x.tokens,
+                    "reply": _opt(x, "reply", _text)}
     return d
 
 
