@@ -41,7 +41,8 @@ static void help(const sampflags *f)
 	       "are reported on stderr and skipped; a summary goes to stderr.\n"
 	       "Exit status 1 when any line failed.\n\n"
 	       "options:\n"
-	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3)\n");
+	       "  --model FILE          GGUF model (qwen2, qwen3, llama, gemma3,\n"
+	       "                        qwen3moe, gpt-oss)\n");
 	sampflags_help(f);
 	printf("  --shots FILE          few-shot examples: JSON lines {\"question\":\n"
 	       "                        Q, \"solution\": S}, shown as prior turns\n"
@@ -66,7 +67,8 @@ static void help(const sampflags *f)
 	       "                        8-bit activations (default) or exact\n"
 	       "                        f32 ones (slower; for checking)\n"
 	       "  --block-tokens B      KV block size (default 16)\n"
-	       "  --json                one JSON object (fields in README)\n"
+	       "  --json                one JSON object (fields in\n"
+	       "                        docs/commands.md)\n"
 	       "  --file FILE           questions, one JSON object a line ('-':\n"
 	       "                        stdin); batched mode\n"
 	       "  --max-live F          --file: forks decoded per round at most,\n"

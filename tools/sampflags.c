@@ -140,7 +140,9 @@ static const struct {
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
-			 "yesno | text | regex:PATTERN (docs/commands.md)"},
+			 "yesno | text | select (a model pass picks the "
+			 "most consistent response) | regex:PATTERN | "
+			 "json:POINTER (docs/commands.md)"},
 	[SC_S_MIN_P] = {"min-p", "P", "keep tokens with p >= P x the top "
 			"token's p (0 = off)"},
 	[SC_S_PRESENCE_PENALTY] = {"presence-penalty", "X", "subtract X from "
