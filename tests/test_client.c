@@ -521,6 +521,8 @@ static void test_usage_errors(void **state)
 		{"ask --seed -3 q", "quorum ask: seed = -3: must be an integer "
 		 "in 0..18446744073709551615"},
 		{"ask --concurrency 4 q", "go with --file"},
+		{"vote --answer select", "--answer select: its selection pass "
+		 "needs the model"},
 		{"ask --out x.jsonl q", "go with --file"},
 		{"ask --file x.jsonl q", "not both"},
 		{"ask --file x.jsonl --concurrency 0", "bad value for --concurrency"},

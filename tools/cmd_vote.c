@@ -46,6 +46,11 @@ typedef struct {
 	size_t lines, refused, answered, with_expected, correct, samples;
 } totals;
 
+/* select's pass runs the model; this command has none (it would only
+ * key the samples as text, silently) */
+#define VOTE_NO_SELECT "its selection pass needs the model (quorum run or " \
+	"ask); here --answer text keys the samples as select does before it"
+
 /* An answered sample: its key and index (the groups' listing). */
 struct keyed {
 	const char *key;
@@ -96,6 +101,10 @@ static json_t *vote_line(const answer_format *dflt, json_t *in,
 				 *why);
 			*why = said;
 		}
+		return NULL;
+	}
+	if (f.kind == ANSWER_SELECT) {
+		*why = "\"answer_format\": select: " VOTE_NO_SELECT;
 		return NULL;
 	}
 	q = json_object_get(in, "question");
@@ -252,6 +261,9 @@ int cmd_vote(int argc, char **argv)
 			if (answer_format_parse(optarg, &dflt, &why))
 				return cli_usage_error("vote", "--answer %s: %s",
 						       optarg, why);
+			if (dflt.kind == ANSWER_SELECT)
+				return cli_usage_error("vote", "--answer select: "
+						       "%s", VOTE_NO_SELECT);
 			break;
 		case 'j':
 			json = 1;
