@@ -73,7 +73,8 @@ static void help(const sampflags *f)
 	       "  -h, --help            this help\n\n"
 	       "exit status: 0 answered, 1 failed (no reply, error reply), 2 usage,\n"
 	       "3 the cluster is busy (STATUS_BUSY: try again later). With --file:\n"
-	       "0 when every request got an OK reply, otherwise 1.\n");
+	       "0 when every line was a question and got an OK reply, otherwise 1\n"
+	       "(as quorum run --file).\n");
 }
 
 typedef struct ask_opts {
@@ -606,7 +607,8 @@ static int ask_file(const ask_opts *o)
 			"total (%.1f%%)\n", correct, answered,
 			answered ? 100.0 * correct / answered : 0.0, correct,
 			with_exp, 100.0 * correct / with_exp);
-	rc = failed ? 1 : 0;
+	/* a malformed line is a failure, as quorum run --file counts it */
+	rc = failed || n_bad ? 1 : 0;
 	goto cleanup;
 io_fail:
 	fprintf(stderr, "%squorum ask: %s\n", tty ? "\n" : "", qerr_detail());
