@@ -793,6 +793,13 @@ static void test_ask_stdin(void **state)
 	assert_int_equal(r.rc, 0);
 	assert_has(r.out, "answer: 17");
 	run_free(&r);
+	/* the trailing newline is no part of the question (the fake answers
+	 * what follows its '='): "echo Q | quorum ask -" asks "Q" */
+	r = run("ask --json --endpoint %s - <<'EOF'\nhow many? =17\n\nEOF",
+		f->endpoint);
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "\"answer\": \"17\"");
+	run_free(&r);
 }
 
 static void test_ask_none(void **state)

@@ -144,3 +144,40 @@ int cli_ids(const char *cmd, const char *what, const char *s, int32_t **ids,
 
 	return cli_list(cmd, what, s, one_id, &l);
 }
+
+char *cli_read_all(FILE *f, size_t *len)
+{
+	size_t n = 0, cap = 4096;
+	char *b = malloc(cap), *nb;
+
+	while (b) {
+		size_t r = fread(b + n, 1, cap - n - 1, f);
+
+		n += r;
+		if (r == 0)
+			break;
+		if (n + 1 == cap) {
+			if (!(nb = realloc(b, cap *= 2)))
+				free(b);
+			b = nb;
+		}
+	}
+	if (b && ferror(f)) {
+		free(b);
+		return NULL;
+	}
+	if (b) {
+		b[n] = '\0';
+		*len = n;
+	}
+	return b;
+}
+
+char *cli_read_question(size_t *len)
+{
+	char *q = cli_read_all(stdin, len);
+
+	while (q && *len && (q[*len - 1] == '\n' || q[*len - 1] == '\r'))
+		q[--*len] = '\0';
+	return q;
+}

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int cmd_mkmodel(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
@@ -47,6 +48,12 @@ int cli_list(const char *cmd, const char *what, const char *s,
  * usage error, 1 out of memory (said). */
 int cli_ids(const char *cmd, const char *what, const char *s, int32_t **ids,
 	    size_t *n, size_t *cap);
+/* All of f (stdin) into a NUL-terminated buffer, its length in *len;
+ * NULL on a read error or out of memory. */
+char *cli_read_all(FILE *f, size_t *len);
+/* A question given as '-': all of stdin without its trailing newlines
+ * ("echo Q | quorum run -" asks "Q", as quorum run "Q" does). */
+char *cli_read_question(size_t *len);
 /* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2.
  * (The sampling flags are sampflags.h's.) */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -33,7 +33,7 @@ static void help(const sampflags *f)
 	       "Asks a running quorum cluster (see `coordinator --config`) to\n"
 	       "answer a question by self-consistency and prints the answer,\n"
 	       "the vote and every sample, like `quorum run`. The question is\n"
-	       "read from stdin when it is '-'.\n\n"
+	       "read from stdin when it is '-' (its trailing newlines dropped).\n\n"
 	       "With --file, asks every question of a JSON-lines file (one\n"
 	       "object per line: \"question\", optional expected \"answer\",\n"
 	       "optional \"id\"), up to --concurrency at a time, and writes one\n"
@@ -99,31 +99,6 @@ typedef struct ask_opts {
 	const char *out;
 	int concurrency;
 } ask_opts;
-
-/* Reads all of f into a NUL-terminated buffer; *len excludes the NUL. */
-static char *read_all(FILE *f, size_t *len)
-{
-	size_t n = 0, cap = 4096;
-	char *b = malloc(cap), *nb;
-
-	while (b) {
-		size_t r = fread(b + n, 1, cap - n - 1, f);
-
-		n += r;
-		if (r == 0)
-			break;
-		if (n + 1 == cap) {
-			if (!(nb = realloc(b, cap *= 2)))
-				free(b);
-			b = nb;
-		}
-	}
-	if (b) {
-		b[n] = '\0';
-		*len = n;
-	}
-	return b;
-}
 
 static void ask_init(Quorum__Ask *ask, Quorum__ClientRequest *req,
 		     const ask_opts *o, const char *q, size_t qlen)
@@ -789,7 +764,7 @@ int cmd_ask(int argc, char **argv)
 	q = argv[optind];
 	qlen = strlen(q);
 	if (!strcmp(q, "-")) {
-		if (!(q = stdin_buf = read_all(stdin, &qlen))) {
+		if (!(q = stdin_buf = cli_read_question(&qlen))) {
 			fprintf(stderr, "quorum ask: cannot read stdin\n");
 			rc = 1;
 			goto done;

@@ -29,7 +29,8 @@ static void help(const sampflags *f)
 	       "Answers a question by self-consistency: the prompt is prefilled\n"
 	       "once, forked N times, the forks are decoded together, each\n"
 	       "sample's final answer is extracted and the majority wins.\n"
-	       "The question is read from stdin when it is '-'.\n\n"
+	       "The question is read from stdin when it is '-' (its trailing\n"
+	       "newlines dropped).\n\n"
 	       "With --file, every line {\"question\": ..., \"id\"?: ...,\n"
 	       "\"answer\"?: expected} is a question, and the forks of all the\n"
 	       "questions in flight share each decode round (continuous\n"
@@ -77,30 +78,6 @@ static void help(const sampflags *f)
 	       "                        between decode rounds (default 256,\n"
 	       "                        at most 4096)\n"
 	       "  -h, --help            this help\n");
-}
-
-/* Reads all of stdin into a NUL-terminated buffer. */
-static char *read_stdin(void)
-{
-	size_t n = 0, cap = 4096;
-	char *b = malloc(cap);
-
-	while (b) {
-		size_t r = fread(b + n, 1, cap - n - 1, stdin);
-
-		n += r;
-		if (r == 0)
-			break;
-		if (n + 1 == cap) {
-			char *nb = realloc(b, cap *= 2);
-			if (!nb)
-				free(b);
-			b = nb;
-		}
-	}
-	if (b)
-		b[n] = '\0';
-	return b;
 }
 
 static const char *no_answer_why(const sc_sample *x)
@@ -774,7 +751,9 @@ int cmd_run(int argc, char **argv)
 				       "('-' reads stdin)");
 	question = argv[optind];
 	if (!strcmp(question, "-")) {
-		if (!(question = stdin_buf = read_stdin())) {
+		size_t qn;
+
+		if (!(question = stdin_buf = cli_read_question(&qn))) {
 			fprintf(stderr, "quorum run: cannot read stdin\n");
 			return 1;
 		}

@@ -55,35 +55,6 @@ static int load(const char *cmd, const char *path, gguf_file **g, tok **t)
 	return rc;
 }
 
-static char *read_stdin(size_t *len)
-{
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n, stdin);
-
-		n += got;
-		if (n < cap) {
-			if (ferror(stdin)) {
-				free(buf);
-				return NULL;
-			}
-			*len = n;
-			return buf;
-		}
-		{
-			char *nb = realloc(buf, cap * 2);
-
-			if (!nb)
-				free(buf);
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	return NULL;
-}
-
 int cmd_tokenize(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -118,7 +89,7 @@ int cmd_tokenize(int argc, char **argv)
 				       "argument ('-' for stdin), got %d",
 				       argc - optind);
 	if (!strcmp(argv[optind], "-")) {
-		text = read_stdin(&len);
+		text = cli_read_all(stdin, &len);
 		if (!text) {
 			fprintf(stderr, "quorum tokenize: cannot read stdin: "
 				"%s\n", strerror(errno));
