@@ -445,6 +445,11 @@ static const struct ecase ecases[] = {
 	E("max_n_below_http_samples", BASE "sampling: {n: 2}\nhttp: "
 	  "{samples: 9}\nlimits: {max_n: 4}\n", QERR_RANGE, "4:17",
 	  "http.samples = 9: over this cluster's limits.max_n (4)"),
+	/* admin keys without api keys: quorum serve refused the config that
+	 * --check-config had passed */
+	E("admin_keys_without_api_keys", BASE "http: {admin_keys_file: "
+	  "adm}\n", QERR_FORMAT, "3:25", "http.admin_keys_file needs "
+	  "http.api_keys_file (without keys nobody is told apart)"),
 	E("reconnect_inverted",
 	  BASE "heartbeat: {reconnect_min_ms: 5000, reconnect_max_ms: 10}\n",
 	  QERR_RANGE, "3:55", "heartbeat.reconnect_max_ms (10) is below "

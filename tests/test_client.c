@@ -523,6 +523,10 @@ static void test_usage_errors(void **state)
 		{"ask --concurrency 4 q", "go with --file"},
 		{"vote --answer select", "--answer select: its selection pass "
 		 "needs the model"},
+		{"serve --config x.yaml --workers 2", "--workers goes with "
+		 "--model"},
+		{"serve --config x.yaml --threads 4", "--threads goes with "
+		 "--model"},
 		{"ask --out x.jsonl q", "go with --file"},
 		{"ask --file x.jsonl q", "not both"},
 		{"ask --file x.jsonl --concurrency 0", "bad value for --concurrency"},

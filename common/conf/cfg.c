@@ -1317,6 +1317,12 @@ static int cross_checks(ctx *x)
 			    "cluster's limits.max_n (%d)", c->http.samples,
 			    c->limits.max_n);
 	}
+	/* admin keys are API keys with more rights: without api keys
+	 * nobody is told apart, so the gateway could not honour them */
+	if (c->http.admin_keys_file && !c->http.api_keys_file)
+		return nerr(x, at(x, "http", "admin_keys_file"), QERR_FORMAT,
+			    "http.admin_keys_file needs http.api_keys_file "
+			    "(without keys nobody is told apart)");
 	if (c->prompt.template_name &&
 	    prompt_family_from_name(c->prompt.template_name) < 0)
 		return nerr(x, at(x, "prompt", "template"), QERR_FORMAT,

@@ -382,7 +382,7 @@ int cmd_serve(int argc, char **argv)
 	struct sigaction act;
 	sigset_t mask, old;
 	char shown[96], host[64];
-	int ch, rc = 1, port = 0;
+	int ch, rc = 1, port = 0, workers_given = 0, threads_given = 0;
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -390,12 +390,14 @@ int cmd_serve(int argc, char **argv)
 		case 'c': config = optarg; break;
 		case 'm': model = optarg; break;
 		case 'w':
+			workers_given = 1;
 			workers = strtol(optarg, &end, 10);
 			if (*end || workers < 1 || workers > 256)
 				return cli_usage_error("serve", "--workers %s: "
 						       "must be 1..256", optarg);
 			break;
 		case 't':
+			threads_given = 1;
 			threads = strtol(optarg, &end, 10);
 			if (*end || threads < 1 || threads > 1024)
 				return cli_usage_error("serve", "--threads %s: "
@@ -411,6 +413,13 @@ int cmd_serve(int argc, char **argv)
 		return cli_usage_error("serve", "give --model FILE or --config "
 				       "FILE (one of them, and no other "
 				       "arguments)");
+	if (config && (workers_given || threads_given))
+		/* the config's workers: section says them; silently
+		 * dropping the flag would run another cluster than asked */
+		return cli_usage_error("serve", "--%s goes with --model (with "
+				       "--config, workers.local and "
+				       "workers.threads say it)",
+				       workers_given ? "workers" : "threads");
 	if (model) {
 		/* a cluster of its own: coordinator and workers started here */
 		if (local_start(model, (int)workers, (int)threads,
@@ -444,12 +453,6 @@ int cmd_serve(int argc, char **argv)
 	model_name(gw.c->model.path, gw.model_id, sizeof(gw.model_id));
 	gw.started = time(NULL);
 	rid_next = ((uint64_t)gw.started << 24) ^ ((uint64_t)getpid() << 8);
-	if (gw.c->http.admin_keys_file && !gw.c->http.api_keys_file) {
-		fprintf(stderr, "quorum serve: %s: http.admin_keys_file needs "
-			"http.api_keys_file (without keys nobody is told "
-			"apart)\n", config);
-		goto out;
-	}
 	if (gw.c->http.admin_keys_file &&
 	    auth_load_admin(gw.c->http.admin_keys_file))
 		goto out;
