@@ -1409,6 +1409,9 @@ static void test_gateway_setting_words(void **state)
 		{",\"max_tokens\":0", "max_tokens", "max_tokens = 0: must be"},
 		{",\"max_completion_tokens\":-1", "max_completion_tokens",
 		 "max_completion_tokens = -1: must be"},
+		/* this API's seed range (any int64), not the CLI's */
+		{",\"seed\":\"abc\"", "seed", "seed = \"abc\": must be an integer "
+		 "in -9223372036854775808..9223372036854775807"},
 	};
 	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":"
 			"\"q\"}]%s}";

@@ -543,8 +543,18 @@ static int json_setting(json_t *v, int id, sc_params *p)
 	case SC_K_U64:
 		/* OpenAI takes any int64: a negative seed is its two's
 		 * complement (-1 = 2^64 - 1), the same seed every time */
-		if (!json_is_integer(v))
-			goto type;
+		if (!json_is_integer(v)) {
+			/* said in this API's range, not the CLI's 0..2^64-1 */
+			char *shown = json_dumps(v, JSON_ENCODE_ANY |
+						 JSON_COMPACT);
+
+			qerr_fail(QERR_RANGE, "%s = %.80s: must be an integer "
+				  "in -9223372036854775808..9223372036854775807 "
+				  "(the HTTP API's range)", x->name,
+				  shown ? shown : "?");
+			free(shown);
+			return QERR_RANGE;
+		}
 		sv.u = (uint64_t)json_integer_value(v);
 		break;
 	case SC_K_REAL:
