@@ -139,7 +139,7 @@ EOF
 timeout $T_ASK "$Q" ask --endpoint "$EP" --timeout 120 --file "$tmp/q.jsonl" \
 	--concurrency 2 -n 2 --max-new-tokens 16 --out "$tmp/r.jsonl" \
 	>"$tmp/file.out" 2>"$tmp/file.err"
-check "ask --file exits 0" [ $? -eq 0 ]
+check "ask --file exits 1 (a malformed line), as run --file" [ $? -eq 1 ]
 check "ask --file reports the malformed line 2" grep -q 'q.jsonl:2:' "$tmp/file.err"
 check "ask --file prints the accuracy" grep -q '^accuracy: ' "$tmp/file.out"
 check "ask --file: 3 results, in input order, all OK" $PY -c '
