@@ -129,8 +129,11 @@ void dispatch_req_fail_retry(sched *s, req *r, int status, const char *err,
 		return;
 	}
 
-	front_reply_retry(s, r->cid, r->cid_len, r->client_rid, status, err,
-			  retry_ms);
+	/* a client found gone (front_send_part) gets nothing: its lost
+	 * reply is counted there */
+	if (!r->gone)
+		front_reply_retry(s, r->cid, r->cid_len, r->client_rid, status,
+				  err, retry_ms);
 	s->failed++;
 	dispatch_req_free(s, r);
 }
@@ -640,6 +643,11 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	r->n_done++;
 	if (!r->t_first)
 		r->t_first = sched_now(s);
+	/* the books first: a stream whose client is gone ends r below */
+	r->messages++;
+	j->n_done++;
+	if (s->w[wi].busy)
+		s->w[wi].busy--;
 	if (r->stream) {
 		/* the rest of the sample's text, and the sample */
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
@@ -655,12 +663,9 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 		rep.status = QUORUM__STATUS__STATUS_OK;
 		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
 		rep.partial = &p;
-		sched_send_client(s, r->cid, r->cid_len, &rep);
+		if (front_send_part(s, r, &rep))
+			return 1; /* r was cancelled, wm freed with it */
 	}
-	r->messages++;
-	j->n_done++;
-	if (s->w[wi].busy)
-		s->w[wi].busy--;
 	advance(s, r);
 	return 1; /* pump() finishes r when all is in */
 }
@@ -696,7 +701,8 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 		rep.status = QUORUM__STATUS__STATUS_OK;
 		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;
 		rep.partial = &sp;
-		sched_send_client(s, r->cid, r->cid_len, &rep);
+		if (front_send_part(s, r, &rep))
+			return; /* its client is gone: r was cancelled */
 	}
 }
 

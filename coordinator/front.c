@@ -924,7 +924,8 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		rep.status = QUORUM__STATUS__STATUS_OK;
 		rep.body_case = QUORUM__CLIENT_REPLY__BODY_STARTED;
 		rep.started = &ss;
-		sched_send_client(s, r->cid, r->cid_len, &rep);
+		if (front_send_part(s, r, &rep))
+			return; /* its client is gone: r was cancelled */
 	}
 	dispatch_pump(s);
 	return;
@@ -934,6 +935,30 @@ refuse:
 	dispatch_req_release(r);
 }
 
+void front_cancel(sched *s, req *r, const char *why)
+{
+	dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_CANCELLED, why);
+}
+
+int front_send_part(sched *s, req *r, Quorum__ClientReply *rep)
+{
+	if (!sched_try_client(s, r->cid, r->cid_len, rep))
+		return 0;
+	/* the client is gone (or so far behind that its queue is full: its
+	 * stream would miss bytes either way). Nobody reads the rest: the
+	 * request is cancelled now, as its CancelAsk would, rather than
+	 * decoded to its end with every part failing (one line and one
+	 * lost reply per request, never per part) */
+	fprintf(stderr, "coordinator: request %llu (client's %llu): its "
+		"client is unreachable (%s): cancelled\n",
+		(unsigned long long)r->rid, (unsigned long long)r->client_rid,
+		qerr_detail());
+	s->unroutable++;
+	r->gone = 1;
+	front_cancel(s, r, "its client is unreachable");
+	return -1;
+}
+
 /* The client no longer wants its request: its jobs are cancelled (a
  * request that is not (or no longer) here is ignored). */
 static void on_cancel(sched *s, const wire_msg *m, uint64_t client_rid)
@@ -941,8 +966,7 @@ static void on_cancel(sched *s, const wire_msg *m, uint64_t client_rid)
 	for (req *r = s->reqs; r; r = r->next)
 		if (r->client_rid == client_rid && r->cid_len == m->id_len &&
 		    !memcmp(r->cid, m->id, m->id_len)) {
-			dispatch_req_fail(s, r, QUORUM__STATUS__STATUS_CANCELLED,
-					  "cancelled by the client");
+			front_cancel(s, r, "cancelled by the client");
 			return;
 		}
 }

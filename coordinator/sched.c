@@ -40,14 +40,22 @@ uint32_t sched_tail_blocks(const sched *s, const req *r)
 			  b);
 }
 
+int sched_try_client(sched *s, const unsigned char *cid, size_t cid_len,
+		     Quorum__ClientReply *r)
+{
+	r->version = WIRE_VERSION;
+	return sched_send_raw(s, 0, cid, cid_len, &r->base) ? -1 : 0;
+}
+
 void sched_send_client(sched *s, const unsigned char *cid, size_t cid_len,
 		       Quorum__ClientReply *r)
 {
-	r->version = WIRE_VERSION;
-	if (sched_send_raw(s, 0, cid, cid_len, &r->base)) {
-		/* ZMQ_ROUTER_MANDATORY: the client is gone; counted in status */
+	if (sched_try_client(s, cid, cid_len, r)) {
+		/* ZMQ_ROUTER_MANDATORY: the client is gone; counted in status
+		 * (a final reply: one per request) */
 		s->unroutable++;
-		fprintf(stderr, "coordinator: reply to a client dropped: %s\n",
+		fprintf(stderr, "coordinator: reply to a client's request %llu "
+			"dropped: %s\n", (unsigned long long)r->request_id,
 			qerr_detail());
 	}
 }

@@ -203,6 +203,7 @@ typedef struct req {
 	uint32_t usc_tokens;
 	char *usc_reply;        /* the pass's text, or why it failed */
 	int stream;             /* Ask.stream: forward samples as they come */
+	int gone;               /* its client is gone: no reply is sent */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */
 	int decided;            /* the reply holds samples 0..prefix-1 */
@@ -257,7 +258,7 @@ struct sched {
 	/* status counters */
 	uint64_t served, failed, hits, misses, gen_tokens, tokens_saved;
 	uint64_t partial_hits, tokens_reused, tokens_prefilled;
-	uint64_t unroutable;    /* client replies that found no client */
+	uint64_t unroutable;    /* requests whose reply found no client */
 	double decode_s;
 	int64_t t_started;      /* sched_new */
 	int64_t no_worker_since;/* 0: some worker is alive */
@@ -273,8 +274,14 @@ uint32_t sched_blocks_for(const sched *s, uint64_t n_tokens);
 /* Worst-case private blocks of one sample of r: its copy of the root's
  * partly filled tail block plus max_new tokens. */
 uint32_t sched_tail_blocks(const sched *s, const req *r);
+/* A request's one reply (or a refusal) to its client; when the client is
+ * gone it is counted (replies_unroutable) and logged. */
 void sched_send_client(sched *s, const unsigned char *cid, size_t cid_len,
 		       Quorum__ClientReply *r);
+/* As sched_send_client, silent: nonzero when the client is gone (or its
+ * queue is full); the caller decides (front_send_part). */
+int sched_try_client(sched *s, const unsigned char *cid, size_t cid_len,
+		     Quorum__ClientReply *r);
 /* 0, or -1 when the worker is gone (it is then marked dead). */
 int sched_send_worker(sched *s, int wi, Quorum__CoordMsg *m);
 void sched_send_release(sched *s, int wi, uint32_t root_id);
@@ -346,6 +353,13 @@ void front_reply_retry(sched *s, const unsigned char *cid, size_t cid_len,
 		       uint32_t retry_ms);
 /* 1 when a and b are requests of the same client (fair share). */
 int front_same_client(const req *a, const req *b);
+/* The client no longer wants r (CancelAsk, or its stream found it
+ * gone): its jobs are cancelled, it ends CANCELLED (why). */
+void front_cancel(sched *s, req *r, const char *why);
+/* A part of r's stream (StreamStart, SamplePart) to its client. When it
+ * cannot be sent, r is cancelled (front_cancel, no reply: one is counted
+ * lost). 0, or -1 when r is gone (freed). */
+int front_send_part(sched *s, req *r, Quorum__ClientReply *rep);
 /* r ends: its client's tokens-per-minute bucket takes its tokens. */
 void front_charge(sched *s, const req *r);
 void front_buckets_free(sched *s);

@@ -32,9 +32,11 @@
  * or since the last one went) asks and queued requests get NO_CAPACITY;
  * past limits.queue_depth requests, BUSY. An Ask repeating the request id
  * of one in flight from the same client connection is that request (one
- * reply). Replies to clients that are gone are counted (status
- * replies_unroutable); their requests end at their deadline, which
- * cancels the workers' jobs.
+ * reply). A reply to a client that is gone is counted (status
+ * replies_unroutable, one per request). A streamed request whose client
+ * is found gone (a part of its stream cannot be sent) is cancelled then,
+ * as its CancelAsk would (one log line); any other request of a client
+ * that went away ends at its deadline, which cancels the workers' jobs.
  *
  * Clients and fairness: a client is a connection, or — when a gateway
  * asks on behalf of its users (Ask.on_behalf_of: "key:<hash of an API

@@ -42,6 +42,9 @@
  *                       retry_after_ms, admitted again after it
  *   shutdown            CANCELLED with a retry hint to every request in
  *                       flight and to asks read while draining
+ *   stream_client_gone  a streamed request whose client is gone is
+ *                       cancelled at the first part that cannot be sent,
+ *                       counted lost once
  *   oversized           a frame over the limit: TOO_LONG to its request
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
@@ -74,6 +77,7 @@
 #include "sc/pfx.h"
 #include "text/prompt.h"
 #include "coordinator/sched_int.h"
+#include "qerr.h"
 #include "testutil.h"
 #include "net/poolname.h"
 #include "tests/fakeworker.h"
@@ -94,6 +98,8 @@ static int n_out;
 static int64_t clock_ms;
 static tok *vocab;
 static cfg *conf;
+/* A client connection that is gone: sends to it fail (NULL: none). */
+static const char *gone_cid;
 
 static int io_send(void *arg, int to_worker, const unsigned char *id,
 		   size_t id_len, const ProtobufCMessage *m)
@@ -103,6 +109,9 @@ static int io_send(void *arg, int to_worker, const unsigned char *id,
 	(void)arg;
 	if (n_out == MAX_OUT || id_len >= sizeof(o->id))
 		return -1;
+	if (!to_worker && gone_cid && id_len == strlen(gone_cid) &&
+	    !memcmp(id, gone_cid, id_len))
+		return qerr_fail(QERR_IO, "wire send: Host unreachable");
 	o = &outq[n_out++];
 	o->to_worker = to_worker;
 	memcpy(o->id, id, id_len);
@@ -285,6 +294,8 @@ static const char *ask_peer = "";
 static const char *ask_answer;
 /* ... and top_logprobs (with logprobs; 0: neither) */
 static uint32_t ask_top;
+/* ... and Ask.stream */
+static int ask_stream;
 
 /* An Ask from client connection cid with CURVE key user ("" none);
  * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
@@ -335,6 +346,8 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 		a.prefix_cache = 0;
 	}
 	a.on_behalf_of = (char *)ask_obo;
+	if (ask_stream)
+		a.has_stream = a.stream = 1;
 	q.version = WIRE_VERSION;
 	q.request_id = rid;
 	q.body_case = QUORUM__CLIENT_REQUEST__BODY_ASK;
@@ -2065,6 +2078,113 @@ static void chunked_stuck(void **state)
 	}
 }
 
+/* One streamed part of sample index of job d, from w. */
+static void w_text(sched *s, fw *w, const Quorum__DecodeJob *d,
+		   uint32_t index, uint32_t offset, const char *text)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__SampleText t = QUORUM__SAMPLE_TEXT__INIT;
+	Quorum__TextPart p = QUORUM__TEXT_PART__INIT, *pp = &p;
+
+	p.index = index;
+	p.offset = offset;
+	p.text.data = (uint8_t *)text;
+	p.text.len = strlen(text);
+	t.request_id = d->request_id;
+	t.attempt = d->attempt;
+	t.n_parts = 1;
+	t.parts = &pp;
+	m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
+	m.text = &t;
+	fw_send(s, w, &m);
+}
+
+/* The next message to w is a Cancel of request rid. */
+static void expect_cancel(fw *w, uint64_t rid)
+{
+	Quorum__CoordMsg *m = w_next(w->ident);
+
+	assert_non_null(m);
+	assert_int_equal(m->body_case, QUORUM__COORD_MSG__BODY_CANCEL);
+	assert_int_equal(m->cancel->request_id, rid);
+	quorum__coord_msg__free_unpacked(m, NULL);
+}
+
+/* A streamed request whose client is gone is cancelled at the first
+ * part that cannot be sent — a streamed text, a sample, or the stream's
+ * start — as a CancelAsk would: its job cancelled, its slots free, no
+ * reply, one reply counted lost (not one per part). */
+static void stream_client_gone(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 0};
+	Quorum__ClientReply *rep;
+	Quorum__CoordMsg *d;
+	uint64_t rid;
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	ask_stream = 1;
+	/* gone while a text streams */
+	c_ask(s, "c1", 1, &o);
+	rep = c_next("c1");
+	assert_non_null(rep);
+	assert_int_equal(rep->body_case, QUORUM__CLIENT_REPLY__BODY_STARTED);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	d = prefill_to_decode(s, &a);
+	assert_non_null(d);
+	assert_true(d->decode->stream);
+	rid = d->decode->request_id;
+	gone_cid = "c1";
+	w_text(s, &a, d->decode, 0, 0, "The");
+	w_text(s, &a, d->decode, 0, 3, " answer");
+	w_text(s, &a, d->decode, 1, 0, "The");
+	assert_int_equal(s->unroutable, 1);
+	assert_int_equal(s->n_reqs, 0);
+	assert_int_equal(s->failed, 1);
+	assert_int_equal(s->w[0].busy, 0);
+	expect_cancel(&a, rid);
+	/* what the worker still sends finds no job */
+	fw_decode(s, &a, d->decode, NULL);
+	quorum__coord_msg__free_unpacked(d, NULL);
+	assert_int_equal(s->unroutable, 1);
+	assert_null(c_next("c1"));
+	gone_cid = NULL;
+
+	/* gone when the first sample comes (no text streamed) */
+	c_ask(s, "c2", 2, &o);
+	rep = c_next("c2");
+	assert_non_null(rep);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	d = prefill_to_decode(s, &a);
+	assert_non_null(d);
+	gone_cid = "c2";
+	fw_decode(s, &a, d->decode, NULL);
+	quorum__coord_msg__free_unpacked(d, NULL);
+	assert_int_equal(s->unroutable, 2);
+	assert_int_equal(s->n_reqs, 0);
+	assert_int_equal(s->w[0].busy, 0);
+	assert_null(c_next("c2"));
+	gone_cid = NULL;
+
+	/* gone before the stream's start: nothing is prefilled for it */
+	gone_cid = "c3";
+	c_ask(s, "c3", 3, &o);
+	assert_int_equal(s->unroutable, 3);
+	assert_int_equal(s->n_reqs, 0);
+	gone_cid = NULL;
+	ask_stream = 0;
+
+	/* the worker still serves a request of a client that is there */
+	o.question = "What is 3 + 3?";
+	c_ask(s, "c4", 4, &o);
+	serve_all(s, (fw *[]){&a}, 1);
+	assert_int_equal(reply_status("c4", 4), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -2186,6 +2306,7 @@ int main(void)
 		cmocka_unit_test_setup(fair_start, case_setup),
 		cmocka_unit_test_setup(slot_share, case_setup),
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
+		cmocka_unit_test_setup(stream_client_gone, case_setup),
 		cmocka_unit_test_setup(oversized, case_setup),
 		cmocka_unit_test_setup(chunked_copy, case_setup),
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
