@@ -89,6 +89,7 @@ void dispatch_req_release(req *r)
 			quorum__worker_msg__free_unpacked(r->res[i], NULL);
 	free(r->res);
 	free(r->fwd);
+	free(r->fwd_hash);
 	free(r->st);
 	free(r->lost);
 	free(r->begun);
@@ -609,6 +610,18 @@ static int alts_ok(const sched *s, const req *r, const Quorum__Sample *x)
 	return at == x->n_alt_tokens;
 }
 
+/* A streamed sample's text begins with the bytes already forwarded to
+ * its client: the parts and the rest concatenate to the text (the
+ * proto's promise), compared by their hash (fwd_hash). */
+static int extends_stream(const req *r, uint32_t i, const Quorum__Sample *x)
+{
+	if (!r->stream || !r->fwd[i])
+		return 1;
+	return r->fwd[i] <= x->text.len &&
+	       sched_fnv(SCHED_FNV_BASIS, x->text.data, r->fwd[i]) ==
+		       r->fwd_hash[i];
+}
+
 /* Returns 1 when it kept wm. */
 int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 {
@@ -638,6 +651,15 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 			(unsigned long long)r->rid);
 		return 0;
 	}
+	if (!extends_stream(r, i, x->sample)) {
+		/* the client holds bytes the sample does not: a bad result,
+		 * decoded again (the same bytes, by the seed) */
+		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
+			"request %llu dropped: sample %u's text does not begin "
+			"with the %u bytes streamed\n", s->w[wi].id,
+			(unsigned long long)r->rid, i, r->fwd[i]);
+		return 0;
+	}
 	r->st[i] = S_DONE;
 	r->res[i] = wm;
 	r->n_done++;
@@ -652,8 +674,7 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 		/* the rest of the sample's text, and the sample */
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
 		Quorum__SamplePart p = QUORUM__SAMPLE_PART__INIT;
-		size_t off = r->fwd[i] < x->sample->text.len ? r->fwd[i]
-			     : x->sample->text.len;
+		size_t off = r->fwd[i]; /* <= the text's length: checked */
 
 		p.index = i;
 		p.text.data = x->sample->text.data + off;
@@ -672,7 +693,9 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 
 /* Partial texts of a streamed job: the bytes past what was forwarded
  * go to the client. A sample decoded again elsewhere (its worker was
- * lost) sends the same bytes from offset 0: they are skipped. */
+ * lost) sends the same bytes from offset 0: they are skipped. A part
+ * past the bytes a sample's text may have (WIRE_SAMPLE_TEXT_MAX, as the
+ * SampleResult) is dropped; what it held comes with the result. */
 void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 {
 	req *r = dispatch_req_by_rid(s, x->request_id);
@@ -691,11 +714,24 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 		for (int q = 0; q < j->n; q++)
 			mine |= j->idx[q] == i;
 		if (!mine || r->st[i] != S_ASSIGNED || p->offset > r->fwd[i] ||
-		    end <= r->fwd[i] || end > UINT32_MAX)
+		    end <= r->fwd[i])
 			continue;
+		if (end > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
+		    end > UINT32_MAX) {
+			fprintf(stderr, "coordinator: worker %s: streamed text "
+				"of request %llu sample %u dropped: it ends at "
+				"byte %llu, past %zu\n", s->w[wi].id,
+				(unsigned long long)r->rid, i,
+				(unsigned long long)end,
+				WIRE_SAMPLE_TEXT_MAX(r->p.max_new));
+			continue;
+		}
 		sp.index = i;
 		sp.text.data = p->text.data + (r->fwd[i] - p->offset);
 		sp.text.len = (size_t)(end - r->fwd[i]);
+		r->fwd_hash[i] = sched_fnv(r->fwd[i] ? r->fwd_hash[i]
+					   : SCHED_FNV_BASIS, sp.text.data,
+					   sp.text.len);
 		r->fwd[i] = (uint32_t)end;
 		rep.request_id = r->client_rid;
 		rep.status = QUORUM__STATUS__STATUS_OK;

@@ -15,12 +15,7 @@
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	const unsigned char *b = (const unsigned char *)t;
-
-	for (size_t i = 0; i < n * sizeof(*t); i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
+	return sched_fnv(SCHED_FNV_BASIS, t, n * sizeof(*t));
 }
 
 void front_reply_retry(sched *s, const unsigned char *cid, size_t cid_len,
@@ -880,7 +875,8 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		     : stop_init(&r->ss, &r->p.stop, (int)req_n(r))) ||
 	    !(r->res = calloc(req_n(r), sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
-	     !(r->fwd = calloc(req_n(r), sizeof(*r->fwd))))) {
+	     (!(r->fwd = calloc(req_n(r), sizeof(*r->fwd))) ||
+	      !(r->fwd_hash = calloc(req_n(r), sizeof(*r->fwd_hash)))))) {
 		st = QUORUM__STATUS__STATUS_INTERNAL;
 		err = "out of memory";
 		goto refuse;

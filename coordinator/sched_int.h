@@ -211,6 +211,7 @@ typedef struct req {
 	uint8_t *begun;         /* (n) ever assigned */
 	uint32_t started;       /* indices ever assigned */
 	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
+	uint64_t *fwd_hash;     /* (n) streamed: sched_fnv of those bytes */
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
 	uint8_t *lost;          /* (n) workers lost while decoding index i */
@@ -267,6 +268,18 @@ struct sched {
 	int draining;           /* sched_shutdown: asks get CANCELLED */
 	uint64_t displaced;     /* queued requests given up for a newcomer */
 };
+
+/* FNV-1a over n more bytes of p (from SCHED_FNV_BASIS): a checksum of
+ * what went by, not a defence against a peer forging collisions. */
+#define SCHED_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t sched_fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
 
 /* ---- sched.c: I/O and shared arithmetic ---- */
 int64_t sched_now(const sched *s);

@@ -45,6 +45,8 @@
  *   stream_client_gone  a streamed request whose client is gone is
  *                       cancelled at the first part that cannot be sent,
  *                       counted lost once
+ *   stream_text_checked a streamed part past a sample's text bound is
+ *                       dropped; a result contradicting the stream too
  *   oversized           a frame over the limit: TOO_LONG to its request
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
@@ -2185,6 +2187,102 @@ static void stream_client_gone(void **state)
 	free_sched(&s);
 }
 
+/* A streamed sample's result from w: text, answer 5, one token. */
+static void w_result(sched *s, fw *w, const Quorum__DecodeJob *d,
+		     uint32_t index, const char *text)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+	Quorum__Sample x = QUORUM__SAMPLE__INIT;
+
+	x.index = index;
+	x.finish = "stop";
+	x.tokens = 1;
+	x.has_answer = 1;
+	x.answer.data = (uint8_t *)"5";
+	x.answer.len = 1;
+	x.text.data = (uint8_t *)text;
+	x.text.len = strlen(text);
+	r.request_id = d->request_id;
+	r.attempt = d->attempt;
+	r.sample = &x;
+	m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+	m.sample = &r;
+	fw_send(s, w, &m);
+}
+
+/* The JobDone of job d from w: OK, tokens generated. */
+static void w_done(sched *s, fw *w, const Quorum__DecodeJob *d,
+		   uint64_t tokens)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__JobDone x = QUORUM__JOB_DONE__INIT;
+
+	x.request_id = d->request_id;
+	x.attempt = d->attempt;
+	x.status = QUORUM__STATUS__STATUS_OK;
+	x.has_generated_tokens = 1;
+	x.generated_tokens = tokens;
+	m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+	m.job_done = &x;
+	fw_send(s, w, &m);
+}
+
+/* A worker's streamed text is checked: a part past the bytes a sample's
+ * text may have is dropped (WIRE_SAMPLE_TEXT_MAX, as a result's), and a
+ * result whose text does not begin with the bytes streamed is a bad
+ * result (dropped); the client's parts concatenate to the sample's
+ * text. */
+static void stream_text_checked(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+	Quorum__ClientReply *rep;
+	Quorum__CoordMsg *d;
+	static char big[WIRE_SAMPLE_TEXT_MAX(4) + 2]; /* + its NUL */
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	ask_stream = 1;
+	c_ask(s, "c1", 1, &o);
+	ask_stream = 0;
+	rep = c_next("c1");
+	assert_non_null(rep);
+	assert_int_equal(rep->body_case, QUORUM__CLIENT_REPLY__BODY_STARTED);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	d = prefill_to_decode(s, &a);
+	assert_non_null(d);
+	memset(big, 'A', sizeof(big) - 1);
+	w_text(s, &a, d->decode, 0, 0, big); /* one byte over */
+	assert_null(c_next("c1"));
+	w_text(s, &a, d->decode, 0, 0, "The answer is 99");
+	rep = c_next("c1");
+	assert_non_null(rep);
+	assert_int_equal(rep->body_case, QUORUM__CLIENT_REPLY__BODY_PARTIAL);
+	assert_int_equal(rep->partial->text.len, 16);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	/* the result contradicts the stream: dropped */
+	w_result(s, &a, d->decode, 0, "The answer is 5.");
+	assert_null(c_next("c1"));
+	w_result(s, &a, d->decode, 0, "The answer is 9");
+	assert_null(c_next("c1"));
+	/* one that extends it: the rest and the sample */
+	w_result(s, &a, d->decode, 0, "The answer is 99.");
+	rep = c_next("c1");
+	assert_non_null(rep);
+	assert_int_equal(rep->body_case, QUORUM__CLIENT_REPLY__BODY_PARTIAL);
+	assert_int_equal(rep->partial->text.len, 1);
+	assert_memory_equal(rep->partial->text.data, ".", 1);
+	assert_non_null(rep->partial->done);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	w_done(s, &a, d->decode, 1);
+	quorum__coord_msg__free_unpacked(d, NULL);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -2307,6 +2405,7 @@ int main(void)
 		cmocka_unit_test_setup(slot_share, case_setup),
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
 		cmocka_unit_test_setup(stream_client_gone, case_setup),
+		cmocka_unit_test_setup(stream_text_checked, case_setup),
 		cmocka_unit_test_setup(oversized, case_setup),
 		cmocka_unit_test_setup(chunked_copy, case_setup),
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
