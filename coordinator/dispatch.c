@@ -742,6 +742,48 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 	}
 }
 
+/* The stats a JobDone claims, held to what its job could have done (a
+ * worker's word is checked like its samples: a count it made up would
+ * show in the reply and in its client's tokens_per_minute debt): per
+ * sample at most max_new + 1 tokens (a final end token too), the root's
+ * blocks mapped and one tail block copied; a decode time >= 0 within
+ * the request's life. A claim past them is held to them, with a line. */
+static void job_stats(sched *s, int wi, req *r, const job *j,
+		      const Quorum__JobDone *x)
+{
+	uint64_t n = (uint64_t)j->n;
+	uint64_t max_tok = n * ((uint64_t)r->p.max_new + 1);
+	uint64_t max_map = n * sched_blocks_for(s, r->n_tokens);
+	uint64_t tok = x->generated_tokens, map = x->blocks_mapped;
+	uint64_t cp = x->blocks_copied;
+	double ms = x->decode_ms;
+	double life = (double)(sched_now(s) - r->t_accept) + 1.0;
+
+	if (tok > max_tok || map > max_map || cp > n || !(ms >= 0) ||
+	    ms > life) {
+		fprintf(stderr, "coordinator: worker %s: JobDone of request "
+			"%llu claims more than its %llu samples could do "
+			"(generated_tokens %llu, blocks_mapped %llu, "
+			"blocks_copied %llu, decode_ms %g): held to at most "
+			"%llu, %llu, %llu, %.0f\n", s->w[wi].id,
+			(unsigned long long)r->rid, (unsigned long long)n,
+			(unsigned long long)tok, (unsigned long long)map,
+			(unsigned long long)cp, ms,
+			(unsigned long long)max_tok,
+			(unsigned long long)max_map, (unsigned long long)n,
+			life);
+		tok = tok > max_tok ? max_tok : tok;
+		map = map > max_map ? max_map : map;
+		cp = cp > n ? n : cp;
+		ms = !(ms >= 0) ? 0 : ms > life ? life : ms;
+	}
+	r->blocks_mapped += (uint32_t)map;
+	r->blocks_copied += (uint32_t)cp;
+	r->gen_tokens += tok;
+	if (ms > r->decode_ms)
+		r->decode_ms = ms;
+}
+
 void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 {
 	req *r = dispatch_req_by_rid(s, x->request_id);
@@ -752,11 +794,7 @@ void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 		return;
 	}
 	r->messages++;
-	r->blocks_mapped += x->blocks_mapped;
-	r->blocks_copied += x->blocks_copied;
-	r->gen_tokens += x->generated_tokens;
-	if (x->decode_ms > r->decode_ms)
-		r->decode_ms = x->decode_ms;
+	job_stats(s, wi, r, j, x);
 	if (x->status != QUORUM__STATUS__STATUS_OK &&
 	    !(r->decided && x->status == QUORUM__STATUS__STATUS_CANCELLED)) {
 		/* (a decided request's cancels are ours: nothing to say) */

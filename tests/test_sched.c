@@ -47,6 +47,8 @@
  *                       counted lost once
  *   stream_text_checked a streamed part past a sample's text bound is
  *                       dropped; a result contradicting the stream too
+ *   job_done_bounds     a JobDone's counts are held to what its job could
+ *                       do: no client locked out by a claim of 2^63
  *   oversized           a frame over the limit: TOO_LONG to its request
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
@@ -2283,6 +2285,62 @@ static void stream_text_checked(void **state)
 	free_sched(&s);
 }
 
+/* A JobDone's stats are held to what its job could have done: a claim
+ * of 2^63 tokens is neither in the reply nor in the client's
+ * tokens_per_minute debt (its next ask is admitted), absurd block counts
+ * and decode times are held too. */
+static void job_done_bounds(void **state)
+{
+	sched *s = new_sched("limits:\n  tokens_per_minute: 100000\n", FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 0};
+	Quorum__ClientReply *rep;
+	Quorum__CoordMsg *d;
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	c_ask(s, "c1", 1, &o);
+	d = prefill_to_decode(s, &a);
+	assert_non_null(d);
+	assert_int_equal(d->decode->n_indices, 2);
+	w_result(s, &a, d->decode, 0, "The answer is 5.");
+	w_result(s, &a, d->decode, 1, "The answer is 5.");
+	{
+		Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+		Quorum__JobDone x = QUORUM__JOB_DONE__INIT;
+
+		x.request_id = d->decode->request_id;
+		x.attempt = d->decode->attempt;
+		x.status = QUORUM__STATUS__STATUS_OK;
+		x.has_generated_tokens = x.has_blocks_mapped = 1;
+		x.has_blocks_copied = x.has_decode_ms = 1;
+		x.generated_tokens = 1ull << 63;
+		x.blocks_mapped = UINT32_MAX;
+		x.blocks_copied = UINT32_MAX;
+		x.decode_ms = NAN;
+		m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+		m.job_done = &x;
+		fw_send(s, &a, &m);
+	}
+	quorum__coord_msg__free_unpacked(d, NULL);
+	rep = c_next("c1");
+	assert_non_null(rep);
+	assert_int_equal(rep->status, QUORUM__STATUS__STATUS_OK);
+	assert_true(rep->answer->timings->generated_tokens <= 2 * (4 + 1));
+	assert_true(rep->answer->stop->tokens_generated <= 2 * (4 + 1));
+	assert_true(rep->answer->prefix->blocks_mapped <=
+		    2 * rep->answer->prefix->prefix_blocks);
+	assert_true(rep->answer->prefix->blocks_copied <= 2);
+	assert_true(rep->answer->timings->decode_ms == 0);
+	quorum__client_reply__free_unpacked(rep, NULL);
+	/* the client owes at most what 2 samples could take */
+	c_ask(s, "c1", 2, &o);
+	serve_all(s, (fw *[]){&a}, 1);
+	assert_int_equal(reply_status("c1", 2), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -2406,6 +2464,7 @@ int main(void)
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
 		cmocka_unit_test_setup(stream_client_gone, case_setup),
 		cmocka_unit_test_setup(stream_text_checked, case_setup),
+		cmocka_unit_test_setup(job_done_bounds, case_setup),
 		cmocka_unit_test_setup(oversized, case_setup),
 		cmocka_unit_test_setup(chunked_copy, case_setup),
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
