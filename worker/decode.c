@@ -282,6 +282,7 @@ void wk_on_decode(wk *w, const Quorum__DecodeJob *j)
 	unsigned given = 0;
 	wk_job *x = NULL;
 	const char *bad = NULL;
+	uint8_t *seen = NULL;   /* (p.n) indices met */
 	char why[300];
 
 	p.mode = SC_BATCHED;
@@ -314,12 +315,19 @@ void wk_on_decode(wk *w, const Quorum__DecodeJob *j)
 		bad = "out of memory";
 	else if (!(x->logits = wk_logits_copy(w, &j->logits)))
 		bad = "bad logits";
+	/* each index once: a duplicate would decode the same sample (the
+	 * same bytes, by the seed) again for nothing */
+	if (!bad && !(seen = calloc((size_t)p.n, 1)))
+		bad = "out of memory";
 	for (size_t i = 0; !bad && i < j->n_indices; i++) {
 		if (j->indices[i] >= (uint32_t)p.n)
 			bad = "sample index out of range";
+		else if (seen[j->indices[i]]++)
+			bad = "duplicate sample index";
 		else
 			x->idx[i] = (int)j->indices[i];
 	}
+	free(seen);
 	if (!bad && p.grammar &&
 	    !(x->grammar = strndup(p.grammar, p.grammar_len)))
 		bad = "out of memory";
