@@ -820,13 +820,28 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	int st;
 	int64_t dl;
 	uint32_t largest, retry_ms = 0;
+	uint64_t h = sched_fnv(SCHED_FNV_BASIS, m->data, m->len);
 
-	for (req *x = s->reqs; x; x = x->next)
-		if (x->client_rid == cr->request_id && x->cid_len == m->id_len &&
-		    !memcmp(x->cid, m->id, m->id_len))
-			/* a client's resend of a request in flight: the same
-			 * request, answered once */
-			return;
+	for (req *x = s->reqs; x; x = x->next) {
+		if (x->client_rid != cr->request_id || x->cid_len != m->id_len ||
+		    memcmp(x->cid, m->id, m->id_len))
+			continue;
+		/* a client's resend of a request in flight (the same bytes:
+		 * quorum ask and the gateway resend what they packed) is the
+		 * same request, answered once; another Ask under its id is
+		 * refused, never taken for it */
+		if (x->ask_hash != h) {
+			char e[96];
+
+			snprintf(e, sizeof(e), "request id %llu reused for "
+				 "another question",
+				 (unsigned long long)cr->request_id);
+			front_reply_error(s, m->id, m->id_len, cr->request_id,
+					  QUORUM__STATUS__STATUS_BAD_REQUEST,
+					  e);
+		}
+		return;
+	}
 	if (s->draining) {
 		front_reply_retry(s, m->id, m->id_len, cr->request_id,
 				  QUORUM__STATUS__STATUS_CANCELLED,
@@ -895,6 +910,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	r->no_cache = cr->ask->has_prefix_cache && !cr->ask->prefix_cache;
 	snprintf(r->key, sizeof(r->key), "%s", m->user);
 	r->client_rid = cr->request_id;
+	r->ask_hash = h;
 	memcpy(r->cid, m->id, m->id_len);
 	r->cid_len = m->id_len;
 	r->t_accept = sched_now(s);

@@ -175,6 +175,7 @@ typedef struct req {
 	struct req *next;
 	uint64_t rid;           /* ours: names jobs on the wire */
 	uint64_t client_rid;
+	uint64_t ask_hash;      /* sched_fnv of its ClientRequest's bytes */
 	unsigned char cid[WIRE_ID_MAX];
 	size_t cid_len;
 	unsigned char who[WHO_MAX]; /* its client (fair share, limits) */

@@ -32,7 +32,8 @@
  * or since the last one went) asks and queued requests get NO_CAPACITY;
  * past limits.queue_depth requests, BUSY. An Ask repeating the request id
  * of one in flight from the same client connection is that request (one
- * reply). A reply to a client that is gone is counted (status
+ * reply) when its bytes are the same; another Ask under that id gets
+ * BAD_REQUEST. A reply to a client that is gone is counted (status
  * replies_unroutable, one per request). A streamed request whose client
  * is found gone (a part of its stream cannot be sent) is cancelled then,
  * as its CancelAsk would (one log line); any other request of a client

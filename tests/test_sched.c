@@ -7,7 +7,8 @@
  *   split               samples split over the workers' slots
  *   select_pass         answer select: the selection pass as an internal
  *                       request, its choice in the reply, one reply
- *   duplicate_rid       a resend of a request in flight: one reply
+ *   duplicate_rid       a resend of a request in flight: one reply; the
+ *                       same id for another question: BAD_REQUEST
  *   deadline            TIMEOUT at the deadline, the job cancelled; a
  *                       client's deadline is capped by the config's
  *   retry_budget        a sample whose workers are lost 3 times fails
@@ -574,6 +575,8 @@ static void duplicate_rid(void **state)
 	sched *s = new_sched(NULL, FW_FP);
 	fw a, *ws[1] = {&a};
 	ask_o o = {"What is 2 + 2?", NULL, 2, 4, 0};
+	ask_o other = {"What is 1 + 1?", NULL, 1, 4, 0};
+	Quorum__ClientReply *r;
 
 	(void)state;
 	worker_init(&a, "A", "wa", "h", 64, 4);
@@ -581,6 +584,15 @@ static void duplicate_rid(void **state)
 	c_ask(s, "c1", 7, &o);
 	c_ask(s, "c1", 7, &o); /* a resend */
 	c_ask(s, "c2", 7, &o); /* another client's own 7 */
+	/* the same id for another question: refused in words (the first
+	 * is still answered) */
+	c_ask(s, "c1", 7, &other);
+	r = c_next("c1");
+	assert_non_null(r);
+	assert_int_equal(r->request_id, 7);
+	assert_int_equal(r->status, QUORUM__STATUS__STATUS_BAD_REQUEST);
+	assert_non_null(strstr(r->error, "reused for another question"));
+	quorum__client_reply__free_unpacked(r, NULL);
 	serve_all(s, ws, 1);
 	assert_int_equal(reply_status("c1", 7), QUORUM__STATUS__STATUS_OK);
 	assert_null(c_next("c1"));
