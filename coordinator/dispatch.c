@@ -631,8 +631,11 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	uint32_t i;
 	int mine = 0;
 
-	if (!j || !x->sample)
+	if (!j || !x->sample) {
+		sched_stray(s, wi, "SampleResult", x->request_id, x->attempt,
+			    r ? r->next_attempt : UINT32_MAX);
 		return 0;
+	}
 	i = x->sample->index;
 	for (int k = 0; k < j->n; k++)
 		mine |= j->idx[k] == i;
@@ -701,8 +704,17 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 	req *r = dispatch_req_by_rid(s, x->request_id);
 	job *j = job_of(r, x->attempt, wi);
 
-	if (!j || !r->stream)
+	if (!j) {
+		sched_stray(s, wi, "SampleText", x->request_id, x->attempt,
+			    r ? r->next_attempt : UINT32_MAX);
 		return;
+	}
+	if (!r->stream) {
+		sched_log_drop(s, "coordinator: worker %s: SampleText for "
+			       "request %llu, not streamed, dropped\n",
+			       s->w[wi].id, (unsigned long long)r->rid);
+		return;
+	}
 	for (size_t k = 0; k < x->n_parts; k++) {
 		const Quorum__TextPart *p = x->parts[k];
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
@@ -790,7 +802,10 @@ void dispatch_on_job_done(sched *s, int wi, const Quorum__JobDone *x)
 	job *j = job_of(r, x->attempt, wi);
 
 	if (!j) {
-		members_zombie_done(s, wi, x->request_id, x->attempt);
+		if (!members_zombie_done(s, wi, x->request_id, x->attempt))
+			sched_stray(s, wi, "JobDone", x->request_id,
+				    x->attempt, r ? r->next_attempt
+						  : UINT32_MAX);
 		return;
 	}
 	r->messages++;

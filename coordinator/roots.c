@@ -805,6 +805,8 @@ void roots_on_prefix_ready(sched *s, int wi, const Quorum__PrefixReady *p)
 		w->ops--;
 	if (!e || e->state != E_PREFILL || e->op != p->attempt ||
 	    e->worker != wi) {
+		sched_stray(s, wi, "PrefixReady", p->request_id, p->attempt,
+			    s->next_id);
 		sched_send_release(s, wi, p->root_id); /* nobody wants it now */
 		return;
 	}
@@ -918,8 +920,12 @@ void roots_on_root_data(sched *s, int wi, Quorum__RootData *d)
 
 	if (s->w[wi].ops)
 		s->w[wi].ops--;
-	if (!rp || rp->state != R_EXPORT || e->worker != wi)
-		return; /* stale, or not this worker's to send */
+	if (!rp || rp->state != R_EXPORT || e->worker != wi) {
+		/* stale, or not this worker's to send */
+		sched_stray(s, wi, "RootData", d->request_id, d->attempt,
+			    s->next_id);
+		return;
+	}
 	if ((bad = chunk_check(s, e, rp, d))) {
 		fprintf(stderr, "coordinator: worker %s: bad RootData: %s\n",
 			s->w[wi].id, bad);

@@ -2,6 +2,7 @@
  * hooks; the parts are listed in sched_int.h. */
 #include "sched_int.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,13 +97,57 @@ int sched_n_workers(const sched *s)
 
 /* ---- worker messages ------------------------------------------------- */
 
+void sched_log_drop(sched *s, const char *fmt, ...)
+{
+	int64_t now = sched_now(s);
+	va_list ap;
+
+	if (now - s->drop_log_at >= 1000) {
+		s->drop_log_at = now;
+		s->drop_logs = 0;
+	}
+	if (s->drop_logs >= SCHED_DROP_LOGS) {
+		s->drop_quiet++;
+		return;
+	}
+	s->drop_logs++;
+	if (s->drop_quiet) {
+		fprintf(stderr, "coordinator: (%llu more such lines held "
+			"back)\n", (unsigned long long)s->drop_quiet);
+		s->drop_quiet = 0;
+	}
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+void sched_stray(sched *s, int wi, const char *what, uint64_t id,
+		 uint64_t attempt, uint64_t max_attempt)
+{
+	if (id && id <= s->next_id && attempt && attempt <= max_attempt)
+		return;
+	sched_log_drop(s, "coordinator: worker %s: %s for a job never sent "
+		       "(request %llu, attempt %llu) dropped\n", s->w[wi].id,
+		       what, (unsigned long long)id,
+		       (unsigned long long)attempt);
+}
+
 void sched_on_worker(sched *s, int rc, const wire_msg *m)
 {
 	Quorum__WorkerMsg *wm;
 	int wi, keep = 0;
 
-	if (rc || !m->id_len)
+	if (!m->id_len)
 		return;
+	if (rc) {
+		wi = members_find(s, m);
+		sched_log_drop(s, "coordinator: %s%s: a malformed message (%s) "
+			       "dropped\n", wi >= 0 ? "worker " : "",
+			       wi >= 0 ? s->w[wi].id : "an unregistered peer",
+			       m->too_big ? "over limits.max_message_bytes"
+					  : "not one frame");
+		return;
+	}
 	if (!(wm = quorum__worker_msg__unpack(NULL, m->len, m->data))) {
 		fprintf(stderr, "coordinator: undecodable worker message\n");
 		return;
@@ -116,8 +161,19 @@ void sched_on_worker(sched *s, int rc, const wire_msg *m)
 		members_on_register(s, m, wm);
 		goto out;
 	}
-	if ((wi = members_find(s, m)) < 0 || s->w[wi].dead)
-		goto out; /* unknown: it re-registers when we stay silent */
+	if ((wi = members_find(s, m)) < 0 || s->w[wi].dead) {
+		/* unknown: it re-registers when we stay silent */
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field(
+				&quorum__worker_msg__descriptor,
+				(unsigned)wm->body_case);
+
+		sched_log_drop(s, "coordinator: a %s from %s dropped: not "
+			       "registered\n", f ? f->name : "message",
+			       wire_name_ok(wm->worker_id, ID_MAX)
+				       ? wm->worker_id : "a peer");
+		goto out;
+	}
 	s->w[wi].last_seen = sched_now(s);
 	switch (wm->body_case) {
 	case QUORUM__WORKER_MSG__BODY_HEARTBEAT:

@@ -268,6 +268,11 @@ struct sched {
 	int n_buckets;
 	int draining;           /* sched_shutdown: asks get CANCELLED */
 	uint64_t displaced;     /* queued requests given up for a newcomer */
+	/* sched_log_drop: lines in the second since drop_log_at, and
+	 * those held back */
+	int64_t drop_log_at;
+	int drop_logs;
+	uint64_t drop_quiet;
 };
 
 /* FNV-1a over n more bytes of p (from SCHED_FNV_BASIS): a checksum of
@@ -302,6 +307,19 @@ void sched_send_release(sched *s, int wi, uint32_t root_id);
 /* One message to the peer id of either ROUTER; nonzero when it is gone. */
 int sched_send_raw(sched *s, int to_worker, const unsigned char *id,
 		   size_t id_len, const ProtobufCMessage *m);
+
+/* A line about a worker's message dropped: a peer may send them as fast
+ * as it likes, so at most SCHED_DROP_LOGS a second; those held back are
+ * counted in the next line that goes out. */
+#define SCHED_DROP_LOGS 10
+void sched_log_drop(sched *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* A worker's message (what) for no job of ours: logged (sched_log_drop)
+ * when it names a job never sent — an id or attempt not issued yet,
+ * attempts issued up to max_attempt — and dropped quietly when it is a
+ * late one of a job that ended (cancelled, its request over). */
+void sched_stray(sched *s, int wi, const char *what, uint64_t id,
+		 uint64_t attempt, uint64_t max_attempt);
 
 /* ---- members.c ---- */
 int members_find(const sched *s, const wire_msg *m);

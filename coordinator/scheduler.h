@@ -23,7 +23,10 @@
  * re-dispatch never changes a reply. A root whose holder is lost is
  * prefilled again elsewhere; same-host workers get ForgetPool for the
  * lost worker's pool. Every message names (request, attempt); one that
- * matches no live job is dropped.
+ * matches no live job is dropped: quietly when it is late (its job
+ * ended), with a log line when it names a job never sent, comes from an
+ * unregistered peer or is malformed (at most SCHED_DROP_LOGS lines a
+ * second: a flood is counted, not written).
  *
  * Failure budget: a request fails with WORKER_LOST when one of its
  * samples was being decoded by MAX_SAMPLE_LOSSES (3) workers that were

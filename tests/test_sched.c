@@ -50,6 +50,8 @@
  *                       dropped; a result contradicting the stream too
  *   job_done_bounds     a JobDone's counts are held to what its job could
  *                       do: no client locked out by a claim of 2^63
+ *   stray_messages      worker messages matching nothing: one line each
+ *                       (rate-limited), late ones of ended jobs quiet
  *   oversized           a frame over the limit: TOO_LONG to its request
  *   prefix_reuse        a prompt sharing a cached prompt's first blocks
  *                       forks it on its holder (not when overloaded);
@@ -76,7 +78,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "infer/kv.h"
 #include "sc/pfx.h"
@@ -2353,6 +2357,135 @@ static void job_done_bounds(void **state)
 	free_sched(&s);
 }
 
+/* stderr into a file from here to cap_end(), which returns what was
+ * written (static). */
+static int cap_fd = -1, cap_saved = -1;
+static char cap_path[512];
+
+static void cap_begin(void)
+{
+	snprintf(cap_path, sizeof(cap_path), "%s/sched-err-%d", tu_tmpdir(),
+		 (int)getpid());
+	fflush(stderr);
+	cap_saved = dup(2);
+	cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(cap_saved >= 0 && cap_fd >= 0);
+	dup2(cap_fd, 2);
+}
+
+static const char *cap_end(void)
+{
+	static char text[16384];
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(cap_saved, 2);
+	close(cap_saved);
+	n = pread(cap_fd, text, sizeof(text) - 1, 0);
+	close(cap_fd);
+	unlink(cap_path);
+	text[n > 0 ? n : 0] = '\0';
+	return text;
+}
+
+static int count_lines(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Worker messages that match nothing are dropped with a line naming why
+ * (a malformed one, one from an unregistered peer, results for a job
+ * never sent), at most SCHED_DROP_LOGS lines a second: a flood is
+ * counted, not written; a late message of a job that ended is quiet. */
+static void stray_messages(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a, z;
+	const char *t;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 4, 0};
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	worker_init(&z, "Z", "wz", "h", 64, 4); /* never registers */
+	fw_register(s, &a);
+	/* a served request: its late messages are quiet */
+	c_ask(s, "c1", 1, &o);
+	serve_all(s, (fw *[]){&a}, 1);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	cap_begin();
+	{
+		wire_msg in = {0};
+
+		in.id_len = 1;
+		in.id[0] = 'A';
+		sched_on_worker(s, QERR_FORMAT, &in); /* 2 frames */
+	}
+	fw_heartbeat(s, &z);
+	{
+		Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+		Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+		Quorum__Sample x = QUORUM__SAMPLE__INIT;
+		Quorum__JobDone jd = QUORUM__JOB_DONE__INIT;
+		Quorum__PrefixReady px = QUORUM__PREFIX_READY__INIT;
+		Quorum__RootData rd = QUORUM__ROOT_DATA__INIT;
+
+		x.finish = "stop";
+		r.request_id = 999999;
+		r.attempt = 1;
+		r.sample = &x;
+		m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+		m.sample = &r;
+		fw_send(s, &z, &m); /* unregistered */
+		fw_send(s, &a, &m); /* never sent */
+		jd.request_id = 999999;
+		jd.attempt = 1;
+		m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+		m.job_done = &jd;
+		fw_send(s, &a, &m);
+		px.request_id = 999999;
+		px.attempt = 1;
+		px.pool_name = a.pool;
+		m.body_case = QUORUM__WORKER_MSG__BODY_PREFIX_READY;
+		m.prefix_ready = &px;
+		fw_send(s, &a, &m);
+		rd.request_id = 999999;
+		rd.attempt = 1;
+		m.body_case = QUORUM__WORKER_MSG__BODY_ROOT_DATA;
+		m.root_data = &rd;
+		fw_send(s, &a, &m);
+		/* late: request 1's job ended (the ids were issued) */
+		jd.request_id = 1;
+		m.body_case = QUORUM__WORKER_MSG__BODY_JOB_DONE;
+		m.job_done = &jd;
+		fw_send(s, &a, &m);
+		/* a flood: SCHED_DROP_LOGS lines a second at most */
+		jd.request_id = 999999;
+		for (int i = 0; i < 100; i++)
+			fw_send(s, &a, &m);
+		clock_ms += 1000;
+		fw_send(s, &a, &m);
+	}
+	t = cap_end();
+	fputs(t, stderr);
+	assert_non_null(strstr(t, "worker wa: a malformed message (not one "
+				  "frame) dropped"));
+	assert_non_null(strstr(t, "from wz dropped: not registered"));
+	assert_int_equal(count_lines(t, "not registered"), 2);
+	assert_non_null(strstr(t, "worker wa: SampleResult for a job never "
+				  "sent (request 999999, attempt 1)"));
+	assert_non_null(strstr(t, "worker wa: PrefixReady for a job never"));
+	assert_non_null(strstr(t, "worker wa: RootData for a job never"));
+	assert_null(strstr(t, "(request 1,"));
+	assert_int_equal(count_lines(t, "JobDone for a job never sent"),
+			 SCHED_DROP_LOGS - 6 + 1);
+	assert_non_null(strstr(t, "more such lines held back"));
+	free_sched(&s);
+}
+
 static void shutdown_cancels(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -2477,6 +2610,7 @@ int main(void)
 		cmocka_unit_test_setup(stream_client_gone, case_setup),
 		cmocka_unit_test_setup(stream_text_checked, case_setup),
 		cmocka_unit_test_setup(job_done_bounds, case_setup),
+		cmocka_unit_test_setup(stray_messages, case_setup),
 		cmocka_unit_test_setup(oversized, case_setup),
 		cmocka_unit_test_setup(chunked_copy, case_setup),
 		cmocka_unit_test_setup(chunked_cancel, case_setup),
