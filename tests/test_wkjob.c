@@ -7,6 +7,8 @@
  *   dup_indices   a DecodeJob naming a sample index twice: JobDone
  *                 BAD_REQUEST ("duplicate sample index"), no sample
  *                 decoded; a good job after it is served
+ *   two_frames    a command of two frames: dropped with a log line,
+ *                 the worker serves what follows
  *
  * Every wait is bounded (CU_WAIT_MS); the worker is killed in teardown.
  */
@@ -250,10 +252,46 @@ static void dup_indices(void **state)
 	quorum__worker_msg__free_unpacked(px, NULL);
 }
 
+/* The worker's stderr so far (static). */
+static const char *worker_err(void)
+{
+	static char text[65536];
+	FILE *f = fopen(err_path, "r");
+	size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	text[n] = '\0';
+	return text;
+}
+
+static void two_frames(void **state)
+{
+	Quorum__WorkerMsg *px, *done;
+	uint32_t good[] = {0};
+	int samples;
+
+	(void)state;
+	assert_int_equal(zmq_send(router, wid, wid_len, ZMQ_SNDMORE),
+			 (int)wid_len);
+	assert_int_equal(zmq_send(router, "a", 1, ZMQ_SNDMORE), 1);
+	assert_int_equal(zmq_send(router, "b", 1, 0), 1);
+	/* what follows is served (so the frames above were read) */
+	px = prefill(4);
+	decode(px->prefix_ready, 5, 1, good, 1);
+	done = job_done(5, &samples);
+	assert_int_equal(done->job_done->status, QUORUM__STATUS__STATUS_OK);
+	quorum__worker_msg__free_unpacked(done, NULL);
+	quorum__worker_msg__free_unpacked(px, NULL);
+	assert_non_null(strstr(worker_err(), "worker wj: a malformed command "
+				"(message of 2 frames refused) dropped"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(dup_indices),
+		cmocka_unit_test(two_frames),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -341,8 +341,12 @@ static int serve(wk *w)
 
 				if (rc == QERR_FULL || rc == QERR_IO)
 					break;
-				if (rc)
+				if (rc) {
+					fprintf(stderr, "worker %s: a malformed "
+						"command (%s) dropped\n",
+						w->o->id, qerr_detail());
 					continue;
+				}
 				handle_raw(w, in.data, in.len);
 				wire_msg_close(&in);
 			}
