@@ -649,16 +649,16 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||
 	    !token_lps_ok(r, x->sample) || !alts_ok(s, r, x->sample)) {
-		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
-			"request %llu dropped\n", s->w[wi].id,
+		sched_log_drop(s, "coordinator: worker %s: bad SampleResult "
+			"for request %llu dropped\n", s->w[wi].id,
 			(unsigned long long)r->rid);
 		return 0;
 	}
 	if (!extends_stream(r, i, x->sample)) {
 		/* the client holds bytes the sample does not: a bad result,
 		 * decoded again (the same bytes, by the seed) */
-		fprintf(stderr, "coordinator: worker %s: bad SampleResult for "
-			"request %llu dropped: sample %u's text does not begin "
+		sched_log_drop(s, "coordinator: worker %s: bad SampleResult "
+			"for request %llu dropped: sample %u's text does not begin "
 			"with the %u bytes streamed\n", s->w[wi].id,
 			(unsigned long long)r->rid, i, r->fwd[i]);
 		return 0;
@@ -730,7 +730,7 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 			continue;
 		if (end > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 		    end > UINT32_MAX) {
-			fprintf(stderr, "coordinator: worker %s: streamed text "
+			sched_log_drop(s, "coordinator: worker %s: streamed text "
 				"of request %llu sample %u dropped: it ends at "
 				"byte %llu, past %zu\n", s->w[wi].id,
 				(unsigned long long)r->rid, i,
@@ -773,7 +773,7 @@ static void job_stats(sched *s, int wi, req *r, const job *j,
 
 	if (tok > max_tok || map > max_map || cp > n || !(ms >= 0) ||
 	    ms > life) {
-		fprintf(stderr, "coordinator: worker %s: JobDone of request "
+		sched_log_drop(s, "coordinator: worker %s: JobDone of request "
 			"%llu claims more than its %llu samples could do "
 			"(generated_tokens %llu, blocks_mapped %llu, "
 			"blocks_copied %llu, decode_ms %g): held to at most "

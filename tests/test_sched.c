@@ -1226,6 +1226,46 @@ static void identity(void **state)
 	free_sched(&s);
 }
 
+/* stderr into a file from here to cap_end(), which returns what was
+ * written (static). */
+static int cap_fd = -1, cap_saved = -1;
+static char cap_path[512];
+
+static void cap_begin(void)
+{
+	snprintf(cap_path, sizeof(cap_path), "%s/sched-err-%d", tu_tmpdir(),
+		 (int)getpid());
+	fflush(stderr);
+	cap_saved = dup(2);
+	cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(cap_saved >= 0 && cap_fd >= 0);
+	dup2(cap_fd, 2);
+}
+
+static const char *cap_end(void)
+{
+	static char text[16384];
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(cap_saved, 2);
+	close(cap_saved);
+	n = pread(cap_fd, text, sizeof(text) - 1, 0);
+	close(cap_fd);
+	unlink(cap_path);
+	text[n > 0 ? n : 0] = '\0';
+	return text;
+}
+
+static int count_lines(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
 /* Worker w's messages drained, its prefills answered: the decode job
  * that follows (the caller frees it), or NULL. */
 static Quorum__CoordMsg *prefill_to_decode(sched *s, fw *w)
@@ -1287,6 +1327,21 @@ static void worker_validation(void **state)
 		x.text.len = 2;
 		x.finish = "maybe";
 		fw_send(s, &a, &sm);
+		assert_null(c_next("c1"));
+		/* a worker sending bad results as fast as it likes: their
+		 * lines are held to SCHED_DROP_LOGS a second */
+		{
+			const char *t;
+
+			clock_ms += 1000;
+			cap_begin();
+			for (int i = 0; i < 100; i++)
+				fw_send(s, &a, &sm);
+			t = cap_end();
+			fputs(t, stderr);
+			assert_int_equal(count_lines(t, "bad SampleResult"),
+					 SCHED_DROP_LOGS);
+		}
 		assert_null(c_next("c1"));
 	}
 	fw_decode(s, &a, d->decode, NULL);
@@ -2355,46 +2410,6 @@ static void job_done_bounds(void **state)
 	serve_all(s, (fw *[]){&a}, 1);
 	assert_int_equal(reply_status("c1", 2), QUORUM__STATUS__STATUS_OK);
 	free_sched(&s);
-}
-
-/* stderr into a file from here to cap_end(), which returns what was
- * written (static). */
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[512];
-
-static void cap_begin(void)
-{
-	snprintf(cap_path, sizeof(cap_path), "%s/sched-err-%d", tu_tmpdir(),
-		 (int)getpid());
-	fflush(stderr);
-	cap_saved = dup(2);
-	cap_fd = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	assert_true(cap_saved >= 0 && cap_fd >= 0);
-	dup2(cap_fd, 2);
-}
-
-static const char *cap_end(void)
-{
-	static char text[16384];
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(cap_saved, 2);
-	close(cap_saved);
-	n = pread(cap_fd, text, sizeof(text) - 1, 0);
-	close(cap_fd);
-	unlink(cap_path);
-	text[n > 0 ? n : 0] = '\0';
-	return text;
-}
-
-static int count_lines(const char *text, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, needle)); p++)
-		n++;
-	return n;
 }
 
 /* Worker messages that match nothing are dropped with a line naming why
