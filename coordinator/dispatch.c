@@ -618,7 +618,7 @@ static int extends_stream(const req *r, uint32_t i, const Quorum__Sample *x)
 	if (!r->stream || !r->fwd[i])
 		return 1;
 	return r->fwd[i] <= x->text.len &&
-	       sched_fnv(SCHED_FNV_BASIS, x->text.data, r->fwd[i]) ==
+	       fnv1a(FNV_BASIS, x->text.data, r->fwd[i]) ==
 		       r->fwd_hash[i];
 }
 
@@ -741,8 +741,8 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 		sp.index = i;
 		sp.text.data = p->text.data + (r->fwd[i] - p->offset);
 		sp.text.len = (size_t)(end - r->fwd[i]);
-		r->fwd_hash[i] = sched_fnv(r->fwd[i] ? r->fwd_hash[i]
-					   : SCHED_FNV_BASIS, sp.text.data,
+		r->fwd_hash[i] = fnv1a(r->fwd[i] ? r->fwd_hash[i]
+					   : FNV_BASIS, sp.text.data,
 					   sp.text.len);
 		r->fwd[i] = (uint32_t)end;
 		rep.request_id = r->client_rid;

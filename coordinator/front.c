@@ -15,7 +15,7 @@
 
 static uint64_t hash_tokens(const int32_t *t, size_t n)
 {
-	return sched_fnv(SCHED_FNV_BASIS, t, n * sizeof(*t));
+	return fnv1a(FNV_BASIS, t, n * sizeof(*t));
 }
 
 void front_reply_retry(sched *s, const unsigned char *cid, size_t cid_len,
@@ -820,7 +820,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	int st;
 	int64_t dl;
 	uint32_t largest, retry_ms = 0;
-	uint64_t h = sched_fnv(SCHED_FNV_BASIS, m->data, m->len);
+	uint64_t h = fnv1a(FNV_BASIS, m->data, m->len);
 
 	for (req *x = s->reqs; x; x = x->next) {
 		if (x->client_rid != cr->request_id || x->cid_len != m->id_len ||

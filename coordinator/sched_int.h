@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fnv.h"
 #include "proto/quorum.pb-c.h"
 #include "sc/params.h"
 #include "coordinator/scheduler.h"
@@ -175,7 +176,7 @@ typedef struct req {
 	struct req *next;
 	uint64_t rid;           /* ours: names jobs on the wire */
 	uint64_t client_rid;
-	uint64_t ask_hash;      /* sched_fnv of its ClientRequest's bytes */
+	uint64_t ask_hash;      /* fnv1a of its ClientRequest's bytes */
 	unsigned char cid[WIRE_ID_MAX];
 	size_t cid_len;
 	unsigned char who[WHO_MAX]; /* its client (fair share, limits) */
@@ -212,7 +213,7 @@ typedef struct req {
 	uint8_t *begun;         /* (n) ever assigned */
 	uint32_t started;       /* indices ever assigned */
 	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
-	uint64_t *fwd_hash;     /* (n) streamed: sched_fnv of those bytes */
+	uint64_t *fwd_hash;     /* (n) streamed: fnv1a of those bytes */
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
 	uint8_t *lost;          /* (n) workers lost while decoding index i */
@@ -275,17 +276,6 @@ struct sched {
 	uint64_t drop_quiet;
 };
 
-/* FNV-1a over n more bytes of p (from SCHED_FNV_BASIS): a checksum of
- * what went by, not a defence against a peer forging collisions. */
-#define SCHED_FNV_BASIS 0xcbf29ce484222325ull
-static inline uint64_t sched_fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}
 
 /* ---- sched.c: I/O and shared arithmetic ---- */
 int64_t sched_now(const sched *s);

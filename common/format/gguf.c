@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "format/hugemem.h"
+#include "fnv.h"
 #include "qerr.h"
 
 /* Caps on untrusted counts: generous for real models, small enough that a
@@ -1063,20 +1064,11 @@ out:
 	return rc;
 }
 
-static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /* Identifies the file's contents cheaply: its size, all metadata, and
  * every tensor's name and first 4 KiB. */
 uint64_t gguf_fingerprint(const gguf_file *g)
 {
-	uint64_t size = gguf_file_size(g), h = 0xcbf29ce484222325ull;
+	uint64_t size = gguf_file_size(g), h = FNV_BASIS;
 
 	h = fnv1a(h, (const uint8_t *)&size, sizeof(size));
 	for (uint64_t i = 0; i < gguf_n_kv(g); i++) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv.h"
 #include "qerr.h"
 
 /* internal token attributes (bit set; llama.cpp keeps the same split) */
@@ -79,10 +80,8 @@ struct tok {
 
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = fnv1a(FNV_BASIS, s, n);
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
 	return h ^ (h >> 29);
 }
 
