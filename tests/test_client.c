@@ -1341,7 +1341,9 @@ static void test_gateway_nested_fields(void **state)
 	static const struct {
 		const char *fields, *param, *words; /* param NULL: accepted */
 	} rows[] = {
-		{",\"quorum\":{\"sample\":4}", "quorum", "'quorum.sample'"},
+		{",\"quorum\":{\"sample\":4}", "quorum", "'quorum.sample' is not "
+		 "a field this API reads (quorum reads: samples, "
+		 "stream_samples)"},
 		{",\"quorum\":{\"samples\":4}", NULL, NULL},
 		{",\"quorum\":4", "quorum", "must be an object"},
 		{",\"samples\":1,\"quorum\":{\"samples\":2}", "samples",

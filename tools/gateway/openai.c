@@ -89,11 +89,18 @@ static int known_keys(json_t *obj, const char *name,
 
 		while (i < n && strcmp(k, keys[i]))
 			i++;
-		if (i == n)
+		if (i == n) {
+			char list[160];
+			size_t o = 0;
+
+			for (i = 0; i < n && o < sizeof(list); i++)
+				o += (size_t)snprintf(list + o, sizeof(list) - o,
+						      "%s%s", i ? ", " : "",
+						      keys[i]);
 			return bad(msg, cap, param, name,
 				   "'%s.%.64s' is not a field this API reads "
-				   "(%s reads: %s%s%s)", name, k, name, keys[0],
-				   n > 1 ? ", " : "", n > 1 ? keys[1] : "");
+				   "(%s reads: %s)", name, k, name, list);
+		}
 	}
 	return 0;
 }
@@ -432,16 +439,25 @@ static int get_int(json_t *v, long long *out)
 
 /* A sampling setting refused by sc/params (its qerr detail: the message
  * every entry point gives), as the 400 of field p. */
+/* Bytes of the setting's name a message of sc/params (or of the
+ * coordinator) leads with: "max_new_tokens = 0: ..." -> 14. */
+static size_t setting_name_len(const char *m)
+{
+	size_t n = 0;
+
+	while (m[n] == '_' || (m[n] >= 'a' && m[n] <= 'z'))
+		n++;
+	return n;
+}
+
 /* sc/params' message, the setting said as the field p that gave it
  * ("early_stop = bogus: must be ...", not "stop = ..."). */
 static int bad_setting(char *msg, size_t cap, const char **param,
 		       const char *p)
 {
 	const char *d = qerr_detail();
-	size_t n = 0;
+	size_t n = setting_name_len(d);
 
-	while (d[n] && (d[n] == '_' || (d[n] >= 'a' && d[n] <= 'z')))
-		n++;
 	if (n && (d[n] == ' ' || d[n] == ':') &&
 	    (strlen(p) != n || strncmp(d, p, n)))
 		return bad(msg, cap, param, p, "%s%s", p, d + n);
@@ -625,10 +641,8 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 const char *openai_setting_words(const openai_req *r, const char *msg,
 				 char *out, size_t cap)
 {
-	size_t n = 0;
+	size_t n = setting_name_len(msg);
 
-	while (msg[n] && (msg[n] == '_' || (msg[n] >= 'a' && msg[n] <= 'z')))
-		n++;
 	for (int id = 0; n && id < SC_S_COUNT_; id++) {
 		const sc_setting *x = sc_params_setting(id);
 		const char *f = r ? r->field[id] : NULL;
