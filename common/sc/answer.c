@@ -780,10 +780,9 @@ static bool key_yesno(const char *t, size_t n, char *out, size_t cap)
 
 		while (w < b && (t[w] == '*' || t[w] == '(' || t[w] == '"'))
 			w++;
-		if ((y = yesno_of(t, w, b, 0)) &&
-		    !(word_at(t, b, w, "yes") || word_at(t, b, w, "no") ||
-		      word_at(t, b, w, "true") || word_at(t, b, w, "false")))
-			y = 0;
+		y = word_at(t, b, w, "yes") || word_at(t, b, w, "true") ? 'y'
+		    : word_at(t, b, w, "no") || word_at(t, b, w, "false") ? 'n'
+		    : 0;
 		if (y)
 			return put(out, cap, y == 'y' ? "yes" : "no",
 				   y == 'y' ? 3 : 2);
