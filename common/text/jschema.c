@@ -387,14 +387,19 @@ static int kw_not_for(const char *kw, const json_t *t)
 }
 
 /* The formats date, time and date-time, values that can be (RFC 3339):
- * months 01-12, days within their month (29 in February, leap year or
- * not), hours 00-23, minutes 00-59, seconds 00-60 (a leap second),
- * offsets 00:00-23:59; time is RFC 3339's full-time (JSON Schema's),
- * its offset required as date-time's. */
-#define F_DATE "[0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" " \
+ * months 01-12, days within their month (February's 29th in leap years
+ * only: the years divisible by 4 and not by 100, or by 400; RFC 3339's
+ * appendix C), hours 00-23, minutes 00-59, seconds 00-60 (a leap
+ * second), offsets 00:00-23:59; time is RFC 3339's full-time (JSON
+ * Schema's), its offset required as date-time's. A leap year's last two
+ * digits are a multiple of 4 other than 00 (even tens and 0, 4 or 8;
+ * odd tens and 2 or 6), or they are 00 and its first two are. */
+#define F_LEAP2 "([02468] [048] | [13579] [26])"
+#define F_DATE "([0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" " \
 	"(\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") " \
 	"\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | " \
-	"[12] [0-9]))"
+	"\"1\" [0-9] | \"2\" [0-8])) | ([0-9] [0-9] ([02468] [48] | " \
+	"[2468] \"0\" | [13579] [26]) | " F_LEAP2 " \"00\") \"-02-29\")"
 #define F_HOUR "([01] [0-9] | \"2\" [0-3])"
 #define F_TIME F_HOUR " \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") " \
 	"(\".\" [0-9]{1,6})?"
