@@ -250,6 +250,25 @@ static const struct {
 	{PRE1 "\"minItems\":3}", "[1,true]", NO},
 	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
 #undef PRE1
+	/* no type: the types its keywords are for */
+	{"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}",
+	 "[1,\"a\"]", WHOLE},
+	{"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}",
+	 "[\"a\",1]", NO},
+	{"{\"prefixItems\":[{\"type\":\"integer\"}]}", "7", NO},
+	{"{\"maxItems\":1}", "[3]", WHOLE},
+	{"{\"maxItems\":1}", "[3,4]", NO},
+	{"{\"required\":[\"a\"],\"properties\":{\"a\":{}}}", "{}", NO},
+	{"{\"maxLength\":2}", "\"ab\"", WHOLE},
+	{"{\"maxLength\":2}", "\"abc\"", NO},
+	{"{\"format\":\"date\"}", "\"2024-02-29\"", WHOLE},
+	{"{\"format\":\"date\"}", "\"2024-02-30\"", NO},
+	{"{\"maxItems\":1,\"maxLength\":1}", "\"a\"", WHOLE},
+	{"{\"maxItems\":1,\"maxLength\":1}", "\"ab\"", NO},
+	{"{\"maxItems\":1,\"maxLength\":1}", "[5]", WHOLE},
+	{"{\"maxItems\":1,\"maxLength\":1}", "[5,6]", NO},
+	{"{\"maxItems\":1,\"maxLength\":1}", "5", NO},
+	{"{\"description\":\"any\"}", "[{\"x\":null}]", WHOLE},
 	/* maxItems 0: [] alone */
 	{"{\"type\":\"array\",\"maxItems\":0}", "[]", WHOLE},
 	{"{\"type\":\"array\",\"maxItems\":0}", "[ ]", WHOLE},
@@ -607,6 +626,10 @@ static void schema_errors(void **state)
 		 "schema.minimum: not supported here (the supported subset: "
 		 "docs/http.md)"},
 		{"{\"type\":[\"number\",\"null\"],\"minimum\":3}",
+		 "schema.minimum: not supported here (the supported subset: "
+		 "docs/http.md)"},
+		/* no type: a number's minimum, as with "type": "number" */
+		{"{\"minimum\":3}",
 		 "schema.minimum: not supported here (the supported subset: "
 		 "docs/http.md)"},
 		{"{\"type\":[\"array\",\"null\"],\"uniqueItems\":true}",

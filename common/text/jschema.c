@@ -386,6 +386,36 @@ static int kw_not_for(const char *kw, const json_t *t)
 	return 0;
 }
 
+/* The types schema s's keywords are for, as a list (new reference; NULL
+ * out of memory): a schema without "type" is taken as the types its
+ * keywords constrain ({"prefixItems": ...} an array, {"minimum": 1,
+ * "maxLength": 2} a number or a string), each with its own keywords. */
+static json_t *kw_types(const json_t *s)
+{
+	json_t *l = json_array();
+
+	for (size_t i = 0; l && i < sizeof(KW_TYPES) / sizeof(*KW_TYPES);
+	     i++) {
+		/* a number's keywords name "integer" first: "number"
+		 * takes both */
+		const char *ty = KW_TYPES[i].types[1] ? KW_TYPES[i].types[1]
+						      : KW_TYPES[i].types[0];
+
+		if (json_object_get(s, KW_TYPES[i].kw) && !type_is(l, ty) &&
+		    json_array_append_new(l, json_string(ty))) {
+			json_decref(l);
+			return NULL;
+		}
+	}
+	if (l && json_array_size(l) == 1) {
+		json_t *one = json_incref(json_array_get(l, 0));
+
+		json_decref(l);
+		return one;
+	}
+	return l;
+}
+
 /* The formats date, time and date-time, values that can be (RFC 3339):
  * months 01-12, days within their month (February's 29th in leap years
  * only: the years divisible by 4 and not by 100, or by 400; RFC 3339's
@@ -582,12 +612,11 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 	}
 	t = json_object_get(s, "type");
 	if (!t) {
-		/* no type: what its keywords say */
-		if (json_object_get(s, "properties"))
-			t = json_string("object");
-		else if (json_object_get(s, "items"))
-			t = json_string("array");
-		else {
+		/* no type: the types its keywords are for */
+		if (!(t = kw_types(s)))
+			return fail(c, QERR_NOMEM, "out of memory");
+		if (json_is_array(t) && !json_array_size(t)) {
+			json_decref(t);
 			if (only(c, s, NULL, 0))
 				return -1;
 			strbuf_puts(b, "jvalue");
