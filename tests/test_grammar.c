@@ -481,6 +481,54 @@ static void int_ranges(void **state)
 	}
 }
 
+/* k arrays nested, each with two empty schemas beside the next, around
+ * an integer: k + 1 levels of schemas. */
+static char *nested(int k)
+{
+	strbuf b = {0};
+
+	for (int i = 0; i < k; i++)
+		strbuf_puts(&b, "{\"type\":\"array\",\"prefixItems\":[{},{},");
+	strbuf_puts(&b, "{\"type\":\"integer\"}");
+	for (int i = 0; i < k; i++)
+		strbuf_puts(&b, "]}");
+	assert_false(b.oom);
+	return b.b;
+}
+
+/* Schemas nest 64 levels at most, however many empty schemas stand
+ * beside them: each empty one had taken a level off the count, so
+ * {"prefixItems": [{}, {}, ...]} nested without bound. */
+static void nesting(void **state)
+{
+	(void)state;
+	for (int k = 62; k <= 70; k++) {
+		char *js = nested(k), *g = NULL;
+		json_t *s = json_loads(js, 0, NULL);
+		int rc;
+
+		assert_non_null(s);
+		rc = jschema_to_gbnf(s, &g);
+		if (k + 1 <= 64) {
+			if (rc)
+				fail_msg("%d levels: %s", k + 1, qerr_detail());
+		} else {
+			if (!rc)
+				fail_msg("%d levels taken", k + 1);
+			/* the reason kept, the path's middle left out */
+			if (!strstr(qerr_detail(), "...") ||
+			    !strstr(qerr_detail(), ".prefixItems[0]: nested "
+				    "over 64 levels"))
+				fail_msg("%d levels: %s", k + 1, qerr_detail());
+			assert_non_null(strstr(qerr_detail(),
+					       "nested over 64 levels"));
+		}
+		free(g);
+		json_decref(s);
+		free(js);
+	}
+}
+
 /* Lists of types: each item takes exactly its types. Each type of a list
  * is its own schema, a copy; the copies were freed after their rules
  * while rules were known by address, so a later copy at a freed one's
@@ -915,6 +963,7 @@ int main(void)
 		cmocka_unit_test(schemas),
 		cmocka_unit_test(int_ranges),
 		cmocka_unit_test(type_lists),
+		cmocka_unit_test(nesting),
 		cmocka_unit_test(schema_errors),
 		cmocka_unit_test(regexes),
 		cmocka_unit_test(rx_errors),

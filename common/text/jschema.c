@@ -43,7 +43,7 @@ typedef struct {
 	int n_rules;
 	int err;
 	int code;          /* the error's qerr code */
-	char path[512];
+	strbuf path;       /* the place in the schema, "schema.items" */
 	int depth;
 } ctx;
 
@@ -62,7 +62,15 @@ static int fail(ctx *c, int code, const char *fmt, ...)
 	va_end(ap);
 	c->err = 1;
 	c->code = code;
-	qerr_fail(code, "%s: %s", c->path, msg);
+	/* a deep place's path shortened in its middle, so that the
+	 * message's reason always fits */
+	if (c->path.oom)
+		qerr_fail(code, "%s", msg);
+	else if (c->path.n > 200)
+		qerr_fail(code, "%.60s...%s: %s", c->path.b,
+			  c->path.b + c->path.n - 137, msg);
+	else
+		qerr_fail(code, "%s: %s", c->path.b, msg);
 	return -1;
 }
 
@@ -72,18 +80,23 @@ static size_t push(ctx *c, const char *fmt, ...)
 
 static size_t push(ctx *c, const char *fmt, ...)
 {
-	size_t at = strlen(c->path);
+	size_t at = c->path.n;
+	char step[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(c->path + at, sizeof(c->path) - at, fmt, ap);
+	vsnprintf(step, sizeof(step), fmt, ap);
 	va_end(ap);
+	strbuf_puts(&c->path, step);
 	return at;
 }
 
 static void pop(ctx *c, size_t at)
 {
-	c->path[at] = '\0';
+	if (!c->path.oom && at < c->path.n) {
+		c->path.n = at;
+		c->path.b[at] = '\0';
+	}
 }
 
 /* A GBNF literal of bytes s[0, n) (JSON text as the model writes it). */
@@ -499,8 +512,6 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 	if (!json_is_object(s))
 		return fail(c, QERR_FORMAT, "a schema must be an object or "
 			    "true");
-	if (++c->depth > 64)
-		return fail(c, QERR_UNSUPPORTED, "nested over 64 levels");
 	if ((v = json_object_get(s, "$ref"))) {
 		const char *r = json_string_value(v);
 		const json_t *target = NULL;
@@ -1011,19 +1022,22 @@ static int rule(ctx *c, const json_t *s)
 			return i;
 	if (c->n_seen == 256)
 		return fail(c, QERR_UNSUPPORTED, "over 256 schemas");
+	if (c->depth == 64)
+		return fail(c, QERR_UNSUPPORTED, "nested over 64 levels");
 	id = c->n_seen;
 	c->seen[c->n_seen++] = s;
+	c->depth++;
 	if (body(c, s, &b)) {
 		free(b.b);
 		return -1;
 	}
+	c->depth--;
 	if (b.oom) {
 		free(b.b);
 		return fail(c, QERR_NOMEM, "out of memory");
 	}
 	strbuf_printf(&c->out, "r%d ::= %s\n", id, b.b ? b.b : "\"\"");
 	free(b.b);
-	c->depth--;
 	return id;
 }
 
@@ -1033,11 +1047,12 @@ int jschema_to_gbnf(const json_t *schema, char **out)
 	int id;
 
 	*out = NULL;
-	snprintf(c.path, sizeof(c.path), "schema");
+	strbuf_puts(&c.path, "schema");
 	c.root = schema;
 	c.n_rules = 0;
 	id = rule(&c, schema);
 	json_decref(c.keep);
+	strbuf_free(&c.path);
 	if (id < 0) {
 		free(c.out.b);
 		return c.code ? c.code : QERR_FORMAT;
