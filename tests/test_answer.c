@@ -236,6 +236,14 @@ static const group groups[] = {
 			 "\\boxed{No}", "false", "False", "Answer: no",
 			 "so... no", NULL}},
 	{"yesno", NULL, {"maybe", "I am not sure", "knowing", NULL}},
+	/* a negation before the word turns it */
+	{"yesno", "no", {"The answer isn't yes.", "The answer is not yes.",
+			 "So the claim is not true.",
+			 "It wasn\xe2\x80\x99t true.", "That is never true.",
+			 "The answer is NOT \"yes\".", NULL}},
+	{"yesno", "yes", {"The answer isn't no.", "So it is not false.",
+			  "The answer is not no, it is yes.",
+			  "Not really sure, but no doubt: yes", NULL}},
 	/* ---- text */
 	{"text", "eiffel tower", {"The answer is the Eiffel Tower.",
 				  "the answer is: eiffel tower!",

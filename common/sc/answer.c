@@ -437,8 +437,32 @@ static int last_letter(const char *t, size_t n)
 	return 0;
 }
 
+/* The word before t[i] within t[a, i) (spaces, quotes and '*' between)
+ * negates it: "not", "never", or a word ending "n't" ("isn't yes",
+ * "is not true", "wasn’t false"). */
+static bool negated(const char *t, size_t a, size_t i)
+{
+	size_t e = i;
+
+	while (e > a && (t[e - 1] == ' ' || t[e - 1] == '"' ||
+			 t[e - 1] == '*' || t[e - 1] == '\''))
+		e--;
+	if (e - a >= 3 && word_at(t, e, e - 3, "not"))
+		return true;
+	if (e - a >= 5 && word_at(t, e, e - 5, "never"))
+		return true;
+	if (e - a >= 3 && (t[e - 1] == 't' || t[e - 1] == 'T') &&
+	    (t[e - 2] == '\'') && (t[e - 3] == 'n' || t[e - 3] == 'N'))
+		return true;
+	/* the apostrophe U+2019 */
+	return e - a >= 5 && (t[e - 1] == 't' || t[e - 1] == 'T') &&
+	       !memcmp(t + e - 4, "\xe2\x80\x99", 3) &&
+	       (t[e - 5] == 'n' || t[e - 5] == 'N');
+}
+
 /* yes / no of t[a, b): the word alone (any case, punctuation around it),
- * else the last of yes/no/true/false standing as a word in it. */
+ * else the last of yes/no/true/false standing as a word in it; a word
+ * after a negation is its opposite ("The answer isn't yes." is no). */
 static int yesno_of(const char *t, size_t a, size_t b, int last)
 {
 	static const char *const w[] = {"yes", "no", "true", "false"};
@@ -453,7 +477,8 @@ static int yesno_of(const char *t, size_t a, size_t b, int last)
 			while (j < m && i + j < b && lower((uchar)t[i + j]) == w[k][j])
 				j++;
 			if (j == m && (i + m == b || !alnum((uchar)t[i + m]))) {
-				found = k == 0 || k == 2 ? 'y' : 'n';
+				found = (k == 0 || k == 2) != negated(t, a, i)
+					? 'y' : 'n';
 				if (!last)
 					return found;
 			}
