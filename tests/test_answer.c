@@ -49,6 +49,7 @@ static const group groups[] = {
 			  "1e3", "\\boxed{1,000}", "1000.0", NULL}},
 	{"math", "1234567", {"1,234,567", "1234567", NULL}},
 	{"math", "0", {"0", "-0", "0.0", "+0", "-0.0", "\\frac{0}{5}",
+		       "\\sqrt{2}\\sqrt{8}-4", "0^{100}",
 		       "0/7", NULL}},
 	{"math", "50", {"50\\%", "50%", "50", "\\boxed{50\\%}", NULL}},
 	{"math", "12", {"\\$12", "$12", "12 dollars", "\\text{12}",
@@ -71,6 +72,20 @@ static const group groups[] = {
 	{"math", "inf", {"\\infty", "+\\infty", "inf", "infinity",
 			 "\xe2\x88\x9e", NULL}},
 	{"math", "-inf", {"-\\infty", "-inf", NULL}},
+	/* values past exact fractions keep their size: 2^{-70} is no 0,
+	 * and those past a double's range key as their spelling, not as 0
+	 * or infinity */
+	{"math", "~8.47032947254e-22", {"2^{-70}", "\\frac{1}{2^{70}}",
+					"0.5^{70}", NULL}},
+	{"math", "~1.18059162072e+21", {"2^{70}", "4^{35}", NULL}},
+	{"math", "s:2^{-2000}", {"\\boxed{2^{-2000}}", NULL}},
+	{"math", "s:2^{2000}", {"\\boxed{2^{2000}}", NULL}},
+	{"math", "s:3^{2000}", {"\\boxed{3^{2000}}", NULL}},
+	{"math", "s:1e-400", {"\\boxed{1e-400}", NULL}},
+	{"math", "s:1e400", {"\\boxed{1e400}", NULL}},
+	{"math", "~2.5e-300", {"2.5e-300", "2.5\\times10^{-300}", NULL}},
+	{"math", "1", {"1^{1000}", "(-1)^{1000}", NULL}},
+	{"math", "-1", {"(-1)^{1001}", NULL}},
 	{"math", "6", {"2\\cdot3", "2\\times 3", "2*3", "3(2)", "(2)(3)",
 		       "12/2", "12\\div2", "\\frac{12}{2}", NULL}},
 	{"math", "8", {"2^3", "2^{3}", "2^{1+2}", "(1+1)^3", NULL}},
@@ -487,9 +502,10 @@ static void bounded(void **state)
 	for (int i = 0; i < 400; i++)
 		s[n++] = ')';
 	assert_false(mathkey(s, n, out, sizeof(out), NULL));
-	/* a huge exponent: inf in double, or no key */
+	/* a huge exponent: past a double's range, so its spelling (inf
+	 * would be \infty's key) */
 	assert_true(mathkey("2^{99999999}", 12, out, sizeof(out), NULL));
-	assert_string_equal(out, "inf");
+	assert_string_equal(out, "s:2^{99999999}");
 	assert_true(mathkey("10^{10^{10}}", 12, out, sizeof(out), NULL));
 	/* a million digits: over the input bound */
 	memset(s, '7', 1000000);

@@ -6,6 +6,7 @@
  */
 #include "sc/mathkey.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -465,6 +466,11 @@ static int num_node(parser *p, const char *s, size_t len)
 		for (int64_t i = ex - (int64_t)frac; i > 0 && x->x < INFINITY;
 		     i--)
 			x->x *= 10;
+		/* past a double's range (1e-400 is no 0, 1e400 no
+		 * infinity): undefined, so the spelling keys it */
+		if (x->x != 0 ? !(x->x >= DBL_MIN && x->x <= DBL_MAX)
+			      : strspn(digits, "0") < nd)
+			x->x = NAN;
 		return id;
 	}
 	while (ex > 0 && frac > 0) {
@@ -901,6 +907,22 @@ static val vd(double x)
 	return v;
 }
 
+/* x, the double result of an operation on a and b that are finite and
+ * not 0: undefined where it left a double's range (2^{2000} is no
+ * infinity, 2^{-2000} no 0: either would share a key with a value it is
+ * not; the sample falls back to its spelling). */
+static val vd_of(double x, val a, val b)
+{
+	double m = fabs(x);
+
+	if (!(m <= DBL_MAX) && isfinite(as_d(a)) && isfinite(as_d(b)))
+		return (val){.bad = 1};
+	if (m < DBL_MIN && as_d(a) != 0 && as_d(b) != 0 &&
+	    isfinite(as_d(a)) && isfinite(as_d(b)))
+		return (val){.bad = 1};
+	return vd(x);
+}
+
 static val v_add(val a, val b, int sub)
 {
 	if (a.bad || b.bad)
@@ -915,7 +937,18 @@ static val v_add(val a, val b, int sub)
 		    !__builtin_mul_overflow(a.d, b.d, &d))
 			return vq(n, d);
 	}
-	return vd(sub ? as_d(a) - as_d(b) : as_d(a) + as_d(b));
+	{
+		double x = as_d(a), y = as_d(b), r = sub ? x - y : x + y,
+		       big = fabs(x) > fabs(y) ? fabs(x) : fabs(y);
+
+		/* the rounding left of a difference that is 0 (\sqrt{2}
+		 * \sqrt{8} - 4): 0, where a sum's own size is kept */
+		if (fabs(r) <= 1e-12 * big && isfinite(big))
+			return vq(0, 1);
+		if (!(fabs(r) <= DBL_MAX) && isfinite(x) && isfinite(y))
+			return (val){.bad = 1};
+		return vd(r);
+	}
 }
 
 static val v_mul(val a, val b)
@@ -933,7 +966,7 @@ static val v_mul(val a, val b)
 		    !__builtin_mul_overflow(a.d / g2, b.d / g1, &d))
 			return vq(n, d);
 	}
-	return vd(as_d(a) * as_d(b));
+	return vd_of(as_d(a) * as_d(b), a, b);
 }
 
 static val v_div(val a, val b)
@@ -945,12 +978,12 @@ static val v_div(val a, val b)
 		val r = b;
 
 		if (b.n == INT64_MIN)
-			return vd(as_d(a) / as_d(b));
+			return vd_of(as_d(a) / as_d(b), a, b);
 		r.n = b.d;
 		r.d = b.n;
 		return v_mul(a, vq(r.n, r.d));
 	}
-	return vd(as_d(a) / as_d(b));
+	return vd_of(as_d(a) / as_d(b), a, b);
 }
 
 /* floor(x^(1/k)) for x >= 0, exact over integers. */
@@ -1041,23 +1074,32 @@ static val v_pow(val a, val b)
 		return v_pow(v_root(a, (int)b.d), vq(b.n, 1));
 	}
 	if (b.n < -64 || b.n > 64) {
-		double x = as_d(a), r = 1;
-		int64_t e = b.n < 0 ? -b.n : b.n;
+		/* by squaring in double; a finite base whose power leaves a
+		 * double's range is undefined (vd_of) */
+		double x = as_d(a), m = fabs(x), r = 1, sq = x;
+		uint64_t e = b.n < 0 ? (uint64_t)0 - (uint64_t)b.n
+				     : (uint64_t)b.n;
 
-		if (e > 100000) {
-			/* far beyond a double's range either way */
-			double m = x < 0 ? -x : x;
-			int odd = (int)(e & 1);
+		if (m == 0)
+			return b.n < 0 ? (val){.bad = 1} : vq(0, 1);
+		if (m == 1 || !isfinite(x)) {
+			double p = (e & 1) && x < 0 ? -m : m;
 
-			if (m == 1)
-				return vd(x < 0 && odd ? -1.0 : 1.0);
-			if ((m > 1) == (b.n > 0))
-				return vd(x < 0 && odd ? -INFINITY : INFINITY);
-			return vd(0.0);
+			return vd(b.n < 0 ? 1 / p : p);
 		}
-		for (int64_t i = 0; i < e; i++)
-			r *= x;
-		return vd(b.n < 0 ? 1 / r : r);
+		for (;;) {
+			if (e & 1)
+				r *= sq;
+			e >>= 1;
+			if (!e)
+				break;
+			sq *= sq;
+			if (!(fabs(sq) <= DBL_MAX) || fabs(sq) < DBL_MIN)
+				return (val){.bad = 1};
+		}
+		if (!(fabs(r) <= DBL_MAX) || fabs(r) < DBL_MIN)
+			return (val){.bad = 1};
+		return vd_of(b.n < 0 ? 1 / r : r, vd(1), vd(r));
 	}
 	{
 		val r = vq(1, 1), base = a;
@@ -1125,7 +1167,9 @@ static val eval(const parser *p, int id, int point)
 
 /* ---- keys --------------------------------------------------------------- */
 
-/* A double close to a fraction p/q, q <= 1000, is that fraction. */
+/* A double close to a fraction p/q, q <= 1000, is that fraction: within
+ * 1e-9 of its size (2^{-70} is no 0; a difference's rounding near 0 is
+ * v_add's). */
 static val snap(val v)
 {
 	double x, a, h0 = 0, h1 = 1, k0 = 1, k1 = 0, r;
@@ -1146,7 +1190,7 @@ static val snap(val v)
 		h1 = h2;
 		k0 = k1;
 		k1 = k2;
-		if (fabs(x - h1 / k1) <= 1e-9 * (fabs(x) > 1 ? fabs(x) : 1))
+		if (fabs(x - h1 / k1) <= 1e-9 * fabs(x))
 			return vq((int64_t)h1, (int64_t)k1);
 		if (r - a == 0)
 			break;

@@ -56,7 +56,9 @@
  *
  * BOUNDS. At most MATHKEY_INPUT_MAX bytes, MATHKEY_DEPTH nested groups,
  * MATHKEY_NODES parsed nodes, integer powers up to 64 exactly (beyond,
- * double; a double overflow is inf), digit strings over 18 digits in an
+ * double; a value past a double's range, 2^{2000} or 1e-400, is
+ * undefined, so it keys as its spelling: not inf, not 0; a double keeps
+ * its size, 2^{-70} is no 0), digit strings over 18 digits in an
  * expression as doubles (a plain number alone keeps all its digits, as
  * the number rule writes it; a \text{..} alone keys as its words "s:.."):
  * bounded time and memory whatever the input; what exceeds them has no
