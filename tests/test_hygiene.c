@@ -1007,6 +1007,76 @@ static void worker_bad_model(void **state)
 	}
 }
 
+/* quorum serve refuses a key file that is not a regular file of mode
+ * 0600 at once, one line naming it: a FIFO (open() had blocked until a
+ * writer came), a directory, a file others can read. */
+static void serve_bad_key_files(void **state)
+{
+	static const struct {
+		const char *key, *kind;
+	} rows[] = {
+		{"api_keys_file", "fifo"}, {"admin_keys_file", "fifo"},
+		{"api_keys_file", "dir"}, {"api_keys_file", "0644"},
+	};
+	char cpath[PATH_MAX + 64], kpath[PATH_MAX + 64], akpath[PATH_MAX + 64];
+	char *argv[] = {cu_bin("quorum"), "serve", "--config", cpath, NULL};
+
+	(void)state;
+	snprintf(cpath, sizeof(cpath), "%s/serve-keys.yaml", cu_tmpdir);
+	snprintf(kpath, sizeof(kpath), "%s/serve-keys", cu_tmpdir);
+	snprintf(akpath, sizeof(akpath), "%s/serve-api-keys", cu_tmpdir);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		int admin = !strcmp(rows[i].key, "admin_keys_file"), port =
+			test_port();
+		char text[4 * PATH_MAX];
+		run_res r;
+		FILE *f;
+
+		if (!strcmp(rows[i].kind, "fifo")) {
+			assert_int_equal(mkfifo(kpath, 0600), 0);
+		} else if (!strcmp(rows[i].kind, "dir")) {
+			assert_int_equal(mkdir(kpath, 0700), 0);
+		} else {
+			assert_non_null(f = fopen(kpath, "w"));
+			fputs("sk-test-key\n", f);
+			fclose(f);
+			assert_int_equal(chmod(kpath, 0644), 0);
+		}
+		/* admin keys need api keys: a good file of those */
+		assert_non_null(f = fopen(akpath, "w"));
+		fputs("sk-good-key\n", f);
+		fclose(f);
+		assert_int_equal(chmod(akpath, 0600), 0);
+		snprintf(text, sizeof(text),
+			 "model:\n  path: %s\ncluster:\n  name: hygk%d\n"
+			 "coordinator:\n  client_endpoint: tcp://127.0.0.1:%d\n"
+			 "  worker_endpoint: tcp://127.0.0.1:%d\n"
+			 "http:\n  listen: 127.0.0.1:%d\n  api_keys_file: %s\n"
+			 "%s%s%s",
+			 model_path, (int)getpid() % 100000, port, port + 1,
+			 port + 2, admin ? akpath : kpath,
+			 admin ? "  admin_keys_file: " : "", admin ? kpath : "",
+			 admin ? "\n" : "");
+		assert_non_null(f = fopen(cpath, "w"));
+		fputs(text, f);
+		fclose(f);
+		run(argv, 0, 0, &r);
+		if (!r.exited || r.status != 1)
+			fail_msg("%s %s: %s (status %d)\n%s", rows[i].key,
+				 rows[i].kind, r.exited ? "exit" : "no exit",
+				 r.status, r.err);
+		if (!strstr(r.err, kpath) ||
+		    !strstr(r.err, "must be a regular file of mode 0600") ||
+		    count_lines(r.err) != 1)
+			fail_msg("%s %s: want one line naming %s:\n%s",
+				 rows[i].key, rows[i].kind, kpath, r.err);
+		if (unlink(kpath))
+			assert_int_equal(rmdir(kpath), 0);
+	}
+	unlink(akpath);
+	unlink(cpath);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1087,7 @@ int main(void)
 		cmocka_unit_test_teardown(coordinator_defaults_vs_model,
 					  teardown),
 		cmocka_unit_test_teardown(worker_bad_model, teardown),
+		cmocka_unit_test_teardown(serve_bad_key_files, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

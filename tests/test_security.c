@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <zmq.h>
 #include <cmocka.h>
@@ -628,6 +629,17 @@ static void keygen_files(void **state)
 	assert_int_equal(curve_key_load(tpath("kg2.key"), CURVE_SECRET, sec),
 			 QERR_RANGE);
 	assert_non_null(strstr(qerr_detail(), "chmod 600"));
+	/* a FIFO named as a key: refused at once (open() had blocked until
+	 * a writer came; the alarm ends such a hang as a failure) */
+	assert_int_equal(mkfifo(tpath("fifo.key"), 0600), 0);
+	alarm(60);
+	assert_int_equal(curve_key_load(tpath("fifo.key"), CURVE_SECRET, sec),
+			 QERR_IO);
+	assert_int_equal(curve_key_load(tpath("fifo.key"), CURVE_PUBLIC, pub),
+			 QERR_IO);
+	alarm(0);
+	assert_non_null(strstr(qerr_detail(), "not a regular file"));
+	assert_int_equal(unlink(tpath("fifo.key")), 0);
 	/* usage */
 	{
 		char *argv[] = {quorum_bin, "keygen", NULL};

@@ -117,7 +117,10 @@ int curve_key_load(const char *path, curve_kind kind,
 	if (!path || !*path)
 		return qerr_fail(QERR_ARG, "no %s key file given",
 				 kind_name(kind));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	/* O_NONBLOCK: a FIFO named as a key fails the S_ISREG check below
+	 * at once, not block open() until a writer shows up (no effect on
+	 * a regular file's reads) */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
 		return qerr_fail(QERR_IO, "%s: cannot open %s key file: %s",
 				 path, kind_name(kind), strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

@@ -81,7 +81,9 @@ int auth_load(const char *path)
 	struct stat st;
 	char line[GW_KEY_MAX + 8];
 	long ln = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO fails the S_ISREG check below at once, not
+	 * block open() until a writer shows up */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0 || fstat(fd, &st)) {
 		fprintf(stderr, "quorum serve: %s: %s\n", path, strerror(errno));
