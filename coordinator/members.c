@@ -126,6 +126,51 @@ void members_remove(sched *s, int wi, const char *why)
 	/* requests whose root died are queued again by pump() */
 }
 
+/* Whether id is a registered worker's now. */
+static int id_live(const sched *s, const char *id)
+{
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && !strcmp(s->w[i].id, id))
+			return 1;
+	return 0;
+}
+
+/* Binds id to CURVE key (an id belongs to the key it first registered
+ * with). Without CURVE every key is "" and nothing is bound. At
+ * BINDINGS_MAX the oldest binding of an id not registered now goes
+ * first: ids that come and go (a pod's name each restart) cannot grow
+ * the list without bound. 0, or -1 out of memory. */
+static int bind_id(sched *s, const char *id, const char *key)
+{
+	binding *b;
+
+	if (s->n_bindings >= BINDINGS_MAX) {
+		/* the links in order, then the oldest first */
+		binding **at[BINDINGS_MAX + 1]; /* 32 KiB */
+		int n = 0;
+
+		for (binding **pp = &s->bindings; *pp && n <= BINDINGS_MAX;
+		     pp = &(*pp)->next)
+			at[n++] = pp;
+		while (n-- > 0)
+			if (!id_live(s, (*at[n])->id)) {
+				b = *at[n];
+				*at[n] = b->next;
+				free(b);
+				s->n_bindings--;
+				break;
+			}
+	}
+	if (!(b = calloc(1, sizeof(*b))))
+		return -1;
+	snprintf(b->id, sizeof(b->id), "%s", id);
+	snprintf(b->key, sizeof(b->key), "%s", key);
+	b->next = s->bindings;
+	s->bindings = b;
+	s->n_bindings++;
+	return 0;
+}
+
 void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *wm)
 {
 	const Quorum__Register *g = wm->register_;
@@ -230,18 +275,10 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		s->fingerprint = g->model_fingerprint;
 		s->have_fingerprint = 1;
 	}
-	if (!bound) {
-		binding *b = calloc(1, sizeof(*b));
-
-		if (!b) {
-			members_reject(s, m, QUORUM__STATUS__STATUS_INTERNAL,
+	if (!bound && m->user[0] && bind_id(s, wm->worker_id, m->user)) {
+		members_reject(s, m, QUORUM__STATUS__STATUS_INTERNAL,
 			       "out of memory");
-			return;
-		}
-		snprintf(b->id, sizeof(b->id), "%s", wm->worker_id);
-		snprintf(b->key, sizeof(b->key), "%s", m->user);
-		b->next = s->bindings;
-		s->bindings = b;
+		return;
 	}
 	w = &s->w[wi];
 	memset(w, 0, sizeof(*w));

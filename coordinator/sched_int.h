@@ -27,6 +27,10 @@
 #include "sc/stop.h"
 
 #define MAX_WORKERS 1024
+/* ids remembered with the key they registered with (members.c): room
+ * for every live worker and as many gone; past it the oldest of the
+ * ids not registered now is forgotten */
+#define BINDINGS_MAX (4 * MAX_WORKERS)
 #define ID_MAX WIRE_WORKER_ID_MAX
 #define HOST_MAX WIRE_HOST_MAX
 #define POOL_MAX WIRE_POOL_NAME_MAX
@@ -255,7 +259,9 @@ struct sched {
 	struct pfx *index;      /* full blocks of cached prompts (roots.c) */
 	zombie *zombies;
 	uint64_t pump_gen;
-	binding *bindings;
+	binding *bindings;      /* newest first; ids registered with a
+				 * CURVE key, BINDINGS_MAX at most */
+	int n_bindings;
 	uint64_t next_id;
 	int64_t hb_at;
 	/* status counters */

@@ -1226,6 +1226,78 @@ static void identity(void **state)
 	free_sched(&s);
 }
 
+static void cap_begin(void);
+static const char *cap_end(void);
+
+/* One connection registering ever new ids with key key (each replacing
+ * the one before): n registrations, none refused. */
+static void register_ids(sched *s, fw *w, const char *key, int from, int n)
+{
+	unsigned char rnd[POOLNAME_RND_BYTES] = {1, 2, 3, 4, 5, 6};
+	char id[32];
+
+	snprintf(w->key, sizeof(w->key), "%s", key);
+	w->id = id;
+	for (int i = from; i < from + n; i++) {
+		snprintf(id, sizeof(id), "w%d", i);
+		assert_int_equal(poolname_make(w->pool, sizeof(w->pool), "t",
+					       id, rnd), 0);
+		fw_register(s, w);
+		if (rejected(w->ident))
+			fail_msg("%s refused", id);
+	}
+	w->id = "gone";
+}
+
+/* The ids bound to the CURVE keys they registered with stay bounded:
+ * a connection registering ever new ids (or pods named anew at each
+ * restart) had grown the list without end. The newest stay bound, the
+ * oldest ids not registered now are forgotten first; without CURVE
+ * (every key "") nothing is bound. */
+static void bindings_bounded(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw w, live, thief;
+	char id[32];
+
+	(void)state;
+	cap_begin(); /* two log lines a registration */
+	/* on another host: no ForgetPool for each id that goes */
+	worker_init(&live, "L", "live0", "h2", 64, 4);
+	snprintf(live.key, sizeof(live.key), "KEY-A");
+	fw_register(s, &live);
+	assert_false(rejected("L"));
+	worker_init(&w, "X", "w0", "h", 64, 4);
+	register_ids(s, &w, "KEY-A", 0, BINDINGS_MAX + 300);
+	(void)cap_end();
+	assert_int_equal(s->n_bindings, BINDINGS_MAX);
+	/* the newest id is still bound: another key is refused it */
+	snprintf(id, sizeof(id), "w%d", BINDINGS_MAX + 299);
+	worker_init(&thief, "T", id, "h", 64, 4);
+	snprintf(thief.key, sizeof(thief.key), "KEY-B");
+	fw_register(s, &thief);
+	assert_true(rejected("T"));
+	/* the oldest binding of an id not live went: w0's; the live
+	 * worker's, older, stayed */
+	worker_init(&thief, "T", "w0", "h", 64, 4);
+	snprintf(thief.key, sizeof(thief.key), "KEY-B");
+	fw_register(s, &thief);
+	assert_false(rejected("T"));
+	worker_init(&thief, "T2", "live0", "h", 64, 4);
+	snprintf(thief.key, sizeof(thief.key), "KEY-B");
+	fw_register(s, &thief);
+	assert_true(rejected("T2"));
+	free_sched(&s);
+	/* CURVE off: no key, no bindings */
+	s = new_sched(NULL, FW_FP);
+	cap_begin();
+	worker_init(&w, "Y", "w0", "h", 64, 4);
+	register_ids(s, &w, "", 0, 100);
+	(void)cap_end();
+	assert_int_equal(s->n_bindings, 0);
+	free_sched(&s);
+}
+
 /* stderr into a file from here to cap_end(), which returns what was
  * written (static). */
 static int cap_fd = -1, cap_saved = -1;
@@ -2610,6 +2682,7 @@ int main(void)
 		cmocka_unit_test_setup(capacity_uncharged, case_setup),
 		cmocka_unit_test_setup(stale_pool, case_setup),
 		cmocka_unit_test_setup(identity, case_setup),
+		cmocka_unit_test_setup(bindings_bounded, case_setup),
 		cmocka_unit_test_setup(kv_dtype_mismatch, case_setup),
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(shots, case_setup),
