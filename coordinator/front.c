@@ -813,6 +813,30 @@ static const char *admit(sched *s, const req *r, req **victim,
 	return "queue full";
 }
 
+/* FNV-1a over what protobuf-c packs, as a ProtobufCBuffer. */
+typedef struct {
+	ProtobufCBuffer base;
+	uint64_t h;
+} hash_sink;
+
+static void hash_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
+{
+	hash_sink *k = (hash_sink *)b;
+
+	k->h = fnv1a(k->h, data, len);
+}
+
+/* The hash of a request as protobuf-c writes it again (fields in number
+ * order, varints shortest): a resend whose encoder ordered or wrote them
+ * otherwise is the same request. */
+static uint64_t ask_hash(const Quorum__ClientRequest *cr)
+{
+	hash_sink k = {{hash_append}, FNV_BASIS};
+
+	protobuf_c_message_pack_to_buffer(&cr->base, &k.base);
+	return k.h;
+}
+
 static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 {
 	req *r, *victim = NULL;
@@ -820,16 +844,17 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	int st;
 	int64_t dl;
 	uint32_t largest, retry_ms = 0;
-	uint64_t h = fnv1a(FNV_BASIS, m->data, m->len);
+	uint64_t h = ask_hash(cr);
 
 	for (req *x = s->reqs; x; x = x->next) {
 		if (x->client_rid != cr->request_id || x->cid_len != m->id_len ||
 		    memcmp(x->cid, m->id, m->id_len))
 			continue;
-		/* a client's resend of a request in flight (the same bytes:
-		 * quorum ask and the gateway resend what they packed) is the
-		 * same request, answered once; another Ask under its id is
-		 * refused, never taken for it */
+		/* a client's resend of a request in flight (the same
+		 * request: quorum ask and the gateway resend what they
+		 * packed, another client's encoder may write its fields in
+		 * another order) is the same request, answered once; another
+		 * Ask under its id is refused, never taken for it */
 		if (x->ask_hash != h) {
 			char e[96];
 

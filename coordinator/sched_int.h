@@ -180,7 +180,8 @@ typedef struct req {
 	struct req *next;
 	uint64_t rid;           /* ours: names jobs on the wire */
 	uint64_t client_rid;
-	uint64_t ask_hash;      /* fnv1a of its ClientRequest's bytes */
+	uint64_t ask_hash;      /* fnv1a of its ClientRequest as protobuf-c
+				 * packs it (front.c) */
 	unsigned char cid[WIRE_ID_MAX];
 	size_t cid_len;
 	unsigned char who[WHO_MAX]; /* its client (fair share, limits) */

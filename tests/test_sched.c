@@ -305,6 +305,8 @@ static const char *ask_answer;
 static uint32_t ask_top;
 /* ... and Ask.stream */
 static int ask_stream;
+/* ... and its fields written last to first (another client's encoder) */
+static int ask_reorder;
 
 /* An Ask from client connection cid with CURVE key user ("" none);
  * bypass: Ask.prefix_cache false; stop strings strs (n_strs, <= 8). */
@@ -364,6 +366,19 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 	n = quorum__client_request__get_packed_size(&q);
 	b = malloc(n + 1);
 	quorum__client_request__pack(&q, b);
+	if (ask_reorder) {
+		/* version (2 bytes: tag, varint), request_id (tag, one
+		 * varint byte), then the Ask: the Ask first, then the
+		 * id, then the version */
+		uint8_t *t = malloc(n + 1);
+
+		assert_true(b[0] == 0x08 && b[2] == 0x10 && rid < 128);
+		memcpy(t, b + 4, n - 4);
+		memcpy(t + n - 4, b + 2, 2);
+		memcpy(t + n - 2, b, 2);
+		free(b);
+		b = t;
+	}
 	in.id_len = strlen(cid);
 	memcpy(in.id, cid, in.id_len);
 	snprintf(in.user, sizeof(in.user), "%s", user);
@@ -587,6 +602,10 @@ static void duplicate_rid(void **state)
 	fw_register(s, &a);
 	c_ask(s, "c1", 7, &o);
 	c_ask(s, "c1", 7, &o); /* a resend */
+	ask_reorder = 1;       /* ... its fields in another order */
+	c_ask(s, "c1", 7, &o);
+	ask_reorder = 0;
+	assert_null(c_next("c1"));
 	c_ask(s, "c2", 7, &o); /* another client's own 7 */
 	/* the same id for another question: refused in words (the first
 	 * is still answered) */
