@@ -249,7 +249,7 @@ int main(int argc, char **argv)
 	/* the sampling defaults against this model: else every request
 	 * without its own value is refused for one its client never sent */
 	if (cfg_check_model(c, ctx_len, (int)tok_vocab_size(t))) {
-		fprintf(stderr, "coordinator: %s: %s\n", config, qerr_detail());
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
 		goto out;
 	}
 	fprintf(stderr, "coordinator: template %s\n", pst.note);

@@ -528,11 +528,19 @@ static void test_check_model(void **state)
 	assert_int_equal(cfg_parse("t.yaml", y, sizeof(y) - 1, &c), 0);
 	assert_int_equal(cfg_check_model(c, 1024, 809), 0);
 	assert_int_equal(cfg_check_model(c, 1023, 809), QERR_RANGE);
-	assert_string_equal(qerr_detail(), "sampling.max_new_tokens = 1024: "
+	assert_string_equal(qerr_detail(), "t.yaml:3:28: "
+			    "sampling.max_new_tokens = 1024: "
 			    "over the model's context (1023 tokens)");
 	assert_int_equal(cfg_check_model(c, 1024, 808), QERR_RANGE);
-	assert_string_equal(qerr_detail(), "sampling.logit_bias: token 808 "
+	assert_string_equal(qerr_detail(), "t.yaml:3:46: "
+			    "sampling.logit_bias: token 808 "
 			    "is not in the model's vocabulary (808 tokens)");
+	cfg_free(&c);
+	/* a default the file leaves: its name alone */
+	assert_int_equal(cfg_parse("u.yaml", BASE, sizeof(BASE) - 1, &c), 0);
+	assert_int_equal(cfg_check_model(c, 10, 809), QERR_RANGE);
+	assert_non_null(strstr(qerr_detail(), "u.yaml: "
+			       "sampling.max_new_tokens = "));
 	cfg_free(&c);
 }
 
@@ -609,6 +617,11 @@ static void test_defaults(void **state)
 	assert_string_equal(c->cluster.name, "c");
 	d.model.path = c->model.path;
 	strcpy(d.cluster.name, "c");
+	/* ... and where the file set its keys */
+	assert_string_equal(c->name, "t.yaml");
+	assert_non_null(c->marks);
+	d.name = c->name;
+	d.marks = c->marks;
 	assert_memory_equal(&d, c, sizeof(d));
 	cfg_free(&c);
 	assert_null(c);
@@ -1035,6 +1048,11 @@ static void test_dump_roundtrip(void **state)
 	a->security.worker_public_key_file = b->security.worker_public_key_file;
 	a->security.worker_secret_key_file = b->security.worker_secret_key_file;
 	a->prompt.system = b->prompt.system;
+	/* the places differ: the dump writes its own lines */
+	free(a->name);
+	free(a->marks);
+	a->name = b->name;
+	a->marks = b->marks;
 	{
 		curve_key *ck = a->security.client_keys, *wk = a->security.worker_keys;
 

@@ -1468,18 +1468,41 @@ static int walk(ctx *x, const node *root)
 
 /* ---- API ---------------------------------------------------------------- */
 
+const char *cfg_where(const cfg *c, const char *sect, const char *key,
+		      char *buf, size_t cap)
+{
+	int fi = field_index(sect, key);
+
+	if (!cap)
+		return buf;
+	if (!c->name)
+		buf[0] = '\0';
+	else if (fi >= 0 && c->marks && c->marks[fi][0])
+		snprintf(buf, cap, "%s:%d:%d", c->name, c->marks[fi][0],
+			 c->marks[fi][1]);
+	else
+		snprintf(buf, cap, "%s", c->name);
+	return buf;
+}
+
 int cfg_check_model(const cfg *c, int ctx_len, int vocab)
 {
 	/* the same rules a request's own values meet (front.c), so the
 	 * words are those a client would have been refused with */
-	char msg[400];
+	char msg[400], where[PATH_MAX + 32];
+	const char *key;
 
-	if (!sc_params_max_new_limit(c->sampling.p.max_new, ctx_len) &&
-	    !sc_params_vocab_limit(&c->sampling.p, vocab))
+	if (sc_params_max_new_limit(c->sampling.p.max_new, ctx_len))
+		key = "max_new_tokens";
+	else if (sc_params_vocab_limit(&c->sampling.p, vocab))
+		key = "logit_bias";
+	else
 		return QERR_OK;
 	/* copied out: qerr_fail writes the buffer qerr_detail() reads */
 	snprintf(msg, sizeof(msg), "%s", qerr_detail());
-	return qerr_fail(QERR_RANGE, "sampling.%s", msg);
+	cfg_where(c, "sampling", key, where, sizeof(where));
+	return qerr_fail(QERR_RANGE, "%s%ssampling.%s", where,
+			 where[0] ? ": " : "", msg);
 }
 
 void cfg_defaults(cfg *c)
@@ -1542,6 +1565,8 @@ void cfg_free(cfg **pc)
 	if (!pc || !*pc)
 		return;
 	c = *pc;
+	free(c->name);
+	free(c->marks);
 	free(c->model.path);
 	free(c->security.server_public_key_file);
 	free(c->security.server_secret_key_file);
@@ -1610,6 +1635,15 @@ static int parse_in(const char *name, const char *basedir, const char *text,
 	yaml_parser_delete(&x.p);
 	if (!rc)
 		rc = walk(&x, root);
+	/* the keys' places, before their nodes go */
+	if (!rc && (!(x.c->name = strdup(name)) ||
+		    !(x.c->marks = calloc(N_FIELDS, sizeof(*x.c->marks)))))
+		rc = qerr_fail(QERR_NOMEM, "%s: out of memory", name);
+	for (size_t i = 0; !rc && i < N_FIELDS; i++)
+		if (set[i]) {
+			x.c->marks[i][0] = set[i]->line;
+			x.c->marks[i][1] = set[i]->col;
+		}
 	node_free(root);
 	if (rc) {
 		cfg_free(&x.c);

@@ -267,6 +267,11 @@ typedef struct cfg {
 	cfg_workers workers;
 	cfg_prefix_cache prefix_cache;
 	cfg_http http;
+	/* where the file set its keys (cfg_where): the name it was read
+	 * by, and per key of cfg.c's table its value's line and column
+	 * ({0, 0}: not in the file); NULL in a cfg not read from a file */
+	char *name;
+	int (*marks)[2];
 } cfg;
 
 /* Sets every field to its default; model.path and cluster.name are empty
@@ -283,9 +288,17 @@ int cfg_load(const char *path, cfg **out);
  * relative paths. Thread-safe; fine for fuzzing. */
 int cfg_parse(const char *name, const char *text, size_t len, cfg **out);
 
+/* Where key sect.key of c was written, for a message about its value:
+ * "<name>:<line>:<column>", or "<name>" when the file leaves the key to
+ * its default, "" for a cfg not read from a file; into buf (cap bytes),
+ * returned. */
+const char *cfg_where(const cfg *c, const char *sect, const char *key,
+		      char *buf, size_t cap);
+
 /* The sampling defaults against the model (its context length and
  * vocabulary size), which the file alone cannot tell: QERR_RANGE naming
- * the key, its value and the model's limit when sampling.max_new_tokens
+ * the file, the key's place (cfg_where), the key, its value and the
+ * model's limit when sampling.max_new_tokens
  * is over the context or a sampling.logit_bias token is outside the
  * vocabulary (every request relying on the default would be refused).
  * The coordinator checks this at start, --check-config included. */
