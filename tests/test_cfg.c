@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -25,30 +27,6 @@
 
 /* The two required keys, on lines 1 and 2: case text starts at line 3. */
 #define BASE "model: {path: m.gguf}\ncluster: {name: c}\n"
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	}
-	return buf;
-}
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -689,8 +667,8 @@ static void test_example(void **state)
 {
 	char cwd[PATH_MAX];
 	char want[PATH_MAX + 64];
-	size_t len;
-	char *text = slurp(EXAMPLE, &len);
+	size_t len = 0;
+	char *text = tu_slurp(EXAMPLE, &len);
 	cfg *c = NULL;
 
 	(void)state;
@@ -1290,8 +1268,8 @@ static void test_mutations(void **state)
 		"\t", "99999999999999999999", "-1", "1.5", "~", "'", "|\n",
 		"\xef\xbb\xbf", "\r\n", "curve: true\n",
 	};
-	size_t len, ok = 0, bad = 0;
-	char *text = slurp(EXAMPLE, &len);
+	size_t len = 0, ok = 0, bad = 0;
+	char *text = tu_slurp(EXAMPLE, &len);
 	char *buf = malloc(len * 2 + 64);
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 	const char *env = getenv("CFG_MUTATIONS"); /* longer runs by hand */

@@ -44,22 +44,12 @@ static const char *bin(void)
 	return b && *b ? b : "build/quorum";
 }
 
+/* The file at path, or "" where it cannot be read (freed by the caller). */
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	char *b;
-	long n;
+	char *b = tu_slurp(path, NULL);
 
-	if (!f)
-		return strdup("");
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = calloc(1, (size_t)n + 1);
-	if (b && fread(b, 1, (size_t)n, f) != (size_t)n)
-		b[0] = '\0';
-	fclose(f);
-	return b;
+	return b ? b : strdup("");
 }
 
 /* Runs "QUORUM_BIN ARGS" through sh (args already quoted). */

@@ -941,32 +941,17 @@ static void write_bytes(const char *p, const void *d, size_t n)
 	fclose(f);
 }
 
-static uint8_t *slurp(const char *p, size_t *n)
-{
-	FILE *f = fopen(p, "rb");
-	uint8_t *b;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	*n = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = malloc(*n);
-	assert_int_equal(fread(b, 1, *n, f), *n);
-	fclose(f);
-	return b;
-}
-
 /* Every truncation of a valid file is rejected cleanly. */
 static void test_truncations(void **state)
 {
-	size_t n;
+	size_t n = 0;
 	uint8_t *b;
 	char tp[600];
 	int rejected = 0;
 
 	(void)state;
 	build(path, OK);
-	b = slurp(path, &n);
+	assert_non_null(b = (uint8_t *)tu_slurp(path, &n));
 	snprintf(tp, sizeof(tp), "%s.trunc", path);
 	for (size_t len = 0; len < n; len += len < 600 ? 1 : 97) {
 		gguf_file *g = NULL;
@@ -989,7 +974,7 @@ static void test_truncations(void **state)
 /* Header-level corruptions. */
 static void test_corrupt_headers(void **state)
 {
-	size_t n;
+	size_t n = 0;
 	uint8_t *b, *c;
 	char tp[600];
 	uint64_t big = UINT64_MAX / 2;
@@ -1007,7 +992,7 @@ static void test_corrupt_headers(void **state)
 	};
 	(void)state;
 	build(path, OK);
-	b = slurp(path, &n);
+	assert_non_null(b = (uint8_t *)tu_slurp(path, &n));
 	c = malloc(n);
 	snprintf(tp, sizeof(tp), "%s.bad", path);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

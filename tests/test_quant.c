@@ -1068,20 +1068,6 @@ static void test_int_nan(void **state)
 
 /* ---- corrupt quantized tensors --------------------------------------- */
 
-static uint8_t *slurp(const char *p, size_t *n)
-{
-	FILE *f = fopen(p, "rb");
-	uint8_t *b;
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	*n = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = xmalloc(*n);
-	assert_int_equal(fread(b, 1, *n, f), *n);
-	fclose(f);
-	return b;
-}
-
 static void spit(const char *p, const void *b, size_t n)
 {
 	FILE *f = fopen(p, "wb");
@@ -1105,7 +1091,7 @@ static void expect_load_error(const char *path, int code, const char *a,
 static void test_corrupt(void **state)
 {
 	char path[512];
-	size_t n;
+	size_t n = 0;
 	uint8_t *f, *p;
 	model *m = NULL;
 	const char *nm = "blk.1.ffn_up.weight";
@@ -1119,7 +1105,7 @@ static void test_corrupt(void **state)
 		gguf_file *g = m->gguf;
 		const gguf_tensor *t = gguf_find_tensor(g, nm);
 		assert_non_null(t);
-		f = slurp(path, &n);
+		assert_non_null(f = (uint8_t *)tu_slurp(path, &n));
 		p = memmem(f, n, t->data, 64);
 		assert_non_null(p);
 		model_free(&m);
@@ -1196,14 +1182,14 @@ static void corrupt_scales(const char *path, const model *m, uint32_t t)
 	int blk = nb - 1;
 	uint16_t inf16 = 0x7c00, nan16 = 0xfe00;
 	char want[64];
-	size_t n;
+	size_t n = 0;
 	uint8_t *f, *p;
 
 	assert_non_null(te);
 	scale_offsets(t, &d, &mo);
 	if (d < 0)
 		return;
-	f = slurp(path, &n);
+	assert_non_null(f = (uint8_t *)tu_slurp(path, &n));
 	p = memmem(f, n, te->data, 256);
 	assert_non_null(p);
 	p += (size_t)(nb + blk) * bb; /* row 1 (rows of 256), last block */

@@ -139,16 +139,15 @@ static int run(char *const argv[], const char *out, const char *err)
 	return rc;
 }
 
-static char *slurp(const char *path)
+/* The file at path, or "" where it cannot be read: valid until the
+ * next call. */
+static const char *slurp(const char *path)
 {
-	static char buf[8192];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	static char *last;
 
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	return buf;
+	free(last);
+	last = tu_slurp(path, NULL);
+	return last ? last : "";
 }
 
 static const char *tpath(const char *name)

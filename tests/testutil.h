@@ -46,6 +46,42 @@ static inline int tu_quick(void)
 	return s && *s && strcmp(s, "0");
 }
 
+/* The whole file at path, malloc'ed and NUL-terminated (*len, when not
+ * NULL, its size without the NUL); NULL when it cannot be read. */
+static inline char *tu_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *b = NULL;
+	size_t n = 0, cap = 0, r;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n + 1 >= cap) {
+			char *nb = realloc(b, cap = cap ? cap * 2 : 4096);
+
+			if (!nb) {
+				free(b);
+				fclose(f);
+				return NULL;
+			}
+			b = nb;
+		}
+		r = fread(b + n, 1, cap - n - 1, f);
+		n += r;
+	} while (r > 0);
+	if (ferror(f)) {
+		free(b);
+		b = NULL;
+	} else {
+		b[n] = '\0';
+		if (len)
+			*len = n;
+	}
+	fclose(f);
+	return b;
+}
+
 /* Path of a repository data file in a static buffer (one at a time). */
 static inline const char *tu_data(const char *rel)
 {
