@@ -186,6 +186,16 @@ static const group groups[] = {
 	  "\xd0\x9c\xd0\xbe\xd1\x81\xd0\xba\xd0\xb2\xd0\xb0", NULL}},
 	{"text", "\xc5\x82\xc3\xb3" "d\xc5\xba", {"\xc5\x81\xc3\x93" "D\xc5\xb9",
 						    NULL}},
+	/* letters written with combining marks (NFD) are the composed
+	 * letters (NFC): "e" + U+0301 is "é", "E" + U+0301 "É" (then "é");
+	 * "u" + U+0308 + U+0304 is U+01D6; "и" + U+0306 is "й" */
+	{"text", "caf\xc3\xa9", {"Caf\xc3\xa9", "cafe\xcc\x81", "CAFE\xcc\x81",
+				"The answer is cafe\xcc\x81.", NULL}},
+	{"text", "z\xc3\xbcrich", {"Z\xc3\xbcrich", "Zu\xcc\x88rich", NULL}},
+	{"text", "\xc7\x96", {"\xc7\x96", "u\xcc\x88\xcc\x84", NULL}},
+	{"text", "\xd0\xb9", {"\xd0\x99", "\xd0\xb8\xcc\x86", NULL}},
+	/* a mark with nothing to compose with stays */
+	{"text", "x\xcc\x81", {"x\xcc\x81", NULL}},
 	{"text", "x aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", {"x aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", NULL}},
 	{"text", "xaaaaaaa aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", {"xaaaaaaa aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 					 NULL}},

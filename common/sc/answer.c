@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sc/compose.h"
 #include "sc/mathkey.h"
 #include "sc/vote.h"
 
@@ -523,9 +524,102 @@ static bool put_word(char *out, size_t cap, size_t *o, const char *w,
 	return true;
 }
 
-/* SQuAD's normalisation of t[a, b) into out. */
+/* The code point of the UTF-8 sequence of 1 or 2 bytes ending at
+ * o[n - 1], and its length (*len), or -1 when o does not end in one. */
+static long last_cp(const char *o, size_t n, size_t *len)
+{
+	if (n && (uchar)o[n - 1] < 0x80) {
+		*len = 1;
+		return (uchar)o[n - 1];
+	}
+	if (n >= 2 && ((uchar)o[n - 2] & 0xe0) == 0xc0 &&
+	    ((uchar)o[n - 1] & 0xc0) == 0x80) {
+		*len = 2;
+		return ((long)((uchar)o[n - 2] & 0x1f) << 6) |
+		       ((uchar)o[n - 1] & 0x3f);
+	}
+	return -1;
+}
+
+/* base + mark as one character (sc/compose.h), or -1. */
+static long composed(long base, long mark)
+{
+	size_t lo = 0, hi = sizeof(COMPOSE) / sizeof(*COMPOSE);
+
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+
+		if (COMPOSE[m][0] < base ||
+		    (COMPOSE[m][0] == base && COMPOSE[m][1] < mark))
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < sizeof(COMPOSE) / sizeof(*COMPOSE) &&
+			       COMPOSE[lo][0] == base && COMPOSE[lo][1] == mark
+		       ? COMPOSE[lo][2] : -1;
+}
+
+/* t[a, b) with each combining mark of U+0300..U+036F that Unicode
+ * composes with the letter before it composed into it, into o (b - a
+ * bytes at most: a composition never grows the text): "Cafe" + U+0301
+ * is "Café", as NFC writes it. The length written. */
+static size_t compose_marks(const char *t, size_t a, size_t b, char *o)
+{
+	size_t n = 0;
+
+	for (size_t i = a; i < b; i++) {
+		if (i + 1 < b && ((uchar)t[i] == 0xcc ||
+				  ((uchar)t[i] == 0xcd && (uchar)t[i + 1] < 0xb0)) &&
+		    ((uchar)t[i + 1] & 0xc0) == 0x80) {
+			long mark = ((long)((uchar)t[i] & 0x1f) << 6) |
+				    ((uchar)t[i + 1] & 0x3f), base, c;
+			size_t bl;
+
+			if ((base = last_cp(o, n, &bl)) >= 0 &&
+			    (c = composed(base, mark)) >= 0) {
+				n -= bl;
+				if (c < 0x80) {
+					o[n++] = (char)c;
+				} else {
+					o[n++] = (char)(0xc0 | (c >> 6));
+					o[n++] = (char)(0x80 | (c & 0x3f));
+				}
+				i++;
+				continue;
+			}
+		}
+		o[n++] = t[i];
+	}
+	return n;
+}
+
+static bool norm_words(const char *t, size_t a, size_t b, char *out,
+		       size_t cap);
+
+/* SQuAD's normalisation of t[a, b) into out, its letters and marks
+ * composed first (compose_marks) where it has marks. */
 static bool norm_text(const char *t, size_t a, size_t b, char *out,
 		      size_t cap)
+{
+	char *c;
+	size_t n;
+	bool ok;
+
+	if (!memchr(t + a, 0xcc, b - a) && !memchr(t + a, 0xcd, b - a))
+		return norm_words(t, a, b, out, cap);
+	if (!(c = malloc(b - a + 1)))
+		return false;
+	n = compose_marks(t, a, b, c);
+	ok = norm_words(c, 0, n, out, cap);
+	free(c);
+	return ok;
+}
+
+/* SQuAD's normalisation of t[a, b) into out: lower case, articles and
+ * punctuation out, one space between words. */
+static bool norm_words(const char *t, size_t a, size_t b, char *out,
+		       size_t cap)
 {
 	char w[64];
 	size_t o = 0, wn = 0;
