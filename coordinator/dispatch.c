@@ -640,11 +640,14 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	for (int k = 0; k < j->n; k++)
 		mine |= j->idx[k] == i;
 	/* everything a worker says is checked: its own job's index, a
-	 * finish reason, no more tokens than asked, bounded text and answer */
+	 * finish reason, no more tokens than asked (its steps one more at
+	 * most), bounded text and answer */
 	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
 	    (strcmp(x->sample->finish, "stop") &&
 	     strcmp(x->sample->finish, "length")) ||
 	    x->sample->tokens > (uint32_t)r->p.max_new ||
+	    (x->sample->has_steps && x->sample->steps != x->sample->tokens &&
+	     x->sample->steps - 1 != x->sample->tokens) ||
 	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||

@@ -314,7 +314,8 @@ static void finish_reply(sched *s, req *r)
 		smp[i] = x;
 		wts[i] = vote_conf_weight(x->has_group_confidence
 						? x->group_confidence : 0.0);
-		sr.tokens_reported += x->tokens + !strcmp(x->finish, "stop");
+		sr.tokens_reported += x->has_steps
+			? x->steps : x->tokens + !strcmp(x->finish, "stop");
 		if (x->has_answer && x->answer.len) {
 			if (!(abuf[i] = malloc(x->answer.len + 1)))
 				goto nomem;

@@ -290,8 +290,17 @@ static void test_stop_strings(void **state)
 				assert_memory_equal(x->text, y->text, x->len);
 				assert_int_equal(x->finish, SC_FINISH_STOP);
 				assert_true(x->n_tokens <= y->n_tokens);
+				/* a stop string's last token is one of its
+				 * tokens: no end token drawn */
+				assert_int_equal(x->end_step, 0);
 				cut += mode == SC_BATCHED && !mb;
 			}
+			/* nothing stopped early (no rule): every step
+			 * reported once, none saved (a stop string's stop
+			 * was counted as an end token more) */
+			assert_int_equal(r.stop.tokens_reported,
+					 r.stats.gen_tokens);
+			assert_int_equal(r.stop.tokens_saved, 0);
 			sc_run_result_fini(&r);
 		}
 	assert_true(cut >= 2); /* samples 0 and 1 at least */

@@ -1416,6 +1416,10 @@ static void worker_validation(void **state)
 		fw_send(s, &a, &sm);
 		x.text.data = (uint8_t *)"ok";
 		x.text.len = 2;
+		x.has_steps = 1; /* steps: tokens, or one more */
+		x.steps = 3;
+		fw_send(s, &a, &sm);
+		x.has_steps = 0;
 		x.finish = "maybe";
 		fw_send(s, &a, &sm);
 		assert_null(c_next("c1"));

@@ -309,6 +309,7 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 			 * grammar (or it must end and end tokens are off) */
 			f->out->finish = acc ? SC_FINISH_STOP
 					     : SC_FINISH_GRAMMAR;
+			f->out->end_step = 1;
 			f->done = 1;
 			f->out->settled = f->out->len;
 			return 0;
@@ -327,6 +328,7 @@ drawn:
 		return rc;
 	if (tok_is_eog(e->t, tokid)) {
 		f->out->finish = SC_FINISH_STOP;
+		f->out->end_step = 1;
 		f->done = 1;
 		return 0;
 	}

@@ -32,6 +32,10 @@ typedef struct {
 			       * runs with stop strings, its last bytes may
 			       * still be cut (streaming sends only these) */
 	int n_tokens;
+	int end_step;         /* 1: its last step drew an end token or found
+			       * its grammar ended, a decode step n_tokens
+			       * does not count (a stop string's last token
+			       * is one of n_tokens) */
 	int finish;           /* enum sc_finish */
 	int has_answer;
 	char answer[VOTE_ANSWER_MAX];

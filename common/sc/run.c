@@ -150,7 +150,7 @@ static void stop_report(const sc_params *p, const sc_stopper *st,
 	o->tokens_reported = 0;
 	for (int i = 0; i < st->prefix; i++)
 		o->tokens_reported += (uint64_t)r->samples[i].n_tokens +
-				      (r->samples[i].finish == SC_FINISH_STOP);
+				      (uint64_t)r->samples[i].end_step;
 	est = st->prefix ? o->tokens_reported * (uint64_t)p->n /
 				   (uint64_t)st->prefix : 0;
 	o->tokens_saved = est > r->stats.gen_tokens ? est - r->stats.gen_tokens
