@@ -1423,6 +1423,9 @@ static void worker_validation(void **state)
 		x.finish = "maybe";
 		fw_send(s, &a, &sm);
 		assert_null(c_next("c1"));
+		/* none of them taken: the sample is still the worker's */
+		assert_non_null(s->reqs);
+		assert_int_equal(s->reqs->st[0], S_ASSIGNED);
 		/* a worker sending bad results as fast as it likes: their
 		 * lines are held to SCHED_DROP_LOGS a second */
 		{
