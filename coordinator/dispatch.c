@@ -644,7 +644,8 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	 * most), bounded text and answer */
 	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
 	    (strcmp(x->sample->finish, "stop") &&
-	     strcmp(x->sample->finish, "length")) ||
+	     strcmp(x->sample->finish, "length") &&
+	     strcmp(x->sample->finish, "grammar")) ||
 	    x->sample->tokens > (uint32_t)r->p.max_new ||
 	    (x->sample->has_steps && x->sample->steps != x->sample->tokens &&
 	     x->sample->steps - 1 != x->sample->tokens) ||

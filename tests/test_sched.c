@@ -1426,6 +1426,13 @@ static void worker_validation(void **state)
 		/* none of them taken: the sample is still the worker's */
 		assert_non_null(s->reqs);
 		assert_int_equal(s->reqs->st[0], S_ASSIGNED);
+		/* a sample its grammar ended is a good one (it had been
+		 * dropped as bad, and decoded again) */
+		x.finish = "grammar";
+		x.has_steps = 1;
+		x.steps = 2;
+		fw_send(s, &a, &sm);
+		assert_int_equal(s->reqs->st[0], S_DONE);
 		/* a worker sending bad results as fast as it likes: their
 		 * lines are held to SCHED_DROP_LOGS a second */
 		{
