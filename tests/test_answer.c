@@ -154,9 +154,16 @@ static const group groups[] = {
 					    "-.12345678901234567890", NULL}},
 	{"math", "-9223372036854775808", {"(-2)^{63}",
 					  "-9223372036854775807-1", NULL}},
-	/* a list of equations is not its last right-hand side */
-	{"math", "s:x=2,y=3", {"\\boxed{x=2, y=3}", "The answer is x = 2, y = 3.", NULL}},
-	{"math", "s:x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
+	/* a list of equations is not its last right-hand side: each
+	 * variable's value, in name order, wherever it is written (a
+	 * last line as the box; it had been the last number) */
+	{"math", "x=2,y=3", {"\\boxed{x=2, y=3}", "The answer is x = 2, y = 3.",
+			     "x=2, y=3", "x = 2, y = 3", "y = 3, x = \\frac{4}{2}",
+			     "So we get\nx = 2, y = 3", NULL}},
+	{"math", "x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
+	{"math", "a=0.5,b=f[x]:2.2;3;25/7", {"a = 0.5, b = x", "b = x, a = 1/2", NULL}},
+	/* not a list of equations: the last number */
+	{"math", "3", {"x = 2, so the answer is 3", "3", NULL}},
 	{"math", "s:even", {"\\boxed{\\text{even}}", "\\boxed{ \\text{ even } }",
 			    "The answer is $\\text{even}$.", NULL}},
 	/* ---- the span: what a review found (2026-12-07) */

@@ -1455,6 +1455,60 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 	}
 }
 
+/* A list of equations, each a variable = a value ("x = 2, y = 3"), over
+ * the tokens [0, p->n) into o: "x=2,y=3", each value keyed as an answer
+ * is and the variables in name order ("y = 3, x = \frac{4}{2}" is the
+ * same). 0 where it is not one (a part without its variable, '=' and a
+ * value; a variable twice; over 8 parts). */
+static int equations(parser *p, sbuf *o)
+{
+	char keys[8][160];
+	const char *sorted[8];
+	int n = 0, d = 0, start = 0;
+
+	for (int i = 0; i <= p->n; i++) {
+		token *t = &p->t[i];
+
+		if (i < p->n)
+			d += bracket(t);
+		if (i == p->n || (d == 0 && is_op(t, ','))) {
+			parser q = *p;
+			sbuf ko = {.n = 0};
+			token *v = &p->t[start];
+			int m;
+
+			if (n == 8 || i - start < 3 || v->kind != T_VAR ||
+			    !is_op(&p->t[start + 1], '='))
+				return 0;
+			q.n_vars = 0;
+			q.n_nodes = 0;
+			q.err = 0;
+			q.depth = p->depth + 1;
+			m = snprintf(keys[n], sizeof(keys[n]), "%.*s=",
+				     (int)v->len, v->s);
+			if (m <= 0 || (size_t)m >= sizeof(keys[n]) ||
+			    !parse_top(&q, start + 2, i, &ko) || ko.full ||
+			    (size_t)m + ko.n >= sizeof(keys[n]))
+				return 0;
+			memcpy(keys[n] + m, ko.b, ko.n + 1);
+			sorted[n] = keys[n];
+			n++;
+			start = i + 1;
+		}
+	}
+	qsort(sorted, (size_t)n, sizeof(*sorted), str_cmp);
+	for (int i = 0; i < n; i++) {
+		if (i && !strncmp(sorted[i - 1], sorted[i],
+				  (size_t)(strchr(sorted[i], '=') - sorted[i]) +
+					  1))
+			return 0; /* a variable twice */
+		if (i)
+			put(o, ",", 1);
+		put(o, sorted[i], strlen(sorted[i]));
+	}
+	return 1;
+}
+
 /* The fallback: a normalized spelling. */
 static void fallback(const char *s, size_t n, sbuf *o)
 {
@@ -1598,8 +1652,14 @@ bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 				from = comma ? -1 : i + 1;
 		}
 		to = p->n;
-		if (from < 0)
-			to = from = 0; /* no parse: the spelling */
+		if (from < 0) {
+			/* a list of equations, keyed as one; else the
+			 * spelling */
+			to = from = 0;
+			ok = equations(p, &o) && !o.full;
+			if (!ok)
+				o.n = o.full = 0;
+		}
 		/* a trailing unit word: "5 cm", "12 apples" */
 		if (to - from >= 2 && p->t[to - 1].kind == T_VAR &&
 		    p->t[to - 1].len >= 2 && p->t[to - 1].space &&
