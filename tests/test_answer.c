@@ -162,6 +162,18 @@ static const group groups[] = {
 			     "So we get\nx = 2, y = 3", NULL}},
 	{"math", "x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
 	{"math", "a=0.5,b=f[x]:2.2;3;25/7", {"a = 0.5, b = x", "b = x, a = 1/2", NULL}},
+	/* a unit after a number, apart from it, is not algebra: words,
+	 * the SI letters, joined by /, *, \cdot or a space, with powers
+	 * ("5 km/h" had keyed as f[h,k,m]) */
+	{"math", "9.8", {"9.8 m/s^2", "9.8 m s^-2", "9.8", "9.8 N/kg",
+			 "The answer is 9.8 m/s^2.", "\\boxed{9.8\\text{ m/s}^2}",
+			 "9.8 kg \\cdot m", NULL}},
+	{"auto", "5", {"The answer is 5 km/h.", "The answer is 5 m",
+		       "Answer: 5 cm^2", "5 m/s", NULL}},
+	/* ... but a letter written onto a number, or one that names no
+	 * unit, is a variable */
+	{"math", "f[h]:6.6;9;75/7", {"3h", NULL}},
+	{"math", "f[x,y]:21.12;31;1900/49", {"2 x y", NULL}},
 	/* not a list of equations: the last number */
 	{"math", "3", {"x = 2, so the answer is 3", "3", NULL}},
 	{"math", "s:even", {"\\boxed{\\text{even}}", "\\boxed{ \\text{ even } }",

@@ -199,6 +199,23 @@ static void clean(const char *s, size_t n, sbuf *o)
 					if (digit) /* \text{5}: its content */
 						clean(s + g + 1, e - g - 2, o);
 					i = e;
+					/* a unit's power goes with it:
+					 * \text{ m/s}^2, \text{m}^{-1} */
+					if (!digit && i + 1 < n && s[i] == '^') {
+						size_t q = i + 1;
+
+						if (s[q] == '{' &&
+						    (e = group_end(s, n, q)))
+							i = e;
+						else if (is_dig((uchar)s[q]) ||
+							 (s[q] == '-' && q + 1 < n &&
+							  is_dig((uchar)s[q + 1]))) {
+							for (q += s[q] == '-';
+							     q < n && is_dig((uchar)s[q]);)
+								q++;
+							i = q;
+						}
+					}
 					continue;
 				}
 			}
@@ -1455,6 +1472,57 @@ static int parse_top(parser *p, int from, int to, sbuf *o)
 	}
 }
 
+/* Whether token t is a unit's name: a word ("cm", "apples"; not "pi"),
+ * or one of the letters that name SI units when written apart ("5 m",
+ * "3 h", "5 m/s"; "2 x" stays 2x). */
+static int unit_word(const token *t)
+{
+	if (t->kind != T_VAR)
+		return 0;
+	if (t->len >= 2)
+		return !(t->len == 2 && !memcmp(t->s, "pi", 2));
+	return t->len == 1 && strchr("msghlLNJWVAK", t->s[0]);
+}
+
+/* The end of the value in tokens [from, to) without the unit after it:
+ * a number, a space, then unit words joined by '/', '*', \cdot or
+ * nothing, each with a power at most ("5 km/h", "9.8 m/s^2", "7 cm^2",
+ * "12 apples", "3 square meters"); to where there is none. */
+static int unit_tail(const parser *p, int from, int to)
+{
+	int k = to, start = -1;
+
+	for (;;) {
+		int u = k;
+
+		/* the unit's power: ^2, ^-1 */
+		if (u - 2 >= from && p->t[u - 1].kind == T_NUM &&
+		    is_op(&p->t[u - 2], '^'))
+			u -= 2;
+		else if (u - 3 >= from && p->t[u - 1].kind == T_NUM &&
+			 is_op(&p->t[u - 2], '-') && is_op(&p->t[u - 3], '^'))
+			u -= 3;
+		if (u - 1 < from || !unit_word(&p->t[u - 1]))
+			break;
+		start = k = u - 1;
+		/* joined to a unit before it: an operator (the unit before
+		 * it checked next) or a space between two words */
+		if (k - 1 >= from &&
+		    (is_op(&p->t[k - 1], '/') || is_op(&p->t[k - 1], '*') ||
+		     (p->t[k - 1].kind == T_CMD && p->t[k - 1].len == 5 &&
+		      !memcmp(p->t[k - 1].s, "\\cdot", 5))))
+			k--;
+		else if (!(p->t[k].space && k - 1 >= from &&
+			   unit_word(&p->t[k - 1])))
+			break;
+	}
+	/* after a number, apart from it */
+	if (start > from && p->t[start].space &&
+	    p->t[start - 1].kind == T_NUM)
+		return start;
+	return to;
+}
+
 /* A list of equations, each a variable = a value ("x = 2, y = 3"), over
  * the tokens [0, p->n) into o: "x=2,y=3", each value keyed as an answer
  * is and the variables in name order ("y = 3, x = \frac{4}{2}" is the
@@ -1660,11 +1728,7 @@ bool mathkey(const char *s, size_t len, char *out, size_t cap, bool *parsed)
 			if (!ok)
 				o.n = o.full = 0;
 		}
-		/* a trailing unit word: "5 cm", "12 apples" */
-		if (to - from >= 2 && p->t[to - 1].kind == T_VAR &&
-		    p->t[to - 1].len >= 2 && p->t[to - 1].space &&
-		    !(p->t[to - 1].len == 2 && !memcmp(p->t[to - 1].s, "pi", 2)))
-			to--;
+		to = unit_tail(p, from, to);
 		if (from < to && long_literal(p, from, to, &o))
 			ok = !o.full;
 		else if (from < to)

@@ -21,11 +21,17 @@
  *   constants    \pi (and the word pi), \infty (inf, infinity, U+221E)
  *   grouping     ( ) [ ] { } and \left( ... \right) etc.
  *   dropped      $ and \$, \% and % (50\% is 50, as MATH's normaliser has
- *                it), units in \text{..} \mathrm{..} \textbf{..} \mbox{..},
- *                ^\circ and ^{\circ}, spacing (\, \; \: \! \quad, "\ "),
- *                \displaystyle; a left-hand side "x = 5" (the part after
- *                the last top-level '=', unless a top-level comma comes
- *                before it: "x = 2, y = 3" keys as its spelling)
+ *                it), units in \text{..} \mathrm{..} \textbf{..} \mbox{..}
+ *                (with a power after them: \text{ m/s}^2), units written
+ *                apart after a number (words and the SI letters m s g h
+ *                l L N J W V A K, joined by /, *, \cdot or a space, with
+ *                powers: "5 km/h", "9.8 m/s^2", "12 apples"; "3h" and
+ *                "2 x" are products), ^\circ and ^{\circ}, spacing (\,
+ *                \; \: \! \quad, "\ "), \displaystyle; a left-hand side
+ *                "x = 5" (the part after the last top-level '=', unless a
+ *                top-level comma comes before it: "x = 2, y = 3" is a
+ *                list of equations, keyed "x=2,y=3": each variable's
+ *                value, in name order)
  *   variables    a letter, or a Greek letter command (\alpha, \theta...)
  *   lists        at the top level only: "(a, b)" and "[a, b]" are ordered
  *                and their brackets matter ("(1,2)" is not "[1,2]"; a
@@ -38,7 +44,9 @@
  * only (roots beyond square roots by a fixed Newton iteration): no libm,
  * so the same bits on every ISA and compiler. A double within 1e-9
  * (relative) of a fraction whose denominator is at most 1000 is taken as
- * that fraction (so \sqrt{8}/\sqrt{2} is 2). An expression with free
+ * that fraction (so \sqrt{8}/\sqrt{2} is 2); a difference within 1e-12
+ * of its operands' size is 0; a value past a double's range is undefined
+ * (its spelling keys it). An expression with free
  * variables is evaluated at three fixed points for each variable.
  *
  * KEYS. A rational is written as the number rule of vote.h writes it when
