@@ -968,6 +968,10 @@ static void test_file(void **state)
 		assert_non_null(json_object_get(o, "votes"));
 		assert_non_null(json_object_get(o, "question"));
 		assert_non_null(json_object_get(o, "expected"));
+		/* the reply's samples too, as ask --json and run --file
+		 * (their logprobs had no way out) */
+		assert_true(json_is_array(json_object_get(o, "samples")));
+		assert_non_null(json_object_get(o, "prompt_tokens"));
 		json_decref(o);
 	}
 	assert_int_equal(k, sizeof(want) / sizeof(want[0]));

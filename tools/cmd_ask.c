@@ -375,6 +375,17 @@ static void finish_item(const answer_format *run, item *it,
 	json_object_set_new(o, "error", err ? client_text(err, strlen(err))
 					    : json_null());
 	json_object_set(o, "timings", json_object_get(tmp, "timings"));
+	{
+		/* the rest of `quorum ask --json`'s answer: the samples
+		 * (their logprobs when asked), the stop report... (as
+		 * quorum run --file writes its --json object) */
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(tmp, k, v)
+			if (!json_object_get(o, k))
+				json_object_set(o, k, v);
+	}
 	json_decref(tmp);
 	it->result = o;
 }
