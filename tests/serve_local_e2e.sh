@@ -13,7 +13,9 @@
 #  - itself killed (SIGKILL): the coordinator and workers follow it
 #    (parent-death signals), their pools go;
 #  - bad arguments (both --model and --config, a missing model, a file
-#    that is not a model, --workers 0): a clear error, nothing left.
+#    that is not a model (never said ready), --workers 0, --endpoint
+#    with --model, a --listen port past 65535, an address in use before
+#    anything starts): a clear error, nothing left.
 #
 #   sh tests/serve_local_e2e.sh [BUILD_DIR]      (default build)
 #
@@ -210,7 +212,43 @@ exited "$sp"
 check "not a GGUF file: exit 1 (got $rc)" test "$rc" = 1
 check "not a GGUF file: named, and the coordinator's end told" \
 	sh -c "grep -q 'bad.gguf' '$tmp/bad4.log' &&
-	       grep -q 'coordinator .* ended' '$tmp/bad4.log'"
+	       grep -q 'coordinator did not start' '$tmp/bad4.log'"
+check "not a GGUF file: never said to be listening (ready)" \
+	sh -c "! grep -q 'listening on' '$tmp/bad4.log'"
+TMPDIR=$tmp "$Q" serve --model "$MODEL" --endpoint tcp://127.0.0.1:1 \
+	>"$tmp/bad5.log" 2>&1
+rc=$?
+check "--endpoint with --model: usage error (exit 2, got $rc)" test $rc = 2
+check "--endpoint with --model: says it goes with --config" \
+	grep -q "endpoint goes with --config" "$tmp/bad5.log"
+TMPDIR=$tmp "$Q" serve --model "$MODEL" --listen 127.0.0.1:99999 \
+	>"$tmp/bad6.log" 2>&1
+rc=$?
+check "--listen with port 99999: usage error (exit 2, got $rc)" test $rc = 2
+check "--listen with port 99999: names the flag" \
+	grep -q "\-\-listen 127.0.0.1:99999: not HOST:PORT" "$tmp/bad6.log"
+# an address in use: said at once, nothing started
+port=$(free_port)
+$PY -c 'import socket,sys,time
+s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+sys.stdout.write("bound\n"); sys.stdout.flush(); time.sleep(60)' "$port" \
+	>"$tmp/holder.out" 2>&1 &
+holder=$!
+e2e_track "$holder"
+i=0
+while ! grep -q bound "$tmp/holder.out" 2>/dev/null && [ $i -lt 400 ]; do
+	sleep 0.05; i=$((i + 1))
+done
+TMPDIR=$tmp "$Q" serve --model "$MODEL" --listen "127.0.0.1:$port" \
+	>"$tmp/bad7.log" 2>&1
+rc=$?
+kill "$holder" 2>/dev/null
+check "an address in use: exit 1 (got $rc)" test $rc = 1
+check "an address in use: said in words" \
+	grep -q "cannot listen on 127.0.0.1:$port: Address already in use" \
+	"$tmp/bad7.log"
+check "an address in use: no coordinator started" \
+	sh -c "! grep -q '^coordinator' '$tmp/bad7.log'"
 TMPDIR=$tmp "$Q" serve --model "$MODEL" --workers 0 >"$tmp/bad3.log" 2>&1
 check "--workers 0: refused" grep -q "workers 0" "$tmp/bad3.log"
 check "bad arguments: nothing started, no directory" test "$(dirs)" -eq 0

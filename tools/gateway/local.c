@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,23 @@ int local_alive(gw_local *l)
 		return 0;
 	}
 	return 1;
+}
+
+int local_wait_ready(gw_local *l)
+{
+	char sock[PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(sock, sizeof(sock), "%s/client", l->dir);
+	/* its ipc:// socket file appears when it binds, after it read the
+	 * model; or it ends */
+	while (stat(sock, &st) || !S_ISSOCK(st.st_mode)) {
+		if (!local_alive(l))
+			return qerr_fail(QERR_IO, "the coordinator did not "
+					 "start (%s)", local_status(l));
+		usleep(10000);
+	}
+	return 0;
 }
 
 const char *local_status(const gw_local *l)

@@ -22,6 +22,11 @@ const char *local_config(const gw_local *l);
 /* 1 while the coordinator runs (reaps it once it ended). */
 int local_alive(gw_local *l);
 
+/* Waits until the coordinator listens on its client endpoint (it took
+ * the config and the model) or ends: 0, or QERR_IO saying how it ended
+ * (its own message is on stderr). */
+int local_wait_ready(gw_local *l);
+
 /* How it ended ("exit status 1", "killed by signal 9"; "running"); a
  * static buffer. */
 const char *local_status(const gw_local *l);

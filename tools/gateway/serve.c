@@ -306,12 +306,13 @@ static void help(void)
 	       "  --threads T      with --model: threads per worker (default 2)\n"
 	       "  --config FILE    cluster configuration (a running cluster)\n"
 	       "  --listen H:P     overrides http.listen (port 0: any free one)\n"
-	       "  --endpoint E     the coordinator's client endpoint (default:\n"
-	       "                   coordinator.client_endpoint)\n"
+	       "  --endpoint E     with --config: the coordinator's client\n"
+	       "                   endpoint (default: coordinator.client_endpoint)\n"
 	       "  -h, --help       this help\n\n"
 	       "It prints \"quorum serve: listening on http://H:P\" once\n"
-	       "ready and runs until SIGINT/SIGTERM. Exit status: 0 stopped,\n"
-	       "1 cannot start, 2 usage.\n");
+	       "ready (with --model: its coordinator took the model) and runs\n"
+	       "until SIGINT/SIGTERM. Exit status: 0 stopped, 1 cannot start\n"
+	       "(an address in use is said before anything starts), 2 usage.\n");
 }
 
 /* Binds the listen address (sa filled). */
@@ -322,10 +323,15 @@ static int parse_listen(const char *s, struct sockaddr_storage *sa,
 	const char *colon = strrchr(s, ':');
 	long port;
 
+	char *end;
+
 	memset(sa, 0, sizeof(*sa));
-	if (!colon || strlen(s) > CFG_LISTEN_MAX)
+	if (!colon || strlen(s) > CFG_LISTEN_MAX || colon[1] < '0' ||
+	    colon[1] > '9')
 		return -1;
-	port = strtol(colon + 1, NULL, 10);
+	port = strtol(colon + 1, &end, 10);
+	if (*end || port > 65535)
+		return -1;
 	if (s[0] == '[') {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)sa;
 
@@ -344,6 +350,28 @@ static int parse_listen(const char *s, struct sockaddr_storage *sa,
 		*len = sizeof(*a);
 		return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
 	}
+}
+
+/* A socket bound to sa and listening, for the daemon (which then opens
+ * none of its own): bound before anything else starts, so that an address
+ * in use is said at once, in words. -1 with the reason in errno. */
+static int listen_fd(const struct sockaddr_storage *sa, socklen_t len)
+{
+	int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) ||
+	    (sa->ss_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on))) ||
+	    bind(fd, (const struct sockaddr *)sa, len) || listen(fd, 512)) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
 
 static void model_name(const char *path, char *out, size_t cap)
@@ -383,6 +411,7 @@ int cmd_serve(int argc, char **argv)
 	sigset_t mask, old;
 	char shown[96], host[64];
 	int ch, rc = 1, port = 0, workers_given = 0, threads_given = 0;
+	int lfd = -1;
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -420,12 +449,32 @@ int cmd_serve(int argc, char **argv)
 				       "--config, workers.local and "
 				       "workers.threads say it)",
 				       workers_given ? "workers" : "threads");
+	if (model && endpoint)
+		/* its own cluster's endpoint is a private one */
+		return cli_usage_error("serve", "--endpoint goes with --config "
+				       "(with --model the gateway talks to the "
+				       "cluster it starts)");
+	if (listen_at && parse_listen(listen_at, &sa, &salen))
+		return cli_usage_error("serve", "--listen %s: not HOST:PORT (an "
+				       "IPv4 address or [IPv6] one, a port "
+				       "0..65535)", listen_at);
 	if (model) {
+		/* the address first: in use, nothing is started */
+		if (!listen_at)
+			parse_listen("127.0.0.1:8080", &sa, &salen);
+		if ((lfd = listen_fd(&sa, salen)) < 0) {
+			fprintf(stderr, "quorum serve: cannot listen on %s: "
+				"%s\n", listen_at ? listen_at
+						   : "127.0.0.1:8080",
+				strerror(errno));
+			return 1;
+		}
 		/* a cluster of its own: coordinator and workers started here */
 		if (local_start(model, (int)workers, (int)threads,
 				listen_at ? listen_at : "127.0.0.1:8080",
 				&local)) {
 			fprintf(stderr, "quorum serve: %s\n", qerr_detail());
+			close(lfd);
 			return 1;
 		}
 		config = local_config(local);
@@ -434,6 +483,8 @@ int cmd_serve(int argc, char **argv)
 	if (cfg_load(config, &gw.c)) {
 		fprintf(stderr, "quorum serve: %s\n", qerr_detail());
 		local_stop(&local);
+		if (lfd >= 0)
+			close(lfd);
 		return 1;
 	}
 	if (listen_at) {
@@ -447,6 +498,11 @@ int cmd_serve(int argc, char **argv)
 	if (parse_listen(gw.c->http.listen, &sa, &salen)) {
 		fprintf(stderr, "quorum serve: listen address '%s' is not "
 			"HOST:PORT\n", gw.c->http.listen);
+		goto out;
+	}
+	if (lfd < 0 && (lfd = listen_fd(&sa, salen)) < 0) {
+		fprintf(stderr, "quorum serve: cannot listen on %s: %s\n",
+			gw.c->http.listen, strerror(errno));
 		goto out;
 	}
 	gw.endpoint = endpoint ? endpoint : gw.c->coordinator.client_endpoint;
@@ -503,7 +559,7 @@ int cmd_serve(int argc, char **argv)
 			MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
 			(sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, on_request, NULL,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_LISTEN_SOCKET, lfd,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw.c->http.threads,
 		/* the caps are answered in words (conns.h); these close
 		 * silently only a flood past them */
@@ -517,8 +573,17 @@ int cmd_serve(int argc, char **argv)
 		MHD_OPTION_END);
 	if (!d) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		fprintf(stderr, "quorum serve: cannot listen on %s (in use, or "
-			"not an address of this host)\n", gw.c->http.listen);
+		fprintf(stderr, "quorum serve: cannot serve on %s\n",
+			gw.c->http.listen);
+		goto out;
+	}
+	lfd = -1; /* the daemon's now */
+	/* with a cluster of its own, ready means its coordinator took the
+	 * model and listens: a bad model ends here, before the line that
+	 * says ready */
+	if (local && local_wait_ready(local)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		fprintf(stderr, "quorum serve: %s\n", qerr_detail());
 		goto out;
 	}
 	di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
@@ -581,5 +646,7 @@ out:
 	metrics_fini();
 	cfg_free(&gw.c);
 	local_stop(&local);
+	if (lfd >= 0)
+		close(lfd);
 	return rc;
 }
