@@ -1354,6 +1354,12 @@ static void test_gateway_nested_fields(void **state)
 		 NULL, NULL},
 		{",\"think\":true,\"chat_template_kwargs\":"
 		 "{\"enable_thinking\":false}", "think", "both given"},
+		/* a setting and its older name: one value, or a 400 (the
+		 * older one had been dropped in silence) */
+		{",\"max_completion_tokens\":3,\"max_tokens\":4",
+		 "max_tokens", "'max_completion_tokens' and 'max_tokens' are "
+		 "both given, with different values: give one"},
+		{",\"max_completion_tokens\":3,\"max_tokens\":3", NULL, NULL},
 		/* one setting reaches the template: the coordinator and
 		 * the CLI refuse the pair, so does the gateway */
 		{",\"think\":false,\"reasoning_effort\":\"low\"",

@@ -619,17 +619,31 @@ type: {
 }
 
 /* Every field of the settings table o has, into r->p (r->given). A field
- * and its older name (max_tokens) are one setting: the first of the table
- * given wins. -1 with the field's 400. */
+ * and its older name (max_tokens) are one setting: both given with
+ * different values is a 400 naming both (one would be dropped in
+ * silence); the same value is that value. -1 with the field's 400. */
 static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 			 const char **param)
 {
+	uint64_t here = 0; /* the settings o gave */
+
 	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
 		json_t *v = json_object_get(o, settings[i].key);
 		int id = settings[i].id;
 
+		if (present(v) && (here & SC_BIT(id)) &&
+		    !json_equal(v, json_object_get(o, r->field[id]))) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "'%s' and '%s' are both "
+				 "given, with different values: give one",
+				 r->field[id], settings[i].key);
+			bad(msg, cap, param, settings[i].key, why);
+			return -1;
+		}
 		if (!present(v) || (r->given & SC_BIT(id)))
 			continue;
+		here |= SC_BIT(id);
 		r->field[id] = settings[i].key;
 		if (json_setting(v, id, &r->p))
 			return bad_setting(msg, cap, param, settings[i].key);
