@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "conf/cfg.h"
+#include "conf/opts.h"
 #include "net/curve.h"
 #include "format/gguf.h"
 #include "proc.h"
@@ -227,6 +228,11 @@ int main(int argc, char **argv)
 	curve_zap *zap = NULL;  /* non-NULL when security.curve is on */
 	char (*gw_keys)[CURVE_Z85_LEN + 1] = NULL;
 
+	if (opts_whole(argc, argv, "h", opts)) {
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		usage(stderr);
+		return 2;
+	}
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': config = optarg; break;
@@ -236,6 +242,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!config || optind != argc) {
+		if (!config)
+			fprintf(stderr, "coordinator: --config FILE is "
+				"required\n");
+		else
+			fprintf(stderr, "coordinator: unexpected argument "
+				"'%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}

@@ -522,6 +522,20 @@ static void test_usage_errors(void **state)
 		{"ask --file x.jsonl --concurrency 0", "bad value for --concurrency"},
 		{"ask --endpoint '' q", "--endpoint is empty"},
 		{"ask --no-such-option q", "bad option"},
+		/* getopt_long's own words lead with the command */
+		{"run --no-such-option q", "quorum run: unrecognized option "
+		 "'--no-such-option'"},
+		/* options are taken whole: a prefix is no abbreviation
+		 * ("--mode" had been --model, silently) */
+		{"eval-set --model m --file x.jsonl --mode reset",
+		 "quorum eval-set: unknown option '--mode' (options are taken "
+		 "whole: --model?)"},
+		{"run --model m --stop-s x q", "unknown option '--stop-s' "
+		 "(options are taken whole: --stop-string?)"},
+		{"serve --mod m", "unknown option '--mod'"},
+		{"--version extra", "quorum: --version takes no argument "
+		 "('extra')"},
+		{"ask --endp tcp://h:1 q", "unknown option '--endp'"},
 		{"ask --reasoning-effort max q", "--reasoning-effort takes low, "
 		 "medium, high, not 'max'"},
 		{"run --model m --reasoning-effort '' q", "--reasoning-effort "

@@ -1009,6 +1009,45 @@ static void worker_bad_model(void **state)
 	}
 }
 
+/* The coordinator and the worker take their long options whole: a
+ * prefix ("--conf" for --config) is refused naming the option it
+ * starts, as are a missing --config and a stray argument, each with its
+ * line before the usage (exit 2, nothing bound). */
+static void programs_usage(void **state)
+{
+	static const struct {
+		const char *prog, *args[3], *says;
+	} rows[] = {
+		{"coordinator", {"--conf", "x.yaml", NULL},
+		 "coordinator: unknown option '--conf' (options are taken "
+		 "whole: --config?)"},
+		{"coordinator", {"--config", "x.yaml", "--check"},
+		 "unknown option '--check' (options are taken whole: "
+		 "--check-config?)"},
+		{"coordinator", {NULL}, "coordinator: --config FILE is required"},
+		{"coordinator", {"--config", "x.yaml", "extra"},
+		 "coordinator: unexpected argument 'extra'"},
+		{"worker", {"--conf", "x.yaml", NULL},
+		 "worker: unknown option '--conf' (options are taken whole: "
+		 "--config?)"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		char *argv[5] = {cu_bin(rows[i].prog)};
+		run_res r;
+
+		for (int k = 0; k < 3 && rows[i].args[k]; k++)
+			argv[k + 1] = (char *)rows[i].args[k];
+		run(argv, 0, 0, &r);
+		if (!r.exited || r.status != 2 || !strstr(r.err, rows[i].says))
+			fail_msg("%s %s: status %d, want 2 and '%s':\n%s",
+				 rows[i].prog, rows[i].args[0] ? rows[i].args[0]
+							       : "",
+				 r.status, rows[i].says, r.err);
+	}
+}
+
 /* quorum serve refuses a key file that is not a regular file of mode
  * 0600 at once, one line naming it: a FIFO (open() had blocked until a
  * writer came), a directory, a file others can read. */
@@ -1090,6 +1129,7 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(worker_bad_model, teardown),
 		cmocka_unit_test_teardown(serve_bad_key_files, teardown),
+		cmocka_unit_test_teardown(programs_usage, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

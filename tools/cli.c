@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf/opts.h"
+#include "qerr.h"
+
 int cli_long(const char *cmd, const char *opt, const char *s, long min,
 	     long max, long *out)
 {
@@ -59,6 +62,14 @@ int cli_float(const char *cmd, const char *opt, const char *s, double min,
 	}
 	*out = (float)v;
 	return 0;
+}
+
+int cli_opts(const char *cmd, int argc, char *const argv[],
+	     const char *optstring, const struct option *opts)
+{
+	if (!opts_whole(argc, argv, optstring, opts))
+		return 0;
+	return cli_usage_error(cmd, "%s", qerr_detail());
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -9,6 +9,7 @@
 #ifndef QUORUM_CLI_H
 #define QUORUM_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +55,11 @@ char *cli_read_all(FILE *f, size_t *len);
 /* A question given as '-': all of stdin without its trailing newlines
  * ("echo Q | quorum run -" asks "Q", as quorum run "Q" does). */
 char *cli_read_question(size_t *len);
+/* Long options taken whole (conf/opts.h: "--mode" is not "--model"):
+ * 0, or non-zero after the usage error is printed (the command returns
+ * 2). Called before a command's getopt_long loop. */
+int cli_opts(const char *cmd, int argc, char *const argv[],
+	     const char *optstring, const struct option *opts);
 /* Prints "quorum CMD: MSG\nTry 'quorum CMD --help'." to stderr; returns 2.
  * (The sampling flags are sampflags.h's.) */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -279,6 +279,8 @@ int cmd_bench(int argc, char **argv)
 	int c, rc = 1, roof = 0, ns_given = 0;
 
 	optind = 1;
+	if (cli_opts("bench", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': mpath = optarg; break;

@@ -81,6 +81,8 @@ int cmd_eval(int argc, char **argv)
 	float *lg = NULL;
 
 	optind = 1;
+	if (cli_opts("eval", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': mpath = optarg; break;

@@ -565,6 +565,8 @@ int cmd_evalset(int argc, char **argv)
 				    sizeof(own[0]));
 	memcpy(opts + sk, own, sizeof(own));
 	optind = 1;
+	if (cli_opts("eval-set", argc, argv, "n:h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		if ((sk = sampflags_opt(&sf, c, optarg)) != -1) {
 			if (sk)

@@ -39,6 +39,8 @@ int cmd_keygen(int argc, char **argv)
 	int c;
 
 	optind = 1;
+	if (cli_opts("keygen", argc, argv, "o:h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;

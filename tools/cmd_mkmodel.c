@@ -85,6 +85,8 @@ int cmd_mkmodel(int argc, char **argv)
 	int c;
 
 	optind = 1;
+	if (cli_opts("mkmodel", argc, argv, "o:h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': o.tokenizer = optarg; break;

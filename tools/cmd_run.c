@@ -626,6 +626,8 @@ int cmd_run(int argc, char **argv)
 				   - sizeof(own) / sizeof(own[0]));
 	memcpy(opts + k, own, sizeof(own));
 	optind = 1;
+	if (cli_opts("run", argc, argv, "n:h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		if ((k = sampflags_opt(&sf, c, optarg)) != -1) {
 			if (k)

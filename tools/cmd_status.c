@@ -124,6 +124,8 @@ int cmd_status(int argc, char **argv)
 	char msg[512];
 
 	optind = 1;
+	if (cli_opts("status", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e': endpoint = optarg; break;

@@ -73,6 +73,8 @@ int cmd_tokenize(int argc, char **argv)
 	int32_t *ids = NULL;
 
 	optind = 1;
+	if (cli_opts("tokenize", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;
@@ -138,6 +140,8 @@ int cmd_detokenize(int argc, char **argv)
 	char *out = NULL;
 
 	optind = 1;
+	if (cli_opts("detokenize", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;

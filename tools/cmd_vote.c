@@ -252,6 +252,8 @@ int cmd_vote(int argc, char **argv)
 	FILE *in;
 
 	optind = 1;
+	if (cli_opts("vote", argc, argv, "h", opts))
+		return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

@@ -42,19 +42,38 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") ||
-	    !strcmp(argv[1], "version")) {
-		printf("quorum %s (git %s)\n", QUORUM_VERSION, QUORUM_GIT);
-		return 0;
+	{
+		int help = !strcmp(argv[1], "--help") ||
+			   !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"),
+		    version = !strcmp(argv[1], "--version") ||
+			      !strcmp(argv[1], "-V") ||
+			      !strcmp(argv[1], "version");
+
+		if ((help || version) && argc > 2) {
+			fprintf(stderr, "quorum: %s takes no argument "
+				"('%s')\n", argv[1], argv[2]);
+			return 2;
+		}
+		if (help) {
+			usage(stdout);
+			return 0;
+		}
+		if (version) {
+			printf("quorum %s (git %s)\n", QUORUM_VERSION,
+			       QUORUM_GIT);
+			return 0;
+		}
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
+		if (!strcmp(argv[1], cmds[i].name)) {
+			/* its argv[0]: what getopt_long's own messages
+			 * lead with ("quorum run: unrecognized option") */
+			static char self[64];
+
+			snprintf(self, sizeof(self), "quorum %s", cmds[i].name);
+			argv[1] = self;
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "quorum: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

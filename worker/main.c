@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "conf/cfg.h"
+#include "conf/opts.h"
 #include "qerr.h"
 #include "net/wire.h"
 #include "wk.h"
@@ -76,6 +77,11 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	int ch, rc;
 
+	if (opts_whole(argc, argv, "h", opts)) {
+		fprintf(stderr, "worker: %s\n", qerr_detail());
+		usage(stderr);
+		return 2;
+	}
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		char *end;
 

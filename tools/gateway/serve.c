@@ -414,6 +414,8 @@ int cmd_serve(int argc, char **argv)
 	int lfd = -1;
 
 	optind = 1;
+	if (cli_opts("serve", argc, argv, "h", opts))
+		return 2;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': config = optarg; break;
