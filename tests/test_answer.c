@@ -268,6 +268,12 @@ static const group groups[] = {
 				   "Answer: 15.0", "B", NULL}},
 	{"choice:A=12|B=15", "A", {"the answer is 12", "\\boxed{12}", NULL}},
 	{"choice:A=12|B=15", NULL, {"the answer is 16", NULL}},
+	/* a last line that is an option's value: its letter (a bare
+	 * "15" had no answer) */
+	{"choice:A=12|B=15", "B", {"15", "So:\n15", "1/2 of 30 is\n15.",
+				   NULL}},
+	{"choice:A=1/2|B=Paris", "B", {"Paris", "paris.", NULL}},
+	{"choice:A=12|B=15", NULL, {"16", "I think it is 15 or 12", NULL}},
 	{"choice", "A", {"A", "(A)", "\\boxed{A}", "The answer is A.",
 			 "Answer: (A)", NULL}},
 	{"choice", "E", {"The correct option is (E).", "option E",

@@ -876,7 +876,11 @@ static bool key_choice(const answer_format *f, const char *t, size_t n,
 			return cap > 1;
 		}
 	}
-	if ((c = last_letter(t, n))) {
+	if ((c = last_letter(t, n)) ||
+	    /* a last line that is an option's value or text ("15" when B
+	     * is 15), with the options known */
+	    (last_line(t, n, &a, &b) &&
+	     (c = option_letter(f->pattern, t, a, b)))) {
 		out[0] = (char)c;
 		out[1] = '\0';
 		return cap > 1;
