@@ -265,6 +265,78 @@ static size_t enc(int v, const char *s, int parse_special, int add_special,
 	return n;
 }
 
+/* Letters and numbers that Unicode 15.0/15.1 added (CJK Extension I,
+ * Kaktovik numerals, Nag Mundari, Kawi) are letters and numbers to the
+ * pre-tokenizer, as to llama.cpp (its tables are 15.1): quorum's regexes
+ * spell \p{L}, \p{N}, \p{P} out from text/ucd.h, where they had taken
+ * PCRE2's own tables (Debian's 10.42: Unicode 14, and the host's library
+ * chose the tokens). The ids: llama-tokenize (llama.cpp 3f545bec, plain:
+ * --no-bos --no-parse-special) on each vocabulary. */
+static void test_unicode_15(void **state)
+{
+	static const char *const texts[] = {
+		"\xf0\xae\xaf\xb0's",         /* U+2EBF0 's */
+		" \xf0\x9d\x8b\x80",          /* space U+1D2C0 */
+		"\xf0\x9e\x93\x90\xf0\x9e\x93\xb9 12", /* U+1E4D0 U+1E4F9 */
+		"x\xf0\x91\xbc\x84'S",        /* x U+11F04 'S */
+		" \xf0\x9d\x8b\x80\xf0\x9d\x8b\x81\xf0\x9d\x8b\x82!",
+	};
+	static const struct {
+		int v;
+		int32_t ids[5][12];
+	} rows[] = {
+		{V_QWEN2, {{172, 106, 107, 108, 594, -1},
+			   {220, 56252, 233, 222, -1},
+			   {172, 252, 241, 238, 172, 252, 241, 117, 220, 16, 17,
+			    -1},
+			   {87, 128240, 120, 226, 13272, -1},
+			   {220, 56252, 233, 222, 56252, 233, 223, 56252, 233,
+			    224, 0, -1}}},
+		{V_GPT2, {{172, 106, 107, 108, 338, -1},
+			  {220, 47728, 233, 222, -1},
+			  {172, 252, 241, 238, 172, 252, 241, 117, 1105, -1},
+			  {87, 172, 239, 120, 226, 6, 50, -1},
+			  {220, 47728, 233, 222, 47728, 233, 223, 47728, 233,
+			   224, 0, -1}}},
+		{V_LLAMA3, {{172, 106, 107, 108, 596, -1},
+			    {220, 57352, 233, 222, -1},
+			    {172, 252, 241, 238, 172, 252, 241, 117, 220, 717,
+			     -1},
+			    {87, 172, 239, 120, 226, 13575, -1},
+			    {220, 57352, 233, 222, 57352, 233, 223, 57352, 233,
+			     224, 0, -1}}},
+		{V_O200K, {{172, 106, 107, 108, 885, -1},
+			   {220, 43120, 233, 222, -1},
+			   {172, 252, 241, 238, 172, 252, 241, 117, 220, 899,
+			    -1},
+			   {87, 172, 239, 120, 226, 31233, -1},
+			   {220, 43120, 233, 222, 43120, 233, 223, 43120, 233,
+			    224, 0, -1}}},
+	};
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(rows) / sizeof(*rows); r++)
+		for (size_t i = 0; i < sizeof(texts) / sizeof(*texts); i++) {
+			int32_t *ids = NULL;
+			size_t n = 0, m = 0;
+
+			assert_int_equal(tok_encode(vt[rows[r].v], texts[i],
+						    strlen(texts[i]), 0, 0, &ids,
+						    &n), QERR_OK);
+			while (rows[r].ids[i][m] >= 0)
+				m++;
+			if (n != m || memcmp(ids, rows[r].ids[i],
+					     n * sizeof(*ids))) {
+				fprintf(stderr, "%s: text %zu\n", vname[rows[r].v],
+					i);
+				print_ids("expected", rows[r].ids[i], m);
+				print_ids("got     ", ids, n);
+				fail();
+			}
+			free(ids);
+		}
+}
+
 /* o200k as gpt-oss has it (o200k_harmony): the pre-tokenizer, the ids of
  * the harmony tokens and the attributes llama.cpp gives them. */
 static void test_o200k_harmony(void **state)
@@ -979,6 +1051,7 @@ int main(void)
 		cmocka_unit_test(test_vectors_gpt2),
 		cmocka_unit_test(test_vectors_llama_spm),
 		cmocka_unit_test(test_vectors_qwen2),
+		cmocka_unit_test(test_unicode_15),
 		cmocka_unit_test(test_vectors_llama_bpe),
 		cmocka_unit_test(test_vectors_o200k),
 		cmocka_unit_test(test_o200k_harmony),

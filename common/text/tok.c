@@ -15,6 +15,8 @@
 
 #include "fnv.h"
 #include "qerr.h"
+#include "text/strbuf.h"
+#include "text/ucd.h"
 
 /* internal token attributes (bit set; llama.cpp keeps the same split) */
 enum {
@@ -259,6 +261,98 @@ void tok_pre_list(char *out, size_t cap)
 	}
 }
 
+/* Ranges r[0, n) (or, complement, the code points outside them, the
+ * surrogates left out: UTF-8 has none) as a character class's body. */
+static void put_ranges(strbuf *b, const uint32_t (*r)[2], size_t n,
+		       int complement)
+{
+	uint32_t from = 0;
+
+	for (size_t i = 0; i <= n; i++) {
+		uint32_t a = complement ? from : r[i][0],
+			 z = complement ? (i < n ? r[i][0] : 0x110000) - 1
+					: r[i][1];
+
+		if (complement) {
+			from = i < n ? r[i][1] + 1 : 0x110000;
+			if (i < n && r[i][0] == 0)
+				continue;
+			if (a <= 0xdfff && z >= 0xd800) {
+				/* around the surrogates */
+				if (a < 0xd800)
+					strbuf_printf(b, "\\x{%x}-\\x{d7ff}", a);
+				a = 0xe000;
+				if (z < a)
+					continue;
+			}
+		} else if (i == n) {
+			break;
+		}
+		if (a == z)
+			strbuf_printf(b, "\\x{%x}", a);
+		else if (a < z)
+			strbuf_printf(b, "\\x{%x}-\\x{%x}", a, z);
+	}
+}
+
+/* Pattern re with its \p{L}, \p{N}, \p{P} (and \P{..}) spelled out as
+ * the code points of text/ucd.h (one Unicode version, whatever PCRE2's
+ * tables are) into b. */
+static void expand_classes(const char *re, strbuf *b)
+{
+	static const struct {
+		char name;
+		const uint32_t (*r)[2];
+		size_t n;
+	} cls[] = {
+		{'L', UCD_L, sizeof(UCD_L) / sizeof(*UCD_L)},
+		{'N', UCD_N, sizeof(UCD_N) / sizeof(*UCD_N)},
+		{'P', UCD_P, sizeof(UCD_P) / sizeof(*UCD_P)},
+	};
+	int in_class = 0;
+
+	for (const char *c = re; *c; c++) {
+		if (c[0] == '\\' && (c[1] == 'p' || c[1] == 'P') &&
+		    c[2] == '{' && c[3] && c[4] == '}') {
+			size_t k = 0;
+
+			while (k < sizeof(cls) / sizeof(*cls) &&
+			       cls[k].name != c[3])
+				k++;
+			if (k < sizeof(cls) / sizeof(*cls)) {
+				int neg = c[1] == 'P';
+
+				if (!in_class)
+					strbuf_puts(b, neg ? "[^" : "[");
+				put_ranges(b, cls[k].r, cls[k].n,
+					   in_class && neg);
+				if (!in_class)
+					strbuf_puts(b, "]");
+				c += 4;
+				continue;
+			}
+		}
+		if (c[0] == '\\' && c[1]) {
+			strbuf_add(b, c, 2);
+			c++;
+			continue;
+		}
+		if (!in_class && c[0] == '[') {
+			/* a ']' first in the class (after '^') is a member */
+			in_class = 1;
+			strbuf_add(b, c, 1);
+			if (c[1] == '^')
+				strbuf_add(b, ++c, 1);
+			if (c[1] == ']')
+				strbuf_add(b, ++c, 1);
+			continue;
+		}
+		if (in_class && c[0] == ']')
+			in_class = 0;
+		strbuf_add(b, c, 1);
+	}
+}
+
 static int compile_pre(tok *t, int kind)
 {
 	for (size_t i = 0; i < sizeof(pre_res) / sizeof(pre_res[0]); i++) {
@@ -267,10 +361,16 @@ static int compile_pre(tok *t, int kind)
 		for (int j = 0; j < MAX_RE && pre_res[i].re[j]; j++) {
 			int ec;
 			PCRE2_SIZE eo;
-			pcre2_code *re = pcre2_compile(
-				(PCRE2_SPTR)pre_res[i].re[j], PCRE2_ZERO_TERMINATED,
-				PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+			strbuf x = {0};
+			pcre2_code *re;
 
+			expand_classes(pre_res[i].re[j], &x);
+			if (x.oom)
+				return qerr_fail(QERR_NOMEM, "tokenizer: out of "
+						 "memory");
+			re = pcre2_compile((PCRE2_SPTR)x.b, x.n, PCRE2_UTF,
+					   &ec, &eo, NULL);
+			free(x.b);
 			if (!re) {
 				PCRE2_UCHAR msg[128];
 
