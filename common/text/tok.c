@@ -263,35 +263,42 @@ void tok_pre_list(char *out, size_t cap)
 
 /* Ranges r[0, n) (or, complement, the code points outside them, the
  * surrogates left out: UTF-8 has none) as a character class's body. */
+static void put_range(strbuf *b, uint32_t a, uint32_t z)
+{
+	if (a == z)
+		strbuf_printf(b, "\\x{%x}", a);
+	else if (a < z)
+		strbuf_printf(b, "\\x{%x}-\\x{%x}", a, z);
+}
+
 static void put_ranges(strbuf *b, const uint32_t (*r)[2], size_t n,
 		       int complement)
 {
 	uint32_t from = 0;
 
+	if (!complement) {
+		for (size_t i = 0; i < n; i++)
+			put_range(b, r[i][0], r[i][1]);
+		return;
+	}
+	/* the gaps before each range and after the last */
 	for (size_t i = 0; i <= n; i++) {
-		uint32_t a = complement ? from : r[i][0],
-			 z = complement ? (i < n ? r[i][0] : 0x110000) - 1
-					: r[i][1];
+		uint32_t end = i < n ? r[i][0] : 0x110000;
 
-		if (complement) {
-			from = i < n ? r[i][1] + 1 : 0x110000;
-			if (i < n && r[i][0] == 0)
-				continue;
+		if (end > from) {
+			uint32_t a = from, z = end - 1;
+
 			if (a <= 0xdfff && z >= 0xd800) {
 				/* around the surrogates */
 				if (a < 0xd800)
-					strbuf_printf(b, "\\x{%x}-\\x{d7ff}", a);
+					put_range(b, a, 0xd7ff);
 				a = 0xe000;
-				if (z < a)
-					continue;
 			}
-		} else if (i == n) {
-			break;
+			if (a <= z)
+				put_range(b, a, z);
 		}
-		if (a == z)
-			strbuf_printf(b, "\\x{%x}", a);
-		else if (a < z)
-			strbuf_printf(b, "\\x{%x}-\\x{%x}", a, z);
+		if (i < n)
+			from = r[i][1] + 1;
 	}
 }
 
