@@ -459,6 +459,18 @@ static void test_special_tokens(void **state)
 	assert_true(tok_is_eog(vt[V_QWEN2], 151645));
 	assert_true(tok_is_eog(vt[V_QWEN2], 151643));
 	assert_false(tok_is_eog(vt[V_QWEN2], 151644));
+	/* "</s>", an ordinary token of Qwen's vocabulary, is an end of
+	 * generation and a control token to llama.cpp (its list by text,
+	 * for paddleocr): matched whole with parse_special, as
+	 * llama-tokenize gives it (it had been "</", "s", ">") */
+	assert_int_equal(tok_find(vt[V_QWEN2], "</s>"), 128247);
+	assert_true(tok_is_eog(vt[V_QWEN2], 128247));
+	assert_true(tok_is_control(vt[V_QWEN2], 128247));
+	n = enc(V_QWEN2, "a</s>b", 1, 0, ids, 64);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 64);
+	assert_int_equal(ids[1], 128247);
+	assert_int_equal(ids[2], 65);
 	assert_false(tok_is_eog(vt[V_QWEN2], user));
 	assert_int_equal(tok_eos(vt[V_QWEN2]), 151645);
 	assert_int_equal(tok_eot(vt[V_QWEN2]), 151645);

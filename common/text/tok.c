@@ -561,10 +561,11 @@ static const char *const eot_names[] = {
 	"<end_of_utterance>", NULL};
 static const char *const eog_names[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-	"<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-	"[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+	"<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
+	"<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+	"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
 	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-	NULL};
+	"[e~[", NULL};
 static const char *const eom_names[] = {"<|eom_id|>", NULL};
 static const char *const fim_pad_names[] = {"<|fim_pad|>", "<fim-pad>",
 					    "<fim_pad>", "<PAD>", NULL};
@@ -578,18 +579,45 @@ static const char *const fim_other_names[] = {
 	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>",
 	"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", NULL};
 
+/* Whether an end-of-generation token has text w: its id, or -1. */
+static int32_t eog_text(const tok *t, const char *w)
+{
+	int32_t id = lookup(t, w, strlen(w));
+
+	for (uint32_t i = 0; id >= 0 && i < t->n_eog; i++)
+		if (t->eog[i] == id)
+			return id;
+	return -1;
+}
+
+/* Drops id from the end-of-generation tokens, its attributes now attr. */
+static void eog_drop(tok *t, int32_t id, uint8_t attr)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < t->n_eog; i++)
+		if (t->eog[i] != id)
+			t->eog[j++] = t->eog[i];
+	t->n_eog = j;
+	t->attr[id] = attr;
+}
+
 /* gpt-oss (o200k_harmony), as llama.cpp: the message-structure tokens are
  * user-defined (always matched in text, always rendered), and with
- * <|return|> and <|call|> ending generation, <|end|> (which closes every
- * message, the analysis one too) is not an end of generation. */
+ * <|return|> and <|call|> ending generation (or <|calls|> and <|flush|>,
+ * solar-open's), <|end|> (which closes every message, the analysis one
+ * too) is not an end of generation. And as llama.cpp's gemma4 and
+ * paddleocr workaround, "</s>" beside "<|tool_response>" is a normal
+ * token, no end. */
 static void harmony_attrs(tok *t)
 {
 	static const char *const user[] = {"<|channel|>", "<|message|>",
 					   "<|start|>", "<|constrain|>"};
-	int32_t ret = lookup(t, "<|return|>", 10);
-	int32_t call = lookup(t, "<|call|>", 8);
-	int32_t end = lookup(t, "<|end|>", 7);
-	uint32_t in = 0;
+	int32_t end = eog_text(t, "<|end|>"), s = eog_text(t, "</s>");
+	int ret = eog_text(t, "<|return|>") >= 0,
+	    call = eog_text(t, "<|call|>") >= 0 ||
+		   eog_text(t, "<|calls|>") >= 0,
+	    flush = eog_text(t, "<|flush|>") >= 0;
 
 	for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++) {
 		int32_t id = lookup(t, user[i], strlen(user[i]));
@@ -597,18 +625,10 @@ static void harmony_attrs(tok *t)
 		if (id >= 0)
 			t->attr[id] = A_USER;
 	}
-	if (ret < 0 || call < 0 || end < 0)
-		return;
-	for (uint32_t i = 0; i < t->n_eog; i++)
-		in |= (t->eog[i] == ret) | (t->eog[i] == call) << 1 |
-		      (t->eog[i] == end) << 2;
-	if (in != 7)
-		return;
-	for (uint32_t i = 0, j = 0; i < t->n_eog; i++)
-		if (t->eog[i] != end)
-			t->eog[j++] = t->eog[i];
-	t->n_eog--;
-	t->attr[end] = A_USER;
+	if (end >= 0 && call && (ret || flush))
+		eog_drop(t, end, A_USER);
+	if (s >= 0 && eog_text(t, "<|tool_response>") >= 0)
+		eog_drop(t, s, A_NORMAL);
 }
 
 static int hexval(uint8_t c)
