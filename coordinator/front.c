@@ -296,6 +296,10 @@ static void finish_reply(sched *s, req *r)
 	/* samples 0..k-1: all n, or the prefix the stop rule decided at */
 	uint32_t k = r->decided ? r->prefix : req_n(r), finished = 0;
 	Quorum__SelectReport usr = QUORUM__SELECT_REPORT__INIT;
+	Quorum__SamplingParams sp;
+	/* the settings it ran with, echoed (a client that left them to the
+	 * cluster learns them); the grammar's text stays home */
+	spwire_buf *pb = malloc(sizeof(*pb));
 	Quorum__Sample **smp = calloc(req_n(r), sizeof(*smp));
 	uint64_t *wts = calloc(req_n(r), sizeof(*wts));
 	const char **ans = calloc(req_n(r), sizeof(*ans));
@@ -437,6 +441,11 @@ static void finish_reply(sched *s, req *r)
 	}
 	a.stop = &sr;
 	rep.request_id = r->client_rid;
+	if (!pb)
+		goto nomem;
+	if (spwire_encode(&r->p, spwire_fields() & ~SC_BIT(SC_S_GRAMMAR), &sp,
+			  pb))
+		a.params = &sp;
 	rep.status = QUORUM__STATUS__STATUS_OK;
 	rep.body_case = QUORUM__CLIENT_REPLY__BODY_ANSWER;
 	rep.answer = &a;
@@ -451,6 +460,7 @@ nomem:
 		    QUORUM__STATUS__STATUS_INTERNAL, "out of memory");
 	s->failed++;
 out:
+	free(pb);
 	vote_result_fini(&v);
 	for (uint32_t i = 0; abuf && i < req_n(r); i++)
 		free(abuf[i]);

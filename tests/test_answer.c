@@ -519,6 +519,37 @@ static void number_text(void **state)
 	}
 }
 
+/* Why a sample has no answer, in the words of its format: what the
+ * format looks for (yesno's reason had been the number format's). */
+static void no_answer_reasons(void **state)
+{
+	static const struct {
+		const char *format, *want;
+	} rows[] = {
+		{"yesno", "no yes/no/true/false"},
+		{"number", "no boxed answer or number"},
+		{"auto", "no boxed answer, stated answer or number"},
+		{"choice", "no option letter (A-J) or option"},
+		{"regex:\\d+", "no match of the pattern"},
+		{"json:/a", "no JSON value at the pointer"},
+	};
+	answer_format f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		assert_int_equal(answer_format_parse(rows[i].format, &f, NULL),
+				 0);
+		assert_string_equal(answer_no_answer_reason(&f, "maybe", 5),
+				    rows[i].want);
+	}
+	assert_string_equal(answer_no_answer_reason(NULL, "maybe", 5),
+			    "no answer its format reads");
+	/* the model's own unfinished turn comes first */
+	assert_int_equal(answer_format_parse("yesno", &f, NULL), 0);
+	assert_string_equal(answer_no_answer_reason(&f, "<think>yes", 10),
+			    "thinking never ended (no </think>)");
+}
+
 /* Hostile inputs: bounded, a key or none, never a crash. */
 static void bounded(void **state)
 {
@@ -595,6 +626,7 @@ int main(void)
 		cmocka_unit_test(expected),
 		cmocka_unit_test(number_text),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(no_answer_reasons),
 		cmocka_unit_test(usc),
 	};
 

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include <zmq.h>
 
+#include "net/spwire.h"
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
 #include "text/prompt.h"
@@ -183,6 +184,8 @@ static void reply_free(Quorum__ClientReply *r)
 		free(a->answer.data);
 		free(a->timings);
 		free(a->prefix);
+		if (a->params)
+			quorum__sampling_params__free_unpacked(a->params, NULL);
 		free(a);
 	}
 	if (r->body_case == QUORUM__CLIENT_REPLY__BODY_CLUSTER) {
@@ -384,6 +387,30 @@ static void handle(fake *f, const unsigned char *id, size_t id_len,
 		else
 			r = make_answer(q->request_id,
 					strncmp(qs, "none", 4) ? ans : NULL);
+		if (r && r->body_case == QUORUM__CLIENT_REPLY__BODY_ANSWER) {
+			/* the settings it ran with, as a coordinator echoes
+			 * them: the request's on the defaults */
+			sc_params ran = SC_PARAMS_DEFAULTS;
+			Quorum__SamplingParams sp;
+			spwire_buf *b = malloc(sizeof(*b));
+			uint8_t *pk;
+			size_t pn;
+
+			assert_non_null(b);
+			assert_int_equal(spwire_decode(q->ask->params, &ran,
+						       NULL), 0);
+			spwire_encode(&ran, spwire_fields() &
+					    ~SC_BIT(SC_S_GRAMMAR), &sp, b);
+			pn = quorum__sampling_params__get_packed_size(&sp);
+			pk = malloc(pn + 1);
+			assert_non_null(pk);
+			quorum__sampling_params__pack(&sp, pk);
+			r->answer->params = quorum__sampling_params__unpack(
+				NULL, pn, pk);
+			assert_non_null(r->answer->params);
+			free(pk);
+			free(b);
+		}
 		if (!strncmp(qs, "stale", 5)) {
 			Quorum__ClientReply *s = make_answer(q->request_id ^ 1,
 							     "666");
@@ -741,7 +768,9 @@ static void test_ask_text(void **state)
 	assert_int_equal(r.rc, 0);
 	assert_has(r.out, "answer: 42  (2 of 3 votes)");
 	assert_has(r.out, "(no answer)");
-	assert_has(r.out, "--- sample 2: no answer (no boxed answer or number), 12 tokens, finish length");
+	/* the reason in the words of the format the reply says it used */
+	assert_has(r.out, "--- sample 2: no answer (no boxed answer, stated "
+		   "answer or number), 12 tokens, finish length");
 	assert_has(r.out, "\\boxed{42}");
 	assert_has(r.out, "--- cluster: queue 0.5 ms");
 	assert_has(r.out, "prefill on w0 (cache miss");
@@ -768,6 +797,15 @@ static void test_ask_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(o, "n")), 3);
 	assert_int_equal(json_integer_value(json_object_get(o, "voters")), 2);
 	assert_int_equal(json_integer_value(json_object_get(o, "seed")), 7);
+	/* ... and the settings left to the cluster, as it says it ran them
+	 * (they had been null) */
+	assert_true(json_is_number(json_object_get(o, "temperature")));
+	assert_true(fabs(json_number_value(json_object_get(o, "temperature")) -
+			 SC_DEFAULT_TEMPERATURE) < 1e-6);
+	assert_int_equal(json_integer_value(json_object_get(o, "top_k")),
+			 SC_DEFAULT_TOP_K);
+	assert_int_equal(json_integer_value(json_object_get(o,
+			 "max_new_tokens")), SC_DEFAULT_MAX_NEW);
 	assert_int_equal(json_array_size(json_object_get(o, "votes")), 1);
 	assert_int_equal(json_array_size(json_object_get(o, "samples")), 3);
 	s0 = json_array_get(json_object_get(o, "samples"), 0);

@@ -508,6 +508,20 @@ static void split(void **state)
 	assert_true(r->answer->timings->has_first_sample_ms);
 	assert_true(r->answer->timings->first_sample_ms == 30.0);
 	assert_true(r->answer->timings->total_ms == 50.0);
+	/* the settings it ran with: the request's, the cluster's defaults
+	 * for the rest (a client that left them learns them) */
+	{
+		const Quorum__SamplingParams *sp = r->answer->params;
+
+		assert_non_null(sp);
+		assert_true(sp->has_n && sp->n == 8);
+		assert_true(sp->has_temperature && sp->temperature == 0.5f);
+		assert_true(sp->has_max_new_tokens && sp->max_new_tokens == 4);
+		assert_true(sp->has_top_k &&
+			    sp->top_k == conf->sampling.p.sp.top_k);
+		assert_non_null(sp->answer);
+		assert_null(sp->grammar);
+	}
 	quorum__client_reply__free_unpacked(r, NULL);
 	free_sched(&s);
 }

@@ -17,6 +17,8 @@
 #include "net/curve.h"
 #include "net/wire.h"
 #include "qerr.h"
+#include "net/spwire.h"
+#include "sc/answer.h"
 #include "sc/vote.h"
 
 struct client {
@@ -545,6 +547,14 @@ void client_params_json(json_t *o, const sc_params *p, unsigned given,
 	}
 }
 
+bool client_answer_params(const Quorum__Answer *a, sc_params *p,
+			  unsigned *given)
+{
+	*p = SC_PARAMS_DEFAULTS;
+	*given = 0;
+	return a && a->params && !spwire_decode(a->params, p, given);
+}
+
 void client_answer_json(json_t *o, const Quorum__Answer *a)
 {
 	json_t *votes = client_votes_json(a), *smp = json_array();
@@ -552,6 +562,12 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 	const Quorum__PrefixStats *p = a ? a->prefix : NULL;
 	size_t voters = 0;
 	double dec_s;
+	sc_params ran;
+	unsigned given;
+	/* the format the samples were read with, where the reply says */
+	const answer_format *fmt = client_answer_params(a, &ran, &given) &&
+					   (given & SC_BIT(SC_S_ANSWER))
+				   ? &ran.answer : NULL;
 
 	for (size_t i = 0; a && i < a->n_samples; i++) {
 		const Quorum__Sample *x = a->samples[i];
@@ -583,8 +599,8 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 		}
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer", json_string(
-				vote_no_answer_reason(
-					(const char *)x->text.data,
+				answer_no_answer_reason(
+					fmt, (const char *)x->text.data,
 					x->text.len)));
 		json_array_append_new(smp, js);
 	}

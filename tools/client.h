@@ -20,6 +20,7 @@
 #define QUORUM_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -146,6 +147,12 @@ json_t *client_votes_json(const Quorum__Answer *a);
 			      SC_BIT(SC_S_MAX_NEW_TOKENS))
 void client_params_json(json_t *o, const sc_params *p, unsigned given,
 			unsigned which);
+
+/* The settings an Answer ran with (its params, on the defaults) into *p,
+ * the ones it carried as SC_BIT()s in *given: false where it has none (a
+ * coordinator before them) or they do not read back. */
+bool client_answer_params(const Quorum__Answer *a, sc_params *p,
+			  unsigned *given);
 
 /* Adds the fields of an Answer to o, named as `quorum run --json` names
  * them (answer, votes, n, voters, prompt_tokens, samples, timings) plus

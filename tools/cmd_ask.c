@@ -136,6 +136,11 @@ static void print_text(const Quorum__Answer *a)
 	const Quorum__Timings *t = a->timings;
 	const Quorum__PrefixStats *p = a->prefix;
 	size_t voters = 0;
+	sc_params ran;
+	unsigned given;
+	const answer_format *fmt = client_answer_params(a, &ran, &given) &&
+					   (given & SC_BIT(SC_S_ANSWER))
+				   ? &ran.answer : NULL;
 
 	if (!a->has_answer)
 		printf("answer: (none: no sample gave an answer)\n");
@@ -180,8 +185,8 @@ static void print_text(const Quorum__Answer *a)
 			       (const char *)x->answer.data);
 		else
 			printf("--- sample %u: no answer (%s)", x->index,
-			       vote_no_answer_reason(
-				       (const char *)x->text.data,
+			       answer_no_answer_reason(
+				       fmt, (const char *)x->text.data,
 				       x->text.len));
 		printf(", %u tokens, finish %s%s%s\n", x->tokens,
 		       x->finish ? x->finish : "?", x->worker ? ", worker " : "",
@@ -215,11 +220,21 @@ static void print_text(const Quorum__Answer *a)
 		       (unsigned long long)p->bytes_transferred);
 }
 
-/* The requested sampling parameters (null: the cluster's default). */
-static void params_json(json_t *o, const ask_opts *a)
+/* The sampling parameters the request ran with, as the reply says
+ * (with a coordinator that does not say: those asked, null for the
+ * cluster's defaults). */
+static void params_json(json_t *o, const ask_opts *a,
+			const Quorum__Answer *ans)
 {
+	sc_params ran;
+	unsigned given;
+
 	json_object_set_new(o, "mode", json_string("cluster"));
-	client_params_json(o, &a->f->p, a->f->given, CLIENT_ECHO_SETTINGS);
+	if (client_answer_params(ans, &ran, &given))
+		client_params_json(o, &ran, given, CLIENT_ECHO_SETTINGS);
+	else
+		client_params_json(o, &a->f->p, a->f->given,
+				   CLIENT_ECHO_SETTINGS);
 }
 
 static void print_json(const ask_opts *a, uint64_t id, const char *status,
@@ -235,7 +250,7 @@ static void print_json(const ask_opts *a, uint64_t id, const char *status,
 	json_object_set_new(o, "request_id", json_string(idhex));
 	json_object_set_new(o, "endpoint", json_string(a->endpoint));
 	client_answer_json(o, ans);
-	params_json(o, a);
+	params_json(o, a, ans);
 	s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (s)
 		printf("%s\n", s);

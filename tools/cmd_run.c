@@ -81,9 +81,9 @@ static void help(const sampflags *f)
 	       "  -h, --help            this help\n");
 }
 
-static const char *no_answer_why(const sc_sample *x)
+static const char *no_answer_why(const sc_params *p, const sc_sample *x)
 {
-	return vote_no_answer_reason(x->text, x->len);
+	return answer_no_answer_reason(&p->answer, x->text, x->len);
 }
 
 /* What early stopping did, as JSON (README: `quorum run --json`). */
@@ -244,7 +244,7 @@ static json_t *run_json(const model *m, const tok *t, const char *mpath,
 
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer",
-					    json_string(no_answer_why(x)));
+					    json_string(no_answer_why(p, x)));
 		json_object_set_new(js, "mean_logprob",
 				    json_real(x->mean_logprob));
 		json_object_set_new(js, "group_confidence",
@@ -547,7 +547,7 @@ static void print_text(const model *m, const prompt_style *ps,
 		else
 			printf("--- sample %d: no answer (%s), %d tokens, "
 			       "finish %s, mean logprob %.4f, group confidence "
-			       "%.4f\n", x->index, no_answer_why(x),
+			       "%.4f\n", x->index, no_answer_why(p, x),
 			       x->n_tokens, sc_fork_finish_name(x->finish),
 			       x->mean_logprob, x->group_conf);
 		fwrite(x->text, 1, x->len, stdout);

@@ -1190,6 +1190,30 @@ void answer_number_text(double v, char *out, size_t cap)
 	}
 }
 
+const char *answer_no_answer_reason(const answer_format *f, const char *text,
+				    size_t len)
+{
+	static const char *const why[ANSWER_KINDS_] = {
+		[ANSWER_AUTO] = "no boxed answer, stated answer or number",
+		[ANSWER_NUMBER] = "no boxed answer or number",
+		[ANSWER_MATH] = "no boxed answer, stated answer or math",
+		[ANSWER_CHOICE] = "no option letter (A-J) or option",
+		[ANSWER_YESNO] = "no yes/no/true/false",
+		[ANSWER_TEXT] = "no boxed answer, stated answer or last line",
+		[ANSWER_REGEX] = "no match of the pattern",
+		[ANSWER_JSON] = "no JSON value at the pointer",
+		[ANSWER_SELECT] = "no answer its format reads",
+	};
+	const char *v = vote_no_answer_reason(text, len);
+
+	/* the channel's or the thinking's diagnosis comes first */
+	if (text && strcmp(v, vote_no_answer_reason(NULL, 0)))
+		return v;
+	if (!f || f->kind < 0 || f->kind >= ANSWER_KINDS_)
+		return "no answer its format reads";
+	return why[f->kind];
+}
+
 bool answer_extract(const answer_format *f, const char *text, size_t len,
 		    char *out, size_t cap)
 {

@@ -114,6 +114,14 @@ int answer_format_parse(const char *s, answer_format *f, const char **why);
 const char *answer_format_name(const answer_format *f, char *buf,
 			       size_t cap);
 
+/* Why a sample's text has no answer under format f, in words for a
+ * person: the model's channel or thinking left unfinished (vote.h's
+ * vote_no_answer_reason), else what f looks for and did not find ("no
+ * yes/no/true/false"); f NULL (a cluster's default, not known here):
+ * "no answer its format reads". A static string. */
+const char *answer_no_answer_reason(const answer_format *f, const char *text,
+				    size_t len);
+
 /* The key of a sample's text under format f into out. */
 bool answer_extract(const answer_format *f, const char *text, size_t len,
 		    char *out, size_t cap);
