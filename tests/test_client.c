@@ -1050,6 +1050,15 @@ static void test_file_busy_and_errors(void **state)
 	assert_has(r.err, "3 question(s), 2 failed");
 	assert_has(r.err, "accuracy: 1/1 answered");
 	run_free(&r);
+	/* none answered: no share of nothing (it said "0/0 answered
+	 * (0.0%)") */
+	r = run("ask --file - --endpoint %s --timeout 2 <<'EOF'\n"
+		"{\"question\": \"none 1\", \"answer\": \"3\"}\n"
+		"{\"question\": \"none 2\", \"answer\": \"4\"}\nEOF",
+		f->endpoint);
+	assert_int_equal(r.rc, 0);
+	assert_has(r.err, "accuracy: none answered, 0/2 total (0.0%)");
+	run_free(&r);
 }
 
 /* The Python client (clients/python) against the same fake: the dicts it

@@ -603,11 +603,15 @@ static int ask_file(const ask_opts *o)
 	}
 	fprintf(sum, "quorum ask: %zu question(s), %zu failed, %zu malformed "
 		"line(s) skipped\n", n, failed, n_bad);
-	if (with_exp)
+	if (with_exp && answered)
 		fprintf(sum, "accuracy: %zu/%zu answered (%.1f%%), %zu/%zu "
 			"total (%.1f%%)\n", correct, answered,
-			answered ? 100.0 * correct / answered : 0.0, correct,
-			with_exp, 100.0 * correct / with_exp);
+			100.0 * correct / answered, correct, with_exp,
+			100.0 * correct / with_exp);
+	else if (with_exp)
+		/* no share of none */
+		fprintf(sum, "accuracy: none answered, %zu/%zu total (%.1f%%)\n",
+			correct, with_exp, 100.0 * correct / with_exp);
 	/* a malformed line is a failure, as quorum run --file counts it */
 	rc = failed || n_bad ? 1 : 0;
 	goto cleanup;
