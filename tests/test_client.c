@@ -520,6 +520,33 @@ static int teardown(void **state)
 
 /* ---- argument errors --------------------------------------------------- */
 
+/* quorum vote on hand-written lines: each line's vote as JSON, a line's
+ * own answer format; a line with a key no line has is refused naming it
+ * and its line (a misspelt "answer_format" had been ignored, the default
+ * format voting in its place). */
+static void test_vote_cmd(void **state)
+{
+	run_out r;
+
+	(void)state;
+	r = run("vote <<'EOF'\n"
+		"{\"samples\": [\"so 42\", \"\\\\boxed{42}\", \"41\"], "
+		"\"expected\": \"42\", \"id\": \"a\"}\n"
+		"{\"samples\": [\"Yes.\", \"yes\", \"No\"], "
+		"\"answer_format\": \"yesno\"}\nEOF");
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "\"answer\":\"42\",\"votes\":2");
+	assert_has(r.out, "\"correct\":true");
+	assert_has(r.out, "\"answer\":\"yes\",\"votes\":2");
+	run_free(&r);
+	r = run("vote <<'EOF'\n{\"samples\": [\"42\"]}\n"
+		"{\"samples\": [\"Yes\"], \"answerformat\": \"yesno\"}\nEOF");
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "quorum vote: -:2: unknown key \"answerformat\" (a "
+		   "line has samples, answer_format, expected, question, id)");
+	run_free(&r);
+}
+
 static void test_usage_errors(void **state)
 {
 	static const struct {
@@ -1531,6 +1558,7 @@ int main(void)
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_vote_cmd),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_empty_question),
 		cmocka_unit_test(test_no_coordinator),

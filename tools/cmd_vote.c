@@ -25,9 +25,10 @@ static void help(void)
 	       "question a line:\n"
 	       "  {\"samples\": [\"text\", ...], \"answer_format\": \"math\",\n"
 	       "   \"expected\": \"...\", \"question\": \"...\", \"id\": ...}\n"
-	       "(samples required; the others optional: answer_format defaults\n"
-	       "to --answer; question lets `choice` map an answer given as an\n"
-	       "option's text to its letter). Output: one JSON object per line\n"
+	       "(samples required; the others optional, and no other key;\n"
+	       "answer_format defaults to --answer; question lets `choice`\n"
+	       "map an answer given as an option's text to its letter).\n"
+	       "Output: one JSON object per line\n"
 	       "with answer (the winner's key, or null), votes (the winner's\n"
 	       "count), groups (every answer with its count and sample\n"
 	       "indices), correct (when expected is given); then a summary line\n"
@@ -82,6 +83,32 @@ static json_t *vote_line(const answer_format *dflt, json_t *in,
 	if (!json_is_object(in)) {
 		*why = "not a JSON object";
 		return NULL;
+	}
+	{
+		/* the keys a line has, and no other: a misspelt one
+		 * ("answerformat") had been ignored */
+		static const char *const known[] = {
+			"samples", "answer_format", "expected", "question",
+			"id"};
+		static char said[160];
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(in, k, v) {
+			size_t i = 0;
+
+			while (i < sizeof(known) / sizeof(*known) &&
+			       strcmp(k, known[i]))
+				i++;
+			if (i == sizeof(known) / sizeof(*known)) {
+				snprintf(said, sizeof(said), "unknown key "
+					 "\"%.60s\" (a line has samples, "
+					 "answer_format, expected, question, "
+					 "id)", k);
+				*why = said;
+				return NULL;
+			}
+		}
 	}
 	if (!json_is_array(smp)) {
 		*why = "\"samples\" must be an array of strings";
