@@ -619,6 +619,8 @@ static void test_usage_errors(void **state)
 		{"eval-set --file x.jsonl", "exactly one of --model and --endpoint"},
 		{"eval-set --file x.jsonl --model m --endpoint tcp://h:1",
 		 "exactly one of --model and --endpoint"},
+		{"eval-set --file x.jsonl --model m -n 2,4,2",
+		 "quorum eval-set: -n: 2 is given twice"},
 		{"eval-set --file x.jsonl --model m -n 1,0",
 		 "quorum eval-set: n = 0: must be an integer in 1..65536"},
 		/* one rule for every id and count list: no empty entry (a

@@ -420,6 +420,11 @@ static int one_n(const char *item, void *arg)
 				       EVS_MAX_NS);
 	if (sc_params_parse(SC_S_N, item, &p))
 		return cli_usage_error("eval-set", "%s", qerr_detail());
+	for (int i = 0; i < *l->k; i++)
+		if (l->ns[i] == p.n)
+			/* a row twice is the same row */
+			return cli_usage_error("eval-set", "-n: %d is given "
+					       "twice", p.n);
 	l->ns[(*l->k)++] = p.n;
 	return 0;
 }
