@@ -270,7 +270,7 @@ static enum MHD_Result hung_up(gwconn *cn)
 	if (cn->rec)
 		json_object_set_new(cn->rec, "status",
 				    json_string("client_closed"));
-	return MHD_NO;
+	return http_close_on_purpose();
 }
 
 /* The wait of a probe ended. */

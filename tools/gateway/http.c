@@ -44,6 +44,39 @@ int http_route(const char *url, const char *method, int *post)
 	return HTTP_EP_OTHER;
 }
 
+/* set by http_close_on_purpose and http_stream_gone, taken by the log
+ * line the close causes (in this thread, right after) */
+static __thread int closing_on_purpose;
+
+enum MHD_Result http_close_on_purpose(void)
+{
+	closing_on_purpose = 1;
+	return MHD_NO;
+}
+
+ssize_t http_stream_gone(void)
+{
+	closing_on_purpose = 1;
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+void http_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (closing_on_purpose &&
+	    (strstr(line, "Application reported internal error") ||
+	     strstr(line, "application reported error generating data"))) {
+		closing_on_purpose = 0;
+		return;
+	}
+	closing_on_purpose = 0;
+	fprintf(stderr, "quorum serve: libmicrohttpd: %s%s", line,
+		line[0] && line[strlen(line) - 1] == '\n' ? "" : "\n");
+}
+
 enum MHD_Result http_take_body(gwconn *cn, const char *upload,
 			       size_t *upload_size)
 {

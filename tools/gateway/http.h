@@ -13,8 +13,10 @@
 #define QUORUM_GW_HTTP_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <microhttpd.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "gateway.h"
 
@@ -29,6 +31,16 @@ extern const char *const http_ep_name[HTTP_N_EP];
  * -1 - HTTP_EP_* when the method is not the endpoint's. *post: the
  * endpoint takes POST (else GET or HEAD). */
 int http_route(const char *url, const char *method, int *post);
+
+/* A connection this thread closes on purpose, its client gone: the
+ * handler returns MHD_NO (http_close_on_purpose) or a stream's reader
+ * ends with an error (http_stream_gone). libmicrohttpd then logs the
+ * close as the application's error; http_log (the daemon's logger, the
+ * first option) leaves that one line out and writes every other message
+ * of the library, prefixed. */
+enum MHD_Result http_close_on_purpose(void);
+ssize_t http_stream_gone(void);
+void http_log(void *cls, const char *fmt, va_list ap);
 
 /* Appends an upload chunk to cn's body (*upload_size set to 0). A body
  * over http.max_body_bytes is dropped and cn->too_big set; MHD_NO only

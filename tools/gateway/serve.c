@@ -561,6 +561,8 @@ int cmd_serve(int argc, char **argv)
 			MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
 			(sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, on_request, NULL,
+		/* first: the options after it log through it */
+		MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
 		MHD_OPTION_LISTEN_SOCKET, lfd,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw.c->http.threads,
 		/* the caps are answered in words (conns.h); these close

@@ -302,7 +302,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		} else if (st->parked) {
 			st->parked = 0;
 			if (st->p.why == PENDING_GONE)
-				return MHD_CONTENT_READER_END_WITH_ERROR;
+				return http_stream_gone();
 			r = st->p.rep;
 			st->p.rep = NULL;
 			if (!r && st->call && wire_now_ms() < st->deadline &&
