@@ -250,6 +250,28 @@ static const struct {
 	{PRE1 "\"minItems\":3}", "[1,true]", NO},
 	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
 #undef PRE1
+	/* oneOf where the branches are apart: other types, other values,
+	 * integer ranges apart, a tagged union */
+	{"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}",
+	 "\"a\"", WHOLE},
+	{"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "7",
+	 WHOLE},
+	{"{\"oneOf\":[{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},"
+	 "{\"type\":\"integer\",\"minimum\":10,\"maximum\":20}]}", "15", WHOLE},
+	{"{\"oneOf\":[{\"enum\":[1,2]},{\"enum\":[3,\"a\"]}]}", "3", WHOLE},
+#define TAGGED "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":" \
+	"{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},\"required\":[\"k\"," \
+	"\"x\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"}," \
+	"\"y\":{\"type\":\"string\"}},\"required\":[\"k\",\"y\"]}]}"
+	{TAGGED, "{\"k\":\"a\",\"x\":1}", WHOLE},
+	{TAGGED, "{\"k\":\"b\",\"y\":\"s\"}", WHOLE},
+	{TAGGED, "{\"k\":\"a\",\"y\":\"s\"}", NO},
+#undef TAGGED
+	/* $ref names with JSON Pointer escapes */
+	{"{\"$defs\":{\"a/b\":{\"type\":\"integer\"}},\"$ref\":"
+	 "\"#/$defs/a~1b\"}", "5", WHOLE},
+	{"{\"$defs\":{\"a~b\":{\"type\":\"integer\"}},\"$ref\":"
+	 "\"#/$defs/a~0b\"}", "\"5\"", NO},
 	/* no type: the types its keywords are for */
 	{"{\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}",
 	 "[1,\"a\"]", WHOLE},
@@ -676,6 +698,23 @@ static void schema_errors(void **state)
 		{"{\"type\":[\"number\",\"null\"],\"minimum\":3}",
 		 "schema.minimum: not supported here (the supported subset: "
 		 "docs/http.md)"},
+		/* oneOf whose branches may both hold a value: the grammar
+		 * cannot refuse that (it was taken as anyOf: "12" for two
+		 * ranges that both hold it) */
+		{"{\"oneOf\":[{\"type\":\"integer\",\"minimum\":0,"
+		 "\"maximum\":20},{\"type\":\"integer\",\"minimum\":10,"
+		 "\"maximum\":30}]}",
+		 "schema.oneOf: branches 0 and 1 may both hold a value, which "
+		 "the grammar cannot refuse (oneOf is supported where the "
+		 "branches are apart: other types, other values, integer "
+		 "ranges apart, a required property's other const; else use "
+		 "anyOf)"},
+		{"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}",
+		 "schema.oneOf: branches 0 and 1 may both hold a value, which "
+		 "the grammar cannot refuse (oneOf is supported where the "
+		 "branches are apart: other types, other values, integer "
+		 "ranges apart, a required property's other const; else use "
+		 "anyOf)"},
 		/* no type: a number's minimum, as with "type": "number" */
 		{"{\"minimum\":3}",
 		 "schema.minimum: not supported here (the supported subset: "
@@ -721,6 +760,15 @@ static const struct {
 	{"\\w+@\\w+\\.com", "bo@x.com", WHOLE},
 	{"\\w+@\\w+\\.com", "bo@x,com", NO},
 	{"[^a-c]+", "xyz", WHOLE}, {"[^a-c]+", "xbz", NO},
+	/* ECMAScript's classes (JSON Schema's dialect): . is no line
+	 * terminator, U+2028/U+2029 included; \s holds the Unicode white
+	 * space, so \S does not (both had been ASCII) */
+	{"^a.c$", "a\xe2\x80\xa8" "c", NO}, {"^a.c$", "a\xe2\x80\xa9" "c", NO},
+	{"^a.c$", "a\xc3\xa9" "c", WHOLE},
+	{"^a\\Sc$", "a\xe2\x80\xa8" "c", NO}, {"^a\\Sc$", "a\xc2\xa0" "c", NO},
+	{"^a\\sc$", "a\xc2\xa0" "c", WHOLE}, {"^a\\sc$", "a\xe3\x80\x80" "c", WHOLE},
+	{"^a[\\s]c$", "a\xef\xbb\xbf" "c", WHOLE},
+	{"^\\W+$", "\xc3\xa9", WHOLE}, /* \w is ASCII, as ECMAScript's */
 	{"(?:ab){2,}", "abababab", WHOLE}, {"(?:ab){2,}", "ab", PREFIX},
 	{"x*?y", "xxy", WHOLE},
 	{"\\x41\\u00e9\\.", "A\xc3\xa9.", WHOLE},
@@ -750,6 +798,11 @@ static const struct {
 	{"^a", "\"abc\"", WHOLE},
 	{"c$", "\"abc\"", WHOLE},
 	{"^[a\"]+$", "\"a\\\"a\"", WHOLE},
+	/* in a JSON string \s is a space or one of the Unicode spaces
+	 * (the control ones are written escaped) */
+	{"^a[\\s]c$", "\"a\xc2\xa0" "c\"", WHOLE},
+	{"^a[\\s]c$", "\"a c\"", WHOLE},
+	{"^a\\Sc$", "\"a\xe2\x80\xa8" "c\"", NO},
 };
 
 static void regexes(void **state)
@@ -815,6 +868,11 @@ static void rx_errors(void **state)
 		{"a{1,999}", "pattern: {1,999}: n must be 1..256 (at offset "
 			     "7)"},
 		{"*a", "pattern: '*' without an element (at offset 0)"},
+		/* "a*+a" matches nothing: no longer taken as "a*a" */
+		{"a*+a", "pattern: a possessive quantifier ('*+') (at offset "
+			 "2)"},
+		{"a{2}+", "pattern: a possessive quantifier ('}+') (at offset "
+			  "4)"},
 		{"(?:)*?8\x01", "pattern: '*' repeats a part that can match "
 		 "the empty string (write the part so that it cannot) (at "
 		 "offset 4)"},

@@ -500,6 +500,180 @@ static int of_type(ctx *c, const json_t *v, const json_t *t)
 	return in;
 }
 
+/* The schema $ref r points to (#, #/$defs/NAME, #/definitions/NAME;
+ * NAME's JSON Pointer escapes ~0 ~1 read), or NULL. */
+static const json_t *ref_target(const ctx *c, const char *r)
+{
+	const char *name;
+	const json_t *defs;
+	char key[256];
+	size_t k = 0;
+
+	if (!r)
+		return NULL;
+	if (!strcmp(r, "#"))
+		return c->root;
+	if (!strncmp(r, "#/$defs/", 8)) {
+		name = r + 8;
+		defs = json_object_get(c->root, "$defs");
+	} else if (!strncmp(r, "#/definitions/", 14)) {
+		name = r + 14;
+		defs = json_object_get(c->root, "definitions");
+	} else {
+		return NULL;
+	}
+	for (; *name && k + 1 < sizeof(key); name++) {
+		if (*name == '/')
+			return NULL; /* a pointer deeper than one name */
+		if (name[0] == '~' && (name[1] == '0' || name[1] == '1')) {
+			key[k++] = name[1] == '0' ? '~' : '/';
+			name++;
+		} else {
+			key[k++] = *name;
+		}
+	}
+	if (*name)
+		return NULL;
+	key[k] = '\0';
+	return json_object_get(defs, key);
+}
+
+/* The JSON kinds schema s admits, as bits (1 object, 2 array, 4 string,
+ * 8 number, 16 boolean, 32 null; integer is a number): from its type,
+ * its const or enum, the keywords it has (kw_types); all where it says
+ * nothing or cannot be read ($ref followed, at most 8 deep). */
+static unsigned kinds(const ctx *c, const json_t *s, int hops)
+{
+	static const char *const names[] = {"object", "array", "string",
+					    "number", "boolean", "null"};
+	const json_t *t, *v;
+	unsigned k = 0;
+
+	if (!json_is_object(s) || hops > 8)
+		return 63;
+	if ((v = json_object_get(s, "$ref")))
+		return kinds(c, ref_target(c, json_string_value(v)), hops + 1);
+	if ((v = json_object_get(s, "const")) || (v = json_object_get(s, "enum"))) {
+		size_t i, n = json_is_array(v) && !json_object_get(s, "const")
+				      ? json_array_size(v) : 1;
+
+		for (i = 0; i < n; i++) {
+			const json_t *e = json_object_get(s, "const")
+						  ? v : json_array_get(v, i);
+
+			k |= json_is_object(e) ? 1 : json_is_array(e) ? 2
+			     : json_is_string(e) ? 4 : json_is_number(e) ? 8
+			     : json_is_boolean(e) ? 16 : 32;
+		}
+		return k;
+	}
+	t = json_object_get(s, "type");
+	if (!t) {
+		json_t *l = kw_types(s);
+
+		if (!l || (json_is_array(l) && !json_array_size(l))) {
+			json_decref(l);
+			return 63;
+		}
+		{
+			json_t *typed = json_pack("{sO}", "type", l);
+
+			k = typed ? kinds(c, typed, hops + 1) : 63;
+			json_decref(typed);
+		}
+		json_decref(l);
+		return k;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (type_is(t, names[i]) || (i == 3 && type_is(t, "integer")))
+			k |= 1u << i;
+	return k ? k : 63;
+}
+
+/* Whether schemas a and b admit no value in common, as far as is read
+ * here: different kinds; consts or enums with no value in common;
+ * integers with ranges apart; objects that both require a property whose
+ * const or enum values differ (a tagged union). 0 where they may meet. */
+static int apart(const ctx *c, const json_t *a, const json_t *b, int hops)
+{
+	const json_t *x, *y, *va, *vb;
+
+	if (json_is_object(a) && (x = json_object_get(a, "$ref")) && hops < 8)
+		return apart(c, ref_target(c, json_string_value(x)), b,
+			     hops + 1);
+	if (json_is_object(b) && (y = json_object_get(b, "$ref")) && hops < 8)
+		return apart(c, a, ref_target(c, json_string_value(y)),
+			     hops + 1);
+	if (!json_is_object(a) || !json_is_object(b))
+		return 0;
+	if (!(kinds(c, a, 0) & kinds(c, b, 0)))
+		return 1;
+	/* values listed on both sides: none shared */
+	va = json_object_get(a, "const") ? json_pack("[O]",
+		json_object_get(a, "const")) : json_incref(json_object_get(a,
+								   "enum"));
+	vb = json_object_get(b, "const") ? json_pack("[O]",
+		json_object_get(b, "const")) : json_incref(json_object_get(b,
+								   "enum"));
+	if (json_is_array(va) && json_is_array(vb)) {
+		size_t i, j;
+		json_t *e, *f;
+		int shared = 0;
+
+		json_array_foreach(va, i, e)
+			json_array_foreach(vb, j, f)
+				shared |= json_equal(e, f);
+		json_decref((json_t *)va);
+		json_decref((json_t *)vb);
+		return !shared;
+	}
+	json_decref((json_t *)va);
+	json_decref((json_t *)vb);
+	/* integers in ranges that do not meet */
+	if (type_is(json_object_get(a, "type"), "integer") &&
+	    type_is(json_object_get(b, "type"), "integer") &&
+	    json_is_string(json_object_get(a, "type")) &&
+	    json_is_string(json_object_get(b, "type"))) {
+		const json_t *amax = json_object_get(a, "maximum"),
+			     *amin = json_object_get(a, "minimum"),
+			     *bmax = json_object_get(b, "maximum"),
+			     *bmin = json_object_get(b, "minimum");
+
+		if ((json_is_number(amax) && json_is_number(bmin) &&
+		     json_number_value(amax) < json_number_value(bmin)) ||
+		    (json_is_number(bmax) && json_is_number(amin) &&
+		     json_number_value(bmax) < json_number_value(amin)))
+			return 1;
+	}
+	/* objects both requiring a property whose values differ */
+	if ((x = json_object_get(a, "required")) &&
+	    (y = json_object_get(b, "required")) && json_is_array(x) &&
+	    json_is_array(y)) {
+		size_t i, j;
+		json_t *e, *f;
+
+		json_array_foreach(x, i, e)
+			json_array_foreach(y, j, f) {
+				const char *k = json_string_value(e);
+				const json_t *pa, *pb;
+
+				if (!k || !json_equal(e, f))
+					continue;
+				pa = json_object_get(json_object_get(
+					a, "properties"), k);
+				pb = json_object_get(json_object_get(
+					b, "properties"), k);
+				if (pa && pb && (json_object_get(pa, "const") ||
+						 json_object_get(pa, "enum")) &&
+				    (json_object_get(pb, "const") ||
+				     json_object_get(pb, "enum")) &&
+				    apart(c, pa, pb, hops + 1))
+					return 1;
+			}
+	}
+	return 0;
+}
+
 /* The body of the rule of schema s into b. */
 static int body(ctx *c, const json_t *s, strbuf *b)
 {
@@ -514,19 +688,10 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			    "true");
 	if ((v = json_object_get(s, "$ref"))) {
 		const char *r = json_string_value(v);
-		const json_t *target = NULL;
+		const json_t *target = ref_target(c, r);
 
 		if (only(c, s, (const char *const[]){"$ref"}, 1))
 			return -1;
-		if (r && !strcmp(r, "#"))
-			target = c->root;
-		else if (r && !strncmp(r, "#/$defs/", 8))
-			target = json_object_get(json_object_get(c->root,
-								 "$defs"),
-						 r + 8);
-		else if (r && !strncmp(r, "#/definitions/", 14))
-			target = json_object_get(json_object_get(
-				c->root, "definitions"), r + 14);
 		if (!target)
 			return fail(c, QERR_FORMAT, "$ref %s: not found", r ? r
 				    : "(not a string)");
@@ -608,6 +773,27 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			pop(c, at);
 			return -1;
 		}
+		/* oneOf is anyOf only where no value meets two branches: the
+		 * grammar cannot say "not both" */
+		for (size_t x = 0; !strcmp(kw, "oneOf") &&
+				   x < json_array_size(v); x++)
+			for (size_t y = x + 1; y < json_array_size(v); y++)
+				if (!apart(c, json_array_get(v, x),
+					   json_array_get(v, y), 0)) {
+					size_t at = push(c, ".oneOf");
+
+					fail(c, QERR_UNSUPPORTED, "branches %zu "
+					     "and %zu may both hold a value, "
+					     "which the grammar cannot refuse "
+					     "(oneOf is supported where the "
+					     "branches are apart: other types, "
+					     "other values, integer ranges "
+					     "apart, a required property's "
+					     "other const; else use anyOf)",
+					     x, y);
+					pop(c, at);
+					return -1;
+				}
 		strbuf_puts(b, "(");
 		json_array_foreach(v, i, e) {
 			size_t at = push(c, ".%s[%zu]", kw, i);

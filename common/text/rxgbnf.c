@@ -267,15 +267,22 @@ static int set(rx *r, strbuf *b, const rng *v, int n, int neg)
 	return 0;
 }
 
-/* The ranges of \d \w \s (lower case) added to v. */
-static int add_class(rx *r, char k, rng *v, int *n)
+/* The ranges of \d \w \s (lower case) added to v, as ECMAScript (JSON
+ * Schema's dialect) has them: \d and \w ASCII, \s the white space and
+ * line terminators; ctl 0 leaves out the control characters (in a JSON
+ * class: they are written escaped, never as themselves). */
+static int add_class(rx *r, char k, rng *v, int *n, int ctl)
 {
 	static const rng d[] = {{'0', '9'}};
 	static const rng w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'},
 				{'a', 'z'}};
-	static const rng s[] = {{'\t', '\r'}, {' ', ' '}};
-	const rng *src = k == 'd' ? d : k == 'w' ? w : s;
-	int m = k == 'd' ? 1 : k == 'w' ? 4 : 2;
+	static const rng s[] = {{'\t', '\r'}, {' ', ' '}, {0xa0, 0xa0},
+				{0x1680, 0x1680}, {0x2000, 0x200a},
+				{0x2028, 0x2029}, {0x202f, 0x202f},
+				{0x205f, 0x205f}, {0x3000, 0x3000},
+				{0xfeff, 0xfeff}};
+	const rng *src = k == 'd' ? d : k == 'w' ? w : s + !ctl;
+	int m = k == 'd' ? 1 : k == 'w' ? 4 : 10 - !ctl;
 
 	if (*n + m > RX_RANGES)
 		return rfail(r, QERR_UNSUPPORTED, "a class of over %d ranges",
@@ -373,16 +380,10 @@ static int klass(rx *r, strbuf *b)
 			if (k < 'a')
 				return rfail(r, QERR_UNSUPPORTED, "'\\%c' "
 					     "inside [..]", k);
-			/* in JSON, \s inside a class is a space only */
-			if (k == 's' && r->json) {
-				if (n == RX_RANGES)
-					return rfail(r, QERR_UNSUPPORTED, "a "
-						     "class of over %d ranges",
-						     RX_RANGES);
-				v[n++] = (rng){' ', ' '};
-			} else if (add_class(r, k, v, &n)) {
+			/* in JSON, \s inside a class is no control
+			 * character (those are written escaped) */
+			if (add_class(r, k, v, &n, !r->json))
 				return -1;
-			}
 			r->s += 2;
 			continue;
 		}
@@ -468,8 +469,13 @@ static int quantifier(rx *r, strbuf *b, int *nullable)
 			     "match the empty string (write the part so that it "
 			     "cannot)", q);
 	}
-	if (*r->s == '?' || *r->s == '+')
-		r->s++; /* lazy or possessive: the same text */
+	if (*r->s == '?')
+		r->s++; /* lazy: the same text */
+	else if (*r->s == '+')
+		/* possessive: "a*+a" matches nothing, no grammar of ours
+		 * says that */
+		return rfail(r, QERR_UNSUPPORTED, "a possessive quantifier "
+			     "('%c+')", q == '{' ? '}' : q);
 	return 0;
 }
 
@@ -478,7 +484,7 @@ static int quantifier(rx *r, strbuf *b, int *nullable)
 static int element(rx *r, strbuf *b, int depth, int *nullable)
 {
 	char ch = *r->s;
-	rng v[8];
+	rng v[RX_RANGES];
 	int n = 0;
 
 	if (ch == '(') {
@@ -498,16 +504,18 @@ static int element(rx *r, strbuf *b, int depth, int *nullable)
 	if (ch == '[')
 		return klass(r, b);
 	if (ch == '.') {
+		/* any character but a line terminator (ECMAScript's) */
 		r->s++;
 		v[0] = (rng){'\n', '\n'};
 		v[1] = (rng){'\r', '\r'};
-		return set(r, b, v, 2, 1);
+		v[2] = (rng){0x2028, 0x2029};
+		return set(r, b, v, 3, 1);
 	}
 	if (ch == '\\' && r->s[1] && strchr("dwsDWS", r->s[1])) {
 		char k = r->s[1];
 
 		r->s += 2;
-		if (add_class(r, (char)(k | 0x20), v, &n))
+		if (add_class(r, (char)(k | 0x20), v, &n, 1))
 			return -1;
 		return set(r, b, v, n, k < 'a');
 	}
