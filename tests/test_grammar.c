@@ -250,6 +250,15 @@ static const struct {
 	{PRE1 "\"minItems\":3}", "[1,true]", NO},
 	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
 #undef PRE1
+	/* a surrogate pair's two escapes are one character; a lone
+	 * surrogate is none (it had counted two, and a lone one passed) */
+	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}",
+	 "\"\\ud83d\\ude00\"", NO},
+	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}",
+	 "\"\\ud83d\\ude00a\"", WHOLE},
+	{"{\"type\":\"string\"}", "\"\\ud800\"", NO},
+	{"{\"type\":\"string\"}", "\"\\udc00\\ud800\"", NO},
+	{"{\"type\":\"string\"}", "\"\\u00e9\\uFFFD\"", WHOLE},
 	/* oneOf where the branches are apart: other types, other values,
 	 * integer ranges apart, a tagged union */
 	{"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}",

@@ -20,8 +20,11 @@
 /* The shared rules every schema grammar may use. */
 static const char COMMON[] =
 	"ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+	/* one character: a surrogate pair's two escapes are one (as JSON
+	 * Schema counts lengths), a lone surrogate none */
 	"jchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | "
-	"\"u\" [0-9a-fA-F]{4})\n"
+	"\"u\" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | "
+	"[dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}))\n"
 	"jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
 	"jint ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
 	"jnumber ::= jint (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n"
