@@ -250,6 +250,11 @@ static const struct {
 	{PRE1 "\"minItems\":3}", "[1,true]", NO},
 	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
 #undef PRE1
+	/* items false: the empty array; counts written 3.0 are integers */
+	{"{\"type\":\"array\",\"items\":false}", "[]", WHOLE},
+	{"{\"type\":\"array\",\"items\":false}", "[1]", NO},
+	{"{\"type\":\"array\",\"maxItems\":1.0}", "[1]", WHOLE},
+	{"{\"type\":\"array\",\"maxItems\":1.0}", "[1,2]", NO},
 	/* a surrogate pair's two escapes are one character; a lone
 	 * surrogate is none (it had counted two, and a lone one passed) */
 	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}",
@@ -707,6 +712,10 @@ static void schema_errors(void **state)
 		{"{\"type\":[\"number\",\"null\"],\"minimum\":3}",
 		 "schema.minimum: not supported here (the supported subset: "
 		 "docs/http.md)"},
+		{"{\"type\":\"array\",\"items\":false,\"minItems\":1}",
+		 "schema.minItems: above 0 with items false"},
+		{"{\"type\":\"array\",\"maxItems\":1.5}",
+		 "schema.maxItems: must be an integer in 0..256"},
 		/* oneOf whose branches may both hold a value: the grammar
 		 * cannot refuse that (it was taken as anyOf: "12" for two
 		 * ranges that both hold it) */

@@ -195,15 +195,17 @@ static int get_count(ctx *c, const json_t *s, const char *key, long dflt,
 	*out = dflt;
 	if (!v)
 		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    json_integer_value(v) > 256) {
+	/* 3.0 is an integer too (JSON Schema: by value) */
+	if (!json_is_number(v) || json_number_value(v) < 0 ||
+	    json_number_value(v) > 256 ||
+	    json_number_value(v) != floor(json_number_value(v))) {
 		size_t at = push(c, ".%s", key);
 
 		fail(c, QERR_UNSUPPORTED, "must be an integer in 0..256");
 		pop(c, at);
 		return -1;
 	}
-	*out = (long)json_integer_value(v);
+	*out = (long)json_number_value(v);
 	return 0;
 }
 
@@ -404,8 +406,9 @@ static int kw_not_for(const char *kw, const json_t *t)
 
 /* The types schema s's keywords are for, as a list (new reference; NULL
  * out of memory): a schema without "type" is taken as the types its
- * keywords constrain ({"prefixItems": ...} an array, {"minimum": 1,
- * "maxLength": 2} a number or a string), each with its own keywords. */
+ * keywords constrain ({"prefixItems": ...} an array, {"maxItems": 1,
+ * "maxLength": 2} an array or a string), each with its own keywords (a
+ * number's minimum is then refused as with "type": "number"). */
 static json_t *kw_types(const json_t *s)
 {
 	json_t *l = json_array();
@@ -1049,6 +1052,19 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 				strbuf_printf(b, "%sjvalue ",
 					i ? "ws \",\" ws " : "");
 			strbuf_puts(b, "ws \"]\"");
+			return 0;
+		}
+		if (json_is_false(items)) {
+			/* no item may be: the empty array */
+			if (lo > 0) {
+				size_t at = push(c, ".minItems");
+
+				fail(c, QERR_FORMAT, "above 0 with items "
+				     "false");
+				pop(c, at);
+				return -1;
+			}
+			strbuf_puts(b, "\"[\" ws \"]\"");
 			return 0;
 		}
 		{
