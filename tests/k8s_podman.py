@@ -57,11 +57,13 @@ REQ = {
     "Secret": [],
     "PersistentVolumeClaim": ["spec.accessModes", "spec.resources.requests.storage"],
     "PodDisruptionBudget": ["spec.selector.matchLabels"],
+    "NetworkPolicy": ["spec.podSelector", "spec.policyTypes"],
     "Kustomization": [],
 }
 API = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Service": "v1",
        "ConfigMap": "v1", "Secret": "v1", "PersistentVolumeClaim": "v1",
        "PodDisruptionBudget": "policy/v1",
+       "NetworkPolicy": "networking.k8s.io/v1",
        "Kustomization": "kustomize.config.k8s.io/v1beta1"}
 
 
