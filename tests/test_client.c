@@ -384,6 +384,15 @@ static void handle(fake *f, const unsigned char *id, size_t id_len,
 					"limits.max_n (64)");
 		else if (!strncmp(qs, "drop", 4) && !dup)
 			r = NULL;
+		else if (!strncmp(qs, "drain", 5) && !dup) {
+			/* a coordinator draining: the same request again
+			 * after the wait it asks */
+			r = make_status(q->request_id,
+					QUORUM__STATUS__STATUS_CANCELLED,
+					"coordinator shutting down; retry");
+			r->has_retry_after_ms = 1;
+			r->retry_after_ms = 20;
+		}
 		else
 			r = make_answer(q->request_id,
 					strncmp(qs, "none", 4) ? ans : NULL);
@@ -1280,6 +1289,41 @@ static void test_python_client(void **state)
 	json_object_foreach(cli, key, v) {
 		if (!json_object_get(json_object_get(py, "ask"), key))
 			fail_msg("python ask() lacks the CLI field '%s'", key);
+	}
+	/* a draining coordinator's CANCELLED with retry_after_ms: sent
+	 * again after the wait, answered (it was returned as the answer) */
+	snprintf(cmd, sizeof(cmd), "QUORUM_PB2_DIR=%s /usr/bin/python3 "
+		 "clients/python/example.py --json --endpoint %s 'drain =42' "
+		 ">%s/drain.json", dir, f->endpoint, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/drain.json", dir);
+	{
+		json_t *d = json_load_file(cmd, 0, NULL), *a;
+
+		assert_non_null(d);
+		a = json_object_get(d, "ask");
+		assert_string_equal(json_string_value(json_object_get(a,
+				    "status")), "STATUS_OK");
+		assert_string_equal(json_string_value(json_object_get(a,
+				    "answer")), "42");
+		json_decref(d);
+	}
+	/* the settings as the cluster ran them, as the CLI prints them
+	 * (it had printed null for those left to the cluster) */
+	{
+		static const char *const ks[] = {"temperature", "top_k", "top_p",
+						 "max_new_tokens", "seed"};
+
+		for (size_t i = 0; i < sizeof(ks) / sizeof(*ks); i++) {
+			json_t *a = json_object_get(cli, ks[i]),
+			       *b = json_object_get(json_object_get(py, "ask"),
+						    ks[i]);
+
+			if (json_is_null(b) || !json_equal(a, b))
+				fail_msg("%s: python %s, CLI %s", ks[i],
+					 json_dumps(b, JSON_ENCODE_ANY),
+					 json_dumps(a, JSON_ENCODE_ANY));
+		}
 	}
 	v = json_object_get(py, "status");
 	assert_int_equal(json_array_size(json_object_get(v, "workers")), 2);

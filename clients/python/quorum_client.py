@@ -19,6 +19,7 @@ build/python/; set QUORUM_PB2_DIR to look elsewhere).
 import os
 import secrets
 import sys
+import struct
 import time
 
 import zmq
@@ -217,7 +218,7 @@ class QuorumClient:
         data = req.SerializeToString()
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
-        for _ in range(self.retries + 1):
+        for attempt in range(self.retries + 1):
             try:
                 # a DEALER with no connection (e.g. the coordinator refused
                 # our CURVE key) would block: count it as a lost message
@@ -243,6 +244,13 @@ class QuorumClient:
                     if (rep.version != PROTOCOL_VERSION
                             and rep.status == pb.STATUS_OK):
                         rep.status = pb.STATUS_VERSION_MISMATCH
+                    if (rep.status == pb.STATUS_CANCELLED
+                            and rep.HasField("retry_after_ms")
+                            and attempt < self.retries):
+                        # a coordinator draining (a restart): the same
+                        # request again after the wait it asks for
+                        time.sleep(min(rep.retry_after_ms, 5000) / 1000.0)
+                        break
                     return rep
         return None
 
@@ -291,8 +299,20 @@ class QuorumClient:
                 d["error"] = "(no message)"
         d.update(_answer_fields(answer))
         d["mode"] = "cluster"
+        # the settings it ran with, as the reply says (the cluster's
+        # defaults for those left None); a coordinator that does not say:
+        # those asked
+        ran = (answer.params if answer is not None
+               and "params" in answer.DESCRIPTOR.fields_by_name
+               and answer.HasField("params") else None)
         for k in ("seed", "temperature", "top_k", "top_p", "max_new_tokens"):
-            d[k] = params[k]
+            if ran is not None and ran.HasField(k):
+                v = getattr(ran, k)
+                d[k] = _f32(v) if isinstance(v, float) else v
+            else:
+                d[k] = params[k]
+        if rep is not None and rep.HasField("retry_after_ms"):
+            d["retry_after_ms"] = rep.retry_after_ms
         return d
 
     def status(self):
@@ -313,6 +333,15 @@ class QuorumClient:
             d["status"] = pb.Status.Name(pb.STATUS_INTERNAL)
             d["error"] = "malformed reply: OK without a cluster status"
         return d
+
+
+def _f32(v):
+    """A float32 as the shortest decimal that reads back as it (0.7)."""
+    for prec in range(1, 10):
+        t = float("%.*g" % (prec, v))
+        if struct.unpack("f", struct.pack("f", t))[0] == v:
+            return t
+    return v
 
 
 def _request_id():
