@@ -250,6 +250,28 @@ static const struct {
 	{PRE1 "\"minItems\":3}", "[1,true]", NO},
 	{PRE1 "\"minItems\":3}", "[1,true,2,", NO},
 #undef PRE1
+	/* an extra member is never named as a declared one (it took the
+	 * additional schema: {"a": 1} where a is null); its name is written
+	 * without escapes */
+#define XP "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":" \
+	"\"null\"},\"ab\":{\"type\":\"null\"}},\"additionalProperties\":" \
+	"{\"type\":\"integer\"}}"
+	{XP, "{}", WHOLE}, {XP, "{\"x\":1}", WHOLE},
+	{XP, "{\"a\":null,\"x\":1}", WHOLE},
+	{XP, "{\"a\":null,\"ab\":null,\"abc\":1,\"b\":2,\"\":3}", WHOLE},
+	{XP, "{\"a\":1}", NO}, {XP, "{\"ab\":1}", NO},
+	{XP, "{\"a\":null,\"a\":1}", NO},
+	{XP, "{\"a\":null,\"ab\":null,\"ab\":2}", NO},
+	{XP, "{\"x\\u0061\":1}", NO},
+#undef XP
+	{"{\"type\":\"object\",\"properties\":{\"\":{\"type\":\"null\"}},"
+	 "\"additionalProperties\":{\"type\":\"integer\"}}", "{\"\":5}", NO},
+	{"{\"type\":\"object\",\"properties\":{\"\":{\"type\":\"null\"}},"
+	 "\"additionalProperties\":true}", "{\"\":null,\"q\":[1]}", WHOLE},
+	{"{\"type\":\"object\",\"properties\":{\"\xc3\xa9\":{\"type\":"
+	 "\"null\"}},\"additionalProperties\":true}", "{\"\xc3\xa9\":1}", NO},
+	{"{\"type\":\"object\",\"properties\":{\"\xc3\xa9\":{\"type\":"
+	 "\"null\"}},\"additionalProperties\":true}", "{\"\xc3\xa9" "e\":1}", WHOLE},
 	/* items false: the empty array; counts written 3.0 are integers */
 	{"{\"type\":\"array\",\"items\":false}", "[]", WHOLE},
 	{"{\"type\":\"array\",\"items\":false}", "[1]", NO},

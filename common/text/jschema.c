@@ -680,6 +680,116 @@ static int apart(const ctx *c, const json_t *a, const json_t *b, int hops)
 	return 0;
 }
 
+/* The next code point of UTF-8 text at *p (advanced), -1 when
+ * malformed. */
+static long next_cp(const unsigned char **p)
+{
+	const unsigned char *s = *p;
+	long c = s[0];
+	int k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0
+		? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+
+	if (k < 0)
+		return -1;
+	if (k)
+		c &= 0x3f >> k;
+	for (int i = 1; i <= k; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return -1;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	*p = s + k + 1;
+	return c;
+}
+
+/* The rule name of an additional member's key for an object rule base:
+ * a JSON string none of whose characters is escaped and which is none of
+ * the n declared names (an extra member named as a declared one would
+ * take the additional schema, not its own). The names, as code points,
+ * make a trie; each node's rule ends the string where no name ends,
+ * follows a child's character, or takes any other character and then
+ * any tail. At most 4096 nodes. 0, or -1 on failure. */
+static int extra_key(ctx *c, int base, const char *const *names, int n,
+		     char *key, size_t cap)
+{
+	enum { MAXN = 4096 };
+	/* node k: its character, parent, whether a name ends there */
+	struct node {
+		long ch;
+		int parent, ends;
+	} *tr = malloc(MAXN * sizeof(*tr));
+	int nodes = 1, rc = 0;
+	strbuf *o = &c->out;
+
+	if (!tr)
+		return fail(c, QERR_NOMEM, "out of memory");
+	tr[0].ends = 0;
+	for (int i = 0; i < n; i++) {
+		const unsigned char *p = (const unsigned char *)names[i];
+		int at = 0, ok = 1;
+
+		/* a name that needs an escape is never written unescaped */
+		for (const unsigned char *q = p; *q; q++)
+			ok &= *q >= 0x20 && *q != 0x7f && *q != '"' &&
+			      *q != '\\';
+		while (ok && *p) {
+			long cp = next_cp(&p);
+			int k;
+
+			if (cp < 0) {
+				ok = 0;
+				break;
+			}
+			for (k = 1; k < nodes; k++)
+				if (tr[k].parent == at && tr[k].ch == cp)
+					break;
+			if (k == nodes) {
+				if (nodes == MAXN) {
+					rc = fail(c, QERR_UNSUPPORTED, "over "
+						  "%d characters of property "
+						  "names beside "
+						  "additionalProperties",
+						  MAXN);
+					goto out;
+				}
+				tr[k].ch = cp;
+				tr[k].parent = at;
+				tr[k].ends = 0;
+				nodes++;
+			}
+			at = k;
+		}
+		if (ok)
+			tr[at].ends = 1;
+	}
+	strbuf_printf(o, "k%d_any ::= [^\"\\\\\\x7F\\x00-\\x1F]\n", base);
+	for (int t = 0; t < nodes; t++) {
+		int alt = 0;
+
+		strbuf_printf(o, "k%d_%d ::= ", base, t);
+		if (!tr[t].ends) {
+			strbuf_puts(o, "\"\\\"\"");
+			alt = 1;
+		}
+		for (int k = 1; k < nodes; k++)
+			if (tr[k].parent == t) {
+				strbuf_printf(o, "%s\"\\U%08lX\" k%d_%d",
+					      alt ? " | " : "", tr[k].ch, base, k);
+				alt = 1;
+			}
+		/* another character: any tail */
+		strbuf_printf(o, "%s[^\"\\\\\\x7F\\x00-\\x1F", alt ? " | " : "");
+		for (int k = 1; k < nodes; k++)
+			if (tr[k].parent == t)
+				strbuf_printf(o, "\\U%08lX", tr[k].ch);
+		strbuf_printf(o, "] k%d_any* \"\\\"\"\n", base);
+	}
+	snprintf(key, cap, "\"\\\"\" k%d_0", base);
+out:
+	free(tr);
+	return rc;
+}
+
 /* The body of the rule of schema s into b. */
 static int body(ctx *c, const json_t *s, strbuf *b)
 {
@@ -945,6 +1055,11 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 		{
 			int base = c->n_rules++;
 			strbuf *o = &c->out;
+			char xk[48] = "jstring";
+
+			if (add_id != -1 && n &&
+			    extra_key(c, base, names, n, xk, sizeof(xk)))
+				return -1;
 
 			strbuf_printf(b, "\"{\" ws o%d_0_1 ws \"}\"", base);
 			for (int i = n; i >= 0; i--)
@@ -967,10 +1082,11 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 						else
 							snprintf(v, sizeof(v),
 								 "r%d", add_id);
-						strbuf_printf(o, "(%s jstring ws \":\" "
+						strbuf_printf(o, "(%s %s ws \":\" "
 							"ws %s (ws \",\" ws "
-							"jstring ws \":\" ws "
-							"%s)*)?\n", sep, v, v);
+							"%s ws \":\" ws "
+							"%s)*)?\n", sep, xk, v,
+							xk, v);
 						continue;
 					}
 					strbuf_printf(o, "%s", sep);
