@@ -135,7 +135,8 @@ static const struct {
 	[SC_S_GRAMMAR] = {"grammar", "FILE", "a GBNF grammar (llama.cpp's "
 			  "language) every sample follows; or one made from "
 			  "--json-schema FILE (a JSON schema), --regex P "
-			  "(the whole text matches P) or --choice S (one of "
+			  "(the whole text matches P, ECMAScript's dialect as "
+			  "JSON Schema's pattern) or --choice S (one of "
 			  "the strings given; repeat it)"},
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
