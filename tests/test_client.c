@@ -1290,6 +1290,19 @@ static void test_python_client(void **state)
 		if (!json_object_get(json_object_get(py, "ask"), key))
 			fail_msg("python ask() lacks the CLI field '%s'", key);
 	}
+	/* ... and a sample's and the timings' (mean_logprob, first_sample_ms
+	 * were missing) */
+	json_object_foreach(json_array_get(json_object_get(cli, "samples"), 0),
+			    key, v) {
+		if (!json_object_get(json_array_get(json_object_get(
+			json_object_get(py, "ask"), "samples"), 0), key))
+			fail_msg("python ask()'s samples lack '%s'", key);
+	}
+	json_object_foreach(json_object_get(cli, "timings"), key, v) {
+		if (!json_object_get(json_object_get(json_object_get(py, "ask"),
+						     "timings"), key))
+			fail_msg("python ask()'s timings lack '%s'", key);
+	}
 	/* a draining coordinator's CANCELLED with retry_after_ms: sent
 	 * again after the wait, answered (it was returned as the answer) */
 	snprintf(cmd, sizeof(cmd), "QUORUM_PB2_DIR=%s /usr/bin/python3 "

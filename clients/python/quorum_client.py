@@ -104,15 +104,32 @@ def _answer_fields(a):
     t = a.timings if a.HasField("timings") else None
     p = a.prefix if a.HasField("prefix") else None
     d["answer"] = _opt(a, "answer", _text)
-    d["votes"] = [{"answer": _text(v.answer), "count": v.count,
-                   "first_index": v.first_index} for v in a.votes]
+    d["votes"] = []
+    for v in a.votes:
+        e = {"answer": _text(v.answer), "count": v.count,
+             "first_index": v.first_index}
+        if v.HasField("weight"):
+            e["weight"] = v.weight  # a confidence vote's
+        d["votes"].append(e)
     d["n"] = a.n
     d["voters"] = sum(1 for s in a.samples if s.HasField("answer"))
     d["prompt_tokens"] = _opt(p, "prompt_tokens") if p else None
-    d["samples"] = [{"index": s.index, "answer": _opt(s, "answer", _text),
-                     "tokens": s.tokens, "finish": s.finish,
-                     "text": _text(s.text), "worker": _opt(s, "worker")}
-                    for s in a.samples]
+    d["samples"] = []
+    for s in a.samples:
+        e = {"index": s.index, "answer": _opt(s, "answer", _text),
+             "tokens": s.tokens, "finish": s.finish, "text": _text(s.text),
+             "worker": _opt(s, "worker"),
+             "mean_logprob": _opt(s, "mean_logprob"),
+             "group_confidence": _opt(s, "group_confidence")}
+        if len(s.token_logprobs):
+            # per drawn token: its text (from the offsets) and logprob
+            raw, offs = s.text, list(s.token_offsets)
+            e["logprobs"] = [
+                {"token": _text(raw[o:offs[i + 1] if i + 1 < len(offs)
+                                    else len(raw)]),
+                 "logprob": lp}
+                for i, (o, lp) in enumerate(zip(offs, s.token_logprobs))]
+        d["samples"].append(e)
     if t is not None:
         dec_s = t.decode_ms / 1e3 if t.HasField("decode_ms") else 0
         d["timings"] = {
@@ -126,12 +143,14 @@ def _answer_fields(a):
                              if t.HasField("generated_tokens") and dec_s > 0
                              else None),
             "messages": _opt(t, "messages"),
+            "first_sample_ms": _opt(t, "first_sample_ms"),
         }
     if p is not None:
         d["prefix"] = {f: _opt(p, f) for f in (
             "prefill_worker", "cache_hit", "prompt_tokens", "prefix_blocks",
             "blocks_mapped", "blocks_copied", "blocks_transferred",
-            "bytes_transferred")}
+            "bytes_transferred", "prompt_tokens_reused",
+            "prompt_tokens_prefilled")}
     if a.HasField("stop"):
         # the early-stopping report, as `quorum ask --json` prints it
         x = a.stop
@@ -159,7 +178,9 @@ def _cluster_fields(s):
     d = {"cluster": _opt(s, "cluster"), "workers": w}
     for f in ("queue_depth", "in_flight", "requests_served",
               "requests_failed", "tokens_per_s", "prefix_hits",
-              "prefix_misses", "replies_unroutable"):
+              "prefix_misses", "replies_unroutable", "model",
+              "model_fingerprint", "tokens_saved", "prompt_tokens_reused",
+              "prompt_tokens_prefilled", "prefix_partial_hits"):
         d[f] = _opt(s, f)
     return d
 
