@@ -1253,7 +1253,7 @@ static void test_evalset_empty(void **state)
 static void test_python_client(void **state)
 {
 	fake *f = *state;
-	char dir[512], cmd[2048];
+	char dir[512], cmd[4096];
 	run_out r;
 	json_t *py, *cli, *v;
 	const char *key;
@@ -1302,6 +1302,25 @@ static void test_python_client(void **state)
 		if (!json_object_get(json_object_get(json_object_get(py, "ask"),
 						     "timings"), key))
 			fail_msg("python ask()'s timings lack '%s'", key);
+	}
+	/* a secret key file others can read is refused, as the C loader
+	 * refuses it (it was taken) */
+	snprintf(cmd, sizeof(cmd), "%s keygen -o %s/k >/dev/null && "
+		 "chmod 644 %s/k.key && "
+		 "QUORUM_PB2_DIR=%s PYTHONPATH=clients/python /usr/bin/python3 "
+		 "-c \"import quorum_client as q\n"
+		 "try:\n q.QuorumClient('tcp://127.0.0.1:1', server_key='%s/k.pub',"
+		 " client_key='%s/k.key')\nexcept ValueError as e:\n print(e)\" "
+		 ">%s/mode.txt", bin(), dir, dir, dir, dir, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/mode.txt", dir);
+	{
+		char *t = tu_slurp(cmd, NULL);
+
+		assert_non_null(t);
+		assert_has(t, "k.key: secret key file is readable by others "
+			   "(mode 644): chmod 600 it");
+		free(t);
 	}
 	/* a draining coordinator's CANCELLED with retry_after_ms: sent
 	 * again after the wait, answered (it was returned as the answer) */

@@ -61,6 +61,12 @@ def load_key(path, secret=False):
     characters. Raises ValueError for anything else (a secret key file
     where a public one is expected, or the reverse, included)."""
     with open(path, "rb") as f:
+        if secret and os.fstat(f.fileno()).st_mode & 0o007:
+            # as the C loader (common/net/curve.c): a secret others can
+            # read is no secret
+            raise ValueError("%s: secret key file is readable by others "
+                             "(mode %03o): chmod 600 it" % (
+                                 path, os.fstat(f.fileno()).st_mode & 0o777))
         data = f.read(4097)
     if len(data) > 4096:
         raise ValueError("%s: larger than 4096 bytes: not a key file" % path)
@@ -212,7 +218,18 @@ class QuorumClient:
             secret = load_key(client_key, secret=True)
             keys = (load_key(server_key), zmq.curve_public(secret), secret)
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.DEALER)
+        try:
+            self._sock = self._ctx.socket(zmq.DEALER)
+            self._setup(endpoint, keys)
+        except Exception:
+            # a bad endpoint: no socket or context left behind
+            if getattr(self, "_sock", None) is not None:
+                self._sock.close(0)
+            self._sock = None
+            self._ctx.term()
+            raise
+
+    def _setup(self, endpoint, keys):
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)
         if keys is not None:
@@ -303,6 +320,16 @@ class QuorumClient:
             if v is not None:
                 setattr(req.ask.params, k, v)
         rep = self._call(req)
+        if rep is None:
+            # given up on: the coordinator, if it has the request, need
+            # not finish it for nobody (best effort, no reply awaited)
+            cancel = pb.ClientRequest(request_id=req.request_id,
+                                      version=PROTOCOL_VERSION)
+            cancel.cancel.SetInParent()
+            try:
+                self._sock.send(cancel.SerializeToString(), zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
         d = {"status": NO_REPLY, "error": self._no_reply(),
              "request_id": "%016x" % req.request_id,
              "endpoint": self.endpoint}
@@ -316,6 +343,10 @@ class QuorumClient:
                 else:
                     d["status"] = pb.Status.Name(pb.STATUS_INTERNAL)
                     d["error"] = "malformed reply: OK without an answer"
+            elif rep.status == pb.STATUS_VERSION_MISMATCH:
+                d["error"] = d["error"] or (
+                    "the coordinator speaks protocol version %d, this "
+                    "client %d" % (rep.version, PROTOCOL_VERSION))
             elif d["error"] is None:
                 d["error"] = "(no message)"
         d.update(_answer_fields(answer))
