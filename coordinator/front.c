@@ -9,6 +9,7 @@
 #include "text/prompt.h"
 #include "qerr.h"
 #include "net/spwire.h"
+#include "sc/answer.h"
 #include "sc/params.h"
 #include "sc/usc.h"
 #include "sc/vote.h"
@@ -297,6 +298,7 @@ static void finish_reply(sched *s, req *r)
 	uint32_t k = r->decided ? r->prefix : req_n(r), finished = 0;
 	Quorum__SelectReport usr = QUORUM__SELECT_REPORT__INIT;
 	Quorum__SamplingParams sp;
+	char shown[VOTE_ANSWER_MAX];
 	/* the settings it ran with, echoed (a client that left them to the
 	 * cluster learns them); the grammar's text stays home */
 	spwire_buf *pb = malloc(sizeof(*pb));
@@ -372,8 +374,20 @@ static void finish_reply(sched *s, req *r)
 		vp[i] = &votes[i];
 	}
 	if (v.winner != VOTE_NONE) {
+		const Quorum__Sample *fv = NULL;
+
 		a.has_answer = 1;
 		a.answer = votes[0].answer;
+		/* as its first voter wrote it */
+		for (uint32_t i = 0; i < k; i++)
+			if (smp[i]->index == votes[0].first_index)
+				fv = smp[i];
+		answer_shown(v.entries[0].answer,
+			     fv ? (const char *)fv->text.data : NULL,
+			     fv ? fv->text.len : 0, shown, sizeof(shown));
+		a.has_answer_text = 1;
+		a.answer_text.data = (uint8_t *)shown;
+		a.answer_text.len = strlen(shown);
 	}
 	a.n_votes = v.n_entries;
 	a.votes = vp;

@@ -519,6 +519,40 @@ static void number_text(void **state)
 	}
 }
 
+/* The answer as a person reads it: the key where it reads as it is,
+ * else the text it came from (an expression's key is "f[x]:..."). */
+static void shown(void **state)
+{
+	static const struct {
+		const char *key, *text, *want;
+	} rows[] = {
+		{"42", "so it is \\boxed{42}", "42"},
+		{"f[x]:3.2;4;32/7", "so the answer is x + 1.", "x + 1"},
+		{"f[x]:3.2;4;32/7", "We get \\boxed{1 + x} in the end", "1 + x"},
+		{"f[x]:3.2;4;32/7", "Work:\n  1+x\n  = x\t+ 1", "= x + 1"},
+		{"s:even", "The answer is \\text{even}", "\\text{even}"},
+		{"f[x]:3.2;4;32/7", "<think>x+1?</think>\nthe answer is x + 1",
+		 "x + 1"},
+		{"f[x]:3.2;4;32/7", NULL, "f[x]:3.2;4;32/7"},
+	};
+	char out[VOTE_ANSWER_MAX], small[6];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		answer_shown(rows[i].key, rows[i].text,
+			     rows[i].text ? strlen(rows[i].text) : 0, out,
+			     sizeof(out));
+		if (strcmp(out, rows[i].want))
+			fail_msg("%s / %s: '%s', want '%s'", rows[i].key,
+				 rows[i].text ? rows[i].text : "(none)", out,
+				 rows[i].want);
+	}
+	/* cut to cap, never inside a character */
+	answer_shown("s:x", "the answer is \xc3\xa9\xc3\xa9\xc3\xa9", 20, small,
+		     sizeof(small));
+	assert_string_equal(small, "\xc3\xa9\xc3\xa9");
+}
+
 /* Why a sample has no answer, in the words of its format: what the
  * format looks for (yesno's reason had been the number format's). */
 static void no_answer_reasons(void **state)
@@ -627,6 +661,7 @@ int main(void)
 		cmocka_unit_test(number_text),
 		cmocka_unit_test(bounded),
 		cmocka_unit_test(no_answer_reasons),
+		cmocka_unit_test(shown),
 		cmocka_unit_test(usc),
 	};
 

@@ -544,9 +544,20 @@ static void test_vote_cmd(void **state)
 		"{\"samples\": [\"Yes.\", \"yes\", \"No\"], "
 		"\"answer_format\": \"yesno\"}\nEOF");
 	assert_int_equal(r.rc, 0);
-	assert_has(r.out, "\"answer\":\"42\",\"votes\":2");
+	assert_has(r.out, "\"answer\":\"42\",\"answer_text\":\"42\","
+		   "\"votes\":2");
 	assert_has(r.out, "\"correct\":true");
-	assert_has(r.out, "\"answer\":\"yes\",\"votes\":2");
+	assert_has(r.out, "\"answer\":\"yes\",\"answer_text\":\"yes\","
+		   "\"votes\":2");
+	run_free(&r);
+	/* an expression's key is the format's notation; its text is what
+	 * its first voter wrote */
+	r = run("vote <<'EOF'\n"
+		"{\"samples\": [\"so the answer is x + 1.\", \"1+x\"], "
+		"\"answer_format\": \"math\"}\nEOF");
+	assert_int_equal(r.rc, 0);
+	assert_has(r.out, "\"answer\":\"f[x]:");
+	assert_has(r.out, "\"answer_text\":\"x + 1\"");
 	run_free(&r);
 	r = run("vote <<'EOF'\n{\"samples\": [\"42\"]}\n"
 		"{\"samples\": [\"Yes\"], \"answerformat\": \"yesno\"}\nEOF");

@@ -547,6 +547,34 @@ void client_params_json(json_t *o, const sc_params *p, unsigned given,
 	}
 }
 
+bool client_answer_shown(const Quorum__Answer *a, char *out, size_t cap)
+{
+	char key[VOTE_ANSWER_MAX];
+	const Quorum__Sample *first = NULL;
+
+	if (!cap || !a || !a->has_answer || !a->n_votes ||
+	    a->answer.len >= sizeof(key))
+		return false;
+	if (a->has_answer_text) {
+		/* the coordinator's */
+		size_t n = a->answer_text.len < cap - 1 ? a->answer_text.len
+							 : cap - 1;
+
+		memcpy(out, a->answer_text.data, n);
+		out[n] = '\0';
+		return true;
+	}
+	memcpy(key, a->answer.data, a->answer.len);
+	key[a->answer.len] = '\0';
+	/* the winner's first voter */
+	for (size_t i = 0; i < a->n_samples; i++)
+		if (a->samples[i]->index == a->votes[0]->first_index)
+			first = a->samples[i];
+	answer_shown(key, first ? (const char *)first->text.data : NULL,
+		     first ? first->text.len : 0, out, cap);
+	return true;
+}
+
 bool client_answer_params(const Quorum__Answer *a, sc_params *p,
 			  unsigned *given)
 {
@@ -607,6 +635,15 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 	json_object_set_new(o, "answer",
 			    a ? opt_bytes(a->has_answer, a->answer)
 			      : json_null());
+	{
+		char shown[VOTE_ANSWER_MAX];
+
+		json_object_set_new(o, "answer_text",
+				    client_answer_shown(a, shown,
+							sizeof(shown))
+					    ? client_text(shown, strlen(shown))
+					    : json_null());
+	}
 	json_object_set_new(o, "votes", votes);
 	json_object_set_new(o, "n", a ? json_integer(a->n) : json_null());
 	json_object_set_new(o, "voters", json_integer((json_int_t)voters));

@@ -148,6 +148,11 @@ json_t *client_votes_json(const Quorum__Answer *a);
 void client_params_json(json_t *o, const sc_params *p, unsigned given,
 			unsigned which);
 
+/* The winning answer as a person reads it (sc/answer.h's answer_shown
+ * over the winner's first voter's text) into out: false when no sample
+ * answered. */
+bool client_answer_shown(const Quorum__Answer *a, char *out, size_t cap);
+
 /* The settings an Answer ran with (its params, on the defaults) into *p,
  * the ones it carried as SC_BIT()s in *given: false where it has none (a
  * coordinator before them) or they do not read back. */

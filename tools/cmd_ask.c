@@ -142,13 +142,17 @@ static void print_text(const Quorum__Answer *a)
 					   (given & SC_BIT(SC_S_ANSWER))
 				   ? &ran.answer : NULL;
 
-	if (!a->has_answer)
+	if (!a->has_answer) {
 		printf("answer: (none: no sample gave an answer)\n");
-	else
-		/* of the samples voted over (reported), as quorum run */
-		printf("answer: %.*s  (%u of %zu votes)\n", (int)a->answer.len,
-		       (const char *)a->answer.data,
+	} else {
+		/* as its first voter wrote it; of the samples voted over
+		 * (reported), as quorum run */
+		char shown[VOTE_ANSWER_MAX];
+
+		client_answer_shown(a, shown, sizeof(shown));
+		printf("answer: %s  (%u of %zu votes)\n", shown,
 		       a->n_votes ? a->votes[0]->count : 0, a->n_samples);
+	}
 	printf("votes:\n");
 	for (size_t i = 0; i < a->n_votes; i++) {
 		printf("  %6u  %.*s\n", a->votes[i]->count,

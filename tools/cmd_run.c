@@ -81,6 +81,17 @@ static void help(const sampflags *f)
 	       "  -h, --help            this help\n");
 }
 
+/* The winner as a person reads it (answer_shown over its first
+ * voter's text). */
+static void winner_shown(const sc_result *r, char *out, size_t cap)
+{
+	const vote_entry *w = &r->vote.entries[0];
+	const sc_sample *x = w->first_index < (size_t)r->n
+				     ? &r->samples[w->first_index] : NULL;
+
+	answer_shown(w->answer, x ? x->text : NULL, x ? x->len : 0, out, cap);
+}
+
 static const char *no_answer_why(const sc_params *p, const sc_sample *x)
 {
 	return answer_no_answer_reason(&p->answer, x->text, x->len);
@@ -274,6 +285,15 @@ static json_t *run_json(const model *m, const tok *t, const char *mpath,
 				    ? json_null()
 				    : client_text(r->vote.entries[0].answer,
 						strlen(r->vote.entries[0].answer)));
+	if (r->vote.winner == VOTE_NONE) {
+		json_object_set_new(o, "answer_text", json_null());
+	} else {
+		char shown[VOTE_ANSWER_MAX];
+
+		winner_shown(r, shown, sizeof(shown));
+		json_object_set_new(o, "answer_text",
+				    client_text(shown, strlen(shown)));
+	}
 	json_object_set_new(o, "votes", votes);
 	json_object_set_new(o, "n", json_integer(p->n));
 	json_object_set_new(o, "voters", json_integer((json_int_t)r->vote.n_voters));
@@ -516,12 +536,15 @@ static void print_text(const model *m, const prompt_style *ps,
 	printf("model: %s, %d layers, dim %d; prompt format %s, %d tokens\n",
 	       model_arch_name(m->cfg.arch), m->cfg.n_layers, m->cfg.dim,
 	       ps->note, st->n_prompt);
-	if (r->vote.winner == VOTE_NONE)
+	if (r->vote.winner == VOTE_NONE) {
 		printf("answer: (none: no sample gave an answer)\n");
-	else
-		printf("answer: %s  (%zu of %d votes)\n",
-		       r->vote.entries[0].answer, r->vote.entries[0].count,
-		       r->n);
+	} else {
+		char shown[VOTE_ANSWER_MAX];
+
+		winner_shown(r, shown, sizeof(shown));
+		printf("answer: %s  (%zu of %d votes)\n", shown,
+		       r->vote.entries[0].count, r->n);
+	}
 	print_stop(r);
 	printf("votes%s:\n", p->vote == SC_VOTE_CONFIDENCE
 				       ? " (count, confidence weight)" : "");

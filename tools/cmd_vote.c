@@ -178,6 +178,18 @@ static json_t *vote_line(const answer_format *dflt, json_t *in,
 			    ? json_null()
 			    : client_text(vr.entries[0].answer,
 					  strlen(vr.entries[0].answer)));
+	if (vr.winner == VOTE_NONE) {
+		json_object_set_new(out, "answer_text", json_null());
+	} else {
+		/* as its first voter wrote it */
+		json_t *t = json_array_get(smp, vr.entries[0].first_index);
+		char shown[VOTE_ANSWER_MAX];
+
+		answer_shown(vr.entries[0].answer, json_string_value(t),
+			     json_string_length(t), shown, sizeof(shown));
+		json_object_set_new(out, "answer_text",
+				    client_text(shown, strlen(shown)));
+	}
 	json_object_set_new(out, "votes", json_integer(
 		vr.winner == VOTE_NONE ? 0 : (json_int_t)vr.entries[0].count));
 	groups = json_array();

@@ -102,7 +102,8 @@ def _opt(msg, field, conv=lambda v: v):
 
 def _answer_fields(a):
     """The fields of `quorum run --json` (+ prefix) for an Answer or None."""
-    d = {"answer": None, "votes": [], "n": None, "voters": 0,
+    d = {"answer": None, "answer_text": None, "votes": [], "n": None,
+         "voters": 0,
          "prompt_tokens": None, "samples": [], "timings": None,
          "prefix": None}
     if a is None:
@@ -110,6 +111,11 @@ def _answer_fields(a):
     t = a.timings if a.HasField("timings") else None
     p = a.prefix if a.HasField("prefix") else None
     d["answer"] = _opt(a, "answer", _text)
+    # the winner as its first voter wrote it (the coordinator's; the key
+    # from one that does not say)
+    d["answer_text"] = (_text(a.answer_text)
+                        if "answer_text" in a.DESCRIPTOR.fields_by_name
+                        and a.HasField("answer_text") else d["answer"])
     d["votes"] = []
     for v in a.votes:
         e = {"answer": _text(v.answer), "count": v.count,

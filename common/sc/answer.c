@@ -1214,6 +1214,48 @@ const char *answer_no_answer_reason(const answer_format *f, const char *text,
 	return why[f->kind];
 }
 
+void answer_shown(const char *key, const char *text, size_t len, char *out,
+		  size_t cap)
+{
+	size_t s, e, a, b, o = 0;
+	int boxed;
+
+	if (!cap)
+		return;
+	out[0] = '\0';
+	if (!key)
+		return;
+	if (strncmp(key, "f[", 2) && strncmp(key, "s:", 2)) {
+		snprintf(out, cap, "%s", key);
+		return;
+	}
+	if (!text || !vote_answer_region(text, len, &s, &e) ||
+	    !span(text + s, e - s, 1, &a, &b, &boxed)) {
+		snprintf(out, cap, "%s", key);
+		return;
+	}
+	text += s;
+	/* one line: its line breaks and tabs as spaces, runs as one */
+	for (size_t i = a; i < b && o + 1 < cap; i++) {
+		char ch = space((uchar)text[i]) ? ' ' : text[i];
+
+		if (ch == ' ' && (!o || out[o - 1] == ' '))
+			continue;
+		out[o++] = ch;
+	}
+	while (o && out[o - 1] == ' ')
+		o--;
+	/* a cut inside a UTF-8 character: back to its start */
+	if (o + 1 >= cap)
+		while (o && ((uchar)out[o - 1] & 0xc0) == 0x80)
+			o--;
+	if (o && o + 1 >= cap && ((uchar)out[o - 1] & 0xc0) == 0xc0)
+		o--;
+	out[o] = '\0';
+	if (!o)
+		snprintf(out, cap, "%s", key);
+}
+
 bool answer_extract(const answer_format *f, const char *text, size_t len,
 		    char *out, size_t cap)
 {

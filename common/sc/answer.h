@@ -122,6 +122,16 @@ const char *answer_format_name(const answer_format *f, char *buf,
 const char *answer_no_answer_reason(const answer_format *f, const char *text,
 				    size_t len);
 
+/* The answer as a person reads it, for a key that is the format's own
+ * notation: a math key of an expression with variables ("f[x]:...") or
+ * a spelling ("s:..."). Into out: key itself where it reads as it is
+ * (numbers, letters, yes/no, words); else the text the key came from in
+ * the sample text (its box, the span after its cue, or its last line,
+ * within the answer's region: after thinking, in a final channel),
+ * trimmed, on one line, cut to cap. */
+void answer_shown(const char *key, const char *text, size_t len, char *out,
+		  size_t cap);
+
 /* The key of a sample's text under format f into out. */
 bool answer_extract(const answer_format *f, const char *text, size_t len,
 		    char *out, size_t cap);

@@ -1432,6 +1432,7 @@ json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 			: json_null());
 	client_answer_json(tmp, a);
 	json_object_set(q, "answer", x->winner);
+	json_object_set(q, "answer_text", json_object_get(tmp, "answer_text"));
 	json_object_set(q, "votes", x->votes);
 	json_object_set_new(q, "agreement",
 			    json_real(x->n ? (double)x->win_count / x->n : 0));
