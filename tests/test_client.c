@@ -1314,6 +1314,35 @@ static void test_python_client(void **state)
 						     "timings"), key))
 			fail_msg("python ask()'s timings lack '%s'", key);
 	}
+	/* any sampling setting by its SamplingParams name reaches the
+	 * coordinator (the client took six); another name is a TypeError
+	 * naming the ones there are */
+	{
+		int before = f->ignore_eos_asks;
+
+		snprintf(cmd, sizeof(cmd), "QUORUM_PB2_DIR=%s "
+			 "PYTHONPATH=clients/python /usr/bin/python3 -c \""
+			 "import quorum_client as q\n"
+			 "c = q.QuorumClient('%s', timeout=5)\n"
+			 "d = c.ask('py =42', ignore_eos=True, answer='math', "
+			 "stop_strings=['zz'], think=False)\n"
+			 "print(d['status'], d['answer'])\n"
+			 "try:\n c.ask('q', no_such=1)\n"
+			 "except TypeError as e:\n print(e)\" >%s/set.txt",
+			 dir, f->endpoint, dir);
+		assert_int_equal(system(cmd), 0);
+		assert_int_equal(f->ignore_eos_asks, before + 1);
+		snprintf(cmd, sizeof(cmd), "%s/set.txt", dir);
+		{
+			char *t = tu_slurp(cmd, NULL);
+
+			assert_non_null(t);
+			assert_has(t, "STATUS_OK 42");
+			assert_has(t, "ask(): no setting 'no_such' "
+				   "(SamplingParams has: answer,");
+			free(t);
+		}
+	}
 	/* a secret key file others can read is refused, as the C loader
 	 * refuses it (it was taken) */
 	snprintf(cmd, sizeof(cmd), "%s keygen -o %s/k >/dev/null && "

@@ -303,13 +303,29 @@ class QuorumClient:
                 % (self.endpoint, self.timeout * (self.retries + 1)))
 
     def ask(self, question, n=None, seed=None, temperature=None, top_k=None,
-            top_p=None, max_new_tokens=None, system=None, deadline_ms=None):
+            top_p=None, max_new_tokens=None, system=None, deadline_ms=None,
+            think=None, reasoning_effort=None, shots=None, prefix_cache=None,
+            **settings):
         """Asks one question; returns the dict of `quorum ask --json`.
 
         d["status"] is "STATUS_OK" or another quorum.Status name, or
         NO_REPLY when nothing came back; d["error"] then says why and
         d["answer"] is None. Parameters left None take the cluster's
-        configured defaults."""
+        configured defaults. Any other sampling setting is given by its
+        SamplingParams name (proto/quorum.proto: answer="math",
+        stop="beta", vote="confidence", stop_strings=["\n\n"],
+        logprobs=True, top_logprobs=3, grammar=GBNF_TEXT, min_p=0.05,
+        presence_penalty=..., frequency_penalty=...,
+        logit_bias="ID:BIAS,...", ignore_eos=True); a name it has not is
+        a TypeError naming the ones it has. think (bool),
+        reasoning_effort ("low" | "medium" | "high"), shots ([(question,
+        worked answer), ...]) and prefix_cache (False: neither reuse nor
+        leave a cached prompt prefix) are the Ask's own."""
+        fields = pb.SamplingParams.DESCRIPTOR.fields_by_name
+        for k in settings:
+            if k not in fields:
+                raise TypeError("ask(): no setting %r (SamplingParams has: "
+                                "%s)" % (k, ", ".join(sorted(fields))))
         if isinstance(question, str):
             question = question.encode("utf-8")
         req = pb.ClientRequest(request_id=_request_id())
@@ -319,11 +335,30 @@ class QuorumClient:
                               if isinstance(system, str) else system)
         if deadline_ms is not None:
             req.ask.deadline_ms = int(deadline_ms)
+        if think is not None:
+            req.ask.think = bool(think)
+        if reasoning_effort is not None:
+            req.ask.reasoning_effort = reasoning_effort
+        if prefix_cache is not None:
+            req.ask.prefix_cache = bool(prefix_cache)
+        for q, a in shots or ():
+            shot = req.ask.shots.add()
+            shot.question = q.encode("utf-8") if isinstance(q, str) else q
+            shot.answer = a.encode("utf-8") if isinstance(a, str) else a
         params = {"n": n, "seed": seed, "temperature": temperature,
                   "top_k": top_k, "top_p": top_p,
                   "max_new_tokens": max_new_tokens}
         for k, v in params.items():
             if v is not None:
+                setattr(req.ask.params, k, v)
+        for k, v in settings.items():
+            if v is None:
+                continue
+            if k == "stop_strings":
+                req.ask.params.stop_strings.extend(
+                    x.encode("utf-8") if isinstance(x, str) else x
+                    for x in v)
+            else:
                 setattr(req.ask.params, k, v)
         rep = self._call(req)
         if rep is None:
