@@ -957,6 +957,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	r->rid = ++s->next_id;
 	r->width = (uint32_t)stop_min_prefix(&r->p.stop, (int)req_n(r));
 	r->stream = cr->ask->has_stream && cr->ask->stream;
+	r->announce = cr->ask->has_announce && cr->ask->announce;
 	r->no_cache = cr->ask->has_prefix_cache && !cr->ask->prefix_cache;
 	snprintf(r->key, sizeof(r->key), "%s", m->user);
 	r->client_rid = cr->request_id;
@@ -976,7 +977,7 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 		s->reqs = r;
 	s->reqs_tail = r;
 	s->n_reqs++;
-	if (r->stream) {
+	if (r->stream || r->announce) {
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
 		Quorum__StreamStart ss = QUORUM__STREAM_START__INIT;
 

@@ -210,6 +210,7 @@ typedef struct req {
 	uint32_t usc_tokens;
 	char *usc_reply;        /* the pass's text, or why it failed */
 	int stream;             /* Ask.stream: forward samples as they come */
+	int announce;           /* Ask.announce: a StreamStart, no partials */
 	int gone;               /* its client is gone: no reply is sent */
 	stop_state ss;          /* initialized when the request is queued */
 	uint32_t prefix;        /* samples 0..prefix-1 pushed to ss */

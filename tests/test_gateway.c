@@ -2311,6 +2311,66 @@ static void test_cancel_plain(void **state)
 	}
 }
 
+/* A stream of the voted answer (no n: one choice over several samples)
+ * begins when the coordinator takes the request, keep-alives until the
+ * vote: its headers arrive while the request is still in flight (they
+ * had waited for the whole vote, a proxy's idle timeout cutting long
+ * ones). */
+static void test_stream_voted_begins(void **state)
+{
+	const char *b = "{\"prompt\":\"Go on forever.\",\"samples\":2,"
+			"\"max_tokens\":1500,\"ignore_eos\":true,"
+			"\"stream\":true}";
+	char head[512], got[2048];
+	void *zs = cu_client(&cl);
+	Quorum__ClientReply *st;
+	size_t n = 0;
+	int s, k;
+
+	(void)state;
+	s = connect_port(gw_port);
+	assert_true(s >= 0);
+	k = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
+		     strlen(b), b);
+	assert_int_equal(send_all(s, head, (size_t)k), 0);
+	/* the headers (the socket blocks until they come) */
+	while (n + 1 < sizeof(got)) {
+		ssize_t r = recv(s, got + n, sizeof(got) - 1 - n, 0);
+
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		got[n] = '\0';
+		if (strstr(got, "\r\n\r\n"))
+			break;
+	}
+	got[n] = '\0';
+	assert_non_null(strstr(got, "HTTP/1.1 200"));
+	assert_non_null(strstr(got, "text/event-stream"));
+	/* ... while its samples are still being decoded */
+	st = cu_status(zs);
+	assert_non_null(st);
+	if (st->cluster->in_flight < 1)
+		fail_msg("the stream began only after the vote");
+	quorum__client_reply__free_unpacked(st, NULL);
+	close(s);
+	/* the client left: cancelled, nothing left in flight */
+	for (int64_t end = wire_now_ms() + CU_WAIT_MS;;) {
+		st = cu_status(zs);
+		if (st && st->cluster->in_flight == 0)
+			break;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("the request was not cancelled");
+		usleep(50000);
+	}
+	quorum__client_reply__free_unpacked(st, NULL);
+	zmq_close(zs);
+}
+
 /* A gateway whose coordinator does not answer: a plain and a streamed
  * request each get 503 (with Retry-After) within a few seconds, as
  * /health says 503. */
@@ -2564,6 +2624,7 @@ int main(void)
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_cancel_on_disconnect),
+		cmocka_unit_test(test_stream_voted_begins),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_slow_headers),
 		cmocka_unit_test(test_slow_body),

@@ -91,6 +91,13 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 	/* what was given, and always the rule (early_stop, else none) */
 	spwire_encode(&r->p, r->given, &sp, &spb);
 	ask.params = &sp;
+	if (r->stream && !r->live) {
+		/* the voted answer streamed: its response begins when the
+		 * coordinator takes the request (keep-alives until the
+		 * vote), not when the vote is over */
+		ask.has_announce = 1;
+		ask.announce = 1;
+	}
 	if (r->live) {
 		ask.has_stream = 1;
 		ask.stream = 1;
