@@ -129,6 +129,9 @@ typedef struct fake {
 	int requests;          /* ClientRequests received */
 	int same_id_resends;   /* a request id seen again */
 	int ignore_eos_asks;   /* Asks whose params set ignore_eos */
+	int grammar_asks;      /* ... a grammar */
+	int min_p_asks;        /* ... min_p */
+	char last_answer[64];  /* the last Ask's answer format ("" none) */
 	int max_pending;       /* most replies held back at once */
 	uint64_t seen[1024];
 	int n_seen;
@@ -368,6 +371,11 @@ static void handle(fake *f, const unsigned char *id, size_t id_len,
 		f->ignore_eos_asks += q->ask->params &&
 				      q->ask->params->has_ignore_eos &&
 				      q->ask->params->ignore_eos;
+		f->grammar_asks += q->ask->params && q->ask->params->grammar;
+		f->min_p_asks += q->ask->params && q->ask->params->has_min_p;
+		snprintf(f->last_answer, sizeof(f->last_answer), "%s",
+			 q->ask->params && q->ask->params->answer
+				 ? q->ask->params->answer : "");
 
 		memcpy(qs, q->ask->question.data, l);
 		qs[l] = '\0';
@@ -1173,6 +1181,21 @@ static void test_evalset_cluster(void **state)
 	assert_int_equal(f->ignore_eos_asks, eos + 3);
 	json_decref(o);
 	run_free(&r);
+	/* every setting given reaches the cluster (a constraint, min_p:
+	 * they had stayed home), and the answer format the run scores with
+	 * goes even when it is the default (the cluster's own default keyed
+	 * otherwise) */
+	{
+		int g = f->grammar_asks, mp = f->min_p_asks;
+
+		r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 "
+			"--choice 42 --choice 7 --min-p 0.05", in, f->endpoint);
+		assert_int_equal(r.rc, 0);
+		assert_int_equal(f->grammar_asks, g + 3);
+		assert_int_equal(f->min_p_asks, mp + 3);
+		assert_string_equal(f->last_answer, "auto");
+		run_free(&r);
+	}
 	/* a reply with fewer samples than asked is an error, not a score */
 	r = run("eval-set --file %s --endpoint %s -n 4 --timeout 5", in,
 		f->endpoint);

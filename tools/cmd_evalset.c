@@ -105,6 +105,7 @@ typedef struct {
 	int timeout_ms;
 	/* both */
 	sc_params p;
+	unsigned given;          /* the settings' flags given (sampflags) */
 	const char *system;
 	const char *stop_sent;   /* cluster: the rule asked for (NULL: the
 				  * cluster's default) */
@@ -210,11 +211,17 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	Quorum__ClientReply *r = NULL;
 	const Quorum__Answer *a;
 	sc_params p = v->p;
-	/* every setting the run fixes (the rule only when one is sent, the
-	 * vote only when not the cluster's majority) */
+	/* every setting the run fixes, every one given (a constraint, a
+	 * penalty, min_p, a bias: they had stayed home, the cluster sampling
+	 * without them), and the answer format it scores with (the
+	 * cluster's own default would key what this run scores otherwise);
+	 * the rule only when one is sent, the vote only when not the
+	 * cluster's majority */
 	unsigned which = SC_BIT(SC_S_N) | SC_BIT(SC_S_SEED) |
 			 SC_BIT(SC_S_TEMPERATURE) | SC_BIT(SC_S_TOP_K) |
-			 SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS);
+			 SC_BIT(SC_S_TOP_P) | SC_BIT(SC_S_MAX_NEW_TOKENS) |
+			 SC_BIT(SC_S_ANSWER) | (v->given & spwire_fields() &
+						~SC_BIT(SC_S_STOP));
 	int rc;
 
 	quorum__ask__init(&ask);
@@ -235,8 +242,6 @@ static int solve_cluster(evs *v, const qset_item *q, int n, outcome *o)
 	p.n = n;
 	if (q->has_format)
 		p.answer = q->format;
-	if (p.answer.kind != ANSWER_AUTO)
-		which |= SC_BIT(SC_S_ANSWER);
 	if (p.ignore_eos)
 		which |= SC_BIT(SC_S_IGNORE_EOS);
 	if (v->stop_sent)
@@ -622,6 +627,7 @@ int cmd_evalset(int argc, char **argv)
 		}
 	}
 	v.p = sf.p;
+	v.given = sf.given;
 	v.p.n = 1;
 	stop_arg = sf.stop_arg;
 	if (optind != argc)
