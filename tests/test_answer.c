@@ -481,6 +481,15 @@ static void expected(void **state)
 		{"auto", "Paris", "paris"}, {"auto", "1/2", "0.5"},
 		{"auto", "The Eiffel Tower", "eiffel tower"},
 		{"json:/answer", "0.1", "0.1"},
+		/* read as a sample is: a box, a cue (they had keyed
+		 * "boxed11", "the answer is paris") */
+		{"text", "\\boxed{11}", "11"}, {"text", "\\boxed{Paris}", "paris"},
+		{"text", "The answer is Paris.", "paris"},
+		{"regex:(\\d+) apples", "12 apples", "12"},
+		{"regex:(\\d+) apples", "12", "12"},
+		/* a choice's letter in either case */
+		{"choice", "b", "B"}, {"choice", "(b)", "B"}, {"choice", "b)", "B"},
+		{"choice", "c.", "C"},
 	};
 	char out[VOTE_ANSWER_MAX];
 

@@ -1317,16 +1317,36 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 			}
 		} else if (k == ANSWER_REGEX || k == ANSWER_TEXT ||
 			   k == ANSWER_SELECT) {
-			memcpy(boxed, "The answer is ", 14);
-			memcpy(boxed + 14, s + a, b - a);
-			boxed[14 + b - a] = '.';
-			if ((k != ANSWER_REGEX &&
+			/* as a sample is read ("\boxed{11}" is 11, "The
+			 * answer is Paris." paris), else the words as they
+			 * are (a regex's value itself) */
+			if (answer_extract(f, s + a, b - a, out, cap) ||
+			    (k != ANSWER_REGEX &&
 			     norm_text(s, a, b, out, cap)) ||
 			    (k == ANSWER_REGEX && put(out, cap, s + a, b - a))) {
 				free(boxed);
 				return;
 			}
 		} else {
+			/* a choice's letter in either case ("b", "(b)") */
+			if (k == ANSWER_CHOICE) {
+				size_t x = a, y = b;
+
+				if (y > x && s[y - 1] == '.')
+					y--;
+				if (y - x == 3 && s[x] == '(' && s[y - 1] == ')')
+					x++, y--;
+				else if (y - x == 2 && s[y - 1] == ')')
+					y--;
+				if (y - x == 1 && s[x] >= 'a' && s[x] <= 'j') {
+					out[0] = (char)(s[x] - 'a' + 'A');
+					if (cap > 1) {
+						out[1] = '\0';
+						free(boxed);
+						return;
+					}
+				}
+			}
 			memcpy(boxed, "\\boxed{", 7);
 			memcpy(boxed + 7, s + a, b - a);
 			boxed[7 + b - a] = '}';
