@@ -1212,6 +1212,13 @@ static void test_evalset_cluster(void **state)
 	assert_has(r.err, ":4: \"question\" is not a string");
 	assert_has(r.err, "refusing to score a partial set");
 	run_free(&r);
+	/* ... but one past --limit is no part of the set scored (it
+	 * refused the run) */
+	r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 --limit 3",
+		in, f->endpoint);
+	assert_int_equal(r.rc, 0);
+	assert_null(strstr(r.err, "partial set"));
+	run_free(&r);
 	unlink(in);
 }
 

@@ -654,12 +654,12 @@ int cmd_evalset(int argc, char **argv)
 	if (v.endpoint && v.p.filter_warmup)
 		return cli_usage_error("eval-set", "--conf-filter runs "
 				       "in-process only (not with --endpoint)");
-	if (qset_read("eval-set", file, &items, &n_items, &n_bad))
+	/* the first --limit problems: a malformed line past them is no
+	 * part of the set scored (it had refused the run) */
+	if (qset_read_upto("eval-set", file,
+			   limit >= 0 ? (size_t)limit : (size_t)-1, &items,
+			   &n_items, &n_bad))
 		return 1;
-	if (limit >= 0 && (size_t)limit < n_items) {
-		qset_free(items + limit, n_items - (size_t)limit);
-		n_items = (size_t)limit;
-	}
 	if (n_bad) {
 		fprintf(stderr, "quorum eval-set: %s: %zu malformed line(s); "
 			"refusing to score a partial set\n", file, n_bad);

@@ -129,6 +129,12 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 int qset_read(const char *cmd, const char *fname, qset_item **out,
 	      size_t *n_out, size_t *n_bad)
 {
+	return qset_read_upto(cmd, fname, (size_t)-1, out, n_out, n_bad);
+}
+
+int qset_read_upto(const char *cmd, const char *fname, size_t limit,
+		   qset_item **out, size_t *n_out, size_t *n_bad)
+{
 	FILE *f = strcmp(fname, "-") ? fopen(fname, "r") : stdin;
 	char *line = NULL;
 	size_t cap = 0, n = 0, icap = 0;
@@ -141,7 +147,7 @@ int qset_read(const char *cmd, const char *fname, qset_item **out,
 		fprintf(stderr, "quorum %s: cannot open %s: %m\n", cmd, fname);
 		return -1;
 	}
-	while ((len = getline(&line, &cap, f)) >= 0) {
+	while (n < limit && (len = getline(&line, &cap, f)) >= 0) {
 		size_t k = 0;
 
 		lineno++;

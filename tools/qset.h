@@ -35,6 +35,10 @@ typedef struct qset_item {
  * opened; *n_bad counts malformed lines. */
 int qset_read(const char *cmd, const char *fname, qset_item **out,
 	      size_t *n_out, size_t *n_bad);
+/* The same, reading no further than the first limit questions (lines
+ * past them, malformed or not, are not read). */
+int qset_read_upto(const char *cmd, const char *fname, size_t limit,
+		   qset_item **out, size_t *n_out, size_t *n_bad);
 void qset_free(qset_item *items, size_t n);
 
 /* Whether the given answer got[0, glen) — a key the vote compared under
