@@ -1511,6 +1511,8 @@ static void check_message(json_t *o, const char *content,
 
 	assert_string_equal(json_string_value(json_object_get(m, "content")),
 			    content);
+	/* OpenAI's message has refusal: null */
+	assert_true(json_is_null(json_object_get(m, "refusal")));
 	if (reasoning)
 		assert_string_equal(json_string_value(json_object_get(
 			m, "reasoning_content")), reasoning);
@@ -1590,6 +1592,25 @@ static void test_gateway_nested_fields(void **state)
 		 NULL, NULL},
 		{",\"think\":true,\"chat_template_kwargs\":"
 		 "{\"enable_thinking\":false}", "think", "both given"},
+		/* OpenAI's padding switch: no padding here, accepted */
+		{",\"stream\":true,\"stream_options\":{\"include_obfuscation\":"
+		 "false}", NULL, NULL},
+		{",\"stream\":true,\"stream_options\":{\"include_obfuscation\":"
+		 "1}", "stream_options", "boolean 'include_usage' and "
+		 "'include_obfuscation'"},
+		/* response_format's json_schema as OpenAI has it: a name,
+		 * strict a boolean, no other key (they were taken unread) */
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"n\",\"strict\":true,\"schema\":{}}}", NULL, NULL},
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"schema\":{}}}", "response_format", "needs a string 'name'"},
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"n\",\"strict\":\"yes\",\"schema\":{}}}",
+		 "response_format", "'strict' is a boolean"},
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"n\",\"schema\":{},\"strictt\":true}}",
+		 "response_format.json_schema",
+		 "'response_format.json_schema.strictt'"},
 		/* a setting and its older name: one value, or a 400 (the
 		 * older one had been dropped in silence) */
 		{",\"max_completion_tokens\":3,\"max_tokens\":4",

@@ -1177,7 +1177,9 @@ static void test_stream(void **state)
 	st = post("/v1/chat/completions", body);
 	assert_int_equal(st.code, 200);
 	sse_parse(st.body, "chat.completion.chunk", &g);
-	/* the usage chunk last: no choices, every sample's tokens */
+	/* the usage chunk last: no choices, every sample's tokens; the
+	 * chunks before it have usage null (OpenAI's) */
+	assert_non_null(strstr(st.body, "\"usage\":null"));
 	assert_int_equal(g.empty, 1);
 	assert_int_equal(json_array_size(json_object_get(g.last, "choices")), 0);
 	assert_json_eq(json_object_get(json_object_get(g.last, "usage"),

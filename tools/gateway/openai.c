@@ -714,11 +714,35 @@ static int response_format(json_t **v, constrain_kind *kind, char *msg,
 	if (strcmp(type, "json_schema"))
 		return bad(msg, cap, param, "response_format", "'response_format."
 			   "type' must be text, json_object or json_schema");
+	{
+		static const char *const rkeys[] = {"type", "json_schema"};
+
+		if (known_keys(*v, "response_format", rkeys, 2, msg, cap,
+			       param))
+			return -1;
+	}
 	js = json_object_get(*v, "json_schema");
 	if (!json_is_object(js) || !json_object_get(js, "schema"))
 		return bad(msg, cap, param, "response_format",
 			   "'response_format.json_schema' must be an object "
 			   "with a 'schema'");
+	{
+		/* OpenAI's: a name (its identifier), strict a boolean (the
+		 * schema is enforced either way: every token is masked) */
+		static const char *const jkeys[] = {"name", "schema", "strict",
+						    "description"};
+		json_t *nm = json_object_get(js, "name"),
+		       *st = json_object_get(js, "strict");
+
+		if (known_keys(js, "response_format.json_schema", jkeys, 4,
+			       msg, cap, param))
+			return -1;
+		if (!json_is_string(nm) || !json_string_length(nm) ||
+		    (present(st) && !json_is_boolean(st)))
+			return bad(msg, cap, param, "response_format",
+				   "'response_format.json_schema' needs a "
+				   "string 'name', and 'strict' is a boolean");
+	}
 	*v = json_object_get(js, "schema");
 	*kind = CONSTRAIN_JSON_SCHEMA;
 	return 0;
@@ -1000,15 +1024,21 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 	}
 	if (present(v = json_object_get(o, "stream_options"))) {
-		static const char *const skeys[] = {"include_usage"};
-		json_t *u = json_object_get(v, "include_usage");
+		/* include_obfuscation: OpenAI's padding of stream events
+		 * against size side channels; quorum pads nothing, so true
+		 * and false read the same (a boolean all the same) */
+		static const char *const skeys[] = {"include_usage",
+						    "include_obfuscation"};
+		json_t *u = json_object_get(v, "include_usage"),
+		       *ob = json_object_get(v, "include_obfuscation");
 
-		if (known_keys(v, "stream_options", skeys, 1, msg, cap, param))
+		if (known_keys(v, "stream_options", skeys, 2, msg, cap, param))
 			goto out;
-		if (!json_is_object(v) || (present(u) && !json_is_boolean(u))) {
+		if (!json_is_object(v) || (present(u) && !json_is_boolean(u)) ||
+		    (present(ob) && !json_is_boolean(ob))) {
 			bad(msg, cap, param, "stream_options",
-			    "'stream_options' must be an object with a boolean "
-			    "'include_usage'");
+			    "'stream_options' must be an object with boolean "
+			    "'include_usage' and 'include_obfuscation'");
 			goto out;
 		}
 		r->include_usage = json_is_true(u);
@@ -1504,16 +1534,18 @@ static json_t *chat_message(const openai_req *r, const char *text,
 	json_t *m;
 
 	if (r->reasoning_raw)
-		return json_pack("{s:s, s:o}", "role", "assistant", "content",
-				 client_text(text, len));
+		return json_pack("{s:s, s:o, s:n}", "role", "assistant",
+				 "content", client_text(text, len), "refusal");
 	reasoning_init(&s);
 	if (reasoning_feed(&s, text ? text : "", text ? len : 0, &o) ||
 	    reasoning_end(&s, &o)) {
 		reasoning_out_free(&o);
 		return NULL; /* out of memory: the choice has no message */
 	}
-	m = json_pack("{s:s, s:o}", "role", "assistant", "content",
-		      client_text(o.cn ? o.c : "", o.cn));
+	/* refusal: null, as OpenAI's message has it (quorum refuses in
+	 * words a model writes, never apart) */
+	m = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+		      client_text(o.cn ? o.c : "", o.cn), "refusal");
 	if (m && o.rn)
 		json_object_set_new(m, "reasoning_content",
 				    client_text(o.r, o.rn));
@@ -1616,6 +1648,10 @@ json_t *openai_chunk(const openai_req *r, const char *id, long created,
 	json_object_set_new(c, "finish_reason",
 			    finish ? json_string(finish) : json_null());
 	json_object_set_new(o, "choices", json_pack("[o]", c));
+	/* with include_usage every chunk has usage, null but the last's
+	 * (OpenAI's) */
+	if (r->include_usage)
+		json_object_set_new(o, "usage", json_null());
 	return o;
 }
 
