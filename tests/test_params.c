@@ -1140,6 +1140,26 @@ static void constraints(void **state)
 	assert_string_equal(param, "json_schema");
 	assert_string_equal(got, "json_schema: schema.type: \"wood\": not a "
 			    "JSON schema type");
+	/* a GBNF text is whole: empty is no grammar (as an empty grammar
+	 * file), a NUL would have cut it short */
+	assert_int_equal(gw("grammar", "\"\"", 16, got, sizeof(got), &param),
+			 -1);
+	assert_string_equal(param, "grammar");
+	assert_string_equal(got, "grammar: grammar: empty (leave the field "
+			    "out for no constraint)");
+	{
+		/* (jansson refuses \u0000 in a body; a caller's own JSON
+		 * value may hold one) */
+		json_t *nul = json_stringn("root ::= \"a\"\0x", 15);
+		char *g = NULL;
+
+		assert_int_equal(constrain_gbnf(CONSTRAIN_GRAMMAR, nul, &g),
+				 QERR_FORMAT);
+		assert_null(g);
+		assert_string_equal(qerr_detail(), "grammar: a string of GBNF "
+				    "without NUL bytes expected");
+		json_decref(nul);
+	}
 	{
 		static const char body[] = "{\"prompt\":\"q\",\"grammar\":"
 					   "\"root ::= \\\"a\\\"\",\"regex\":"

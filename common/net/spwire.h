@@ -17,7 +17,11 @@
  * already holds (defaults, a config), each field the message has, with
  * sc/params' check and message, and reports which it set. The checks are
  * sc/params' own, so a value the CLI refuses is refused in the same words
- * when it arrives from a peer.
+ * when it arrives from a peer. An empty list of stop strings is not
+ * carried (a repeated field has no presence): it means none, as an
+ * absent one does where nothing configures any; every other setting in
+ * the set is carried and decodes to the same value (fuzz_openai checks
+ * it for every request the gateway accepts).
  */
 #ifndef QUORUM_SPWIRE_H
 #define QUORUM_SPWIRE_H

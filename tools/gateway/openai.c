@@ -633,13 +633,10 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 
 		if (present(v) && (here & SC_BIT(id)) &&
 		    !json_equal(v, json_object_get(o, r->field[id]))) {
-			char why[160];
-
-			snprintf(why, sizeof(why), "'%s' and '%s' are both "
-				 "given, with different values: give one",
-				 r->field[id], settings[i].key);
-			bad(msg, cap, param, settings[i].key, why);
-			return -1;
+			return bad(msg, cap, param, settings[i].key,
+				   "'%s' and '%s' are both given, with "
+				   "different values: give one", r->field[id],
+				   settings[i].key);
 		}
 		if (!present(v) || (r->given & SC_BIT(id)))
 			continue;

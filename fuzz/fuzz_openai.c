@@ -1,0 +1,154 @@
+/*
+ * fuzz_openai — libFuzzer target: the HTTP gateway's request bodies
+ * (tools/gateway/openai.c), the untrusted JSON every client sends.
+ *
+ * Input: byte 0 picks the endpoint ('c': /v1/chat/completions, anything
+ * else: /v1/completions); the rest is the body, parsed by openai_parse
+ * as the gateway parses it (limits.max_n 256), then openai_settle with
+ * http.samples 8.
+ *
+ * Properties beyond "no crash, no leak, no UB, bounded time":
+ * - a refused body leaves a message (a sentence, never empty);
+ * - an accepted body has a question and settings that pass
+ *   sc_params_check (the engine's and the workers' guard): the gateway
+ *   never forwards what a worker would refuse;
+ * - the settings the request gave survive the wire: encoded into a
+ *   SamplingParams (spwire_encode, every field it has), packed, unpacked
+ *   and decoded (spwire_decode) they are the same settings with the
+ *   same values, as a worker reads them (an empty list of stop strings
+ *   is not carried: spwire.h);
+ * - a refused setting's message names the request's own field
+ *   (openai_setting_words gives a field the request can have).
+ * Seeds: fuzz/corpus/openai/ (hand-written requests).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/spwire.h"
+#include "qerr.h"
+#include "sc/params.h"
+#include "tools/gateway/openai.h"
+
+static void fail(const char *what, const char *detail)
+{
+	fprintf(stderr, "fuzz_openai: %s%s%s\n", what, detail ? ": " : "",
+		detail ? detail : "");
+	abort();
+}
+
+/* Setting id of a and b the same value. */
+static int same_setting(int id, const sc_params *a, const sc_params *b)
+{
+	const sc_setting *s = sc_params_setting(id);
+	static char ba[SC_VALUE_TEXT_MAX], bb[SC_VALUE_TEXT_MAX];
+	sc_value va, vb;
+
+	sc_params_value(id, a, &va, ba, sizeof(ba));
+	sc_params_value(id, b, &vb, bb, sizeof(bb));
+	switch (s->kind) {
+	case SC_K_INT:
+	case SC_K_BOOL:
+		return va.i == vb.i;
+	case SC_K_U64:
+		return va.u == vb.u;
+	case SC_K_REAL:
+		return va.d == vb.d;
+	case SC_K_TEXT:
+		if (id == SC_S_GRAMMAR)
+			return va.len == vb.len &&
+			       (!va.len || !memcmp(va.s, vb.s, va.len));
+		return !strcmp(va.s, vb.s);
+	case SC_K_STRS:
+		if (a->stop_strs.n != b->stop_strs.n)
+			return 0;
+		for (int i = 0; i < a->stop_strs.n; i++)
+			if (a->stop_strs.len[i] != b->stop_strs.len[i] ||
+			    memcmp(a->stop_strs.s[i], b->stop_strs.s[i],
+				   a->stop_strs.len[i]))
+				return 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* The request's settings through SamplingParams and back. */
+static void wire_round_trip(const openai_req *r)
+{
+	unsigned which = r->given & spwire_fields(), got = 0;
+	/* none: not carried (spwire.h) */
+	if (!r->p.stop_strs.n)
+		which &= ~SC_BIT(SC_S_STOP_STRINGS);
+	Quorum__SamplingParams m, *u;
+	static spwire_buf b;
+	sc_params p2 = SC_PARAMS_DEFAULTS;
+	uint8_t *buf;
+	size_t n;
+
+	spwire_encode(&r->p, which, &m, &b);
+	n = quorum__sampling_params__get_packed_size(&m);
+	if (!(buf = malloc(n ? n : 1)))
+		abort();
+	if (quorum__sampling_params__pack(&m, buf) != n)
+		fail("SamplingParams packed to another size", NULL);
+	if (!(u = quorum__sampling_params__unpack(NULL, n, buf)))
+		fail("SamplingParams of an accepted request does not unpack",
+		     NULL);
+	if (spwire_decode(u, &p2, &got))
+		fail("a worker refuses an accepted request's settings",
+		     qerr_detail());
+	if (got != which) {
+		fprintf(stderr, "fuzz_openai: given 0x%x, the wire carried "
+			"0x%x\n", which, got);
+		abort();
+	}
+	for (int id = 0; id < SC_S_COUNT_; id++)
+		if ((which & SC_BIT(id)) && !same_setting(id, &r->p, &p2))
+			fail("a setting changed on the wire",
+			     sc_params_setting(id)->name);
+	quorum__sampling_params__free_unpacked(u, NULL);
+	free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char msg[1024], words[1024];
+	const char *param = NULL;
+	openai_req r;
+	int chat;
+
+	if (!size)
+		return 0;
+	chat = data[0] == 'c';
+	msg[0] = 0;
+	if (openai_parse(chat, (const char *)data + 1, size - 1, 256, &r, msg,
+			 sizeof(msg), &param)) {
+		if (!msg[0])
+			fail("a refused body has no message", NULL);
+		openai_req_free(&r);
+		return 0;
+	}
+	if (!r.question)
+		fail("an accepted body has no question", NULL);
+	if (sc_params_check(&r.p))
+		fail("an accepted body's settings fail sc_params_check",
+		     qerr_detail());
+	wire_round_trip(&r);
+	msg[0] = 0;
+	param = NULL;
+	if (openai_settle(&r, 8, msg, sizeof(msg), &param)) {
+		if (!msg[0])
+			fail("a refused n has no message", NULL);
+		/* the message as the gateway words it: the request's
+		 * field, or none */
+		param = openai_setting_words(&r, msg, words, sizeof(words));
+		if (param && !param[0])
+			fail("a refused setting names an empty field", words);
+	} else if (sc_params_check(&r.p)) {
+		fail("a settled request's settings fail sc_params_check",
+		     qerr_detail());
+	}
+	openai_req_free(&r);
+	return 0;
+}
