@@ -435,7 +435,7 @@ FUZZ_CC      ?= clang-14
 FB           := build-fuzz
 FUZZ_INC     := -iquote common -iquote . -iquote $(FB)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := gguf wire cfg tok mathkey gbnf openai
+FUZZ_TARGETS := gguf wire cfg tok mathkey gbnf params
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer
 FUZZ_CFLAGS  := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
@@ -484,7 +484,7 @@ $(FB)/fuzz_%.o: fuzz/fuzz_%.c
 $(FB)/fuzz_%: $(FB)/fuzz_%.o $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 # the gateway's request parser (tools/gateway/openai.c) and what it uses
-$(FB)/fuzz_openai: $(FB)/tools/gateway/openai.o $(FB)/tools/client.o
+$(FB)/fuzz_params: $(FB)/tools/gateway/openai.o $(FB)/tools/client.o
 $(FB)/tools/gateway/openai.o $(FB)/tools/client.o: | $(FB)/proto/quorum.pb-c.h
 
 fuzz-build: deps $(FUZZ_BIN)

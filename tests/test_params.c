@@ -1024,6 +1024,14 @@ static void wire(void **state)
 	assert_int_equal(spwire_decode(&m, &b, NULL), QERR_RANGE);
 	assert_string_equal(qerr_detail(), "vote = plurality: must be "
 			    "majority or confidence");
+	/* an empty grammar is none of a peer's to give: leaving it out
+	 * keeps the cluster's (the encoder never sends one) */
+	quorum__sampling_params__init(&m);
+	m.grammar = "";
+	b = (sc_params)SC_PARAMS_DEFAULTS;
+	assert_int_equal(spwire_decode(&m, &b, NULL), QERR_RANGE);
+	assert_string_equal(qerr_detail(), "grammar = \"\": must be a GBNF "
+			    "grammar (llama.cpp's)");
 }
 
 static int group_setup(void **state)
@@ -1145,8 +1153,8 @@ static void constraints(void **state)
 	assert_int_equal(gw("grammar", "\"\"", 16, got, sizeof(got), &param),
 			 -1);
 	assert_string_equal(param, "grammar");
-	assert_string_equal(got, "grammar: grammar: empty (leave the field "
-			    "out for no constraint)");
+	assert_string_equal(got, "grammar: grammar = \"\": must be a GBNF "
+			    "grammar (llama.cpp's)");
 	{
 		/* (jansson refuses \u0000 in a body; a caller's own JSON
 		 * value may hold one) */

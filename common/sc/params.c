@@ -319,11 +319,11 @@ int sc_params_parse(int id, const char *s, sc_params *p)
 		gbnf *g = NULL;
 		size_t n = strlen(s);
 
-		if (!n) {
-			p->grammar = NULL;
-			p->grammar_len = 0;
-			return 0;
-		}
+		/* empty is no grammar: a request or peer that wants none
+		 * leaves the setting out (and so keeps the cluster's), as an
+		 * empty grammar file is refused, not taken as none */
+		if (!n)
+			return sc_params_check_fail(SC_S_GRAMMAR, "\"\"");
 		if (gbnf_parse(s, n, &g)) {
 			char why[300];
 

@@ -115,15 +115,11 @@ int constrain_gbnf(constrain_kind k, const json_t *v, char **out)
 	switch (k) {
 	case CONSTRAIN_GRAMMAR:
 		/* the whole text is the grammar: a NUL would cut it short in
-		 * silence, and an empty one is no grammar (as an empty
-		 * grammar file is refused, not taken as none) */
+		 * silence (an empty one the grammar setting refuses) */
 		if (!json_is_string(v) ||
 		    strlen(json_string_value(v)) != json_string_length(v))
 			return qerr_fail(QERR_FORMAT, "grammar: a string of "
 					 "GBNF without NUL bytes expected");
-		if (!json_string_length(v))
-			return qerr_fail(QERR_FORMAT, "grammar: empty (leave "
-					 "the field out for no constraint)");
 		if (!(*out = strndup(json_string_value(v),
 				     json_string_length(v))))
 			return qerr_fail(QERR_NOMEM, "out of memory");

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 typedef enum {
-	CONSTRAIN_GRAMMAR,     /* a GBNF text (non-empty, no NUL) */
+	CONSTRAIN_GRAMMAR,     /* a GBNF text (no NUL) */
 	CONSTRAIN_JSON_SCHEMA, /* a JSON schema: an object, or its text */
 	CONSTRAIN_JSON_OBJECT, /* any JSON object (the value is unused) */
 	CONSTRAIN_REGEX,       /* a regular expression, matched whole */

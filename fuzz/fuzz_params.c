@@ -1,25 +1,30 @@
 /*
- * fuzz_openai — libFuzzer target: the HTTP gateway's request bodies
- * (tools/gateway/openai.c), the untrusted JSON every client sends.
+ * fuzz_params — libFuzzer target: the sampling settings through the two
+ * doors untrusted bytes reach them by: the HTTP gateway's request bodies
+ * (tools/gateway/openai.c, what every client sends) and the wire's
+ * SamplingParams (net/spwire.c, what a peer sends the coordinator and
+ * the workers).
  *
- * Input: byte 0 picks the endpoint ('c': /v1/chat/completions, anything
- * else: /v1/completions); the rest is the body, parsed by openai_parse
- * as the gateway parses it (limits.max_n 256), then openai_settle with
- * http.samples 8.
+ * Input: byte 0 picks the door: 'w' the rest is a packed SamplingParams,
+ * unpacked and decoded (spwire_decode) over the defaults, as a worker
+ * takes a job's; 'c' a /v1/chat/completions body, anything else a
+ * /v1/completions one, parsed by openai_parse as the gateway parses it
+ * (limits.max_n 256), then openai_settle with http.samples 8.
  *
  * Properties beyond "no crash, no leak, no UB, bounded time":
- * - a refused body leaves a message (a sentence, never empty);
- * - an accepted body has a question and settings that pass
- *   sc_params_check (the engine's and the workers' guard): the gateway
- *   never forwards what a worker would refuse;
- * - the settings the request gave survive the wire: encoded into a
- *   SamplingParams (spwire_encode, every field it has), packed, unpacked
- *   and decoded (spwire_decode) they are the same settings with the
- *   same values, as a worker reads them (an empty list of stop strings
- *   is not carried: spwire.h);
- * - a refused setting's message names the request's own field
- *   (openai_setting_words gives a field the request can have).
- * Seeds: fuzz/corpus/openai/ (hand-written requests).
+ * - a refusal leaves a message (never empty); the wire's names the
+ *   setting it refuses, in sc/params' words ("NAME = VALUE: ..." or
+ *   "NAME: ...");
+ * - what is accepted passes sc_params_check (the engine's and the
+ *   workers' guard): neither door lets through what a worker refuses;
+ * - the settings given survive the wire: encoded into a SamplingParams
+ *   (spwire_encode, every field it has), packed, unpacked and decoded
+ *   they are the same settings with the same values, as a worker reads
+ *   them (an empty list of stop strings is not carried: spwire.h);
+ * - a refused n's message, as the gateway words it
+ *   (openai_setting_words), names a field or none, never an empty one.
+ * Seeds: fuzz/corpus/params/ (hand-written requests, and SamplingParams
+ * written by hand in protobuf's encoding).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +38,7 @@
 
 static void fail(const char *what, const char *detail)
 {
-	fprintf(stderr, "fuzz_openai: %s%s%s\n", what, detail ? ": " : "",
+	fprintf(stderr, "fuzz_params: %s%s%s\n", what, detail ? ": " : "",
 		detail ? detail : "");
 	abort();
 }
@@ -99,7 +104,7 @@ static void wire_round_trip(const openai_req *r)
 		fail("a worker refuses an accepted request's settings",
 		     qerr_detail());
 	if (got != which) {
-		fprintf(stderr, "fuzz_openai: given 0x%x, the wire carried "
+		fprintf(stderr, "fuzz_params: given 0x%x, the wire carried "
 			"0x%x\n", which, got);
 		abort();
 	}
@@ -111,6 +116,39 @@ static void wire_round_trip(const openai_req *r)
 	free(buf);
 }
 
+/* A peer's SamplingParams (the wire door). */
+static void wire_door(const uint8_t *data, size_t size)
+{
+	Quorum__SamplingParams *m;
+	openai_req r = {.p = SC_PARAMS_DEFAULTS};
+	const char *d;
+
+	if (!(m = quorum__sampling_params__unpack(NULL, size, data)))
+		return; /* fuzz_wire's: not a message */
+	if (spwire_decode(m, &r.p, &r.given)) {
+		d = qerr_detail();
+		if (!d[0])
+			fail("a refused SamplingParams has no message", NULL);
+		/* sc/params' words: the setting's name first */
+		for (int id = 0; id < SC_S_COUNT_; id++) {
+			const char *nm = sc_params_setting(id)->name;
+			size_t n = strlen(nm);
+
+			if (!strncmp(d, nm, n) && (d[n] == ' ' || d[n] == ':'))
+				goto named;
+		}
+		fail("a refused SamplingParams names no setting", d);
+named:
+		quorum__sampling_params__free_unpacked(m, NULL);
+		return;
+	}
+	if (sc_params_check(&r.p))
+		fail("decoded settings fail sc_params_check", qerr_detail());
+	/* p.grammar points into m: the round trip before m goes */
+	wire_round_trip(&r);
+	quorum__sampling_params__free_unpacked(m, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char msg[1024], words[1024];
@@ -120,6 +158,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!size)
 		return 0;
+	if (data[0] == 'w') {
+		wire_door(data + 1, size - 1);
+		return 0;
+	}
 	chat = data[0] == 'c';
 	msg[0] = 0;
 	if (openai_parse(chat, (const char *)data + 1, size - 1, 256, &r, msg,
