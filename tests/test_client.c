@@ -587,7 +587,7 @@ static void test_usage_errors(void **state)
 		{"ask -n x q", "quorum ask: n = x: must be an integer in "
 		 "1..65536"},
 		{"ask --top-p 2 q", "quorum ask: top_p = 2: must be a number in "
-		 "(0, 1]"},
+		 "[0, 1]"},
 		{"ask --timeout 0 q", "bad value for --timeout"},
 		{"ask --retries -1 q", "bad value for --retries"},
 		{"ask --seed -3 q", "quorum ask: seed = -3: must be an integer "

@@ -1417,8 +1417,9 @@ static const struct bad_case {
 	{"temperature_negative", "/v1/completions",
 	 "{\"prompt\":\"q\",\"temperature\":-1}", 400, "temperature",
 	 "temperature = -1: must be a finite number >= 0"},
-	{"top_p_zero", "/v1/completions", "{\"prompt\":\"q\",\"top_p\":0}",
-	 400, "top_p", "top_p = 0: must be a number in (0, 1]"},
+	{"top_p_negative", "/v1/completions",
+	 "{\"prompt\":\"q\",\"top_p\":-0.1}", 400, "top_p",
+	 "top_p = -0.1: must be a number in [0, 1]"},
 	/* the HTTP API's range (OpenAI's); a negative seed is taken */
 	{"temperature_over_2", "/v1/completions",
 	 "{\"prompt\":\"q\",\"temperature\":2.5}", 400, "temperature",

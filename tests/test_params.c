@@ -110,10 +110,11 @@ static const struct row {
 	 "0..16777216"},
 	{SC_S_TOP_K, "0", NULL},
 	{SC_S_TOP_K, "16777216", NULL},
-	{SC_S_TOP_P, "0", "top_p = 0: must be a number in (0, 1]"},
-	{SC_S_TOP_P, "1.01", "top_p = 1.01: must be a number in (0, 1]"},
-	{SC_S_TOP_P, "-0.5", "top_p = -0.5: must be a number in (0, 1]"},
-	{SC_S_TOP_P, "1e-50", "top_p = 1e-50: must be a number in (0, 1]"},
+	{SC_S_TOP_P, "0", NULL}, /* the top token only (OpenAI's 0) */
+	{SC_S_TOP_P, "1.01", "top_p = 1.01: must be a number in [0, 1]"},
+	{SC_S_TOP_P, "-0.5", "top_p = -0.5: must be a number in [0, 1]"},
+	{SC_S_TOP_P, "-1e-50", "top_p = -1e-50: must be a number in [0, 1]"},
+	{SC_S_TOP_P, "1e-50", NULL}, /* 0 as a float: the same token */
 	{SC_S_TOP_P, "1e-10", NULL},
 	{SC_S_TOP_P, "1", NULL},
 	{SC_S_MAX_NEW_TOKENS, "0", "max_new_tokens = 0: must be an integer "

@@ -35,7 +35,7 @@ static const struct pcase pcases[] = {
 	{"nan_temperature", {NAN, 0, 1.0f, 0.0f}, QERR_RANGE, "temperature"},
 	{"inf_temperature", {INFINITY, 0, 1.0f, 0.0f}, QERR_RANGE, "temperature"},
 	{"neg_top_k", {1.0f, -1, 1.0f, 0.0f}, QERR_RANGE, "top_k"},
-	{"zero_top_p", {1.0f, 0, 0.0f, 0.0f}, QERR_RANGE, "top_p"},
+	{"zero_top_p", {1.0f, 0, 0.0f, 0.0f}, QERR_OK, NULL},
 	{"neg_top_p", {1.0f, 0, -0.5f, 0.0f}, QERR_RANGE, "top_p"},
 	{"big_top_p", {1.0f, 0, 1.0001f, 0.0f}, QERR_RANGE, "top_p"},
 	{"nan_top_p", {1.0f, 0, NAN, 0.0f}, QERR_RANGE, "top_p"},
@@ -157,7 +157,9 @@ static int argmax(const float *l, int n)
 	return b;
 }
 
-/* top_k = 1 is greedy at every temperature and with every top_p. */
+/* top_k = 1 is greedy at every temperature and with every top_p; so is
+ * top_p = 0 with every top_k (OpenAI's and llama.cpp's 0: the nucleus
+ * keeps at least the top token), ties to the lowest id as greedy. */
 static void top_k1_is_greedy(void **state)
 {
 	enum { V = 1000 };
@@ -179,6 +181,15 @@ static void top_k1_is_greedy(void **state)
 			samp_rng_seed(&r, (uint64_t)trial, t);
 			assert_int_equal(samp_sample(s, &p, l, &r, &tok), 0);
 			assert_int_equal(tok, argmax(l, V));
+			for (int k = 0; k < 3; k++) {
+				samp_params z = {temps[t], k ? 40 * k : 0,
+						 0.0f, 0.0f};
+
+				samp_rng_seed(&r, (uint64_t)trial, t);
+				assert_int_equal(samp_sample(s, &z, l, &r,
+							     &tok), 0);
+				assert_int_equal(tok, argmax(l, V));
+			}
 		}
 	}
 	samp_free(&s);

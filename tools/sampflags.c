@@ -102,7 +102,7 @@ static const struct {
 	[SC_S_SEED] = {"seed", "S", "seed; sample i uses (S, i)"},
 	[SC_S_TEMPERATURE] = {"temperature", "T", "0 = greedy"},
 	[SC_S_TOP_K] = {"top-k", "K", "0 = off"},
-	[SC_S_TOP_P] = {"top-p", "P", "1 = off"},
+	[SC_S_TOP_P] = {"top-p", "P", "1 = off, 0 = the top token"},
 	[SC_S_MAX_NEW_TOKENS] = {"max-new-tokens", "K", "per sample"},
 	[SC_S_IGNORE_EOS] = {"ignore-eos", NULL, "never stop at an end "
 			     "token: every sample runs --max-new-tokens "

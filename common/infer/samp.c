@@ -106,9 +106,9 @@ int samp_params_check(const samp_params *p)
 		return qerr_fail(QERR_RANGE,
 				 "samp: top_k %d must be >= 0 (0 = off)",
 				 p->top_k);
-	if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+	if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
 		return qerr_fail(QERR_RANGE,
-				 "samp: top_p %g must be in (0, 1] (1 = off)",
+				 "samp: top_p %g must be in [0, 1] (1 = off)",
 				 (double)p->top_p);
 	if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
 		return qerr_fail(QERR_RANGE,

@@ -92,7 +92,8 @@
 typedef struct samp_params {
 	float temperature; /* >= 0, finite; 0 = greedy */
 	int top_k;         /* >= 0; 0 (or >= vocab) = off */
-	float top_p;       /* in (0, 1]; 1 = off */
+	float top_p;       /* in [0, 1]; 1 = off; 0 (as any p below the
+			    * top token's share) keeps that token only */
 	float min_p;       /* in [0, 1]; 0 = off */
 } samp_params;
 

@@ -19,7 +19,7 @@ static const sc_setting settings[SC_S_COUNT_] = {
 		       "an integer in 0..18446744073709551615"},
 	[SC_S_TEMPERATURE] = {"temperature", SC_K_REAL, 0, HUGE_VAL, 0, NULL},
 	[SC_S_TOP_K] = {"top_k", SC_K_INT, 0, SC_TOP_K_MAX, 0, NULL},
-	[SC_S_TOP_P] = {"top_p", SC_K_REAL, 0, 1, 1, NULL},
+	[SC_S_TOP_P] = {"top_p", SC_K_REAL, 0, 1, 0, NULL},
 	[SC_S_MAX_NEW_TOKENS] = {"max_new_tokens", SC_K_INT, 1, SC_MAX_NEW_MAX,
 				 0, NULL},
 	[SC_S_IGNORE_EOS] = {"ignore_eos", SC_K_BOOL, 0, 0, 0,
