@@ -754,7 +754,13 @@ static int tokenize(sched *s, const Quorum__Ask *a, req *r, const char **err)
 		return QUORUM__STATUS__STATUS_TOO_LONG;
 	}
 	if ((uint64_t)r->n_tokens + r->p.max_new > (uint64_t)s->o.ctx_len) {
-		*err = "prompt + max_new_tokens exceed the model's context";
+		/* led by the setting, as sc/params words it: the gateway
+		 * says it with the request's own field (max_tokens) */
+		snprintf(field_err, sizeof(field_err), "max_new_tokens = %d: "
+			 "with the prompt's %zu tokens, over the model's "
+			 "context (%d tokens)", r->p.max_new, r->n_tokens,
+			 s->o.ctx_len);
+		*err = field_err;
 		return QUORUM__STATUS__STATUS_TOO_LONG;
 	}
 	r->hash = hash_tokens(r->tokens, r->n_tokens);

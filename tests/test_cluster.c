@@ -657,9 +657,9 @@ static void bad_input(void **state)
 	expect_status(ask(&cl, s, 4, &o), 4, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		      "negative temperature");
 	o = ask_defaults(questions[0]);
-	o.top_p = 0;
+	o.top_p = -0.5f;
 	expect_status(ask(&cl, s, 5, &o), 5, QUORUM__STATUS__STATUS_BAD_REQUEST,
-		      "top_p 0");
+		      "top_p -0.5");
 	o.top_p = 1.5f;
 	expect_status(ask(&cl, s, 6, &o), 6, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		      "top_p 1.5");

@@ -1417,6 +1417,15 @@ static const struct bad_case {
 	{"temperature_negative", "/v1/completions",
 	 "{\"prompt\":\"q\",\"temperature\":-1}", 400, "temperature",
 	 "temperature = -1: must be a finite number >= 0"},
+	/* the model's context (4096 tokens), said with the request's
+	 * field: the setting alone, then with the prompt (the prompt's
+	 * param, as OpenAI's context_length_exceeded) */
+	{"max_tokens_over_context", "/v1/completions",
+	 "{\"prompt\":\"q\",\"max_tokens\":5000}", 400, "max_tokens",
+	 "max_tokens = 5000: over the model's context (4096 tokens)"},
+	{"prompt_and_max_tokens_over_context", "/v1/completions",
+	 "{\"prompt\":\"q\",\"max_completion_tokens\":4095}", 400, "prompt",
+	 "max_completion_tokens = 4095: with the prompt's "},
 	{"top_p_negative", "/v1/completions",
 	 "{\"prompt\":\"q\",\"top_p\":-0.1}", 400, "top_p",
 	 "top_p = -0.1: must be a number in [0, 1]"},

@@ -138,15 +138,16 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 		snprintf(msg, sizeof(msg), "%s", r->error && *r->error
 			 ? r->error : client_status_name(r->status));
 	}
-	if (code == 400 && !strcmp(ecode, "context_length_exceeded")) {
-		param = cn->ep == HTTP_EP_CHAT ? "messages" : "prompt";
-	} else if (code == 400) {
+	if (code == 400) {
 		/* the coordinator names the setting ("max_new_tokens =
 		 * 100000: over the model's context"): said, and named in
-		 * param, as the request's field */
+		 * param, as the request's field; a prompt too long for the
+		 * context is the prompt's (OpenAI's param) */
 		param = openai_setting_words(cn->job ? &cn->job->r : NULL, msg,
 					     said, sizeof(said));
 		snprintf(msg, sizeof(msg), "%s", said);
+		if (!strcmp(ecode, "context_length_exceeded"))
+			param = cn->ep == HTTP_EP_CHAT ? "messages" : "prompt";
 	}
 	return http_send_err(mc, cn, code, msg, param, ecode);
 }
