@@ -1443,6 +1443,61 @@ static void test_python_client(void **state)
  * client_text_index maps a byte offset onto that text's code points (the
  * gateway's completions `text_offset`): checked against the converted
  * string itself, on whole, split and broken characters. */
+/* client_dumps: every real the shortest text of the same double, a
+ * real still; integers, strings and the rest byte for byte. */
+static void test_dumps_reals(void **state)
+{
+	static const double v[] = {0.7, 0.95, 1.0, -0.0, 1e20, 2.5e-300,
+				   0.1 + 0.2, 1.0 / 3, -0.015645580925047399,
+				   5187.0627739363254, 123456789.0};
+	static const char *const want[] = {
+		"0.7", "0.95", "1.0", "-0.0", "1e20", "2.5e-300",
+		"0.30000000000000004", "0.3333333333333333",
+		"-0.0156455809250474", "5187.062773936325", "123456789.0"};
+	json_t *a = json_array();
+	char *s, *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++)
+		json_array_append_new(a, json_real(v[i]));
+	s = client_dumps(a, JSON_COMPACT);
+	assert_non_null(s);
+	p = s + 1;
+	for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++) {
+		size_t n = strlen(want[i]);
+
+		if (strncmp(p, want[i], n) || (p[n] != ',' && p[n] != ']'))
+			fail_msg("real %zu: got '%s', want '%s'", i, p,
+				 want[i]);
+		p += n + 1;
+	}
+	/* and each reads back as the very double */
+	{
+		json_t *b = json_loads(s, 0, NULL);
+
+		assert_non_null(b);
+		for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++) {
+			double d = json_real_value(json_array_get(b, i));
+
+			assert_true(json_is_real(json_array_get(b, i)));
+			assert_memory_equal(&d, &v[i], sizeof(d));
+		}
+		json_decref(b);
+	}
+	free(s);
+	json_decref(a);
+	/* numbers in strings, keys and escapes untouched; integers too */
+	a = json_pack("{s:s, s:i, s:s, s:f}", "0.69999999999999996", "x",
+		      "n", 7, "q", "say \"0.69999999999999996\"", "t",
+		      0.7);
+	s = client_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(s, "{\"0.69999999999999996\":\"x\",\"n\":7,"
+			    "\"q\":\"say \\\"0.69999999999999996\\\"\","
+			    "\"t\":0.7}");
+	free(s);
+	json_decref(a);
+}
+
 static void test_text_index(void **state)
 {
 	/* "a", "é" (2 bytes), "€" (3), a stray continuation byte, "😀" (4),
@@ -1723,6 +1778,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_index),
+		cmocka_unit_test(test_dumps_reals),
 		cmocka_unit_test(test_gateway_setting_words),
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),

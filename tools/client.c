@@ -7,6 +7,8 @@
 #include "client.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -403,6 +405,93 @@ static size_t utf8_char_at(const unsigned char *s, size_t i, size_t n)
 	if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
 		return 0;
 	return len;
+}
+
+/* The shortest text of d that strtod reads back as d, a real's (with a
+ * '.' or an exponent, written as jansson writes it: 1e20, 1e-5), into
+ * out (cap >= 32). */
+static void shortest_real(double d, char *out, size_t cap)
+{
+	char *e;
+
+	for (int p = 1; p <= 17; p++) {
+		snprintf(out, cap, "%.*g", p, d);
+		if (strtod(out, NULL) == d && signbit(strtod(out, NULL)) ==
+						      signbit(d))
+			break;
+	}
+	if ((e = strchr(out, 'e'))) {
+		char *x = e + 1 + (e[1] == '-'), *y = x;
+
+		y += strspn(y, "+0");
+		if (e[1] == '+')
+			x = e + 1;
+		memmove(x, y, strlen(y) + 1);
+	} else if (!strpbrk(out, ".ni")) { /* inf and nan are never JSON */
+		strcat(out, ".0");
+	}
+}
+
+char *client_dumps(const json_t *j, size_t flags)
+{
+	char *s = json_dumps(j, flags), *r, *w;
+	int in_str = 0;
+
+	if (!s)
+		return NULL;
+	/* every number outside strings; a real (a '.' or an exponent)
+	 * rewritten in place: never longer than jansson's %.17g */
+	for (r = w = s; *r;) {
+		if (in_str) {
+			if (*r == '\\' && r[1]) {
+				*w++ = *r++;
+			} else if (*r == '"') {
+				in_str = 0;
+			}
+			*w++ = *r++;
+			continue;
+		}
+		if (*r == '"') {
+			in_str = 1;
+			*w++ = *r++;
+			continue;
+		}
+		if (*r == '-' || (*r >= '0' && *r <= '9')) {
+			size_t n = strspn(r, "-+0123456789.eE");
+			char num[40];
+			int real = memchr(r, '.', n) || memchr(r, 'e', n) ||
+				   memchr(r, 'E', n);
+
+			if (real && n < sizeof(num)) {
+				char *end;
+				double d;
+
+				memcpy(num, r, n);
+				num[n] = '\0';
+				d = strtod(num, &end);
+				if (end == num + n) {
+					char t[40];
+					size_t m;
+
+					shortest_real(d, t, sizeof(t));
+					m = strlen(t);
+					if (m <= n) {
+						memcpy(w, t, m);
+						w += m;
+						r += n;
+						continue;
+					}
+				}
+			}
+			memmove(w, r, n);
+			w += n;
+			r += n;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	return s;
 }
 
 json_t *client_text(const void *p, size_t n)

@@ -99,6 +99,14 @@ const char *client_status_name(int status);
  * NUL bytes are kept as \u0000. Never NULL unless out of memory. */
 json_t *client_text(const void *s, size_t n);
 
+/* json_dumps(j, flags) (malloc'ed; NULL on failure) with every real
+ * number written as the shortest text that reads back as the same
+ * double, still with a '.' or an exponent (a reader's float stays a
+ * float): jansson writes 17 digits, "temperature": 0.69999999999999996
+ * for 0.7. The same values, so the same JSON to every parser. Every
+ * JSON text quorum's commands and gateway print goes through it. */
+char *client_dumps(const json_t *j, size_t flags);
+
 /* Where byte b of s[0, n) lands in client_text(s, n), counted in Unicode
  * code points (what Python's str indexes): the index of the character
  * that holds byte b, so a token that begins inside a character points at

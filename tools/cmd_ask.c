@@ -256,7 +256,7 @@ static void print_json(const ask_opts *a, uint64_t id, const char *status,
 	json_object_set_new(o, "endpoint", json_string(a->endpoint));
 	client_answer_json(o, ans);
 	params_json(o, a, ans);
-	s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	s = client_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (s)
 		printf("%s\n", s);
 	free(s);
@@ -533,7 +533,7 @@ static int ask_file(const ask_opts *o)
 		}
 		/* write what is complete, in input order */
 		while (written < n && items[written].result) {
-			char *s = json_dumps(items[written].result,
+			char *s = client_dumps(items[written].result,
 					     JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 			if (s)

@@ -497,7 +497,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		json_object_set_new(o, "prompt_tokens_prefilled", json_integer(
 			(json_int_t)v->p_prefilled));
 		json_object_set_new(o, "results", a);
-		char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		char *s = client_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
 		if (s)
 			printf("%s\n", s);
@@ -789,7 +789,7 @@ int cmd_evalset(int argc, char **argv)
 		json_object_set_new(o, "expected", client_text(
 			items[q].expected, strlen(items[q].expected)));
 		json_object_set(o, "by_n", per[q]);
-		if ((s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+		if ((s = client_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)))
 			fprintf(out, "%s\n", s);
 		free(s);
 		json_decref(o);

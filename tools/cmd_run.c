@@ -337,7 +337,7 @@ static void print_json(const model *m, const tok *t, const char *mpath,
 		       const sc_result *r)
 {
 	json_t *o = run_json(m, t, mpath, ps, p, r);
-	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	char *s = client_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 
 	if (s)
 		printf("%s\n", s);
@@ -389,7 +389,7 @@ static char *dup_str(const char *s)
 
 static void emit_line(json_t *o)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	char *s = client_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 	if (s)
 		printf("%s\n", s);

@@ -93,7 +93,7 @@ static void print_json(const char *endpoint, const char *status,
 	json_object_set_new(o, "endpoint", json_string(endpoint));
 	if (s)
 		client_cluster_json(o, s);
-	d = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	d = client_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (d)
 		printf("%s\n", d);
 	free(d);

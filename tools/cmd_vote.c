@@ -343,7 +343,7 @@ int cmd_vote(int argc, char **argv)
 			t.refused++;
 			rc = 1;
 		} else {
-			char *s = json_dumps(r, JSON_COMPACT |
+			char *s = client_dumps(r, JSON_COMPACT |
 						JSON_PRESERVE_ORDER);
 
 			if (s)
@@ -367,7 +367,7 @@ int cmd_vote(int argc, char **argv)
 			t.with_expected ? json_real(100.0 * (double)t.correct /
 						    (double)t.with_expected)
 					: json_null());
-		char *d = json_dumps(s, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *d = client_dumps(s, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		if (d)
 			printf("%s\n", d);

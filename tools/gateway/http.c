@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "openai.h"
+#include "tools/client.h"
 
 const char *const http_ep_name[HTTP_N_EP] = {
 	"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
@@ -144,7 +145,7 @@ enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
 			       int code, json_t *o)
 {
-	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	char *s = o ? client_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	enum MHD_Result ok;
 
 	json_decref(o);

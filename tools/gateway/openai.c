@@ -469,7 +469,7 @@ static int bad_setting(char *msg, size_t cap, const char **param,
 static int bad_type(char *msg, size_t cap, const char **param,
 		    const char *p, int id, json_t *v)
 {
-	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	char *s = client_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 
 	sc_params_check_fail(id, s ? s : "?");
 	free(s);
@@ -532,7 +532,7 @@ static int json_logit_bias(json_t *v, sc_params *p)
 	if (!bad && !k)
 		return 0; /* {}: no bias */
 	if (bad || sc_params_parse(SC_S_LOGIT_BIAS, text, p)) {
-		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT |
+		char *shown = client_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT |
 					    JSON_SORT_KEYS);
 
 		sc_params_check_fail(SC_S_LOGIT_BIAS, shown ? shown : "?");
@@ -561,7 +561,7 @@ static int json_setting(json_t *v, int id, sc_params *p)
 		 * complement (-1 = 2^64 - 1), the same seed every time */
 		if (!json_is_integer(v)) {
 			/* said in this API's range, not the CLI's 0..2^64-1 */
-			char *shown = json_dumps(v, JSON_ENCODE_ANY |
+			char *shown = client_dumps(v, JSON_ENCODE_ANY |
 						 JSON_COMPACT);
 
 			qerr_fail(QERR_RANGE, "%s = %.80s: must be an integer "
@@ -610,7 +610,7 @@ static int json_setting(json_t *v, int id, sc_params *p)
 	}
 	return sc_params_set(id, &sv, p);
 type: {
-		char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		char *shown = client_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 
 		sc_params_check_fail(id, shown ? shown : "?");
 		free(shown);
@@ -1138,7 +1138,7 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		}
 		if (!chat && (!get_int(v, &iv) || iv < 0 ||
 			      iv > OPENAI_LEGACY_LOGPROBS_MAX)) {
-			char *shown = json_dumps(v, JSON_ENCODE_ANY |
+			char *shown = client_dumps(v, JSON_ENCODE_ANY |
 						    JSON_COMPACT);
 
 			bad(msg, cap, param, "logprobs", "logprobs = %.40s: "

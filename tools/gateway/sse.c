@@ -61,7 +61,7 @@ static void sse_put(sse_stream *st, const char *s, size_t n)
 
 static void sse_json(sse_stream *st, json_t *o)
 {
-	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	char *s = o ? client_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 
 	json_decref(o);
 	if (!s)
