@@ -1169,6 +1169,10 @@ static void test_evalset_cluster(void **state)
 	assert_int_equal(json_integer_value(json_object_get(row, "tokens")),
 			 3 * (10 + 11 + 12));
 	assert_false(json_is_true(json_object_get(o, "ignore_eos")));
+	/* the settings left to the cluster: there, null */
+	assert_true(json_is_null(json_object_get(o, "min_p")));
+	assert_true(json_is_null(json_object_get(o, "grammar")));
+	assert_true(json_is_null(json_object_get(o, "logit_bias")));
 	json_decref(o);
 	run_free(&r);
 	/* --ignore-eos reaches the cluster in every Ask (read after the
@@ -1189,11 +1193,21 @@ static void test_evalset_cluster(void **state)
 		int g = f->grammar_asks, mp = f->min_p_asks;
 
 		r = run("eval-set --file %s --endpoint %s -n 3 --timeout 5 "
-			"--choice 42 --choice 7 --min-p 0.05", in, f->endpoint);
-		assert_int_equal(r.rc, 0);
+			"--choice 42 --choice 7 --min-p 0.05 --json", in,
+			f->endpoint);
+		o = evs_summary(&r, &row);
 		assert_int_equal(f->grammar_asks, g + 3);
 		assert_int_equal(f->min_p_asks, mp + 3);
 		assert_string_equal(f->last_answer, "auto");
+		/* ... and the summary says what the run was given (min_p
+		 * written as the float it is: 0.05) */
+		assert_true(json_real_value(json_object_get(o, "min_p")) ==
+			    0.05);
+		assert_non_null(strstr(r.out, "\"min_p\": 0.05,"));
+		assert_non_null(strstr(json_string_value(json_object_get(
+			o, "grammar")), "\"42\""));
+		assert_true(json_is_null(json_object_get(o, "presence_penalty")));
+		json_decref(o);
 		run_free(&r);
 	}
 	/* a reply with fewer samples than asked is an error, not a score */
@@ -1248,6 +1262,11 @@ static void test_evalset_ignore_eos(void **state)
 		"--stop none --json", mpath, in);
 	o = evs_summary(&r, &row);
 	assert_false(json_is_true(json_object_get(o, "ignore_eos")));
+	/* in one process every setting is the run's own: the defaults */
+	assert_true(json_is_real(json_object_get(o, "min_p")) &&
+		    json_real_value(json_object_get(o, "min_p")) == 0.0);
+	assert_true(json_is_null(json_object_get(o, "grammar")));
+	assert_true(json_is_array(json_object_get(o, "stop_strings")));
 	plain = json_integer_value(json_object_get(row, "tokens"));
 	assert_true(plain > 0 && plain < 2 * 2 * 48);
 	json_decref(o);

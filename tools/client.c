@@ -623,7 +623,9 @@ void client_params_json(json_t *o, const sc_params *p, unsigned given,
 		case SC_K_U64: j = json_integer((json_int_t)v.u); break;
 		case SC_K_REAL: j = short_real(v.d); break;
 		case SC_K_BOOL: j = json_boolean(v.i); break;
-		case SC_K_TEXT: j = json_string(v.s); break;
+		case SC_K_TEXT: /* a grammar may be none; any text's bytes */
+			j = v.s ? client_text(v.s, strlen(v.s)) : json_null();
+			break;
 		default:
 			j = json_array();
 			for (int i = 0; j && i < p->stop_strs.n; i++)

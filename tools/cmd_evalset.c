@@ -70,7 +70,9 @@ static void help(const sampflags *f)
 	       "  --threads T           in-process threads (default 2)\n"
 	       "  --kv-type T           f16 | f32 | q8_0 (default f16)\n"
 	       "  --out FILE            per-problem results, JSON lines\n"
-	       "  --json                the summary as one JSON object\n"
+	       "  --json                the summary as one JSON object (with\n"
+	       "                        every sampling setting; null: the\n"
+	       "                        cluster's, not given to --endpoint)\n"
 	       "  -h, --help            this help\n\n"
 	       "exit status: 0 scored, 1 failure, 2 usage.\n");
 }
@@ -452,6 +454,11 @@ static int parse_ns(const char *s, int *ns, int *k)
 		      SC_BIT(SC_S_TOP_K) | SC_BIT(SC_S_TOP_P) | \
 		      SC_BIT(SC_S_MAX_NEW_TOKENS) | SC_BIT(SC_S_IGNORE_EOS) | \
 		      SC_BIT(SC_S_ANSWER))
+/* ... and the rest that shape the samples, shown too */
+#define RUN_OPTIONAL (SC_BIT(SC_S_MIN_P) | SC_BIT(SC_S_PRESENCE_PENALTY) | \
+		      SC_BIT(SC_S_FREQUENCY_PENALTY) | \
+		      SC_BIT(SC_S_LOGIT_BIAS) | SC_BIT(SC_S_STOP_STRINGS) | \
+		      SC_BIT(SC_S_GRAMMAR))
 
 static void print_summary(const evs *v, const char *file, const row *rows,
 			  int k, int json)
@@ -483,7 +490,12 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 			v->mpath, strlen(v->mpath)) : json_null());
 		json_object_set_new(o, "endpoint", v->endpoint ? json_string(
 			v->endpoint) : json_null());
-		client_params_json(o, &v->p, RUN_SETTINGS, RUN_SETTINGS);
+		/* the run's own settings, then those it may be given: a
+		 * cluster's default (null) where an endpoint samples and
+		 * they were not given */
+		client_params_json(o, &v->p, RUN_SETTINGS |
+				   (v->endpoint ? v->given : RUN_OPTIONAL),
+				   RUN_SETTINGS | RUN_OPTIONAL);
 		json_object_set_new(o, "stop", v->endpoint && !v->stop_sent
 				    ? json_null() : json_string(stop_name(
 					    &v->p.stop, sname, sizeof(sname))));
