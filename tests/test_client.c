@@ -1162,6 +1162,15 @@ static void test_evalset_cluster(void **state)
 	/* majority right on 1 of 3; single samples 2 of 9; no answer 5 of 9 */
 	assert_true(fabs(json_real_value(json_object_get(
 		row, "majority_accuracy")) - 100.0 / 3) < 1e-9);
+	/* its 95% Wilson interval over the 3 problems */
+	{
+		json_t *ci = json_object_get(row, "majority_accuracy_ci95");
+
+		assert_true(fabs(json_real_value(json_array_get(ci, 0)) -
+				 6.149194) < 1e-5);
+		assert_true(fabs(json_real_value(json_array_get(ci, 1)) -
+				 79.234040) < 1e-5);
+	}
 	assert_true(fabs(json_real_value(json_object_get(
 		row, "single_sample_accuracy")) - 200.0 / 9) < 1e-9);
 	assert_true(fabs(json_real_value(json_object_get(
@@ -1468,11 +1477,15 @@ static void test_dumps_reals(void **state)
 {
 	static const double v[] = {0.7, 0.95, 1.0, -0.0, 1e20, 2.5e-300,
 				   0.1 + 0.2, 1.0 / 3, -0.015645580925047399,
-				   5187.0627739363254, 123456789.0};
+				   5187.0627739363254, 123456789.0, 100.0,
+				   0.0001, 1.5e-5, 1e15, 1.2345678901234567e16,
+				   -2.0e-7};
 	static const char *const want[] = {
 		"0.7", "0.95", "1.0", "-0.0", "1e20", "2.5e-300",
 		"0.30000000000000004", "0.3333333333333333",
-		"-0.0156455809250474", "5187.062773936325", "123456789.0"};
+		"-0.0156455809250474", "5187.062773936325", "123456789.0",
+		"100.0", "0.0001", "1.5e-5", "1000000000000000.0",
+		"1.2345678901234568e16", "-2e-7"};
 	json_t *a = json_array();
 	char *s, *p;
 

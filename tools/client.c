@@ -407,47 +407,64 @@ static size_t utf8_char_at(const unsigned char *s, size_t i, size_t n)
 	return len;
 }
 
-/* The shortest text of d that strtod reads back as d, a real's (with a
- * '.' or an exponent, written as jansson writes it: 1e20, 1e-5), into
- * out (cap >= 32). */
+/* The shortest text of d that strtod reads back as d, written as a
+ * real, as Python's repr writes one: fixed notation for exponents -4 to
+ * 15 (0.7, 100.0, 0.0001), else an exponent as jansson writes it (1e20,
+ * 2.5e-300); into out (cap >= 40). */
 static void shortest_real(double d, char *out, size_t cap)
 {
-	char *e;
+	char e[40], dig[20], *o = out;
+	int p, x, nd = 0;
 
-	for (int p = 1; p <= 17; p++) {
-		snprintf(out, cap, "%.*g", p, d);
-		if (strtod(out, NULL) == d && signbit(strtod(out, NULL)) ==
-						      signbit(d))
+	for (p = 1; p <= 17; p++) {
+		snprintf(e, sizeof(e), "%.*e", p - 1, d);
+		if (strtod(e, NULL) == d)
 			break;
 	}
-	if ((e = strchr(out, 'e'))) {
-		char *x = e + 1 + (e[1] == '-'), *y = x;
-
-		y += strspn(y, "+0");
-		if (e[1] == '+')
-			x = e + 1;
-		memmove(x, y, strlen(y) + 1);
-	} else if (!strpbrk(out, ".ni")) { /* inf and nan are never JSON */
-		strcat(out, ".0");
+	/* e: [-]D[.DDD]e[+-]XX */
+	for (const char *c = e; *c && *c != 'e'; c++)
+		if (*c >= '0' && *c <= '9')
+			dig[nd++] = *c;
+	dig[nd] = '\0';
+	x = atoi(strchr(e, 'e') + 1);
+	if (signbit(d))
+		*o++ = '-';
+	if (x >= -4 && x < 16) {
+		if (x < 0) {
+			o += snprintf(o, cap - (size_t)(o - out), "0.%.*s%s",
+				      -x - 1, "0000", dig);
+		} else {
+			for (int i = 0; i <= x; i++)
+				*o++ = i < nd ? dig[i] : '0';
+			snprintf(o, cap - (size_t)(o - out), ".%s",
+				 nd > x + 1 ? dig + x + 1 : "0");
+		}
+	} else {
+		snprintf(o, cap - (size_t)(o - out), "%c%s%se%d", dig[0],
+			 nd > 1 ? "." : "", dig + 1, x);
 	}
 }
 
 char *client_dumps(const json_t *j, size_t flags)
 {
-	char *s = json_dumps(j, flags), *r, *w;
+	char *s = json_dumps(j, flags), *out, *w;
+	const char *r;
 	int in_str = 0;
 
 	if (!s)
 		return NULL;
 	/* every number outside strings; a real (a '.' or an exponent)
-	 * rewritten in place: never longer than jansson's %.17g */
-	for (r = w = s; *r;) {
+	 * rewritten: at most 40 bytes a number, from at least 3 */
+	if (!(out = malloc(strlen(s) * 14 + 1))) {
+		free(s);
+		return NULL;
+	}
+	for (r = s, w = out; *r;) {
 		if (in_str) {
-			if (*r == '\\' && r[1]) {
+			if (*r == '\\' && r[1])
 				*w++ = *r++;
-			} else if (*r == '"') {
+			else if (*r == '"')
 				in_str = 0;
-			}
 			*w++ = *r++;
 			continue;
 		}
@@ -461,29 +478,21 @@ char *client_dumps(const json_t *j, size_t flags)
 			char num[40];
 			int real = memchr(r, '.', n) || memchr(r, 'e', n) ||
 				   memchr(r, 'E', n);
+			char *end;
+			double d;
 
 			if (real && n < sizeof(num)) {
-				char *end;
-				double d;
-
 				memcpy(num, r, n);
 				num[n] = '\0';
 				d = strtod(num, &end);
-				if (end == num + n) {
-					char t[40];
-					size_t m;
-
-					shortest_real(d, t, sizeof(t));
-					m = strlen(t);
-					if (m <= n) {
-						memcpy(w, t, m);
-						w += m;
-						r += n;
-						continue;
-					}
+				if (end == num + n && isfinite(d)) {
+					shortest_real(d, w, 40);
+					w += strlen(w);
+					r += n;
+					continue;
 				}
 			}
-			memmove(w, r, n);
+			memcpy(w, r, n);
 			w += n;
 			r += n;
 			continue;
@@ -491,7 +500,8 @@ char *client_dumps(const json_t *j, size_t flags)
 		*w++ = *r++;
 	}
 	*w = '\0';
-	return s;
+	free(s);
+	return out;
 }
 
 json_t *client_text(const void *p, size_t n)

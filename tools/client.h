@@ -101,8 +101,8 @@ json_t *client_text(const void *s, size_t n);
 
 /* json_dumps(j, flags) (malloc'ed; NULL on failure) with every real
  * number written as the shortest text that reads back as the same
- * double, still with a '.' or an exponent (a reader's float stays a
- * float): jansson writes 17 digits, "temperature": 0.69999999999999996
+ * double, as a real still, in Python's repr's notation (0.7, 100.0,
+ * 1e20): jansson writes 17 digits, "temperature": 0.69999999999999996
  * for 0.7. The same values, so the same JSON to every parser. Every
  * JSON text quorum's commands and gateway print goes through it. */
 char *client_dumps(const json_t *j, size_t flags);

@@ -2,6 +2,7 @@
  * several sample counts, in one process or against a running cluster. */
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +417,27 @@ static double pct(size_t a, size_t b)
 	return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
+/* The 95% Wilson score interval of a successes in b trials, in percent
+ * (b = 0: [0, 100]). The problems are the trials: they are independent,
+ * where a problem's samples are not, so the single-sample share gets
+ * none. */
+static void wilson95(size_t a, size_t b, double *lo, double *hi)
+{
+	const double z = 1.959963984540054;
+	double n = (double)b, p, c, h;
+
+	if (!b) {
+		*lo = 0.0;
+		*hi = 100.0;
+		return;
+	}
+	p = (double)a / n;
+	c = (p + z * z / (2 * n)) / (1 + z * z / n);
+	h = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n);
+	*lo = 100.0 * (c - h > 0 ? c - h : 0);
+	*hi = 100.0 * (c + h < 1 ? c + h : 1);
+}
+
 struct ns_list {
 	int *ns, *k;
 };
@@ -468,15 +490,21 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 	if (json) {
 		json_t *o = json_object(), *a = json_array();
 
-		for (int i = 0; i < k; i++)
+		for (int i = 0; i < k; i++) {
+			double lo, hi;
+
+			wilson95(rows[i].maj_correct, rows[i].problems, &lo,
+				 &hi);
 			json_array_append_new(a, json_pack(
-				"{s:i, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:f}",
+				"{s:i, s:I, s:f, s:f, s:[f, f], s:f, s:f, s:I, "
+				"s:I, s:f}",
 				"n", rows[i].n, "problems",
 				(json_int_t)rows[i].problems, "mean_samples",
 				rows[i].problems ? (double)rows[i].samples /
 					(double)rows[i].problems : 0.0,
 				"majority_accuracy",
 				pct(rows[i].maj_correct, rows[i].problems),
+				"majority_accuracy_ci95", lo, hi,
 				"single_sample_accuracy",
 				pct(rows[i].sample_correct, rows[i].samples),
 				"no_answer_share",
@@ -485,6 +513,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 				"generated_tokens",
 				(json_int_t)rows[i].generated,
 				"wall_s", rows[i].wall_s));
+		}
 		json_object_set_new(o, "set", client_text(file, strlen(file)));
 		json_object_set_new(o, "model", v->mpath ? client_text(
 			v->mpath, strlen(v->mpath)) : json_null());
@@ -525,15 +554,19 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 	       v->endpoint && !v->stop_sent ? "(the cluster's)"
 		       : stop_name(&v->p.stop, sname, sizeof(sname)),
 	       v->p.vote == SC_VOTE_CONFIDENCE ? "confidence" : "majority");
-	printf("%6s  %9s  %9s  %9s  %8s  %10s  %10s  %8s\n", "N", "majority",
-	       "single", "no answer", "samples", "tokens", "generated",
-	       "wall s");
+	printf("%6s  %9s  %14s  %9s  %9s  %8s  %10s  %10s  %8s\n", "N",
+	       "majority", "(95% interval)", "single", "no answer", "samples",
+	       "tokens", "generated", "wall s");
 	for (int i = 0; i < k; i++) {
 		const row *r = &rows[i];
+		char ci[32];
+		double lo, hi;
 
-		printf("%6d  %8.1f%%  %8.1f%%  %8.1f%%  %8.2f  %10llu  %10llu  "
-		       "%8.1f\n", r->n,
-		       pct(r->maj_correct, r->problems),
+		wilson95(r->maj_correct, r->problems, &lo, &hi);
+		snprintf(ci, sizeof(ci), "[%.1f, %.1f]", lo, hi);
+		printf("%6d  %8.1f%%  %14s  %8.1f%%  %8.1f%%  %8.2f  %10llu  "
+		       "%10llu  %8.1f\n", r->n,
+		       pct(r->maj_correct, r->problems), ci,
 		       pct(r->sample_correct, r->samples),
 		       pct(r->no_answer, r->samples),
 		       r->problems ? (double)r->samples / (double)r->problems
