@@ -582,8 +582,6 @@ out:
 	free(wp);
 }
 
-#define FRONT_SHOTS_MAX 64
-
 /* The few-shot examples: each part non-empty, no NUL, 1 MiB in all. */
 static int shots_ok(const Quorum__Ask *a)
 {
@@ -652,7 +650,7 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	else if (memchr(a->question.data, 0, a->question.len) ||
 		 (a->has_system && memchr(a->system.data, 0, a->system.len)))
 		*err = "the question or system prompt holds a NUL byte";
-	else if (a->n_shots > FRONT_SHOTS_MAX)
+	else if (a->n_shots > WIRE_SHOTS_MAX)
 		*err = "more than 64 few-shot examples";
 	else if (!shots_ok(a))
 		*err = "a few-shot example is empty, over 1 MiB in all, or "

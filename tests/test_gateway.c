@@ -910,6 +910,86 @@ static void test_matches_ask(void **state)
 	json_decref(ref);
 }
 
+static void check_error(const hresp *r, int code, const char *param,
+			const char *msg, const char *name);
+
+/* A conversation: its earlier user and assistant turns are the prompt's
+ * prior turns, as `quorum ask --shots` renders a few-shot file of them,
+ * and the samples answer its last message: the same texts, votes and
+ * prompt as that command's. */
+static void test_conversation(void **state)
+{
+	static const char *const u[] = {"What is 2 + 2?", "And 3 + 5?"};
+	static const char *const a[] = {"2 + 2 = 4. The answer is 4.",
+					"3 + 5 = 8. The answer is 8."};
+	char shots[PATH_MAX + 16], extra[PATH_MAX + 64], body[1024];
+	json_t *ref, *one, *o, *ch, *smp;
+	FILE *f;
+	hresp r;
+
+	(void)state;
+	snprintf(shots, sizeof(shots), "%s/turns.jsonl", cu_tmpdir);
+	f = fopen(shots, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 2; i++)
+		fprintf(f, "{\"question\": \"%s\", \"solution\": \"%s\"}\n",
+			u[i], a[i]);
+	fclose(f);
+	snprintf(extra, sizeof(extra), "--stop none --shots %s", shots);
+	ref = ask_json_x(Q1, 6, 4242, 0.9, 24, extra);
+	one = ask_json(Q1, 6, 4242, 0.9, 24);
+	snprintf(body, sizeof(body), "{\"messages\":["
+		 "{\"role\":\"user\",\"content\":\"%s\"},"
+		 "{\"role\":\"assistant\",\"content\":\"%s\"},"
+		 "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+		 "\"text\":\"%s\"}]},"
+		 "{\"role\":\"assistant\",\"content\":\"%s\"},"
+		 "{\"role\":\"user\",\"content\":\"%s\"}],\"n\":6,"
+		 "\"seed\":4242,\"temperature\":0.9,\"max_tokens\":24}",
+		 u[0], a[0], u[1], a[1], Q1);
+	r = post("/v1/chat/completions", body);
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	ch = json_object_get(o, "choices");
+	smp = json_object_get(ref, "samples");
+	assert_int_equal(json_array_size(ch), 6);
+	for (size_t i = 0; i < 6; i++)
+		assert_json_eq(json_object_get(json_object_get(
+			json_array_get(ch, i), "message"), "content"),
+			json_object_get(json_array_get(smp, i), "text"),
+			"texts");
+	assert_json_eq(json_object_get(json_object_get(o, "quorum"), "votes"),
+		       json_object_get(ref, "votes"), "votes");
+	assert_int_equal(json_integer_value(json_object_get(
+		json_object_get(o, "usage"), "prompt_tokens")),
+		json_integer_value(json_object_get(ref, "prompt_tokens")));
+	/* the turns are in the prompt */
+	assert_true(json_integer_value(json_object_get(ref, "prompt_tokens")) >
+		    json_integer_value(json_object_get(one, "prompt_tokens")));
+	json_decref(o);
+	hresp_free(&r);
+	/* at most 64 turns before the question (the wire's bound) */
+	{
+		char *big = malloc(65 * 64 + 128), *w = big;
+
+		assert_non_null(big);
+		w += sprintf(w, "{\"messages\":[");
+		for (int i = 0; i < 65; i++)
+			w += sprintf(w, "{\"role\":\"user\",\"content\":\"q\"},"
+				     "{\"role\":\"assistant\",\"content\":"
+				     "\"a\"},");
+		sprintf(w, "{\"role\":\"user\",\"content\":\"q\"}]}");
+		r = post("/v1/chat/completions", big);
+		check_error(&r, 400, "messages", "more than 64 earlier turns",
+			    "65 turns");
+		hresp_free(&r);
+		free(big);
+	}
+	json_decref(ref);
+	json_decref(one);
+	unlink(shots);
+}
+
 /* Completions' text_offset counts code points of the returned text, not
  * the sample's bytes: over seeds until a token after a character of
  * several bytes has been checked (Qwen's vocabulary, unlike the 809-token
@@ -1399,10 +1479,38 @@ static const struct bad_case {
 	{"content_type", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400, "messages",
 	 "content must be a string"},
-	{"multi_turn", "/v1/chat/completions",
-	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":"
-	 "\"assistant\",\"content\":\"b\"},{\"role\":\"user\",\"content\":"
-	 "\"c\"}]}", 400, "messages", "multi-turn"},
+	/* a conversation: user and assistant alternate from a user
+	 * message to the last one (test_conversation takes one) */
+	{"turn_assistant_first", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"},"
+	 "{\"role\":\"user\",\"content\":\"b\"}]}", 400, "messages",
+	 "messages[0]: an assistant message first where a user message "
+	 "belongs"},
+	{"turn_two_users", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"user\",\"content\":\"b\"}]}", 400, "messages",
+	 "messages[1]: two user messages in a row"},
+	{"turn_two_assistants", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":"
+	 "\"assistant\",\"content\":\"c\"},{\"role\":\"user\",\"content\":"
+	 "\"d\"}]}", 400, "messages", "messages[2]: two assistant messages "
+	 "in a row"},
+	{"turn_empty_answer", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"user\","
+	 "\"content\":\"c\"}]}", 400, "messages",
+	 "messages[1]: an empty assistant message"},
+	{"turn_system_late", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":"
+	 "\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+	 "\"c\"}]}", 400, "messages", "messages[2]: a system message after "
+	 "the conversation began"},
+	{"turn_tool_role", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"tool\",\"content\":\"4\"}]}", 400, "messages",
+	 "messages[1]: role 'tool': quorum calls no tools"},
 	/* the sampling settings: sc/params' messages (tests/test_params.c
 	 * holds the table over every entry point) */
 	{"n_zero", "/v1/completions", "{\"prompt\":\"q\",\"n\":0}", 400, "n",
@@ -1523,7 +1631,7 @@ static const struct bad_case msg_cases[] = {
 	 "messages[1].function_call", "it calls no functions"},
 	{"msg_refusal", "/v1/chat/completions",
 	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"refusal\":\"no\"}]}",
-	 400, "messages[1].refusal", "no assistant turns"},
+	 400, "messages[1].refusal", "no place for a refusal"},
 	{"msg_audio", "/v1/chat/completions",
 	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"audio\":"
 	 "{\"id\":\"a1\"}}]}", 400, "messages[1].audio",
@@ -1537,7 +1645,8 @@ static const struct bad_case msg_cases[] = {
 	 400, "messages[0].name", "messages[0].name must be a string"},
 	{"msg_assistant_turn", "/v1/chat/completions",
 	 "{\"messages\":[" U ",{\"role\":\"assistant\",\"content\":\"b\","
-	 "\"name\":\"bot\"}]}", 400, "messages", "multi-turn"},
+	 "\"name\":\"bot\"}]}", 400, "messages", "the last message must be "
+	 "the user's"},
 	{"part_image", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
 	 "\"text\":\"q\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
@@ -2627,6 +2736,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_health_models),
 		cmocka_unit_test(test_matches_ask),
+		cmocka_unit_test(test_conversation),
 		cmocka_unit_test(test_early_stop),
 		cmocka_unit_test(test_logprobs),
 		cmocka_unit_test(test_top_logprobs),

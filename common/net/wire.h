@@ -48,6 +48,9 @@
 #define WIRE_POOL_NAME_MAX 256
 #define WIRE_QUESTION_MAX (1u << 20)
 #define WIRE_SYSTEM_MAX (64u * 1024)
+/* An Ask's few-shot examples (earlier turns), at most; their text at
+ * most WIRE_QUESTION_MAX in all */
+#define WIRE_SHOTS_MAX 64
 #define WIRE_TOKEN_BYTES_MAX 256u
 #define WIRE_SAMPLE_TEXT_MAX(max_new) \
 	((size_t)(max_new) * WIRE_TOKEN_BYTES_MAX + 1024)

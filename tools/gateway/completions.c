@@ -81,8 +81,22 @@ static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
 					      ci ? ci->client_addr : NULL,
 					      who, sizeof(who));
 
+	Quorum__Shot turn[WIRE_SHOTS_MAX], *turns[WIRE_SHOTS_MAX];
+
 	ask.question.data = (uint8_t *)r->question;
 	ask.question.len = r->qlen;
+	/* the conversation's earlier turns, as the chat template's prior
+	 * turns (openai.h) */
+	for (size_t i = 0; i < r->n_turns; i++) {
+		quorum__shot__init(&turn[i]);
+		turn[i].question.data = (uint8_t *)r->turns[i].user;
+		turn[i].question.len = r->turns[i].ulen;
+		turn[i].answer.data = (uint8_t *)r->turns[i].assistant;
+		turn[i].answer.len = r->turns[i].alen;
+		turns[i] = &turn[i];
+	}
+	ask.n_shots = r->n_turns;
+	ask.shots = r->n_turns ? turns : NULL;
 	if (r->system) {
 		ask.has_system = 1;
 		ask.system.data = (uint8_t *)r->system;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tools/client.h"
+#include "net/wire.h"
 #include "qerr.h"
 #include "sc/params.h"
 #include "sc/reasoning.h"
@@ -36,6 +37,11 @@ static int bad(char *msg, size_t cap, const char **param, const char *p,
 
 void openai_req_free(openai_req *r)
 {
+	for (size_t i = 0; i < r->n_turns; i++) {
+		free(r->turns[i].user);
+		free(r->turns[i].assistant);
+	}
+	free(r->turns);
 	free(r->question);
 	free(r->system);
 	free(r->model);
@@ -148,9 +154,10 @@ static const struct {
  * roles: the messages OpenAI has the field (or part) in; given on
  * another, it is a 400 naming it, as is a field of no row. A READ or
  * IGNORED field with a type other than JSON_NULL must have that type.
- * Assistant, tool and function messages are refused as a whole after
- * their fields (quorum answers one question), so their own fields are
- * refused with the reason that matters to the client.
+ * Tool and function messages are refused as a whole after their fields
+ * (quorum calls no tools), so their own fields are refused with the
+ * reason that matters to the client; assistant messages are a
+ * conversation's answers (parse_messages).
  */
 static const struct msg_rule {
 	const char *part;  /* NULL: a message's own field */
@@ -172,7 +179,8 @@ static const struct msg_rule {
 	{NULL, "tool_call_id", FIELD_REFUSED, ROLE_TOOL, JSON_NULL,
 	 "it calls no tools"},
 	{NULL, "refusal", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
-	 "it answers one question: no assistant turns"},
+	 "the chat templates have no place for a refusal: give its text "
+	 "as the content"},
 	{NULL, "audio", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
 	 "it reads and writes text"},
 	{"text", "type", FIELD_READ, ROLES_ALL, JSON_NULL, NULL},
@@ -184,7 +192,8 @@ static const struct msg_rule {
 	{"file", NULL, FIELD_REFUSED, ROLE_USER, JSON_NULL,
 	 "its models read text"},
 	{"refusal", NULL, FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
-	 "it answers one question: no assistant turns"},
+	 "the chat templates have no place for a refusal: give its text "
+	 "as a text part"},
 };
 
 /* The row of field key (NULL: the part type itself) of part type part
@@ -322,10 +331,15 @@ static int content_text(json_t *c, size_t i, unsigned role,
 	return 0;
 }
 
+/* The conversation of messages m into r: the system prompt, the earlier
+ * turns and the question (see openai.h). */
 static int parse_messages(json_t *m, openai_req *r, char *msg, size_t cap,
 			  const char **param)
 {
 	size_t i, n_user = 0;
+	char *pending = NULL; /* a user message not yet answered */
+	size_t plen = 0;
+	unsigned last = 0;    /* the role of the last turn's message */
 	json_t *e;
 
 	if (!m)
@@ -342,59 +356,136 @@ static int parse_messages(json_t *m, openai_req *r, char *msg, size_t cap,
 		size_t len;
 
 		if (!json_is_object(e))
-			return bad(msg, cap, param, "messages",
-				   "messages[%zu] must be an object", i);
-		if (!json_is_string(role))
+			goto refuse_obj;
+		if (!json_is_string(role)) {
+			free(pending);
 			return bad(msg, cap, param, "messages",
 				   "messages[%zu].role must be a string", i);
+		}
 		rs = json_string_value(role);
 		for (size_t k = 0; k < sizeof(roles) / sizeof(*roles); k++)
 			if (!strcmp(rs, roles[k].name))
 				bit = roles[k].bit;
-		if (!bit)
+		if (!bit) {
+			free(pending);
 			return bad(msg, cap, param, "messages",
 				   "messages[%zu].role: unknown role '%.40s' "
 				   "(expected system, developer, user or "
 				   "assistant)", i, rs);
-		if (msg_fields(e, NULL, i, SIZE_MAX, bit, rs, msg, cap, param))
+		}
+		if (msg_fields(e, NULL, i, SIZE_MAX, bit, rs, msg, cap,
+			       param)) {
+			free(pending);
 			return -1;
-		if (bit & (ROLE_ASSISTANT | ROLE_TOOL | ROLE_FUNCTION))
+		}
+		if (bit & (ROLE_TOOL | ROLE_FUNCTION)) {
+			free(pending);
 			return bad(msg, cap, param, "messages",
-				   "messages[%zu]: multi-turn conversations "
-				   "are not supported (quorum answers one "
-				   "question: system messages and one user "
-				   "message)", i);
+				   "messages[%zu]: role '%s': quorum calls no "
+				   "tools", i, rs);
+		}
 		if (content_text(json_object_get(e, "content"), i, bit, rs,
-				 &text, &len, msg, cap, param))
+				 &text, &len, msg, cap, param)) {
+			free(pending);
 			return -1;
-		if (!strcmp(rs, "user")) {
-			if (n_user++) {
+		}
+		if (!(bit & (ROLE_USER | ROLE_ASSISTANT))) {
+			/* system and developer: the system prompt, before
+			 * the conversation */
+			if (last) {
+				free(text);
+				free(pending);
+				return bad(msg, cap, param, "messages",
+					   "messages[%zu]: a %s message after "
+					   "the conversation began (system "
+					   "and developer messages come "
+					   "first)", i, rs);
+			}
+			if (append(&r->system, &r->slen, "\n\n",
+				   text ? text : "", len)) {
 				free(text);
 				return bad(msg, cap, param, "messages",
-					   "messages[%zu]: more than one user "
-					   "message (quorum answers one "
-					   "question)", i);
+					   "out of memory");
 			}
-			r->question = text;
-			r->qlen = len;
+			free(text);
 			continue;
 		}
-		if (n_user) {
+		/* user and assistant alternate, from a user message */
+		if (bit == last || (!last && bit == ROLE_ASSISTANT)) {
 			free(text);
+			free(pending);
 			return bad(msg, cap, param, "messages",
-				   "messages[%zu]: the user message must be "
-				   "the last one", i);
+				   "messages[%zu]: %s where a%s message "
+				   "belongs (user and assistant messages "
+				   "alternate, from a user message to the "
+				   "last one, the question)", i,
+				   bit == ROLE_USER ? "two user messages in "
+						      "a row" :
+				   last ? "two assistant messages in a row"
+					: "an assistant message first",
+				   bit == ROLE_USER ? "n assistant" : " user");
 		}
-		if (append(&r->system, &r->slen, "\n\n", text ? text : "", len)) {
+		last = bit;
+		if (bit == ROLE_USER) {
+			n_user++;
+			pending = text;
+			plen = len;
+			continue;
+		}
+		/* an answer: the pending question and it are a turn */
+		if (!len) {
 			free(text);
-			return bad(msg, cap, param, "messages", "out of memory");
+			free(pending);
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu]: an empty assistant "
+				   "message (an earlier turn needs its "
+				   "answer's text)", i);
 		}
-		free(text);
+		if (!plen) {
+			free(text);
+			free(pending);
+			return bad(msg, cap, param, "messages",
+				   "messages[%zu]: an empty user message "
+				   "before the assistant's", i - 1);
+		}
+		if (r->n_turns == WIRE_SHOTS_MAX) {
+			free(text);
+			free(pending);
+			return bad(msg, cap, param, "messages",
+				   "more than %d earlier turns (user and "
+				   "assistant message pairs) before the "
+				   "question", WIRE_SHOTS_MAX);
+		}
+		{
+			openai_turn *t = realloc(r->turns, (r->n_turns + 1) *
+							    sizeof(*t));
+
+			if (!t) {
+				free(text);
+				free(pending);
+				return bad(msg, cap, param, "messages",
+					   "out of memory");
+			}
+			r->turns = t;
+			t[r->n_turns++] = (openai_turn){pending, text, plen,
+							len};
+			pending = NULL;
+		}
 	}
 	if (!n_user)
 		return bad(msg, cap, param, "messages",
 			   "'messages' has no user message");
+	if (last != ROLE_USER)
+		return bad(msg, cap, param, "messages",
+			   "the last message must be the user's (the "
+			   "question the samples answer)");
+	r->question = pending;
+	r->qlen = plen;
 	return 0;
+refuse_obj:
+	free(pending);
+	return bad(msg, cap, param, "messages",
+		   "messages[%zu] must be an object", i);
 }
 
 static int parse_prompt(json_t *p, openai_req *r, char *msg, size_t cap,

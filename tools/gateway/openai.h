@@ -13,13 +13,17 @@
  * 0..16777216"; a JSON value of the wrong type is shown as JSON.
  *
  * Mapping (README: HTTP API):
- *   messages      chat: system/developer messages (joined with a blank
- *                 line) become the system prompt, the one user message
- *                 (last) the question; content is a string or an array of
- *                 {"type":"text"} parts; a message's name is ignored,
- *                 tool calls, refusals, audio and non-text parts refused.
- *                 Multi-turn (assistant turns, several user messages) is
- *                 refused: quorum answers one question.
+ *   messages      chat: system/developer messages (first, joined with
+ *                 a blank line) become the system prompt; then user and
+ *                 assistant turns alternate, from a user message to the
+ *                 last one, the question: each earlier user message and
+ *                 the assistant's answer to it are a turn of the
+ *                 conversation (Ask.shots, rendered by the model's chat
+ *                 template as prior turns, at most WIRE_SHOTS_MAX); the
+ *                 samples and the vote answer the last message. Content
+ *                 is a string or an array of {"type":"text"} parts; a
+ *                 message's name is ignored, tool calls, refusals, audio
+ *                 and non-text parts refused.
  *   prompt        completions: a string (or an array of one) — the
  *                 question, under the model's chat template like `quorum
  *                 ask`.
@@ -86,10 +90,20 @@
 
 #define OPENAI_MAX_STOP SC_STOP_STR_MAX
 
+/* An earlier turn of a conversation: a user message and the assistant's
+ * answer (both owned, NUL-terminated, non-empty). */
+typedef struct openai_turn {
+	char *user, *assistant;
+	size_t ulen, alen;
+} openai_turn;
+
 typedef struct openai_req {
 	int chat;                  /* 1: chat.completion, 0: text_completion */
 	char *question;            /* owned, NUL-terminated */
 	size_t qlen;
+	openai_turn *turns;        /* chat: the turns before the question,
+				    * in order (owned); n_turns of them */
+	size_t n_turns;
 	char *system;              /* owned; NULL: the cluster's */
 	size_t slen;
 	/* the sampling settings: SC_PARAMS_DEFAULTS, then those given
