@@ -205,6 +205,13 @@ async function messageFields() {
 		{ type: "text", text: Q.slice(10) }] }]);
 	assert.deepEqual(parts.choices.map((c) => c.message.content),
 			 plain.choices.map((c) => c.message.content));
+	// a conversation: its earlier turns are the prompt's prior turns
+	const conv = await ask([
+		{ role: "user", content: "What is 2 + 2?" },
+		{ role: "assistant", content: "2 + 2 = 4. The answer is 4." },
+		...user]);
+	assert.equal(conv.choices.length, 2);
+	assert.ok(conv.usage.prompt_tokens > plain.usage.prompt_tokens);
 	const call = { id: "c1", type: "function",
 		       function: { name: "f", arguments: "{}" } };
 	const refused = [
