@@ -678,6 +678,8 @@ typedef struct {
 	json_t *quorum;            /* the quorum object (once, on the last
 				    * finish chunk) */
 	int empty;                 /* chunks without a choice */
+	json_t *lp[SSE_MAX];       /* chat logprobs.content lists, joined as
+				    * OpenAI's SDKs join them */
 } sse_got;
 
 /* Parses body (modified) as OpenAI chunks of object kind: one finish per
@@ -732,6 +734,14 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 			if (json_is_string(fr))
 				snprintf(g->finish[k], sizeof(g->finish[k]),
 					 "%s", json_string_value(fr));
+			if (json_is_array(json_object_get(json_object_get(c,
+					"logprobs"), "content"))) {
+				if (!g->lp[k])
+					g->lp[k] = json_array();
+				json_array_extend(g->lp[k], json_object_get(
+					json_object_get(c, "logprobs"),
+					"content"));
+			}
 		}
 		json_decref(g->last);
 		g->last = o;
@@ -741,8 +751,10 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 
 static void sse_got_free(sse_got *g)
 {
-	for (int k = 0; k < SSE_MAX; k++)
+	for (int k = 0; k < SSE_MAX; k++) {
 		free(g->text[k]);
+		json_decref(g->lp[k]);
+	}
 	json_decref(g->last);
 	json_decref(g->quorum);
 }
@@ -1272,6 +1284,56 @@ static void test_stream(void **state)
 	hresp_free(&st);
 }
 
+/* logprobs in a stream: each choice's finish chunk carries its tokens'
+ * list, which joined is the plain response's, for a stream of every
+ * sample (n = samples) and for the voted choice (samples 4, one choice). */
+static void test_stream_logprobs(void **state)
+{
+	static const char *const extra[] = {"", ",\"samples\":4,\"n\":1"};
+	char body[512];
+
+	(void)state;
+	for (int v = 0; v < 2; v++) {
+		const char *b = "{\"messages\":[{\"role\":\"user\","
+				"\"content\":\"%s\"}],\"seed\":5,\"temperature\":"
+				"0.9,\"max_tokens\":16,\"logprobs\":true,"
+				"\"top_logprobs\":2%s%s%s}";
+		json_t *po, *ch;
+		hresp plain, st;
+		sse_got g;
+		size_t n;
+
+		snprintf(body, sizeof(body), b, Q1, v ? "" : ",\"n\":2",
+			 extra[v], "");
+		plain = post("/v1/chat/completions", body);
+		assert_int_equal(plain.code, 200);
+		po = body_json(&plain);
+		ch = json_object_get(po, "choices");
+		n = json_array_size(ch);
+		assert_int_equal(n, v ? 1 : 2);
+		snprintf(body, sizeof(body), b, Q1, v ? "" : ",\"n\":2",
+			 extra[v], ",\"stream\":true");
+		st = post("/v1/chat/completions", body);
+		assert_int_equal(st.code, 200);
+		sse_parse(st.body, "chat.completion.chunk", &g);
+		for (size_t k = 0; k < n; k++) {
+			json_t *want = json_object_get(json_object_get(
+				json_array_get(ch, k), "logprobs"), "content");
+
+			assert_true(json_array_size(want) > 0);
+			assert_non_null(g.lp[k]);
+			assert_json_eq(g.lp[k], want, "streamed logprobs");
+			assert_string_equal(g.text[k], json_string_value(
+				json_object_get(json_object_get(json_array_get(
+					ch, k), "message"), "content")));
+		}
+		sse_got_free(&g);
+		json_decref(po);
+		hresp_free(&plain);
+		hresp_free(&st);
+	}
+}
+
 /* ---- /metrics, parsed here ---------------------------------------------- */
 
 typedef struct metric {
@@ -1578,10 +1640,6 @@ static const struct bad_case {
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
 	 "\"top_logprobs\":3}", 400, "top_logprobs",
 	 "'top_logprobs' needs 'logprobs': true"},
-	{"logprobs_stream", "/v1/chat/completions",
-	 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
-	 "\"logprobs\":true,\"stream\":true}", 400, "logprobs",
-	 "with 'stream'"},
 	{"two_prompts", "/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400,
 	 "prompt", "one question per request"},
 	{"empty_prompt", "/v1/completions", "{\"prompt\":\"\"}", 400,
@@ -2742,6 +2800,7 @@ int main(void)
 		cmocka_unit_test(test_top_logprobs),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_stream_logprobs),
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_auth),

@@ -1264,11 +1264,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 		    "'stream_options' is only allowed with 'stream': true");
 		goto out;
 	}
-	if (r->logprobs && r->stream) {
-		bad(msg, cap, param, "logprobs",
-		    "'logprobs' is not supported with 'stream'");
-		goto out;
-	}
 	if (r->logprobs) {
 		r->p.logprobs = 1;
 		r->given |= SC_BIT(SC_S_LOGPROBS);

@@ -152,8 +152,12 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 }
 
 /* The finish chunks of the choices in fin (index order), once the vote
- * is settled; the last carries the quorum object q (taken). */
-static void sse_finish_all(sse_stream *st, json_t *q)
+ * is settled; the last carries the quorum object q (taken). With
+ * logprobs, a choice's finish chunk carries all of its tokens' (lp[k],
+ * borrowed; NULL: none): a stream's text goes out as whole characters,
+ * which are not its tokens, and a client that joins the chunks' lists
+ * (as OpenAI's SDKs do) gets the response's list whole. */
+static void sse_finish_all(sse_stream *st, json_t *q, json_t **lp)
 {
 	size_t last = st->n;
 
@@ -167,6 +171,9 @@ static void sse_finish_all(sse_stream *st, json_t *q)
 			continue;
 		c = openai_chunk(&st->req, st->id, st->created, gw.model_id,
 				(uint32_t)k, NULL, 0, NULL, 0, 0, st->fin[k]);
+		if (c && lp && lp[k])
+			json_object_set(json_array_get(json_object_get(
+				c, "choices"), 0), "logprobs", lp[k]);
 		if (k == last && q && c) {
 			json_object_set_new(c, "quorum", q);
 			q = NULL;
@@ -270,16 +277,31 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 		metrics_count_answer(r->answer);
 		if (cn && cn->rec)
 			metrics_record_answer(cn->rec, &x);
+		json_t **lp = x.logprobs ? calloc(st->n, sizeof(*lp)) : NULL;
+		int all = x.n_chosen == x.n;
+
 		if (!st->req.live)
 			sse_voted(st, &x);
-		sse_finish_all(st, openai_quorum(&x, r->answer));
+		/* each choice's log-probabilities: live, choice k is
+		 * sample k; voted, as sse_voted numbers them */
+		for (size_t k = 0; lp && k < (st->req.live ? x.n
+							   : x.n_chosen); k++) {
+			size_t i = st->req.live ? k : x.chosen[k];
+			uint32_t c = st->req.live || all ? x.index[i]
+							 : (uint32_t)k;
+
+			if (c < st->n)
+				lp[c] = x.logprobs[i];
+		}
+		sse_finish_all(st, openai_quorum(&x, r->answer), lp);
+		free(lp);
 		if (st->req.include_usage)
 			sse_json(st, openai_chunk_usage(&st->req, &x, r->answer,
 						       st->id, st->created,
 						       gw.model_id));
 		openai_result_fini(&x);
 	} else {
-		sse_finish_all(st, NULL);
+		sse_finish_all(st, NULL, NULL);
 	}
 	sse_done(st);
 }
