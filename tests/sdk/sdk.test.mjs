@@ -282,6 +282,13 @@ async function topLogprobs() {
 					a.logprob === e.logprob), e.token);
 		}
 	}
+	// streamed: the chunks' lists joined, as the SDK's own stream
+	// helper joins them, are the plain response's
+	const s = client.chat.completions.stream({ ...base, top_logprobs: 3 });
+	const fin = await s.finalChatCompletion();
+	for (const [i, c] of fin.choices.entries())
+		assert.deepEqual(c.logprobs.content,
+				 k3.choices[i].logprobs.content);
 	const comp = await client.completions.create({
 		model: "arith", prompt: Q, n: 1, seed: 8, temperature: 1,
 		max_tokens: 12, logprobs: 2 });
