@@ -416,15 +416,21 @@ static void shortest_real(double d, char *out, size_t cap)
 	char e[40], dig[20], *o = out;
 	int p, x, nd = 0;
 
-	for (p = 1; p <= 17; p++) {
+	/* 15 digits round-trip whenever fewer do, and then their rounding
+	 * is the shortest text padded with zeros: at most three tries */
+	for (p = 15; p < 17; p++) {
 		snprintf(e, sizeof(e), "%.*e", p - 1, d);
 		if (strtod(e, NULL) == d)
 			break;
 	}
-	/* e: [-]D[.DDD]e[+-]XX */
+	if (p == 17)
+		snprintf(e, sizeof(e), "%.16e", d);
+	/* e: [-]D[.DDD]e[+-]XX, its trailing zeros not the shortest's */
 	for (const char *c = e; *c && *c != 'e'; c++)
 		if (*c >= '0' && *c <= '9')
 			dig[nd++] = *c;
+	while (nd > 1 && dig[nd - 1] == '0')
+		nd--;
 	dig[nd] = '\0';
 	x = atoi(strchr(e, 'e') + 1);
 	if (signbit(d))
@@ -481,7 +487,17 @@ char *client_dumps(const json_t *j, size_t flags)
 			char *end;
 			double d;
 
-			if (real && n < sizeof(num)) {
+			/* jansson's %.17g with at most 15 significant
+			 * digits is the shortest already: as it is */
+			size_t sig = 0, lead = 1;
+
+			for (size_t q = 0; q < n && r[q] != 'e' && r[q] != 'E';
+			     q++) {
+				if (r[q] >= '1' && r[q] <= '9')
+					lead = 0;
+				sig += !lead && r[q] >= '0' && r[q] <= '9';
+			}
+			if (real && n < sizeof(num) && sig > 15) {
 				memcpy(num, r, n);
 				num[n] = '\0';
 				d = strtod(num, &end);
