@@ -314,6 +314,27 @@ static void test_shots(void **state)
 	assert_string_equal(text, "Question: What is 2 + 3?\nAnswer: 2 + 3 = "
 			    "5. \\boxed{5}\n\nQuestion: Q?\nAnswer:");
 	free(text);
+	/* Qwen3's template shows an earlier turn without its reasoning
+	 * (what precedes the last </think>, and the newlines after it);
+	 * ChatML's shows the text as it is */
+	{
+		static const prompt_shot th[] = {
+			{"2 + 3?", "<think>\nadd them\n</think>\n\n5."},
+		};
+
+		assert_int_equal(prompt_render_shots(PROMPT_QWEN3, 1, "S.", th,
+						     1, "Q?", &text), 0);
+		assert_string_equal(text,
+			"<|im_start|>system\nS.<|im_end|>\n"
+			"<|im_start|>user\n2 + 3?<|im_end|>\n"
+			"<|im_start|>assistant\n5.<|im_end|>\n"
+			"<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n");
+		free(text);
+		assert_int_equal(prompt_render_shots(PROMPT_CHATML, -1, "S.",
+						     th, 1, "Q?", &text), 0);
+		assert_non_null(strstr(text, "assistant\n<think>\nadd them"));
+		free(text);
+	}
 	/* no shots: the single-turn rendering */
 	assert_int_equal(prompt_render_shots(PROMPT_CHATML, -1, "S.", NULL, 0,
 					     "Q?", &text), 0);

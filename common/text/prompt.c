@@ -354,6 +354,26 @@ static int user(emit_fn emit, void *ctx, int fam, const char *text)
 	return emit(ctx, 2, a, n);
 }
 
+/* An earlier assistant turn's text as the family's template shows it:
+ * Qwen3's drops the reasoning of the turns before the question (what
+ * precedes the last </think>, and the newlines after it), so a
+ * conversation sent back with its thinking is the prompt Qwen3's own
+ * template makes. */
+static const char *answer_shown_in(int fam, const char *a)
+{
+	const char *t, *end = NULL;
+
+	if (fam != PROMPT_QWEN3)
+		return a;
+	for (t = a; (t = strstr(t, "</think>")); t += 8)
+		end = t + 8;
+	if (!end)
+		return a;
+	while (*end == '\n')
+		end++;
+	return end;
+}
+
 /* User text and a template tail as one plain-text piece. */
 static int user_tail(emit_fn emit, void *ctx, int fam, const char *text,
 		     const char *tail)
@@ -421,7 +441,8 @@ static int walk(int fam, int think, const char *system,
 		if (!rc && last)
 			rc = lit(emit, ctx, t.gen);
 		else if (!rc && !(rc = lit(emit, ctx, t.asst_open)) &&
-			 !(rc = user(emit, ctx, fam, shots[i].answer)))
+			 !(rc = user(emit, ctx, fam,
+				     answer_shown_in(fam, shots[i].answer))))
 			rc = lit(emit, ctx, t.asst_close);
 	}
 	return rc;

@@ -51,8 +51,11 @@
  *               <|start|>assistant<|channel|>final<|message|>...<|return|>;
  *               vote_extract takes the final channel only.
  *   plain       [BOS if the vocabulary adds one][S\n\n]Question: Q\nAnswer:
- * As llama.cpp, S and Q are trimmed of surrounding whitespace for llama3
- * and gemma. Template text is tokenized with special tokens recognised;
+ * Few-shot turns (a conversation's earlier turns) come before Q as the
+ * family's user and assistant turns; qwen3 shows an earlier answer
+ * without its reasoning (up to its last </think>), as Qwen3's template
+ * does. As llama.cpp, S and Q are trimmed of surrounding whitespace for
+ * llama3 and gemma. Template text is tokenized with special tokens recognised;
  * S and Q as plain text, so a user can never inject control tokens.
  * (Harmony's <|start|>, <|channel|>, <|message|>, <|constrain|> and
  * <|end|> are user-defined tokens, as llama.cpp makes them: those are
