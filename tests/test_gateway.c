@@ -952,7 +952,10 @@ static void test_conversation(void **state)
 	one = ask_json(Q1, 6, 4242, 0.9, 24);
 	snprintf(body, sizeof(body), "{\"messages\":["
 		 "{\"role\":\"user\",\"content\":\"%s\"},"
-		 "{\"role\":\"assistant\",\"content\":\"%s\"},"
+		 /* as a reply's message comes: its reasoning and refusal
+		  * are taken and not shown (the same bytes as --shots) */
+		 "{\"role\":\"assistant\",\"content\":\"%s\","
+		 "\"refusal\":null,\"reasoning_content\":\"Two twos.\"},"
 		 "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
 		 "\"text\":\"%s\"}]},"
 		 "{\"role\":\"assistant\",\"content\":\"%s\"},"
@@ -1569,6 +1572,17 @@ static const struct bad_case {
 	 "\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
 	 "\"c\"}]}", 400, "messages", "messages[2]: a system message after "
 	 "the conversation began"},
+	{"turn_reasoning_not_string", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	 "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning_content\""
+	 ":7},{\"role\":\"user\",\"content\":\"c\"}]}", 400,
+	 "messages[1].reasoning_content",
+	 "messages[1].reasoning_content must be a string"},
+	{"turn_reasoning_on_user", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\","
+	 "\"reasoning_content\":\"r\"}]}", 400,
+	 "messages[0].reasoning_content",
+	 "messages[0].reasoning_content: not a field of a user message"},
 	{"turn_tool_role", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
 	 "{\"role\":\"tool\",\"content\":\"4\"}]}", 400, "messages",

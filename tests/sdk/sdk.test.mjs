@@ -212,6 +212,18 @@ async function messageFields() {
 		...user]);
 	assert.equal(conv.choices.length, 2);
 	assert.ok(conv.usage.prompt_tokens > plain.usage.prompt_tokens);
+	// a reply's message appended as it came (refusal: null), with the
+	// reasoning a thinking model's reply carries: taken, and not shown
+	const reply = { ...conv.choices[0].message,
+			reasoning_content: "Two and two." };
+	assert.equal(reply.refusal, null);
+	const next = [...user, { ...conv.choices[0].message }, ...user];
+	const bare = await ask([...user, { role: "assistant",
+		content: conv.choices[0].message.content }, ...user]);
+	assert.deepEqual((await ask(next)).choices.map((c) => c.message),
+			 bare.choices.map((c) => c.message));
+	assert.deepEqual((await ask([...user, reply, ...user])).choices.map(
+		(c) => c.message), bare.choices.map((c) => c.message));
 	const call = { id: "c1", type: "function",
 		       function: { name: "f", arguments: "{}" } };
 	const refused = [

@@ -172,6 +172,12 @@ static const struct msg_rule {
 	/* the chat templates quorum renders have no place for it */
 	{NULL, "name", FIELD_IGNORED, ROLES_ALL & ~ROLE_TOOL, JSON_STRING,
 	 NULL},
+	/* an earlier answer's reasoning, as quorum's own replies carry it
+	 * (a client appends the reply's message whole): an earlier answer
+	 * is shown without it, as Qwen3's and gpt-oss's own templates show
+	 * one (the other families' have no place for it) */
+	{NULL, "reasoning_content", FIELD_IGNORED, ROLE_ASSISTANT,
+	 JSON_STRING, NULL},
 	{NULL, "tool_calls", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
 	 "it calls no tools"},
 	{NULL, "function_call", FIELD_REFUSED, ROLE_ASSISTANT, JSON_NULL,
