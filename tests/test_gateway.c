@@ -2638,8 +2638,9 @@ static void test_coordinator_down(void **state)
 		assert_int_equal(r.code, 503);
 		assert_non_null(strstr(r.head, "Retry-After: "));
 		assert_non_null(strstr(r.body, "service_unavailable"));
-		/* ~2 s; the bound leaves room for a loaded machine */
-		assert_true(ms < 8000);
+		/* the probe's answer (about 2 s, printed above), not the
+		 * request's timeout (a 504) */
+		assert_non_null(strstr(r.body, "does not answer"));
 		hresp_free(&r);
 	}
 	{
