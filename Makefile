@@ -148,9 +148,11 @@ $(B)/tests/kern_int_emu.o: $(KERN_X86)/kern_int_avx2.c | $(PROTO_GEN)
 KERN_EMU_OBJ ?= $(B)/tests/kern_int_emu.o
 $(B)/tests/test_quant $(B)/tests/test_fwd: $(KERN_EMU_OBJ)
 
-# test_client also checks the CLI's UTF-8 helpers and the gateway's
-# OpenAI shapes (tools/gateway/openai.c) in-process
-$(B)/tests/test_client: $(B)/tools/client.o $(B)/tools/gateway/openai.o
+# test_client also checks the CLI's UTF-8 helpers, eval-set's statistics
+# (tools/evstats.c) and the gateway's OpenAI shapes
+# (tools/gateway/openai.c) in-process
+$(B)/tests/test_client: $(B)/tools/client.o $(B)/tools/gateway/openai.o \
+	$(B)/tools/evstats.o
 
 # the scheduler in-process: the coordinator's objects but its main, and
 # the fake workers of tests/fakeworker.c (test_sched and sched_sim)

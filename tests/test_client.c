@@ -27,6 +27,7 @@
 #include "testutil.h"
 #include "text/prompt.h"
 #include "tools/client.h"
+#include "tools/evstats.h"
 #include "tools/gateway/openai.h"
 
 /* ---- running the CLI --------------------------------------------------- */
@@ -1291,6 +1292,85 @@ static void test_evalset_ignore_eos(void **state)
 	unlink(in);
 }
 
+/* eval-set's paired comparison on the shipped model: each later N's
+ * "paired" counts are the problems its majority alone gets right and
+ * those the first N's alone does, recounted here from --out's
+ * per-problem verdicts (the first 40 held-out problems, N = 1 and 8:
+ * they disagree both ways, so a swapped or miscounted pairing shows),
+ * with McNemar's p of those counts; the text summary says the same. */
+static void test_evalset_paired(void **state)
+{
+	char in[1024], outp[512], mpath[1024];
+	size_t gained = 0, lost = 0, problems = 0;
+	json_t *o, *row, *pr;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *fp;
+	run_out r;
+
+	(void)state;
+	snprintf(mpath, sizeof(mpath), "%s", tu_data("models/arith.gguf"));
+	snprintf(in, sizeof(in), "%s", tu_data("train/data/test.jsonl"));
+	snprintf(outp, sizeof(outp), "%s/evalset-paired-%d.jsonl",
+		 tu_tmpdir(), (int)getpid());
+	r = run("eval-set --model %s --file %s --limit 40 -n 1,8 --prefix "
+		"--out %s --json", mpath, in, outp);
+	o = evs_summary(&r, &row);
+	assert_null(json_object_get(row, "paired"));
+	fp = fopen(outp, "r");
+	assert_non_null(fp);
+	while (getline(&line, &cap, fp) > 0) {
+		json_t *l = json_loads(line, 0, NULL), *by;
+		int c1, c8;
+
+		assert_non_null(l);
+		by = json_object_get(l, "by_n");
+		assert_int_equal(json_integer_value(json_object_get(
+			json_array_get(by, 0), "n")), 1);
+		assert_int_equal(json_integer_value(json_object_get(
+			json_array_get(by, 1), "n")), 8);
+		c1 = json_is_true(json_object_get(json_array_get(by, 0),
+						  "correct"));
+		c8 = json_is_true(json_object_get(json_array_get(by, 1),
+						  "correct"));
+		gained += c8 && !c1;
+		lost += c1 && !c8;
+		problems++;
+		json_decref(l);
+	}
+	free(line);
+	fclose(fp);
+	assert_int_equal(problems, 40);
+	assert_true(gained > 0 && lost > 0);
+	row = json_array_get(json_object_get(o, "results"), 1);
+	pr = json_object_get(row, "paired");
+	assert_non_null(pr);
+	assert_int_equal(json_integer_value(json_object_get(pr, "against_n")),
+			 1);
+	assert_int_equal(json_integer_value(json_object_get(pr, "gained")),
+			 (json_int_t)gained);
+	assert_int_equal(json_integer_value(json_object_get(pr, "lost")),
+			 (json_int_t)lost);
+	assert_true(json_real_value(json_object_get(pr, "p_value")) ==
+		    evstats_mcnemar(gained, lost));
+	json_decref(o);
+	run_free(&r);
+	/* the text summary: its table's row for N = 8 */
+	r = run("eval-set --model %s --file %s --limit 40 -n 1,8 --prefix",
+		mpath, in);
+	assert_int_equal(r.rc, 0);
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "\n     8  %8zu  %8zu  %8.3g\n",
+			 gained, lost, evstats_mcnemar(gained, lost));
+		assert_has(r.out, "paired with N = 1 on the same problems");
+		assert_has(r.out, want);
+	}
+	run_free(&r);
+	unlink(outp);
+}
+
 /* A set with no problem (empty, or blank lines only) is no score: exit
  * 1 naming the file, as an empty --shots file is, not "0.0%". */
 static void test_evalset_empty(void **state)
@@ -1471,6 +1551,40 @@ static void test_python_client(void **state)
  * client_text_index maps a byte offset onto that text's code points (the
  * gateway's completions `text_offset`): checked against the converted
  * string itself, on whole, split and broken characters. */
+/* eval-set's paired test: McNemar's exact two-sided p-values against
+ * the binomial sums done in exact rationals (Python's fractions), from a
+ * handful of disagreements to thousands; and the Wilson interval's ends
+ * at the edges. */
+static void test_evstats(void **state)
+{
+	static const struct {
+		size_t gained, lost;
+		double p;
+	} c[] = {
+		{12, 3, 0.03515625}, {3, 12, 0.03515625}, {0, 6, 0.03125},
+		{5, 5, 1.0}, {0, 0, 1.0}, {1, 0, 1.0},
+		{60, 30, 0.002060265680963076},
+		{520, 480, 0.21744829320414094},
+		{2000, 1900, 0.11289365225934889},
+	};
+	double lo, hi;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(*c); i++) {
+		double p = evstats_mcnemar(c[i].gained, c[i].lost);
+
+		if (fabs(p - c[i].p) > 1e-9 * c[i].p)
+			fail_msg("mcnemar(%zu, %zu) = %.17g, want %.17g",
+				 c[i].gained, c[i].lost, p, c[i].p);
+	}
+	evstats_wilson95(0, 0, &lo, &hi);
+	assert_true(lo == 0.0 && hi == 100.0);
+	evstats_wilson95(0, 10, &lo, &hi);
+	assert_true(fabs(lo) < 1e-9 && fabs(hi - 27.753280) < 1e-5);
+	evstats_wilson95(10, 10, &lo, &hi);
+	assert_true(fabs(lo - 72.246720) < 1e-5 && fabs(hi - 100.0) < 1e-9);
+}
+
 /* client_dumps: every real the shortest text of the same double, a
  * real still; integers, strings and the rest byte for byte. */
 static void test_dumps_reals(void **state)
@@ -1811,6 +1925,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_index),
 		cmocka_unit_test(test_dumps_reals),
+		cmocka_unit_test(test_evstats),
 		cmocka_unit_test(test_gateway_setting_words),
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
@@ -1837,6 +1952,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_evalset_cluster, setup,
 						teardown),
 		cmocka_unit_test(test_evalset_ignore_eos),
+		cmocka_unit_test(test_evalset_paired),
 		cmocka_unit_test(test_evalset_empty),
 		cmocka_unit_test_setup_teardown(test_python_client, setup,
 						teardown),

@@ -2,7 +2,7 @@
  * several sample counts, in one process or against a running cluster. */
 #include <getopt.h>
 #include <jansson.h>
-#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "sampflags.h"
 #include "client.h"
+#include "evstats.h"
 #include "infer/model.h"
 #include "text/prompt.h"
 #include "net/spwire.h"
@@ -38,7 +39,10 @@ static void help(const sampflags *f)
 	       "--prefix or --stop none; under the default exact rule only the\n"
 	       "samples it decided over, so easy problems weigh less), the share\n"
 	       "of samples with no answer, the tokens generated and the wall\n"
-	       "time. With\n"
+	       "time; then each N after the first against the first, problem by\n"
+	       "problem: how many its majority gets right that the first N's\n"
+	       "gets wrong (gained), the reverse (lost), and McNemar's exact\n"
+	       "p-value of that split. With\n"
 	       "--model it runs in this process; with --endpoint it asks a\n"
 	       "running cluster (one request per problem and N), which gives the\n"
 	       "same samples. A progress bar is drawn when stderr is a terminal.\n\n"
@@ -94,6 +98,7 @@ typedef struct {
 typedef struct {
 	int n;
 	size_t problems, maj_correct, samples, sample_correct, no_answer;
+	uint8_t *ok; /* per problem: the majority right */
 	uint64_t tokens, generated;
 	double wall_s;
 } row;
@@ -359,25 +364,28 @@ static int prefix_of(const outcome *o, int k, int confidence, outcome *out)
 	return 0;
 }
 
-static void score(const answer_format *run, row *rw, const qset_item *q,
-		  const outcome *o,
-		  json_t *res)
+/* Problem q of the set (items + q) scored into rw: its majority's
+ * verdict kept in rw->ok[q]. */
+static void score(const answer_format *run, row *rw, const qset_item *items,
+		  size_t q, const outcome *o, json_t *res)
 {
-	answer_format fq = q->has_format ? q->format : *run;
-	const answer_format *f = (answer_choice_options(&fq, q->question,
-							 q->qlen), &fq);
-	int maj = q->expected && o->has_winner &&
-		  qset_match(f, q->expected, o->winner, strlen(o->winner));
+	const qset_item *iq = items + q;
+	answer_format fq = iq->has_format ? iq->format : *run;
+	const answer_format *f = (answer_choice_options(&fq, iq->question,
+							 iq->qlen), &fq);
+	int maj = iq->expected && o->has_winner &&
+		  qset_match(f, iq->expected, o->winner, strlen(o->winner));
 	int ok = 0, none = 0;
 
 	rw->problems++;
 	rw->maj_correct += maj;
+	rw->ok[q] = (uint8_t)maj;
 	for (int i = 0; i < o->n; i++) {
 		const char *a = o->answers[i];
 
 		if (!*a)
 			none++;
-		else if (q->expected && qset_match(f, q->expected, a, strlen(a)))
+		else if (iq->expected && qset_match(f, iq->expected, a, strlen(a)))
 			ok++;
 	}
 	rw->samples += (size_t)o->n;
@@ -415,27 +423,6 @@ static void outcome_fini(outcome *o)
 static double pct(size_t a, size_t b)
 {
 	return b ? 100.0 * (double)a / (double)b : 0.0;
-}
-
-/* The 95% Wilson score interval of a successes in b trials, in percent
- * (b = 0: [0, 100]). The problems are the trials: they are independent,
- * where a problem's samples are not, so the single-sample share gets
- * none. */
-static void wilson95(size_t a, size_t b, double *lo, double *hi)
-{
-	const double z = 1.959963984540054;
-	double n = (double)b, p, c, h;
-
-	if (!b) {
-		*lo = 0.0;
-		*hi = 100.0;
-		return;
-	}
-	p = (double)a / n;
-	c = (p + z * z / (2 * n)) / (1 + z * z / n);
-	h = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n);
-	*lo = 100.0 * (c - h > 0 ? c - h : 0);
-	*hi = 100.0 * (c + h < 1 ? c + h : 1);
 }
 
 struct ns_list {
@@ -482,6 +469,26 @@ static int parse_ns(const char *s, int *ns, int *k)
 		      SC_BIT(SC_S_LOGIT_BIAS) | SC_BIT(SC_S_STOP_STRINGS) | \
 		      SC_BIT(SC_S_GRAMMAR))
 
+/* Row r against row f (the first N), problem by problem: the problems
+ * only r's majority gets right, those only f's gets right, and McNemar's
+ * exact p-value of that split. */
+typedef struct {
+	size_t gained, lost;
+	double p;
+} paired;
+
+static paired pair_rows(const row *f, const row *r)
+{
+	paired x = {0, 0, 1.0};
+
+	for (size_t q = 0; q < r->problems && q < f->problems; q++) {
+		x.gained += r->ok[q] && !f->ok[q];
+		x.lost += f->ok[q] && !r->ok[q];
+	}
+	x.p = evstats_mcnemar(x.gained, x.lost);
+	return x;
+}
+
 static void print_summary(const evs *v, const char *file, const row *rows,
 			  int k, int json)
 {
@@ -493,7 +500,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		for (int i = 0; i < k; i++) {
 			double lo, hi;
 
-			wilson95(rows[i].maj_correct, rows[i].problems, &lo,
+			evstats_wilson95(rows[i].maj_correct, rows[i].problems, &lo,
 				 &hi);
 			json_array_append_new(a, json_pack(
 				"{s:i, s:I, s:f, s:f, s:[f, f], s:f, s:f, s:I, "
@@ -513,6 +520,15 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 				"generated_tokens",
 				(json_int_t)rows[i].generated,
 				"wall_s", rows[i].wall_s));
+			if (i) {
+				paired x = pair_rows(&rows[0], &rows[i]);
+
+				json_object_set_new(json_array_get(a, (size_t)i),
+					"paired", json_pack("{s:i, s:I, s:I, s:f}",
+					"against_n", rows[0].n, "gained",
+					(json_int_t)x.gained, "lost",
+					(json_int_t)x.lost, "p_value", x.p));
+			}
 		}
 		json_object_set_new(o, "set", client_text(file, strlen(file)));
 		json_object_set_new(o, "model", v->mpath ? client_text(
@@ -562,7 +578,7 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 		char ci[32];
 		double lo, hi;
 
-		wilson95(r->maj_correct, r->problems, &lo, &hi);
+		evstats_wilson95(r->maj_correct, r->problems, &lo, &hi);
 		snprintf(ci, sizeof(ci), "[%.1f, %.1f]", lo, hi);
 		printf("%6d  %8.1f%%  %14s  %8.1f%%  %8.1f%%  %8.2f  %10llu  "
 		       "%10llu  %8.1f\n", r->n,
@@ -573,6 +589,17 @@ static void print_summary(const evs *v, const char *file, const row *rows,
 				   : 0.0,
 		       (unsigned long long)r->tokens,
 		       (unsigned long long)r->generated, r->wall_s);
+	}
+	if (k > 1) {
+		printf("paired with N = %d on the same problems (McNemar's "
+		       "exact test):\n%6s  %8s  %8s  %8s\n", rows[0].n, "N",
+		       "gained", "lost", "p");
+		for (int i = 1; i < k; i++) {
+			paired x = pair_rows(&rows[0], &rows[i]);
+
+			printf("%6d  %8zu  %8zu  %8.3g\n", rows[i].n, x.gained,
+			       x.lost, x.p);
+		}
 	}
 	printf("prompt tokens: %llu prefilled, %llu reused from the prefix "
 	       "cache; %zu few-shot example(s)\n",
@@ -761,8 +788,13 @@ int cmd_evalset(int argc, char **argv)
 	}
 	if (out && !(per = calloc(n_items, sizeof(*per))))
 		goto out;
-	for (int i = 0; i < k; i++)
+	for (int i = 0; i < k; i++) {
 		rows[i].n = ns[i];
+		if (!(rows[i].ok = calloc(n_items, 1))) {
+			fprintf(stderr, "quorum eval-set: out of memory\n");
+			goto out;
+		}
+	}
 
 	/* --prefix: one pass at the largest N; otherwise one pass per N */
 	int maxn = 0;
@@ -793,19 +825,19 @@ int cmd_evalset(int argc, char **argv)
 
 				if (!prefix) {
 					if (i == pass)
-						score(&v.p.answer, &rows[i], &items[q], &o,
-						      per ? per[q] : NULL);
+						score(&v.p.answer, &rows[i], items, q,
+						      &o, per ? per[q] : NULL);
 					continue;
 				}
 				if (ns[i] == n) {
-					score(&v.p.answer, &rows[i], &items[q], &o,
-					      per ? per[q] : NULL);
+					score(&v.p.answer, &rows[i], items, q,
+					      &o, per ? per[q] : NULL);
 				} else if (!prefix_of(&o, ns[i],
 						      v.p.vote ==
 							      SC_VOTE_CONFIDENCE,
 						      &sub)) {
-					score(&v.p.answer, &rows[i], &items[q], &sub,
-					      per ? per[q] : NULL);
+					score(&v.p.answer, &rows[i], items, q,
+					      &sub, per ? per[q] : NULL);
 					outcome_fini(&sub);
 				}
 			}
@@ -846,6 +878,8 @@ out:
 		for (size_t q = 0; q < n_items; q++)
 			json_decref(per[q]);
 	free(per);
+	for (int i = 0; i < k; i++)
+		free(rows[i].ok);
 	if (out)
 		fclose(out);
 	qset_free(items, n_items);
