@@ -485,9 +485,12 @@ $(FB)/fuzz_%.o: fuzz/fuzz_%.c
 
 $(FB)/fuzz_%: $(FB)/fuzz_%.o $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
-# the gateway's request parser (tools/gateway/openai.c) and what it uses
-$(FB)/fuzz_params: $(FB)/tools/gateway/openai.o $(FB)/tools/client.o
-$(FB)/tools/gateway/openai.o $(FB)/tools/client.o: | $(FB)/proto/quorum.pb-c.h
+# the gateway's request parsers (tools/gateway/openai.c, responses.c) and
+# what they use
+$(FB)/fuzz_params: $(FB)/tools/gateway/openai.o \
+	$(FB)/tools/gateway/responses.o $(FB)/tools/client.o
+$(FB)/tools/gateway/openai.o $(FB)/tools/gateway/responses.o \
+$(FB)/tools/client.o: | $(FB)/proto/quorum.pb-c.h
 
 fuzz-build: deps $(FUZZ_BIN)
 

@@ -1,15 +1,17 @@
 /*
- * fuzz_params — libFuzzer target: the sampling settings through the two
+ * fuzz_params — libFuzzer target: the sampling settings through the
  * doors untrusted bytes reach them by: the HTTP gateway's request bodies
- * (tools/gateway/openai.c, what every client sends) and the wire's
+ * (tools/gateway/openai.c, what every client sends; responses.c, the
+ * Responses API's, turned into chat's) and the wire's
  * SamplingParams (net/spwire.c, what a peer sends the coordinator and
  * the workers).
  *
  * Input: byte 0 picks the door: 'w' the rest is a packed SamplingParams,
  * unpacked and decoded (spwire_decode) over the defaults, as a worker
- * takes a job's; 'c' a /v1/chat/completions body, anything else a
- * /v1/completions one, parsed by openai_parse as the gateway parses it
- * (limits.max_n 256), then openai_settle with http.samples 8.
+ * takes a job's; 'c' a /v1/chat/completions body, 'r' a /v1/responses
+ * one (responses_parse), anything else a /v1/completions one, parsed by
+ * openai_parse as the gateway parses it (limits.max_n 256), then
+ * openai_settle with http.samples 8.
  *
  * Properties beyond "no crash, no leak, no UB, bounded time":
  * - a refusal leaves a message (never empty); the wire's names the
@@ -35,6 +37,7 @@
 #include "qerr.h"
 #include "sc/params.h"
 #include "tools/gateway/openai.h"
+#include "tools/gateway/responses.h"
 
 static void fail(const char *what, const char *detail)
 {
@@ -164,8 +167,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	chat = data[0] == 'c';
 	msg[0] = 0;
-	if (openai_parse(chat, (const char *)data + 1, size - 1, 256, &r, msg,
-			 sizeof(msg), &param)) {
+	if (data[0] == 'r'
+		    ? responses_parse((const char *)data + 1, size - 1, 256, &r,
+				      msg, sizeof(msg), &param)
+		    : openai_parse(chat, (const char *)data + 1, size - 1, 256,
+				   &r, msg, sizeof(msg), &param)) {
 		if (!msg[0])
 			fail("a refused body has no message", NULL);
 		openai_req_free(&r);
@@ -173,6 +179,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!r.question)
 		fail("an accepted body has no question", NULL);
+	if (data[0] == 'r' && (!r.chat || !r.responses || !r.echo))
+		fail("an accepted Responses body is not chat's with its echo",
+		     NULL);
 	if (sc_params_check(&r.p))
 		fail("an accepted body's settings fail sc_params_check",
 		     qerr_detail());

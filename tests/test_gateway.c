@@ -1005,6 +1005,190 @@ static void test_conversation(void **state)
 	unlink(shots);
 }
 
+/* One /v1/responses request (body) against the chat request it means
+ * (cbody): the voted chain's text, its status, the vote, the usage and
+ * the log-probabilities are chat's first choice's; *text gets the text
+ * (owned) and *items the response's output (owned). */
+static void resp_vs_chat(const char *body, const char *cbody, char **text,
+			 json_t **items)
+{
+	hresp r = post("/v1/responses", body), c = post("/v1/chat/completions",
+							  cbody);
+	json_t *o, *co, *out, *msg, *part, *ch0, *u, *cu;
+
+	if (r.code != 200)
+		fail_msg("/v1/responses %d: %.400s", r.code, r.body);
+	assert_int_equal(c.code, 200);
+	o = body_json(&r);
+	co = body_json(&c);
+	assert_string_equal(json_string_value(json_object_get(o, "object")),
+			    "response");
+	assert_true(!strncmp(json_string_value(json_object_get(o, "id")),
+			     "resp_", 5));
+	out = json_object_get(o, "output");
+	msg = json_array_get(out, json_array_size(out) - 1);
+	assert_string_equal(json_string_value(json_object_get(msg, "type")),
+			    "message");
+	part = json_array_get(json_object_get(msg, "content"), 0);
+	assert_string_equal(json_string_value(json_object_get(part, "type")),
+			    "output_text");
+	ch0 = json_array_get(json_object_get(co, "choices"), 0);
+	assert_json_eq(json_object_get(part, "text"), json_object_get(
+		json_object_get(ch0, "message"), "content"), "text");
+	/* (neither asked: neither has any) */
+	if (json_object_get(part, "logprobs") ||
+	    json_object_get(json_object_get(ch0, "logprobs"), "content"))
+		assert_json_eq(json_object_get(part, "logprobs"),
+			       json_object_get(json_object_get(ch0, "logprobs"),
+					       "content"), "logprobs");
+	assert_string_equal(json_string_value(json_object_get(o, "status")),
+			    !strcmp(json_string_value(json_object_get(
+				    ch0, "finish_reason")), "length")
+			    ? "incomplete" : "completed");
+	assert_json_eq(json_object_get(json_object_get(o, "quorum"), "votes"),
+		       json_object_get(json_object_get(co, "quorum"), "votes"),
+		       "votes");
+	u = json_object_get(o, "usage");
+	cu = json_object_get(co, "usage");
+	assert_json_eq(json_object_get(u, "input_tokens"),
+		       json_object_get(cu, "prompt_tokens"), "input_tokens");
+	assert_json_eq(json_object_get(u, "output_tokens"),
+		       json_object_get(cu, "completion_tokens"),
+		       "output_tokens");
+	*text = strdup(json_string_value(json_object_get(part, "text")));
+	*items = json_incref(out);
+	json_decref(o);
+	json_decref(co);
+	hresp_free(&r);
+	hresp_free(&c);
+}
+
+/* /v1/responses (responses.c): the chat path's answer in the Responses
+ * API's shape. Instructions are the system message; a response's output
+ * appended to the next input (message and reasoning items, ids and all)
+ * is the conversation's earlier turn; streamed, the events come in
+ * order, numbered from 0, the deltas' text the response's and the last
+ * event the response whole. */
+static void test_responses(void **state)
+{
+	static const char *const want[] = {
+		"response.created", "response.in_progress",
+		"response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done",
+		"response.content_part.done", "response.output_item.done",
+	};
+	char body[1024], cbody[1024], *text, *t2, *line, *save = NULL;
+	const char *ev = NULL;
+	json_t *items, *items2, *o, *in, *last = NULL;
+	size_t seq = 0;
+	hresp r;
+	int got_delta = 0;
+
+	(void)state;
+	snprintf(body, sizeof(body), "{\"input\":\"%s\",\"instructions\":"
+		 "\"Be brief.\",\"samples\":6,\"seed\":4242,\"temperature\":"
+		 "0.9,\"max_output_tokens\":24,\"include\":"
+		 "[\"message.output_text.logprobs\"],\"top_logprobs\":2}", Q1);
+	snprintf(cbody, sizeof(cbody), "{\"messages\":[{\"role\":\"system\","
+		 "\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+		 "\"%s\"}],\"samples\":6,\"seed\":4242,\"temperature\":0.9,"
+		 "\"max_tokens\":24,\"logprobs\":true,\"top_logprobs\":2}", Q1);
+	resp_vs_chat(body, cbody, &text, &items);
+	/* the next turn: the output appended as it came */
+	o = json_object();
+	in = json_array();
+	json_array_append_new(in, json_pack("{s:s, s:s}", "role", "user",
+					    "content", Q1));
+	json_array_extend(in, items);
+	json_array_append_new(in, json_pack("{s:s, s:[{s:s, s:s}]}", "role",
+		"user", "content", "type", "input_text", "text",
+		"And 3 + 5?"));
+	json_object_set_new(o, "input", in);
+	json_object_set_new(o, "samples", json_integer(6));
+	json_object_set_new(o, "seed", json_integer(4242));
+	json_object_set_new(o, "max_output_tokens", json_integer(24));
+	{
+		char *b = json_dumps(o, JSON_COMPACT);
+		json_t *co = json_pack("{s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}],"
+				       " s:i, s:i, s:i}", "messages", "role",
+				       "user", "content", Q1, "role",
+				       "assistant", "content", text, "role",
+				       "user", "content", "And 3 + 5?",
+				       "samples", 6, "seed", 4242,
+				       "max_tokens", 24);
+		char *cb = json_dumps(co, JSON_COMPACT);
+
+		assert_non_null(b);
+		assert_non_null(cb);
+		resp_vs_chat(b, cb, &t2, &items2);
+		free(b);
+		free(cb);
+		json_decref(co);
+		json_decref(items2);
+		free(t2);
+	}
+	json_decref(o);
+	/* streamed: the events */
+	snprintf(body + strlen(body) - 1, sizeof(body) - strlen(body) + 1,
+		 ",\"stream\":true}");
+	r = post("/v1/responses", body);
+	assert_int_equal(r.code, 200);
+	for (line = strtok_r(r.body, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *e;
+
+		if (line[0] == ':')
+			continue; /* keep-alive */
+		if (!strncmp(line, "event: ", 7)) {
+			ev = line + 7;
+			continue;
+		}
+		assert_true(!strncmp(line, "data: ", 6));
+		assert_non_null(ev);
+		e = json_loads(line + 6, 0, NULL);
+		assert_non_null(e);
+		assert_string_equal(json_string_value(json_object_get(
+			e, "type")), ev);
+		assert_int_equal(json_integer_value(json_object_get(
+			e, "sequence_number")), seq);
+		if (seq < sizeof(want) / sizeof(*want))
+			assert_string_equal(ev, want[seq]);
+		if (!strcmp(ev, "response.output_text.delta")) {
+			assert_string_equal(json_string_value(json_object_get(
+				e, "delta")), text);
+			got_delta = 1;
+		}
+		seq++;
+		ev = NULL;
+		json_decref(last);
+		last = e;
+	}
+	assert_true(got_delta);
+	assert_int_equal(seq, sizeof(want) / sizeof(*want) + 1);
+	assert_non_null(last);
+	{
+		const char *t = json_string_value(json_object_get(last, "type"));
+		json_t *resp = json_object_get(last, "response");
+
+		assert_true(!strcmp(t, "response.completed") ||
+			    !strcmp(t, "response.incomplete"));
+		json_t *out = json_object_get(resp, "output");
+
+		/* its ids are its own (another request); the text part the
+		 * same */
+		assert_int_equal(json_array_size(out), json_array_size(items));
+		assert_json_eq(json_array_get(json_object_get(json_array_get(
+			out, json_array_size(out) - 1), "content"), 0),
+			json_array_get(json_object_get(json_array_get(items,
+			json_array_size(items) - 1), "content"), 0),
+			"the streamed response's text part");
+	}
+	json_decref(last);
+	hresp_free(&r);
+	json_decref(items);
+	free(text);
+}
+
 /* Completions' text_offset counts code points of the returned text, not
  * the sample's bytes: over seeds until a token after a character of
  * several bytes has been checked (Qwen's vocabulary, unlike the 809-token
@@ -1678,6 +1862,65 @@ static const struct bad_case {
 	{"stream_type", "/v1/completions",
 	 "{\"prompt\":\"q\",\"stream\":\"yes\"}", 400, "stream",
 	 "'stream' must be a boolean"},
+	/* /v1/responses: its own fields, and chat's checks said in its
+	 * words and places (responses.c) */
+	{"resp_no_input", "/v1/responses", "{}", 400, "input",
+	 "'input' is required"},
+	{"resp_chat_field", "/v1/responses",
+	 "{\"input\":\"q\",\"messages\":[]}", 400, "messages",
+	 "unknown field 'messages' for /v1/responses"},
+	{"resp_n", "/v1/responses", "{\"input\":\"q\",\"n\":2}", 400, "n",
+	 "unknown field 'n' for /v1/responses"},
+	{"resp_previous", "/v1/responses",
+	 "{\"input\":\"q\",\"previous_response_id\":\"resp_1\"}", 400,
+	 "previous_response_id", "it keeps no responses"},
+	{"resp_truncation", "/v1/responses",
+	 "{\"input\":\"q\",\"truncation\":\"auto\"}", 400, "truncation",
+	 "only \"disabled\""},
+	{"resp_max_output_tokens", "/v1/responses",
+	 "{\"input\":\"q\",\"max_output_tokens\":0}", 400,
+	 "max_output_tokens", "max_output_tokens = 0: must be an integer in"},
+	{"resp_over_context", "/v1/responses",
+	 "{\"input\":\"q\",\"max_output_tokens\":5000}", 400,
+	 "max_output_tokens", "max_output_tokens = 5000: over the model's "
+	 "context"},
+	{"resp_two_users", "/v1/responses",
+	 "{\"input\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":"
+	 "\"user\",\"content\":\"b\"}]}", 400, "input",
+	 "input[1]: two user messages in a row"},
+	{"resp_first_assistant", "/v1/responses",
+	 "{\"instructions\":\"s\",\"input\":[{\"type\":\"reasoning\","
+	 "\"id\":\"rs_1\",\"summary\":[]},{\"role\":\"assistant\","
+	 "\"content\":\"a\"},{\"role\":\"user\",\"content\":\"q\"}]}",
+	 400, "input", "input[1]: an assistant message first"},
+	{"resp_function_call", "/v1/responses",
+	 "{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}",
+	 400, "input[0]", "items of type 'function_call' are not supported"},
+	{"resp_image", "/v1/responses",
+	 "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	 "\"input_image\",\"image_url\":\"x\"}]}]}", 400,
+	 "input[0].content[0]", "its models read text"},
+	{"resp_item_field", "/v1/responses",
+	 "{\"input\":[{\"role\":\"user\",\"content\":\"q\",\"foo\":1}]}",
+	 400, "input[0].foo", "input[0].foo: unknown field of a message"},
+	{"resp_schema", "/v1/responses",
+	 "{\"input\":\"q\",\"text\":{\"format\":{\"type\":\"json_schema\","
+	 "\"name\":\"x\",\"schema\":{\"type\":\"frob\"}}}}", 400,
+	 "text.format", "not a JSON schema type"},
+	{"resp_format_type", "/v1/responses",
+	 "{\"input\":\"q\",\"text\":{\"format\":{\"type\":\"xml\"}}}",
+	 400, "text.format.type", "must be one of text, json_object, "
+	 "json_schema"},
+	{"resp_effort", "/v1/responses",
+	 "{\"input\":\"q\",\"reasoning\":{\"effort\":\"minimal\"}}", 400,
+	 "reasoning.effort", "'reasoning.effort' must be one of low, "
+	 "medium, high"},
+	{"resp_include", "/v1/responses",
+	 "{\"input\":\"q\",\"include\":[\"file_search_call.results\"]}",
+	 400, "include[0]", "include[0] is not supported"},
+	{"resp_stream_samples", "/v1/responses",
+	 "{\"input\":\"q\",\"quorum\":{\"stream_samples\":true}}", 400,
+	 "quorum.stream_samples", "one output is the voted chain"},
 };
 
 /* The fields inside messages[] (openai.c's msg_rules[], docs/http.md's
@@ -2810,6 +3053,7 @@ int main(void)
 		cmocka_unit_test(test_health_models),
 		cmocka_unit_test(test_matches_ask),
 		cmocka_unit_test(test_conversation),
+		cmocka_unit_test(test_responses),
 		cmocka_unit_test(test_early_stop),
 		cmocka_unit_test(test_logprobs),
 		cmocka_unit_test(test_top_logprobs),

@@ -351,9 +351,56 @@ async function rateLimited() {
 	s.controller.abort();
 }
 
+// The Responses API: the chat path's voted answer as a response (the
+// SDK's output_text is chat's content), a response's output appended to
+// the next input as the conversation's turn, the stream's events as the
+// SDK iterates them, and errors named by the Responses API's fields.
+async function responses() {
+	const base = { model: "arith", max_output_tokens: 24, seed: 7 };
+	const chat = (messages) => client.chat.completions.create({
+		model: "arith", max_tokens: 24, seed: 7, messages });
+	const sys = { role: "system", content: "Be brief." };
+	const r = await client.responses.create({ ...base, input: Q,
+						  instructions: "Be brief." });
+	assert.equal(r.object, "response");
+	assert.ok(["completed", "incomplete"].includes(r.status));
+	const c = await chat([sys, ...user]);
+	assert.ok(r.output_text.length > 0);
+	assert.equal(r.output_text, c.choices[0].message.content);
+	assert.deepEqual(r.quorum.votes, c.quorum.votes);
+	assert.equal(r.usage.input_tokens, c.usage.prompt_tokens);
+	const next = { role: "user", content: "And 2 more?" };
+	const r2 = await client.responses.create({ ...base,
+		input: [...user, ...r.output, next] });
+	const c2 = await chat([...user, { role: "assistant",
+					  content: r.output_text }, next]);
+	assert.equal(r2.output_text, c2.choices[0].message.content);
+	const s = await client.responses.create({ ...base, input: Q,
+		instructions: "Be brief.", stream: true });
+	let deltas = "", done = null, seq = 0;
+	for await (const e of s) {
+		assert.equal(e.sequence_number, seq++);
+		if (e.type === "response.output_text.delta")
+			deltas += e.delta;
+		if (e.type === "response.completed" ||
+		    e.type === "response.incomplete")
+			done = e.response;
+	}
+	assert.equal(deltas, r.output_text);
+	assert.ok(done);
+	assert.deepEqual(done.quorum.votes, r.quorum.votes);
+	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
+			  "max_output_tokens", () => client.responses.create({
+				  ...base, input: Q, max_output_tokens: 0 }));
+	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
+			  "previous_response_id",
+			  () => client.responses.create({ ...base, input: Q,
+				  previous_response_id: r.id }));
+}
+
 const cases = { models, chatOneChoice, chatN4, streamLoop, streamUsage,
 		errors, samplingSettings, fieldTable, messageFields,
-		topLogprobs, jsonSchema, rateLimited };
+		topLogprobs, jsonSchema, responses, rateLimited };
 let failed = 0;
 for (const [name, f] of Object.entries(cases)) {
 	const t0 = Date.now();

@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "openai.h"
 #include "pending.h"
+#include "responses.h"
 #include "sse.h"
 #include "net/spwire.h"
 #include "net/wire.h"
@@ -62,8 +63,11 @@ static int64_t reply_deadline(void)
 
 static void make_id(const openai_req *r, uint64_t rid, char *id, size_t cap)
 {
-	snprintf(id, cap, "%s-%016llx", r->chat ? "chatcmpl" : "cmpl",
-		 (unsigned long long)rid);
+	if (r->responses)
+		snprintf(id, cap, "resp_%016llx", (unsigned long long)rid);
+	else
+		snprintf(id, cap, "%s-%016llx", r->chat ? "chatcmpl" : "cmpl",
+			 (unsigned long long)rid);
 }
 
 static gwcall *submit(openai_req *r, struct MHD_Connection *mc)
@@ -161,7 +165,8 @@ static enum MHD_Result reply_failed(struct MHD_Connection *mc, gwconn *cn,
 					     said, sizeof(said));
 		snprintf(msg, sizeof(msg), "%s", said);
 		if (!strcmp(ecode, "context_length_exceeded"))
-			param = cn->ep == HTTP_EP_CHAT ? "messages" : "prompt";
+			param = cn->ep == HTTP_EP_CHAT ? "messages"
+				: cn->ep == HTTP_EP_RESP ? "input" : "prompt";
 	}
 	return http_send_err(mc, cn, code, msg, param, ecode);
 }
@@ -236,9 +241,14 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 					     "invalid_request_error");
 		}
 	}
-	if (openai_parse(cn->ep == HTTP_EP_CHAT, cn->body ? cn->body : "",
-			cn->len, gw.c->limits.max_n, &r, msg, sizeof(msg),
-			&param))
+	if (cn->ep == HTTP_EP_RESP
+		    ? responses_parse(cn->body ? cn->body : "", cn->len,
+				      gw.c->limits.max_n, &r, msg, sizeof(msg),
+				      &param)
+		    : openai_parse(cn->ep == HTTP_EP_CHAT,
+				   cn->body ? cn->body : "", cn->len,
+				   gw.c->limits.max_n, &r, msg, sizeof(msg),
+				   &param))
 		return http_send_err(mc, cn, 400, msg, param,
 				     "invalid_request_error");
 	if (r.model && !cluster_model_known(r.model)) {
@@ -255,8 +265,9 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 				     "invalid_request_error");
 	}
 	/* a stream of every sample as it comes when every sample is a
-	 * choice or the request asks; else the choices once voted */
-	r.live = r.stream &&
+	 * choice or the request asks; else the choices once voted (a
+	 * response's one output is the voted chain: never live) */
+	r.live = r.stream && !r.responses &&
 		 (r.stream_samples ||
 		  r.choices >= (uint32_t)(openai_given_n(&r)
 					  ? r.p.n : gw.c->sampling.p.n));
@@ -378,9 +389,13 @@ enum MHD_Result completions_serve(struct MHD_Connection *mc, gwconn *cn)
 		} else {
 			metrics_count_answer(rep->answer);
 			metrics_record_answer(cn->rec, &x);
-			ok = http_send_json(mc, cn, 200, openai_response(
-				&j->r, &x, rep->answer, j->id,
-				(long)time(NULL), gw.model_id));
+			ok = http_send_json(mc, cn, 200, j->r.responses
+				? responses_object(&j->r, &x, rep->answer,
+						   j->id, (long)time(NULL),
+						   gw.model_id)
+				: openai_response(&j->r, &x, rep->answer,
+						  j->id, (long)time(NULL),
+						  gw.model_id));
 			openai_result_fini(&x);
 		}
 	}

@@ -12,7 +12,8 @@
 #include "tools/client.h"
 
 const char *const http_ep_name[HTTP_N_EP] = {
-	"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
+	"/v1/chat/completions", "/v1/completions", "/v1/responses",
+	"/v1/models", "/health",
 	"/metrics", "/", "/v1/quorum/status", "other"};
 
 int http_route(const char *url, const char *method, int *post)
@@ -20,6 +21,7 @@ int http_route(const char *url, const char *method, int *post)
 	static const struct { const char *url; int ep, post; } r[] = {
 		{"/v1/chat/completions", HTTP_EP_CHAT, 1},
 		{"/v1/completions", HTTP_EP_COMPL, 1},
+		{"/v1/responses", HTTP_EP_RESP, 1},
 		{"/v1/models", HTTP_EP_MODELS, 0},
 		{"/health", HTTP_EP_HEALTH, 0},
 		{"/metrics", HTTP_EP_METRICS, 0},

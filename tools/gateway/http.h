@@ -20,9 +20,12 @@
 
 #include "gateway.h"
 
-enum { HTTP_EP_CHAT, HTTP_EP_COMPL, HTTP_EP_MODELS, HTTP_EP_HEALTH,
-       HTTP_EP_METRICS, HTTP_EP_PAGE, HTTP_EP_STATUS, HTTP_EP_OTHER,
-       HTTP_N_EP };
+enum { HTTP_EP_CHAT, HTTP_EP_COMPL, HTTP_EP_RESP, HTTP_EP_MODELS,
+       HTTP_EP_HEALTH, HTTP_EP_METRICS, HTTP_EP_PAGE, HTTP_EP_STATUS,
+       HTTP_EP_OTHER, HTTP_N_EP };
+/* The endpoints that answer questions (completions.c). */
+#define HTTP_EP_ASKS(ep) \
+	((ep) == HTTP_EP_CHAT || (ep) == HTTP_EP_COMPL || (ep) == HTTP_EP_RESP)
 /* The endpoints' URLs (HTTP_EP_OTHER: "other"), as /metrics labels
  * them. */
 extern const char *const http_ep_name[HTTP_N_EP];

@@ -46,6 +46,7 @@ void openai_req_free(openai_req *r)
 	free(r->system);
 	free(r->model);
 	free(r->grammar_own);
+	json_decref(r->echo);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1017,11 +1018,50 @@ static int field_check(int chat, json_t *o, char *msg, size_t cap,
 	return 0;
 }
 
+json_t *openai_load_body(const char *body, size_t len, char *msg, size_t cap,
+			const char **param)
+{
+	json_error_t je;
+	json_t *o;
+
+	*param = NULL;
+	o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	if (!o && strstr(je.text, "too big integer"))
+		/* valid JSON, but a number this API reads as a 64-bit integer
+		 * (seed, max_tokens, n, ...) past its range */
+		bad(msg, cap, param, NULL,
+		    "the body has an integer outside the 64-bit range "
+		    "(line %d, column %d): the integer fields (seed, "
+		    "max_tokens, n, ...) are 64-bit", je.line, je.column);
+	else if (!o)
+		bad(msg, cap, param, NULL, "the body is not valid JSON: %s "
+		    "(line %d, column %d)", je.text, je.line, je.column);
+	else if (!json_is_object(o)) {
+		bad(msg, cap, param, NULL, "the body must be a JSON object");
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
 int openai_parse(int chat, const char *body, size_t len, int max_n,
 		openai_req *r, char *msg, size_t cap, const char **param)
 {
-	json_error_t je;
-	json_t *o, *v;
+	json_t *o = openai_load_body(body, len, msg, cap, param);
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (!o)
+		return -1;
+	rc = openai_parse_json(chat, o, max_n, r, msg, cap, param);
+	json_decref(o);
+	return rc;
+}
+
+int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
+		      char *msg, size_t cap, const char **param)
+{
+	json_t *v;
 	long long iv;
 	int rc = -1;
 
@@ -1030,23 +1070,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 	r->chat = chat;
 	r->think = -1;
 	*param = NULL;
-	o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-	if (!o && strstr(je.text, "too big integer"))
-		/* valid JSON, but a number this API reads as a 64-bit integer
-		 * (seed, max_tokens, n, ...) past its range */
-		return bad(msg, cap, param, NULL,
-			   "the body has an integer outside the 64-bit range "
-			   "(line %d, column %d): the integer fields (seed, "
-			   "max_tokens, n, ...) are 64-bit", je.line,
-			   je.column);
-	if (!o)
-		return bad(msg, cap, param, NULL,
-			   "the body is not valid JSON: %s (line %d, column "
-			   "%d)", je.text, je.line, je.column);
-	if (!json_is_object(o)) {
-		bad(msg, cap, param, NULL, "the body must be a JSON object");
-		goto out;
-	}
 	if (field_check(chat, o, msg, cap, param))
 		goto out;
 	if (chat ? parse_messages(json_object_get(o, "messages"), r, msg, cap,
@@ -1282,7 +1305,6 @@ int openai_parse(int chat, const char *body, size_t len, int max_n,
 	}
 	rc = 0;
 out:
-	json_decref(o);
 	if (rc)
 		openai_req_free(r);
 	return rc;
@@ -1595,21 +1617,29 @@ json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 	return q;
 }
 
+void openai_usage_counts(const openai_result *x, const Quorum__Answer *a,
+			 uint64_t *prompt, uint64_t *completion,
+			 uint64_t *cached)
+{
+	*prompt = a->prefix && a->prefix->has_prompt_tokens
+			  ? a->prefix->prompt_tokens : 0;
+	*completion = 0;
+	for (size_t i = 0; i < x->n; i++)
+		*completion += x->tokens[i];
+	*cached = a->prefix ? a->prefix->prompt_tokens_reused : 0;
+}
+
 static json_t *usage(const openai_result *x, const Quorum__Answer *a)
 {
-	uint64_t p = a->prefix && a->prefix->has_prompt_tokens
-			     ? a->prefix->prompt_tokens : 0,
-		 c = 0;
+	uint64_t p, c, cached;
 
-	for (size_t i = 0; i < x->n; i++)
-		c += x->tokens[i];
+	openai_usage_counts(x, a, &p, &c, &cached);
 	/* OpenAI's place for prompt tokens served from a cache */
 	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
 			 (json_int_t)p, "completion_tokens", (json_int_t)c,
 			 "total_tokens", (json_int_t)(p + c),
 			 "prompt_tokens_details", "cached_tokens",
-			 (json_int_t)(a->prefix ? a->prefix->prompt_tokens_reused
-						: 0));
+			 (json_int_t)cached);
 }
 
 /* A chat choice's message: the text split into reasoning_content (when

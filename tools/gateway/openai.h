@@ -99,6 +99,10 @@ typedef struct openai_turn {
 
 typedef struct openai_req {
 	int chat;                  /* 1: chat.completion, 0: text_completion */
+	int responses;             /* /v1/responses (chat is 1 too:
+				    * responses.h) */
+	json_t *echo;              /* responses: the request's fields its
+				    * response object repeats (owned) */
 	char *question;            /* owned, NUL-terminated */
 	size_t qlen;
 	openai_turn *turns;        /* chat: the turns before the question,
@@ -152,6 +156,13 @@ const char *openai_setting_words(const openai_req *r, const char *msg,
  * here (sc_params_n_limit). */
 int openai_parse(int chat, const char *body, size_t len, int max_n,
 		openai_req *r, char *msg, size_t cap, const char **param);
+/* The body as a JSON object (the caller's), or NULL with msg: not JSON,
+ * an integer past 64 bits, not an object. */
+json_t *openai_load_body(const char *body, size_t len, char *msg, size_t cap,
+			const char **param);
+/* openai_parse of a body already loaded (o, borrowed). */
+int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
+		      char *msg, size_t cap, const char **param);
 /* The samples of a parsed request: the "samples" extension, else n when
  * given, else def (http.samples; 0: the cluster's sampling.n, sp.n left
  * unset). -1 with msg when n exceeds the samples. */
@@ -197,6 +208,12 @@ typedef struct openai_result {
 int openai_result_make(const openai_req *r, const Quorum__Answer *a,
 		      openai_result *out);
 void openai_result_fini(openai_result *x);
+
+/* usage's counts: the prompt's tokens, every sample's tokens, the
+ * prompt's tokens served from the prefix cache. */
+void openai_usage_counts(const openai_result *x, const Quorum__Answer *a,
+			 uint64_t *prompt, uint64_t *completion,
+			 uint64_t *cached);
 
 /* The "quorum" object of a finished request. */
 json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a);

@@ -148,7 +148,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		if (ep == HTTP_EP_OTHER)
 			return http_send_err(mc, cn, 404, "unknown URL (see "
 					     "/v1/chat/completions, "
-					     "/v1/completions, /v1/models, "
+					     "/v1/completions, /v1/responses, "
+					     "/v1/models, "
 					     "/health, /metrics, /)",
 					     NULL, "unknown_url");
 		if (ep == HTTP_EP_MODELS && strcmp(url, "/v1/models") &&
@@ -202,6 +203,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 	switch (cn->ep) {
 	case HTTP_EP_CHAT:
 	case HTTP_EP_COMPL:
+	case HTTP_EP_RESP:
 		return completions_serve(mc, cn);
 	case HTTP_EP_MODELS:
 		return cluster_models(mc, cn);
@@ -235,14 +237,13 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls,
 		metrics_count_code(cn->ep, cn->code);
 	/* the log: every completion and every error, by request id (the
 	 * client's x-request-id); probes that succeed are not logged */
-	if (cn->code >= 400 || cn->ep == HTTP_EP_CHAT ||
-	    cn->ep == HTTP_EP_COMPL)
+	if (cn->code >= 400 || HTTP_EP_ASKS(cn->ep))
 		fprintf(stderr, "quorum serve: %s %s %d %lld ms%s\n", cn->rid,
 			http_ep_name[cn->ep], cn->code,
 			(long long)(wire_now_ms() - cn->t0),
 			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
 				? "" : " (ended early)");
-	if (cn->ep == HTTP_EP_CHAT || cn->ep == HTTP_EP_COMPL)
+	if (HTTP_EP_ASKS(cn->ep))
 		metrics_observe(cn->t0);
 	metrics_record_push(cn);
 	if (cn->counted)
@@ -282,6 +283,8 @@ static void help(void)
 	       "it joins a running one.\n\n"
 	       "  POST /v1/chat/completions, /v1/completions  (stream: true\n"
 	       "       gives Server-Sent Events)\n"
+	       "  POST /v1/responses  OpenAI's Responses API: the voted chain\n"
+	       "       as its one output (stream: true, its events)\n"
 	       "  GET  /v1/models     the model and its fingerprint\n"
 	       "  GET  /v1/models/ID  the model by its id or an alias\n"
 	       "  GET  /health        200 when a worker is registered, else 503\n"

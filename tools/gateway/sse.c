@@ -15,6 +15,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "pending.h"
+#include "responses.h"
 #include "net/wire.h"
 #include "sc/reasoning.h"
 
@@ -45,6 +46,7 @@ struct sse_stream {
 	gwconn *cn;
 	pending p;               /* parked while no reply is there */
 	int parked;              /* resumed: p.why tells why */
+	uint64_t seq;            /* responses: the next event's number */
 };
 
 static void sse_put(sse_stream *st, const char *s, size_t n)
@@ -70,6 +72,25 @@ static void sse_json(sse_stream *st, json_t *o)
 	sse_put(st, s, strlen(s));
 	sse_put(st, "\n\n", 2);
 	free(s);
+}
+
+/* A Responses API event e (taken): its type as the SSE event's name,
+ * numbered in order. */
+static void sse_event(void *ctx, json_t *e)
+{
+	sse_stream *st = ctx;
+	const char *type = json_string_value(json_object_get(e, "type"));
+	char head[96];
+
+	if (!type) {
+		json_decref(e);
+		return;
+	}
+	snprintf(head, sizeof(head), "event: %s\n", type);
+	json_object_set_new(e, "sequence_number",
+			    json_integer((json_int_t)st->seq++));
+	sse_put(st, head, strlen(head));
+	sse_json(st, e);
 }
 
 static void sse_done(sse_stream *st)
@@ -221,6 +242,65 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 			 ? "length" : "stop");
 }
 
+/* A failure after the response began (r: the final reply, not OK;
+ * NULL: none in time): an error event, counted as the failure it is. */
+static void sse_failed(sse_stream *st, const Quorum__ClientReply *r)
+{
+	gwconn *cn = st->cn;
+	const char *ecode = "TIMEOUT";
+	int code = r ? http_status_code(r->status, &ecode) : 504;
+	const char *type = code >= 500 ? "server_error"
+			   : code == 429 ? "rate_limit_error"
+					 : "invalid_request_error";
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%s", !r
+		 ? "no reply from the coordinator in time"
+		 : r->error ? r->error : client_status_name(r->status));
+	if (st->req.responses) {
+		/* the Responses API's error event; no [DONE] follows */
+		sse_event(st, json_pack("{s:s, s:s, s:o, s:n}", "type",
+					"error", "code", ecode, "message",
+					client_text(msg, strlen(msg)),
+					"param"));
+		st->done = 1;
+	} else {
+		sse_json(st, openai_error(msg, type, NULL, ecode));
+		sse_done(st);
+	}
+	if (cn && cn->rec)
+		json_object_set_new(cn->rec, "status", json_string(ecode));
+	if (cn)
+		cn->code = code; /* counted as the failure it is */
+}
+
+/* The final reply of a /v1/responses stream: the voted chain's events
+ * (responses.h), then the response whole; no [DONE]. */
+static void sse_final_responses(sse_stream *st, Quorum__ClientReply *r)
+{
+	gwconn *cn = st->cn;
+	openai_result x;
+	json_t *o;
+
+	if (openai_result_make(&st->req, r->answer, &x)) {
+		sse_event(st, json_pack("{s:s, s:s, s:s, s:n}", "type",
+					"error", "code", "server_error",
+					"message", "out of memory", "param"));
+		st->done = 1;
+		return;
+	}
+	metrics_count_answer(r->answer);
+	if (cn && cn->rec)
+		metrics_record_answer(cn->rec, &x);
+	o = responses_object(&st->req, &x, r->answer, st->id, st->created,
+			     gw.model_id);
+	if (o)
+		responses_events(o, sse_event, st);
+	json_decref(o);
+	openai_result_fini(&x);
+	st->done = 1;
+}
+
 static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 {
 	gwconn *cn = st->cn;
@@ -228,22 +308,11 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 
 	if (!r || r->status != QUORUM__STATUS__STATUS_OK ||
 	    r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER) {
-		const char *ecode = "TIMEOUT";
-		int code = r ? http_status_code(r->status, &ecode) : 504;
-		char msg[512];
-
-		snprintf(msg, sizeof(msg), "%s", !r
-			 ? "no reply from the coordinator in time"
-			 : r->error ? r->error : client_status_name(r->status));
-		sse_json(st, openai_error(msg, code >= 500 ? "server_error"
-					 : code == 429 ? "rate_limit_error"
-					 : "invalid_request_error", NULL, ecode));
-		if (cn && cn->rec)
-			json_object_set_new(cn->rec, "status",
-					    json_string(ecode));
-		if (cn)
-			cn->code = code; /* counted as the failure it is */
-		sse_done(st);
+		sse_failed(st, r);
+		return;
+	}
+	if (st->req.responses) {
+		sse_final_responses(st, r);
 		return;
 	}
 	/* choices the coordinator did not stream: whole, in index order */
@@ -432,6 +501,17 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 		sse_free(st);
 		return http_send_err(mc, cn, 500, "out of memory", NULL,
 				     NULL);
+	}
+	if (st->req.responses) {
+		/* begun: the response in progress, its output to come */
+		json_t *o = responses_object(&st->req, NULL, NULL, st->id,
+					     st->created, gw.model_id);
+
+		sse_event(st, json_pack("{s:s, s:O}", "type",
+					"response.created", "response", o));
+		sse_event(st, json_pack("{s:s, s:O}", "type",
+					"response.in_progress", "response", o));
+		json_decref(o);
 	}
 	cn->st = st;
 	cn->code = 200;
