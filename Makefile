@@ -150,9 +150,9 @@ $(B)/tests/test_quant $(B)/tests/test_fwd: $(KERN_EMU_OBJ)
 
 # test_client also checks the CLI's UTF-8 helpers, eval-set's statistics
 # (tools/evstats.c) and the gateway's OpenAI shapes
-# (tools/gateway/openai.c) in-process
+# (tools/gateway/openai.c, responses.c) in-process
 $(B)/tests/test_client: $(B)/tools/client.o $(B)/tools/gateway/openai.o \
-	$(B)/tools/evstats.o
+	$(B)/tools/gateway/responses.o $(B)/tools/evstats.o
 
 # the scheduler in-process: the coordinator's objects but its main, and
 # the fake workers of tests/fakeworker.c (test_sched and sched_sim)

@@ -29,6 +29,7 @@
 #include "tools/client.h"
 #include "tools/evstats.h"
 #include "tools/gateway/openai.h"
+#include "tools/gateway/responses.h"
 
 /* ---- running the CLI --------------------------------------------------- */
 
@@ -1765,6 +1766,112 @@ static void test_gateway_reasoning(void **state)
 	openai_req_free(&r);
 }
 
+/* A Responses API reply in-process (responses.c): body parsed, one
+ * sample of text ending with finish. */
+static json_t *resp_reply(const char *body, const char *text,
+			  const char *finish)
+{
+	Quorum__Answer a = QUORUM__ANSWER__INIT;
+	Quorum__Sample smp = QUORUM__SAMPLE__INIT, *sp = &smp;
+	openai_req r;
+	openai_result x;
+	char msg[256];
+	const char *param;
+	json_t *o;
+
+	if (responses_parse(body, strlen(body), 64, &r, msg, sizeof(msg),
+			    &param))
+		fail_msg("%s: %s", body, msg);
+	smp.text.data = (uint8_t *)text;
+	smp.text.len = strlen(text);
+	smp.finish = (char *)finish;
+	a.n_samples = 1;
+	a.samples = &sp;
+	assert_int_equal(openai_result_make(&r, &a, &x), 0);
+	o = responses_object(&r, &x, &a, "resp_00000000000000ab", 1, "m");
+	assert_non_null(o);
+	openai_result_fini(&x);
+	openai_req_free(&r);
+	return o;
+}
+
+static void collect_event(void *ctx, json_t *e)
+{
+	json_array_append_new(ctx, e);
+}
+
+/* The Responses API's output: a reasoning item (its text the chain's
+ * reasoning, harmony's analysis channel or a <think> block) before the
+ * message (the answer), none with reasoning_format "none" or without
+ * reasoning; "incomplete" at max_output_tokens; the events of each item
+ * in order, the last the response whole. */
+static void test_gateway_responses(void **state)
+{
+	static const char harmony[] =
+		"<|channel|>analysis<|message|>17+25 is 42<|end|><|start|>"
+		"assistant<|channel|>final<|message|>\\boxed{42}<|return|>";
+	static const char *const events[] = {
+		"response.output_item.added", "response.reasoning_text.delta",
+		"response.reasoning_text.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done",
+		"response.content_part.done", "response.output_item.done",
+		"response.incomplete",
+	};
+	json_t *o, *out, *ev;
+
+	(void)state;
+	o = resp_reply("{\"input\":\"q\"}", harmony, "stop");
+	out = json_object_get(o, "output");
+	assert_int_equal(json_array_size(out), 2);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(out, 0), "type")), "reasoning");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(out, 0), "id")), "rs_00000000000000ab");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(json_array_get(out, 0), "content"), 0),
+		"text")), "17+25 is 42");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(json_array_get(out, 1), "content"), 0),
+		"text")), "\\boxed{42}");
+	assert_string_equal(json_string_value(json_object_get(o, "status")),
+			    "completed");
+	assert_true(json_is_null(json_object_get(o, "incomplete_details")));
+	json_decref(o);
+	o = resp_reply("{\"input\":\"q\",\"reasoning_format\":\"none\"}",
+		       harmony, "stop");
+	out = json_object_get(o, "output");
+	assert_int_equal(json_array_size(out), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(json_array_get(out, 0), "content"), 0),
+		"text")), harmony);
+	json_decref(o);
+	o = resp_reply("{\"input\":\"q\",\"max_output_tokens\":5}",
+		       "<think>\nadd\n</think>\n\n4", "length");
+	assert_string_equal(json_string_value(json_object_get(o, "status")),
+			    "incomplete");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		o, "incomplete_details"), "reason")), "max_output_tokens");
+	assert_int_equal(json_integer_value(json_object_get(
+		o, "max_output_tokens")), 5);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(o, "output"), 1), "status")), "incomplete");
+	ev = json_array();
+	responses_events(o, collect_event, ev);
+	assert_int_equal(json_array_size(ev), sizeof(events) / sizeof(*events));
+	for (size_t i = 0; i < json_array_size(ev); i++)
+		assert_string_equal(json_string_value(json_object_get(
+			json_array_get(ev, i), "type")), events[i]);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 1), "delta")), "\nadd\n");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 6), "delta")), "4");
+	assert_true(json_equal(json_object_get(json_array_get(ev, 10),
+					       "response"), o));
+	json_decref(ev);
+	json_decref(o);
+}
+
 /* The request's objects read only the keys the API reads: a typo inside
  * "quorum", "stream_options" or "chat_template_kwargs" is a 400 naming
  * it, as an unknown top-level field is; a setting given at the top
@@ -1926,6 +2033,7 @@ int main(void)
 		cmocka_unit_test(test_text_index),
 		cmocka_unit_test(test_dumps_reals),
 		cmocka_unit_test(test_evstats),
+		cmocka_unit_test(test_gateway_responses),
 		cmocka_unit_test(test_gateway_setting_words),
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
