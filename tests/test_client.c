@@ -1679,29 +1679,40 @@ static void test_text_index(void **state)
  * (harmony's analysis and final channels; a <think> block), unless
  * reasoning_format is "none"; a bad reasoning_format names the field.
  * In-process: openai.c's parse, result and response, and a chunk. */
-static json_t *chat_reply(const char *body, const char *text)
+/* The reply of parsed request r (freed) to one sample of text ending
+ * with finish: chat's (openai_response), or the Responses API's. */
+static json_t *one_sample_reply(openai_req *r, const char *text,
+				const char *finish)
 {
 	Quorum__Answer a = QUORUM__ANSWER__INIT;
 	Quorum__Sample smp = QUORUM__SAMPLE__INIT, *sp = &smp;
-	openai_req r;
 	openai_result x;
+	json_t *o;
+
+	smp.text.data = (uint8_t *)text;
+	smp.text.len = strlen(text);
+	smp.finish = (char *)finish;
+	a.n_samples = 1;
+	a.samples = &sp;
+	assert_int_equal(openai_result_make(r, &a, &x), 0);
+	o = r->responses ? responses_object(r, &x, &a, "resp_00000000000000ab",
+					    1, "m")
+			 : openai_response(r, &x, &a, "chatcmpl-t", 1, "m");
+	assert_non_null(o);
+	openai_result_fini(&x);
+	openai_req_free(r);
+	return o;
+}
+
+static json_t *chat_reply(const char *body, const char *text)
+{
+	openai_req r;
 	char msg[256];
 	const char *param;
-	json_t *o;
 
 	assert_int_equal(openai_parse(1, body, strlen(body), 64, &r, msg,
 				      sizeof(msg), &param), 0);
-	smp.text.data = (uint8_t *)text;
-	smp.text.len = strlen(text);
-	smp.finish = "stop";
-	a.n_samples = 1;
-	a.samples = &sp;
-	assert_int_equal(openai_result_make(&r, &a, &x), 0);
-	o = openai_response(&r, &x, &a, "chatcmpl-t", 1, "m");
-	assert_non_null(o);
-	openai_result_fini(&x);
-	openai_req_free(&r);
-	return o;
+	return one_sample_reply(&r, text, "stop");
 }
 
 /* o's first message: content, and reasoning_content (NULL: absent). */
@@ -1771,28 +1782,14 @@ static void test_gateway_reasoning(void **state)
 static json_t *resp_reply(const char *body, const char *text,
 			  const char *finish)
 {
-	Quorum__Answer a = QUORUM__ANSWER__INIT;
-	Quorum__Sample smp = QUORUM__SAMPLE__INIT, *sp = &smp;
 	openai_req r;
-	openai_result x;
 	char msg[256];
 	const char *param;
-	json_t *o;
 
 	if (responses_parse(body, strlen(body), 64, &r, msg, sizeof(msg),
 			    &param))
 		fail_msg("%s: %s", body, msg);
-	smp.text.data = (uint8_t *)text;
-	smp.text.len = strlen(text);
-	smp.finish = (char *)finish;
-	a.n_samples = 1;
-	a.samples = &sp;
-	assert_int_equal(openai_result_make(&r, &a, &x), 0);
-	o = responses_object(&r, &x, &a, "resp_00000000000000ab", 1, "m");
-	assert_non_null(o);
-	openai_result_fini(&x);
-	openai_req_free(&r);
-	return o;
+	return one_sample_reply(&r, text, finish);
 }
 
 static void collect_event(void *ctx, json_t *e)

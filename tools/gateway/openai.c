@@ -20,11 +20,8 @@
 #include "text/constrain.h"
 #include "text/prompt.h"
 
-static int bad(char *msg, size_t cap, const char **param, const char *p,
-	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int bad(char *msg, size_t cap, const char **param, const char *p,
-	       const char *fmt, ...)
+int openai_fail(char *msg, size_t cap, const char **param, const char *p,
+		const char *fmt, ...)
 {
 	va_list ap;
 
@@ -34,6 +31,9 @@ static int bad(char *msg, size_t cap, const char **param, const char *p,
 	*param = p;
 	return -1;
 }
+
+/* the short name this file's many refusals use */
+#define bad openai_fail
 
 void openai_req_free(openai_req *r)
 {

@@ -150,6 +150,10 @@ static inline int openai_given_n(const openai_req *r)
 const char *openai_setting_words(const openai_req *r, const char *msg,
 				 char *out, size_t cap);
 
+/* A refusal: msg formatted, *param = p (the field, or NULL); -1. */
+int openai_fail(char *msg, size_t cap, const char **param, const char *p,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the
  * cluster's limits.max_n): requests asking for more samples are refused

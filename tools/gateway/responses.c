@@ -18,20 +18,8 @@ static int present(json_t *v)
 	return v && !json_is_null(v);
 }
 
-static int fail(char *msg, size_t cap, const char **param, const char *p,
-		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int fail(char *msg, size_t cap, const char **param, const char *p,
-		const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, cap, fmt, ap);
-	va_end(ap);
-	*param = p;
-	return -1;
-}
+/* a refusal, as openai.c words its own (openai.h) */
+#define fail openai_fail
 
 /* The place named in an error (param), kept past the body: thread-local,
  * as openai.c keeps its own. */
