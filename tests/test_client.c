@@ -1854,7 +1854,7 @@ static void test_gateway_responses(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_array_get(
 		json_object_get(o, "output"), 1), "status")), "incomplete");
 	ev = json_array();
-	responses_events(o, collect_event, ev);
+	responses_events(o, "resp_00000000000000ab", collect_event, ev);
 	assert_int_equal(json_array_size(ev), sizeof(events) / sizeof(*events));
 	for (size_t i = 0; i < json_array_size(ev); i++)
 		assert_string_equal(json_string_value(json_object_get(

@@ -1063,6 +1063,87 @@ static void resp_vs_chat(const char *body, const char *cbody, char **text,
 	hresp_free(&c);
 }
 
+/* A /v1/responses stream (body): its events named and numbered from 0,
+ * in the order of an output message (live: its text in one or more
+ * deltas as it decodes; else one), their deltas joined the text, the
+ * last the response whole with the text part of items (a non-streamed
+ * response's output; the ids are each response's own). */
+static void resp_stream_check(const char *body, const char *text,
+			      json_t *items, int live)
+{
+	static const char *const want[] = {
+		"response.created", "response.in_progress",
+		"response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done",
+		"response.content_part.done", "response.output_item.done",
+	};
+	hresp r = post("/v1/responses", body);
+	char *line, *save = NULL, *joined = strdup("");
+	const char *ev = NULL;
+	json_t *last = NULL, *out, *resp;
+	size_t seq = 0, w = 0, deltas = 0;
+
+	assert_int_equal(r.code, 200);
+	for (line = strtok_r(r.body, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *e;
+
+		if (line[0] == ':')
+			continue; /* keep-alive */
+		if (!strncmp(line, "event: ", 7)) {
+			ev = line + 7;
+			continue;
+		}
+		assert_true(!strncmp(line, "data: ", 6));
+		assert_non_null(ev);
+		e = json_loads(line + 6, 0, NULL);
+		assert_non_null(e);
+		assert_string_equal(json_string_value(json_object_get(
+			e, "type")), ev);
+		assert_int_equal(json_integer_value(json_object_get(
+			e, "sequence_number")), seq);
+		seq++;
+		if (!strcmp(ev, "response.output_text.delta")) {
+			const char *d = json_string_value(json_object_get(
+				e, "delta"));
+
+			joined = realloc(joined, strlen(joined) + strlen(d) + 1);
+			strcat(joined, d);
+			if (deltas++)
+				w--; /* more deltas: the same step */
+		}
+		if (w < sizeof(want) / sizeof(*want))
+			assert_string_equal(ev, want[w]);
+		w++;
+		ev = NULL;
+		json_decref(last);
+		last = e;
+	}
+	assert_string_equal(joined, text);
+	assert_int_equal(w, sizeof(want) / sizeof(*want) + 1);
+	/* the voted text comes in one delta; live, the sample's as it
+	 * decodes (its parts: at least one) */
+	if (!live)
+		assert_int_equal(deltas, 1);
+	assert_true(deltas >= 1);
+	assert_non_null(last);
+	assert_true(!strcmp(json_string_value(json_object_get(last, "type")),
+			    "response.completed") ||
+		    !strcmp(json_string_value(json_object_get(last, "type")),
+			    "response.incomplete"));
+	resp = json_object_get(last, "response");
+	out = json_object_get(resp, "output");
+	assert_int_equal(json_array_size(out), json_array_size(items));
+	assert_json_eq(json_array_get(json_object_get(json_array_get(out,
+		json_array_size(out) - 1), "content"), 0),
+		json_array_get(json_object_get(json_array_get(items,
+		json_array_size(items) - 1), "content"), 0),
+		"the streamed response's text part");
+	json_decref(last);
+	free(joined);
+	hresp_free(&r);
+}
+
 /* /v1/responses (responses.c): the chat path's answer in the Responses
  * API's shape. Instructions are the system message; a response's output
  * appended to the next input (message and reasoning items, ids and all)
@@ -1071,18 +1152,8 @@ static void resp_vs_chat(const char *body, const char *cbody, char **text,
  * event the response whole. */
 static void test_responses(void **state)
 {
-	static const char *const want[] = {
-		"response.created", "response.in_progress",
-		"response.output_item.added", "response.content_part.added",
-		"response.output_text.delta", "response.output_text.done",
-		"response.content_part.done", "response.output_item.done",
-	};
-	char body[1024], cbody[1024], *text, *t2, *line, *save = NULL;
-	const char *ev = NULL;
-	json_t *items, *items2, *o, *in, *last = NULL;
-	size_t seq = 0;
-	hresp r;
-	int got_delta = 0;
+	char body[1024], cbody[1024], *text, *t2;
+	json_t *items, *items2, *o, *in;
 
 	(void)state;
 	snprintf(body, sizeof(body), "{\"input\":\"%s\",\"instructions\":"
@@ -1128,63 +1199,22 @@ static void test_responses(void **state)
 		free(t2);
 	}
 	json_decref(o);
-	/* streamed: the events */
+	/* streamed, the vote first: the events */
 	snprintf(body + strlen(body) - 1, sizeof(body) - strlen(body) + 1,
 		 ",\"stream\":true}");
-	r = post("/v1/responses", body);
-	assert_int_equal(r.code, 200);
-	for (line = strtok_r(r.body, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		json_t *e;
-
-		if (line[0] == ':')
-			continue; /* keep-alive */
-		if (!strncmp(line, "event: ", 7)) {
-			ev = line + 7;
-			continue;
-		}
-		assert_true(!strncmp(line, "data: ", 6));
-		assert_non_null(ev);
-		e = json_loads(line + 6, 0, NULL);
-		assert_non_null(e);
-		assert_string_equal(json_string_value(json_object_get(
-			e, "type")), ev);
-		assert_int_equal(json_integer_value(json_object_get(
-			e, "sequence_number")), seq);
-		if (seq < sizeof(want) / sizeof(*want))
-			assert_string_equal(ev, want[seq]);
-		if (!strcmp(ev, "response.output_text.delta")) {
-			assert_string_equal(json_string_value(json_object_get(
-				e, "delta")), text);
-			got_delta = 1;
-		}
-		seq++;
-		ev = NULL;
-		json_decref(last);
-		last = e;
-	}
-	assert_true(got_delta);
-	assert_int_equal(seq, sizeof(want) / sizeof(*want) + 1);
-	assert_non_null(last);
-	{
-		const char *t = json_string_value(json_object_get(last, "type"));
-		json_t *resp = json_object_get(last, "response");
-
-		assert_true(!strcmp(t, "response.completed") ||
-			    !strcmp(t, "response.incomplete"));
-		json_t *out = json_object_get(resp, "output");
-
-		/* its ids are its own (another request); the text part the
-		 * same */
-		assert_int_equal(json_array_size(out), json_array_size(items));
-		assert_json_eq(json_array_get(json_object_get(json_array_get(
-			out, json_array_size(out) - 1), "content"), 0),
-			json_array_get(json_object_get(json_array_get(items,
-			json_array_size(items) - 1), "content"), 0),
-			"the streamed response's text part");
-	}
-	json_decref(last);
-	hresp_free(&r);
+	resp_stream_check(body, text, items, 0);
+	json_decref(items);
+	free(text);
+	/* one sample: its text live, in deltas as it decodes */
+	snprintf(body, sizeof(body), "{\"input\":\"%s\",\"samples\":1,"
+		 "\"seed\":9,\"max_output_tokens\":40}", Q1);
+	snprintf(cbody, sizeof(cbody), "{\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"%s\"}],\"samples\":1,\"seed\":9,"
+		 "\"max_tokens\":40}", Q1);
+	resp_vs_chat(body, cbody, &text, &items);
+	snprintf(body + strlen(body) - 1, sizeof(body) - strlen(body) + 1,
+		 ",\"stream\":true}");
+	resp_stream_check(body, text, items, 1);
 	json_decref(items);
 	free(text);
 }

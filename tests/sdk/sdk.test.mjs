@@ -389,6 +389,16 @@ async function responses() {
 	assert.equal(deltas, r.output_text);
 	assert.ok(done);
 	assert.deepEqual(done.quorum.votes, r.quorum.votes);
+	// one sample: live, its deltas as it decodes, the same text
+	const one = await client.responses.create({ ...base, input: Q,
+						    samples: 1 });
+	const live = await client.responses.create({ ...base, input: Q,
+						     samples: 1, stream: true });
+	let text = "";
+	for await (const e of live)
+		if (e.type === "response.output_text.delta")
+			text += e.delta;
+	assert.equal(text, one.output_text);
 	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
 			  "max_output_tokens", () => client.responses.create({
 				  ...base, input: Q, max_output_tokens: 0 }));

@@ -266,8 +266,8 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	}
 	/* a stream of every sample as it comes when every sample is a
 	 * choice or the request asks; else the choices once voted (a
-	 * response's one output is the voted chain: never live) */
-	r.live = r.stream && !r.responses &&
+	 * response's one output: live when it is the one sample) */
+	r.live = r.stream &&
 		 (r.stream_samples ||
 		  r.choices >= (uint32_t)(openai_given_n(&r)
 					  ? r.p.n : gw.c->sampling.p.n));

@@ -648,13 +648,21 @@ static void item_id(const char *id, const char *prefix, char *out,
 	snprintf(out, cap, "%s_%s", prefix, h ? h + 1 : id);
 }
 
+/* A reasoning item whole: its text (len bytes) as its one content. */
+static json_t *reasoning_item(const char *iid, const char *text, size_t len)
+{
+	return json_pack("{s:s, s:s, s:[], s:[{s:s, s:o}]}", "id", iid,
+			 "type", "reasoning", "summary", "content", "type",
+			 "reasoning_text", "text", client_text(text, len));
+}
+
 json_t *responses_object(const openai_req *r, const openai_result *x,
 			 const Quorum__Answer *a, const char *id,
 			 long created, const char *model)
 {
 	json_t *o = json_object(), *out = json_array(), *k;
 	const char *status = "in_progress", *key;
-	char iid[48];
+	char iid[64];
 
 	json_object_set_new(o, "id", json_string(id));
 	json_object_set_new(o, "object", json_string("response"));
@@ -680,12 +688,8 @@ json_t *responses_object(const openai_req *r, const openai_result *x,
 			n = ro.cn;
 			if (ro.rn) {
 				item_id(id, "rs", iid, sizeof(iid));
-				json_array_append_new(out, json_pack(
-					"{s:s, s:s, s:[], s:[{s:s, s:o}]}",
-					"id", iid, "type", "reasoning",
-					"summary", "content", "type",
-					"reasoning_text", "text",
-					client_text(ro.r, ro.rn)));
+				json_array_append_new(out, reasoning_item(
+					iid, ro.r, ro.rn));
 			}
 		}
 		status = !strcmp(x->finish[i], "length") ? "incomplete"
@@ -742,65 +746,163 @@ static json_t *ev(const char *type, size_t k, const char *item, int part)
 	return e;
 }
 
-void responses_events(json_t *o, responses_emit emit, void *ctx)
+void responses_live_init(responses_live *l, const char *id,
+			 responses_emit emit, void *ctx)
 {
-	json_t *item, *e;
-	size_t k;
+	memset(l, 0, sizeof(*l));
+	snprintf(l->id, sizeof(l->id), "%s", id);
+	l->emit = emit;
+	l->ctx = ctx;
+}
 
-	json_array_foreach(json_object_get(o, "output"), k, item) {
-		const char *iid = json_string_value(json_object_get(item, "id"));
-		json_t *c0 = json_array_get(json_object_get(item, "content"), 0);
-		json_t *text = json_object_get(c0, "text");
+void responses_live_fini(responses_live *l)
+{
+	free(l->rtext);
+	l->rtext = NULL;
+}
 
-		if (!strcmp(json_string_value(json_object_get(item, "type")),
-			    "reasoning")) {
-			e = ev("response.output_item.added", k, NULL, 0);
-			json_object_set_new(e, "item", json_pack(
-				"{s:s, s:s, s:[], s:[]}", "id", iid, "type",
-				"reasoning", "summary", "content"));
-			emit(ctx, e);
-			e = ev("response.reasoning_text.delta", k, iid, 1);
-			json_object_set(e, "delta", text);
-			emit(ctx, e);
-			e = ev("response.reasoning_text.done", k, iid, 1);
-			json_object_set(e, "text", text);
-			emit(ctx, e);
-		} else {
-			json_t *lp = json_object_get(c0, "logprobs");
+/* Opens the next item: reasoning, or the message (and its text part). */
+static void live_open(responses_live *l, int message)
+{
+	char iid[64];
+	json_t *e;
 
-			e = ev("response.output_item.added", k, NULL, 0);
-			json_object_set_new(e, "item", json_pack(
-				"{s:s, s:s, s:s, s:s, s:[]}", "id", iid,
-				"type", "message", "status", "in_progress",
-				"role", "assistant", "content"));
-			emit(ctx, e);
-			e = ev("response.content_part.added", k, iid, 1);
-			json_object_set_new(e, "part", json_pack(
-				"{s:s, s:s, s:[]}", "type", "output_text",
-				"text", "", "annotations"));
-			emit(ctx, e);
-			e = ev("response.output_text.delta", k, iid, 1);
-			json_object_set(e, "delta", text);
-			json_object_set_new(e, "logprobs", lp ? json_incref(lp)
-							      : json_array());
-			emit(ctx, e);
-			e = ev("response.output_text.done", k, iid, 1);
-			json_object_set(e, "text", text);
-			json_object_set_new(e, "logprobs", lp ? json_incref(lp)
-							      : json_array());
-			emit(ctx, e);
-			e = ev("response.content_part.done", k, iid, 1);
-			json_object_set(e, "part", c0);
-			emit(ctx, e);
+	l->k = l->opened++;
+	l->open = message ? 2 : 1;
+	item_id(l->id, message ? "msg" : "rs", iid, sizeof(iid));
+	e = ev("response.output_item.added", l->k, NULL, 0);
+	json_object_set_new(e, "item", message
+		? json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", iid, "type",
+			    "message", "status", "in_progress", "role",
+			    "assistant", "content")
+		: json_pack("{s:s, s:s, s:[], s:[]}", "id", iid, "type",
+			    "reasoning", "summary", "content"));
+	l->emit(l->ctx, e);
+	if (!message)
+		return;
+	e = ev("response.content_part.added", l->k, iid, 1);
+	json_object_set_new(e, "part", json_pack("{s:s, s:s, s:[]}", "type",
+						 "output_text", "text", "",
+						 "annotations"));
+	l->emit(l->ctx, e);
+}
+
+/* Closes the open item: its text's done event, its part's, its own, the
+ * item whole (item; NULL: the reasoning as streamed). */
+static void live_close(responses_live *l, json_t *item)
+{
+	char iid[64];
+	json_t *e, *own = NULL, *c0;
+
+	item_id(l->id, l->open == 2 ? "msg" : "rs", iid, sizeof(iid));
+	if (!item)
+		item = own = reasoning_item(iid, l->rtext ? l->rtext : "",
+					    l->rlen);
+	c0 = json_array_get(json_object_get(item, "content"), 0);
+	if (l->open == 1) {
+		e = ev("response.reasoning_text.done", l->k, iid, 1);
+		json_object_set(e, "text", json_object_get(c0, "text"));
+		l->emit(l->ctx, e);
+	} else {
+		json_t *lp = json_object_get(c0, "logprobs");
+
+		e = ev("response.output_text.done", l->k, iid, 1);
+		json_object_set(e, "text", json_object_get(c0, "text"));
+		json_object_set_new(e, "logprobs", lp ? json_incref(lp)
+						      : json_array());
+		l->emit(l->ctx, e);
+		e = ev("response.content_part.done", l->k, iid, 1);
+		json_object_set(e, "part", c0);
+		l->emit(l->ctx, e);
+	}
+	e = ev("response.output_item.done", l->k, NULL, 0);
+	json_object_set(e, "item", item);
+	l->emit(l->ctx, e);
+	json_decref(own);
+	l->open = 0;
+}
+
+void responses_live_text(responses_live *l, const char *r, size_t rn,
+			 const char *c, size_t cn, json_t *lp)
+{
+	char iid[64];
+	json_t *e;
+
+	if (rn) {
+		char *b = realloc(l->rtext, l->rlen + rn + 1);
+
+		if (l->open != 1)
+			live_open(l, 0);
+		if (b) {
+			memcpy(b + l->rlen, r, rn);
+			l->rlen += rn;
+			b[l->rlen] = '\0';
+			l->rtext = b;
 		}
-		e = ev("response.output_item.done", k, NULL, 0);
-		json_object_set(e, "item", item);
-		emit(ctx, e);
+		item_id(l->id, "rs", iid, sizeof(iid));
+		e = ev("response.reasoning_text.delta", l->k, iid, 1);
+		json_object_set_new(e, "delta", client_text(r, rn));
+		l->emit(l->ctx, e);
+	}
+	if (cn) {
+		if (l->open == 1)
+			live_close(l, NULL);
+		if (l->open != 2)
+			live_open(l, 1);
+		item_id(l->id, "msg", iid, sizeof(iid));
+		e = ev("response.output_text.delta", l->k, iid, 1);
+		json_object_set_new(e, "delta", client_text(c, cn));
+		json_object_set_new(e, "logprobs", lp ? json_incref(lp)
+						      : json_array());
+		l->emit(l->ctx, e);
+	}
+}
+
+void responses_live_end(responses_live *l, json_t *o)
+{
+	json_t *out = json_object_get(o, "output"), *e;
+	size_t n = json_array_size(out);
+
+	/* what is open closes with the object's item whole; an item the
+	 * text never opened (an empty message) opens and closes */
+	for (;;) {
+		if (l->open)
+			live_close(l, l->k < n ? json_array_get(out, l->k)
+					       : NULL);
+		if (l->opened >= n)
+			break;
+		live_open(l, !!strcmp(json_string_value(json_object_get(
+			json_array_get(out, l->opened), "type")), "reasoning"));
 	}
 	e = json_pack("{s:s, s:O}", "type",
 		      !strcmp(json_string_value(json_object_get(o, "status")),
 			      "incomplete") ? "response.incomplete"
 					    : "response.completed",
 		      "response", o);
-	emit(ctx, e);
+	l->emit(l->ctx, e);
+}
+
+void responses_events(json_t *o, const char *id, responses_emit emit,
+		      void *ctx)
+{
+	responses_live l;
+	json_t *item;
+	size_t k;
+
+	/* the whole texts as one delta each, then the ends */
+	responses_live_init(&l, id, emit, ctx);
+	json_array_foreach(json_object_get(o, "output"), k, item) {
+		json_t *c0 = json_array_get(json_object_get(item, "content"), 0);
+		const char *t = json_string_value(json_object_get(c0, "text"));
+		size_t tl = json_string_length(json_object_get(c0, "text"));
+
+		if (!strcmp(json_string_value(json_object_get(item, "type")),
+			    "reasoning"))
+			responses_live_text(&l, t, tl, NULL, 0, NULL);
+		else
+			responses_live_text(&l, NULL, 0, t, tl,
+					    json_object_get(c0, "logprobs"));
+	}
+	responses_live_end(&l, o);
+	responses_live_fini(&l);
 }

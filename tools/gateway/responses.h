@@ -35,10 +35,11 @@
  * whole text in the message); status "incomplete" (reason
  * max_output_tokens) when that chain ran out of tokens; usage counts
  * every sample's tokens, as chat's; the "quorum" object as chat's.
- * Streamed, the events come once the vote is settled (the voted chain
- * cannot be known before): response.created and response.in_progress at
- * once, then each item's added / delta / done events and
- * response.completed (or response.incomplete) with the whole object.
+ * Streamed: response.created and response.in_progress at once, then each
+ * item's added / delta / done events and response.completed (or
+ * response.incomplete) with the whole object; the deltas as the one
+ * chain decodes when the request has one sample, else once the vote is
+ * settled (the voted chain cannot be known before).
  */
 #ifndef QUORUM_GW_RESPONSES_H
 #define QUORUM_GW_RESPONSES_H
@@ -60,10 +61,40 @@ json_t *responses_object(const openai_req *r, const openai_result *x,
 			 const Quorum__Answer *a, const char *id,
 			 long created, const char *model);
 
-/* The events of a finished response object o (borrowed) after
- * response.in_progress: each output item's, then the final one. emit
- * takes each event's data (its "type" set; owned by emit). */
+/* A stream's events: emit takes each one's data (its "type" set; owned
+ * by emit). */
 typedef void (*responses_emit)(void *ctx, json_t *event);
-void responses_events(json_t *o, responses_emit emit, void *ctx);
+
+/* The output of response id as its text comes (one chain's, split into
+ * its reasoning and its answer as sc/reasoning splits it): the reasoning
+ * item opens with its first reasoning bytes, and closes when the
+ * answer's first bytes open the message item; each piece a delta event.
+ * responses_live_end(o), with the finished object o (borrowed), closes
+ * what is open with o's items whole, opens and closes what the text
+ * never opened (an empty answer), and ends with response.completed (or
+ * response.incomplete) and o. */
+typedef struct responses_live {
+	char id[48];
+	int open;        /* 0 none, 1 the reasoning item, 2 the message */
+	size_t k, opened; /* the open item's output_index; items opened */
+	char *rtext;     /* the reasoning so far */
+	size_t rlen;
+	responses_emit emit;
+	void *ctx;
+} responses_live;
+
+void responses_live_init(responses_live *l, const char *id,
+			 responses_emit emit, void *ctx);
+/* A piece of reasoning (r, rn bytes) and of the answer (c, cn; lp its
+ * tokens' log-probabilities, or NULL: an empty list), either empty. */
+void responses_live_text(responses_live *l, const char *r, size_t rn,
+			 const char *c, size_t cn, json_t *lp);
+void responses_live_end(responses_live *l, json_t *o);
+void responses_live_fini(responses_live *l);
+
+/* The events of a finished response o (borrowed), not streamed live:
+ * each item's text as one delta, then as responses_live_end. */
+void responses_events(json_t *o, const char *id, responses_emit emit,
+		      void *ctx);
 
 #endif

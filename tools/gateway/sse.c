@@ -47,6 +47,7 @@ struct sse_stream {
 	pending p;               /* parked while no reply is there */
 	int parked;              /* resumed: p.why tells why */
 	uint64_t seq;            /* responses: the next event's number */
+	responses_live rl;       /* responses: the output's events */
 };
 
 static void sse_put(sse_stream *st, const char *s, size_t n)
@@ -139,6 +140,12 @@ static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 		cn = o->cn;
 		r = o->r;
 		rn = o->rn;
+	}
+	if (st->req.responses) {
+		/* the one chain's text, live (responses.h) */
+		responses_live_text(&st->rl, r, rn, c, cn, NULL);
+		st->started[i] = 1;
+		return;
 	}
 	if (!cn && !rn) {
 		/* nothing new: a chunk only to open a choice that ends */
@@ -294,8 +301,10 @@ static void sse_final_responses(sse_stream *st, Quorum__ClientReply *r)
 		metrics_record_answer(cn->rec, &x);
 	o = responses_object(&st->req, &x, r->answer, st->id, st->created,
 			     gw.model_id);
-	if (o)
-		responses_events(o, sse_event, st);
+	if (o && st->req.live)
+		responses_live_end(&st->rl, o);
+	else if (o)
+		responses_events(o, st->id, sse_event, st);
 	json_decref(o);
 	openai_result_fini(&x);
 	st->done = 1;
@@ -309,10 +318,6 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 	if (!r || r->status != QUORUM__STATUS__STATUS_OK ||
 	    r->body_case != QUORUM__CLIENT_REPLY__BODY_ANSWER) {
 		sse_failed(st, r);
-		return;
-	}
-	if (st->req.responses) {
-		sse_final_responses(st, r);
 		return;
 	}
 	/* choices the coordinator did not stream: whole, in index order */
@@ -342,6 +347,10 @@ static void sse_final(sse_stream *st, Quorum__ClientReply *r)
 			st->fin[k] = "cancelled";
 			st->finished[k] = 1;
 		}
+	if (st->req.responses) {
+		sse_final_responses(st, r);
+		return;
+	}
 	if (!openai_result_make(&st->req, r->answer, &x)) {
 		metrics_count_answer(r->answer);
 		if (cn && cn->rec)
@@ -454,6 +463,7 @@ static void sse_free(void *cls)
 	free(st->started);
 	free(st->split);
 	reasoning_out_free(&st->part);
+	responses_live_fini(&st->rl);
 	free(st->out);
 	openai_req_free(&st->req);
 	free(st);
@@ -512,6 +522,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 		sse_event(st, json_pack("{s:s, s:O}", "type",
 					"response.in_progress", "response", o));
 		json_decref(o);
+		responses_live_init(&st->rl, st->id, sse_event, st);
 	}
 	cn->st = st;
 	cn->code = 200;
