@@ -1869,6 +1869,70 @@ static void test_gateway_responses(void **state)
 	json_decref(o);
 }
 
+/* A live Responses stream in-process (responses_live): the reasoning
+ * item opens with the first reasoning piece and closes, whole, when the
+ * answer's first piece opens the message; the end closes the message
+ * with the finished response's item; an answer that never came (only
+ * reasoning streamed) still gets its message item opened and closed. */
+static void test_gateway_responses_live(void **state)
+{
+	static const char *const events[] = {
+		"response.output_item.added", "response.reasoning_text.delta",
+		"response.reasoning_text.delta", "response.reasoning_text.done",
+		"response.output_item.done", "response.output_item.added",
+		"response.content_part.added", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done",
+		"response.output_item.done", "response.completed",
+	};
+	const char *id = "resp_00000000000000ab";
+	json_t *o, *ev, *out;
+	responses_live l;
+
+	(void)state;
+	o = resp_reply("{\"input\":\"q\"}", "<think>add them</think>42",
+		       "stop");
+	out = json_object_get(o, "output");
+	ev = json_array();
+	responses_live_init(&l, id, collect_event, ev);
+	responses_live_text(&l, "add", 3, NULL, 0, NULL);
+	responses_live_text(&l, " them", 5, "", 0, NULL);
+	responses_live_text(&l, NULL, 0, "42", 2, NULL);
+	responses_live_end(&l, o);
+	responses_live_fini(&l);
+	assert_int_equal(json_array_size(ev), sizeof(events) / sizeof(*events));
+	for (size_t i = 0; i < json_array_size(ev); i++)
+		assert_string_equal(json_string_value(json_object_get(
+			json_array_get(ev, i), "type")), events[i]);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 3), "text")), "add them");
+	assert_true(json_equal(json_object_get(json_array_get(ev, 4), "item"),
+			       json_array_get(out, 0)));
+	assert_int_equal(json_integer_value(json_object_get(
+		json_array_get(ev, 5), "output_index")), 1);
+	assert_true(json_equal(json_object_get(json_array_get(ev, 10), "item"),
+			       json_array_get(out, 1)));
+	json_decref(ev);
+	json_decref(o);
+	/* only reasoning streamed: the empty answer's item at the end */
+	o = resp_reply("{\"input\":\"q\"}", "<think>hm</think>", "length");
+	ev = json_array();
+	responses_live_init(&l, id, collect_event, ev);
+	responses_live_text(&l, "hm", 2, NULL, 0, NULL);
+	responses_live_end(&l, o);
+	responses_live_fini(&l);
+	assert_int_equal(json_array_size(ev), 10);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 4), "type")), "response.output_item.added");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 6), "type")), "response.output_text.done");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 6), "text")), "");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(ev, 9), "type")), "response.incomplete");
+	json_decref(ev);
+	json_decref(o);
+}
+
 /* The request's objects read only the keys the API reads: a typo inside
  * "quorum", "stream_options" or "chat_template_kwargs" is a 400 naming
  * it, as an unknown top-level field is; a setting given at the top
@@ -2031,6 +2095,7 @@ int main(void)
 		cmocka_unit_test(test_dumps_reals),
 		cmocka_unit_test(test_evstats),
 		cmocka_unit_test(test_gateway_responses),
+		cmocka_unit_test(test_gateway_responses_live),
 		cmocka_unit_test(test_gateway_setting_words),
 		cmocka_unit_test(test_gateway_nested_fields),
 		cmocka_unit_test(test_gateway_reasoning),
