@@ -1808,8 +1808,9 @@ static void test_gateway_responses(void **state)
 		"<|channel|>analysis<|message|>17+25 is 42<|end|><|start|>"
 		"assistant<|channel|>final<|message|>\\boxed{42}<|return|>";
 	static const char *const events[] = {
-		"response.output_item.added", "response.reasoning_text.delta",
-		"response.reasoning_text.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added",
+		"response.reasoning_text.delta", "response.reasoning_text.done",
+		"response.content_part.done", "response.output_item.done",
 		"response.output_item.added", "response.content_part.added",
 		"response.output_text.delta", "response.output_text.done",
 		"response.content_part.done", "response.output_item.done",
@@ -1859,11 +1860,13 @@ static void test_gateway_responses(void **state)
 	for (size_t i = 0; i < json_array_size(ev); i++)
 		assert_string_equal(json_string_value(json_object_get(
 			json_array_get(ev, i), "type")), events[i]);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_array_get(ev, 1), "part"), "type")), "reasoning_text");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 1), "delta")), "\nadd\n");
+		json_array_get(ev, 2), "delta")), "\nadd\n");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 6), "delta")), "4");
-	assert_true(json_equal(json_object_get(json_array_get(ev, 10),
+		json_array_get(ev, 8), "delta")), "4");
+	assert_true(json_equal(json_object_get(json_array_get(ev, 12),
 					       "response"), o));
 	json_decref(ev);
 	json_decref(o);
@@ -1877,12 +1880,14 @@ static void test_gateway_responses(void **state)
 static void test_gateway_responses_live(void **state)
 {
 	static const char *const events[] = {
-		"response.output_item.added", "response.reasoning_text.delta",
+		"response.output_item.added", "response.content_part.added",
+		"response.reasoning_text.delta",
 		"response.reasoning_text.delta", "response.reasoning_text.done",
-		"response.output_item.done", "response.output_item.added",
-		"response.content_part.added", "response.output_text.delta",
-		"response.output_text.done", "response.content_part.done",
-		"response.output_item.done", "response.completed",
+		"response.content_part.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done",
+		"response.content_part.done", "response.output_item.done",
+		"response.completed",
 	};
 	const char *id = "resp_00000000000000ab";
 	json_t *o, *ev, *out;
@@ -1904,12 +1909,12 @@ static void test_gateway_responses_live(void **state)
 		assert_string_equal(json_string_value(json_object_get(
 			json_array_get(ev, i), "type")), events[i]);
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 3), "text")), "add them");
-	assert_true(json_equal(json_object_get(json_array_get(ev, 4), "item"),
+		json_array_get(ev, 4), "text")), "add them");
+	assert_true(json_equal(json_object_get(json_array_get(ev, 6), "item"),
 			       json_array_get(out, 0)));
 	assert_int_equal(json_integer_value(json_object_get(
-		json_array_get(ev, 5), "output_index")), 1);
-	assert_true(json_equal(json_object_get(json_array_get(ev, 10), "item"),
+		json_array_get(ev, 7), "output_index")), 1);
+	assert_true(json_equal(json_object_get(json_array_get(ev, 12), "item"),
 			       json_array_get(out, 1)));
 	json_decref(ev);
 	json_decref(o);
@@ -1920,15 +1925,15 @@ static void test_gateway_responses_live(void **state)
 	responses_live_text(&l, "hm", 2, NULL, 0, NULL);
 	responses_live_end(&l, o);
 	responses_live_fini(&l);
-	assert_int_equal(json_array_size(ev), 10);
+	assert_int_equal(json_array_size(ev), 12);
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 4), "type")), "response.output_item.added");
+		json_array_get(ev, 6), "type")), "response.output_item.added");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 6), "type")), "response.output_text.done");
+		json_array_get(ev, 8), "type")), "response.output_text.done");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 6), "text")), "");
+		json_array_get(ev, 8), "text")), "");
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(ev, 9), "type")), "response.incomplete");
+		json_array_get(ev, 11), "type")), "response.incomplete");
 	json_decref(ev);
 	json_decref(o);
 }

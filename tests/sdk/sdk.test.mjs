@@ -399,6 +399,12 @@ async function responses() {
 		if (e.type === "response.output_text.delta")
 			text += e.delta;
 	assert.equal(text, one.output_text);
+	// the SDK's stream helper builds the response from the events
+	const helper = client.responses.stream({ ...base, input: Q,
+						 samples: 1 });
+	const built = await helper.finalResponse();
+	const msg = built.output.find((o) => o.type === "message");
+	assert.equal(msg.content[0].text, one.output_text);
 	await expectError(OpenAI.BadRequestError, 400, "invalid_request_error",
 			  "max_output_tokens", () => client.responses.create({
 				  ...base, input: Q, max_output_tokens: 0 }));

@@ -778,12 +778,13 @@ static void live_open(responses_live *l, int message)
 		: json_pack("{s:s, s:s, s:[], s:[]}", "id", iid, "type",
 			    "reasoning", "summary", "content"));
 	l->emit(l->ctx, e);
-	if (!message)
-		return;
+	/* its one part, empty: the deltas fill it (as OpenAI's SDKs
+	 * accumulate them) */
 	e = ev("response.content_part.added", l->k, iid, 1);
-	json_object_set_new(e, "part", json_pack("{s:s, s:s, s:[]}", "type",
-						 "output_text", "text", "",
-						 "annotations"));
+	json_object_set_new(e, "part", message
+		? json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text",
+			    "", "annotations")
+		: json_pack("{s:s, s:s}", "type", "reasoning_text", "text", ""));
 	l->emit(l->ctx, e);
 }
 
@@ -811,10 +812,10 @@ static void live_close(responses_live *l, json_t *item)
 		json_object_set_new(e, "logprobs", lp ? json_incref(lp)
 						      : json_array());
 		l->emit(l->ctx, e);
-		e = ev("response.content_part.done", l->k, iid, 1);
-		json_object_set(e, "part", c0);
-		l->emit(l->ctx, e);
 	}
+	e = ev("response.content_part.done", l->k, iid, 1);
+	json_object_set(e, "part", c0);
+	l->emit(l->ctx, e);
 	e = ev("response.output_item.done", l->k, NULL, 0);
 	json_object_set(e, "item", item);
 	l->emit(l->ctx, e);
