@@ -90,6 +90,8 @@ void dispatch_req_release(req *r)
 	free(r->res);
 	free(r->fwd);
 	free(r->fwd_hash);
+	free(r->fwd_tok);
+	free(r->fwd_tok_hash);
 	free(r->st);
 	free(r->lost);
 	free(r->begun);
@@ -539,21 +541,39 @@ static void advance(sched *s, req *r)
 	}
 }
 
+/* A run of tokens with their log-probabilities, as a Sample carries
+ * them all and a TokenRun some (the same fields). */
+typedef struct {
+	size_t n_lp, n_off;
+	const double *lp;
+	const uint32_t *off;
+	size_t n_counts, n_ids, n_alp, n_pieces;
+	const uint32_t *counts, *ids;
+	const double *alp;
+	const ProtobufCBinaryData *pieces;
+} tok_view;
+
+#define TOK_VIEW(x)                                                         \
+	((tok_view){(x)->n_token_logprobs, (x)->n_token_offsets,            \
+		    (x)->token_logprobs, (x)->token_offsets,                \
+		    (x)->n_alt_counts, (x)->n_alt_tokens, (x)->n_alt_logprobs, \
+		    (x)->n_alt_pieces, (x)->alt_counts, (x)->alt_tokens,    \
+		    (x)->alt_logprobs, (x)->alt_pieces})
+
 /* Per-token log-probabilities: only when asked, one offset per value, at
- * most one per token asked for plus the end token, offsets rising within
- * the text, values finite and <= 0. */
-static int token_lps_ok(const req *r, const Quorum__Sample *x)
+ * most one per token asked for plus the end token (first of them before
+ * these), offsets rising up to bound, values finite and <= 0. */
+static int token_lps_ok(const req *r, const tok_view *x, uint64_t first,
+			uint64_t bound)
 {
 	if (!r->p.logprobs)
-		return !x->n_token_logprobs && !x->n_token_offsets;
-	if (x->n_token_logprobs != x->n_token_offsets ||
-	    x->n_token_logprobs > (size_t)r->p.max_new + 1)
+		return !x->n_lp && !x->n_off;
+	if (x->n_lp != x->n_off ||
+	    first + x->n_lp > (uint64_t)r->p.max_new + 1)
 		return 0;
-	for (size_t i = 0; i < x->n_token_logprobs; i++)
-		if (!(isfinite(x->token_logprobs[i]) &&
-		      x->token_logprobs[i] <= 0) ||
-		    x->token_offsets[i] > x->text.len ||
-		    (i && x->token_offsets[i] < x->token_offsets[i - 1]))
+	for (size_t i = 0; i < x->n_lp; i++)
+		if (!(isfinite(x->lp[i]) && x->lp[i] <= 0) ||
+		    x->off[i] > bound || (i && x->off[i] < x->off[i - 1]))
 			return 0;
 	return 1;
 }
@@ -562,24 +582,24 @@ static int token_lps_ok(const req *r, const Quorum__Sample *x)
  * the vocabulary, values finite, <= 0 and never rising, each piece the
  * bytes the coordinator's tokenizer gives its id (an end token's text
  * too), so a client is shown only real tokens. */
-static int alts_one_ok(const sched *s, const Quorum__Sample *x, size_t a,
+static int alts_one_ok(const sched *s, const tok_view *x, size_t a,
 		       uint32_t n)
 {
 	for (uint32_t k = 0; k < n; k++) {
-		uint32_t id = x->alt_tokens[a + k];
-		double v = x->alt_logprobs[a + k];
+		uint32_t id = x->ids[a + k];
+		double v = x->alp[a + k];
 		const char *pc;
 		size_t len;
 
 		if (!(isfinite(v) && v <= 0) || id >= s->vocab ||
-		    (k && v > x->alt_logprobs[a + k - 1]))
+		    (k && v > x->alp[a + k - 1]))
 			return 0;
 		for (uint32_t q = 0; q < k; q++)
-			if (x->alt_tokens[a + q] == id)
+			if (x->ids[a + q] == id)
 				return 0;
 		pc = tok_piece(s->o.t, (int32_t)id, 1, &len);
-		if (!pc || len != x->alt_pieces[a + k].len ||
-		    (len && memcmp(pc, x->alt_pieces[a + k].data, len)))
+		if (!pc || len != x->pieces[a + k].len ||
+		    (len && memcmp(pc, x->pieces[a + k].data, len)))
 			return 0;
 	}
 	return 1;
@@ -588,26 +608,52 @@ static int alts_one_ok(const sched *s, const Quorum__Sample *x, size_t a,
 /* The alternatives: only when asked, one count per token value, each at
  * most top_logprobs, as many tokens, values and pieces as the counts add
  * up to, and each token's list as alts_one_ok says. */
-static int alts_ok(const sched *s, const req *r, const Quorum__Sample *x)
+static int alts_ok(const sched *s, const req *r, const tok_view *x)
 {
 	size_t at = 0;
 
 	if (!r->p.logprobs || !r->p.top_logprobs)
-		return !x->n_alt_counts && !x->n_alt_tokens &&
-		       !x->n_alt_logprobs && !x->n_alt_pieces;
-	if (x->n_alt_counts != x->n_token_logprobs ||
-	    x->n_alt_logprobs != x->n_alt_tokens ||
-	    x->n_alt_pieces != x->n_alt_tokens)
+		return !x->n_counts && !x->n_ids && !x->n_alp && !x->n_pieces;
+	if (x->n_counts != x->n_lp || x->n_alp != x->n_ids ||
+	    x->n_pieces != x->n_ids)
 		return 0;
-	for (size_t i = 0; i < x->n_alt_counts; i++) {
-		uint32_t c = x->alt_counts[i];
+	for (size_t i = 0; i < x->n_counts; i++) {
+		uint32_t c = x->counts[i];
 
 		if (c > (uint32_t)r->p.top_logprobs ||
-		    c > x->n_alt_tokens - at || !alts_one_ok(s, x, at, c))
+		    c > x->n_ids - at || !alts_one_ok(s, x, at, c))
 			return 0;
 		at += c;
 	}
-	return at == x->n_alt_tokens;
+	return at == x->n_ids;
+}
+
+/* h after x's tokens [t0, t1) (their alternatives from at): their
+ * values' bits, offsets and alternatives, what a client was shown. */
+static uint64_t token_hash(uint64_t h, const tok_view *x, size_t t0,
+			   size_t t1, size_t at)
+{
+	for (size_t t = t0; t < t1; t++) {
+		uint32_t c = x->counts ? x->counts[t] : 0;
+
+		h = fnv1a(h, &x->lp[t], sizeof(x->lp[t]));
+		h = fnv1a(h, &x->off[t], sizeof(x->off[t]));
+		h = fnv1a(h, &c, sizeof(c));
+		for (uint32_t k = 0; k < c; k++, at++) {
+			h = fnv1a(h, &x->ids[at], sizeof(x->ids[at]));
+			h = fnv1a(h, &x->alp[at], sizeof(x->alp[at]));
+		}
+	}
+	return h;
+}
+
+/* A sample's tokens (token_lps_ok and alts_ok over them all). */
+static int sample_tokens_ok(const sched *s, const req *r,
+			    const Quorum__Sample *x)
+{
+	tok_view v = TOK_VIEW(x);
+
+	return token_lps_ok(r, &v, 0, x->text.len) && alts_ok(s, r, &v);
 }
 
 /* A streamed sample's text begins with the bytes already forwarded to
@@ -615,8 +661,16 @@ static int alts_ok(const sched *s, const req *r, const Quorum__Sample *x)
  * proto's promise), compared by their hash (fwd_hash). */
 static int extends_stream(const req *r, uint32_t i, const Quorum__Sample *x)
 {
+	tok_view v = TOK_VIEW(x);
+
 	if (!r->stream || !r->fwd[i])
 		return 1;
+	/* and its tokens with those forwarded (validated: counts match) */
+	if (r->fwd_tok && r->fwd_tok[i] &&
+	    (r->fwd_tok[i] > v.n_lp ||
+	     token_hash(FNV_BASIS, &v, 0, r->fwd_tok[i], 0) !=
+		     r->fwd_tok_hash[i]))
+		return 0;
 	return r->fwd[i] <= x->text.len &&
 	       fnv1a(FNV_BASIS, x->text.data, r->fwd[i]) ==
 		       r->fwd_hash[i];
@@ -652,19 +706,20 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||
-	    !token_lps_ok(r, x->sample) || !alts_ok(s, r, x->sample)) {
+	    !sample_tokens_ok(s, r, x->sample)) {
 		sched_log_drop(s, "coordinator: worker %s: bad SampleResult "
 			"for request %llu dropped\n", s->w[wi].id,
 			(unsigned long long)r->rid);
 		return 0;
 	}
 	if (!extends_stream(r, i, x->sample)) {
-		/* the client holds bytes the sample does not: a bad result,
-		 * decoded again (the same bytes, by the seed) */
+		/* the client holds bytes (or tokens) the sample does not: a
+		 * bad result, decoded again (the same bytes, by the seed) */
 		sched_log_drop(s, "coordinator: worker %s: bad SampleResult "
-			"for request %llu dropped: sample %u's text does not begin "
-			"with the %u bytes streamed\n", s->w[wi].id,
-			(unsigned long long)r->rid, i, r->fwd[i]);
+			"for request %llu dropped: sample %u does not begin "
+			"with the %u bytes and %u tokens streamed\n",
+			s->w[wi].id, (unsigned long long)r->rid, i, r->fwd[i],
+			r->fwd_tok ? r->fwd_tok[i] : 0);
 		return 0;
 	}
 	r->st[i] = S_DONE;
@@ -698,6 +753,55 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	return 1; /* pump() finishes r when all is in */
 }
 
+/* The tokens of part x of sample i (its text ending at byte end) past
+ * those forwarded, into fr (pointing into x's arrays): 1 when there are
+ * some. A run that does not check out (as a sample's tokens, its pieces
+ * within the part) is dropped with a line; one that starts past the
+ * tokens forwarded (a gap) forwards none: the client gets them all with
+ * the sample, whose first tokens must be those forwarded (extends_stream,
+ * by their hash). */
+static int forward_run(sched *s, int wi, req *r, uint32_t i,
+		       const Quorum__TokenRun *x, uint64_t end,
+		       Quorum__TokenRun *fr)
+{
+	tok_view v = TOK_VIEW(x);
+	size_t k0, at = 0;
+
+	if (!r->fwd_tok || !v.n_lp || !token_lps_ok(r, &v, x->first, x->end) ||
+	    !alts_ok(s, r, &v) || x->end > end ||
+	    x->end < v.off[v.n_lp - 1]) {
+		sched_log_drop(s, "coordinator: worker %s: bad token run of "
+			"request %llu sample %u dropped (its text goes on)\n",
+			s->w[wi].id, (unsigned long long)r->rid, i);
+		return 0;
+	}
+	if (x->first > r->fwd_tok[i] || x->first + v.n_lp <= r->fwd_tok[i])
+		return 0;
+	k0 = r->fwd_tok[i] - x->first;
+	for (size_t t = 0; v.counts && t < k0; t++)
+		at += v.counts[t];
+	quorum__token_run__init(fr);
+	fr->first = r->fwd_tok[i];
+	fr->end = x->end;
+	fr->n_token_logprobs = fr->n_token_offsets = v.n_lp - k0;
+	fr->token_logprobs = x->token_logprobs + k0;
+	fr->token_offsets = x->token_offsets + k0;
+	if (v.counts) {
+		fr->n_alt_counts = v.n_lp - k0;
+		fr->alt_counts = x->alt_counts + k0;
+		fr->n_alt_tokens = fr->n_alt_logprobs = fr->n_alt_pieces =
+			v.n_ids - at;
+		fr->alt_tokens = x->alt_tokens + at;
+		fr->alt_logprobs = x->alt_logprobs + at;
+		fr->alt_pieces = x->alt_pieces + at;
+	}
+	r->fwd_tok_hash[i] = token_hash(r->fwd_tok[i] ? r->fwd_tok_hash[i]
+						      : FNV_BASIS,
+					&v, k0, v.n_lp, at);
+	r->fwd_tok[i] = x->first + (uint32_t)v.n_lp;
+	return 1;
+}
+
 /* Partial texts of a streamed job: the bytes past what was forwarded
  * go to the client. A sample decoded again elsewhere (its worker was
  * lost) sends the same bytes from offset 0: they are skipped. A part
@@ -723,6 +827,7 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 		const Quorum__TextPart *p = x->parts[k];
 		Quorum__ClientReply rep = QUORUM__CLIENT_REPLY__INIT;
 		Quorum__SamplePart sp = QUORUM__SAMPLE_PART__INIT;
+		Quorum__TokenRun fr;
 		uint32_t i = p->index;
 		uint64_t end = (uint64_t)p->offset + p->text.len;
 		int mine = 0;
@@ -749,6 +854,8 @@ void dispatch_on_text(sched *s, int wi, const Quorum__SampleText *x)
 					   : FNV_BASIS, sp.text.data,
 					   sp.text.len);
 		r->fwd[i] = (uint32_t)end;
+		if (p->tokens && forward_run(s, wi, r, i, p->tokens, end, &fr))
+			sp.tokens = &fr;
 		rep.request_id = r->client_rid;
 		rep.status = QUORUM__STATUS__STATUS_OK;
 		rep.body_case = QUORUM__CLIENT_REPLY__BODY_PARTIAL;

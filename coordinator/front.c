@@ -945,7 +945,11 @@ static void on_ask(sched *s, const wire_msg *m, const Quorum__ClientRequest *cr)
 	    !(r->res = calloc(req_n(r), sizeof(*r->res))) ||
 	    (cr->ask->has_stream && cr->ask->stream &&
 	     (!(r->fwd = calloc(req_n(r), sizeof(*r->fwd))) ||
-	      !(r->fwd_hash = calloc(req_n(r), sizeof(*r->fwd_hash)))))) {
+	      !(r->fwd_hash = calloc(req_n(r), sizeof(*r->fwd_hash))) ||
+	      (r->p.logprobs &&
+	       (!(r->fwd_tok = calloc(req_n(r), sizeof(*r->fwd_tok))) ||
+		!(r->fwd_tok_hash = calloc(req_n(r),
+					   sizeof(*r->fwd_tok_hash)))))))) {
 		st = QUORUM__STATUS__STATUS_INTERNAL;
 		err = "out of memory";
 		goto refuse;

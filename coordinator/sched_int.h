@@ -220,6 +220,9 @@ typedef struct req {
 	uint32_t started;       /* indices ever assigned */
 	uint32_t *fwd;          /* (n) streamed: text bytes forwarded */
 	uint64_t *fwd_hash;     /* (n) streamed: fnv1a of those bytes */
+	uint32_t *fwd_tok;      /* (n) streamed with logprobs: tokens
+				 * forwarded (TokenRun), */
+	uint64_t *fwd_tok_hash; /* (n) ... and their hash (token_hash) */
 	entry *root;
 	uint8_t *st;            /* (n) S_* */
 	uint8_t *lost;          /* (n) workers lost while decoding index i */

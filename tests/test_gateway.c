@@ -680,6 +680,12 @@ typedef struct {
 	int empty;                 /* chunks without a choice */
 	json_t *lp[SSE_MAX];       /* chat logprobs.content lists, joined as
 				    * OpenAI's SDKs join them */
+	int lp_deltas[SSE_MAX];    /* chunks with text and log-probabilities
+				    * before the finish */
+	int chunks_of[SSE_MAX];    /* chunks per choice */
+	int lp_first[SSE_MAX];     /* its first chunk had log-probabilities
+				    * (OpenAI's never has: the SDKs would
+				    * count them twice) */
 } sse_got;
 
 /* Parses body (modified) as OpenAI chunks of object kind: one finish per
@@ -726,6 +732,7 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 
 			assert_true(k >= 0 && k < SSE_MAX);
 			assert_string_equal(g->finish[k], ""); /* none yet */
+			g->chunks_of[k]++;
 			ol = g->text[k] ? strlen(g->text[k]) : 0;
 			piece = piece ? piece : "";
 			g->pieces[k] += *piece != '\0';
@@ -736,6 +743,9 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 					 "%s", json_string_value(fr));
 			if (json_is_array(json_object_get(json_object_get(c,
 					"logprobs"), "content"))) {
+				g->lp_first[k] |= g->chunks_of[k] == 1;
+				g->lp_deltas[k] += !json_is_string(fr) &&
+						   *piece != '\0';
 				if (!g->lp[k])
 					g->lp[k] = json_array();
 				json_array_extend(g->lp[k], json_object_get(
@@ -1065,8 +1075,11 @@ static void resp_vs_chat(const char *body, const char *cbody, char **text,
 
 /* A /v1/responses stream (body): its events named and numbered from 0,
  * in the order of an output message (live: its text in one or more
- * deltas as it decodes; else one), their deltas joined the text, the
- * last the response whole with the text part of items (a non-streamed
+ * deltas as it decodes; else one), their deltas joined the text (and,
+ * asked for, their log-probabilities the start of the part's list,
+ * which output_text.done carries whole: live, the last tokens wait for
+ * the sample's end; voted, all of it), the last
+ * the response whole with the text part of items (a non-streamed
  * response's output; the ids are each response's own). */
 static void resp_stream_check(const char *body, const char *text,
 			      json_t *items, int live)
@@ -1080,7 +1093,7 @@ static void resp_stream_check(const char *body, const char *text,
 	hresp r = post("/v1/responses", body);
 	char *line, *save = NULL, *joined = strdup("");
 	const char *ev = NULL;
-	json_t *last = NULL, *out, *resp;
+	json_t *last = NULL, *out, *resp, *lps = json_array(), *part;
 	size_t seq = 0, w = 0, deltas = 0;
 
 	assert_int_equal(r.code, 200);
@@ -1109,6 +1122,7 @@ static void resp_stream_check(const char *body, const char *text,
 
 			joined = realloc(joined, strlen(joined) + strlen(d) + 1);
 			strcat(joined, d);
+			json_array_extend(lps, json_object_get(e, "logprobs"));
 			if (deltas++)
 				w--; /* more deltas: the same step */
 		}
@@ -1134,11 +1148,25 @@ static void resp_stream_check(const char *body, const char *text,
 	resp = json_object_get(last, "response");
 	out = json_object_get(resp, "output");
 	assert_int_equal(json_array_size(out), json_array_size(items));
-	assert_json_eq(json_array_get(json_object_get(json_array_get(out,
-		json_array_size(out) - 1), "content"), 0),
-		json_array_get(json_object_get(json_array_get(items,
-		json_array_size(items) - 1), "content"), 0),
+	part = json_array_get(json_object_get(json_array_get(out,
+		json_array_size(out) - 1), "content"), 0);
+	assert_json_eq(part, json_array_get(json_object_get(json_array_get(
+		items, json_array_size(items) - 1), "content"), 0),
 		"the streamed response's text part");
+	if (json_object_get(part, "logprobs")) {
+		json_t *all = json_object_get(part, "logprobs");
+
+		assert_true(json_array_size(lps) > 0);
+		assert_true(json_array_size(lps) <= json_array_size(all));
+		if (!live)
+			assert_int_equal(json_array_size(lps),
+					 json_array_size(all));
+		for (size_t t = 0; t < json_array_size(lps); t++)
+			assert_json_eq(json_array_get(lps, t),
+				       json_array_get(all, t),
+				       "a delta's log-probability");
+	}
+	json_decref(lps);
 	json_decref(last);
 	free(joined);
 	hresp_free(&r);
@@ -1207,10 +1235,11 @@ static void test_responses(void **state)
 	free(text);
 	/* one sample: its text live, in deltas as it decodes */
 	snprintf(body, sizeof(body), "{\"input\":\"%s\",\"samples\":1,"
-		 "\"seed\":9,\"max_output_tokens\":40}", Q1);
+		 "\"seed\":9,\"max_output_tokens\":40,\"include\":"
+		 "[\"message.output_text.logprobs\"]}", Q1);
 	snprintf(cbody, sizeof(cbody), "{\"messages\":[{\"role\":\"user\","
 		 "\"content\":\"%s\"}],\"samples\":1,\"seed\":9,"
-		 "\"max_tokens\":40}", Q1);
+		 "\"max_tokens\":40,\"logprobs\":true}", Q1);
 	resp_vs_chat(body, cbody, &text, &items);
 	snprintf(body + strlen(body) - 1, sizeof(body) - strlen(body) + 1,
 		 ",\"stream\":true}");
@@ -1501,9 +1530,11 @@ static void test_stream(void **state)
 	hresp_free(&st);
 }
 
-/* logprobs in a stream: each choice's finish chunk carries its tokens'
- * list, which joined is the plain response's, for a stream of every
- * sample (n = samples) and for the voted choice (samples 4, one choice). */
+/* logprobs in a stream: the chunks' lists, joined, are the plain
+ * response's, for a stream of every sample (n = samples: each delta
+ * carries the entries of its tokens as they decode, the finish the
+ * rest) and for the voted choice (samples 4, one choice: all with its
+ * finish). */
 static void test_stream_logprobs(void **state)
 {
 	static const char *const extra[] = {"", ",\"samples\":4,\"n\":1"};
@@ -1540,6 +1571,14 @@ static void test_stream_logprobs(void **state)
 			assert_true(json_array_size(want) > 0);
 			assert_non_null(g.lp[k]);
 			assert_json_eq(g.lp[k], want, "streamed logprobs");
+			/* live, each delta carries its tokens' entries; the
+			 * voted choice's come whole with its finish */
+			if (v == 0 && g.lp_deltas[k] == 0)
+				fail_msg("choice %zu: no delta carried "
+					 "log-probabilities", k);
+			if (v == 1)
+				assert_int_equal(g.lp_deltas[k], 0);
+			assert_false(g.lp_first[k]);
 			assert_string_equal(g.text[k], json_string_value(
 				json_object_get(json_object_get(json_array_get(
 					ch, k), "message"), "content")));

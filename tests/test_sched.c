@@ -303,6 +303,8 @@ static const char *ask_peer = "";
 static const char *ask_answer;
 /* ... and top_logprobs (with logprobs; 0: neither) */
 static uint32_t ask_top;
+/* ... and logprobs alone */
+static int ask_lp;
 /* ... and Ask.stream */
 static int ask_stream;
 /* ... and its fields written last to first (another client's encoder) */
@@ -333,6 +335,9 @@ static void c_ask_k(sched *s, const char *cid, const char *user,
 		p.has_logprobs = p.has_top_logprobs = 1;
 		p.logprobs = 1;
 		p.top_logprobs = ask_top;
+	} else if (ask_lp) {
+		p.has_logprobs = 1;
+		p.logprobs = 1;
 	}
 	for (size_t i = 0; i < n_strs && i < 8; i++) {
 		bin[i].data = (uint8_t *)strs[i];
@@ -2475,6 +2480,129 @@ static void stream_text_checked(void **state)
 	free_sched(&s);
 }
 
+/* A streamed part of sample 0 of job d from w: text at offset, and a run
+ * of n tokens from first (values lp, offsets off, ending at end). */
+static void w_text_run(sched *s, fw *w, const Quorum__DecodeJob *d,
+		       uint32_t offset, const char *text, uint32_t first,
+		       uint32_t end, size_t n, double *lp, uint32_t *off)
+{
+	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+	Quorum__SampleText t = QUORUM__SAMPLE_TEXT__INIT;
+	Quorum__TextPart p = QUORUM__TEXT_PART__INIT, *pp = &p;
+	Quorum__TokenRun run = QUORUM__TOKEN_RUN__INIT;
+
+	p.offset = offset;
+	p.text.data = (uint8_t *)text;
+	p.text.len = strlen(text);
+	run.first = first;
+	run.end = end;
+	run.n_token_logprobs = run.n_token_offsets = n;
+	run.token_logprobs = lp;
+	run.token_offsets = off;
+	p.tokens = &run;
+	t.request_id = d->request_id;
+	t.attempt = d->attempt;
+	t.n_parts = 1;
+	t.parts = &pp;
+	m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
+	m.text = &t;
+	fw_send(s, w, &m);
+}
+
+/* The next reply to c1 is a part: its text's length, and the tokens it
+ * forwards (first, count; count 0: none). */
+static void expect_part(size_t len, uint32_t first, size_t n)
+{
+	Quorum__ClientReply *rep = c_next("c1");
+
+	assert_non_null(rep);
+	assert_int_equal(rep->body_case, QUORUM__CLIENT_REPLY__BODY_PARTIAL);
+	assert_int_equal(rep->partial->text.len, len);
+	if (!n) {
+		assert_null(rep->partial->tokens);
+	} else {
+		assert_non_null(rep->partial->tokens);
+		assert_int_equal(rep->partial->tokens->first, first);
+		assert_int_equal(rep->partial->tokens->n_token_logprobs, n);
+	}
+	quorum__client_reply__free_unpacked(rep, NULL);
+}
+
+/* A worker's streamed tokens are checked as a sample's are, within the
+ * text so far: a bad run is dropped (its text goes on), a run past the
+ * tokens forwarded (a gap) forwards none, one overlapping them only the
+ * new ones; and a result whose first tokens differ from those forwarded
+ * is a bad result, as one contradicting the streamed text is. */
+static void stream_tokens_checked(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw a;
+	ask_o o = {"What is 2 + 2?", NULL, 1, 8, 0};
+	Quorum__CoordMsg *d;
+	double lp[3] = {-0.5, -0.25, -1};
+	uint32_t off[3] = {0, 3, 7};
+
+	(void)state;
+	worker_init(&a, "A", "wa", "h", 64, 4);
+	fw_register(s, &a);
+	ask_stream = ask_lp = 1;
+	c_ask(s, "c1", 1, &o);
+	ask_stream = ask_lp = 0;
+	quorum__client_reply__free_unpacked(c_next("c1"), NULL); /* started */
+	d = prefill_to_decode(s, &a);
+	assert_non_null(d);
+	/* a value above 0, offsets falling, an end past the part: dropped */
+	lp[0] = 0.5;
+	w_text_run(s, &a, d->decode, 0, "The", 0, 3, 1, lp, off);
+	expect_part(3, 0, 0);
+	lp[0] = -0.5;
+	off[1] = 0;
+	w_text_run(s, &a, d->decode, 3, " a", 0, 5, 2, lp, (uint32_t[]){4, 2});
+	expect_part(2, 0, 0);
+	off[1] = 3;
+	w_text_run(s, &a, d->decode, 5, "n", 0, 9, 2, lp, off);
+	expect_part(1, 0, 0);
+	/* good: tokens 0 and 1 ("The", " an") */
+	w_text_run(s, &a, d->decode, 6, "s", 0, 6, 2, lp, off);
+	expect_part(1, 0, 2);
+	/* a gap (from token 3): none; an overlap (1..2): token 2 only */
+	w_text_run(s, &a, d->decode, 7, "w", 3, 8, 1, lp + 2, off + 2);
+	expect_part(1, 0, 0);
+	w_text_run(s, &a, d->decode, 8, "er", 1, 10, 2, lp + 1, off + 1);
+	expect_part(2, 2, 1);
+	/* the result: its first three tokens must be those forwarded */
+	{
+		Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
+		Quorum__SampleResult r = QUORUM__SAMPLE_RESULT__INIT;
+		Quorum__Sample x = QUORUM__SAMPLE__INIT;
+		double flp[4] = {-0.5, -0.25, -1, -2};
+		uint32_t foff[4] = {0, 3, 7, 10};
+
+		x.finish = "stop";
+		x.tokens = 3;
+		x.text.data = (uint8_t *)"The answer";
+		x.text.len = 10;
+		x.n_token_logprobs = x.n_token_offsets = 4;
+		x.token_logprobs = flp;
+		x.token_offsets = foff;
+		r.request_id = d->decode->request_id;
+		r.attempt = d->decode->attempt;
+		r.sample = &x;
+		m.body_case = QUORUM__WORKER_MSG__BODY_SAMPLE;
+		m.sample = &r;
+		flp[1] = -0.3; /* not what the client was shown */
+		fw_send(s, &a, &m);
+		assert_null(c_next("c1"));
+		flp[1] = -0.25;
+		fw_send(s, &a, &m);
+		expect_part(0, 0, 0);
+	}
+	w_done(s, &a, d->decode, 3);
+	quorum__coord_msg__free_unpacked(d, NULL);
+	assert_int_equal(reply_status("c1", 1), QUORUM__STATUS__STATUS_OK);
+	free_sched(&s);
+}
+
 /* A JobDone's stats are held to what its job could have done: a claim
  * of 2^63 tokens is neither in the reply nor in the client's
  * tokens_per_minute debt (its next ask is admitted), absurd block counts
@@ -2744,6 +2872,7 @@ int main(void)
 		cmocka_unit_test_setup(shutdown_cancels, case_setup),
 		cmocka_unit_test_setup(stream_client_gone, case_setup),
 		cmocka_unit_test_setup(stream_text_checked, case_setup),
+		cmocka_unit_test_setup(stream_tokens_checked, case_setup),
 		cmocka_unit_test_setup(job_done_bounds, case_setup),
 		cmocka_unit_test_setup(stray_messages, case_setup),
 		cmocka_unit_test_setup(oversized, case_setup),

@@ -75,20 +75,73 @@ static int on_sample(void *ctx, const sc_sample *s)
 	return 0;
 }
 
+/* Sample s's tokens not sent yet whose pieces end within its settled
+ * bytes (the next token's start is known and settled), as run (its
+ * pieces for the alternatives at *pieces, to free): 0 when none. */
+static int token_run(wk_job *j, int i, const sc_sample *s,
+		     Quorum__TokenRun *run, ProtobufCBinaryData **pieces)
+{
+	uint32_t t0 = j->sent_tok[i], t = t0;
+	size_t na = 0;
+
+	*pieces = NULL;
+	if (!s->token_lp)
+		return 0;
+	while ((int)t + 1 < s->n_token_lp && s->token_off[t + 1] <= s->settled)
+		t++;
+	if (t == t0)
+		return 0;
+	quorum__token_run__init(run);
+	run->first = t0;
+	run->end = s->token_off[t];
+	run->n_token_logprobs = run->n_token_offsets = t - t0;
+	run->token_logprobs = s->token_lp + t0;
+	run->token_offsets = s->token_off + t0;
+	if (s->alt_n) {
+		size_t a0 = j->sent_alt[i];
+
+		for (uint32_t k = t0; k < t; k++)
+			na += s->alt_n[k];
+		if (na && !(*pieces = calloc(na, sizeof(**pieces))))
+			return 0; /* out of memory: they come with the sample */
+		for (size_t k = 0; k < na; k++) {
+			const char *pc = tok_piece(j->w->t,
+						   (int32_t)s->alt_id[a0 + k], 1,
+						   &(*pieces)[k].len);
+
+			(*pieces)[k].data = (uint8_t *)(pc ? pc : "");
+		}
+		run->n_alt_counts = t - t0;
+		run->alt_counts = s->alt_n + t0;
+		run->n_alt_tokens = run->n_alt_logprobs = run->n_alt_pieces = na;
+		run->alt_tokens = s->alt_id + a0;
+		run->alt_logprobs = s->alt_lp + a0;
+		run->alt_pieces = *pieces;
+	}
+	j->sent_tok[i] = t;
+	j->sent_alt[i] += na;
+	return 1;
+}
+
 /* Streamed jobs: every WK_TEXT_ROUNDS rounds, the new bytes of the
- * unfinished samples in one SampleText. */
+ * unfinished samples in one SampleText, with their tokens' run when the
+ * job asks for log-probabilities. */
 static void on_text(void *ctx, const sc_sample *s, int n)
 {
 	wk_job *j = ctx;
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__SampleText st = QUORUM__SAMPLE_TEXT__INIT;
 	Quorum__TextPart *parts, **pp;
+	Quorum__TokenRun *runs;
+	ProtobufCBinaryData **pieces;
 
 	if (!j->sent || ++j->rounds % WK_TEXT_ROUNDS)
 		return;
 	parts = calloc((size_t)n, sizeof(*parts));
 	pp = calloc((size_t)n, sizeof(*pp));
-	for (int i = 0; parts && pp && i < n; i++) {
+	runs = calloc((size_t)n, sizeof(*runs));
+	pieces = calloc((size_t)n, sizeof(*pieces));
+	for (int i = 0; parts && pp && runs && pieces && i < n; i++) {
 		Quorum__TextPart *x = &parts[st.n_parts];
 
 		/* the settled bytes: a stop string may still cut the rest */
@@ -100,6 +153,9 @@ static void on_text(void *ctx, const sc_sample *s, int n)
 		x->text.data = (uint8_t *)s[i].text + j->sent[i];
 		x->text.len = s[i].settled - j->sent[i];
 		j->sent[i] = (uint32_t)s[i].settled;
+		if (j->sent_tok && token_run(j, i, &s[i], &runs[st.n_parts],
+					     &pieces[st.n_parts]))
+			x->tokens = &runs[st.n_parts];
 		pp[st.n_parts++] = x;
 	}
 	if (st.n_parts) {
@@ -110,6 +166,10 @@ static void on_text(void *ctx, const sc_sample *s, int n)
 		m.text = &st;
 		wk_send_msg(j->w, &m);
 	}
+	for (size_t k = 0; pieces && k < st.n_parts; k++)
+		free(pieces[k]);
+	free(pieces);
+	free(runs);
 	free(parts);
 	free(pp);
 }
@@ -118,6 +178,8 @@ static void job_free(wk_job *j)
 {
 	free(j->idx);
 	free(j->sent);
+	free(j->sent_tok);
+	free(j->sent_alt);
 	free(j->pool);
 	free(j->grammar);
 	free(j->blocks);
@@ -359,8 +421,14 @@ void wk_on_decode(wk *w, const Quorum__DecodeJob *j)
 	x->ref.n_tokens = rr->n_tokens;
 	x->ref.n_blocks = (uint32_t)rr->n_blocks;
 	/* no memory for the offsets: no parts, the samples still go out */
-	if (j->has_stream && j->stream)
-		x->sent = calloc(j->n_indices, sizeof(*x->sent));
+	if (j->has_stream && j->stream &&
+	    (x->sent = calloc(j->n_indices, sizeof(*x->sent))) &&
+	    p.logprobs &&
+	    (!(x->sent_tok = calloc(j->n_indices, sizeof(*x->sent_tok))) ||
+	     !(x->sent_alt = calloc(j->n_indices, sizeof(*x->sent_alt))))) {
+		free(x->sent);
+		x->sent = NULL;
+	}
 	if (w->c->workers.merge || !w->jobs) {
 		job_start(w, x);
 		return;

@@ -53,6 +53,8 @@ typedef struct wk_job {
 	int stream;          /* DecodeJob.stream: send SampleText */
 	uint32_t rounds;
 	uint32_t *sent;      /* (n) bytes of each sample sent so far */
+	uint32_t *sent_tok;  /* (n) with logprobs: its tokens sent so far */
+	size_t *sent_alt;    /* (n) ... and their alternatives */
 	char *pool;          /* the pool its root is in */
 	char *grammar;       /* p.grammar's text, owned */
 	/* merging off: what to add once the batch is free */

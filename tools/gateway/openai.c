@@ -1404,6 +1404,54 @@ static json_t *alts_json(int chat, const client_alts *ca, size_t at,
 	return t;
 }
 
+/* A token's chat entry: its piece text[b, e), its value, its n
+ * alternatives from entry at of ca. */
+static json_t *chat_lp_entry(const char *text, size_t b, size_t e, double lp,
+			     const client_alts *ca, size_t at, size_t n)
+{
+	return json_pack("{s:o, s:f, s:o, s:o}", "token",
+			 client_text(text + b, e - b), "logprob", lp, "bytes",
+			 bytes_json(text + b, e - b), "top_logprobs",
+			 alts_json(1, ca, at, n));
+}
+
+json_t *openai_run_entries(const char *text, size_t len,
+			   const Quorum__TokenRun *x)
+{
+	json_t *a = json_array();
+	client_alts cab;
+	const client_alts *ca = NULL;
+	size_t n = x->n_token_logprobs == x->n_token_offsets
+			   ? x->n_token_logprobs : 0, at = 0;
+
+	if (n && x->n_alt_counts == n &&
+	    x->n_alt_logprobs == x->n_alt_tokens &&
+	    x->n_alt_pieces == x->n_alt_tokens) {
+		cab = (client_alts){x->alt_counts, x->alt_logprobs,
+				    x->alt_pieces, x->n_alt_tokens};
+		ca = &cab;
+	}
+	for (size_t i = 0; a && i < n; i++) {
+		size_t b = x->token_offsets[i],
+		       e = i + 1 < n ? x->token_offsets[i + 1] : x->end,
+		       na = ca ? ca->n_alt[i] : 0, a0 = at;
+
+		at += na;
+		/* choice_logprobs' rule: a token starting at the text's
+		 * end is no part of it */
+		if (b >= len)
+			continue;
+		if (e > len)
+			e = len;
+		if (e < b)
+			e = b;
+		json_array_append_new(a, chat_lp_entry(text, b, e,
+						       x->token_logprobs[i], ca,
+						       a0, na));
+	}
+	return a;
+}
+
 static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			       const Quorum__Sample *s)
 {
@@ -1426,12 +1474,8 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 		if (e < b)
 			e = b;
 		if (chat) {
-			json_array_append_new(toks, json_pack(
-				"{s:o, s:f, s:o, s:o}", "token",
-				client_text(text + b, e - b), "logprob",
-				s->token_logprobs[i], "bytes",
-				bytes_json(text + b, e - b), "top_logprobs",
-				alts_json(1, ca, a0, na)));
+			json_array_append_new(toks, chat_lp_entry(
+				text, b, e, s->token_logprobs[i], ca, a0, na));
 		} else {
 			json_array_append_new(toks,
 					      client_text(text + b, e - b));

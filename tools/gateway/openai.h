@@ -213,6 +213,12 @@ int openai_result_make(const openai_req *r, const Quorum__Answer *a,
 		      openai_result *out);
 void openai_result_fini(openai_result *x);
 
+/* A streamed run of a sample's tokens (the text so far: len bytes) as
+ * chat's logprobs.content entries, the same a finished sample's list has
+ * for those tokens. */
+json_t *openai_run_entries(const char *text, size_t len,
+			   const Quorum__TokenRun *x);
+
 /* usage's counts: the prompt's tokens, every sample's tokens, the
  * prompt's tokens served from the prefix cache. */
 void openai_usage_counts(const openai_result *x, const Quorum__Answer *a,

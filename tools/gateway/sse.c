@@ -39,6 +39,10 @@ struct sse_stream {
 	int *finished;           /* all text sent */
 	const char **fin;        /* its finish_reason, sent once voted */
 	int *started;            /* first chunk sent */
+	json_t **lpq;            /* per choice (chat, logprobs): entries of
+				  * its streamed tokens not yet sent */
+	size_t *lp_sent;         /* ... and how many were sent with its
+				  * deltas (its finish carries the rest) */
 	reasoning_split *split;  /* per choice: reasoning apart from content
 				  * (chat, unless reasoning_format none) */
 	reasoning_out part;      /* one delta's two parts */
@@ -123,13 +127,15 @@ static size_t utf8_whole(const char *s, size_t n)
  * (done: the choice's last). A chat choice's text is split into
  * reasoning_content and content as it comes (sc/reasoning.h; the split
  * holds back a marker's possible start); the first chunk carries the
- * role, and a choice with nothing to show still gets one at its end. */
+ * role, and a choice with nothing to show still gets one at its end.
+ * The entries of the tokens streamed so far (lpq) go with it. */
 static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 		      size_t n, int done)
 {
 	reasoning_out *o = &st->part;
 	const char *c = text, *r = NULL;
 	size_t cn = n, rn = 0;
+	json_t *lp;
 
 	if (st->req.chat && !st->req.reasoning_raw) {
 		reasoning_out_clear(o);
@@ -141,21 +147,36 @@ static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 		r = o->r;
 		rn = o->rn;
 	}
+	/* the tokens streamed so far go with this delta (an answer's,
+	 * for a response), not with a choice's first chunk: as OpenAI's
+	 * first chunk has none, the SDKs take a first chunk's list as the
+	 * choice's and then add it again */
+	lp = st->lpq && json_array_size(st->lpq[i]) &&
+	     (st->started[i] || st->req.responses) &&
+	     (cn || (rn && !st->req.responses)) ? st->lpq[i] : NULL;
 	if (st->req.responses) {
 		/* the one chain's text, live (responses.h) */
-		responses_live_text(&st->rl, r, rn, c, cn, NULL);
+		responses_live_text(&st->rl, r, rn, c, cn, lp);
 		st->started[i] = 1;
+	} else if (cn || rn || (done && !st->started[i])) {
+		json_t *ch = openai_chunk(&st->req, st->id, st->created,
+					  gw.model_id, i, cn || rn ? c : "", cn,
+					  r, rn, !st->started[i], NULL);
+
+		/* (nothing new: a chunk only to open a choice that ends) */
+		if (ch && lp)
+			json_object_set_new(json_array_get(json_object_get(
+				ch, "choices"), 0), "logprobs", json_pack(
+				"{s:O, s:n}", "content", lp, "refusal"));
+		sse_json(st, ch);
+		st->started[i] = 1;
+	} else {
 		return;
 	}
-	if (!cn && !rn) {
-		/* nothing new: a chunk only to open a choice that ends */
-		if (!done || st->started[i])
-			return;
-		c = "";
+	if (lp) {
+		st->lp_sent[i] += json_array_size(lp);
+		json_array_clear(lp);
 	}
-	sse_json(st, openai_chunk(&st->req, st->id, st->created, gw.model_id,
-				 i, c, cn, r, rn, !st->started[i], NULL));
-	st->started[i] = 1;
 }
 
 /* Sends what can be sent of choice i: its text so far, holding back a
@@ -181,10 +202,10 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 
 /* The finish chunks of the choices in fin (index order), once the vote
  * is settled; the last carries the quorum object q (taken). With
- * logprobs, a choice's finish chunk carries all of its tokens' (lp[k],
- * borrowed; NULL: none): a stream's text goes out as whole characters,
- * which are not its tokens, and a client that joins the chunks' lists
- * (as OpenAI's SDKs do) gets the response's list whole. */
+ * logprobs, a choice's finish chunk carries its tokens' entries (lp[k],
+ * borrowed; NULL: none) past those its deltas carried (lp_sent: a live
+ * chat choice's), so that a client that joins the chunks' lists (as
+ * OpenAI's SDKs do) gets the response's list whole. */
 static void sse_finish_all(sse_stream *st, json_t *q, json_t **lp)
 {
 	size_t last = st->n;
@@ -199,9 +220,21 @@ static void sse_finish_all(sse_stream *st, json_t *q, json_t **lp)
 			continue;
 		c = openai_chunk(&st->req, st->id, st->created, gw.model_id,
 				(uint32_t)k, NULL, 0, NULL, 0, 0, st->fin[k]);
-		if (c && lp && lp[k])
+		if (c && lp && lp[k] && st->lp_sent && st->lp_sent[k]) {
+			/* the deltas carried the first ones */
+			json_t *all = json_object_get(lp[k], "content"),
+			       *rest = json_array();
+
+			for (size_t t = st->lp_sent[k];
+			     t < json_array_size(all); t++)
+				json_array_append(rest, json_array_get(all, t));
+			json_object_set_new(json_array_get(json_object_get(
+				c, "choices"), 0), "logprobs", json_pack(
+				"{s:o, s:n}", "content", rest, "refusal"));
+		} else if (c && lp && lp[k]) {
 			json_object_set(json_array_get(json_object_get(
 				c, "choices"), 0), "logprobs", lp[k]);
+		}
 		if (k == last && q && c) {
 			json_object_set_new(c, "quorum", q);
 			q = NULL;
@@ -242,6 +275,15 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 		st->acc_len[i] += p->text.len;
 		b[st->acc_len[i]] = '\0';
 		st->acc[i] = b;
+	}
+	/* its tokens, within the text so far (the coordinator checked
+	 * them): their entries wait for the next delta */
+	if (p->tokens && st->lpq && st->acc[i]) {
+		json_t *e = openai_run_entries(st->acc[i], st->acc_len[i],
+					       p->tokens);
+
+		json_array_extend(st->lpq[i], e);
+		json_decref(e);
 	}
 	sse_flush_choice(st, i, p->done != NULL,
 			 p->done && p->done->finish &&
@@ -461,6 +503,10 @@ static void sse_free(void *cls)
 	free(st->finished);
 	free(st->fin);
 	free(st->started);
+	for (size_t i = 0; st->lpq && i < st->n; i++)
+		json_decref(st->lpq[i]);
+	free(st->lpq);
+	free(st->lp_sent);
 	free(st->split);
 	reasoning_out_free(&st->part);
 	responses_live_fini(&st->rl);
@@ -502,6 +548,22 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	if ((st->split = calloc(st->n, sizeof(*st->split))))
 		for (size_t i = 0; i < st->n; i++)
 			reasoning_init(&st->split[i]);
+	/* chat's log-probabilities as the tokens stream (no memory: all of
+	 * them with each choice's finish, as a voted stream has them) */
+	if (r->live && r->chat && r->logprobs &&
+	    (st->lpq = calloc(st->n, sizeof(*st->lpq))) &&
+	    (st->lp_sent = calloc(st->n, sizeof(*st->lp_sent))))
+		for (size_t i = 0; i < st->n; i++)
+			if (!(st->lpq[i] = json_array()))
+				break;
+	if (st->lpq && (!st->lp_sent || !st->lpq[st->n - 1])) {
+		for (size_t i = 0; i < st->n; i++)
+			json_decref(st->lpq[i]);
+		free(st->lpq);
+		free(st->lp_sent);
+		st->lpq = NULL;
+		st->lp_sent = NULL;
+	}
 	resp = st->acc && st->acc_len && st->sent && st->finished &&
 	       st->started && st->fin && st->split
 		       ? MHD_create_response_from_callback(
