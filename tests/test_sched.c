@@ -2277,9 +2277,11 @@ static void chunked_stuck(void **state)
 	}
 }
 
-/* One streamed part of sample index of job d, from w. */
-static void w_text(sched *s, fw *w, const Quorum__DecodeJob *d,
-		   uint32_t index, uint32_t offset, const char *text)
+/* One streamed part of sample index of job d, from w, with its run of
+ * tokens (NULL: none). */
+static void w_part(sched *s, fw *w, const Quorum__DecodeJob *d,
+		   uint32_t index, uint32_t offset, const char *text,
+		   Quorum__TokenRun *run)
 {
 	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
 	Quorum__SampleText t = QUORUM__SAMPLE_TEXT__INIT;
@@ -2289,6 +2291,7 @@ static void w_text(sched *s, fw *w, const Quorum__DecodeJob *d,
 	p.offset = offset;
 	p.text.data = (uint8_t *)text;
 	p.text.len = strlen(text);
+	p.tokens = run;
 	t.request_id = d->request_id;
 	t.attempt = d->attempt;
 	t.n_parts = 1;
@@ -2296,6 +2299,12 @@ static void w_text(sched *s, fw *w, const Quorum__DecodeJob *d,
 	m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
 	m.text = &t;
 	fw_send(s, w, &m);
+}
+
+static void w_text(sched *s, fw *w, const Quorum__DecodeJob *d,
+		   uint32_t index, uint32_t offset, const char *text)
+{
+	w_part(s, w, d, index, offset, text, NULL);
 }
 
 /* The next message to w is a Cancel of request rid. */
@@ -2486,27 +2495,14 @@ static void w_text_run(sched *s, fw *w, const Quorum__DecodeJob *d,
 		       uint32_t offset, const char *text, uint32_t first,
 		       uint32_t end, size_t n, double *lp, uint32_t *off)
 {
-	Quorum__WorkerMsg m = QUORUM__WORKER_MSG__INIT;
-	Quorum__SampleText t = QUORUM__SAMPLE_TEXT__INIT;
-	Quorum__TextPart p = QUORUM__TEXT_PART__INIT, *pp = &p;
 	Quorum__TokenRun run = QUORUM__TOKEN_RUN__INIT;
 
-	p.offset = offset;
-	p.text.data = (uint8_t *)text;
-	p.text.len = strlen(text);
 	run.first = first;
 	run.end = end;
 	run.n_token_logprobs = run.n_token_offsets = n;
 	run.token_logprobs = lp;
 	run.token_offsets = off;
-	p.tokens = &run;
-	t.request_id = d->request_id;
-	t.attempt = d->attempt;
-	t.n_parts = 1;
-	t.parts = &pp;
-	m.body_case = QUORUM__WORKER_MSG__BODY_TEXT;
-	m.text = &t;
-	fw_send(s, w, &m);
+	w_part(s, w, d, 0, offset, text, &run);
 }
 
 /* The next reply to c1 is a part: its text's length, and the tokens it
