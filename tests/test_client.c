@@ -1633,6 +1633,17 @@ static void test_dumps_reals(void **state)
 	}
 	free(s);
 	json_decref(a);
+	/* the texts that grow most (jansson's 20 bytes, 22 here), many of
+	 * them: the output's room holds them (ASan's build checks it) */
+	a = json_array();
+	for (int i = 0; i < 4096; i++)
+		json_array_append_new(a, json_real(-1.2345678901234567e16));
+	s = client_dumps(a, JSON_COMPACT);
+	assert_non_null(s);
+	assert_int_equal(strlen(s), 2 + 4096 * 23 - 1);
+	assert_non_null(strstr(s, "-1.2345678901234568e16,"));
+	free(s);
+	json_decref(a);
 	/* numbers in strings, keys and escapes untouched; integers too */
 	a = json_pack("{s:s, s:i, s:s, s:f}", "0.69999999999999996", "x",
 		      "n", 7, "q", "say \"0.69999999999999996\"", "t",

@@ -459,9 +459,11 @@ char *client_dumps(const json_t *j, size_t flags)
 
 	if (!s)
 		return NULL;
-	/* every number outside strings; a real (a '.' or an exponent)
-	 * rewritten: at most 40 bytes a number, from at least 3 */
-	if (!(out = malloc(strlen(s) * 14 + 1))) {
+	/* every number outside strings; a real (a '.' or an exponent) of
+	 * more than 15 significant digits rewritten: at least 17 bytes
+	 * (16 digits and a '.' or an 'e') become at most 24 (a sign, 17
+	 * digits, a '.', "e-308"), so the text grows by half at most */
+	if (!(out = malloc(strlen(s) * 3 / 2 + 25))) {
 		free(s);
 		return NULL;
 	}
