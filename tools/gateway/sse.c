@@ -550,19 +550,20 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 			reasoning_init(&st->split[i]);
 	/* chat's log-probabilities as the tokens stream (no memory: all of
 	 * them with each choice's finish, as a voted stream has them) */
-	if (r->live && r->chat && r->logprobs &&
-	    (st->lpq = calloc(st->n, sizeof(*st->lpq))) &&
-	    (st->lp_sent = calloc(st->n, sizeof(*st->lp_sent))))
-		for (size_t i = 0; i < st->n; i++)
-			if (!(st->lpq[i] = json_array()))
-				break;
-	if (st->lpq && (!st->lp_sent || !st->lpq[st->n - 1])) {
-		for (size_t i = 0; i < st->n; i++)
-			json_decref(st->lpq[i]);
-		free(st->lpq);
-		free(st->lp_sent);
-		st->lpq = NULL;
-		st->lp_sent = NULL;
+	if (r->live && r->chat && r->logprobs) {
+		int ok = (st->lpq = calloc(st->n, sizeof(*st->lpq))) &&
+			 (st->lp_sent = calloc(st->n, sizeof(*st->lp_sent)));
+
+		for (size_t i = 0; ok && i < st->n; i++)
+			ok = (st->lpq[i] = json_array()) != NULL;
+		if (!ok) {
+			for (size_t i = 0; st->lpq && i < st->n; i++)
+				json_decref(st->lpq[i]);
+			free(st->lpq);
+			free(st->lp_sent);
+			st->lpq = NULL;
+			st->lp_sent = NULL;
+		}
 	}
 	resp = st->acc && st->acc_len && st->sent && st->finished &&
 	       st->started && st->fin && st->split
