@@ -2738,55 +2738,66 @@ static void test_hostile_bodies(void **state)
 #endif
 }
 
+/* A socket that has sent POST /v1/completions with body b (its reply
+ * left for the caller to read, or not). */
+static int raw_completion(const char *b)
+{
+	char head[512];
+	int s = connect_port(gw_port), n;
+
+	assert_true(s >= 0);
+	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
+		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
+		     strlen(b), b);
+	assert_true(n > 0 && (size_t)n < sizeof(head));
+	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	return s;
+}
+
+/* The coordinator's status once it has requests in flight (busy) or
+ * none (!busy), and more than failed requests failed; a hang guard of
+ * CU_WAIT_MS fails with why. The caller frees it. */
+static Quorum__ClientReply *wait_status(void *zs, int busy, uint64_t failed,
+					const char *why)
+{
+	for (int64_t end = wire_now_ms() + CU_WAIT_MS;;) {
+		Quorum__ClientReply *st = cu_status(zs);
+
+		if (st && (busy ? st->cluster->in_flight > 0
+				: st->cluster->in_flight == 0) &&
+		    st->cluster->requests_failed >= failed)
+			return st;
+		if (st)
+			quorum__client_reply__free_unpacked(st, NULL);
+		if (wire_now_ms() > end)
+			fail_msg("%s", why);
+		usleep(20000);
+	}
+}
+
 /* A client that hangs up on a plain (not streamed) request: its request
  * is cancelled at the coordinator (counted failed, not served). */
 static void test_cancel_plain(void **state)
 {
 	const char *b = "{\"prompt\":\"Go on forever.\",\"n\":2,"
 			"\"max_tokens\":1500,\"ignore_eos\":true}";
-	char head[512];
 	void *zs = cu_client(&cl);
 	Quorum__ClientReply *st = cu_status(zs);
 	uint64_t served0, failed0;
-	int64_t end = wire_now_ms() + CU_WAIT_MS;
-	int s, n;
+	int s;
 
 	(void)state;
 	assert_non_null(st);
 	served0 = st->cluster->requests_served;
 	failed0 = st->cluster->requests_failed;
 	quorum__client_reply__free_unpacked(st, NULL);
-	s = connect_port(gw_port);
-	assert_true(s >= 0);
-	n = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
-		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
-		     strlen(b), b);
-	assert_int_equal(send_all(s, head, (size_t)n), 0);
+	s = raw_completion(b);
 	/* in flight at the coordinator, then the client leaves */
-	for (;;) {
-		st = cu_status(zs);
-		if (st && st->cluster->in_flight > 0)
-			break;
-		if (st)
-			quorum__client_reply__free_unpacked(st, NULL);
-		if (wire_now_ms() > end)
-			fail_msg("the request never started");
-		usleep(20000);
-	}
+	st = wait_status(zs, 1, 0, "the request never started");
 	quorum__client_reply__free_unpacked(st, NULL);
 	close(s);
-	for (;;) {
-		st = cu_status(zs);
-		if (st && st->cluster->requests_failed > failed0 &&
-		    st->cluster->in_flight == 0)
-			break;
-		if (st)
-			quorum__client_reply__free_unpacked(st, NULL);
-		if (wire_now_ms() > end)
-			fail_msg("the request was not cancelled");
-		usleep(50000);
-	}
+	st = wait_status(zs, 0, failed0 + 1, "the request was not cancelled");
 	assert_int_equal(st->cluster->requests_served, served0);
 	quorum__client_reply__free_unpacked(st, NULL);
 	zmq_close(zs);
@@ -2826,20 +2837,14 @@ static void test_stream_voted_begins(void **state)
 	const char *b = "{\"prompt\":\"Go on forever.\",\"samples\":2,"
 			"\"max_tokens\":1500,\"ignore_eos\":true,"
 			"\"stream\":true}";
-	char head[512], got[2048];
+	char got[2048];
 	void *zs = cu_client(&cl);
 	Quorum__ClientReply *st;
 	size_t n = 0;
-	int s, k;
+	int s;
 
 	(void)state;
-	s = connect_port(gw_port);
-	assert_true(s >= 0);
-	k = snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\n"
-		     "Host: x\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		     "application/json\r\nContent-Length: %zu\r\n\r\n%s", KEY,
-		     strlen(b), b);
-	assert_int_equal(send_all(s, head, (size_t)k), 0);
+	s = raw_completion(b);
 	/* the headers (the socket blocks until they come) */
 	while (n + 1 < sizeof(got)) {
 		ssize_t r = recv(s, got + n, sizeof(got) - 1 - n, 0);
@@ -2862,16 +2867,7 @@ static void test_stream_voted_begins(void **state)
 	quorum__client_reply__free_unpacked(st, NULL);
 	close(s);
 	/* the client left: cancelled, nothing left in flight */
-	for (int64_t end = wire_now_ms() + CU_WAIT_MS;;) {
-		st = cu_status(zs);
-		if (st && st->cluster->in_flight == 0)
-			break;
-		if (st)
-			quorum__client_reply__free_unpacked(st, NULL);
-		if (wire_now_ms() > end)
-			fail_msg("the request was not cancelled");
-		usleep(50000);
-	}
+	st = wait_status(zs, 0, 0, "the request was not cancelled");
 	quorum__client_reply__free_unpacked(st, NULL);
 	zmq_close(zs);
 }
