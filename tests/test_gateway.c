@@ -11,11 +11,12 @@
  * bad-input table (each its code, message and param; the gateway keeps
  * serving); API keys; a client leaving mid-stream cancels its request at
  * the coordinator; 50 concurrent clients x 10 requests each answered
- * once, no connection left open; abuse, each with its bound: 256
+ * once, no connection left open; abuse: 256
  * slow-header connections beside good requests, a slow body, 16
  * concurrent hostile 1 MB bodies (the gateway's peak RSS), a plain
  * request's client hanging up (cancelled), a coordinator that is not
- * there (503 within seconds); privacy (a key sees its own requests on the status page, an
+ * there (503, the probe's words), a stream failed after it began (a
+ * stand-in coordinator: the error as its last event); privacy (a key sees its own requests on the status page, an
  * admin key all, a keyless gateway no questions); the status page's HTML
  * and JSON, and its DOM rendered by headless Chromium.
  */
@@ -32,7 +33,10 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
+#include <zmq.h>
+
 #include "clusterutil.h"
+#include "proto/quorum.pb-c.h"
 
 #define MAX_N 16
 #define HEADER_TIMEOUT_MS 3000
@@ -3032,6 +3036,225 @@ static void test_coordinator_down(void **state)
 	stop_gateway(pid);
 }
 
+/* ---- a coordinator that fails a stream after it began -------------- */
+
+/* A ROUTER socket standing in for the coordinator: a status query gets
+ * an empty cluster; an Ask gets its stream's start, one part of sample
+ * 0's text ("Twelve", 6 bytes), then the final reply: every worker lost
+ * (STATUS_WORKER_LOST), as when a cluster's last worker dies mid-stream.
+ * A cancel gets nothing. */
+typedef struct failer {
+	void *ctx, *sock;
+	char ep[64];
+	pthread_t th;
+	volatile int stop;
+	int asks;
+} failer;
+
+static void failer_send(failer *f, const zmq_msg_t *id, uint64_t rid,
+			int status, const char *err, int body)
+{
+	Quorum__ClientReply r = QUORUM__CLIENT_REPLY__INIT;
+	Quorum__StreamStart st = QUORUM__STREAM_START__INIT;
+	Quorum__SamplePart part = QUORUM__SAMPLE_PART__INIT;
+	Quorum__ClusterStatus cs = QUORUM__CLUSTER_STATUS__INIT;
+	uint8_t buf[512];
+	size_t n;
+
+	r.version = QUORUM__CONSTANTS__PROTOCOL_VERSION;
+	r.request_id = rid;
+	r.status = status;
+	r.error = (char *)err;
+	r.body_case = body;
+	if (body == QUORUM__CLIENT_REPLY__BODY_STARTED) {
+		st.has_prompt_tokens = 1;
+		st.prompt_tokens = 5;
+		r.started = &st;
+	} else if (body == QUORUM__CLIENT_REPLY__BODY_PARTIAL) {
+		part.text.data = (uint8_t *)"Twelve";
+		part.text.len = 6;
+		r.partial = &part;
+	} else if (body == QUORUM__CLIENT_REPLY__BODY_CLUSTER) {
+		cs.cluster = "failer";
+		r.cluster = &cs;
+	}
+	n = quorum__client_reply__get_packed_size(&r);
+	assert_true(n <= sizeof(buf));
+	quorum__client_reply__pack(&r, buf);
+	zmq_send(f->sock, zmq_msg_data((zmq_msg_t *)id),
+		 zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE);
+	zmq_send(f->sock, buf, n, 0);
+}
+
+static void *failer_main(void *arg)
+{
+	failer *f = arg;
+
+	while (!f->stop) {
+		zmq_pollitem_t it = {f->sock, 0, ZMQ_POLLIN, 0};
+		zmq_msg_t id, m;
+		Quorum__ClientRequest *q;
+
+		if (zmq_poll(&it, 1, 50) <= 0)
+			continue;
+		zmq_msg_init(&id);
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&id, f->sock, 0) < 0 ||
+		    !zmq_msg_more(&id) || zmq_msg_recv(&m, f->sock, 0) < 0) {
+			zmq_msg_close(&id);
+			zmq_msg_close(&m);
+			continue;
+		}
+		q = quorum__client_request__unpack(NULL, zmq_msg_size(&m),
+						   zmq_msg_data(&m));
+		if (q && q->body_case == QUORUM__CLIENT_REQUEST__BODY_STATUS) {
+			failer_send(f, &id, q->request_id,
+				    QUORUM__STATUS__STATUS_OK, NULL,
+				    QUORUM__CLIENT_REPLY__BODY_CLUSTER);
+		} else if (q &&
+			   q->body_case == QUORUM__CLIENT_REQUEST__BODY_ASK) {
+			f->asks++;
+			failer_send(f, &id, q->request_id,
+				    QUORUM__STATUS__STATUS_OK, NULL,
+				    QUORUM__CLIENT_REPLY__BODY_STARTED);
+			failer_send(f, &id, q->request_id,
+				    QUORUM__STATUS__STATUS_OK, NULL,
+				    QUORUM__CLIENT_REPLY__BODY_PARTIAL);
+			failer_send(f, &id, q->request_id,
+				    QUORUM__STATUS__STATUS_WORKER_LOST,
+				    "every worker was lost; retry budget "
+				    "exhausted", 0);
+		}
+		if (q)
+			quorum__client_request__free_unpacked(q, NULL);
+		zmq_msg_close(&id);
+		zmq_msg_close(&m);
+	}
+	return NULL;
+}
+
+/* The data lines of an SSE body in order, each parsed (a line that is
+ * not JSON, e.g. [DONE], as a JSON string). */
+static json_t *sse_datas(const hresp *r)
+{
+	json_t *a = json_array();
+	const char *p = r->body;
+
+	while ((p = strstr(p, "data: "))) {
+		const char *e = strchr(p += 6, '\n');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		json_t *o = json_loadb(p, n, 0, NULL);
+
+		json_array_append_new(a, o ? o : json_stringn(p, n));
+		p += n;
+	}
+	return a;
+}
+
+/* A stream the coordinator fails after it began (its last worker lost):
+ * the response is already a 200, so the failure comes as the stream's
+ * last event, with the coordinator's words and the HTTP status's code
+ * (503, worker_lost): a chat stream's error chunk and then [DONE], a
+ * Responses stream's "error" event and nothing after it (no
+ * response.completed); the text streamed before it stays. */
+static void test_stream_fails_midway(void **state)
+{
+	failer f = {0};
+	size_t len = sizeof(f.ep);
+	int saved = gw_port, port;
+	pid_t pid;
+	hresp r;
+	json_t *d, *e;
+	size_t n;
+
+	(void)state;
+	f.ctx = zmq_ctx_new();
+	f.sock = zmq_socket(f.ctx, ZMQ_ROUTER);
+	assert_int_equal(zmq_bind(f.sock, "tcp://127.0.0.1:*"), 0);
+	assert_int_equal(zmq_getsockopt(f.sock, ZMQ_LAST_ENDPOINT, f.ep,
+					&len), 0);
+	assert_int_equal(pthread_create(&f.th, NULL, failer_main, &f), 0);
+	pid = spawn_gateway(cl.config, f.ep, "gateway-failer.log", &port);
+	assert_true(pid > 0);
+	gw_port = port;
+
+	r = post("/v1/chat/completions",
+		 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+		 "\"stream\":true,\"samples\":1}");
+	assert_int_equal(r.code, 200);
+	d = sse_datas(&r);
+	n = json_array_size(d);
+	assert_true(n >= 3);
+	/* the streamed text, then the error, then [DONE] */
+	assert_non_null(strstr(r.body, "\"content\":\"Twelve\""));
+	e = json_object_get(json_array_get(d, n - 2), "error");
+	assert_non_null(e);
+	assert_string_equal(json_string_value(json_object_get(e, "code")),
+			    "worker_lost");
+	assert_string_equal(json_string_value(json_object_get(e, "type")),
+			    "server_error");
+	assert_string_equal(json_string_value(json_object_get(e, "message")),
+			    "every worker was lost; retry budget exhausted");
+	assert_string_equal(json_string_value(json_array_get(d, n - 1)),
+			    "[DONE]");
+	/* no choice finished: the error is the stream's end */
+	assert_null(strstr(r.body, "\"finish_reason\":\"stop\""));
+	json_decref(d);
+	hresp_free(&r);
+
+	r = post("/v1/responses", "{\"input\":\"q\",\"stream\":true,"
+		 "\"samples\":1}");
+	assert_int_equal(r.code, 200);
+	d = sse_datas(&r);
+	n = json_array_size(d);
+	assert_true(n >= 3);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(d, 0), "type")),
+			    "response.created");
+	assert_non_null(strstr(r.body, "\"delta\":\"Twelve\""));
+	e = json_array_get(d, n - 1);
+	assert_string_equal(json_string_value(json_object_get(e, "type")),
+			    "error");
+	assert_string_equal(json_string_value(json_object_get(e, "code")),
+			    "worker_lost");
+	assert_string_equal(json_string_value(json_object_get(e, "message")),
+			    "every worker was lost; retry budget exhausted");
+	assert_null(strstr(r.body, "response.completed"));
+	assert_null(strstr(r.body, "[DONE]"));
+	json_decref(d);
+	hresp_free(&r);
+
+	assert_int_equal(f.asks, 2);
+	/* each counted once, as the failure it is (503), once it ended */
+	for (int64_t end = wire_now_ms() + CU_WAIT_MS;;) {
+		size_t nm;
+		metric *m = scrape(&nm);
+		double chat = zero_nan(prom_get(m, nm,
+			"quorum_http_requests_total", "endpoint=\"/v1/chat/"
+			"completions\",code=\"503\"")),
+		       resp = zero_nan(prom_get(m, nm,
+			"quorum_http_requests_total", "endpoint=\"/v1/"
+			"responses\",code=\"503\""));
+		double ok = zero_nan(prom_get(m, nm,
+			"quorum_http_requests_total", "endpoint=\"/v1/chat/"
+			"completions\",code=\"200\""));
+
+		free(m);
+		if (chat + resp < 2 && wire_now_ms() < end) {
+			usleep(20000);
+			continue;
+		}
+		assert_true(chat == 1 && resp == 1 && ok == 0);
+		break;
+	}
+	gw_port = saved;
+	stop_gateway(pid);
+	f.stop = 1;
+	pthread_join(f.th, NULL);
+	zmq_close(f.sock);
+	zmq_ctx_term(f.ctx);
+}
+
 /* The status page's JSON as key sees it (NULL: no key). */
 static char *status_as(const char *key)
 {
@@ -3207,6 +3430,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_bodies),
 		cmocka_unit_test(test_cancel_plain),
 		cmocka_unit_test(test_coordinator_down),
+		cmocka_unit_test(test_stream_fails_midway),
 		cmocka_unit_test(test_privacy),
 		cmocka_unit_test(test_python_example),
 		cmocka_unit_test(test_status_page),
