@@ -695,7 +695,7 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 		mine |= j->idx[k] == i;
 	/* everything a worker says is checked: its own job's index, a
 	 * finish reason, no more tokens than asked (its steps one more at
-	 * most), bounded text and answer */
+	 * most, its reasoning tokens no more), bounded text and answer */
 	if (!mine || r->st[i] != S_ASSIGNED || !x->sample->finish ||
 	    (strcmp(x->sample->finish, "stop") &&
 	     strcmp(x->sample->finish, "length") &&
@@ -703,6 +703,8 @@ int dispatch_on_sample(sched *s, int wi, Quorum__WorkerMsg *wm)
 	    x->sample->tokens > (uint32_t)r->p.max_new ||
 	    (x->sample->has_steps && x->sample->steps != x->sample->tokens &&
 	     x->sample->steps - 1 != x->sample->tokens) ||
+	    (x->sample->has_reasoning_tokens &&
+	     x->sample->reasoning_tokens > x->sample->tokens) ||
 	    x->sample->text.len > WIRE_SAMPLE_TEXT_MAX(r->p.max_new) ||
 	    (x->sample->has_answer && x->sample->answer.len >= VOTE_ANSWER_MAX) ||
 	    (x->sample->worker && strlen(x->sample->worker) >= ID_MAX) ||

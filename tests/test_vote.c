@@ -360,8 +360,8 @@ static const struct rcase rcases[] = {
 
 /* The two parts of text fed in pieces of `step` bytes (0: byte by byte
  * from a rotating size), checked against the whole. */
-static void split_in(const char *text, size_t len, size_t step,
-		     reasoning_out *o)
+static size_t split_in(const char *text, size_t len, size_t step,
+		       reasoning_out *o)
 {
 	reasoning_split s;
 	size_t at = 0, k = 1;
@@ -376,6 +376,7 @@ static void split_in(const char *text, size_t len, size_t step,
 		at += n;
 	}
 	assert_int_equal(reasoning_end(&s, o), 0);
+	return s.content_at;
 }
 
 static void run_rcase(void **state)
@@ -383,10 +384,18 @@ static void run_rcase(void **state)
 	const struct rcase *c = *state;
 	size_t len = strlen(c->text);
 
+	size_t at = reasoning_content_at(c->text, len);
+
+	/* where the content begins: its first byte, or none */
+	if (*c->content)
+		assert_true(at < len && c->text[at] == c->content[0]);
+	else
+		assert_true(at == REASONING_NO_CONTENT);
 	for (size_t step = 0; step <= len; step++) {
 		reasoning_out o = {0};
 
-		split_in(c->text, len, step ? step : 0, &o);
+		/* the same from every split */
+		assert_true(split_in(c->text, len, step ? step : 0, &o) == at);
 		assert_memory_equal(o.rn ? o.r : "", c->reasoning,
 				    strlen(c->reasoning) + 1);
 		assert_int_equal(o.rn, strlen(c->reasoning));
@@ -394,6 +403,39 @@ static void run_rcase(void **state)
 		assert_memory_equal(o.cn ? o.c : "", c->content,
 				    strlen(c->content) + 1);
 		reasoning_out_free(&o);
+	}
+}
+
+/* Where the content begins, byte for byte: the whitespace after
+ * </think> is not content, nor is harmony's markup. */
+static void reasoning_content_offsets(void **state)
+{
+	static const struct {
+		const char *text;
+		size_t at;
+	} c[] = {
+		{"42", 0},
+		{"<b>x", 0},
+		{"  <think>x</think>y", 0},
+		{"<think>ab</think>\n\n42", 19},
+		{"<think>ab</think>42", 17},
+		{"<think>ab</think> \n ", REASONING_NO_CONTENT},
+		{"<think>ab", REASONING_NO_CONTENT},
+		{"<thi", 0},
+		{"", REASONING_NO_CONTENT},
+		{"<|channel|>analysis<|message|>x<|end|><|start|>assistant"
+		 "<|channel|>final<|message|>42<|return|>", 83},
+		{"<|channel|>analysis<|message|>x<|end|>",
+		 REASONING_NO_CONTENT},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		size_t at = reasoning_content_at(c[i].text, strlen(c[i].text));
+
+		if (at != c[i].at)
+			fail_msg("\"%s\": content at %zu, not %zu", c[i].text,
+				 at, c[i].at);
 	}
 }
 
@@ -454,6 +496,7 @@ int main(void)
 	};
 	static const struct CMUnitTest fixed3[] = {
 		cmocka_unit_test(reasoning_prefix_stable),
+		cmocka_unit_test(reasoning_content_offsets),
 	};
 	struct CMUnitTest t[NX + NT + NR + N_FIXED(fixed1) + N_FIXED(fixed2) +
 			   N_FIXED(fixed3)];

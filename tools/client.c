@@ -728,6 +728,9 @@ void client_answer_json(json_t *o, const Quorum__Answer *a)
 			"worker", opt_str(x->worker));
 
 		voters += x->has_answer;
+		if (x->has_reasoning_tokens)
+			json_object_set_new(js, "reasoning_tokens",
+					    json_integer(x->reasoning_tokens));
 		if (x->has_mean_logprob)
 			json_object_set_new(js, "mean_logprob",
 					    json_real(x->mean_logprob));

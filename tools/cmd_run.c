@@ -256,6 +256,8 @@ static json_t *run_json(const model *m, const tok *t, const char *mpath,
 		if (!x->has_answer)
 			json_object_set_new(js, "no_answer",
 					    json_string(no_answer_why(p, x)));
+		json_object_set_new(js, "reasoning_tokens",
+				    json_integer(x->reasoning_tokens));
 		json_object_set_new(js, "mean_logprob",
 				    json_real(x->mean_logprob));
 		json_object_set_new(js, "group_confidence",

@@ -28,6 +28,8 @@ static int on_sample(void *ctx, const sc_sample *s)
 		x.answer.len = strlen(s->answer);
 	}
 	x.tokens = (uint32_t)s->n_tokens;
+	x.has_reasoning_tokens = 1;
+	x.reasoning_tokens = (uint32_t)s->reasoning_tokens;
 	x.has_steps = 1;
 	x.steps = (uint32_t)(s->n_tokens + s->end_step);
 	x.has_mean_logprob = x.has_group_confidence = 1;

@@ -213,6 +213,7 @@ static void batch_job_free(sc_batch *b, sc_job *j)
 		free(j->fs[i].ring);
 		free(j->fs[i].seen);
 		free(j->fs[i].alt);
+		free(j->fs[i].starts);
 	}
 	if (j->own_out)
 		for (int i = 0; i < j->n; i++)

@@ -19,6 +19,7 @@
  */
 #include "sc/fork.h"
 
+#include "sc/reasoning.h"
 #include "sc/sc_int.h"
 
 #include <math.h>
@@ -131,6 +132,38 @@ static int token_lp_add(sc_sample *s, double lp, const samp_alt *alt,
 	return 0;
 nomem:
 	return qerr_fail(QERR_NOMEM, "out of memory for log-probabilities");
+}
+
+/* Records where the token about to be appended starts in the text. */
+static int start_add(fork_state *f)
+{
+	const sc_sample *s = f->out;
+	int n = s->n_tokens;
+
+	if (n >= f->cap_starts) {
+		int nc = f->cap_starts ? 2 * f->cap_starts : 64;
+		uint32_t *a = realloc(f->starts, (size_t)nc * sizeof(*a));
+
+		if (!a)
+			return qerr_fail(QERR_NOMEM, "out of memory for a "
+					 "sample's tokens");
+		f->starts = a;
+		f->cap_starts = nc;
+	}
+	f->starts[n] = s->len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->len;
+	return 0;
+}
+
+/* Its tokens whose pieces start before the content (the starts rise). */
+static int reasoning_count(const fork_state *f)
+{
+	const sc_sample *s = f->out;
+	size_t at = reasoning_content_at(s->text, s->len);
+	int n = 0;
+
+	while (n < s->n_tokens && f->starts[n] < at)
+		n++;
+	return n;
 }
 
 /* After s's text grew by its last added bytes: cuts it before the first
@@ -335,6 +368,8 @@ drawn:
 	if (penalized(p) && (rc = seen_add(f, tokid)))
 		return rc;
 	piece = tok_piece(e->t, tokid, 0, &plen);
+	if ((rc = start_add(f)))
+		return rc;
 	if (f->job && f->job->gm)
 		f->gstate = gbnf_step(f->job->gm, f->gstate, piece ? piece : "",
 				      plen);
@@ -424,6 +459,7 @@ int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 	if (!s->text && !(s->text = calloc(1, 1)))
 		return qerr_fail(QERR_NOMEM, "out of memory for text");
 	s->settled = s->len;
+	s->reasoning_tokens = reasoning_count(f);
 	s->has_answer = s->finish != SC_FINISH_FILTERED &&
 			answer_extract(f->job ? &f->job->p.answer : NULL,
 				       s->text, s->len, s->answer,

@@ -32,6 +32,10 @@ typedef struct {
 			       * runs with stop strings, its last bytes may
 			       * still be cut (streaming sends only these) */
 	int n_tokens;
+	int reasoning_tokens; /* of n_tokens, those whose pieces start before
+			       * the content (reasoning.h's
+			       * reasoning_content_at): all of them when it
+			       * has none, 0 for a text without reasoning */
 	int end_step;         /* 1: its last step drew an end token or found
 			       * its grammar ended, a decode step n_tokens
 			       * does not count (a stop string's last token

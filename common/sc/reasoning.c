@@ -40,6 +40,7 @@ void reasoning_init(reasoning_split *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->state = RS_START;
+	s->content_at = REASONING_NO_CONTENT;
 }
 
 static int put(char **buf, size_t *len, size_t *cap, const char *p,
@@ -67,21 +68,37 @@ static int is_space(char b)
 	return b == ' ' || b == '\t' || b == '\n' || b == '\r';
 }
 
-/* One settled byte (not part of a marker) in the current state. */
-static int settle(reasoning_split *s, char b, reasoning_out *o)
+/* n content bytes from the text's byte at: the first of them marks
+ * where the content begins; appended to o (NULL: only that mark). */
+static int content(reasoning_split *s, size_t at, const char *p, size_t n,
+		   reasoning_out *o)
+{
+	if (n && s->content_at == REASONING_NO_CONTENT)
+		s->content_at = at;
+	return o ? put(&o->c, &o->cn, &o->ccap, p, n) : 0;
+}
+
+static int reason_bytes(const char *p, size_t n, reasoning_out *o)
+{
+	return o ? put(&o->r, &o->rn, &o->rcap, p, n) : 0;
+}
+
+/* One settled byte (not part of a marker), the text's byte at, in the
+ * current state. */
+static int settle(reasoning_split *s, char b, size_t at, reasoning_out *o)
 {
 	switch (s->state) {
 	case RS_START: /* not a marker's start: the whole text is plain */
 	case RS_PLAIN:
 		s->state = RS_PLAIN;
-		return put(&o->c, &o->cn, &o->ccap, &b, 1);
+		return content(s, at, &b, 1, o);
 	case RS_THINK:
-		return put(&o->r, &o->rn, &o->rcap, &b, 1);
+		return reason_bytes(&b, 1, o);
 	case RS_ANSWER:
 		if (s->lead && is_space(b))
 			return 0;
 		s->lead = 0;
-		return put(&o->c, &o->cn, &o->ccap, &b, 1);
+		return content(s, at, &b, 1, o);
 	case RS_HEADER: /* the channel's name: up to a space or a '<' */
 		if (s->lead)
 			return 0;
@@ -94,8 +111,8 @@ static int settle(reasoning_split *s, char b, reasoning_out *o)
 		s->name[s->name_len++] = b;
 		return 0;
 	case RS_BODY:
-		return s->final ? put(&o->c, &o->cn, &o->ccap, &b, 1)
-				: put(&o->r, &o->rn, &o->rcap, &b, 1);
+		return s->final ? content(s, at, &b, 1, o)
+				: reason_bytes(&b, 1, o);
 	default: /* RS_BETWEEN: markup */
 		return 0;
 	}
@@ -151,17 +168,23 @@ int reasoning_feed(reasoning_split *s, const char *text, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		int m, k;
 
-		if (s->state == RS_PLAIN) /* nothing to watch for */
-			return put(&o->c, &o->cn, &o->ccap, text + i, n - i);
+		if (s->state == RS_PLAIN) { /* nothing to watch for */
+			size_t at = s->pos;
+
+			s->pos += n - i;
+			return content(s, at, text + i, n - i, o);
+		}
 		s->pend[s->pend_len++] = text[i];
+		s->pos++;
 		while (s->pend_len && (k = match(s, &m)) != 1) {
 			if (k == 2) {
 				s->pend_len = 0;
 				enter(s, m);
 				break;
 			}
-			/* the first held byte starts no marker: settled */
-			if (settle(s, s->pend[0], o))
+			/* the first held byte starts no marker: settled (the
+			 * held bytes are the last pend_len read) */
+			if (settle(s, s->pend[0], s->pos - s->pend_len, o))
 				return -1;
 			memmove(s->pend, s->pend + 1, --s->pend_len);
 		}
@@ -172,10 +195,20 @@ int reasoning_feed(reasoning_split *s, const char *text, size_t n,
 int reasoning_end(reasoning_split *s, reasoning_out *o)
 {
 	for (size_t i = 0; i < s->pend_len; i++)
-		if (settle(s, s->pend[i], o))
+		if (settle(s, s->pend[i], s->pos - s->pend_len + i, o))
 			return -1;
 	s->pend_len = 0;
 	return 0;
+}
+
+size_t reasoning_content_at(const char *text, size_t n)
+{
+	reasoning_split s;
+
+	reasoning_init(&s);
+	reasoning_feed(&s, text, n, NULL); /* without o: nothing to fail */
+	reasoning_end(&s, NULL);
+	return s.content_at;
 }
 
 void reasoning_out_clear(reasoning_out *o)

@@ -31,6 +31,7 @@
 #define QUORUM_REASONING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Appended bytes: reasoning's and content's, of one feed. */
 typedef struct {
@@ -47,15 +48,29 @@ typedef struct {
 	size_t name_len;
 	char pend[16];       /* bytes held back: a marker's possible start */
 	size_t pend_len;
+	size_t pos;          /* bytes read so far */
+	size_t content_at;   /* the text's byte where the content begins (its
+			      * first settled byte), REASONING_NO_CONTENT
+			      * while none is */
 } reasoning_split;
+
+#define REASONING_NO_CONTENT SIZE_MAX
 
 void reasoning_init(reasoning_split *s);
 /* Reads text[0, n) on; what it settles is appended to o (grown with
- * realloc). Returns 0, or -1 when out of memory (o keeps what it had). */
+ * realloc; NULL: only s's books, content_at among them). Returns 0, or -1
+ * when out of memory (o keeps what it had). */
 int reasoning_feed(reasoning_split *s, const char *text, size_t n,
 		   reasoning_out *o);
 /* The text is whole: flushes what was held back. */
 int reasoning_end(reasoning_split *s, reasoning_out *o);
+/* Where the content of the whole text[0, n) begins: the offset of its
+ * first byte (after </think> and the whitespace dropped behind it, at
+ * harmony's final message's body, 0 for a text without reasoning), or
+ * REASONING_NO_CONTENT when it has none (a sample that ran out of
+ * tokens while reasoning). Its reasoning tokens are those whose pieces
+ * start before it (usage's reasoning_tokens). */
+size_t reasoning_content_at(const char *text, size_t n);
 /* Empties o (keeps its buffers) / frees them. */
 void reasoning_out_clear(reasoning_out *o);
 void reasoning_out_free(reasoning_out *o);

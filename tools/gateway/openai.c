@@ -1662,28 +1662,41 @@ json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a)
 }
 
 void openai_usage_counts(const openai_result *x, const Quorum__Answer *a,
-			 uint64_t *prompt, uint64_t *completion,
-			 uint64_t *cached)
+			 openai_usage *u)
 {
-	*prompt = a->prefix && a->prefix->has_prompt_tokens
-			  ? a->prefix->prompt_tokens : 0;
-	*completion = 0;
+	memset(u, 0, sizeof(*u));
+	u->prompt = a->prefix && a->prefix->has_prompt_tokens
+			    ? a->prefix->prompt_tokens : 0;
 	for (size_t i = 0; i < x->n; i++)
-		*completion += x->tokens[i];
-	*cached = a->prefix ? a->prefix->prompt_tokens_reused : 0;
+		u->completion += x->tokens[i];
+	u->cached = a->prefix ? a->prefix->prompt_tokens_reused : 0;
+	u->has_reasoning = 1;
+	for (size_t i = 0; i < a->n_samples; i++) {
+		u->has_reasoning &= a->samples[i]->has_reasoning_tokens;
+		u->reasoning += a->samples[i]->reasoning_tokens;
+	}
+	if (!u->has_reasoning)
+		u->reasoning = 0;
 }
 
 static json_t *usage(const openai_result *x, const Quorum__Answer *a)
 {
-	uint64_t p, c, cached;
+	openai_usage u;
+	json_t *o;
 
-	openai_usage_counts(x, a, &p, &c, &cached);
+	openai_usage_counts(x, a, &u);
 	/* OpenAI's place for prompt tokens served from a cache */
-	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
-			 (json_int_t)p, "completion_tokens", (json_int_t)c,
-			 "total_tokens", (json_int_t)(p + c),
-			 "prompt_tokens_details", "cached_tokens",
-			 (json_int_t)cached);
+	o = json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
+		      (json_int_t)u.prompt, "completion_tokens",
+		      (json_int_t)u.completion, "total_tokens",
+		      (json_int_t)(u.prompt + u.completion),
+		      "prompt_tokens_details", "cached_tokens",
+		      (json_int_t)u.cached);
+	/* and for the tokens spent reasoning */
+	if (o && u.has_reasoning)
+		json_object_set_new(o, "completion_tokens_details", json_pack(
+			"{s:I}", "reasoning_tokens", (json_int_t)u.reasoning));
+	return o;
 }
 
 /* A chat choice's message: the text split into reasoning_content (when

@@ -219,11 +219,20 @@ void openai_result_fini(openai_result *x);
 json_t *openai_run_entries(const char *text, size_t len,
 			   const Quorum__TokenRun *x);
 
-/* usage's counts: the prompt's tokens, every sample's tokens, the
- * prompt's tokens served from the prefix cache. */
+/* usage's counts. */
+typedef struct openai_usage {
+	uint64_t prompt;     /* the prompt's tokens */
+	uint64_t completion; /* every sample's tokens */
+	uint64_t cached;     /* the prompt's tokens served from the prefix
+			      * cache */
+	uint64_t reasoning;  /* of completion: the samples' reasoning tokens
+			      * (those before each one's answer) */
+	int has_reasoning;   /* every sample counted them (a worker of an
+			      * older version does not) */
+} openai_usage;
+
 void openai_usage_counts(const openai_result *x, const Quorum__Answer *a,
-			 uint64_t *prompt, uint64_t *completion,
-			 uint64_t *cached);
+			 openai_usage *u);
 
 /* The "quorum" object of a finished request. */
 json_t *openai_quorum(const openai_result *x, const Quorum__Answer *a);

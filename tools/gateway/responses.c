@@ -717,14 +717,22 @@ json_t *responses_object(const openai_req *r, const openai_result *x,
 	json_object_foreach(r->echo, key, k)
 		json_object_set(o, key, k);
 	if (x && a) {
-		uint64_t p, c, cached;
+		openai_usage u;
+		json_t *us;
 
-		openai_usage_counts(x, a, &p, &c, &cached);
-		json_object_set_new(o, "usage", json_pack(
-			"{s:I, s:{s:I}, s:I, s:I}", "input_tokens",
-			(json_int_t)p, "input_tokens_details", "cached_tokens",
-			(json_int_t)cached, "output_tokens", (json_int_t)c,
-			"total_tokens", (json_int_t)(p + c)));
+		openai_usage_counts(x, a, &u);
+		us = json_pack("{s:I, s:{s:I}, s:I, s:I}", "input_tokens",
+			       (json_int_t)u.prompt, "input_tokens_details",
+			       "cached_tokens", (json_int_t)u.cached,
+			       "output_tokens", (json_int_t)u.completion,
+			       "total_tokens",
+			       (json_int_t)(u.prompt + u.completion));
+		if (us && u.has_reasoning)
+			json_object_set_new(us, "output_tokens_details",
+					    json_pack("{s:I}",
+						      "reasoning_tokens",
+						      (json_int_t)u.reasoning));
+		json_object_set_new(o, "usage", us);
 		json_object_set_new(o, "quorum", openai_quorum(x, a));
 	} else {
 		json_object_set_new(o, "usage", json_null());
