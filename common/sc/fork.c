@@ -140,16 +140,10 @@ static int start_add(fork_state *f)
 	const sc_sample *s = f->out;
 	int n = s->n_tokens;
 
-	if (n >= f->cap_starts) {
-		int nc = f->cap_starts ? 2 * f->cap_starts : 64;
-		uint32_t *a = realloc(f->starts, (size_t)nc * sizeof(*a));
-
-		if (!a)
-			return qerr_fail(QERR_NOMEM, "out of memory for a "
-					 "sample's tokens");
-		f->starts = a;
-		f->cap_starts = nc;
-	}
+	if (grow(&f->starts, sizeof(*f->starts), &f->cap_starts,
+		 (size_t)n + 1))
+		return qerr_fail(QERR_NOMEM, "out of memory for a sample's "
+				 "tokens");
 	f->starts[n] = s->len > UINT32_MAX ? UINT32_MAX : (uint32_t)s->len;
 	return 0;
 }
@@ -259,16 +253,10 @@ static int seen_add(fork_state *f, int32_t t)
 {
 	int i = f->n_seen;
 
-	if (f->n_seen == f->cap_seen) {
-		int nc = f->cap_seen ? 2 * f->cap_seen : 64;
-		int32_t *a = realloc(f->seen, (size_t)nc * sizeof(*a));
-
-		if (!a)
-			return qerr_fail(QERR_NOMEM, "out of memory for the "
-					 "penalties");
-		f->seen = a;
-		f->cap_seen = nc;
-	}
+	if (grow(&f->seen, sizeof(*f->seen), &f->cap_seen,
+		 (size_t)f->n_seen + 1))
+		return qerr_fail(QERR_NOMEM, "out of memory for the "
+				 "penalties");
 	while (i > 0 && f->seen[i - 1] > t) {
 		f->seen[i] = f->seen[i - 1];
 		i--;

@@ -121,11 +121,12 @@ typedef struct {
 	/* with a presence or frequency penalty: the tokens drawn so far
 	 * (end token excluded), kept sorted so each one's count is a run */
 	int32_t *seen;
-	int n_seen, cap_seen;
+	int n_seen;
+	size_t cap_seen;
 	/* where each drawn token's piece starts in the text (n_tokens of
 	 * them): its reasoning tokens are counted from these at its end */
 	uint32_t *starts;
-	int cap_starts;
+	size_t cap_starts;
 } fork_state;
 
 /* The online confidence filter (sc_params.filter_*). */
