@@ -88,9 +88,13 @@ done
 "$PODMAN" volume ls --format '{{.Name}}' >"$tmp/vol-before"
 
 # ---- the manifests, offline ------------------------------------------------------
+# the API key, made as the README's step 3 makes it (the base has none)
+KEY=$("$Q" keygen --api-key "$tmp/api-keys" 2>"$tmp/keygen.log") && [ -n "$KEY" ] ||
+	die "quorum keygen --api-key: $(cat "$tmp/keygen.log")"
 if $PY tests/k8s_podman.py deploy/k8s/base "$tmp/play.yaml" --image "$IMAGE" \
 	--name "$name" --client-port "$cport" --worker-port "$wport" \
-	--http-port "$hport" --secrets-dir "$tmp/secrets" 2>"$tmp/render.log"; then
+	--http-port "$hport" --secrets-dir "$tmp/secrets" \
+	--secret "quorum-api-keys/api-keys=$tmp/api-keys" 2>"$tmp/render.log"; then
 	ok "manifests: required fields (base, overlays), rendered for podman"
 else
 	die "manifests: $(cat "$tmp/render.log")"
@@ -163,11 +167,11 @@ else:
 sys.stdout.write(json.dumps(out, sort_keys=True, separators=(",", ":")))
 EOF
 post() { # post OUT JSON-BODY: the chat completion with the API key
-	$PY - "$URL/v1/chat/completions" "$2" >"$1" 2>"$1.log" <<'EOF'
+	$PY - "$URL/v1/chat/completions" "$2" "$KEY" >"$1" 2>"$1.log" <<'EOF'
 import sys, urllib.request
 req = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(),
     headers={"Content-Type": "application/json",
-             "Authorization": "Bearer example-change-me"})
+             "Authorization": "Bearer " + sys.argv[3]})
 with urllib.request.urlopen(req, timeout=300) as r:
     sys.stdout.write(r.read().decode())
 EOF
@@ -183,7 +187,7 @@ same() { # same CASE A B: projections equal byte for byte
 }
 # the gateway serves the model under its own id (/v1/models); another
 # name would be answered 404 model_not_found
-MID=$(curl -s --max-time 10 -H "Authorization: Bearer example-change-me" \
+MID=$(curl -s --max-time 10 -H "Authorization: Bearer $KEY" \
 	"$URL/v1/models" |
 	$PY -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])' 2>/dev/null)
 [ -n "$MID" ] || bad "GET /v1/models: no model id"

@@ -23,6 +23,9 @@ every difference podman needs is made here, and only here:
 - emptyDir volumes: podman 4.3 names the volume after the manifest's
   volume name, so two pods' "shm" would be one: each gets its pod's name
   in front (Kubernetes gives each pod its own);
+- Secrets the operator makes (the base's quorum-api-keys holds no key,
+  as `kubectl create secret ... | kubectl apply` replaces it): --secret
+  NAME/KEY=FILE gives a Secret's key a file's contents;
 - probes: podman turns a livenessProbe into a healthcheck run by systemd
   timers, which a container host without systemd lacks; the readiness of
   each role is what the test waits on instead (quorum status lists the
@@ -30,7 +33,7 @@ every difference podman needs is made here, and only here:
 
   k8s_podman.py BASE_DIR OUT.yaml --image TAG --name CLUSTER \
       --client-port P --worker-port P --http-port P --secrets-dir DIR
-      [--nodes a,b]
+      [--secret NAME/KEY=FILE ...] [--nodes a,b]
 
 It also checks every document of BASE_DIR and of the overlays (required
 fields, see schema_check) and that the base's image tag is the file
@@ -171,6 +174,7 @@ def main():
     ap.add_argument("--worker-port", required=True)
     ap.add_argument("--http-port", required=True)
     ap.add_argument("--secrets-dir", required=True)
+    ap.add_argument("--secret", action="append", default=[])
     ap.add_argument("--nodes", default="node-a,node-b")
     a = ap.parse_args()
 
@@ -211,6 +215,13 @@ def main():
             secrets[d["metadata"]["name"]] = dict(d.get("stringData", {}))
             for k, v in d.get("data", {}).items():
                 secrets[d["metadata"]["name"]][k] = base64.b64decode(v).decode()
+    for sv in a.secret:
+        m = re.fullmatch(r"([^/=]+)/([^/=]+)=(.+)", sv)
+        if not m or m.group(1) not in secrets:
+            print("--secret %s: not NAME/KEY=FILE of a Secret here" % sv,
+                  file=sys.stderr)
+            sys.exit(1)
+        secrets[m.group(1)][m.group(2)] = open(m.group(3)).read()
     for d in docs:
         kind = d["kind"]
         if kind not in ("Deployment", "StatefulSet"):

@@ -8,6 +8,7 @@
  * the real coordinator and workers is tests/cluster_e2e.sh.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <cmocka.h>
@@ -738,6 +740,57 @@ static void test_help(void **state)
 	assert_int_equal(r.rc, 0);
 	assert_has(r.out, "usage: quorum status");
 	run_free(&r);
+}
+
+/* quorum keygen --api-key: a key of 256 bits in a new 0600 file as the
+ * gateway reads it, the same key on stdout, a new one each time, an
+ * existing file never overwritten. */
+static void test_keygen_api_key(void **state)
+{
+	char path[PATH_MAX], *t;
+	run_out a, b;
+	struct stat st;
+	size_t n;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/api-keys-%d", tu_tmpdir(),
+		 (int)getpid());
+	unlink(path);
+	a = run("keygen --api-key %s", path);
+	assert_int_equal(a.rc, 0);
+	n = strlen(a.out);
+	assert_int_equal(n, 10 + 43 + 1);
+	assert_memory_equal(a.out, "sk-quorum-", 10);
+	for (size_t i = 10; i < n - 1; i++)
+		assert_true(isalnum((unsigned char)a.out[i]));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	t = slurp(path);
+	assert_has(t, a.out); /* the key, a line of its own */
+	assert_true(t[0] == '#');
+	/* never overwritten: refused, the file as it was */
+	b = run("keygen --api-key %s", path);
+	assert_int_equal(b.rc, 1);
+	assert_has(b.err, "never overwritten");
+	{
+		char *t2 = slurp(path);
+
+		assert_string_equal(t, t2);
+		free(t2);
+	}
+	run_free(&b);
+	unlink(path);
+	b = run("keygen --api-key %s", path);
+	assert_int_equal(b.rc, 0);
+	assert_string_not_equal(a.out, b.out);
+	run_free(&b);
+	b = run("keygen --api-key %s -o x", path);
+	assert_int_equal(b.rc, 2);
+	assert_has(b.err, "one of them");
+	run_free(&b);
+	free(t);
+	run_free(&a);
+	unlink(path);
 }
 
 static void test_empty_question(void **state)
@@ -2119,6 +2172,7 @@ int main(void)
 		cmocka_unit_test(test_vote_cmd),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_empty_question),
+		cmocka_unit_test(test_keygen_api_key),
 		cmocka_unit_test(test_no_coordinator),
 		cmocka_unit_test(test_file_no_coordinator),
 		cmocka_unit_test_setup_teardown(test_ask_text, setup, teardown),

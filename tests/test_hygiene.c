@@ -1049,14 +1049,22 @@ static void programs_usage(void **state)
 
 /* quorum serve refuses a key file that is not a regular file of mode
  * 0600 at once, one line naming it: a FIFO (open() had blocked until a
- * writer came), a directory, a file others can read. */
+ * writer came), a directory, a file others can read; and one without a
+ * key (comments only, as deploy/k8s's Secret ships), saying how to make
+ * one. */
 static void serve_bad_key_files(void **state)
 {
 	static const struct {
-		const char *key, *kind;
+		const char *key, *kind, *says;
 	} rows[] = {
-		{"api_keys_file", "fifo"}, {"admin_keys_file", "fifo"},
-		{"api_keys_file", "dir"}, {"api_keys_file", "0644"},
+		{"api_keys_file", "fifo", "must be a regular file of mode 0600"},
+		{"admin_keys_file", "fifo",
+		 "must be a regular file of mode 0600"},
+		{"api_keys_file", "dir", "must be a regular file of mode 0600"},
+		{"api_keys_file", "0644", "must be a regular file of mode 0600"},
+		{"api_keys_file", "empty",
+		 "no keys (an empty key file would lock everyone out; `quorum "
+		 "keygen --api-key FILE` writes one)"},
 	};
 	char cpath[PATH_MAX + 64], kpath[PATH_MAX + 64], akpath[PATH_MAX + 64];
 	char *argv[] = {cu_bin("quorum"), "serve", "--config", cpath, NULL};
@@ -1076,6 +1084,11 @@ static void serve_bad_key_files(void **state)
 			assert_int_equal(mkfifo(kpath, 0600), 0);
 		} else if (!strcmp(rows[i].kind, "dir")) {
 			assert_int_equal(mkdir(kpath, 0700), 0);
+		} else if (!strcmp(rows[i].kind, "empty")) {
+			assert_non_null(f = fopen(kpath, "w"));
+			fputs("# one key per line: none here\n", f);
+			fclose(f);
+			assert_int_equal(chmod(kpath, 0600), 0);
 		} else {
 			assert_non_null(f = fopen(kpath, "w"));
 			fputs("sk-test-key\n", f);
@@ -1105,8 +1118,7 @@ static void serve_bad_key_files(void **state)
 			fail_msg("%s %s: %s (status %d)\n%s", rows[i].key,
 				 rows[i].kind, r.exited ? "exit" : "no exit",
 				 r.status, r.err);
-		if (!strstr(r.err, kpath) ||
-		    !strstr(r.err, "must be a regular file of mode 0600") ||
+		if (!strstr(r.err, kpath) || !strstr(r.err, rows[i].says) ||
 		    count_lines(r.err) != 1)
 			fail_msg("%s %s: want one line naming %s:\n%s",
 				 rows[i].key, rows[i].kind, kpath, r.err);

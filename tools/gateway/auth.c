@@ -143,7 +143,8 @@ int auth_load(const char *path)
 	fclose(f);
 	if (!n_keys) {
 		fprintf(stderr, "quorum serve: %s: no keys (an empty key file "
-			"would lock everyone out)\n", path);
+			"would lock everyone out; `quorum keygen --api-key "
+			"FILE` writes one)\n", path);
 		return -1;
 	}
 	return 0;
