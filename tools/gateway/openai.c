@@ -68,11 +68,6 @@ static int append(char **buf, size_t *len, const char *sep, const char *s,
 	return 0;
 }
 
-static int present(json_t *v)
-{
-	return v && !json_is_null(v);
-}
-
 /*
  * An object field of the request (obj, named name) whose keys must be
  * among keys[0, n): an unknown key ("quorum": {"sample": 4}, a typo) is a
@@ -86,7 +81,7 @@ static int known_keys(json_t *obj, const char *name,
 	const char *k;
 	json_t *v;
 
-	if (!present(obj))
+	if (!openai_present(obj))
 		return 0;
 	if (!json_is_object(obj))
 		return bad(msg, cap, param, name, "'%s' must be an object",
@@ -118,8 +113,8 @@ static int given_twice(json_t *o, json_t *ext, const char *key,
 		       const char *where, char *msg, size_t cap,
 		       const char **param)
 {
-	if (present(json_object_get(o, key)) &&
-	    present(json_object_get(ext, key)))
+	if (openai_present(json_object_get(o, key)) &&
+	    openai_present(json_object_get(ext, key)))
 		return bad(msg, cap, param, key, "'%s' and '%s.%s' are both "
 			   "given: give one", key, where, key);
 	return 0;
@@ -247,7 +242,7 @@ static int msg_fields(json_t *o, const char *part, size_t i, size_t k,
 				   "fields quorum reads and ignores)",
 				   msg_where, part ? part : "message",
 				   part ? " part" : "");
-		if (!present(v))
+		if (!openai_present(v))
 			continue;
 		if (!(f->roles & role))
 			return bad(msg, cap, param, msg_where, "%s: not a "
@@ -729,14 +724,14 @@ static int json_settings(json_t *o, openai_req *r, char *msg, size_t cap,
 		json_t *v = json_object_get(o, settings[i].key);
 		int id = settings[i].id;
 
-		if (present(v) && (here & SC_BIT(id)) &&
+		if (openai_present(v) && (here & SC_BIT(id)) &&
 		    !json_equal(v, json_object_get(o, r->field[id]))) {
 			return bad(msg, cap, param, settings[i].key,
 				   "'%s' and '%s' are both given, with "
 				   "different values: give one", r->field[id],
 				   settings[i].key);
 		}
-		if (!present(v) || (r->given & SC_BIT(id)))
+		if (!openai_present(v) || (r->given & SC_BIT(id)))
 			continue;
 		here |= SC_BIT(id);
 		r->field[id] = settings[i].key;
@@ -833,7 +828,7 @@ static int response_format(json_t **v, constrain_kind *kind, char *msg,
 			       msg, cap, param))
 			return -1;
 		if (!json_is_string(nm) || !json_string_length(nm) ||
-		    (present(st) && !json_is_boolean(st)))
+		    (openai_present(st) && !json_is_boolean(st)))
 			return bad(msg, cap, param, "response_format",
 				   "'response_format.json_schema' needs a "
 				   "string 'name', and 'strict' is a boolean");
@@ -861,7 +856,7 @@ static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
 								     "type"));
 
 		/* response_format text: no constraint */
-		if (!present(x) || (!i && type && !strcmp(type, "text")))
+		if (!openai_present(x) || (!i && type && !strcmp(type, "text")))
 			continue;
 		if (key)
 			return bad(msg, cap, param, constraints[i].key, "give "
@@ -1006,7 +1001,7 @@ static int field_check(int chat, json_t *o, char *msg, size_t cap,
 			return bad(msg, cap, param, name, "unknown field "
 				   "'%.63s' for %s (docs/http.md lists the "
 				   "fields quorum reads and ignores)", name, ep);
-		if (!present(v))
+		if (!openai_present(v))
 			continue;
 		if (f->what == FIELD_REFUSED ||
 		    (f->what == FIELD_NOOP && !is_noop(v, f->noop)))
@@ -1083,7 +1078,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		goto out;
 	}
 	r->choices = 1;
-	if (present(v = json_object_get(o, "model"))) {
+	if (openai_present(v = json_object_get(o, "model"))) {
 		if (!json_is_string(v)) {
 			bad(msg, cap, param, "model",
 			    "'model' must be a string");
@@ -1094,7 +1089,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 			goto out;
 		}
 	}
-	if (present(v = json_object_get(o, "n"))) {
+	if (openai_present(v = json_object_get(o, "n"))) {
 		sc_params tmp = SC_PARAMS_DEFAULTS;
 
 		/* the contract, then the cluster's limits.max_n */
@@ -1115,9 +1110,9 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 				param))
 			goto out;
 		v = json_object_get(o, "samples");
-		if (!present(v))
+		if (!openai_present(v))
 			v = json_object_get(ext, "samples");
-		if (present(v)) {
+		if (openai_present(v)) {
 			if (!get_int(v, &iv)) {
 				bad_type(msg, cap, param, "samples", SC_S_N, v);
 				goto out;
@@ -1129,9 +1124,9 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 			r->samples = (uint32_t)iv;
 		}
 		v = json_object_get(o, "stream_samples");
-		if (!present(v))
+		if (!openai_present(v))
 			v = json_object_get(ext, "stream_samples");
-		if (present(v)) {
+		if (openai_present(v)) {
 			if (!json_is_boolean(v)) {
 				bad(msg, cap, param, "stream_samples",
 				    "'stream_samples' must be a boolean");
@@ -1140,7 +1135,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 			r->stream_samples = json_is_true(v);
 		}
 	}
-	if (present(v = json_object_get(o, "stream_options"))) {
+	if (openai_present(v = json_object_get(o, "stream_options"))) {
 		/* include_obfuscation: OpenAI's padding of stream events
 		 * against size side channels; quorum pads nothing, so true
 		 * and false read the same (a boolean all the same) */
@@ -1151,8 +1146,8 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 
 		if (known_keys(v, "stream_options", skeys, 2, msg, cap, param))
 			goto out;
-		if (!json_is_object(v) || (present(u) && !json_is_boolean(u)) ||
-		    (present(ob) && !json_is_boolean(ob))) {
+		if (!json_is_object(v) || (openai_present(u) && !json_is_boolean(u)) ||
+		    (openai_present(ob) && !json_is_boolean(ob))) {
 			bad(msg, cap, param, "stream_options",
 			    "'stream_options' must be an object with boolean "
 			    "'include_usage' and 'include_obfuscation'");
@@ -1181,7 +1176,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 					STOP_WINDOW_DEFAULT};
 		r->given |= SC_BIT(SC_S_STOP);
 	}
-	if (present(v = json_object_get(o, "stream"))) {
+	if (openai_present(v = json_object_get(o, "stream"))) {
 		if (!json_is_boolean(v)) {
 			bad(msg, cap, param, "stream",
 			    "'stream' must be a boolean");
@@ -1196,8 +1191,8 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		if (known_keys(kw, "chat_template_kwargs", tkeys, 1, msg, cap,
 			       param))
 			goto out;
-		if (present(json_object_get(o, "think")) &&
-		    present(json_object_get(kw, "enable_thinking"))) {
+		if (openai_present(json_object_get(o, "think")) &&
+		    openai_present(json_object_get(kw, "enable_thinking"))) {
 			bad(msg, cap, param, "think", "'think' and "
 			    "'chat_template_kwargs.enable_thinking' are both "
 			    "given: give one");
@@ -1205,10 +1200,10 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		}
 	}
 	v = json_object_get(o, "think");
-	if (!present(v))
+	if (!openai_present(v))
 		v = json_object_get(json_object_get(o, "chat_template_kwargs"),
 				    "enable_thinking");
-	if (present(v)) {
+	if (openai_present(v)) {
 		if (!json_is_boolean(v)) {
 			bad(msg, cap, param, "think",
 			    "'think' (chat_template_kwargs.enable_thinking) "
@@ -1217,7 +1212,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		}
 		r->think = json_is_true(v);
 	}
-	if (present(v = json_object_get(o, "reasoning_effort"))) {
+	if (openai_present(v = json_object_get(o, "reasoning_effort"))) {
 		int e = prompt_effort_from_name(json_string_value(v));
 
 		if (e < 0) {
@@ -1236,7 +1231,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 			goto out;
 		}
 	}
-	if (present(v = json_object_get(o, "reasoning_format"))) {
+	if (openai_present(v = json_object_get(o, "reasoning_format"))) {
 		const char *f = json_string_value(v);
 
 		if (!f || (strcmp(f, "auto") && strcmp(f, "deepseek") &&
@@ -1251,7 +1246,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 	/* the chosen tokens' log-probabilities and their alternatives:
 	 * chat's logprobs: true with top_logprobs K (sc/params' 0..20),
 	 * completions' logprobs: K in OpenAI's legacy 0..5 */
-	if (present(v = json_object_get(o, "logprobs"))) {
+	if (openai_present(v = json_object_get(o, "logprobs"))) {
 		if (chat && !json_is_boolean(v)) {
 			bad_type(msg, cap, param, "logprobs", SC_S_LOGPROBS, v);
 			goto out;
@@ -1274,7 +1269,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 			r->given |= SC_BIT(SC_S_TOP_LOGPROBS);
 		}
 	}
-	if (chat && present(v = json_object_get(o, "top_logprobs"))) {
+	if (chat && openai_present(v = json_object_get(o, "top_logprobs"))) {
 		if (json_setting(v, SC_S_TOP_LOGPROBS, &r->p)) {
 			bad_setting(msg, cap, param, "top_logprobs");
 			goto out;
@@ -1297,7 +1292,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		r->p.logprobs = 1;
 		r->given |= SC_BIT(SC_S_LOGPROBS);
 	}
-	if (present(v = json_object_get(o, "tools")) &&
+	if (openai_present(v = json_object_get(o, "tools")) &&
 	    !(json_is_array(v) && !json_array_size(v))) {
 		bad(msg, cap, param, "tools", "'tools' is not supported by "
 		    "quorum");

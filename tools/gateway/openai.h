@@ -180,6 +180,13 @@ int openai_settle(openai_req *r, uint32_t def, char *msg, size_t cap,
 void openai_req_free(openai_req *r);
 
 /* {"error": {"message", "type", "param", "code"}} */
+/* A field given: there and not null (OpenAI's clients send null for
+ * "not given"). */
+static inline int openai_present(const json_t *v)
+{
+	return v && !json_is_null(v);
+}
+
 json_t *openai_error(const char *message, const char *type, const char *param,
 		    const char *code);
 

@@ -13,11 +13,6 @@
 #include "tools/client.h"
 #include "sc/reasoning.h"
 
-static int present(json_t *v)
-{
-	return v && !json_is_null(v);
-}
-
 /* a refusal, as openai.c words its own (openai.h) */
 #define fail openai_fail
 
@@ -155,7 +150,7 @@ static json_t *item_content(json_t *v, size_t i, char *msg, size_t cap,
 	json_t *parts, *p;
 	size_t k;
 
-	if (!present(v))
+	if (!openai_present(v))
 		return json_null(); /* none: chat's check names it */
 	if (json_is_string(v))
 		return json_incref(v);
@@ -230,7 +225,7 @@ static int take_input(json_t *in, conv *c, char *msg, size_t cap,
 	json_t *it;
 	size_t i;
 
-	if (!present(in))
+	if (!openai_present(in))
 		return fail(msg, cap, param, "input", "'input' is required: "
 			    "the question (a string), or the conversation's "
 			    "messages");
@@ -253,7 +248,7 @@ static int take_input(json_t *in, conv *c, char *msg, size_t cap,
 			return fail(msg, cap, param, at("input[%zu]", i),
 				    "input[%zu] must be an object (a message)",
 				    i);
-		if (present(json_object_get(it, "type")) && !type)
+		if (openai_present(json_object_get(it, "type")) && !type)
 			return fail(msg, cap, param, at("input[%zu].type", i),
 				    "input[%zu].type must be a string", i);
 		/* an earlier answer's reasoning, as a response's output
@@ -304,7 +299,7 @@ static int take_text(json_t *t, conv *c, json_t *echo, char *msg,
 	json_t *f, *x;
 	const char *key, *type;
 
-	if (!present(t)) {
+	if (!openai_present(t)) {
 		json_object_set_new(echo, "text", json_pack(
 			"{s:{s:s}}", "format", "type", "text"));
 		return 0;
@@ -314,7 +309,7 @@ static int take_text(json_t *t, conv *c, json_t *echo, char *msg,
 	json_object_foreach(t, key, x) {
 		if (!strcmp(key, "format"))
 			continue;
-		if (!strcmp(key, "verbosity") && !present(x))
+		if (!strcmp(key, "verbosity") && !openai_present(x))
 			continue;
 		return fail(msg, cap, param, at("text.%.40s", key),
 			    !strcmp(key, "verbosity")
@@ -324,9 +319,9 @@ static int take_text(json_t *t, conv *c, json_t *echo, char *msg,
 	}
 	f = json_object_get(t, "format");
 	json_object_set_new(echo, "text", json_pack("{s:o}", "format",
-		present(f) ? json_incref(f) : json_pack("{s:s}", "type",
+		openai_present(f) ? json_incref(f) : json_pack("{s:s}", "type",
 							"text")));
-	if (!present(f))
+	if (!openai_present(f))
 		return 0;
 	type = json_string_value(json_object_get(f, "type"));
 	if (!json_is_object(f) || !type)
@@ -371,11 +366,11 @@ static int take_reasoning(json_t *v, conv *c, json_t *echo, char *msg,
 	const char *key;
 
 	json_object_set_new(echo, "reasoning", json_pack(
-		"{s:O, s:O}", "effort", present(v) && json_object_get(v,
+		"{s:O, s:O}", "effort", openai_present(v) && json_object_get(v,
 			"effort") ? json_object_get(v, "effort") : json_null(),
-		"summary", present(v) && json_object_get(v, "summary")
+		"summary", openai_present(v) && json_object_get(v, "summary")
 			? json_object_get(v, "summary") : json_null()));
-	if (!present(v))
+	if (!openai_present(v))
 		return 0;
 	if (!json_is_object(v))
 		return fail(msg, cap, param, "reasoning",
@@ -390,7 +385,7 @@ static int take_reasoning(json_t *v, conv *c, json_t *echo, char *msg,
 			    "'reasoning.%.40s' is not a field this API "
 			    "reads (reasoning reads: effort, summary)", key);
 	}
-	if (present(x = json_object_get(v, "effort")))
+	if (openai_present(x = json_object_get(v, "effort")))
 		json_object_set(c->chat, "reasoning_effort", x);
 	return 0;
 }
@@ -403,7 +398,7 @@ static int take_include(json_t *v, json_t *o, conv *c, char *msg,
 	size_t i;
 	int lp = 0;
 
-	if (present(v) && !json_is_array(v))
+	if (openai_present(v) && !json_is_array(v))
 		return fail(msg, cap, param, "include", "'include' must be an "
 			    "array of strings");
 	json_array_foreach(v, i, x) {
@@ -518,7 +513,7 @@ int responses_parse(const char *body, size_t len, int max_n,
 		}
 		if (f->what == R_COPY)
 			json_object_set(c.chat, key, v);
-		if (!present(v) || f->what == R_COPY || f->what == R_OWN ||
+		if (!openai_present(v) || f->what == R_COPY || f->what == R_OWN ||
 		    f->what == R_IGNORED)
 			continue;
 		if (f->what == R_NOOP) {
@@ -537,14 +532,14 @@ int responses_parse(const char *body, size_t len, int max_n,
 		goto out;
 	}
 	v = json_object_get(o, "instructions");
-	if (present(v) && !json_is_string(v)) {
+	if (openai_present(v) && !json_is_string(v)) {
 		fail(msg, cap, param, "instructions",
 		     "'instructions' must be a string");
 		goto out;
 	}
-	json_object_set_new(echo, "instructions", present(v) ? json_incref(v)
+	json_object_set_new(echo, "instructions", openai_present(v) ? json_incref(v)
 							    : json_null());
-	if (present(v) && add_msg(&c, json_pack("{s:s, s:O}", "role",
+	if (openai_present(v) && add_msg(&c, json_pack("{s:s, s:O}", "role",
 						"system", "content", v),
 				  INSTR)) {
 		fail(msg, cap, param, NULL, "out of memory");
@@ -554,8 +549,8 @@ int responses_parse(const char *body, size_t len, int max_n,
 		goto out;
 	v = json_object_get(o, "max_output_tokens");
 	json_object_set_new(echo, "max_output_tokens",
-			    present(v) ? json_incref(v) : json_null());
-	if (present(v))
+			    openai_present(v) ? json_incref(v) : json_null());
+	if (openai_present(v))
 		json_object_set(c.chat, "max_completion_tokens", v);
 	if (take_text(json_object_get(o, "text"), &c, echo, msg, cap, param) ||
 	    take_reasoning(json_object_get(o, "reasoning"), &c, echo, msg, cap,
@@ -564,9 +559,9 @@ int responses_parse(const char *body, size_t len, int max_n,
 		goto out;
 	/* one output, the voted chain: no stream of every sample */
 	v = json_object_get(o, "quorum");
-	if (present(v)) {
+	if (openai_present(v)) {
 		if (json_is_object(v) &&
-		    present(json_object_get(v, "stream_samples"))) {
+		    openai_present(json_object_get(v, "stream_samples"))) {
 			fail(msg, cap, param, "quorum.stream_samples",
 			     "'quorum.stream_samples' is not for "
 			     "/v1/responses: its one output is the voted "
@@ -576,7 +571,7 @@ int responses_parse(const char *body, size_t len, int max_n,
 		json_object_set(c.chat, "quorum", v);
 	}
 	v = json_object_get(o, "stream_options");
-	if (present(v)) {
+	if (openai_present(v)) {
 		json_t *ob = json_object_get(v, "include_obfuscation");
 
 		/* OpenAI's padding against size side channels: quorum
@@ -607,22 +602,22 @@ int responses_parse(const char *body, size_t len, int max_n,
 	if (r->field[SC_S_MAX_NEW_TOKENS])
 		r->field[SC_S_MAX_NEW_TOKENS] = "max_output_tokens";
 	/* what the response repeats of the request */
-	json_object_set_new(echo, "temperature", present(v = json_object_get(
+	json_object_set_new(echo, "temperature", openai_present(v = json_object_get(
 		o, "temperature")) ? json_incref(v) : json_null());
-	json_object_set_new(echo, "top_p", present(v = json_object_get(
+	json_object_set_new(echo, "top_p", openai_present(v = json_object_get(
 		o, "top_p")) ? json_incref(v) : json_null());
-	json_object_set_new(echo, "top_logprobs", present(v = json_object_get(
+	json_object_set_new(echo, "top_logprobs", openai_present(v = json_object_get(
 		o, "top_logprobs")) ? json_incref(v) : json_integer(0));
-	json_object_set_new(echo, "tool_choice", present(v = json_object_get(
+	json_object_set_new(echo, "tool_choice", openai_present(v = json_object_get(
 		o, "tool_choice")) ? json_incref(v) : json_string("auto"));
 	json_object_set_new(echo, "tools", json_array());
-	json_object_set_new(echo, "parallel_tool_calls", present(
+	json_object_set_new(echo, "parallel_tool_calls", openai_present(
 		v = json_object_get(o, "parallel_tool_calls"))
 		? json_incref(v) : json_true());
 	json_object_set_new(echo, "truncation", json_string("disabled"));
-	json_object_set_new(echo, "metadata", present(v = json_object_get(
+	json_object_set_new(echo, "metadata", openai_present(v = json_object_get(
 		o, "metadata")) ? json_incref(v) : json_object());
-	json_object_set_new(echo, "user", present(v = json_object_get(
+	json_object_set_new(echo, "user", openai_present(v = json_object_get(
 		o, "user")) ? json_incref(v) : json_null());
 	/* quorum keeps no responses, whatever store asked */
 	json_object_set_new(echo, "store", json_false());
