@@ -101,12 +101,20 @@ else
 fi
 if command -v kubectl >/dev/null; then
 	r=0
-	for k in base overlays/curve overlays/large; do
+	for k in base overlays/curve overlays/large overlays/large-curve; do
 		kubectl kustomize "deploy/k8s/$k" >"$tmp/kustomize-$(basename "$k").yaml" \
 			2>"$tmp/kustomize.log" || r=1
 	done
-	[ $r -eq 0 ] && ok "kubectl kustomize renders base, curve, large" ||
+	[ $r -eq 0 ] && ok "kubectl kustomize renders base, curve, large, large-curve" ||
 		bad "kubectl kustomize: $(cat "$tmp/kustomize.log")"
+	# the components combine: with CURVE on, every container of every
+	# workload mounts the keys and the workers' probes have a client key,
+	# the large component's extra workers too
+	if [ $r -eq 0 ] && why=$($PY tests/k8s_podman.py --check-rendered "$tmp" 2>&1); then
+		ok "components combine: CURVE keys in every container of base, curve, large, large-curve"
+	elif [ $r -eq 0 ]; then
+		bad "components: $why"
+	fi
 else
 	echo "note: kubectl not installed: the overlays were checked field by field only"
 fi

@@ -19,7 +19,9 @@ every difference podman needs is made here, and only here:
 - Secret volumes: podman 4.3's kube play crashes on them (a nil
   dereference in VolumeFromSecret): each Secret's keys are written to
   files under --secrets-dir, of the volume's defaultMode and owned by the
-  pod's runAsUser, and mounted as a hostPath directory instead;
+  pod's runAsUser, and mounted as a hostPath directory instead (an
+  optional one whose Secret is not there: an empty directory, as the
+  kubelet mounts it);
 - emptyDir volumes: podman 4.3 names the volume after the manifest's
   volume name, so two pods' "shm" would be one: each gets its pod's name
   in front (Kubernetes gives each pod its own);
@@ -35,9 +37,15 @@ every difference podman needs is made here, and only here:
       --client-port P --worker-port P --http-port P --secrets-dir DIR
       [--secret NAME/KEY=FILE ...] [--nodes a,b]
 
-It also checks every document of BASE_DIR and of the overlays (required
-fields, see schema_check) and that the base's image tag is the file
-VERSION (the tag `make image` gives), and exits 1 on any finding.
+It also checks every document of BASE_DIR and of the overlays and their
+components (required fields, see schema_check) and that the base's image
+tag is the file VERSION (the tag `make image` gives), and exits 1 on any
+finding.
+
+  k8s_podman.py --check-rendered DIR
+
+checks the overlays `kubectl kustomize` rendered into DIR (check_rendered:
+the components combine).
 """
 import argparse
 import base64
@@ -62,12 +70,14 @@ REQ = {
     "PodDisruptionBudget": ["spec.selector.matchLabels"],
     "NetworkPolicy": ["spec.podSelector", "spec.policyTypes"],
     "Kustomization": [],
+    "Component": [],
 }
 API = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Service": "v1",
        "ConfigMap": "v1", "Secret": "v1", "PersistentVolumeClaim": "v1",
        "PodDisruptionBudget": "policy/v1",
        "NetworkPolicy": "networking.k8s.io/v1",
-       "Kustomization": "kustomize.config.k8s.io/v1beta1"}
+       "Kustomization": "kustomize.config.k8s.io/v1beta1",
+       "Component": "kustomize.config.k8s.io/v1alpha1"}
 
 
 def get(d, path):
@@ -88,7 +98,7 @@ def schema_check(doc, where, patch=False):
         return ["%s: unknown kind %r" % (where, kind)]
     if doc.get("apiVersion") != API[kind]:
         errs.append("%s: %s wants apiVersion %s" % (where, kind, API[kind]))
-    if kind == "Kustomization":
+    if kind in ("Kustomization", "Component"):
         return errs
     for f in REQ["*"] + ([] if patch else REQ[kind]):
         if get(doc, f) in (None, "", [], {}):
@@ -134,6 +144,8 @@ def load_dir(d, patch=False):
         for x in yaml.safe_load_all(open(p)):
             if x:
                 errs += schema_check(x, p, patch=True)
+    for c in k.get("components", []):
+        errs += load_dir(os.path.join(d, c), patch=True)[2]
     return k, docs, errs
 
 
@@ -164,7 +176,47 @@ def resolve(c, pod, node, cms):
             c[key] = [subst(a, env) for a in c[key]]
 
 
+def check_rendered(d):
+    """The overlays as `kubectl kustomize` rendered them into d
+    (kustomize-NAME.yaml): the components combine. With CURVE on the
+    config says so, the Secret is there and the workers' probes have a
+    client key; in every overlay each container of each workload mounts
+    the keys (an empty directory without CURVE), the large component's
+    extra workers too."""
+    for name, curve, workers in (("base", False, 2), ("curve", True, 2),
+                                 ("large", False, 4), ("large-curve", True, 4)):
+        docs = [x for x in yaml.safe_load_all(
+            open(os.path.join(d, "kustomize-%s.yaml" % name))) if x]
+        cm = {x["metadata"]["name"]: x["data"] for x in docs
+              if x["kind"] == "ConfigMap"}
+        if ("curve: true" in cm["quorum-config"]["cluster.yaml"]) != curve:
+            return "%s: security.curve is not %s" % (name, curve)
+        if bool(cm["quorum-worker-env"].get("QUORUM_CLIENT_ARGS")) != curve:
+            return "%s: the workers' probes' client key" % name
+        if any(x["kind"] == "Secret" and x["metadata"]["name"] == "quorum-curve"
+               for x in docs) != curve:
+            return "%s: the Secret quorum-curve" % name
+        for x in docs:
+            if x["kind"] not in ("Deployment", "StatefulSet"):
+                continue
+            cs = x["spec"]["template"]["spec"]["containers"]
+            if x["metadata"]["name"] == "quorum-worker" and len(cs) != workers:
+                return "%s: %d worker containers" % (name, len(cs))
+            for c in cs:
+                if "/run/quorum/curve" not in [m["mountPath"] for m in
+                                               c.get("volumeMounts", [])]:
+                    return "%s: %s/%s does not mount the CURVE keys" % (
+                        name, x["metadata"]["name"], c["name"])
+    return None
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--check-rendered":
+        why = check_rendered(sys.argv[2])
+        if why:
+            print(why, file=sys.stderr)
+            sys.exit(1)
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("base")
     ap.add_argument("out")
@@ -252,8 +304,11 @@ def main():
                 sv = v.pop("secret")
                 dst = os.path.join(a.secrets_dir, d["metadata"]["name"], v["name"])
                 os.makedirs(dst, exist_ok=True)
-                data = secrets[sv["secretName"]]
-                items = sv.get("items") or [{"key": k, "path": k} for k in data]
+                if sv["secretName"] not in secrets and sv.get("optional"):
+                    data, items = {}, []  # an empty directory, as the kubelet
+                else:
+                    data = secrets[sv["secretName"]]
+                    items = sv.get("items") or [{"key": k, "path": k} for k in data]
                 for it in items:
                     f = os.path.join(dst, it["path"])
                     with open(f, "w") as fh:
