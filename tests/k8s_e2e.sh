@@ -40,6 +40,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/quorum-k8s.XXXXXX")
 name="k8s$$"
 vol="quorum-model"
 played=""
+play=""     # the manifests played (cleanup's kube down), and
+down=""     # the same less a pod deleted by hand
 bg=""
 free_port() {
 	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -50,13 +52,13 @@ URL=http://127.0.0.1:$hport
 
 cm_names() { # the ConfigMaps of the played manifests
 	$PY -c 'import sys, yaml; print(" ".join(d["metadata"]["name"] for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "ConfigMap"))' \
-		"$tmp/play.yaml" 2>/dev/null
+		"$play" 2>/dev/null
 }
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$bg" ] && kill "$bg" 2>/dev/null
 	if [ -n "$played" ]; then
-		y=$tmp/play.yaml; [ -f "$tmp/down.yaml" ] && y=$tmp/down.yaml
+		y=$play; [ -n "$down" ] && [ -f "$down" ] && y=$down
 		timeout 120 "$PODMAN" kube down "$y" >/dev/null 2>&1
 		for p in quorum-coordinator-pod-0 quorum-gateway-pod-0 quorum-worker-0 quorum-worker-1; do
 			"$PODMAN" pod exists "$p" 2>/dev/null &&
@@ -91,6 +93,7 @@ done
 # the API key, made as the README's step 3 makes it (the base has none)
 KEY=$("$Q" keygen --api-key "$tmp/api-keys" 2>"$tmp/keygen.log") && [ -n "$KEY" ] ||
 	die "quorum keygen --api-key: $(cat "$tmp/keygen.log")"
+play=$tmp/play.yaml
 if $PY tests/k8s_podman.py deploy/k8s/base "$tmp/play.yaml" --image "$IMAGE" \
 	--name "$name" --client-port "$cport" --worker-port "$wport" \
 	--http-port "$hport" --secrets-dir "$tmp/secrets" \
@@ -261,6 +264,7 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1]))
         if d["metadata"]["name"] != "quorum-worker-1"]
 yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)' \
 	"$tmp/play.yaml" "$tmp/down.yaml"
+down=$tmp/down.yaml
 timeout 120 "$PODMAN" kube down "$tmp/down.yaml" >"$tmp/down.log" 2>&1 ||
 	bad "podman kube down: $(tail -n 3 "$tmp/down.log")"
 played=""
@@ -283,6 +287,81 @@ for v in $(comm -13 "$tmp/vol-before" "$tmp/vol-after" 2>/dev/null); do left="$l
 for f in /dev/shm/*"$name"*; do [ -e "$f" ] && left="$left shm:$f"; done
 [ -z "$left" ] && ok "kube down in $(($(date +%s) - t0)) s: no pod, container, volume or shm segment left" ||
 	bad "left after kube down:$left"
+
+# ---- CURVE on: overlays/curve as kubectl renders it, played ----------------------
+# (its keys made as the README says; every pod mounts them from the
+# optional Secret quorum-curve of the base): plaintext gets no answer,
+# the workers register with their keys, the gateway answers with its own
+if [ -s "$tmp/kustomize-curve.yaml" ]; then
+	CK=$tmp/curve
+	mkdir -p "$CK"
+	for k in server worker client; do
+		"$Q" keygen -o "$CK/$k" >/dev/null 2>>"$tmp/keygen.log" ||
+			die "quorum keygen -o $k: $(tail -n 1 "$tmp/keygen.log")"
+	done
+	cport=$(free_port); wport=$(free_port); hport=$(free_port)
+	EP=tcp://127.0.0.1:$cport
+	URL=http://127.0.0.1:$hport
+	KEYS="--server-key $CK/server.pub --client-key $CK/client.key"
+	set --
+	for f in server.pub server.key worker.pub worker.key client.pub client.key; do
+		set -- "$@" --secret "quorum-curve/$f=$CK/$f"
+	done
+	play=$tmp/play-curve.yaml
+	down=""
+	$PY tests/k8s_podman.py "$tmp/kustomize-curve.yaml" "$play" --image "$IMAGE" \
+		--name "k8c$$" --client-port "$cport" --worker-port "$wport" \
+		--http-port "$hport" --secrets-dir "$tmp/secrets-curve" \
+		--secret "quorum-api-keys/api-keys=$tmp/api-keys" "$@" \
+		2>"$tmp/render-curve.log" ||
+		die "overlays/curve for podman: $(cat "$tmp/render-curve.log")"
+	"$PODMAN" volume create "$vol" >/dev/null || die "podman volume create (curve)"
+	timeout 120 "$PODMAN" run --rm --network none -u 0 -v "$vol:/dst" "$IMAGE" \
+		cp /usr/share/quorum/models/arith.gguf /dst/model.gguf \
+		>"$tmp/fill.log" 2>&1 || die "filling the model volume (curve)"
+	played=1
+	timeout 300 "$PODMAN" kube play "$play" >"$tmp/play-curve.log" 2>&1 ||
+		die "podman kube play (curve): $(tail -n 5 "$tmp/play-curve.log")"
+	i=0; nw=0
+	while [ $i -lt 480 ]; do
+		nw=$("$Q" status --endpoint "$EP" $KEYS --timeout 0.5 --retries 0 2>/dev/null |
+			sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+		[ "${nw:-0}" -ge 4 ] && break
+		sleep 0.25; i=$((i + 1))
+	done
+	[ "${nw:-0}" -ge 4 ] && ok "CURVE on (overlays/curve): 4 workers registered with their keys" ||
+		die "CURVE: 4 workers registered within 120 s (got ${nw:-none})"
+	# a client without the server's key gets nothing from it
+	if "$Q" status --endpoint "$EP" --timeout 1 --retries 0 >"$tmp/plain.txt" 2>&1; then
+		bad "CURVE: a plaintext client was answered"
+	else
+		ok "CURVE: a plaintext client gets no answer"
+	fi
+	i=0
+	until $PY -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+		"$URL/health" 2>/dev/null; do
+		i=$((i + 1)); [ $i -lt 240 ] || die "CURVE: gateway /health 200 within 60 s"
+		sleep 0.25
+	done
+	post "$tmp/http-curve.json" "{\"model\":\"$MID\",\"n\":8,\"max_tokens\":64,\"seed\":11,\"messages\":[{\"role\":\"user\",\"content\":\"$QN\"}]}" ||
+		bad "CURVE: POST /v1/chat/completions: $(tail -n 2 "$tmp/http-curve.json.log")"
+	same "CURVE: gateway reply = quorum run" "$tmp/run.json" "$tmp/http-curve.json"
+	timeout 120 "$PODMAN" kube down "$play" >"$tmp/down-curve.log" 2>&1 ||
+		bad "podman kube down (curve): $(tail -n 3 "$tmp/down-curve.log")"
+	played=""
+	"$PODMAN" volume rm -f "$vol" >/dev/null 2>&1 || bad "podman volume rm $vol"
+	for cm in $(cm_names); do
+		"$PODMAN" volume exists "$cm" 2>/dev/null &&
+			"$PODMAN" volume rm -f "$cm" >/dev/null 2>&1
+	done
+	left=""
+	for p in quorum-coordinator-pod-0 quorum-gateway-pod-0 quorum-worker-0 quorum-worker-1; do
+		"$PODMAN" pod exists "$p" 2>/dev/null && left="$left pod:$p"
+	done
+	"$PODMAN" volume ls --format '{{.Name}}' >"$tmp/vol-after"
+	for v in $(comm -13 "$tmp/vol-before" "$tmp/vol-after" 2>/dev/null); do left="$left volume:$v"; done
+	[ -z "$left" ] && ok "CURVE: kube down, nothing left" || bad "left after kube down (curve):$left"
+fi
 
 echo "k8s_e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

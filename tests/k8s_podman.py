@@ -33,7 +33,7 @@ every difference podman needs is made here, and only here:
   each role is what the test waits on instead (quorum status lists the
   workers, /health answers 200). They are dropped.
 
-  k8s_podman.py BASE_DIR OUT.yaml --image TAG --name CLUSTER \
+  k8s_podman.py BASE_DIR|RENDERED.yaml OUT.yaml --image TAG --name CLUSTER \
       --client-port P --worker-port P --http-port P --secrets-dir DIR
       [--secret NAME/KEY=FILE ...] [--nodes a,b]
 
@@ -230,17 +230,22 @@ def main():
     ap.add_argument("--nodes", default="node-a,node-b")
     a = ap.parse_args()
 
-    kz, docs, errs = load_dir(a.base)
-    # the image tag the manifests name is the version make image tags
-    vf = os.path.join(a.base, "..", "..", "..", "VERSION")
-    version = open(vf).read().strip() if os.path.exists(vf) else None
-    for im in kz.get("images", []):
-        if version and im.get("newTag") != version:
-            errs.append("%s/kustomization.yaml: image tag %s, VERSION is %s"
-                        % (a.base, im.get("newTag"), version))
-    ov = os.path.join(a.base, "..", "overlays")
-    for o in sorted(os.listdir(ov)) if os.path.isdir(ov) else []:
-        errs += load_dir(os.path.join(ov, o), patch=True)[2]
+    if os.path.isfile(a.base):
+        # an overlay as `kubectl kustomize` rendered it: whole documents
+        docs = [x for x in yaml.safe_load_all(open(a.base)) if x]
+        errs = [e for x in docs for e in schema_check(x, a.base)]
+    else:
+        kz, docs, errs = load_dir(a.base)
+        # the image tag the manifests name is the version make image tags
+        vf = os.path.join(a.base, "..", "..", "..", "VERSION")
+        version = open(vf).read().strip() if os.path.exists(vf) else None
+        for im in kz.get("images", []):
+            if version and im.get("newTag") != version:
+                errs.append("%s/kustomization.yaml: image tag %s, VERSION is %s"
+                            % (a.base, im.get("newTag"), version))
+        ov = os.path.join(a.base, "..", "overlays")
+        for o in sorted(os.listdir(ov)) if os.path.isdir(ov) else []:
+            errs += load_dir(os.path.join(ov, o), patch=True)[2]
     if errs:
         print("\n".join("schema: " + e for e in errs), file=sys.stderr)
         sys.exit(1)
