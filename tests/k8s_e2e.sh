@@ -114,7 +114,7 @@ if command -v kubectl >/dev/null; then
 	# workload mounts the keys and the workers' probes have a client key,
 	# the large component's extra workers too
 	if [ $r -eq 0 ] && why=$($PY tests/k8s_podman.py --check-rendered "$tmp" 2>&1); then
-		ok "components combine: CURVE keys in every container of base, curve, large, large-curve"
+		ok "components combine: CURVE keys in every container of base, curve, large, large-curve; overlays/curve rendered as kubectl does"
 	elif [ $r -eq 0 ]; then
 		bad "components: $why"
 	fi
@@ -288,11 +288,11 @@ for f in /dev/shm/*"$name"*; do [ -e "$f" ] && left="$left shm:$f"; done
 [ -z "$left" ] && ok "kube down in $(($(date +%s) - t0)) s: no pod, container, volume or shm segment left" ||
 	bad "left after kube down:$left"
 
-# ---- CURVE on: overlays/curve as kubectl renders it, played ----------------------
+# ---- CURVE on: overlays/curve, played ---------------------------------------------
 # (its keys made as the README says; every pod mounts them from the
 # optional Secret quorum-curve of the base): plaintext gets no answer,
 # the workers register with their keys, the gateway answers with its own
-if [ -s "$tmp/kustomize-curve.yaml" ]; then
+{
 	CK=$tmp/curve
 	mkdir -p "$CK"
 	for k in server worker client; do
@@ -309,7 +309,7 @@ if [ -s "$tmp/kustomize-curve.yaml" ]; then
 	done
 	play=$tmp/play-curve.yaml
 	down=""
-	$PY tests/k8s_podman.py "$tmp/kustomize-curve.yaml" "$play" --image "$IMAGE" \
+	$PY tests/k8s_podman.py deploy/k8s/overlays/curve "$play" --image "$IMAGE" \
 		--name "k8c$$" --client-port "$cport" --worker-port "$wport" \
 		--http-port "$hport" --secrets-dir "$tmp/secrets-curve" \
 		--secret "quorum-api-keys/api-keys=$tmp/api-keys" "$@" \
@@ -361,7 +361,7 @@ if [ -s "$tmp/kustomize-curve.yaml" ]; then
 	"$PODMAN" volume ls --format '{{.Name}}' >"$tmp/vol-after"
 	for v in $(comm -13 "$tmp/vol-before" "$tmp/vol-after" 2>/dev/null); do left="$left volume:$v"; done
 	[ -z "$left" ] && ok "CURVE: kube down, nothing left" || bad "left after kube down (curve):$left"
-fi
+}
 
 echo "k8s_e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

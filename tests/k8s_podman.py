@@ -33,7 +33,7 @@ every difference podman needs is made here, and only here:
   each role is what the test waits on instead (quorum status lists the
   workers, /health answers 200). They are dropped.
 
-  k8s_podman.py BASE_DIR|RENDERED.yaml OUT.yaml --image TAG --name CLUSTER \
+  k8s_podman.py BASE_DIR|OVERLAY_DIR OUT.yaml --image TAG --name CLUSTER \
       --client-port P --worker-port P --http-port P --secrets-dir DIR
       [--secret NAME/KEY=FILE ...] [--nodes a,b]
 
@@ -176,6 +176,42 @@ def resolve(c, pod, node, cms):
             c[key] = [subst(a, env) for a in c[key]]
 
 
+def render(d):
+    """The documents of the kustomization in directory d, for the
+    overlays whose components patch only ConfigMaps and Secrets (as
+    overlays/curve's do): resources (files and directories), components'
+    resources and patches, then its own patches; a ConfigMap's or
+    Secret's patch merges its keys into the document's. Anything else is
+    kubectl's to render (exit 1, saying so), never approximated."""
+    k = yaml.safe_load(open(os.path.join(d, "kustomization.yaml")))
+    docs = []
+    for r in k.get("resources", []):
+        p = os.path.join(d, r)
+        docs += render(p) if os.path.isdir(p) else [
+            x for x in yaml.safe_load_all(open(p)) if x]
+    patches = []
+    for c in k.get("components", []):
+        cd = os.path.join(d, c)
+        ck = yaml.safe_load(open(os.path.join(cd, "kustomization.yaml")))
+        for r in ck.get("resources", []):
+            docs += [x for x in yaml.safe_load_all(open(os.path.join(cd, r))) if x]
+        patches += [os.path.join(cd, pt["path"]) for pt in ck.get("patches", [])]
+    patches += [os.path.join(d, pt["path"]) for pt in k.get("patches", [])]
+    for p in patches:
+        for x in yaml.safe_load_all(open(p)):
+            if not x:
+                continue
+            t = [y for y in docs if y["kind"] == x["kind"] and
+                 y["metadata"]["name"] == x["metadata"]["name"]]
+            if x["kind"] not in ("ConfigMap", "Secret") or len(t) != 1:
+                sys.exit("%s: a %s patch: render it with kubectl kustomize"
+                         % (p, x["kind"]))
+            for f in ("data", "stringData"):
+                if f in x:
+                    t[0].setdefault(f, {}).update(x[f])
+    return docs
+
+
 def check_rendered(d):
     """The overlays as `kubectl kustomize` rendered them into d
     (kustomize-NAME.yaml): the components combine. With CURVE on the
@@ -207,6 +243,23 @@ def check_rendered(d):
                                                c.get("volumeMounts", [])]:
                     return "%s: %s/%s does not mount the CURVE keys" % (
                         name, x["metadata"]["name"], c["name"])
+    # what render() makes of overlays/curve (the play's manifests) is
+    # kubectl's rendering, the images' names aside
+    def key(docs):
+        out = {}
+        for x in copy.deepcopy(docs):
+            for c in (get(x, "spec.template.spec.containers") or []) + \
+                     (get(x, "spec.template.spec.initContainers") or []):
+                c["image"] = "quorum"
+            out[(x["kind"], x["metadata"]["name"])] = x
+        return out
+    mine = key(render(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                   "..", "deploy", "k8s", "overlays", "curve")))
+    theirs = key([x for x in yaml.safe_load_all(
+        open(os.path.join(d, "kustomize-curve.yaml"))) if x])
+    for k in sorted(set(mine) | set(theirs)):
+        if mine.get(k) != theirs.get(k):
+            return "overlays/curve: %s %s rendered unlike kubectl kustomize" % k
     return None
 
 
@@ -230,9 +283,9 @@ def main():
     ap.add_argument("--nodes", default="node-a,node-b")
     a = ap.parse_args()
 
-    if os.path.isfile(a.base):
-        # an overlay as `kubectl kustomize` rendered it: whole documents
-        docs = [x for x in yaml.safe_load_all(open(a.base)) if x]
+    if os.path.isdir(os.path.join(a.base, "..", "..", "components")):
+        # an overlay (of deploy/k8s/overlays): rendered here (render)
+        docs = render(a.base)
         errs = [e for x in docs for e in schema_check(x, a.base)]
     else:
         kz, docs, errs = load_dir(a.base)
