@@ -54,6 +54,29 @@ cm_names() { # the ConfigMaps of the played manifests
 	$PY -c 'import sys, yaml; print(" ".join(d["metadata"]["name"] for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "ConfigMap"))' \
 		"$play" 2>/dev/null
 }
+fill_model() { # the model volume (the PersistentVolumeClaim quorum-model), from the image
+	"$PODMAN" volume create "$vol" >/dev/null &&
+		timeout 120 "$PODMAN" run --rm --network none -u 0 -v "$vol:/dst" "$IMAGE" \
+			cp /usr/share/quorum/models/arith.gguf /dst/model.gguf >"$tmp/fill.log" 2>&1
+}
+workers_up() { # workers_up N [STATUS-ARGS]: the coordinator lists N workers within 120 s (nw: how many)
+	n=$1; shift; i=0; nw=0
+	while [ $i -lt 480 ]; do
+		nw=$("$Q" status --endpoint "$EP" "$@" --timeout 0.5 --retries 0 2>/dev/null |
+			sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
+		[ "${nw:-0}" -ge "$n" ] && return 0
+		sleep 0.25; i=$((i + 1))
+	done
+	return 1
+}
+health_up() { # the gateway's /health answers 200 within 60 s
+	i=0
+	until $PY -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+		"$URL/health" 2>/dev/null; do
+		i=$((i + 1)); [ $i -lt 240 ] || return 1
+		sleep 0.25
+	done
+}
 cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$bg" ] && kill "$bg" 2>/dev/null
@@ -123,10 +146,7 @@ else
 fi
 
 # ---- the model volume (the PersistentVolumeClaim quorum-model) --------------------
-"$PODMAN" volume create "$vol" >/dev/null || die "podman volume create"
-timeout 120 "$PODMAN" run --rm --network none -u 0 -v "$vol:/dst" "$IMAGE" \
-	cp /usr/share/quorum/models/arith.gguf /dst/model.gguf \
-	>"$tmp/fill.log" 2>&1 || die "filling the model volume: $(tail -n 3 "$tmp/fill.log")"
+fill_model || die "filling the model volume: $(tail -n 3 "$tmp/fill.log")"
 
 # ---- play -----------------------------------------------------------------------
 played=1
@@ -137,24 +157,12 @@ else
 fi
 # readiness: what the probes would wait on — the coordinator lists the 4
 # workers (the workers' readiness), /health answers 200 (the gateway's)
-i=0; nw=0
-while [ $i -lt 480 ]; do
-	nw=$("$Q" status --endpoint "$EP" --timeout 0.5 --retries 0 2>/dev/null |
-		sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-	[ "${nw:-0}" -ge 4 ] && break
-	sleep 0.25; i=$((i + 1))
-done
-[ "${nw:-0}" -ge 4 ] || die "4 workers registered within 120 s (got ${nw:-none})"
+workers_up 4 || die "4 workers registered within 120 s (got ${nw:-none})"
 "$Q" status --endpoint "$EP" >"$tmp/status.txt" 2>&1
 hosts=$(awk '$1 ~ /^quorum-worker-/ {print $2}' "$tmp/status.txt" | sort -u | tr '\n' ' ')
 [ "$hosts" = "node-a node-b " ] && ok "4 workers registered, host labels from the node names: $hosts" ||
 	bad "host labels: '$hosts'"
-i=0
-until $PY -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
-	"$URL/health" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 240 ] || die "gateway /health 200 within 60 s"
-	sleep 0.25
-done
+health_up || die "gateway /health 200 within 60 s"
 ok "gateway /health 200"
 
 # ---- the same bytes as one process ------------------------------------------------
@@ -315,21 +323,12 @@ for f in /dev/shm/*"$name"*; do [ -e "$f" ] && left="$left shm:$f"; done
 		--secret "quorum-api-keys/api-keys=$tmp/api-keys" "$@" \
 		2>"$tmp/render-curve.log" ||
 		die "overlays/curve for podman: $(cat "$tmp/render-curve.log")"
-	"$PODMAN" volume create "$vol" >/dev/null || die "podman volume create (curve)"
-	timeout 120 "$PODMAN" run --rm --network none -u 0 -v "$vol:/dst" "$IMAGE" \
-		cp /usr/share/quorum/models/arith.gguf /dst/model.gguf \
-		>"$tmp/fill.log" 2>&1 || die "filling the model volume (curve)"
+	fill_model || die "filling the model volume (curve): $(tail -n 3 "$tmp/fill.log")"
 	played=1
 	timeout 300 "$PODMAN" kube play "$play" >"$tmp/play-curve.log" 2>&1 ||
 		die "podman kube play (curve): $(tail -n 5 "$tmp/play-curve.log")"
-	i=0; nw=0
-	while [ $i -lt 480 ]; do
-		nw=$("$Q" status --endpoint "$EP" $KEYS --timeout 0.5 --retries 0 2>/dev/null |
-			sed -n 's/^cluster .*: \([0-9]*\) worker(s)$/\1/p')
-		[ "${nw:-0}" -ge 4 ] && break
-		sleep 0.25; i=$((i + 1))
-	done
-	[ "${nw:-0}" -ge 4 ] && ok "CURVE on (overlays/curve): 4 workers registered with their keys" ||
+	# shellcheck disable=SC2086 # KEYS: two options and their files
+	workers_up 4 $KEYS && ok "CURVE on (overlays/curve): 4 workers registered with their keys" ||
 		die "CURVE: 4 workers registered within 120 s (got ${nw:-none})"
 	# a client without the server's key gets nothing from it
 	if "$Q" status --endpoint "$EP" --timeout 1 --retries 0 >"$tmp/plain.txt" 2>&1; then
@@ -337,12 +336,7 @@ for f in /dev/shm/*"$name"*; do [ -e "$f" ] && left="$left shm:$f"; done
 	else
 		ok "CURVE: a plaintext client gets no answer"
 	fi
-	i=0
-	until $PY -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
-		"$URL/health" 2>/dev/null; do
-		i=$((i + 1)); [ $i -lt 240 ] || die "CURVE: gateway /health 200 within 60 s"
-		sleep 0.25
-	done
+	health_up || die "CURVE: gateway /health 200 within 60 s"
 	post "$tmp/http-curve.json" "{\"model\":\"$MID\",\"n\":8,\"max_tokens\":64,\"seed\":11,\"messages\":[{\"role\":\"user\",\"content\":\"$QN\"}]}" ||
 		bad "CURVE: POST /v1/chat/completions: $(tail -n 2 "$tmp/http-curve.json.log")"
 	same "CURVE: gateway reply = quorum run" "$tmp/run.json" "$tmp/http-curve.json"
