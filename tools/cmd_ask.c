@@ -193,9 +193,11 @@ static void print_text(const Quorum__Answer *a)
 			       answer_no_answer_reason(
 				       fmt, (const char *)x->text.data,
 				       x->text.len));
-		printf(", %u tokens, finish %s%s%s\n", x->tokens,
-		       x->finish ? x->finish : "?", x->worker ? ", worker " : "",
-		       x->worker ? x->worker : "");
+		printf(", %u tokens", x->tokens);
+		if (x->reasoning_tokens) /* of them, those spent reasoning */
+			printf(" (%u reasoning)", x->reasoning_tokens);
+		printf(", finish %s%s%s\n", x->finish ? x->finish : "?",
+		       x->worker ? ", worker " : "", x->worker ? x->worker : "");
 		fwrite(x->text.data, 1, x->text.len, stdout);
 		printf("\n");
 	}

@@ -562,18 +562,22 @@ static void print_text(const model *m, const prompt_style *ps,
 	printf("samples:\n");
 	for (int i = 0; i < r->n; i++) {
 		const sc_sample *x = &r->samples[i];
+		char rt[32] = "";
 
+		if (x->reasoning_tokens) /* of them, those spent reasoning */
+			snprintf(rt, sizeof(rt), " (%d reasoning)",
+				 x->reasoning_tokens);
 		if (x->has_answer)
-			printf("--- sample %d: answer %s, %d tokens, finish "
+			printf("--- sample %d: answer %s, %d tokens%s, finish "
 			       "%s, mean logprob %.4f, group confidence %.4f\n",
-			       x->index, x->answer, x->n_tokens,
+			       x->index, x->answer, x->n_tokens, rt,
 			       sc_fork_finish_name(x->finish), x->mean_logprob,
 			       x->group_conf);
 		else
-			printf("--- sample %d: no answer (%s), %d tokens, "
+			printf("--- sample %d: no answer (%s), %d tokens%s, "
 			       "finish %s, mean logprob %.4f, group confidence "
 			       "%.4f\n", x->index, no_answer_why(p, x),
-			       x->n_tokens, sc_fork_finish_name(x->finish),
+			       x->n_tokens, rt, sc_fork_finish_name(x->finish),
 			       x->mean_logprob, x->group_conf);
 		fwrite(x->text, 1, x->len, stdout);
 		printf("\n");
