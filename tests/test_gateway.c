@@ -1257,101 +1257,6 @@ static void test_responses(void **state)
 	free(text);
 }
 
-/* usage's reasoning tokens: texts held by a grammar to a <think> block
- * and an answer, the whole text shown (reasoning_format none) with its
- * tokens' bytes (logprobs): each sample's reasoning tokens are those
- * whose pieces start before the answer's first byte (after </think> and
- * the blank line), counted here from the tokens' own bytes; usage has
- * their sum, chat's and the Responses API's the same. */
-static void test_reasoning_tokens(void **state)
-{
-	static const char gram[] =
-		"root ::= \"<think>\" [a-z] [a-z]? [a-z]? [a-z]? \"</think>\" "
-		"\"\\n\\n\" [0-9] [0-9]?";
-	char body[1024];
-	json_t *g = json_string(gram), *o, *ch;
-	char *gj = json_dumps(g, JSON_ENCODE_ANY);
-	json_int_t want = 0, total = 0;
-	hresp r;
-
-	(void)state;
-	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\","
-		 "\"content\":\"Think, then a number.\"}],\"n\":3,\"seed\":5,"
-		 "\"max_tokens\":40,\"grammar\":%s,\"reasoning_format\":"
-		 "\"none\",\"logprobs\":true}", gj);
-	r = post("/v1/chat/completions", body);
-	assert_int_equal(r.code, 200);
-	o = body_json(&r);
-	ch = json_object_get(o, "choices");
-	assert_int_equal(json_array_size(ch), 3);
-	for (size_t i = 0; i < 3; i++) {
-		json_t *c = json_array_get(ch, i);
-		const char *text = json_string_value(json_object_get(
-			json_object_get(c, "message"), "content"));
-		json_t *lp = json_object_get(json_object_get(c, "logprobs"),
-					     "content");
-		const char *end = strstr(text, "</think>");
-		size_t at, start = 0;
-		json_int_t n = 0;
-
-		assert_non_null(end);
-		at = (size_t)(end - text) + 8;
-		while (text[at] == '\n')
-			at++;
-		assert_true(text[at] >= '0' && text[at] <= '9');
-		/* the tokens whose pieces start before the answer */
-		for (size_t k = 0; k < json_array_size(lp); k++) {
-			if (start < at)
-				n++;
-			start += json_array_size(json_object_get(
-				json_array_get(lp, k), "bytes"));
-		}
-		assert_true(n >= 3); /* <think>, a letter, </think> at least */
-		want += n;
-		total += (json_int_t)json_array_size(lp);
-	}
-	{
-		json_t *u = json_object_get(o, "usage");
-
-		assert_int_equal(json_integer_value(json_object_get(
-			json_object_get(u, "completion_tokens_details"),
-			"reasoning_tokens")), want);
-		/* and the answers' tokens besides (an end token drawn is in
-		 * the lists, not in completion_tokens; a grammar that ended
-		 * draws none) */
-		assert_true(json_integer_value(json_object_get(
-			u, "completion_tokens")) > want);
-		assert_true(json_integer_value(json_object_get(
-			u, "completion_tokens")) >= total - 3);
-		assert_true(json_integer_value(json_object_get(
-			u, "completion_tokens")) <= total);
-	}
-	json_decref(o);
-	hresp_free(&r);
-
-	/* the Responses API's place for them, one sample */
-	snprintf(body, sizeof(body), "{\"input\":\"Think, then a number.\","
-		 "\"samples\":1,\"seed\":5,\"max_output_tokens\":40,"
-		 "\"grammar\":%s}", gj);
-	r = post("/v1/responses", body);
-	assert_int_equal(r.code, 200);
-	o = body_json(&r);
-	{
-		json_t *u = json_object_get(o, "usage");
-		json_int_t rt = json_integer_value(json_object_get(
-			json_object_get(u, "output_tokens_details"),
-			"reasoning_tokens"));
-
-		assert_true(rt >= 3);
-		assert_true(json_integer_value(json_object_get(
-			u, "output_tokens")) > rt);
-	}
-	json_decref(o);
-	hresp_free(&r);
-	free(gj);
-	json_decref(g);
-}
-
 /* Completions' text_offset counts code points of the returned text, not
  * the sample's bytes: over seeds until a token after a character of
  * several bytes has been checked (Qwen's vocabulary, unlike the 809-token
@@ -3129,6 +3034,113 @@ static void test_coordinator_down(void **state)
 	}
 	gw_port = saved;
 	stop_gateway(pid);
+}
+
+/* usage's reasoning tokens: texts held by a grammar to a <think> block
+ * and an answer, the whole text shown (reasoning_format none) with its
+ * tokens' bytes (logprobs): each sample's reasoning tokens are those
+ * whose pieces start before the answer's first byte (after </think> and
+ * the blank line), counted here from the tokens' own bytes; usage has
+ * their sum, chat's and the Responses API's the same. */
+static void test_reasoning_tokens(void **state)
+{
+	static const char gram[] =
+		"root ::= \"<think>\" [a-z] [a-z]? [a-z]? [a-z]? \"</think>\" "
+		"\"\\n\\n\" [0-9] [0-9]?";
+	char body[1024];
+	json_t *g = json_string(gram), *o, *ch;
+	char *gj = json_dumps(g, JSON_ENCODE_ANY);
+	json_int_t want = 0, total = 0;
+	hresp r;
+
+	size_t n0, n1;
+	metric *m0, *m1;
+
+	(void)state;
+	m0 = scrape(&n0);
+	snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"Think, then a number.\"}],\"n\":3,\"seed\":5,"
+		 "\"max_tokens\":40,\"grammar\":%s,\"reasoning_format\":"
+		 "\"none\",\"logprobs\":true}", gj);
+	r = post("/v1/chat/completions", body);
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	ch = json_object_get(o, "choices");
+	assert_int_equal(json_array_size(ch), 3);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *c = json_array_get(ch, i);
+		const char *text = json_string_value(json_object_get(
+			json_object_get(c, "message"), "content"));
+		json_t *lp = json_object_get(json_object_get(c, "logprobs"),
+					     "content");
+		const char *end = strstr(text, "</think>");
+		size_t at, start = 0;
+		json_int_t n = 0;
+
+		assert_non_null(end);
+		at = (size_t)(end - text) + 8;
+		while (text[at] == '\n')
+			at++;
+		assert_true(text[at] >= '0' && text[at] <= '9');
+		/* the tokens whose pieces start before the answer */
+		for (size_t k = 0; k < json_array_size(lp); k++) {
+			if (start < at)
+				n++;
+			start += json_array_size(json_object_get(
+				json_array_get(lp, k), "bytes"));
+		}
+		assert_true(n >= 3); /* <think>, a letter, </think> at least */
+		want += n;
+		total += (json_int_t)json_array_size(lp);
+	}
+	{
+		json_t *u = json_object_get(o, "usage");
+
+		assert_int_equal(json_integer_value(json_object_get(
+			json_object_get(u, "completion_tokens_details"),
+			"reasoning_tokens")), want);
+		/* and the answers' tokens besides (an end token drawn is in
+		 * the lists, not in completion_tokens; a grammar that ended
+		 * draws none) */
+		assert_true(json_integer_value(json_object_get(
+			u, "completion_tokens")) > want);
+		assert_true(json_integer_value(json_object_get(
+			u, "completion_tokens")) >= total - 3);
+		assert_true(json_integer_value(json_object_get(
+			u, "completion_tokens")) <= total);
+	}
+	json_decref(o);
+	hresp_free(&r);
+	/* and /metrics counted them (counted before the reply is sent) */
+	m1 = scrape(&n1);
+	assert_int_equal(prom_get(m1, n1, "quorum_reasoning_tokens_total", ""),
+			 zero_nan(prom_get(m0, n0,
+					   "quorum_reasoning_tokens_total", "")) +
+				 (double)want);
+	free(m0);
+	free(m1);
+
+	/* the Responses API's place for them, one sample */
+	snprintf(body, sizeof(body), "{\"input\":\"Think, then a number.\","
+		 "\"samples\":1,\"seed\":5,\"max_output_tokens\":40,"
+		 "\"grammar\":%s}", gj);
+	r = post("/v1/responses", body);
+	assert_int_equal(r.code, 200);
+	o = body_json(&r);
+	{
+		json_t *u = json_object_get(o, "usage");
+		json_int_t rt = json_integer_value(json_object_get(
+			json_object_get(u, "output_tokens_details"),
+			"reasoning_tokens"));
+
+		assert_true(rt >= 3);
+		assert_true(json_integer_value(json_object_get(
+			u, "output_tokens")) > rt);
+	}
+	json_decref(o);
+	hresp_free(&r);
+	free(gj);
+	json_decref(g);
 }
 
 /* ---- a coordinator that fails a stream after it began -------------- */
