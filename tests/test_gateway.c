@@ -760,6 +760,31 @@ static void sse_parse(char *body, const char *kind, sse_got *g)
 				json_array_extend(g->lp[k], json_object_get(
 					json_object_get(c, "logprobs"),
 					"content"));
+			} else if (json_is_object(json_object_get(c,
+					"logprobs"))) {
+				/* completions: four lists, each joined (a
+				 * top_logprobs null stays null) */
+				json_t *l = json_object_get(c, "logprobs"), *v;
+				const char *key;
+
+				g->lp_first[k] |= g->chunks_of[k] == 1;
+				g->lp_deltas[k] += !json_is_string(fr) &&
+						   *piece != '\0';
+				if (!g->lp[k])
+					g->lp[k] = json_object();
+				json_object_foreach(l, key, v) {
+					json_t *have = json_object_get(g->lp[k],
+								       key);
+
+					if (!json_is_array(v))
+						json_object_set(g->lp[k], key,
+								v);
+					else if (have)
+						json_array_extend(have, v);
+					else
+						json_object_set_new(g->lp[k],
+							key, json_copy(v));
+				}
 			}
 		}
 		json_decref(g->last);
@@ -1591,6 +1616,49 @@ static void test_stream_logprobs(void **state)
 			assert_string_equal(g.text[k], json_string_value(
 				json_object_get(json_object_get(json_array_get(
 					ch, k), "message"), "content")));
+		}
+		sse_got_free(&g);
+		json_decref(po);
+		hresp_free(&plain);
+		hresp_free(&st);
+	}
+	/* completions: the four lists on every delta, from the first chunk
+	 * on (OpenAI's do), joined the plain response's; with K = 0 their
+	 * top_logprobs null, as the plain one's */
+	for (int k0 = 0; k0 < 2; k0++) {
+		const char *b = "{\"prompt\":\"%s\",\"seed\":5,"
+				"\"temperature\":0.9,\"max_tokens\":16,"
+				"\"n\":2,\"logprobs\":%d%s}";
+		json_t *po, *ch;
+		hresp plain, st;
+		sse_got g;
+
+		snprintf(body, sizeof(body), b, Q1, k0 ? 2 : 0, "");
+		plain = post("/v1/completions", body);
+		assert_int_equal(plain.code, 200);
+		po = body_json(&plain);
+		ch = json_object_get(po, "choices");
+		assert_int_equal(json_array_size(ch), 2);
+		snprintf(body, sizeof(body), b, Q1, k0 ? 2 : 0,
+			 ",\"stream\":true");
+		st = post("/v1/completions", body);
+		assert_int_equal(st.code, 200);
+		sse_parse(st.body, "text_completion", &g);
+		for (size_t k = 0; k < 2; k++) {
+			json_t *want = json_object_get(json_array_get(ch, k),
+						       "logprobs");
+
+			assert_true(json_array_size(json_object_get(
+				want, "tokens")) > 0);
+			assert_non_null(g.lp[k]);
+			assert_json_eq(g.lp[k], want, "streamed logprobs");
+			if (g.lp_deltas[k] == 0)
+				fail_msg("completions choice %zu: no delta "
+					 "carried log-probabilities", k);
+			assert_true(k0 ? json_is_array(json_object_get(
+						 g.lp[k], "top_logprobs"))
+				       : json_is_null(json_object_get(
+						 g.lp[k], "top_logprobs")));
 		}
 		sse_got_free(&g);
 		json_decref(po);

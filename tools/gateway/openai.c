@@ -1410,14 +1410,73 @@ static json_t *chat_lp_entry(const char *text, size_t b, size_t e, double lp,
 			 alts_json(1, ca, at, n));
 }
 
-json_t *openai_run_entries(const char *text, size_t len,
-			   const Quorum__TokenRun *x)
+/* A new list of log-probabilities in the request's shape, empty: chat's
+ * array of entries, completions' object of four arrays. */
+json_t *openai_lp_new(int chat)
 {
-	json_t *a = json_array();
+	if (chat)
+		return json_array();
+	return json_pack("{s:[], s:[], s:[], s:[]}", "tokens",
+			 "token_logprobs", "text_offset", "top_logprobs");
+}
+
+size_t openai_lp_count(int chat, const json_t *acc)
+{
+	return json_array_size(chat ? acc : json_object_get(acc, "tokens"));
+}
+
+/* n tokens' entries appended to acc (openai_lp_new's, of the same chat):
+ * token i's piece starts at offs[i] and ends where the next one starts,
+ * the last one's at end, within the text text[0, len) so far; a token
+ * starting at its end or past it is no part of it (the end token, or
+ * one a stop string cut); ca: their alternatives (NULL: none asked).
+ * 0, or -1 out of memory. */
+static int lp_append(int chat, json_t *acc, const char *text, size_t len,
+		     size_t n, const uint32_t *offs, size_t end,
+		     const double *lps, const client_alts *ca)
+{
+	json_t *toks = chat ? acc : json_object_get(acc, "tokens"),
+	       *vals = json_object_get(acc, "token_logprobs"),
+	       *where = json_object_get(acc, "text_offset"),
+	       *tops = json_object_get(acc, "top_logprobs");
+	size_t at = 0;
+
+	if (!toks || (!chat && (!vals || !where || !tops)))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		size_t b = offs[i], e = i + 1 < n ? offs[i + 1] : end,
+		       na = ca ? ca->n_alt[i] : 0, a0 = at;
+
+		at += na;
+		if (b >= len)
+			continue;
+		if (e > len)
+			e = len;
+		if (e < b)
+			e = b;
+		if (chat) {
+			if (json_array_append_new(toks, chat_lp_entry(
+				    text, b, e, lps[i], ca, a0, na)))
+				return -1;
+			continue;
+		}
+		if (json_array_append_new(toks, client_text(text + b, e - b)) ||
+		    json_array_append_new(vals, json_real(lps[i])) ||
+		    json_array_append_new(where, json_integer((json_int_t)
+			    client_text_index(text, len, b))) ||
+		    json_array_append_new(tops, alts_json(0, ca, a0, na)))
+			return -1;
+	}
+	return 0;
+}
+
+int openai_run_append(int chat, json_t *acc, const char *text, size_t len,
+		      const Quorum__TokenRun *x)
+{
 	client_alts cab;
 	const client_alts *ca = NULL;
 	size_t n = x->n_token_logprobs == x->n_token_offsets
-			   ? x->n_token_logprobs : 0, at = 0;
+			   ? x->n_token_logprobs : 0;
 
 	if (n && x->n_alt_counts == n &&
 	    x->n_alt_logprobs == x->n_alt_tokens &&
@@ -1426,81 +1485,68 @@ json_t *openai_run_entries(const char *text, size_t len,
 				    x->alt_pieces, x->n_alt_tokens};
 		ca = &cab;
 	}
-	for (size_t i = 0; a && i < n; i++) {
-		size_t b = x->token_offsets[i],
-		       e = i + 1 < n ? x->token_offsets[i + 1] : x->end,
-		       na = ca ? ca->n_alt[i] : 0, a0 = at;
+	return lp_append(chat, acc, text, len, n, x->token_offsets, x->end,
+			 x->token_logprobs, ca);
+}
 
-		at += na;
-		/* choice_logprobs' rule: a token starting at the text's
-		 * end is no part of it */
-		if (b >= len)
-			continue;
-		if (e > len)
-			e = len;
-		if (e < b)
-			e = b;
-		json_array_append_new(a, chat_lp_entry(text, b, e,
-						       x->token_logprobs[i], ca,
-						       a0, na));
-	}
-	return a;
+json_t *openai_lp_object(int chat, json_t *acc, int alts)
+{
+	if (!acc)
+		return NULL;
+	if (chat)
+		return json_pack("{s:o, s:n}", "content", acc, "refusal");
+	/* legacy completions: null without alternatives */
+	if (!alts)
+		json_object_set_new(acc, "top_logprobs", json_null());
+	return acc;
+}
+
+/* Elements [from, ...) of array a, a new array (a not an array: a's
+ * reference again, e.g. a null). */
+static json_t *tail(json_t *a, size_t from)
+{
+	json_t *t;
+
+	if (!json_is_array(a))
+		return json_incref(a);
+	if (!(t = json_array()))
+		return NULL;
+	for (size_t k = from; k < json_array_size(a); k++)
+		json_array_append(t, json_array_get(a, k));
+	return t;
+}
+
+json_t *openai_lp_rest(int chat, json_t *lp, size_t from)
+{
+	if (chat)
+		return json_pack("{s:o, s:n}", "content",
+				 tail(json_object_get(lp, "content"), from),
+				 "refusal");
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens",
+			 tail(json_object_get(lp, "tokens"), from),
+			 "token_logprobs",
+			 tail(json_object_get(lp, "token_logprobs"), from),
+			 "text_offset",
+			 tail(json_object_get(lp, "text_offset"), from),
+			 "top_logprobs",
+			 tail(json_object_get(lp, "top_logprobs"), from));
 }
 
 static json_t *choice_logprobs(int chat, const char *text, size_t len,
 			       const Quorum__Sample *s)
 {
-	json_t *toks = json_array(), *lps = json_array(), *offs = json_array(),
-	       *tops = json_array();
+	json_t *acc = openai_lp_new(chat);
 	size_t n = s->n_token_logprobs == s->n_token_offsets
-			   ? s->n_token_logprobs : 0, at = 0;
+			   ? s->n_token_logprobs : 0;
 	client_alts cab;
 	const client_alts *ca = client_sample_alts(s, &cab);
 
-	for (size_t i = 0; toks && lps && offs && tops && i < n; i++) {
-		size_t b = s->token_offsets[i], e,
-		       na = ca ? ca->n_alt[i] : 0, a0 = at;
-
-		at += na;
-		if (b >= len)
-			continue;
-		e = i + 1 < n && s->token_offsets[i + 1] < len
-			    ? s->token_offsets[i + 1] : len;
-		if (e < b)
-			e = b;
-		if (chat) {
-			json_array_append_new(toks, chat_lp_entry(
-				text, b, e, s->token_logprobs[i], ca, a0, na));
-		} else {
-			json_array_append_new(toks,
-					      client_text(text + b, e - b));
-			json_array_append_new(lps,
-					      json_real(s->token_logprobs[i]));
-			json_array_append_new(offs, json_integer((json_int_t)
-				client_text_index(text, len, b)));
-			json_array_append_new(tops, alts_json(0, ca, a0, na));
-		}
-	}
-	if (!toks || !lps || !offs || !tops) {
-		json_decref(toks);
-		json_decref(lps);
-		json_decref(offs);
-		json_decref(tops);
+	if (!acc || lp_append(chat, acc, text, len, n, s->token_offsets, len,
+			      s->token_logprobs, ca)) {
+		json_decref(acc);
 		return NULL;
 	}
-	if (chat) {
-		json_decref(lps);
-		json_decref(offs);
-		json_decref(tops);
-		return json_pack("{s:o, s:n}", "content", toks, "refusal");
-	}
-	if (!ca) { /* legacy completions: null without alternatives */
-		json_decref(tops);
-		tops = json_null();
-	}
-	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks,
-			 "token_logprobs", lps, "text_offset", offs,
-			 "top_logprobs", tops);
+	return openai_lp_object(chat, acc, ca != NULL);
 }
 
 int openai_result_make(const openai_req *r, const Quorum__Answer *a,

@@ -55,7 +55,9 @@
  *   logprobs      chat: true (with top_logprobs 0..20: alternatives);
  *                 completions: K in 0..5 — every chosen token's
  *                 log-probability and K alternatives, in OpenAI's shapes;
- *                 not with stream.
+ *                 streamed, a live choice's deltas carry their tokens'
+ *                 entries, a voted choice's finish chunk all of them
+ *                 (sse.h).
  *   tools         refused unless empty (quorum calls no tools).
  *
  *   samples       (extension; or "quorum": {"samples": K}) samples voted
@@ -220,11 +222,26 @@ int openai_result_make(const openai_req *r, const Quorum__Answer *a,
 		      openai_result *out);
 void openai_result_fini(openai_result *x);
 
-/* A streamed run of a sample's tokens (the text so far: len bytes) as
- * chat's logprobs.content entries, the same a finished sample's list has
- * for those tokens. */
-json_t *openai_run_entries(const char *text, size_t len,
-			   const Quorum__TokenRun *x);
+/* A choice's log-probabilities as they stream, in the request's shape
+ * (chat: logprobs.content's entries; completions: the four arrays of
+ * logprobs), built as a finished sample's list is:
+ * - openai_lp_new: an empty list (NULL: out of memory);
+ * - openai_run_append: a streamed run of a sample's tokens (the text so
+ *   far: len bytes) appended, the entries a finished sample's list has
+ *   for those tokens; 0 or -1;
+ * - openai_lp_count: how many tokens it holds;
+ * - openai_lp_object: the choice's "logprobs" from it (taken; alts: the
+ *   request asked for alternatives, else completions' top_logprobs is
+ *   null, as OpenAI's legacy API has it). */
+json_t *openai_lp_new(int chat);
+int openai_run_append(int chat, json_t *acc, const char *text, size_t len,
+		      const Quorum__TokenRun *x);
+size_t openai_lp_count(int chat, const json_t *acc);
+json_t *openai_lp_object(int chat, json_t *acc, int alts);
+/* A choice's "logprobs" (lp, as a response has it) less its first from
+ * tokens: what a stream's finish chunk carries after its deltas carried
+ * those. NULL: out of memory. */
+json_t *openai_lp_rest(int chat, json_t *lp, size_t from);
 
 /* usage's counts. */
 typedef struct openai_usage {

@@ -39,8 +39,9 @@ struct sse_stream {
 	int *finished;           /* all text sent */
 	const char **fin;        /* its finish_reason, sent once voted */
 	int *started;            /* first chunk sent */
-	json_t **lpq;            /* per choice (chat, logprobs): entries of
-				  * its streamed tokens not yet sent */
+	json_t **lpq;            /* per choice (logprobs): its streamed
+				  * tokens' entries not yet sent (openai.h's
+				  * openai_lp_new, the request's shape) */
 	size_t *lp_sent;         /* ... and how many were sent with its
 				  * deltas (its finish carries the rest) */
 	reasoning_split *split;  /* per choice: reasoning apart from content
@@ -123,6 +124,21 @@ static size_t utf8_whole(const char *s, size_t n)
 	return n;
 }
 
+/* Empties a queue of entries (openai_lp_new's): chat's array, or each
+ * of completions' four. */
+static void lp_clear(json_t *q)
+{
+	const char *key;
+	json_t *a;
+
+	if (json_is_array(q)) {
+		json_array_clear(q);
+		return;
+	}
+	json_object_foreach(q, key, a)
+		json_array_clear(a);
+}
+
 /* One delta of choice i: text[0, n) received after what went before
  * (done: the choice's last). A chat choice's text is split into
  * reasoning_content and content as it comes (sc/reasoning.h; the split
@@ -148,11 +164,12 @@ static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 		rn = o->rn;
 	}
 	/* the tokens streamed so far go with this delta (an answer's,
-	 * for a response), not with a choice's first chunk: as OpenAI's
-	 * first chunk has none, the SDKs take a first chunk's list as the
-	 * choice's and then add it again */
-	lp = st->lpq && json_array_size(st->lpq[i]) &&
-	     (st->started[i] || st->req.responses) &&
+	 * for a response), not with a chat choice's first chunk: as
+	 * OpenAI's first chunk has none, the SDKs take a first chunk's list
+	 * as the choice's and then add it again (a completions chunk
+	 * carries its tokens' lists from the first on, as OpenAI's do) */
+	lp = st->lpq && openai_lp_count(st->req.chat, st->lpq[i]) &&
+	     (st->started[i] || st->req.responses || !st->req.chat) &&
 	     (cn || (rn && !st->req.responses)) ? st->lpq[i] : NULL;
 	if (st->req.responses) {
 		/* the one chain's text, live (responses.h) */
@@ -166,16 +183,18 @@ static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 		/* (nothing new: a chunk only to open a choice that ends) */
 		if (ch && lp)
 			json_object_set_new(json_array_get(json_object_get(
-				ch, "choices"), 0), "logprobs", json_pack(
-				"{s:O, s:n}", "content", lp, "refusal"));
+				ch, "choices"), 0), "logprobs",
+				openai_lp_object(st->req.chat,
+						 json_deep_copy(lp),
+						 st->req.p.top_logprobs > 0));
 		sse_json(st, ch);
 		st->started[i] = 1;
 	} else {
 		return;
 	}
 	if (lp) {
-		st->lp_sent[i] += json_array_size(lp);
-		json_array_clear(lp);
+		st->lp_sent[i] += openai_lp_count(st->req.chat, lp);
+		lp_clear(lp);
 	}
 }
 
@@ -222,15 +241,9 @@ static void sse_finish_all(sse_stream *st, json_t *q, json_t **lp)
 				(uint32_t)k, NULL, 0, NULL, 0, 0, st->fin[k]);
 		if (c && lp && lp[k] && st->lp_sent && st->lp_sent[k]) {
 			/* the deltas carried the first ones */
-			json_t *all = json_object_get(lp[k], "content"),
-			       *rest = json_array();
-
-			for (size_t t = st->lp_sent[k];
-			     t < json_array_size(all); t++)
-				json_array_append(rest, json_array_get(all, t));
 			json_object_set_new(json_array_get(json_object_get(
-				c, "choices"), 0), "logprobs", json_pack(
-				"{s:o, s:n}", "content", rest, "refusal"));
+				c, "choices"), 0), "logprobs", openai_lp_rest(
+				st->req.chat, lp[k], st->lp_sent[k]));
 		} else if (c && lp && lp[k]) {
 			json_object_set(json_array_get(json_object_get(
 				c, "choices"), 0), "logprobs", lp[k]);
@@ -279,11 +292,8 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 	/* its tokens, within the text so far (the coordinator checked
 	 * them): their entries wait for the next delta */
 	if (p->tokens && st->lpq && st->acc[i]) {
-		json_t *e = openai_run_entries(st->acc[i], st->acc_len[i],
-					       p->tokens);
-
-		json_array_extend(st->lpq[i], e);
-		json_decref(e);
+		openai_run_append(st->req.chat, st->lpq[i], st->acc[i],
+				  st->acc_len[i], p->tokens);
 	}
 	sse_flush_choice(st, i, p->done != NULL,
 			 p->done && p->done->finish &&
@@ -548,14 +558,14 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	if ((st->split = calloc(st->n, sizeof(*st->split))))
 		for (size_t i = 0; i < st->n; i++)
 			reasoning_init(&st->split[i]);
-	/* chat's log-probabilities as the tokens stream (no memory: all of
+	/* the log-probabilities as the tokens stream (no memory: all of
 	 * them with each choice's finish, as a voted stream has them) */
-	if (r->live && r->chat && r->logprobs) {
+	if (r->live && r->logprobs) {
 		int ok = (st->lpq = calloc(st->n, sizeof(*st->lpq))) &&
 			 (st->lp_sent = calloc(st->n, sizeof(*st->lp_sent)));
 
 		for (size_t i = 0; ok && i < st->n; i++)
-			ok = (st->lpq[i] = json_array()) != NULL;
+			ok = (st->lpq[i] = openai_lp_new(r->chat)) != NULL;
 		if (!ok) {
 			for (size_t i = 0; st->lpq && i < st->n; i++)
 				json_decref(st->lpq[i]);
