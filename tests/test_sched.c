@@ -1439,6 +1439,10 @@ static void worker_validation(void **state)
 		x.steps = 3;
 		fw_send(s, &a, &sm);
 		x.has_steps = 0;
+		x.has_reasoning_tokens = 1; /* more than its tokens */
+		x.reasoning_tokens = 2;
+		fw_send(s, &a, &sm);
+		x.reasoning_tokens = 1; /* all of them: fine, but... */
 		x.finish = "maybe";
 		fw_send(s, &a, &sm);
 		assert_null(c_next("c1"));
@@ -1452,6 +1456,9 @@ static void worker_validation(void **state)
 		x.steps = 2;
 		fw_send(s, &a, &sm);
 		assert_int_equal(s->reqs->st[0], S_DONE);
+		/* ...and taken with its count */
+		assert_true(s->reqs->res[0]->sample->sample->has_reasoning_tokens &&
+			    s->reqs->res[0]->sample->sample->reasoning_tokens == 1);
 		/* a worker sending bad results as fast as it likes: their
 		 * lines are held to SCHED_DROP_LOGS a second */
 		{
