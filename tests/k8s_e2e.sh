@@ -137,7 +137,7 @@ if command -v kubectl >/dev/null; then
 	# workload mounts the keys and the workers' probes have a client key,
 	# the large component's extra workers too
 	if [ $r -eq 0 ] && why=$($PY tests/k8s_podman.py --check-rendered "$tmp" 2>&1); then
-		ok "components combine: CURVE keys in every container of base, curve, large, large-curve; overlays/curve rendered as kubectl does"
+		ok "components combine: CURVE keys in every container of base, curve, large, large-curve; no Secret in any; overlays/curve rendered as kubectl does"
 	elif [ $r -eq 0 ]; then
 		bad "components: $why"
 	fi

@@ -25,9 +25,11 @@ every difference podman needs is made here, and only here:
 - emptyDir volumes: podman 4.3 names the volume after the manifest's
   volume name, so two pods' "shm" would be one: each gets its pod's name
   in front (Kubernetes gives each pod its own);
-- Secrets the operator makes (the base's quorum-api-keys holds no key,
-  as `kubectl create secret ... | kubectl apply` replaces it): --secret
-  NAME/KEY=FILE gives a Secret's key a file's contents;
+- Secrets: the manifests hold none (the operator makes them with
+  kubectl, deploy/k8s/README.md): --secret NAME/KEY=FILE makes one, a
+  key at a time, as `kubectl create secret generic NAME
+  --from-file=KEY=FILE` does; a Secret volume whose Secret is not made is
+  an error (an optional one, an empty directory);
 - probes: podman turns a livenessProbe into a healthcheck run by systemd
   timers, which a container host without systemd lacks; the readiness of
   each role is what the test waits on instead (quorum status lists the
@@ -215,10 +217,11 @@ def render(d):
 def check_rendered(d):
     """The overlays as `kubectl kustomize` rendered them into d
     (kustomize-NAME.yaml): the components combine. With CURVE on the
-    config says so, the Secret is there and the workers' probes have a
-    client key; in every overlay each container of each workload mounts
-    the keys (an empty directory without CURVE), the large component's
-    extra workers too."""
+    config says so and the workers' probes have a client key; in every
+    overlay each container of each workload mounts the keys (an empty
+    directory without CURVE), the large component's extra workers too,
+    and no overlay holds a Secret (applying it would overwrite the
+    operator's)."""
     for name, curve, workers in (("base", False, 2), ("curve", True, 2),
                                  ("large", False, 4), ("large-curve", True, 4)):
         docs = [x for x in yaml.safe_load_all(
@@ -229,9 +232,9 @@ def check_rendered(d):
             return "%s: security.curve is not %s" % (name, curve)
         if bool(cm["quorum-worker-env"].get("QUORUM_CLIENT_ARGS")) != curve:
             return "%s: the workers' probes' client key" % name
-        if any(x["kind"] == "Secret" and x["metadata"]["name"] == "quorum-curve"
-               for x in docs) != curve:
-            return "%s: the Secret quorum-curve" % name
+        if any(x["kind"] == "Secret" for x in docs):
+            return "%s: a Secret in the manifests (applying would " \
+                   "overwrite the operator's)" % name
         for x in docs:
             if x["kind"] not in ("Deployment", "StatefulSet"):
                 continue
@@ -327,11 +330,10 @@ def main():
                 secrets[d["metadata"]["name"]][k] = base64.b64decode(v).decode()
     for sv in a.secret:
         m = re.fullmatch(r"([^/=]+)/([^/=]+)=(.+)", sv)
-        if not m or m.group(1) not in secrets:
-            print("--secret %s: not NAME/KEY=FILE of a Secret here" % sv,
-                  file=sys.stderr)
+        if not m:
+            print("--secret %s: not NAME/KEY=FILE" % sv, file=sys.stderr)
             sys.exit(1)
-        secrets[m.group(1)][m.group(2)] = open(m.group(3)).read()
+        secrets.setdefault(m.group(1), {})[m.group(2)] = open(m.group(3)).read()
     for d in docs:
         kind = d["kind"]
         if kind not in ("Deployment", "StatefulSet"):
@@ -364,6 +366,10 @@ def main():
                 os.makedirs(dst, exist_ok=True)
                 if sv["secretName"] not in secrets and sv.get("optional"):
                     data, items = {}, []  # an empty directory, as the kubelet
+                elif sv["secretName"] not in secrets:
+                    # the kubelet would wait for it
+                    sys.exit("Secret %s: not made (--secret %s/KEY=FILE)"
+                             % (sv["secretName"], sv["secretName"]))
                 else:
                     data = secrets[sv["secretName"]]
                     items = sv.get("items") or [{"key": k, "path": k} for k in data]
