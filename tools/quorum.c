@@ -18,7 +18,7 @@ static const struct {
 	{"ask", cmd_ask, "ask a running cluster (coordinator) a question"},
 	{"serve", cmd_serve, "HTTP gateway: OpenAI-compatible API, metrics, status page"},
 	{"status", cmd_status, "show a running cluster: workers, queue, counters"},
-	{"keygen", cmd_keygen, "generate a CURVE key pair (NAME.key, NAME.pub)"},
+	{"keygen", cmd_keygen, "a CURVE key pair (NAME.key, NAME.pub), or an API key file"},
 	{"bench", cmd_bench, "benchmark reset vs paged vs batched decoding"},
 	{"eval", cmd_eval, "run the forward pass on tokens, print top logits"},
 	{"tokenize", cmd_tokenize, "print the token ids of a text"},
