@@ -163,14 +163,18 @@ enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
 	return ok;
 }
 
+const char *http_error_type(int code)
+{
+	return code == 401 ? "authentication_error"
+	       : code == 429 ? "rate_limit_error"
+	       : code >= 500 ? "server_error" : "invalid_request_error";
+}
+
 enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 			      int code, const char *msg, const char *param,
 			      const char *ecode)
 {
-	const char *type = code == 401 ? "authentication_error"
-			   : code == 429 ? "rate_limit_error"
-			   : code >= 500 ? "server_error"
-					 : "invalid_request_error";
+	const char *type = http_error_type(code);
 
 	if (!ecode && code < 500)
 		ecode = "invalid_request_error";

@@ -62,9 +62,13 @@ enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 /* Queues o as compact JSON and frees it; NULL (out of memory): a 500. */
 enum MHD_Result http_send_json(struct MHD_Connection *mc, gwconn *cn,
 			       int code, json_t *o);
-/* An OpenAI-style error; its type follows from code. param: NULL for
- * none; ecode: OpenAI's code (NULL: invalid_request_error below 500,
- * null from 500). */
+/* OpenAI's error "type" for an HTTP status code (authentication_error,
+ * rate_limit_error, server_error, invalid_request_error): the one
+ * mapping, for a reply and for a stream's error event. */
+const char *http_error_type(int code);
+/* An OpenAI-style error; its type follows from code (http_error_type).
+ * param: NULL for none; ecode: OpenAI's code (NULL:
+ * invalid_request_error below 500, null from 500). */
 enum MHD_Result http_send_err(struct MHD_Connection *mc, gwconn *cn,
 			      int code, const char *msg, const char *param,
 			      const char *ecode);

@@ -308,9 +308,7 @@ static void sse_failed(sse_stream *st, const Quorum__ClientReply *r)
 	gwconn *cn = st->cn;
 	const char *ecode = "TIMEOUT";
 	int code = r ? http_status_code(r->status, &ecode) : 504;
-	const char *type = code >= 500 ? "server_error"
-			   : code == 429 ? "rate_limit_error"
-					 : "invalid_request_error";
+	const char *type = http_error_type(code);
 	char msg[512];
 
 	snprintf(msg, sizeof(msg), "%s", !r
