@@ -370,16 +370,27 @@ json_t *client_logprobs(const char *text, size_t len, const double *lp,
 	return a;
 }
 
+/* The alternatives of n_lp tokens from the fields a Sample and a TokenRun
+ * share (x: either), when they are whole: a count per token, as many
+ * values and pieces as tokens listed. */
+#define ALTS_OF(x, a)                                                      \
+	(!(x)->n_alt_counts || (x)->n_alt_counts != (x)->n_token_logprobs || \
+	 (x)->n_alt_logprobs != (x)->n_alt_tokens ||                        \
+	 (x)->n_alt_pieces != (x)->n_alt_tokens                             \
+		 ? NULL                                                     \
+		 : (*(a) = (client_alts){(x)->alt_counts, (x)->alt_logprobs, \
+					 (x)->alt_pieces, (x)->n_alt_tokens}, \
+		    (a)))
+
 const client_alts *client_sample_alts(const Quorum__Sample *x,
 				      client_alts *a)
 {
-	if (!x->n_alt_counts || x->n_alt_counts != x->n_token_logprobs ||
-	    x->n_alt_logprobs != x->n_alt_tokens ||
-	    x->n_alt_pieces != x->n_alt_tokens)
-		return NULL;
-	*a = (client_alts){x->alt_counts, x->alt_logprobs, x->alt_pieces,
-			   x->n_alt_tokens};
-	return a;
+	return ALTS_OF(x, a);
+}
+
+const client_alts *client_run_alts(const Quorum__TokenRun *x, client_alts *a)
+{
+	return ALTS_OF(x, a);
 }
 
 /* The length of the well-formed UTF-8 character at s[i] (of n bytes), 0

@@ -131,9 +131,11 @@ typedef struct client_alts {
 json_t *client_logprobs(const char *text, size_t len, const double *lp,
 			const uint32_t *off, size_t n,
 			const client_alts *alts);
-/* The alternatives of a Sample (NULL when it has none), into *a. */
+/* The alternatives of a Sample, or of a streamed TokenRun (the same
+ * fields; NULL when it has none), into *a. */
 const client_alts *client_sample_alts(const Quorum__Sample *x,
 				      client_alts *a);
+const client_alts *client_run_alts(const Quorum__TokenRun *x, client_alts *a);
 
 /* One entry of the vote as every JSON reply writes it (quorum run, ask,
  * the gateway's "quorum" object): {"answer", "count", "first_index"}

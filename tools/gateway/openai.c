@@ -1474,17 +1474,10 @@ int openai_run_append(int chat, json_t *acc, const char *text, size_t len,
 		      const Quorum__TokenRun *x)
 {
 	client_alts cab;
-	const client_alts *ca = NULL;
+	const client_alts *ca = client_run_alts(x, &cab);
 	size_t n = x->n_token_logprobs == x->n_token_offsets
 			   ? x->n_token_logprobs : 0;
 
-	if (n && x->n_alt_counts == n &&
-	    x->n_alt_logprobs == x->n_alt_tokens &&
-	    x->n_alt_pieces == x->n_alt_tokens) {
-		cab = (client_alts){x->alt_counts, x->alt_logprobs,
-				    x->alt_pieces, x->n_alt_tokens};
-		ca = &cab;
-	}
 	return lp_append(chat, acc, text, len, n, x->token_offsets, x->end,
 			 x->token_logprobs, ca);
 }
