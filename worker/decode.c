@@ -12,6 +12,24 @@
 
 /* ---- DecodeJob ------------------------------------------------------- */
 
+/* The bytes of n alternatives' token ids (an end token's text too),
+ * pointing into the tokenizer, into *out (malloc'ed; NULL for n = 0):
+ * 0, or -1 out of memory. */
+static int alt_pieces(const wk *w, const uint32_t *ids, size_t n,
+		      ProtobufCBinaryData **out)
+{
+	*out = NULL;
+	if (n && !(*out = calloc(n, sizeof(**out))))
+		return -1;
+	for (size_t k = 0; k < n; k++) {
+		const char *pc = tok_piece(w->t, (int32_t)ids[k], 1,
+					   &(*out)[k].len);
+
+		(*out)[k].data = (uint8_t *)(pc ? pc : "");
+	}
+	return 0;
+}
+
 static int on_sample(void *ctx, const sc_sample *s)
 {
 	wk_job *j = ctx;
@@ -43,17 +61,10 @@ static int on_sample(void *ctx, const sc_sample *s)
 	x.token_logprobs = s->token_lp;
 	x.token_offsets = s->token_off;
 	if (s->alt_n) {
-		/* the alternatives, each with its bytes (an end token's
-		 * text too) pointing into the tokenizer */
-		if (s->n_alt && !(pieces = calloc(s->n_alt, sizeof(*pieces))))
+		/* the alternatives, each with its bytes */
+		if (alt_pieces(w, s->alt_id, s->n_alt, &pieces))
 			return qerr_fail(QERR_NOMEM, "out of memory for the "
 					 "alternatives");
-		for (size_t i = 0; i < s->n_alt; i++) {
-			const char *pc = tok_piece(w->t, (int32_t)s->alt_id[i],
-						   1, &pieces[i].len);
-
-			pieces[i].data = (uint8_t *)(pc ? pc : "");
-		}
 		x.n_alt_counts = (size_t)s->n_token_lp;
 		x.alt_counts = s->alt_n;
 		x.n_alt_tokens = x.n_alt_logprobs = x.n_alt_pieces = s->n_alt;
@@ -104,15 +115,8 @@ static int token_run(wk_job *j, int i, const sc_sample *s,
 
 		for (uint32_t k = t0; k < t; k++)
 			na += s->alt_n[k];
-		if (na && !(*pieces = calloc(na, sizeof(**pieces))))
+		if (alt_pieces(j->w, s->alt_id + a0, na, pieces))
 			return 0; /* out of memory: they come with the sample */
-		for (size_t k = 0; k < na; k++) {
-			const char *pc = tok_piece(j->w->t,
-						   (int32_t)s->alt_id[a0 + k], 1,
-						   &(*pieces)[k].len);
-
-			(*pieces)[k].data = (uint8_t *)(pc ? pc : "");
-		}
 		run->n_alt_counts = t - t0;
 		run->alt_counts = s->alt_n + t0;
 		run->n_alt_tokens = run->n_alt_logprobs = run->n_alt_pieces = na;
