@@ -35,6 +35,17 @@ int openai_fail(char *msg, size_t cap, const char **param, const char *p,
 /* the short name this file's many refusals use */
 #define bad openai_fail
 
+const char *openai_place(const char *fmt, ...)
+{
+	static _Thread_local char where[OPENAI_PLACE_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(where, sizeof(where), fmt, ap);
+	va_end(ap);
+	return where;
+}
+
 void openai_req_free(openai_req *r)
 {
 	for (size_t i = 0; i < r->n_turns; i++) {
@@ -212,10 +223,6 @@ static const struct msg_rule *msg_rule(const char *part, const char *key)
 	return NULL;
 }
 
-/* The place of a refused field of a message ("messages[1].tool_calls"):
- * thread-local, as the 400's param outlives the body it names. */
-static _Thread_local char msg_where[128];
-
 /* Every field of object o (a message, or a part of type part) under its
  * rule, o being messages[i] (k: its content part k; SIZE_MAX: none) of
  * role bit role named rname: 0, or -1 with the 400 naming the first one
@@ -224,17 +231,18 @@ static int msg_fields(json_t *o, const char *part, size_t i, size_t k,
 		      unsigned role, const char *rname, char *msg, size_t cap,
 		      const char **param)
 {
-	const char *key;
+	const char *key, *msg_where; /* the place of a refused field of a
+				       * message ("messages[1].tool_calls") */
 	json_t *v;
 
 	json_object_foreach(o, key, v) {
 		const struct msg_rule *f = msg_rule(part, key);
 
 		if (k == SIZE_MAX)
-			snprintf(msg_where, sizeof(msg_where),
+			msg_where = openai_place(
 				 "messages[%zu].%.60s", i, key);
 		else
-			snprintf(msg_where, sizeof(msg_where),
+			msg_where = openai_place(
 				 "messages[%zu].content[%zu].%.60s", i, k, key);
 		if (!f)
 			return bad(msg, cap, param, msg_where, "%s: unknown "
@@ -268,8 +276,9 @@ static int content_part(json_t *part, size_t i, size_t k, unsigned role,
 {
 	json_t *type = json_object_get(part, "type");
 	const struct msg_rule *f;
+	const char *msg_where;
 
-	snprintf(msg_where, sizeof(msg_where), "messages[%zu].content[%zu]",
+	msg_where = openai_place("messages[%zu].content[%zu]",
 		 i, k);
 	if (!json_is_object(part) || !json_is_string(type))
 		return bad(msg, cap, param, msg_where, "%s must be a content "
@@ -290,7 +299,7 @@ static int content_part(json_t *part, size_t i, size_t k, unsigned role,
 		return -1;
 	*t = json_object_get(part, "text");
 	if (!json_is_string(*t)) {
-		snprintf(msg_where, sizeof(msg_where),
+		msg_where = openai_place(
 			 "messages[%zu].content[%zu].text", i, k);
 		return bad(msg, cap, param, msg_where, "%s must be a string",
 			   msg_where);
@@ -986,8 +995,7 @@ static int is_noop(json_t *v, const char *noop)
 static int field_check(int chat, json_t *o, char *msg, size_t cap,
 		       const char **param)
 {
-	static _Thread_local char name[64];
-	const char *key;
+	const char *key, *name;
 	json_t *v;
 
 	json_object_foreach(o, key, v) {
@@ -995,7 +1003,7 @@ static int field_check(int chat, json_t *o, char *msg, size_t cap,
 		const char *ep = chat ? "/v1/chat/completions"
 				      : "/v1/completions";
 
-		snprintf(name, sizeof(name), "%s", key);
+		name = openai_place("%.63s", key);
 		if (!f || (f->where == FOR_CHAT && !chat) ||
 		    (f->where == FOR_COMPLETIONS && chat))
 			return bad(msg, cap, param, name, "unknown field "

@@ -155,6 +155,13 @@ const char *openai_setting_words(const openai_req *r, const char *msg,
 /* A refusal: msg formatted, *param = p (the field, or NULL); -1. */
 int openai_fail(char *msg, size_t cap, const char **param, const char *p,
 		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A refusal's place ("messages[1].content[0].text", "input[2]"),
+ * formatted into one thread-local buffer of OPENAI_PLACE_MAX bytes: it
+ * outlives the body it names, as a 400's param must; each call
+ * overwrites the last (copy one before formatting another from it). */
+#define OPENAI_PLACE_MAX 160
+const char *openai_place(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 
 /* Parses a request body. 0 ok (free r with openai_req_free); else -1 with
  * msg (a sentence) and *param (the field, or NULL) set. max_n (the

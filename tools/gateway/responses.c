@@ -4,7 +4,6 @@
  */
 #include "responses.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,22 +15,8 @@
 /* a refusal, as openai.c words its own (openai.h) */
 #define fail openai_fail
 
-/* The place named in an error (param), kept past the body: thread-local,
- * as openai.c keeps its own. */
-static _Thread_local char where[160];
-
-static const char *at(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-static const char *at(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(where, sizeof(where), fmt, ap);
-	va_end(ap);
-	return where;
-}
+/* the place named in an error (param), openai.c's */
+#define at openai_place
 
 /*
  * The top-level fields of a Responses request. COPY: taken into the chat
@@ -590,7 +575,7 @@ int responses_parse(const char *body, size_t len, int max_n,
 		rename_in(&c, msg, m2, sizeof(m2));
 		snprintf(msg, cap, "%s", m2);
 		if (*param) {
-			char p2[sizeof(where)];
+			char p2[OPENAI_PLACE_MAX];
 
 			rename_in(&c, *param, p2, sizeof(p2));
 			*param = at("%s", p2);
