@@ -36,6 +36,7 @@ static inline int iu_use_isa(int isa)
 	emu.pack = kern_vnni_emu_pack;
 	emu.peak_int8 = kern_vnni_emu_peak_int8;
 	emu.act_row = kern_vnni_emu_act_row;
+	emu.att_q8 = kern_vnni_emu_att_q8;
 	kern_impl_install(isa, &emu);
 	return 1;
 }

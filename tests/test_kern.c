@@ -938,23 +938,49 @@ static void test_att_kernels(void **state)
 	       checked);
 }
 
-/* The q8_0 KV cache's attention: each element is its exact f32 value
- * d * q, used in kern_dot's and kern_axpy's operations (computed on the
- * scalar ISA from the dequantized rows): bit for bit on every ISA, head
- * sizes of 1..17 blocks (544 wider than the AVX2 key buffer), strided
- * rows (ld a multiple of 32), 1..8 query heads, short and long runs, an
- * infinite scale (inf and NaN sums); entries outside the outputs stay
- * untouched. */
+/* kern.h's Q8_0 score, written out here: the query quantized per 32 by
+ * quant_act_row, then per block in order acc = fmaf(da * dk, (float)S,
+ * acc) from +0, S the codes' exact dot; times the scale. */
+static float q8_score_ref(const float *q, const ggml_block_q8_0 *k, int n,
+			  float scale)
+{
+	quant_arow a;
+	void *buf = malloc(quant_arow_bytes(n, 32));
+	float acc = 0.0f;
+
+	assert_non_null(buf);
+	quant_arow_bind(&a, buf, n, 32);
+	quant_act_row(q, n, 32, &a);
+	for (int b = 0; b < n / 32; b++) {
+		int32_t S = 0;
+
+		for (int e = 0; e < 32; e++)
+			S += (int32_t)k[b].qs[e] * a.q[32 * b + e];
+		acc = fmaf(a.d[b] * half_f16_to_f32(k[b].d), (float)S, acc);
+	}
+	free(buf);
+	return acc * scale;
+}
+
+/* The q8_0 KV cache's attention. Scores: an integer dot of the query
+ * quantized per 32 (q8_score_ref), bit for bit on every ISA, through
+ * kern_att_scores and through kern_att_scores_q8 with the queries
+ * quantized once (kern_att_q8_prep), 16-key tiles short and whole.
+ * Values: each element its exact f32 value d * q in kern_axpy's
+ * operations (computed on the scalar ISA from the dequantized rows).
+ * Head sizes of 1..17 blocks, strided rows (ld a multiple of 32), 1..8
+ * query heads, short and long runs, an infinite scale (inf and NaN
+ * sums); entries outside the outputs stay untouched. */
 static void test_att_kernels_q8(void **state)
 {
 	(void)state;
 	static const int hds[] = {32, 64, 96, 128, 256, 544};
-	static const int nts[] = {1, 7, 8, 9, 16, 21};
+	static const int nts[] = {1, 7, 8, 9, 16, 17, 21, 40};
 	const float scale = 0.125f, sentinel = -12345.0f;
 
 	print_isas();
 	for (size_t hi = 0; hi < sizeof(hds) / sizeof(*hds); hi++)
-	for (int G = 1; G <= 8; G++)
+	for (int G = 1; G <= 9; G++)
 	for (size_t ni = 0; ni < sizeof(nts) / sizeof(*nts); ni++) {
 		int hd = hds[hi], nt = nts[ni];
 		int ldq = hd + 3, ldo = hd + 1, lds = nt + 2;
@@ -992,9 +1018,9 @@ static void test_att_kernels_q8(void **state)
 		use_isa(KERN_ISA_SCALAR);
 		for (int i = 0; i < G; i++)
 			for (int t = 0; t < nt; t++)
-				sref[i * lds + t] = kern_dot(q + (size_t)i * ldq,
-							     kf + t * ldk, hd) *
-						    scale;
+				sref[i * lds + t] = q8_score_ref(
+					q + (size_t)i * ldq, k + t * ldk / 32, hd,
+					scale);
 		for (int i = 0; i < G; i++)
 			for (int t = 0; t < nt; t++)
 				kern_axpy(oref + (size_t)i * ldo, sw[i * lds + t],
@@ -1013,6 +1039,28 @@ static void test_att_kernels_q8(void **state)
 			snprintf(what, sizeof(what),
 				 "att_scores q8_0 hd %d G %d nt %d", hd, G, nt);
 			assert_bits_equal(sref, sgot, (size_t)G * lds, what, isa);
+			/* the queries quantized once, the keys in two calls */
+			{
+				void *qz = malloc(kern_att_q8_bytes(hd) * G + 64);
+				void *qa = (void *)(((uintptr_t)qz + 63) &
+						    ~(uintptr_t)63);
+				int h = nt / 2;
+
+				assert_non_null(qz);
+				for (int i = 0; i < G * lds; i++)
+					sgot[i] = sentinel;
+				kern_att_q8_prep(q, ldq, G, hd, qa);
+				kern_att_scores_q8(qa, G, k, ldk, h, hd, scale,
+						   sgot, lds);
+				kern_att_scores_q8(qa, G, k + h * ldk / 32, ldk,
+						   nt - h, hd, scale, sgot + h,
+						   lds);
+				free(qz);
+				snprintf(what, sizeof(what), "att_scores_q8 hd "
+					 "%d G %d nt %d", hd, G, nt);
+				assert_bits_equal(sref, sgot, (size_t)G * lds,
+						  what, isa);
+			}
 			snprintf(what, sizeof(what),
 				 "att_values q8_0 hd %d G %d nt %d", hd, G, nt);
 			assert_bits_equal(oref, ogot, (size_t)G * ldo, what, isa);

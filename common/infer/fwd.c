@@ -48,6 +48,11 @@ struct fwd {
 	int n_att_tasks;
 	float *scores;      /* (n_att_tasks, heads per KV head, scores_cap) */
 	size_t scores_cap;
+	/* q8_0 keys: a task's query heads quantized once per row and KV
+	 * head (kern_att_q8_prep; n_att_tasks x heads per KV head x qz_bytes;
+	 * NULL when head_dim is no multiple of 32, where q8_0 KV is refused) */
+	char *att_qz;
+	size_t qz_bytes;
 	float att_scale;
 	/* mixture of experts (n_expert > 0), for R rows of n_used slots */
 	float *rl;          /* (R, n_expert) router logits, then probs */
@@ -64,6 +69,8 @@ struct fwd {
 			     * queries gathered / outputs, in ord order */
 	float *sh_s;        /* (n_kv_heads, R, heads per KV head, sh_cap)
 			     * scores by absolute position */
+	char *sh_qz;        /* q8_0 keys: sh_q quantized (qz_bytes each) */
+	size_t sh_qz_rows;  /* rows sh_qz holds */
 	size_t sh_cap;      /* positions per sh_s row */
 	size_t sh_rows;     /* floats sh_s holds */
 	int sh_active;      /* this call takes the shared path */
@@ -165,6 +172,13 @@ int fwd_new(const model *m, int max_rows, tpool *tp, fwd **out)
 	f->sh_q = xcalloc(R * q_dim, sizeof(float), &bad);
 	f->sh_o = xcalloc(R * q_dim, sizeof(float), &bad);
 	f->n_att_tasks = (tp ? tpool_size(tp) : 1) * FWD_ATT_TASKS_PER_THREAD;
+	if (c->head_dim % 32 == 0) {
+		f->qz_bytes = kern_att_q8_bytes(c->head_dim);
+		f->att_qz = aligned_alloc(64, (size_t)f->n_att_tasks *
+					  (c->n_heads / c->n_kv_heads) *
+					  f->qz_bytes);
+		bad |= !f->att_qz;
+	}
 	if (c->n_expert) {
 		size_t S = R * c->n_expert_used;
 
@@ -280,6 +294,8 @@ void fwd_free(fwd **fp)
 	free(f->sh_q);
 	free(f->sh_o);
 	free(f->sh_s);
+	free(f->att_qz);
+	free(f->sh_qz);
 	if (f->pk)
 		for (int i = 0; i <= f->m->cfg.n_layers * MODEL_PK_N; i++)
 			kern_packed_free(&f->pk[i]);
@@ -458,7 +474,7 @@ static void kv_prefetch(const char *p, size_t row, size_t hb, int n)
  * window may start inside a shared prefix block: it is read like any
  * other. */
 static void attend(const att_job *j, int r, int kvh, int h0, int nh,
-		   float *s)
+		   float *s, char *qz)
 {
 	const fwd *f = j->f;
 	const model_config *c = &f->m->cfg;
@@ -478,6 +494,9 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 	const float *q = f->q + r * q_dim + (size_t)h0 * hd;
 	float *out = f->att + r * q_dim + (size_t)h0 * hd;
 
+	/* q8_0 keys: the heads' queries quantized once for every block */
+	if (kt == GGML_TYPE_Q8_0)
+		kern_att_q8_prep(q, hd, nh, hd, qz);
 	/* s[i * lds + t - lo] holds head h0 + i's score of position t */
 	/* walk the page table block by block: one lookup per block */
 	for (int t0 = lo - lo % B; t0 < n; t0 += B) {
@@ -496,9 +515,14 @@ static void attend(const att_job *j, int r, int kvh, int h0, int nh,
 			kv_prefetch((const char *)kv_v(f->pool,
 					seq->blocks[(lo - lo % B) / B],
 					j->layer) + head_off, row, hb, B);
-		kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
-				(size_t)c->kv_dim, kt, rows - r0, hd,
-				f->att_scale, s + t0 + r0 - lo, lds);
+		if (kt == GGML_TYPE_Q8_0)
+			kern_att_scores_q8(qz, nh, kb + (size_t)r0 * row,
+					   (size_t)c->kv_dim, rows - r0, hd,
+					   f->att_scale, s + t0 + r0 - lo, lds);
+		else
+			kern_att_scores(q, hd, nh, kb + (size_t)r0 * row,
+					(size_t)c->kv_dim, kt, rows - r0, hd,
+					f->att_scale, s + t0 + r0 - lo, lds);
 	}
 	for (int i = 0; i < nh; i++)
 		fwd_att_softmax(s + (size_t)i * lds, n - lo,
@@ -536,6 +560,8 @@ static void att_task(void *ctx, int task, int n_tasks)
 	int lo = (int)((long)total * task / n_tasks);
 	int hi = (int)((long)total * (task + 1) / n_tasks);
 	float *s = j->f->scores + (size_t)task * group * j->f->scores_cap;
+	char *qz = j->f->att_qz ? j->f->att_qz + (size_t)task * group *
+						     j->f->qz_bytes : NULL;
 
 	for (int i = lo; i < hi; i++) {
 		int r = i / (c->n_kv_heads * ns), kvh = i / ns % c->n_kv_heads;
@@ -543,7 +569,7 @@ static void att_task(void *ctx, int task, int n_tasks)
 		int nh = group - i % ns * per < per ? group - i % ns * per : per;
 
 		if (nh > 0)
-			attend(j, r, kvh, h0, nh, s);
+			attend(j, r, kvh, h0, nh, s, qz);
 	}
 }
 
@@ -648,6 +674,19 @@ static int plan_shared(fwd *f, kv_seq *const *seqs, const int *n_new,
 		f->sh_s = ns;
 		f->sh_rows = need;
 	}
+	if (kv_ggml_type(kv_pool_params(f->pool)->dtype) == GGML_TYPE_Q8_0 &&
+	    (size_t)M > f->sh_qz_rows) {
+		/* every row's query heads, quantized (att_shared) */
+		free(f->sh_qz);
+		f->sh_qz_rows = 0;
+		if (!(f->sh_qz = aligned_alloc(64, (size_t)M * c->n_heads *
+						   f->qz_bytes))) {
+			*rc = qerr_fail(QERR_NOMEM, "fwd: out of memory for "
+					"shared attention queries");
+			return 0;
+		}
+		f->sh_qz_rows = (size_t)M;
+	}
 	f->sh_cap = cap;
 	return 1;
 }
@@ -689,6 +728,9 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 	float *Q = f->sh_q + (size_t)kvh * M * gq;
 	float *O = f->sh_o + (size_t)kvh * M * gq;
 	float *S = f->sh_s + (size_t)kvh * M * G * cap;
+	/* q8_0 keys: Q's heads quantized once for every block */
+	char *QZ = kt == GGML_TYPE_Q8_0 ? f->sh_qz + (size_t)kvh * M * G *
+							 f->qz_bytes : NULL;
 	const float *sinks = f->m->layers[j->layer].sinks;
 
 	/* S[(p * G + i) * cap + t]: head i of sorted row p, position t */
@@ -701,6 +743,9 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 		if ((n + B - 1) / B > nb)
 			nb = (n + B - 1) / B;
 	}
+	if (QZ)
+		kern_att_q8_prep(Q + p0 * gq, hd, (p1 - p0) * G, hd,
+				 QZ + (size_t)p0 * G * f->qz_bytes);
 	for (int pass = 0; pass < 2; pass++) {
 		for (int b = 0; b < nb; b++)
 			for (int p = p0; p < p1;) {
@@ -721,7 +766,16 @@ static void att_shared(const att_job *j, int kvh, int p0, int p1)
 							   : kv_k(f->pool, blk,
 								  j->layer)) +
 				       head_off + (size_t)r0 * rowb;
-				if (!pass)
+				if (!pass && QZ)
+					kern_att_scores_q8(
+						QZ + (size_t)p * G *
+							     f->qz_bytes,
+						(q - p) * G, base,
+						(size_t)c->kv_dim, nt, hd,
+						f->att_scale,
+						S + p * G * cap + b * B + r0,
+						(int)cap);
+				else if (!pass)
 					kern_att_scores(Q + p * gq, hd,
 							(q - p) * G, base,
 							(size_t)c->kv_dim, kt,

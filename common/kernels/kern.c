@@ -192,24 +192,8 @@ static const void *kv_run_row(const void *base, size_t ld, uint32_t kt,
 	return (const char *)base + e * (kt == GGML_TYPE_F16 ? 2 : 4);
 }
 
-/* kern_dot with b a Q8_0 row: each element d * q (exact in f32). */
-static float s_dot_q8(const float *a, const ggml_block_q8_0 *b, int n)
-{
-	float acc[16] = {0};
-	for (int k = 0; k < n; k += 16)
-		for (int l = 0; l < 16 && k + l < n; l++) {
-			const ggml_block_q8_0 *blk = b + (k + l) / GGML_QK8_0;
-			float w = half_f16_to_f32(blk->d) *
-				  (float)blk->qs[(k + l) % GGML_QK8_0];
-
-			acc[l] = fmaf(a[k + l], w, acc[l]);
-		}
-	return tree16(acc);
-}
-
-/* The definition: one kern_dot_f16 (kern_dot) per (query, key) and one
- * kern_axpy_f16 (kern_axpy) per (query, value) in position order; a Q8_0
- * row is used as its exact f32 values d * q in the same operations. */
+/* The definition: one kern_dot_f16 (kern_dot) per (query, key) (F16 and
+ * F32 keys; Q8_0 keys take s_att_q8). */
 static void s_att_scores(const float *q, int ldq, int nq, const void *k,
 			 size_t ldk, uint32_t kt, int nt, int n, float scale,
 			 float *s, int lds)
@@ -219,11 +203,40 @@ static void s_att_scores(const float *q, int ldq, int nq, const void *k,
 			const float *qi = q + (size_t)i * ldq;
 			const void *row = kv_run_row(k, ldk, kt, t);
 			float d = kt == GGML_TYPE_F16 ? s_dot_f16(qi, row, n)
-				: kt == GGML_TYPE_Q8_0 ? s_dot_q8(qi, row, n)
-				: s_dot(qi, row, n);
+						      : s_dot(qi, row, n);
 
 			s[(size_t)i * lds + t] = d * scale;
 		}
+}
+
+/* Q8_0 keys' scores, the definition (kern.h): per query (quantized by
+ * kern_att_q8_prep) and key, over the blocks in order from +0, acc =
+ * fmaf(da * dk, (float)S, acc), S the exact sum of the codes' products;
+ * then acc * scale. */
+static void s_att_q8(const char *qz, size_t qb, int nq, const void *k,
+		     size_t ldk, int nt, int n, float scale, float *s, int lds)
+{
+	for (int i = 0; i < nq; i++) {
+		quant_arow a;
+
+		quant_arow_bind(&a, (void *)(qz + (size_t)i * qb), n, 32);
+		for (int t = 0; t < nt; t++) {
+			const ggml_block_q8_0 *row = kv_run_row(k, ldk,
+							GGML_TYPE_Q8_0, t);
+			float acc = 0.0f;
+
+			for (int b = 0; b < n / GGML_QK8_0; b++) {
+				int32_t S = 0;
+
+				for (int e = 0; e < GGML_QK8_0; e++)
+					S += (int32_t)row[b].qs[e] *
+					     a.q[GGML_QK8_0 * b + e];
+				acc = fmaf(a.d[b] * half_f16_to_f32(row[b].d),
+					   (float)S, acc);
+			}
+			s[(size_t)i * lds + t] = acc * scale;
+		}
+	}
 }
 
 static void s_axpy_q8(float *y, float a, const ggml_block_q8_0 *x, int n)
@@ -304,6 +317,7 @@ const struct kern_ops kern_ops_scalar = {
 	.axpy_f16 = s_axpy_f16,
 	.att_scores = s_att_scores,
 	.att_values = s_att_values,
+	.att_q8 = s_att_q8,
 	.row_f32 = s_row_f32,
 	.f32_to_f16_row = s_f32_to_f16_row,
 };
@@ -993,6 +1007,35 @@ void kern_axpy_f16(float *y, float a, const uint16_t *x, int n)
 	ops()->axpy_f16(y, a, x, n);
 }
 
+size_t kern_att_q8_bytes(int n)
+{
+	return quant_arow_bytes(n, GGML_QK8_0);
+}
+
+void kern_att_q8_prep(const float *q, int ldq, int nq, int n, void *qz)
+{
+	const struct kern_ops *o = ops();
+	size_t qb = kern_att_q8_bytes(n);
+
+	assert(n > 0 && n % GGML_QK8_0 == 0);
+	for (int i = 0; i < nq; i++) {
+		quant_arow a;
+
+		quant_arow_bind(&a, (char *)qz + (size_t)i * qb, n, GGML_QK8_0);
+		(o->act_row ? o->act_row : quant_act_row)(
+			q + (size_t)i * ldq, n, GGML_QK8_0, &a);
+	}
+}
+
+void kern_att_scores_q8(const void *qz, int nq, const void *k, size_t ldk,
+			int nt, int n, float scale, float *s, int lds)
+{
+	assert(n > 0 && n % GGML_QK8_0 == 0 && ldk % GGML_QK8_0 == 0);
+	if (nq > 0 && nt > 0)
+		ops()->att_q8(qz, kern_att_q8_bytes(n), nq, k, ldk, nt, n,
+			      scale, s, lds);
+}
+
 void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 		     size_t ldk, uint32_t kt, int nt, int n, float scale,
 		     float *s, int lds)
@@ -1000,8 +1043,21 @@ void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 	assert(kt == GGML_TYPE_F16 || kt == GGML_TYPE_F32 ||
 	       (kt == GGML_TYPE_Q8_0 && n % GGML_QK8_0 == 0 &&
 		ldk % GGML_QK8_0 == 0));
-	if (nq > 0 && nt > 0)
-		ops()->att_scores(q, ldq, nq, k, ldk, kt, nt, n, scale, s, lds);
+	if (nq <= 0 || nt <= 0)
+		return;
+	if (kt == GGML_TYPE_Q8_0) {
+		/* the queries quantized here (the engine quantizes them once
+		 * per row and calls kern_att_scores_q8 per block) */
+		void *qz = aligned_alloc(64, kern_att_q8_bytes(n) * (size_t)nq);
+
+		if (!qz)
+			abort(); /* nq queries' codes */
+		kern_att_q8_prep(q, ldq, nq, n, qz);
+		kern_att_scores_q8(qz, nq, k, ldk, nt, n, scale, s, lds);
+		free(qz);
+		return;
+	}
+	ops()->att_scores(q, ldq, nq, k, ldk, kt, nt, n, scale, s, lds);
 }
 
 void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,

@@ -172,19 +172,40 @@ void kern_axpy_f16(float *y, float a, const uint16_t *x, int n);
  * value row is converted once and used for all nq. Rows have n elements of
  * type kt (GGML_TYPE_F16, GGML_TYPE_F32 or GGML_TYPE_Q8_0, the KV cache's),
  * row t at element offset t * ldk (ldv) of k (v). For Q8_0, n and ld are
- * multiples of 32, a row is its blocks, and each element is used as its
- * exact f32 value d * q in the operations below.
+ * multiples of 32 and a row is its blocks.
  *   kern_att_scores: s[i*lds + t] = dot(q + i*ldq, row t, n) * scale for
- *     i < nq, t < nt; the dot is kern_dot_f16's (kern_dot's) bits.
+ *     i < nq, t < nt; for F16 and F32 keys the dot is kern_dot_f16's
+ *     (kern_dot's) bits. For Q8_0 keys it is an integer dot, as llama.cpp
+ *     takes q8_0 keys (its flash attention quantizes the query to the
+ *     keys' vec_dot_type): the query is quantized per block of 32 as the
+ *     integer matmuls quantize an activation row (quant_act_row, unit 32:
+ *     codes qa and scale da), then, over the blocks b in order from
+ *     acc = +0, acc = fmaf(da[b] * dk[b], (float)S[b], acc), S[b] the
+ *     exact int32 sum of the codes' products, dk[b] the key block's d;
+ *     s = acc * scale (kern_att_scores_q8, the query quantized here).
  *   kern_att_values: for e < n, i < nq and t = 0, 1, .., nt-1 in order,
  *     out[i*ldo + e] = fmaf(s[i*lds + t], row t [e], out[i*ldo + e]):
- *     the bits of nt kern_axpy_f16 (kern_axpy) calls in position order.
+ *     the bits of nt kern_axpy_f16 (kern_axpy) calls in position order; a
+ *     Q8_0 element is its exact f32 value d * q.
  */
 void kern_att_scores(const float *q, int ldq, int nq, const void *k,
 		     size_t ldk, uint32_t kt, int nt, int n, float scale,
 		     float *s, int lds);
 void kern_att_values(float *out, int ldo, int nq, const float *s, int lds,
 		     const void *v, size_t ldv, uint32_t kt, int nt, int n);
+
+/*
+ * Q8_0 keys' scores from queries quantized once (a row's query heads are
+ * scored against every KV block of its sequence, one kernel call a
+ * block): kern_att_q8_prep quantizes nq queries of n (ldq apart; n a
+ * multiple of 32) into qz, kern_att_q8_bytes(n) bytes each;
+ * kern_att_scores_q8 scores them against nt Q8_0 rows as kern_att_scores
+ * does (the same bits).
+ */
+size_t kern_att_q8_bytes(int n);
+void kern_att_q8_prep(const float *q, int ldq, int nq, int n, void *qz);
+void kern_att_scores_q8(const void *qz, int nq, const void *k, size_t ldk,
+			int nt, int n, float scale, float *s, int lds);
 
 /* out[i] = half_f32_to_f16(x[i]) (format/half.h), vectorized. */
 void kern_f32_to_f16_row(const float *x, uint16_t *out, int n);

@@ -77,6 +77,12 @@ struct kern_ops {
 	void (*att_values)(float *out, int ldo, int nq, const float *s,
 			   int lds, const void *v, size_t ldv, uint32_t kt,
 			   int nt, int n);
+	/* Q8_0 keys' scores (kern.h's kern_att_scores_q8) of nq queries
+	 * quantized by kern_att_q8_prep: quant_arows of n, unit 32, qb
+	 * bytes apart from qz */
+	void (*att_q8)(const char *qz, size_t qb, int nq, const void *k,
+		       size_t ldk, int nt, int n, float scale, float *s,
+		       int lds);
 	void (*row_f32)(const void *row, uint32_t wtype, int K, float *out);
 	void (*f32_to_f16_row)(const float *x, uint16_t *out, int n);
 	/* the machine's limits (kern_measure_limits): multiply-adds of n
@@ -109,7 +115,10 @@ struct kern_ops {
 	size_t p##pack_bytes(uint32_t wtype, int K, int N, int max_rows);  \
 	void p##pack(const struct kern_mm *mm, void *dst, int j0, int j1); \
 	void p##act_row(const float *x, int n, int unit, quant_arow *a);   \
-	uint64_t p##peak_int8(int64_t n);
+	uint64_t p##peak_int8(int64_t n);                                   \
+	void p##att_q8(const char *qz, size_t qb, int nq, const void *k,    \
+		       size_t ldk, int nt, int n, float scale, float *s,    \
+		       int lds);
 KERN_INT_FNS(kern_avx2_)
 KERN_INT_FNS(kern_vnni_)
 KERN_INT_FNS(kern_vnni_emu_)

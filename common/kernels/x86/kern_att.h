@@ -1,7 +1,8 @@
 /*
  * kern_att — the attention kernels of query heads that share one KV head
- * (kern.h's kern_att_scores and kern_att_values), written once against
- * kern_vec.h's mappings.
+ * (kern.h's kern_att_scores of f16 and f32 keys, and kern_att_values),
+ * written once against kern_vec.h's mappings. (Q8_0 keys are scored in
+ * integers: kern_int_att.h.)
  *
  * Part of kern_float.c's translation unit (included there once, at the
  * end; not a header of its own), so built at 8 lanes (kern_avx2_att_*)
@@ -16,9 +17,9 @@
 /* Keys per score tile: their 8 trees run side by side (att_tree8; at 16
  * lanes att_trees, every tree of the tile at once). */
 #define ATT_KB 8
-/* f16 and q8_0 keys are converted once per tile into a stack buffer of
- * ATT_KB rows of at most this many elements; wider heads take the
- * per-pair dot. */
+/* f16 keys are converted once per tile into a stack buffer of ATT_KB
+ * rows of at most this many elements; wider heads take the per-pair
+ * dot. */
 #define ATT_HD_MAX 512
 #if KERN_VEC_W == 16
 /* query heads per score tile (3 x 8 accumulators, 3 queries, a key) and
@@ -113,8 +114,8 @@ INLINE const char *run_row(const void *base, size_t ld, uint32_t kt, int t)
 	return (const char *)base + e * (kt == GGML_TYPE_F16 ? 2 : 4);
 }
 
-/* Row t of the keys converted to f32 (f16, q8_0: exactly, into buf; a
- * q8_0 row has whole blocks, so n % KERN_VEC_W == 0). */
+/* Row t of the keys converted to f32 (f16: exactly, into buf). Q8_0
+ * keys are scored in integers (kern_int_att.h), never here. */
 INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 			    int n, float *buf)
 {
@@ -123,12 +124,7 @@ INLINE const float *att_row(const void *k, size_t ldk, uint32_t kt, int t,
 
 	if (kt == GGML_TYPE_F32)
 		return (const float *)row;
-	/* the type constant in each loop: wload's switch folds away */
-	if (kt == GGML_TYPE_Q8_0) {
-		for (; e + KERN_VEC_W <= n; e += KERN_VEC_W)
-			V_STOREU(buf + e, wload(row, GGML_TYPE_Q8_0, e));
-		return buf;
-	}
+	/* the type constant in the loop: wload's switch folds away */
 	for (; e + KERN_VEC_W <= n; e += KERN_VEC_W)
 		V_STOREU(buf + e, wload(row, GGML_TYPE_F16, e));
 	for (; e < n; e++)

@@ -14,5 +14,6 @@ const struct kern_ops kern_ops_avx2 = {
 	.pack = kern_avx2_pack,
 	.peak_int8 = kern_avx2_peak_int8,
 	.act_row = kern_avx2_act_row,
+	.att_q8 = kern_avx2_att_q8,
 	KERN_FLOAT_OPS(kern_avx2_)
 };

@@ -20,6 +20,7 @@ const struct kern_ops kern_ops_avx512 = {
 	.pack = kern_avx2_pack,
 	.peak_int8 = kern_avx2_peak_int8,
 	.act_row = kern_avx2_act_row,
+	.att_q8 = kern_avx2_att_q8,
 	KERN_AVX512_FLOAT
 };
 
@@ -32,5 +33,6 @@ const struct kern_ops kern_ops_avx512vnni = {
 	.pack = kern_vnni_pack,
 	.peak_int8 = kern_vnni_peak_int8,
 	.act_row = kern_vnni_act_row,
+	.att_q8 = kern_vnni_att_q8,
 	KERN_AVX512_FLOAT
 };

@@ -10,8 +10,9 @@
  * with vpdpbusd emulated by widening products (KERN_INT_VNNI = 2), which
  * checks the VNNI build's code paths on a CPU without VNNI.
  *
- * Its kern_avx2_* / kern_vnni_* functions (kern_impl.h's KERN_INT_FNS)
- * fill the integer entries of the ops tables in kern_avx2.c and
+ * It also holds Q8_0 keys' attention scores, an integer dot too
+ * (kern_int_att.h). Its kern_avx2_* / kern_vnni_* functions (kern_impl.h's
+ * KERN_INT_FNS) fill the integer entries of the ops tables in kern_avx2.c and
  * kern_avx512.c; f16 scales go through format/half.h.
  */
 #include <float.h>
@@ -70,6 +71,7 @@ INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s)
 #include "kern_int_kq.h"
 #include "kern_int_q8z.h"
 #include "kern_int_kqz.h"
+#include "kern_int_att.h"
 
 /* ---- dispatch --------------------------------------------------------- */
 
