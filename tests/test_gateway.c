@@ -1665,6 +1665,59 @@ static void test_stream_logprobs(void **state)
 		hresp_free(&plain);
 		hresp_free(&st);
 	}
+	/* characters of 2, 3 and 4 bytes, each written as byte tokens by
+	 * the shipped vocabulary, so deltas end inside them: a token that
+	 * begins inside one points at that character, streamed or not; cut
+	 * by max_tokens inside the last ones too (their bytes then each a
+	 * character of their own, as the plain response counts them: 11
+	 * byte tokens, 1 to 3 digits, 2 for the ü and 21 in all end inside
+	 * the second emoji) */
+	for (int cut = 0; cut < 2; cut++) {
+		const char *b = "{\"prompt\":\"%s\",\"seed\":5,"
+				"\"temperature\":0.9,\"max_tokens\":%d,"
+				"\"n\":2,\"logprobs\":1,\"grammar\":"
+				"\"root ::= \\\"\u00e9\u20ac\U0001f600 x\\\" "
+				"[0-9]{1,3} \\\"\u00fc\U0001f600\U0001f600"
+				"\U0001f600\\\"\"%s}";
+		int mt = cut ? 21 : 40;
+		json_t *po, *ch;
+		hresp plain, st;
+		sse_got g;
+
+		snprintf(body, sizeof(body), b, Q1, mt, "");
+		plain = post("/v1/completions", body);
+		assert_int_equal(plain.code, 200);
+		po = body_json(&plain);
+		ch = json_object_get(po, "choices");
+		assert_int_equal(json_array_size(ch), 2);
+		snprintf(body, sizeof(body), b, Q1, mt, ",\"stream\":true");
+		st = post("/v1/completions", body);
+		assert_int_equal(st.code, 200);
+		sse_parse(st.body, "text_completion", &g);
+		for (size_t k = 0; k < 2; k++) {
+			json_t *want = json_object_get(json_array_get(ch, k),
+						       "logprobs");
+
+			assert_true(json_array_size(json_object_get(
+				want, "tokens")) > 0);
+			assert_non_null(g.lp[k]);
+			assert_json_eq(json_object_get(g.lp[k], "text_offset"),
+				       json_object_get(want, "text_offset"),
+				       "streamed text_offset, split characters");
+			assert_json_eq(g.lp[k], want, "streamed logprobs");
+			assert_string_equal(g.text[k], json_string_value(
+				json_object_get(json_array_get(ch, k),
+						"text")));
+		}
+		/* the text did end inside a character when cut */
+		if (cut)
+			assert_non_null(strstr(json_string_value(json_object_get(
+				json_array_get(ch, 0), "text")), "\xef\xbf\xbd"));
+		sse_got_free(&g);
+		json_decref(po);
+		hresp_free(&plain);
+		hresp_free(&st);
+	}
 }
 
 /* ---- /metrics, parsed here ---------------------------------------------- */
@@ -3104,6 +3157,24 @@ static void test_coordinator_down(void **state)
 	stop_gateway(pid);
 }
 
+/* The data lines of an SSE body in order, each parsed (a line that is
+ * not JSON, e.g. [DONE], as a JSON string). */
+static json_t *sse_datas(const hresp *r)
+{
+	json_t *a = json_array();
+	const char *p = r->body;
+
+	while ((p = strstr(p, "data: "))) {
+		const char *e = strchr(p += 6, '\n');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		json_t *o = json_loadb(p, n, 0, NULL);
+
+		json_array_append_new(a, o ? o : json_stringn(p, n));
+		p += n;
+	}
+	return a;
+}
+
 /* usage's reasoning tokens: texts held by a grammar to a <think> block
  * and an answer, the whole text shown (reasoning_format none) with its
  * tokens' bytes (logprobs): each sample's reasoning tokens are those
@@ -3188,22 +3259,74 @@ static void test_reasoning_tokens(void **state)
 	free(m0);
 	free(m1);
 
-	/* the Responses API's place for them, one sample */
+	/* the Responses API's place for them, one sample; its output_text
+	 * carries its own tokens' log-probabilities, none of the
+	 * reasoning's: the done event's as the plain response's, and the
+	 * deltas' none of the reasoning's either */
 	snprintf(body, sizeof(body), "{\"input\":\"Think, then a number.\","
 		 "\"samples\":1,\"seed\":5,\"max_output_tokens\":40,"
+		 "\"include\":[\"message.output_text.logprobs\"],"
 		 "\"grammar\":%s}", gj);
 	r = post("/v1/responses", body);
 	assert_int_equal(r.code, 200);
 	o = body_json(&r);
 	{
-		json_t *u = json_object_get(o, "usage");
+		json_t *u = json_object_get(o, "usage"), *out, *part, *lp, *d;
 		json_int_t rt = json_integer_value(json_object_get(
 			json_object_get(u, "output_tokens_details"),
 			"reasoning_tokens"));
+		json_t *joined = json_array(), *done = NULL;
+		const char *t;
+		char bytes[64];
+		size_t nb = 0, k;
+		hresp sr;
 
 		assert_true(rt >= 3);
 		assert_true(json_integer_value(json_object_get(
 			u, "output_tokens")) > rt);
+		out = json_object_get(o, "output");
+		part = json_array_get(json_object_get(json_array_get(out,
+			json_array_size(out) - 1), "content"), 0);
+		t = json_string_value(json_object_get(part, "text"));
+		lp = json_object_get(part, "logprobs");
+		assert_true(json_array_size(lp) >= 1);
+		json_array_foreach(lp, k, d) {
+			json_t *bv;
+			size_t j;
+
+			json_array_foreach(json_object_get(d, "bytes"), j, bv)
+				if (nb < sizeof(bytes) - 1)
+					bytes[nb++] = (char)json_integer_value(
+						bv);
+		}
+		bytes[nb] = '\0';
+		assert_string_equal(bytes, t);
+		snprintf(body + strlen(body) - 1,
+			 sizeof(body) - strlen(body) + 1, ",\"stream\":true}");
+		sr = post("/v1/responses", body);
+		assert_int_equal(sr.code, 200);
+		d = sse_datas(&sr);
+		json_array_foreach(d, k, u) {
+			const char *ty = json_string_value(json_object_get(
+				u, "type"));
+
+			if (ty && !strcmp(ty, "response.output_text.delta"))
+				json_array_extend(joined, json_object_get(
+					u, "logprobs"));
+			if (ty && !strcmp(ty, "response.output_text.done"))
+				done = json_object_get(u, "logprobs");
+		}
+		assert_non_null(done);
+		assert_json_eq(done, lp, "streamed output_text logprobs");
+		/* the deltas' entries are the text's first ones (the last
+		 * tokens' come with the done event: docs/http.md) */
+		assert_true(json_array_size(joined) <= json_array_size(lp));
+		for (k = 0; k < json_array_size(joined); k++)
+			assert_true(json_equal(json_array_get(joined, k),
+					       json_array_get(lp, k)));
+		json_decref(joined);
+		json_decref(d);
+		hresp_free(&sr);
 	}
 	json_decref(o);
 	hresp_free(&r);
@@ -3306,24 +3429,6 @@ static void *failer_main(void *arg)
 		zmq_msg_close(&m);
 	}
 	return NULL;
-}
-
-/* The data lines of an SSE body in order, each parsed (a line that is
- * not JSON, e.g. [DONE], as a JSON string). */
-static json_t *sse_datas(const hresp *r)
-{
-	json_t *a = json_array();
-	const char *p = r->body;
-
-	while ((p = strstr(p, "data: "))) {
-		const char *e = strchr(p += 6, '\n');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		json_t *o = json_loadb(p, n, 0, NULL);
-
-		json_array_append_new(a, o ? o : json_stringn(p, n));
-		p += n;
-	}
-	return a;
 }
 
 /* A stream the coordinator fails after it began (its last worker lost):

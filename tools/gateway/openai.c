@@ -1438,10 +1438,12 @@ size_t openai_lp_count(int chat, const json_t *acc)
  * the last one's at end, within the text text[0, len) so far; a token
  * starting at its end or past it is no part of it (the end token, or
  * one a stop string cut); ca: their alternatives (NULL: none asked).
- * 0, or -1 out of memory. */
+ * raw: completions' text_offset is the token's byte offset (a streamed
+ * run's, made a character index by openai_lp_ready), else the index of
+ * its character in text. 0, or -1 out of memory. */
 static int lp_append(int chat, json_t *acc, const char *text, size_t len,
 		     size_t n, const uint32_t *offs, size_t end,
-		     const double *lps, const client_alts *ca)
+		     const double *lps, const client_alts *ca, int raw)
 {
 	json_t *toks = chat ? acc : json_object_get(acc, "tokens"),
 	       *vals = json_object_get(acc, "token_logprobs"),
@@ -1470,8 +1472,8 @@ static int lp_append(int chat, json_t *acc, const char *text, size_t len,
 		}
 		if (json_array_append_new(toks, client_text(text + b, e - b)) ||
 		    json_array_append_new(vals, json_real(lps[i])) ||
-		    json_array_append_new(where, json_integer((json_int_t)
-			    client_text_index(text, len, b))) ||
+		    json_array_append_new(where, json_integer((json_int_t)(
+			    raw ? b : client_text_index(text, len, b)))) ||
 		    json_array_append_new(tops, alts_json(0, ca, a0, na)))
 			return -1;
 	}
@@ -1487,7 +1489,69 @@ int openai_run_append(int chat, json_t *acc, const char *text, size_t len,
 			   ? x->n_token_logprobs : 0;
 
 	return lp_append(chat, acc, text, len, n, x->token_offsets, x->end,
-			 x->token_logprobs, ca);
+			 x->token_logprobs, ca, !chat);
+}
+
+int openai_lp_ready(json_t *acc, json_t *wait, const char *text, size_t len,
+		    size_t upto)
+{
+	static const char *const keys[] = {"tokens", "token_logprobs",
+					    "text_offset", "top_logprobs"};
+	json_t *where = json_object_get(wait, "text_offset");
+	size_t n = json_array_size(where), k = 0;
+
+	while (k < n && (size_t)json_integer_value(json_array_get(where, k)) <
+				upto)
+		k++;
+	for (size_t j = 0; j < 4; j++) {
+		json_t *from = json_object_get(wait, keys[j]),
+		       *to = json_object_get(acc, keys[j]), *rest;
+
+		if (!from || !to)
+			return -1;
+		for (size_t i = 0; i < k; i++) {
+			json_t *v = json_array_get(from, i);
+
+			if (j == 2)
+				v = json_integer((json_int_t)client_text_index(
+					text, len,
+					(size_t)json_integer_value(v)));
+			else
+				json_incref(v);
+			if (json_array_append_new(to, v))
+				return -1;
+		}
+		/* the rest wait */
+		if (!(rest = json_array()))
+			return -1;
+		for (size_t i = k; i < json_array_size(from); i++)
+			if (json_array_append(rest, json_array_get(from, i))) {
+				json_decref(rest);
+				return -1;
+			}
+		if (json_object_set_new(wait, keys[j], rest))
+			return -1;
+	}
+	return 0;
+}
+
+json_t *openai_lp_from(const json_t *list, size_t at, size_t from)
+{
+	json_t *out = json_array(), *e;
+	size_t k;
+
+	if (!out)
+		return NULL;
+	json_array_foreach(list, k, e) {
+		size_t b = at;
+
+		at += json_array_size(json_object_get(e, "bytes"));
+		if (b >= from && json_array_append(out, e)) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
 }
 
 json_t *openai_lp_object(int chat, json_t *acc, int alts)
@@ -1543,7 +1607,7 @@ static json_t *choice_logprobs(int chat, const char *text, size_t len,
 	const client_alts *ca = client_sample_alts(s, &cab);
 
 	if (!acc || lp_append(chat, acc, text, len, n, s->token_offsets, len,
-			      s->token_logprobs, ca)) {
+			      s->token_logprobs, ca, 0)) {
 		json_decref(acc);
 		return NULL;
 	}

@@ -235,7 +235,12 @@ void openai_result_fini(openai_result *x);
  * - openai_lp_new: an empty list (NULL: out of memory);
  * - openai_run_append: a streamed run of a sample's tokens (the text so
  *   far: len bytes) appended, the entries a finished sample's list has
- *   for those tokens; 0 or -1;
+ *   for those tokens, but completions' text_offset as the token's byte
+ *   offset: its character may not be whole yet; 0 or -1;
+ * - openai_lp_ready (completions): the entries of wait (openai_run_append's)
+ *   whose tokens start before upto moved to acc, text_offset made the
+ *   index of the character in text[0, len) (whole up to upto: the index
+ *   a finished sample's list gives); the others stay; 0 or -1;
  * - openai_lp_count: how many tokens it holds;
  * - openai_lp_object: the choice's "logprobs" from it (taken; alts: the
  *   request asked for alternatives, else completions' top_logprobs is
@@ -243,6 +248,13 @@ void openai_result_fini(openai_result *x);
 json_t *openai_lp_new(int chat);
 int openai_run_append(int chat, json_t *acc, const char *text, size_t len,
 		      const Quorum__TokenRun *x);
+int openai_lp_ready(json_t *acc, json_t *wait, const char *text, size_t len,
+		    size_t upto);
+/* Of a chat-shaped list (its first token starting at byte at of the
+ * text), the entries of the tokens that start at byte from or later: a
+ * new array (NULL: out of memory). The Responses API's output_text
+ * carries its own tokens' entries, none of the reasoning's. */
+json_t *openai_lp_from(const json_t *list, size_t at, size_t from);
 size_t openai_lp_count(int chat, const json_t *acc);
 json_t *openai_lp_object(int chat, json_t *acc, int alts);
 /* A choice's "logprobs" (lp, as a response has it) less its first from

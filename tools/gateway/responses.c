@@ -676,9 +676,17 @@ json_t *responses_object(const openai_req *r, const openai_result *x,
 							 : "completed";
 		part = json_pack("{s:s, s:o, s:[]}", "type", "output_text",
 				 "text", client_text(t, n), "annotations");
-		if (x->logprobs && x->logprobs[i])
-			json_object_set(part, "logprobs", json_object_get(
-				x->logprobs[i], "content"));
+		if (x->logprobs && x->logprobs[i]) {
+			/* the text's own tokens: the reasoning's go with
+			 * no item (a reasoning item has no logprobs) */
+			size_t at = r->reasoning_raw ? 0 : reasoning_content_at(
+				x->text[i] ? x->text[i] : "",
+				x->text[i] ? x->len[i] : 0);
+
+			json_object_set_new(part, "logprobs", openai_lp_from(
+				json_object_get(x->logprobs[i], "content"), 0,
+				at));
+		}
 		item_id(id, "msg", iid, sizeof(iid));
 		json_array_append_new(out, json_pack(
 			"{s:s, s:s, s:s, s:s, s:[o]}", "id", iid, "type",

@@ -44,6 +44,11 @@ struct sse_stream {
 				  * openai_lp_new, the request's shape) */
 	size_t *lp_sent;         /* ... and how many were sent with its
 				  * deltas (its finish carries the rest) */
+	size_t *lp_at;           /* responses: bytes of the tokens before
+				  * lpq's first */
+	json_t **lpw;            /* completions: entries whose text_offset
+				  * waits for their character to be whole
+				  * (openai_lp_ready), byte offsets */
 	reasoning_split *split;  /* per choice: reasoning apart from content
 				  * (chat, unless reasoning_format none) */
 	reasoning_out part;      /* one delta's two parts */
@@ -172,8 +177,23 @@ static void sse_delta(sse_stream *st, uint32_t i, const char *text,
 	     (st->started[i] || st->req.responses || !st->req.chat) &&
 	     (cn || (rn && !st->req.responses)) ? st->lpq[i] : NULL;
 	if (st->req.responses) {
-		/* the one chain's text, live (responses.h) */
-		responses_live_text(&st->rl, r, rn, c, cn, lp);
+		/* the one chain's text, live (responses.h), with its own
+		 * tokens' entries (the reasoning's dropped: its item has none) */
+		json_t *own = NULL;
+		size_t k;
+		json_t *e;
+
+		if (lp && st->acc[i] && st->lp_at)
+			own = openai_lp_from(lp, st->lp_at[i],
+					     st->req.reasoning_raw ? 0 :
+					     reasoning_content_at(
+						     st->acc[i], st->acc_len[i]));
+		responses_live_text(&st->rl, r, rn, c, cn, own);
+		json_decref(own);
+		if (lp && st->lp_at)
+			json_array_foreach(lp, k, e)
+				st->lp_at[i] += json_array_size(
+					json_object_get(e, "bytes"));
 		st->started[i] = 1;
 	} else if (cn || rn || (done && !st->started[i])) {
 		json_t *ch = openai_chunk(&st->req, st->id, st->created,
@@ -209,6 +229,11 @@ static void sse_flush_choice(sse_stream *st, uint32_t i, int done,
 
 	if (st->finished[i])
 		return;
+	/* completions: the entries of the tokens in the text sent go with
+	 * it, their text_offset counted in it (a token that begins inside a
+	 * split character waits with the character) */
+	if (st->lpw && st->lpw[i] && st->acc[i])
+		openai_lp_ready(st->lpq[i], st->lpw[i], st->acc[i], len, upto);
 	if (upto > st->sent[i] || done)
 		sse_delta(st, i, st->acc[i] ? st->acc[i] + st->sent[i] : "",
 			  upto - st->sent[i], done);
@@ -290,10 +315,12 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 		st->acc[i] = b;
 	}
 	/* its tokens, within the text so far (the coordinator checked
-	 * them): their entries wait for the next delta */
+	 * them): their entries wait for the next delta (completions': for
+	 * their characters too) */
 	if (p->tokens && st->lpq && st->acc[i]) {
-		openai_run_append(st->req.chat, st->lpq[i], st->acc[i],
-				  st->acc_len[i], p->tokens);
+		openai_run_append(st->req.chat, st->req.chat ? st->lpq[i]
+							     : st->lpw[i],
+				  st->acc[i], st->acc_len[i], p->tokens);
 	}
 	sse_flush_choice(st, i, p->done != NULL,
 			 p->done && p->done->finish &&
@@ -306,7 +333,7 @@ static void sse_part(sse_stream *st, const Quorum__SamplePart *p)
 static void sse_failed(sse_stream *st, const Quorum__ClientReply *r)
 {
 	gwconn *cn = st->cn;
-	const char *ecode = "TIMEOUT";
+	const char *ecode = "timeout"; /* http.c's name of a 504 */
 	int code = r ? http_status_code(r->status, &ecode) : 504;
 	const char *type = http_error_type(code);
 	char msg[512];
@@ -511,9 +538,13 @@ static void sse_free(void *cls)
 	free(st->finished);
 	free(st->fin);
 	free(st->started);
-	for (size_t i = 0; st->lpq && i < st->n; i++)
+	for (size_t i = 0; st->lpq && i < st->n; i++) {
 		json_decref(st->lpq[i]);
+		json_decref(st->lpw[i]);
+	}
 	free(st->lpq);
+	free(st->lpw);
+	free(st->lp_at);
 	free(st->lp_sent);
 	free(st->split);
 	reasoning_out_free(&st->part);
@@ -560,16 +591,26 @@ enum MHD_Result sse_respond(struct MHD_Connection *mc, gwconn *cn,
 	 * them with each choice's finish, as a voted stream has them) */
 	if (r->live && r->logprobs) {
 		int ok = (st->lpq = calloc(st->n, sizeof(*st->lpq))) &&
+			 (st->lpw = calloc(st->n, sizeof(*st->lpw))) &&
+			 (st->lp_at = calloc(st->n, sizeof(*st->lp_at))) &&
 			 (st->lp_sent = calloc(st->n, sizeof(*st->lp_sent)));
 
 		for (size_t i = 0; ok && i < st->n; i++)
-			ok = (st->lpq[i] = openai_lp_new(r->chat)) != NULL;
+			ok = (st->lpq[i] = openai_lp_new(r->chat)) != NULL &&
+			     (r->chat ||
+			      (st->lpw[i] = openai_lp_new(0)) != NULL);
 		if (!ok) {
-			for (size_t i = 0; st->lpq && i < st->n; i++)
+			for (size_t i = 0; st->lpq && i < st->n; i++) {
 				json_decref(st->lpq[i]);
+				json_decref(st->lpw ? st->lpw[i] : NULL);
+			}
 			free(st->lpq);
+			free(st->lpw);
+			free(st->lp_at);
 			free(st->lp_sent);
 			st->lpq = NULL;
+			st->lpw = NULL;
+			st->lp_at = NULL;
 			st->lp_sent = NULL;
 		}
 	}
