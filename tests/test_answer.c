@@ -87,7 +87,11 @@ static const group groups[] = {
 	{"math", "1", {"1^{1000}", "(-1)^{1000}", NULL}},
 	{"math", "-1", {"(-1)^{1001}", NULL}},
 	{"math", "6", {"2\\cdot3", "2\\times 3", "2*3", "3(2)", "(2)(3)",
-		       "12/2", "12\\div2", "\\frac{12}{2}", NULL}},
+		       "12/2", "12\\div2", "\\frac{12}{2}",
+		       /* a reason after the value (review 2: a spelling) */
+		       "Therefore the answer is 6 because 2 times 3 is 6.",
+		       "The answer is 6 apples because each box has 3.",
+		       "The answer is 6, since 2 times 3 is 6.", NULL}},
 	{"math", "8", {"2^3", "2^{3}", "2^{1+2}", "(1+1)^3", NULL}},
 	{"math", "512", {"2^{3^2}", "2^{9}", NULL}},
 	{"math", "~1.26765060023e+30", {"2^{100}", "1.26765060023e30",
@@ -121,9 +125,18 @@ static const group groups[] = {
 			  NULL}},
 	{"math", "7", {"7", "\\boxed{7}", "\\boxed{7.}", "x=7", "n = 7", "7.",
 		       "+7",
-		       "\\frac{14}{2}", "\\sqrt{49}", "49^{1/2}", NULL}},
+		       "\\frac{14}{2}", "\\sqrt{49}", "49^{1/2}",
+		       /* \( \) and \[ \] around the span (review 2: the
+			* spelling "s:\(7\)") */
+		       "Final answer: \\( 7 \\)", "The answer is \\[7\\].",
+		       "Answer:\n\\[\n7\n\\]", NULL}},
 	{"math", "-7", {"-7", "\\boxed{-7}", "x = -7", "(-7)",
-			"-\\sqrt{49}", "-(7)", NULL}},
+			"-\\sqrt{49}", "-(7)",
+			/* the dashes written for a minus (review 2: "\u20137"
+			 * had been the spelling "s:\u20137") */
+			"\xe2\x80\x93" "7", "The answer is \xe2\x80\x93" "7.",
+			"\xe2\x80\x92" "7", "\xef\xb9\xa3" "7",
+			"\xef\xbc\x8d" "7", "2^{\xe2\x80\x93" "1} - 7.5", NULL}},
 	{"math", "~2.2360679775", {"\\sqrt{5}", "5^{1/2}", "5^{0.5}",
 				   NULL}},
 	{"math", "~4.472135955", {"2\\sqrt{5}", "\\sqrt{20}", "2\\sqrt5",
@@ -159,7 +172,10 @@ static const group groups[] = {
 	 * last line as the box; it had been the last number) */
 	{"math", "x=2,y=3", {"\\boxed{x=2, y=3}", "The answer is x = 2, y = 3.",
 			     "x=2, y=3", "x = 2, y = 3", "y = 3, x = \\frac{4}{2}",
-			     "So we get\nx = 2, y = 3", NULL}},
+			     "So we get\nx = 2, y = 3",
+			     /* "and" joins them (review 2: this was 3) */
+			     "\\boxed{x=2\\text{ and }y=3}", "x = 2 and y = 3",
+			     "\\boxed{x = 2 \\quad y = 3}", NULL}},
 	{"math", "x=5,y=3", {"\\boxed{x=5, y=3}", NULL}},
 	{"math", "a=0.5,b=f[x]:2.2;3;25/7", {"a = 0.5, b = x", "b = x, a = 1/2", NULL}},
 	/* a unit after a number, apart from it, is not algebra: words,
@@ -244,6 +260,81 @@ static const group groups[] = {
 				 "{\"answer\": 4.2}", NULL}},
 	{"json:/answer", "42", {"{\"answer\": 42}", NULL}},
 	{"json:/answer", "0.1", {"{\"answer\": 0.1}", NULL}},
+	/* ---- what a second review found (2026-12-07, review2-vote) */
+	/* \mathbf{}, \mathrm{}, \textit{}, \operatorname{} hold variables
+	 * and names, not units: kept (they had been dropped, "2\mathbf{i} +
+	 * 3\mathbf{j}" was 5, "2\mathrm{e}" 2, "2\textit{x}" 2); "or" and
+	 * "and" join answers as a comma does ("3\text{ or }5" was 35, "x = 2
+	 * or x = 3" was 3) */
+	{"math", "f[i,j]:18.8;21.5;164/7", {"\\boxed{2\\mathbf{i} + 3\\mathbf{j}}",
+					    "2i+3j", NULL}},
+	{"math", "f[e]:4.4;6;50/7", {"\\boxed{2\\mathrm{e}}", "2e", NULL}},
+	{"math", "f[x]:4.4;6;50/7", {"\\boxed{2\\textit{x}}", "2x", NULL}},
+	{"math", "s:lcm(4,6)", {"\\boxed{\\operatorname{lcm}(4,6)}", NULL}},
+	{"math", "3,5", {"\\boxed{3\\text{ or }5}", "3 or 5", "3, 5", NULL}},
+	{"math", "2,300", {"\\boxed{2\\text{ or }300}", "2 or 300", NULL}},
+	{"math", "x=2,x=3", {"The answer is x = 2 or x = 3.",
+			     "\\boxed{x=2 \\text{ or } x=3}",
+			     "\\boxed{x = 3, x = 2}", NULL}},
+	/* words between two values are no unit (it had been 130) */
+	{"math", "s:1hour30", {"\\boxed{1\\text{ hour }30\\text{ minutes}}",
+			       NULL}},
+	/* ... units after a value still go */
+	{"math", "25", {"25\\text{\xc2\xb0" "C}", "\\boxed{25\\text{ apples}}",
+			"\\boxed{20\\text{ m} + 5\\text{ m}}",
+			"x = 25 \\quad \\text{cm}", NULL}},
+	/* a dash after a value is a range's, no minus */
+	{"math", "s:3\xe2\x80\x93" "5", {"\\boxed{3\xe2\x80\x93" "5}", NULL}},
+	/* a number after ^ whole, as plain text means it (2^10 had been
+	 * 2^1 times 0, x^12 x^1 times 2) */
+	{"math", "1024", {"\\boxed{2^10}", "2^{10}", "1024", NULL}},
+	{"math", "f[x]:12855.002631049216;531441;59604644775390625/13841287201",
+	 {"\\boxed{x^12}", "x^{12}", NULL}},
+	{"math", "1000000000000", {"The answer is 10^12.", "10^{12}", NULL}},
+	{"auto", "0.5", {"The answer is \\(\\frac{1}{2}\\).",
+			 "The answer is $\\frac{1}{2}$.",
+			 "Answer:\n\\[\n\\frac{1}{2}\n\\]", "Answer: 1/2", NULL}},
+	{"auto", "-3", {"The answer is \xe2\x80\x93" "3.", "The answer is -3.",
+			NULL}},
+	/* "no" that leads the span is the answer, no abbreviation */
+	{"auto", "no", {"The answer is no. 9 is composite.",
+			"The answer is no.", NULL}},
+	{"text", "no", {"The answer is No. Nine is composite.", NULL}},
+	{"text", "building no 5", {"The answer is Building No. 5.", NULL}},
+	/* auto: yes/no leading the span, an option letter marked or before
+	 * a reason (they had been 7, no answer, "b paris" or a variable B) */
+	{"auto", "yes", {"The answer is yes, because 7 is prime.",
+			 "Yes, 7 is prime.", "True, because 7 is prime.",
+			 "Some reasoning first.\nYes.", "\\boxed{\\text{Yes}}",
+			 NULL}},
+	{"auto", "no", {"No, because the number is odd.",
+			"Some reasoning first.\nNo, because the number is odd.",
+			NULL}},
+	{"auto", "B", {"The answer is B, because 2+2=4.",
+		       "The answer is B because 2+2=4.",
+		       "The correct answer is **(B) Paris**.", "Answer: (B) Paris",
+		       "The correct answer is B: Paris", "The answer is (b).",
+		       "\\boxed{\\textbf{B}}", NULL}},
+	/* ... but a number stays the answer over a closing yes */
+	{"auto", "5", {"So x = 5.\nYes, that checks out.", NULL}},
+	/* a word's box as its words after a cue (they had been 4 groups) */
+	{"auto", "paris", {"\\boxed{Paris}", "\\boxed{\\text{Paris}}",
+			   "The answer is Paris.", NULL}},
+	/* choice: small letters a bracket marks; \textbf{}, \( \) around
+	 * it; the pronoun I (they had no answer, or I) */
+	{"choice", "B", {"(b)", "The answer is (b).", "b)", "\\boxed{\\textbf{B}}",
+			 "\\boxed{\\mathrm{B}}", "The answer is \\(B\\).",
+			 "**Answer:** I would pick B.", "The answer is I think B.",
+			 NULL}},
+	{"choice", NULL, {"The answer is a prime number.", NULL}},
+	{"choice:A=1|B=2|C=3|D=4|E=5|F=6|G=7|H=8|I=9|J=10", "I",
+	 {"The answer is I think B.", "The answer is (I).", NULL}},
+	/* an option's words before its value: units are no part of a math
+	 * key ("2 m" had been A, the first option of value 2) */
+	{"choice:A=2 cm|B=2 m|C=2 km", "B", {"The answer is 2 m.", "2 m", NULL}},
+	{"choice:A=2 cm|B=2 m|C=2 km", NULL, {"The answer is 2 meters.", NULL}},
+	{"choice:A=London|B=Paris|C=Rome", "B", {"The answer is Paris.",
+						 "(b)", NULL}},
 	/* ---- math: the span */
 	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
 			  "The answer is 3/4.", "hence 3/4",
@@ -300,7 +391,9 @@ static const group groups[] = {
 				  "\\boxed{The Eiffel Tower}",
 				  "Answer: Eiffel   Tower", NULL}},
 	{"text", "paris", {"Paris", "the answer is Paris.", "\\boxed{paris}",
-			   NULL}},
+			   /* a \text{} around it (review 2: "textparis") */
+			   "\\boxed{\\text{Paris}}", "\\boxed{\\textbf{Paris}}",
+			   "The answer is \\(\\text{Paris}\\).", NULL}},
 	{"text", "new york city", {"The answer is New York City.",
 				   "answer: new-york city", NULL}},
 	/* ---- regex */
@@ -405,7 +498,7 @@ static void formats(void **state)
 		{"choice", NULL}, {"yesno", NULL}, {"text", NULL},
 		{"regex:a+", NULL}, {"choice:A=1|B=2", NULL},
 		{"bogus", "must be " ANSWER_LIST}, {"", "must be " ANSWER_LIST},
-		{"regex:", "regex: the pattern must be 1..255 bytes"},
+		{"regex:", "regex: the pattern must be 1..1023 bytes"},
 		{"regex:(", "regex:(: missing closing parenthesis at offset 1"},
 		{"choice:A=1|", "choice: options must be L=VALUE|L=VALUE with "
 				"letters A-J"},
@@ -434,6 +527,10 @@ static void formats(void **state)
 	}
 }
 
+/* 80 bytes: an MMLU option's length */
+#define LONG80 "Alpha option text that is fairly long and descriptive, " \
+	       "about eighty bytes or so "
+
 /* Options of a question: "A) 12 B) 15", "(A) 12 (B) 15", lines. */
 static void options(void **state)
 {
@@ -445,6 +542,18 @@ static void options(void **state)
 		{"Which? A) K2 B) Mount Everest", "A=K2|B=Mount Everest"},
 		{"Pick one:\nA. 3\nB. 4\nC. 5\n", "A=3|B=4|C=5"},
 		{"No options here, only A and B", ""},
+		/* in small letters, where a bracket marks them; "e.g." is
+		 * no option E */
+		{"What is the capital of France? (a) London (b) Paris (c) "
+		 "Rome", "A=London|B=Paris|C=Rome"},
+		{"Which? a) 12 b) 15", "A=12|B=15"},
+		{"Name a city, e.g. Paris", ""},
+		/* all of them or none (D had been cut at 255 bytes; an
+		 * option with a '|' had been left out of the middle) */
+		{"Which?\nA. " LONG80 "a\nB. " LONG80 "b\nC. " LONG80 "c\nD. "
+		 LONG80 "d", "A=" LONG80 "a|B=" LONG80 "b|C=" LONG80 "c|D="
+		 LONG80 "d"},
+		{"Which? A) x|y B) 2 C) 3", ""},
 	};
 	char name[ANSWER_PATTERN_MAX + 16];
 

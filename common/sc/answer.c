@@ -20,6 +20,9 @@
 
 typedef unsigned char uchar;
 
+_Static_assert(ANSWER_PATTERN_MAX == 1024,
+	       "the messages of answer_format_parse name the limit");
+
 static const char *const NAMES[ANSWER_KINDS_] = {
 	"auto", "number", "math", "choice", "yesno", "text", "regex", "json",
 	"select"};
@@ -120,7 +123,7 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 
 		if (n >= ANSWER_PATTERN_MAX || (n && s[5] != '/'))
 			w = "json: the pointer must be empty or start with '/' "
-			    "(RFC 6901), at most 255 bytes";
+			    "(RFC 6901), at most 1023 bytes";
 		else {
 			f->kind = ANSWER_JSON;
 			memcpy(f->pattern, s + 5, n + 1);
@@ -130,7 +133,7 @@ int answer_format_parse(const char *s, answer_format *f, const char **why)
 		size_t n = strlen(s + 6);
 
 		if (!n || n >= ANSWER_PATTERN_MAX)
-			w = "regex: the pattern must be 1..255 bytes";
+			w = "regex: the pattern must be 1..1023 bytes";
 		else if (compile(s + 6, &w)) {
 			f->kind = ANSWER_REGEX;
 			memcpy(f->pattern, s + 6, n + 1);
@@ -272,8 +275,27 @@ static bool abbrev_dot(const char *t, size_t a, size_t d)
 		return true; /* the second dot of "i.e." or "e.g." */
 	for (size_t k = 0; k < sizeof(ab) / sizeof(*ab); k++)
 		if (d - s == strlen(ab[k]) && word_at(t, d, s, ab[k]))
-			return true;
+			/* "no" that leads the span is the answer ("The
+			 * answer is no. 9 is composite."); "No. 5" after
+			 * other words is a number's */
+			return strcmp(ab[k], "no") || s > a;
 	return false;
+}
+
+/* The end of a math block that opens at t[a] ("\(", "\[", "$$") and
+ * closes within t[0, n), past its closing delimiter; 0 when none. */
+static size_t math_block(const char *t, size_t a, size_t n)
+{
+	const char *close;
+
+	if (a + 2 > n)
+		return 0;
+	close = !memcmp(t + a, "\\(", 2) ? "\\)" : !memcmp(t + a, "\\[", 2)
+		? "\\]" : !memcmp(t + a, "$$", 2) ? "$$" : NULL;
+	for (size_t i = a + 2; close && i + 2 <= n; i++)
+		if (!memcmp(t + i, close, 2))
+			return i + 2;
+	return 0;
 }
 
 /* The span after the last cue (answer_cue), to the end of its line or
@@ -323,13 +345,20 @@ static bool answer_is(const char *t, size_t n, size_t *a, size_t *b)
 			*a = k;
 		}
 	}
-	*b = *a;
-	while (*b < n && t[*b] != '\n' &&
-	       !(t[*b] == '.' && (*b + 1 == n || space((uchar)t[*b + 1])) &&
-		 !abbrev_dot(t, *a, *b)))
-		(*b)++;
+	/* a math block that opens the span runs to its close, over lines
+	 * and points ("Answer:\n\[ \frac{1}{2} \]" over three lines,
+	 * "\( 1.5 \)") */
+	if (!(*b = math_block(t, *a, n))) {
+		*b = *a;
+		while (*b < n && t[*b] != '\n' &&
+		       !(t[*b] == '.' && (*b + 1 == n ||
+					  space((uchar)t[*b + 1])) &&
+			 !abbrev_dot(t, *a, *b)))
+			(*b)++;
+	}
 	trim(t, a, b);
-	/* "**B**", "** 12", "$5$", "$$\frac12$$": the markup around it */
+	/* "**B**", "** 12", "$5$", "$$\frac12$$", "\(\frac12\)", "\[ 7 \]":
+	 * the markup around it */
 	for (;;) {
 		size_t a0 = *a, b0 = *b;
 
@@ -340,6 +369,12 @@ static bool answer_is(const char *t, size_t n, size_t *a, size_t *b)
 		if (*b - *a >= 2 && t[*a] == '$' && t[*b - 1] == '$') {
 			(*a)++;
 			(*b)--;
+		}
+		if (*b - *a >= 4 && t[*a] == '\\' && t[*b - 2] == '\\' &&
+		    ((t[*a + 1] == '(' && t[*b - 1] == ')') ||
+		     (t[*a + 1] == '[' && t[*b - 1] == ']'))) {
+			*a += 2;
+			*b -= 2;
 		}
 		trim(t, a, b);
 		if (*a == a0 && *b == b0)
@@ -379,21 +414,67 @@ static bool put(char *out, size_t cap, const char *s, size_t n)
 	return n > 0;
 }
 
+/* t[*a, *b) without the text commands wrapped around all of it, as a
+ * box holds a word: "\text{Paris}", "\textbf{B}", "\mathrm{B}". */
+static void unwrap_text(const char *t, size_t *a, size_t *b)
+{
+	static const char *const cmd[] = {"text", "textbf", "textit",
+					  "textrm", "textsf", "texttt",
+					  "mathrm", "mathbf", "mathit",
+					  "mathsf", "mbox", "emph",
+					  "boldsymbol"};
+
+	for (;;) {
+		size_t o = 0;
+
+		trim(t, a, b);
+		for (size_t k = 0; k < sizeof(cmd) / sizeof(*cmd) && !o; k++) {
+			size_t m = strlen(cmd[k]);
+
+			if (*b - *a > m + 2 && t[*a] == '\\' &&
+			    !memcmp(t + *a + 1, cmd[k], m) &&
+			    t[*a + 1 + m] == '{')
+				o = *a + 1 + m;
+		}
+		if (!o || t[*b - 1] != '}')
+			break;
+		/* its group closes at the end, not before:
+		 * "\text{a}+\text{b}" */
+		for (size_t i = o, d = 0; i < *b; i++) {
+			d += t[i] == '{';
+			if (t[i] == '}' && --d == 0 && i + 1 < *b)
+				return;
+		}
+		*a = o + 1;
+		(*b)--;
+	}
+}
+
+/* t[i, b) opens with a word that gives a reason for what comes before
+ * it ("B because ...", "yes since ..."). */
+static bool reason_at(const char *t, size_t b, size_t i)
+{
+	return word_at(t, b, i, "because") || word_at(t, b, i, "since") ||
+	       word_at(t, b, i, "as");
+}
+
 /* A lone letter A-J in t[a, b), with its usual wrappings: "B", "(B)",
- * "B)", "B.", "**B**", "\text{(B)}", "option B". text_after 1: also
- * marked and followed by text, "B) 15", "B: 15" (a line that leads with
- * its option); 2 (after a cue, in a box): followed by anything past a
- * space, ',' or ';' too ("the answer is B because ...", "B, since"). */
+ * "B)", "B.", "**B**", "\text{(B)}", "\textbf{B}", "option B"; a small
+ * letter where a bracket marks it, "(b)", "b)" (alone, "a" is a word).
+ * The letter in upper case, or 0. text_after 1: also marked and followed
+ * by text, "B) 15", "B: 15" (a line that leads with its option); 2
+ * (after a cue, in a box): followed by anything past a space, ',' or ';'
+ * too ("the answer is B because ...", "B, since"); 3 (auto, after a
+ * cue, in a box or alone: the letter must be an option's), as 2, but a
+ * space after a bare letter only before a reason ("B because ...", not
+ * "A prime", "I think"). */
 static int letter_of(const char *t, size_t a, size_t b, int text_after)
 {
 	size_t i;
+	int up;
 
 	trim(t, &a, &b);
-	if (b - a >= 7 && !memcmp(t + a, "\\text{", 6) && t[b - 1] == '}') {
-		a += 6;
-		b--;
-		trim(t, &a, &b);
-	}
+	unwrap_text(t, &a, &b);
 	if (b - a >= 7 && !strncasecmp(t + a, "option ", 7))
 		a += 7;
 	size_t a0 = a;
@@ -401,39 +482,53 @@ static int letter_of(const char *t, size_t a, size_t b, int text_after)
 	while (b > a && (t[a] == '*' || t[a] == '(' || t[a] == '[' ||
 			 t[a] == '$'))
 		a++;
-	if (a >= b || t[a] < 'A' || t[a] > 'J')
+	if (a >= b)
+		return 0;
+	up = t[a] >= 'a' && t[a] <= 'j' ? t[a] - 32 : t[a];
+	if (up < 'A' || up > 'J')
 		return 0;
 	i = a + 1;
 	if (i < b && alnum((uchar)t[i]))
 		return 0; /* a word */
+	if (up != t[a] && !(a > a0 && strchr("([", t[a - 1])) &&
+	    !(i < b && t[i] == ')'))
+		return 0; /* a small letter only marked: "(b)", "b)" */
 	while (i < b && strchr(")].*:$", t[i]))
 		i++;
 	/* "B" alone, or "B) 15", "B: 15" (the letter leads, marked); not
 	 * "I think" on a line of its own */
-	if (i < b && i == a + 1 && text_after == 2 &&
-	    (space((uchar)t[i]) || t[i] == ',' || t[i] == ';'))
-		return t[a];
+	if (i < b && i == a + 1 && text_after >= 2) {
+		size_t w = i;
+
+		while (w < b && space((uchar)t[w]))
+			w++;
+		if (t[i] == ',' || t[i] == ';' ||
+		    (w > i && (text_after == 2 || reason_at(t, b, w))))
+			return up;
+	}
 	if (i < b && (i == a + 1 || !space((uchar)t[i]) || !text_after))
 		return 0;
 	/* a line's "(A) is wrong, (C) is right": the last of them
 	 * (last_letter), not the first */
 	if (i < b && text_after == 1 && memchr(t + a0, '(', a - a0))
 		return 0;
-	return t[a];
+	return up;
 }
 
-/* The last standalone letter of the choice patterns in t[0, n): "(B)" or
- * "option B". */
+/* The last standalone letter of the choice patterns in t[0, n): "(B)",
+ * "(b)" or "option B", in upper case. */
 static int last_letter(const char *t, size_t n)
 {
 	for (size_t i = n; i-- > 0;) {
-		if (t[i] >= 'A' && t[i] <= 'J' && i > 0 && t[i - 1] == '(' &&
-		    i + 1 < n && t[i + 1] == ')')
-			return t[i];
-		if (t[i] >= 'A' && t[i] <= 'J' && i >= 7 &&
-		    !strncasecmp(t + i - 7, "option ", 7) &&
+		int up = t[i] >= 'a' && t[i] <= 'j' ? t[i] - 32 : t[i];
+
+		if (up < 'A' || up > 'J')
+			continue;
+		if (i > 0 && t[i - 1] == '(' && i + 1 < n && t[i + 1] == ')')
+			return up;
+		if (i >= 7 && !strncasecmp(t + i - 7, "option ", 7) &&
 		    (i + 1 == n || !alnum((uchar)t[i + 1])))
-			return t[i];
+			return up;
 	}
 	return 0;
 }
@@ -753,12 +848,14 @@ static bool span_math(const char *t, size_t a, size_t b, char *out,
 		}
 	}
 	/* the comment: ", " or "; " or " (" before words ("or", "i.e.",
-	 * "since"; not a list's next element "y = 3") */
+	 * "since"; not a list's next element "y = 3"), or a reason ("6
+	 * because 2 times 3 is 6", "6 apples since ...") */
 	for (e = a; e < b; e++)
-		if ((((t[e] == ',' || t[e] == ';') && e + 1 < b &&
-		      space((uchar)t[e + 1])) ||
-		     (t[e] == '(' && e > a && space((uchar)t[e - 1]))) &&
-		    has_word(t, e, b))
+		if (((((t[e] == ',' || t[e] == ';') && e + 1 < b &&
+		       space((uchar)t[e + 1])) ||
+		      (t[e] == '(' && e > a && space((uchar)t[e - 1]))) &&
+		     has_word(t, e, b)) ||
+		    (e > a && space((uchar)t[e]) && reason_at(t, b, e + 1)))
 			break;
 	for (int cut = 0; cut < 2; cut++) {
 		size_t x = a, y = cut ? e : b;
@@ -826,27 +923,69 @@ static bool norm_text(const char *t, size_t a, size_t b, char *out,
 		      size_t cap);
 
 /* The letter of the option in "A=12|B=1/2|C=Paris" that the answer
- * t[a, b) gives: the same value (math keys: "0.5" is B) or the same
- * words (SQuAD's normalisation: "paris" is C); or 0. */
+ * t[a, b) gives: the same words (SQuAD's normalisation: "paris" is C,
+ * "2 m" is "2 m"), else the same value (math keys: "0.5" is B) when one
+ * option alone has it (units are no part of a math key: "2 m" is not
+ * "2 cm", nor is "2 meters" either of them); or 0. */
 static int option_letter(const char *opts, const char *t, size_t a,
 			 size_t b)
 {
 	char k[256], kt[256], ok[256];
 	bool hk = mathkey(t + a, b - a, k, sizeof(k), NULL);
 	bool ht = norm_text(t, a, b, kt, sizeof(kt));
+	int by_value = 0;
 
 	for (const char *q = opts; *q;) {
 		const char *bar = strchr(q, '|');
 		size_t len = bar ? (size_t)(bar - q) : strlen(q);
 
-		if (len > 2 && ((hk && mathkey(q + 2, len - 2, ok, sizeof(ok),
-					       NULL) && !strcmp(ok, k)) ||
-				(ht && norm_text(q, 2, len, ok, sizeof(ok)) &&
-				 !strcmp(ok, kt))))
+		if (len > 2 && ht && norm_text(q, 2, len, ok, sizeof(ok)) &&
+		    !strcmp(ok, kt))
 			return q[0];
+		if (len > 2 && hk && mathkey(q + 2, len - 2, ok, sizeof(ok),
+					     NULL) && !strcmp(ok, k))
+			by_value = by_value ? -1 : q[0];
 		q += len + (bar != NULL);
 	}
-	return 0;
+	return by_value > 0 ? by_value : 0;
+}
+
+/* Whether the options "A=12|B=15" name letter L. */
+static bool has_option(const char *opts, int L)
+{
+	for (const char *q = opts; *q; q++)
+		if (q[0] == L && q[1] == '=' && (q == opts || q[-1] == '|'))
+			return true;
+	return false;
+}
+
+/* The letter of the span t[a, b) after a cue or in a box (letter_of,
+ * 2). The pronoun "I" that leads it ("I would pick B", "I think B") is
+ * no option I unless the options are known and include I: the letter is
+ * then the next one standing alone in the span's first ANSWER_LINE_MAX
+ * bytes (a bound on the work for a long span). */
+static int span_letter(const char *opts, const char *t, size_t a, size_t b)
+{
+	int c = letter_of(t, a, b, 2);
+	const size_t end = b - a > ANSWER_LINE_MAX ? a + ANSWER_LINE_MAX : b;
+
+	while (c == 'I' && !has_option(opts, 'I')) {
+		size_t i = a;
+
+		while (i < b && (space((uchar)t[i]) || t[i] == '*'))
+			i++;
+		/* "I " then a word in lower case, not a reason ("I
+		 * because ...") */
+		if (i + 2 >= b || t[i] != 'I' || t[i + 1] != ' ' ||
+		    t[i + 2] < 'a' || t[i + 2] > 'z' || reason_at(t, b, i + 2))
+			break;
+		c = 0;
+		for (a = i + 2; a < end && !c; a++)
+			if (space((uchar)t[a - 1]))
+				c = letter_of(t, a, b, 2);
+		a--;
+	}
+	return c;
 }
 
 static bool key_choice(const answer_format *f, const char *t, size_t n,
@@ -859,9 +998,10 @@ static bool key_choice(const answer_format *f, const char *t, size_t n,
 		size_t x, y;
 		/* "C) 7" or "C because" after "the answer is" or in a
 		 * box; a last line that leads with its marked letter */
-		int after = boxed || answer_is(t, n, &x, &y) ? 2 : 1;
+		int cue = boxed || answer_is(t, n, &x, &y);
 
-		if ((c = letter_of(t, a, b, after))) {
+		if ((c = cue ? span_letter(f->pattern, t, a, b)
+			     : letter_of(t, a, b, 1))) {
 			out[0] = (char)c;
 			out[1] = '\0';
 			return cap > 1;
@@ -869,6 +1009,7 @@ static bool key_choice(const answer_format *f, const char *t, size_t n,
 		if (boxed || answer_is(t, n, &a, &b)) {
 			/* an option's text or value: its letter when the
 			 * options are known */
+			unwrap_text(t, &a, &b);
 			if (!(c = option_letter(f->pattern, t, a, b)))
 				return false;
 			out[0] = (char)c;
@@ -929,6 +1070,7 @@ static bool key_text(const char *t, size_t n, char *out, size_t cap)
 
 	if (!span(t, n, 1, &a, &b, &boxed))
 		return false;
+	unwrap_text(t, &a, &b); /* \boxed{\text{Paris}} */
 	while (b > a && t[b - 1] == '.')
 		b--;
 	return norm_text(t, a, b, out, cap);
@@ -1113,19 +1255,45 @@ static bool auto_value(const char *t, size_t a, size_t b, char *out,
 	return strncmp(out, "f[", 2) || (vars && math_marks(t, a, b));
 }
 
-/* A letter (short) or yes/no (shorter) in t[a, b), keyed into out. */
+/* yes / no as the word t[a, b) leads with, followed by nothing, a
+ * point or a comma ("yes, because 7 is prime", "No. 9 is composite") or
+ * a reason ("yes because ..."): 'y', 'n' or 0. */
+static int lead_yesno(const char *t, size_t a, size_t b)
+{
+	static const char *const w[] = {"yes", "true", "no", "false"};
+
+	while (a < b && (space((uchar)t[a]) || t[a] == '*' || t[a] == '"'))
+		a++;
+	for (int k = 0; k < 4; k++) {
+		size_t e = a + strlen(w[k]);
+
+		if (!word_at(t, b, a, w[k]))
+			continue;
+		while (e < b && (t[e] == '*' || t[e] == '"'))
+			e++;
+		if (e == b || strchr(",.;:!", t[e]) ||
+		    (space((uchar)t[e]) && reason_at(t, b, e + 1)))
+			return k < 2 ? 'y' : 'n';
+	}
+	return 0;
+}
+
+/* An option's letter (letter_of, 3) or yes/no (alone, or leading the
+ * span: lead_yesno) in t[a, b), keyed into out; -1 when neither. */
 static int auto_word(const char *t, size_t n, size_t a, size_t b, char *out,
 		     size_t cap)
 {
 	int c;
 
-	if ((c = letter_of(t, a, b, 1)) && b - a <= 12) {
+	if ((c = letter_of(t, a, b, 3))) {
 		out[0] = (char)c;
 		out[1] = '\0';
 		return cap > 1;
 	}
 	if (b - a <= 6 && yesno_of(t, a, b, 0))
 		return key_yesno(t, n, out, cap);
+	if ((c = lead_yesno(t, a, b)))
+		return put(out, cap, c == 'y' ? "yes" : "no", c == 'y' ? 3 : 2);
 	return -1;
 }
 
@@ -1140,7 +1308,13 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 			return w;
 		if (mathkey(t + a, b - a, out, cap, &parsed) && parsed)
 			return true;
-		/* as the number rule keeps it: byte for byte */
+		/* a word's box ("\boxed{\text{Paris}}") as the same words
+		 * after a cue key; else, as the number rule keeps it, byte
+		 * for byte */
+		unwrap_text(t, &a, &b);
+		if (!has_digit(t, a, b) && short_answer(t, a, b) &&
+		    norm_text(t, a, b, out, cap))
+			return true;
 		return vote_extract(t, n, out, cap);
 	}
 	if (answer_is(t, n, &a, &b)) {
@@ -1153,6 +1327,7 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 			return true;
 		/* "the answer is Paris": its words, as the short line
 		 * "Paris" keys */
+		unwrap_text(t, &a, &b);
 		if (!has_digit(t, a, b) && short_answer(t, a, b))
 			return norm_text(t, a, b, out, cap);
 		return vote_extract(t, n, out, cap);
@@ -1171,11 +1346,16 @@ static bool key_auto(const char *t, size_t n, char *out, size_t cap)
 		       norm_text(t, a, b, out, cap);
 	}
 	/* a last line that is a value ("$$\frac{1}{2}$$" under a heading),
-	 * else the last number */
+	 * else the last number; with none, a last line that leads with
+	 * yes/no ("No, because the number is odd.") */
 	if (last_line(t, n, &a, &b) && has_digit(t, a, b) &&
 	    auto_value(t, a, b, out, cap, 0))
 		return true;
-	return vote_extract(t, n, out, cap);
+	if (vote_extract(t, n, out, cap))
+		return true;
+	if (last_line(t, n, &a, &b) && (w = lead_yesno(t, a, b)))
+		return put(out, cap, w == 'y' ? "yes" : "no", w == 'y' ? 3 : 2);
+	return false;
 }
 
 /* The text of a JSON number as its writer meant it: the shortest
@@ -1363,16 +1543,30 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 	out[b - a] = '\0';
 }
 
+/* The option letter at q[i] as 0-9: A-J, or a-j where a bracket marks
+ * it ("(a) London", "a) London"; "e.g." is no option E); else -1. */
+static int option_at(const char *q, size_t n, size_t i)
+{
+	if (q[i] >= 'A' && q[i] <= 'J')
+		return q[i] - 'A';
+	if (q[i] >= 'a' && q[i] <= 'j' && i + 1 < n && q[i + 1] == ')')
+		return q[i] - 'a';
+	return -1;
+}
+
 /* The options a question lists: letter -> its text (option_letter keys
- * it). "A) 12 B) 15", "(A) 12 (B) 15", "A. 12" on its own line. */
-static int options(const char *q, size_t n, char keys[10][128])
+ * it). "A) 12 B) 15", "(A) 12 (B) 15", "A. 12" on its own line; in small
+ * letters "(a) 12 (b) 15", "a) 12". How many; -1 when one cannot be kept
+ * (a '|' in it, or ANSWER_PATTERN_MAX bytes or more). */
+static int options(const char *q, size_t n,
+		   char keys[10][ANSWER_PATTERN_MAX])
 {
 	int found = 0;
 
 	for (int L = 0; L < 10; L++)
 		keys[L][0] = '\0';
 	for (size_t i = 0; i + 1 < n; i++) {
-		int L = q[i] - 'A';
+		int L = option_at(q, n, i);
 		size_t s, e;
 
 		if (L < 0 || L > 9 || (i > 0 && alnum((uchar)q[i - 1])))
@@ -1387,9 +1581,9 @@ static int options(const char *q, size_t n, char keys[10][128])
 			continue;
 		/* to the next option or the line's end */
 		for (e = s; e < n && q[e] != '\n'; e++) {
-			int M = q[e] - 'A';
+			int M = option_at(q, n, e);
 
-			if (M > L && M <= 9 && e + 1 < n &&
+			if (M > L && e + 1 < n &&
 			    (q[e + 1] == ')' || q[e + 1] == '.') &&
 			    (q[e - 1] == ' ' || q[e - 1] == '('))
 				break;
@@ -1400,7 +1594,10 @@ static int options(const char *q, size_t n, char keys[10][128])
 			while (b > a && (q[b - 1] == '(' || space((uchar)q[b - 1])))
 				b--;
 			trim(q, &a, &b);
-			if (b > a && b - a < 128 && !memchr(q + a, '|', b - a)) {
+			if (b > a && (b - a >= ANSWER_PATTERN_MAX ||
+				      memchr(q + a, '|', b - a)))
+				return -1;
+			if (b > a) {
 				memcpy(keys[L], q + a, b - a);
 				keys[L][b - a] = '\0';
 				found++;
@@ -1413,20 +1610,24 @@ static int options(const char *q, size_t n, char keys[10][128])
 void answer_choice_options(answer_format *f, const char *question,
 			   size_t qlen)
 {
-	char opt[10][128];
+	char opt[10][ANSWER_PATTERN_MAX], keys[ANSWER_PATTERN_MAX];
 	size_t o = 0;
 
 	if (!f || f->kind != ANSWER_CHOICE || f->pattern[0] || !question ||
-	    !options(question, qlen, opt))
+	    options(question, qlen, opt) <= 0)
 		return;
 	for (int L = 0; L < 10; L++) {
 		size_t k = strlen(opt[L]);
 
-		if (!k || strchr(opt[L], '|'))
+		if (!k)
 			continue;
-		if (o + k + 4 >= sizeof(f->pattern))
-			break;
-		o += (size_t)snprintf(f->pattern + o, sizeof(f->pattern) - o,
-				      "%s%c=%s", o ? "|" : "", 'A' + L, opt[L]);
+		/* all of them or none: a list cut short would give the
+		 * answers that are the kept options' text a vote that the
+		 * dropped ones' lack */
+		if (o + k + 4 > sizeof(keys))
+			return;
+		o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s%c=%s",
+				      o ? "|" : "", 'A' + L, opt[L]);
 	}
+	memcpy(f->pattern, keys, o + 1);
 }

@@ -11,23 +11,29 @@
  *            vote together — \frac12, 1/2, 0.5 and \dfrac{2}{4}; x^2+1 and
  *            1+x^2; \{1,2\} and \{2,1\}; (1,2) and [1,2] do not.
  *   choice   a letter A-J: "(B)", "B)", "B.", "B", "Answer: B", "answer
- *            is B", "\boxed{B}", "**B**", "option B", "\text{(B)}"; after a
- *            cue or in a box followed by anything ("the answer is B
- *            because ...", "B, since"); a last line that leads with its
- *            marked letter ("B) 17", "B. 17"). An
+ *            is B", "\boxed{B}", "**B**", "option B", "\text{(B)}",
+ *            "\textbf{B}"; a small letter where a bracket marks it, "(b)",
+ *            "b)", is its capital; after a cue or in a box followed by
+ *            anything ("the answer is B because ...", "B, since"; the
+ *            pronoun in "I think B" is no option I unless the options are
+ *            known and include I: the next letter is read); a last line
+ *            that leads with its marked letter ("B) 17", "B. 17"). An
  *            answer that is an option's text or value ("the answer is 15")
  *            is that option's letter when the options are known: the
- *            question lists them ("A) 12  B) 15", "(A) 12 (B) 15", one per
- *            line "A. 12"; answer_choice_options reads them where the
- *            question is known, so they travel with the format as
- *            "choice:A=12|B=15"), or the format names them that way; the
- *            answer and an option's text are compared as math keys
- *            ("0.5" is "1/2") and as text ("paris" is "Paris").
+ *            question lists them ("A) 12  B) 15", "(A) 12 (B) 15", "(a) 12
+ *            (b) 15", one per line "A. 12"; answer_choice_options reads
+ *            them where the question is known, so they travel with the
+ *            format as "choice:A=12|B=15"), or the format names them that
+ *            way; the answer and an option's text are compared as text
+ *            ("paris" is "Paris", "2 m" is "2 m"), else as math keys
+ *            ("0.5" is "1/2") where one option alone has the answer's
+ *            value (a math key has no units: "2 m" is not "2 cm").
  *   yesno    yes, no, true, false (true is yes, false is no), any case and
  *            punctuation, from the box, the answer's span, the word the
  *            last line leads with ("Yes, because the claim is false." is
  *            yes), or the last of them in the final sentence.
- *   text     the box or the span after "the answer is", normalised as
+ *   text     the box or the span after "the answer is" (without a
+ *            \text{..} around all of it: "\boxed{\text{Paris}}"), normalised as
  *            SQuAD does: lower case (ASCII, Latin-1, Latin Extended-A,
  *            Greek, Cyrillic capitals), punctuation and the articles a, an,
  *            the removed, whitespace collapsed; a point between digits
@@ -51,9 +57,13 @@
  *            "the answer is" when it reads as a value without variables
  *            ("1/2", "\frac{3}{4}", "about 7", "\frac12 (or 0.5)") or as
  *            math with variables ("x + 1"), and as `text` when it holds
- *            no digit and is short ("the answer is Paris"); a lone option
- *            letter (boxed or after "the answer is") is `choice`; yes/no
- *            likewise is `yesno`; anything else is `number`. A plain
+ *            no digit and is short ("the answer is Paris", and so a box:
+ *            "\boxed{\text{Paris}}"); an option letter (boxed or after
+ *            "the answer is"), alone, marked and followed by text ("(B)
+ *            Paris", "B: Paris", "B, because") or before a reason ("B
+ *            because ...", not "A prime"), is `choice`; yes/no alone or
+ *            leading the span ("yes, because 7 is prime") is `yesno`;
+ *            anything else is `number`. A plain
  *            number therefore keys exactly as `number` does. A whole
  *            text of one line of up to ANSWER_LINE_MAX bytes and
  *            ANSWER_LINE_WORDS words, with no control character or
@@ -61,7 +71,9 @@
  *            "Paris", "1/2"), is read the same way, and keyed as `text`
  *            keys it when it holds no number. A longer text whose last
  *            line is a value ("$$\frac{1}{2}$$" under a "Final Answer"
- *            heading) is that value; else its last number.
+ *            heading) is that value; else its last number; with none, a
+ *            last line that leads with yes/no ("No, because the number
+ *            is odd.").
  *
  * THE SPAN (math, choice, yesno, text; after vote.h's rule 0: the text
  * after </think>, a harmony transcript's final message): the content of
@@ -73,9 +85,14 @@
  * a cue that ends its line, or a heading line "### Final Answer", reads
  * the next non-empty line. The span runs to the end of its line or
  * sentence (". " / ".\n" / end; not an abbreviation's dot: "St. Louis",
- * "approx. 5", "i.e."), without markup around it ("**", "$"); else,
- * for math, the last number (the number rule); for choice, yesno and
- * text, the last non-empty line.
+ * "approx. 5", "i.e.", "No. 5" after other words, but not "no." that
+ * leads the span: "The answer is no. 9 is composite." is no); a math
+ * block that opens it ("\(", "\[", "$$") runs to its close, over lines
+ * and dots; it is read without markup around it ("**", "$", "\( \)",
+ * "\[ \]"); else, for math, the last number (the number rule); for
+ * choice, yesno and text, the last non-empty line. math reads the span's
+ * value without a comment after it (", i.e. ...", " (or 0.5)", a reason:
+ * "6 because 2 times 3 is 6").
  *
  * Keys are at most cap-1 bytes (VOTE_ANSWER_MAX); no answer is false.
  */
@@ -91,7 +108,9 @@ enum answer_kind {
 	ANSWER_KINDS_
 };
 
-#define ANSWER_PATTERN_MAX 256
+/* a format's pattern: a regex, a JSON pointer, a choice's options (an
+ * MMLU question's four, long ones included) */
+#define ANSWER_PATTERN_MAX 1024
 /* auto: a whole answer on one short line */
 #define ANSWER_LINE_MAX 64
 #define ANSWER_LINE_WORDS 5
@@ -148,8 +167,11 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 void answer_number_text(double v, char *out, size_t cap);
 
 /* choice without options named: the options question[0, qlen) lists,
- * into f (as many as fit); nothing for another format or a question
- * without options. */
+ * into f, all of them or none: none when one cannot be kept (a '|' in
+ * it; together over ANSWER_PATTERN_MAX - 1 bytes as "A=..|B=.."), since
+ * a list cut short would let the answers that are a kept option's text
+ * vote and those that are a dropped one's not; nothing for another
+ * format or a question without options. */
 void answer_choice_options(answer_format *f, const char *question,
 			   size_t qlen);
 

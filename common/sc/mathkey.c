@@ -100,15 +100,116 @@ static const char *const SPACING[] = {",", ";", ":", "!", " ", "quad", "qquad",
 				      "displaystyle", "textstyle", "left",
 				      "right", "big", "Big", "bigl", "bigr",
 				      "Bigl", "Bigr", "limits"};
+/* Commands whose group may hold a unit (\text{ cm}); the font commands
+ * after them hold a variable or a name (\mathbf{i}, \operatorname{lcm})
+ * and never a unit: their content is kept. */
 static const char *const TEXTCMD[] = {"text", "mathrm", "textbf", "textrm",
 				      "mbox", "mathbf", "textit", "mathit",
-				      "operatorname"};
+				      "operatorname", "boldsymbol", "mathsf",
+				      "texttt", "emph"};
+#define UNITCMDS 5
+
+/* Minus signs other than '-' and U+2212 that models write (U+2012 figure
+ * dash, U+2013 en dash, U+FE63 small and U+FF0D fullwidth hyphen-minus):
+ * a minus where a sign may stand (clean), else left to fail the parse. */
+static const char *const DASH[] = {"\xe2\x80\x92", "\xe2\x80\x93",
+				   "\xef\xb9\xa3", "\xef\xbc\x8d"};
+
+/* The last byte of o that is not a space, or 0. */
+static int last_put(const sbuf *o)
+{
+	size_t k = o->n;
+
+	while (k > 0 && o->b[k - 1] == ' ')
+		k--;
+	return k ? (uchar)o->b[k - 1] : 0;
+}
+
+/* A value ends where o ends: a digit, a letter, a point or a closing
+ * bracket (what a unit follows; what makes a dash after it no sign). */
+static int after_value(const sbuf *o)
+{
+	int c = last_put(o);
+
+	return c && (is_dig(c) || is_letter(c) || c >= 0x80 ||
+		     strchr(".)]}!", c));
+}
+
+/* s[a, b) is the word "or" or "and" alone, spaces around it: it joins
+ * two answers as a comma does ("3\text{ or }5" is 3, 5; not 35). */
+static int joiner(const char *s, size_t a, size_t b)
+{
+	while (a < b && s[a] == ' ')
+		a++;
+	while (b > a && s[b - 1] == ' ')
+		b--;
+	return (b - a == 2 && !memcmp(s + a, "or", 2)) ||
+	       (b - a == 3 && !memcmp(s + a, "and", 3));
+}
+
+/* s[a, b) reads as a unit: words of letters (or of other scripts: "°C",
+ * "µm"), a word of one letter only an SI letter, joined by spaces, '/',
+ * '*', '.', '-' or a power ("m/s^2", "square meters"); not "e" or "i",
+ * not a digit (the caller's). */
+static int unit_text(const char *s, size_t a, size_t b)
+{
+	int words = 0;
+
+	for (size_t i = a; i < b;) {
+		uchar c = (uchar)s[i];
+		size_t w = i;
+
+		if (!is_letter(c) && c < 0x80) {
+			if (!strchr(" /*.-^{}", c))
+				return 0;
+			i++;
+			continue;
+		}
+		while (w < b && (is_letter((uchar)s[w]) || (uchar)s[w] >= 0x80))
+			w++;
+		if (w - i == 1 && !strchr("msghlLNJWVAK", c))
+			return 0;
+		words++;
+		i = w;
+	}
+	return words > 0;
+}
+
+/* What follows a unit at s[i] lets it be one: the end, an operator, a
+ * separator or a closing bracket, past spacing; not a value it would be
+ * part of ("1\text{ hour }30" is neither 1 nor 130). */
+static int unit_end(const char *s, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l;
+
+		while (i < n && (s[i] == ' ' || s[i] == '$'))
+			i++;
+		if (i == n)
+			return 1;
+		if (s[i] != '\\')
+			return !is_dig((uchar)s[i]) && !is_letter((uchar)s[i]) &&
+			       (uchar)s[i] < 0x80 && s[i] != '(' && s[i] != '{';
+		if (!(l = cmd_len(s, n, i)))
+			return 1; /* \, \) \} ... */
+		if (!cmd_is(s, n, i, "quad") && !cmd_is(s, n, i, "qquad"))
+			return cmd_is(s, n, i, "cdot") ||
+			       cmd_is(s, n, i, "times") ||
+			       cmd_is(s, n, i, "div") ||
+			       cmd_is(s, n, i, "text") ||
+			       cmd_is(s, n, i, "right");
+		i += 1 + l;
+	}
+}
 
 /*
  * The cleaning pass: Unicode signs to ASCII or commands, $ and %
- * dropped, spacing commands and \left / \right dropped, \dfrac and \tfrac
- * as \frac, degrees dropped, \text{..} kept only when it holds a digit.
- * mathonly: 1 for the parse (units dropped), 0 for the fallback string.
+ * dropped, spacing commands, \left / \right and the math delimiters \( \)
+ * \[ \] dropped, \dfrac and \tfrac as \frac, degrees dropped; a
+ * \text{..} (TEXTCMD) group that is a unit after a value (unit_text,
+ * unit_end) dropped with its power, "or" / "and" (in a group or not) a
+ * comma, any other group's content kept. The same pass makes the parse's
+ * text and the fallback's spelling.
  */
 static void clean(const char *s, size_t n, sbuf *o)
 {
@@ -118,6 +219,20 @@ static void clean(const char *s, size_t n, sbuf *o)
 
 		size_t k, ul = 0;
 
+		/* a dash as a minus sign where a sign may stand ("–3",
+		 * "2^{–1}"); after a value ("3–5", a range) it stays, and
+		 * the parse fails */
+		for (k = 0; k < sizeof(DASH) / sizeof(*DASH); k++)
+			if (rest >= 3 && !memcmp(u, DASH[k], 3))
+				break;
+		if (k < sizeof(DASH) / sizeof(*DASH)) {
+			if (after_value(o))
+				put(o, s + i, 3);
+			else
+				put(o, "-", 1);
+			i += 3;
+			continue;
+		}
 		/* Unicode signs as ASCII or commands */
 		for (k = 0; k < sizeof(UNI) / sizeof(*UNI); k++) {
 			ul = strlen(UNI[k].utf8);
@@ -136,6 +251,9 @@ static void clean(const char *s, size_t n, sbuf *o)
 		} else if (u[0] == '\\' && rest >= 2 &&
 			   (u[1] == '$' || u[1] == '%')) {
 			i += 2;
+		} else if (u[0] == '\\' && rest >= 2 && strchr("()[]", u[1]) &&
+			   u[1]) {
+			i += 2; /* \( x \), \[ x \]: the math's delimiters */
 		} else if (u[0] == '^' && rest >= 6 &&
 			   !memcmp(u, "^\\circ", 6)) {
 			i += 6;
@@ -162,6 +280,12 @@ static void clean(const char *s, size_t n, sbuf *o)
 			}
 			for (k = 5; k < sizeof(SPACING) / sizeof(*SPACING); k++)
 				if (cmd_is(s, n, i, SPACING[k])) {
+					/* a space between two equations
+					 * separates them: "x = 2 \quad y = 3"
+					 * is no 3 */
+					if (k <= 6 && memchr(o->b, '=', o->n) &&
+					    memchr(s + i, '=', n - i))
+						put(o, " , ", 3);
 					i += 1 + l;
 					if (i < n && s[i] == '.')
 						i++; /* \left. \right. */
@@ -187,7 +311,7 @@ static void clean(const char *s, size_t n, sbuf *o)
 				if (cmd_is(s, n, i, TEXTCMD[k]))
 					break;
 			if (k < sizeof(TEXTCMD) / sizeof(*TEXTCMD)) {
-				size_t g = i + 1 + l, e, d;
+				size_t g = i + 1 + l, e, d, q;
 				int digit = 0;
 
 				while (g < n && s[g] == ' ')
@@ -196,31 +320,57 @@ static void clean(const char *s, size_t n, sbuf *o)
 				    (e = group_end(s, n, g))) {
 					for (d = g + 1; d + 1 < e; d++)
 						digit |= is_dig((uchar)s[d]);
-					if (digit) /* \text{5}: its content */
-						clean(s + g + 1, e - g - 2, o);
-					i = e;
 					/* a unit's power goes with it:
 					 * \text{ m/s}^2, \text{m}^{-1} */
-					if (!digit && i + 1 < n && s[i] == '^') {
-						size_t q = i + 1;
+					q = e;
+					if (q + 1 < n && s[q] == '^') {
+						size_t p = q + 1, pe;
 
-						if (s[q] == '{' &&
-						    (e = group_end(s, n, q)))
-							i = e;
-						else if (is_dig((uchar)s[q]) ||
-							 (s[q] == '-' && q + 1 < n &&
-							  is_dig((uchar)s[q + 1]))) {
-							for (q += s[q] == '-';
-							     q < n && is_dig((uchar)s[q]);)
-								q++;
-							i = q;
+						if (s[p] == '{' &&
+						    (pe = group_end(s, n, p)))
+							q = pe;
+						else if (is_dig((uchar)s[p]) ||
+							 (s[p] == '-' && p + 1 < n &&
+							  is_dig((uchar)s[p + 1]))) {
+							for (p += s[p] == '-';
+							     p < n && is_dig((uchar)s[p]);)
+								p++;
+							q = p;
 						}
+					}
+					if (!digit && joiner(s, g + 1, e - 1)) {
+						put(o, " , ", 3);
+						i = e;
+					} else if (!digit && k < UNITCMDS &&
+						   after_value(o) &&
+						   unit_text(s, g + 1, e - 1) &&
+						   unit_end(s, n, q)) {
+						i = q; /* "12\text{ cm}": 12 */
+					} else {
+						/* \text{5}, \mathbf{i}, a
+						 * \text{ hour } between
+						 * values: its content */
+						clean(s + g + 1, e - g - 2, o);
+						i = e;
 					}
 					continue;
 				}
 			}
 			put(o, s + i, 1 + l);
 			i += 1 + l;
+		} else if (is_letter(u[0])) {
+			/* a word; "or" and "and" join two answers as a comma
+			 * does ("x = 2 or x = 3" is not 3), spaced so that
+			 * "2 or 300" is no 2,300 */
+			size_t w = i;
+
+			while (w < n && is_letter((uchar)s[w]))
+				w++;
+			if (joiner(s, i, w))
+				put(o, " , ", 3);
+			else
+				put(o, s + i, w - i);
+			i = w;
 		} else {
 			put(o, s + i, 1);
 			i++;
@@ -791,7 +941,17 @@ static int power(parser *p)
 		} else if (is_op(peek(p), '{')) {
 			e = argument(p);
 		} else {
-			e = argument(p);
+			/* a number whole: "2^10" is 1024 as plain text writes
+			 * it, not LaTeX's 2^1 times 0 (\frac12 splits its
+			 * digits, a power does not) */
+			if (peek(p)->kind == T_NUM) {
+				token *t = peek(p);
+
+				p->at++;
+				e = num_node(p, t->s, t->len);
+			} else {
+				e = argument(p);
+			}
 			if (!p->err && is_op(peek(p), '^'))
 				e = mk(p, N_POW, e, (p->at++, power(p)));
 		}
@@ -1526,8 +1686,9 @@ static int unit_tail(const parser *p, int from, int to)
 /* A list of equations, each a variable = a value ("x = 2, y = 3"), over
  * the tokens [0, p->n) into o: "x=2,y=3", each value keyed as an answer
  * is and the variables in name order ("y = 3, x = \frac{4}{2}" is the
- * same). 0 where it is not one (a part without its variable, '=' and a
- * value; a variable twice; over 8 parts). */
+ * same); a variable twice is a set of its values, the roots of an
+ * equation ("x = 3 or x = 2" is "x=2,x=3"). 0 where it is not one (a
+ * part without its variable, '=' and a value; over 8 parts). */
 static int equations(parser *p, sbuf *o)
 {
 	char keys[8][160];
@@ -1566,10 +1727,6 @@ static int equations(parser *p, sbuf *o)
 	}
 	qsort(sorted, (size_t)n, sizeof(*sorted), str_cmp);
 	for (int i = 0; i < n; i++) {
-		if (i && !strncmp(sorted[i - 1], sorted[i],
-				  (size_t)(strchr(sorted[i], '=') - sorted[i]) +
-					  1))
-			return 0; /* a variable twice */
 		if (i)
 			put(o, ",", 1);
 		put(o, sorted[i], strlen(sorted[i]));

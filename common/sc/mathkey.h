@@ -9,20 +9,32 @@
  *                exactly three digits, one separator throughout: "1,000"
  *                is 1000, "1, 000" is a list of 1 and 0); two numbers
  *                side by side ("2 3") are no product and do not parse;
- *                U+2212 as a minus sign
+ *                U+2212 as a minus sign, and as a sign where one may
+ *                stand (not after a value: "3–5" is no 3 - 5) the dashes
+ *                models write for it, U+2012, U+2013, U+FE63, U+FF0D
  *   fractions    \frac{a}{b}, \dfrac, \tfrac, \frac12 (one-character
  *                arguments), a/b, \div; a mixed number "2\frac{1}{2}",
  *                "2 \frac{1}{2}" or "2 1/2" (digits, then a fraction of
  *                digits) is 2 + 1/2
- *   operators    + - * \cdot \times, ^ (right-associative; ^{..}), !
- *                is not read; implicit multiplication: 2x, 2\pi, x(x+1),
- *                (a)(b), 2\sqrt{3}
+ *   operators    + - * \cdot \times, ^ (right-associative; ^{..}; a
+ *                number after it whole: "2^10" is 1024, as plain text
+ *                means it, not LaTeX's 2^1 times 0), ! is not read;
+ *                implicit multiplication: 2x, 2\pi, x(x+1), (a)(b),
+ *                2\sqrt{3}
  *   roots        \sqrt{x}, \sqrt x, \sqrt[n]{x}, sqrt(x)
  *   constants    \pi (and the word pi), \infty (inf, infinity, U+221E)
  *   grouping     ( ) [ ] { } and \left( ... \right) etc.
  *   dropped      $ and \$, \% and % (50\% is 50, as MATH's normaliser has
- *                it), units in \text{..} \mathrm{..} \textbf{..} \mbox{..}
- *                (with a power after them: \text{ m/s}^2), units written
+ *                it), \( \) \[ \], units in \text{..} \mathrm{..}
+ *                \textbf{..} \textrm{..} \mbox{..} (with a power after
+ *                them: \text{ m/s}^2) where a unit stands: words (or the
+ *                SI letters) after a value, before the end, an operator
+ *                or a separator ("12\text{ cm}"; "1\text{ hour }30" keeps
+ *                its words and keys as its spelling, "2\mathrm{e}" is 2e);
+ *                any other group's content is kept, and always that of
+ *                \mathbf \mathit \textit \operatorname and the like
+ *                ("2\mathbf{i}+3\mathbf{j}", "\operatorname{lcm}(4,6)" a
+ *                spelling); units written
  *                apart after a number (words and the SI letters m s g h
  *                l L N J W V A K, joined by /, *, \cdot or a space, with
  *                powers: "5 km/h", "9.8 m/s^2", "12 apples"; "3h" and
@@ -31,7 +43,12 @@
  *                "x = 5" (the part after the last top-level '=', unless a
  *                top-level comma comes before it: "x = 2, y = 3" is a
  *                list of equations, keyed "x=2,y=3": each variable's
- *                value, in name order)
+ *                value, in name order; a variable twice, "x = 3, x = 2",
+ *                "x=2,x=3")
+ *   joined       "or" and "and", alone or in \text{..}, are a comma: "x = 2
+ *                or x = 3" is a list of equations (not 3), "3\text{ or }5"
+ *                the list 3, 5 (not 35); so is \quad or \qquad between
+ *                two equations ("x = 2 \quad y = 3")
  *   variables    a letter, or a Greek letter command (\alpha, \theta...)
  *   lists        at the top level only: "(a, b)" and "[a, b]" are ordered
  *                and their brackets matter ("(1,2)" is not "[1,2]"; a

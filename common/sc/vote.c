@@ -37,11 +37,20 @@ static inline int is_space(uchar c)
 	       c == '\f';
 }
 
-/* U+2212 MINUS SIGN at t[i] (UTF-8 e2 88 92), within n. */
+/* A minus sign of three UTF-8 bytes at t[i], within n: U+2212 MINUS
+ * SIGN (e2 88 92) and the dashes models write for it, U+2012 figure
+ * dash and U+2013 en dash (e2 80 92, e2 80 93), U+FE63 small and U+FF0D
+ * fullwidth hyphen-minus (ef b9 a3, ef bc 8d). */
 static inline int is_uminus(const uchar *t, size_t n, size_t i)
 {
-	return i + 2 < n && t[i] == 0xe2 && t[i + 1] == 0x88 &&
-	       t[i + 2] == 0x92;
+	if (i + 2 >= n)
+		return 0;
+	if (t[i] == 0xe2)
+		return (t[i + 1] == 0x88 && t[i + 2] == 0x92) ||
+		       (t[i + 1] == 0x80 &&
+			(t[i + 2] == 0x92 || t[i + 2] == 0x93));
+	return t[i] == 0xef && ((t[i + 1] == 0xb9 && t[i + 2] == 0xa3) ||
+				(t[i + 1] == 0xbc && t[i + 2] == 0x8d));
 }
 
 /* +1 for a grouping '{', -1 for a grouping '}', 0 otherwise; a brace

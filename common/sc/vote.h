@@ -40,9 +40,11 @@
  *    - a '.' must be followed by a digit to belong to the number: "3." at
  *      the end of a sentence is 3; ".5" is 0.5 (unless the '.' follows an
  *      alphanumeric, see below).
- *    - sign: '-', '+' or U+2212 (UTF-8 e2 88 92) directly before the
- *      digits, and only if not itself preceded by [A-Za-z0-9_]: "x-2" and
- *      "3-5" end with 2 and 5 (a hyphen/minus operator, not a sign).
+ *    - sign: '-', '+' or a Unicode minus (U+2212, and the dashes models
+ *      write for it: U+2012, U+2013 en dash, U+FE63, U+FF0D) directly
+ *      before the digits, and only if not itself preceded by
+ *      [A-Za-z0-9_]: "x-2", "3-5" and "3–5" end with 2 and 5 (a
+ *      hyphen/minus operator or a range, not a sign).
  *    - numbers inside words do not count: a digit run preceded by
  *      [A-Za-z_] belongs to an identifier ("x2", "mp3", "H2O", "v1.2"
  *      give nothing); neither does a digit run right after "X." where X is
