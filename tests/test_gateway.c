@@ -1564,6 +1564,52 @@ static void test_stream(void **state)
 	hresp_free(&st);
 }
 
+/* A /v1/completions request of 2 choices, plain and streamed: each
+ * choice's four lists, joined from the stream's deltas (every choice's
+ * deltas carrying some), are the plain response's, text_offset first,
+ * and its text the same; top 1: top_logprobs lists, 0: null. The plain
+ * response (the caller's). */
+static json_t *completions_vs_stream(const char *plain_body,
+				     const char *stream_body, int top)
+{
+	hresp plain = post("/v1/completions", plain_body), st;
+	json_t *po, *ch;
+	sse_got g;
+
+	assert_int_equal(plain.code, 200);
+	po = body_json(&plain);
+	ch = json_object_get(po, "choices");
+	assert_int_equal(json_array_size(ch), 2);
+	st = post("/v1/completions", stream_body);
+	assert_int_equal(st.code, 200);
+	sse_parse(st.body, "text_completion", &g);
+	for (size_t k = 0; k < 2; k++) {
+		json_t *want = json_object_get(json_array_get(ch, k),
+					       "logprobs");
+
+		assert_true(json_array_size(json_object_get(want, "tokens")) >
+			    0);
+		assert_non_null(g.lp[k]);
+		assert_json_eq(json_object_get(g.lp[k], "text_offset"),
+			       json_object_get(want, "text_offset"),
+			       "streamed text_offset");
+		assert_json_eq(g.lp[k], want, "streamed logprobs");
+		if (g.lp_deltas[k] == 0)
+			fail_msg("completions choice %zu: no delta carried "
+				 "log-probabilities", k);
+		assert_true(top ? json_is_array(json_object_get(
+					  g.lp[k], "top_logprobs"))
+				: json_is_null(json_object_get(
+					  g.lp[k], "top_logprobs")));
+		assert_string_equal(g.text[k], json_string_value(
+			json_object_get(json_array_get(ch, k), "text")));
+	}
+	sse_got_free(&g);
+	hresp_free(&plain);
+	hresp_free(&st);
+	return po;
+}
+
 /* logprobs in a stream: the chunks' lists, joined, are the plain
  * response's, for a stream of every sample (n = samples: each delta
  * carries the entries of its tokens as they decode, the finish the
@@ -1629,41 +1675,12 @@ static void test_stream_logprobs(void **state)
 		const char *b = "{\"prompt\":\"%s\",\"seed\":5,"
 				"\"temperature\":0.9,\"max_tokens\":16,"
 				"\"n\":2,\"logprobs\":%d%s}";
-		json_t *po, *ch;
-		hresp plain, st;
-		sse_got g;
+		char sbody[512];
 
 		snprintf(body, sizeof(body), b, Q1, k0 ? 2 : 0, "");
-		plain = post("/v1/completions", body);
-		assert_int_equal(plain.code, 200);
-		po = body_json(&plain);
-		ch = json_object_get(po, "choices");
-		assert_int_equal(json_array_size(ch), 2);
-		snprintf(body, sizeof(body), b, Q1, k0 ? 2 : 0,
+		snprintf(sbody, sizeof(sbody), b, Q1, k0 ? 2 : 0,
 			 ",\"stream\":true");
-		st = post("/v1/completions", body);
-		assert_int_equal(st.code, 200);
-		sse_parse(st.body, "text_completion", &g);
-		for (size_t k = 0; k < 2; k++) {
-			json_t *want = json_object_get(json_array_get(ch, k),
-						       "logprobs");
-
-			assert_true(json_array_size(json_object_get(
-				want, "tokens")) > 0);
-			assert_non_null(g.lp[k]);
-			assert_json_eq(g.lp[k], want, "streamed logprobs");
-			if (g.lp_deltas[k] == 0)
-				fail_msg("completions choice %zu: no delta "
-					 "carried log-probabilities", k);
-			assert_true(k0 ? json_is_array(json_object_get(
-						 g.lp[k], "top_logprobs"))
-				       : json_is_null(json_object_get(
-						 g.lp[k], "top_logprobs")));
-		}
-		sse_got_free(&g);
-		json_decref(po);
-		hresp_free(&plain);
-		hresp_free(&st);
+		json_decref(completions_vs_stream(body, sbody, k0));
 	}
 	/* characters of 2, 3 and 4 bytes, each written as byte tokens by
 	 * the shipped vocabulary, so deltas end inside them: a token that
@@ -1679,44 +1696,19 @@ static void test_stream_logprobs(void **state)
 				"\"root ::= \\\"\u00e9\u20ac\U0001f600 x\\\" "
 				"[0-9]{1,3} \\\"\u00fc\U0001f600\U0001f600"
 				"\U0001f600\\\"\"%s}";
-		int mt = cut ? 21 : 40;
-		json_t *po, *ch;
-		hresp plain, st;
-		sse_got g;
+		char sbody[512];
+		json_t *po;
 
-		snprintf(body, sizeof(body), b, Q1, mt, "");
-		plain = post("/v1/completions", body);
-		assert_int_equal(plain.code, 200);
-		po = body_json(&plain);
-		ch = json_object_get(po, "choices");
-		assert_int_equal(json_array_size(ch), 2);
-		snprintf(body, sizeof(body), b, Q1, mt, ",\"stream\":true");
-		st = post("/v1/completions", body);
-		assert_int_equal(st.code, 200);
-		sse_parse(st.body, "text_completion", &g);
-		for (size_t k = 0; k < 2; k++) {
-			json_t *want = json_object_get(json_array_get(ch, k),
-						       "logprobs");
-
-			assert_true(json_array_size(json_object_get(
-				want, "tokens")) > 0);
-			assert_non_null(g.lp[k]);
-			assert_json_eq(json_object_get(g.lp[k], "text_offset"),
-				       json_object_get(want, "text_offset"),
-				       "streamed text_offset, split characters");
-			assert_json_eq(g.lp[k], want, "streamed logprobs");
-			assert_string_equal(g.text[k], json_string_value(
-				json_object_get(json_array_get(ch, k),
-						"text")));
-		}
+		snprintf(body, sizeof(body), b, Q1, cut ? 21 : 40, "");
+		snprintf(sbody, sizeof(sbody), b, Q1, cut ? 21 : 40,
+			 ",\"stream\":true");
+		po = completions_vs_stream(body, sbody, 1);
 		/* the text did end inside a character when cut */
 		if (cut)
 			assert_non_null(strstr(json_string_value(json_object_get(
-				json_array_get(ch, 0), "text")), "\xef\xbf\xbd"));
-		sse_got_free(&g);
+				json_array_get(json_object_get(po, "choices"),
+					       0), "text")), "\xef\xbf\xbd"));
 		json_decref(po);
-		hresp_free(&plain);
-		hresp_free(&st);
 	}
 }
 
