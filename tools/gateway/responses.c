@@ -803,6 +803,22 @@ static void live_close(responses_live *l, json_t *item)
 	} else {
 		json_t *lp = json_object_get(c0, "logprobs");
 
+		if (json_array_size(lp) > l->lp_sent) {
+			/* the entries no delta carried (the last tokens'
+			 * come with the result): one more delta, of no
+			 * text, so that the deltas' lists join to the
+			 * text's as chat's chunks do */
+			json_t *rest = json_array();
+
+			for (size_t j = l->lp_sent; j < json_array_size(lp);
+			     j++)
+				json_array_append(rest, json_array_get(lp, j));
+			e = ev("response.output_text.delta", l->k, iid, 1);
+			json_object_set_new(e, "delta", json_string(""));
+			json_object_set_new(e, "logprobs", rest);
+			l->emit(l->ctx, e);
+			l->lp_sent = json_array_size(lp);
+		}
 		e = ev("response.output_text.done", l->k, iid, 1);
 		json_object_set(e, "text", json_object_get(c0, "text"));
 		json_object_set_new(e, "logprobs", lp ? json_incref(lp)
@@ -852,6 +868,7 @@ void responses_live_text(responses_live *l, const char *r, size_t rn,
 		json_object_set_new(e, "logprobs", lp ? json_incref(lp)
 						      : json_array());
 		l->emit(l->ctx, e);
+		l->lp_sent += json_array_size(lp);
 	}
 }
 

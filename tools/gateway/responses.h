@@ -79,6 +79,7 @@ typedef struct responses_live {
 	size_t k, opened; /* the open item's output_index; items opened */
 	char *rtext;     /* the reasoning so far */
 	size_t rlen;
+	size_t lp_sent;  /* the answer's entries its deltas carried */
 	responses_emit emit;
 	void *ctx;
 } responses_live;
