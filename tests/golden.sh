@@ -136,6 +136,21 @@ if grep -q "QUORUM_PREFETCH=off is neither 0 nor 1" "$tmp/sw.log"; then
 else
 	bad "QUORUM_PREFETCH=off: not named on stderr"
 fi
+# an ISA of no name is a typo, said; the run goes on the best ISA, the
+# same bytes (every ISA gives them)
+if timeout 300 env QUORUM_ISA=avx-512 "$Q" run --model "$tmp/q8.gguf" --json \
+	-n 4 --max-new-tokens 24 --stop none --seed 3 "$Q1" \
+	>"$tmp/isa.json" 2>"$tmp/isa.log" &&
+   grep -q "QUORUM_ISA=avx-512 is none of" "$tmp/isa.log" &&
+   timeout 300 "$Q" run --model "$tmp/q8.gguf" --json -n 4 \
+	--max-new-tokens 24 --stop none --seed 3 "$Q1" >"$tmp/isa0.json" \
+	2>/dev/null &&
+   [ -s "$tmp/isa.json" ] && [ "$($PY "$tmp/norm.py" "$tmp/isa.json")" = \
+	"$($PY "$tmp/norm.py" "$tmp/isa0.json")" ]; then
+	ok "QUORUM_ISA=avx-512: named on stderr, the same bytes"
+else
+	bad "QUORUM_ISA=avx-512: not named, or the reply differs"
+fi
 printf '%s\n' "{\"question\": \"$Q1\", \"id\": \"a\"}" \
 	"{\"question\": \"$Q2\", \"id\": \"b\", \"answer\": \"40\"}" \
 	>"$tmp/qs.jsonl"

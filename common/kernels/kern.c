@@ -384,10 +384,22 @@ int kern_isa(void)
 	const char *env = getenv("QUORUM_ISA");
 	if (env) {
 		/* A request the CPU cannot honour falls back to the best it
-		 * has: a cluster-wide setting must not crash older hosts. */
+		 * has: a cluster-wide setting must not crash older hosts. A
+		 * name of none is a typo, said (once: the choice is cached),
+		 * not taken for the best. */
+		int known = 0;
+
 		for (int i = KERN_ISA_SCALAR; i <= KERN_ISA_LAST; i++)
-			if (strcmp(env, kern_isa_name(i)) == 0 && i < isa)
-				isa = i;
+			if (strcmp(env, kern_isa_name(i)) == 0) {
+				known = 1;
+				if (i < isa)
+					isa = i;
+			}
+		if (!known)
+			fprintf(stderr, "quorum: QUORUM_ISA=%s is none of "
+				"scalar, avx2, avx512, avx512vnni: %s, the "
+				"best this CPU has\n", env,
+				kern_isa_name(isa));
 	}
 	atomic_store_explicit(&cur_isa, isa, memory_order_relaxed);
 	return isa;

@@ -4,6 +4,7 @@
  */
 #include "sc/params.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -120,7 +121,17 @@ int sc_params_check_real(int id, double v)
 			 : v >= x->min) &&
 	    v <= x->max)
 		return 0;
-	snprintf(shown, sizeof(shown), "%g", v);
+	/* the shortest that reads back as v (as a float where v is one: a
+	 * setting off the wire): 1.0000001 is not shown as the bound it
+	 * passes (1), nor -0.1f as -0.10000000149011612 */
+	for (int prec = 6; prec <= 17; prec++) {
+		double r;
+
+		snprintf(shown, sizeof(shown), "%.*g", prec, v);
+		r = strtod(shown, NULL);
+		if (r == v || ((double)(float)v == v && (float)r == (float)v))
+			break;
+	}
 	return sc_params_check_fail(id, shown);
 }
 
@@ -248,6 +259,14 @@ int sc_params_parse(int id, const char *s, sc_params *p)
 
 	if (!x || !s || !p)
 		return qerr_fail(QERR_ARG, "sc_params_parse: bad argument");
+	/* a number is the whole string: no space before it (strtoll and
+	 * strtod would skip one, as no space after it is taken), a real in
+	 * decimal (strtod would read "0x1p-1" too) */
+	if ((x->kind == SC_K_INT || x->kind == SC_K_U64 ||
+	     x->kind == SC_K_REAL) && (isspace((unsigned char)s[0]) ||
+				       (x->kind == SC_K_REAL &&
+					strpbrk(s, "xX"))))
+		return sc_params_check_fail(id, s);
 	switch (x->kind) {
 	case SC_K_INT:
 		errno = 0;
