@@ -335,6 +335,14 @@ static const group groups[] = {
 	{"choice:A=2 cm|B=2 m|C=2 km", NULL, {"The answer is 2 meters.", NULL}},
 	{"choice:A=London|B=Paris|C=Rome", "B", {"The answer is Paris.",
 						 "(b)", NULL}},
+	/* "answer to ... is" with a few words between is a cue (it had
+	 * been none, and the last number, 3, voted) */
+	{"auto", "7", {"The answer to the question is 7. We used 3 steps.",
+		       "The final answer to this problem is 7. It took 3 tries.",
+		       "The answer is 7.", NULL}},
+	/* ... within its clause only */
+	{"auto", "12", {"The answer to part one. Then the result is 12.",
+			NULL}},
 	/* ---- math: the span */
 	{"math", "0.75", {"so x = 3/4, and \\boxed{0.75}",
 			  "The answer is 3/4.", "hence 3/4",

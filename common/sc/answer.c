@@ -213,19 +213,52 @@ static bool cue_lead(const char *t, size_t i)
 	return false;
 }
 
+/* The end of the verb that states an answer at t[j] ("is", "would be",
+ * ...), or 0. */
+static size_t cue_verb(const char *t, size_t n, size_t j)
+{
+	static const char *const verb[] = {"is", "would be", "should be",
+					   "will be"};
+
+	for (size_t v = 0; v < sizeof(verb) / sizeof(*verb); v++)
+		if (word_at(t, n, j, verb[v]))
+			return j + strlen(verb[v]);
+	return 0;
+}
+
+/* After "answer" at t[j]: "to" or "for" and a few words, then the verb
+ * ("the answer to the question is", "the final answer for part (a)
+ * is"), within the clause; the verb's end, or 0. */
+static size_t cue_verb_after_to(const char *t, size_t n, size_t j)
+{
+	size_t k = j, e = 0;
+
+	if (!word_at(t, n, k, "to") && !word_at(t, n, k, "for"))
+		return 0;
+	for (int words = 0; words < 8 && !e; words++) {
+		while (k < n && !space((uchar)t[k]) && !strchr(".!?:;\n", t[k]))
+			k++;
+		while (k < n && space((uchar)t[k]) && t[k] != '\n')
+			k++;
+		if (k >= n || strchr(".!?:;\n", t[k]))
+			return 0;
+		e = cue_verb(t, n, k);
+	}
+	return e;
+}
+
 /*
  * The end of the last cue of the answer in t[0, n), or 0: "answer:" (any
  * words before it: "Final Answer:", "**Answer:**"), and "answer is",
  * "answer would be", "option is", "choice is" where the answer is being
  * stated ("the answer is", "my final answer is", a sentence that starts
- * with it; not "this answer is right", not "answer isn't"). A colon after
- * the cue is part of it.
+ * with it; not "this answer is right", not "answer isn't"); "answer to
+ * ... is" with a few words between ("the answer to the question is").
+ * A colon after the cue is part of it.
  */
 static size_t answer_cue(const char *t, size_t n)
 {
 	static const char *const noun[] = {"answer", "option", "choice"};
-	static const char *const verb[] = {"is", "would be", "should be",
-					   "will be"};
 	size_t best = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -239,10 +272,9 @@ static size_t answer_cue(const char *t, size_t n)
 			if (j < n && t[j] == ':' && w == 0) {
 				e = j + 1;
 			} else if (cue_lead(t, i)) {
-				for (size_t v = 0; v < sizeof(verb) /
-						       sizeof(*verb) && !e; v++)
-					if (word_at(t, n, j, verb[v]))
-						e = j + strlen(verb[v]);
+				e = cue_verb(t, n, j);
+				if (!e && w == 0)
+					e = cue_verb_after_to(t, n, j);
 			}
 			if (!e)
 				continue;
