@@ -149,7 +149,12 @@ void sched_on_worker(sched *s, int rc, const wire_msg *m)
 		return;
 	}
 	if (!(wm = quorum__worker_msg__unpack(NULL, m->len, m->data))) {
-		fprintf(stderr, "coordinator: undecodable worker message\n");
+		/* rate-limited as the malformed ones above: a peer must
+		 * not flood the log */
+		wi = members_find(s, m);
+		sched_log_drop(s, "coordinator: %s%s: an undecodable message "
+			       "dropped\n", wi >= 0 ? "worker " : "",
+			       wi >= 0 ? s->w[wi].id : "an unregistered peer");
 		return;
 	}
 	if (wm->version != WIRE_VERSION) {

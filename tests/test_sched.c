@@ -2734,6 +2734,20 @@ static void stray_messages(void **state)
 		clock_ms += 1000;
 		fw_send(s, &a, &m);
 	}
+	{
+		/* bytes that are no WorkerMsg, a flood of them: as
+		 * rate-limited (each had been a line) */
+		wire_msg in = {0};
+		uint8_t junk[] = {0xff, 0xff, 0xff};
+
+		clock_ms += 1000;
+		in.id_len = 1;
+		in.id[0] = 'A';
+		in.data = junk;
+		in.len = sizeof(junk);
+		for (int i = 0; i < 100; i++)
+			sched_on_worker(s, 0, &in);
+	}
 	t = cap_end();
 	fputs(t, stderr);
 	assert_non_null(strstr(t, "worker wa: a malformed message (not one "
@@ -2748,6 +2762,10 @@ static void stray_messages(void **state)
 	assert_int_equal(count_lines(t, "JobDone for a job never sent"),
 			 SCHED_DROP_LOGS - 6 + 1);
 	assert_non_null(strstr(t, "more such lines held back"));
+	assert_non_null(strstr(t, "worker wa: an undecodable message "
+				  "dropped"));
+	assert_int_equal(count_lines(t, "an undecodable message dropped"),
+			 SCHED_DROP_LOGS);
 	free_sched(&s);
 }
 
