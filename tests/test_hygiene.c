@@ -684,6 +684,60 @@ static void bad_configs(void **state)
 	expect_refusal("missing config", path, name, test_port(), NULL, "");
 }
 
+/* An ipc:// endpoint is one process's: another's bind of it fails as a
+ * tcp port in use does (EADDRINUSE, naming the lock), where ZeroMQ alone
+ * took the socket file over and left the first listener unreachable;
+ * the holder itself may bind it again; once it is gone, the path is
+ * free. */
+static void ipc_endpoint_claimed(void **state)
+{
+	char ep[PATH_MAX + 16];
+	void *ctx = zmq_ctx_new(), *a = NULL, *b = NULL;
+	int st;
+	pid_t pid;
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "ipc://%s/claimed.sock", cu_tmpdir);
+	assert_int_equal(wire_bind(ctx, ZMQ_ROUTER, ep, 0, &a), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *c2 = zmq_ctx_new(), *x = NULL;
+		int rc = wire_bind(c2, ZMQ_ROUTER, ep, 0, &x);
+
+		_exit(rc && errno == EADDRINUSE &&
+		      strstr(qerr_detail(), "another process holds") ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* the holder rebinds it */
+	wire_close(&a);
+	assert_int_equal(wire_bind(ctx, ZMQ_ROUTER, ep, 0, &b), 0);
+	wire_close(&b);
+	zmq_ctx_term(ctx);
+	/* a process that held it and ended leaves it free */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *c2 = zmq_ctx_new(), *x = NULL;
+		char ep2[PATH_MAX + 16];
+
+		snprintf(ep2, sizeof(ep2), "ipc://%s/freed.sock", cu_tmpdir);
+		_exit(wire_bind(c2, ZMQ_ROUTER, ep2, 0, &x) ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	{
+		char ep2[PATH_MAX + 16];
+
+		ctx = zmq_ctx_new();
+		snprintf(ep2, sizeof(ep2), "ipc://%s/freed.sock", cu_tmpdir);
+		assert_int_equal(wire_bind(ctx, ZMQ_ROUTER, ep2, 0, &a), 0);
+		wire_close(&a);
+		zmq_ctx_term(ctx);
+	}
+}
+
 /* The positive control: with a good config the trace sees the bind (so a
  * bad config's empty trace means something). */
 static void good_config_binds(void **state)
@@ -1133,6 +1187,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(kill9_restart_sweeps, teardown),
+		cmocka_unit_test_teardown(ipc_endpoint_claimed, teardown),
 		cmocka_unit_test_teardown(good_config_binds, teardown),
 		cmocka_unit_test_teardown(bad_configs, teardown),
 		cmocka_unit_test_teardown(coordinator_bad_model, teardown),

@@ -8,9 +8,15 @@
 #include "net/wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "proto/quorum.pb-c.h"
 #include "qerr.h"
@@ -33,6 +39,72 @@ static int setup(void *s, int type, int64_t max_bytes)
 	return 0;
 }
 
+/* The ipc:// paths this process has claimed (ipc_claim); their lock
+ * files stay open, and locked, until it ends. */
+static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER;
+static char **claimed;
+static size_t n_claimed;
+static pid_t claimer; /* the process the list is of (not a fork's child) */
+
+/* An ipc:// endpoint's path made this process's to bind. ZeroMQ's bind
+ * takes a socket file's path over from a live listener (which goes on
+ * running, unreachable), where a tcp port in use is refused: so a lock
+ * beside the path (PATH.lock, flock, held until the process ends) says
+ * who has it, and another process's bind of a held path fails as a tcp
+ * port in use does (EADDRINUSE). Rebinding a path this process holds is
+ * its own business; an abstract name ("ipc://@name") has no file. */
+static int ipc_claim(const char *endpoint)
+{
+	const char *path = endpoint + 6;
+	char lock[PATH_MAX + 8], **grown;
+	int fd, err, rc = 0;
+
+	if (!*path || *path == '@')
+		return 0;
+	if (snprintf(lock, sizeof(lock), "%s.lock", path) >= (int)sizeof(lock))
+		return qerr_fail(QERR_ARG, "bind %s: path too long", endpoint);
+	pthread_mutex_lock(&claim_mu);
+	if (claimer != getpid()) {
+		/* a forked child holds none of its parent's paths (their
+		 * locks are the parent's open files) */
+		claimer = getpid();
+		n_claimed = 0;
+	}
+	for (size_t i = 0; i < n_claimed; i++)
+		if (!strcmp(claimed[i], path))
+			goto out;
+	if ((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		err = errno;
+		rc = qerr_fail(QERR_IO, "bind %s: cannot open %s: %s",
+			       endpoint, lock, strerror(err));
+		errno = err;
+		goto out;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		err = errno == EWOULDBLOCK ? EADDRINUSE : errno;
+		close(fd);
+		rc = qerr_fail(QERR_IO, "bind %s: %s (another process holds "
+			       "%s)", endpoint, strerror(err), lock);
+		errno = err;
+		goto out;
+	}
+	if (!(grown = realloc(claimed, (n_claimed + 1) * sizeof(*claimed))) ||
+	    !(grown[n_claimed] = strdup(path))) {
+		if (grown)
+			claimed = grown;
+		close(fd);
+		rc = qerr_fail(QERR_NOMEM, "bind %s: out of memory", endpoint);
+		errno = ENOMEM;
+		goto out;
+	}
+	claimed = grown;
+	n_claimed++;
+	/* fd stays open: the lock is the process's until it ends */
+out:
+	pthread_mutex_unlock(&claim_mu);
+	return rc;
+}
+
 static int open_sock(void *ctx, int type, const char *endpoint,
 		     int64_t max_bytes, int bind, const curve_sock *k,
 		     void **out)
@@ -43,6 +115,9 @@ static int open_sock(void *ctx, int type, const char *endpoint,
 	*out = NULL;
 	if (!ctx || !endpoint)
 		return qerr_fail(QERR_ARG, "wire: no context or endpoint");
+	if (bind && !strncmp(endpoint, "ipc://", 6) &&
+	    (err = ipc_claim(endpoint)))
+		return err; /* errno: EADDRINUSE when another has it */
 	if (!(s = zmq_socket(ctx, type)))
 		return qerr_fail(QERR_IO, "zmq_socket: %s",
 				 zmq_strerror(zmq_errno()));
