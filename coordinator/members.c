@@ -260,6 +260,21 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		members_remove(s, prev, "registered again");
 	for (int i = 0; i < s->n_workers; i++)
 		if (s->w[i].used && !strcmp(s->w[i].id, wm->worker_id)) {
+			/* a restarted worker's new connection, or a second
+			 * process with the id: the one replaced is told why
+			 * (a live one stops, where it had registered again
+			 * and displaced the other in turn, without end) */
+			wire_msg old = {0};
+			char why[256];
+
+			memcpy(old.id, s->w[i].ident, s->w[i].ident_len);
+			old.id_len = s->w[i].ident_len;
+			snprintf(why, sizeof(why), "worker id %s registered "
+				 "again from another connection (host %s, pid "
+				 "%u): this one is replaced (worker ids must "
+				 "be unique)", wm->worker_id, g->host, g->pid);
+			members_reject(s, &old, QUORUM__STATUS__STATUS_BAD_REQUEST,
+				       why);
 			members_remove(s, i, "replaced by a new registration");
 			break;
 		}

@@ -1261,6 +1261,17 @@ static void identity(void **state)
 	fw_register(s, &thief);
 	assert_false(rejected("G2"));
 	assert_int_equal(sched_n_workers(s), 1);
+	/* ... and the connection it replaced is told so (a live second
+	 * process with the id stops, where the two had displaced each
+	 * other without end) */
+	{
+		char why[256];
+
+		reject_why("G", why, sizeof(why));
+		assert_non_null(strstr(why, "worker id good registered again "
+					    "from another connection"));
+		assert_non_null(strstr(why, "worker ids must be unique"));
+	}
 	free_sched(&s);
 }
 
