@@ -250,6 +250,25 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST, why);
 		return;
 	}
+	/* the beats' pace both ends keep (absent: an older worker) */
+	if ((g->has_heartbeat_interval_ms &&
+	     g->heartbeat_interval_ms != (uint32_t)s->c->heartbeat.interval_ms) ||
+	    (g->has_heartbeat_liveness &&
+	     g->heartbeat_liveness != (uint32_t)s->c->heartbeat.liveness)) {
+		int iv = g->has_heartbeat_interval_ms &&
+			 g->heartbeat_interval_ms !=
+				 (uint32_t)s->c->heartbeat.interval_ms;
+		char why[192];
+
+		snprintf(why, sizeof(why), "heartbeat.%s %u of the worker "
+			 "differs from the config's %d",
+			 iv ? "interval_ms" : "liveness",
+			 iv ? g->heartbeat_interval_ms : g->heartbeat_liveness,
+			 iv ? s->c->heartbeat.interval_ms
+			    : s->c->heartbeat.liveness);
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST, why);
+		return;
+	}
 	if (g->slots < 1 || g->slots > 65536) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
 		       "slots out of range");

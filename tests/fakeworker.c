@@ -264,6 +264,8 @@ void fw_register(sched *s, fw *w)
 	r.block_tokens = w->env->block_tokens;
 	r.kv_dtype = w->kv_dtype;
 	r.vocab = (uint32_t)tok_vocab_size(w->env->vocab);
+	r.has_heartbeat_interval_ms = w->hb_interval_ms != 0;
+	r.heartbeat_interval_ms = w->hb_interval_ms;
 	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
 	m.register_ = &r;
 	/* a re-registering worker released everything it held */

@@ -97,6 +97,7 @@ struct fw {
 	uint32_t used;       /* blocks referenced (ref > 0; counted pools) */
 	uint32_t slots;
 	uint32_t kv_dtype;   /* Register.kv_dtype (0 f32, 1 f16, 2 q8_0) */
+	uint32_t hb_interval_ms; /* Register.heartbeat_interval_ms, 0: absent */
 	uint64_t fp;         /* Register.model_fingerprint */
 	uint32_t next_root;
 	uint32_t next_block; /* endless pools: the next block id */

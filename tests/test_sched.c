@@ -1216,6 +1216,38 @@ static void kv_dtype_mismatch(void **state)
 	free_sched(&s);
 }
 
+/* A worker whose heartbeat settings are not the config's is refused,
+ * naming both (it beat slower than expected and was dropped as dead
+ * between its beats, or kept reconnecting); the config's, or none (an
+ * older worker), are taken. */
+static void heartbeat_mismatch(void **state)
+{
+	sched *s = new_sched(NULL, FW_FP);
+	fw slow, same, old;
+	char why[256], want[256];
+
+	(void)state;
+	worker_init(&slow, "S", "slow", "h", 64, 4);
+	slow.hb_interval_ms = (uint32_t)s->c->heartbeat.interval_ms * 5;
+	fw_register(s, &slow);
+	reject_why("S", why, sizeof(why));
+	snprintf(want, sizeof(want), "heartbeat.interval_ms %d of the worker "
+		 "differs from the config's %d", s->c->heartbeat.interval_ms * 5,
+		 s->c->heartbeat.interval_ms);
+	assert_string_equal(why, want);
+	worker_init(&same, "M", "same", "h", 64, 4);
+	same.hb_interval_ms = (uint32_t)s->c->heartbeat.interval_ms;
+	fw_register(s, &same);
+	reject_why("M", why, sizeof(why));
+	assert_string_equal(why, "");
+	worker_init(&old, "O", "old", "h2", 64, 4);
+	fw_register(s, &old);
+	reject_why("O", why, sizeof(why));
+	assert_string_equal(why, "");
+	assert_int_equal(sched_n_workers(s), 2);
+	free_sched(&s);
+}
+
 static void identity(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
@@ -2891,6 +2923,7 @@ int main(void)
 		cmocka_unit_test_setup(identity, case_setup),
 		cmocka_unit_test_setup(bindings_bounded, case_setup),
 		cmocka_unit_test_setup(kv_dtype_mismatch, case_setup),
+		cmocka_unit_test_setup(heartbeat_mismatch, case_setup),
 		cmocka_unit_test_setup(prefix_reuse, case_setup),
 		cmocka_unit_test_setup(shots, case_setup),
 		cmocka_unit_test_setup(worker_validation, case_setup),

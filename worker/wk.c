@@ -259,6 +259,9 @@ static int connect_and_register(wk *w)
 	r.kv_dtype = (uint32_t)w->c->kv.dtype; /* = enum kv_dtype */
 	r.vocab = (uint32_t)w->m->cfg.vocab;
 	r.threads = (uint32_t)w->o->threads;
+	r.has_heartbeat_interval_ms = r.has_heartbeat_liveness = 1;
+	r.heartbeat_interval_ms = (uint32_t)w->c->heartbeat.interval_ms;
+	r.heartbeat_liveness = (uint32_t)w->c->heartbeat.liveness;
 	m.body_case = QUORUM__WORKER_MSG__BODY_REGISTER;
 	m.register_ = &r;
 	if ((rc = wk_send_msg(w, &m)))
