@@ -318,7 +318,7 @@ int main(int argc, char **argv)
 	so.clients = clients;
 	so.workers = workers;
 	if (sched_new(&so, &s) ||
-	    proc_new(wpath, cpath, host, c->workers.local,
+	    proc_new(wpath, cpath, host, c->cluster.name, c->workers.local,
 		     c->heartbeat.reconnect_min_ms,
 		     c->heartbeat.reconnect_max_ms, &ps)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());

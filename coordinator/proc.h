@@ -6,7 +6,8 @@
  * (the worker binary next to the coordinator's own executable), reaping
  * with waitpid(WNOHANG) from the poll loop, restarts with a doubling
  * backoff (heartbeat.reconnect_min_ms .. reconnect_max_ms), and a stop
- * that sends SIGTERM, waits, then SIGKILLs what is left.
+ * that sends SIGTERM, waits, then SIGKILLs what is left and removes the
+ * pools those leave.
  * posix_spawn, not fork: the coordinator's ZeroMQ context is never
  * duplicated into a child.
  */
@@ -15,12 +16,16 @@
 
 typedef struct proc_set proc_set;
 
-/* n workers (0 is fine: nothing to supervise). Strings are copied. */
+/* n workers (0 is fine: nothing to supervise) of cluster. Strings are
+ * copied. */
 int proc_new(const char *worker_path, const char *config, const char *host,
-	     int n, int backoff_min_ms, int backoff_max_ms, proc_set **out);
+	     const char *cluster, int n, int backoff_min_ms,
+	     int backoff_max_ms, proc_set **out);
 /* Reaps children that exited and (re)starts those that are due. */
 void proc_tick(proc_set *p);
-/* SIGTERM to all, wait up to wait_ms, then SIGKILL and reap. */
+/* SIGTERM to all, wait up to wait_ms, then SIGKILL and reap; a worker
+ * killed so leaves its pool behind, which is swept
+ * (poolname_sweep_stale). */
 void proc_stop_all(proc_set *p, int wait_ms);
 void proc_free(proc_set **p);
 

@@ -500,6 +500,42 @@ static void kill9_restart_sweeps(void **state)
 	assert_int_equal(pool_of("w1", new_w1), 0);
 }
 
+/* A local worker that does not stop when the coordinator does (stopped
+ * here) is killed after the grace, and the coordinator removes the pool
+ * it could not (it had stayed in /dev/shm until a worker of that id
+ * started again). */
+static void killed_local_swept(void **state)
+{
+	cu_cfg k = cu_cfg_defaults(model_path);
+	char pool[128];
+	pid_t kids[8];
+
+	(void)state;
+	k.local = 1;
+	assert_int_equal(cu_start(&cl, &k), 0);
+	assert_true(cu_wait_workers(&cl, 1, CU_WAIT_MS) >= 0);
+	assert_int_equal(pool_of("local-0", pool), 1);
+	assert_int_equal(children_of(cl.coord, kids, 8), 1);
+	kill(kids[0], SIGSTOP); /* SIGTERM waits; SIGKILL does not */
+	/* SIGTERM: its 5 s grace, then SIGKILL and the sweep; it ends by
+	 * itself (cu_kill_wait's own 5 s would cut it short) */
+	kill(cl.coord, SIGTERM);
+	{
+		int64_t end = wire_now_ms() + CU_WAIT_MS;
+		int st;
+
+		while (waitpid(cl.coord, &st, WNOHANG) == 0 &&
+		       wire_now_ms() < end)
+			usleep(20000);
+		if (kill(cl.coord, 0) == 0)
+			fail_msg("the coordinator did not stop");
+	}
+	cl.coord = 0;
+	if (shm_exists(pool))
+		fail_msg("pool %s of the killed local-0 left", pool);
+	assert_int_equal(pool_of("local-0", pool), 0);
+}
+
 /* ---- bad configs --------------------------------------------------------- */
 
 /* @M model path, @N cluster name, @C/@W endpoints. */
@@ -1187,6 +1223,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(kill9_restart_sweeps, teardown),
+		cmocka_unit_test_teardown(killed_local_swept, teardown),
 		cmocka_unit_test_teardown(ipc_endpoint_claimed, teardown),
 		cmocka_unit_test_teardown(good_config_binds, teardown),
 		cmocka_unit_test_teardown(bad_configs, teardown),
