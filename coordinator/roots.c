@@ -612,9 +612,15 @@ void roots_start(sched *s, req *r)
 	/* indexed now, a base once ready (no memory: just not indexed) */
 	if (cache && !pfx_add(s->index, e, e->tokens, e->n_tokens))
 		e->indexed = 1;
-	s->misses++; /* prefilled (partly, from a base) */
-	if (base)
-		s->partial_hits++;
+	/* a miss of the cache (prefilled, partly from a base): once a
+	 * request, and only for one that asked the cache (a bypassing one
+	 * never could hit it; a prefill again after its worker was lost is
+	 * the same miss) */
+	if (cache && !r->prefills) {
+		s->misses++;
+		if (base)
+			s->partial_hits++;
+	}
 	r->cache_hit = 0;
 	r->reused = shared;
 	r->prefilled += r->n_tokens - shared;
