@@ -231,11 +231,18 @@ void members_on_register(sched *s, const wire_msg *m, const Quorum__WorkerMsg *w
 		       "vocabulary differs from the coordinator's tokenizer");
 		return;
 	}
-	if (!g->has_block_tokens ||
-	    g->block_tokens != (uint32_t)s->c->kv.block_tokens ||
-	    !g->has_kv_dtype) {
+	if (!g->has_block_tokens || !g->has_kv_dtype) {
 		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST,
-		       "KV block size or dtype differs from the config");
+		       "KV block size or dtype missing");
+		return;
+	}
+	if (g->block_tokens != (uint32_t)s->c->kv.block_tokens) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "KV block size %u of the worker "
+			 "differs from the config's kv.block_tokens %d",
+			 g->block_tokens, s->c->kv.block_tokens);
+		members_reject(s, m, QUORUM__STATUS__STATUS_BAD_REQUEST, why);
 		return;
 	}
 	/* wire values are cfg_dtype's (= the pool's enum kv_dtype) */

@@ -1100,12 +1100,13 @@ static void worker_bad_model(void **state)
 
 /* The coordinator and the worker take their long options whole: a
  * prefix ("--conf" for --config) is refused naming the option it
- * starts, as are a missing --config and a stray argument, each with its
- * line before the usage (exit 2, nothing bound). */
+ * starts, as are a missing --config, a stray argument and a worker's
+ * host label of characters ids may not hold, each with its line before
+ * the usage (exit 2, nothing bound). */
 static void programs_usage(void **state)
 {
 	static const struct {
-		const char *prog, *args[3], *says;
+		const char *prog, *args[4], *says;
 	} rows[] = {
 		{"coordinator", {"--conf", "x.yaml", NULL},
 		 "coordinator: unknown option '--conf' (options are taken "
@@ -1119,14 +1120,18 @@ static void programs_usage(void **state)
 		{"worker", {"--conf", "x.yaml", NULL},
 		 "worker: unknown option '--conf' (options are taken whole: "
 		 "--config?)"},
+		/* a host label the coordinator would refuse, at once (it had
+		 * made a pool first) */
+		{"worker", {"--config", "x.yaml", "--host", "h@x"},
+		 "worker: bad --id or --host 'h@x'"},
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
-		char *argv[5] = {cu_bin(rows[i].prog)};
+		char *argv[6] = {cu_bin(rows[i].prog)};
 		run_res r;
 
-		for (int k = 0; k < 3 && rows[i].args[k]; k++)
+		for (int k = 0; k < 4 && rows[i].args[k]; k++)
 			argv[k + 1] = (char *)rows[i].args[k];
 		run(argv, 0, 0, &r);
 		if (!r.exited || r.status != 2 || !strstr(r.err, rows[i].says))

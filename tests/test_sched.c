@@ -1193,13 +1193,14 @@ static void reject_why(const char *ident, char *why, size_t len)
 	}
 }
 
-/* A worker whose KV dtype is not the config's is refused, naming both
- * (the config here: f32; Register.kv_dtype 2 is q8_0, 1 f16). */
+/* A worker whose KV dtype or block size is not the config's is refused,
+ * naming both (the config here: f32; Register.kv_dtype 2 is q8_0, 1
+ * f16). */
 static void kv_dtype_mismatch(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
 	fw q8, f16, ok;
-	char why[256];
+	char why[256], want[256];
 
 	(void)state;
 	worker_init(&q8, "Q", "q8", "h", 64, 4);
@@ -1214,6 +1215,22 @@ static void kv_dtype_mismatch(void **state)
 	reject_why("H", why, sizeof(why));
 	assert_string_equal(why, "KV dtype f16 of the worker differs from "
 			    "the config's kv.dtype f32");
+	/* a block size not the config's, named with it */
+	{
+		fw bs;
+		uint32_t keep;
+
+		worker_init(&bs, "B", "bs", "h", 64, 4);
+		keep = bs.env->block_tokens;
+		bs.env->block_tokens = keep * 2;
+		fw_register(s, &bs);
+		bs.env->block_tokens = keep;
+		reject_why("B", why, sizeof(why));
+		snprintf(want, sizeof(want), "KV block size %u of the worker "
+			 "differs from the config's kv.block_tokens %u",
+			 keep * 2, keep);
+		assert_string_equal(why, want);
+	}
 	worker_init(&ok, "K", "ok", "h", 64, 4);
 	fw_register(s, &ok);
 	reject_why("K", why, sizeof(why));

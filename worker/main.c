@@ -124,10 +124,13 @@ int main(int argc, char **argv)
 		hostbuf[sizeof(hostbuf) - 1] = '\0';
 		host = hostbuf;
 	}
-	if (!wire_name_ok(id, WK_ID_MAX) || strlen(host) >= WK_HOST_MAX ||
-	    !*host) {
-		fprintf(stderr, "worker: bad --id or --host (letters, digits, "
-			"'_', '-', '.'; id up to %d bytes)\n", WK_ID_MAX - 1);
+	/* the coordinator's rule for both (members.c), said here at once:
+	 * a host label it would refuse had made a pool first */
+	if (!wire_name_ok(id, WK_ID_MAX) || !wire_name_ok(host, WK_HOST_MAX)) {
+		fprintf(stderr, "worker: bad --id or --host '%s' (letters, "
+			"digits, '_', '-', '.'; id up to %d bytes, host up to "
+			"%d)\n", wire_name_ok(id, WK_ID_MAX) ? host : id,
+			WK_ID_MAX - 1, WK_HOST_MAX - 1);
 		return 2;
 	}
 	/* --connect by the config's rule (cfg_load checks the config's) */
