@@ -433,6 +433,13 @@ static const struct ecase ecases[] = {
 	  BASE "coordinator: {worker_endpoint: \"tcp://127.0.0.1:7700\"}\n",
 	  QERR_RANGE, "3:32", "coordinator.worker_endpoint must differ from "
 	  "client_endpoint"),
+	/* one port under two spellings, one of them every address: the
+	 * second bind had failed only at start */
+	E("same_port_any_address",
+	  BASE "coordinator: {worker_endpoint: \"tcp://0.0.0.0:7700\"}\n",
+	  QERR_RANGE, "3:32", "coordinator.worker_endpoint must differ from "
+	  "client_endpoint ('tcp://127.0.0.1:7700'; a port bound on every "
+	  "address"),
 	E("curve_without_anything", BASE "security:\n  curve: true\n",
 	  QERR_MISSING, "4:10",
 	  "security.curve is true but security.server_public_key_file is not set"),

@@ -1032,6 +1032,35 @@ int cfg_endpoint_check(const char *what, const char *ep)
 	return QERR_OK;
 }
 
+/* Two tcp:// endpoints one port cannot serve: the same port on the same
+ * host, or on any host where one binds every address ("0.0.0.0", "*",
+ * "[::]"), which the second bind finds in use. */
+static bool tcp_same_port(const char *a, const char *b)
+{
+	const char *pa, *pb, *ca, *cb;
+	size_t ha, hb;
+
+	if (strncmp(a, "tcp://", 6) || strncmp(b, "tcp://", 6))
+		return false;
+	a += 6;
+	b += 6;
+	if (!(ca = strrchr(a, ':')) || !(cb = strrchr(b, ':')) ||
+	    strcmp(ca, cb))
+		return false;
+	ha = (size_t)(ca - a);
+	hb = (size_t)(cb - b);
+	for (int k = 0; k < 2; k++) {
+		pa = k ? b : a;
+		if ((k ? hb : ha) == 1 && pa[0] == '*')
+			return true;
+		if (((k ? hb : ha) == 7 && !memcmp(pa, "0.0.0.0", 7)) ||
+		    ((k ? hb : ha) == 4 && !memcmp(pa, "[::]", 4)))
+			return true;
+	}
+	pb = b;
+	return ha == hb && !memcmp(a, pb, ha);
+}
+
 /* HOST:PORT, HOST an IPv4 address or [IPv6], PORT 0..65535 in decimal. */
 static bool listen_ok(const char *s, size_t len)
 {
@@ -1376,14 +1405,17 @@ static int cross_checks(ctx *x)
 			    c->heartbeat.reconnect_min_ms);
 	}
 	if (!strcmp(c->coordinator.client_endpoint,
-		    c->coordinator.worker_endpoint)) {
+		    c->coordinator.worker_endpoint) ||
+	    tcp_same_port(c->coordinator.client_endpoint,
+			  c->coordinator.worker_endpoint)) {
 		const node *n = at(x, "coordinator", "worker_endpoint");
 
 		if (n == x->root)
 			n = at(x, "coordinator", "client_endpoint");
 		return nerr(x, n, QERR_RANGE,
 			    "coordinator.worker_endpoint must differ from "
-			    "client_endpoint ('%s')",
+			    "client_endpoint ('%s'; a port bound on every "
+			    "address, 0.0.0.0 or *, is each address's)",
 			    c->coordinator.client_endpoint);
 	}
 	if (s->curve) {
