@@ -251,9 +251,18 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (cfg_load(config, &c) ||
-	    load_vocab(c->model.path, &t, &ctx_len, &so.fingerprint) ||
-	    prompt_style_resolve(t, c->prompt.template_name, c->prompt.think,
+	if (cfg_load(config, &c)) {
+		fprintf(stderr, "coordinator: %s\n", qerr_detail());
+		goto out;
+	}
+	/* the model the config names: its key said (a relative path is
+	 * the config's directory's, as cfg_load resolved it) */
+	if (load_vocab(c->model.path, &t, &ctx_len, &so.fingerprint)) {
+		fprintf(stderr, "coordinator: %s: model.path: %s\n", config,
+			qerr_detail());
+		goto out;
+	}
+	if (prompt_style_resolve(t, c->prompt.template_name, c->prompt.think,
 				 &pst)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
 		goto out;

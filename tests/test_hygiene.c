@@ -912,7 +912,8 @@ static void remove_bad_model(const char *path)
 		rmdir(path);
 }
 
-/* The coordinator itself refuses a bad model at start. */
+/* The coordinator itself refuses a bad model at start, in one line that
+ * names the model, the config and the key that named it. */
 static void coordinator_bad_model(void **state)
 {
 	char mpath[PATH_MAX + 64], cpath[PATH_MAX + 64], name[32];
@@ -955,10 +956,13 @@ static void coordinator_bad_model(void **state)
 				 bad_models[i].name,
 				 r.exited ? "exited" : "did not exit",
 				 r.status, r.err);
+		/* one line naming the model, the config and its key */
 		if (count_lines(r.err) != 1 || !strstr(r.err, mpath) ||
-		    strncmp(r.err, "coordinator: ", 13))
-			fail_msg("%s: want one line naming %s:\n%s",
-				 bad_models[i].name, mpath, r.err);
+		    strncmp(r.err, "coordinator: ", 13) ||
+		    !strstr(r.err, cpath) || !strstr(r.err, ": model.path: "))
+			fail_msg("%s: want one line naming %s, %s and "
+				 "model.path:\n%s", bad_models[i].name, mpath,
+				 cpath, r.err);
 		if (r.bound || r.shm_made || !port_free(port))
 			fail_msg("%s: bound or made shm", bad_models[i].name);
 		remove_bad_model(mpath);
