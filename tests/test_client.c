@@ -808,13 +808,15 @@ static void test_empty_question(void **state)
 static void test_no_coordinator(void **state)
 {
 	int port = closed_port();
-	char want[128];
+	char want[256];
 	run_out r = run("ask --endpoint tcp://127.0.0.1:%d --timeout 0.3 "
 			"--retries 1 'what is 6*7?'", port);
 
 	(void)state;
 	snprintf(want, sizeof(want), "no reply from tcp://127.0.0.1:%d within "
-		 "0.6s (is the coordinator running?)", port);
+		 "0.6s (is the coordinator running?); a coordinator with CURVE "
+		 "on answers no client without its keys (--server-key, "
+		 "--client-key)", port);
 	assert_int_equal(r.rc, 1);
 	assert_has(r.err, want);
 	assert_true(r.secs < 3.0);

@@ -128,6 +128,15 @@ const char *client_endpoint(const client *c)
 	return c->endpoint;
 }
 
+void client_no_reply(char *buf, size_t cap, const char *endpoint,
+		     double secs, int curve)
+{
+	snprintf(buf, cap, "no reply from %s within %gs (is the coordinator "
+		 "running?)%s", endpoint, secs, curve ? "" :
+		 "; a coordinator with CURVE on answers no client without "
+		 "its keys (--server-key, --client-key)");
+}
+
 size_t client_dropped(const client *c)
 {
 	return c->dropped;

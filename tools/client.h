@@ -55,6 +55,13 @@ void client_free(client **c);
 
 const char *client_endpoint(const client *c);
 
+/* The words of a call that got no reply: "no reply from ENDPOINT within
+ * SECSs (is the coordinator running?)", and without CURVE keys (curve 0)
+ * that a coordinator with CURVE on answers no client without them (it
+ * stays silent, docs/security.md); into buf. */
+void client_no_reply(char *buf, size_t cap, const char *endpoint,
+		     double secs, int curve);
+
 /* A random non-zero 64-bit request id (getrandom; time and pid mix in
  * when that fails). */
 uint64_t client_request_id(void);

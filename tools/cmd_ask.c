@@ -284,9 +284,9 @@ static int ask_one(const ask_opts *o, const char *q, size_t qlen)
 		goto out;
 	}
 	if (!r) {
-		snprintf(msg, sizeof(msg), "no reply from %s within %gs (is the "
-			 "coordinator running?)", o->endpoint,
-			 o->timeout_ms * (o->retries + 1) / 1e3);
+		client_no_reply(msg, sizeof(msg), o->endpoint,
+				o->timeout_ms * (o->retries + 1) / 1e3,
+				o->server_key != NULL);
 		fprintf(stderr, "quorum ask: %s\n", msg);
 		if (o->json)
 			print_json(o, req.request_id, ASK_NO_REPLY, msg, NULL);
@@ -472,9 +472,9 @@ static int ask_file(const ask_opts *o)
 			: "out of memory");
 		goto cleanup;
 	}
-	snprintf(msg, sizeof(msg), "no reply from %s within %gs (is the "
-		 "coordinator running?)", o->endpoint,
-		 o->timeout_ms * (o->retries + 1) / 1e3);
+	client_no_reply(msg, sizeof(msg), o->endpoint,
+			o->timeout_ms * (o->retries + 1) / 1e3,
+			o->server_key != NULL);
 	if (tty && n)
 		qset_progress(0, n, 0);
 	for (;;) {

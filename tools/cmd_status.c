@@ -166,9 +166,9 @@ int cmd_status(int argc, char **argv)
 		goto out;
 	}
 	if (!r) {
-		snprintf(msg, sizeof(msg), "no reply from %s within %gs (is the "
-			 "coordinator running?)", endpoint,
-			 timeout_ms * (retries + 1) / 1e3);
+		client_no_reply(msg, sizeof(msg), endpoint,
+				timeout_ms * (retries + 1) / 1e3,
+				server_key != NULL);
 		fprintf(stderr, "quorum status: %s\n", msg);
 		if (json)
 			print_json(endpoint, "NO_REPLY", msg, NULL);
