@@ -2853,6 +2853,67 @@ static void *hostile_client(void *arg)
 	return NULL;
 }
 
+/* raw bytes sent as they are on one connection, its reply read until the
+ * server closes it (or the hang guard) */
+static hresp raw_http(const char *req)
+{
+	hresp r = {.code = -1};
+	int s = connect_port(gw_port);
+
+	if (s < 0) {
+		r.head = strdup("");
+		r.body = strdup("");
+		return r;
+	}
+	send_all(s, req, strlen(req));
+	read_resp(s, &r);
+	close(s);
+	return r;
+}
+
+/* A request whose body's framing the gateway cannot trust gets one reply
+ * and the connection closed (RFC 9112 6.3, 5.1): a Transfer-Encoding
+ * other than chunked (it had hung until the timeout, no reply), both
+ * Transfer-Encoding and Content-Length, and a header name with a space
+ * ("Content-Length : N", whose length the framing ignored, so that the
+ * body, a second request, was answered too: smuggled). */
+static void test_body_framing(void **state)
+{
+	char smuggled[128], req[512];
+	hresp r;
+
+	(void)state;
+	r = raw_http("GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+		     "gzip\r\n\r\n");
+	assert_int_equal(r.code, 501);
+	assert_non_null(strstr(r.body, "Transfer-Encoding 'gzip' is not "
+				       "supported"));
+	assert_non_null(strcasestr(r.head, "Connection: close"));
+	hresp_free(&r);
+	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
+		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		 "application/json\r\nContent-Length: 5\r\nTransfer-Encoding: "
+		 "chunked\r\n\r\n0\r\n\r\n", KEY);
+	r = raw_http(req);
+	assert_int_equal(r.code, 400);
+	assert_non_null(strstr(r.body, "both Transfer-Encoding and "
+				       "Content-Length"));
+	hresp_free(&r);
+	snprintf(smuggled, sizeof(smuggled), "GET /v1/models HTTP/1.1\r\nHost: "
+		 "x\r\nAuthorization: Bearer %s\r\n\r\n", KEY);
+	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
+		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		 "application/json\r\nContent-Length : %zu\r\n\r\n%s", KEY,
+		 strlen(smuggled), smuggled);
+	r = raw_http(req);
+	assert_int_equal(r.code, 400);
+	assert_non_null(strstr(r.body, "a header name holds whitespace"));
+	/* one reply: the smuggled request's never came */
+	assert_null(strstr(r.body, "HTTP/1.1"));
+	assert_null(strstr(r.body, "\"object\":\"list\""));
+	hresp_free(&r);
+}
+
 /* 16 concurrent 1 MB bodies of {"junk":[{},{},...]}: each refused by
  * the JSON pre-scan (413) before jansson builds anything; the gateway's
  * peak RSS stays under 200 MB and its RSS returns near its idle size. */
@@ -3695,6 +3756,7 @@ int main(void)
 		cmocka_unit_test(test_slow_headers),
 		cmocka_unit_test(test_slow_body),
 		cmocka_unit_test(test_hostile_bodies),
+		cmocka_unit_test(test_body_framing),
 		cmocka_unit_test(test_cancel_plain),
 		cmocka_unit_test(test_coordinator_down),
 		cmocka_unit_test(test_stream_fails_midway),

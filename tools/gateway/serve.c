@@ -75,6 +75,22 @@ static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
+/* A header name with whitespace in it ("Content-Length : 5"), which
+ * libmicrohttpd keeps as another header, so that its framing ignored
+ * the length and the body ran as the next request (RFC 9112 5.1: a
+ * request to refuse). */
+static enum MHD_Result spaced_key(void *cls, enum MHD_ValueKind kind,
+				  const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (key && strpbrk(key, " \t")) {
+		*(int *)cls = 1;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 /* 1 when the Content-Type is application/json (parameters such as
  * charset allowed). */
 static int body_is_json(struct MHD_Connection *mc)
@@ -112,6 +128,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 				 &rid_next, 1, __ATOMIC_RELAXED));
 		ep = http_route(url, method, &post);
 		cn->ep = ep < 0 ? -1 - ep : ep;
+		{
+			/* a body framed otherwise than by Content-Length or
+			 * chunked would never end: refused, the connection
+			 * closed (RFC 9112 6.3; it had hung until the
+			 * timeout); both at once are a smuggler's framing */
+			const char *te = MHD_lookup_connection_value(
+				mc, MHD_HEADER_KIND, "Transfer-Encoding");
+
+			if (te && strcasecmp(te, "chunked")) {
+				char msg[160];
+
+				cn->close = 1;
+				snprintf(msg, sizeof(msg), "Transfer-Encoding "
+					 "'%.60s' is not supported (only "
+					 "chunked)", te);
+				return http_send_err(mc, cn, 501, msg, NULL,
+						     "not_implemented");
+			}
+			if (te && MHD_lookup_connection_value(
+				    mc, MHD_HEADER_KIND, "Content-Length")) {
+				cn->close = 1;
+				return http_send_err(mc, cn, 400, "both "
+						     "Transfer-Encoding and "
+						     "Content-Length", NULL,
+						     "invalid_request_error");
+			}
+		}
+		{
+			int spaced = 0;
+
+			MHD_get_connection_values(mc, MHD_HEADER_KIND,
+						  spaced_key, &spaced);
+			if (spaced) {
+				cn->close = 1;
+				return http_send_err(mc, cn, 400, "a header "
+						     "name holds whitespace",
+						     NULL,
+						     "invalid_request_error");
+			}
+		}
 		switch (conns_over(mc)) {
 		case CONNS_OVER_IP: {
 			char msg[160];
