@@ -871,6 +871,27 @@ static void test_file_no_coordinator(void **state)
 	unlink(path);
 }
 
+/* A --file that cannot be read (a directory) is a failure said in words,
+ * never an empty success: ask, vote (they had exited 0 with no
+ * results; vote without a word). */
+static void test_file_unreadable(void **state)
+{
+	run_out r;
+
+	(void)state;
+	r = run("ask --file %s --endpoint tcp://127.0.0.1:%d --timeout 0.3 "
+		"--retries 0", tu_tmpdir(), closed_port());
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "reading ");
+	assert_has(r.err, "Is a directory");
+	run_free(&r);
+	r = run("vote --file %s", tu_tmpdir());
+	assert_int_equal(r.rc, 1);
+	assert_has(r.err, "quorum vote: reading ");
+	assert_has(r.err, "Is a directory");
+	run_free(&r);
+}
+
 /* ---- against the fake coordinator -------------------------------------- */
 
 static void test_ask_text(void **state)
@@ -2177,6 +2198,7 @@ int main(void)
 		cmocka_unit_test(test_keygen_api_key),
 		cmocka_unit_test(test_no_coordinator),
 		cmocka_unit_test(test_file_no_coordinator),
+		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test_setup_teardown(test_ask_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_stdin, setup, teardown),

@@ -353,6 +353,11 @@ int cmd_vote(int argc, char **argv)
 		}
 		json_decref(o);
 	}
+	if (ferror(in)) {
+		/* a directory, an I/O error: said, and no success */
+		fprintf(stderr, "quorum vote: reading %s: %m\n", file);
+		rc = 1;
+	}
 	free(line);
 	if (in != stdin)
 		fclose(in);

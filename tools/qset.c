@@ -125,7 +125,7 @@ static int parse_line(const char *cmd, const char *fname, long lineno,
 }
 
 /* Reads the whole input; items in input order. Returns -1 if the file
- * cannot be read; *n_bad counts malformed lines. */
+ * cannot be opened or read; *n_bad counts malformed lines. */
 int qset_read(const char *cmd, const char *fname, qset_item **out,
 	      size_t *n_out, size_t *n_bad)
 {
@@ -169,8 +169,18 @@ int qset_read_upto(const char *cmd, const char *fname, size_t limit,
 		else
 			n++;
 	}
-	if (ferror(f))
+	if (ferror(f)) {
+		/* a directory, an I/O error: no set, not an empty one (it
+		 * had exited 0 with no results) */
 		fprintf(stderr, "quorum %s: reading %s: %m\n", cmd, fname);
+		free(line);
+		if (f != stdin)
+			fclose(f);
+		qset_free(items, n);
+		*out = NULL;
+		*n_out = 0;
+		return -1;
+	}
 	free(line);
 	if (f != stdin)
 		fclose(f);

@@ -32,7 +32,7 @@ typedef struct qset_item {
 
 /* Reads fname ('-' = stdin) into *out (input order). Messages name cmd
  * ("quorum CMD: FILE:LINE: why (skipped)"). -1 when the file cannot be
- * opened; *n_bad counts malformed lines. */
+ * opened or read (a directory); *n_bad counts malformed lines. */
 int qset_read(const char *cmd, const char *fname, qset_item **out,
 	      size_t *n_out, size_t *n_bad);
 /* The same, reading no further than the first limit questions (lines
