@@ -793,13 +793,23 @@ static void test_keygen_api_key(void **state)
 	unlink(path);
 }
 
+/* An empty question, or one of whitespace alone, is a usage error (2),
+ * said before anything is sent or run (a blank one had been answered). */
 static void test_empty_question(void **state)
 {
 	run_out r = run("ask - </dev/null");
 
 	(void)state;
-	assert_int_equal(r.rc, 1);
+	assert_int_equal(r.rc, 2);
 	assert_has(r.err, "the question is empty");
+	run_free(&r);
+	r = run("ask --endpoint tcp://127.0.0.1:%d ' \t '", closed_port());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "the question is empty (or only whitespace)");
+	run_free(&r);
+	r = run("run --model %s/models/arith.gguf '   '", tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "the question is empty (or only whitespace)");
 	run_free(&r);
 }
 

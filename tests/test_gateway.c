@@ -1913,6 +1913,12 @@ static const struct bad_case {
 	 "must be a JSON object"},
 	{"no_messages", "/v1/chat/completions", "{}", 400, "messages",
 	 "'messages' is required"},
+	/* whitespace alone is no question (it had been answered) */
+	{"blank_question", "/v1/chat/completions",
+	 "{\"messages\":[{\"role\":\"user\",\"content\":\"  \\n \"}]}", 400,
+	 "messages", "the question is empty (or only whitespace)"},
+	{"blank_prompt", "/v1/completions", "{\"prompt\":\"\\t \"}", 400,
+	 "prompt", "the question is empty (or only whitespace)"},
 	{"unknown_role", "/v1/chat/completions",
 	 "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", 400,
 	 "messages", "unknown role 'wizard'"},

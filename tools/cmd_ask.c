@@ -17,6 +17,7 @@
 #include "sc/stop.h"
 #include "qset.h"
 #include "sc/vote.h"
+#include "text/strbuf.h"
 #include "text/prompt.h"
 
 #define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
@@ -809,9 +810,9 @@ int cmd_ask(int argc, char **argv)
 			goto done;
 		}
 	}
-	if (!qlen) {
-		fprintf(stderr, "quorum ask: the question is empty\n");
-		rc = 1;
+	if (text_blank(q, qlen)) {
+		rc = cli_usage_error("ask", "the question is empty (or only "
+				     "whitespace)");
 		goto done;
 	}
 	rc = ask_one(&o, q, qlen);

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "kernels/kern.h"
 #include "infer/model.h"
+#include "text/strbuf.h"
 #include "text/prompt.h"
 #include "qset.h"
 #include "qerr.h"
@@ -790,8 +791,9 @@ int cmd_run(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (!*question) {
-		fprintf(stderr, "quorum run: the question is empty\n");
+	if (text_blank(question, strlen(question))) {
+		rc = cli_usage_error("run", "the question is empty (or only "
+				     "whitespace)");
 		goto out;
 	}
 	if (load_inputs(shots_file, &shots, &n_shots, mpath, &m, &t, tmpl,

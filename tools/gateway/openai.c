@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/strbuf.h"
 #include "tools/client.h"
 #include "net/wire.h"
 #include "qerr.h"
@@ -1080,9 +1081,9 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		 : parse_prompt(json_object_get(o, "prompt"), r, msg, cap,
 				param))
 		goto out;
-	if (!r->qlen) {
+	if (text_blank(r->question, r->qlen)) {
 		bad(msg, cap, param, chat ? "messages" : "prompt",
-		    "the question is empty");
+		    "the question is empty (or only whitespace)");
 		goto out;
 	}
 	r->choices = 1;
