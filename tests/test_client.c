@@ -902,6 +902,36 @@ static void test_file_unreadable(void **state)
 	run_free(&r);
 }
 
+/* eval-set refuses an option of the mode it does not run (it had dropped
+ * it: a q8_0 run reported as the cluster's, key files never read). */
+static void test_evalset_mode_options(void **state)
+{
+	run_out r;
+
+	(void)state;
+	r = run("eval-set --endpoint tcp://127.0.0.1:%d --file /dev/null "
+		"--kv-type q8_0", closed_port());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "--kv-type runs in-process only");
+	run_free(&r);
+	r = run("eval-set --endpoint tcp://127.0.0.1:%d --file /dev/null "
+		"--threads 1", closed_port());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "--threads runs in-process only");
+	run_free(&r);
+	r = run("eval-set --model %s/models/arith.gguf --file /dev/null "
+		"--timeout 5", tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "--timeout is for --endpoint");
+	run_free(&r);
+	r = run("eval-set --model %s/models/arith.gguf --file /dev/null "
+		"--server-key /nonexistent --client-key /nonexistent",
+		tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "--server-key is for --endpoint");
+	run_free(&r);
+}
+
 /* ---- against the fake coordinator -------------------------------------- */
 
 static void test_ask_text(void **state)
@@ -2209,6 +2239,7 @@ int main(void)
 		cmocka_unit_test(test_no_coordinator),
 		cmocka_unit_test(test_file_no_coordinator),
 		cmocka_unit_test(test_file_unreadable),
+		cmocka_unit_test(test_evalset_mode_options),
 		cmocka_unit_test_setup_teardown(test_ask_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_stdin, setup, teardown),

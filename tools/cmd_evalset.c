@@ -633,6 +633,7 @@ int cmd_evalset(int argc, char **argv)
 	sampflags sf;
 	const char *stop_arg;
 	int ns[EVS_MAX_NS] = {1, 3, 8, 16, 32}, k = 5, json = 0, prefix = 0;
+	int kv_given = 0, threads_given = 0, timeout_given = 0;
 	int c, rc = 1, tty = isatty(2), sk;
 	const char *file = NULL, *outpath = NULL, *shots_file = NULL;
 	long lv, limit = -1;
@@ -679,6 +680,7 @@ int cmd_evalset(int argc, char **argv)
 				     &lv))
 				return 2;
 			v.timeout_ms = (int)lv * 1000;
+			timeout_given = 1;
 			break;
 		case 'l':
 			if (cli_long("eval-set", "--limit", optarg, 1,
@@ -690,12 +692,14 @@ int cmd_evalset(int argc, char **argv)
 				     &lv))
 				return 2;
 			v.ep.n_threads = (int)lv;
+			threads_given = 1;
 			break;
 		case 'Y':
 			if ((v.ep.kv_dtype = kv_dtype_from_name(optarg)) < 0)
 				return cli_usage_error("eval-set", "unknown KV "
 						       "type '%s' (f16, f32, "
 						       "q8_0)", optarg);
+			kv_given = 1;
 			break;
 		case 'h': help(&sf); return 0;
 		default: return cli_usage_error("eval-set", "bad option");
@@ -726,6 +730,19 @@ int cmd_evalset(int argc, char **argv)
 	if (v.endpoint && v.p.filter_warmup)
 		return cli_usage_error("eval-set", "--conf-filter runs "
 				       "in-process only (not with --endpoint)");
+	/* an option of the other mode is refused, not dropped: a run of
+	 * another KV type, or keys never read, would pass for the one
+	 * asked */
+	if (v.endpoint && (kv_given || threads_given))
+		return cli_usage_error("eval-set", "%s runs in-process only "
+				       "(with --endpoint the cluster's config "
+				       "decides)", kv_given ? "--kv-type"
+							    : "--threads");
+	if (v.mpath && (timeout_given || v.server_key || v.client_key))
+		return cli_usage_error("eval-set", "%s is for --endpoint (not "
+				       "with --model)", timeout_given
+				       ? "--timeout" : v.server_key
+				       ? "--server-key" : "--client-key");
 	/* the first --limit problems: a malformed line past them is no
 	 * part of the set scored (it had refused the run) */
 	if (qset_read_upto("eval-set", file,
