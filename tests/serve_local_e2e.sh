@@ -227,6 +227,14 @@ rc=$?
 check "--listen with port 99999: usage error (exit 2, got $rc)" test $rc = 2
 check "--listen with port 99999: names the flag" \
 	grep -q "\-\-listen 127.0.0.1:99999: not HOST:PORT" "$tmp/bad6.log"
+# the config's rule, checked here (a port with a leading zero had passed
+# the command line and failed under the private config, exit 1)
+TMPDIR=$tmp "$Q" serve --model "$MODEL" --listen 127.0.0.1:08080 \
+	>"$tmp/bad7.log" 2>&1
+rc=$?
+check "--listen with port 08080: usage error (exit 2, got $rc)" test $rc = 2
+check "--listen with port 08080: names the flag, no private config" \
+	sh -c "grep -q '\-\-listen 127.0.0.1:08080: not HOST:PORT' '$tmp/bad7.log' && ! grep -q 'cluster.yaml' '$tmp/bad7.log'"
 # an address in use: said at once, nothing started
 port=$(free_port)
 $PY -c 'import socket,sys,time

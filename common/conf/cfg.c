@@ -1085,6 +1085,15 @@ static bool listen_ok(const char *s, size_t len)
 	return inet_pton(AF_INET, host, addr) == 1;
 }
 
+int cfg_listen_check(const char *what, const char *s)
+{
+	if (!s || !listen_ok(s, strlen(s)))
+		return qerr_fail(QERR_FORMAT, "%s: '%.*s' is not HOST:PORT (an "
+				 "IPv4 address or [IPv6], port 0..65535)",
+				 what, 80, s ? s : "(null)");
+	return QERR_OK;
+}
+
 /* Parses value v of field f into the cfg. */
 static int set_field(ctx *x, const field *f, const node *v)
 {

@@ -315,6 +315,10 @@ void cfg_dump(const cfg *c, FILE *f);
  * elsewhere (worker --connect): QERR_FORMAT with a detail naming what and
  * ep when ep breaks it. */
 int cfg_endpoint_check(const char *what, const char *ep);
+/* The config's rule on http.listen (HOST:PORT, an IPv4 address or [IPv6],
+ * the port in decimal without leading zeros) for one given elsewhere
+ * (serve --listen): QERR_FORMAT naming what and s when s breaks it. */
+int cfg_listen_check(const char *what, const char *s);
 
 /* "f32" / "f16" ("?" otherwise). */
 const char *cfg_dtype_name(cfg_dtype t);

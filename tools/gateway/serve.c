@@ -516,7 +516,10 @@ int cmd_serve(int argc, char **argv)
 		return cli_usage_error("serve", "--endpoint goes with --config "
 				       "(with --model the gateway talks to the "
 				       "cluster it starts)");
-	if (listen_at && parse_listen(listen_at, &sa, &salen))
+	/* the config's rule (its check had refused what this one took:
+	 * "127.0.0.1:08080", under a private config the user never wrote) */
+	if (listen_at && (cfg_listen_check("--listen", listen_at) ||
+			  parse_listen(listen_at, &sa, &salen)))
 		return cli_usage_error("serve", "--listen %s: not HOST:PORT (an "
 				       "IPv4 address or [IPv6] one, a port "
 				       "0..65535)", listen_at);
