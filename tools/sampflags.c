@@ -123,7 +123,8 @@ static const struct {
 	[SC_S_TOP_LOGPROBS] = {"top-logprobs", "K", "with each token's "
 			       "log-probability its K most likely "
 			       "alternatives, 0..20 (JSON output only: "
-			       "logprobs[].top_logprobs; implies --logprobs)"},
+			       "logprobs[].top_logprobs; K >= 1 implies "
+			       "--logprobs)"},
 	[SC_S_MODE] = {"mode", "M", "reset | paged | batched"},
 	[SC_S_CONF_WINDOW] = {"conf-window", "W", "tokens per "
 			      "group-confidence window"},

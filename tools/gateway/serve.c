@@ -361,7 +361,7 @@ static void help(void)
 	       "TLS is left to a reverse proxy.\n\n"
 	       "options:\n"
 	       "  --model FILE     serve this GGUF model with a cluster of its\n"
-	       "                   own (default 127.0.0.1:8080)\n"
+	       "                   own (on 127.0.0.1:8080 unless --listen)\n"
 	       "  --workers K      with --model: local workers (default 1)\n"
 	       "  --threads T      with --model: threads per worker (default 2)\n"
 	       "  --config FILE    cluster configuration (a running cluster)\n"
