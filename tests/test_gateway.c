@@ -2882,7 +2882,9 @@ static hresp raw_http(const char *req)
  * other than chunked (it had hung until the timeout, no reply), both
  * Transfer-Encoding and Content-Length, and a header name with a space
  * ("Content-Length : N", whose length the framing ignored, so that the
- * body, a second request, was answered too: smuggled). */
+ * body, a second request, was answered too: smuggled); a key with
+ * trailing whitespace is the key; a 405 of a GET endpoint allows HEAD
+ * too. */
 static void test_body_framing(void **state)
 {
 	char smuggled[128], req[512];
@@ -2917,6 +2919,19 @@ static void test_body_framing(void **state)
 	/* one reply: the smuggled request's never came */
 	assert_null(strstr(r.body, "HTTP/1.1"));
 	assert_null(strstr(r.body, "\"object\":\"list\""));
+	hresp_free(&r);
+	/* the key's trailing whitespace is no part of it (RFC 9110 5.5) */
+	snprintf(req, sizeof(req), "GET /v1/models HTTP/1.1\r\nHost: x\r\n"
+		 "Authorization: Bearer %s  \r\nConnection: close\r\n\r\n",
+		 KEY);
+	r = raw_http(req);
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	/* a GET endpoint's 405 names HEAD too, which it serves */
+	r = raw_http("POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0"
+		     "\r\nConnection: close\r\n\r\n");
+	assert_int_equal(r.code, 405);
+	assert_non_null(strcasestr(r.head, "Allow: GET, HEAD"));
 	hresp_free(&r);
 }
 

@@ -31,9 +31,12 @@ int auth_key(struct MHD_Connection *mc)
 	if (!h || strncasecmp(h, "Bearer ", 7))
 		return AUTH_NONE;
 	h += 7;
-	while (*h == ' ')
+	while (*h == ' ' || *h == '\t')
 		h++;
 	hl = strlen(h);
+	/* the field's trailing whitespace is no part of it (RFC 9110 5.5) */
+	while (hl && (h[hl - 1] == ' ' || h[hl - 1] == '\t'))
+		hl--;
 	for (size_t i = 0; i < n_keys; i++) {
 		const char *k = keys[i];
 		size_t kl = strlen(k);

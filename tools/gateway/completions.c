@@ -213,13 +213,8 @@ static enum MHD_Result start(struct MHD_Connection *mc, gwconn *cn)
 	const char *param;
 	gwjob *j;
 
-	if (cn->too_big) {
-		snprintf(msg, sizeof(msg), "the body is larger than "
-			 "http.max_body_bytes (%lld bytes)",
-			 (long long)gw.c->http.max_body_bytes);
-		return http_send_err(mc, cn, 413, msg, NULL,
-				     "request_too_large");
-	}
+	if (cn->too_big)
+		return http_too_big(mc, cn);
 	{
 		size_t nv, depth;
 

@@ -80,6 +80,16 @@ void http_log(void *cls, const char *fmt, va_list ap)
 		line[0] && line[strlen(line) - 1] == '\n' ? "" : "\n");
 }
 
+enum MHD_Result http_too_big(struct MHD_Connection *mc, gwconn *cn)
+{
+	char msg[128];
+
+	snprintf(msg, sizeof(msg), "the body is larger than "
+		 "http.max_body_bytes (%lld bytes)",
+		 (long long)gw.c->http.max_body_bytes);
+	return http_send_err(mc, cn, 413, msg, NULL, "request_too_large");
+}
+
 enum MHD_Result http_take_body(gwconn *cn, const char *upload,
 			       size_t *upload_size)
 {

@@ -45,6 +45,8 @@ enum MHD_Result http_close_on_purpose(void);
 ssize_t http_stream_gone(void);
 void http_log(void *cls, const char *fmt, va_list ap);
 
+/* The 413 of a body over http.max_body_bytes (its one wording). */
+enum MHD_Result http_too_big(struct MHD_Connection *mc, gwconn *cn);
 /* Appends an upload chunk to cn's body (*upload_size set to 0). A body
  * over http.max_body_bytes is dropped and cn->too_big set; MHD_NO only
  * when out of memory. */

@@ -197,7 +197,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 
 			snprintf(msg, sizeof(msg), "%s needs %s",
 				 http_ep_name[cn->ep], post ? "POST" : "GET");
-			cn->allow = post ? "POST" : "GET";
+			cn->allow = post ? "POST" : "GET, HEAD";
 			return http_send_err(mc, cn, 405, msg, NULL,
 					     "method_not_allowed");
 		}
