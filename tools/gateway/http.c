@@ -71,7 +71,9 @@ void http_log(void *cls, const char *fmt, va_list ap)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	if (closing_on_purpose &&
 	    (strstr(line, "Application reported internal error") ||
-	     strstr(line, "application reported error generating data"))) {
+	     strstr(line, "application reported error generating data") ||
+	     /* a chunked (HTTP/1.1) stream's, libmicrohttpd 0.9.75 */
+	     strstr(line, "application error generating response"))) {
 		closing_on_purpose = 0;
 		return;
 	}
