@@ -4,6 +4,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,19 @@ static int load_vocab(const char *path, tok **t, int *ctx_len,
 	*fp = gguf_fingerprint(g);
 	gguf_close(&g);
 	return QERR_OK;
+}
+
+/* A local worker killed at shutdown (it did not stop in time) could not
+ * unlink its KV pool: the pool it registered with goes here, or it stays
+ * in /dev/shm until a worker of its id starts again. It is dead (killed
+ * and reaped), so the name is nobody's. */
+static void unlink_killed_pool(void *ctx, const char *id)
+{
+	const char *pool = sched_worker_pool(ctx, id);
+
+	if (pool && !shm_unlink(pool))
+		fprintf(stderr, "coordinator: worker %s killed; removed its "
+			"pool %s\n", id, pool);
 }
 
 static int worker_path(char *buf, size_t cap)
@@ -327,7 +341,7 @@ int main(int argc, char **argv)
 	so.clients = clients;
 	so.workers = workers;
 	if (sched_new(&so, &s) ||
-	    proc_new(wpath, cpath, host, c->cluster.name, c->workers.local,
+	    proc_new(wpath, cpath, host, c->workers.local,
 		     c->heartbeat.reconnect_min_ms,
 		     c->heartbeat.reconnect_max_ms, &ps)) {
 		fprintf(stderr, "coordinator: %s\n", qerr_detail());
@@ -387,7 +401,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: client socket closed after "
 			"%lld ms of drain\n", (long long)(wire_now_ms() - t0));
 	}
-	proc_stop_all(ps, 5000);
+	proc_stop_all(ps, 5000, unlink_killed_pool, s);
 	rc = stop_flag ? 0 : 1;
 out:
 	sched_free(&s);

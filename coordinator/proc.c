@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "qerr.h"
-#include "net/poolname.h"
 #include "net/wire.h"
 
 extern char **environ;
@@ -30,21 +29,19 @@ typedef struct {
 } proc_child;
 
 struct proc_set {
-	char *path, *config, *host, *cluster;
+	char *path, *config, *host;
 	int n, min_ms, max_ms;
 	proc_child *c;      /* (n) */
 };
 
 int proc_new(const char *worker_path, const char *config, const char *host,
-	     const char *cluster, int n, int backoff_min_ms,
-	     int backoff_max_ms, proc_set **out)
+	     int n, int backoff_min_ms, int backoff_max_ms, proc_set **out)
 {
 	proc_set *p = calloc(1, sizeof(*p));
 
 	*out = NULL;
 	if (!p || !(p->path = strdup(worker_path)) ||
 	    !(p->config = strdup(config)) || !(p->host = strdup(host)) ||
-	    !(p->cluster = strdup(cluster)) ||
 	    !(p->c = calloc(n > 0 ? (size_t)n : 1, sizeof(*p->c)))) {
 		proc_free(&p);
 		return qerr_fail(QERR_NOMEM, "out of memory");
@@ -117,7 +114,8 @@ void proc_tick(proc_set *p)
 			spawn(p, &p->c[i]);
 }
 
-void proc_stop_all(proc_set *p, int wait_ms)
+void proc_stop_all(proc_set *p, int wait_ms,
+		   void (*killed)(void *ctx, const char *id), void *ctx)
 {
 	int64_t end = wire_now_ms() + wait_ms;
 	int left;
@@ -149,20 +147,11 @@ void proc_stop_all(proc_set *p, int wait_ms)
 	} while (left && wire_now_ms() < end);
 	for (int i = 0; i < p->n; i++)
 		if (p->c[i].pid) {
-			int n = 0;
-
 			kill(p->c[i].pid, SIGKILL);
 			waitpid(p->c[i].pid, NULL, 0);
 			p->c[i].pid = 0;
-			/* killed, it could not unlink its pool */
-			if (poolname_sweep_stale(p->cluster, p->c[i].id, &n))
-				fprintf(stderr, "coordinator: worker %s's pool "
-					"sweep: %s\n", p->c[i].id,
-					qerr_detail());
-			else if (n)
-				fprintf(stderr, "coordinator: worker %s killed; "
-					"removed %d pool(s) it left\n",
-					p->c[i].id, n);
+			if (killed)
+				killed(ctx, p->c[i].id);
 		}
 }
 
@@ -175,7 +164,6 @@ void proc_free(proc_set **pp)
 	free(p->path);
 	free(p->config);
 	free(p->host);
-	free(p->cluster);
 	free(p->c);
 	free(p);
 	*pp = NULL;

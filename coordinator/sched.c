@@ -95,6 +95,14 @@ int sched_n_workers(const sched *s)
 	return members_alive(s);
 }
 
+const char *sched_worker_pool(const sched *s, const char *id)
+{
+	for (int i = 0; i < s->n_workers; i++)
+		if (s->w[i].used && !strcmp(s->w[i].id, id))
+			return s->w[i].pool[0] ? s->w[i].pool : NULL;
+	return NULL;
+}
+
 /* ---- worker messages ------------------------------------------------- */
 
 void sched_log_drop(sched *s, const char *fmt, ...)

@@ -132,5 +132,8 @@ void sched_shutdown(sched *s);
 
 /* Workers registered now. */
 int sched_n_workers(const sched *s);
+/* The KV pool name worker id registered with, or NULL (not registered,
+ * or no pool). */
+const char *sched_worker_pool(const sched *s, const char *id);
 
 #endif

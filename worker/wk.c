@@ -390,13 +390,32 @@ static int serve(wk *w)
 	return w->rejected ? QERR_REJECTED : QERR_OK;
 }
 
+/* shm_sweep_stale's judge: exactly a pool name of this worker
+ * (poolname_ok: so worker "w1" never touches worker "w1-x"'s pools,
+ * nor cluster "a" those of cluster "a-b"), a KV region of this version,
+ * its creator dead. */
+static int stale_pool(const char *name, const void *head, size_t len,
+		      void *arg)
+{
+	const wk_opts *o = arg;
+
+	if (!poolname_ok(name, o->c->cluster.name, o->id))
+		return 0;
+	return kv_region_stale(name, head, len, NULL);
+}
+
 /* Removes the pools a previous run of this worker (same cluster, same id)
  * left behind when it was killed; never a live process's. */
 static void sweep_stale(const wk_opts *o)
 {
+	char prefix[160];
 	int n = 0;
 
-	if (poolname_sweep_stale(o->c->cluster.name, o->id, &n))
+	if (poolname_prefix(prefix, sizeof(prefix), o->c->cluster.name,
+				o->id))
+		return;
+	if (shm_sweep_stale(prefix, KV_MAGIC, sizeof(kv_shm_header),
+			    stale_pool, (void *)o, &n))
 		fprintf(stderr, "worker %s: stale pool sweep: %s\n", o->id,
 			qerr_detail());
 	else if (n)

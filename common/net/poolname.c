@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "infer/kv.h"
-#include "infer/shm.h"
 #include "qerr.h"
 
 int poolname_prefix(char *buf, size_t cap, const char *cluster,
@@ -70,37 +68,4 @@ int poolname_ok(const char *name, const char *cluster, const char *id)
 	}
 	return strlen(p) == 2 * POOLNAME_RND_BYTES &&
 	       strspn(p, "0123456789abcdef") == 2 * POOLNAME_RND_BYTES;
-}
-
-struct sweep_of {
-	const char *cluster, *id;
-};
-
-/* shm_sweep_stale's judge: exactly a pool name of this worker
- * (poolname_ok: so worker "w1" never touches worker "w1-x"'s pools, nor
- * cluster "a" those of cluster "a-b"), a KV region of this version, its
- * creator dead. */
-static int stale_pool(const char *name, const void *head, size_t len,
-		      void *arg)
-{
-	const struct sweep_of *o = arg;
-
-	if (!poolname_ok(name, o->cluster, o->id))
-		return 0;
-	return kv_region_stale(name, head, len, NULL);
-}
-
-int poolname_sweep_stale(const char *cluster, const char *id,
-			 int *n_removed)
-{
-	char prefix[160];
-	struct sweep_of o = {cluster, id};
-	int rc;
-
-	if (n_removed)
-		*n_removed = 0;
-	if ((rc = poolname_prefix(prefix, sizeof(prefix), cluster, id)))
-		return rc;
-	return shm_sweep_stale(prefix, KV_MAGIC, sizeof(kv_shm_header),
-			       stale_pool, &o, n_removed);
 }

@@ -7,8 +7,7 @@
  * ([A-Za-z0-9_.-]), so (cluster, id) pairs never share a prefix.
  *
  * Callers: worker/ (names its pool, sweeps stale ones), coordinator/
- * (checks a registering worker's pool name; sweeps a killed local
- * worker's), tests.
+ * (checks a registering worker's pool name), tests.
  */
 #ifndef QUORUM_POOLNAME_H
 #define QUORUM_POOLNAME_H
@@ -28,13 +27,5 @@ int poolname_prefix(char *buf, size_t cap, const char *cluster,
 /* 1 when name is exactly a pool name of cluster (of worker id, unless
  * id is NULL), else 0. */
 int poolname_ok(const char *name, const char *cluster, const char *id);
-/* Removes the pools dead processes of worker id (of cluster) left: KV
- * regions of this version named exactly as id's, their creators gone
- * (never a live process's): the worker's sweep at its start, and the
- * coordinator's after it killed a local worker that would not stop.
- * *n_removed (may be NULL) counts them; QERR_IO when /dev/shm cannot be
- * listed (qerr_detail says why). */
-int poolname_sweep_stale(const char *cluster, const char *id,
-			 int *n_removed);
 
 #endif
