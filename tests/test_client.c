@@ -906,30 +906,33 @@ static void test_file_unreadable(void **state)
  * it: a q8_0 run reported as the cluster's, key files never read). */
 static void test_evalset_mode_options(void **state)
 {
-	run_out r;
+	static const struct {
+		int endpoint;        /* 1: --endpoint, 0: --model */
+		const char *opts, *says;
+	} rows[] = {
+		{1, "--kv-type q8_0", "--kv-type runs in-process only"},
+		{1, "--threads 1", "--threads runs in-process only"},
+		{0, "--timeout 5", "--timeout is for --endpoint"},
+		{0, "--server-key /nonexistent --client-key /nonexistent",
+		 "--server-key is for --endpoint"},
+	};
 
 	(void)state;
-	r = run("eval-set --endpoint tcp://127.0.0.1:%d --file /dev/null "
-		"--kv-type q8_0", closed_port());
-	assert_int_equal(r.rc, 2);
-	assert_has(r.err, "--kv-type runs in-process only");
-	run_free(&r);
-	r = run("eval-set --endpoint tcp://127.0.0.1:%d --file /dev/null "
-		"--threads 1", closed_port());
-	assert_int_equal(r.rc, 2);
-	assert_has(r.err, "--threads runs in-process only");
-	run_free(&r);
-	r = run("eval-set --model %s/models/arith.gguf --file /dev/null "
-		"--timeout 5", tu_root());
-	assert_int_equal(r.rc, 2);
-	assert_has(r.err, "--timeout is for --endpoint");
-	run_free(&r);
-	r = run("eval-set --model %s/models/arith.gguf --file /dev/null "
-		"--server-key /nonexistent --client-key /nonexistent",
-		tu_root());
-	assert_int_equal(r.rc, 2);
-	assert_has(r.err, "--server-key is for --endpoint");
-	run_free(&r);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		char mode[PATH_MAX + 64];
+		run_out r;
+
+		if (rows[i].endpoint)
+			snprintf(mode, sizeof(mode),
+				 "--endpoint tcp://127.0.0.1:%d", closed_port());
+		else
+			snprintf(mode, sizeof(mode),
+				 "--model %s/models/arith.gguf", tu_root());
+		r = run("eval-set %s --file /dev/null %s", mode, rows[i].opts);
+		assert_int_equal(r.rc, 2);
+		assert_has(r.err, rows[i].says);
+		run_free(&r);
+	}
 }
 
 /* ---- against the fake coordinator -------------------------------------- */
