@@ -1199,7 +1199,7 @@ static void reject_why(const char *ident, char *why, size_t len)
 static void kv_dtype_mismatch(void **state)
 {
 	sched *s = new_sched(NULL, FW_FP);
-	fw q8, f16, ok;
+	fw q8, f16, bs, ok; /* linked into the env: alive to the end */
 	char why[256], want[256];
 
 	(void)state;
@@ -1217,7 +1217,6 @@ static void kv_dtype_mismatch(void **state)
 			    "the config's kv.dtype f32");
 	/* a block size not the config's, named with it */
 	{
-		fw bs;
 		uint32_t keep;
 
 		worker_init(&bs, "B", "bs", "h", 64, 4);
