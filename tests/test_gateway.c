@@ -2883,8 +2883,8 @@ static hresp raw_http(const char *req)
  * Transfer-Encoding and Content-Length, and a header name with a space
  * ("Content-Length : N", whose length the framing ignored, so that the
  * body, a second request, was answered too: smuggled); a key with
- * trailing whitespace is the key; a 405 of a GET endpoint allows HEAD
- * too. */
+ * trailing whitespace is the key; a target in absolute form is its path;
+ * a 405 of a GET endpoint allows HEAD too. */
 static void test_body_framing(void **state)
 {
 	char smuggled[128], req[512];
@@ -2925,6 +2925,12 @@ static void test_body_framing(void **state)
 		 "Authorization: Bearer %s  \r\nConnection: close\r\n\r\n",
 		 KEY);
 	r = raw_http(req);
+	assert_int_equal(r.code, 200);
+	hresp_free(&r);
+	/* a request target in absolute form is its path (RFC 9112 3.2.2:
+	 * it had been a 404) */
+	r = raw_http("GET http://x/health HTTP/1.1\r\nHost: x\r\nConnection: "
+		     "close\r\n\r\n");
 	assert_int_equal(r.code, 200);
 	hresp_free(&r);
 	/* a GET endpoint's 405 names HEAD too, which it serves */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "openai.h"
 #include "tools/client.h"
@@ -15,6 +16,16 @@ const char *const http_ep_name[HTTP_N_EP] = {
 	"/v1/chat/completions", "/v1/completions", "/v1/responses",
 	"/v1/models", "/health",
 	"/metrics", "/", "/v1/quorum/status", "other"};
+
+const char *http_origin_form(const char *url)
+{
+	const char *p;
+
+	if (strncasecmp(url, "http://", 7) && strncasecmp(url, "https://", 8))
+		return url;
+	p = strchr(url + (url[4] == ':' ? 7 : 8), '/');
+	return p ? p : "/";
+}
 
 int http_route(const char *url, const char *method, int *post)
 {

@@ -30,6 +30,10 @@ enum { HTTP_EP_CHAT, HTTP_EP_COMPL, HTTP_EP_RESP, HTTP_EP_MODELS,
  * them. */
 extern const char *const http_ep_name[HTTP_N_EP];
 
+/* A request target in absolute form ("http://host/health", RFC 9112
+ * 3.2.2, which a server must accept) as its path ("/health"); any other
+ * as it is. */
+const char *http_origin_form(const char *url);
 /* The endpoint of url: HTTP_EP_*, HTTP_EP_OTHER when unknown, or
  * -1 - HTTP_EP_* when the method is not the endpoint's. *post: the
  * endpoint takes POST (else GET or HEAD). */

@@ -112,6 +112,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 	int post = 0;
 
 	(void)cls;
+	url = http_origin_form(url);
 	(void)version;
 	if (!cn) {
 		const char *cl;
