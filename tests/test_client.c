@@ -788,6 +788,11 @@ static void test_keygen_api_key(void **state)
 	assert_int_equal(b.rc, 2);
 	assert_has(b.err, "one of them");
 	run_free(&b);
+	/* '-' is no file name for a key (it had made files '-', '-.key') */
+	b = run("keygen --api-key -");
+	assert_int_equal(b.rc, 2);
+	assert_has(b.err, "'-' is no file name here");
+	run_free(&b);
 	free(t);
 	run_free(&a);
 	unlink(path);

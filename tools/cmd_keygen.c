@@ -121,6 +121,11 @@ int cmd_keygen(int argc, char **argv)
 				       "different keys: one of them");
 	if (akey && !*akey)
 		return cli_usage_error("keygen", "--api-key wants a file name");
+	/* '-' is stdin/stdout everywhere else in the CLI: a key file named
+	 * so would be a surprise (a secret key is never printed) */
+	if ((akey && !strcmp(akey, "-")) || (out && !strcmp(out, "-")))
+		return cli_usage_error("keygen", "'-' is no file name here: "
+				       "keys are written to files (0600)");
 	if (akey)
 		return api_key(akey);
 	if (!out || !*out)
