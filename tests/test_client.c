@@ -940,6 +940,30 @@ static void test_evalset_mode_options(void **state)
 	}
 }
 
+/* bench refuses what it would not run: --modes with --roofline (batched
+ * decode only; it had been ignored), a row given twice (it had run it
+ * twice) */
+static void test_bench_options(void **state)
+{
+	run_out r;
+
+	(void)state;
+	r = run("bench --model %s/models/arith.gguf --roofline --modes reset",
+		tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "--modes is not for it");
+	run_free(&r);
+	r = run("bench --model %s/models/arith.gguf --modes batched,batched",
+		tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "each once");
+	run_free(&r);
+	r = run("bench --model %s/models/arith.gguf --ns 8,8", tu_root());
+	assert_int_equal(r.rc, 2);
+	assert_has(r.err, "each once");
+	run_free(&r);
+}
+
 /* ---- against the fake coordinator -------------------------------------- */
 
 static void test_ask_text(void **state)
@@ -2248,6 +2272,7 @@ int main(void)
 		cmocka_unit_test(test_file_no_coordinator),
 		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test(test_evalset_mode_options),
+		cmocka_unit_test(test_bench_options),
 		cmocka_unit_test_setup_teardown(test_ask_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ask_stdin, setup, teardown),

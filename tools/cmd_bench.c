@@ -39,8 +39,11 @@ static void help(void)
 	       "                       prompt come on top; the count run is\n"
 	       "                       printed\n"
 	       "  --new K              new tokens per sample (default 64)\n"
-	       "  --ns LIST            sample counts (default 1,3,8,16,32)\n"
-	       "  --modes LIST         modes (default reset,paged,batched)\n"
+	       "  --ns LIST            sample counts, each once (default\n"
+	       "                       1,3,8,16,32)\n"
+	       "  --modes LIST         modes, each once (default\n"
+	       "                       reset,paged,batched; not with\n"
+	       "                       --roofline)\n"
 	       "  --threads T          threads (default 2)\n"
 	       "  --kv-type T          f16 | f32 | q8_0 (default f16)\n"
 	       "  --no-free-windows    sliding-window models (gemma3, gpt-oss):\n"
@@ -72,6 +75,9 @@ static int parse_list(const char *s, int *v, int max, int (*conv)(const char *))
 			return -1;
 		if ((v[n++] = conv(p)) < 0)
 			return -1;
+		for (int k = 0; k < n - 1; k++)
+			if (v[k] == v[n - 1])
+				return -1; /* the same row twice */
 	}
 	return n ? n : -1;
 }
@@ -270,6 +276,7 @@ int cmd_bench(int argc, char **argv)
 	};
 	int ns[BENCH_MAX_NS] = {1, 3, 8, 16, 32}, n_ns = 5;
 	int modes[3] = {SC_RESET, SC_PAGED, SC_BATCHED}, n_modes = 3;
+	int modes_given = 0;
 	long ptoks = 200, max_new = 64, v;
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	const char *mpath = NULL;
@@ -298,16 +305,19 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case 'N':
 			if ((n_ns = parse_list(optarg, ns, BENCH_MAX_NS, conv_n)) < 0)
-				return cli_usage_error("bench", "bad --ns '%s'",
-						       optarg);
+				return cli_usage_error("bench", "bad --ns '%s' "
+						       "(counts 1..4096, each "
+						       "once)", optarg);
 			ns_given = 1;
 			break;
 		case 'R': roof = 1; break;
 		case 'M':
 			if ((n_modes = parse_list(optarg, modes, 3,
 						  sc_params_mode_parse)) < 0)
-				return cli_usage_error("bench", "bad --modes '%s'",
-						       optarg);
+				return cli_usage_error("bench", "bad --modes '%s' "
+						       "(reset, paged, batched, "
+						       "each once)", optarg);
+			modes_given = 1;
 			break;
 		case 'j':
 			if (cli_long("bench", "--threads", optarg, 1, 256, &v))
@@ -334,6 +344,9 @@ int cmd_bench(int argc, char **argv)
 	if (!mpath || optind != argc)
 		return cli_usage_error("bench", "--model is required and takes "
 				       "no other arguments");
+	if (roof && modes_given)
+		return cli_usage_error("bench", "--roofline runs batched decode "
+				       "only: --modes is not for it");
 	/* ~0.75 words per token for English prose */
 	if (!(question = make_question((int)(ptoks * 3 / 4)))) {
 		fprintf(stderr, "quorum bench: out of memory\n");
