@@ -491,6 +491,18 @@ static void test_empty_file(void **state)
 	assert_int_equal(gguf_n_tensors(g), 0);
 	assert_int_equal(gguf_file_size(g), 24);
 	gguf_close(&g);
+	/* a directory for the file is said as such (the rename had failed
+	 * with "Is a directory" or "Device or resource busy") */
+	{
+		char dir[sizeof(path)];
+
+		snprintf(dir, sizeof(dir), "%s", path);
+		*strrchr(dir, '/') = '\0';
+		assert_int_equal(gguf_writer_new(&w), 0);
+		assert_int_not_equal(gguf_writer_save(w, dir, NULL, NULL), 0);
+		assert_non_null(strstr(qerr_detail(), "is a directory"));
+		gguf_writer_free(&w);
+	}
 }
 
 /* Found by fuzz/mkseeds: general.alignment 64 was written while the

@@ -1001,6 +1001,18 @@ int gguf_writer_save(gguf_writer *w, const char *path, gguf_fill_fn fill,
 	}
 	if ((rc = hw.err))
 		goto out;
+	{
+		/* a directory given for the file: said as such (the rename
+		 * at the end had failed with "Is a directory" or "Device or
+		 * resource busy") */
+		struct stat st;
+
+		if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+			rc = qerr_fail(QERR_ARG, "%s: is a directory (give the "
+				       "file to write)", path);
+			goto out;
+		}
+	}
 	if (asprintf(&tmp, "%s.tmp", path) < 0) {
 		tmp = NULL;
 		rc = qerr_fail(QERR_NOMEM, "gguf writer: out of memory");
