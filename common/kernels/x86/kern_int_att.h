@@ -27,14 +27,35 @@
  */
 
 /* The d of key block b of the tile's kb keys from row t0 (ldb blocks
- * apart) as f32, lane t key t (lanes from kb on: 0). */
-INLINE void attq_dk(const ggml_block_q8_0 *k, size_t ldb, int t0, int kb,
-		    int b, float *dk, int lanes)
+ * apart) as f32, lane t key t, the lanes from kb on 0: the f16 bits
+ * gathered, then one conversion (exact, as half_f16_to_f32). */
+#if KERN_INT_VNNI == 1
+INLINE __m512 attq_dk(const ggml_block_q8_0 *k, size_t ldb, int t0, int kb,
+		      int b)
 {
-	for (int t = 0; t < lanes; t++)
-		dk[t] = t < kb ? half_f16_to_f32(
-				k[(size_t)(t0 + t) * ldb + b].d) : 0.0f;
+	/* 4 bytes at each d: the d and its block's first codes, masked to
+	 * the keys there are */
+	const __m512i idx = _mm512_mullo_epi32(
+		_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+				  14, 15),
+		_mm512_set1_epi32((int)(ldb * sizeof(ggml_block_q8_0))));
+	__m512i dw = _mm512_mask_i32gather_epi32(
+		_mm512_setzero_si512(), (__mmask16)((1u << kb) - 1), idx,
+		(const void *)(k + (size_t)t0 * ldb + b), 1);
+
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dw));
 }
+#else
+INLINE __m256 attq_dk(const ggml_block_q8_0 *k, size_t ldb, int t0, int kb,
+		      int b)
+{
+	_Alignas(16) uint16_t h[8] = {0};
+
+	for (int t = 0; t < kb; t++)
+		h[t] = k[(size_t)(t0 + t) * ldb + b].d;
+	return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+}
+#endif
 
 #if KERN_INT_VNNI == 1
 /* 8 x 8 int32 transposes in both 256-bit halves of z[0..7] (tr8x8's
@@ -101,7 +122,6 @@ void KI_NAME(att_q8)(const char *qz, size_t qb, int nq, const void *kv,
 #endif
 			}
 			for (int b = 0; b < nb; b++) {
-				_Alignas(64) float dk[ATTQ_KEYS];
 #if KERN_INT_VNNI == 1
 				const __m512i x80 = _mm512_set1_epi8((char)0x80);
 				__m512i T[8];
@@ -127,8 +147,7 @@ void KI_NAME(att_q8)(const char *qz, size_t qb, int nq, const void *kv,
 						x80);
 				}
 				attq_tr16(T);
-				attq_dk(k, ldb, t0, kb, b, dk, 16);
-				dkv = _mm512_load_ps(dk);
+				dkv = attq_dk(k, ldb, t0, kb, b);
 				for (int i = 0; i < qn; i++) {
 					const int8_t *qc = a[i].q + 32 * b;
 					/* -128 x the block's code sum */
@@ -163,8 +182,7 @@ void KI_NAME(att_q8)(const char *qz, size_t qb, int nq, const void *kv,
 				#pragma GCC unroll 8
 				for (int j = 0; j < 8; j++)
 					A[j] = _mm256_sign_epi8(T[j], T[j]);
-				attq_dk(k, ldb, t0, kb, b, dk, 8);
-				dkv = _mm256_load_ps(dk);
+				dkv = attq_dk(k, ldb, t0, kb, b);
 				for (int i = 0; i < qn; i++) {
 					const int8_t *qc = a[i].q + 32 * b;
 					__m256i acc = _mm256_setzero_si256();
