@@ -1032,13 +1032,19 @@ int cfg_endpoint_check(const char *what, const char *ep)
 	return QERR_OK;
 }
 
+/* HOST of a tcp:// endpoint (n bytes) that binds every address. */
+static bool any_address(const char *h, size_t n)
+{
+	return (n == 1 && h[0] == '*') || (n == 7 && !memcmp(h, "0.0.0.0", 7)) ||
+	       (n == 4 && !memcmp(h, "[::]", 4));
+}
+
 /* Two tcp:// endpoints one port cannot serve: the same port on the same
- * host, or on any host where one binds every address ("0.0.0.0", "*",
- * "[::]"), which the second bind finds in use. */
+ * host, or on any host where one binds every address, which the second
+ * bind finds in use. */
 static bool tcp_same_port(const char *a, const char *b)
 {
-	const char *pa, *pb, *ca, *cb;
-	size_t ha, hb;
+	const char *ca, *cb;
 
 	if (strncmp(a, "tcp://", 6) || strncmp(b, "tcp://", 6))
 		return false;
@@ -1047,18 +1053,9 @@ static bool tcp_same_port(const char *a, const char *b)
 	if (!(ca = strrchr(a, ':')) || !(cb = strrchr(b, ':')) ||
 	    strcmp(ca, cb))
 		return false;
-	ha = (size_t)(ca - a);
-	hb = (size_t)(cb - b);
-	for (int k = 0; k < 2; k++) {
-		pa = k ? b : a;
-		if ((k ? hb : ha) == 1 && pa[0] == '*')
-			return true;
-		if (((k ? hb : ha) == 7 && !memcmp(pa, "0.0.0.0", 7)) ||
-		    ((k ? hb : ha) == 4 && !memcmp(pa, "[::]", 4)))
-			return true;
-	}
-	pb = b;
-	return ha == hb && !memcmp(a, pb, ha);
+	return any_address(a, (size_t)(ca - a)) ||
+	       any_address(b, (size_t)(cb - b)) ||
+	       (ca - a == cb - b && !memcmp(a, b, (size_t)(ca - a)));
 }
 
 /* HOST:PORT, HOST an IPv4 address or [IPv6], PORT 0..65535 in decimal. */
