@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/strbuf.h"
 #include "text/prompt.h"
 #include "qerr.h"
 #include "net/spwire.h"
+#include "net/wire.h"
 #include "sc/answer.h"
 #include "sc/params.h"
 #include "sc/usc.h"
@@ -642,7 +642,7 @@ static int check_fields(sched *s, const Quorum__Ask *a, req *r,
 	/* choice: the options the question lists travel with the format */
 	answer_choice_options(&r->p.answer, (const char *)a->question.data,
 			      a->question.len);
-	if (text_blank((const char *)a->question.data, a->question.len))
+	if (wire_question_blank((const char *)a->question.data, a->question.len))
 		*err = "the question is empty (or only whitespace)";
 	else if (a->question.len > WIRE_QUESTION_MAX)
 		*err = "the question is over 1 MiB";

@@ -12,12 +12,12 @@
 #include "sampflags.h"
 #include "client.h"
 #include "net/spwire.h"
+#include "net/wire.h"
 #include "qerr.h"
 #include "sc/params.h"
 #include "sc/stop.h"
 #include "qset.h"
 #include "sc/vote.h"
-#include "text/strbuf.h"
 #include "text/prompt.h"
 
 #define ASK_DEFAULT_ENDPOINT "tcp://127.0.0.1:7700"
@@ -810,7 +810,7 @@ int cmd_ask(int argc, char **argv)
 			goto done;
 		}
 	}
-	if (text_blank(q, qlen)) {
+	if (wire_question_blank(q, qlen)) {
 		rc = cli_usage_error("ask", "the question is empty (or only "
 				     "whitespace)");
 		goto done;

@@ -11,9 +11,9 @@
 #include "client.h"
 #include "kernels/kern.h"
 #include "infer/model.h"
-#include "text/strbuf.h"
 #include "text/prompt.h"
 #include "qset.h"
+#include "net/wire.h"
 #include "qerr.h"
 #include "qset.h"
 #include "sc/engine.h"
@@ -791,7 +791,7 @@ int cmd_run(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (text_blank(question, strlen(question))) {
+	if (wire_question_blank(question, strlen(question))) {
 		rc = cli_usage_error("run", "the question is empty (or only "
 				     "whitespace)");
 		goto out;

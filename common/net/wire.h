@@ -48,6 +48,18 @@
 #define WIRE_POOL_NAME_MAX 256
 #define WIRE_QUESTION_MAX (1u << 20)
 #define WIRE_SYSTEM_MAX (64u * 1024)
+
+/* 1 when a question q[0, n) holds nothing but ASCII whitespace (or
+ * nothing): no question, refused as empty by every entry point (the
+ * coordinator, the gateway, run and ask). */
+static inline int wire_question_blank(const char *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (q[i] != ' ' && q[i] != '\t' && q[i] != '\n' &&
+		    q[i] != '\r' && q[i] != '\v' && q[i] != '\f')
+			return 0;
+	return 1;
+}
 /* An Ask's few-shot examples (earlier turns), at most; their text at
  * most WIRE_QUESTION_MAX in all */
 #define WIRE_SHOTS_MAX 64

@@ -23,15 +23,4 @@ void strbuf_printf(strbuf *s, const char *fmt, ...)
 char *strbuf_take(strbuf *s);
 void strbuf_free(strbuf *s);
 
-/* 1 when t[0, n) holds nothing but ASCII whitespace (none at all too):
- * a question with no words, which every entry point refuses as empty. */
-static inline int text_blank(const char *t, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (t[i] != ' ' && t[i] != '\t' && t[i] != '\n' &&
-		    t[i] != '\r' && t[i] != '\v' && t[i] != '\f')
-			return 0;
-	return 1;
-}
-
 #endif

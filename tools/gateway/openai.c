@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/strbuf.h"
 #include "tools/client.h"
 #include "net/wire.h"
 #include "qerr.h"
@@ -1081,7 +1080,7 @@ int openai_parse_json(int chat, json_t *o, int max_n, openai_req *r,
 		 : parse_prompt(json_object_get(o, "prompt"), r, msg, cap,
 				param))
 		goto out;
-	if (text_blank(r->question, r->qlen)) {
+	if (wire_question_blank(r->question, r->qlen)) {
 		bad(msg, cap, param, chat ? "messages" : "prompt",
 		    "the question is empty (or only whitespace)");
 		goto out;
