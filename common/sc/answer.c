@@ -591,9 +591,12 @@ static bool negated(const char *t, size_t a, size_t i)
 /* yes / no of t[a, b): the word alone (any case, punctuation around it),
  * else the last of yes/no/true/false standing as a word in it; a word
  * after a negation is its opposite ("The answer isn't yes." is no). */
+/* The words yesno reads: even indices yes, odd no. */
+static const char *const YESNO_WORDS[4] = {"yes", "no", "true", "false"};
+
 static int yesno_of(const char *t, size_t a, size_t b, int last)
 {
-	static const char *const w[] = {"yes", "no", "true", "false"};
+	const char *const *w = YESNO_WORDS;
 	int found = 0;
 
 	for (size_t i = a; i < b; i++) {
@@ -1292,7 +1295,7 @@ static bool auto_value(const char *t, size_t a, size_t b, char *out,
  * a reason ("yes because ..."): 'y', 'n' or 0. */
 static int lead_yesno(const char *t, size_t a, size_t b)
 {
-	static const char *const w[] = {"yes", "true", "no", "false"};
+	const char *const *w = YESNO_WORDS;
 
 	while (a < b && (space((uchar)t[a]) || t[a] == '*' || t[a] == '"'))
 		a++;
@@ -1305,7 +1308,7 @@ static int lead_yesno(const char *t, size_t a, size_t b)
 			e++;
 		if (e == b || strchr(",.;:!", t[e]) ||
 		    (space((uchar)t[e]) && reason_at(t, b, e + 1)))
-			return k < 2 ? 'y' : 'n';
+			return k % 2 ? 'n' : 'y';
 	}
 	return 0;
 }
