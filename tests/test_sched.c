@@ -1044,6 +1044,20 @@ static void shots(void **state)
 			fail_msg("think %d with an effort: '%s'", t, r->error);
 		quorum__client_reply__free_unpacked(r, NULL);
 	}
+	/* a question of whitespace alone is none (it had been answered) */
+	{
+		Quorum__ClientReply *r;
+
+		c_ask_shots(s, "c1", 7, " \t\n ", 0, 0);
+		r = c_next("c1");
+		assert_non_null(r);
+		assert_int_equal(r->request_id, 7);
+		assert_int_equal(r->status, QUORUM__STATUS__STATUS_BAD_REQUEST);
+		assert_non_null(r->error);
+		assert_string_equal(r->error, "the question is empty (or only "
+					      "whitespace)");
+		quorum__client_reply__free_unpacked(r, NULL);
+	}
 	free_sched(&s);
 }
 
