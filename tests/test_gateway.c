@@ -2884,7 +2884,8 @@ static hresp raw_http(const char *req)
  * ("Content-Length : N", whose length the framing ignored, so that the
  * body, a second request, was answered too: smuggled); a key with
  * trailing whitespace is the key; a target in absolute form is its path;
- * a 405 of a GET endpoint allows HEAD too. */
+ * a 405 of a GET endpoint allows HEAD too; a body in a Content-Encoding
+ * is refused by the coding's name. */
 static void test_body_framing(void **state)
 {
 	char smuggled[128], req[512];
@@ -2938,6 +2939,28 @@ static void test_body_framing(void **state)
 		     "\r\nConnection: close\r\n\r\n");
 	assert_int_equal(r.code, 405);
 	assert_non_null(strcasestr(r.head, "Allow: GET, HEAD"));
+	hresp_free(&r);
+	/* a compressed body is refused by its coding's name, not parsed
+	 * as malformed JSON (it had been a 400 "invalid JSON") */
+	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
+		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		 "application/json\r\nContent-Encoding: gzip\r\n"
+		 "Content-Length: 4\r\nConnection: close\r\n\r\n\x1f\x8b"
+		 "\x08\x01", KEY);
+	r = raw_http(req);
+	assert_int_equal(r.code, 415);
+	assert_non_null(strstr(r.body, "Content-Encoding 'gzip' is not "
+				       "supported"));
+	assert_non_null(strcasestr(r.head, "Accept-Encoding: identity"));
+	hresp_free(&r);
+	/* identity is no coding at all */
+	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
+		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		 "application/json\r\nContent-Encoding: identity\r\n"
+		 "Content-Length: 2\r\nConnection: close\r\n\r\n{}", KEY);
+	r = raw_http(req);
+	assert_int_equal(r.code, 400);
+	assert_non_null(strstr(r.body, "prompt"));
 	hresp_free(&r);
 }
 

@@ -75,6 +75,8 @@ typedef struct gwconn {
 				 * Retry-After of a 429 or 503 */
 	const char *allow;      /* a 405's Allow header: the method the
 				 * URL takes (RFC 9110 15.5.6) */
+	int accept_identity;    /* a 415 for a Content-Encoding: says
+				 * "Accept-Encoding: identity" */
 	int close;              /* over a connection cap: "Connection:
 				 * close" on the reply (conns.h) */
 } gwconn;

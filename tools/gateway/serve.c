@@ -249,6 +249,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 					"sent with 'Content-Type: "
 					"application/json'", NULL,
 					"unsupported_media_type");
+			{
+				/* a compressed body would reach the JSON
+				 * parser as bytes and be called malformed:
+				 * the coding is named instead (RFC 9110
+				 * 8.4, 15.5.16) */
+				const char *ce = MHD_lookup_connection_value(
+					mc, MHD_HEADER_KIND,
+					"Content-Encoding");
+
+				if (ce && strcasecmp(ce, "identity")) {
+					char msg[160];
+
+					snprintf(msg, sizeof(msg),
+						 "Content-Encoding '%.60s' "
+						 "is not supported: send the "
+						 "body uncompressed", ce);
+					cn->accept_identity = 1;
+					return http_send_err(
+						mc, cn, 415, msg, NULL,
+						"unsupported_media_type");
+				}
+			}
 		}
 		return MHD_YES;
 	}
