@@ -10,7 +10,10 @@
 #    with Retry-After and "Connection: close", each then closed;
 #  - http.max_connections (24): 32 connections from 8 loopback addresses
 #    (4 each, under the per-address cap): 24 served, 8 answered 503;
-#  - /metrics: the refusals by cap, the open connections back to 1.
+#  - /metrics: the refusals by cap, the open connections back to 1;
+#  - with the per-address cap full, /health and /metrics still answered
+#    (then closed, not counted as refused), another URL 429; with the
+#    cap in all full, /metrics answered, /health 503 (full).
 # Raw sockets (Python), loopback only; every wait is on an event, bounded.
 #
 #   sh tests/gw_caps_e2e.sh [BUILD_DIR]      (default build)
@@ -125,10 +128,17 @@ def wait_metric(name, want):
         time.sleep(0.05)
     return False
 
+def wait_held(n):
+    """n held connections admitted: open reads n twice in a row (a read's
+    own connection counts while admitted, so one read could see n - 1
+    held and itself, if the last held one's accept is still under way)"""
+    return (wait_metric("quorum_http_connections_open", n) and
+            wait_metric("quorum_http_connections_open", n))
+
 def burst(srcs, per_src):
     socks = [conn(src) for src in srcs for _ in range(per_src)]
     for s in socks:
-        send_get(s, "/health")
+        send_get(s, "/")
     res = []
     for s in socks:
         try:
@@ -178,6 +188,45 @@ elif phase == "global":
     sys.exit(0 if report(burst(srcs, 4), 503, 24, 8) else 1)
 elif phase == "idle":
     sys.exit(0 if wait_metric("quorum_http_connections_open", 1) else 1)
+elif phase == "probe":
+    # 8 held from one address: the per-address cap is full
+    held = [conn() for _ in range(8)]
+    key = 'quorum_http_connections_refused_total{cap="max_connections_per_ip"}'
+    # metric() itself connects from the same address: past the cap once
+    # the 8 are in, and answered all the same
+    if not wait_held(8):
+        print("the 8 held connections are not open"); sys.exit(1)
+    before = metric("quorum_http_connections_refused_total").get(key)
+    got = []
+    for path in ("/health", "/metrics", "/"):
+        s = conn()
+        send_get(s, path)
+        code, hdr, body, closed = read_reply(s)
+        s.close()
+        got.append((path, code, closed))
+    after = metric("quorum_http_connections_refused_total").get(key)
+    for s in held:
+        s.close()
+    print("past the cap:", got, "refused", before, "->", after)
+    sys.exit(0 if got == [("/health", 200, True), ("/metrics", 200, True),
+                          ("/", 429, True)] and after == before + 1 else 1)
+elif phase == "probe_all":
+    # 24 held from 6 addresses (4 each): the cap in all is full
+    held = [conn("127.0.0.%d" % i) for i in range(10, 16) for _ in range(4)]
+    if not wait_held(24):
+        print("the 24 held connections are not open"); sys.exit(1)
+    got = []
+    for path in ("/metrics", "/health"):
+        s = conn("127.0.0.20")
+        send_get(s, path)
+        code, hdr, body, closed = read_reply(s)
+        s.close()
+        got.append((path, code, closed))
+    for s in held:
+        s.close()
+    print("past the cap in all:", got)
+    sys.exit(0 if got == [("/metrics", 200, True), ("/health", 503, True)]
+             else 1)
 elif phase == "metrics":
     m = metric("quorum_http_connections_refused_total")
     print(m)
@@ -220,5 +269,13 @@ check "max_connections: 32 from 8 addresses: 24 served, 8 answered 503 \
 sed 's/^/  /' "$tmp/global.log"
 check "/metrics: 56 refused per address, 8 in all" \
 	sh -c "$PY '$tmp/caps.py' $hport metrics >'$tmp/metrics.log' 2>&1"
+check "past the per-address cap, /health and /metrics are answered (then \
+closed, not counted as refused), another URL 429" \
+	sh -c "$PY '$tmp/caps.py' $hport probe >'$tmp/probe.log' 2>&1"
+sed 's/^/  /' "$tmp/probe.log"
+check "past the cap in all, /metrics is answered (then closed), /health \
+503 (full)" \
+	sh -c "$PY '$tmp/caps.py' $hport probe_all >'$tmp/probe_all.log' 2>&1"
+sed 's/^/  /' "$tmp/probe_all.log"
 e2e_note_workers "$EP"
 e2e_finish

@@ -135,6 +135,19 @@ int conns_over(struct MHD_Connection *mc)
 	return c ? c->over : CONNS_OK;
 }
 
+void conns_over_served(struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const conn_rec *c = ci ? ci->socket_context : NULL;
+
+	if (!c || !c->over)
+		return;
+	pthread_mutex_lock(&mu);
+	refused[c->over]--;
+	pthread_mutex_unlock(&mu);
+}
+
 void conns_headers_in(struct MHD_Connection *mc)
 {
 	set_phase(mc, PHASE_BODY);

@@ -20,7 +20,8 @@
  * 503 or 429 with Retry-After, then the connection is closed) instead of
  * the silent close libmicrohttpd's own limits give, which serve.c keeps
  * as a backstop above the caps (CONNS_BACKSTOP) so that a flood cannot
- * exhaust the process's descriptors.
+ * exhaust the process's descriptors. A probe or a scrape is answered
+ * past them all the same (serve.c), on a connection then closed.
  */
 #ifndef QUORUM_GW_CONNS_H
 #define QUORUM_GW_CONNS_H
@@ -48,6 +49,9 @@ void conns_request_done(struct MHD_Connection *mc);
 
 /* CONNS_OK, or why the connection is over a cap (from its start). */
 int conns_over(struct MHD_Connection *mc);
+/* The connection, over a cap, has its one request served after all (a
+ * probe or a scrape: serve.c) and closed: not counted as refused. */
+void conns_over_served(struct MHD_Connection *mc);
 
 /* Starts / stops the sweeper; the caps. 0 or -1. */
 int conns_start(int header_timeout_ms, int body_timeout_ms,

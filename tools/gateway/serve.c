@@ -116,7 +116,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 	(void)version;
 	if (!cn) {
 		const char *cl;
-		int ep;
+		int ep, over;
 
 		if (!(cn = calloc(1, sizeof(*cn))))
 			return MHD_NO;
@@ -169,7 +169,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 						     "invalid_request_error");
 			}
 		}
-		switch (conns_over(mc)) {
+		over = conns_over(mc);
+		/* past a cap, a scrape of /metrics is answered (an overloaded
+		 * gateway is when it matters), and so is a probe of /health
+		 * past the per-address cap (one address's connections say
+		 * nothing of the gateway's health; past the cap in all, its
+		 * 503 is the truth: full); the connection then closes */
+		if ((over && ep == HTTP_EP_METRICS) ||
+		    (over == CONNS_OVER_IP && ep == HTTP_EP_HEALTH)) {
+			conns_over_served(mc);
+			cn->close = 1;
+			over = CONNS_OK;
+		}
+		switch (over) {
 		case CONNS_OVER_IP: {
 			char msg[160];
 
