@@ -489,14 +489,18 @@ int gguf_copy_tensors_if(gguf_file *g,
 				 "%zu bytes of tensors", g->path, n);
 	if (!keep) {
 		memcpy(a, g->map + g->data_off, n);
+		/* a tensor the reader left unsized (no data: rows not whole
+		 * blocks, a type it cannot size) stays so, for the loader to
+		 * name */
 		for (uint64_t i = 0; i < g->n_tensors; i++)
-			g->tensors[i].data = a + g->tensors[i].offset;
+			if (g->tensors[i].data)
+				g->tensors[i].data = a + g->tensors[i].offset;
 		drop_pages(g, 0, n);
 	} else {
 		for (uint64_t i = 0; i < g->n_tensors; i++) {
 			gguf_tensor *t = &g->tensors[i];
 
-			if (!keep(t, ctx))
+			if (!t->data || !keep(t, ctx))
 				continue;
 			memcpy(a + t->offset, t->data, t->nbytes);
 			t->data = a + t->offset;
