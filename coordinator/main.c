@@ -371,7 +371,11 @@ int main(int argc, char **argv)
 		sched_tick(s);
 		if (it[0].revents & ZMQ_POLLIN)
 			drain(s, clients, 1);
-		proc_tick(ps);
+		if (proc_tick(ps)) {
+			fprintf(stderr, "coordinator: model.path %s cannot be "
+				"served: stopping\n", c->model.path);
+			break;
+		}
 	}
 	fprintf(stderr, "coordinator: draining\n");
 	/* every request read gets its answer: CANCELLED with a retry hint

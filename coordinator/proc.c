@@ -83,11 +83,11 @@ static void spawn(proc_set *p, proc_child *c)
 		(int)c->pid);
 }
 
-void proc_tick(proc_set *p)
+int proc_tick(proc_set *p)
 {
 	int64_t now = wire_now_ms();
 	pid_t pid;
-	int st;
+	int st, bad = 0;
 
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
 		for (int i = 0; i < p->n; i++) {
@@ -95,6 +95,17 @@ void proc_tick(proc_set *p)
 
 			if (c->pid != pid)
 				continue;
+			if (WIFEXITED(st) &&
+			    WEXITSTATUS(st) == WIRE_WORKER_EXIT_MODEL) {
+				fprintf(stderr, "coordinator: worker %s (pid "
+					"%d) cannot serve the model (its "
+					"message above); restarting cannot "
+					"help\n", c->id, (int)pid);
+				c->pid = 0;
+				c->start_at = INT64_MAX;
+				bad = 1;
+				continue;
+			}
 			fprintf(stderr, "coordinator: worker %s (pid %d) %s %d; "
 				"restart in %lld ms\n", c->id, (int)pid,
 				WIFSIGNALED(st) ? "killed by signal"
@@ -109,9 +120,12 @@ void proc_tick(proc_set *p)
 			if ((c->backoff_ms *= 2) > p->max_ms)
 				c->backoff_ms = p->max_ms;
 		}
+	if (bad)
+		return -1;
 	for (int i = 0; i < p->n; i++)
 		if (!p->c[i].pid && now >= p->c[i].start_at)
 			spawn(p, &p->c[i]);
+	return 0;
 }
 
 void proc_stop_all(proc_set *p, int wait_ms,

@@ -13,7 +13,8 @@
 #  - itself killed (SIGKILL): the coordinator and workers follow it
 #    (parent-death signals), their pools go;
 #  - bad arguments (both --model and --config, a missing model, a file
-#    that is not a model (never said ready), --workers 0, --endpoint
+#    that is not a model (never said ready), a model no worker can load
+#    (the coordinator stops: no restart loop), --workers 0, --endpoint
 #    with --model, a --listen port past 65535, an address in use before
 #    anything starts): a clear error, nothing left.
 #
@@ -215,6 +216,30 @@ check "not a GGUF file: named, and the coordinator's end told" \
 	       grep -q 'coordinator did not start' '$tmp/bad4.log'"
 check "not a GGUF file: never said to be listening (ready)" \
 	sh -c "! grep -q 'listening on' '$tmp/bad4.log'"
+# a GGUF file the coordinator reads (its vocabulary) but no worker can
+# load (output_norm.weight retyped IQ2_XXS, unsupported): the worker
+# exits 4 and the coordinator stops, not restarting it forever, so the
+# gateway ends in words (it had said ready and answered 503 for good)
+$PY -c 'import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+n = b"output_norm.weight"
+i = d.index(n) + len(n)
+nd = struct.unpack_from("<I", d, i)[0]
+struct.pack_into("<I", d, i + 4 + 8 * nd, 16)
+open(sys.argv[2], "wb").write(d)' "$MODEL" "$tmp/iq2.gguf"
+TMPDIR=$tmp "$Q" serve --model "$tmp/iq2.gguf" --listen 127.0.0.1:0 \
+	>"$tmp/bad8.log" 2>&1 &
+sp=$!
+e2e_track "$sp"
+exited "$sp"
+check "a model no worker can load: exit 1 (got $rc)" test "$rc" = 1
+check "a model no worker can load: the worker's reason, once, and the \
+coordinator's end told" \
+	sh -c "test \$(grep -c 'weight type IQ2_XXS (16) is not supported' \
+		'$tmp/bad8.log') = 1 &&
+	       grep -q 'cannot be served: stopping' '$tmp/bad8.log' &&
+	       grep -q 'the coordinator .* ended: exit status 1' '$tmp/bad8.log'"
+check "a model no worker can load: no pool left" test "$(pools "$sp")" -eq 0
 TMPDIR=$tmp "$Q" serve --model "$MODEL" --endpoint tcp://127.0.0.1:1 \
 	>"$tmp/bad5.log" 2>&1
 rc=$?

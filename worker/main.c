@@ -37,7 +37,11 @@ static void usage(FILE *f)
 		"  --threads T       compute threads (default: workers.threads)\n"
 		"  --parent PID      exit when process PID (the supervising\n"
 		"                    coordinator) is gone\n"
-		"  -h, --help        this help\n");
+		"  -h, --help        this help\n\n"
+		"exit status: 0 stopped (SIGTERM), 1 an error, 2 a usage error,\n"
+		"3 refused by the coordinator, 4 the model file cannot be\n"
+		"served (malformed or unsupported: a coordinator that started\n"
+		"this worker stops)\n");
 }
 
 /* A wildcard bind endpoint (tcp://STAR:7701) is reached at the loopback. */
@@ -75,7 +79,7 @@ int main(int argc, char **argv)
 	wk_opts o = {0};
 	curve_sock ck;
 	struct sigaction sa;
-	int ch, rc;
+	int ch, rc, model_bad = 0;
 
 	if (opts_whole(argc, argv, "h", opts)) {
 		fprintf(stderr, "worker: %s\n", qerr_detail());
@@ -181,6 +185,7 @@ int main(int argc, char **argv)
 	o.curve = c->security.curve ? &ck : NULL;
 	o.threads = threads ? (int)threads : c->workers.threads;
 	o.stop = &stop_flag;
+	o.model_bad = &model_bad;
 	rc = wk_run(&o);
 	curve_sock_wipe(&ck);
 	if (rc && rc != QERR_REJECTED)
@@ -188,5 +193,7 @@ int main(int argc, char **argv)
 	cfg_free(&c);
 	if (rc == QERR_REJECTED)
 		return 3;
+	if (rc && model_bad)
+		return WIRE_WORKER_EXIT_MODEL;
 	return rc ? 1 : 0;
 }

@@ -449,8 +449,12 @@ int wk_run(const wk_opts *o)
 		ep.prefill_chunk = o->c->workers.prefill_tokens;
 	sweep_stale(o);
 	if ((rc = model_load(o->c->model.path, &w.m)) ||
-	    (rc = tok_load(w.m->gguf, &w.t)))
+	    (rc = tok_load(w.m->gguf, &w.t))) {
+		/* the file's own fault, not the machine's (memory, I/O) */
+		if (o->model_bad && rc != QERR_NOMEM && rc != QERR_IO)
+			*o->model_bad = 1;
 		goto out;
+	}
 	if ((rc = sc_engine_new(w.m, w.t, &ep, &w.e))) {
 		char d[400];
 

@@ -50,6 +50,9 @@ typedef struct {
 	const curve_sock *curve;  /* CURVE client options; NULL: plaintext */
 	int threads;
 	volatile sig_atomic_t *stop; /* set by a signal handler */
+	int *model_bad;           /* set to 1 when the model file cannot be
+				   * served (WIRE_WORKER_EXIT_MODEL); may
+				   * be NULL */
 } wk_opts;
 
 /* Loads the model, creates the engine and its named pool, serves until

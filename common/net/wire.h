@@ -44,6 +44,10 @@
  * text: at most WIRE_TOKEN_BYTES_MAX bytes per generated token (no
  * vocabulary entry of a supported model is longer) plus a margin. */
 #define WIRE_WORKER_ID_MAX 64
+/* A worker's exit status when its model file cannot be served (malformed,
+ * unsupported, missing what the architecture needs): restarting it cannot
+ * help, so a coordinator that started it stops (coordinator/proc.c). */
+#define WIRE_WORKER_EXIT_MODEL 4
 #define WIRE_HOST_MAX 128
 #define WIRE_POOL_NAME_MAX 256
 #define WIRE_QUESTION_MAX (1u << 20)
