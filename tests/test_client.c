@@ -24,6 +24,8 @@
 #include <cmocka.h>
 #include <zmq.h>
 
+#include "format/ggml.h"
+#include "format/gguf.h"
 #include "net/spwire.h"
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
@@ -962,6 +964,63 @@ static void test_bench_options(void **state)
 	assert_int_equal(r.rc, 2);
 	assert_has(r.err, "each once");
 	run_free(&r);
+}
+
+/* quantize turns a model into one of the same weights, or says which
+ * weight it cannot: a NaN had come out of the quantizer as a finite
+ * scale (a broken model that answered), an infinity as a scale the
+ * loader then refused. */
+static void test_quantize_cmd(void **state)
+{
+	char in[512], out[512], cmd[1200];
+	const char *nm = "blk.0.attn_q.weight";
+	gguf_file *g = NULL;
+	unsigned char head[16];
+	size_t n = 0;
+	char *f, *at;
+	FILE *fp;
+	run_out r;
+	float bad[2] = {NAN, INFINITY};
+	const char *said[2] = {"is NaN", "is infinite"};
+
+	(void)state;
+	snprintf(in, sizeof(in), "%s/quant-in-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	snprintf(out, sizeof(out), "%s/quant-out-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	r = run("mkmodel --shape tiny --tokenizer %s/models/arith.gguf -o %s",
+		tu_root(), in);
+	assert_int_equal(r.rc, 0);
+	run_free(&r);
+	r = run("quantize %s %s Q8_0", in, out);
+	assert_int_equal(r.rc, 0);
+	run_free(&r);
+	assert_int_equal(gguf_open(out, &g), 0);
+	assert_int_equal(gguf_find_tensor(g, nm)->type, GGML_TYPE_Q8_0);
+	gguf_close(&g);
+	unlink(out);
+	/* the tensor's data found by its first bytes, its element 5 made
+	 * non-finite */
+	assert_int_equal(gguf_open(in, &g), 0);
+	memcpy(head, gguf_find_tensor(g, nm)->data, sizeof(head));
+	gguf_close(&g);
+	assert_non_null(f = tu_slurp(in, &n));
+	assert_non_null(at = memmem(f, n, head, sizeof(head)));
+	for (int i = 0; i < 2; i++) {
+		memcpy(at + 5 * sizeof(float), &bad[i], sizeof(float));
+		assert_non_null(fp = fopen(in, "wb"));
+		assert_int_equal(fwrite(f, 1, n, fp), n);
+		fclose(fp);
+		r = run("quantize %s %s Q8_0", in, out);
+		assert_int_equal(r.rc, 1);
+		snprintf(cmd, sizeof(cmd), "tensor '%s' row 0 element 5 %s",
+			 nm, said[i]);
+		assert_has(r.err, cmd);
+		assert_int_equal(access(out, F_OK), -1);
+		run_free(&r);
+	}
+	free(f);
+	unlink(in);
 }
 
 /* ---- against the fake coordinator -------------------------------------- */
@@ -2255,6 +2314,7 @@ static void test_gateway_setting_words(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_quantize_cmd),
 		cmocka_unit_test(test_text_index),
 		cmocka_unit_test(test_dumps_reals),
 		cmocka_unit_test(test_evstats),

@@ -1,5 +1,6 @@
 /* quorum quantize — re-quantize an F32/F16/BF16 GGUF with llama.cpp's
  * per-tensor recipes (common/format/quant.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@ static void help(void)
 	       "tensors (ffn_*_exps) is llama.cpp's MXFP4_MOE: the experts\n"
 	       "become MXFP4, every other matrix Q8_0; in a model without\n"
 	       "experts every matrix becomes MXFP4 (F16 where rows are not\n"
-	       "whole 32-blocks). The file loads in llama.cpp.\n",
+	       "whole 32-blocks). The file loads in llama.cpp.\n"
+	       "A NaN or infinite weight is refused, naming its tensor, row\n"
+	       "and element (exit 1), where a quantized copy would hide it.\n",
 	       quant_ftype_list());
 }
 
@@ -55,6 +58,22 @@ static int fill(void *ctx, int idx, void *dst, uint64_t nbytes)
 			continue;
 		}
 		quant_dequant_row(t->type, s, row, (int)k);
+		/* the quantizers' scales drop a NaN (a broken model would
+		 * come out answering) and make an infinity a scale the
+		 * loader refuses: named here instead */
+		for (uint64_t i = 0; i < k; i++)
+			if (!isfinite(row[i])) {
+				const char *what = isnan(row[i]) ? "NaN"
+								 : "infinite";
+
+				free(row);
+				return qerr_fail(QERR_FORMAT, "tensor '%.*s' row "
+						 "%llu element %llu is %s: not "
+						 "quantized", (int)t->name.len,
+						 t->name.ptr,
+						 (unsigned long long)r,
+						 (unsigned long long)i, what);
+			}
 		quant_quantize_row(q->type[idx], row, (uint8_t *)dst + r * db,
 				   (int)k);
 	}
