@@ -74,10 +74,16 @@ static int load_vocab(const char *path, tok **t, int *ctx_len,
 	}
 	snprintf(key, sizeof(key), "%.*s.context_length", (int)arch.len,
 		 arch.ptr);
-	if ((rc = gguf_get_u32(g, key, &ctx)) || ctx < 1 ||
-	    (rc = tok_load(g, t))) {
+	if ((rc = gguf_get_u32(g, key, &ctx)) || (rc = tok_load(g, t))) {
 		gguf_close(&g);
-		return rc ? rc : qerr_fail(QERR_FORMAT, "%s: no %s", path, key);
+		return rc;
+	}
+	/* the loader's bound (the workers refuse what passes it) */
+	if (ctx < 1 || ctx > GGUF_MAX_CONTEXT) {
+		gguf_close(&g);
+		tok_free(t);
+		return qerr_fail(QERR_RANGE, "%s: %s = %u is out of range "
+				 "[1, %d]", path, key, ctx, GGUF_MAX_CONTEXT);
 	}
 	*ctx_len = (int)ctx;
 	*fp = gguf_fingerprint(g);

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "clusterutil.h"
+#include "format/gguf.h"
 #include "infer/kv.h"
 #include "poolutil.h"
 #include "infer/shm.h"
@@ -838,7 +839,7 @@ static void good_config_binds(void **state)
 /* ---- bad model files ----------------------------------------------------- */
 
 typedef enum { M_MISSING, M_DIR, M_FIFO, M_EMPTY, M_TEXT, M_TRUNC_HEAD,
-	       M_TRUNC_HALF, M_UNREADABLE } model_case;
+	       M_TRUNC_HALF, M_UNREADABLE, M_CTX_BIG } model_case;
 
 static const struct {
 	const char *name;
@@ -852,6 +853,9 @@ static const struct {
 	{"truncated header", M_TRUNC_HEAD},
 	{"truncated data", M_TRUNC_HALF},
 	{"unreadable (uid 65534)", M_UNREADABLE},
+	/* past the loader's bound: the coordinator had taken it (and
+	 * shown 2^31 as a negative context) while every worker refused */
+	{"context_length 2^24 + 1", M_CTX_BIG},
 };
 
 static void copy_prefix(const char *from, const char *to, off_t n)
@@ -903,6 +907,24 @@ static void make_bad_model(model_case k, const char *path)
 		copy_prefix(model_path, path, st.st_size);
 		assert_int_equal(chmod(path, 0), 0);
 		break;
+	case M_CTX_BIG: {
+		/* the key's u32 value, behind its name and type */
+		static const char key[] = ".context_length";
+		uint32_t v = GGUF_MAX_CONTEXT + 1u;
+		size_t n = 0;
+		char *f, *at;
+
+		copy_prefix(model_path, path, st.st_size);
+		assert_non_null(f = tu_slurp(path, &n));
+		assert_non_null(at = memmem(f, n, key, sizeof(key) - 1));
+		fd = open(path, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, &v, 4, at - f + sizeof(key) - 1 + 4),
+				 4);
+		close(fd);
+		free(f);
+		break;
+	}
 	}
 }
 
@@ -1079,6 +1101,22 @@ static void worker_bad_model(void **state)
 		if (count_lines(r.err) != 1 || strncmp(r.err, buf, strlen(buf)))
 			fail_msg("%s: want one line '%s...':\n%s",
 				 bad_models[i].name, buf, r.err);
+		/* a file read and found malformed says WIRE_WORKER_EXIT_MODEL
+		 * (restarting cannot help); one it could not read, 1 */
+		{
+			int malformed = bad_models[i].k == M_CTX_BIG ||
+					bad_models[i].k == M_EMPTY ||
+					bad_models[i].k == M_TEXT ||
+					bad_models[i].k == M_TRUNC_HEAD ||
+					bad_models[i].k == M_TRUNC_HALF;
+
+			if (r.status != (malformed ? WIRE_WORKER_EXIT_MODEL
+						   : 1))
+				fail_msg("%s: exit status %d, want %d",
+					 bad_models[i].name, r.status,
+					 malformed ? WIRE_WORKER_EXIT_MODEL
+						   : 1);
+		}
 		assert_int_equal(pool_of("wbad", line), 0);
 		remove_bad_model(mpath);
 		unlink(wcfg);

@@ -34,6 +34,10 @@
 #define GGUF_MAGIC "GGUF"
 #define GGUF_VERSION 3
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* The largest {arch}.context_length taken: by the model loader
+ * (infer/model.c) and the coordinator, which reads it without the
+ * weights; one bound, so that neither takes a model the other refuses. */
+#define GGUF_MAX_CONTEXT (1 << 24)
 
 enum gguf_vtype {
 	GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,

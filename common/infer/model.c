@@ -23,7 +23,7 @@
 #define MODEL_MAX_DIM 65536
 #define MODEL_MAX_LAYERS 1024
 #define MODEL_MAX_VOCAB (1 << 22)
-#define MODEL_MAX_CTX (1 << 24)
+#define MODEL_MAX_CTX GGUF_MAX_CONTEXT
 #define MODEL_MAX_EXPERTS 1024
 
 const char *model_arch_name(int arch)
