@@ -38,6 +38,8 @@ enum flaw {
 	DUP_TENSOR,      /* blk.0.ffn_norm.weight twice */
 	OVERLAP,         /* output_norm's offset patched to token_embd's */
 	LLAMA_BO,        /* a llama model with attn_output.bias (valid) */
+	TRAILING_ONES,   /* attn_q [D, D, 1], output_norm [D, 1] (valid) */
+	TRAILING_TWO,    /* attn_k [D, D / 2, 2]: a third dimension */
 };
 
 #define D 32
@@ -46,7 +48,7 @@ enum flaw {
 
 typedef struct {
 	uint32_t type;
-	uint64_t ne[2];
+	uint64_t ne[4];
 	int n_dims;
 	char name[64];
 } tinfo;
@@ -115,17 +117,23 @@ static void build(const char *path, enum flaw fl)
 		t[nt].type = ty;                                             \
 		t[nt].ne[0] = a;                                             \
 		t[nt].ne[1] = b;                                             \
+		t[nt].ne[2] = t[nt].ne[3] = 1;                               \
 		t[nt].n_dims = nd;                                           \
 		nt++;                                                        \
 	} while (0)
 	T("token_embd.weight", GGML_TYPE_F32, D, fl == VOCAB_MISMATCH ? 12 : NV,
 	  2);
-	T("output_norm.weight", GGML_TYPE_F32, D, 1, 1);
+	T("output_norm.weight", GGML_TYPE_F32, D, 1, fl == TRAILING_ONES ? 2 : 1);
 	T("blk.0.attn_norm.weight", GGML_TYPE_F32, D, 1, 1);
 	T("blk.0.attn_q.weight",
-	  fl == BAD_TYPE ? GGML_TYPE_IQ2_XXS : GGML_TYPE_Q8_0, D, D, 2);
+	  fl == BAD_TYPE ? GGML_TYPE_IQ2_XXS : GGML_TYPE_Q8_0, D, D,
+	  fl == TRAILING_ONES ? 3 : 2);
 	T("blk.0.attn_k.weight", GGML_TYPE_F16, D, fl == BAD_SHAPE ? 8 : D / 2,
 	  2);
+	if (fl == TRAILING_TWO) {
+		t[nt - 1].n_dims = 3;
+		t[nt - 1].ne[2] = 2;
+	}
 	T("blk.0.attn_v.weight", GGML_TYPE_BF16, D, D / 2, 2);
 	T("blk.0.attn_q.bias", GGML_TYPE_F32, D, 1, 1);
 	T("blk.0.attn_k.bias", GGML_TYPE_F32, D / 2, 1, 1);
@@ -571,6 +579,9 @@ static void test_model_flaws(void **state)
 				       "not a tensor of a qwen2 model"},
 		{DUP_TENSOR, QERR_FORMAT, "tensor 'blk.0.ffn_norm.weight' "
 					  "appears twice"},
+		{TRAILING_TWO, QERR_FORMAT, "tensor 'blk.0.attn_k.weight' has 3 "
+					    "dims [32, 16, ...], want 2 [32, "
+					    "16]"},
 		{OVERLAP, QERR_FORMAT, "tensors 'token_embd.weight' (1280 "
 				       "bytes at data offset 0) and "
 				       "'output_norm.weight' (128 bytes at 0) "
@@ -591,6 +602,22 @@ static void test_model_flaws(void **state)
 		assert_null(m);
 		assert_non_null(strstr(qerr_detail(), path));
 	}
+}
+
+/* Dimensions of size 1 after a tensor's own are no dimensions: a matrix
+ * [k, n, 1] and a vector [n, 1] load, as llama.cpp loads them (they had
+ * been refused as "shape [32, 32], want [32, 32]"). */
+static void test_trailing_ones(void **state)
+{
+	model *m = NULL;
+
+	(void)state;
+	build(path, TRAILING_ONES);
+	if (model_load(path, &m))
+		fail_msg("%s", qerr_detail());
+	assert_non_null(m);
+	assert_int_equal(m->cfg.dim, D);
+	model_free(&m);
 }
 
 /* A llama model may have an output projection bias (llama.cpp's llama
@@ -1080,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_writer_alignment),
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_llama_output_bias),
+		cmocka_unit_test(test_trailing_ones),
 		cmocka_unit_test(test_moe_flaws),
 		cmocka_unit_test(test_gptoss_flaws),
 		cmocka_unit_test(test_truncations),

@@ -115,6 +115,18 @@ static int find(loader *L, const char *name, int optional,
 	return 0;
 }
 
+/* A tensor's dimensions less its trailing ones of size 1 (at least 1):
+ * [k, n, 1] is the matrix [k, n], as llama.cpp compares shapes, with the
+ * dimensions past n_dims counted as 1. */
+static unsigned dims_of(const gguf_tensor *t)
+{
+	unsigned d = t->n_dims;
+
+	while (d > 1 && t->ne[d - 1] == 1)
+		d--;
+	return d;
+}
+
 static int get_mat(loader *L, const char *name, int k, int n, int optional,
 		   model_mat *out)
 {
@@ -123,12 +135,14 @@ static int get_mat(loader *L, const char *name, int k, int n, int optional,
 
 	if (rc || !t)
 		return rc;
-	if (t->n_dims != 2 || t->ne[0] != (uint64_t)k ||
+	if (t->n_dims < 2 || dims_of(t) > 2 || t->ne[0] != (uint64_t)k ||
 	    t->ne[1] != (uint64_t)n)
-		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has shape "
-				 "[%llu, %llu], want [%d, %d]", L->path, name,
-				 (unsigned long long)t->ne[0],
-				 (unsigned long long)t->ne[1], k, n);
+		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %u dims "
+				 "[%llu, %llu%s], want 2 [%d, %d]", L->path,
+				 name, t->n_dims, (unsigned long long)t->ne[0],
+				 (unsigned long long)(t->n_dims > 1 ? t->ne[1]
+								    : 1),
+				 t->n_dims > 2 ? ", ..." : "", k, n);
 	int64_t blk, bad = quant_check(t->type, t->data, k, n, &blk);
 	if (bad >= 0)
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' row %lld block "
@@ -151,7 +165,7 @@ static int get_exps(loader *L, const char *name, int k, int n, int n_exp,
 
 	if (rc)
 		return rc;
-	if (t->n_dims != 3 || t->ne[0] != (uint64_t)k ||
+	if (t->n_dims < 3 || dims_of(t) > 3 || t->ne[0] != (uint64_t)k ||
 	    t->ne[1] != (uint64_t)n || t->ne[2] != (uint64_t)n_exp)
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %u dims "
 				 "[%llu, %llu, %llu], want 3 [%d, %d, %d]",
@@ -264,12 +278,12 @@ static int get_vecs(loader *L, const char *name, int n, int rows,
 	*out = NULL;
 	if (rc || !t)
 		return rc;
-	if (!rows && (t->n_dims != 1 || t->ne[0] != (uint64_t)n))
+	if (!rows && (dims_of(t) != 1 || t->ne[0] != (uint64_t)n))
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %llu "
 				 "elements in %u dims, want %d", L->path, name,
 				 (unsigned long long)t->ne[0], t->n_dims, n);
-	if (rows && (t->n_dims != 2 || t->ne[0] != (uint64_t)n ||
-		     t->ne[1] != (uint64_t)rows))
+	if (rows && (t->n_dims < 2 || dims_of(t) > 2 ||
+		     t->ne[0] != (uint64_t)n || t->ne[1] != (uint64_t)rows))
 		return qerr_fail(QERR_FORMAT, "%s: tensor '%s' has %u dims "
 				 "[%llu, %llu], want 2 [%d, %d]", L->path,
 				 name, t->n_dims, (unsigned long long)t->ne[0],
@@ -707,7 +721,8 @@ int model_from_gguf(gguf_file *g, model **out)
 		     &m->tok_embd);
 	if (rc) {
 		const gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
-		if (t && t->n_dims == 2 && t->ne[0] == (uint64_t)m->cfg.dim &&
+		if (t && t->n_dims >= 2 && dims_of(t) <= 2 &&
+		    t->ne[0] == (uint64_t)m->cfg.dim &&
 		    t->ne[1] != (uint64_t)m->cfg.vocab)
 			rc = qerr_fail(QERR_FORMAT, "%s: the tokenizer has %d "
 				       "tokens but token_embd.weight has %llu "
