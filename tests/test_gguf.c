@@ -1050,6 +1050,17 @@ static void test_corrupt_headers(void **state)
 			fail_msg("%s: got '%s'", cases[i].what, qerr_detail());
 		assert_null(g);
 	}
+	/* a big-endian file: its version reads byte-swapped, and is said so */
+	{
+		gguf_file *g = NULL;
+		uint32_t be3 = 0x03000000u;
+
+		memcpy(c, b, n);
+		memcpy(c + 4, &be3, 4);
+		write_bytes(tp, c, n);
+		assert_int_equal(gguf_open(tp, &g), QERR_UNSUPPORTED);
+		assert_non_null(strstr(qerr_detail(), "a big-endian file"));
+	}
 	/* tensor data pointing past the end: cut the last tensor's bytes */
 	write_bytes(tp, b, n - 8);
 	{

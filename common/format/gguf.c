@@ -351,9 +351,17 @@ static int parse(gguf_file *g)
 	g->version = cur_u32(&c, "version");
 	if (c.err)
 		return c.err;
-	if (g->version != 2 && g->version != 3)
+	if (g->version != 2 && g->version != 3) {
+		/* a file written big-endian reads its version byte-swapped */
+		uint32_t sw = __builtin_bswap32(g->version);
+
 		return qerr_fail(QERR_UNSUPPORTED, "%s: GGUF version %u is not "
-				 "supported (want 3)", g->path, g->version);
+				 "supported (want 2 or 3)%s", g->path,
+				 g->version, sw == 2 || sw == 3
+				 ? ": a big-endian file (byte-swapped version "
+				   "2 or 3); quorum reads little-endian GGUF"
+				 : "");
+	}
 	g->n_tensors = cur_u64(&c, "tensor count");
 	g->n_kv = cur_u64(&c, "metadata count");
 	if (c.err)
@@ -386,10 +394,15 @@ static int parse(gguf_file *g)
 	g->alignment = GGUF_DEFAULT_ALIGNMENT;
 	al = gguf_find(g, "general.alignment");
 	if (al) {
-		if (al->type != GGUF_UINT32 || al->v.u == 0 ||
-		    (al->v.u & (al->v.u - 1)) || al->v.u > 65536)
-			return qerr_fail(QERR_FORMAT, "%s: bad general.alignment",
-					 g->path);
+		if (al->type != GGUF_UINT32)
+			return qerr_fail(QERR_FORMAT, "%s: general.alignment "
+					 "has type %s, want u32", g->path,
+					 gguf_vtype_name(al->type));
+		if (al->v.u == 0 || (al->v.u & (al->v.u - 1)) ||
+		    al->v.u > 65536)
+			return qerr_fail(QERR_FORMAT, "%s: general.alignment = "
+					 "%llu: not a power of two up to 65536",
+					 g->path, (unsigned long long)al->v.u);
 		g->alignment = al->v.u;
 	}
 	g->data_off = (c.off + g->alignment - 1) / g->alignment * g->alignment;
