@@ -38,8 +38,10 @@ static void help(const sampflags *f)
 	       "batching; every result is the one the question gets alone).\n"
 	       "Output: one JSON line per question, in file order (the --json\n"
 	       "object plus \"line\", \"id\", and \"expected\", \"correct\"\n"
-	       "compared as `quorum ask --file` does; or {\"line\", \"error\"}\n"
-	       "for a question that cannot run, those first); malformed lines\n"
+	       "compared as `quorum ask --file` does, null without an answer;\n"
+	       "or {\"line\", \"error\"}: first for a question whose prompt\n"
+	       "cannot be built, in its place for one that fails while it\n"
+	       "runs, such as a prompt over the context); malformed lines\n"
 	       "are reported on stderr and skipped; a summary goes to stderr.\n"
 	       "Exit status 1 when any line failed.\n\n"
 	       "options:\n"
@@ -446,6 +448,11 @@ static int on_file_result(void *ctx, int q, int rc, const char *err,
 		json_object_set_new(out, "correct", json_boolean(ok));
 		fr->n_expected++;
 		fr->n_correct += ok;
+	} else {
+		/* null, as `quorum ask --file` prints them: every line has
+		 * the same keys */
+		json_object_set_new(out, "expected", json_null());
+		json_object_set_new(out, "correct", json_null());
 	}
 	json_object_foreach(o, k, v)
 		json_object_set(out, k, v);
