@@ -604,6 +604,28 @@ static void test_model_flaws(void **state)
 	}
 }
 
+/* An unsupported architecture's name with a control byte is shown with
+ * it escaped: "qwe\0" had printed as 'qwe'. */
+static void write_bytes(const char *p, const void *d, size_t n);
+
+static void test_arch_control_byte(void **state)
+{
+	model *m = NULL;
+	size_t n = 0;
+	char *f, *at;
+
+	(void)state;
+	build(path, BAD_ARCH);
+	assert_non_null(f = tu_slurp(path, &n));
+	assert_non_null(at = memmem(f, n, "gpt9", 4));
+	memcpy(at, "qwe\0", 4);
+	write_bytes(path, f, n);
+	free(f);
+	assert_int_equal(model_load(path, &m), QERR_UNSUPPORTED);
+	assert_non_null(strstr(qerr_detail(), "architecture 'qwe\\x00'"));
+	assert_null(m);
+}
+
 /* Dimensions of size 1 after a tensor's own are no dimensions: a matrix
  * [k, n, 1] and a vector [n, 1] load, as llama.cpp loads them (they had
  * been refused as "shape [32, 32], want [32, 32]"). */
@@ -1061,6 +1083,23 @@ static void test_corrupt_headers(void **state)
 		assert_int_equal(gguf_open(tp, &g), QERR_UNSUPPORTED);
 		assert_non_null(strstr(qerr_detail(), "a big-endian file"));
 	}
+	/* a row of 2^62 F32 elements: whole blocks (of one), its bytes past
+	 * 64 bits; it had been called a row of partial blocks */
+	{
+		static const char nm[] = "output_norm.weight";
+		gguf_file *g = NULL;
+		uint64_t ne0 = (uint64_t)1 << 62;
+		uint8_t *at;
+
+		memcpy(c, b, n);
+		assert_non_null(at = memmem(c, n, nm, sizeof(nm) - 1));
+		/* the name, n_dims (u32), then ne[0] */
+		memcpy(at + sizeof(nm) - 1 + 4, &ne0, 8);
+		write_bytes(tp, c, n);
+		assert_int_equal(gguf_open(tp, &g), QERR_FORMAT);
+		assert_non_null(strstr(qerr_detail(), "tensor 'output_norm."
+					"weight' size overflows"));
+	}
 	/* tensor data pointing past the end: cut the last tensor's bytes */
 	write_bytes(tp, b, n - 8);
 	{
@@ -1119,6 +1158,7 @@ int main(void)
 		cmocka_unit_test(test_model_flaws),
 		cmocka_unit_test(test_llama_output_bias),
 		cmocka_unit_test(test_trailing_ones),
+		cmocka_unit_test(test_arch_control_byte),
 		cmocka_unit_test(test_moe_flaws),
 		cmocka_unit_test(test_gptoss_flaws),
 		cmocka_unit_test(test_truncations),

@@ -310,6 +310,14 @@ static int check_tensors(gguf_file *g)
 			return qerr_fail(QERR_FORMAT, "%s: tensor '%.*s' has an "
 					 "empty dimension", g->path, nl, nm);
 		rb = ggml_row_bytes(t->type, t->ne[0]);
+		/* a known layout whose whole-block row does not fit 64 bits
+		 * is not a row of partial blocks: said as what it is */
+		if (rb == 0 && ggml_block_elems(t->type) &&
+		    t->ne[0] % (uint64_t)ggml_block_elems(t->type) == 0)
+			return qerr_fail(QERR_FORMAT, "%s: tensor '%.*s' size "
+					 "overflows (rows of %llu elements)",
+					 g->path, nl, nm,
+					 (unsigned long long)t->ne[0]);
 		if (rb == 0) {
 			/* Unknown block layout: we cannot size it, so it
 			 * cannot be used; the model loader names it. */

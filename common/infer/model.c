@@ -555,12 +555,23 @@ static int load_config(loader *L)
 			c->act = arch_table[i].act;
 			found = 1;
 		}
-	if (!found)
+	if (!found) {
+		/* its control bytes shown (a NUL had made 'qwen2\0' print as
+		 * a supported name) */
+		char shown[64 * 4 + 1];
+		size_t o = 0;
+
+		for (size_t i = 0; i < arch.len && i < 64; i++) {
+			unsigned char b = (unsigned char)arch.ptr[i];
+
+			o += (size_t)snprintf(shown + o, sizeof(shown) - o,
+					      b < 0x20 || b == 0x7f ? "\\x%02x"
+								 : "%c", b);
+		}
 		return qerr_fail(QERR_UNSUPPORTED, "%s: unsupported "
-				 "architecture '%.*s' (supported: "
-				 MODEL_ARCH_LIST ")", L->path,
-				 (int)(arch.len > 64 ? 64 : arch.len),
-				 arch.ptr);
+				 "architecture '%s' (supported: "
+				 MODEL_ARCH_LIST ")", L->path, shown);
+	}
 	snprintf(L->arch, sizeof(L->arch), "%s", model_arch_name(c->arch));
 	if ((rc = get_hp(L, "embedding_length", 1, MODEL_MAX_DIM, &c->dim)) ||
 	    (rc = get_hp(L, "block_count", 1, MODEL_MAX_LAYERS,
