@@ -38,6 +38,10 @@
  * (infer/model.c) and the coordinator, which reads it without the
  * weights; one bound, so that neither takes a model the other refuses. */
 #define GGUF_MAX_CONTEXT (1 << 24)
+/* The most tokenizer.ggml.tokens taken: by the tokenizer (text/tok.c,
+ * which the coordinator and `quorum tokenize` load alone) and the model
+ * loader. */
+#define GGUF_MAX_VOCAB (1 << 22)
 
 enum gguf_vtype {
 	GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,

@@ -771,9 +771,10 @@ static int load_vocab(tok *t, const gguf_file *g)
 	if (rc)
 		return rc;
 	n = tk->arr_n;
-	if (n == 0 || n > INT32_MAX - 1)
+	if (n == 0 || n > GGUF_MAX_VOCAB)
 		return qerr_fail(QERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu "
-				 "entries", gguf_path(g), (unsigned long long)n);
+				 "entries (at most %d)", gguf_path(g),
+				 (unsigned long long)n, GGUF_MAX_VOCAB);
 	t->n = (uint32_t)n;
 	if (gguf_find(g, "tokenizer.ggml.token_type")) {
 		rc = gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_INT32,
