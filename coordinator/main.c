@@ -241,6 +241,7 @@ int main(int argc, char **argv)
 	void *zctx = NULL, *clients = NULL, *workers = NULL;
 	sched *s = NULL;
 	proc_set *ps = NULL;
+	int served = 0; /* a worker has registered since the start */
 	sched_opts so = {0};
 	prompt_style pst;
 	struct sigaction sa;
@@ -377,9 +378,16 @@ int main(int argc, char **argv)
 		sched_tick(s);
 		if (it[0].revents & ZMQ_POLLIN)
 			drain(s, clients, 1);
-		if (proc_tick(ps)) {
+		/* no local worker can load the model and no other worker
+		 * has served: a restart loop behind NO_CAPACITY helps
+		 * nobody (a worker of another host, with its own file, once
+		 * registered, keeps the coordinator running) */
+		served |= sched_n_workers(s) > 0;
+		if (proc_tick(ps) && !served) {
 			fprintf(stderr, "coordinator: model.path %s cannot be "
-				"served: stopping\n", c->model.path);
+				"served by its local workers and no other "
+				"worker is registered: stopping\n",
+				c->model.path);
 			break;
 		}
 	}

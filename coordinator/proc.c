@@ -25,6 +25,7 @@ typedef struct {
 	int64_t start_at;   /* when to (re)start it */
 	int64_t backoff_ms;
 	int64_t started;
+	int gave_up;        /* exited WIRE_WORKER_EXIT_MODEL: not restarted */
 	char id[32];
 } proc_child;
 
@@ -87,7 +88,7 @@ int proc_tick(proc_set *p)
 {
 	int64_t now = wire_now_ms();
 	pid_t pid;
-	int st, bad = 0;
+	int st, alive = 0;
 
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
 		for (int i = 0; i < p->n; i++) {
@@ -102,8 +103,7 @@ int proc_tick(proc_set *p)
 					"message above); restarting cannot "
 					"help\n", c->id, (int)pid);
 				c->pid = 0;
-				c->start_at = INT64_MAX;
-				bad = 1;
+				c->gave_up = 1;
 				continue;
 			}
 			fprintf(stderr, "coordinator: worker %s (pid %d) %s %d; "
@@ -120,12 +120,14 @@ int proc_tick(proc_set *p)
 			if ((c->backoff_ms *= 2) > p->max_ms)
 				c->backoff_ms = p->max_ms;
 		}
-	if (bad)
-		return -1;
-	for (int i = 0; i < p->n; i++)
+	for (int i = 0; i < p->n; i++) {
+		if (p->c[i].gave_up)
+			continue;
+		alive++;
 		if (!p->c[i].pid && now >= p->c[i].start_at)
 			spawn(p, &p->c[i]);
-	return 0;
+	}
+	return p->n && !alive ? -1 : 0;
 }
 
 void proc_stop_all(proc_set *p, int wait_ms,

@@ -18,9 +18,10 @@ typedef struct proc_set proc_set;
 /* n workers (0 is fine: nothing to supervise). Strings are copied. */
 int proc_new(const char *worker_path, const char *config, const char *host,
 	     int n, int backoff_min_ms, int backoff_max_ms, proc_set **out);
-/* Reaps children that exited and (re)starts those that are due. -1 when
- * one exited with WIRE_WORKER_EXIT_MODEL (its message on stderr): the
- * model cannot be served, by it or any worker of this host; else 0. */
+/* Reaps children that exited and (re)starts those that are due, except
+ * one that exited with WIRE_WORKER_EXIT_MODEL (its message on stderr:
+ * the model file cannot be served, so restarting cannot help). -1 when
+ * every one of them has so exited, else 0. */
 int proc_tick(proc_set *p);
 /* SIGTERM to all, wait up to wait_ms, then SIGKILL and reap; killed (may
  * be NULL) is told each worker id killed so (its pool left behind). */

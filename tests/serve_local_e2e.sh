@@ -237,7 +237,7 @@ check "a model no worker can load: the worker's reason, once, and the \
 coordinator's end told" \
 	sh -c "test \$(grep -c 'weight type IQ2_XXS (16) is not supported' \
 		'$tmp/bad8.log') = 1 &&
-	       grep -q 'cannot be served: stopping' '$tmp/bad8.log' &&
+	       grep -q 'cannot be served by its local workers' '$tmp/bad8.log' &&
 	       grep -q 'the coordinator .* ended: exit status 1' '$tmp/bad8.log'"
 check "a model no worker can load: no pool left" test "$(pools "$sp")" -eq 0
 TMPDIR=$tmp "$Q" serve --model "$MODEL" --endpoint tcp://127.0.0.1:1 \

@@ -760,9 +760,9 @@ static void no_capacity_and_busy(void **state)
 	int ok = 0, busy = 0, seen[9] = {0};
 
 	(void)state;
-	/* the model cannot load in any worker (no weights) */
-	k.model = vocab_path;
-	k.local = 2;
+	/* no worker (none local, none started): after the registration
+	 * grace, NO_CAPACITY */
+	k.local = 0;
 	assert_int_equal(cu_start(&cl, &k), 0);
 	s = cu_client(&cl);
 	t0 = wire_now_ms();
@@ -804,6 +804,46 @@ static void no_capacity_and_busy(void **state)
 	assert_true(ok >= 2);
 	assert_null(cu_recv(s, 300));
 	zmq_close(s);
+}
+
+/* Local workers that cannot load the model (no weights: each exits
+ * WIRE_WORKER_EXIT_MODEL) and no other worker: the coordinator stops,
+ * exit 1, instead of restarting them forever behind NO_CAPACITY. */
+static void local_workers_cannot_load(void **state)
+{
+	cu_cfg k = fast_cfg();
+	int st = 0;
+	char *argv[] = {cu_bin("coordinator"), "--config", cl.config, NULL};
+
+	(void)state;
+	memset(&cl, 0, sizeof(cl));
+	k.model = vocab_path;
+	k.local = 2;
+	/* ports as cu_start picks them; a taken one makes it exit 4 */
+	for (int attempt = 0; attempt < 8; attempt++) {
+		int port = 20000 + (int)((getpid() * 17 + attempt * 7919 +
+					  wire_now_ms()) % 20000) * 2;
+		int64_t end = wire_now_ms() + CU_WAIT_MS;
+		pid_t w = 0;
+
+		snprintf(cl.client_ep, sizeof(cl.client_ep),
+			 "tcp://127.0.0.1:%d", port);
+		snprintf(cl.worker_ep, sizeof(cl.worker_ep),
+			 "tcp://127.0.0.1:%d", port + 1);
+		cu_write_config(&cl, &k);
+		assert_true((cl.coord = cu_spawn(argv)) > 0);
+		while (wire_now_ms() < end &&
+		       (w = waitpid(cl.coord, &st, WNOHANG)) == 0)
+			usleep(20000);
+		if (w != cl.coord)
+			fail_msg("the coordinator still runs");
+		cl.coord = 0;
+		unlink(cl.config);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 4)
+			break;
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
 }
 
 static void client_gone(void **state)
@@ -978,6 +1018,8 @@ int main(void)
 		cmocka_unit_test_teardown(coordinator_restart, test_teardown),
 		cmocka_unit_test_teardown(orphans_exit, test_teardown),
 		cmocka_unit_test_teardown(no_capacity_and_busy, test_teardown),
+		cmocka_unit_test_teardown(local_workers_cannot_load,
+					  test_teardown),
 		cmocka_unit_test_teardown(client_gone, test_teardown),
 		cmocka_unit_test_teardown(load, test_teardown),
 	};
