@@ -260,6 +260,19 @@ static const group groups[] = {
 				 "{\"answer\": 4.2}", NULL}},
 	{"json:/answer", "42", {"{\"answer\": 42}", NULL}},
 	{"json:/answer", "0.1", {"{\"answer\": 0.1}", NULL}},
+	/* exact: the whole text as written, trimmed (a choice constraint's
+	 * options: under auto "a" is an article, no answer, and "3 apples"
+	 * and "3 pears" both 3) */
+	{"exact", "a", {"a", " a\n", NULL}},
+	{"exact", "A", {"A", NULL}},
+	{"exact", "3 apples", {"3 apples", NULL}},
+	{"exact", "3 pears", {"3 pears", NULL}},
+	{"exact", "Paris.", {"Paris.", NULL}},
+	/* json: (the root): the value in canonical form, whatever the
+	 * whitespace and key order */
+	{"json:", "{\"city\":\"Paris\",\"ok\":true}",
+	 {"{ \"city\":\"Paris\", \"ok\": true }",
+	  "{\n\t\"ok\":true,\n\t\"city\":\"Paris\"}", NULL}},
 	/* ---- what a second review found (2026-12-07, review2-vote) */
 	/* \mathbf{}, \mathrm{}, \textit{}, \operatorname{} hold variables
 	 * and names, not units: kept (they had been dropped, "2\mathbf{i} +
@@ -480,6 +493,26 @@ static void table(void **state)
 		      sizeof(groups) / sizeof(*groups));
 }
 
+/* exact keys a text too long for a key by its head and a hash of the
+ * whole: two long texts that differ only past the head stay apart. */
+static void exact_long(void **state)
+{
+	answer_format f;
+	char a[1100], b[1100], ka[VOTE_ANSWER_MAX], kb[VOTE_ANSWER_MAX];
+
+	(void)state;
+	assert_int_equal(answer_format_parse("exact", &f, NULL), 0);
+	memset(a, 'x', sizeof(a) - 1);
+	a[sizeof(a) - 1] = '\0';
+	memcpy(b, a, sizeof(a));
+	b[900] = 'y';
+	assert_true(answer_extract(&f, a, strlen(a), ka, sizeof(ka)));
+	assert_true(answer_extract(&f, b, strlen(b), kb, sizeof(kb)));
+	assert_true(strlen(ka) < sizeof(ka));
+	assert_string_not_equal(ka, kb);
+	assert_memory_equal(ka, a, 200);
+}
+
 /* Every pair of distinct math groups keys apart (the traps: 0.5 vs
  * 1/2 together, (1,2) vs [1,2] apart, 1,000 vs 1, 000 apart). */
 static void apart(void **state)
@@ -504,7 +537,7 @@ static void formats(void **state)
 	} rows[] = {
 		{"auto", NULL}, {"number", NULL}, {"math", NULL},
 		{"choice", NULL}, {"yesno", NULL}, {"text", NULL},
-		{"regex:a+", NULL}, {"choice:A=1|B=2", NULL},
+		{"regex:a+", NULL}, {"choice:A=1|B=2", NULL}, {"exact", NULL},
 		{"bogus", "must be " ANSWER_LIST}, {"", "must be " ANSWER_LIST},
 		{"regex:", "regex: the pattern must be 1..1023 bytes"},
 		{"regex:(", "regex:(: missing closing parenthesis at offset 1"},
@@ -781,6 +814,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(table),
 		cmocka_unit_test(apart),
+		cmocka_unit_test(exact_long),
 		cmocka_unit_test(formats),
 		cmocka_unit_test(options),
 		cmocka_unit_test(expected),

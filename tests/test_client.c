@@ -1416,7 +1416,8 @@ static void test_evalset_cluster(void **state)
 		o = evs_summary(&r, &row);
 		assert_int_equal(f->grammar_asks, g + 3);
 		assert_int_equal(f->min_p_asks, mp + 3);
-		assert_string_equal(f->last_answer, "auto");
+		/* a choice constraint's own answer format (exact) */
+		assert_string_equal(f->last_answer, "exact");
 		/* ... and the summary says what the run was given (min_p
 		 * written as the float it is: 0.05) */
 		assert_true(json_real_value(json_object_get(o, "min_p")) ==
@@ -2246,6 +2247,56 @@ static void test_gateway_nested_fields(void **state)
 	}
 }
 
+/* A constrained request votes on what its constraint makes an answer
+ * unless it names an answer_format: a JSON value's canonical form, a
+ * choice's or a regex's whole text (auto had read JSON as prose: every
+ * sample keyed by a const field, or by nothing; the choice "a" as an
+ * article, no answer); a GBNF grammar keeps auto. */
+static void test_gateway_constraint_answer(void **state)
+{
+	static const struct {
+		const char *fields, *answer; /* NULL: not set (auto) */
+	} rows[] = {
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"n\",\"schema\":{\"type\":\"object\"}}}", "json:"},
+		{",\"response_format\":{\"type\":\"json_object\"}", "json:"},
+		{",\"guided_json\":{\"type\":\"integer\"}", "json:"},
+		{",\"guided_choice\":[\"a\",\"b\"]", "exact"},
+		{",\"regex\":\"[0-9]{3}\"", "exact"},
+		{",\"grammar\":\"root ::= \\\"x\\\"\"", NULL},
+		{",\"guided_choice\":[\"a\",\"b\"],\"answer_format\":\"text\"",
+		 "text"},
+		{",\"answer_format\":\"yesno\",\"response_format\":{\"type\":"
+		 "\"json_object\"}", "yesno"},
+	};
+	const char *q = "{\"messages\":[{\"role\":\"user\",\"content\":"
+			"\"q\"}]%s}";
+	char body[512], msg[256], name[ANSWER_PATTERN_MAX + 16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++) {
+		const char *param = NULL;
+		openai_req r;
+
+		snprintf(body, sizeof(body), q, rows[i].fields);
+		if (openai_parse(1, body, strlen(body), 64, &r, msg,
+				 sizeof(msg), &param))
+			fail_msg("%s: refused: %s", rows[i].fields, msg);
+		if (!rows[i].answer) {
+			if (r.given & SC_BIT(SC_S_ANSWER))
+				fail_msg("%s: an answer format set",
+					 rows[i].fields);
+		} else {
+			if (!(r.given & SC_BIT(SC_S_ANSWER)))
+				fail_msg("%s: no answer format",
+					 rows[i].fields);
+			assert_string_equal(answer_format_name(
+				&r.p.answer, name, sizeof(name)), rows[i].answer);
+		}
+		openai_req_free(&r);
+	}
+}
+
 /* A refused setting is said as the request's field that gave it, here
  * and in the coordinator's words, and named in param. */
 static void test_gateway_setting_words(void **state)
@@ -2315,6 +2366,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quantize_cmd),
+		cmocka_unit_test(test_gateway_constraint_answer),
 		cmocka_unit_test(test_text_index),
 		cmocka_unit_test(test_dumps_reals),
 		cmocka_unit_test(test_evstats),

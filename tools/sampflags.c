@@ -23,6 +23,7 @@ static struct {
 	const char *flag;
 	const char *choices[CONSTRAIN_CHOICES_MAX];
 	size_t n_choices;
+	int answer_set;   /* the answer format is the constraint's default */
 } con;
 
 static void con_free(void)
@@ -39,6 +40,10 @@ static int constraint(sampflags *f, int code, const char *arg)
 	const char *flag = code == SF_JSON_SCHEMA ? "json-schema"
 			   : code == SF_REGEX ? "regex"
 			   : code == SF_CHOICE ? "choice" : "grammar";
+	constrain_kind kind = code == SF_JSON_SCHEMA ? CONSTRAIN_JSON_SCHEMA
+			      : code == SF_REGEX ? CONSTRAIN_REGEX
+			      : code == SF_CHOICE ? CONSTRAIN_CHOICE
+						  : CONSTRAIN_GRAMMAR;
 	char *text = NULL, *g = NULL;
 	size_t len = 0;
 	int rc = 0;
@@ -90,6 +95,14 @@ static int constraint(sampflags *f, int code, const char *arg)
 	con.text = g;
 	con.flag = flag;
 	f->given |= SC_BIT(SC_S_GRAMMAR);
+	/* what the constrained samples vote on, unless --answer says (given
+	 * before this flag; one given after replaces this) */
+	if ((!(f->given & SC_BIT(SC_S_ANSWER)) || con.answer_set) &&
+	    constrain_answer(kind) &&
+	    !sc_params_parse(SC_S_ANSWER, constrain_answer(kind), &f->p)) {
+		f->given |= SC_BIT(SC_S_ANSWER);
+		con.answer_set = 1;
+	}
 	return 0;
 }
 
@@ -142,9 +155,12 @@ static const struct {
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
-			 "yesno | text | select (a model pass picks the "
-			 "most consistent response) | regex:PATTERN | "
-			 "json:POINTER (docs/commands.md)"},
+			 "yesno | text | exact (the whole text as written) "
+			 "| select (a model pass picks the most consistent "
+			 "response) | regex:PATTERN | json:POINTER "
+			 "(docs/commands.md); with --json-schema the default "
+			 "is json: (the value), with --regex or --choice "
+			 "exact"},
 	[SC_S_MIN_P] = {"min-p", "P", "keep tokens with p >= P x the top "
 			"token's p (0 = off)"},
 	[SC_S_PRESENCE_PENALTY] = {"presence-penalty", "X", "subtract X from "
@@ -225,6 +241,8 @@ int sampflags_opt(sampflags *f, int c, const char *arg)
 		return cli_usage_error(f->cmd, "%s", qerr_detail());
 	if (id == SC_S_STOP)
 		f->stop_arg = arg;
+	if (id == SC_S_ANSWER)
+		con.answer_set = 0; /* the user's, from now on */
 	/* alternatives come with the tokens' own log-probabilities */
 	if (id == SC_S_TOP_LOGPROBS && f->p.top_logprobs) {
 		f->p.logprobs = 1;

@@ -1325,6 +1325,12 @@ static int sampling_grammar(ctx *x)
 	}
 	free(sp->grammar);
 	sp->grammar = g;
+	/* its samples vote on the JSON value unless sampling.answer says */
+	if (sp->json_schema_file && at(x, "sampling", "answer") == x->root &&
+	    sc_params_parse(SC_S_ANSWER,
+			    constrain_answer(CONSTRAIN_JSON_SCHEMA), &sp->p))
+		return nerr(x, n, QERR_FORMAT, "sampling.%s: %s", key,
+			    qerr_detail());
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv.h"
 #include "sc/compose.h"
 #include "sc/mathkey.h"
 #include "sc/vote.h"
@@ -25,7 +26,7 @@ _Static_assert(ANSWER_PATTERN_MAX == 1024,
 
 static const char *const NAMES[ANSWER_KINDS_] = {
 	"auto", "number", "math", "choice", "yesno", "text", "regex", "json",
-	"select"};
+	"select", "exact"};
 
 static int lower(int c)
 {
@@ -1111,6 +1112,28 @@ static bool key_text(const char *t, size_t n, char *out, size_t cap)
 	return norm_text(t, a, b, out, cap);
 }
 
+/* exact: the answer's whole text as written, trimmed (a choice
+ * constraint's option: "a" and "A", "3 apples" and "3 pears" apart). A
+ * text longer than a key holds is its head, cut at a character, and the
+ * FNV-1a of the whole: two texts stay apart. */
+static bool key_exact(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t a = 0, b = n, head;
+
+	trim(t, &a, &b);
+	if (b == a || cap < 32)
+		return false;
+	if (b - a < cap)
+		return put(out, cap, t + a, b - a);
+	head = cap - 20;
+	while (head && ((uchar)t[a + head] & 0xc0) == 0x80)
+		head--;
+	memcpy(out, t + a, head);
+	snprintf(out + head, cap - head, "#%016llx",
+		 (unsigned long long)fnv1a(FNV_BASIS, t + a, b - a));
+	return true;
+}
+
 static bool key_regex(const answer_format *f, const char *t, size_t n,
 		      char *out, size_t cap)
 {
@@ -1418,6 +1441,7 @@ const char *answer_no_answer_reason(const answer_format *f, const char *text,
 		[ANSWER_REGEX] = "no match of the pattern",
 		[ANSWER_JSON] = "no JSON value at the pointer",
 		[ANSWER_SELECT] = "no answer its format reads",
+		[ANSWER_EXACT] = "no text",
 	};
 	const char *v = vote_no_answer_reason(text, len);
 
@@ -1493,6 +1517,7 @@ bool answer_extract(const answer_format *f, const char *text, size_t len,
 	case ANSWER_SELECT: return key_text(text, len, out, cap);
 	case ANSWER_REGEX: return key_regex(f, text, len, out, cap);
 	case ANSWER_JSON: return key_json(f, text, len, out, cap);
+	case ANSWER_EXACT: return key_exact(text, len, out, cap);
 	default: return key_auto(text, len, out, cap);
 	}
 }
@@ -1527,6 +1552,11 @@ void answer_expected_key(const answer_format *f, const char *s, size_t len,
 			if ((mathkey(s + a, b - a, out, cap, &parsed) &&
 			     parsed && out[0] != 's' && out[0] != 'f') ||
 			    norm_text(s, a, b, out, cap)) {
+				free(boxed);
+				return;
+			}
+		} else if (k == ANSWER_EXACT) {
+			if (key_exact(s + a, b - a, out, cap)) {
 				free(boxed);
 				return;
 			}

@@ -105,6 +105,7 @@
 enum answer_kind {
 	ANSWER_AUTO = 0, ANSWER_NUMBER, ANSWER_MATH, ANSWER_CHOICE,
 	ANSWER_YESNO, ANSWER_TEXT, ANSWER_REGEX, ANSWER_JSON, ANSWER_SELECT,
+	ANSWER_EXACT,
 	ANSWER_KINDS_
 };
 
@@ -114,8 +115,8 @@ enum answer_kind {
 /* auto: a whole answer on one short line */
 #define ANSWER_LINE_MAX 64
 #define ANSWER_LINE_WORDS 5
-#define ANSWER_LIST "auto, number, math, choice, yesno, text, select, " \
-	"regex:PATTERN, json:POINTER"
+#define ANSWER_LIST "auto, number, math, choice, yesno, text, exact, " \
+	"select, regex:PATTERN, json:POINTER"
 
 typedef struct answer_format {
 	int kind;                        /* enum answer_kind */

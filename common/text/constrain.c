@@ -34,6 +34,17 @@ int constrain_regex(const char *pattern, char **out)
 	return 0;
 }
 
+const char *constrain_answer(constrain_kind k)
+{
+	switch (k) {
+	case CONSTRAIN_JSON_SCHEMA:
+	case CONSTRAIN_JSON_OBJECT: return "json:";
+	case CONSTRAIN_REGEX:
+	case CONSTRAIN_CHOICE: return "exact";
+	default: return NULL;
+	}
+}
+
 int constrain_choice(const char *const *opts, size_t n, char **out)
 {
 	strbuf b = {0};

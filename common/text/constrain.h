@@ -32,6 +32,15 @@ typedef enum {
  * QERR_NOMEM. */
 int constrain_gbnf(constrain_kind k, const json_t *v, char **out);
 
+/* The answer format (sc/answer.h's spelling) a sample constrained by
+ * kind k is voted on when the request names none: a JSON value's
+ * canonical form ("json:": keys sorted, numbers by value), the whole text
+ * as written for a regular expression or a choice ("exact": the options
+ * "a" and "A" stay apart, none is dropped as an article); NULL for a GBNF
+ * grammar, whose text may hold reasoning before its answer (auto reads
+ * it). The one rule of the doors (sampflags.c, openai.c, cfg.c). */
+const char *constrain_answer(constrain_kind k);
+
 /* The grammar of a regular expression (CONSTRAIN_REGEX), or of one of n
  * strings (CONSTRAIN_CHOICE), as constrain_gbnf. */
 int constrain_regex(const char *pattern, char **out);

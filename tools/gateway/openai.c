@@ -888,6 +888,13 @@ static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
 	}
 	r->grammar_own = g;
 	r->given |= SC_BIT(SC_S_GRAMMAR);
+	/* what the constrained samples vote on, unless the request says
+	 * (json_settings read answer_format before this) */
+	if (!(r->given & SC_BIT(SC_S_ANSWER)) && constrain_answer(kind)) {
+		if (sc_params_parse(SC_S_ANSWER, constrain_answer(kind), &r->p))
+			return bad(msg, cap, param, key, "%s", qerr_detail());
+		r->given |= SC_BIT(SC_S_ANSWER);
+	}
 	return 0;
 }
 
