@@ -1202,6 +1202,17 @@ static void test_grammar_files(void **state)
 	assert_int_equal(jschema_to_gbnf(js, &want), 0);
 	assert_int_equal(load_with(dir, "  json_schema_file: s.json\n", &c), 0);
 	assert_string_equal(c->sampling.p.grammar, want);
+	/* its samples vote on the JSON value (constrain_answer), unless
+	 * sampling.answer says; a GBNF grammar keeps auto */
+	assert_int_equal(c->sampling.p.answer.kind, ANSWER_JSON);
+	assert_string_equal(c->sampling.p.answer.pattern, "");
+	cfg_free(&c);
+	assert_int_equal(load_with(dir, "  json_schema_file: s.json\n"
+				   "  answer: yesno\n", &c), 0);
+	assert_int_equal(c->sampling.p.answer.kind, ANSWER_YESNO);
+	cfg_free(&c);
+	assert_int_equal(load_with(dir, "  grammar_file: g.gbnf\n", &c), 0);
+	assert_int_equal(c->sampling.p.answer.kind, ANSWER_AUTO);
 	cfg_free(&c);
 	free(want);
 	json_decref(js);
