@@ -144,7 +144,46 @@ static const struct {
 	{"root ::= [\\u00e9-\\u00ea]\n", "\xc3\xa9", WHOLE},
 	{"root ::= [\\u00e9-\\u00ea]\n", "\xc3\xab", NO},
 	{"root ::= (\"yes\" | \"no\") \"\\n\"\n", "no\n", WHOLE},
+	/* optional parts repeated: a stack reached by many paths counts
+	 * once (each path had counted toward the bound, so that only "b"
+	 * was left: the a's never allowed) */
+	{"root ::= (\"a\"?){45} \"b\"\n", "aab", WHOLE},
+	{"root ::= (\"a\"?){45} \"b\"\n", "b", WHOLE},
+	{"root ::= ([0-9]?){50} \"x\"\n", "123x", WHOLE},
 };
+
+/* A grammar whose start passes the matcher's bounds is refused when it
+ * is parsed, in words (it had given every sample an empty text): here
+ * GBNF_STACKS_MAX + 1 alternatives; GBNF_STACKS_MAX of them are taken. */
+static void start_bound(void **state)
+{
+	size_t cap = (GBNF_STACKS_MAX + 2) * 12 + 32, o;
+	char *t = malloc(cap);
+	gbnf *g = NULL;
+
+	(void)state;
+	assert_non_null(t);
+	for (int n = GBNF_STACKS_MAX; n <= GBNF_STACKS_MAX + 1; n++) {
+		o = (size_t)snprintf(t, cap, "root ::= ");
+		for (int i = 0; i < n; i++)
+			o += (size_t)snprintf(t + o, cap - o, "%s\"w%05d\"",
+					      i ? " | " : "", i);
+		snprintf(t + o, cap - o, "\n");
+		if (n == GBNF_STACKS_MAX) {
+			if (gbnf_parse(t, strlen(t), &g))
+				fail_msg("%d alternatives: %s", n,
+					 qerr_detail());
+			gbnf_free(&g);
+		} else {
+			assert_int_equal(gbnf_parse(t, strlen(t), &g),
+					 QERR_RANGE);
+			assert_non_null(strstr(qerr_detail(), "its start takes "
+					       "over"));
+			assert_null(g);
+		}
+	}
+	free(t);
+}
 
 static void matching(void **state)
 {
@@ -1057,6 +1096,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parse_errors),
 		cmocka_unit_test(matching),
+		cmocka_unit_test(start_bound),
 		cmocka_unit_test(masks),
 		cmocka_unit_test(schemas),
 		cmocka_unit_test(int_ranges),

@@ -625,6 +625,8 @@ static void pfree(pstate *p)
 	free(p->r);
 }
 
+static int start_over(const gbnf *g);
+
 int gbnf_parse(const char *text, size_t len, gbnf **out)
 {
 	pstate p = {0};
@@ -707,6 +709,15 @@ int gbnf_parse(const char *text, size_t len, gbnf **out)
 	g->r = p.r;
 	g->n_r = p.n_r;
 	p.r = NULL;
+	/* a start past the matcher's bounds would allow no token: every
+	 * sample empty (refused here, where a request can hear it) */
+	if (start_over(g)) {
+		rc = qerr_fail(QERR_RANGE, "grammar: its start takes over %d "
+			       "parse stacks (too ambiguous: over %d "
+			       "alternatives at once, or optional parts "
+			       "repeated)", GBNF_STACKS_MAX, GBNF_STACKS_MAX);
+		goto out;
+	}
 	*out = g;
 	g = NULL;
 	rc = QERR_OK;
@@ -743,19 +754,58 @@ void gbnf_free(gbnf **gp)
 typedef struct {
 	int32_t *v;
 	int n, cap;
-	int count;
+	int count;     /* distinct stacks */
 	int over;      /* a bound was hit */
+	long visits;   /* expand's calls (GBNF_EXPAND_MAX) */
+	int32_t *ht;   /* 2 x GBNF_STACKS_MAX: the stacks' offsets + 1, by
+			* hash (0: empty); made at the first stack */
 } sset;
 
+static void sset_free(sset *s)
+{
+	free(s->v);
+	free(s->ht);
+}
+
+/* expand's calls for one set: the paths to its stacks, which ambiguity
+ * (a?){n} multiplies though the stacks are few */
+#define GBNF_EXPAND_MAX (1L << 17)
+
+static uint64_t stack_hash(const int32_t *st, int len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)len;
+
+	for (int i = 0; i < len; i++)
+		h = (h ^ (uint32_t)st[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Adds stack st unless the set holds it: GBNF_STACKS_MAX bounds the
+ * distinct stacks (a duplicate, reached by another path, had counted
+ * too, so (a?){45}b lost its a's at the bound). */
 static void sset_add(sset *s, const int32_t *st, int len)
 {
+	size_t mask = 2 * GBNF_STACKS_MAX - 1, i;
+
 	if (s->over)
 		return;
+	if (!s->ht && !(s->ht = calloc(mask + 1, sizeof(*s->ht)))) {
+		s->over = 1;
+		return;
+	}
+	for (i = stack_hash(st, len) & mask; s->ht[i]; i = (i + 1) & mask) {
+		const int32_t *o = s->v + s->ht[i] - 1;
+
+		if (o[0] == len && !memcmp(o + 1, st,
+					   (size_t)len * sizeof(int32_t)))
+			return;
+	}
 	if (s->count >= GBNF_STACKS_MAX ||
 	    grow((void **)&s->v, &s->cap, s->n + len + 1, sizeof(int32_t))) {
 		s->over = 1;
 		return;
 	}
+	s->ht[i] = s->n + 1;
 	s->v[s->n++] = len;
 	memcpy(s->v + s->n, st, (size_t)len * sizeof(int32_t));
 	s->n += len;
@@ -771,7 +821,7 @@ static void expand(const gbnf *g, int32_t *st, int len, sset *out,
 
 	if (out->over)
 		return;
-	if (depth > 4096 || len > 100000) {
+	if (depth > 4096 || len > 100000 || ++out->visits > GBNF_EXPAND_MAX) {
 		out->over = 1;
 		return;
 	}
@@ -801,6 +851,25 @@ static void expand(const gbnf *g, int32_t *st, int len, sset *out,
 		}
 		free(ns);
 	}
+}
+
+/* Whether the root's expansion passes a bound (gbnf_start's state would
+ * be dead). */
+static int start_over(const gbnf *g)
+{
+	sset out = {0};
+	int32_t st[1];
+	int over;
+
+	for (int a = 0; a < g->alt_n[g->root] && !out.over; a++) {
+		int start = g->alt[g->alt_off[g->root] + a];
+
+		st[0] = start;
+		expand(g, st, g->e[start].type != E_END, &out, 0);
+	}
+	over = out.over;
+	sset_free(&out);
+	return over;
 }
 
 static int class_has(const gbnf *g, const elem *x, uint32_t c)
@@ -1083,7 +1152,7 @@ static int step_byte(gbnf_matcher *m, int s, uint8_t b)
 	if (!need) {
 		take(m->g, x, bits, &out);
 		id = intern(m, &out, 0, 0);
-		free(out.v);
+		sset_free(&out);
 		return id;
 	}
 	for (int i = 0; i < x->n; i += x->v[i] + 1) {
@@ -1093,7 +1162,7 @@ static int step_byte(gbnf_matcher *m, int s, uint8_t b)
 			sset_add(&out, &x->v[i + 1], len);
 	}
 	id = intern(m, &out, bits | total << 24, need);
-	free(out.v);
+	sset_free(&out);
 	return id;
 }
 
@@ -1156,7 +1225,7 @@ int gbnf_start(gbnf_matcher *m)
 		expand(m->g, st, m->g->e[start].type != E_END, &out, 0);
 	}
 	id = intern(m, &out, 0, 0);
-	free(out.v);
+	sset_free(&out);
 	return id;
 }
 

@@ -42,7 +42,7 @@
  * states one matcher interns, the masks it keeps. */
 #define GBNF_TEXT_MAX (1u << 20)
 #define GBNF_ELEMS_MAX 65536
-#define GBNF_STACKS_MAX 1024
+#define GBNF_STACKS_MAX 4096
 #define GBNF_STATES_MAX 200000
 #define GBNF_MASKS_KEPT 64
 
