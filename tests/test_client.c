@@ -29,6 +29,7 @@
 #include "net/spwire.h"
 #include "proto/quorum.pb-c.h"
 #include "testutil.h"
+#include "text/constrain.h"
 #include "text/prompt.h"
 #include "tools/client.h"
 #include "tools/evstats.h"
@@ -2204,6 +2205,16 @@ static void test_gateway_nested_fields(void **state)
 		 "{\"name\":\"n\",\"schema\":{},\"strictt\":true}}",
 		 "response_format.json_schema",
 		 "'response_format.json_schema.strictt'"},
+		/* keys beside text and json_object: a schema is read where
+		 * llama.cpp's server reads it, anything else refused (they
+		 * were dropped: text took a json_schema unconstrained) */
+		{",\"response_format\":{\"type\":\"text\",\"json_schema\":"
+		 "{\"name\":\"n\",\"schema\":{}}}", "response_format",
+		 "'response_format.json_schema'"},
+		{",\"response_format\":{\"type\":\"json_object\",\"foo\":1}",
+		 "response_format", "'response_format.foo'"},
+		{",\"response_format\":{\"type\":\"json_object\",\"schema\":"
+		 "{\"type\":\"integer\"}}", NULL, NULL},
 		/* a setting and its older name: one value, or a 400 (the
 		 * older one had been dropped in silence) */
 		{",\"max_completion_tokens\":3,\"max_tokens\":4",
@@ -2261,6 +2272,8 @@ static void test_gateway_constraint_answer(void **state)
 		 "{\"name\":\"n\",\"schema\":{\"type\":\"object\"}}}", "json:"},
 		{",\"response_format\":{\"type\":\"json_object\"}", "json:"},
 		{",\"guided_json\":{\"type\":\"integer\"}", "json:"},
+		{",\"response_format\":{\"type\":\"json_object\",\"schema\":"
+		 "{\"type\":\"integer\"}}", "json:"},
 		{",\"guided_choice\":[\"a\",\"b\"]", "exact"},
 		{",\"regex\":\"[0-9]{3}\"", "exact"},
 		{",\"grammar\":\"root ::= \\\"x\\\"\"", NULL},
@@ -2282,6 +2295,18 @@ static void test_gateway_constraint_answer(void **state)
 		if (openai_parse(1, body, strlen(body), 64, &r, msg,
 				 sizeof(msg), &param))
 			fail_msg("%s: refused: %s", rows[i].fields, msg);
+		/* json_object's schema (llama.cpp's server's) is the
+		 * constraint: the integer grammar, not any object's */
+		if (strstr(rows[i].fields, "\"schema\":{\"type\":\"integer\"}")) {
+			json_t *js = json_pack("{s:s}", "type", "integer");
+			char *g = NULL;
+
+			assert_int_equal(constrain_gbnf(CONSTRAIN_JSON_SCHEMA,
+							js, &g), 0);
+			assert_string_equal(r.p.grammar, g);
+			free(g);
+			json_decref(js);
+		}
 		if (!rows[i].answer) {
 			if (r.given & SC_BIT(SC_S_ANSWER))
 				fail_msg("%s: an answer format set",

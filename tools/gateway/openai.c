@@ -804,10 +804,28 @@ static int response_format(json_t **v, constrain_kind *kind, char *msg,
 	if (!json_is_object(*v) || !type)
 		return bad(msg, cap, param, "response_format", "'response_format' "
 			   "must be an object with a string 'type'");
-	if (!strcmp(type, "text"))
-		return 1;
+	if (!strcmp(type, "text")) {
+		static const char *const tkeys[] = {"type"};
+
+		/* a schema beside type text had been dropped in silence */
+		return known_keys(*v, "response_format", tkeys, 1, msg, cap,
+				  param) ? -1 : 1;
+	}
 	if (!strcmp(type, "json_object")) {
-		*kind = CONSTRAIN_JSON_OBJECT;
+		/* llama.cpp's server reads a schema here: so do we (it had
+		 * been dropped: any object taken) */
+		static const char *const okeys[] = {"type", "schema"};
+		json_t *sc = json_object_get(*v, "schema");
+
+		if (known_keys(*v, "response_format", okeys, 2, msg, cap,
+			       param))
+			return -1;
+		if (openai_present(sc)) {
+			*v = sc;
+			*kind = CONSTRAIN_JSON_SCHEMA;
+		} else {
+			*kind = CONSTRAIN_JSON_OBJECT;
+		}
 		return 0;
 	}
 	if (strcmp(type, "json_schema"))
@@ -864,9 +882,17 @@ static int constraint(json_t *o, openai_req *r, char *msg, size_t cap,
 		const char *type = json_string_value(json_object_get(x,
 								     "type"));
 
-		/* response_format text: no constraint */
-		if (!openai_present(x) || (!i && type && !strcmp(type, "text")))
+		/* response_format text: no constraint (its keys checked) */
+		if (!openai_present(x))
 			continue;
+		if (!i && type && !strcmp(type, "text")) {
+			json_t *t = x;
+			constrain_kind k;
+
+			if (response_format(&t, &k, msg, cap, param) < 0)
+				return -1;
+			continue;
+		}
 		if (key)
 			return bad(msg, cap, param, constraints[i].key, "give "
 				   "one of '%s' and '%s' (one constraint)",
