@@ -438,8 +438,10 @@ static json_t *kw_types(const json_t *s)
 /* The formats date, time and date-time, values that can be (RFC 3339):
  * months 01-12, days within their month (February's 29th in leap years
  * only: the years divisible by 4 and not by 100, or by 400; RFC 3339's
- * appendix C), hours 00-23, minutes 00-59, seconds 00-60 (a leap
- * second), offsets 00:00-23:59; time is RFC 3339's full-time (JSON
+ * appendix C), hours 00-23, minutes 00-59, seconds 00-59, or the
+ * leap second 23:59:60 at offset Z or 00:00 (a leap second elsewhere is
+ * valid only where the offset brings it to 23:59 UTC, which validators
+ * check: left out, a subset every validator takes), offsets 00:00-23:59; time is RFC 3339's full-time (JSON
  * Schema's), its offset required as date-time's. A leap year's last two
  * digits are a multiple of 4 other than 00 (even tens and 0, 4 or 8;
  * odd tens and 2 or 6), or they are 00 and its first two are. */
@@ -450,9 +452,12 @@ static json_t *kw_types(const json_t *s)
 	"\"1\" [0-9] | \"2\" [0-8])) | ([0-9] [0-9] ([02468] [48] | " \
 	"[2468] \"0\" | [13579] [26]) | " F_LEAP2 " \"00\") \"-02-29\")"
 #define F_HOUR "([01] [0-9] | \"2\" [0-3])"
-#define F_TIME F_HOUR " \":\" [0-5] [0-9] \":\" ([0-5] [0-9] | \"60\") " \
-	"(\".\" [0-9]{1,6})?"
 #define F_OFFSET "(\"Z\" | [+-] " F_HOUR " \":\" [0-5] [0-9])"
+/* a time with its offset: seconds 00-59 at any offset, or the leap
+ * second 23:59:60 at UTC's own offset */
+#define F_TIME "(" F_HOUR " \":\" [0-5] [0-9] \":\" [0-5] [0-9] " \
+	"(\".\" [0-9]{1,6})? " F_OFFSET " | \"23:59:60\" " \
+	"(\".\" [0-9]{1,6})? (\"Z\" | [+-] \"00:00\"))"
 
 static const char *const TYPES[] = {
 	"object", "array", "string", "integer", "number", "boolean", "null"};
@@ -1260,9 +1265,9 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 			const char *g =
 				!f ? NULL
 				: !strcmp(f, "date") ? F_DATE
-				: !strcmp(f, "time") ? F_TIME " " F_OFFSET
+				: !strcmp(f, "time") ? F_TIME
 				: !strcmp(f, "date-time")
-				? F_DATE " \"T\" " F_TIME " " F_OFFSET
+				? F_DATE " \"T\" " F_TIME
 				: !strcmp(f, "uuid")
 				? "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" "
 				  "[0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" "
