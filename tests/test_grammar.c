@@ -83,6 +83,10 @@ static const struct {
 	{"twice", "root ::= \"x\"\nroot ::= \"y\"\n",
 	 "grammar:2:1: rule 'root' defined twice"},
 	{"backwards", "root ::= [z-a]\n", "grammar:1:10: a range backwards"},
+	/* (it had been taken, and written as a broken byte) */
+	{"surrogate", "root ::= \"x\\ud800y\"\n",
+	 "grammar:1:12: escape '\\ud800' is a surrogate code point (no "
+	 "character)"},
 };
 
 static void parse_errors(void **state)
@@ -795,6 +799,14 @@ static void schema_errors(void **state)
 		 "ranges apart, a required property's other const; else use "
 		 "anyOf)"},
 		{"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}",
+		 "schema.oneOf: branches 0 and 1 may both hold a value, which "
+		 "the grammar cannot refuse (oneOf is supported where the "
+		 "branches are apart: other types, other values, integer "
+		 "ranges apart, a required property's other const; else use "
+		 "anyOf)"},
+		/* 1 and 1.0 are one JSON value (they had been taken apart,
+		 * and every "1" written broke the oneOf) */
+		{"{\"oneOf\":[{\"const\":1},{\"const\":1.0}]}",
 		 "schema.oneOf: branches 0 and 1 may both hold a value, which "
 		 "the grammar cannot refuse (oneOf is supported where the "
 		 "branches are apart: other types, other values, integer "

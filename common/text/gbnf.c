@@ -274,6 +274,10 @@ static long char_at(pstate *p)
 		}
 		if (v > 0x10ffff)
 			return perr(p, at, "escape beyond U+10FFFF");
+		/* no UTF-8 writes one (it had become a broken byte) */
+		if (v >= 0xd800 && v <= 0xdfff)
+			return perr(p, at, "escape '%.*s' is a surrogate code "
+				    "point (no character)", k + 2, at);
 		return v;
 	}
 	{

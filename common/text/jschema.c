@@ -605,6 +605,41 @@ static unsigned kinds(const ctx *c, const json_t *s, int hops)
  * here: different kinds; consts or enums with no value in common;
  * integers with ranges apart; objects that both require a property whose
  * const or enum values differ (a tagged union). 0 where they may meet. */
+/* JSON Schema's equality: numbers by value (1 and 1.0 are one value),
+ * arrays and objects member by member; json_equal keeps an integer and
+ * a real apart. */
+static int value_equal(const json_t *a, const json_t *b)
+{
+	if (json_is_number(a) && json_is_number(b)) {
+		if (json_is_integer(a) && json_is_integer(b))
+			return json_integer_value(a) == json_integer_value(b);
+		return json_number_value(a) == json_number_value(b);
+	}
+	if (json_is_array(a) && json_is_array(b)) {
+		size_t n = json_array_size(a);
+
+		if (n != json_array_size(b))
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if (!value_equal(json_array_get(a, i),
+					 json_array_get(b, i)))
+				return 0;
+		return 1;
+	}
+	if (json_is_object(a) && json_is_object(b)) {
+		const char *k;
+		json_t *v;
+
+		if (json_object_size(a) != json_object_size(b))
+			return 0;
+		json_object_foreach((json_t *)a, k, v)
+			if (!value_equal(v, json_object_get(b, k)))
+				return 0;
+		return 1;
+	}
+	return json_equal(a, b);
+}
+
 static int apart(const ctx *c, const json_t *a, const json_t *b, int hops)
 {
 	const json_t *x, *y, *va, *vb;
@@ -633,7 +668,7 @@ static int apart(const ctx *c, const json_t *a, const json_t *b, int hops)
 
 		json_array_foreach(va, i, e)
 			json_array_foreach(vb, j, f)
-				shared |= json_equal(e, f);
+				shared |= value_equal(e, f);
 		json_decref((json_t *)va);
 		json_decref((json_t *)vb);
 		return !shared;
