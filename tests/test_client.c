@@ -639,6 +639,15 @@ static void test_usage_errors(void **state)
 		 "/: is a directory"},
 		{"ask --grammar /dev/null q", "quorum ask: --grammar /dev/null: "
 		 "empty grammar"},
+		/* a constraint flag given again is said (the last had won
+		 * unsaid; --choice adds) */
+		{"run --model m --regex a --regex b q", "quorum run: --regex "
+		 "given twice: give one"},
+		/* a schema file's duplicate key is said (the last had won) */
+		{"run --model m --json-schema /dev/stdin q <<'E'\n"
+		 "{\"type\":\"integer\",\"maximum\":6,\"maximum\":99}\nE",
+		 "quorum run: --json-schema /dev/stdin:1: duplicate object key "
+		 "near '\"maximum\"'"},
 		/* one setting reaches the template: the later flag won */
 		{"run --model m --reasoning-effort low --think on q",
 		 "quorum run: --reasoning-effort: not together with --think "
@@ -2213,6 +2222,11 @@ static void test_gateway_nested_fields(void **state)
 		 "'response_format.json_schema'"},
 		{",\"response_format\":{\"type\":\"json_object\",\"foo\":1}",
 		 "response_format", "'response_format.foo'"},
+		/* a schema as text keeps the body's rule: no key twice (the
+		 * last had won) */
+		{",\"guided_json\":\"{\\\"type\\\":\\\"integer\\\",\\\"maximum\\\":"
+		 "1,\\\"maximum\\\":2}\"", "guided_json",
+		 "duplicate object key"},
 		{",\"response_format\":{\"type\":\"json_object\",\"schema\":"
 		 "{\"type\":\"integer\"}}", NULL, NULL},
 		/* a setting and its older name: one value, or a 400 (the

@@ -51,6 +51,10 @@ static int constraint(sampflags *f, int code, const char *arg)
 	if (con.flag && strcmp(con.flag, flag))
 		return cli_usage_error(f->cmd, "--%s and --%s: give one "
 				       "constraint", con.flag, flag);
+	/* --choice adds a string; the others replace: said, not taken */
+	if (con.flag && code != SF_CHOICE)
+		return cli_usage_error(f->cmd, "--%s given twice: give one",
+				       flag);
 	if (code == SF_REGEX) {
 		rc = constrain_regex(arg, &g);
 	} else if (code == SF_CHOICE) {
@@ -68,7 +72,8 @@ static int constraint(sampflags *f, int code, const char *arg)
 					       qerr_detail());
 		if (code == SF_JSON_SCHEMA) {
 			json_error_t je;
-			json_t *js = json_loadb(text, len, 0, &je);
+			json_t *js = json_loadb(text, len,
+					       JSON_REJECT_DUPLICATES, &je);
 
 			free(text);
 			if (!js)

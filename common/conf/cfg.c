@@ -1304,7 +1304,8 @@ static int sampling_grammar(ctx *x)
 		return nerr(x, n, rc, "sampling.%s: %s", key, qerr_detail());
 	if (sp->json_schema_file) {
 		json_error_t je;
-		json_t *js = json_loadb(text, len, 0, &je);
+		json_t *js = json_loadb(text, len,
+					       JSON_REJECT_DUPLICATES, &je);
 
 		free(text);
 		if (!js)

@@ -140,7 +140,8 @@ int constrain_gbnf(constrain_kind k, const json_t *v, char **out)
 			json_error_t je;
 
 			/* vLLM's guided_json may be the schema's text */
-			if (!(owned = json_loads(json_string_value(v), 0, &je)))
+			if (!(owned = json_loads(json_string_value(v),
+						 JSON_REJECT_DUPLICATES, &je)))
 				return qerr_fail(QERR_FORMAT, "schema: not JSON "
 						 "(line %d: %s)", je.line,
 						 je.text);

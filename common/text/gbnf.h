@@ -12,7 +12,8 @@
  *   ( ... )        a group
  * each optionally followed by *, +, ?, {m}, {m,}, {m,n}; `#` comments to
  * the end of the line; rules may span lines where a body continues (an
- * operator or an open group ends a line, or the next line is indented).
+ * operator or an open group ends a line; an indented next line alone
+ * does not continue it, as in llama.cpp).
  * The start rule is `root`. Characters are Unicode code points; text is
  * matched as UTF-8 (a token may end inside a character: it is allowed
  * when some character the grammar can take begins with those bytes).

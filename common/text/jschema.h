@@ -20,9 +20,11 @@
  *                (the range written digit by digit into the grammar)
  *   number       (minimum/maximum refused: a grammar of decimals cannot
  *                bound them exactly)
- *   enum, const  any JSON values
- *   anyOf, oneOf alternatives (oneOf as anyOf: a grammar cannot forbid
- *                two matching); allOf of one schema
+ *   enum, const  any JSON values (a `type` beside them keeps those of
+ *                its type)
+ *   anyOf, oneOf alternatives (oneOf only where no value can meet two
+ *                branches, as a grammar cannot forbid two matching:
+ *                else refused); allOf of one schema
  *   $ref         "#", "#/$defs/NAME", "#/definitions/NAME"
  *   ignored      title, description, $schema, $id, $comment, examples,
  *                default, deprecated, readOnly, writeOnly, strict
