@@ -1029,7 +1029,14 @@ static void choices(void **state)
 static const char ANSWER_G[] =
 	"root ::= \"The answer is \" [1-9] [0-9]{0,2} \".\"\n";
 
+static void run_g(const char *grammar, int n, int threads, sc_result *r);
+
 static void run(int n, int threads, sc_result *r)
+{
+	run_g(ANSWER_G, n, threads, r);
+}
+
+static void run_g(const char *grammar, int n, int threads, sc_result *r)
 {
 	sc_engine_params ep = SC_ENGINE_DEFAULTS;
 	sc_params p = SC_PARAMS_DEFAULTS;
@@ -1042,7 +1049,7 @@ static void run(int n, int threads, sc_result *r)
 	p.max_new = 24;
 	p.sp.temperature = 1.0f;
 	p.stop = (stop_rule){STOP_NONE, 0.95, 4};
-	assert_int_equal(sc_params_parse(SC_S_GRAMMAR, ANSWER_G, &p), 0);
+	assert_int_equal(sc_params_parse(SC_S_GRAMMAR, grammar, &p), 0);
 	assert_int_equal(prompt_build(at, NULL, "Tom has 12 apples and buys "
 				      "30 more. How many apples does he have?",
 				      &ids, &n_ids), 0);
@@ -1050,6 +1057,34 @@ static void run(int n, int threads, sc_result *r)
 	assert_int_equal(sc_run(e, ids, n_ids, &p, r), 0);
 	sc_engine_free(&e);
 	free(ids);
+}
+
+/* A sample its grammar cannot continue (here: past "The answer is"
+ * the next state would take 5,000 stacks, over the bound) ends with
+ * finish grammar and no answer: its text is outside the constraint (it
+ * had voted "answer is"). */
+static void dead_end(void **state)
+{
+	size_t cap = 5000 * 10 + 64, o;
+	char *g = malloc(cap);
+	sc_result r = {0};
+
+	(void)state;
+	assert_non_null(g);
+	o = (size_t)snprintf(g, cap, "root ::= \"The answer is 7\" tail\n"
+			     "tail ::= ");
+	for (int i = 0; i < 5000; i++)
+		o += (size_t)snprintf(g + o, cap - o, "%s\"a%04d\"",
+				      i ? " | " : "", i);
+	snprintf(g + o, cap - o, "\n");
+	run_g(g, 2, 1, &r);
+	assert_int_equal(r.n, 2);
+	for (int i = 0; i < r.n; i++) {
+		assert_int_equal(r.samples[i].finish, SC_FINISH_GRAMMAR);
+		assert_false(r.samples[i].has_answer);
+	}
+	sc_run_result_fini(&r);
+	free(g);
 }
 
 static void sampling(void **state)
@@ -1115,6 +1150,7 @@ int main(void)
 		cmocka_unit_test(parse_errors),
 		cmocka_unit_test(matching),
 		cmocka_unit_test(start_bound),
+		cmocka_unit_test(dead_end),
 		cmocka_unit_test(masks),
 		cmocka_unit_test(schemas),
 		cmocka_unit_test(int_ranges),

@@ -438,7 +438,8 @@ void sc_fork_draw(sc_engine *e, fork_state **act, int n)
 }
 
 /* Marks a finished sample: extracts its answer and reports it. A sample
- * the filter cut has none. */
+ * the filter cut has none, nor one its grammar could not continue (its
+ * text is outside the constraint: it had voted). */
 int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 {
 	sc_sample *s = f->out;
@@ -449,6 +450,7 @@ int sc_fork_finish(fork_state *f, int w, sc_sample_cb cb, void *ctx)
 	s->settled = s->len;
 	s->reasoning_tokens = reasoning_count(f);
 	s->has_answer = s->finish != SC_FINISH_FILTERED &&
+			s->finish != SC_FINISH_GRAMMAR &&
 			answer_extract(f->job ? &f->job->p.answer : NULL,
 				       s->text, s->len, s->answer,
 				       sizeof(s->answer));
