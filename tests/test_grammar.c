@@ -960,6 +960,8 @@ static void rx_errors(void **state)
 			  "offset 4)"},
 		{"(a)\\1", "pattern: back-reference '\\1' (no grammar can "
 			   "write one) (at offset 4)"},
+		{"(?i)abc", "pattern: '(?i': inline flags and other group "
+		 "modifiers (only '(?:' is supported) (at offset 1)"},
 		{"a(?=b)", "pattern: '(?=': look-around and named groups (at "
 			   "offset 2)"},
 		{"a{1,999}", "pattern: {1,999}: n must be 1..256 (at offset "

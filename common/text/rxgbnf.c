@@ -492,8 +492,12 @@ static int element(rx *r, strbuf *b, int depth, int *nullable)
 		if (r->s[0] == '?' && r->s[1] == ':')
 			r->s += 2;
 		else if (r->s[0] == '?')
-			return rfail(r, QERR_UNSUPPORTED, "'(?%c': look-around "
-				     "and named groups", r->s[1]);
+			return rfail(r, QERR_UNSUPPORTED, "'(?%c': %s",
+				     r->s[1],
+				     strchr("=!<", r->s[1]) && r->s[1]
+				     ? "look-around and named groups"
+				     : "inline flags and other group "
+				       "modifiers (only '(?:' is supported)");
 		if (alternation(r, b, depth + 1, nullable))
 			return -1;
 		if (*r->s != ')')
