@@ -128,15 +128,42 @@ def wait_metric(name, want):
         time.sleep(0.05)
     return False
 
-def wait_held(n):
-    """n held connections admitted: open reads n twice in a row (a read's
-    own connection counts while admitted, so one read could see n - 1
-    held and itself, if the last held one's accept is still under way)"""
-    return (wait_metric("quorum_http_connections_open", n) and
-            wait_metric("quorum_http_connections_open", n))
+def hold(srcs):
+    """a connection from each of srcs, each known admitted: its keep-alive
+    GET /health answered and the connection kept (one the gateway took
+    as past a cap, as a closing one of a phase before may still count,
+    is closed after its reply: tried again); None past WAIT"""
+    held = []
+    end = time.time() + WAIT
+    for src in srcs:
+        while True:
+            if time.time() > end:
+                return None
+            s = conn(src)
+            send_get(s, "/health")
+            code, hdr, body, closed = read_reply(s)
+            if code == 200 and not closed:
+                held.append(s)
+                break
+            s.close()
+            time.sleep(0.05)
+    return held
 
-def burst(srcs, per_src):
+REFUSED = "quorum_http_connections_refused_total"
+
+def refused(cap):
+    return metric(REFUSED).get('%s{cap="%s"}' % (REFUSED, cap), 0.0)
+
+def burst(srcs, per_src, cap, want_refused):
+    """every connection opened, and all of them accepted (the refusals
+    are counted as the gateway accepts: none is read and closed before
+    the last is in, which would let a late one in), then a request on
+    each; /metrics answers past the caps, uncounted"""
+    base = refused(cap)
     socks = [conn(src) for src in srcs for _ in range(per_src)]
+    end = time.time() + WAIT
+    while time.time() < end and refused(cap) < base + want_refused:
+        time.sleep(0.05)
     for s in socks:
         send_get(s, "/")
     res = []
@@ -182,20 +209,22 @@ if phase == "inflight":
     print("parked ones:", codes)
     sys.exit(0 if codes == [200, 200] else 1)
 elif phase == "per_ip":
-    sys.exit(0 if report(burst(["127.0.0.1"], 64), 429, 8, 56) else 1)
+    sys.exit(0 if report(burst(["127.0.0.1"], 64, "max_connections_per_ip",
+                               56), 429, 8, 56) else 1)
 elif phase == "global":
     srcs = ["127.0.0.%d" % i for i in range(2, 10)]
-    sys.exit(0 if report(burst(srcs, 4), 503, 24, 8) else 1)
+    sys.exit(0 if report(burst(srcs, 4, "max_connections", 8), 503, 24, 8)
+             else 1)
 elif phase == "idle":
     sys.exit(0 if wait_metric("quorum_http_connections_open", 1) else 1)
 elif phase == "probe":
     # 8 held from one address: the per-address cap is full
-    held = [conn() for _ in range(8)]
+    held = hold([None] * 8)
+    if held is None:
+        print("8 connections not held"); sys.exit(1)
     key = 'quorum_http_connections_refused_total{cap="max_connections_per_ip"}'
-    # metric() itself connects from the same address: past the cap once
-    # the 8 are in, and answered all the same
-    if not wait_held(8):
-        print("the 8 held connections are not open"); sys.exit(1)
+    # metric() itself connects from the same address: past the cap, and
+    # answered all the same
     before = metric("quorum_http_connections_refused_total").get(key)
     got = []
     for path in ("/health", "/metrics", "/"):
@@ -212,9 +241,9 @@ elif phase == "probe":
                           ("/", 429, True)] and after == before + 1 else 1)
 elif phase == "probe_all":
     # 24 held from 6 addresses (4 each): the cap in all is full
-    held = [conn("127.0.0.%d" % i) for i in range(10, 16) for _ in range(4)]
-    if not wait_held(24):
-        print("the 24 held connections are not open"); sys.exit(1)
+    held = hold(["127.0.0.%d" % i for i in range(10, 16) for _ in range(4)])
+    if held is None:
+        print("24 connections not held"); sys.exit(1)
     got = []
     for path in ("/metrics", "/health"):
         s = conn("127.0.0.20")
