@@ -744,6 +744,11 @@ static void schema_errors(void **state)
 		 "schema.type: \"wood\": not a JSON schema type"},
 		{"{\"$ref\":\"#/$defs/none\"}",
 		 "schema: $ref #/$defs/none: not found"},
+		/* another document: said as unsupported, not as missing */
+		{"{\"$ref\":\"https://example.com/s.json\"}",
+		 "schema: $ref https://example.com/s.json: only references "
+		 "inside the schema are supported (#, #/$defs/NAME, "
+		 "#/definitions/NAME)"},
 		{"{\"type\":\"array\",\"maxItems\":1000}",
 		 "schema.maxItems: must be an integer in 0..256"},
 		{"{\"allOf\":[{},{}]}",

@@ -848,6 +848,11 @@ static int body(ctx *c, const json_t *s, strbuf *b)
 
 		if (only(c, s, (const char *const[]){"$ref"}, 1))
 			return -1;
+		if (!target && r && r[0] != '#')
+			return fail(c, QERR_UNSUPPORTED, "$ref %s: only "
+				    "references inside the schema are "
+				    "supported (#, #/$defs/NAME, "
+				    "#/definitions/NAME)", r);
 		if (!target)
 			return fail(c, QERR_FORMAT, "$ref %s: not found", r ? r
 				    : "(not a string)");
