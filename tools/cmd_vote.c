@@ -37,9 +37,9 @@ static void help(void)
 	       "options:\n"
 	       "  --file F          input ('-' = stdin, the default)\n"
 	       "  --answer FORMAT   auto, number, math, choice, yesno, text,\n"
-	       "                    regex:PATTERN, json:POINTER (default auto;\n"
-	       "                    docs/commands.md; select needs the model:\n"
-	       "                    quorum run)\n"
+	       "                    exact, regex:PATTERN, json:POINTER (default\n"
+	       "                    auto; docs/commands.md; select needs the\n"
+	       "                    model: quorum run)\n"
 	       "  --json            the summary as JSON on stdout\n"
 	       "  -h, --help        this help\n\n"
 	       "exit status: 0 all lines voted, 1 a line was refused, 2 usage.\n");
