@@ -761,8 +761,9 @@ typedef struct {
 	int count;     /* distinct stacks */
 	int over;      /* a bound was hit */
 	long visits;   /* expand's calls (GBNF_EXPAND_MAX) */
-	int32_t *ht;   /* 2 x GBNF_STACKS_MAX: the stacks' offsets + 1, by
-			* hash (0: empty); made at the first stack */
+	int32_t *ht;   /* the stacks' offsets + 1 by hash (0: empty), at
+			* most half full: ht_cap slots, a power of two */
+	size_t ht_cap;
 } sset;
 
 static void sset_free(sset *s)
@@ -784,19 +785,45 @@ static uint64_t stack_hash(const int32_t *st, int len)
 	return h;
 }
 
+/* s's table with room for one more stack: made (16 slots) or doubled,
+ * the stacks rehashed from v; -1 out of memory. A set holds a few stacks
+ * mostly (one a byte step of the masks' trie walk), so it starts small. */
+static int sset_room(sset *s)
+{
+	size_t cap = s->ht_cap ? s->ht_cap * 2 : 16;
+	int32_t *ht;
+
+	if ((size_t)(s->count + 1) * 2 <= s->ht_cap)
+		return 0;
+	if (!(ht = calloc(cap, sizeof(*ht))))
+		return -1;
+	for (int o = 0; o < s->n; o += s->v[o] + 1) {
+		size_t i = stack_hash(s->v + o + 1, s->v[o]) & (cap - 1);
+
+		while (ht[i])
+			i = (i + 1) & (cap - 1);
+		ht[i] = o + 1;
+	}
+	free(s->ht);
+	s->ht = ht;
+	s->ht_cap = cap;
+	return 0;
+}
+
 /* Adds stack st unless the set holds it: GBNF_STACKS_MAX bounds the
  * distinct stacks (a duplicate, reached by another path, had counted
  * too, so (a?){45}b lost its a's at the bound). */
 static void sset_add(sset *s, const int32_t *st, int len)
 {
-	size_t mask = 2 * GBNF_STACKS_MAX - 1, i;
+	size_t mask, i;
 
 	if (s->over)
 		return;
-	if (!s->ht && !(s->ht = calloc(mask + 1, sizeof(*s->ht)))) {
+	if (sset_room(s)) {
 		s->over = 1;
 		return;
 	}
+	mask = s->ht_cap - 1;
 	for (i = stack_hash(st, len) & mask; s->ht[i]; i = (i + 1) & mask) {
 		const int32_t *o = s->v + s->ht[i] - 1;
 
@@ -857,20 +884,28 @@ static void expand(const gbnf *g, int32_t *st, int len, sset *out,
 	}
 }
 
+/* The stacks of the root rule's alternatives, expanded into out: the
+ * start state's (gbnf_start), or past a bound (out->over). */
+static void start_set(const gbnf *g, sset *out)
+{
+	int32_t st[1];
+
+	for (int a = 0; a < g->alt_n[g->root] && !out->over; a++) {
+		int start = g->alt[g->alt_off[g->root] + a];
+
+		st[0] = start;
+		expand(g, st, g->e[start].type != E_END, out, 0);
+	}
+}
+
 /* Whether the root's expansion passes a bound (gbnf_start's state would
  * be dead). */
 static int start_over(const gbnf *g)
 {
 	sset out = {0};
-	int32_t st[1];
 	int over;
 
-	for (int a = 0; a < g->alt_n[g->root] && !out.over; a++) {
-		int start = g->alt[g->alt_off[g->root] + a];
-
-		st[0] = start;
-		expand(g, st, g->e[start].type != E_END, &out, 0);
-	}
+	start_set(g, &out);
 	over = out.over;
 	sset_free(&out);
 	return over;
@@ -1218,16 +1253,9 @@ static int step(gbnf_matcher *m, int s, uint8_t b)
 int gbnf_start(gbnf_matcher *m)
 {
 	sset out = {0};
-	int32_t st[1];
 	int id;
 
-	/* the root rule's alternatives */
-	for (int a = 0; a < m->g->alt_n[m->g->root]; a++) {
-		int start = m->g->alt[m->g->alt_off[m->g->root] + a];
-
-		st[0] = start;
-		expand(m->g, st, m->g->e[start].type != E_END, &out, 0);
-	}
+	start_set(m->g, &out);
 	id = intern(m, &out, 0, 0);
 	sset_free(&out);
 	return id;
