@@ -73,10 +73,10 @@ typedef struct gwconn {
 	char *model_arg;        /* GET /v1/models/{id}: the id (owned) */
 	uint32_t retry_after_ms;/* the coordinator's retry hint (0: none):
 				 * Retry-After of a 429 or 503 */
-	const char *allow;      /* a 405's Allow header: the method the
-				 * URL takes (RFC 9110 15.5.6) */
-	int accept_identity;    /* a 415 for a Content-Encoding: says
-				 * "Accept-Encoding: identity" */
+	const char *hdr[2];     /* a header the refusal names (name,
+				 * value), or NULL: a 405's Allow (RFC
+				 * 9110 15.5.6), a 415's Accept-Encoding
+				 * for a coded body (15.5.16) */
 	int close;              /* over a connection cap: "Connection:
 				 * close" on the reply (conns.h) */
 } gwconn;

@@ -159,10 +159,8 @@ enum MHD_Result http_send_body(struct MHD_Connection *mc, gwconn *cn,
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	if (code == 401)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-	if (code == 405 && cn->allow)
-		MHD_add_response_header(r, "Allow", cn->allow);
-	if (code == 415 && cn->accept_identity)
-		MHD_add_response_header(r, "Accept-Encoding", "identity");
+	if (cn->hdr[0])
+		MHD_add_response_header(r, cn->hdr[0], cn->hdr[1]);
 	http_common_headers(r, cn);
 	ok = MHD_queue_response(mc, (unsigned)code, r);
 	MHD_destroy_response(r);

@@ -210,7 +210,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 
 			snprintf(msg, sizeof(msg), "%s needs %s",
 				 http_ep_name[cn->ep], post ? "POST" : "GET");
-			cn->allow = post ? "POST" : "GET, HEAD";
+			cn->hdr[0] = "Allow";
+			cn->hdr[1] = post ? "POST" : "GET, HEAD";
 			return http_send_err(mc, cn, 405, msg, NULL,
 					     "method_not_allowed");
 		}
@@ -277,7 +278,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 						 "Content-Encoding '%.60s' "
 						 "is not supported: send the "
 						 "body uncompressed", ce);
-					cn->accept_identity = 1;
+					cn->hdr[0] = "Accept-Encoding";
+					cn->hdr[1] = "identity";
 					return http_send_err(
 						mc, cn, 415, msg, NULL,
 						"unsupported_media_type");
