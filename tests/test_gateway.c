@@ -2877,6 +2877,18 @@ static hresp raw_http(const char *req)
 	return r;
 }
 
+/* POST /v1/completions with the key and a JSON Content-Type, then the
+ * framing headers given (CRLF-terminated each) and the body as it is. */
+static hresp raw_post(const char *headers, const char *body)
+{
+	char req[1024];
+
+	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
+		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
+		 "application/json\r\n%s\r\n%s", KEY, headers, body);
+	return raw_http(req);
+}
+
 /* A request whose body's framing the gateway cannot trust gets one reply
  * and the connection closed (RFC 9112 6.3, 5.1): a Transfer-Encoding
  * other than chunked (it had hung until the timeout, no reply), both
@@ -2899,22 +2911,17 @@ static void test_body_framing(void **state)
 				       "supported"));
 	assert_non_null(strcasestr(r.head, "Connection: close"));
 	hresp_free(&r);
-	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
-		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		 "application/json\r\nContent-Length: 5\r\nTransfer-Encoding: "
-		 "chunked\r\n\r\n0\r\n\r\n", KEY);
-	r = raw_http(req);
+	r = raw_post("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+		     "0\r\n\r\n");
 	assert_int_equal(r.code, 400);
 	assert_non_null(strstr(r.body, "both Transfer-Encoding and "
 				       "Content-Length"));
 	hresp_free(&r);
 	snprintf(smuggled, sizeof(smuggled), "GET /v1/models HTTP/1.1\r\nHost: "
 		 "x\r\nAuthorization: Bearer %s\r\n\r\n", KEY);
-	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
-		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		 "application/json\r\nContent-Length : %zu\r\n\r\n%s", KEY,
-		 strlen(smuggled), smuggled);
-	r = raw_http(req);
+	snprintf(req, sizeof(req), "Content-Length : %zu\r\n",
+		 strlen(smuggled));
+	r = raw_post(req, smuggled);
 	assert_int_equal(r.code, 400);
 	assert_non_null(strstr(r.body, "a header name holds whitespace"));
 	/* one reply: the smuggled request's never came */
@@ -2942,23 +2949,16 @@ static void test_body_framing(void **state)
 	hresp_free(&r);
 	/* a compressed body is refused by its coding's name, not parsed
 	 * as malformed JSON (it had been a 400 "invalid JSON") */
-	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
-		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		 "application/json\r\nContent-Encoding: gzip\r\n"
-		 "Content-Length: 4\r\nConnection: close\r\n\r\n\x1f\x8b"
-		 "\x08\x01", KEY);
-	r = raw_http(req);
+	r = raw_post("Content-Encoding: gzip\r\nContent-Length: 4\r\n"
+		     "Connection: close\r\n", "\x1f\x8b\x08\x01");
 	assert_int_equal(r.code, 415);
 	assert_non_null(strstr(r.body, "Content-Encoding 'gzip' is not "
 				       "supported"));
 	assert_non_null(strcasestr(r.head, "Accept-Encoding: identity"));
 	hresp_free(&r);
 	/* identity is no coding at all */
-	snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.1\r\nHost: x"
-		 "\r\nAuthorization: Bearer %s\r\nContent-Type: "
-		 "application/json\r\nContent-Encoding: identity\r\n"
-		 "Content-Length: 2\r\nConnection: close\r\n\r\n{}", KEY);
-	r = raw_http(req);
+	r = raw_post("Content-Encoding: identity\r\nContent-Length: 2\r\n"
+		     "Connection: close\r\n", "{}");
 	assert_int_equal(r.code, 400);
 	assert_non_null(strstr(r.body, "prompt"));
 	hresp_free(&r);
