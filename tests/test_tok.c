@@ -765,6 +765,22 @@ static void m_duplicate(gguf_writer *w)
 	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 3);
 	gguf_w_arr_str(w, "tokenizer.ggml.merges", toks, NULL, 0);
 }
+/* One token past GGUF_MAX_VOCAB (the bound the loader, the tokenizer
+ * and the coordinator share), every one empty: a 32 MB file that had
+ * taken 1 GB to load with no bound. */
+static void m_too_many(gguf_writer *w)
+{
+	const char **toks = calloc(GGUF_MAX_VOCAB + 1u, sizeof(*toks));
+
+	assert_non_null(toks);
+	for (size_t i = 0; i <= GGUF_MAX_VOCAB; i++)
+		toks[i] = "";
+	gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL,
+		       GGUF_MAX_VOCAB + 1u);
+	gguf_w_arr_str(w, "tokenizer.ggml.merges", toks, NULL, 0);
+	free(toks);
+}
 static void m_spm_bad_byte(gguf_writer *w)
 {
 	static const char *const toks[] = {"<unk>", "<s>", "</s>", "<0xZZ>"};
@@ -816,6 +832,7 @@ static const struct {
 	{"eos id is a string", m_bos_wrong_type, QERR_FORMAT},
 	{"add_bos without bos id", m_add_bos_no_bos, QERR_FORMAT},
 	{"duplicate token", m_duplicate, QERR_FORMAT},
+	{"tokens past the bound", m_too_many, QERR_FORMAT},
 	{"byte token not <0xHH>", m_spm_bad_byte, QERR_FORMAT},
 	{"scores shorter than tokens", m_spm_short_scores, QERR_FORMAT},
 };
@@ -850,6 +867,10 @@ static void test_bad_metadata(void **state)
 					"'martian' is not a known pre-tokenizer") ||
 			     !strstr(qerr_detail(), "qwen2, ")))
 				fail_msg("unknown pre: %s", qerr_detail());
+			if (meta_cases[i].fill == m_too_many &&
+			    !strstr(qerr_detail(), "tokenizer.ggml.tokens has "
+					"4194305 entries (at most 4194304)"))
+				fail_msg("past the bound: %s", qerr_detail());
 		} else {
 			int32_t *ids = NULL;
 			size_t n = 0;
