@@ -657,8 +657,8 @@ static int load_config(loader *L)
 }
 
 /* Every tensor of the file was read. One the architecture's loader
- * never looks up (a layer past block_count, qk-norms in a qwen2 file, a
- * second tensor of one name) would otherwise be silently ignored and a
+ * never looks up (a layer past block_count, qk-norms in a qwen2 file;
+ * a second tensor of one name gguf_open refuses) would otherwise be silently ignored and a
  * different model run: the file is corrupt or mislabelled, and
  * llama.cpp refuses it too ("wrong number of tensors"). The tensors
  * that are optional (output.weight when tied, rope_freqs.weight, the
@@ -677,13 +677,6 @@ static int check_used(loader *L)
 
 		if (L->used[i])
 			continue;
-		for (uint64_t j = 0; j < i; j++)
-			if (gguf_tensor_at(g, j)->name.len == t->name.len &&
-			    !memcmp(gguf_tensor_at(g, j)->name.ptr, nm,
-				    t->name.len))
-				return qerr_fail(QERR_FORMAT, "%s: tensor "
-						 "'%.*s' appears twice",
-						 L->path, nl, nm);
 		/* blk.<n>.: a layer the header does not count */
 		if (t->name.len > 4 && !memcmp(nm, "blk.", 4) &&
 		    nm[4] >= '0' && nm[4] <= '9') {
