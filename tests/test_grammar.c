@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/mkmodel.h"
 #include "infer/model.h"
 #include "format/gguf.h"
 #include "qerr.h"
@@ -1094,6 +1095,94 @@ static void dead_end(void **state)
 	free(g);
 }
 
+/* A model that reasons (its template thinks: Qwen3's tokenizer, random
+ * weights) writes its reasoning first and the grammar shapes what comes
+ * after </think>, the content the vote reads; applied from the first
+ * token, it had left no room to reason. Steered by logit_bias: <think>
+ * +90, </think> +100, "\n\n" +70, "yes" +50. The first token may be
+ * the grammar's or <think> (not </think>): <think>; then nothing is
+ * masked: </think>; then the grammar's start or one whitespace token:
+ * "\n\n", and no second one: "yes"; then only an end token. Without
+ * the markers' bias the grammar's "yes" comes first, as before. */
+static void reasoning_first(void **state)
+{
+	char path[600];
+	mkmodel_opts o = {0};
+	mkmodel_info info;
+	model *m = NULL;
+	tok *t = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/grammar-think-%d.gguf", tu_tmpdir(),
+		 (int)getpid());
+	o.shape = "tiny";
+	o.wtype = GGML_TYPE_F32;
+	o.tokenizer = tu_data("data/tokenizers/qwen2/tokenizer.json");
+	o.seed = 7;
+	o.out = path;
+	if (mkmodel_write(&o, &info) || model_load(path, &m) ||
+	    tok_load(m->gguf, &t))
+		fail_msg("%s", qerr_detail());
+	assert_int_equal(prompt_family(t), PROMPT_QWEN3);
+	assert_int_equal(prompt_build(t, NULL, "Is it?", &ids, &n_ids), 0);
+	for (int steer = 0; steer < 2; steer++) {
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = SC_PARAMS_DEFAULTS;
+		sc_engine *e = NULL;
+		sc_result r = {0};
+		const char *want = steer ? "<think></think>\n\nyes" : "yes";
+		struct {
+			int32_t id;
+			float b;
+		} bias[4] = {{tok_find(t, "yes"), 50.0f},
+			     {tok_find(t, "<think>"), 90.0f},
+			     {tok_find(t, "</think>"), 100.0f},
+			     {tok_find(t, "\u010a\u010a"), 70.0f}};
+
+		p.n = 4;
+		p.max_new = 16;
+		p.sp.temperature = 1.0f;
+		p.stop = (stop_rule){STOP_NONE, 0.95, 4};
+		assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
+			"root ::= \"yes\" | \"no\"\n", &p), 0);
+		assert_int_equal(sc_params_parse(SC_S_ANSWER, "exact", &p), 0);
+		/* sorted by id, as sc_params keeps them */
+		for (int i = 0; i < (steer ? 4 : 1); i++) {
+			int k = p.logit_bias.n++;
+
+			assert_true(bias[i].id >= 0);
+			for (; k > 0 && p.logit_bias.id[k - 1] > bias[i].id;
+			     k--) {
+				p.logit_bias.id[k] = p.logit_bias.id[k - 1];
+				p.logit_bias.bias[k] = p.logit_bias.bias[k - 1];
+			}
+			p.logit_bias.id[k] = bias[i].id;
+			p.logit_bias.bias[k] = bias[i].b;
+		}
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
+		assert_int_equal(r.n, 4);
+		for (int i = 0; i < r.n; i++) {
+			const sc_sample *x = &r.samples[i];
+
+			if (strcmp(x->text, want) || x->finish != SC_FINISH_STOP)
+				fail_msg("steer %d, sample %d: \"%s\" (finish "
+					 "%d), want \"%s\"", steer, i, x->text,
+					 x->finish, want);
+			assert_true(x->has_answer);
+			assert_string_equal(x->answer, "yes");
+		}
+		sc_run_result_fini(&r);
+		sc_engine_free(&e);
+	}
+	free(ids);
+	tok_free(&t);
+	model_free(&m);
+	unlink(path);
+}
+
 static void sampling(void **state)
 {
 	sc_result a = {0}, b = {0}, c = {0};
@@ -1168,6 +1257,7 @@ int main(void)
 		cmocka_unit_test(rx_errors),
 		cmocka_unit_test(choices),
 		cmocka_unit_test(sampling),
+		cmocka_unit_test(reasoning_first),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -447,6 +447,50 @@ static void reasoning_content_offsets(void **state)
 	}
 }
 
+/* Where a constraint that waits for the reasoning takes over (fork.c):
+ * fed piece by piece (NULL: the pieces' ends), reasoning_content_next
+ * after each: right after </think>, at harmony's final body, never
+ * before a marker is whole nor in other channels. */
+static void reasoning_content_next_at(void **state)
+{
+	static const struct {
+		const char *pieces[12];
+		int next[12];
+	} c[] = {
+		{{"<think>", "ab", "</thi", "nk>", "\n\n", NULL},
+		 {REASONING_NOT_YET, REASONING_NOT_YET, REASONING_NOT_YET,
+		  REASONING_AFTER_THINK, REASONING_AFTER_THINK}},
+		{{"<|channel|>", "analysis", "<|message|>", "x", "<|end|>",
+		  "<|start|>", "assistant", "<|channel|>", "final",
+		  "<|message|>", NULL},
+		 {REASONING_NOT_YET, REASONING_NOT_YET, REASONING_NOT_YET,
+		  REASONING_NOT_YET, REASONING_NOT_YET, REASONING_NOT_YET,
+		  REASONING_NOT_YET, REASONING_NOT_YET, REASONING_NOT_YET,
+		  REASONING_FINAL_BODY}},
+		/* a commentary message is no content */
+		{{"<|channel|>", "commentary", "<|message|>", NULL},
+		 {REASONING_NOT_YET, REASONING_NOT_YET, REASONING_NOT_YET}},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		reasoning_split s;
+
+		reasoning_init(&s);
+		for (int k = 0; c[i].pieces[k]; k++) {
+			int got;
+
+			assert_int_equal(reasoning_feed(&s, c[i].pieces[k],
+							strlen(c[i].pieces[k]),
+							NULL), 0);
+			got = reasoning_content_next(&s);
+			if (got != c[i].next[k])
+				fail_msg("case %zu, after \"%s\": %d, not %d",
+					 i, c[i].pieces[k], got, c[i].next[k]);
+		}
+	}
+}
+
 /* Held back means never sent twice nor moved: after each byte the parts
  * only grow, and a harmony text's content is the span the vote reads. */
 static void reasoning_prefix_stable(void **state)
@@ -505,6 +549,7 @@ int main(void)
 	static const struct CMUnitTest fixed3[] = {
 		cmocka_unit_test(reasoning_prefix_stable),
 		cmocka_unit_test(reasoning_content_offsets),
+		cmocka_unit_test(reasoning_content_next_at),
 	};
 	struct CMUnitTest t[NX + NT + NR + N_FIXED(fixed1) + N_FIXED(fixed2) +
 			   N_FIXED(fixed3)];

@@ -108,7 +108,7 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 		j->p = *ji->p;
 	if (j->n && j->p.grammar) {
 		/* the grammar, compiled once for the job's forks */
-		if ((!e->gv && (rc = gbnf_vocab_new(e->t, &e->gv))) ||
+		if ((!e->gv && (rc = sc_grammar_vocab(e))) ||
 		    (rc = gbnf_parse(j->p.grammar, j->p.grammar_len,
 				     &j->gg)) ||
 		    (rc = gbnf_matcher_new(j->gg, e->gv, &j->gm)))
@@ -385,6 +385,7 @@ static int start_fork(sc_batch *b, sc_job *j)
 	f->win_min = INT64_MAX;
 	f->job = j;
 	f->gstate = j->g0;
+	sc_fork_grammar_init(b->e, f);
 	f->logits = j->root_logits;
 	f->lg_own = NULL;
 	j->n_started++;

@@ -67,6 +67,7 @@ int sc_engine_new(const model *m, const tok *t, const sc_engine_params *p,
 	e->m = m;
 	e->t = t;
 	e->p = *p;
+	e->rmark = -1; /* sc_grammar_vocab's, with the first grammar */
 	rows = p->max_batch > p->prefill_chunk ? p->max_batch
 					       : p->prefill_chunk;
 	e->masked = malloc((size_t)m->cfg.vocab * sizeof(float));
@@ -178,6 +179,7 @@ void sc_engine_free(sc_engine **ep)
 	tpool_free(&e->tp);
 	free(e->masked);
 	gbnf_vocab_free(&e->gv);
+	free(e->ws_toks);
 	free(e->eog);
 	free(e);
 	*ep = NULL;

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "qerr.h"
+#include "text/prompt.h"
 
 const char *sc_fork_finish_name(int finish)
 {
@@ -286,6 +287,122 @@ static const float *eos_off(const sc_engine *e, const sc_params *p,
 	return buf;
 }
 
+/*
+ * A constraint and a model that reasons. A grammar (JSON schema, regex,
+ * choice, GBNF) shapes the answer, not the thinking before it: applied
+ * from the first token, it left a reasoning model (Qwen3, gpt-oss) no
+ * room to reason at all. Where the model's family reasons, a fork's
+ * grammar waits (gwait):
+ *   GW_OPEN    the first token: the grammar's tokens, or the one that
+ *              opens the reasoning (<think>, <|channel|>);
+ *   GW_REASON  reasoning (and harmony's markup between messages): no
+ *              mask; reasoning.h's books say when it ends;
+ *   GW_LEAD    after </think>: the grammar's first tokens, or one token
+ *              of whitespace (reasoning.h drops it before the content;
+ *              one, so that it cannot run on to max_tokens);
+ *   GW_BODY    the content begins (past that whitespace, or harmony's
+ *              final message's body): the grammar's first tokens;
+ *   GW_NONE    the grammar governs every token (from the first, where
+ *              the model does not reason or did not open its reasoning).
+ * So the content (vote.h's rule 0: what the vote reads) is a sentence of
+ * the grammar, and everything is still a function of the sample's text:
+ * the same bytes on any thread, batch or host. A model whose family does
+ * not reason (rmark -1), and a grammar that spells the reasoning itself
+ * (its start takes the marker: "<think>" ... "</think>" answer), are
+ * constrained from the first token, as before.
+ */
+enum { GW_NONE, GW_OPEN, GW_REASON, GW_LEAD, GW_BODY };
+
+static int ws_piece(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r')
+			return 0;
+	return n > 0;
+}
+
+int sc_grammar_vocab(sc_engine *e)
+{
+	int V = e->m->cfg.vocab, fam = prompt_family(e->t), rc;
+	const char *mk = fam == PROMPT_HARMONY		? "<|channel|>"
+			 : prompt_family_thinks(fam)	? "<think>"
+							: NULL;
+	size_t n;
+	const char *pc;
+
+	if ((rc = gbnf_vocab_new(e->t, &e->gv)))
+		return rc;
+	free(e->ws_toks);
+	if (!(e->ws_toks = calloc(((size_t)V + 63) / 64, sizeof(uint64_t)))) {
+		gbnf_vocab_free(&e->gv);
+		return qerr_fail(QERR_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < V; i++)
+		if ((pc = tok_piece(e->t, i, 0, &n)) && ws_piece(pc, n))
+			e->ws_toks[i >> 6] |= 1ull << (i & 63);
+	/* only a marker the text shows (a control token writes nothing, and
+	 * the reasoning's end could not be read) */
+	e->rmark = mk ? tok_find(e->t, mk) : -1;
+	if (e->rmark >= 0 &&
+	    (!(pc = tok_piece(e->t, e->rmark, 0, &n)) || n != strlen(mk) ||
+	     memcmp(pc, mk, n)))
+		e->rmark = -1;
+	return 0;
+}
+
+void sc_fork_grammar_init(const sc_engine *e, fork_state *f)
+{
+	const uint64_t *ok;
+
+	/* a grammar whose start takes the marker spells the reasoning
+	 * itself: it governs from the first token */
+	f->gwait = f->job && f->job->gm && e->rmark >= 0 &&
+			   (ok = gbnf_allowed(f->job->gm, f->job->g0)) &&
+			   !((ok[e->rmark >> 6] >> (e->rmark & 63)) & 1)
+		   ? GW_OPEN
+		   : GW_NONE;
+	reasoning_init(&f->grs);
+}
+
+/* The grammar's books after token tokid (its piece p, n bytes). */
+static void grammar_advance(const sc_engine *e, fork_state *f, int tokid,
+			    const char *p, size_t n)
+{
+	gbnf_matcher *gm = f->job->gm;
+
+	switch (f->gwait) {
+	case GW_NONE:
+		f->gstate = gbnf_step(gm, f->gstate, p, n);
+		return;
+	case GW_OPEN:
+		if (tokid != e->rmark)
+			break;
+		f->gwait = GW_REASON; /* the marker opens the books */
+		__attribute__((fallthrough));
+	case GW_REASON:
+		/* no output buffer: only the books, which cannot fail */
+		(void)reasoning_feed(&f->grs, p, n, NULL);
+		switch (reasoning_content_next(&f->grs)) {
+		case REASONING_AFTER_THINK:
+			f->gwait = GW_LEAD;
+			break;
+		case REASONING_FINAL_BODY:
+			f->gwait = GW_BODY;
+			break;
+		}
+		return;
+	case GW_LEAD:
+		if (ws_piece(p, n)) { /* one: whitespace cannot run on */
+			f->gwait = GW_BODY;
+			return;
+		}
+		break;
+	}
+	/* the content's first token: the grammar from its start */
+	f->gwait = GW_NONE;
+	f->gstate = gbnf_step(gm, f->job->g0, p, n);
+}
+
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 {
@@ -303,16 +420,19 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 		goto drawn;
 	}
 	lg = eos_off(e, p, f, lg, e->masked);
-	if (f->job && f->job->gm) {
+	if (f->job && f->job->gm && f->gwait != GW_REASON) {
 		/* a grammar: only the tokens that keep the text in it, and
-		 * the end tokens only where it may end */
+		 * the end tokens only where it may end (waiting for the
+		 * reasoning: its start, and what else may come first) */
 		gbnf_matcher *gm = f->job->gm;
-		const uint64_t *ok = f->gstate >= 0
-					     ? gbnf_allowed(gm, f->gstate) : NULL;
-		int acc = f->gstate >= 0 && gbnf_accepting(gm, f->gstate);
+		int gs = f->gwait == GW_NONE ? f->gstate : f->job->g0;
+		const uint64_t *ok = gs >= 0 ? gbnf_allowed(gm, gs) : NULL;
+		const uint64_t *ws = f->gwait == GW_LEAD ? e->ws_toks : NULL;
+		int mark = f->gwait == GW_OPEN ? e->rmark : -1;
+		int acc = gs >= 0 && gbnf_accepting(gm, gs);
 		int any = 0, V = e->m->cfg.vocab;
 
-		if (f->gstate >= 0 && !ok)
+		if (gs >= 0 && !ok)
 			return qerr_fail(QERR_NOMEM, "out of memory for the "
 					 "grammar");
 		if (lg != e->masked)
@@ -322,6 +442,17 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 				any = 1;
 			else
 				e->masked[i] = -INFINITY;
+		}
+		/* what may come before the content (neither is an end
+		 * token, so its logit is the fork's own) */
+		for (int i = 0; ws && i < V; i++)
+			if ((ws[i >> 6] >> (i & 63)) & 1) {
+				e->masked[i] = f->logits[i];
+				any = 1;
+			}
+		if (mark >= 0) {
+			e->masked[mark] = f->logits[mark];
+			any = 1;
 		}
 		for (int i = 0; i < e->n_eog && acc && !p->ignore_eos; i++)
 			e->masked[e->eog[i]] = f->logits[e->eog[i]];
@@ -359,8 +490,7 @@ drawn:
 	if ((rc = start_add(f)))
 		return rc;
 	if (f->job && f->job->gm)
-		f->gstate = gbnf_step(f->job->gm, f->gstate, piece ? piece : "",
-				      plen);
+		grammar_advance(e, f, tokid, piece ? piece : "", plen);
 	if ((rc = append_text(f, piece ? piece : "", plen)))
 		return rc;
 	f->out->n_tokens++;

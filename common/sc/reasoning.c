@@ -192,6 +192,17 @@ int reasoning_feed(reasoning_split *s, const char *text, size_t n,
 	return 0;
 }
 
+int reasoning_content_next(const reasoning_split *s)
+{
+	if (s->pend_len)
+		return REASONING_NOT_YET;
+	if (s->state == RS_ANSWER)
+		return REASONING_AFTER_THINK;
+	if (s->state == RS_BODY && s->final)
+		return REASONING_FINAL_BODY;
+	return REASONING_NOT_YET;
+}
+
 int reasoning_end(reasoning_split *s, reasoning_out *o)
 {
 	for (size_t i = 0; i < s->pend_len; i++)

@@ -71,6 +71,14 @@ int reasoning_end(reasoning_split *s, reasoning_out *o);
  * tokens while reasoning). Its reasoning tokens are those whose pieces
  * start before it (usage's reasoning_tokens). */
 size_t reasoning_content_at(const char *text, size_t n);
+/* Where the text read so far stands against its content, for a
+ * constraint that waits for it (fork.c): REASONING_AFTER_THINK right
+ * after a </think> (content follows, whitespace dropped before it),
+ * REASONING_FINAL_BODY at the start of harmony's final message body,
+ * else REASONING_NOT_YET (reasoning, markup, or a marker not yet whole).
+ * Meaningful while the content has not begun. */
+enum { REASONING_NOT_YET, REASONING_AFTER_THINK, REASONING_FINAL_BODY };
+int reasoning_content_next(const reasoning_split *s);
 /* Empties o (keeps its buffers) / frees them. */
 void reasoning_out_clear(reasoning_out *o);
 void reasoning_out_free(reasoning_out *o);

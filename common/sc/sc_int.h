@@ -34,6 +34,7 @@
 #include "sc/params.h"
 #include "text/gbnf.h"
 #include "sc/pfx.h"
+#include "sc/reasoning.h"
 #include "sc/fork.h"
 #include "sc/stop.h"
 
@@ -62,6 +63,11 @@ struct sc_engine {
 	float **task_masked;
 	gbnf_vocab *gv;      /* the vocabulary's trie, made for the first
 			      * grammar (NULL until then) */
+	/* with gv (sc_grammar_vocab): the token that opens the model's
+	 * reasoning (<think>, harmony's <|channel|>; -1: its family does
+	 * not reason), and the tokens that are only whitespace, as bits */
+	int32_t rmark;
+	uint64_t *ws_toks;
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
 	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
@@ -109,6 +115,9 @@ typedef struct {
 	int n_drawn;
 	struct sc_job *job;  /* the job it belongs to */
 	int gstate;          /* its grammar state (the job's matcher) */
+	int gwait;           /* GW_*: whether the grammar waits for the
+			      * reasoning to end (fork.c) */
+	reasoning_split grs; /* ... the reasoning's books while it does */
 	int appended;        /* has been forwarded (holds a private tail) */
 	/* the token drawn ahead by sc_fork_draw (drawn: set until
 	 * sc_fork_step takes it; drawn_rc its error) */
@@ -269,6 +278,13 @@ int sc_root_view(sc_engine *e, const sc_root_ref *root, kv_seq *view);
 
 /* Tokens per confidence window. */
 int sc_fork_conf_window(const sc_params *p);
+/* The engine's grammar books, made for its first grammar: the
+ * vocabulary's trie, the token that opens the model's reasoning, the
+ * whitespace tokens. 0, or QERR_NOMEM. */
+int sc_grammar_vocab(sc_engine *e);
+/* A fork's grammar at its start: it waits for the reasoning where the
+ * model reasons (see fork.c). */
+void sc_fork_grammar_init(const sc_engine *e, fork_state *f);
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f);
 /* The next tokens of the n forks of a decode round drawn ahead, over the
