@@ -152,11 +152,12 @@ static const struct {
 			      "falls below the P-th percentile (default 10) "
 			      "of theirs"},
 	[SC_S_GRAMMAR] = {"grammar", "FILE", "a GBNF grammar (llama.cpp's "
-			  "language) every sample follows; or one made from "
-			  "--json-schema FILE (a JSON schema), --regex P "
-			  "(the whole text matches P, ECMAScript's dialect as "
-			  "JSON Schema's pattern) or --choice S (one of "
-			  "the strings given; repeat it)"},
+			  "language) every sample's content follows (after "
+			  "its reasoning, where the model reasons); or one "
+			  "made from --json-schema FILE (a JSON schema), "
+			  "--regex P (the whole content matches P, "
+			  "ECMAScript's dialect as JSON Schema's pattern) or "
+			  "--choice S (one of the strings given; repeat it)"},
 	[SC_S_ANSWER] = {"answer", "F", "what an answer is and when two are "
 			 "the same: auto (the answer's shape decides) | "
 			 "number | math (equal values) | choice (A-J) | "
