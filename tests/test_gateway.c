@@ -3282,6 +3282,60 @@ static json_t *sse_datas(const hresp *r)
 	return a;
 }
 
+/* A JSON schema over a model that reasons: the reasoning first, free,
+ * and the schema's JSON after it. Steered by logit_bias (this
+ * vocabulary's <think> 151667 +30, </think> 151668 +100: the first token
+ * may be the schema's or <think>, then nothing is masked until
+ * </think>). Shown whole (reasoning_format none) the text opens with
+ * the think block; split (the default), the content is the JSON alone,
+ * and the vote reads it as JSON. */
+static void test_schema_after_reasoning(void **state)
+{
+	(void)state;
+	for (int whole = 0; whole < 2; whole++) {
+		char body[768];
+		hresp r;
+		json_t *o, *ch;
+
+		snprintf(body, sizeof(body), "{\"messages\":[{\"role\":"
+			 "\"user\",\"content\":\"Give a.\"}],\"n\":3,"
+			 "\"seed\":5,\"max_tokens\":40,\"logit_bias\":"
+			 "{\"151667\":30,\"151668\":100},\"response_format\":"
+			 "{\"type\":\"json_schema\",\"json_schema\":{"
+			 "\"name\":\"a\",\"schema\":{\"type\":\"object\","
+			 "\"properties\":{\"a\":{\"type\":\"integer\"}},"
+			 "\"required\":[\"a\"]}}}%s}",
+			 whole ? ",\"reasoning_format\":\"none\"" : "");
+		r = post("/v1/chat/completions", body);
+		assert_int_equal(r.code, 200);
+		o = body_json(&r);
+		ch = json_object_get(o, "choices");
+		assert_int_equal(json_array_size(ch), 3);
+		for (size_t i = 0; i < 3; i++) {
+			const char *text = json_string_value(json_object_get(
+				json_object_get(json_array_get(ch, i),
+						"message"), "content"));
+			json_t *v;
+
+			assert_non_null(text);
+			if (whole) {
+				if (strncmp(text, "<think></think>", 15))
+					fail_msg("choice %zu: \"%s\"", i, text);
+				text += 15;
+			}
+			v = json_loads(text, 0, NULL);
+			if (!json_is_integer(json_object_get(v, "a")))
+				fail_msg("choice %zu: \"%s\" is not the "
+					 "schema's", i, text);
+			json_decref(v);
+		}
+		assert_string_equal(json_string_value(json_object_get(
+			json_object_get(o, "quorum"), "answer_format")), "json:");
+		json_decref(o);
+		hresp_free(&r);
+	}
+}
+
 /* usage's reasoning tokens: texts held by a grammar to a <think> block
  * and an answer, the whole text shown (reasoning_format none) with its
  * tokens' bytes (logprobs): each sample's reasoning tokens are those
@@ -3823,6 +3877,7 @@ int main(void)
 		cmocka_unit_test(test_think),
 		cmocka_unit_test(test_text_offset),
 		cmocka_unit_test(test_reasoning_tokens),
+		cmocka_unit_test(test_schema_after_reasoning),
 	};
 	const struct CMUnitTest harmony[] = {
 		cmocka_unit_test(test_effort),
