@@ -2207,6 +2207,16 @@ static void test_gateway_nested_fields(void **state)
 		 "{\"name\":\"n\",\"strict\":true,\"schema\":{}}}", NULL, NULL},
 		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
 		 "{\"schema\":{}}}", "response_format", "needs a string 'name'"},
+		/* OpenAI's identifier (a space, 65 characters) */
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"my schema\",\"schema\":{}}}", "response_format",
+		 "'response_format.json_schema.name' is 1 to 64"},
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		 "aaaaaaaaaa\",\"schema\":{}}}", "response_format",
+		 "'response_format.json_schema.name' is 1 to 64"},
+		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+		 "{\"name\":\"Math_Answer-2\",\"schema\":{}}}", NULL, NULL},
 		{",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
 		 "{\"name\":\"n\",\"strict\":\"yes\",\"schema\":{}}}",
 		 "response_format", "'strict' is a boolean"},

@@ -859,6 +859,14 @@ static int response_format(json_t **v, constrain_kind *kind, char *msg,
 			return bad(msg, cap, param, "response_format",
 				   "'response_format.json_schema' needs a "
 				   "string 'name', and 'strict' is a boolean");
+		/* OpenAI's identifier: 1 to 64 of a-z, A-Z, 0-9, _ and - */
+		if (json_string_length(nm) > 64 ||
+		    strspn(json_string_value(nm),
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			   "0123456789_-") != json_string_length(nm))
+			return bad(msg, cap, param, "response_format",
+				   "'response_format.json_schema.name' is 1 to "
+				   "64 of a-z, A-Z, 0-9, '_' and '-'");
 	}
 	*v = json_object_get(js, "schema");
 	*kind = CONSTRAIN_JSON_SCHEMA;
