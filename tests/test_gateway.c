@@ -3282,6 +3282,21 @@ static json_t *sse_datas(const hresp *r)
 	return a;
 }
 
+/* body posted to chat completions: 200, its reply (to free with
+ * json_decref and hresp_free) and its choices, n of them. */
+static json_t *chat_choices(const char *body, size_t n, hresp *r,
+			    json_t **ch)
+{
+	json_t *o;
+
+	*r = post("/v1/chat/completions", body);
+	assert_int_equal(r->code, 200);
+	o = body_json(r);
+	*ch = json_object_get(o, "choices");
+	assert_int_equal(json_array_size(*ch), n);
+	return o;
+}
+
 /* A JSON schema over a model that reasons: the reasoning first, free,
  * and the schema's JSON after it. Steered by logit_bias (this
  * vocabulary's <think> 151667 +30, </think> 151668 +100: the first token
@@ -3306,11 +3321,7 @@ static void test_schema_after_reasoning(void **state)
 			 "\"properties\":{\"a\":{\"type\":\"integer\"}},"
 			 "\"required\":[\"a\"]}}}%s}",
 			 whole ? ",\"reasoning_format\":\"none\"" : "");
-		r = post("/v1/chat/completions", body);
-		assert_int_equal(r.code, 200);
-		o = body_json(&r);
-		ch = json_object_get(o, "choices");
-		assert_int_equal(json_array_size(ch), 3);
+		o = chat_choices(body, 3, &r, &ch);
 		for (size_t i = 0; i < 3; i++) {
 			const char *text = json_string_value(json_object_get(
 				json_object_get(json_array_get(ch, i),
@@ -3362,11 +3373,7 @@ static void test_reasoning_tokens(void **state)
 		 "\"content\":\"Think, then a number.\"}],\"n\":3,\"seed\":5,"
 		 "\"max_tokens\":40,\"grammar\":%s,\"reasoning_format\":"
 		 "\"none\",\"logprobs\":true}", gj);
-	r = post("/v1/chat/completions", body);
-	assert_int_equal(r.code, 200);
-	o = body_json(&r);
-	ch = json_object_get(o, "choices");
-	assert_int_equal(json_array_size(ch), 3);
+	o = chat_choices(body, 3, &r, &ch);
 	for (size_t i = 0; i < 3; i++) {
 		json_t *c = json_array_get(ch, i);
 		const char *text = json_string_value(json_object_get(
