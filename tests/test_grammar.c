@@ -1177,6 +1177,52 @@ static void reasoning_first(void **state)
 		sc_run_result_fini(&r);
 		sc_engine_free(&e);
 	}
+	/* The waiting grammar keeps the contract: lightly steered (<think>
+	 * +7, </think> +16), samples that reason and samples that do not
+	 * have the same bytes at N = 3 and 6 and on 1 and 2 threads. */
+	{
+		sc_result r[3] = {{0}};
+		static const int ns[3] = {6, 6, 3}, th[3] = {2, 1, 2};
+		int reasoned = 0;
+
+		for (int k = 0; k < 3; k++) {
+			sc_engine_params ep = SC_ENGINE_DEFAULTS;
+			sc_params p = SC_PARAMS_DEFAULTS;
+			sc_engine *e = NULL;
+			int32_t a = tok_find(t, "<think>"),
+				b = tok_find(t, "</think>");
+
+			ep.n_threads = th[k];
+			p.n = ns[k];
+			p.max_new = 24;
+			p.sp.temperature = 1.0f;
+			p.stop = (stop_rule){STOP_NONE, 0.95, 4};
+			assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
+				"root ::= \"yes\" | \"no\"\n", &p), 0);
+			assert_true(a >= 0 && a < b);
+			p.logit_bias.n = 2;
+			p.logit_bias.id[0] = a;
+			p.logit_bias.bias[0] = 7.0f;
+			p.logit_bias.id[1] = b;
+			p.logit_bias.bias[1] = 16.0f;
+			assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+			assert_int_equal(sc_run(e, ids, n_ids, &p, &r[k]), 0);
+			sc_engine_free(&e);
+		}
+		for (int i = 0; i < r[0].n; i++) {
+			reasoned += !strncmp(r[0].samples[i].text, "<think>", 7);
+			assert_string_equal(r[0].samples[i].text,
+					    r[1].samples[i].text);
+			if (i < r[2].n)
+				assert_string_equal(r[0].samples[i].text,
+						    r[2].samples[i].text);
+		}
+		if (!reasoned || reasoned == r[0].n)
+			fail_msg("%d of %d samples reasoned: the steer should "
+				 "give both kinds", reasoned, r[0].n);
+		for (int k = 0; k < 3; k++)
+			sc_run_result_fini(&r[k]);
+	}
 	free(ids);
 	tok_free(&t);
 	model_free(&m);
