@@ -99,6 +99,10 @@ static const struct xcase xcases[] = {
 	  "<|message|>12", "12"),
 	X("harmony_finalize_is_not_final", "<|channel|>finalize<|message|>9",
 	  NULL),
+	/* a header ends at the next <|channel|>, as reasoning.h reads it:
+	 * this is an analysis message (it had voted 8) */
+	X("harmony_header_restarted", "<|channel|>final<|channel|>analysis"
+	  "<|message|>8", NULL),
 	X("harmony_final_ends_at_end", "<|channel|>final<|message|>10<|end|>"
 	  "<|start|>assistant<|channel|>analysis<|message|>or 11", "10"),
 	X("harmony_last_final_wins", "<|channel|>final<|message|>1<|end|>"

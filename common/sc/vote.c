@@ -302,6 +302,11 @@ int vote_harmony_final(const char *text, size_t len, size_t *a, size_t *b)
 
 		if (msg == len)
 			break;
+		/* a header ends at the next <|channel|>, as reasoning.c
+		 * reads it: "<|channel|>final<|channel|>analysis<|message|>"
+		 * is an analysis message */
+		if (first_of(t, len, name, H_CHANNEL, 11) < msg)
+			continue;
 		while (e < msg && t[e] != ' ' && t[e] != '<')
 			e++;
 		if (e - name == 5 && !memcmp(t + name, "final", 5))
