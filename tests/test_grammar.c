@@ -1177,6 +1177,45 @@ static void reasoning_first(void **state)
 		sc_run_result_fini(&r);
 		sc_engine_free(&e);
 	}
+	/* Its content holds no marker, though the grammar's bytes take
+	 * one: under [a-z] [a-z<>/]* (whose start takes no <think>: it
+	 * waits), </think> at +100 would have been written again and again
+	 * after the first letter, and the vote (after the last </think>)
+	 * had read nothing. */
+	{
+		sc_engine_params ep = SC_ENGINE_DEFAULTS;
+		sc_params p = SC_PARAMS_DEFAULTS;
+		sc_engine *e = NULL;
+		sc_result r = {0};
+		int32_t a = tok_find(t, "<think>"), b = tok_find(t, "</think>");
+
+		p.n = 2;
+		p.max_new = 8;
+		p.sp.temperature = 1.0f;
+		p.stop = (stop_rule){STOP_NONE, 0.95, 4};
+		assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
+			"root ::= [a-z] [a-z<>/]*\n", &p), 0);
+		assert_int_equal(sc_params_parse(SC_S_ANSWER, "exact", &p), 0);
+		assert_true(a >= 0 && a < b);
+		p.logit_bias.n = 2;
+		p.logit_bias.id[0] = a;
+		p.logit_bias.bias[0] = 90.0f;
+		p.logit_bias.id[1] = b;
+		p.logit_bias.bias[1] = 100.0f;
+		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
+		assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
+		for (int i = 0; i < r.n; i++) {
+			const sc_sample *x = &r.samples[i];
+
+			if (strncmp(x->text, "<think></think>", 15) ||
+			    strstr(x->text + 15, "</think>") ||
+			    strstr(x->text + 15, "<think>") || !x->has_answer)
+				fail_msg("sample %d: \"%s\" (answer %d)", i,
+					 x->text, x->has_answer);
+		}
+		sc_run_result_fini(&r);
+		sc_engine_free(&e);
+	}
 	/* The waiting grammar keeps the contract: lightly steered (<think>
 	 * +7, </think> +16), samples that reason and samples that do not
 	 * have the same bytes at N = 3 and 6 and on 1 and 2 threads. */

@@ -495,6 +495,46 @@ static void reasoning_content_next_at(void **state)
 	}
 }
 
+/* A token that ends the reasoning may carry content: fed up to it, the
+ * rest of the piece is the content's (the grammar's, in fork.c). */
+static void reasoning_feed_to_content_rest(void **state)
+{
+	static const struct {
+		const char *pieces[10]; /* the last one ends the reasoning */
+		int at;
+		const char *rest;
+	} c[] = {
+		{{"<think>", "</", "think", ">x"}, REASONING_AFTER_THINK, "x"},
+		{{"<think>", "a", "</think>\n\n{"}, REASONING_AFTER_THINK,
+		 "\n\n{"},
+		{{"<think>", "</think>"}, REASONING_AFTER_THINK, ""},
+		/* harmony: a '<' held back as a possible marker is content */
+		{{"<|channel|>", "final", "<", "|", "message", "|", "><"},
+		 REASONING_FINAL_BODY, "<"},
+		{{"<|channel|>", "final", "<|message|>yes"},
+		 REASONING_FINAL_BODY, "yes"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		reasoning_split s;
+		int k = 0, at = REASONING_NOT_YET;
+		size_t used = 0, n = 0;
+
+		reasoning_init(&s);
+		for (; c[i].pieces[k]; k++) {
+			n = strlen(c[i].pieces[k]);
+			used = reasoning_feed_to_content(&s, c[i].pieces[k], n,
+							 &at);
+			if (c[i].pieces[k + 1] && (at != REASONING_NOT_YET ||
+						   used != n))
+				fail_msg("case %zu: content at piece %d", i, k);
+		}
+		assert_int_equal(at, c[i].at);
+		assert_string_equal(c[i].pieces[k - 1] + used, c[i].rest);
+	}
+}
+
 /* Held back means never sent twice nor moved: after each byte the parts
  * only grow, and a harmony text's content is the span the vote reads. */
 static void reasoning_prefix_stable(void **state)
@@ -554,6 +594,7 @@ int main(void)
 		cmocka_unit_test(reasoning_prefix_stable),
 		cmocka_unit_test(reasoning_content_offsets),
 		cmocka_unit_test(reasoning_content_next_at),
+		cmocka_unit_test(reasoning_feed_to_content_rest),
 	};
 	struct CMUnitTest t[NX + NT + NR + N_FIXED(fixed1) + N_FIXED(fixed2) +
 			   N_FIXED(fixed3)];

@@ -180,6 +180,7 @@ void sc_engine_free(sc_engine **ep)
 	free(e->masked);
 	gbnf_vocab_free(&e->gv);
 	free(e->ws_toks);
+	free(e->mark_toks);
 	free(e->eog);
 	free(e);
 	*ep = NULL;

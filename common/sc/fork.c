@@ -302,9 +302,14 @@ static const float *eos_off(const sc_engine *e, const sc_params *p,
  *              one, so that it cannot run on to max_tokens);
  *   GW_BODY    the content begins (past that whitespace, or harmony's
  *              final message's body): the grammar's first tokens;
+ *              content in the token that ends the reasoning (">x" of
+ *              "</" "think" ">x") is stepped through the grammar too;
  *   GW_NONE    the grammar governs every token (from the first, where
  *              the model does not reason or did not open its reasoning).
- * So the content (vote.h's rule 0: what the vote reads) is a sentence of
+ * Outside the reasoning such a fork draws no token that holds one of
+ * its markers (gmarks; reasoning_has_marker), whatever the grammar's
+ * bytes allow: the vote would read it as reasoning or markup. So the
+ * content (vote.h's rule 0: what the vote reads) is a sentence of
  * the grammar, and everything is still a function of the sample's text:
  * the same bytes on any thread, batch or host. A model whose family does
  * not reason (rmark -1), and a grammar that spells the reasoning itself
@@ -337,9 +342,27 @@ int sc_grammar_vocab(sc_engine *e)
 		gbnf_vocab_free(&e->gv);
 		return qerr_fail(QERR_NOMEM, "out of memory");
 	}
-	for (int i = 0; i < V; i++)
-		if ((pc = tok_piece(e->t, i, 0, &n)) && ws_piece(pc, n))
+	free(e->mark_toks);
+	e->mark_toks = NULL;
+	e->n_mark_toks = 0;
+	for (int i = 0; i < V; i++) {
+		if (!(pc = tok_piece(e->t, i, 0, &n)))
+			continue;
+		if (ws_piece(pc, n))
 			e->ws_toks[i >> 6] |= 1ull << (i & 63);
+		if (reasoning_has_marker(pc, n)) {
+			int32_t *nm = realloc(e->mark_toks,
+					      (size_t)(e->n_mark_toks + 1) *
+						      sizeof(int32_t));
+
+			if (!nm) {
+				gbnf_vocab_free(&e->gv);
+				return qerr_fail(QERR_NOMEM, "out of memory");
+			}
+			e->mark_toks = nm;
+			e->mark_toks[e->n_mark_toks++] = i;
+		}
+	}
 	/* only a marker the text shows (a control token writes nothing, and
 	 * the reasoning's end could not be read) */
 	e->rmark = mk ? tok_find(e->t, mk) : -1;
@@ -361,6 +384,7 @@ void sc_fork_grammar_init(const sc_engine *e, fork_state *f)
 			   !((ok[e->rmark >> 6] >> (e->rmark & 63)) & 1)
 		   ? GW_OPEN
 		   : GW_NONE;
+	f->gmarks = f->gwait == GW_OPEN;
 	reasoning_init(&f->grs);
 }
 
@@ -380,17 +404,33 @@ static void grammar_advance(const sc_engine *e, fork_state *f, int tokid,
 		f->gwait = GW_REASON; /* the marker opens the books */
 		__attribute__((fallthrough));
 	case GW_REASON:
-		/* no output buffer: only the books, which cannot fail */
-		(void)reasoning_feed(&f->grs, p, n, NULL);
-		switch (reasoning_content_next(&f->grs)) {
-		case REASONING_AFTER_THINK:
-			f->gwait = GW_LEAD;
-			break;
-		case REASONING_FINAL_BODY:
+	{
+		/* content in the token that ends the reasoning is the
+		 * grammar's too */
+		int at;
+		size_t k = reasoning_feed_to_content(&f->grs, p, n, &at);
+
+		if (at == REASONING_NOT_YET)
+			return;
+		p += k;
+		n -= k;
+		if (at == REASONING_AFTER_THINK) {
+			size_t w = 0;
+
+			while (w < n && ws_piece(p + w, 1))
+				w++;
+			if (w == n) { /* whitespace: its one token */
+				f->gwait = w ? GW_BODY : GW_LEAD;
+				return;
+			}
+			p += w;
+			n -= w;
+		} else if (!n) {
 			f->gwait = GW_BODY;
-			break;
+			return;
 		}
-		return;
+		break;
+	}
 	case GW_LEAD:
 		if (ws_piece(p, n)) { /* one: whitespace cannot run on */
 			f->gwait = GW_BODY;
@@ -439,20 +479,30 @@ int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f)
 			memcpy(e->masked, lg, (size_t)V * sizeof(float));
 		for (int i = 0; i < V; i++) {
 			if (ok && (ok[i >> 6] >> (i & 63)) & 1)
-				any = 1;
+				any++;
 			else
 				e->masked[i] = -INFINITY;
+		}
+		/* a waiting grammar's content holds no marker (the vote
+		 * would read it as reasoning or markup: cut, or none) */
+		for (int k = 0; f->gmarks && ok && k < e->n_mark_toks; k++) {
+			int32_t id = e->mark_toks[k];
+
+			if ((ok[id >> 6] >> (id & 63)) & 1) {
+				e->masked[id] = -INFINITY;
+				any--;
+			}
 		}
 		/* what may come before the content (neither is an end
 		 * token, so its logit is the fork's own) */
 		for (int i = 0; ws && i < V; i++)
 			if ((ws[i >> 6] >> (i & 63)) & 1) {
 				e->masked[i] = f->logits[i];
-				any = 1;
+				any++;
 			}
 		if (mark >= 0) {
 			e->masked[mark] = f->logits[mark];
-			any = 1;
+			any++;
 		}
 		for (int i = 0; i < e->n_eog && acc && !p->ignore_eos; i++)
 			e->masked[e->eog[i]] = f->logits[e->eog[i]];

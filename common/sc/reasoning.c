@@ -192,6 +192,27 @@ int reasoning_feed(reasoning_split *s, const char *text, size_t n,
 	return 0;
 }
 
+size_t reasoning_feed_to_content(reasoning_split *s, const char *text,
+				 size_t n, int *at)
+{
+	*at = REASONING_NOT_YET;
+	for (size_t k = 0; k < n; k++) {
+		/* no output: the books alone cannot fail */
+		(void)reasoning_feed(s, text + k, 1, NULL);
+		if ((*at = reasoning_content_next(s)) != REASONING_NOT_YET)
+			return k + 1;
+	}
+	return n;
+}
+
+int reasoning_has_marker(const char *p, size_t n)
+{
+	for (int m = 0; m < M_COUNT; m++)
+		if (memmem(p, n, mark[m], strlen(mark[m])))
+			return 1;
+	return 0;
+}
+
 int reasoning_content_next(const reasoning_split *s)
 {
 	if (s->pend_len)

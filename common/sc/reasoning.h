@@ -79,6 +79,17 @@ size_t reasoning_content_at(const char *text, size_t n);
  * Meaningful while the content has not begun. */
 enum { REASONING_NOT_YET, REASONING_AFTER_THINK, REASONING_FINAL_BODY };
 int reasoning_content_next(const reasoning_split *s);
+/* Feeds text[0, n) (books only) up to the byte after which the content
+ * begins: returns the bytes fed (n when it did not begin) and sets *at
+ * to reasoning_content_next's verdict there, so text[returned, n) is the
+ * piece's part that belongs to the content (a token that ends the
+ * reasoning may carry some). */
+size_t reasoning_feed_to_content(reasoning_split *s, const char *text,
+				 size_t n, int *at);
+/* 1 when p[0, n) holds one of the markers above (<think>, </think>,
+ * harmony's <|channel|>, <|message|>, <|end|>, <|start|>, <|return|>,
+ * <|call|>): content holding one would read as reasoning or markup. */
+int reasoning_has_marker(const char *p, size_t n);
 /* Empties o (keeps its buffers) / frees them. */
 void reasoning_out_clear(reasoning_out *o);
 void reasoning_out_free(reasoning_out *o);

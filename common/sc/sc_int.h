@@ -68,6 +68,10 @@ struct sc_engine {
 	 * not reason), and the tokens that are only whitespace, as bits */
 	int32_t rmark;
 	uint64_t *ws_toks;
+	/* ... and the tokens whose pieces hold a reasoning marker
+	 * (reasoning_has_marker): never in a waiting grammar's content */
+	int32_t *mark_toks;
+	int n_mark_toks;
 	int32_t *eog;        /* (n_eog) end-of-generation token ids */
 	int n_eog;
 	uint32_t peak_in_use;/* blocks, this run */
@@ -117,6 +121,7 @@ typedef struct {
 	int gstate;          /* its grammar state (the job's matcher) */
 	int gwait;           /* GW_*: whether the grammar waits for the
 			      * reasoning to end (fork.c) */
+	int gmarks;          /* it waited: no marker in its content */
 	reasoning_split grs; /* ... the reasoning's books while it does */
 	int appended;        /* has been forwarded (holds a private tail) */
 	/* the token drawn ahead by sc_fork_draw (drawn: set until
