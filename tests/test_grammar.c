@@ -1095,6 +1095,35 @@ static void dead_end(void **state)
 	free(g);
 }
 
+/* reasoning_first's settings: n samples of max_new tokens at
+ * temperature 1, no early stop, under grammar, answers by answer (NULL:
+ * the default), <think> and </think> (ids a < b of t) biased by ba, bb
+ * (0: not). */
+static void think_params(sc_params *p, const tok *t, int n, int max_new,
+			 const char *grammar, const char *answer, float ba,
+			 float bb)
+{
+	int32_t a = tok_find(t, "<think>"), b = tok_find(t, "</think>");
+
+	*p = (sc_params)SC_PARAMS_DEFAULTS;
+	p->n = n;
+	p->max_new = max_new;
+	p->sp.temperature = 1.0f;
+	p->stop = (stop_rule){STOP_NONE, 0.95, 4};
+	assert_int_equal(sc_params_parse(SC_S_GRAMMAR, grammar, p), 0);
+	if (answer)
+		assert_int_equal(sc_params_parse(SC_S_ANSWER, answer, p), 0);
+	assert_true(a >= 0 && a < b);
+	if (ba) {
+		p->logit_bias.id[p->logit_bias.n] = a;
+		p->logit_bias.bias[p->logit_bias.n++] = ba;
+	}
+	if (bb) {
+		p->logit_bias.id[p->logit_bias.n] = b;
+		p->logit_bias.bias[p->logit_bias.n++] = bb;
+	}
+}
+
 /* A model that reasons (its template thinks: Qwen3's tokenizer, random
  * weights) writes its reasoning first and the grammar shapes what comes
  * after </think>, the content the vote reads; applied from the first
@@ -1129,27 +1158,20 @@ static void reasoning_first(void **state)
 	assert_int_equal(prompt_build(t, NULL, "Is it?", &ids, &n_ids), 0);
 	for (int steer = 0; steer < 2; steer++) {
 		sc_engine_params ep = SC_ENGINE_DEFAULTS;
-		sc_params p = SC_PARAMS_DEFAULTS;
+		sc_params p;
 		sc_engine *e = NULL;
 		sc_result r = {0};
 		const char *want = steer ? "<think></think>\n\nyes" : "yes";
 		struct {
 			int32_t id;
 			float b;
-		} bias[4] = {{tok_find(t, "yes"), 50.0f},
-			     {tok_find(t, "<think>"), 90.0f},
-			     {tok_find(t, "</think>"), 100.0f},
+		} bias[2] = {{tok_find(t, "yes"), 50.0f},
 			     {tok_find(t, "\u010a\u010a"), 70.0f}};
 
-		p.n = 4;
-		p.max_new = 16;
-		p.sp.temperature = 1.0f;
-		p.stop = (stop_rule){STOP_NONE, 0.95, 4};
-		assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
-			"root ::= \"yes\" | \"no\"\n", &p), 0);
-		assert_int_equal(sc_params_parse(SC_S_ANSWER, "exact", &p), 0);
+		think_params(&p, t, 4, 16, "root ::= \"yes\" | \"no\"\n",
+			     "exact", steer ? 90.0f : 0, steer ? 100.0f : 0);
 		/* sorted by id, as sc_params keeps them */
-		for (int i = 0; i < (steer ? 4 : 1); i++) {
+		for (int i = 0; i < (steer ? 2 : 1); i++) {
 			int k = p.logit_bias.n++;
 
 			assert_true(bias[i].id >= 0);
@@ -1184,24 +1206,12 @@ static void reasoning_first(void **state)
 	 * had read nothing. */
 	{
 		sc_engine_params ep = SC_ENGINE_DEFAULTS;
-		sc_params p = SC_PARAMS_DEFAULTS;
+		sc_params p;
 		sc_engine *e = NULL;
 		sc_result r = {0};
-		int32_t a = tok_find(t, "<think>"), b = tok_find(t, "</think>");
 
-		p.n = 2;
-		p.max_new = 8;
-		p.sp.temperature = 1.0f;
-		p.stop = (stop_rule){STOP_NONE, 0.95, 4};
-		assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
-			"root ::= [a-z] [a-z<>/]*\n", &p), 0);
-		assert_int_equal(sc_params_parse(SC_S_ANSWER, "exact", &p), 0);
-		assert_true(a >= 0 && a < b);
-		p.logit_bias.n = 2;
-		p.logit_bias.id[0] = a;
-		p.logit_bias.bias[0] = 90.0f;
-		p.logit_bias.id[1] = b;
-		p.logit_bias.bias[1] = 100.0f;
+		think_params(&p, t, 2, 8, "root ::= [a-z] [a-z<>/]*\n", "exact",
+			     90.0f, 100.0f);
 		assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
 		assert_int_equal(sc_run(e, ids, n_ids, &p, &r), 0);
 		for (int i = 0; i < r.n; i++) {
@@ -1226,24 +1236,13 @@ static void reasoning_first(void **state)
 
 		for (int k = 0; k < 3; k++) {
 			sc_engine_params ep = SC_ENGINE_DEFAULTS;
-			sc_params p = SC_PARAMS_DEFAULTS;
+			sc_params p;
 			sc_engine *e = NULL;
-			int32_t a = tok_find(t, "<think>"),
-				b = tok_find(t, "</think>");
 
 			ep.n_threads = th[k];
-			p.n = ns[k];
-			p.max_new = 24;
-			p.sp.temperature = 1.0f;
-			p.stop = (stop_rule){STOP_NONE, 0.95, 4};
-			assert_int_equal(sc_params_parse(SC_S_GRAMMAR,
-				"root ::= \"yes\" | \"no\"\n", &p), 0);
-			assert_true(a >= 0 && a < b);
-			p.logit_bias.n = 2;
-			p.logit_bias.id[0] = a;
-			p.logit_bias.bias[0] = 7.0f;
-			p.logit_bias.id[1] = b;
-			p.logit_bias.bias[1] = 16.0f;
+			think_params(&p, t, ns[k], 24,
+				     "root ::= \"yes\" | \"no\"\n", NULL, 7.0f,
+				     16.0f);
 			assert_int_equal(sc_engine_new(m, t, &ep, &e), 0);
 			assert_int_equal(sc_run(e, ids, n_ids, &p, &r[k]), 0);
 			sc_engine_free(&e);
