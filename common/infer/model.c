@@ -660,10 +660,10 @@ static int load_config(loader *L)
  * never looks up (a layer past block_count, qk-norms in a qwen2 file;
  * a second tensor of one name gguf_open refuses) would otherwise be
  * silently ignored and a different model run: the file is corrupt or
- * mislabelled, and
- * llama.cpp refuses it too ("wrong number of tensors"). The tensors
- * that are optional (output.weight when tied, rope_freqs.weight, the
- * biases) count as read when present, so they pass. */
+ * mislabelled, and llama.cpp refuses it too ("wrong number of
+ * tensors"). The tensors that are optional (output.weight when tied,
+ * rope_freqs.weight, the biases) count as read when present, so they
+ * pass. */
 static int check_used(loader *L)
 {
 	const gguf_file *g = L->m->gguf;

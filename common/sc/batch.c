@@ -114,6 +114,8 @@ int sc_batch_add(sc_batch *b, const job_init *ji, sc_job **out)
 		    (rc = gbnf_matcher_new(j->gg, e->gv, &j->gm)))
 			goto fail;
 		j->g0 = gbnf_start(j->gm);
+		if ((rc = sc_grammar_waits(e, j)))
+			goto fail;
 	}
 	if (j->n && (rc = sc_params_vocab_limit(&j->p, V)))
 		goto fail;
@@ -385,7 +387,7 @@ static int start_fork(sc_batch *b, sc_job *j)
 	f->win_min = INT64_MAX;
 	f->job = j;
 	f->gstate = j->g0;
-	sc_fork_grammar_init(b->e, f);
+	sc_fork_grammar_init(f);
 	f->logits = j->root_logits;
 	f->lg_own = NULL;
 	j->n_started++;

@@ -318,10 +318,11 @@ static const float *eos_off(const sc_engine *e, const sc_params *p,
  */
 enum { GW_NONE, GW_OPEN, GW_REASON, GW_LEAD, GW_BODY };
 
+/* A piece all of reasoning.h's whitespace (the content drops it). */
 static int ws_piece(const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r')
+		if (!reasoning_space(p[i]))
 			return 0;
 	return n > 0;
 }
@@ -373,17 +374,24 @@ int sc_grammar_vocab(sc_engine *e)
 	return 0;
 }
 
-void sc_fork_grammar_init(const sc_engine *e, fork_state *f)
+int sc_grammar_waits(const sc_engine *e, sc_job *j)
 {
 	const uint64_t *ok;
 
+	j->g_wait = 0;
+	if (!j->gm || e->rmark < 0)
+		return 0;
+	if (!(ok = gbnf_allowed(j->gm, j->g0)))
+		return qerr_fail(QERR_NOMEM, "out of memory for the grammar");
 	/* a grammar whose start takes the marker spells the reasoning
 	 * itself: it governs from the first token */
-	f->gwait = f->job && f->job->gm && e->rmark >= 0 &&
-			   (ok = gbnf_allowed(f->job->gm, f->job->g0)) &&
-			   !((ok[e->rmark >> 6] >> (e->rmark & 63)) & 1)
-		   ? GW_OPEN
-		   : GW_NONE;
+	j->g_wait = !((ok[e->rmark >> 6] >> (e->rmark & 63)) & 1);
+	return 0;
+}
+
+void sc_fork_grammar_init(fork_state *f)
+{
+	f->gwait = f->job && f->job->g_wait ? GW_OPEN : GW_NONE;
 	f->gmarks = f->gwait == GW_OPEN;
 	reasoning_init(&f->grs);
 }
@@ -417,7 +425,7 @@ static void grammar_advance(const sc_engine *e, fork_state *f, int tokid,
 		if (at == REASONING_AFTER_THINK) {
 			size_t w = 0;
 
-			while (w < n && ws_piece(p + w, 1))
+			while (w < n && reasoning_space(p[w]))
 				w++;
 			if (w == n) { /* whitespace: its one token */
 				f->gwait = w ? GW_BODY : GW_LEAD;

@@ -63,7 +63,7 @@ static int put(char **buf, size_t *len, size_t *cap, const char *p,
 	return 0;
 }
 
-static int is_space(char b)
+int reasoning_space(char b)
 {
 	return b == ' ' || b == '\t' || b == '\n' || b == '\r';
 }
@@ -95,7 +95,7 @@ static int settle(reasoning_split *s, char b, size_t at, reasoning_out *o)
 	case RS_THINK:
 		return reason_bytes(&b, 1, o);
 	case RS_ANSWER:
-		if (s->lead && is_space(b))
+		if (s->lead && reasoning_space(b))
 			return 0;
 		s->lead = 0;
 		return content(s, at, &b, 1, o);

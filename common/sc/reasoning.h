@@ -86,6 +86,9 @@ int reasoning_content_next(const reasoning_split *s);
  * reasoning may carry some). */
 size_t reasoning_feed_to_content(reasoning_split *s, const char *text,
 				 size_t n, int *at);
+/* 1 for the whitespace dropped before a think text's content (after
+ * </think>): space, tab, line feed, carriage return. */
+int reasoning_space(char b);
 /* 1 when p[0, n) holds one of the markers above (<think>, </think>,
  * harmony's <|channel|>, <|message|>, <|end|>, <|start|>, <|return|>,
  * <|call|>): content holding one would read as reasoning or markup. */

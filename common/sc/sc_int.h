@@ -195,6 +195,8 @@ struct sc_job {
 	gbnf *gg;               /* the compiled grammar, or NULL */
 	gbnf_matcher *gm;       /* ... its states, shared by the forks */
 	int g0;                 /* ... the state before any text */
+	int g_wait;             /* ... its forks wait for the reasoning
+				 * (sc_grammar_waits) */
 	int w;                  /* confidence window */
 	const kv_seq *root;     /* forks fork from it: &own, &view, borrowed */
 	kv_seq own, view;
@@ -287,9 +289,11 @@ int sc_fork_conf_window(const sc_params *p);
  * vocabulary's trie, the token that opens the model's reasoning, the
  * whitespace tokens. 0, or QERR_NOMEM. */
 int sc_grammar_vocab(sc_engine *e);
-/* A fork's grammar at its start: it waits for the reasoning where the
- * model reasons (see fork.c). */
-void sc_fork_grammar_init(const sc_engine *e, fork_state *f);
+/* Whether job j's forks wait for the reasoning (see fork.c): into
+ * j->g_wait; 0, or QERR_NOMEM. */
+int sc_grammar_waits(const sc_engine *e, sc_job *j);
+/* A fork's grammar at its start (its job's g_wait). */
+void sc_fork_grammar_init(fork_state *f);
 /* Draws the next token of f and records it; marks f done on a stop. */
 int sc_fork_step(sc_engine *e, const sc_params *p, fork_state *f);
 /* The next tokens of the n forks of a decode round drawn ahead, over the
